@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 20_000,
+    hookTimeout: 20_000,
+    // Integration tests start real servers and worker threads; two cores, so keep files to two at once.
+    maxWorkers: 2,
+    pool: 'forks',
+  },
+});
