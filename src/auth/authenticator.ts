@@ -1,0 +1,131 @@
+// Resolves the key a request carries into a Principal, following SPEC §5 on where each kind of
+// key may appear. Key rows are cached (LRU) in front of SQLite; revocation evicts the entry.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { apiError } from '../errors.js';
+import type { TenancyStore } from '../store/tenancy.js';
+import { parseKey, secretMatches } from './keys.js';
+
+export interface Principal {
+  kind: 'management' | 'api';
+  keyId: string;
+  customerId: string;
+  readOnly: boolean;
+  accountScoped: boolean;
+  /** The seat an account-scoped key is bound to. */
+  seatId: string | null;
+}
+
+/**
+ * none: no key. management: provisioning (Bearer or x-management-key, management keys only).
+ * connection: /ConnectEx, /v1/broker-accounts, /v1/connect (management key, or an API key as
+ * x-api-key, or an unscoped API key as Bearer). api: trading and market data (x-api-key only).
+ * news: any API key as x-api-key or Bearer.
+ */
+export type AuthMode = 'none' | 'management' | 'connection' | 'api' | 'news';
+
+interface CachedKey { hash: string; principal: Principal; revoked: boolean }
+
+function bearer(headers: Record<string, string>): string | undefined {
+  const h = headers['authorization'];
+  if (!h) return undefined;
+  const m = /^Bearer\s+(.+)$/i.exec(h.trim());
+  return m ? m[1]!.trim() : undefined;
+}
+
+export class Authenticator {
+  private readonly cache = new LRUCache<string, CachedKey>({ max: 50_000 });
+  private readonly envKeyHash: Buffer | undefined;
+
+  constructor(
+    private readonly store: TenancyStore,
+    envManagementKey: { value: string; customerId: string } | undefined,
+  ) {
+    this.envKeyHash = envManagementKey ? sha256(envManagementKey.value) : undefined;
+    this.envCustomerId = envManagementKey?.customerId;
+  }
+  private readonly envCustomerId: string | undefined;
+
+  /** Looks a raw key value up; undefined when unknown, malformed or revoked. */
+  resolve(value: string): Principal | undefined {
+    const parsed = parseKey(value);
+    if (!parsed) {
+      if (this.envKeyHash && this.envCustomerId) {
+        const h = sha256(value);
+        if (h.length === this.envKeyHash.length && timingSafeEqual(h, this.envKeyHash)) {
+          return { kind: 'management', keyId: 'env', customerId: this.envCustomerId, readOnly: false, accountScoped: false, seatId: null };
+        }
+      }
+      return undefined;
+    }
+    let entry = this.cache.get(parsed.id);
+    if (!entry) {
+      const row = this.store.keyById(parsed.id);
+      if (!row) return undefined;
+      entry = {
+        hash: row.hash,
+        revoked: row.revoked_at !== null,
+        principal: {
+          kind: row.kind, keyId: row.id, customerId: row.customer_id,
+          readOnly: row.read_only === 1, accountScoped: row.account_scoped === 1, seatId: row.seat_id,
+        },
+      };
+      this.cache.set(parsed.id, entry);
+    }
+    if (entry.revoked || entry.principal.kind !== parsed.kind) return undefined;
+    return secretMatches(parsed.secret, entry.hash) ? entry.principal : undefined;
+  }
+
+  evict(keyId: string): void {
+    this.cache.delete(keyId);
+  }
+
+  /** Throws an ApiError (401/403) unless the request carries a key acceptable for `mode`. */
+  authenticate(mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
+    switch (mode) {
+      case 'none':
+        return undefined;
+      case 'management': {
+        const value = headers['x-management-key'] ?? bearer(headers);
+        if (!value) throw apiError('MANAGEMENT_KEY_REQUIRED', 'management key required: send Authorization: Bearer <key> or x-management-key');
+        const p = this.resolve(value);
+        if (!p || p.kind !== 'management') throw apiError('INVALID_API_KEY', 'invalid or revoked management key');
+        return p;
+      }
+      case 'connection': {
+        const viaHeader = headers['x-management-key'] ?? headers['x-api-key'];
+        const value = viaHeader ?? bearer(headers);
+        if (!value) throw this.keyRequired(v1);
+        const p = this.resolve(value);
+        if (!p) throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
+        if (p.kind === 'api' && p.accountScoped && viaHeader === undefined) {
+          throw apiError('ACCOUNT_SCOPE', 'an account-scoped key must be sent as x-api-key on connection routes');
+        }
+        return p;
+      }
+      case 'api': {
+        const value = headers['x-api-key'];
+        if (!value) throw this.keyRequired(v1);
+        const p = this.resolve(value);
+        // A management key is deliberately not valid here (SPEC §5.8).
+        if (!p || p.kind !== 'api') throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
+        return p;
+      }
+      case 'news': {
+        const value = headers['x-api-key'] ?? bearer(headers);
+        if (!value) throw this.keyRequired(v1);
+        const p = this.resolve(value);
+        if (!p || p.kind !== 'api') throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
+        return p;
+      }
+    }
+  }
+
+  private keyRequired(v1: boolean) {
+    return apiError('API_KEY_REQUIRED', v1 ? 'API key required' : 'missing x-api-key header');
+  }
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}

@@ -1,0 +1,45 @@
+// First-start set-up: the default customer and its management key. With GATEWAY_MANAGEMENT_KEY
+// set, that value is the key (scripted set-ups); otherwise one is generated on the first start,
+// printed once, and written to DATA_DIR/bootstrap.json readable by the owner only.
+import { randomUUID } from 'node:crypto';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TenancyStore } from '../store/tenancy.js';
+import { generateKey, hashSecret } from './keys.js';
+
+export const DEFAULT_CUSTOMER = 'default';
+
+export interface BootstrapResult {
+  customerId: string;
+  /** The generated management key, only on the start that created it. */
+  createdKey?: string;
+  bootstrapFile: string;
+}
+
+export function createManagementKey(store: TenancyStore, customerId: string, label: string, now: number): string {
+  const k = generateKey('management');
+  store.insertKey({
+    id: k.id, customer_id: customerId, kind: 'management', hash: hashSecret(k.secret), label,
+    read_only: 0, account_scoped: 0, seat_id: null, created_at: now,
+  });
+  return k.value;
+}
+
+/** A further tenant with its own management key (operator CLI and tests). */
+export function createCustomer(store: TenancyStore, name: string, now = Date.now()): { customerId: string; managementKey: string } {
+  const c = store.createCustomer(randomUUID(), name, now);
+  return { customerId: c.id, managementKey: createManagementKey(store, c.id, 'initial', now) };
+}
+
+export function bootstrap(store: TenancyStore, dataDir: string, envKey: string | undefined, now = Date.now()): BootstrapResult {
+  const bootstrapFile = join(dataDir, 'bootstrap.json');
+  const customer = store.customerByName(DEFAULT_CUSTOMER) ?? store.createCustomer(randomUUID(), DEFAULT_CUSTOMER, now);
+  if (envKey) return { customerId: customer.id, bootstrapFile };
+  const hasKey = store.keysOf(customer.id).some((k) => k.kind === 'management' && k.revoked_at === null);
+  if (hasKey) return { customerId: customer.id, bootstrapFile };
+  const value = createManagementKey(store, customer.id, 'bootstrap', now);
+  if (!existsSync(bootstrapFile)) {
+    writeFileSync(bootstrapFile, JSON.stringify({ customerId: customer.id, managementKey: value }, null, 2) + '\n', { mode: 0o600 });
+  }
+  return { customerId: customer.id, createdKey: value, bootstrapFile };
+}

@@ -1,0 +1,14 @@
+// Rights of a principal over an account (SPEC §5.4-5.6). Ownership is checked by the caller
+// (an unknown or foreign account is 404, so ids of other customers are not disclosed).
+import { apiError } from '../errors.js';
+import type { Principal } from './authenticator.js';
+
+export function assertAccountScope(p: Principal, accountId: string): void {
+  if (p.accountScoped && p.seatId !== accountId) {
+    throw apiError('ACCOUNT_SCOPE', 'this key is scoped to another account');
+  }
+}
+
+export function assertCanTrade(p: Principal): void {
+  if (p.readOnly) throw apiError('READ_ONLY_KEY', 'this key is read-only: trading calls are not allowed');
+}

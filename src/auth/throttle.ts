@@ -1,0 +1,49 @@
+// Failed-auth throttle (SPEC §8): `limit` 401s from one IP within `windowMs` block that IP for
+// `blockMs`. Pure apart from the injected clock. Per-IP state lives in an LRU so a flood of
+// distinct addresses cannot grow memory without bound.
+import { LRUCache } from 'lru-cache';
+
+export interface Clock { now(): number }
+export const systemClock: Clock = { now: () => Date.now() };
+
+interface IpState { failures: number[]; blockedUntil: number }
+
+export interface ThrottleOptions { limit: number; windowMs: number; blockMs: number; clock?: Clock; maxIps?: number }
+
+export class AuthThrottle {
+  private readonly ips: LRUCache<string, IpState>;
+  private readonly clock: Clock;
+  constructor(private readonly opts: ThrottleOptions) {
+    this.clock = opts.clock ?? systemClock;
+    this.ips = new LRUCache({ max: opts.maxIps ?? 100_000 });
+  }
+
+  /** Seconds until the block lifts, or 0 when the IP may proceed. */
+  blockedFor(ip: string): number {
+    const s = this.ips.peek(ip);
+    if (!s || s.blockedUntil === 0) return 0;
+    const left = s.blockedUntil - this.clock.now();
+    if (left <= 0) {
+      this.ips.delete(ip);
+      return 0;
+    }
+    return Math.ceil(left / 1000);
+  }
+
+  /** Records one failed authentication. */
+  fail(ip: string): void {
+    const now = this.clock.now();
+    let s = this.ips.get(ip);
+    if (!s) {
+      s = { failures: [], blockedUntil: 0 };
+      this.ips.set(ip, s);
+    }
+    const horizon = now - this.opts.windowMs;
+    while (s.failures.length > 0 && s.failures[0]! <= horizon) s.failures.shift();
+    s.failures.push(now);
+    if (s.failures.length >= this.opts.limit) {
+      s.blockedUntil = now + this.opts.blockMs;
+      s.failures = [];
+    }
+  }
+}

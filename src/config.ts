@@ -1,0 +1,69 @@
+// All settings in one zod schema. Sources, later wins: defaults < JSON file (TAGW_CONFIG) < env vars.
+// The defaults make `npm start` work on a fresh machine.
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { z } from 'zod';
+
+const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
+  typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+export const configSchema = z.object({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: int(0, 65535).default(8080),
+  dataDir: z.string().min(1).default('./data'),
+  /** A fixed management key for scripted set-up; otherwise the first start creates one. */
+  managementKey: z.string().min(16, 'must be at least 16 characters').optional(),
+  allowUwsFallback: bool.default(false),
+  trustProxy: bool.default(false),
+  logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  shards: int(1, 256).default(availableParallelism()),
+  /** How long a private seat takes to build (ms). */
+  seatBuildMs: int(0, 86_400_000).default(3_000),
+  maxBodyBytes: int(1_024, 16 * 1024 * 1024).default(64 * 1024),
+  /** 32-byte key (hex or base64) for encrypting broker passwords at rest; generated into dataDir when absent. */
+  secretKey: z.string().optional(),
+  drainTimeoutMs: int(0, 600_000).default(10_000),
+  idleTimeoutSec: int(8, 960).default(120),
+  authFailLimit: int(1, 1_000_000).default(40),
+  authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
+  authBlockMs: int(1_000, 86_400_000).default(10 * 60_000),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;
+
+const ENV: Record<string, keyof Config> = {
+  HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
+  ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
+  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
+  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
+};
+
+export class ConfigError extends Error {}
+
+export function parseConfig(input: Record<string, unknown>): Config {
+  const r = configSchema.safeParse(input);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return r.data;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let fromFile: Record<string, unknown> = {};
+  if (env.TAGW_CONFIG) {
+    try {
+      fromFile = JSON.parse(readFileSync(env.TAGW_CONFIG, 'utf8')) as Record<string, unknown>;
+    } catch (e) {
+      throw new ConfigError(`TAGW_CONFIG ${env.TAGW_CONFIG}: ${(e as Error).message}`);
+    }
+  }
+  const fromEnv: Record<string, unknown> = {};
+  for (const [name, key] of Object.entries(ENV)) {
+    const v = env[name];
+    if (v !== undefined && v !== '') fromEnv[key] = v;
+  }
+  return parseConfig({ ...fromFile, ...fromEnv });
+}

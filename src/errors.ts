@@ -1,0 +1,101 @@
+// Errors are values: a code, the HTTP status it maps to, a message safe to show a client.
+// The status of every code lives in ERROR_STATUS below and nowhere else (SPEC §7).
+
+export const ERROR_STATUS = {
+  BAD_REQUEST: 400,
+  TRADE_REQUEST_ERROR: 400,
+  ACCOUNT_ID_REQUIRED: 400,
+  INVALID_JSON: 400,
+  API_KEY_REQUIRED: 401,
+  INVALID_API_KEY: 401,
+  MANAGEMENT_KEY_REQUIRED: 401,
+  NO_SUBSCRIPTION: 402,
+  READ_ONLY_KEY: 403,
+  ACCOUNT_SCOPE: 403,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  ROUTE_NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  IDEMPOTENCY_UNCERTAIN: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  RATE_LIMITED: 429,
+  AUTH_THROTTLED: 429,
+  TERMINAL_ERROR: 500,
+  INTERNAL_ERROR: 500,
+  NOT_ON_THIS_TERMINAL: 501,
+  NOT_CONNECTED: 503,
+  SERVICE_UNAVAILABLE: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export const STATUS_TEXT: Record<number, string> = {
+  200: 'OK', 201: 'Created', 202: 'Accepted', 204: 'No Content',
+  400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
+  405: 'Method Not Allowed', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
+  422: 'Unprocessable Entity', 429: 'Too Many Requests', 500: 'Internal Server Error',
+  501: 'Not Implemented', 503: 'Service Unavailable',
+};
+
+export interface ApiErrorOptions {
+  cause?: unknown;
+  /** Extra response headers, e.g. retry-after. */
+  headers?: Record<string, string>;
+  /** Extra JSON fields beside error/message (never secrets). */
+  details?: Record<string, unknown>;
+}
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly headers: Record<string, string> | undefined;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, opts: ApiErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.headers = opts.headers;
+    this.details = opts.details;
+  }
+
+  toBody(): Record<string, unknown> {
+    return { error: this.code, message: this.message, ...this.details };
+  }
+}
+
+export function apiError(code: ErrorCode, message: string, opts?: ApiErrorOptions): ApiError {
+  return new ApiError(code, message, opts);
+}
+
+/** Anything thrown that is not an ApiError is an internal fault: its text is logged, never shown. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  return new ApiError('INTERNAL_ERROR', 'internal error', { cause: err });
+}
+
+/** Error as it crosses a thread boundary (structured clone drops class identity). */
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+export function toWire(err: unknown): WireError {
+  const e = toApiError(err);
+  const w: WireError = { code: e.code, message: e.message };
+  if (e.details) w.details = e.details;
+  if (e.headers) w.headers = e.headers;
+  return w;
+}
+
+export function fromWire(w: WireError): ApiError {
+  const opts: ApiErrorOptions = {};
+  if (w.details) opts.details = w.details;
+  if (w.headers) opts.headers = w.headers;
+  return new ApiError(w.code, w.message, opts);
+}

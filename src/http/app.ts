@@ -1,0 +1,124 @@
+// Binds route records to a uWS app: copy the request, check the throttle, authenticate, read and
+// validate the body and query, run the handler, map any error to JSON in one place.
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import type { z } from 'zod';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { AuthThrottle } from '../auth/throttle.js';
+import { apiError, type ApiError, toApiError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Family, Metrics } from './metrics.js';
+import { readRequest, type RequestInfo } from './request.js';
+import { readBody, ResponseSink } from './respond.js';
+import type { AnyRoute } from './route.js';
+
+export interface HttpDeps {
+  auth: Authenticator;
+  throttle: AuthThrottle;
+  metrics: Metrics;
+  log: Logger;
+  maxBodyBytes: number;
+  trustProxy: boolean;
+  /** Tracks requests in flight so shutdown can drain them. */
+  inflight: { count: number; draining: boolean };
+}
+
+export function formatZodError(where: string, err: z.ZodError): string {
+  return err.issues
+    .map((i) => {
+      const field = i.path.length ? i.path.join('.') : where;
+      return `${where === 'body' ? 'body field' : 'parameter'} '${field}': ${i.message}`;
+    })
+    .join('; ');
+}
+
+function paramCount(path: string): number {
+  return (path.match(/\/:/g) ?? []).length;
+}
+
+export function sendError(sink: ResponseSink, e: ApiError, close = false): void {
+  sink.json(e.status, e.toBody(), e.headers, close);
+}
+
+export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDeps): void {
+  for (const route of routes) {
+    const n = paramCount(route.path);
+    const handler = (res: HttpResponse, req: HttpRequest) => {
+      const info = readRequest(res, req, n, deps.trustProxy);
+      const sink = new ResponseSink(res);
+      void serve(route, info, sink, deps);
+    };
+    switch (route.method) {
+      case 'get': app.get(route.path, handler); break;
+      case 'post': app.post(route.path, handler); break;
+      case 'delete': app.del(route.path, handler); break;
+      case 'any': app.any(route.path, handler); break;
+    }
+  }
+}
+
+/** The fallback for every path no route matched: JSON 404, never uWS's empty default. */
+export function mountNotFound(app: TemplatedApp, deps: HttpDeps): void {
+  app.any('/*', (res, req) => {
+    const info = readRequest(res, req, 0, deps.trustProxy);
+    const sink = new ResponseSink(res);
+    sendError(sink, apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`));
+    deps.metrics.observe('ops', 404, (performance.now() - info.receivedAt) / 1000);
+  });
+}
+
+async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps): Promise<void> {
+  const family: Family = route.family;
+  deps.inflight.count++;
+  let status = 500;
+  try {
+    // Register onData synchronously (uWS requires it before returning from the handler).
+    const bodyPromise = route.body ? readBody(sink, deps.maxBodyBytes) : undefined;
+    if (deps.inflight.draining) {
+      throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
+    }
+    if (route.auth !== 'none') {
+      const wait = deps.throttle.blockedFor(req.ip);
+      if (wait > 0) {
+        throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
+      }
+    }
+    const principal = deps.auth.authenticate(route.auth, req.headers, req.path.startsWith('/v1/'));
+    let body: unknown = undefined;
+    if (route.body && bodyPromise) {
+      const raw = await bodyPromise;
+      let json: unknown = {};
+      if (raw.length > 0) {
+        try {
+          json = JSON.parse(raw.toString('utf8'));
+        } catch {
+          throw apiError('INVALID_JSON', 'request body is not valid JSON');
+        }
+      }
+      const r = route.body.safeParse(json);
+      if (!r.success) throw apiError('BAD_REQUEST', formatZodError('body', r.error));
+      body = r.data;
+    }
+    let query: unknown = req.query;
+    if (route.query) {
+      const r = route.query.safeParse(req.query);
+      if (!r.success) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
+      query = r.data;
+    }
+    const reply = await route.handler({ req, query, body, principal, params: req.params });
+    status = reply.status ?? 200;
+    if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
+    else sink.json(status, reply.body, reply.headers);
+  } catch (err) {
+    const e = toApiError(err);
+    status = e.status;
+    if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
+      deps.log.error('request failed', { route: route.path, code: e.code, err: e.cause ?? e });
+    }
+    if (status === 401) deps.throttle.fail(req.ip);
+    // A body we refused to read leaves the connection in an unknown state: close it.
+    sendError(sink, e, e.code === 'PAYLOAD_TOO_LARGE');
+  } finally {
+    deps.inflight.count--;
+    deps.metrics.observe(family, status, (performance.now() - req.receivedAt) / 1000);
+  }
+}

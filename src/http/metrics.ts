@@ -1,0 +1,63 @@
+// Prometheus text exposition: request counts by family and status, latency histograms by family.
+export type Family = 'classic' | 'gateway' | 'provisioning' | 'news' | 'ops' | 'stream';
+
+const BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+class Histogram {
+  readonly counts = new Array<number>(BUCKETS_S.length + 1).fill(0);
+  sum = 0;
+  count = 0;
+  observe(seconds: number): void {
+    let i = 0;
+    while (i < BUCKETS_S.length && seconds > BUCKETS_S[i]!) i++;
+    this.counts[i]!++;
+    this.sum += seconds;
+    this.count++;
+  }
+}
+
+export class Metrics {
+  private readonly requests = new Map<string, number>();
+  private readonly latency = new Map<Family, Histogram>();
+  private readonly gauges = new Map<string, () => number>();
+
+  observe(family: Family, status: number, seconds: number): void {
+    const k = `${family}\u0000${status}`;
+    this.requests.set(k, (this.requests.get(k) ?? 0) + 1);
+    let h = this.latency.get(family);
+    if (!h) this.latency.set(family, (h = new Histogram()));
+    h.observe(seconds);
+  }
+
+  gauge(name: string, read: () => number): void {
+    this.gauges.set(name, read);
+  }
+
+  render(): string {
+    const out: string[] = [];
+    out.push('# HELP tagw_http_requests_total HTTP requests by route family and status.');
+    out.push('# TYPE tagw_http_requests_total counter');
+    for (const [k, v] of this.requests) {
+      const [family, status] = k.split('\u0000');
+      out.push(`tagw_http_requests_total{family="${family}",status="${status}"} ${v}`);
+    }
+    out.push('# HELP tagw_http_request_duration_seconds HTTP request latency by route family.');
+    out.push('# TYPE tagw_http_request_duration_seconds histogram');
+    for (const [family, h] of this.latency) {
+      let cum = 0;
+      BUCKETS_S.forEach((b, i) => {
+        cum += h.counts[i]!;
+        out.push(`tagw_http_request_duration_seconds_bucket{family="${family}",le="${b}"} ${cum}`);
+      });
+      cum += h.counts[BUCKETS_S.length]!;
+      out.push(`tagw_http_request_duration_seconds_bucket{family="${family}",le="+Inf"} ${cum}`);
+      out.push(`tagw_http_request_duration_seconds_sum{family="${family}"} ${h.sum}`);
+      out.push(`tagw_http_request_duration_seconds_count{family="${family}"} ${h.count}`);
+    }
+    for (const [name, read] of this.gauges) {
+      out.push(`# TYPE ${name} gauge`);
+      out.push(`${name} ${read()}`);
+    }
+    return out.join('\n') + '\n';
+  }
+}

@@ -1,0 +1,65 @@
+// Response helpers honouring uWS's rules: once onAborted fired the response must not be touched,
+// and writes from async code go inside cork() so status, headers and body leave in one syscall.
+import type { HttpResponse } from 'uWebSockets.js';
+import { apiError, STATUS_TEXT } from '../errors.js';
+
+export interface Reply {
+  status?: number;
+  body: unknown;
+  /** Send this text as is instead of JSON-encoding `body`. */
+  raw?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export class ResponseSink {
+  aborted = false;
+  done = false;
+  constructor(readonly res: HttpResponse) {
+    res.onAborted(() => {
+      this.aborted = true;
+    });
+  }
+
+  get open(): boolean {
+    return !this.aborted && !this.done;
+  }
+
+  send(status: number, body: string, headers: Record<string, string> | undefined, contentType = 'application/json', close = false): void {
+    if (!this.open) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
+      this.res.writeHeader('content-type', contentType);
+      if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
+      this.res.end(body, close);
+    });
+  }
+
+  json(status: number, body: unknown, headers?: Record<string, string>, close = false): void {
+    this.send(status, JSON.stringify(body), headers, 'application/json', close);
+  }
+}
+
+/**
+ * Reads the request body. uWS hands chunks in an ArrayBuffer that is only valid during the
+ * callback, so each chunk is copied. The size limit is enforced while reading, not after.
+ */
+export function readBody(sink: ResponseSink, maxBytes: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    sink.res.onData((chunk, isLast) => {
+      if (failed) return;
+      size += chunk.byteLength;
+      if (size > maxBytes) {
+        failed = true;
+        reject(apiError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBytes} bytes`));
+        return;
+      }
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+  });
+}

@@ -1,0 +1,42 @@
+// A route is data: method, path, auth mode and zod schemas, plus a handler. The same records
+// drive request validation and the OpenAPI document, so the two cannot drift apart.
+import type { z } from 'zod';
+import type { AuthMode, Principal } from '../auth/authenticator.js';
+import type { ErrorCode } from '../errors.js';
+import type { Family } from './metrics.js';
+import type { RequestInfo } from './request.js';
+import type { Reply } from './respond.js';
+
+export type Method = 'get' | 'post' | 'delete' | 'any';
+
+export interface RouteContext<Q, B> {
+  req: RequestInfo;
+  query: Q;
+  body: B;
+  principal: Principal | undefined;
+  params: string[];
+}
+
+export interface RouteDef<Q = unknown, B = unknown> {
+  method: Method;
+  /** uWS pattern: `/v1/seats/:id` */
+  path: string;
+  family: Family;
+  auth: AuthMode;
+  summary: string;
+  description?: string;
+  tags?: string[];
+  query?: z.ZodType<Q>;
+  body?: z.ZodType<B>;
+  response?: z.ZodType;
+  /** Status of a successful reply (documented). */
+  successStatus?: number;
+  errors?: ErrorCode[];
+  handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;
+}
+
+export type AnyRoute = RouteDef<any, any>;
+
+export function defineRoute<Q = undefined, B = undefined>(def: RouteDef<Q, B>): AnyRoute {
+  return def as AnyRoute;
+}

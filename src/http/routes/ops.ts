@@ -1,0 +1,41 @@
+// Liveness, readiness, metrics and the OpenAPI document: no key needed (bind to loopback or
+// firewall them if the operator prefers them private).
+import { z } from 'zod';
+import type { Services } from '../../services.js';
+import type { Metrics } from '../metrics.js';
+import { buildOpenApi } from '../openapi.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+
+export const API_VERSION = '1.0.0';
+
+export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRoute[]): AnyRoute[] {
+  let openapi: string | undefined;
+  return [
+    defineRoute({
+      method: 'get', path: '/healthz', family: 'ops', auth: 'none', summary: 'Liveness: the process serves HTTP',
+      response: z.object({ status: z.literal('ok') }),
+      handler: () => ({ body: { status: 'ok' } }),
+    }),
+    defineRoute({
+      method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: 'Readiness: store open and every shard up (503 otherwise)',
+      response: z.object({ ready: z.boolean(), store: z.boolean(), shards: z.number(), shardsUp: z.boolean() }),
+      handler: () => {
+        const store = s.db.open;
+        const shardsUp = s.shards.allReady();
+        const ready = store && shardsUp;
+        return { status: ready ? 200 : 503, body: { ready, store, shards: s.shards.size, shardsUp } };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/metrics', family: 'ops', auth: 'none', summary: 'Prometheus metrics (text format)',
+      handler: () => ({ body: null, raw: metrics.render(), contentType: 'text/plain; version=0.0.4' }),
+    }),
+    defineRoute({
+      method: 'get', path: '/openapi.json', family: 'ops', auth: 'none', summary: 'This OpenAPI document',
+      handler: () => {
+        openapi ??= JSON.stringify(buildOpenApi(allRoutes(), API_VERSION));
+        return { body: null, raw: openapi, contentType: 'application/json' };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,36 @@
+// Shared zod pieces for query strings and bodies. Query values arrive as strings (or arrays of
+// strings when repeated), so the helpers here convert them strictly: '' is not 0, 'abc' is an error.
+import { z } from 'zod';
+
+export const ErrorBody = z.object({
+  error: z.string().describe('Stable error code, e.g. BAD_REQUEST'),
+  message: z.string().describe('Human-readable explanation'),
+}).meta({ id: 'Error' });
+
+const one = (v: unknown) => (Array.isArray(v) ? v[v.length - 1] : v);
+
+export const qString = () => z.preprocess(one, z.string().min(1));
+export const qInt = () =>
+  z.preprocess((v) => {
+    const s = one(v);
+    return typeof s === 'string' && /^-?\d+$/.test(s.trim()) ? Number(s) : s;
+  }, z.number().int());
+export const qNumber = () =>
+  z.preprocess((v) => {
+    const s = one(v);
+    return typeof s === 'string' && s.trim() !== '' && Number.isFinite(Number(s)) ? Number(s) : s;
+  }, z.number());
+export const qBool = () =>
+  z.preprocess((v) => {
+    const s = one(v);
+    if (s === 'true' || s === '1') return true;
+    if (s === 'false' || s === '0') return false;
+    return s;
+  }, z.boolean());
+/** Repeated (`a=X&a=Y`) or comma-separated (`a=X,Y`) lists. */
+export const qList = () =>
+  z.preprocess((v) => {
+    if (v === undefined) return v;
+    const parts = (Array.isArray(v) ? v : [v]).flatMap((s) => String(s).split(','));
+    return parts.map((s) => s.trim()).filter((s) => s.length > 0);
+  }, z.array(z.string()));

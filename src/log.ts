@@ -1,0 +1,47 @@
+// Structured JSON logs, one object per line. Fields whose names suggest a secret are redacted
+// wherever they appear, so a careless call site cannot leak a key or a broker password.
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+const SECRET_FIELD = /pass|secret|token|authorization|api[-_]?key|management[-_]?key|^key$|cookie/i;
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  child(fields: Record<string, unknown>): Logger;
+}
+
+export function redact(value: unknown, depth = 0): unknown {
+  if (depth > 6 || value === null || typeof value !== 'object') return value;
+  if (value instanceof Error) {
+    return { name: value.name, message: value.message, stack: value.stack };
+  }
+  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    out[k] = SECRET_FIELD.test(k) ? '[redacted]' : redact(v, depth + 1);
+  }
+  return out;
+}
+
+export function createLogger(
+  level: LogLevel,
+  base: Record<string, unknown> = {},
+  write: (line: string) => void = (l) => process.stdout.write(l + '\n'),
+): Logger {
+  const min = RANK[level];
+  const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
+    if (RANK[lvl] < min) return;
+    const rec = { time: new Date().toISOString(), level: lvl, msg, ...base, ...(fields ? (redact(fields) as object) : {}) };
+    write(JSON.stringify(rec));
+  };
+  return {
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
+    child: (fields) => createLogger(level, { ...base, ...(redact(fields) as object) }, write),
+  };
+}

@@ -1,0 +1,26 @@
+// What every actor host inside a shard gets: its identity, its own SQLite connection, a logger and
+// a way to push events to the main thread.
+import type { Logger } from '../../log.js';
+import type { Db } from '../../store/db.js';
+import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../protocol.js';
+
+export interface ShardContext {
+  shard: number;
+  shards: number;
+  db: Db;
+  log: Logger;
+  settings: Record<string, unknown>;
+  emit(ev: ShardEvent): void;
+  /** True when `key` hashes to this shard. */
+  owns(key: string): boolean;
+}
+
+export type Handlers = { [C in CommandName]?: (args: ArgsOf<C>) => ResultOf<C> | Promise<ResultOf<C>> };
+
+export interface ActorHost {
+  handlers: Handlers;
+  /** Restarts the actors this shard owns from SQLite; returns how many. */
+  rehydrate(): number;
+  actorCount(): number;
+  stop(): void;
+}

@@ -1,0 +1,49 @@
+import type { MessagePort } from 'node:worker_threads';
+// The main <-> shard protocol. Commands are request/reply records keyed by a numeric id and sent
+// over a dedicated MessagePort per shard, several per postMessage (batched per microtask), so a
+// burst of requests costs one structured-clone round trip instead of one per request.
+import type { WireError } from '../errors.js';
+
+/**
+ * Every command a shard understands: its argument and result types. Feature modules extend this
+ * map (declaration merging from their own files keeps this one small).
+ */
+export interface CommandMap {
+  'shard.ping': { args: Record<string, never>; result: { shard: number; actors: number; pid: number } };
+  'seat.create': { args: { seatId: string; readyAt: number }; result: SeatView };
+  'seat.get': { args: { seatId: string }; result: SeatView | null };
+}
+
+export interface SeatView { seatId: string; status: 'BUILDING_SERVER' | 'ACTIVE'; readyAt: number }
+
+export type CommandName = keyof CommandMap;
+export type ArgsOf<C extends CommandName> = CommandMap[C]['args'];
+export type ResultOf<C extends CommandName> = CommandMap[C]['result'];
+
+export interface RequestMsg { id: number; op: CommandName; args: unknown }
+export type ReplyMsg = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: WireError };
+
+/** Pushed by a shard without a request (ticks, account events); the main thread fans them out. */
+export interface ShardEvent { kind: string; key: string; data: unknown }
+
+export type MainToShard = { t: 'req'; batch: RequestMsg[] } | { t: 'stop' };
+export type ShardToMain = { t: 'rep'; batch: ReplyMsg[] } | { t: 'ev'; batch: ShardEvent[] } | { t: 'ready'; actors: number };
+
+export interface ShardInit {
+  shard: number;
+  shards: number;
+  dataDir: string;
+  /** Settings a shard needs, plain data (cloned into the worker). */
+  settings: Record<string, unknown>;
+  port: MessagePort;
+}
+
+/** FNV-1a: stable across processes and restarts, so an account always lands on the same shard. */
+export function shardOf(key: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}

@@ -1,0 +1,228 @@
+// Main-thread side of the shards: routing (key -> shard), request/reply correlation, batching,
+// and supervision. Each shard is a one-thread Piscina pool running one long-lived host task; when
+// its thread dies the task rejects, Piscina spawns a fresh thread, and the supervisor starts the
+// host task again, which rehydrates the shard's actors from SQLite. Requests made meanwhile wait.
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { apiError, fromWire } from '../errors.js';
+import type { Logger } from '../log.js';
+import { errorMessage } from '../util/errorMessage.js';
+import {
+  shardOf, type ArgsOf, type CommandName, type MainToShard, type RequestMsg, type ResultOf,
+  type ShardEvent, type ShardInit, type ShardToMain,
+} from './protocol.js';
+
+export interface ShardSetOptions {
+  shards: number;
+  dataDir: string;
+  settings: Record<string, unknown>;
+  log: Logger;
+  onEvent?: (ev: ShardEvent) => void;
+  /** Per-call timeout (ms). */
+  callTimeoutMs?: number;
+}
+
+export interface CallOptions {
+  /** Re-send after a shard restart when the shard died before replying. Off for non-idempotent commands. */
+  retryOnRestart?: boolean;
+}
+
+interface Pending {
+  op: CommandName;
+  args: unknown;
+  retry: boolean;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  timer: NodeJS.Timeout;
+}
+
+// Running from TypeScript sources (tests, tsx): the worker must load the .ts file through tsx.
+const selfUrl = import.meta.url;
+const fromSource = selfUrl.endsWith('.ts');
+const workerFile = fileURLToPath(new URL(fromSource ? './shardWorker.ts' : './shardWorker.js', selfUrl));
+
+class Shard {
+  private readonly pool: Piscina;
+  private port: MessagePort | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private outbox: RequestMsg[] = [];
+  private flushQueued = false;
+  private closing = false;
+  private readyWaiters: Array<() => void> = [];
+  ready = false;
+  restarts = 0;
+  private crashStreak = 0;
+
+  constructor(readonly index: number, private readonly opts: ShardSetOptions) {
+    this.pool = new Piscina({
+      filename: workerFile,
+      minThreads: 1,
+      maxThreads: 1,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      // The host task is long-lived and async: the worker must run its event loop, not spin in Atomics.wait.
+      atomics: 'disabled',
+      execArgv: fromSource ? ['--import', 'tsx'] : [],
+    });
+  }
+
+  start(): Promise<void> {
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
+    port1.on('message', (m: ShardToMain) => this.onMessage(m));
+    const init: ShardInit = {
+      shard: this.index, shards: this.opts.shards, dataDir: this.opts.dataDir, settings: this.opts.settings, port: port2,
+    };
+    this.pool.run(init, { transferList: [port2] as never }).then(
+      () => this.onExit(null),
+      (err: unknown) => this.onExit(err),
+    );
+    return new Promise((resolve) => this.readyWaiters.push(resolve));
+  }
+
+  private onMessage(m: ShardToMain): void {
+    if (m.t === 'rep') {
+      for (const r of m.batch) {
+        const p = this.pending.get(r.id);
+        if (!p) continue;
+        this.pending.delete(r.id);
+        clearTimeout(p.timer);
+        if (r.ok) p.resolve(r.result);
+        else p.reject(fromWire(r.error));
+      }
+    } else if (m.t === 'ev') {
+      if (this.opts.onEvent) for (const ev of m.batch) this.opts.onEvent(ev);
+    } else if (m.t === 'ready') {
+      this.ready = true;
+      this.crashStreak = 0;
+      const w = this.readyWaiters;
+      this.readyWaiters = [];
+      for (const f of w) f();
+      this.queueFlush();
+    }
+  }
+
+  private onExit(err: unknown): void {
+    this.ready = false;
+    this.port?.close();
+    this.port = null;
+    if (this.closing) return;
+    // The thread died (or the task ended unexpectedly): replies to what was sent are lost.
+    this.restarts++;
+    this.crashStreak++;
+    this.opts.log.error('shard died; restarting', { shard: this.index, err: errorMessage(err), restarts: this.restarts });
+    for (const [id, p] of this.pending) {
+      if (p.retry) {
+        this.outbox.push({ id, op: p.op, args: p.args });
+      } else {
+        this.pending.delete(id);
+        clearTimeout(p.timer);
+        p.reject(apiError('SERVICE_UNAVAILABLE', 'the account runtime restarted before replying; retry'));
+      }
+    }
+    // Back off only when crash-looping, so a single crash is repaired at once.
+    const delay = this.crashStreak <= 1 ? 0 : Math.min(5_000, 100 * 2 ** (this.crashStreak - 2));
+    setTimeout(() => void this.start(), delay).unref();
+  }
+
+  call(op: CommandName, args: unknown, retry: boolean): Promise<unknown> {
+    if (this.closing) return Promise.reject(apiError('SERVICE_UNAVAILABLE', 'server is shutting down'));
+    return new Promise((resolve, reject) => {
+      const id = this.nextId++;
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(apiError('SERVICE_UNAVAILABLE', `account runtime did not answer ${op} in time`));
+      }, this.opts.callTimeoutMs ?? 30_000);
+      timer.unref();
+      this.pending.set(id, { op, args, retry, resolve, reject, timer });
+      this.outbox.push({ id, op, args });
+      this.queueFlush();
+    });
+  }
+
+  private queueFlush(): void {
+    if (this.flushQueued || !this.ready) return;
+    this.flushQueued = true;
+    queueMicrotask(() => {
+      this.flushQueued = false;
+      if (!this.port || !this.ready || this.outbox.length === 0) return;
+      const msg: MainToShard = { t: 'req', batch: this.outbox };
+      this.outbox = [];
+      this.port.postMessage(msg);
+    });
+  }
+
+  /** Kills the worker thread abruptly (operations and tests of the supervisor). */
+  async kill(): Promise<void> {
+    const t = this.pool.threads[0];
+    if (t) await t.terminate();
+  }
+
+  threadId(): number | undefined {
+    return this.pool.threads[0]?.threadId;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.port && this.ready) {
+      const done = new Promise<void>((r) => this.port!.once('close', () => r()));
+      const stop: MainToShard = { t: 'stop' };
+      this.port.postMessage(stop);
+      await Promise.race([done, new Promise((r) => setTimeout(r, 5_000).unref())]);
+    }
+    for (const [, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(apiError('SERVICE_UNAVAILABLE', 'server is shutting down'));
+    }
+    this.pending.clear();
+    await this.pool.destroy();
+  }
+}
+
+export class ShardSet {
+  private readonly shards: Shard[];
+  constructor(opts: ShardSetOptions) {
+    this.shards = Array.from({ length: opts.shards }, (_, i) => new Shard(i, opts));
+  }
+
+  get size(): number {
+    return this.shards.length;
+  }
+
+  async start(): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.start()));
+  }
+
+  shardFor(key: string): number {
+    return shardOf(key, this.shards.length);
+  }
+
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
+    return this.callShard(this.shardFor(key), op, args, opts);
+  }
+
+  callShard<C extends CommandName>(shard: number, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
+    return this.shards[shard]!.call(op, args, opts.retryOnRestart ?? true) as Promise<ResultOf<C>>;
+  }
+
+  allReady(): boolean {
+    return this.shards.every((s) => s.ready);
+  }
+
+  restarts(): number {
+    return this.shards.reduce((n, s) => n + s.restarts, 0);
+  }
+
+  kill(shard: number): Promise<void> {
+    return this.shards[shard]!.kill();
+  }
+
+  threadId(shard: number): number | undefined {
+    return this.shards[shard]!.threadId();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.close()));
+  }
+}

@@ -1,0 +1,100 @@
+// Shard worker entry (a Piscina task that lives as long as the shard). Piscina owns the thread's
+// lifecycle (spawn, execArgv, resource limits, respawn after a crash); the task itself holds the
+// shard's actors and serves commands over the MessagePort it was handed, so requests bypass
+// Piscina's task queue and reach the account's actors with one message hop.
+import { errorMessage } from '../util/errorMessage.js';
+import { toWire } from '../errors.js';
+import { createLogger, type LogLevel } from '../log.js';
+import { openDb } from '../store/db.js';
+import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
+import { createSeatHost } from './hosts/seats.js';
+import { shardOf, type MainToShard, type ReplyMsg, type RequestMsg, type ShardEvent, type ShardInit, type ShardToMain } from './protocol.js';
+
+/** Hosts of every actor kind; later features append theirs here. */
+const HOST_FACTORIES: Array<(ctx: ShardContext) => ActorHost> = [createSeatHost];
+
+export default async function runShard(init: ShardInit): Promise<{ stopped: true }> {
+  const { port, shard, shards } = init;
+  const log = createLogger((init.settings.logLevel as LogLevel) ?? 'info', { shard });
+  const db = openDb(init.dataDir);
+
+  let replies: ReplyMsg[] = [];
+  let events: ShardEvent[] = [];
+  let flushQueued = false;
+  const flush = () => {
+    flushQueued = false;
+    if (replies.length) {
+      const msg: ShardToMain = { t: 'rep', batch: replies };
+      replies = [];
+      port.postMessage(msg);
+    }
+    if (events.length) {
+      const msg: ShardToMain = { t: 'ev', batch: events };
+      events = [];
+      port.postMessage(msg);
+    }
+  };
+  const queueFlush = () => {
+    if (!flushQueued) {
+      flushQueued = true;
+      queueMicrotask(flush);
+    }
+  };
+
+  const ctx: ShardContext = {
+    shard, shards, db, log, settings: init.settings,
+    emit(ev) {
+      events.push(ev);
+      queueFlush();
+    },
+    owns: (key) => shardOf(key, shards) === shard,
+  };
+  const hosts = HOST_FACTORIES.map((f) => f(ctx));
+  const handlers: Handlers = Object.assign({}, ...hosts.map((h) => h.handlers)) as Handlers;
+  handlers['shard.ping'] = () => ({ shard, actors: hosts.reduce((n, h) => n + h.actorCount(), 0), pid: process.pid });
+
+  const rehydrated = hosts.reduce((n, h) => n + h.rehydrate(), 0);
+  log.info('shard started', { rehydrated });
+
+  const reply = (r: ReplyMsg) => {
+    replies.push(r);
+    queueFlush();
+  };
+  const handle = (req: RequestMsg) => {
+    const fn = handlers[req.op] as ((a: unknown) => unknown) | undefined;
+    if (!fn) {
+      reply({ id: req.id, ok: false, error: { code: 'INTERNAL_ERROR', message: `unknown shard command ${req.op}` } });
+      return;
+    }
+    try {
+      const out = fn(req.args);
+      if (out instanceof Promise) {
+        out.then(
+          (result) => reply({ id: req.id, ok: true, result }),
+          (err: unknown) => reply({ id: req.id, ok: false, error: toWire(err) }),
+        );
+      } else {
+        reply({ id: req.id, ok: true, result: out });
+      }
+    } catch (err) {
+      if (toWire(err).code === 'INTERNAL_ERROR') log.error('shard command failed', { op: req.op, err: errorMessage(err) });
+      reply({ id: req.id, ok: false, error: toWire(err) });
+    }
+  };
+
+  return new Promise((resolve) => {
+    port.on('message', (msg: MainToShard) => {
+      if (msg.t === 'req') {
+        for (const r of msg.batch) handle(r);
+      } else if (msg.t === 'stop') {
+        for (const h of hosts) h.stop();
+        flush();
+        db.close();
+        port.close();
+        resolve({ stopped: true });
+      }
+    });
+    const ready: ShardToMain = { t: 'ready', actors: rehydrated };
+    port.postMessage(ready);
+  });
+}

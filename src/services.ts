@@ -1,0 +1,18 @@
+// What route handlers may use. Built once in the composition root (src/gateway.ts).
+import type { Authenticator } from './auth/authenticator.js';
+import type { Clock } from './auth/throttle.js';
+import type { Config } from './config.js';
+import type { Logger } from './log.js';
+import type { ShardSet } from './runtime/shardSet.js';
+import type { Db } from './store/db.js';
+import type { TenancyStore } from './store/tenancy.js';
+
+export interface Services {
+  config: Config;
+  db: Db;
+  tenancy: TenancyStore;
+  auth: Authenticator;
+  shards: ShardSet;
+  log: Logger;
+  clock: Clock;
+}
