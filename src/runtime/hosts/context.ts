@@ -3,6 +3,7 @@
 import type { Logger } from '../../log.js';
 import type { Db } from '../../store/db.js';
 import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../protocol.js';
+import type { AccountRegistry } from './accountRegistry.js';
 
 export interface ShardContext {
   shard: number;
@@ -13,6 +14,8 @@ export interface ShardContext {
   emit(ev: ShardEvent): void;
   /** True when `key` hashes to this shard. */
   owns(key: string): boolean;
+  /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
+  accounts?: AccountRegistry;
 }
 
 export type Handlers = { [C in CommandName]?: (args: ArgsOf<C>) => ResultOf<C> | Promise<ResultOf<C>> };

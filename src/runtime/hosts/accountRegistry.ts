@@ -1,0 +1,36 @@
+// The in-shard registry of live accounts. The account host (connection actors, issue 4) registers
+// each account's runtime here; the other hosts of the same shard (gateway sessions, stream
+// subscriptions) look accounts up through it instead of opening broker connections of their own,
+// so an account has exactly one broker connection, owned by its connection actor.
+import type { BrokerConnection, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
+
+/** SPEC §3 connection states, as HEARTBEAT `connection` reports them. */
+export type ConnectionPhase = 'connecting' | 'connected' | 'reconnecting';
+
+export type AccountEvent =
+  | { type: 'phase'; phase: ConnectionPhase }
+  | { type: 'tick'; tick: BrokerEvents['tick'] }
+  | { type: 'positions'; positions: BrokerEvents['positions'] }
+  | { type: 'orders'; orders: BrokerEvents['orders'] }
+  | { type: 'deal'; deal: BrokerEvents['deal'] }
+  | { type: 'candle'; candle: BrokerEvents['candle'] };
+
+export interface AccountRuntime {
+  readonly accountId: string;
+  readonly customerId: string;
+  readonly platform: Platform;
+  readonly server: ServerInfo;
+  /** Current connection state of the account's connection actor. */
+  phase(): ConnectionPhase;
+  /** Resolves with the live broker connection; rejects with ApiError NOT_CONNECTED (503) if it is not connected within `timeoutMs`. */
+  whenConnected(timeoutMs?: number): Promise<BrokerConnection>;
+  /** Account events (ticks of subscribed symbols, snapshots, deals, phase changes). Returns an unsubscribe function. */
+  on(listener: (ev: AccountEvent) => void): () => void;
+}
+
+export interface AccountRegistry {
+  /** The live runtime, if the account's actor is running in this shard. */
+  get(accountId: string): AccountRuntime | undefined;
+  /** Starts the account's connection actor from its stored binding if needed; rejects with ApiError NOT_FOUND for an unknown account. */
+  ensure(accountId: string): Promise<AccountRuntime>;
+}
