@@ -137,6 +137,14 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       }),
     }),
     defineRoute({
+      method: 'get', path: '/v1/whoami', family: 'provisioning', auth: 'api', tags: ['provisioning'],
+      summary: 'Describe the API key sent as x-api-key (lets a bot check its key without side effects)',
+      response: z.object({ keyId: z.string(), readOnly: z.boolean(), accountScoped: z.boolean(), seatId: z.string().nullable() }),
+      handler: ({ principal }) => ({
+        body: { keyId: principal!.keyId, readOnly: principal!.readOnly, accountScoped: principal!.accountScoped, seatId: principal!.seatId },
+      }),
+    }),
+    defineRoute({
       method: 'delete', path: '/v1/keys/:keyId', family: 'provisioning', auth: 'management', tags: ['provisioning'],
       summary: 'Revoke an API key; it answers 401 from then on', response: z.object({ id: z.string(), revoked: z.literal(true) }),
       errors: ['NOT_FOUND'],
