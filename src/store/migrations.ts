@@ -38,4 +38,33 @@ export const MIGRATIONS: readonly string[] = [
     updated_at INTEGER NOT NULL
   );
   `,
+  // 2: account bindings (a seat bound to a broker login; password sealed with AES-256-GCM) and the
+  // per-account idempotency records of trade requests (SPEC §3, §8: kept 24 h).
+  `
+  CREATE TABLE account_bindings (
+    seat_id TEXT PRIMARY KEY,
+    customer_id TEXT NOT NULL,
+    platform TEXT NOT NULL CHECK (platform IN ('P4', 'P5')),
+    server TEXT NOT NULL,
+    login TEXT NOT NULL,
+    password_enc TEXT NOT NULL,
+    -- Terminal build of the connection (NULL: the server's own build).
+    build INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE TABLE idempotency (
+    account_id TEXT NOT NULL,
+    client_order_id TEXT NOT NULL,
+    params_hash TEXT NOT NULL,
+    -- sent: durable before the broker call; result: final answer stored; uncertain: the send's outcome is unknown.
+    phase TEXT NOT NULL CHECK (phase IN ('sent', 'result', 'uncertain')),
+    status INTEGER,
+    result_json TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, client_order_id)
+  );
+  CREATE INDEX idempotency_expiry ON idempotency(expires_at);
+  `,
 ];
