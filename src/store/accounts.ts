@@ -1,0 +1,44 @@
+// Account bindings: which broker login a seat is connected to. The password column holds only the
+// AES-256-GCM sealed form (src/crypto/secretBox.ts); nothing here ever sees the plain password.
+import type { Db } from './db.js';
+
+export interface BindingRow {
+  seat_id: string;
+  customer_id: string;
+  platform: 'P4' | 'P5';
+  server: string;
+  login: string;
+  password_enc: string;
+  build: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export class AccountStore {
+  private readonly q;
+  constructor(db: Db) {
+    this.q = {
+      upsert: db.prepare(`INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
+        VALUES (@seat_id, @customer_id, @platform, @server, @login, @password_enc, @build, @created_at, @updated_at)
+        ON CONFLICT(seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
+          password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`),
+      get: db.prepare<[string], BindingRow>('SELECT * FROM account_bindings WHERE seat_id = ?'),
+      // Bindings of seats that still exist (a binding is written before its seat row on /ConnectEx).
+      live: db.prepare<[], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL`),
+      setBuild: db.prepare('UPDATE account_bindings SET build = ?, updated_at = ? WHERE seat_id = ?'),
+    };
+  }
+
+  upsert(row: BindingRow): void {
+    this.q.upsert.run(row);
+  }
+  get(seatId: string): BindingRow | undefined {
+    return this.q.get.get(seatId);
+  }
+  live(): BindingRow[] {
+    return this.q.live.all();
+  }
+  setBuild(seatId: string, build: number | null, now: number): void {
+    this.q.setBuild.run(build, now, seatId);
+  }
+}

@@ -1,0 +1,57 @@
+// Idempotency records of trade requests (SPEC §3, §8), written only by the shard that owns the
+// account. The 'sent' row is committed BEFORE the request goes to the broker: after a crash a
+// 'sent' row without a result means "may have executed" and is never sent again.
+import type { Db } from './db.js';
+
+export type IdemPhase = 'sent' | 'result' | 'uncertain';
+
+export interface IdemRow {
+  account_id: string;
+  client_order_id: string;
+  params_hash: string;
+  phase: IdemPhase;
+  status: number | null;
+  result_json: string | null;
+  created_at: number;
+  expires_at: number;
+}
+
+export class IdempotencyStore {
+  private readonly q;
+  constructor(db: Db) {
+    this.q = {
+      insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
+        VALUES (?, ?, ?, 'sent', ?, ?)`),
+      get: db.prepare<[string, string], IdemRow>('SELECT * FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
+      setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE account_id = ? AND client_order_id = ?`),
+      setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
+      remove: db.prepare('DELETE FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
+      purge: db.prepare('DELETE FROM idempotency WHERE expires_at <= ?'),
+      live: db.prepare<[number], IdemRow>('SELECT * FROM idempotency WHERE expires_at > ?'),
+    };
+  }
+
+  /** Durably claims the id. False when a record already exists (the caller must read it). */
+  insertSent(accountId: string, id: string, paramsHash: string, now: number, expiresAt: number): boolean {
+    return this.q.insertSent.run(accountId, id, paramsHash, now, expiresAt).changes === 1;
+  }
+  get(accountId: string, id: string): IdemRow | undefined {
+    return this.q.get.get(accountId, id);
+  }
+  setResult(accountId: string, id: string, status: number, resultJson: string): void {
+    this.q.setResult.run(status, resultJson, accountId, id);
+  }
+  setUncertain(accountId: string, id: string): void {
+    this.q.setUncertain.run(accountId, id);
+  }
+  /** Only for a request that certainly never reached the broker. */
+  remove(accountId: string, id: string): void {
+    this.q.remove.run(accountId, id);
+  }
+  purgeExpired(now: number): number {
+    return this.q.purge.run(now).changes;
+  }
+  live(now: number): IdemRow[] {
+    return this.q.live.all(now);
+  }
+}
