@@ -28,6 +28,10 @@ export const configSchema = z.object({
   authFailLimit: int(1, 1_000_000).default(40),
   authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
   authBlockMs: int(1_000, 86_400_000).default(10 * 60_000),
+  /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
+  calendarFile: z.string().min(1).default('./config/calendar.json'),
+  /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
+  calendarTimeZone: z.string().min(1).default('America/New_York'),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -38,6 +42,7 @@ const ENV: Record<string, keyof Config> = {
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
+  CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
 };
 
 export class ConfigError extends Error {}

@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import { mountNotFound, mountRoutes, type HttpDeps } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
+import { newsRoutes } from './http/routes/news.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { loadUws } from './http/uws.js';
@@ -59,6 +60,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
+  routes.push(...newsRoutes(services));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };
   const app = uws.App();

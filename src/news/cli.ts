@@ -1,0 +1,36 @@
+// Calendar import tool (no network):
+//   node --import tsx src/news/cli.ts import <export.csv|export.ics> [--tz America/New_York] > config/calendar.json
+//   node --import tsx src/news/cli.ts rules > config/calendar.json      (the built-in recurring schedule)
+//   node --import tsx src/news/cli.ts week [file]                        (what /news would serve this week)
+// The gateway also reads .csv/.ics directly; converting once gives a file that is checked up front.
+import { DEFAULT_RULES } from './defaultRules.js';
+import { Calendar } from './calendar.js';
+import { loadCalendarFile } from './calendar.js';
+import { createLogger } from '../log.js';
+
+function main(argv: string[]): number {
+  const [cmd, file] = argv;
+  const tzAt = argv.indexOf('--tz');
+  const tz = tzAt >= 0 ? argv[tzAt + 1]! : undefined;
+  if (cmd === 'rules') {
+    process.stdout.write(`${JSON.stringify({ rules: DEFAULT_RULES }, null, 1)}\n`);
+    return 0;
+  }
+  if (cmd === 'import' && file) {
+    const r = loadCalendarFile(file, tz ?? (file.toLowerCase().endsWith('.csv') ? 'America/New_York' : 'UTC'));
+    for (const s of r.skipped) process.stderr.write(`skipped ${s}\n`);
+    process.stderr.write(`${r.events?.length ?? 0} events imported\n`);
+    process.stdout.write(`${JSON.stringify(r.rules ? { rules: r.rules } : { events: r.events ?? [] }, null, 1)}\n`);
+    return 0;
+  }
+  if (cmd === 'week') {
+    const cal = new Calendar(file, tz ?? 'America/New_York', createLogger('warn'));
+    const w = cal.week(Date.now());
+    process.stdout.write(`${JSON.stringify(w, null, 1)}\n`);
+    return 0;
+  }
+  process.stderr.write('usage: cli.ts import <file.csv|file.ics> [--tz Zone] | rules | week [file]\n');
+  return 2;
+}
+
+process.exitCode = main(process.argv.slice(2));
