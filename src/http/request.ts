@@ -28,15 +28,45 @@ export function parseQuery(raw: string): QueryMap {
   return out;
 }
 
+/**
+ * The request headers handlers may read. Reading a fixed list with getHeader is cheaper than
+ * walking every header, and works on uWS's JS fallback, which lacks HttpRequest.forEach.
+ */
+export const HEADER_NAMES = [
+  'x-api-key', 'authorization', 'x-management-key', 'idempotency-key', 'content-type', 'content-length',
+  'x-forwarded-for', 'user-agent', 'accept',
+] as const;
+
+function queryOf(req: HttpRequest): string {
+  try {
+    return req.getQuery() ?? '';
+  } catch {
+    // uWS's JS fallback (only with ALLOW_UWS_FALLBACK=1) throws on relative URLs; read the node request it wraps.
+    const url = (req as unknown as { request?: { url?: string } }).request?.url ?? '';
+    const i = url.indexOf('?');
+    return i < 0 ? '' : url.slice(i + 1);
+  }
+}
+
+function remoteAddress(res: HttpResponse): string {
+  try {
+    return Buffer.from(res.getRemoteAddressAsText()).toString();
+  } catch {
+    // JS fallback: no getRemoteAddressAsText; it wraps node's ServerResponse.
+    return (res as unknown as { response?: { socket?: { remoteAddress?: string } } }).response?.socket?.remoteAddress ?? 'unknown';
+  }
+}
+
 export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean): RequestInfo {
   const headers: Record<string, string> = {};
-  req.forEach((k, v) => {
-    headers[k] = v;
-  });
+  for (const name of HEADER_NAMES) {
+    const v = req.getHeader(name);
+    if (v !== '') headers[name] = v;
+  }
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
-  const rawQuery = req.getQuery() ?? '';
-  let ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+  const rawQuery = queryOf(req);
+  let ip = remoteAddress(res);
   if (trustProxy && headers['x-forwarded-for']) {
     // The left-most entry is the original client as seen by the first trusted proxy.
     ip = headers['x-forwarded-for'].split(',')[0]!.trim() || ip;

@@ -1,0 +1,126 @@
+// The gateway as an operator runs it: a child process started like `npm start` does.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
+const dirs: string[] = [];
+const procs: ChildProcess[] = [];
+afterEach(() => {
+  for (const p of procs.splice(0)) if (p.exitCode === null) p.kill('SIGKILL');
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function start(env: Record<string, string>, dataDir?: string) {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+  if (!dataDir) dirs.push(dir);
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+    env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  procs.push(child);
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const listening = new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = /"msg":"gateway listening","url":"([^"]+)"/.exec(out);
+      if (m) {
+        clearInterval(timer);
+        resolve(m[1]!);
+      }
+    }, 20);
+    void exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`exited ${code}: ${out}`));
+    });
+  });
+  listening.catch(() => {}); // observed by tests that expect a start; others check `exited`
+  return { child, dir, exited, listening, output: () => out };
+}
+
+describe('process', () => {
+  it('refuses to start on the uWS JS fallback unless ALLOW_UWS_FALLBACK=1', async () => {
+    const refused = start({ UWS_USE_FALLBACK: '1' });
+    expect(await refused.exited).toBe(3);
+    expect(refused.output()).toContain('ALLOW_UWS_FALLBACK');
+    const allowed = start({ UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: '1' });
+    const url = await allowed.listening;
+    expect(allowed.output()).toContain('JS fallback');
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${url}/v1/seats`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+    allowed.child.kill('SIGTERM');
+    expect(await allowed.exited).toBe(0);
+  }, 30_000);
+
+  it('logs that it runs on the native engine', async () => {
+    const p = start({});
+    await p.listening;
+    expect(p.output()).toContain('uWebSockets.js native');
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 30_000);
+
+  it('first start prints a management key once and saves it 0600; a later start does not print it again', async () => {
+    const first = start({});
+    const url = await first.listening;
+    const saved = JSON.parse(readFileSync(join(first.dir, 'bootstrap.json'), 'utf8')) as { managementKey: string };
+    expect(first.output()).toContain(saved.managementKey);
+    expect(statSync(join(first.dir, 'bootstrap.json')).mode & 0o777).toBe(0o600);
+    const r = await fetch(`${url}/v1/seats`, { headers: { authorization: `Bearer ${saved.managementKey}` } });
+    expect(r.status).toBe(200);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const second = start({}, first.dir);
+    await second.listening;
+    expect(second.output()).not.toContain(saved.managementKey);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 30_000);
+
+  it('GATEWAY_MANAGEMENT_KEY is a valid management key and is never logged', async () => {
+    const key = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: key, LOG_LEVEL: 'debug' });
+    const url = await p.listening;
+    const ok = await fetch(`${url}/v1/seats`, { method: 'POST', headers: { 'x-management-key': key, 'content-type': 'application/json' }, body: '{}' });
+    expect(ok.status).toBe(201);
+    const bad = await fetch(`${url}/v1/seats`, { headers: { 'x-management-key': key + 'x' } });
+    expect(bad.status).toBe(401);
+    p.child.kill('SIGTERM');
+    await p.exited;
+    expect(p.output()).not.toContain(key);
+  }, 30_000);
+
+  it('SIGTERM lets a request in flight finish, then exits 0', async () => {
+    const key = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: key });
+    const url = new URL(await p.listening);
+    const body = JSON.stringify({ privateHosting: false, region: 'eu-west' });
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({
+        host: url.hostname, port: url.port, path: '/v1/seats', method: 'POST',
+        headers: { 'x-management-key': key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      }, (res) => {
+        let b = '';
+        res.on('data', (d: Buffer) => (b += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }));
+      });
+      req.on('error', reject);
+      // Half the body now; the request is in flight when SIGTERM arrives.
+      req.write(body.slice(0, 10));
+      setTimeout(() => {
+        p.child.kill('SIGTERM');
+        setTimeout(() => req.end(body.slice(10)), 300);
+      }, 200);
+    });
+    const r = await response;
+    expect(r.status).toBe(201);
+    expect(JSON.parse(r.body)).toMatchObject({ status: 'ACTIVE', region: 'eu-west' });
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('gateway stopped');
+  }, 30_000);
+});

@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { AuthThrottle } from '../src/auth/throttle.js';
+import { generateKey, parseKey, secretMatches, hashSecret } from '../src/auth/keys.js';
+import { ConfigError, loadConfig, parseConfig } from '../src/config.js';
+import { ERROR_STATUS, apiError, fromWire, toApiError, toWire } from '../src/errors.js';
+import { createLogger, redact } from '../src/log.js';
+import { parseQuery } from '../src/http/request.js';
+import { qBool, qInt, qList, qNumber } from '../src/http/schemas.js';
+import { ManualClock } from './helpers/gateway.js';
+
+describe('keys', () => {
+  it('round-trips generated keys and matches only the right secret', () => {
+    for (const kind of ['api', 'management'] as const) {
+      const k = generateKey(kind);
+      const p = parseKey(k.value)!;
+      expect(p).toEqual({ kind, id: k.id, secret: k.secret });
+      expect(secretMatches(k.secret, hashSecret(k.secret))).toBe(true);
+      expect(secretMatches(k.secret + 'x', hashSecret(k.secret))).toBe(false);
+    }
+    expect(parseKey('tagw_k_short')).toBeUndefined();
+    expect(parseKey('')).toBeUndefined();
+  });
+});
+
+describe('throttle', () => {
+  it('property: an IP is blocked iff it had `limit` failures within the window, for blockMs', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 30_000 }), { maxLength: 40 }), (gaps) => {
+        const clock = new ManualClock(0);
+        const th = new AuthThrottle({ limit: 5, windowMs: 60_000, blockMs: 120_000, clock });
+        const times: number[] = [];
+        let blockedUntil = 0;
+        for (const g of gaps) {
+          clock.advance(g);
+          const now = clock.now();
+          const expectBlocked = now < blockedUntil;
+          expect(th.blockedFor('ip') > 0).toBe(expectBlocked);
+          if (expectBlocked) continue; // blocked requests are refused before authentication
+          th.fail('ip');
+          times.push(now);
+          const recent = times.filter((t) => t > now - 60_000);
+          if (recent.length >= 5) {
+            blockedUntil = now + 120_000;
+            times.length = 0;
+          }
+        }
+      }),
+    );
+  });
+});
+
+describe('config', () => {
+  it('defaults make a fresh start work', () => {
+    const c = parseConfig({});
+    expect(c).toMatchObject({ port: 8080, dataDir: './data', allowUwsFallback: false, trustProxy: false, authFailLimit: 40 });
+  });
+  it('reads env vars and names the bad field', () => {
+    expect(loadConfig({ PORT: '9001', ALLOW_UWS_FALLBACK: '1', TRUST_PROXY: 'true' })).toMatchObject({ port: 9001, allowUwsFallback: true, trustProxy: true });
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(ConfigError);
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/port/);
+    expect(() => loadConfig({ GATEWAY_MANAGEMENT_KEY: 'short' })).toThrow(/managementKey/);
+  });
+});
+
+describe('errors', () => {
+  it('every code maps to one status and survives the thread boundary', () => {
+    for (const code of Object.keys(ERROR_STATUS) as (keyof typeof ERROR_STATUS)[]) {
+      const e = fromWire(toWire(apiError(code, 'm')));
+      expect(e.status).toBe(ERROR_STATUS[code]);
+      expect(e.toBody()).toMatchObject({ error: code, message: 'm' });
+    }
+    const internal = toApiError(new Error('db path /secret/x'));
+    expect(internal.status).toBe(500);
+    expect(internal.message).not.toContain('/secret/x');
+  });
+});
+
+describe('logs', () => {
+  it('redact secret-looking fields at any depth', () => {
+    const lines: string[] = [];
+    const log = createLogger('info', {}, (l) => lines.push(l));
+    log.info('x', { password: 'hunter2', nested: { apiKey: 'k1', 'x-api-key': 'k2', authorization: 'Bearer z' }, ok: 1 });
+    expect(lines[0]).not.toMatch(/hunter2|k1|k2|Bearer z/);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ ok: 1, password: '[redacted]' });
+    expect(redact([{ secret: 1 }])).toEqual([{ secret: '[redacted]' }]);
+    log.debug('hidden');
+    expect(lines).toHaveLength(1);
+  });
+});
+
+describe('query parsing', () => {
+  it('repeated keys become arrays; lists accept both forms', () => {
+    const q = parseQuery('symbol=EURUSD&symbol=GBPUSD&symbols=USDJPY,XAUUSD&id=1');
+    expect(q.symbol).toEqual(['EURUSD', 'GBPUSD']);
+    expect(qList().parse(q.symbol)).toEqual(['EURUSD', 'GBPUSD']);
+    expect(qList().parse(q.symbols)).toEqual(['USDJPY', 'XAUUSD']);
+  });
+  it('numbers and booleans are strict', () => {
+    expect(qInt().parse('42')).toBe(42);
+    expect(qInt().safeParse('4.2').success).toBe(false);
+    expect(qInt().safeParse('').success).toBe(false);
+    expect(qNumber().parse('0.01')).toBe(0.01);
+    expect(qNumber().safeParse('abc').success).toBe(false);
+    expect(qNumber().safeParse('').success).toBe(false);
+    expect(qBool().parse('true')).toBe(true);
+    expect(qBool().parse('0')).toBe(false);
+    expect(qBool().safeParse('maybe').success).toBe(false);
+  });
+});
