@@ -8,5 +8,7 @@ export default defineConfig({
     // Integration tests start real servers and worker threads; two cores, so keep files to two at once.
     maxWorkers: 2,
     pool: 'forks',
+    // .ci/run asks for a JSON report too, to print the tally line.
+    reporters: process.env.VITEST_JSON_OUTPUT ? ['default', ['json', { outputFile: process.env.VITEST_JSON_OUTPUT }]] : ['default'],
   },
 });

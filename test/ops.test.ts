@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+let t: TestGateway;
+beforeAll(async () => {
+  t = await startTestGateway();
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('ops routes', () => {
+  it('healthz and readyz', async () => {
+    expect((await t.req('GET', '/healthz')).body).toEqual({ status: 'ok' });
+    const r = await t.req('GET', '/readyz');
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ ready: true, store: true, shards: 2, shardsUp: true });
+  });
+
+  it('openapi.json documents every mounted route with its parameters and error schema', async () => {
+    const r = await t.req('GET', '/openapi.json');
+    expect(r.status).toBe(200);
+    const doc = r.body;
+    expect(doc.openapi).toBe('3.0.3');
+    expect(doc.info.version).toBe('1.0.0');
+    for (const route of t.gw.routes) {
+      const path = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
+      const method = route.method === 'any' ? 'get' : route.method;
+      expect(doc.paths[path]?.[method], `${method} ${path}`).toBeDefined();
+    }
+    const create = doc.paths['/v1/seats'].post;
+    expect(create.requestBody.content['application/json'].schema.properties).toHaveProperty('privateHosting');
+    expect(create.responses['201']).toBeDefined();
+    expect(create.responses['401'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+    expect(doc.paths['/v1/seats/{id}'].get.parameters[0]).toMatchObject({ name: 'id', in: 'path', required: true });
+  });
+
+  it('metrics count requests per family and status with latency histograms', async () => {
+    await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) });
+    await t.req('GET', '/v1/seats');
+    const r = await t.req('GET', '/metrics');
+    expect(r.headers.get('content-type')).toContain('text/plain');
+    expect(r.text).toMatch(/tagw_http_requests_total\{family="provisioning",status="200"\} [1-9]/);
+    expect(r.text).toMatch(/tagw_http_requests_total\{family="provisioning",status="401"\} [1-9]/);
+    expect(r.text).toMatch(/tagw_http_request_duration_seconds_bucket\{family="provisioning",le="\+Inf"\} [1-9]/);
+    expect(r.text).toContain('tagw_http_request_duration_seconds_count{family="provisioning"}');
+  });
+});
