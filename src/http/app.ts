@@ -119,6 +119,9 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     sendError(sink, e, e.code === 'PAYLOAD_TOO_LARGE');
   } finally {
     deps.inflight.count--;
-    deps.metrics.observe(family, status, (performance.now() - req.receivedAt) / 1000);
+    const seconds = (performance.now() - req.receivedAt) / 1000;
+    deps.metrics.observe(family, status, seconds);
+    // Path only: query strings can carry keys (apiKey=) and are never logged.
+    deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3 });
   }
 }
