@@ -1,0 +1,391 @@
+// In-process BrokerConnection over the simulator: one connection = one login on one server.
+// Trades are idempotent per request id (the first outcome is replayed), faults from the
+// simulator's FaultController are applied here, at the edge, like a network would.
+import type { SimAccount } from '../sim/account.js';
+import { marginFor } from '../sim/accounting.js';
+import type { AccountSink, SimServer, Simulator } from '../sim/simulator.js';
+import { utcOffsetMinutes } from './time.js';
+import { dialectOf } from './dialect.js';
+import {
+  BrokerAuthError,
+  BrokerDisconnectedError,
+  BrokerNotSupportedError,
+  BrokerRequestError,
+  BrokerTimeoutError,
+  RETCODES,
+  type AccountDetails,
+  type AccountSummary,
+  type BrokerConnection,
+  type BrokerCredentials,
+  type BrokerEventName,
+  type BrokerEvents,
+  type Candle,
+  type CloseByRequest,
+  type CloseRequest,
+  type ConnectionState,
+  type Deal,
+  type DeleteRequest,
+  type EquityPoint,
+  type ModifyRequest,
+  type OpenedOrders,
+  type Order,
+  type OrderRequest,
+  type Position,
+  type RequestLookup,
+  type ServerInfo,
+  type ServerTime,
+  type Side,
+  type SymbolInfo,
+  type Tick,
+  type Timeframe,
+  type TradeOptions,
+  type TradeResult,
+  type Unsubscribe,
+} from './types.js';
+import { TIMEFRAMES } from './types.js';
+import { toCandle } from '../sim/candles.js';
+import type { MarketSymbol } from '../sim/market.js';
+import { conversionRate } from '../sim/accounting.js';
+
+type Listeners = { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> };
+
+export class SimBrokerConnection implements BrokerConnection {
+  readonly server: ServerInfo;
+  readonly login: string;
+  private _state: ConnectionState = 'disconnected';
+  private account: SimAccount | null = null;
+  private readonly host: SimServer;
+  private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
+  private readonly tickSubs = new Map<MarketSymbol, (t: Tick) => void>();
+  private readonly candleSubs = new Map<MarketSymbol, Set<number>>();
+  private readonly sink: AccountSink;
+  private unFault: (() => void) | null = null;
+  private dropTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    private readonly sim: Simulator,
+    private readonly credentials: BrokerCredentials,
+  ) {
+    const host = sim.server(credentials.server);
+    if (!host) throw new BrokerRequestError('INVALID_REQUEST', `unknown broker server ${credentials.server}`);
+    this.host = host;
+    this.server = host.info;
+    this.login = credentials.login;
+    this.sink = {
+      positions: (list) => this.emit('positions', list),
+      orders: (list) => this.emit('orders', list),
+      deal: (d) => this.emit('deal', d),
+    };
+  }
+
+  get state(): ConnectionState {
+    return this._state;
+  }
+
+  on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
+    const set = this.listeners[event] as Set<(data: BrokerEvents[E]) => void>;
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
+    for (const l of this.listeners[event] as Set<(data: BrokerEvents[E]) => void>) l(data);
+  }
+
+  private setState(state: ConnectionState, reason?: string): void {
+    if (state === this._state) return;
+    this._state = state;
+    this.emit('state', { state, timeMsc: this.sim.clock.now(), ...(reason !== undefined ? { reason } : {}) });
+  }
+
+  async connect(): Promise<void> {
+    if (this._state === 'connected') return;
+    this.setState('connecting');
+    const down = this.sim.faults.dropRemaining(this.server.name, this.login);
+    if (down > 0) {
+      this.setState('disconnected', 'server unreachable (injected drop)');
+      throw new BrokerDisconnectedError(`server ${this.server.name} unreachable for ${down} ms`);
+    }
+    try {
+      this.sim.advance();
+      this.account = this.host.login(this.login, this.credentials.password);
+    } catch (err) {
+      this.setState('disconnected', err instanceof BrokerAuthError ? 'authentication failed' : 'login failed');
+      throw err;
+    }
+    let sinks = this.host.sinks.get(this.account);
+    if (!sinks) this.host.sinks.set(this.account, (sinks = new Set()));
+    sinks.add(this.sink);
+    this.unFault = this.sim.faults.onSet((f) => {
+      if (f.kind === 'drop' && f.server === this.server.name && (f.login === undefined || f.login === this.login)) {
+        this.drop('connection lost (injected drop)');
+      }
+    });
+    for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.add(l);
+    this.setState('connected');
+  }
+
+  /** Tear down as a lost connection would: subscriptions stay registered locally and are
+   *  restored by the next connect(). */
+  private drop(reason: string): void {
+    this.detach();
+    this.setState('disconnected', reason);
+  }
+
+  private detach(): void {
+    if (this.account) this.host.sinks.get(this.account)?.delete(this.sink);
+    for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
+    this.unFault?.();
+    this.unFault = null;
+    if (this.dropTimer) clearTimeout(this.dropTimer);
+    this.dropTimer = null;
+  }
+
+  async disconnect(): Promise<void> {
+    this.detach();
+    for (const s of [...this.candleSubs.keys()]) this.detachCandles(s);
+    this.tickSubs.clear();
+    this.setState('disconnected', 'closed by client');
+  }
+
+  /** Gate of every request: connected, not dropped; then the injected latency; then the
+   *  market is brought up to the clock. */
+  private async ready(): Promise<SimAccount> {
+    if (this._state !== 'connected' || !this.account) throw new BrokerDisconnectedError();
+    if (this.sim.faults.dropRemaining(this.server.name, this.login) > 0) {
+      this.drop('connection lost (injected drop)');
+      throw new BrokerDisconnectedError('connection lost');
+    }
+    const latency = this.sim.faults.latency(this.server.name, this.login);
+    if (latency > 0) {
+      await new Promise((r) => setTimeout(r, latency));
+      if (this._state !== 'connected') throw new BrokerDisconnectedError('connection lost while waiting');
+    }
+    this.sim.advance();
+    return this.account;
+  }
+
+  private sym(name: string): MarketSymbol {
+    const s = this.host.market.bySymbol.get(name);
+    if (!s) throw new BrokerRequestError('UNKNOWN_SYMBOL', `unknown symbol ${name}`);
+    return s;
+  }
+
+  async accountSummary(): Promise<AccountSummary> {
+    return (await this.ready()).summary();
+  }
+
+  async accountDetails(): Promise<AccountDetails> {
+    const acc = await this.ready();
+    const cfg = this.host.config;
+    return {
+      login: this.login,
+      name: acc.data.name,
+      server: this.server.name,
+      platform: this.server.platform,
+      timeZone: this.server.timeZone.description,
+      utcOffsetMinutes: utcOffsetMinutes(this.server.timeZone, this.sim.clock.now()),
+      currency: acc.data.currency,
+      marginCall: cfg.account.marginCall,
+      stopOut: cfg.account.stopOut,
+      group: cfg.account.group,
+      type: 'demo',
+      leverage: acc.data.leverage,
+      company: this.server.company,
+      email: `${this.login}@demo.invalid`,
+      phone: '+000 0000 0000',
+      country: 'Simland',
+      city: 'Sim City',
+      address: '1 Simulation Street',
+      registrationTimeMsc: acc.data.createdMs,
+    };
+  }
+
+  async serverTime(): Promise<ServerTime> {
+    await this.ready();
+    const t = this.sim.clock.now();
+    const off = utcOffsetMinutes(this.server.timeZone, t);
+    return { timeMsc: t, serverTimeMsc: t + off * 60_000, utcOffsetMinutes: off };
+  }
+
+  private symbolInfo(s: MarketSymbol, currency: string): SymbolInfo {
+    const m = this.host.market;
+    const tickValue = s.info.tickSize * s.info.contractSize * conversionRate(m, s.info.currency, currency);
+    return { ...s.info, tickValue };
+  }
+
+  async symbols(): Promise<readonly SymbolInfo[]> {
+    const acc = await this.ready();
+    return this.host.market.symbols.map((s) => this.symbolInfo(s, acc.data.currency));
+  }
+
+  async symbol(name: string): Promise<SymbolInfo | null> {
+    const acc = await this.ready();
+    const s = this.host.market.bySymbol.get(name);
+    return s ? this.symbolInfo(s, acc.data.currency) : null;
+  }
+
+  async quote(symbol: string): Promise<Tick | null> {
+    await this.ready();
+    const s = this.host.market.bySymbol.get(symbol);
+    return s ? this.host.market.tick(s) : null;
+  }
+
+  async requiredMargin(symbol: string, volume: number, side: Side, price?: number): Promise<number> {
+    const acc = await this.ready();
+    const s = this.sym(symbol);
+    const m = this.host.market;
+    const p = price ?? (side === 'Buy' ? m.ask(s) : m.bid(s));
+    return Math.round(marginFor(m, s.info, volume, p, acc.data.leverage, acc.data.currency) * 100) / 100;
+  }
+
+  // ---- trading ---------------------------------------------------------------------------
+
+  private async trade(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
+    const acc = await this.ready();
+    const requestId = opts?.requestId;
+    if (requestId !== undefined) {
+      const seen = this.host.store.request(this.server.name, this.login, requestId);
+      if (seen) return seen.result;
+    }
+    const fault = this.sim.faults.tradeFault(this.server.name, this.login);
+    let result: TradeResult;
+    if (fault === 'reject') {
+      result = { ok: false, reason: 'REJECTED', message: 'request rejected by the broker (injected fault)', retcode: RETCODES.REJECTED };
+    } else {
+      result = op(acc);
+    }
+    const lookup: RequestLookup | undefined = requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined;
+    acc.flush(lookup);
+    if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true);
+    return result;
+  }
+
+  orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade(opts, (acc) => acc.orderSend(req));
+  }
+  orderModify(req: ModifyRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade(opts, (acc) => acc.orderModify(req));
+  }
+  orderClose(req: CloseRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade(opts, (acc) => acc.orderClose(req));
+  }
+  orderCloseBy(req: CloseByRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade(opts, (acc) => acc.orderCloseBy(req));
+  }
+  orderDelete(req: DeleteRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade(opts, (acc) => acc.orderDelete(req));
+  }
+
+  async lookupRequest(requestId: string): Promise<RequestLookup | null> {
+    await this.ready();
+    return this.host.store.request(this.server.name, this.login, requestId);
+  }
+
+  // ---- queries ---------------------------------------------------------------------------
+
+  async openedOrders(): Promise<OpenedOrders> {
+    const acc = await this.ready();
+    return { positions: acc.positionList(), orders: acc.pendingList() };
+  }
+
+  async openedOrder(ticket: number): Promise<Position | Order | null> {
+    const acc = await this.ready();
+    const p = acc.positions.get(ticket);
+    if (p) return acc.positionView(p);
+    const o = acc.orders.get(ticket);
+    return o && o.state === 'placed' ? o : null;
+  }
+
+  async historyDeals(fromMs: number, toMs: number): Promise<readonly Deal[]> {
+    await this.ready();
+    return this.host.store.deals(this.server.name, this.login, fromMs, toMs);
+  }
+
+  /** Deals after a ticket (bridge resync). */
+  async dealsAfter(ticket: number): Promise<readonly Deal[]> {
+    await this.ready();
+    return this.host.store.dealsAfter(this.server.name, this.login, ticket);
+  }
+
+  async historyOrders(fromMs: number, toMs: number): Promise<readonly Order[]> {
+    await this.ready();
+    return this.host.store.historyOrders(this.server.name, this.login, fromMs, toMs);
+  }
+
+  async balanceHistory(fromMs: number, toMs: number): Promise<readonly Deal[]> {
+    if (!dialectOf(this.server.platform).balanceHistory) throw new BrokerNotSupportedError('balanceHistory', this.server.platform);
+    return (await this.historyDeals(fromMs, toMs)).filter((d) => d.type === 'Balance');
+  }
+
+  async equityHistory(fromMs: number): Promise<readonly EquityPoint[]> {
+    await this.ready();
+    return this.host.store.equity(this.server.name, this.login, fromMs);
+  }
+
+  async priceHistory(symbol: string, timeframe: Timeframe, fromMs: number, toMs: number): Promise<readonly Candle[]> {
+    await this.ready();
+    return this.host.market.priceHistory(this.sym(symbol), timeframe, fromMs, toMs);
+  }
+
+  async quoteHistory(symbol: string, timeframe: Timeframe, fromMs: number, count: number): Promise<readonly Candle[]> {
+    await this.ready();
+    return this.host.market.quoteHistory(this.sym(symbol), timeframe, fromMs, count);
+  }
+
+  // ---- subscriptions ---------------------------------------------------------------------
+
+  async subscribe(symbols: readonly string[]): Promise<void> {
+    await this.ready();
+    const list = symbols.map((n) => this.sym(n));
+    for (const s of list) {
+      if (this.tickSubs.has(s)) continue;
+      const l = (t: Tick) => this.emit('tick', t);
+      this.tickSubs.set(s, l);
+      this.host.tickListeners[s.index]!.add(l);
+    }
+  }
+
+  async unsubscribe(symbols: readonly string[]): Promise<void> {
+    for (const n of symbols) {
+      const s = this.host.market.bySymbol.get(n);
+      const l = s && this.tickSubs.get(s);
+      if (!s || !l) continue;
+      this.host.tickListeners[s.index]!.delete(l);
+      this.tickSubs.delete(s);
+    }
+  }
+
+  async subscribeCandles(symbol: string, timeframes: readonly Timeframe[]): Promise<void> {
+    await this.ready();
+    const s = this.sym(symbol);
+    let set = this.candleSubs.get(s);
+    if (!set) {
+      set = new Set();
+      this.candleSubs.set(s, set);
+      const bars = this.host.market.enableBars(s);
+      const clock = this.host.market.clock;
+      const wanted = set;
+      const prev = bars.listener;
+      // LiveBars has one listener slot: chain to any listener already installed.
+      bars.listener = (k, start, o, closed) => {
+        prev?.(k, start, o, closed);
+        if (wanted.has(k)) this.emit('candle', { symbol, timeframe: TIMEFRAMES[k]!, candle: toCandle(start, clock, o, s.feed.scale), closed });
+      };
+    }
+    for (const tf of timeframes) set.add(TIMEFRAMES.indexOf(tf));
+  }
+
+  async unsubscribeCandles(symbol: string, timeframes?: readonly Timeframe[]): Promise<void> {
+    const s = this.host.market.bySymbol.get(symbol);
+    const set = s && this.candleSubs.get(s);
+    if (!s || !set) return;
+    if (timeframes) for (const tf of timeframes) set.delete(TIMEFRAMES.indexOf(tf));
+    else set.clear();
+  }
+
+  private detachCandles(s: MarketSymbol): void {
+    this.candleSubs.get(s)?.clear();
+    this.candleSubs.delete(s);
+  }
+}

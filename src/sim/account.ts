@@ -1,0 +1,615 @@
+// One broker login on a simulated server: balances, open positions, pending orders, and the
+// order engine (validation, execution, SL/TP/pending triggers, stop-out). Every state
+// change is collected in a SimChange and persisted in one transaction, then announced.
+import {
+  isMarketType,
+  isStopLimitType,
+  RETCODE_DONE,
+  RETCODES,
+  sideOf,
+  type AccountSummary,
+  type CloseByRequest,
+  type CloseRequest,
+  type Deal,
+  type DeleteRequest,
+  type ModifyRequest,
+  type Order,
+  type OrderRequest,
+  type OrderType,
+  type Platform,
+  type Position,
+  type RejectReason,
+  type RequestLookup,
+  type Side,
+  type TradeResult,
+} from '../broker/types.js';
+import { closePrice, marginFor, openPrice, profitFor, round2, swapFor, swapNights, validVolume } from './accounting.js';
+import type { SimServerConfig } from './config.js';
+import type { Market, MarketSymbol } from './market.js';
+import type { SimChange, SimPersistence, StoredAccount, StoredPosition } from '../store/simStore.js';
+
+export interface AccountHost {
+  readonly market: Market;
+  readonly config: SimServerConfig;
+  readonly store: SimPersistence;
+  nextId(): number;
+  /** Announce changes to the connections of this account. */
+  publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void;
+}
+
+function reject(reason: RejectReason, message: string): TradeResult {
+  return { ok: false, reason, message, retcode: RETCODES[reason] };
+}
+
+export class SimAccount {
+  readonly positions = new Map<number, StoredPosition>();
+  /** Pending orders (state 'placed') and, on P4, the order record of each open ticket. */
+  readonly orders = new Map<number, Order>();
+  private lastEquityMinute = -1;
+
+  constructor(
+    private readonly host: AccountHost,
+    readonly data: StoredAccount,
+    positions: readonly StoredPosition[],
+    activeOrders: readonly Order[],
+  ) {
+    for (const p of positions) this.positions.set(p.ticket, p);
+    for (const o of activeOrders) this.orders.set(o.ticket, o);
+  }
+
+  get platform(): Platform {
+    return this.host.config.platform;
+  }
+  private get market(): Market {
+    return this.host.market;
+  }
+  private get now(): number {
+    return this.host.market.now;
+  }
+
+  // ---- valuation -----------------------------------------------------------------------
+
+  private sym(name: string): MarketSymbol | undefined {
+    return this.market.bySymbol.get(name);
+  }
+
+  positionSwap(p: StoredPosition): number {
+    const s = this.sym(p.symbol)!;
+    const nights = swapNights(p.openTimeMsc, this.now, (t) => this.market.clock.toServer(t));
+    return round2(swapFor(this.market, s.info, p.type, p.volume, nights, this.data.currency) - p.swapPaid);
+  }
+
+  positionProfit(p: StoredPosition): number {
+    const s = this.sym(p.symbol)!;
+    return round2(profitFor(this.market, s.info, p.type, p.volume, p.openPrice, closePrice(this.market, s, p.type), this.data.currency));
+  }
+
+  positionMargin(p: StoredPosition): number {
+    const s = this.sym(p.symbol)!;
+    return marginFor(this.market, s.info, p.volume, p.openPrice, this.data.leverage, this.data.currency);
+  }
+
+  summary(): AccountSummary {
+    let profit = 0;
+    let margin = 0;
+    for (const p of this.positions.values()) {
+      profit += this.positionProfit(p) + this.positionSwap(p);
+      margin += this.positionMargin(p);
+    }
+    const equity = this.data.balance + this.data.credit + profit;
+    margin = round2(margin);
+    return {
+      balance: this.data.balance,
+      credit: this.data.credit,
+      equity: round2(equity),
+      profit: round2(profit),
+      margin,
+      freeMargin: round2(equity - margin),
+      marginLevel: margin > 0 ? round2((equity / margin) * 100) : 0,
+      leverage: this.data.leverage,
+      currency: this.data.currency,
+    };
+  }
+
+  positionView(p: StoredPosition): Position {
+    const s = this.sym(p.symbol)!;
+    return {
+      kind: 'position',
+      ticket: p.ticket,
+      symbol: p.symbol,
+      type: p.type,
+      volume: p.volume,
+      openPrice: p.openPrice,
+      openTimeMsc: p.openTimeMsc,
+      currentPrice: closePrice(this.market, s, p.type),
+      sl: p.sl,
+      tp: p.tp,
+      magic: p.magic,
+      comment: p.comment,
+      commission: p.commission,
+      swap: this.positionSwap(p),
+      profit: this.positionProfit(p),
+    };
+  }
+
+  positionList(): Position[] {
+    return [...this.positions.values()].map((p) => this.positionView(p));
+  }
+  pendingList(): Order[] {
+    return [...this.orders.values()].filter((o) => o.state === 'placed');
+  }
+
+  // ---- validation helpers ---------------------------------------------------------------
+
+  private marketGate(s: MarketSymbol, side: Side | null): TradeResult | null {
+    const mode = s.info.tradeMode;
+    if (mode === 'Disabled') return reject('TRADE_DISABLED', `trading is disabled for ${s.info.name}`);
+    if (side !== null) {
+      if (mode === 'CloseOnly') return reject('TRADE_DISABLED', `${s.info.name} is close-only`);
+      if (mode === 'LongOnly' && side === 'Sell') return reject('TRADE_DISABLED', `${s.info.name} is long-only`);
+      if (mode === 'ShortOnly' && side === 'Buy') return reject('TRADE_DISABLED', `${s.info.name} is short-only`);
+    }
+    if (s.feed.timeMsc < 0) return reject('NO_QUOTES', `no quotes for ${s.info.name}`);
+    if (!this.market.tradeOpenAt(s, this.now)) return reject('MARKET_CLOSED', `market is closed for ${s.info.name}`);
+    return null;
+  }
+
+  /** SL/TP distance rule relative to the price the position would close at (or, for a
+   *  pending order, its entry price). 0 means "no level". */
+  private stopsValid(s: MarketSymbol, side: Side, ref: number, sl: number, tp: number): boolean {
+    const d = s.info.stopsLevel * s.point - 1e-9;
+    if (side === 'Buy') return (sl === 0 || sl < ref - d) && (tp === 0 || tp > ref + d);
+    return (sl === 0 || sl > ref + d) && (tp === 0 || tp < ref - d);
+  }
+
+  /** Entry price relation of a pending order to the market (MT rules), stopsLevel apart. */
+  private pendingPriceValid(s: MarketSymbol, type: OrderType, price: number): boolean {
+    const d = s.info.stopsLevel * s.point - 1e-9;
+    const bid = this.market.bid(s);
+    const ask = this.market.ask(s);
+    switch (type) {
+      case 'BuyLimit':
+        return price < ask - d;
+      case 'SellLimit':
+        return price > bid + d;
+      case 'BuyStop':
+      case 'BuyStopLimit':
+        return price > ask + d;
+      case 'SellStop':
+      case 'SellStopLimit':
+        return price < bid - d;
+      default:
+        return false;
+    }
+  }
+
+  private freeMarginAfter(extraMargin: number): number {
+    const sum = this.summary();
+    return sum.equity - sum.margin - extraMargin;
+  }
+
+  private validPrice(v: number | undefined): v is number {
+    return v !== undefined && Number.isFinite(v) && v > 0;
+  }
+
+  // ---- trade operations -------------------------------------------------------------------
+
+  orderSend(req: OrderRequest): TradeResult {
+    const s = this.sym(req.symbol);
+    if (!s) return reject('UNKNOWN_SYMBOL', `unknown symbol ${req.symbol}`);
+    if (isStopLimitType(req.type) && this.platform === 'P4') {
+      return reject('UNSUPPORTED_ORDER_TYPE', `${req.type} orders are not supported on P4`);
+    }
+    const side = sideOf(req.type);
+    const gate = this.marketGate(s, side);
+    if (gate) return gate;
+    if (!validVolume(s.info, req.volume)) {
+      return reject('INVALID_VOLUME', `volume ${req.volume} outside ${s.info.volumeMin}..${s.info.volumeMax} step ${s.info.volumeStep}`);
+    }
+    const sl = req.stoploss ?? 0;
+    const tp = req.takeprofit ?? 0;
+    if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+    if (isMarketType(req.type)) {
+      const price = openPrice(this.market, s, side);
+      if (req.price !== undefined && req.slippage !== undefined && Math.abs(price - req.price) > req.slippage * s.point + 1e-9) {
+        return reject('REQUOTE', `requote: market ${price}, requested ${req.price}, slippage ${req.slippage} points`);
+      }
+      if (!this.stopsValid(s, side, closePrice(this.market, s, side), sl, tp)) {
+        return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
+      }
+      const margin = marginFor(this.market, s.info, req.volume, price, this.data.leverage, this.data.currency);
+      if (this.freeMarginAfter(margin) < 0) return reject('NO_MONEY', 'not enough money');
+      return this.openPosition(s, side, req, price, sl, tp, null);
+    }
+    if (!this.validPrice(req.price)) return reject('INVALID_PRICE', 'a pending order needs a price');
+    if (!this.pendingPriceValid(s, req.type, req.price)) {
+      return reject('INVALID_PRICE', `invalid ${req.type} price ${req.price} (bid ${this.market.bid(s)}, ask ${this.market.ask(s)})`);
+    }
+    let entry = req.price;
+    if (isStopLimitType(req.type)) {
+      const lim = req.stopLimitPrice;
+      if (!this.validPrice(lim)) return reject('INVALID_PRICE', 'a stop-limit order needs stopLimitPrice');
+      if (side === 'Buy' ? lim > req.price : lim < req.price) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
+      entry = lim;
+    }
+    if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
+    if (req.expiration !== undefined && req.expiration <= this.now) return reject('INVALID_EXPIRATION', 'expiration is in the past');
+    const order: Order = {
+      kind: 'order',
+      ticket: this.host.nextId(),
+      symbol: s.info.name,
+      type: req.type,
+      state: 'placed',
+      volume: req.volume,
+      volumeInitial: req.volume,
+      openPrice: req.price,
+      openTimeMsc: this.now,
+      sl,
+      tp,
+      ...(req.stopLimitPrice !== undefined && isStopLimitType(req.type) ? { stopLimitPrice: req.stopLimitPrice } : {}),
+      ...(req.expiration !== undefined ? { expiration: req.expiration } : {}),
+      magic: req.magic ?? 0,
+      comment: req.comment ?? '',
+      commission: 0,
+      swap: 0,
+      profit: 0,
+      positionId: 0,
+    };
+    this.orders.set(order.ticket, order);
+    this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
+    return { ok: true, order, deals: [], retcode: RETCODE_DONE };
+  }
+
+  /** Market execution: a new position/ticket, its opening order and 'in' deal. `fromPending`
+   *  is the pending order being filled (its ticket becomes the position id). */
+  private openPosition(s: MarketSymbol, side: Side, req: { volume: number; magic?: number; comment?: string }, price: number, sl: number, tp: number, fromPending: Order | null): TradeResult {
+    const now = this.now;
+    const ticket = fromPending ? fromPending.ticket : this.host.nextId();
+    const commission = round2(-s.info.commissionPerLot * req.volume);
+    const magic = req.magic ?? 0;
+    const comment = req.comment ?? '';
+    const deal: Deal = {
+      ticket: this.host.nextId(),
+      order: ticket,
+      position: ticket,
+      symbol: s.info.name,
+      type: side,
+      entry: 'in',
+      volume: req.volume,
+      price,
+      timeMsc: now,
+      magic,
+      comment,
+      commission,
+      swap: 0,
+      profit: 0,
+    };
+    const pos: StoredPosition = { ticket, symbol: s.info.name, type: side, volume: req.volume, openPrice: price, openTimeMsc: now, sl, tp, magic, comment, commission, swapPaid: 0 };
+    const order: Order = {
+      kind: 'order',
+      ticket,
+      symbol: s.info.name,
+      type: fromPending ? fromPending.type : side,
+      state: 'filled',
+      volume: req.volume,
+      volumeInitial: req.volume,
+      openPrice: price,
+      openTimeMsc: now,
+      sl,
+      tp,
+      magic,
+      comment,
+      commission,
+      swap: 0,
+      profit: 0,
+      positionId: ticket,
+    };
+    this.positions.set(ticket, pos);
+    this.data.balance = round2(this.data.balance + commission);
+    // P4: the ticket stays an active order record until closed; P5: the order is done.
+    const p4 = this.platform === 'P4';
+    if (p4) this.orders.set(ticket, { ...order, type: side });
+    else this.orders.delete(ticket);
+    this.commit({ balance: this.data.balance, orders: [{ order: p4 ? { ...order, type: side } : order, doneMs: p4 ? null : now }], positions: [pos], deals: [deal] }, [deal], true, fromPending !== null);
+    return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
+  }
+
+  orderModify(req: ModifyRequest): TradeResult {
+    const pos = this.positions.get(req.ticket);
+    if (pos) {
+      const s = this.sym(pos.symbol)!;
+      const gate = this.marketGate(s, null);
+      if (gate) return gate;
+      const ref = closePrice(this.market, s, pos.type);
+      const freeze = s.info.freezeLevel * s.point;
+      if ((pos.sl !== 0 && Math.abs(ref - pos.sl) <= freeze) || (pos.tp !== 0 && Math.abs(ref - pos.tp) <= freeze)) {
+        return reject('FROZEN', `position ${pos.ticket} is within the freeze level`);
+      }
+      const sl = req.stoploss ?? pos.sl;
+      const tp = req.takeprofit ?? pos.tp;
+      if (!this.stopsValid(s, pos.type, ref, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
+      pos.sl = sl;
+      pos.tp = tp;
+      const change: SimChange = { positions: [pos] };
+      const p4Order = this.orders.get(pos.ticket);
+      let order: Order;
+      if (p4Order) {
+        order = { ...p4Order, sl, tp };
+        this.orders.set(order.ticket, order);
+        change.orders = [{ order, doneMs: null }];
+      } else {
+        order = { kind: 'order', ticket: pos.ticket, symbol: pos.symbol, type: pos.type, state: 'filled', volume: pos.volume, volumeInitial: pos.volume, openPrice: pos.openPrice, openTimeMsc: pos.openTimeMsc, sl, tp, magic: pos.magic, comment: pos.comment, commission: pos.commission, swap: 0, profit: 0, positionId: pos.ticket };
+      }
+      this.commit(change, [], true, false);
+      return { ok: true, order, deals: [], retcode: RETCODE_DONE };
+    }
+    const o = this.orders.get(req.ticket);
+    if (!o || o.state !== 'placed') return reject('INVALID_TICKET', `no open position or pending order ${req.ticket}`);
+    const s = this.sym(o.symbol)!;
+    const gate = this.marketGate(s, null);
+    if (gate) return gate;
+    if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
+    const price = req.price ?? o.openPrice;
+    const side = sideOf(o.type);
+    if (!this.validPrice(price) || (req.price !== undefined && !this.pendingPriceValid(s, o.type, price))) return reject('INVALID_PRICE', `invalid price ${price}`);
+    const lim = req.stopLimitPrice ?? o.stopLimitPrice;
+    const entry = isStopLimitType(o.type) && lim !== undefined ? lim : price;
+    const sl = req.stoploss ?? o.sl;
+    const tp = req.takeprofit ?? o.tp;
+    if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
+    if (req.expiration !== undefined && req.expiration !== 0 && req.expiration <= this.now) return reject('INVALID_EXPIRATION', 'expiration is in the past');
+    const { expiration: oldExp, ...rest } = o;
+    const expiration = req.expiration === undefined ? oldExp : req.expiration === 0 ? undefined : req.expiration;
+    const order: Order = { ...rest, openPrice: price, sl, tp, ...(lim !== undefined && isStopLimitType(o.type) ? { stopLimitPrice: lim } : {}), ...(expiration !== undefined ? { expiration } : {}) };
+    this.orders.set(order.ticket, order);
+    this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
+    return { ok: true, order, deals: [], retcode: RETCODE_DONE };
+  }
+
+  private frozenPending(s: MarketSymbol, o: Order): boolean {
+    const ref = sideOf(o.type) === 'Buy' ? this.market.ask(s) : this.market.bid(s);
+    return Math.abs(ref - o.openPrice) <= s.info.freezeLevel * s.point + 1e-9;
+  }
+
+  orderClose(req: CloseRequest): TradeResult {
+    const pos = this.positions.get(req.ticket);
+    if (!pos) return reject('INVALID_TICKET', `no open position ${req.ticket}`);
+    const s = this.sym(pos.symbol)!;
+    const gate = this.marketGate(s, null);
+    if (gate) return gate;
+    const lots = req.lots ?? pos.volume;
+    if (!(lots > 0) || lots > pos.volume + 1e-9 || (lots < pos.volume - 1e-9 && !validVolume(s.info, lots)) || !validVolume(s.info, Math.max(s.info.volumeMin, pos.volume - lots) )) {
+      if (!(Math.abs(lots - pos.volume) < 1e-9)) return reject('INVALID_VOLUME', `cannot close ${lots} of ${pos.volume} lots`);
+    }
+    const price = closePrice(this.market, s, pos.type);
+    if (req.price !== undefined && req.slippage !== undefined && Math.abs(price - req.price) > req.slippage * s.point + 1e-9) {
+      return reject('REQUOTE', `requote: market ${price}, requested ${req.price}`);
+    }
+    return this.closePart(pos, Math.min(lots, pos.volume), price, req.comment ?? '');
+  }
+
+  /** Close `lots` of a position at `price`: an 'out' deal, a closing order (P5) or the
+   *  closed ticket (P4). */
+  private closePart(pos: StoredPosition, lots: number, price: number, comment: string): TradeResult & { ok: true } {
+    const s = this.sym(pos.symbol)!;
+    const now = this.now;
+    const full = Math.abs(lots - pos.volume) < 1e-9;
+    const nights = swapNights(pos.openTimeMsc, now, (t) => this.market.clock.toServer(t));
+    const swapTotal = round2(swapFor(this.market, s.info, pos.type, pos.volume, nights, this.data.currency) - pos.swapPaid);
+    const swap = full ? swapTotal : round2((swapTotal * lots) / pos.volume);
+    const profit = round2(profitFor(this.market, s.info, pos.type, lots, pos.openPrice, price, this.data.currency));
+    const commission = round2(-s.info.commissionPerLot * lots);
+    const closeSide: Side = pos.type === 'Buy' ? 'Sell' : 'Buy';
+    const p4 = this.platform === 'P4';
+    const orderTicket = p4 ? pos.ticket : this.host.nextId();
+    const deal: Deal = { ticket: this.host.nextId(), order: orderTicket, position: pos.ticket, symbol: pos.symbol, type: closeSide, entry: 'out', volume: lots, price, timeMsc: now, magic: pos.magic, comment: comment || pos.comment, commission, swap, profit };
+    this.data.balance = round2(this.data.balance + profit + commission + swap);
+    const change: SimChange = { balance: this.data.balance, deals: [deal] };
+    let order: Order;
+    if (p4) {
+      const base = this.orders.get(pos.ticket)!;
+      order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, commission: round2(pos.commission + commission), swap, profit };
+      if (full) {
+        this.orders.delete(pos.ticket);
+        change.orders = [{ order, doneMs: now }];
+      } else {
+        const remaining: Order = { ...base, volume: round8(pos.volume - lots) };
+        this.orders.set(pos.ticket, remaining);
+        change.orders = [{ order: remaining, doneMs: null }];
+      }
+    } else {
+      order = { kind: 'order', ticket: orderTicket, symbol: pos.symbol, type: closeSide, state: 'filled', volume: lots, volumeInitial: lots, openPrice: price, openTimeMsc: now, sl: 0, tp: 0, magic: pos.magic, comment, commission, swap, profit, positionId: pos.ticket };
+      change.orders = [{ order, doneMs: now }];
+    }
+    if (full) {
+      this.positions.delete(pos.ticket);
+      change.closedPositions = [pos.ticket];
+    } else {
+      pos.volume = round8(pos.volume - lots);
+      pos.swapPaid = round2(pos.swapPaid + swap);
+      change.positions = [pos];
+    }
+    pos.commission = round2(pos.commission + commission);
+    this.commit(change, [deal], true, false);
+    return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
+  }
+
+  orderCloseBy(req: CloseByRequest): TradeResult {
+    const a = this.positions.get(req.ticket);
+    const b = this.positions.get(req.byTicket);
+    if (!a || !b || a === b) return reject('INVALID_TICKET', `close-by needs two open positions (${req.ticket}, ${req.byTicket})`);
+    if (a.symbol !== b.symbol || a.type === b.type) return reject('INVALID_REQUEST', 'close-by needs opposite positions of the same symbol');
+    const s = this.sym(a.symbol)!;
+    const gate = this.marketGate(s, null);
+    if (gate) return gate;
+    // MT5 close-by: both close at the opposite position's open price, so the pair's realized
+    // profit is (sell open - buy open) and no spread is paid.
+    const lots = Math.min(a.volume, b.volume);
+    const first = this.closePart(a, lots, b.openPrice, req.comment ?? `close by #${b.ticket}`);
+    const second = this.closePart(b, lots, b.openPrice, req.comment ?? `close by #${a.ticket}`);
+    return { ok: true, order: first.order, deals: [...first.deals, ...second.deals], retcode: RETCODE_DONE };
+  }
+
+  orderDelete(req: DeleteRequest): TradeResult {
+    const o = this.orders.get(req.ticket);
+    if (!o || o.state !== 'placed') return reject('INVALID_TICKET', `no pending order ${req.ticket}`);
+    const s = this.sym(o.symbol)!;
+    if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
+    return this.finishPending(o, 'cancelled');
+  }
+
+  private finishPending(o: Order, state: 'cancelled' | 'expired' | 'rejected'): TradeResult {
+    const order: Order = { ...o, state, closeTimeMsc: this.now };
+    this.orders.delete(o.ticket);
+    this.commit({ orders: [{ order, doneMs: this.now }] }, [], false, true);
+    return { ok: true, order, deals: [], retcode: RETCODE_DONE };
+  }
+
+  // ---- tick processing -------------------------------------------------------------------
+
+  /** Triggers for one symbol's tick: pending entries and expirations, SL/TP, then stop-out. */
+  onTick(s: MarketSymbol): void {
+    const name = s.info.name;
+    const bid = this.market.bid(s);
+    const ask = this.market.ask(s);
+    if (this.orders.size > 0) {
+      for (const o of [...this.orders.values()]) {
+        if (o.state !== 'placed' || o.symbol !== name) continue;
+        if (o.expiration !== undefined && this.now >= o.expiration) {
+          this.finishPending(o, 'expired');
+          continue;
+        }
+        this.triggerPending(s, o, bid, ask);
+      }
+    }
+    if (this.positions.size > 0) {
+      for (const p of [...this.positions.values()]) {
+        if (p.symbol !== name) continue;
+        const price = p.type === 'Buy' ? bid : ask;
+        const hitSl = p.sl !== 0 && (p.type === 'Buy' ? bid <= p.sl : ask >= p.sl);
+        const hitTp = p.tp !== 0 && (p.type === 'Buy' ? bid >= p.tp : ask <= p.tp);
+        if (hitSl) this.closePart(p, p.volume, price, `[sl ${p.sl}]`);
+        else if (hitTp) this.closePart(p, p.volume, price, `[tp ${p.tp}]`);
+      }
+      this.checkStopOut();
+    }
+  }
+
+  private triggerPending(s: MarketSymbol, o: Order, bid: number, ask: number): void {
+    let fire = false;
+    switch (o.type) {
+      case 'BuyLimit':
+        fire = ask <= o.openPrice;
+        break;
+      case 'SellLimit':
+        fire = bid >= o.openPrice;
+        break;
+      case 'BuyStop':
+        fire = ask >= o.openPrice;
+        break;
+      case 'SellStop':
+        fire = bid <= o.openPrice;
+        break;
+      case 'BuyStopLimit':
+      case 'SellStopLimit': {
+        const hit = o.type === 'BuyStopLimit' ? ask >= o.openPrice : bid <= o.openPrice;
+        if (hit) {
+          // The stop part triggered: the order becomes a limit order at stopLimitPrice.
+          const { stopLimitPrice, ...rest } = o;
+          const order: Order = { ...rest, type: o.type === 'BuyStopLimit' ? 'BuyLimit' : 'SellLimit', openPrice: stopLimitPrice ?? o.openPrice };
+          this.orders.set(order.ticket, order);
+          this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
+        }
+        return;
+      }
+      default:
+        return;
+    }
+    if (!fire) return;
+    const side = sideOf(o.type);
+    const price = side === 'Buy' ? ask : bid;
+    const margin = marginFor(this.market, s.info, o.volume, price, this.data.leverage, this.data.currency);
+    if (!this.market.tradeOpenAt(s, this.now)) return;
+    if (this.freeMarginAfter(margin) < 0) {
+      this.finishPending(o, 'rejected');
+      return;
+    }
+    this.orders.delete(o.ticket);
+    this.openPosition(s, side, o, price, o.sl, o.tp, o);
+  }
+
+  /** Stop-out: while margin level < stopOut, close the position with the worst profit. */
+  checkStopOut(): void {
+    for (;;) {
+      const sum = this.summary();
+      if (sum.margin <= 0 || sum.marginLevel >= this.host.config.account.stopOut) return;
+      let worst: StoredPosition | null = null;
+      let worstProfit = Infinity;
+      for (const p of this.positions.values()) {
+        const pr = this.positionProfit(p);
+        if (pr < worstProfit) {
+          worstProfit = pr;
+          worst = p;
+        }
+      }
+      if (!worst) return;
+      const s = this.sym(worst.symbol)!;
+      this.closePart(worst, worst.volume, closePrice(this.market, s, worst.type), `[so ${sum.marginLevel.toFixed(1)}%]`);
+    }
+  }
+
+  /** One equity point per minute while positions are open (called by the simulator). */
+  sampleEquity(): void {
+    const minute = Math.floor(this.now / 60_000);
+    if (minute === this.lastEquityMinute || this.positions.size === 0) return;
+    this.lastEquityMinute = minute;
+    const sum = this.summary();
+    this.host.store.apply(this.data.server, this.data.login, { equity: { timeMsc: this.now, balance: sum.balance, equity: sum.equity } });
+  }
+
+  // Changes of one operation (a trade request, or one tick's triggers) are merged and then
+  // persisted in a single transaction by flush(), together with the request id if any.
+  private batch: Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange = emptyBatch();
+  private dirty = false;
+  private positionsChanged = false;
+  private ordersChanged = false;
+
+  private commit(change: SimChange, _deals: Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
+    const b = this.batch;
+    if (change.balance !== undefined) b.balance = change.balance;
+    if (change.orders) b.orders.push(...change.orders);
+    if (change.positions) b.positions.push(...change.positions.map((p) => ({ ...p })));
+    if (change.closedPositions) b.closedPositions.push(...change.closedPositions);
+    if (change.deals) b.deals.push(...change.deals);
+    this.dirty = true;
+    this.positionsChanged ||= positionsChanged;
+    this.ordersChanged ||= ordersChanged;
+  }
+
+  /** Persist and announce everything since the last flush (one transaction). */
+  flush(request?: RequestLookup): void {
+    if (!this.dirty && !request) return;
+    const b = this.batch;
+    if (b.deals.length > 0) {
+      // Equity is sampled at every balance change (and per minute, see sampleEquity).
+      const sum = this.summary();
+      b.equity = { timeMsc: this.now, balance: sum.balance, equity: sum.equity };
+    }
+    if (request) b.request = request;
+    this.host.store.apply(this.data.server, this.data.login, b);
+    const { deals } = b;
+    const pc = this.positionsChanged;
+    const oc = this.ordersChanged;
+    this.batch = emptyBatch();
+    this.dirty = this.positionsChanged = this.ordersChanged = false;
+    if (deals.length > 0 || pc || oc) this.host.publish(this, deals, pc, oc);
+  }
+}
+
+function emptyBatch() {
+  return { orders: [], positions: [], closedPositions: [], deals: [] } as Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange;
+}
+
+function round8(v: number): number {
+  return Math.round(v * 1e8) / 1e8;
+}

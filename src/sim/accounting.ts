@@ -1,0 +1,87 @@
+// Pure money formulas (documented in docs/simulator.md). Currency conversion to the
+// account currency uses the current bid of the XXXUSD pair, or 1/ask of USDXXX.
+import type { Side, SymbolInfo } from '../broker/types.js';
+import type { Market, MarketSymbol } from './market.js';
+
+const DAY = 86_400_000;
+
+/** Multiplier converting an amount in `currency` into `account` currency, or NaN. */
+export function conversionRate(market: Market, currency: string, account: string): number {
+  if (currency === account) return 1;
+  const direct = market.bySymbol.get(currency + account);
+  if (direct) return market.bid(direct);
+  const inverse = market.bySymbol.get(account + currency);
+  if (inverse) return 1 / market.ask(inverse);
+  return NaN;
+}
+
+/** Margin of `volume` lots at `price`, in account currency:
+ *  Forex:       volume * contractSize / leverage            (margin currency)
+ *  CFD:         volume * contractSize * price               (profit currency)
+ *  CFDLeverage: volume * contractSize * price / leverage    (profit currency)
+ *  marginInitial > 0: volume * marginInitial                (margin currency)
+ *  all times marginRate, then converted. */
+export function marginFor(market: Market, info: SymbolInfo, volume: number, price: number, leverage: number, account: string): number {
+  let amount: number;
+  let currency: string;
+  if (info.marginInitial > 0) {
+    amount = volume * info.marginInitial;
+    currency = info.marginCurrency;
+  } else if (info.marginCalcMode === 'Forex') {
+    amount = (volume * info.contractSize) / leverage;
+    currency = info.marginCurrency;
+  } else if (info.marginCalcMode === 'CFD') {
+    amount = volume * info.contractSize * price;
+    currency = info.currency;
+  } else {
+    amount = (volume * info.contractSize * price) / leverage;
+    currency = info.currency;
+  }
+  return amount * info.marginRate * conversionRate(market, currency, account);
+}
+
+/** Profit of `volume` lots from open to close, in account currency. */
+export function profitFor(market: Market, info: SymbolInfo, side: Side, volume: number, open: number, close: number, account: string): number {
+  const diff = side === 'Buy' ? close - open : open - close;
+  return diff * volume * info.contractSize * conversionRate(market, info.currency, account);
+}
+
+/** The price a position of this side closes at. */
+export function closePrice(market: Market, s: MarketSymbol, side: Side): number {
+  return side === 'Buy' ? market.bid(s) : market.ask(s);
+}
+export function openPrice(market: Market, s: MarketSymbol, side: Side): number {
+  return side === 'Buy' ? market.ask(s) : market.bid(s);
+}
+
+/** Number of swap charges between two UTC instants: one per server-clock rollover at the
+ *  start of Tuesday..Saturday, the one at the start of Thursday counting three times
+ *  (the weekend), as MT brokers do. */
+export function swapNights(openUtc: number, nowUtc: number, toServer: (utc: number) => number): number {
+  const d0 = Math.floor(toServer(openUtc) / DAY);
+  const d1 = Math.floor(toServer(nowUtc) / DAY);
+  let n = 0;
+  for (let d = d0 + 1; d <= d1; d++) {
+    const dow = (d + 4) % 7;
+    if (dow >= 2 && dow <= 6) n += dow === 4 ? 3 : 1;
+  }
+  return n;
+}
+
+/** Swap in account currency: nights * swap points * point * contractSize * volume. */
+export function swapFor(market: Market, info: SymbolInfo, side: Side, volume: number, nights: number, account: string): number {
+  if (nights === 0) return 0;
+  const pts = side === 'Buy' ? info.swapLong : info.swapShort;
+  return nights * pts * info.point * info.contractSize * volume * conversionRate(market, info.currency, account);
+}
+
+export function round2(v: number): number {
+  return Math.round(v * 100) / 100;
+}
+
+/** Is `volume` a valid lot size for the symbol (min, max, step)? */
+export function validVolume(info: SymbolInfo, volume: number): boolean {
+  if (!(volume >= info.volumeMin - 1e-9) || volume > info.volumeMax + 1e-9) return false;
+  const steps = volume / info.volumeStep;
+  return Math.abs(steps - Math.round(steps)) < 1e-6;
+}

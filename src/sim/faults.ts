@@ -1,0 +1,123 @@
+// Fault injection for benchmark harnesses and tests, per server or per account:
+// connection drops for a duration, added reply latency, trade rejects and "timeout after
+// send" (the trade executes, the reply is lost). Probabilities use a seeded RNG so a run
+// is reproducible.
+import { Rng } from './hash.js';
+
+export type FaultKind = 'drop' | 'latency' | 'reject' | 'timeoutAfterSend';
+
+export interface FaultSpec {
+  readonly server: string;
+  /** Omit for every account of the server. */
+  readonly login?: string;
+  readonly kind: FaultKind;
+  /** drop: outage length (from when it is set). */
+  readonly durationMs?: number;
+  /** latency: added to every reply. */
+  readonly latencyMs?: number;
+  /** reject / timeoutAfterSend: the next `count` trade requests... */
+  readonly count?: number;
+  /** ...or each trade request with this probability. */
+  readonly probability?: number;
+}
+
+export interface Fault extends FaultSpec {
+  readonly id: number;
+  readonly createdMs: number;
+  /** Trades left for count-based faults. */
+  remaining?: number;
+}
+
+export type FaultListener = (fault: Fault) => void;
+
+export class FaultController {
+  private readonly faults = new Map<number, Fault>();
+  private nextId = 1;
+  private readonly rng: Rng;
+  private readonly listeners = new Set<FaultListener>();
+
+  constructor(
+    seed: number,
+    private readonly now: () => number,
+  ) {
+    this.rng = new Rng(seed ^ 0xfa17);
+  }
+
+  set(spec: FaultSpec): Fault {
+    const fault: Fault = { ...spec, id: this.nextId++, createdMs: this.now(), ...(spec.count !== undefined ? { remaining: spec.count } : {}) };
+    this.faults.set(fault.id, fault);
+    for (const l of this.listeners) l(fault);
+    return fault;
+  }
+
+  /** Remove one fault, or all (optionally only of a server). Returns how many were removed. */
+  clear(id?: number, server?: string): number {
+    if (id !== undefined) return this.faults.delete(id) ? 1 : 0;
+    let n = 0;
+    for (const f of [...this.faults.values()]) {
+      if (server === undefined || f.server === server) {
+        this.faults.delete(f.id);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  list(): Fault[] {
+    this.expire();
+    return [...this.faults.values()].map((f) => ({ ...f }));
+  }
+
+  /** Called with every fault that is set (connections use it to drop at once). */
+  onSet(listener: FaultListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private matches(f: Fault, server: string, login: string): boolean {
+    return f.server === server && (f.login === undefined || f.login === login);
+  }
+
+  private expire(): void {
+    const now = this.now();
+    for (const f of this.faults.values()) {
+      if (f.kind === 'drop' && f.createdMs + (f.durationMs ?? 0) <= now) this.faults.delete(f.id);
+      if (f.remaining !== undefined && f.remaining <= 0) this.faults.delete(f.id);
+    }
+  }
+
+  /** Remaining outage in ms for this account, 0 if none. */
+  dropRemaining(server: string, login: string): number {
+    if (this.faults.size === 0) return 0;
+    const now = this.now();
+    let max = 0;
+    for (const f of this.faults.values()) {
+      if (f.kind !== 'drop' || !this.matches(f, server, login)) continue;
+      max = Math.max(max, f.createdMs + (f.durationMs ?? 0) - now);
+    }
+    return max;
+  }
+
+  latency(server: string, login: string): number {
+    if (this.faults.size === 0) return 0;
+    let total = 0;
+    for (const f of this.faults.values()) if (f.kind === 'latency' && this.matches(f, server, login)) total += f.latencyMs ?? 0;
+    return total;
+  }
+
+  /** Decide the fate of one trade request: consumes counts and RNG draws. */
+  tradeFault(server: string, login: string): 'reject' | 'timeoutAfterSend' | null {
+    if (this.faults.size === 0) return null;
+    for (const f of this.faults.values()) {
+      if ((f.kind !== 'reject' && f.kind !== 'timeoutAfterSend') || !this.matches(f, server, login)) continue;
+      if (f.remaining !== undefined) {
+        if (f.remaining <= 0) continue;
+        f.remaining--;
+        if (f.remaining <= 0) this.faults.delete(f.id);
+        return f.kind;
+      }
+      if (f.probability !== undefined && this.rng.next() < f.probability) return f.kind;
+    }
+    return null;
+  }
+}

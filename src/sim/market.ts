@@ -1,0 +1,199 @@
+// The market of one simulated server: a deterministic feed per symbol, live bars, and the
+// history queries. A pure function of (config, seed, clock): two instances advanced to the
+// same instant hold identical quotes and bars, whichever thread they run in.
+import { ServerClock } from '../broker/time.js';
+import { TIMEFRAMES, type Candle, type SymbolInfo, type Tick, type Timeframe } from '../broker/types.js';
+import { barRangeUtc, LiveBars, toCandle } from './candles.js';
+import type { SimServerConfig, SimSymbolConfig } from './config.js';
+import { emptyOhlc, SymbolFeed } from './feed.js';
+import { expandSessions, minuteOfWeek, sessionBitmap } from './sessions.js';
+
+export interface MarketSymbol {
+  readonly index: number;
+  readonly config: SimSymbolConfig;
+  /** Static part of SymbolInfo; tickValue is filled in per request. */
+  readonly info: SymbolInfo;
+  readonly feed: SymbolFeed;
+  readonly tradeOpen: Uint8Array;
+  readonly point: number;
+  bars: LiveBars | null;
+}
+
+export interface MarketOptions {
+  readonly seed: number;
+  readonly segmentMs: number;
+  readonly historyDays: number;
+}
+
+export function buildSymbolInfo(c: SimSymbolConfig): SymbolInfo {
+  const point = 1 / 10 ** c.digits;
+  return {
+    name: c.name,
+    description: c.description,
+    currency: c.currency,
+    baseCurrency: c.baseCurrency,
+    marginCurrency: c.marginCurrency,
+    digits: c.digits,
+    point,
+    contractSize: c.contractSize,
+    tickSize: point,
+    tickValue: 0,
+    marginCalcMode: c.marginCalcMode,
+    marginInitial: c.marginInitial,
+    marginMaintenance: c.marginInitial,
+    marginRate: c.marginRate,
+    group: c.group,
+    volumeMin: c.volumeMin,
+    volumeMax: c.volumeMax,
+    volumeStep: c.volumeStep,
+    stopsLevel: c.stopsLevel,
+    limitPoints: c.stopsLevel,
+    freezeLevel: c.freezeLevel,
+    tradeMode: c.tradeMode,
+    tradeSessions: expandSessions(c.tradeSessions),
+    quoteSessions: expandSessions(c.quoteSessions),
+    swapLong: c.swapLong,
+    swapShort: c.swapShort,
+    commissionPerLot: c.commissionPerLot,
+    spread: c.spread,
+  };
+}
+
+export class Market {
+  readonly clock: ServerClock;
+  readonly symbols: MarketSymbol[] = [];
+  readonly bySymbol = new Map<string, MarketSymbol>();
+  /** All ticks with time <= `now` have been emitted. */
+  now: number;
+  /** Called for every tick, after the feed fields and bars are updated. */
+  onTick: ((s: MarketSymbol) => void) | null = null;
+  private readonly segmentMs: number;
+
+  constructor(
+    readonly server: SimServerConfig,
+    private readonly options: MarketOptions,
+    startUtcMs: number,
+  ) {
+    this.clock = new ServerClock(server.timeZone);
+    this.segmentMs = options.segmentMs;
+    for (const c of server.symbols) {
+      const info = buildSymbolInfo(c);
+      const feed = new SymbolFeed(
+        {
+          seed: options.seed,
+          serverName: server.name,
+          symbol: c.name,
+          digits: c.digits,
+          basePrice: c.basePrice,
+          volatility: c.volatility,
+          spread: c.spread,
+          ticksPerSecond: c.ticksPerSecond,
+          segmentMs: options.segmentMs,
+        },
+        this.clock,
+        sessionBitmap(info.quoteSessions),
+      );
+      feed.start(startUtcMs);
+      const s: MarketSymbol = {
+        index: this.symbols.length,
+        config: c,
+        info,
+        feed,
+        tradeOpen: sessionBitmap(info.tradeSessions),
+        point: info.point,
+        bars: null,
+      };
+      this.symbols.push(s);
+      this.bySymbol.set(c.name, s);
+    }
+    this.now = startUtcMs;
+  }
+
+  /** Emit all ticks up to utcMs. Symbols are interleaved per segment window so that ticks
+   *  of different symbols are processed in (coarse) time order. */
+  advanceTo(utcMs: number): void {
+    if (utcMs <= this.now) return;
+    const S = this.segmentMs;
+    let t = this.now + 1; // first instant whose ticks are not emitted yet
+    for (;;) {
+      const windowEnd = Math.min(utcMs, (Math.floor(t / S) + 1) * S - 1);
+      for (const s of this.symbols) {
+        const feed = s.feed;
+        const bars = s.bars;
+        const cb = this.onTick;
+        feed.advanceTo(windowEnd, () => {
+          if (bars !== null) bars.onTick(feed.timeMsc, feed.bidPts);
+          if (cb !== null) cb(s);
+        });
+      }
+      if (windowEnd >= utcMs) break;
+      t = windowEnd + 1;
+    }
+    this.now = utcMs;
+  }
+
+  /** Start maintaining live bars for a symbol (seeded from history so they agree). */
+  enableBars(s: MarketSymbol): LiveBars {
+    if (s.bars === null) {
+      s.bars = new LiveBars(this.clock, s.feed);
+      s.bars.seed(this.now);
+    }
+    return s.bars;
+  }
+
+  tick(s: MarketSymbol): Tick | null {
+    const f = s.feed;
+    if (f.timeMsc < 0) return null;
+    return { symbol: s.info.name, bid: f.bidPts / f.scale, ask: f.askPts / f.scale, timeMsc: f.timeMsc };
+  }
+
+  bid(s: MarketSymbol): number {
+    return s.feed.bidPts / s.feed.scale;
+  }
+  ask(s: MarketSymbol): number {
+    return s.feed.askPts / s.feed.scale;
+  }
+
+  tradeOpenAt(s: MarketSymbol, utcMs: number): boolean {
+    return s.tradeOpen[minuteOfWeek(this.clock.toServer(utcMs))] === 1;
+  }
+
+  private historyFloor(): number {
+    return this.now - this.options.historyDays * 86_400_000;
+  }
+
+  /** Bars with fromMs <= open < toMs (P5 PriceHistory), never beyond `now`. */
+  priceHistory(s: MarketSymbol, tf: Timeframe, fromMs: number, toMs: number): Candle[] {
+    const out: Candle[] = [];
+    let t = Math.max(fromMs, this.historyFloor());
+    const end = Math.min(toMs, this.now + 1);
+    let [start, barEnd] = barRangeUtc(tf, t, this.clock);
+    if (start < fromMs) [start, barEnd] = barRangeUtc(tf, barEnd, this.clock);
+    while (start < end) {
+      const o = this.barOhlc(s, tf, start, barEnd);
+      if (o.n > 0) out.push(toCandle(start, this.clock, o, s.feed.scale));
+      [start, barEnd] = barRangeUtc(tf, barEnd, this.clock);
+    }
+    return out;
+  }
+
+  /** The `count` bars whose open is <= fromMs, ascending (P4 QuoteHistory). */
+  quoteHistory(s: MarketSymbol, tf: Timeframe, fromMs: number, count: number): Candle[] {
+    const out: Candle[] = [];
+    const floor = this.historyFloor();
+    let [start, barEnd] = barRangeUtc(tf, Math.min(fromMs, this.now), this.clock);
+    while (out.length < count && barEnd > floor) {
+      const o = this.barOhlc(s, tf, start, barEnd);
+      if (o.n > 0) out.push(toCandle(start, this.clock, o, s.feed.scale));
+      [start, barEnd] = barRangeUtc(tf, start - 1, this.clock);
+    }
+    return out.reverse();
+  }
+
+  private barOhlc(s: MarketSymbol, tf: Timeframe, start: number, end: number) {
+    const bars = s.bars;
+    const k = TIMEFRAMES.indexOf(tf);
+    if (bars !== null && bars.start[k] === start) return bars.bars[k]!;
+    return s.feed.aggregate(Math.max(start, this.historyFloor()), Math.min(end, this.now + 1), emptyOhlc());
+  }
+}

@@ -1,0 +1,190 @@
+// The simulated broker: servers (market + accounts), ids, faults, and the clock. One
+// instance per process/thread; every connection on that thread shares it. Pure given the
+// seed, the clock and the sequence of calls; the only I/O goes through SimPersistence.
+import { createHash, randomBytes } from 'node:crypto';
+import { BrokerAuthError, type Deal, type Order, type Position, type ServerInfo, type Tick } from '../broker/types.js';
+import type { SimChange, SimPersistence, StoredAccount } from '../store/simStore.js';
+import { SimAccount, type AccountHost } from './account.js';
+import type { SimConfig, SimServerConfig } from './config.js';
+import { FaultController } from './faults.js';
+import { Market, type MarketSymbol } from './market.js';
+
+export interface Clock {
+  now(): number;
+}
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A manually driven clock for tests and replays. */
+export class ManualClock implements Clock {
+  constructor(private t: number) {}
+  now(): number {
+    return this.t;
+  }
+  set(t: number): void {
+    this.t = t;
+  }
+  advance(ms: number): void {
+    this.t += ms;
+  }
+}
+
+/** What a connection receives for its account. */
+export interface AccountSink {
+  positions(list: readonly Position[]): void;
+  orders(list: readonly Order[]): void;
+  deal(deal: Deal): void;
+}
+
+const ID_BLOCK = 1024;
+
+export class SimServer implements AccountHost {
+  readonly market: Market;
+  readonly info: ServerInfo;
+  readonly accounts = new Map<string, SimAccount>();
+  readonly sinks = new Map<SimAccount, Set<AccountSink>>();
+  /** Per symbol index: tick listeners (connections subscribed to it). */
+  readonly tickListeners: Set<(t: Tick) => void>[];
+  private idNext = 0;
+  private idEnd = 0;
+
+  constructor(
+    readonly config: SimServerConfig,
+    readonly store: SimPersistence,
+    options: SimConfig,
+    startMs: number,
+  ) {
+    this.market = new Market(config, options, startMs);
+    this.info = { name: config.name, platform: config.platform, build: config.build, company: config.company, timeZone: config.timeZone };
+    this.tickListeners = this.market.symbols.map(() => new Set());
+    this.market.onTick = (s) => this.onTick(s);
+  }
+
+  nextId(): number {
+    if (this.idNext >= this.idEnd) {
+      // Blocks from the shared store keep ids unique across threads using the same database.
+      this.idNext = this.store.allocateIds(this.config.name, ID_BLOCK);
+      this.idEnd = this.idNext + ID_BLOCK;
+    }
+    return this.idNext++;
+  }
+
+  private onTick(s: MarketSymbol): void {
+    if (this.accounts.size > 0) {
+      for (const acc of this.accounts.values()) {
+        if (acc.positions.size === 0 && acc.orders.size === 0) continue;
+        acc.onTick(s);
+        acc.flush();
+      }
+    }
+    const listeners = this.tickListeners[s.index]!;
+    if (listeners.size > 0) {
+      const tick = this.market.tick(s)!;
+      for (const l of listeners) l(tick);
+    }
+  }
+
+  publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
+    const sinks = this.sinks.get(account);
+    if (!sinks || sinks.size === 0) return;
+    const positions = positionsChanged ? account.positionList() : null;
+    const orders = ordersChanged ? account.pendingList() : null;
+    for (const sink of sinks) {
+      for (const d of deals) sink.deal(d);
+      if (positions) sink.positions(positions);
+      if (orders) sink.orders(orders);
+    }
+  }
+
+  /** Log in: loads the account, or creates it with the server's demo defaults on first
+   *  connect. A wrong password is refused (the error never contains it). */
+  login(login: string, password: string): SimAccount {
+    let acc = this.accounts.get(login);
+    if (!acc) {
+      const loaded = this.store.loadAccount(this.config.name, login);
+      if (loaded) {
+        acc = new SimAccount(this, loaded.account, loaded.positions, loaded.activeOrders);
+      } else {
+        acc = this.createAccount(login, password);
+      }
+      this.accounts.set(login, acc);
+    }
+    if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
+      throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
+    }
+    return acc;
+  }
+
+  private createAccount(login: string, password: string): SimAccount {
+    const d = this.config.account;
+    const salt = randomBytes(8).toString('hex');
+    const data: StoredAccount = {
+      server: this.config.name,
+      login,
+      passwordHash: hashPassword(salt, password),
+      salt,
+      name: `Demo ${login}`,
+      currency: d.currency,
+      leverage: d.leverage,
+      createdMs: this.market.now,
+      balance: 0,
+      credit: 0,
+    };
+    this.store.createAccount(data);
+    const acc = new SimAccount(this, data, [], []);
+    // The initial deposit is a balance deal, as on a real server.
+    const deal: Deal = { ticket: this.nextId(), order: 0, position: 0, symbol: '', type: 'Balance', entry: 'balance', volume: 0, price: 0, timeMsc: this.market.now, magic: 0, comment: 'Initial deposit', commission: 0, swap: 0, profit: d.balance };
+    data.balance = d.balance;
+    const change: SimChange = { balance: d.balance, deals: [deal], equity: { timeMsc: this.market.now, balance: d.balance, equity: d.balance } };
+    this.store.apply(this.config.name, login, change);
+    return acc;
+  }
+}
+
+function hashPassword(salt: string, password: string): string {
+  return createHash('sha256').update(salt).update('\u0000').update(password).digest('hex');
+}
+
+export interface SimulatorOptions {
+  readonly config: SimConfig;
+  readonly store: SimPersistence;
+  readonly clock?: Clock;
+}
+
+export class Simulator {
+  readonly clock: Clock;
+  readonly servers = new Map<string, SimServer>();
+  readonly faults: FaultController;
+  private timer: ReturnType<typeof setInterval> | null = null;
+
+  constructor(readonly options: SimulatorOptions) {
+    this.clock = options.clock ?? systemClock;
+    const start = this.clock.now();
+    for (const sc of options.config.servers) this.servers.set(sc.name, new SimServer(sc, options.store, options.config, start));
+    this.faults = new FaultController(options.config.seed, () => this.clock.now());
+    for (const sc of options.config.servers) for (const f of sc.faults) this.faults.set({ ...f, server: sc.name });
+  }
+
+  server(name: string): SimServer | undefined {
+    return this.servers.get(name);
+  }
+
+  /** Emit every tick up to the clock's now on every server (triggers, bars, listeners). */
+  advance(): void {
+    const now = this.clock.now();
+    for (const s of this.servers.values()) {
+      s.market.advanceTo(now);
+      for (const acc of s.accounts.values()) acc.sampleEquity();
+    }
+  }
+
+  /** Drive the market from a timer (production); tests call advance() with a manual clock. */
+  start(intervalMs = 20): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.advance(), intervalMs);
+    this.timer.unref?.();
+  }
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+}
