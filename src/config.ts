@@ -28,6 +28,13 @@ export const configSchema = z.object({
   authFailLimit: int(1, 1_000_000).default(40),
   authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
   authBlockMs: int(1_000, 86_400_000).default(10 * 60_000),
+  /** /v1/stream (docs/stream.md): heartbeat interval, per-socket backpressure limits, sweep period, shard waits. */
+  streamHeartbeatMs: int(50, 600_000).default(10_000),
+  streamSoftLimitBytes: int(1_024, 64 * 1024 * 1024).default(64 * 1024),
+  streamHardLimitBytes: int(4_096, 1024 * 1024 * 1024).default(4 * 1024 * 1024),
+  streamSweepMs: int(1, 10_000).default(20),
+  streamSubscribeTimeoutMs: int(100, 120_000).default(10_000),
+  streamSnapshotTimeoutMs: int(100, 120_000).default(15_000),
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
@@ -43,6 +50,8 @@ const ENV: Record<string, keyof Config> = {
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
+  STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
+  STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
 };
 
 export class ConfigError extends Error {}

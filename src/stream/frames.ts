@@ -1,0 +1,121 @@
+// Frames of /v1/stream (SPEC §6). Every server frame is `{"type":..., "seq":..., "data":...}`.
+// Encoders build the JSON text by hand around JSON.stringify of the payload so a tick is
+// serialized once and the same string goes to every subscriber (see docs/stream.md for seq).
+import type { ServerClock } from '../broker/time.js';
+import type { CandleEvent, Deal, Order, Position, Tick } from '../broker/types.js';
+import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
+
+/** WebSocket close codes used by /v1/stream (4000-4999 is the application range). */
+export const STREAM_CLOSE = {
+  /** Server shutting down; reconnect to another instance or later. */
+  GOING_AWAY: { code: 1001, reason: 'server shutting down' },
+  /** Unexpected fault on our side. */
+  INTERNAL: { code: 1011, reason: 'internal error' },
+  /** A state frame (POSITIONS, ORDERS, TRADE) did not fit under the hard backpressure limit: the
+   *  client reads too slowly. Reconnect and resync from the snapshots. */
+  BACKPRESSURE: { code: 4008, reason: 'client too slow: state frame over the backpressure limit; reconnect and resync' },
+  /** The account runtime could not be reached or the account disappeared. */
+  ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
+} as const;
+export type StreamCloseName = keyof typeof STREAM_CLOSE;
+
+export type FrameType = 'QUOTE' | 'POSITIONS' | 'ORDERS' | 'TRADE' | 'CANDLE' | 'HEARTBEAT' | 'SUBSCRIBED' | 'UNSUBSCRIBED' | 'ERROR';
+
+/** `{"type":T,"seq":N,"data":<json>}` from an already-serialized payload. */
+export function frame(type: FrameType, seq: number, dataJson: string): string {
+  return `{"type":"${type}","seq":${seq},"data":${dataJson}}`;
+}
+
+/** Server-clock ms as ISO 8601 without a zone (it is not UTC). */
+export function serverIso(serverMs: number): string {
+  return new Date(serverMs).toISOString().slice(0, 23);
+}
+
+export function quoteData(tick: Tick, clock: ServerClock, nowMs: number): string {
+  const s = clock.toServer(tick.timeMsc);
+  // Field order is fixed and stable; ageMs is the age of the quote when this frame was written.
+  return JSON.stringify({
+    symbol: tick.symbol,
+    bid: tick.bid,
+    ask: tick.ask,
+    time: serverIso(s),
+    timeMsc: s,
+    timeUtc: new Date(tick.timeMsc).toISOString(),
+    timeMscUtc: tick.timeMsc,
+    ageMs: Math.max(0, Math.round(nowMs - tick.timeMsc)),
+    ...(tick.volume !== undefined ? { volume: tick.volume } : {}),
+  });
+}
+
+export function candleData(ev: CandleEvent, partial: boolean): string {
+  const c = ev.candle;
+  return JSON.stringify({
+    symbol: ev.symbol,
+    timeframe: ev.timeframe,
+    // SPEC §6: bar open in unix seconds on the broker server clock.
+    time: c.serverTime,
+    timeUtc: c.time,
+    open: c.open,
+    high: c.high,
+    low: c.low,
+    close: c.close,
+    ticks: c.ticks,
+    volume: c.volume,
+    closed: ev.closed,
+    partial,
+  });
+}
+
+function positionJson(p: Position, clock: ServerClock) {
+  return {
+    ticket: p.ticket, symbol: p.symbol, type: p.type, volume: p.volume, openPrice: p.openPrice,
+    openTime: serverIso(clock.toServer(p.openTimeMsc)), openTimeUtc: new Date(p.openTimeMsc).toISOString(),
+    currentPrice: p.currentPrice, sl: p.sl, tp: p.tp, magic: p.magic, expertId: p.magic, comment: p.comment,
+    commission: p.commission, swap: p.swap, profit: p.profit,
+  };
+}
+
+function orderJson(o: Order, clock: ServerClock) {
+  return {
+    ticket: o.ticket, symbol: o.symbol, type: o.type, state: o.state, volume: o.volume, volumeInitial: o.volumeInitial,
+    price: o.openPrice, sl: o.sl, tp: o.tp,
+    ...(o.stopLimitPrice !== undefined ? { stopLimitPrice: o.stopLimitPrice } : {}),
+    ...(o.expiration !== undefined ? { expiration: serverIso(clock.toServer(o.expiration)), expirationUtc: new Date(o.expiration).toISOString() } : {}),
+    timeSetup: serverIso(clock.toServer(o.openTimeMsc)), timeSetupUtc: new Date(o.openTimeMsc).toISOString(),
+    magic: o.magic, expertId: o.magic, comment: o.comment, positionId: o.positionId,
+  };
+}
+
+export function positionsData(positions: readonly Position[], snapshot: boolean, clock: ServerClock): string {
+  return JSON.stringify({ snapshot, positions: positions.map((p) => positionJson(p, clock)) });
+}
+
+export function ordersData(orders: readonly Order[], snapshot: boolean, clock: ServerClock): string {
+  return JSON.stringify({ snapshot, orders: orders.map((o) => orderJson(o, clock)) });
+}
+
+/** A deal as TRADE carries it: the broker's deal record (the source /OrderHistory reads). */
+export function tradeData(d: Deal, clock: ServerClock): string {
+  return JSON.stringify({
+    ticket: d.ticket, order: d.order, position: d.position, symbol: d.symbol, type: d.type, entry: d.entry,
+    volume: d.volume, price: d.price, magic: d.magic, expertId: d.magic, comment: d.comment,
+    commission: d.commission, swap: d.swap, profit: d.profit,
+    time: serverIso(clock.toServer(d.timeMsc)), timeMsc: clock.toServer(d.timeMsc),
+    timeUtc: new Date(d.timeMsc).toISOString(), timeMscUtc: d.timeMsc,
+  });
+}
+
+export interface HeartbeatSymbol {
+  symbol: string;
+  lastTickTimeMsc: number | null;
+  lastQuoteAgeMs: number | null;
+  lastTickTimeMscUtc: number | null;
+}
+
+export function heartbeatData(connection: ConnectionPhase, symbols: HeartbeatSymbol[], nowMs: number): string {
+  return JSON.stringify({ connection, timeMscUtc: nowMs, symbols });
+}
+
+export function errorData(code: string, message: string, request?: unknown): string {
+  return JSON.stringify(request === undefined ? { error: code, message } : { error: code, message, request });
+}

@@ -1,0 +1,820 @@
+// The edge of /v1/stream: sockets, topics, fan-out, backpressure and heartbeats (main thread).
+//
+// Hot path. A tick arrives from a shard (ShardEvent 'stream.tick', batched per microtask), is
+// deduplicated by (server, symbol, time, bid, ask) because several accounts of the same server in
+// different shards may forward the same tick, is serialized ONCE into a QUOTE frame and handed to
+// uWS with app.publish(topic): the per-subscriber copy loop runs in C++.
+//
+// Backpressure. uWS's maxBackpressure is set to the HARD limit, so publish never skips a socket we
+// have not noticed yet. A sweep (every streamSweepMs, only when something was published) reads
+// getBufferedAmount() of each socket; a socket over the SOFT limit is unsubscribed from its market
+// topics and enters "coalescing": from then on it costs the publish loop nothing, and what it would
+// have received is, per topic, just the latest frame (each topic keeps its latest frame anyway, so
+// the coalescing buffer is a set of topics, bounded by the socket's subscriptions). On drain below
+// the low-water mark the socket gets the latest frame of every topic that moved, and rejoins the
+// topics. State frames (POSITIONS, ORDERS, TRADE) are sent per socket and never dropped: if one
+// would take the socket over the hard limit, the socket is closed with STREAM_CLOSE.BACKPRESSURE.
+import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
+import { z } from 'zod';
+import type { Authenticator } from '../auth/authenticator.js';
+import { assertAccountScope } from '../auth/rights.js';
+import type { AuthThrottle } from '../auth/throttle.js';
+import { ServerClock } from '../broker/time.js';
+import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Timeframe } from '../broker/types.js';
+import type { Config } from '../config.js';
+import { apiError, toApiError } from '../errors.js';
+import { sendError } from '../http/app.js';
+import { readRequest } from '../http/request.js';
+import { ResponseSink } from '../http/respond.js';
+import type { Logger } from '../log.js';
+import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
+import type { ShardEvent } from '../runtime/protocol.js';
+import type { ShardSet } from '../runtime/shardSet.js';
+import type { TenancyStore } from '../store/tenancy.js';
+import { errorMessage } from '../util/errorMessage.js';
+import {
+  candleData, errorData, frame, heartbeatData, ordersData, positionsData, quoteData, STREAM_CLOSE, tradeData,
+  type FrameType, type HeartbeatSymbol, type StreamCloseName,
+} from './frames.js';
+import {
+  STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
+  type PositionsEventData, type StreamOpenResult, type TickEventData,
+} from './wire.js';
+
+export const STREAM_PATH = '/v1/stream';
+const MAX_SYMBOLS_PER_SOCKET = 256;
+
+export interface StreamHubDeps {
+  config: Config;
+  auth: Authenticator;
+  throttle: AuthThrottle;
+  tenancy: TenancyStore;
+  shards: ShardSet;
+  log: Logger;
+  /** Shared with the HTTP layer: no new sockets while draining. */
+  inflight: { draining: boolean };
+}
+
+interface ServerState { info: ServerInfo; clock: ServerClock }
+
+interface QuoteTopic {
+  key: string;
+  server: string;
+  symbol: string;
+  seq: number;
+  lastT: number;
+  lastBid: number;
+  lastAsk: number;
+  lastTick: Tick | null;
+  /** Latest QUOTE frame as published (null until someone subscribes). */
+  latest: string | null;
+  refs: number;
+}
+
+interface CandleTopic {
+  key: string;
+  /** Topic of sockets that joined the current bar mid-way (they get partial:true). */
+  partialKey: string;
+  server: string;
+  symbol: string;
+  timeframe: Timeframe;
+  seq: number;
+  /** Open (UTC seconds) of the bar of the latest update. */
+  bar: number;
+  ticks: number;
+  closedBar: number;
+  last: CandleEvent | null;
+  latest: string | null;
+  latestPartial: string | null;
+  partialMembers: Set<Sock>;
+  refs: number;
+}
+
+interface AccountState {
+  id: string;
+  platform: StreamOpenResult['platform'];
+  server: string;
+  phase: ConnectionPhase;
+  sockets: Set<Sock>;
+  symbolRefs: Map<string, number>;
+  candleRefs: Map<string, number>;
+  /** stream.open calls not yet paired with a stream.close. */
+  opens: number;
+}
+
+interface CandleSub { topic: CandleTopic; partial: boolean; joinedAt: number }
+
+interface Sock {
+  ws: WebSocket<UserData>;
+  acc: AccountState;
+  seq: number;
+  heartbeat: boolean;
+  closed: boolean;
+  quotes: Map<string, QuoteTopic>;
+  candles: Map<string, CandleSub>;
+  coalescing: boolean;
+  /** Topic seq when the socket left the topic, to flush only topics that moved. */
+  leftAt: Map<string, number>;
+  /** P5: change frames wait for the initial snapshot; versions at or below it are older. */
+  snapshot: 'none' | 'waiting' | 'sent';
+  posV: number;
+  ordV: number;
+  heldPositions: PositionsEventData | null;
+  heldOrders: OrdersEventData | null;
+}
+
+interface UserData { accountId: string; heartbeat: boolean; sock?: Sock }
+
+const ClientMessage = z.object({
+  action: z.enum(['subscribe', 'unsubscribe']),
+  symbol: z.string().min(1).max(64).optional(),
+  symbols: z.array(z.string().min(1).max(64)).min(1).max(MAX_SYMBOLS_PER_SOCKET).optional(),
+  timeframe: z.union([z.string(), z.number()]).optional(),
+  timeframes: z.array(z.union([z.string(), z.number()])).max(9).optional(),
+}).refine((m) => m.symbol !== undefined || m.symbols !== undefined, { message: "'symbol' (or 'symbols') is required" });
+
+export interface StreamStats {
+  sockets: number;
+  coalescingSockets: number;
+  ticksIn: number;
+  ticksDuplicate: number;
+  quotesPublished: number;
+  candlesPublished: number;
+  coalescedFlushes: number;
+  backpressureCloses: number;
+}
+
+export class StreamHub {
+  private app: TemplatedApp | null = null;
+  private readonly servers = new Map<string, ServerState>();
+  private readonly quoteTopics = new Map<string, QuoteTopic>();
+  private readonly candleTopics = new Map<string, CandleTopic>();
+  private readonly accounts = new Map<string, AccountState>();
+  private readonly sockets = new Set<Sock>();
+  private readonly coalescing = new Set<Sock>();
+  private publishedSinceSweep = false;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private readonly soft: number;
+  private readonly hard: number;
+  private readonly lowWater: number;
+  readonly counters: Omit<StreamStats, 'sockets' | 'coalescingSockets'> = {
+    ticksIn: 0, ticksDuplicate: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0,
+  };
+
+  constructor(private readonly deps: StreamHubDeps) {
+    this.soft = deps.config.streamSoftLimitBytes;
+    this.hard = Math.max(deps.config.streamHardLimitBytes, this.soft * 2);
+    this.lowWater = Math.floor(this.soft / 2);
+  }
+
+  stats(): StreamStats {
+    return { sockets: this.sockets.size, coalescingSockets: this.coalescing.size, ...this.counters };
+  }
+
+  /** Registers the /v1/stream WebSocket route on the app and starts the timers. */
+  mount(app: TemplatedApp): void {
+    this.app = app;
+    const cfg = this.deps.config;
+    app.ws<UserData>(STREAM_PATH, {
+      maxPayloadLength: 16 * 1024,
+      maxBackpressure: this.hard,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: cfg.idleTimeoutSec,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => this.upgrade(res, req, context),
+      open: (ws) => this.onOpen(ws),
+      message: (ws, msg, isBinary) => this.onMessage(ws, msg, isBinary),
+      drain: (ws) => {
+        const s = ws.getUserData().sock;
+        if (s && s.coalescing && ws.getBufferedAmount() <= this.lowWater) this.flush(s);
+      },
+      close: (ws) => this.onClose(ws),
+    });
+    this.sweepTimer = setInterval(() => this.sweep(), cfg.streamSweepMs);
+    this.sweepTimer.unref();
+    this.heartbeatTimer = setInterval(() => this.heartbeats(), cfg.streamHeartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Ends every socket (server shutdown) and stops the timers. */
+  close(): void {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.sweepTimer = this.heartbeatTimer = null;
+    for (const s of [...this.sockets]) this.end(s, 'GOING_AWAY');
+  }
+
+  // ---- upgrade: everything is checked before the socket exists (SPEC §5, §7) -------------------
+
+  private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const info = readRequest(res, req, 0, this.deps.config.trustProxy);
+    const key = info.headers['sec-websocket-key'] ?? '';
+    const protocol = info.headers['sec-websocket-protocol'] ?? '';
+    const extensions = info.headers['sec-websocket-extensions'] ?? '';
+    const sink = new ResponseSink(res);
+    void this.admit(info, sink, context, key, protocol, extensions);
+  }
+
+  private async admit(
+    info: ReturnType<typeof readRequest>, sink: ResponseSink, context: us_socket_context_t,
+    key: string, protocol: string, extensions: string,
+  ): Promise<void> {
+    const d = this.deps;
+    let opened: string | null = null;
+    try {
+      if (d.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down');
+      const wait = d.throttle.blockedFor(info.ip);
+      if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
+      const q = info.query;
+      const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+      // SPEC §5.3: on the WebSocket the key may also come as ?apiKey=; the header wins when both are sent.
+      const apiKey = info.headers['x-api-key'] ?? one(q.apiKey);
+      const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
+      const principal = d.auth.authenticate('api', headers, true)!;
+      const id = one(q.id) ?? one(q.accountId);
+      if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
+      assertAccountScope(principal, id);
+      const seat = d.tenancy.seatById(id);
+      if (!seat || seat.customer_id !== principal.customerId || seat.removed_at !== null) throw apiError('NOT_FOUND', 'account not found');
+      const hb = one(q.heartbeat);
+      if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
+      if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      const open = await d.shards.call(id, 'stream.open', { accountId: id });
+      opened = id;
+      this.noteAccount(id, open);
+      if (!sink.open) {
+        // The client went away while we were checking: release what stream.open took.
+        this.releaseIfUnused(id);
+        return;
+      }
+      sink.done = true;
+      const userData: UserData = { accountId: id, heartbeat: hb !== '0' };
+      sink.res.cork(() => sink.res.upgrade(userData, key, protocol, extensions, context));
+    } catch (err) {
+      const e = toApiError(err);
+      if (e.code === 'INTERNAL_ERROR') d.log.error('stream upgrade failed', { err: e.cause ?? e });
+      if (e.status === 401) d.throttle.fail(info.ip);
+      if (opened) this.releaseIfUnused(opened);
+      sendError(sink, e, true);
+    }
+  }
+
+  private noteAccount(id: string, open: StreamOpenResult): void {
+    if (!this.servers.has(open.server.name)) {
+      this.servers.set(open.server.name, { info: open.server, clock: new ServerClock(open.server.timeZone) });
+    }
+    let acc = this.accounts.get(id);
+    if (!acc) {
+      acc = { id, platform: open.platform, server: open.server.name, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0 };
+      this.accounts.set(id, acc);
+    } else {
+      acc.phase = open.phase;
+    }
+    acc.opens++;
+  }
+
+  /** Every stream.open is paired with one stream.close (when its socket closes or the upgrade fails). */
+  private releaseIfUnused(id: string): void {
+    const acc = this.accounts.get(id);
+    if (acc) {
+      acc.opens--;
+      if (acc.opens <= 0 && acc.sockets.size === 0) this.accounts.delete(id);
+    }
+    this.deps.shards.call(id, 'stream.close', { accountId: id }).catch((err: unknown) =>
+      this.deps.log.warn('stream.close failed', { accountId: id, err: errorMessage(err) }));
+  }
+
+  // ---- socket lifecycle -------------------------------------------------------------------------
+
+  private onOpen(ws: WebSocket<UserData>): void {
+    const ud = ws.getUserData();
+    const acc = this.accounts.get(ud.accountId);
+    if (!acc) {
+      ws.end(STREAM_CLOSE.ACCOUNT_UNAVAILABLE.code, STREAM_CLOSE.ACCOUNT_UNAVAILABLE.reason);
+      return;
+    }
+    const sock: Sock = {
+      ws, acc, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), candles: new Map(),
+      coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
+    };
+    ud.sock = sock;
+    acc.sockets.add(sock);
+    this.sockets.add(sock);
+    // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
+    if (acc.platform === 'P5') this.requestSnapshot(sock);
+  }
+
+  private onClose(ws: WebSocket<UserData>): void {
+    const sock = ws.getUserData().sock;
+    if (!sock) return;
+    sock.closed = true;
+    this.sockets.delete(sock);
+    this.coalescing.delete(sock);
+    const acc = sock.acc;
+    acc.sockets.delete(sock);
+    for (const [symbol, t] of sock.quotes) {
+      t.refs--;
+      this.decSymbol(acc, symbol);
+    }
+    for (const [k, c] of sock.candles) {
+      c.topic.refs--;
+      c.topic.partialMembers.delete(sock);
+      this.decCandle(acc, k);
+    }
+    sock.quotes.clear();
+    sock.candles.clear();
+    this.releaseIfUnused(acc.id);
+  }
+
+  private end(sock: Sock, why: StreamCloseName): void {
+    if (sock.closed) return;
+    if (why === 'BACKPRESSURE') this.counters.backpressureCloses++;
+    const c = STREAM_CLOSE[why];
+    sock.ws.end(c.code, c.reason);
+  }
+
+  // ---- per-socket frames ------------------------------------------------------------------------
+
+  /** Frames of the socket's own stream (state, heartbeats, acks, errors): per-socket seq, never
+   *  dropped silently. Returns false if the socket is (now) closed. */
+  private sendOwn(sock: Sock, type: FrameType, dataJson: string): boolean {
+    if (sock.closed) return false;
+    const msg = frame(type, ++sock.seq, dataJson);
+    if (sock.ws.getBufferedAmount() + msg.length > this.hard) {
+      this.end(sock, 'BACKPRESSURE');
+      return false;
+    }
+    sock.ws.send(msg);
+    return true;
+  }
+
+  private sendError(sock: Sock, code: string, message: string, request?: unknown): void {
+    this.sendOwn(sock, 'ERROR', errorData(code, message, request));
+  }
+
+  private clockOf(acc: AccountState): ServerClock {
+    return this.servers.get(acc.server)!.clock;
+  }
+
+  private requestSnapshot(sock: Sock): void {
+    sock.snapshot = 'waiting';
+    const acc = sock.acc;
+    this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
+      (snap) => {
+        if (sock.closed) return;
+        const clock = this.clockOf(acc);
+        sock.posV = snap.posV;
+        sock.ordV = snap.ordV;
+        sock.snapshot = 'sent';
+        sock.ws.cork(() => {
+          if (!this.sendOwn(sock, 'POSITIONS', positionsData(snap.positions, true, clock))) return;
+          if (!this.sendOwn(sock, 'ORDERS', ordersData(snap.orders, true, clock))) return;
+          const hp = sock.heldPositions;
+          const ho = sock.heldOrders;
+          sock.heldPositions = sock.heldOrders = null;
+          if (hp && hp.v > sock.posV) this.sendPositions(sock, hp);
+          if (ho && ho.v > sock.ordV) this.sendOrders(sock, ho);
+        });
+      },
+      (err: unknown) => {
+        if (sock.closed) return;
+        const e = toApiError(err);
+        // Not connected yet: the snapshot follows when the account's connection comes up.
+        sock.snapshot = 'none';
+        this.sendError(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
+      },
+    );
+  }
+
+  private sendPositions(sock: Sock, ev: PositionsEventData): void {
+    sock.posV = ev.v;
+    this.sendOwn(sock, 'POSITIONS', positionsData(ev.positions, false, this.clockOf(sock.acc)));
+  }
+
+  private sendOrders(sock: Sock, ev: OrdersEventData): void {
+    sock.ordV = ev.v;
+    this.sendOwn(sock, 'ORDERS', ordersData(ev.orders, false, this.clockOf(sock.acc)));
+  }
+
+  // ---- client messages --------------------------------------------------------------------------
+
+  private onMessage(ws: WebSocket<UserData>, raw: ArrayBuffer, isBinary: boolean): void {
+    const sock = ws.getUserData().sock;
+    if (!sock) return;
+    if (isBinary) {
+      this.sendError(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
+      return;
+    }
+    const text = Buffer.from(raw).toString('utf8');
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      this.sendError(sock, 'INVALID_JSON', 'message is not valid JSON', text.slice(0, 200));
+      return;
+    }
+    const r = ClientMessage.safeParse(json);
+    if (!r.success) {
+      const why = r.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ');
+      this.sendError(sock, 'BAD_REQUEST', `${why}. Expected {"action":"subscribe"|"unsubscribe","symbol":"EURUSD","timeframe"?:"M1","timeframes"?:["M1","H1"]}`, json);
+      return;
+    }
+    const m = r.data;
+    const tfRaw = [...(m.timeframe !== undefined ? [m.timeframe] : []), ...(m.timeframes ?? [])];
+    const tfs: Timeframe[] = [];
+    for (const v of tfRaw) {
+      const tf = parseTimeframe(v);
+      if (!tf) {
+        this.sendError(sock, 'BAD_REQUEST', `unknown timeframe ${JSON.stringify(v)}: use M1, M5, M15, M30, H1, H4, D1, W1 or MN1`, json);
+        return;
+      }
+      if (!tfs.includes(tf)) tfs.push(tf);
+    }
+    const symbols = [...new Set([...(m.symbol !== undefined ? [m.symbol] : []), ...(m.symbols ?? [])])];
+    for (const symbol of symbols) {
+      if (m.action === 'subscribe') void this.subscribe(sock, symbol, tfs);
+      else this.unsubscribe(sock, symbol, m.timeframe !== undefined || m.timeframes !== undefined ? tfs : undefined);
+    }
+  }
+
+  private async subscribe(sock: Sock, symbol: string, tfs: Timeframe[]): Promise<void> {
+    const acc = sock.acc;
+    if (!sock.quotes.has(symbol) && sock.quotes.size >= MAX_SYMBOLS_PER_SOCKET) {
+      this.sendError(sock, 'BAD_REQUEST', `at most ${MAX_SYMBOLS_PER_SOCKET} symbols per socket`, { action: 'subscribe', symbol });
+      return;
+    }
+    const server = acc.server;
+    // Take the references first (so a close during the await releases them), roll back on failure.
+    const newQuote = !sock.quotes.has(symbol);
+    let qt: QuoteTopic;
+    if (newQuote) {
+      qt = this.quoteTopic(server, symbol);
+      qt.refs++;
+      sock.quotes.set(symbol, qt);
+      this.incRef(acc.symbolRefs, symbol);
+    } else {
+      qt = sock.quotes.get(symbol)!;
+    }
+    const added: string[] = [];
+    for (const tf of tfs) {
+      const k = `${symbol}|${tf}`;
+      if (sock.candles.has(k)) continue;
+      const topic = this.candleTopic(server, symbol, tf);
+      topic.refs++;
+      sock.candles.set(k, { topic, partial: true, joinedAt: Date.now() });
+      this.incRef(acc.candleRefs, k);
+      added.push(k);
+    }
+    let lastTick: Tick | null;
+    try {
+      ({ lastTick } = await this.deps.shards.call(acc.id, 'stream.sub', {
+        accountId: acc.id, symbol, timeframes: tfs, timeoutMs: this.deps.config.streamSubscribeTimeoutMs,
+      }));
+    } catch (err) {
+      if (sock.closed) return;
+      const e = toApiError(err);
+      if (newQuote && sock.quotes.get(symbol) === qt) {
+        qt.refs--;
+        sock.quotes.delete(symbol);
+        this.decSymbol(acc, symbol);
+      }
+      for (const k of added) {
+        const c = sock.candles.get(k);
+        if (!c) continue;
+        c.topic.refs--;
+        sock.candles.delete(k);
+        this.decCandle(acc, k);
+      }
+      this.sendError(sock, e.code, `subscribe ${symbol}: ${e.message}`, { action: 'subscribe', symbol, timeframes: tfs });
+      return;
+    }
+    if (sock.closed || sock.quotes.get(symbol) !== qt) return; // closed or unsubscribed meanwhile
+    const ws = sock.ws;
+    ws.cork(() => {
+      const all = [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`)).map((k) => k.slice(symbol.length + 1));
+      if (!this.sendOwn(sock, 'SUBSCRIBED', JSON.stringify({ symbol, timeframes: all }))) return;
+      if (newQuote) {
+        if (!sock.coalescing) ws.subscribe(qt.key);
+        else sock.leftAt.set(qt.key, -1);
+        // The current quote right away: the topic's latest frame, or the shard's latest tick.
+        if (qt.latest === null && lastTick) this.ingestTick(server, lastTick);
+        else if (qt.latest !== null) ws.send(qt.latest);
+      }
+      for (const k of added) {
+        const c = sock.candles.get(k);
+        if (!c) continue;
+        const t = c.topic;
+        t.partialMembers.add(sock);
+        if (!sock.coalescing) ws.subscribe(t.partialKey);
+        else sock.leftAt.set(t.key, -1);
+        if (t.last && !t.last.closed && !sock.coalescing) ws.send(frame('CANDLE', t.seq, candleData(t.last, true)));
+      }
+    });
+  }
+
+  private unsubscribe(sock: Sock, symbol: string, tfs: Timeframe[] | undefined): void {
+    const acc = sock.acc;
+    const qt = sock.quotes.get(symbol);
+    if (!qt) {
+      this.sendError(sock, 'BAD_REQUEST', `not subscribed to ${symbol}`, { action: 'unsubscribe', symbol });
+      return;
+    }
+    const keys = tfs === undefined
+      ? [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`))
+      : tfs.map((tf) => `${symbol}|${tf}`).filter((k) => sock.candles.has(k));
+    for (const k of keys) {
+      const c = sock.candles.get(k)!;
+      sock.candles.delete(k);
+      c.topic.refs--;
+      c.topic.partialMembers.delete(sock);
+      sock.ws.unsubscribe(c.topic.key);
+      sock.ws.unsubscribe(c.topic.partialKey);
+      sock.leftAt.delete(c.topic.key);
+      this.decCandle(acc, k);
+    }
+    if (tfs === undefined) {
+      sock.quotes.delete(symbol);
+      qt.refs--;
+      sock.ws.unsubscribe(qt.key);
+      sock.leftAt.delete(qt.key);
+      this.decSymbol(acc, symbol);
+    }
+    const left = [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`)).map((k) => k.slice(symbol.length + 1));
+    this.sendOwn(sock, 'UNSUBSCRIBED', JSON.stringify({ symbol, timeframes: tfs ?? [], remainingTimeframes: tfs === undefined ? [] : left }));
+  }
+
+  private incRef(m: Map<string, number>, k: string): void {
+    m.set(k, (m.get(k) ?? 0) + 1);
+  }
+
+  private decSymbol(acc: AccountState, symbol: string): void {
+    const n = (acc.symbolRefs.get(symbol) ?? 1) - 1;
+    if (n > 0) {
+      acc.symbolRefs.set(symbol, n);
+      return;
+    }
+    acc.symbolRefs.delete(symbol);
+    this.deps.shards.call(acc.id, 'stream.unsub', { accountId: acc.id, symbol }).catch(() => undefined);
+  }
+
+  private decCandle(acc: AccountState, k: string): void {
+    const n = (acc.candleRefs.get(k) ?? 1) - 1;
+    if (n > 0) {
+      acc.candleRefs.set(k, n);
+      return;
+    }
+    acc.candleRefs.delete(k);
+    const [symbol, tf] = k.split('|') as [string, Timeframe];
+    this.deps.shards.call(acc.id, 'stream.unsub', { accountId: acc.id, symbol, timeframes: [tf] }).catch(() => undefined);
+  }
+
+  // ---- topics -----------------------------------------------------------------------------------
+
+  private quoteTopic(server: string, symbol: string): QuoteTopic {
+    const key = `q|${server}|${symbol}`;
+    let t = this.quoteTopics.get(key);
+    if (!t) {
+      t = { key, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, latest: null, refs: 0 };
+      this.quoteTopics.set(key, t);
+    }
+    return t;
+  }
+
+  private candleTopic(server: string, symbol: string, timeframe: Timeframe): CandleTopic {
+    const key = `c|${server}|${symbol}|${timeframe}`;
+    let t = this.candleTopics.get(key);
+    if (!t) {
+      t = {
+        key, partialKey: `p|${server}|${symbol}|${timeframe}`, server, symbol, timeframe, seq: 0, bar: -Infinity, ticks: 0,
+        closedBar: -Infinity, last: null, latest: null, latestPartial: null, partialMembers: new Set(), refs: 0,
+      };
+      this.candleTopics.set(key, t);
+    }
+    return t;
+  }
+
+  // ---- shard events -----------------------------------------------------------------------------
+
+  /** ShardSet's onEvent. */
+  onShardEvent(ev: ShardEvent): void {
+    switch (ev.kind) {
+      case STREAM_EVENT.tick: {
+        const d = ev.data as TickEventData;
+        this.ingestTick(d.server, d.tick);
+        break;
+      }
+      case STREAM_EVENT.candle: {
+        const d = ev.data as CandleEventData;
+        this.ingestCandle(d.server, d.candle);
+        break;
+      }
+      case STREAM_EVENT.positions: {
+        const acc = this.accounts.get(ev.key);
+        if (!acc) break;
+        const d = ev.data as PositionsEventData;
+        for (const s of acc.sockets) {
+          if (s.snapshot === 'waiting') s.heldPositions = d;
+          else if (d.v > s.posV) this.sendPositions(s, d);
+        }
+        break;
+      }
+      case STREAM_EVENT.orders: {
+        const acc = this.accounts.get(ev.key);
+        if (!acc || acc.platform !== 'P5') break; // SPEC §6: ORDERS frames exist on P5 only
+        const d = ev.data as OrdersEventData;
+        for (const s of acc.sockets) {
+          if (s.snapshot === 'waiting') s.heldOrders = d;
+          else if (d.v > s.ordV) this.sendOrders(s, d);
+        }
+        break;
+      }
+      case STREAM_EVENT.deal: {
+        const acc = this.accounts.get(ev.key);
+        if (!acc || acc.sockets.size === 0) break;
+        const data = tradeData((ev.data as DealEventData).deal, this.clockOf(acc));
+        for (const s of acc.sockets) this.sendOwn(s, 'TRADE', data);
+        break;
+      }
+      case STREAM_EVENT.phase: {
+        const acc = this.accounts.get(ev.key);
+        if (!acc) break;
+        acc.phase = (ev.data as PhaseEventData).phase;
+        if (acc.phase === 'connected' && acc.platform === 'P5') {
+          for (const s of acc.sockets) if (s.snapshot === 'none') this.requestSnapshot(s);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  /** Dedupe, serialize once, publish. Public so benchmarks can drive the fan-out directly. */
+  ingestTick(server: string, tick: Tick): void {
+    this.counters.ticksIn++;
+    const t = this.quoteTopic(server, tick.symbol);
+    if (tick.timeMsc < t.lastT || (tick.timeMsc === t.lastT && tick.bid === t.lastBid && tick.ask === t.lastAsk)) {
+      this.counters.ticksDuplicate++;
+      return;
+    }
+    t.lastT = tick.timeMsc;
+    t.lastBid = tick.bid;
+    t.lastAsk = tick.ask;
+    t.lastTick = tick;
+    t.seq++;
+    if (t.refs === 0) {
+      t.latest = null;
+      return;
+    }
+    const srv = this.servers.get(server);
+    if (!srv || !this.app) return;
+    const bytes = frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now()));
+    t.latest = bytes;
+    this.app.publish(t.key, bytes);
+    this.counters.quotesPublished++;
+    this.publishedSinceSweep = true;
+  }
+
+  ingestCandle(server: string, ev: CandleEvent): void {
+    const t = this.candleTopic(server, ev.symbol, ev.timeframe);
+    const bar = ev.candle.time;
+    // Dedupe across shards: older bars, updates already seen, and a second close of the same bar.
+    if (bar < t.bar) return;
+    if (bar === t.bar) {
+      if (t.closedBar === bar) return;
+      if (!ev.closed && ev.candle.ticks <= t.ticks) return;
+    }
+    if (bar > t.bar && t.partialMembers.size > 0) {
+      // A new bar: members that joined before it opened see it whole.
+      for (const s of [...t.partialMembers]) {
+        const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
+        if (c && c.joinedAt <= bar * 1000) this.promote(s, t, c);
+      }
+    }
+    t.bar = bar;
+    t.ticks = ev.candle.ticks;
+    if (ev.closed) t.closedBar = bar;
+    t.seq++;
+    t.last = ev;
+    if (t.refs === 0 || !this.app) {
+      t.latest = t.latestPartial = null;
+      return;
+    }
+    t.latest = frame('CANDLE', t.seq, candleData(ev, false));
+    this.app.publish(t.key, t.latest);
+    if (t.partialMembers.size > 0) {
+      t.latestPartial = frame('CANDLE', t.seq, candleData(ev, true));
+      this.app.publish(t.partialKey, t.latestPartial);
+    } else {
+      t.latestPartial = null;
+    }
+    this.counters.candlesPublished++;
+    this.publishedSinceSweep = true;
+    if (ev.closed) for (const s of [...t.partialMembers]) {
+      const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
+      if (c) this.promote(s, t, c);
+    }
+  }
+
+  /** The joined-mid-way bar is over: move the socket from the partial topic to the main one. */
+  private promote(s: Sock, t: CandleTopic, c: CandleSub): void {
+    t.partialMembers.delete(s);
+    c.partial = false;
+    if (s.closed || s.coalescing) return; // a coalescing socket rejoins the right topic on flush
+    s.ws.unsubscribe(t.partialKey);
+    s.ws.subscribe(t.key);
+  }
+
+  // ---- backpressure -----------------------------------------------------------------------------
+
+  private sweep(): void {
+    if (!this.publishedSinceSweep && this.coalescing.size === 0) return;
+    this.publishedSinceSweep = false;
+    for (const s of this.sockets) {
+      if (s.closed) continue;
+      const buffered = s.ws.getBufferedAmount();
+      if (!s.coalescing) {
+        if (buffered > this.soft) this.startCoalescing(s, buffered);
+      } else if (buffered <= this.lowWater) {
+        this.flush(s);
+      }
+    }
+  }
+
+  private startCoalescing(s: Sock, buffered: number): void {
+    s.coalescing = true;
+    this.coalescing.add(s);
+    // If uWS may already have skipped frames for this socket (over its maxBackpressure), every topic must be flushed.
+    const risk = buffered + 64 * 1024 >= this.hard;
+    for (const t of s.quotes.values()) {
+      s.ws.unsubscribe(t.key);
+      s.leftAt.set(t.key, risk ? -1 : t.seq);
+    }
+    for (const c of s.candles.values()) {
+      s.ws.unsubscribe(c.partial ? c.topic.partialKey : c.topic.key);
+      s.leftAt.set(c.topic.key, risk ? -1 : c.topic.seq);
+    }
+  }
+
+  /** Latest frame of every topic that moved since the socket left it; rejoin when drained. */
+  private flush(s: Sock): void {
+    if (s.closed) return;
+    this.counters.coalescedFlushes++;
+    const ws = s.ws;
+    const now = Date.now();
+    ws.cork(() => {
+      for (const t of s.quotes.values()) {
+        const at = s.leftAt.get(t.key) ?? -1;
+        if (t.seq > at && t.lastTick) {
+          // Re-encoded so ageMs tells how old the coalesced quote is now.
+          ws.send(frame('QUOTE', t.seq, quoteData(t.lastTick, this.servers.get(t.server)!.clock, now)));
+        }
+        s.leftAt.set(t.key, t.seq);
+      }
+      for (const c of s.candles.values()) {
+        const t = c.topic;
+        const at = s.leftAt.get(t.key) ?? -1;
+        if (t.seq > at && t.last) {
+          if (c.partial && t.last.candle.time * 1000 >= c.joinedAt) c.partial = false;
+          ws.send(frame('CANDLE', t.seq, candleData(t.last, c.partial)));
+          if (t.last.closed) c.partial = false;
+        }
+        s.leftAt.set(t.key, t.seq);
+      }
+    });
+    if (ws.getBufferedAmount() > this.lowWater) return; // still behind: wait for the next drain
+    s.coalescing = false;
+    this.coalescing.delete(s);
+    s.leftAt.clear();
+    for (const t of s.quotes.values()) ws.subscribe(t.key);
+    for (const c of s.candles.values()) {
+      if (c.partial) {
+        c.topic.partialMembers.add(s);
+        ws.subscribe(c.topic.partialKey);
+      } else {
+        c.topic.partialMembers.delete(s);
+        ws.subscribe(c.topic.key);
+      }
+    }
+  }
+
+  // ---- heartbeats -------------------------------------------------------------------------------
+
+  private heartbeats(): void {
+    const now = Date.now();
+    for (const s of this.sockets) {
+      // A socket that is behind gets no heartbeat (the next one says the same, newer).
+      if (!s.heartbeat || s.closed || s.coalescing) continue;
+      const clock = this.clockOf(s.acc);
+      const symbols: HeartbeatSymbol[] = [];
+      for (const t of s.quotes.values()) {
+        const last = t.lastTick;
+        symbols.push(last
+          ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, now - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
+          : { symbol: t.symbol, lastTickTimeMsc: null, lastQuoteAgeMs: null, lastTickTimeMscUtc: null });
+      }
+      this.sendOwn(s, 'HEARTBEAT', heartbeatData(s.acc.phase, symbols, now));
+    }
+  }
+}

@@ -1,0 +1,52 @@
+// The main <-> shard contract of /v1/stream. The main thread owns the sockets and the reference
+// counts (which account wants which symbol and timeframe); the shard's stream host owns the broker
+// side (subscribing at the account's BrokerConnection) and forwards what arrives as ShardEvents.
+import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
+import type { CandleEvent, Deal, Order, Platform, Position, ServerInfo, Tick, Timeframe } from '../broker/types.js';
+
+export interface StreamOpenResult {
+  platform: Platform;
+  server: ServerInfo;
+  phase: ConnectionPhase;
+}
+
+export interface StreamSnapshotResult {
+  /** Versions of the account's positions/orders at the time of the snapshot: change events with a
+   *  version at or below these are older than the snapshot and must not follow it. */
+  posV: number;
+  ordV: number;
+  positions: Position[];
+  orders: Order[];
+}
+
+declare module '../runtime/protocol.js' {
+  interface CommandMap {
+    /** A socket of this account opened: start forwarding its account events. NOT_FOUND for an unknown account. */
+    'stream.open': { args: { accountId: string }; result: StreamOpenResult };
+    /** Waits for the connection (up to timeoutMs) and returns the current positions and pending orders. */
+    'stream.snapshot': { args: { accountId: string; timeoutMs: number }; result: StreamSnapshotResult };
+    /** Subscribe a symbol (and candle timeframes) at the broker; returns the latest tick. BAD_REQUEST for an unknown symbol. */
+    'stream.sub': { args: { accountId: string; symbol: string; timeframes: Timeframe[]; timeoutMs: number }; result: { lastTick: Tick | null } };
+    /** No socket of this account wants the symbol (timeframes omitted) or these timeframes any more. */
+    'stream.unsub': { args: { accountId: string; symbol: string; timeframes?: Timeframe[] }; result: { ok: true } };
+    /** The last socket of this account closed. */
+    'stream.close': { args: { accountId: string }; result: { ok: true } };
+  }
+}
+
+/** ShardEvent kinds produced by the stream host. Market data is keyed by server, the rest by account. */
+export const STREAM_EVENT = {
+  tick: 'stream.tick',
+  candle: 'stream.candle',
+  positions: 'stream.positions',
+  orders: 'stream.orders',
+  deal: 'stream.deal',
+  phase: 'stream.phase',
+} as const;
+
+export interface TickEventData { server: string; tick: Tick }
+export interface CandleEventData { server: string; candle: CandleEvent }
+export interface PositionsEventData { v: number; positions: readonly Position[] }
+export interface OrdersEventData { v: number; orders: readonly Order[] }
+export interface DealEventData { deal: Deal }
+export interface PhaseEventData { phase: ConnectionPhase }
