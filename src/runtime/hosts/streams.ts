@@ -1,0 +1,177 @@
+// Shard side of /v1/stream. Per account with open sockets: which symbols and candle timeframes
+// the main thread wants (main keeps the reference counts across sockets and tells us on the
+// 0 -> 1 and 1 -> 0 edges), subscribed at the account's BrokerConnection through the
+// AccountRegistry, and what arrives forwarded as ShardEvents. Market data is keyed by server and
+// deduplicated per shard here (two accounts of one server in this shard forward a tick once);
+// main deduplicates again across shards.
+import { apiError } from '../../errors.js';
+import type { CandleEvent, Tick, Timeframe } from '../../broker/types.js';
+import {
+  STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
+  type PositionsEventData, type TickEventData,
+} from '../../stream/wire.js';
+import { errorMessage } from '../../util/errorMessage.js';
+import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
+import type { ActorHost, ShardContext } from './context.js';
+
+interface StreamAccount {
+  rt: AccountRuntime;
+  /** Open sockets (stream.open minus stream.close). */
+  sockets: number;
+  symbols: Set<string>;
+  candles: Map<string, Set<Timeframe>>;
+  off: () => void;
+  posV: number;
+  ordV: number;
+}
+
+interface LastTick { t: number; bid: number; ask: number }
+interface LastCandle { bar: number; ticks: number; closed: boolean }
+
+export function createStreamHost(ctx: ShardContext): ActorHost {
+  const accounts = new Map<string, StreamAccount>();
+  const lastTicks = new Map<string, LastTick>();
+  const lastCandles = new Map<string, LastCandle>();
+
+  const registry = () => {
+    if (!ctx.accounts) throw apiError('SERVICE_UNAVAILABLE', 'the account runtime is not available in this shard');
+    return ctx.accounts;
+  };
+  const get = (accountId: string) => {
+    const a = accounts.get(accountId);
+    if (!a) throw apiError('NOT_FOUND', 'no open stream for this account');
+    return a;
+  };
+
+  const forwardTick = (server: string, tick: Tick) => {
+    const k = `${server}|${tick.symbol}`;
+    const last = lastTicks.get(k);
+    if (last && (tick.timeMsc < last.t || (tick.timeMsc === last.t && tick.bid === last.bid && tick.ask === last.ask))) return;
+    lastTicks.set(k, { t: tick.timeMsc, bid: tick.bid, ask: tick.ask });
+    const data: TickEventData = { server, tick };
+    ctx.emit({ kind: STREAM_EVENT.tick, key: server, data });
+  };
+  const forwardCandle = (server: string, ev: CandleEvent) => {
+    const k = `${server}|${ev.symbol}|${ev.timeframe}`;
+    const last = lastCandles.get(k);
+    const bar = ev.candle.time;
+    if (last && (bar < last.bar || (bar === last.bar && (last.closed || (!ev.closed && ev.candle.ticks <= last.ticks))))) return;
+    lastCandles.set(k, { bar, ticks: ev.candle.ticks, closed: ev.closed });
+    const data: CandleEventData = { server, candle: ev };
+    ctx.emit({ kind: STREAM_EVENT.candle, key: server, data });
+  };
+
+  /** (Re)subscribes everything the account's sockets want; called after every (re)connect. */
+  const resubscribe = async (accountId: string, a: StreamAccount) => {
+    try {
+      const conn = await a.rt.whenConnected(1_000);
+      if (a.symbols.size) await conn.subscribe([...a.symbols]);
+      for (const [symbol, tfs] of a.candles) if (tfs.size) await conn.subscribeCandles(symbol, [...tfs]);
+    } catch (err) {
+      ctx.log.warn('stream resubscribe failed', { accountId, err: errorMessage(err) });
+    }
+  };
+
+  const listen = (accountId: string, a: StreamAccount) => (ev: AccountEvent) => {
+    switch (ev.type) {
+      case 'tick':
+        if (a.symbols.has(ev.tick.symbol)) forwardTick(a.rt.server.name, ev.tick);
+        break;
+      case 'candle':
+        if (a.candles.get(ev.candle.symbol)?.has(ev.candle.timeframe)) forwardCandle(a.rt.server.name, ev.candle);
+        break;
+      case 'positions': {
+        const data: PositionsEventData = { v: ++a.posV, positions: ev.positions };
+        ctx.emit({ kind: STREAM_EVENT.positions, key: accountId, data });
+        break;
+      }
+      case 'orders': {
+        const data: OrdersEventData = { v: ++a.ordV, orders: ev.orders };
+        ctx.emit({ kind: STREAM_EVENT.orders, key: accountId, data });
+        break;
+      }
+      case 'deal': {
+        const data: DealEventData = { deal: ev.deal };
+        ctx.emit({ kind: STREAM_EVENT.deal, key: accountId, data });
+        break;
+      }
+      case 'phase': {
+        const data: PhaseEventData = { phase: ev.phase };
+        ctx.emit({ kind: STREAM_EVENT.phase, key: accountId, data });
+        if (ev.phase === 'connected') void resubscribe(accountId, a);
+        break;
+      }
+    }
+  };
+
+  return {
+    handlers: {
+      'stream.open': async ({ accountId }) => {
+        const rt = await registry().ensure(accountId);
+        let a = accounts.get(accountId);
+        if (!a) {
+          a = { rt, sockets: 0, symbols: new Set(), candles: new Map(), off: () => undefined, posV: 0, ordV: 0 };
+          a.off = rt.on(listen(accountId, a));
+          accounts.set(accountId, a);
+        }
+        a.sockets++;
+        return { platform: rt.platform, server: rt.server, phase: rt.phase() };
+      },
+      'stream.snapshot': async ({ accountId, timeoutMs }) => {
+        const a = get(accountId);
+        const conn = await a.rt.whenConnected(timeoutMs);
+        // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
+        const opened = await conn.openedOrders();
+        return { posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders] };
+      },
+      'stream.sub': async ({ accountId, symbol, timeframes, timeoutMs }) => {
+        const a = get(accountId);
+        // Wanted from now on (synchronously, so an unsub processed while we wait wins).
+        a.symbols.add(symbol);
+        if (timeframes.length) {
+          const set = a.candles.get(symbol) ?? new Set<Timeframe>();
+          for (const tf of timeframes) set.add(tf);
+          a.candles.set(symbol, set);
+        }
+        const conn = await a.rt.whenConnected(timeoutMs);
+        const info = await conn.symbol(symbol);
+        if (!info) throw apiError('BAD_REQUEST', `unknown symbol ${symbol}`);
+        if (!a.symbols.has(symbol)) return { lastTick: null };
+        await conn.subscribe([symbol]);
+        if (timeframes.length) await conn.subscribeCandles(symbol, timeframes);
+        return { lastTick: await conn.quote(symbol) };
+      },
+      'stream.unsub': ({ accountId, symbol, timeframes }) => {
+        const a = accounts.get(accountId);
+        if (!a) return { ok: true };
+        if (timeframes === undefined) {
+          a.symbols.delete(symbol);
+          a.candles.delete(symbol);
+        } else {
+          const set = a.candles.get(symbol);
+          if (set) for (const tf of timeframes) set.delete(tf);
+          if (set && set.size === 0) a.candles.delete(symbol);
+        }
+        // The broker subscription stays: the account's other consumers (gateway sessions) may use
+        // the same symbol and BrokerConnection subscriptions are not reference-counted; we only
+        // stop forwarding.
+        return { ok: true };
+      },
+      'stream.close': ({ accountId }) => {
+        const a = accounts.get(accountId);
+        if (a && --a.sockets <= 0) {
+          a.off();
+          accounts.delete(accountId);
+        }
+        return { ok: true };
+      },
+    },
+    // Stream subscriptions are not persisted: after a shard restart clients reconnect and resubscribe.
+    rehydrate: () => 0,
+    actorCount: () => 0,
+    stop() {
+      for (const a of accounts.values()) a.off();
+      accounts.clear();
+    },
+  };
+}
