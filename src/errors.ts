@@ -6,6 +6,8 @@ export const ERROR_STATUS = {
   TRADE_REQUEST_ERROR: 400,
   ACCOUNT_ID_REQUIRED: 400,
   INVALID_JSON: 400,
+  /** The broker refused a login/password given to /ConnectEx (not 401: that is about the API key). */
+  BROKER_AUTH_FAILED: 400,
   API_KEY_REQUIRED: 401,
   INVALID_API_KEY: 401,
   MANAGEMENT_KEY_REQUIRED: 401,
