@@ -1,0 +1,82 @@
+// /v1/stream refuses before the upgrade, with the SPEC §7 status and a JSON body (SPEC §5, §6).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer } from '../src/auth/bootstrap.js';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { openStream, type Refused } from './stream-helpers.js';
+
+let t: TestGateway;
+let seatA: string;
+let seatB: string;
+let foreignSeat: string;
+let fullKey: string;
+let scopedKey: string;
+
+beforeAll(async () => {
+  t = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000 });
+  const h = mgmt(t.managementKey);
+  seatA = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
+  seatB = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
+  fullKey = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'full' } })).body.key;
+  scopedKey = (await t.req('POST', `/v1/seats/${seatA}/keys`, { headers: h, body: { label: 's', accountScoped: true, readOnly: true } })).body.key;
+  const other = createCustomer(t.gw.services.tenancy, 'stream-other');
+  foreignSeat = (await t.req('POST', '/v1/seats', { headers: mgmt(other.managementKey), body: {} })).body.id;
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+async function refused(query: Record<string, string>, headers: Record<string, string> = {}): Promise<Refused> {
+  const r = await openStream(t.url, query, headers);
+  if (!('refused' in r)) {
+    await r.close();
+    throw new Error('expected the upgrade to be refused');
+  }
+  return r;
+}
+
+describe('/v1/stream upgrade refusals', () => {
+  it('no key: 401 with a JSON error body', async () => {
+    const r = await refused({ id: seatA });
+    expect(r.status).toBe(401);
+    expect(r.body.error).toBe('API_KEY_REQUIRED');
+  });
+
+  it('missing id: 400 asking for ?id=', async () => {
+    const r = await refused({ apiKey: fullKey });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('ACCOUNT_ID_REQUIRED');
+    expect(r.body.message).toContain('id=');
+  });
+
+  it("another customer's account or an unknown id: 404", async () => {
+    expect((await refused({ apiKey: fullKey, id: foreignSeat })).status).toBe(404);
+    expect((await refused({ apiKey: fullKey, id: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
+  });
+
+  it('an account-scoped key with another id: 403; the key also works as x-api-key', async () => {
+    const r = await refused({ id: seatB }, { 'x-api-key': scopedKey });
+    expect(r.status).toBe(403);
+    expect(r.body.error).toBe('ACCOUNT_SCOPE');
+    const q = await refused({ apiKey: scopedKey, id: seatB });
+    expect(q.status).toBe(403);
+  });
+
+  it('a bad heartbeat value: 400', async () => {
+    const r = await refused({ apiKey: fullKey, id: seatA, heartbeat: 'yes' });
+    expect(r.status).toBe(400);
+  });
+
+  it('a management key is not an API key: 401', async () => {
+    const r = await refused({ apiKey: t.managementKey, id: seatA });
+    expect(r.status).toBe(401);
+  });
+
+  it('401s count toward the failed-auth throttle: then 429 with retry-after, even for a good key', async () => {
+    // Earlier tests in this file produced 401s from this IP too; the limit is 3 within the window.
+    for (let i = 0; i < 3; i++) await refused({ apiKey: 'tagw_api_bogus.bogus', id: seatA });
+    const r = await refused({ apiKey: fullKey, id: seatA });
+    expect(r.status).toBe(429);
+    expect(r.body.error).toBe('AUTH_THROTTLED');
+    expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});
