@@ -1,0 +1,83 @@
+// npm run bench -- http [--seconds N]
+// Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
+// constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
+// simulator and the durable idempotency record) beside the bare route's. Load comes from
+// separate client processes (raw keep-alive sockets, TCP_NODELAY, µs histograms).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import uws from 'uWebSockets.js';
+import { parseConfig } from '../src/config.js';
+import { startGateway } from '../src/gateway.js';
+import { createLogger } from '../src/log.js';
+import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
+
+const arg = (name: string, def: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const seconds = arg('seconds', 3);
+const orders = arg('orders', 3000);
+const MK = 'bench-management-key-0123456789';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
+const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'error', managementKey: MK }), {
+  log: createLogger('error'),
+});
+
+// The baseline: a bare uWS route on its own port in this same process and event loop.
+const QUOTE_LIKE = JSON.stringify({ symbol: 'EURUSD', bid: 1.08123, ask: 1.08131, time: '2026-11-22T10:00:00.000Z', timeMsc: 1763805600000 });
+const bareApp = uws.App().get('/bare', (res) => {
+  res.cork(() => res.writeHeader('content-type', 'application/json').end(QUOTE_LIKE));
+});
+const barePort = await new Promise<number>((resolve) => bareApp.listen('127.0.0.1', 0, (s) => resolve(uws.us_socket_local_port(s as never))));
+
+async function api(method: string, path: string, headers: Record<string, string>, body?: unknown) {
+  const r = await fetch(`${gw.url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const json = (await r.json()) as Record<string, unknown>;
+  if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bench' })).key as string;
+const account = (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user: 'bench-1', password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
+const h = { 'x-api-key': key };
+// Warm the quote cache path and the account connection.
+await api('GET', `/GetQuote?id=${account}&symbol=EURUSD`, h);
+
+const throughput = (port: number, path: string, headers: Record<string, string> = {}) =>
+  spawnLoad({ port, path, headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
+const sequential = (port: number, path: string, headers: Record<string, string>, n: number) =>
+  spawnLoad({ port, path, headers, connections: 1, durationMs: 120_000, warmupMs: 300, maxRequests: n }, 1);
+
+const results: Record<string, MergedLoad> = {};
+results.bare = await throughput(barePort, '/bare');
+results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=EURUSD`, h);
+results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
+results.bareSeq = await sequential(barePort, '/bare', {}, orders);
+results.orderSend = await sequential(gw.port, `/OrderSend?id=${account}&symbol=EURUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`, h, orders);
+
+for (const [name, r] of Object.entries(results)) {
+  console.error(`${name.padEnd(15)} ${String(r.rps).padStart(7)} req/s  p50 ${r.latencyUs.p50}µs p99 ${r.latencyUs.p99}µs p99.9 ${r.latencyUs.p999}µs  statuses ${JSON.stringify(r.statuses)}`);
+}
+const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
+const summary = {
+  bench: 'http',
+  bareRps: results.bare.rps,
+  getQuoteRps: results.getQuote.rps,
+  accountSummaryRps: results.accountSummary.rps,
+  getQuoteRatio: ratio(results.getQuote.rps, results.bare.rps),
+  accountSummaryRatio: ratio(results.accountSummary.rps, results.bare.rps),
+  orderSendUs: results.orderSend.latencyUs,
+  bareSeqUs: results.bareSeq.latencyUs,
+  orderSendP50Ratio: ratio(results.orderSend.latencyUs.p50, results.bareSeq.latencyUs.p50),
+  errors: Object.values(results).reduce((n, r) => n + r.errors, 0),
+  targets: {
+    getQuoteRatioMin: 0.6, orderSendP50MaxUs: 300, orderSendP99MaxUs: 1500,
+    met: results.getQuote.rps / results.bare.rps >= 0.6 && results.orderSend.latencyUs.p50 <= 300 && results.orderSend.latencyUs.p99 <= 1500,
+  },
+};
+await gw.close();
+rmSync(dataDir, { recursive: true, force: true });
+console.log(JSON.stringify(summary));
+process.exit(0);

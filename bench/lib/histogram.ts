@@ -1,0 +1,54 @@
+// Latency histogram with 1 µs resolution up to 100 ms (a flat array: recording is one increment)
+// and an overflow bucket; percentiles are exact to the microsecond within range.
+export class Histogram {
+  private readonly counts: Uint32Array;
+  private overflow = 0;
+  count = 0;
+  private sum = 0;
+  max = 0;
+
+  constructor(private readonly maxUs = 100_000) {
+    this.counts = new Uint32Array(maxUs + 1);
+  }
+
+  record(us: number): void {
+    const v = Math.max(0, Math.round(us));
+    if (v > this.maxUs) this.overflow++;
+    else this.counts[v]!++;
+    this.count++;
+    this.sum += v;
+    if (v > this.max) this.max = v;
+  }
+
+  merge(other: { counts: number[] | Uint32Array; overflow: number; count: number; sum: number; max: number }): void {
+    for (let i = 0; i < other.counts.length && i <= this.maxUs; i++) this.counts[i]! += other.counts[i]!;
+    this.overflow += other.overflow;
+    this.count += other.count;
+    this.sum += other.sum;
+    this.max = Math.max(this.max, other.max);
+  }
+
+  /** Plain data for sending across processes. */
+  toJSON() {
+    return { counts: Array.from(this.counts), overflow: this.overflow, count: this.count, sum: this.sum, max: this.max };
+  }
+
+  percentile(p: number): number {
+    if (this.count === 0) return NaN;
+    const target = Math.ceil((p / 100) * this.count);
+    let seen = 0;
+    for (let i = 0; i <= this.maxUs; i++) {
+      seen += this.counts[i]!;
+      if (seen >= target) return i;
+    }
+    return this.max;
+  }
+
+  mean(): number {
+    return this.count ? this.sum / this.count : NaN;
+  }
+
+  summary() {
+    return { n: this.count, p50: this.percentile(50), p99: this.percentile(99), p999: this.percentile(99.9), max: this.max, mean: Math.round(this.mean()) };
+  }
+}

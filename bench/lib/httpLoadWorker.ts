@@ -1,0 +1,107 @@
+// A load-generating child process: raw keep-alive HTTP/1.1 over net sockets with TCP_NODELAY,
+// closed loop (one request in flight per connection), µs latency histogram. Node's own http
+// client would be the bottleneck long before the server; this one costs a write and a parse.
+import { connect, type Socket } from 'node:net';
+import { Histogram } from './histogram.js';
+
+export interface LoadJob {
+  port: number;
+  /** Path; `{seq}` is replaced by a per-request unique token. */
+  path: string;
+  method?: string;
+  headers?: Record<string, string>;
+  connections: number;
+  durationMs: number;
+  warmupMs: number;
+  /** Stop after this many measured requests (all connections together). */
+  maxRequests?: number;
+}
+
+export interface LoadResult {
+  requests: number;
+  errors: number;
+  statuses: Record<string, number>;
+  seconds: number;
+  hist: ReturnType<Histogram['toJSON']>;
+}
+
+function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; stop: boolean; hist: Histogram; requests: number; errors: number; statuses: Map<number, number> }): Promise<void> {
+  return new Promise((resolve) => {
+    const sock: Socket = connect({ port: job.port, host: '127.0.0.1', noDelay: true });
+    const fixedHeaders = Object.entries({ host: '127.0.0.1', ...job.headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    let seq = 0;
+    let buf: Buffer = Buffer.alloc(0);
+    let started = 0n;
+    const send = () => {
+      if (state.stop) {
+        sock.end();
+        return;
+      }
+      const path = job.path.includes('{seq}') ? job.path.replace('{seq}', `${process.pid}-${conn}-${seq++}`) : job.path;
+      started = process.hrtime.bigint();
+      sock.write(`${job.method ?? 'GET'} ${path} HTTP/1.1\r\n${fixedHeaders}\r\n`);
+    };
+    sock.on('connect', send);
+    sock.on('data', (d: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString('latin1');
+        const m = /content-length:\s*(\d+)/i.exec(head);
+        const len = m ? Number(m[1]) : 0;
+        if (buf.length < end + 4 + len) return;
+        const status = Number(head.slice(9, 12));
+        buf = buf.subarray(end + 4 + len);
+        const us = Number(process.hrtime.bigint() - started) / 1000;
+        if (state.measuring) {
+          state.hist.record(us);
+          state.requests++;
+          state.statuses.set(status, (state.statuses.get(status) ?? 0) + 1);
+          if (status >= 400) state.errors++;
+          if (job.maxRequests && state.requests >= job.maxRequests) state.stop = true;
+        }
+        send();
+      }
+    });
+    sock.on('error', () => {
+      state.errors++;
+      resolve();
+    });
+    sock.on('close', () => resolve());
+  });
+}
+
+export async function runLoad(job: LoadJob): Promise<LoadResult> {
+  const state = { measuring: false, stop: false, hist: new Histogram(), requests: 0, errors: 0, statuses: new Map<number, number>() };
+  const conns = Array.from({ length: job.connections }, (_, i) => runConnection(job, i, state));
+  await new Promise((r) => setTimeout(r, job.warmupMs));
+  state.measuring = true;
+  const t0 = performance.now();
+  await new Promise<void>((r) => {
+    const timer = setTimeout(r, job.durationMs);
+    const poll = setInterval(() => {
+      if (state.stop) {
+        clearTimeout(timer);
+        clearInterval(poll);
+        r();
+      }
+    }, 5);
+    timer.unref();
+    setTimeout(() => clearInterval(poll), job.durationMs + 10).unref();
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  state.measuring = false;
+  state.stop = true;
+  await Promise.race([Promise.all(conns), new Promise((r) => setTimeout(r, 2_000))]);
+  return { requests: state.requests, errors: state.errors, statuses: Object.fromEntries(state.statuses), seconds, hist: state.hist.toJSON() };
+}
+
+// As a child process: receive a job over IPC, send the result back.
+if (process.send) {
+  process.once('message', (job: LoadJob) => {
+    void runLoad(job).then((r) => {
+      process.send!(r, () => process.exit(0));
+    });
+  });
+}

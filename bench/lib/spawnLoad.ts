@@ -1,0 +1,43 @@
+// Runs a load job in separate client processes so the client does not compete with the server's
+// event loop, and merges their histograms.
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Histogram } from './histogram.js';
+import type { LoadJob, LoadResult } from './httpLoadWorker.js';
+
+const WORKER = fileURLToPath(new URL('./httpLoadWorker.ts', import.meta.url));
+
+export interface MergedLoad {
+  requests: number;
+  errors: number;
+  statuses: Record<string, number>;
+  rps: number;
+  latencyUs: ReturnType<Histogram['summary']>;
+}
+
+export async function spawnLoad(job: LoadJob, processes: number): Promise<MergedLoad> {
+  const results = await Promise.all(
+    Array.from({ length: processes }, () =>
+      new Promise<LoadResult>((resolve, reject) => {
+        const child = fork(WORKER, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+        child.once('message', (m) => resolve(m as LoadResult));
+        child.once('error', reject);
+        child.once('exit', (code) => code !== 0 && reject(new Error(`load client exited ${code}`)));
+        child.send(job);
+      }),
+    ),
+  );
+  const hist = new Histogram();
+  const statuses: Record<string, number> = {};
+  let requests = 0;
+  let errors = 0;
+  let rps = 0;
+  for (const r of results) {
+    hist.merge(r.hist);
+    requests += r.requests;
+    errors += r.errors;
+    rps += r.requests / r.seconds;
+    for (const [k, v] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+  }
+  return { requests, errors, statuses, rps: Math.round(rps), latencyUs: hist.summary() };
+}
