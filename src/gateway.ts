@@ -8,10 +8,13 @@ import type { Config } from './config.js';
 import { mountNotFound, mountRoutes, type HttpDeps } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
+import { classicRoutes } from './http/routes/classic.js';
+import { connectExRoutes } from './http/routes/connectEx.js';
 import { newsRoutes } from './http/routes/news.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { loadUws } from './http/uws.js';
+import { loadSecretKey } from './crypto/secretBox.js';
 import { createLogger, type Logger } from './log.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
@@ -53,7 +56,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
     onEvent: (ev) => stream?.onShardEvent(ev),
-    settings: { logLevel: config.logLevel },
+    // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
+    settings: { logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex') },
   });
   await shards.start();
 
@@ -68,6 +72,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
   routes.push(...newsRoutes(services));
+  routes.push(...classicRoutes(services), ...connectExRoutes(services));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };
   const app = uws.App();

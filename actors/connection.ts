@@ -1,0 +1,179 @@
+// Lifecycle of one broker connection of an account (SPEC §3 "Connection state"):
+//   connecting → connected → reconnecting → connected ..., plus draining → closing → stopped for a
+// rolling upgrade, and authFailed when the broker refuses the credentials.
+//
+// Pure: the host provides `connect` / `disconnect` (the BrokerConnection calls) and `notify`
+// (phase changes). Reconnect waits are states with an `after` transition on the named delay
+// `backoff` (capped exponential with jitter), so there is no timer handle to clear by hand, and
+// CheckConnect (`check`) cuts a wait short. Every invoke has onError.
+//
+// One machine instance owns exactly one BrokerConnection. A rolling upgrade never overlaps two
+// live connections: the host sends `drain`, waits for the in-flight requests of this connection,
+// sends `drained`, and starts the replacement only when this machine reached `stopped`.
+import { assign, fromPromise, setup } from 'xstate';
+
+export type ConnectionPhase = 'connecting' | 'connected' | 'reconnecting';
+
+export interface ConnectionInput {
+  accountId: string;
+  /** First reconnect wait (ms) before jitter. */
+  backoffBaseMs?: number;
+  /** Longest reconnect wait (ms). */
+  backoffCapMs?: number;
+}
+
+export interface ConnectionContext {
+  accountId: string;
+  backoffBaseMs: number;
+  backoffCapMs: number;
+  /** Failed attempts since the last successful connect. */
+  attempt: number;
+  everConnected: boolean;
+  lastError: string | null;
+}
+
+export type ConnectionEvent =
+  | { type: 'broker.dropped'; reason?: string }
+  | { type: 'check' }
+  | { type: 'drain' }
+  | { type: 'drained' };
+
+/** Capped exponential backoff with "equal jitter": a wait in [d/2, d], d = min(cap, base·2^attempt). */
+export function backoffMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
+  const d = Math.min(capMs, baseMs * 2 ** Math.min(attempt, 30));
+  return Math.round(d / 2 + random() * (d / 2));
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+const isAuth = (e: unknown) => typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'BROKER_AUTH';
+
+export const connectionMachine = setup({
+  types: {
+    input: {} as ConnectionInput,
+    context: {} as ConnectionContext,
+    events: {} as ConnectionEvent,
+  },
+  actors: {
+    /** Provided by the host: BrokerConnection.connect(). Rejects with code BROKER_AUTH on bad credentials. */
+    connect: fromPromise<void, { accountId: string; attempt: number }>(async () => {
+      throw new Error('connect not provided');
+    }),
+    /** Provided by the host: BrokerConnection.disconnect(). */
+    disconnect: fromPromise<void, { accountId: string }>(async () => {}),
+  },
+  actions: {
+    /** Provided by the host: tells registry listeners (HEARTBEAT, /AccountSummary synced). */
+    notify: (_args, _params: { phase: ConnectionPhase | 'authFailed' | 'stopped' }) => {},
+    recordFailure: assign({
+      attempt: ({ context }) => context.attempt + 1,
+      lastError: ({ event }) => errorText((event as { error?: unknown }).error),
+    }),
+    recordConnected: assign({ attempt: 0, everConnected: true, lastError: null }),
+    recordDrop: assign({ lastError: ({ event }) => (event.type === 'broker.dropped' ? (event.reason ?? 'connection dropped') : null) }),
+  },
+  guards: {
+    isAuthError: ({ event }) => isAuth((event as { error?: unknown }).error),
+  },
+  delays: {
+    backoff: ({ context }) => backoffMs(context.attempt, context.backoffBaseMs, context.backoffCapMs),
+  },
+}).createMachine({
+  id: 'connection',
+  context: ({ input }) => ({
+    accountId: input.accountId,
+    backoffBaseMs: input.backoffBaseMs ?? 250,
+    backoffCapMs: input.backoffCapMs ?? 30_000,
+    attempt: 0,
+    everConnected: false,
+    lastError: null,
+  }),
+  initial: 'connecting',
+  states: {
+    connecting: {
+      entry: { type: 'notify', params: { phase: 'connecting' } },
+      initial: 'attempt',
+      on: { drain: 'draining' },
+      states: {
+        attempt: {
+          invoke: {
+            src: 'connect',
+            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt }),
+            onDone: { target: '#connection.connected' },
+            onError: [
+              { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
+              { target: 'waiting', actions: 'recordFailure' },
+            ],
+          },
+        },
+        waiting: {
+          after: { backoff: 'attempt' },
+          on: { check: 'attempt' },
+        },
+      },
+    },
+    connected: {
+      entry: ['recordConnected', { type: 'notify', params: { phase: 'connected' } }],
+      on: {
+        'broker.dropped': { target: 'reconnecting', actions: 'recordDrop' },
+        drain: 'draining',
+      },
+    },
+    reconnecting: {
+      entry: { type: 'notify', params: { phase: 'reconnecting' } },
+      initial: 'waiting',
+      on: { drain: 'draining' },
+      states: {
+        waiting: {
+          after: { backoff: 'attempt' },
+          on: { check: 'attempt' },
+        },
+        attempt: {
+          invoke: {
+            src: 'connect',
+            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt }),
+            onDone: { target: '#connection.connected' },
+            onError: [
+              { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
+              { target: 'waiting', actions: 'recordFailure' },
+            ],
+          },
+        },
+      },
+    },
+    /** The broker refused the credentials: no automatic retry (it would lock the login); CheckConnect or a new binding retries. */
+    authFailed: {
+      entry: { type: 'notify', params: { phase: 'authFailed' } },
+      on: { check: 'connecting', drain: 'draining' },
+    },
+    /** Rolling upgrade: in-flight requests of this connection finish; new ones wait for the replacement. */
+    draining: {
+      on: { drained: 'closing' },
+    },
+    closing: {
+      invoke: {
+        src: 'disconnect',
+        input: ({ context }) => ({ accountId: context.accountId }),
+        onDone: 'stopped',
+        onError: 'stopped',
+      },
+    },
+    stopped: {
+      type: 'final',
+      entry: { type: 'notify', params: { phase: 'stopped' } },
+    },
+  },
+});
+
+/** The SPEC §3 phase a machine state reports (HEARTBEAT `connection`, /AccountSummary `synced`). */
+export function phaseOf(value: unknown, everConnected: boolean): ConnectionPhase {
+  const top = typeof value === 'string' ? value : Object.keys(value as object)[0];
+  switch (top) {
+    case 'connected':
+    case 'draining':
+      return 'connected';
+    case 'connecting':
+      return 'connecting';
+    default:
+      return everConnected ? 'reconnecting' : 'connecting';
+  }
+}

@@ -1,0 +1,218 @@
+// Classic routes (SPEC §4.1): root-level paths addressed with ?id=<account uuid> (alias accountId)
+// and x-api-key. Every route is a thin record: access checks here in the main thread, the work in
+// the account's shard ('account.op' / 'account.trade'). /GetQuote keeps a 250 ms cache here, in
+// front of the shard hop, so cached quotes cost no cross-thread round trip; cached=0 bypasses it.
+import { z } from 'zod';
+import type { ErrorCode } from '../../errors.js';
+import { apiError } from '../../errors.js';
+import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
+import type { Services } from '../../services.js';
+import { qList, qNumber, qString } from '../schemas.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { AccountAccess } from './classicAccess.js';
+
+export const QUOTE_CACHE_MS = 250;
+
+/** `yyyy-MM-ddTHH:mm:ss` (UTC, SPEC §4 conventions), any ISO 8601 with a zone, or epoch seconds/ms. */
+export const qTime = () =>
+  z.preprocess((v) => {
+    const s = Array.isArray(v) ? v[v.length - 1] : v;
+    if (typeof s !== 'string' || s.trim() === '') return s;
+    const t = s.trim();
+    if (/^\d+$/.test(t)) return t.length <= 10 ? Number(t) * 1000 : Number(t);
+    const zoned = /(Z|[+-]\d\d:?\d\d)$/i.test(t) ? t : `${t}Z`;
+    const ms = Date.parse(zoned);
+    return Number.isFinite(ms) ? ms : s;
+  }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC)' }));
+
+const idFields = {
+  id: qString().optional().describe('Account UUID'),
+  accountId: qString().optional().describe('Alias of id'),
+};
+const symbolsFields = {
+  symbol: qList().optional().describe('Symbol names: repeat the parameter or comma-separate'),
+  symbols: qList().optional().describe('Alias of symbol'),
+};
+
+const baseErrors: ErrorCode[] = [
+  'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND',
+  'TERMINAL_ERROR', 'NOT_CONNECTED', 'AUTH_THROTTLED',
+];
+
+interface ClassicSpec {
+  path: string;
+  summary: string;
+  fields?: z.ZodRawShape;
+  /** Names symbol/symbols lists (merged into `symbols`). */
+  many?: boolean;
+  errors?: ErrorCode[];
+}
+
+const READ_ROUTES: ClassicSpec[] = [
+  { path: 'Account', summary: "The holder's full profile (personal data of the broker account owner)" },
+  { path: 'AccountSummary', summary: 'Balance, equity, profit, margin, leverage, currency; synced=false while reconnecting (last-known values)' },
+  { path: 'AccountDetails', summary: 'Account number, name, server and time zone, currency, margin-call/stop-out levels, group, type, leverage' },
+  { path: 'IsInvestor', summary: 'Whether the connection uses an investor (read-only) password' },
+  { path: 'OpenedOrders', summary: 'Open positions and pending orders (UTC times)' },
+  { path: 'OpenedOrdersTickets', summary: 'Tickets of open positions and pending orders' },
+  { path: 'ClosedOrders', summary: 'Last 100 orders that left the book or were closed (UTC times)' },
+  { path: 'OpenedOrder', summary: 'One open position or pending order', fields: { ticket: qString().describe('Ticket (required)') } },
+  { path: 'Symbols', summary: 'Full metadata of every symbol' },
+  { path: 'SymbolList', summary: 'Symbol names' },
+  { path: 'ServerTimezone', summary: "Offset of the broker server's clock from UTC" },
+  { path: 'ServerTimezoneInfo', summary: "The broker server's time zone: description, DST rule, current offset" },
+  { path: 'Mails', summary: 'Broker mails: always [] (SPEC §1)' },
+  { path: 'GetQuoteMany', summary: 'Latest quotes of several symbols', many: true },
+  { path: 'MarketWatchMany', summary: 'Market watch rows (quote, spread, digits) of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
+  { path: 'IsTradeSessionMany', summary: 'Whether trading is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
+  { path: 'IsQuoteSessionMany', summary: 'Whether quoting is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
+  { path: 'GetTickValueMany', summary: 'Tick value and size per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
+  {
+    path: 'TickValueWithSize', summary: 'Tick value, tick size, point, contract size per symbol, and the tick value for `lots`', many: true,
+    fields: { lots: qNumber().optional() }, errors: ['NOT_ON_THIS_TERMINAL'],
+  },
+  { path: 'SymbolParamsMany', summary: 'symbolInfo of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
+  { path: 'SymbolParams', summary: 'symbolInfo of a symbol (stopsLevel = limitPoints, freezeLevel, ...)', fields: { symbol: qString() } },
+  { path: 'SymbolSessions', summary: 'Session arrays of a symbol: always empty (SPEC §1)', fields: { symbol: qString() } },
+  { path: 'IsTradeSession', summary: 'Whether trading of the symbol is open now', fields: { symbol: qString() } },
+  { path: 'IsQuoteSession', summary: 'Whether quoting of the symbol is open now', fields: { symbol: qString() } },
+  {
+    path: 'RequiredMargin', summary: 'Margin needed to open a position',
+    fields: {
+      symbol: qString().optional(), lots: qNumber().optional(), volume: qNumber().optional(), type: qString().optional(),
+      operation: qString().optional(), price: qNumber().optional(),
+    },
+  },
+  {
+    path: 'OrderHistory', summary: 'Orders and deals in [from, to) (UTC); consistent with /OrderSend as soon as it answered',
+    fields: { from: qTime().optional(), to: qTime().optional() },
+  },
+  {
+    path: 'BalanceHistory', summary: 'Balance operations in [from, to) (P5 only; 501 on P4)',
+    fields: { from: qTime().optional(), to: qTime().optional() }, errors: ['NOT_ON_THIS_TERMINAL'],
+  },
+];
+
+const tradeFields: Record<TradeOp, z.ZodRawShape> = {
+  OrderSend: {
+    symbol: qString(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
+    volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
+    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qNumber().optional(),
+    expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
+    clientOrderId: z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), z.string()).optional()
+      .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),
+  },
+  OrderModify: {
+    ticket: qString(), stoploss: qNumber().optional(), takeprofit: qNumber().optional(), price: qNumber().optional(),
+    expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional(),
+    clientOrderId: qString().optional(),
+  },
+  OrderClose: {
+    ticket: qString(), lots: qNumber().optional(), volume: qNumber().optional(), price: qNumber().optional(), slippage: qNumber().optional(),
+    comment: qString().optional(), clientOrderId: qString().optional(),
+  },
+  OrderDelete: { ticket: qString(), clientOrderId: qString().optional() },
+  OrderCloseBy: { ticket: qString(), byTicket: qString(), comment: qString().optional(), clientOrderId: qString().optional() },
+};
+
+const TRADE_SUMMARY: Record<TradeOp, string> = {
+  OrderSend: 'Place a market or pending order; idempotent with clientOrderId / Idempotency-Key',
+  OrderModify: 'Change SL/TP (and price/expiration of a pending order)',
+  OrderClose: 'Close a position, wholly or partly',
+  OrderDelete: 'Cancel a pending order',
+  OrderCloseBy: 'Close a position by an opposite one',
+};
+
+export function classicRoutes(s: Services): AnyRoute[] {
+  const access = new AccountAccess(s);
+  const quoteCache = new Map<string, { at: number; body: unknown }>();
+  const routes: AnyRoute[] = [];
+
+  for (const spec of READ_ROUTES) {
+    const query = z.object({ ...idFields, ...(spec.many ? symbolsFields : {}), ...spec.fields });
+    routes.push(defineRoute({
+      method: 'get', path: `/${spec.path}`, family: 'classic', auth: 'api', tags: ['classic'], summary: spec.summary,
+      query, errors: [...baseErrors, 'BAD_REQUEST', ...(spec.errors ?? [])],
+      handler: async ({ query: q, principal }) => {
+        const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, false);
+        const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };
+        delete args.id;
+        delete args.accountId;
+        if (spec.many) {
+          args.symbols = [...((q as { symbol?: string[] }).symbol ?? []), ...((q as { symbols?: string[] }).symbols ?? [])];
+          delete args.symbol;
+        }
+        return { body: await s.shards.call(row.id, 'account.op', { accountId: row.id, op: spec.path, args }) };
+      },
+    }));
+  }
+
+  routes.push(defineRoute({
+    method: 'get', path: '/GetQuote', family: 'classic', auth: 'api', tags: ['classic'],
+    summary: 'Latest bid/ask of a symbol, from a 250 ms cache unless cached=0',
+    query: z.object({ ...idFields, symbol: qString(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
+    errors: [...baseErrors, 'BAD_REQUEST'],
+    handler: async ({ query: q, principal }) => {
+      const row = await access.resolve(principal!, q, false);
+      const key = `${row.id}|${q.symbol}`;
+      const now = performance.now();
+      if (q.cached !== '0') {
+        const hit = quoteCache.get(key);
+        if (hit && now - hit.at < QUOTE_CACHE_MS) return { body: hit.body };
+      }
+      const body = await s.shards.call(row.id, 'account.op', { accountId: row.id, op: 'GetQuote', args: { symbol: q.symbol } });
+      if (quoteCache.size > 100_000) quoteCache.clear();
+      quoteCache.set(key, { at: performance.now(), body });
+      return { body };
+    },
+  }));
+
+  routes.push(defineRoute({
+    method: 'get', path: '/CheckConnect', family: 'classic', auth: 'api', tags: ['classic'],
+    summary: "Reports the account's connection and restores it (an ongoing reconnect wait is cut short)",
+    query: z.object(idFields), errors: baseErrors,
+    handler: async ({ query: q, principal }) => {
+      const row = await access.resolve(principal!, q, false);
+      const st = await s.shards.call(row.id, 'account.check', { accountId: row.id });
+      return { body: { connected: st.connected, connection: st.phase, state: st.state, server: st.server, platform: st.platform, build: st.build } };
+    },
+  }));
+
+  routes.push(defineRoute({
+    method: 'get', path: '/Ping', family: 'classic', auth: 'api', tags: ['classic'],
+    summary: 'Liveness of the gateway for this account (does not touch the broker)',
+    query: z.object(idFields), errors: baseErrors,
+    handler: async ({ query: q, principal }) => {
+      await access.resolve(principal!, q, false);
+      return { body: { pong: true, time: new Date(s.clock.now()).toISOString() } };
+    },
+  }));
+
+  for (const op of Object.keys(tradeFields) as TradeOp[]) {
+    routes.push(defineRoute({
+      method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op],
+      description: 'Times in the response are UTC. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
+      query: z.object({ ...idFields, ...tradeFields[op] }),
+      errors: [...baseErrors, 'BAD_REQUEST', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
+      handler: async ({ query: q, principal, req }) => {
+        const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
+        const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };
+        const fromQuery = args.clientOrderId as string | undefined;
+        const fromHeader = req.headers['idempotency-key'];
+        if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader) {
+          throw apiError('BAD_REQUEST', 'clientOrderId and Idempotency-Key differ: send one of them');
+        }
+        const clientOrderId = fromQuery ?? fromHeader;
+        for (const k of ['id', 'accountId', 'clientOrderId']) delete args[k];
+        if (args.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = args.stoplimit;
+        delete args.stoplimit;
+        const r = await s.shards.call(row.id, 'account.trade', {
+          accountId: row.id, op, args, ...(clientOrderId !== undefined ? { clientOrderId } : {}),
+        }, { retryOnRestart: false });
+        return { status: r.status, body: r.body, ...(r.replay ? { headers: { 'idempotent-replay': 'true' } } : {}) };
+      },
+    }));
+  }
+  return routes;
+}
+

@@ -1,0 +1,41 @@
+// Which account a classic request addresses, and whether the caller may use it (SPEC §5, §7):
+// missing id → 400 ACCOUNT_ID_REQUIRED; scoped key on another id → 403; unknown or foreign id →
+// 404; read-only key on a trading call → 403; seat not ACTIVE → 402 NO_SUBSCRIPTION.
+import { LRUCache } from 'lru-cache';
+import type { Principal } from '../../auth/authenticator.js';
+import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
+import { apiError } from '../../errors.js';
+import type { Services } from '../../services.js';
+import type { SeatRow } from '../../store/tenancy.js';
+
+export class AccountAccess {
+  // Seat rows change only on creation/removal; a short TTL keeps the hot path off SQLite.
+  private readonly seats = new LRUCache<string, SeatRow>({ max: 100_000, ttl: 1_000 });
+  /** ACTIVE is the last seat status (SPEC §3), so it is cached for good once seen. */
+  private readonly active = new Set<string>();
+
+  constructor(private readonly s: Services) {}
+
+  async resolve(principal: Principal, q: { id?: string | undefined; accountId?: string | undefined }, trading: boolean): Promise<SeatRow> {
+    const id = q.id ?? q.accountId;
+    if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: add ?id=<accountUUID>');
+    assertAccountScope(principal, id);
+    let row = this.seats.get(id);
+    if (!row) {
+      row = this.s.tenancy.seatById(id);
+      if (row) this.seats.set(id, row);
+    }
+    if (!row || row.customer_id !== principal.customerId) throw apiError('NOT_FOUND', 'account not found');
+    if (trading) assertCanTrade(principal);
+    if (!this.active.has(id)) {
+      const st = await this.s.shards.call(id, 'seat.get', { seatId: id });
+      if (st?.status !== 'ACTIVE') {
+        throw apiError('NO_SUBSCRIPTION', st
+          ? 'subscription not active: the seat is still being prepared (BUILDING_SERVER)'
+          : 'subscription not active for this account');
+      }
+      this.active.add(id);
+    }
+    return row;
+  }
+}

@@ -1,0 +1,36 @@
+// Where an account's BrokerConnection comes from inside a shard. Embedded mode (default): one
+// in-process simulator per shard thread, over the shard's own SQLite connection. The simulator is
+// deterministic from its seed and the clock, so every shard shows the same market; a login's
+// account state lives in SQLite and is only ever driven by the one shard owning the account.
+import { SimBrokerConnection } from '../../broker/sim.js';
+import type { BrokerConnectionFactory } from '../../broker/types.js';
+import { loadSimConfig } from '../../sim/config.js';
+import type { FaultSpec } from '../../sim/faults.js';
+import { Simulator } from '../../sim/simulator.js';
+import { SqliteSimStore } from '../../store/simStore.js';
+import type { ShardContext } from './context.js';
+
+export interface BrokerSource {
+  factory: BrokerConnectionFactory;
+  /** Fault injection (tests, benchmarks); undefined when the upstream is not the simulator. */
+  injectFault?(spec: FaultSpec): number;
+  clearFaults?(server: string): void;
+  stop(): void;
+}
+
+export function createBrokerSource(ctx: ShardContext): BrokerSource {
+  const mode = (ctx.settings.brokerMode as string | undefined) ?? 'embedded';
+  if (mode !== 'embedded') {
+    // TODO(issue 4): bridge mode once the bridge client lands in src/broker.
+    throw new Error(`broker mode ${mode} is not available yet`);
+  }
+  const path = ctx.settings.simConfigPath as string | undefined;
+  const sim = new Simulator({ config: path ? loadSimConfig(path) : loadSimConfig(), store: new SqliteSimStore(ctx.db) });
+  sim.start();
+  return {
+    factory: (credentials) => new SimBrokerConnection(sim, credentials),
+    injectFault: (spec) => sim.faults.set(spec).id,
+    clearFaults: (server) => void sim.faults.clear(undefined, server),
+    stop: () => sim.stop(),
+  };
+}

@@ -1,0 +1,63 @@
+// Shard commands of the account host (issue 4), merged into the runtime's CommandMap. Kept in a
+// types-only module so the HTTP routes (main thread) and the host (shard) share one definition.
+import type { Platform } from '../../broker/types.js';
+import type { ConnectionPhase } from './accountRegistry.js';
+
+export interface BindArgs {
+  accountId: string;
+  customerId: string;
+  /** Given by the client; checked against the server's actual platform. */
+  platform?: Platform;
+  server: string;
+  login: string;
+  /** Sealed with the gateway's secret box (aad = accountId); the plain password never crosses threads. */
+  passwordEnc: string;
+  /** Terminal build of the connection; null/undefined = the server's own build. */
+  build?: number | null;
+  /** How long to wait for the first connect before answering (ms). */
+  waitMs?: number;
+}
+
+export interface AccountStatus {
+  accountId: string;
+  platform: Platform;
+  server: string;
+  /** Effective terminal build of the current connection. */
+  build: number;
+  phase: ConnectionPhase;
+  /** Connection actor state, e.g. "connected", "reconnecting.waiting", "authFailed". */
+  state: string;
+  /** Incremented by every rolling upgrade or re-bind. */
+  generation: number;
+}
+
+/** The trade operations (SPEC §4.1). */
+export type TradeOp = 'OrderSend' | 'OrderModify' | 'OrderClose' | 'OrderDelete' | 'OrderCloseBy';
+
+export interface FaultArgs {
+  kind: 'drop' | 'latency' | 'reject' | 'timeoutAfterSend';
+  durationMs?: number;
+  latencyMs?: number;
+  count?: number;
+  probability?: number;
+}
+
+export interface TradeReply {
+  status: number;
+  body: unknown;
+  /** True when this is the stored answer of an earlier request with the same clientOrderId. */
+  replay: boolean;
+}
+
+declare module '../protocol.js' {
+  interface CommandMap {
+    'account.bind': { args: BindArgs; result: AccountStatus };
+    'account.status': { args: { accountId: string }; result: AccountStatus };
+    'account.op': { args: { accountId: string; op: string; args: Record<string, unknown> }; result: unknown };
+    'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string }; result: TradeReply };
+    'account.upgrade': { args: { accountId: string; build?: number | null }; result: AccountStatus };
+    'account.check': { args: { accountId: string }; result: AccountStatus & { connected: boolean } };
+    /** Simulator fault injection on this account's login (tests, benchmarks). */
+    'account.fault': { args: { accountId: string; fault: FaultArgs }; result: { id: number } };
+  }
+}

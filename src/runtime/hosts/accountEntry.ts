@@ -1,0 +1,354 @@
+// One account inside its shard: the AccountRuntime other hosts see, and the connection slot(s)
+// behind it. A slot = one BrokerConnection + the connection actor that owns its lifecycle.
+//
+// Rolling upgrade (replace): the current slot is told to drain; requests that already hold a
+// lease on it finish; new requests wait in `waiters`; when its lease count reaches 0 the actor
+// disconnects and stops, and only then the replacement slot is created and connects. So an
+// account never has two live broker connections, and nothing in flight is cut off.
+import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
+import { connectionMachine, phaseOf } from '../../../actors/connection.js';
+import type { AccountSummary, BrokerConnection, BrokerCredentials, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
+import { apiError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
+
+type ConnActor = Actor<typeof connectionMachine>;
+
+export interface SlotSpec {
+  credentials: BrokerCredentials;
+  /** Terminal build of this connection; null = the server's own. */
+  build: number | null;
+}
+
+export interface EntryDeps {
+  log: Logger;
+  factory: (c: BrokerCredentials) => BrokerConnection;
+  backoffBaseMs: number;
+  backoffCapMs: number;
+}
+
+class Slot {
+  inflight = 0;
+  draining = false;
+  readonly actor: ConnActor;
+  private readonly unsubs: Array<() => void> = [];
+
+  constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, readonly build: number, deps: EntryDeps) {
+    const machine = connectionMachine.provide({
+      actors: {
+        connect: fromPromise(async () => {
+          await conn.connect();
+          entry.restoreSubscriptions(conn);
+        }),
+        disconnect: fromPromise(() => conn.disconnect()),
+      },
+      actions: {
+        notify: (_a, p) => entry.onPhase(this, p.phase),
+      },
+    });
+    this.actor = createActor(machine, { input: { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs } });
+    this.actor.subscribe({ error: (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }) });
+    this.unsubs.push(
+      conn.on('state', (s) => {
+        if (s.state === 'disconnected' && this.actor.getSnapshot().matches('connected')) {
+          this.actor.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
+        }
+      }),
+      conn.on('tick', (tick) => entry.emit({ type: 'tick', tick })),
+      conn.on('positions', (positions) => entry.emit({ type: 'positions', positions })),
+      conn.on('orders', (orders) => entry.emit({ type: 'orders', orders })),
+      conn.on('deal', (deal) => entry.emit({ type: 'deal', deal })),
+      conn.on('candle', (candle) => entry.emit({ type: 'candle', candle })),
+    );
+  }
+
+  start(): void {
+    this.actor.start();
+  }
+
+  /** Connected and taking new work. */
+  get usable(): boolean {
+    return !this.draining && this.actor.getSnapshot().matches('connected');
+  }
+
+  state(): string {
+    const v = this.actor.getSnapshot().value;
+    return typeof v === 'string' ? v : Object.entries(v).map(([k, s]) => `${k}.${String(s)}`).join(',');
+  }
+
+  release(): void {
+    this.inflight--;
+    if (this.draining && this.inflight === 0) this.actor.send({ type: 'drained' });
+  }
+
+  async drainAndStop(): Promise<void> {
+    this.draining = true;
+    this.actor.send({ type: 'drain' });
+    if (this.inflight === 0) this.actor.send({ type: 'drained' });
+    await waitFor(this.actor, (s) => s.status === 'done', { timeout: Infinity });
+    this.dispose();
+  }
+
+  dispose(): void {
+    for (const u of this.unsubs) u();
+    this.unsubs.length = 0;
+    this.actor.stop();
+  }
+}
+
+export interface Lease {
+  conn: BrokerConnection;
+  build: number;
+  release(): void;
+}
+
+interface Waiter {
+  resolve: (slot: Slot) => void;
+  reject: (e: unknown) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class AccountEntry implements AccountRuntime {
+  private slot: Slot | null = null;
+  private readonly listeners = new Set<(ev: AccountEvent) => void>();
+  private waiters: Waiter[] = [];
+  private lastPhase: ConnectionPhase = 'connecting';
+  private everConnected = false;
+  private switching: Promise<void> | null = null;
+  generation = 0;
+  /** Last summary read while connected: /AccountSummary answers it with synced=false while reconnecting. */
+  lastSummary: AccountSummary | undefined;
+  /** Symbols and candle timeframes subscribed through this account, restored on a replacement connection. */
+  private readonly tickSymbols = new Set<string>();
+  private readonly candleSubs = new Map<string, Set<string>>();
+  authFailed = false;
+  private lastServer: ServerInfo | undefined;
+  private lastBuild = 0;
+
+  constructor(
+    readonly accountId: string,
+    readonly customerId: string,
+    private spec: SlotSpec,
+    private readonly deps: EntryDeps,
+  ) {}
+
+  get platform(): Platform {
+    return this.server.platform;
+  }
+  /** The server of the current connection (of the last one while a replacement is being made). */
+  get server(): ServerInfo {
+    return this.lastServer!;
+  }
+  get build(): number {
+    return this.lastBuild;
+  }
+  get credentials(): BrokerCredentials {
+    return this.spec.credentials;
+  }
+
+  /** Creates the first slot and starts connecting. Throws (synchronously) for an unknown server. */
+  start(): void {
+    this.slot = this.makeSlot(this.spec);
+    this.slot.start();
+  }
+
+  private makeSlot(spec: SlotSpec): Slot {
+    const conn = this.deps.factory(spec.credentials);
+    this.lastServer = conn.server;
+    this.lastBuild = spec.build ?? conn.server.build;
+    return new Slot(this, conn, this.lastBuild, this.deps);
+  }
+
+  phase(): ConnectionPhase {
+    return this.lastPhase;
+  }
+
+  state(): string {
+    return this.slot ? this.slot.state() : 'switching';
+  }
+
+  onPhase(slot: Slot, phase: ConnectionPhase | 'authFailed' | 'stopped'): void {
+    if (slot !== this.slot) return;
+    this.authFailed = phase === 'authFailed';
+    let next: ConnectionPhase;
+    if (phase === 'stopped') return;
+    if (phase === 'authFailed') next = this.everConnected ? 'reconnecting' : 'connecting';
+    else next = phaseOf(phase, this.everConnected);
+    if (phase === 'connected') this.everConnected = true;
+    if (phase === 'authFailed') this.failWaiters(apiError('NOT_CONNECTED', 'the broker refused the stored credentials; bind the account again with /ConnectEx'));
+    if (next !== this.lastPhase) {
+      this.lastPhase = next;
+      this.emit({ type: 'phase', phase: next });
+    }
+    if (phase === 'connected') this.wakeWaiters();
+  }
+
+  emit(ev: AccountEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(ev);
+      } catch (err) {
+        this.deps.log.error('account event listener failed', { accountId: this.accountId, err });
+      }
+    }
+  }
+
+  on(listener: (ev: AccountEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Waits for a usable connection. 503 NOT_CONNECTED after `timeoutMs`. */
+  private usableSlot(timeoutMs: number): Promise<Slot> {
+    const s = this.slot;
+    if (s && s.usable) return Promise.resolve(s);
+    if (s && this.authFailed) return Promise.reject(apiError('NOT_CONNECTED', 'the broker refused the stored credentials; bind the account again with /ConnectEx'));
+    if (timeoutMs <= 0) return Promise.reject(this.notConnected());
+    return new Promise<Slot>((resolve, reject) => {
+      const w: Waiter = {
+        resolve, reject,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((x) => x !== w);
+          reject(this.notConnected());
+        }, timeoutMs),
+      };
+      this.waiters.push(w);
+    });
+  }
+
+  private notConnected() {
+    return apiError('NOT_CONNECTED', this.everConnected
+      ? 'the account connection is resuming; retry shortly'
+      : 'the account is not connected to its broker yet; retry shortly');
+  }
+
+  private wakeWaiters(): void {
+    const s = this.slot;
+    if (!s || !s.usable) return;
+    const ws = this.waiters;
+    this.waiters = [];
+    for (const w of ws) {
+      clearTimeout(w.timer);
+      w.resolve(s);
+    }
+  }
+
+  private failWaiters(e: unknown): void {
+    const ws = this.waiters;
+    this.waiters = [];
+    for (const w of ws) {
+      clearTimeout(w.timer);
+      w.reject(e);
+    }
+  }
+
+  whenConnected(timeoutMs = 2_000): Promise<BrokerConnection> {
+    return this.usableSlot(timeoutMs).then((s) => this.tracked(s.conn));
+  }
+
+  /** A connection held for one request: a rolling upgrade waits for its release. */
+  async acquire(timeoutMs = 2_000): Promise<Lease> {
+    const s = await this.usableSlot(timeoutMs);
+    s.inflight++;
+    let released = false;
+    return {
+      conn: s.conn,
+      build: s.build,
+      release: () => {
+        if (released) return;
+        released = true;
+        s.release();
+      },
+    };
+  }
+
+  /** CheckConnect: cut a reconnect wait short (or retry after an auth failure) and report. */
+  check(): void {
+    this.slot?.actor.send({ type: 'check' });
+  }
+
+  /** Rolling upgrade / re-bind: drain the current connection, then connect the replacement. */
+  replace(spec: SlotSpec): Promise<void> {
+    const run = async () => {
+      if (this.switching) await this.switching.catch(() => undefined);
+      const old = this.slot;
+      // Built first so an unknown server fails before anything is torn down.
+      const next = this.makeSlot(spec);
+      this.slot = null;
+      this.generation++;
+      if (old) await old.drainAndStop();
+      this.spec = spec;
+      this.slot = next;
+      this.authFailed = false;
+      next.start();
+    };
+    const p = run();
+    this.switching = p;
+    return p.finally(() => {
+      if (this.switching === p) this.switching = null;
+    });
+  }
+
+  stop(): void {
+    this.failWaiters(apiError('SERVICE_UNAVAILABLE', 'account runtime stopping'));
+    const s = this.slot;
+    this.slot = null;
+    if (s) {
+      void s.conn.disconnect().catch(() => undefined);
+      s.dispose();
+    }
+  }
+
+  // Subscriptions made through the registry are remembered so a replacement connection (rolling
+  // upgrade, re-bind) is subscribed to the same symbols as the one it replaces.
+  private tracked(conn: BrokerConnection): BrokerConnection {
+    const self = this;
+    return new Proxy(conn, {
+      get(target, prop) {
+        if (prop === 'subscribe') {
+          return async (symbols: readonly string[]) => {
+            await target.subscribe(symbols);
+            for (const s of symbols) self.tickSymbols.add(s);
+          };
+        }
+        if (prop === 'unsubscribe') {
+          return async (symbols: readonly string[]) => {
+            for (const s of symbols) self.tickSymbols.delete(s);
+            await target.unsubscribe(symbols);
+          };
+        }
+        if (prop === 'subscribeCandles') {
+          return async (symbol: string, tfs: readonly BrokerEvents['candle']['timeframe'][]) => {
+            await target.subscribeCandles(symbol, tfs);
+            let set = self.candleSubs.get(symbol);
+            if (!set) self.candleSubs.set(symbol, (set = new Set()));
+            for (const tf of tfs) set.add(tf);
+          };
+        }
+        if (prop === 'unsubscribeCandles') {
+          return async (symbol: string, tfs?: readonly BrokerEvents['candle']['timeframe'][]) => {
+            const set = self.candleSubs.get(symbol);
+            if (set) {
+              if (tfs) for (const tf of tfs) set.delete(tf);
+              if (!tfs || set.size === 0) self.candleSubs.delete(symbol);
+            }
+            await target.unsubscribeCandles(symbol, tfs);
+          };
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  }
+
+  /** Called after each successful connect of a slot. */
+  restoreSubscriptions(conn: BrokerConnection): void {
+    if (this.tickSymbols.size > 0) {
+      conn.subscribe([...this.tickSymbols]).catch((err: unknown) => this.deps.log.warn('resubscribe failed', { accountId: this.accountId, err }));
+    }
+    for (const [symbol, tfs] of this.candleSubs) {
+      conn.subscribeCandles(symbol, [...tfs] as BrokerEvents['candle']['timeframe'][])
+        .catch((err: unknown) => this.deps.log.warn('candle resubscribe failed', { accountId: this.accountId, err }));
+    }
+  }
+}

@@ -1,0 +1,207 @@
+// The account host: one AccountEntry (connection actor + BrokerConnection) per bound account
+// this shard owns, the AccountRegistry other hosts of the shard use, the classic operations and
+// idempotent trading. First in HOST_FACTORIES, so ctx.accounts is set before other hosts start.
+import { apiError, ApiError } from '../../errors.js';
+import { SecretBox } from '../../crypto/secretBox.js';
+import { BrokerAuthError, BrokerError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
+import { AccountStore, type BindingRow } from '../../store/accounts.js';
+import { IdempotencyStore } from '../../store/idempotency.js';
+import type { AccountStatus, BindArgs } from './accountCommands.js';
+import { AccountEntry, type EntryDeps } from './accountEntry.js';
+import { createBrokerSource, type BrokerSource } from './accountBroker.js';
+import { assertAvailable, runOp } from './accountOps.js';
+import type { AccountRegistry } from './accountRegistry.js';
+import { TradeDesk } from './accountTrade.js';
+import type { ActorHost, ShardContext } from './context.js';
+
+export interface AccountHostOptions {
+  /** Tests inject a broker source; the default is the embedded simulator. */
+  broker?: BrokerSource;
+  now?: () => number;
+}
+
+export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
+  const store = new AccountStore(ctx.db);
+  const desk = new TradeDesk(new IdempotencyStore(ctx.db), ctx.log);
+  const hex = ctx.settings.secretKeyHex as string | undefined;
+  const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
+  const now = opts.now ?? (() => Date.now());
+  let source: BrokerSource | undefined = opts.broker;
+  const broker = (): BrokerSource => (source ??= createBrokerSource(ctx));
+  const entries = new Map<string, AccountEntry>();
+  const deps = (): EntryDeps => ({
+    log: ctx.log,
+    factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
+    backoffBaseMs: Number(ctx.settings.reconnectBaseMs ?? 250),
+    backoffCapMs: Number(ctx.settings.reconnectCapMs ?? 30_000),
+  });
+
+  const credentialsOf = (row: Pick<BindingRow, 'seat_id' | 'server' | 'login' | 'password_enc'>): BrokerCredentials => {
+    if (!box) throw apiError('INTERNAL_ERROR', 'no secret key configured in this shard');
+    return { server: row.server, login: row.login, password: box.open(row.password_enc, row.seat_id) };
+  };
+
+  const startEntry = (row: BindingRow): AccountEntry => {
+    const e = new AccountEntry(row.seat_id, row.customer_id, { credentials: credentialsOf(row), build: row.build }, deps());
+    entries.set(row.seat_id, e);
+    try {
+      e.start();
+    } catch (err) {
+      entries.delete(row.seat_id);
+      throw err;
+    }
+    return e;
+  };
+
+  const registry: AccountRegistry = {
+    get: (id) => entries.get(id),
+    async ensure(id) {
+      const e = entries.get(id);
+      if (e) return e;
+      const row = ctx.owns(id) ? store.get(id) : undefined;
+      if (!row) throw apiError('NOT_FOUND', 'account not found');
+      return startEntry(row);
+    },
+  };
+  ctx.accounts = registry;
+
+  /** The entry of a bound account; a seat without a broker login is "not connected". */
+  const entryOf = (id: string): AccountEntry => {
+    const e = entries.get(id);
+    if (e) return e;
+    const row = store.get(id);
+    if (!row) throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
+    return startEntry(row);
+  };
+
+  const status = (e: AccountEntry): AccountStatus => ({
+    accountId: e.accountId, platform: e.platform, server: e.server.name, build: e.build, phase: e.phase(), state: e.state(),
+    generation: e.generation,
+  });
+
+  /** Resolves once the entry's current connection connected, was refused, or `ms` passed. */
+  const settle = async (e: AccountEntry, ms: number) => {
+    try {
+      await e.whenConnected(ms);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+    }
+  };
+
+  const bind = async (a: BindArgs): Promise<AccountStatus> => {
+    const password_enc = a.passwordEnc;
+    const t = now();
+    const prev = store.get(a.accountId);
+    const row: BindingRow = {
+      seat_id: a.accountId, customer_id: a.customerId, platform: a.platform ?? 'P5', server: a.server, login: a.login,
+      password_enc, build: a.build ?? null, created_at: prev?.created_at ?? t, updated_at: t,
+    };
+    const credentials = credentialsOf(row);
+    // Try the credentials on a connection of their own first: a wrong password or an unknown
+    // server must not replace a working binding.
+    let probe: BrokerConnection;
+    try {
+      probe = broker().factory(credentials);
+    } catch (err) {
+      throw err instanceof BrokerError ? apiError('BAD_REQUEST', err.message) : err;
+    }
+    if (a.platform && probe.server.platform !== a.platform) {
+      throw apiError('BAD_REQUEST', `server ${a.server} is a ${probe.server.platform} server, not ${a.platform}`);
+    }
+    let existing = entries.get(a.accountId);
+    const sameLogin = existing && existing.credentials.server === a.server && existing.credentials.login === a.login;
+    if (!sameLogin) {
+      try {
+        await probe.connect();
+      } catch (err) {
+        if (err instanceof BrokerAuthError) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+        // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
+      } finally {
+        await probe.disconnect().catch(() => undefined);
+      }
+    }
+    row.platform = probe.server.platform;
+    store.upsert(row);
+    if (existing) {
+      await existing.replace({ credentials, build: row.build });
+    } else {
+      existing = startEntry(row);
+    }
+    await settle(existing, a.waitMs ?? 3_000);
+    if (existing.authFailed) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+    return status(existing);
+  };
+
+  return {
+    handlers: {
+      'account.bind': bind,
+      'account.status': ({ accountId }) => status(entryOf(accountId)),
+      'account.upgrade': async ({ accountId, build }) => {
+        const e = entryOf(accountId);
+        const row = store.get(accountId)!;
+        const nextBuild = build === undefined ? row.build : build;
+        if (build !== undefined) store.setBuild(accountId, build, now());
+        await e.replace({ credentials: e.credentials, build: nextBuild });
+        await settle(e, 3_000);
+        return status(e);
+      },
+      'account.check': async ({ accountId }) => {
+        const e = entryOf(accountId);
+        e.check();
+        await settle(e, 3_000);
+        return { ...status(e), connected: e.phase() === 'connected' };
+      },
+      'account.fault': ({ accountId, fault }) => {
+        const e = entryOf(accountId);
+        const b = broker();
+        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+        return { id: b.injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
+      },
+      'account.op': async ({ accountId, op, args }) => {
+        const e = entryOf(accountId);
+        if (op === 'AccountSummary') {
+          if (e.phase() !== 'connected' && e.lastSummary) return { ...e.lastSummary, synced: false };
+          const lease = await e.acquire();
+          try {
+            const s = await lease.conn.accountSummary();
+            e.lastSummary = s;
+            return { ...s, synced: true };
+          } catch (err) {
+            if (e.lastSummary) return { ...e.lastSummary, synced: false };
+            throw err;
+          } finally {
+            lease.release();
+          }
+        }
+        const lease = await e.acquire();
+        try {
+          assertAvailable(op, e.platform, lease.build);
+          return await runOp(op, args, { conn: lease.conn, platform: e.platform, now: now() });
+        } finally {
+          lease.release();
+        }
+      },
+      'account.trade': async ({ accountId, op, args, clientOrderId }) => desk.trade(entryOf(accountId), op, args, clientOrderId),
+    },
+    rehydrate() {
+      let n = 0;
+      for (const row of store.live()) {
+        if (!ctx.owns(row.seat_id) || entries.has(row.seat_id)) continue;
+        try {
+          startEntry(row);
+          n++;
+        } catch (err) {
+          ctx.log.error('cannot restore account connection', { accountId: row.seat_id, err });
+        }
+      }
+      return n + desk.rehydrate(ctx.owns, now());
+    },
+    actorCount: () => entries.size + desk.count(),
+    stop() {
+      desk.stop();
+      for (const e of entries.values()) e.stop();
+      entries.clear();
+      source?.stop();
+    },
+  };
+}
