@@ -17,6 +17,10 @@ export const ERROR_STATUS = {
   FORBIDDEN: 403,
   NOT_FOUND: 404,
   ROUTE_NOT_FOUND: 404,
+  /** Gateway session handle unknown, or invalidated by Disconnect. */
+  SESSION_NOT_FOUND: 404,
+  /** A gateway operation that exists only on the other platform generation (P4 vs P5). */
+  OPERATION_NOT_ON_PLATFORM: 404,
   METHOD_NOT_ALLOWED: 405,
   IDEMPOTENCY_UNCERTAIN: 409,
   PAYLOAD_TOO_LARGE: 413,
