@@ -36,8 +36,13 @@ class Slot {
   constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, readonly build: number, deps: EntryDeps) {
     const machine = connectionMachine.provide({
       actors: {
-        connect: fromPromise(async () => {
+        connect: fromPromise(async ({ signal }) => {
           await conn.connect();
+          // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
+          if (signal.aborted) {
+            await conn.disconnect();
+            return;
+          }
           entry.restoreSubscriptions(conn);
         }),
         disconnect: fromPromise(() => conn.disconnect()),
