@@ -1,0 +1,207 @@
+// npm run bench -- stream [--full] [--seconds N]
+//
+// Tick-to-client latency and delivered frames/s of /v1/stream at several socket counts, each beside
+// a baseline of bare uWS publishing frames of the same size at the same rate, in the same run.
+//
+// Server side (this process): a real gateway (shard workers, embedded simulator, a P5 account
+// bound through /ConnectEx, real sockets subscribed with real client messages). Ticks are
+// generated open-loop at a fixed rate and enter the fan-out exactly where shard tick events enter
+// it (StreamHub.onShardEvent); each carries its *intended* send time as timeMscUtc, so timer lateness
+// and queueing are measured, not hidden (no coordinated omission). The shard -> main MessagePort hop
+// is not in these figures. The baseline is a bare uWS app on another port: per tick, the same frame
+// encoder (so the same bytes and size) and app.publish, nothing else.
+//
+// Client side: WebSocket clients (`ws`) in separate child processes (bench/streamClient.ts), µs
+// histograms merged here. Default run (quick, ~40 s): 10 and 100 sockets; --full adds 1,000 and 5,000.
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import uws from 'uWebSockets.js';
+import { ServerClock } from '../src/broker/time.js';
+import type { ServerInfo, Tick } from '../src/broker/types.js';
+import { parseConfig } from '../src/config.js';
+import { startGateway } from '../src/gateway.js';
+import { createLogger } from '../src/log.js';
+import { frame, quoteData } from '../src/stream/frames.js';
+import { STREAM_EVENT } from '../src/stream/wire.js';
+import type { ClientJob } from './streamClient.js';
+import { nowMs, StreamHist, type HistData } from './streamHist.js';
+
+const args = process.argv.slice(2);
+const full = args.includes('--full');
+const secIdx = args.indexOf('--seconds');
+const measureSec = secIdx >= 0 ? Number(args[secIdx + 1]) : full ? 8 : 4;
+const warmupSec = 1;
+const SIZES = full ? [10, 100, 1_000, 5_000] : [10, 100];
+const CLIENT_PROCS = 2;
+/** Frames each socket should receive per second at the small sizes (10 symbols x 100 ticks/s in the issue). */
+const PER_SOCKET_FPS = 1_000;
+/** Cap on total delivered frames/s so the client processes are not the bottleneck at large sizes. */
+const MAX_TOTAL_FPS = 100_000;
+const MGMT = 'bench-management-key-0123456789abcdef';
+const CLIENT = fileURLToPath(new URL('./streamClient.ts', import.meta.url));
+
+interface Side { lat: ReturnType<StreamHist['summary']>; fps: number; expectedFps: number; serverCpuPct: number; clientCpuPct: number; rssMb: number }
+
+function plan(sockets: number, nsym: number) {
+  const perSocket = Math.min(PER_SOCKET_FPS, Math.floor(MAX_TOTAL_FPS / sockets));
+  const ticksPerSymbol = perSocket / nsym;
+  return { perSocket, ticksPerSymbol, totalTicks: perSocket };
+}
+
+class Clients {
+  private procs: ChildProcess[] = [];
+  async start(job: Omit<ClientJob, 'sockets'>, sockets: number): Promise<void> {
+    const per = Math.ceil(sockets / CLIENT_PROCS);
+    const started: Promise<void>[] = [];
+    for (let i = 0, left = sockets; i < CLIENT_PROCS && left > 0; i++, left -= per) {
+      const p = fork(CLIENT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      this.procs.push(p);
+      const n = Math.min(per, left);
+      started.push(new Promise((resolve, reject) => {
+        p.once('message', (m: { t: string; message?: string }) => (m.t === 'ready' ? resolve() : reject(new Error(m.message))));
+        p.send({ t: 'job', job: { ...job, sockets: n } });
+      }));
+    }
+    await Promise.all(started);
+  }
+  measure(): void {
+    for (const p of this.procs) p.send({ t: 'measure' });
+  }
+  async report(): Promise<{ hist: StreamHist; frames: number; seconds: number; cpuPct: number }> {
+    const hist = new StreamHist();
+    const parts = await Promise.all(this.procs.map((p) => new Promise<{ hist: HistData; frames: number; seconds: number; cpuPct: number }>((resolve) => {
+      p.once('message', (m: { t: string; hist: HistData; frames: number; seconds: number; cpuPct: number }) => resolve(m));
+      p.send({ t: 'report' });
+    })));
+    let frames = 0;
+    let seconds = 0;
+    let cpuPct = 0;
+    for (const r of parts) {
+      hist.merge(r.hist);
+      frames += r.frames;
+      seconds = Math.max(seconds, r.seconds);
+      cpuPct += r.cpuPct;
+    }
+    return { hist, frames, seconds, cpuPct };
+  }
+  async stop(): Promise<void> {
+    await Promise.all(this.procs.map((p) => new Promise<void>((r) => {
+      p.once('exit', () => r());
+      p.send({ t: 'close' });
+    })));
+    this.procs = [];
+  }
+}
+
+/** Open-loop generator: tick i is due at t0 + i/rate; a 1 ms timer emits everything due. */
+function generate(symbols: string[], totalRate: number, emit: (tick: Tick) => void): () => void {
+  const t0 = nowMs();
+  let i = 0;
+  const timer = setInterval(() => {
+    const now = nowMs();
+    const due = Math.floor(((now - t0) / 1000) * totalRate);
+    for (; i <= due; i++) {
+      const intended = t0 + (i * 1000) / totalRate;
+      const symbol = symbols[i % symbols.length]!;
+      const px = 1 + (i % 1000) / 100_000;
+      emit({ symbol, bid: px, ask: px + 0.0001, timeMsc: intended });
+    }
+  }, 1);
+  return () => clearInterval(timer);
+}
+
+async function measure(clients: Clients, run: () => () => void, expectedFps: number): Promise<Side> {
+  const stop = run();
+  await new Promise((r) => setTimeout(r, warmupSec * 1000));
+  clients.measure();
+  const cpu0 = process.cpuUsage();
+  const t0 = nowMs();
+  await new Promise((r) => setTimeout(r, measureSec * 1000));
+  const r = await clients.report();
+  const cpu = process.cpuUsage(cpu0);
+  const secs = (nowMs() - t0) / 1000;
+  stop();
+  return {
+    lat: r.hist.summary(), fps: Math.round(r.frames / r.seconds), expectedFps: Math.round(expectedFps),
+    serverCpuPct: Math.round(((cpu.user + cpu.system) / 1e6 / secs) * 100), clientCpuPct: Math.round(r.cpuPct),
+    rssMb: Math.round(process.memoryUsage().rss / 1e6),
+  };
+}
+
+async function main() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-stream-'));
+  const config = parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT, streamHeartbeatMs: 10_000 });
+  const gw = await startGateway(config, { log: createLogger('silent') });
+  const base = `http://127.0.0.1:${gw.port}`;
+  const post = async (path: string, body: unknown) => {
+    const r = await fetch(base + path, { method: 'POST', headers: { authorization: `Bearer ${MGMT}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const j = (await r.json()) as Record<string, unknown>;
+    if (r.status >= 300) throw new Error(`${path}: ${r.status} ${JSON.stringify(j)}`);
+    return j;
+  };
+  const server = 'Sim-P5-Demo';
+  const accountId = (await post('/ConnectEx', { user: 'bench-1', password: 'pw', server })).id as string;
+  const apiKey = (await post('/v1/keys', { label: 'bench' })).key as string;
+  const symbols = ['EURUSD', 'GBPUSD', 'USDJPY', 'USDCHF', 'XAUUSD', 'US500', 'BTCUSD'];
+
+  // Baseline: bare uWS, same frames, same rate.
+  const bare = uws.App();
+  bare.ws('/*', { maxBackpressure: 4 * 1024 * 1024, open: (ws) => { for (const s of symbols) ws.subscribe(s); } });
+  const bareListen = await new Promise<uws.us_listen_socket>((resolve, reject) => bare.listen('127.0.0.1', 0, (ls) => (ls ? resolve(ls) : reject(new Error('listen')))));
+  const barePort = uws.us_socket_local_port(bareListen);
+  const info: ServerInfo = { name: server, platform: 'P5', build: 4620, company: 'bench', timeZone: { description: 'UTC+2 US DST', standardOffsetMinutes: 120, dst: 'US' } };
+  const clock = new ServerClock(info.timeZone);
+  const bareSeq = new Map<string, number>();
+
+  const results: Array<{ sockets: number; symbols: number; ticksPerSymbolPerSec: number; gateway: Side; baseline: Side; ratio: Record<string, number> }> = [];
+  for (const sockets of SIZES) {
+    const p = plan(sockets, symbols.length);
+    const expected = sockets * p.perSocket;
+    // Gateway
+    const gc = new Clients();
+    await gc.start({ url: `ws://127.0.0.1:${gw.port}/v1/stream?id=${accountId}&apiKey=${encodeURIComponent(apiKey)}&heartbeat=0`, symbols, mode: 'gateway' }, sockets);
+    const gateway = await measure(gc, () => generate(symbols, p.totalTicks, (tick) =>
+      gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), expected);
+    await gc.stop();
+    // Baseline
+    const bc = new Clients();
+    await bc.start({ url: `ws://127.0.0.1:${barePort}/`, symbols, mode: 'baseline' }, sockets);
+    const baseline = await measure(bc, () => generate(symbols, p.totalTicks, (tick) => {
+      const seq = (bareSeq.get(tick.symbol) ?? 0) + 1;
+      bareSeq.set(tick.symbol, seq);
+      bare.publish(tick.symbol, frame('QUOTE', seq, quoteData(tick, clock, Date.now())));
+    }), expected);
+    await bc.stop();
+    const r2 = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+    results.push({
+      sockets, symbols: symbols.length, ticksPerSymbolPerSec: Math.round(p.ticksPerSymbol * 10) / 10, gateway, baseline,
+      ratio: {
+        p50: r2(gateway.lat.p50, baseline.lat.p50), p99: r2(gateway.lat.p99, baseline.lat.p99), p999: r2(gateway.lat.p999, baseline.lat.p999),
+        throughput: r2(gateway.fps, baseline.fps),
+      },
+    });
+    process.stderr.write(`stream bench: ${sockets} sockets: gateway p50 ${gateway.lat.p50}µs p99 ${gateway.lat.p99}µs ${gateway.fps} fps (server cpu ${gateway.serverCpuPct}%, clients ${gateway.clientCpuPct}%) | baseline p50 ${baseline.lat.p50}µs p99 ${baseline.lat.p99}µs ${baseline.fps} fps\n`);
+  }
+  const big = results[results.length - 1]!;
+  // What limits the biggest size: the side closest to saturating its cores (server: main thread is
+  // one core; clients: CLIENT_PROCS processes), or memory if RSS is large.
+  const serverLoad = big.gateway.serverCpuPct / 100;
+  const clientLoad = big.gateway.clientCpuPct / (100 * CLIENT_PROCS);
+  const limit = big.gateway.rssMb > 1_500 ? 'memory' : serverLoad >= clientLoad ? 'server CPU' : 'client CPU';
+  const stats = gw.stream.stats();
+  await gw.close();
+  uws.us_listen_socket_close(bareListen);
+  rmSync(dataDir, { recursive: true, force: true });
+  console.log(JSON.stringify({
+    bench: 'stream', mode: full ? 'full' : 'quick', measureSec, clientProcesses: CLIENT_PROCS, sizes: results,
+    biggest: { sockets: big.sockets, limitedBy: limit, serverCpuPct: big.gateway.serverCpuPct, clientCpuPct: big.gateway.clientCpuPct, rssMb: big.gateway.rssMb },
+    hub: { ticksIn: stats.ticksIn, duplicates: stats.ticksDuplicate, coalescedFlushes: stats.coalescedFlushes, backpressureCloses: stats.backpressureCloses },
+    note: 'ticks injected at the hub ingest (shard->main hop excluded); 2-core machine shared with other work: noisy',
+  }));
+  process.exit(0);
+}
+
+await main();

@@ -1,0 +1,91 @@
+// Child process of bench/stream.ts: opens N WebSocket clients, subscribes them, and records
+// tick-to-client latency (receive wall clock - the tick's intended time carried in timeMscUtc)
+// in a µs histogram. Frames are not JSON-parsed: the timestamp is cut out of the text, so the
+// client costs as little as possible per frame.
+import WebSocket from 'ws';
+import { nowMs, StreamHist } from './streamHist.js';
+
+export interface ClientJob {
+  url: string;
+  sockets: number;
+  symbols: string[];
+  /** gateway: send subscribe messages and wait for SUBSCRIBED acks; baseline: the server subscribes on open. */
+  mode: 'gateway' | 'baseline';
+}
+
+type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'report' } | { t: 'close' };
+
+const hist = new StreamHist();
+let frames = 0;
+let measuring = false;
+let measureStart = 0;
+let cpuStart = process.cpuUsage();
+const sockets: WebSocket[] = [];
+const KEY = '"timeMscUtc":';
+
+function onMessage(data: WebSocket.RawData): void {
+  if (!measuring) return;
+  const text = data.toString();
+  const i = text.indexOf(KEY);
+  if (i < 0) return;
+  const j = i + KEY.length;
+  let k = j;
+  while (k < text.length && text.charCodeAt(k) !== 44 && text.charCodeAt(k) !== 125) k++;
+  const sent = Number(text.slice(j, k));
+  hist.record((nowMs() - sent) * 1000);
+  frames++;
+}
+
+async function open(job: ClientJob): Promise<void> {
+  const batch = 100;
+  for (let i = 0; i < job.sockets; i += batch) {
+    const n = Math.min(batch, job.sockets - i);
+    await Promise.all(Array.from({ length: n }, () => new Promise<void>((resolve, reject) => {
+      const ws = new WebSocket(job.url, { perMessageDeflate: false });
+      let acks = 0;
+      ws.on('error', reject);
+      ws.on('open', () => {
+        sockets.push(ws);
+        if (job.mode === 'baseline') resolve();
+        else for (const s of job.symbols) ws.send(JSON.stringify({ action: 'subscribe', symbol: s }));
+      });
+      ws.on('message', (d) => {
+        if (job.mode === 'gateway' && acks < job.symbols.length) {
+          const t = d.toString();
+          if (t.startsWith('{"type":"SUBSCRIBED"')) {
+            if (++acks === job.symbols.length) resolve();
+          } else if (t.startsWith('{"type":"ERROR"')) reject(new Error(t));
+          return;
+        }
+        onMessage(d);
+      });
+    })));
+  }
+}
+
+process.on('message', (m: Parent) => {
+  void (async () => {
+    if (m.t === 'job') {
+      try {
+        await open(m.job);
+        process.send!({ t: 'ready' });
+      } catch (e) {
+        process.send!({ t: 'error', message: (e as Error).message });
+      }
+    } else if (m.t === 'measure') {
+      hist.reset();
+      frames = 0;
+      measuring = true;
+      measureStart = nowMs();
+      cpuStart = process.cpuUsage();
+    } else if (m.t === 'report') {
+      measuring = false;
+      const seconds = (nowMs() - measureStart) / 1000;
+      const cpu = process.cpuUsage(cpuStart);
+      process.send!({ t: 'report', hist: hist.toData(), frames, seconds, cpuPct: ((cpu.user + cpu.system) / 1e6 / seconds) * 100 });
+    } else if (m.t === 'close') {
+      for (const ws of sockets) ws.terminate();
+      process.exit(0);
+    }
+  })();
+});
