@@ -1,0 +1,297 @@
+// Parameters of every gateway operation (SPEC §4.4 P5, §4.5 P4), one zod schema per platform.
+// The gateway validates them itself, strictly: an unknown parameter, a wrong type or an
+// inconsistent order is a 400 before anything reaches the account's shard or the broker.
+// Each schema turns the query into the normalized arguments the shard side executes
+// (src/runtime/hosts/gatewayOps.ts), so the dialects differ here and nowhere else.
+import { z } from 'zod';
+import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
+import type { Platform } from '../../broker/types.js';
+import { qBool, qInt, qList, qNumber, qString } from '../schemas.js';
+
+// ---- field helpers --------------------------------------------------------------------------
+
+const symbol = () => qString().pipe(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'a symbol name such as EURUSD'));
+const symbolList = () => qList().pipe(z.array(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'symbol names such as EURUSD')).max(1000));
+const positive = () => qNumber().pipe(z.number().positive().finite());
+const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
+const ticket = () => qInt().pipe(z.number().int().positive());
+const intervalMs = () => qInt().pipe(z.number().int().min(0).max(3_600_000));
+const msNotOlder = () => qInt().pipe(z.number().int().min(0).max(60_000));
+const comment = () => z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), z.string().max(64));
+const handle = () => qString().pipe(z.string().max(128));
+
+/** `yyyy-MM-ddTHH:mm:ss` (seconds and time optional), read on the broker server clock. */
+const SERVER_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?$/;
+/** ISO 8601; without a zone it is read on the broker server clock like the others. */
+const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
+
+/** A point in time as the shard needs it: wall-clock ms on the server clock, or an exact UTC instant. */
+export type TimeArg = { serverMs: number } | { utcMs: number };
+
+function timeParser(re: RegExp, what: string) {
+  return qString().transform((s, ctx): TimeArg => {
+    const m = re.exec(s.trim());
+    const bad = () => {
+      ctx.addIssue({ code: 'custom', message: `expected ${what}` });
+      return z.NEVER;
+    };
+    if (!m) return bad();
+    const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? 0)) as [number, number, number, number, number, number];
+    const ms = Number((m[7] ?? '0').slice(0, 3).padEnd(3, '0'));
+    const wall = Date.UTC(y, mo - 1, d, h, mi, sec, ms);
+    const dt = new Date(wall);
+    if (dt.getUTCFullYear() !== y || dt.getUTCMonth() !== mo - 1 || dt.getUTCDate() !== d || h > 23 || mi > 59 || sec > 59) return bad();
+    const zone = m[8];
+    if (!zone) return { serverMs: wall };
+    if (zone === 'Z') return { utcMs: wall };
+    const zm = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;
+    const off = (Number(zm[2]) * 60 + Number(zm[3])) * 60_000 * (zm[1] === '-' ? -1 : 1);
+    return { utcMs: wall - off };
+  });
+}
+const serverTime = () => timeParser(SERVER_TIME_RE, 'a time as yyyy-MM-ddTHH:mm:ss (broker server time)');
+const isoTime = () => timeParser(ISO_RE, 'an ISO 8601 time, e.g. 2026-03-04T10:00:00 or 2026-03-04T08:00:00Z');
+
+/** Timeframe given as minutes (P5 integers, P4 "string (minutes)") or as a name (M1, H4...). */
+const timeframeMinutes = () =>
+  qString().transform((s, ctx): Timeframe => {
+    const tf = parseTimeframe(s.trim());
+    if (!tf) {
+      ctx.addIssue({ code: 'custom', message: `one of ${Object.values(TIMEFRAME_MINUTES).join(', ')} (minutes) or ${TIMEFRAMES.join(', ')}` });
+      return z.NEVER;
+    }
+    return tf;
+  });
+const timeframeName = () => qString().pipe(z.enum(TIMEFRAMES));
+
+const side = (allowCodes: boolean) =>
+  qString().transform((s, ctx): 'Buy' | 'Sell' => {
+    const v = s.trim().toLowerCase();
+    if (v === 'buy' || (allowCodes && v === '0')) return 'Buy';
+    if (v === 'sell' || (allowCodes && v === '1')) return 'Sell';
+    ctx.addIssue({ code: 'custom', message: allowCodes ? '"Buy" or "Sell" (or 0, 1)' : '"Buy" or "Sell"' });
+    return z.NEVER;
+  });
+
+/** Object schema over the raw query: strict (a misspelt parameter is an error, not ignored). */
+function params<S extends z.ZodRawShape>(shape: S, aliases: Record<string, string> = {}) {
+  const obj = z.object({ handle: handle(), ...shape }).strict();
+  return z.preprocess((raw) => {
+    if (!raw || typeof raw !== 'object') return raw;
+    const q = { ...(raw as Record<string, unknown>) };
+    for (const [alias, canonical] of Object.entries(aliases)) {
+      if (q[alias] === undefined) continue;
+      const a = q[alias];
+      const c = q[canonical];
+      q[canonical] = c === undefined ? a : ([] as unknown[]).concat(c, a);
+      delete q[alias];
+    }
+    return q;
+  }, obj);
+}
+
+// ---- order validation (shared by both dialects) -----------------------------------------------
+
+export interface SendArgs {
+  symbol: string;
+  type: OrderType;
+  volume: number;
+  price?: number | undefined;
+  slippage?: number | undefined;
+  stoploss?: number | undefined;
+  takeprofit?: number | undefined;
+  comment?: string | undefined;
+  magic?: number | undefined;
+  stopLimitPrice?: number | undefined;
+  expiration?: TimeArg | undefined;
+  expirationType?: number | undefined;
+  placedType?: string | number | undefined;
+}
+
+/** Consistency checks the gateway makes itself (no market data needed). */
+function checkOrder(o: SendArgs, ctx: z.RefinementCtx): void {
+  const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+  const market = isMarketType(o.type);
+  const buy = o.type.startsWith('Buy');
+  if (!market && o.price === undefined) issue('price', `required for a ${o.type} order`);
+  if (isStopLimitType(o.type)) {
+    if (o.stopLimitPrice === undefined) issue('stopLimitPrice', `required for a ${o.type} order`);
+    else if (o.price !== undefined && (buy ? o.stopLimitPrice > o.price : o.stopLimitPrice < o.price)) {
+      issue('stopLimitPrice', buy ? 'must not be above price for BuyStopLimit' : 'must not be below price for SellStopLimit');
+    }
+  } else if (o.stopLimitPrice !== undefined) issue('stopLimitPrice', 'only for stop-limit orders');
+  if (market && o.expiration !== undefined) issue('expiration', 'only for pending orders');
+  const ref = o.type === 'BuyStopLimit' || o.type === 'SellStopLimit' ? o.stopLimitPrice : o.price;
+  if (ref !== undefined) {
+    if (o.stoploss && (buy ? o.stoploss >= ref : o.stoploss <= ref)) issue('stoploss', `must be ${buy ? 'below' : 'above'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
+    if (o.takeprofit && (buy ? o.takeprofit <= ref : o.takeprofit >= ref)) issue('takeprofit', `must be ${buy ? 'above' : 'below'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
+  }
+}
+
+const volume = () => qNumber().pipe(z.number().positive().max(100_000).finite());
+
+const p5OrderSend = params({
+  symbol: symbol(),
+  operation: qInt().pipe(z.number().int().min(0).max(ORDER_TYPES.length - 1, `0..${ORDER_TYPES.length - 1}: 0 Buy, 1 Sell, 2 BuyLimit, 3 SellLimit, 4 BuyStop, 5 SellStop, 6 BuyStopLimit, 7 SellStopLimit`)),
+  volume: volume(),
+  price: positive().optional(),
+  slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(),
+  stoploss: nonNegative().optional(),
+  takeprofit: nonNegative().optional(),
+  comment: comment().optional(),
+  stopLimitPrice: positive().optional(),
+  expiration: serverTime().optional(),
+  expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(),
+  placedType: qInt().pipe(z.number().int().min(0).max(20)).optional(),
+}).transform((q, ctx) => {
+  const { handle: _h, operation, ...rest } = q;
+  const o: SendArgs = { ...rest, type: ORDER_TYPES[operation]! };
+  checkOrder(o, ctx);
+  return o;
+});
+
+const P4_OPERATIONS = ['Buy', 'Sell', 'BuyLimit', 'SellLimit', 'BuyStop', 'SellStop'] as const;
+const p4OrderSend = params({
+  symbol: symbol(),
+  operation: qString().transform((s, ctx) => {
+    const t = P4_OPERATIONS.find((x) => x.toLowerCase() === s.trim().toLowerCase());
+    if (!t) {
+      ctx.addIssue({ code: 'custom', message: `one of ${P4_OPERATIONS.join(', ')}` });
+      return z.NEVER;
+    }
+    return t as OrderType;
+  }),
+  volume: volume(),
+  price: positive().optional(),
+  slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(),
+  stoploss: nonNegative().optional(),
+  takeprofit: nonNegative().optional(),
+  comment: comment().optional(),
+  magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
+  expiration: serverTime().optional(),
+  placedType: qString().pipe(z.string().max(32)).optional(),
+}).transform((q, ctx) => {
+  const { handle: _h, operation, ...rest } = q;
+  const o: SendArgs = { ...rest, type: operation };
+  checkOrder(o, ctx);
+  return o;
+});
+
+const modifyCommon = {
+  ticket: ticket(),
+  stoploss: nonNegative(),
+  takeprofit: nonNegative(),
+  price: positive().optional(),
+  expiration: serverTime().optional(),
+};
+
+// ---- the operation table -----------------------------------------------------------------------
+
+export type OpKind = 'session' | 'read' | 'trade' | 'subscribe';
+
+export interface OpDef {
+  summary: string;
+  kind: OpKind;
+  /** The schema per platform that has the operation. */
+  P4?: z.ZodType;
+  P5?: z.ZodType;
+  /** No handle needed (Ping). */
+  noHandle?: boolean;
+}
+
+const none = () => params({});
+
+const both = (summary: string, kind: OpKind, schema: () => z.ZodType): OpDef => ({ summary, kind, P4: schema(), P5: schema() });
+
+export const OPERATIONS: Record<string, OpDef> = {
+  CheckConnect: both('Reports and restores the connection', 'session', none),
+  ConnectionStatus: both('Connection state (informational)', 'session', none),
+  Disconnect: both('Closes the session and invalidates the handle', 'session', none),
+  Ping: { summary: 'Liveness of the gateway; no handle needed', kind: 'session', noHandle: true, P4: z.object({ handle: z.unknown().optional() }).strict(), P5: z.object({ handle: z.unknown().optional() }).strict() },
+  Account: { summary: "The account holder's full profile (personal data)", kind: 'read', P5: none() },
+  AccountSummary: both('Balance, equity, margin', 'read', none),
+  AccountDetails: both('Account number, server, time zone, leverage...', 'read', none),
+  SymbolList: both('Symbol names', 'read', none),
+  Symbols: { summary: 'Full metadata of every symbol', kind: 'read', P5: none() },
+  SymbolParams: both('Metadata of one symbol', 'read', () => params({ symbol: symbol() })),
+  SymbolParamsMany: {
+    summary: 'Metadata of several symbols (all when none given)', kind: 'read',
+    P5: params({ symbols: symbolList().optional(), limit: qInt().pipe(z.number().int().min(1).max(100_000)).optional(), filter: qList().pipe(z.array(z.string().max(64)).max(100)).optional() }, { symbol: 'symbols' }),
+    P4: params({ symbols: symbolList().optional() }, { symbol: 'symbols' }),
+  },
+  GetQuote: { summary: 'Latest tick of a symbol', kind: 'read', P5: params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) },
+  Quote: { summary: 'Latest tick of a symbol (P4)', kind: 'read', P4: params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) },
+  GetQuoteMany: both('Latest ticks of several symbols', 'read', () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), msNotOlder: msNotOlder().default(0) }, { symbol: 'symbols' })),
+  MarketWatchMany: { summary: 'Market watch rows (quote, daily range) of several symbols', kind: 'read', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) },
+  OpenedOrders: {
+    summary: 'Open positions and pending orders', kind: 'read',
+    P5: params({ sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true) }),
+    P4: none(),
+  },
+  OpenedOrder: both('One open position or pending order', 'read', () => params({ ticket: ticket() })),
+  OpenedOrdersTickets: both('Tickets of open positions and pending orders', 'read', none),
+  ClosedOrders: { summary: 'Last 100 orders closed since this handle connected', kind: 'read', P5: none() },
+  OrderHistory: {
+    summary: 'Orders and deals in a time range', kind: 'read',
+    P5: params({ from: serverTime(), to: serverTime(), sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true), filter: qList().pipe(z.array(z.string().max(64)).max(50)).optional() }),
+    P4: params({ from: serverTime(), to: serverTime().optional() }),
+  },
+  RequiredMargin: {
+    summary: 'Margin a new position would need', kind: 'read',
+    P5: params({ symbol: symbol(), lots: volume(), type: side(true).default('Buy'), price: positive().optional() }),
+    P4: params({ symbol: symbol(), lots: volume(), type: side(false).default('Buy'), price: positive().optional() }),
+  },
+  OrderSendSafe: { summary: 'Place an order (integer operation codes; stop-limit supported)', kind: 'trade', P5: p5OrderSend },
+  OrderSend: { summary: 'Place an order (operation by name; magic number)', kind: 'trade', P4: p4OrderSend },
+  OrderModifySafe: {
+    summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade',
+    P5: params({ ...modifyCommon, expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(), stoplimit: positive().optional() }),
+  },
+  OrderModify: { summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade', P4: params(modifyCommon) },
+  OrderCloseSafe: {
+    summary: 'Close a position, fully or partly', kind: 'trade',
+    P5: params({ ticket: ticket(), lots: volume().optional(), price: positive().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
+  },
+  OrderClose: {
+    summary: 'Close a ticket, fully or partly', kind: 'trade',
+    P4: params({ ticket: ticket(), lots: volume().optional(), price: positive().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional() }),
+  },
+  OrderDelete: { summary: 'Cancel a pending order', kind: 'trade', P4: params({ ticket: ticket() }) },
+  PriceHistory: {
+    summary: 'Candles in a time range (superseded by PriceHistoryV2)', kind: 'read',
+    P5: params({ symbol: symbol(), from: serverTime(), to: serverTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
+  },
+  PriceHistoryV2: {
+    summary: 'Candles in a time range (ISO 8601 from/to)', kind: 'read',
+    P5: params({ symbol: symbol(), from: isoTime(), to: isoTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
+  },
+  QuoteHistory: {
+    summary: 'The `count` candles back from `from`', kind: 'read',
+    P4: params({ symbol: symbol(), timeframe: timeframeName(), from: serverTime(), count: qInt().pipe(z.number().int().min(1).max(100_000)) }),
+  },
+  EquityHistory: both('(time, equity) points since `from`', 'read', () => params({ from: serverTime(), excludeSameBars: qBool().default(false) })),
+  Subscribe: both('Push quotes of a symbol on /ws', 'subscribe', () => params({ symbol: symbol(), interval: intervalMs().default(0) })),
+  SubscribeMany: {
+    summary: 'Push quotes of several symbols on /ws', kind: 'subscribe',
+    P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0), force: qBool().default(false) }, { symbol: 'symbols' }),
+    P4: params({ symbols: symbolList().optional(), interval: intervalMs().default(0), replace: qBool().default(false) }, { symbol: 'symbols' }),
+  },
+  UnSubscribe: both('Stop quote pushes of a symbol', 'subscribe', () => params({ symbol: symbol() })),
+  UnSubscribeMany: both('Stop quote pushes of several symbols (all when none given)', 'subscribe', () => params({ symbols: symbolList().optional() }, { symbol: 'symbols' })),
+  SubscribeOhlc: both('Push candles of a symbol and timeframe on /ws', 'subscribe', () => params({ symbol: symbol(), timeframe: timeframeMinutes().default('M1'), interval: qInt().pipe(z.number().int().min(0).max(3600)).default(0) })),
+  UnsubscribeOhlc: both('Stop candle pushes (all timeframes of the symbol when none given)', 'subscribe', () => params({ symbol: symbol(), timeframe: timeframeMinutes().optional() })),
+  SubscribeOrderBook: { summary: 'Push order book frames of symbols on /ws', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0) }, { symbol: 'symbols' }) },
+  UnsubscribeOrderBook: { summary: 'Stop order book pushes', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) },
+  SubscribedSymbols: both('The live subscriptions of this session', 'read', none),
+};
+
+export function opSchema(op: string, platform: Platform): z.ZodType | undefined {
+  return OPERATIONS[op]?.[platform];
+}
+
+/** Drops the handle from parsed arguments (it travels separately). */
+export function stripHandle(args: unknown): Record<string, unknown> {
+  if (!args || typeof args !== 'object') return {};
+  const { handle: _h, ...rest } = args as Record<string, unknown>;
+  return rest;
+}

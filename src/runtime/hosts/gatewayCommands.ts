@@ -1,0 +1,44 @@
+// Shard commands of the gateway session host (issue 5), merged into the runtime's CommandMap.
+// Types only, shared by the HTTP routes (main thread) and the host (shard).
+import type { Platform } from '../../broker/types.js';
+
+export interface SessionConnectArgs {
+  accountId: string;
+  customerId: string;
+  platform: Platform;
+  /** A fresh candidate: used only when no session of the account is live. */
+  handleHash: string;
+  handleSealed: string;
+  /** How long to wait for the broker connection before answering (ms). */
+  waitMs: number;
+}
+
+export interface SessionConnectResult {
+  /** The handle of the live session (sealed; the main thread opens it). */
+  handleSealed: string;
+  handleHash: string;
+  fresh: boolean;
+  connectedAt: number;
+}
+
+export interface SessionOpArgs {
+  accountId: string;
+  handleHash: string;
+  op: string;
+  args: Record<string, unknown>;
+}
+
+/** ShardEvent kinds of the gateway socket: a frame for a handle's /ws sockets, or its end. */
+export const GATEWAY_EVENT = { frame: 'gw.frame', end: 'gw.end' } as const;
+export interface GatewayFrameData {
+  type: 'QUOTE' | 'CANDLE' | 'BOOK';
+  /** JSON text of the frame's data, serialized once in the shard. */
+  json: string;
+}
+
+declare module '../protocol.js' {
+  interface CommandMap {
+    'session.connect': { args: SessionConnectArgs; result: SessionConnectResult };
+    'session.op': { args: SessionOpArgs; result: unknown };
+  }
+}

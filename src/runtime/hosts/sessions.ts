@@ -1,0 +1,364 @@
+// Hosts the gateway session actors (actors/session.ts) of the accounts this shard owns, and their
+// subscription children. One live session per account: a repeated connect answers the same
+// handle. Sessions and their subscription sets are persisted (src/store/sessions.ts), so a shard
+// restart or a gateway restart resumes them (docs/gateway.md).
+//
+// Pushes: the host listens to the account's events through the AccountRegistry (one broker
+// connection per account, owned by the account host) and feeds each tick/candle to the matching
+// subscription child; the child decides (interval throttle) and its `push` action emits the frame
+// to the main thread, serialized once here, where the /ws sockets of the handle receive it.
+import { createActor, fromCallback, type Actor, type EventObject } from 'xstate';
+import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
+import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
+import { ServerClock } from '../../broker/time.js';
+import { parseTimeframe, type Tick, type Timeframe } from '../../broker/types.js';
+import { apiError } from '../../errors.js';
+import { candleData, quoteData } from '../../stream/frames.js';
+import { SessionStore } from '../../store/sessions.js';
+import { errorMessage } from '../../util/errorMessage.js';
+import type { AccountEvent, AccountRegistry, AccountRuntime } from './accountRegistry.js';
+import type { ActorHost, ShardContext } from './context.js';
+import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
+import { brokerFailure, runOp } from './gatewayOps.js';
+import './gatewayCommands.js';
+
+type SessionActor = Actor<typeof sessionMachine>;
+
+interface Live {
+  actor: SessionActor;
+  accountId: string;
+  handleHash: string;
+  /** Stops the account-event listener. */
+  detach: () => void;
+  /** Bar open (UTC s) first seen per candle subscription: that bar was joined mid-way (partial). */
+  firstBar: Map<string, number>;
+}
+
+export function createSessionHost(ctx: ShardContext): ActorHost {
+  const store = new SessionStore(ctx.db);
+  const byAccount = new Map<string, Live>();
+  const byHash = new Map<string, Live>();
+  /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> count. */
+  const brokerRefs = new Map<string, Map<string, number>>();
+  const clocks = new Map<string, ServerClock>();
+
+  const registry = (): AccountRegistry => {
+    if (!ctx.accounts) throw apiError('SERVICE_UNAVAILABLE', 'account runtime is not available in this shard');
+    return ctx.accounts;
+  };
+  const clockOf = (rt: AccountRuntime) => {
+    let c = clocks.get(rt.server.name);
+    if (!c) clocks.set(rt.server.name, (c = new ServerClock(rt.server.timeZone)));
+    return c;
+  };
+
+  // ---- broker leases (reference-counted per account within this host) ----
+  const leaseKey = (s: SubscriptionSpec) => (s.kind === 'ohlc' ? `c|${s.symbol}|${s.timeframe}` : `q|${s.symbol}`);
+  async function acquire(accountId: string, spec: SubscriptionSpec): Promise<void> {
+    const refs = brokerRefs.get(accountId) ?? new Map<string, number>();
+    brokerRefs.set(accountId, refs);
+    const k = leaseKey(spec);
+    const n = (refs.get(k) ?? 0) + 1;
+    refs.set(k, n);
+    if (n > 1) return;
+    const rt = await registry().ensure(accountId);
+    const conn = await rt.whenConnected(30_000);
+    if (spec.kind === 'ohlc') await conn.subscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
+    else await conn.subscribe([spec.symbol]);
+  }
+  async function release(accountId: string, spec: SubscriptionSpec): Promise<void> {
+    const refs = brokerRefs.get(accountId);
+    const k = leaseKey(spec);
+    const n = (refs?.get(k) ?? 1) - 1;
+    if (n > 0) {
+      refs!.set(k, n);
+      return;
+    }
+    refs?.delete(k);
+    const rt = ctx.accounts?.get(accountId);
+    if (!rt || rt.phase() !== 'connected') return;
+    const conn = await rt.whenConnected(1_000);
+    // NOTE: the broker-level unsubscribe is shared with other hosts of the account (the
+    // /v1/stream host); see docs/gateway.md "Broker subscriptions".
+    if (spec.kind === 'ohlc') await conn.unsubscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
+    else if (!(refs && (refs.has(`q|${spec.symbol}`)))) await conn.unsubscribe([spec.symbol]);
+  }
+
+  const emit = (handleHash: string, frame: GatewayFrameData) => ctx.emit({ kind: GATEWAY_EVENT.frame, key: handleHash, data: frame });
+
+  function machineFor(accountId: string, handleHash: () => string | null) {
+    return sessionMachine.provide({
+      actors: {
+        subscription: subscriptionMachine.provide({
+          actors: {
+            lease: fromCallback<EventObject, SubscriptionSpec & { key: string }>(({ input }) => {
+              const spec: SubscriptionSpec = { kind: input.kind, symbol: input.symbol, intervalMs: input.intervalMs, ...(input.timeframe ? { timeframe: input.timeframe } : {}) };
+              acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
+              return () => {
+                release(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker unsubscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
+              };
+            }),
+          },
+          actions: {
+            push: (_a, p) => {
+              const h = handleHash();
+              if (h) emit(h, p.frame as GatewayFrameData);
+            },
+          },
+        }),
+      },
+      actions: {
+        persist: (_a, { state, context }) => {
+          if (!context.handleHash || !context.handleSealed || state === 'none') return;
+          store.upsert({
+            handle_hash: context.handleHash, account_id: context.accountId, customer_id: context.customerId, platform: context.platform,
+            handle_sealed: context.handleSealed, state, connected_at: context.connectedAt, invalidated_at: context.invalidatedAt,
+          });
+        },
+        persistSubscriptions: (_a, { context }) => {
+          if (context.handleHash) store.setSubscriptions(context.handleHash, context.subscriptions);
+        },
+      },
+    });
+  }
+
+  function onAccountEvent(live: Live, rt: AccountRuntime, ev: AccountEvent): void {
+    if (ev.type === 'tick') {
+      const children = live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>;
+      const q = children[`quote:${ev.tick.symbol}`];
+      const b = children[`book:${ev.tick.symbol}`];
+      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clockOf(rt), Date.now()) } satisfies GatewayFrameData });
+      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clockOf(rt)) } satisfies GatewayFrameData });
+    } else if (ev.type === 'candle') {
+      const key = subscriptionKey({ kind: 'ohlc', symbol: ev.candle.symbol, timeframe: ev.candle.timeframe });
+      const child = (live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>)[key];
+      if (!child) return;
+      let first = live.firstBar.get(key);
+      if (first === undefined) live.firstBar.set(key, (first = ev.candle.candle.time));
+      const json = candleData(ev.candle, ev.candle.candle.time === first);
+      child.send({ type: 'data', frame: { type: 'CANDLE', json } satisfies GatewayFrameData, urgent: ev.candle.closed });
+    }
+  }
+
+  function startActor(input: Parameters<typeof createActor<typeof sessionMachine>>[1] extends infer O ? O : never, accountId: string): Live {
+    let hash: string | null = null;
+    const actor = createActor(machineFor(accountId, () => hash), input);
+    const live: Live = { actor, accountId, handleHash: '', detach: () => {}, firstBar: new Map() };
+    actor.subscribe({
+      next: (s) => {
+        hash = s.context.handleHash;
+      },
+      error: (err) => ctx.log.error('session actor failed', { accountId, err: errorMessage(err) }),
+    });
+    actor.start();
+    hash = actor.getSnapshot().context.handleHash;
+    return live;
+  }
+
+  async function attach(live: Live): Promise<void> {
+    try {
+      const rt = await registry().ensure(live.accountId);
+      if (byHash.get(live.handleHash) !== live) return;
+      live.detach = rt.on((ev) => onAccountEvent(live, rt, ev));
+    } catch (e) {
+      ctx.log.warn('gateway session: account not available for pushes', { accountId: live.accountId, err: errorMessage(e) });
+    }
+  }
+
+  function register(live: Live): void {
+    const c = live.actor.getSnapshot().context;
+    live.handleHash = c.handleHash!;
+    byAccount.set(live.accountId, live);
+    byHash.set(live.handleHash, live);
+    void attach(live);
+  }
+
+  function end(live: Live): void {
+    live.detach();
+    byHash.delete(live.handleHash);
+    if (byAccount.get(live.accountId) === live) byAccount.delete(live.accountId);
+    ctx.emit({ kind: GATEWAY_EVENT.end, key: live.handleHash, data: null });
+  }
+
+  function liveSession(handleHash: string): Live {
+    const live = byHash.get(handleHash);
+    if (!live || sessionState(live.actor.getSnapshot().value) !== 'live') {
+      throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected: POST /v1/connect for a new one');
+    }
+    return live;
+  }
+
+  async function checkSymbols(accountId: string, symbols: string[]): Promise<void> {
+    const rt = await registry().ensure(accountId);
+    const conn = await rt.whenConnected(10_000);
+    for (const s of symbols) if (!(await conn.symbol(s))) throw apiError('BAD_REQUEST', `unknown symbol '${s}'`);
+  }
+
+  function subscriptions(live: Live): SessionContext['subscriptions'] {
+    return live.actor.getSnapshot().context.subscriptions;
+  }
+
+  function listSubscriptions(live: Live) {
+    const subs = Object.values(subscriptions(live));
+    return {
+      quotes: subs.filter((s) => s.kind === 'quote').map((s) => ({ symbol: s.symbol, interval: s.intervalMs })),
+      ohlc: subs.filter((s) => s.kind === 'ohlc').map((s) => ({ symbol: s.symbol, timeframe: s.timeframe, interval: Math.round(s.intervalMs / 1000) })),
+      orderBook: subs.filter((s) => s.kind === 'book').map((s) => ({ symbol: s.symbol, interval: s.intervalMs })),
+      symbols: [...new Set(subs.map((s) => s.symbol))].sort(),
+    };
+  }
+
+  async function subscribeOp(live: Live, op: string, a: Record<string, unknown>): Promise<unknown> {
+    const send = (spec: SubscriptionSpec) => live.actor.send({ type: 'subscribe', spec });
+    const unsend = (key: string) => live.actor.send({ type: 'unsubscribe', key });
+    const quoteKeys = () => Object.values(subscriptions(live)).filter((s) => s.kind === 'quote').map((s) => s.symbol);
+    switch (op) {
+      case 'Subscribe': {
+        await checkSymbols(live.accountId, [a.symbol as string]);
+        send({ kind: 'quote', symbol: a.symbol as string, intervalMs: a.interval as number });
+        break;
+      }
+      case 'SubscribeMany': {
+        let symbols = a.symbols as string[] | undefined;
+        if (!symbols?.length) {
+          // P4: all symbols when omitted.
+          const rt = await registry().ensure(live.accountId);
+          symbols = (await (await rt.whenConnected(10_000)).symbols()).map((s) => s.name);
+        }
+        await checkSymbols(live.accountId, symbols);
+        if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
+        for (const s of symbols) send({ kind: 'quote', symbol: s, intervalMs: a.interval as number });
+        break;
+      }
+      case 'UnSubscribe':
+        unsend(`quote:${a.symbol as string}`);
+        break;
+      case 'UnSubscribeMany': {
+        const symbols = (a.symbols as string[] | undefined)?.length ? (a.symbols as string[]) : quoteKeys();
+        for (const s of symbols) unsend(`quote:${s}`);
+        break;
+      }
+      case 'SubscribeOhlc': {
+        await checkSymbols(live.accountId, [a.symbol as string]);
+        send({ kind: 'ohlc', symbol: a.symbol as string, timeframe: a.timeframe as string, intervalMs: (a.interval as number) * 1000 });
+        break;
+      }
+      case 'UnsubscribeOhlc': {
+        const tf = a.timeframe as string | undefined;
+        for (const s of Object.values(subscriptions(live))) {
+          if (s.kind === 'ohlc' && s.symbol === a.symbol && (!tf || s.timeframe === tf)) unsend(subscriptionKey(s));
+        }
+        break;
+      }
+      case 'SubscribeOrderBook': {
+        const symbols = a.symbols as string[];
+        await checkSymbols(live.accountId, symbols);
+        for (const s of symbols) send({ kind: 'book', symbol: s, intervalMs: a.interval as number });
+        break;
+      }
+      case 'UnsubscribeOrderBook':
+        for (const s of a.symbols as string[]) unsend(`book:${s}`);
+        break;
+      default:
+        throw apiError('ROUTE_NOT_FOUND', `unknown operation ${op}`);
+    }
+    return { ok: true, ...listSubscriptions(live) };
+  }
+
+  return {
+    handlers: {
+      'session.connect': async (args): Promise<SessionConnectResult> => {
+        const current = byAccount.get(args.accountId);
+        const answer = (l: Live, fresh: boolean): SessionConnectResult => {
+          const c = l.actor.getSnapshot().context;
+          return { handleSealed: c.handleSealed!, handleHash: c.handleHash!, fresh, connectedAt: c.connectedAt };
+        };
+        if (current && sessionState(current.actor.getSnapshot().value) === 'live') return answer(current, false);
+        const rt = await registry().ensure(args.accountId);
+        try {
+          await rt.whenConnected(args.waitMs);
+        } catch (e) {
+          throw brokerFailure(e);
+        }
+        // Another connect may have opened the session while this one waited.
+        const raced = byAccount.get(args.accountId);
+        if (raced && sessionState(raced.actor.getSnapshot().value) === 'live') return answer(raced, false);
+        const live = startActor({ input: { accountId: args.accountId, customerId: args.customerId, platform: args.platform } }, args.accountId);
+        live.actor.send({ type: 'connect', handleHash: args.handleHash, handleSealed: args.handleSealed, at: Date.now() });
+        register(live);
+        return answer(live, true);
+      },
+      'session.op': async ({ handleHash, op, args }) => {
+        const live = liveSession(handleHash);
+        switch (op) {
+          case 'Disconnect': {
+            live.actor.send({ type: 'disconnect', at: Date.now() });
+            end(live);
+            return { ok: true, disconnected: true };
+          }
+          case 'SubscribedSymbols':
+            return listSubscriptions(live);
+          case 'ConnectionStatus':
+          case 'CheckConnect': {
+            const rt = await registry().ensure(live.accountId);
+            if (op === 'CheckConnect' && rt.phase() !== 'connected') {
+              await rt.whenConnected(5_000).catch(() => undefined);
+            }
+            const phase = rt.phase();
+            return { connected: phase === 'connected', phase, server: rt.server.name, platform: rt.platform };
+          }
+        }
+        if (/^(Un)?[Ss]ubscribe/.test(op) && op !== 'SubscribedSymbols') return subscribeOp(live, op, args);
+        const rt = await registry().ensure(live.accountId);
+        try {
+          const conn = await rt.whenConnected(10_000);
+          return await runOp(op, args, { runtime: rt, conn, clock: clockOf(rt), connectedAt: live.actor.getSnapshot().context.connectedAt });
+        } catch (e) {
+          throw brokerFailure(e);
+        }
+      },
+    },
+    rehydrate() {
+      let n = 0;
+      for (const row of store.live()) {
+        if (!ctx.owns(row.account_id) || byHash.has(row.handle_hash)) continue;
+        const live = startActor({
+          input: {
+            accountId: row.account_id, customerId: row.customer_id, platform: row.platform,
+            resume: { handleHash: row.handle_hash, handleSealed: row.handle_sealed, connectedAt: row.connected_at },
+          },
+        }, row.account_id);
+        register(live);
+        for (const { spec } of store.subscriptions(row.handle_hash)) {
+          const s = spec as SubscriptionSpec;
+          if (s.kind === 'ohlc' && !parseTimeframe(String(s.timeframe))) continue;
+          live.actor.send({ type: 'subscribe', spec: s });
+        }
+        n++;
+      }
+      return n;
+    },
+    actorCount: () => byHash.size,
+    stop() {
+      // Stopping is not disconnecting: the sessions stay live in storage and resume on start.
+      for (const l of byHash.values()) {
+        l.detach();
+        l.actor.stop();
+      }
+      byHash.clear();
+      byAccount.clear();
+    },
+  };
+}
+
+/** Order book frame data. The broker interface carries top of book only, so depth is one level. */
+function bookJson(t: Tick, clock: ServerClock): string {
+  const s = clock.toServer(t.timeMsc);
+  return JSON.stringify({
+    symbol: t.symbol,
+    bids: [{ price: t.bid, volume: t.volume ?? 0 }],
+    asks: [{ price: t.ask, volume: t.volume ?? 0 }],
+    time: new Date(s).toISOString().slice(0, 23), timeMsc: s,
+    timeUtc: new Date(t.timeMsc).toISOString(), timeMscUtc: t.timeMsc,
+  });
+}

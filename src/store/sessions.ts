@@ -1,0 +1,77 @@
+// Gateway session handles and their subscriptions. Handles survive a gateway restart (decision
+// in docs/gateway.md): the row keeps a SHA-256 of the handle for lookups and the handle sealed
+// with the gateway's secret box, so a repeated POST /v1/connect can answer the same handle
+// without the plain value ever being stored. Only the shard that owns the account writes here;
+// the main thread reads (handle -> account lookups on a cache miss).
+import type { Db } from './db.js';
+import { registerMigration } from './db.js';
+
+// Module-owned tables (registerMigration): idempotent DDL, run after the versioned migrations.
+registerMigration((db) => {
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS gateway_sessions (
+      handle_hash TEXT PRIMARY KEY,
+      account_id TEXT NOT NULL,
+      customer_id TEXT NOT NULL,
+      platform TEXT NOT NULL CHECK (platform IN ('P4', 'P5')),
+      handle_sealed TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('live', 'invalidated')),
+      connected_at INTEGER NOT NULL,
+      invalidated_at INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS gateway_sessions_live ON gateway_sessions(account_id) WHERE state = 'live';
+    CREATE TABLE IF NOT EXISTS gateway_subscriptions (
+      handle_hash TEXT NOT NULL,
+      sub_key TEXT NOT NULL,
+      spec_json TEXT NOT NULL,
+      PRIMARY KEY (handle_hash, sub_key)
+    );
+  `);
+});
+
+export interface SessionRow {
+  handle_hash: string;
+  account_id: string;
+  customer_id: string;
+  platform: 'P4' | 'P5';
+  handle_sealed: string;
+  state: 'live' | 'invalidated';
+  connected_at: number;
+  invalidated_at: number | null;
+}
+
+export class SessionStore {
+  private readonly q;
+  constructor(private readonly db: Db) {
+    this.q = {
+      upsert: db.prepare(`INSERT INTO gateway_sessions (handle_hash, account_id, customer_id, platform, handle_sealed, state, connected_at, invalidated_at)
+        VALUES (@handle_hash, @account_id, @customer_id, @platform, @handle_sealed, @state, @connected_at, @invalidated_at)
+        ON CONFLICT(handle_hash) DO UPDATE SET state = excluded.state, invalidated_at = excluded.invalidated_at`),
+      byHash: db.prepare<[string], SessionRow>('SELECT * FROM gateway_sessions WHERE handle_hash = ?'),
+      live: db.prepare<[], SessionRow>("SELECT * FROM gateway_sessions WHERE state = 'live'"),
+      delSubs: db.prepare('DELETE FROM gateway_subscriptions WHERE handle_hash = ?'),
+      insSub: db.prepare('INSERT INTO gateway_subscriptions (handle_hash, sub_key, spec_json) VALUES (?, ?, ?)'),
+      subs: db.prepare<[string], { sub_key: string; spec_json: string }>('SELECT sub_key, spec_json FROM gateway_subscriptions WHERE handle_hash = ? ORDER BY sub_key'),
+    };
+  }
+
+  upsert(row: SessionRow): void {
+    this.q.upsert.run(row);
+  }
+  byHash(hash: string): SessionRow | undefined {
+    return this.q.byHash.get(hash);
+  }
+  live(): SessionRow[] {
+    return this.q.live.all();
+  }
+  /** Replaces the stored subscription set of a session in one transaction. */
+  setSubscriptions(hash: string, specs: Record<string, unknown>): void {
+    this.db.transaction(() => {
+      this.q.delSubs.run(hash);
+      for (const [k, v] of Object.entries(specs)) this.q.insSub.run(hash, k, JSON.stringify(v));
+    })();
+  }
+  subscriptions(hash: string): Array<{ key: string; spec: unknown }> {
+    return this.q.subs.all(hash).map((r) => ({ key: r.sub_key, spec: JSON.parse(r.spec_json) as unknown }));
+  }
+}
