@@ -111,6 +111,8 @@ interface Sock {
   heartbeat: boolean;
   closed: boolean;
   quotes: Map<string, QuoteTopic>;
+  /** Symbols whose subscribe is still waiting for the shard (not in heartbeats yet). */
+  pending: Set<string>;
   candles: Map<string, CandleSub>;
   coalescing: boolean;
   /** Topic seq when the socket left the topic, to flush only topics that moved. */
@@ -208,10 +210,11 @@ export class StreamHub {
   // ---- upgrade: everything is checked before the socket exists (SPEC §5, §7) -------------------
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    // The upgrade headers are read here: readRequest copies only the headers routes use.
+    const key = req.getHeader('sec-websocket-key');
+    const protocol = req.getHeader('sec-websocket-protocol');
+    const extensions = req.getHeader('sec-websocket-extensions');
     const info = readRequest(res, req, 0, this.deps.config.trustProxy);
-    const key = info.headers['sec-websocket-key'] ?? '';
-    const protocol = info.headers['sec-websocket-protocol'] ?? '';
-    const extensions = info.headers['sec-websocket-extensions'] ?? '';
     const sink = new ResponseSink(res);
     void this.admit(info, sink, context, key, protocol, extensions);
   }
@@ -295,7 +298,7 @@ export class StreamHub {
       return;
     }
     const sock: Sock = {
-      ws, acc, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), candles: new Map(),
+      ws, acc, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
     };
     ud.sock = sock;
@@ -467,11 +470,13 @@ export class StreamHub {
       added.push(k);
     }
     let lastTick: Tick | null;
+    if (newQuote) sock.pending.add(symbol);
     try {
       ({ lastTick } = await this.deps.shards.call(acc.id, 'stream.sub', {
         accountId: acc.id, symbol, timeframes: tfs, timeoutMs: this.deps.config.streamSubscribeTimeoutMs,
       }));
     } catch (err) {
+      sock.pending.delete(symbol);
       if (sock.closed) return;
       const e = toApiError(err);
       if (newQuote && sock.quotes.get(symbol) === qt) {
@@ -489,6 +494,7 @@ export class StreamHub {
       this.sendError(sock, e.code, `subscribe ${symbol}: ${e.message}`, { action: 'subscribe', symbol, timeframes: tfs });
       return;
     }
+    sock.pending.delete(symbol);
     if (sock.closed || sock.quotes.get(symbol) !== qt) return; // closed or unsubscribed meanwhile
     const ws = sock.ws;
     ws.cork(() => {
@@ -809,6 +815,7 @@ export class StreamHub {
       const clock = this.clockOf(s.acc);
       const symbols: HeartbeatSymbol[] = [];
       for (const t of s.quotes.values()) {
+        if (s.pending.has(t.symbol)) continue;
         const last = t.lastTick;
         symbols.push(last
           ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, now - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
