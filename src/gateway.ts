@@ -10,7 +10,9 @@ import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
 import { classicRoutes } from './http/routes/classic.js';
 import { connectExRoutes } from './http/routes/connectEx.js';
+import { gatewayRoutes } from './http/routes/gateway.js';
 import { newsRoutes } from './http/routes/news.js';
+import { proxyRoutes } from './http/routes/proxy.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { loadUws } from './http/uws.js';
@@ -72,6 +74,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
   routes.push(...newsRoutes(services));
+  routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };

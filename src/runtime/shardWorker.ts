@@ -9,11 +9,12 @@ import { openDb } from '../store/db.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
 import { createSeatHost } from './hosts/seats.js';
+import { createSessionHost } from './hosts/sessions.js';
 import { createStreamHost } from './hosts/streams.js';
 import { shardOf, type MainToShard, type ReplyMsg, type RequestMsg, type ShardEvent, type ShardInit, type ShardToMain } from './protocol.js';
 
 /** Hosts of every actor kind; later features append theirs here. */
-const HOST_FACTORIES: Array<(ctx: ShardContext) => ActorHost> = [(ctx) => createAccountHost(ctx), createSeatHost, createStreamHost];
+const HOST_FACTORIES: Array<(ctx: ShardContext) => ActorHost> = [(ctx) => createAccountHost(ctx), createSeatHost, createStreamHost, createSessionHost];
 
 export default async function runShard(init: ShardInit): Promise<{ stopped: true }> {
   const { port, shard, shards } = init;

@@ -1,0 +1,136 @@
+// Gateway session routes (SPEC §4.3): POST /v1/broker-accounts creates an account (a seat of the
+// caller's customer bound to broker credentials: the same account model and the same id as the
+// classic routes and /v1/seats/{id}/keys), POST /v1/connect opens (or returns) the session handle.
+//
+// Handles: 32 random bytes, base64url, prefixed `gwh_`; never the broker's session token. Stored
+// as a SHA-256 (lookups) plus the value sealed with the gateway's secret box (to answer the same
+// handle to a repeated connect). Handles survive restarts (docs/gateway.md).
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { z } from 'zod';
+import type { Principal } from '../../auth/authenticator.js';
+import { assertAccountScope } from '../../auth/rights.js';
+import { apiError } from '../../errors.js';
+import '../../runtime/hosts/gatewayCommands.js';
+import type { Services } from '../../services.js';
+import { AccountStore } from '../../store/accounts.js';
+import { SessionStore, type SessionRow } from '../../store/sessions.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { bindBroker, secretBox } from './connectEx.js';
+import { ownedSeat } from './provisioning.js';
+
+export const HANDLE_PREFIX = 'gwh_';
+
+export function handleHash(handle: string): string {
+  return createHash('sha256').update(handle).digest('hex');
+}
+const handleAad = (accountId: string) => `gateway-handle:${accountId}`;
+
+/**
+ * handle -> session row, for every /v1/proxy request: an LRU in front of one indexed SQLite read.
+ * The main thread is the only place that invalidates handles (Disconnect goes through it), so the
+ * cache is updated there and never serves a stale live entry.
+ */
+export class HandleDirectory {
+  private readonly cache = new LRUCache<string, SessionRow>({ max: 100_000 });
+  private readonly store: SessionStore;
+  constructor(s: Services) {
+    this.store = new SessionStore(s.db);
+  }
+  get(hash: string): SessionRow | undefined {
+    let row = this.cache.get(hash);
+    if (!row) {
+      row = this.store.byHash(hash);
+      if (row) this.cache.set(hash, row);
+    }
+    return row?.state === 'live' ? row : undefined;
+  }
+  set(row: SessionRow): void {
+    this.cache.set(row.handle_hash, row);
+  }
+  invalidate(hash: string): void {
+    const row = this.cache.get(hash) ?? this.store.byHash(hash);
+    if (row) this.cache.set(hash, { ...row, state: 'invalidated' });
+  }
+}
+
+const directories = new WeakMap<Services, HandleDirectory>();
+export function handleDirectory(s: Services): HandleDirectory {
+  let d = directories.get(s);
+  if (!d) directories.set(s, (d = new HandleDirectory(s)));
+  return d;
+}
+
+const BrokerAccountBody = z.object({
+  platform: z.enum(['P4', 'P5']).describe('Platform generation of the account; checked against the server'),
+  user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
+  password: z.string().min(1).max(256).describe('Broker password. Encrypted at rest, never returned or logged.'),
+  server: z.string().min(1).max(128).describe('Broker server name, e.g. Sim-P5-Demo'),
+}).strict();
+
+const BrokerAccount = z.object({
+  id: z.string().uuid().describe('The account id: use it as brokerAccountId, as ?id= on classic routes and with /v1/seats/{id}/keys'),
+  platform: z.enum(['P4', 'P5']),
+  server: z.string(),
+  connection: z.string().describe('connecting | connected | reconnecting'),
+}).meta({ id: 'BrokerAccount' });
+
+const ConnectBody = z.object({ brokerAccountId: z.string().uuid() }).strict();
+const ConnectReply = z.object({ handle: z.string().describe('Opaque session handle; the same one while the session is live') }).meta({ id: 'ConnectReply' });
+
+function assertConnectionKey(p: Principal): void {
+  // §5: a management key or an (unscoped) API key; a scoped key was already refused as Bearer.
+  if (p.kind === 'api' && p.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot create broker accounts');
+}
+
+export function gatewayRoutes(s: Services): AnyRoute[] {
+  const accounts = new AccountStore(s.db);
+  const dir = handleDirectory(s);
+  return [
+    defineRoute({
+      method: 'post', path: '/v1/broker-accounts', family: 'gateway', auth: 'connection', tags: ['gateway'],
+      summary: 'Create a broker account (an account of your customer bound to a broker login)',
+      description: 'Verifies the login with the broker and returns the account id. A refused login answers 400 BROKER_AUTH_FAILED and creates nothing.',
+      body: BrokerAccountBody, response: BrokerAccount, successStatus: 201,
+      errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY'],
+      handler: async ({ body, principal }) => {
+        const p = principal!;
+        assertConnectionKey(p);
+        if (p.kind === 'api' && p.accountScoped) throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts');
+        const id = randomUUID();
+        // Verified and bound first: a refused login creates nothing.
+        const st = await bindBroker(s, { accountId: id, customerId: p.customerId, user: body.user, password: body.password, server: body.server, platform: body.platform });
+        const now = s.clock.now();
+        s.tenancy.insertSeat({ id, customer_id: p.customerId, private_hosting: 0, region: null, created_at: now });
+        await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+        return { status: 201, body: { id, platform: st.platform, server: st.server, connection: st.phase } };
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/v1/connect', family: 'gateway', auth: 'connection', tags: ['gateway'],
+      summary: 'Open a session for a broker account and get its handle (the same handle while it is live)',
+      body: ConnectBody, response: ConnectReply,
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'NOT_CONNECTED', 'BROKER_AUTH_FAILED'],
+      handler: async ({ body, principal }) => {
+        const p = principal!;
+        const accountId = body.brokerAccountId;
+        if (p.kind === 'api') assertAccountScope(p, accountId);
+        ownedSeat(s, p.customerId, accountId);
+        const binding = accounts.get(accountId);
+        if (!binding) throw apiError('NOT_FOUND', 'account has no broker login: create it with POST /v1/broker-accounts or bind it with /ConnectEx');
+        const box = secretBox(s);
+        const candidate = HANDLE_PREFIX + randomBytes(32).toString('base64url');
+        const r = await s.shards.call(accountId, 'session.connect', {
+          accountId, customerId: p.customerId, platform: binding.platform,
+          handleHash: handleHash(candidate), handleSealed: box.seal(candidate, handleAad(accountId)), waitMs: 10_000,
+        }, { retryOnRestart: true });
+        const handle = r.fresh ? candidate : box.open(r.handleSealed, handleAad(accountId));
+        dir.set({
+          handle_hash: r.handleHash, account_id: accountId, customer_id: p.customerId, platform: binding.platform,
+          handle_sealed: r.handleSealed, state: 'live', connected_at: r.connectedAt, invalidated_at: null,
+        });
+        return { body: { handle } };
+      },
+    }),
+  ];
+}

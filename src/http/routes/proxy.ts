@@ -1,0 +1,80 @@
+// GET /v1/proxy/<Operation>?handle= (SPEC §4.4 P5, §4.5 P4). One route record per operation (so
+// each appears in the OpenAPI document), all served by the same steps:
+//   handle -> session (HandleDirectory: LRU, then one indexed SQLite read) -> rights (§5) ->
+//   the platform's parameter schema (400 before anything reaches the broker) -> the account's
+//   shard ('session.op'), where the session actor and the account's broker connection live.
+// An operation of the other platform answers 404 OPERATION_NOT_ON_PLATFORM naming the right one.
+import { z } from 'zod';
+import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
+import { apiError } from '../../errors.js';
+import type { Services } from '../../services.js';
+import { formatZodError } from '../app.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { handleDirectory, handleHash } from './gateway.js';
+import { OPERATIONS, stripHandle, type OpDef } from './proxySchemas.js';
+
+/** The operation to use instead, on the other platform. */
+const COUNTERPART: Record<string, string> = {
+  OrderSend: 'OrderSendSafe', OrderSendSafe: 'OrderSend',
+  OrderModify: 'OrderModifySafe', OrderModifySafe: 'OrderModify',
+  OrderClose: 'OrderCloseSafe', OrderCloseSafe: 'OrderClose',
+  Quote: 'GetQuote', GetQuote: 'Quote',
+  QuoteHistory: 'PriceHistoryV2', PriceHistoryV2: 'QuoteHistory', PriceHistory: 'QuoteHistory',
+  OrderDelete: 'OrderCloseSafe',
+};
+
+function describeParams(def: OpDef): string {
+  const plat = [def.P5 ? 'P5' : null, def.P4 ? 'P4' : null].filter(Boolean).join(' and ');
+  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400). See docs/gateway.md.`;
+}
+
+export function proxyRoutes(s: Services): AnyRoute[] {
+  const dir = handleDirectory(s);
+
+  const serve = async (op: string, raw: Record<string, unknown>, principal: NonNullable<Parameters<typeof assertCanTrade>[0]>) => {
+    const def = OPERATIONS[op];
+    if (!def) throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
+    if (def.noHandle) return { pong: true, time: new Date(s.clock.now()).toISOString() };
+    const h = raw.handle;
+    const handle = Array.isArray(h) ? h[h.length - 1] : h;
+    if (typeof handle !== 'string' || handle === '') throw apiError('BAD_REQUEST', "parameter 'handle' is required (from POST /v1/connect)");
+    const hash = handleHash(handle);
+    const session = dir.get(hash);
+    // Another customer's handle is as unknown as a made-up one.
+    if (!session || session.customer_id !== principal.customerId) {
+      throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected: POST /v1/connect for a new one');
+    }
+    assertAccountScope(principal, session.account_id);
+    const schema = def[session.platform];
+    if (!schema) {
+      const alt = COUNTERPART[op];
+      throw apiError('OPERATION_NOT_ON_PLATFORM', `${op} is not a ${session.platform} operation${alt && OPERATIONS[alt]?.[session.platform] ? `; use ${alt}` : ''}`);
+    }
+    if (def.kind === 'trade') assertCanTrade(principal);
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) throw apiError('BAD_REQUEST', formatZodError('query', parsed.error as z.ZodError));
+    const result = await s.shards.call(session.account_id, 'session.op', {
+      accountId: session.account_id, handleHash: hash, op, args: stripHandle(parsed.data),
+      // A trade is never re-sent after a shard restart: the caller sees 503 and checks OpenedOrders.
+    }, { retryOnRestart: def.kind !== 'trade' });
+    if (op === 'Disconnect') dir.invalidate(hash);
+    return result;
+  };
+
+  const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) =>
+    defineRoute({
+      method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
+      summary: def.summary, description: describeParams(def),
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
+      handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),
+    }));
+  routes.push(defineRoute({
+    method: 'any', path: '/v1/proxy/:operation', family: 'gateway', auth: 'api', tags: ['gateway'],
+    summary: 'Unknown gateway operation (404)', errors: ['ROUTE_NOT_FOUND'],
+    handler: ({ params }) => {
+      throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${params[0]}'`);
+    },
+  }));
+  return routes;
+}
