@@ -257,6 +257,7 @@ export class SimBrokerConnection implements BrokerConnection {
     }
     const lookup: RequestLookup | undefined = requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined;
     acc.flush(lookup);
+    await this.host.store.whenDurable();
     if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true);
     return result;
   }
@@ -300,12 +301,6 @@ export class SimBrokerConnection implements BrokerConnection {
   async historyDeals(fromMs: number, toMs: number): Promise<readonly Deal[]> {
     await this.ready();
     return this.host.store.deals(this.server.name, this.login, fromMs, toMs);
-  }
-
-  /** Deals after a ticket (bridge resync). */
-  async dealsAfter(ticket: number): Promise<readonly Deal[]> {
-    await this.ready();
-    return this.host.store.dealsAfter(this.server.name, this.login, ticket);
   }
 
   async historyOrders(fromMs: number, toMs: number): Promise<readonly Order[]> {

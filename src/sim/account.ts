@@ -46,6 +46,7 @@ export class SimAccount {
   /** Pending orders (state 'placed') and, on P4, the order record of each open ticket. */
   readonly orders = new Map<number, Order>();
   private lastEquityMinute = -1;
+  private lastEquityOnChange = -Infinity;
 
   constructor(
     private readonly host: AccountHost,
@@ -74,9 +75,15 @@ export class SimAccount {
   }
 
   positionSwap(p: StoredPosition): number {
+    if (p.swapPaid === 0 && this.sameServerDay(p.openTimeMsc)) return 0;
     const s = this.sym(p.symbol)!;
     const nights = swapNights(p.openTimeMsc, this.now, (t) => this.market.clock.toServer(t));
     return round2(swapFor(this.market, s.info, p.type, p.volume, nights, this.data.currency) - p.swapPaid);
+  }
+
+  private sameServerDay(utcMs: number): boolean {
+    const c = this.market.clock;
+    return Math.floor(c.toServer(utcMs) / 86_400_000) === Math.floor(c.toServer(this.now) / 86_400_000);
   }
 
   positionProfit(p: StoredPosition): number {
@@ -310,7 +317,7 @@ export class SimAccount {
     const p4 = this.platform === 'P4';
     if (p4) this.orders.set(ticket, { ...order, type: side });
     else this.orders.delete(ticket);
-    this.commit({ balance: this.data.balance, orders: [{ order: p4 ? { ...order, type: side } : order, doneMs: p4 ? null : now }], positions: [pos], deals: [deal] }, [deal], true, fromPending !== null);
+    this.commit({ balance: this.data.balance, orders: [{ order: p4 ? { ...order, type: side } : order, doneMs: p4 ? null : now, wasActive: fromPending !== null }], positions: [pos], deals: [deal] }, [deal], true, fromPending !== null);
     return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
   }
 
@@ -419,7 +426,7 @@ export class SimAccount {
       }
     } else {
       order = { kind: 'order', ticket: orderTicket, symbol: pos.symbol, type: closeSide, state: 'filled', volume: lots, volumeInitial: lots, openPrice: price, openTimeMsc: now, sl: 0, tp: 0, magic: pos.magic, comment, commission, swap, profit, positionId: pos.ticket };
-      change.orders = [{ order, doneMs: now }];
+      change.orders = [{ order, doneMs: now, wasActive: false }];
     }
     if (full) {
       this.positions.delete(pos.ticket);
@@ -590,8 +597,10 @@ export class SimAccount {
   flush(request?: RequestLookup): void {
     if (!this.dirty && !request) return;
     const b = this.batch;
-    if (b.deals.length > 0) {
-      // Equity is sampled at every balance change (and per minute, see sampleEquity).
+    if (b.deals.length > 0 && this.now - this.lastEquityOnChange >= 1000) {
+      // Equity is sampled on balance changes (at most once per second per account) and
+      // once per minute while positions are open (sampleEquity).
+      this.lastEquityOnChange = this.now;
       const sum = this.summary();
       b.equity = { timeMsc: this.now, balance: sum.balance, equity: sum.equity };
     }
