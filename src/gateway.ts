@@ -16,6 +16,7 @@ import { proxyRoutes } from './http/routes/proxy.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { loadUws } from './http/uws.js';
+import { GatewaySocket } from './stream/gatewaySocket.js';
 import { loadSecretKey } from './crypto/secretBox.js';
 import { createLogger, type Logger } from './log.js';
 import { ShardSet } from './runtime/shardSet.js';
@@ -55,9 +56,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const throttle = new AuthThrottle({ limit: config.authFailLimit, windowMs: config.authFailWindowMs, blockMs: config.authBlockMs, clock });
 
   let stream: StreamHub | undefined;
+  let gwSocket: GatewaySocket | undefined;
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
-    onEvent: (ev) => stream?.onShardEvent(ev),
+    onEvent: (ev) => (ev.kind.startsWith('gw.') ? gwSocket?.onShardEvent(ev) : stream?.onShardEvent(ev)),
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
     settings: { logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex') },
   });
@@ -80,6 +82,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };
   const app = uws.App();
   streamHub.mount(app);
+  (gwSocket = new GatewaySocket(services, throttle, inflight)).mount(app);
   mountRoutes(app, routes, deps);
   mountNotFound(app, deps);
 
@@ -100,6 +103,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       inflight.draining = true;
       uws.us_listen_socket_close(listenSocket);
       streamHub.close();
+      gwSocket?.close();
       const deadline = Date.now() + config.drainTimeoutMs;
       while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });

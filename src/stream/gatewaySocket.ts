@@ -1,0 +1,126 @@
+// The gateway socket `/ws?handle=` (SPEC §6 "Gateway socket"): live pushes started by the
+// Subscribe* operations of a session are delivered here. Frames are `{"type":..., "data":...}`
+// with type QUOTE, CANDLE or BOOK (docs/gateway.md), serialized once in the account's shard and
+// published to the handle's uWS topic, so every socket of the handle gets the same bytes.
+//
+// Auth is checked before the upgrade: x-api-key header or ?apiKey=, and the handle must be a
+// live session of the key's customer (and of its account for a scoped key). When the session
+// ends (Disconnect) its sockets are closed with SESSION_ENDED.
+//
+// Slow readers: uWS queues up to maxBackpressure per socket; beyond it published frames to that
+// socket are dropped (quotes/books are superseded by the next one anyway); the socket is not
+// closed and it catches up with the next frames.
+import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
+import { assertAccountScope } from '../auth/rights.js';
+import type { AuthThrottle } from '../auth/throttle.js';
+import { apiError, toApiError } from '../errors.js';
+import { sendError } from '../http/app.js';
+import { readRequest } from '../http/request.js';
+import { ResponseSink } from '../http/respond.js';
+import { handleDirectory, handleHash } from '../http/routes/gateway.js';
+import { GATEWAY_EVENT, type GatewayFrameData } from '../runtime/hosts/gatewayCommands.js';
+import type { ShardEvent } from '../runtime/protocol.js';
+import type { Services } from '../services.js';
+
+export const GATEWAY_SOCKET_PATH = '/ws';
+
+/** Close codes of /ws (4000-4999 are application codes). */
+export const GATEWAY_CLOSE = {
+  SESSION_ENDED: { code: 4001, reason: 'session disconnected' },
+  GOING_AWAY: { code: 1001, reason: 'server shutting down' },
+} as const;
+
+interface UserData { hash: string }
+
+const topic = (hash: string) => `gw/${hash}`;
+
+export class GatewaySocket {
+  private app: TemplatedApp | null = null;
+  private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
+  private readonly dir;
+
+  constructor(private readonly s: Services, private readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean }) {
+    this.dir = handleDirectory(s);
+  }
+
+  mount(app: TemplatedApp): void {
+    this.app = app;
+    app.ws<UserData>(GATEWAY_SOCKET_PATH, {
+      maxPayloadLength: 4 * 1024,
+      maxBackpressure: 1024 * 1024,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: this.s.config.idleTimeoutSec,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => this.upgrade(res, req, context),
+      open: (ws) => {
+        const { hash } = ws.getUserData();
+        let set = this.sockets.get(hash);
+        if (!set) this.sockets.set(hash, (set = new Set()));
+        set.add(ws);
+        ws.subscribe(topic(hash));
+      },
+      message: (ws, msg) => {
+        // Subscriptions are made over HTTP (Subscribe* operations); the socket only answers pings.
+        const text = Buffer.from(msg).toString('utf8').trim();
+        if (text === 'ping' || text === '{"action":"ping"}') ws.send('{"type":"PONG","data":{}}');
+        else ws.send(JSON.stringify({ type: 'ERROR', data: { error: 'BAD_REQUEST', message: 'this socket takes no messages; use the /v1/proxy Subscribe* operations' } }));
+      },
+      close: (ws) => {
+        const { hash } = ws.getUserData();
+        const set = this.sockets.get(hash);
+        set?.delete(ws);
+        if (set && set.size === 0) this.sockets.delete(hash);
+      },
+    });
+  }
+
+  private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const key = req.getHeader('sec-websocket-key');
+    const protocol = req.getHeader('sec-websocket-protocol');
+    const extensions = req.getHeader('sec-websocket-extensions');
+    const info = readRequest(res, req, 0, this.s.config.trustProxy);
+    const sink = new ResponseSink(res);
+    try {
+      if (this.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down');
+      const wait = this.throttle.blockedFor(info.ip);
+      if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
+      const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+      const apiKey = info.headers['x-api-key'] ?? one(info.query.apiKey);
+      const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
+      const principal = this.s.auth.authenticate('api', headers, true)!;
+      const handle = one(info.query.handle);
+      if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
+      const hash = handleHash(handle);
+      const session = this.dir.get(hash);
+      if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
+      assertAccountScope(principal, session.account_id);
+      if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      const userData: UserData = { hash };
+      sink.done = true;
+      res.cork(() => res.upgrade(userData, key, protocol, extensions, context));
+    } catch (err) {
+      const e = toApiError(err);
+      if (e.status === 401) this.throttle.fail(info.ip);
+      sendError(sink, e);
+    }
+  }
+
+  /** Shard events of kind gw.*: a frame to publish, or the end of a session. */
+  onShardEvent(ev: ShardEvent): void {
+    if (!this.app) return;
+    if (ev.kind === GATEWAY_EVENT.frame) {
+      if (!this.sockets.has(ev.key)) return; // nobody listening: skip the copy into uWS
+      const f = ev.data as GatewayFrameData;
+      this.app.publish(topic(ev.key), `{"type":"${f.type}","data":${f.json}}`, false);
+    } else if (ev.kind === GATEWAY_EVENT.end) {
+      const set = this.sockets.get(ev.key);
+      if (!set) return;
+      for (const ws of [...set]) ws.end(GATEWAY_CLOSE.SESSION_ENDED.code, GATEWAY_CLOSE.SESSION_ENDED.reason);
+    }
+  }
+
+  close(): void {
+    for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(GATEWAY_CLOSE.GOING_AWAY.code, GATEWAY_CLOSE.GOING_AWAY.reason);
+    this.sockets.clear();
+  }
+}
