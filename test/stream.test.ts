@@ -1,0 +1,243 @@
+// /v1/stream end to end: a real gateway (shards, embedded simulator), accounts bound through
+// /ConnectEx, real `ws` clients. BTCUSD quotes around the clock in the simulator, so it is the
+// symbol these tests rely on.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimBrokerConnection } from '../src/broker/sim.js';
+import { toServerTime } from '../src/broker/time.js';
+import { loadSimConfig } from '../src/sim/config.js';
+import { Simulator } from '../src/sim/simulator.js';
+import { MemorySimStore } from '../src/store/simStore.js';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
+
+const HB_MS = 250;
+let t: TestGateway;
+let p5: string;
+let p4: string;
+let key: string;
+const clients: StreamClient[] = [];
+const offsetMs = (utcMs: number) => toServerTime(utcMs, { description: '', standardOffsetMinutes: 120, dst: 'US' }) - utcMs;
+
+async function open(query: Record<string, string>): Promise<StreamClient> {
+  const c = await mustOpen(t.url, query);
+  clients.push(c);
+  return c;
+}
+
+beforeAll(async () => {
+  t = await startTestGateway({ streamHeartbeatMs: HB_MS });
+  const h = mgmt(t.managementKey);
+  const a = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-p5', password: 'pw', server: 'Sim-P5-Demo' } });
+  const b = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-p4', password: 'pw', server: 'Sim-P4-Demo' } });
+  expect(a.status).toBe(200);
+  expect(b.status).toBe(200);
+  p5 = a.body.id;
+  p4 = b.body.id;
+  key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'stream' } })).body.key;
+});
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  await t?.stop();
+});
+
+const trade = (id: string, q: string) => t.req('GET', `/OrderSend?id=${id}&${q}`, { headers: { 'x-api-key': key } });
+
+describe('snapshots after connecting', () => {
+  it('P5: POSITIONS then ORDERS with snapshot:true come first', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    await c.until((x) => x.frames.length >= 2, 8_000, 'two snapshot frames');
+    expect(c.frames[0]).toMatchObject({ type: 'POSITIONS', seq: 1, data: { snapshot: true } });
+    expect(c.frames[1]).toMatchObject({ type: 'ORDERS', seq: 2, data: { snapshot: true } });
+    expect(Array.isArray(c.frames[0]!.data.positions)).toBe(true);
+    expect(Array.isArray(c.frames[1]!.data.orders)).toBe(true);
+  });
+
+  it('P4: no initial snapshot frames (SPEC §6: P5 only)', async () => {
+    const c = await open({ id: p4, apiKey: key, heartbeat: '0' });
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await c.next('SUBSCRIBED');
+    expect(c.of('POSITIONS')).toHaveLength(0);
+    expect(c.of('ORDERS')).toHaveLength(0);
+  });
+});
+
+describe('quotes and subscriptions', () => {
+  for (const which of ['P5', 'P4'] as const) {
+    it(`${which}: QUOTE frames carry server and UTC times, an age and a per-topic seq`, async () => {
+      const c = await open({ id: which === 'P5' ? p5 : p4, apiKey: key, heartbeat: '0' });
+      c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+      const ack = await c.next('SUBSCRIBED');
+      expect(ack.data).toEqual({ symbol: 'BTCUSD', timeframes: [] });
+      await c.until((x) => x.of('QUOTE').length >= 4, 10_000, 'four quotes');
+      const qs = c.of('QUOTE');
+      for (const q of qs) {
+        expect(q.data.symbol).toBe('BTCUSD');
+        expect(q.data.ask).toBeGreaterThan(q.data.bid);
+        expect(q.data.timeMsc - q.data.timeMscUtc).toBe(offsetMs(q.data.timeMscUtc));
+        expect(new Date(q.data.timeUtc).getTime()).toBe(q.data.timeMscUtc);
+        expect(q.data.time).toBe(new Date(q.data.timeMsc).toISOString().slice(0, 23));
+        expect(q.data.ageMs).toBeGreaterThanOrEqual(0);
+      }
+      // A fast reader sees the symbol's quotes without gaps.
+      for (let i = 1; i < qs.length; i++) expect(qs[i]!.seq).toBe(qs[i - 1]!.seq + 1);
+      // The socket's own frames count separately, from 1.
+      const own = c.frames.filter((f) => f.type !== 'QUOTE' && f.type !== 'CANDLE');
+      own.forEach((f, i) => expect(f.seq).toBe(i + 1));
+    });
+  }
+
+  it('unsubscribe stops the quotes; subscribing again resumes them', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await c.until((x) => x.of('QUOTE').length >= 2, 10_000, 'quotes');
+    c.send({ action: 'unsubscribe', symbol: 'BTCUSD' });
+    const un = await c.next('UNSUBSCRIBED');
+    expect(un.data.symbol).toBe('BTCUSD');
+    const at = c.frames.indexOf(un);
+    await new Promise((r) => setTimeout(r, 1_200)); // BTCUSD ticks about 5 times a second
+    expect(c.frames.slice(at).filter((f) => f.type === 'QUOTE')).toHaveLength(0);
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    const n = c.frames.length;
+    await c.until((x) => x.frames.slice(n).filter((f) => f.type === 'QUOTE').length >= 2, 10_000, 'quotes again');
+  });
+
+  it('bad client messages get ERROR frames and the socket stays open', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    const errors = async (msg: unknown) => {
+      const n = c.frames.length;
+      c.send(msg);
+      return c.next('ERROR', n);
+    };
+    expect((await errors('not json')).data.error).toBe('INVALID_JSON');
+    expect((await errors({ action: 'dance', symbol: 'BTCUSD' })).data.error).toBe('BAD_REQUEST');
+    expect((await errors({ action: 'subscribe' })).data.error).toBe('BAD_REQUEST');
+    expect((await errors({ action: 'subscribe', symbol: 'BTCUSD', timeframe: 'M7' })).data.message).toContain('timeframe');
+    const unknown = await errors({ action: 'subscribe', symbol: 'NOPE' });
+    expect(unknown.data.error).toBe('BAD_REQUEST');
+    expect(unknown.data.message).toContain('NOPE');
+    expect((await errors({ action: 'unsubscribe', symbol: 'EURUSD' })).data.error).toBe('BAD_REQUEST');
+    expect(c.closed).toBeNull();
+    // Still usable.
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await c.next('QUOTE');
+  });
+});
+
+describe('heartbeats', () => {
+  it('report connection and per-symbol tick times; heartbeat=0 turns them off', async () => {
+    const on = await open({ id: p5, apiKey: key });
+    const off = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    on.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    off.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await on.next('SUBSCRIBED');
+    const hb = await on.until((x) => x.of('HEARTBEAT').find((f) => f.data.symbols.length === 1 && f.data.symbols[0].lastTickTimeMsc !== null), 5_000, 'a heartbeat with tick times');
+    expect(hb.data.connection).toBe('connected');
+    const s = hb.data.symbols[0];
+    expect(s.symbol).toBe('BTCUSD');
+    expect(s.lastTickTimeMsc - s.lastTickTimeMscUtc).toBe(offsetMs(s.lastTickTimeMscUtc));
+    expect(s.lastQuoteAgeMs).toBeGreaterThanOrEqual(0);
+    expect(s.lastQuoteAgeMs).toBe(hb.data.timeMscUtc - s.lastTickTimeMscUtc);
+    await new Promise((r) => setTimeout(r, HB_MS * 4));
+    expect(on.of('HEARTBEAT').length).toBeGreaterThanOrEqual(3);
+    expect(off.of('HEARTBEAT')).toHaveLength(0);
+    expect(off.of('QUOTE').length).toBeGreaterThan(0);
+  });
+
+  it('an upstream drop shows reconnecting, then connected again', async () => {
+    const c = await open({ id: p4, apiKey: key });
+    await c.next('HEARTBEAT');
+    await t.gw.services.shards.call(p4, 'account.fault', { accountId: p4, fault: { kind: 'drop', durationMs: 1_500 } });
+    const rec = await c.until((x) => x.of('HEARTBEAT').find((f) => f.data.connection === 'reconnecting'), 8_000, 'reconnecting');
+    const after = c.frames.indexOf(rec);
+    await c.until((x) => x.frames.slice(after).find((f) => f.type === 'HEARTBEAT' && f.data.connection === 'connected'), 15_000, 'connected again');
+  });
+});
+
+describe('state frames', () => {
+  it('P5: a market order gives TRADE (agreeing with /OrderHistory) and POSITIONS; a pending order gives ORDERS', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    await c.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots');
+    const n0 = c.frames.length;
+    const r = await trade(p5, 'symbol=BTCUSD&operation=Buy&volume=0.01&magic=77&comment=s1');
+    expect(r.status).toBe(200);
+    const tr = await c.next('TRADE', n0);
+    const pos = await c.until((x) => x.of('POSITIONS').find((f) => !f.data.snapshot && f.data.positions.some((p: { ticket: number }) => p.ticket === tr.data.position)), 8_000, 'POSITIONS change');
+    expect(pos.data.snapshot).toBe(false);
+    expect(tr.data).toMatchObject({ symbol: 'BTCUSD', type: 'Buy', entry: 'in', magic: 77, expertId: 77, comment: 's1' });
+    expect(tr.data.timeMsc - tr.data.timeMscUtc).toBe(offsetMs(tr.data.timeMscUtc));
+    let hist = await t.req('GET', `/OrderHistory?id=${p5}`, { headers: { 'x-api-key': key } });
+    if (!hist.body?.deals?.some((d: { ticket: number }) => d.ticket === tr.data.ticket)) {
+      await new Promise((r2) => setTimeout(r2, 300));
+      hist = await t.req('GET', `/OrderHistory?id=${p5}`, { headers: { 'x-api-key': key } });
+    }
+    const deal = hist.body.deals.find((d: { ticket: number }) => d.ticket === tr.data.ticket);
+    expect(deal).toBeDefined();
+    for (const f of ['ticket', 'order', 'position', 'symbol', 'type', 'entry', 'volume', 'price', 'magic', 'comment', 'commission', 'swap', 'profit']) {
+      expect(tr.data[f], f).toEqual(deal[f]);
+    }
+    expect(tr.data.timeMscUtc).toBe(deal.timeMsc);
+    expect(tr.data.timeUtc).toBe(deal.time);
+
+    const q = c.of('QUOTE').at(-1);
+    const bid = q ? q.data.bid : tr.data.price;
+    const n = c.frames.length;
+    const lim = await trade(p5, `symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=${Math.round(bid * 0.8)}`);
+    expect(lim.status).toBe(200);
+    const ord = await c.next('ORDERS', n);
+    expect(ord.data.snapshot).toBe(false);
+    const o = ord.data.orders.find((x: { type: string }) => x.type === 'BuyLimit');
+    expect(o).toBeDefined();
+    expect(new Date(o.timeSetupUtc).getTime()).toBeGreaterThan(0);
+    // Every state frame on the socket's own counter, no gaps.
+    c.frames.filter((f) => f.type !== 'QUOTE' && f.type !== 'CANDLE').forEach((f, i) => expect(f.seq).toBe(i + 1));
+  });
+
+  it('P4: POSITIONS and TRADE, never ORDERS', async () => {
+    const c = await open({ id: p4, apiKey: key, heartbeat: '0' });
+    const r = await trade(p4, 'symbol=BTCUSD&operation=Buy&volume=0.01');
+    expect(r.status).toBe(200);
+    await c.next('TRADE', 0);
+    const pos = await c.next('POSITIONS', 0);
+    expect(pos.data.snapshot).toBe(false);
+    expect(pos.data.positions.length).toBeGreaterThan(0);
+    const lim = await trade(p4, 'symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=1000');
+    expect(lim.status).toBe(200);
+    await new Promise((r2) => setTimeout(r2, 500));
+    expect(c.of('ORDERS')).toHaveLength(0);
+  });
+});
+
+describe('candles', () => {
+  it('CANDLE frames: server-clock bar open, partial for the joined bar, closed exactly once, agreeing with price history', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframes: ['M1'] });
+    const ack = await c.next('SUBSCRIBED');
+    expect(ack.data.timeframes).toEqual(['M1']);
+    const first = await c.next('CANDLE');
+    expect(first.data).toMatchObject({ symbol: 'BTCUSD', timeframe: 'M1', closed: false, partial: true });
+    expect(first.data.time - first.data.timeUtc).toBe(offsetMs(first.data.timeUtc * 1000) / 1000);
+    expect(first.data.time % 60).toBe(0);
+    expect(first.data.high).toBeGreaterThanOrEqual(Math.max(first.data.open, first.data.close));
+    expect(first.data.low).toBeLessThanOrEqual(Math.min(first.data.open, first.data.close));
+    // Wait for the bar to finish (at most a minute) and the next one to start.
+    const bar = first.data.time;
+    const closedF = await c.until((x) => x.of('CANDLE').find((f) => f.data.time === bar && f.data.closed), 70_000, 'the bar closing');
+    const next = await c.until((x) => x.of('CANDLE').find((f) => f.data.time > bar), 10_000, 'the next bar');
+    expect(next.data.partial).toBe(false);
+    expect(next.data.time).toBe(bar + 60);
+    expect(c.of('CANDLE').filter((f) => f.data.time === bar && f.data.closed)).toHaveLength(1);
+    expect(c.of('CANDLE').filter((f: Frame) => f.data.time === bar).every((f) => f.data.partial === true)).toBe(true);
+    // The closed bar agrees with the broker's price history (what PriceHistoryV2 serves) for the
+    // same bar: the simulator is deterministic, so a fresh instance computes the same history.
+    const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+    const conn = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: 'stream-history', password: 'pw' });
+    await conn.connect();
+    const fromMs = closedF.data.timeUtc * 1000;
+    const bars = await conn.priceHistory('BTCUSD', 'M1', fromMs, fromMs + 60_000);
+    await conn.disconnect();
+    expect(bars).toHaveLength(1);
+    const h = bars[0]!;
+    expect(h.serverTime).toBe(closedF.data.time);
+    for (const f of ['open', 'high', 'low', 'close', 'ticks'] as const) expect(closedF.data[f], f).toBe(h[f]);
+  }, 90_000);
+});
