@@ -3,6 +3,7 @@
 // Records are stored as JSON next to the few columns queries filter on.
 import type Database from 'better-sqlite3';
 import type { Deal, EquityPoint, Order, RequestLookup, Side } from '../broker/types.js';
+import { decodeChange, encodeChange } from './simCodec.js';
 
 export interface StoredAccount {
   readonly server: string;
@@ -70,97 +71,93 @@ export interface SimPersistence {
 }
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
- *  Commit cost on a WAL database is dominated by the number of distinct B-tree pages a
- *  commit rewrites, so the layout keeps a trade's writes on few pages even when many
- *  accounts trade at once:
- *  - sim_state: what an account has now (account row, open positions, active orders, and
- *    request ids), clustered by account, so one account's trade rewrites about one leaf;
- *  - sim_history: what happened (deals, finished orders, equity points), clustered by
- *    (server, time) so all accounts append to the same right-most leaf. Per-account history
- *    queries scan the time range and filter by login. */
+ *
+ *  Layout, chosen because a WAL commit costs roughly per distinct page it rewrites (about
+ *  40 us each on a virtual disk) and a shard has many accounts trading at once:
+ *  - sim_journal: one row per applied change (a trade, a triggered SL, a balance deposit),
+ *    clustered by (server, time), so every account appends to the same right-most leaf;
+ *    it is the source of truth for deals, finished orders and equity points.
+ *  - sim_state: per account, a checkpoint document (account, open positions, active
+ *    orders, last journal seq) and request ids ('R' rows), written every second or so, not
+ *    per trade. Loading an account reads the checkpoint and replays the journal after it. */
 export function migrateSimStore(db: Database.Database): void {
   db.exec(`
     CREATE TABLE IF NOT EXISTS sim_counters (server TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sim_state (
       server TEXT NOT NULL, login TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
       PRIMARY KEY (server, login, kind, key)) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS sim_history (
-      server TEXT NOT NULL, time_ms INTEGER NOT NULL, login TEXT NOT NULL, kind TEXT NOT NULL, ticket INTEGER NOT NULL, data TEXT NOT NULL,
-      PRIMARY KEY (server, time_ms, login, kind, ticket)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS sim_journal (
+      server TEXT NOT NULL, time_ms INTEGER NOT NULL, login TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+      PRIMARY KEY (server, time_ms, login, seq)) WITHOUT ROWID;
   `);
 }
 
-// sim_state kinds
-const ACCOUNT = 'A';
-const POSITION = 'P';
-const ACTIVE_ORDER = 'O';
+/** The in-memory mirror of one account, checkpointed into sim_state. */
+interface Mirror {
+  account: StoredAccount;
+  positions: Map<number, StoredPosition>;
+  activeOrders: Map<number, Order>;
+  seq: number;
+  /** time_ms of the last journal row (replay starts there). */
+  lastTimeMs: number;
+  newRequests: RequestLookup[];
+  requests: Map<string, RequestLookup>;
+  /** Request rows may exist in sim_state from before this load (else lookups stay in memory). */
+  dbRequests: boolean;
+  dirty: boolean;
+  checkpointedMs: number;
+}
+interface Checkpoint {
+  account: StoredAccount;
+  positions: StoredPosition[];
+  activeOrders: Order[];
+  seq: number;
+  lastTimeMs: number;
+}
+
+const CHECKPOINT = 'A';
 const REQUEST = 'R';
-// sim_history kinds
-const DEAL = 'D';
-const DONE_ORDER = 'O';
-const EQUITY = 'E';
 
 export class SqliteSimStore implements SimPersistence {
   private readonly st;
-  private readonly applyTx: (server: string, login: string, change: SimChange) => void;
-  private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
-  /** Account rows by key, so a balance change rewrites the row without reading it. */
-  private readonly accounts = new Map<string, StoredAccount>();
+  private readonly mirrors = new Map<string, Mirror>();
   // Group commit: changes applied during one event-loop turn are committed together in one
-  // transaction (a commit costs ~80 us on a virtual disk whatever its size). Readers flush
-  // first, so reads always see every applied change.
+  // transaction. Trade replies wait for whenDurable(), so nothing is acknowledged before it
+  // is committed. Readers commit first, so reads see every applied change.
   private readonly groupCommit: boolean;
-  private queue: { server: string; login: string; change: SimChange }[] = [];
+  private readonly checkpointMs: number;
+  private queue: { server: string; login: string; seq: number; time: number; data: string }[] = [];
   private durable: Promise<void> | null = null;
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
-  private readonly batchTx: (items: { server: string; login: string; change: SimChange }[]) => void;
+  private readonly batchTx: () => void;
+  private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
+  private readonly checkpointTx: () => void;
 
-  constructor(db: Database.Database, options: { groupCommit?: boolean } = {}) {
+  constructor(db: Database.Database, options: { groupCommit?: boolean; checkpointMs?: number } = {}) {
     this.groupCommit = options.groupCommit ?? true;
+    this.checkpointMs = options.checkpointMs ?? 1000;
     migrateSimStore(db);
     const p = (sql: string) => db.prepare(sql);
     this.st = {
       counterGet: p('SELECT next FROM sim_counters WHERE server = ?'),
       counterSet: p('INSERT INTO sim_counters (server, next) VALUES (?, ?) ON CONFLICT(server) DO UPDATE SET next = excluded.next'),
       stateUpsert: p('INSERT OR REPLACE INTO sim_state (server, login, kind, key, data) VALUES (?, ?, ?, ?, ?)'),
-      stateInsert: p('INSERT INTO sim_state (server, login, kind, key, data) VALUES (?, ?, ?, ?, ?)'),
       stateInsertIgnore: p('INSERT OR IGNORE INTO sim_state (server, login, kind, key, data) VALUES (?, ?, ?, ?, ?)'),
-      stateDelete: p('DELETE FROM sim_state WHERE server = ? AND login = ? AND kind = ? AND key = ?'),
+      anyRequest: p("SELECT 1 FROM sim_state WHERE server = ? AND login = ? AND kind = 'R' LIMIT 1"),
       stateGet: p('SELECT data FROM sim_state WHERE server = ? AND login = ? AND kind = ? AND key = ?'),
-      stateList: p("SELECT kind, data FROM sim_state WHERE server = ? AND login = ? AND kind IN ('A', 'P', 'O')"),
-      histInsert: p('INSERT OR REPLACE INTO sim_history (server, time_ms, login, kind, ticket, data) VALUES (?, ?, ?, ?, ?, ?)'),
-      histRange: p('SELECT data FROM sim_history WHERE server = ? AND time_ms >= ? AND time_ms < ? AND login = ? AND kind = ? ORDER BY time_ms, ticket'),
-      equityFrom: p("SELECT time_ms, data FROM sim_history WHERE server = ? AND time_ms >= ? AND login = ? AND kind = 'E' ORDER BY time_ms"),
+      journalInsert: p('INSERT INTO sim_journal (server, time_ms, login, seq, data) VALUES (?, ?, ?, ?, ?)'),
+      journalRange: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND time_ms < ? AND login = ? ORDER BY time_ms, seq'),
+      journalFrom: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND login = ? AND seq > ? ORDER BY seq'),
     };
     const st = this.st;
-    this.applyTx = db.transaction((server: string, login: string, c: SimChange) => {
-      if (c.balance !== undefined) {
-        const acc = this.accounts.get(`${server}\u0000${login}`);
-        if (!acc) throw new Error(`account ${server}/${login} not loaded`);
-        acc.balance = c.balance;
-        st.stateUpsert.run(server, login, ACCOUNT, '', JSON.stringify(acc));
-      }
-      if (c.orders) {
-        for (const o of c.orders) {
-          const t = o.order.ticket;
-          if (o.doneMs === null) {
-            st.stateUpsert.run(server, login, ACTIVE_ORDER, ticketKey(t), JSON.stringify(o.order));
-          } else {
-            if (o.wasActive !== false) st.stateDelete.run(server, login, ACTIVE_ORDER, ticketKey(t));
-            st.histInsert.run(server, o.doneMs, login, DONE_ORDER, t, JSON.stringify(o.order));
-          }
-        }
-      }
-      if (c.positions) for (const pos of c.positions) st.stateUpsert.run(server, login, POSITION, ticketKey(pos.ticket), JSON.stringify(pos));
-      if (c.closedPositions) for (const t of c.closedPositions) st.stateDelete.run(server, login, POSITION, ticketKey(t));
-      if (c.deals) for (const d of c.deals) st.histInsert.run(server, d.timeMsc, login, DEAL, d.ticket, JSON.stringify(d));
-      if (c.request) st.stateInsertIgnore.run(server, login, REQUEST, c.request.requestId, JSON.stringify(c.request));
-      if (c.equity) st.histInsert.run(server, c.equity.timeMsc, login, EQUITY, 0, JSON.stringify([c.equity.balance, c.equity.equity]));
+    this.batchTx = db.transaction(() => {
+      const items = this.queue;
+      this.queue = [];
+      for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
+      this.checkpointDue(false);
     });
-    this.batchTx = db.transaction((items: { server: string; login: string; change: SimChange }[]) => {
-      for (const it of items) this.applyTx(it.server, it.login, it.change);
-    });
+    this.checkpointTx = db.transaction(() => this.checkpointDue(true));
     this.allocTx = db.transaction((server: string, count: number) => {
       const row = st.counterGet.get(server) as { next: number } | undefined;
       const first = row?.next ?? 100_001;
@@ -174,40 +171,105 @@ export class SqliteSimStore implements SimPersistence {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     // Fewer, larger checkpoints: each one fsyncs, which dominates the trade path otherwise.
-    db.pragma('wal_autocheckpoint = 4000');
+    db.pragma('wal_autocheckpoint = 16000');
   }
 
   allocateIds(server: string, count: number): number {
     return this.allocTx.immediate(server, count);
   }
 
+  private key(server: string, login: string): string {
+    return `${server}\u0000${login}`;
+  }
+
+  /** Write checkpoints of dirty accounts (all of them when `all`, else those older than
+   *  checkpointMs). Runs inside the batch transaction. */
+  private checkpointDue(all: boolean): void {
+    const now = Date.now();
+    for (const m of this.mirrors.values()) {
+      if (!m.dirty || (!all && now - m.checkpointedMs < this.checkpointMs)) continue;
+      const a = m.account;
+      const cp: Checkpoint = { account: a, positions: [...m.positions.values()], activeOrders: [...m.activeOrders.values()], seq: m.seq, lastTimeMs: m.lastTimeMs };
+      this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
+      for (const r of m.newRequests) this.st.stateInsertIgnore.run(a.server, a.login, REQUEST, r.requestId, JSON.stringify(r));
+      m.newRequests = [];
+      m.dirty = false;
+      m.checkpointedMs = now;
+    }
+  }
+
+  /** Write every pending checkpoint now (before closing the database, and in tests). */
+  checkpoint(): void {
+    this.commitQueued();
+    this.checkpointTx();
+  }
+
+  private mirrorFor(server: string, login: string): Mirror {
+    const m = this.mirrors.get(this.key(server, login));
+    if (!m) throw new Error(`simulator account ${server}/${login} is not loaded`);
+    return m;
+  }
+
   loadAccount(server: string, login: string): LoadedAccount | null {
     this.commitQueued();
-    const rows = this.st.stateList.all(server, login) as { kind: string; data: string }[];
-    let account: StoredAccount | null = null;
-    const positions: StoredPosition[] = [];
-    const activeOrders: Order[] = [];
-    for (const r of rows) {
-      if (r.kind === ACCOUNT) account = JSON.parse(r.data) as StoredAccount;
-      else if (r.kind === POSITION) positions.push(JSON.parse(r.data) as StoredPosition);
-      else if (r.kind === ACTIVE_ORDER) activeOrders.push(JSON.parse(r.data) as Order);
+    const row = this.st.stateGet.get(server, login, CHECKPOINT, '') as { data: string } | undefined;
+    if (!row) return null;
+    const cp = JSON.parse(row.data) as Checkpoint;
+    const m: Mirror = {
+      account: cp.account,
+      positions: new Map(cp.positions.map((p) => [p.ticket, p])),
+      activeOrders: new Map(cp.activeOrders.map((o) => [o.ticket, o])),
+      seq: cp.seq,
+      lastTimeMs: cp.lastTimeMs,
+      newRequests: [],
+      requests: new Map(),
+      dbRequests: this.st.anyRequest.get(server, login) !== undefined,
+      dirty: false,
+      checkpointedMs: Date.now(),
+    };
+    // Replay what was journaled after the checkpoint.
+    for (const r of this.st.journalFrom.all(server, cp.lastTimeMs, login, cp.seq) as { seq: number; data: string }[]) {
+      this.applyToMirror(m, decodeChange(r.data));
+      m.seq = r.seq;
     }
-    if (!account) return null;
-    this.accounts.set(`${server}\u0000${login}`, { ...account });
-    return { account, positions, activeOrders };
+    this.mirrors.set(this.key(server, login), m);
+    return {
+      account: structuredClone(m.account),
+      positions: [...m.positions.values()].map((p) => ({ ...p })),
+      activeOrders: [...m.activeOrders.values()],
+    };
   }
 
   createAccount(a: StoredAccount): void {
-    this.st.stateInsert.run(a.server, a.login, ACCOUNT, '', JSON.stringify(a));
-    this.accounts.set(`${a.server}\u0000${a.login}`, { ...a });
+    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, newRequests: [], requests: new Map(), dbRequests: false, dirty: true, checkpointedMs: 0 };
+    this.mirrors.set(this.key(a.server, a.login), m);
+    // The checkpoint row is what makes the account exist: write it at once.
+    this.checkpoint();
+  }
+
+  private applyToMirror(m: Mirror, c: SimChange): void {
+    if (c.balance !== undefined) m.account.balance = c.balance;
+    if (c.orders) for (const o of c.orders) o.doneMs === null ? m.activeOrders.set(o.order.ticket, o.order) : m.activeOrders.delete(o.order.ticket);
+    if (c.positions) for (const p of c.positions) m.positions.set(p.ticket, { ...p });
+    if (c.closedPositions) for (const t of c.closedPositions) m.positions.delete(t);
+    if (c.request) {
+      if (!m.requests.has(c.request.requestId)) m.requests.set(c.request.requestId, c.request);
+      m.newRequests.push(c.request);
+    }
+    m.dirty = true;
   }
 
   apply(server: string, login: string, change: SimChange): void {
+    const m = this.mirrorFor(server, login);
+    this.applyToMirror(m, change);
+    m.seq++;
+    const time = Math.max(m.lastTimeMs, journalTime(change, m.lastTimeMs));
+    m.lastTimeMs = time;
+    this.queue.push({ server, login, seq: m.seq, time, data: encodeChange(change) });
     if (!this.groupCommit) {
-      this.applyTx(server, login, change);
+      this.commitQueued();
       return;
     }
-    this.queue.push({ server, login, change });
     if (this.durable === null) {
       this.durable = new Promise<void>((resolve, reject) => {
         this.resolveDurable = resolve;
@@ -220,13 +282,11 @@ export class SqliteSimStore implements SimPersistence {
   /** Commit what is queued now (also called by readers). */
   commitQueued(): void {
     if (this.queue.length === 0) return;
-    const items = this.queue;
     const resolve = this.resolveDurable;
     const reject = this.rejectDurable;
-    this.queue = [];
     this.durable = this.resolveDurable = this.rejectDurable = null;
     try {
-      this.batchTx(items);
+      this.batchTx();
       resolve?.();
     } catch (err) {
       reject?.(err);
@@ -238,31 +298,46 @@ export class SqliteSimStore implements SimPersistence {
     return this.durable ?? Promise.resolve();
   }
 
-  deals(server: string, login: string, fromMs: number, toMs: number): Deal[] {
+  private changes(server: string, login: string, fromMs: number, toMs: number): SimChange[] {
     this.commitQueued();
-    return (this.st.histRange.all(server, fromMs, toMs, login, DEAL) as { data: string }[]).map((r) => JSON.parse(r.data) as Deal);
+    return (this.st.journalRange.all(server, fromMs, toMs, login) as { data: string }[]).map((r) => decodeChange(r.data));
+  }
+
+  deals(server: string, login: string, fromMs: number, toMs: number): Deal[] {
+    // A journal row's time is the time of its change; a deal carries its own time.
+    const out: Deal[] = [];
+    for (const c of this.changes(server, login, fromMs, toMs)) for (const d of c.deals ?? []) if (d.timeMsc >= fromMs && d.timeMsc < toMs) out.push(d);
+    return out.sort((x, y) => x.timeMsc - y.timeMsc || x.ticket - y.ticket);
   }
   historyOrders(server: string, login: string, fromMs: number, toMs: number): Order[] {
-    this.commitQueued();
-    return (this.st.histRange.all(server, fromMs, toMs, login, DONE_ORDER) as { data: string }[]).map((r) => JSON.parse(r.data) as Order);
+    const out: { o: Order; t: number }[] = [];
+    for (const c of this.changes(server, login, fromMs, toMs)) for (const o of c.orders ?? []) if (o.doneMs !== null && o.doneMs >= fromMs && o.doneMs < toMs) out.push({ o: o.order, t: o.doneMs });
+    return out.sort((x, y) => x.t - y.t || x.o.ticket - y.o.ticket).map((x) => x.o);
   }
   equity(server: string, login: string, fromMs: number): EquityPoint[] {
-    this.commitQueued();
-    return (this.st.equityFrom.all(server, fromMs, login) as { time_ms: number; data: string }[]).map((r) => {
-      const [balance, equity] = JSON.parse(r.data) as [number, number];
-      return { timeMsc: r.time_ms, balance, equity };
-    });
+    const out: EquityPoint[] = [];
+    for (const c of this.changes(server, login, fromMs, Number.MAX_SAFE_INTEGER)) if (c.equity && c.equity.timeMsc >= fromMs) out.push(c.equity);
+    return out;
   }
   request(server: string, login: string, requestId: string): RequestLookup | null {
-    // Checked on every trade with an id, so it must not force the group commit: look in the
-    // queue first (newest wins, like the table's INSERT OR IGNORE keeps the first).
-    for (const it of this.queue) {
-      const r = it.change.request;
-      if (r && r.requestId === requestId && it.server === server && it.login === login) return r;
-    }
+    // Checked on every trade with an id, so it must not force the group commit.
+    const m = this.mirrors.get(this.key(server, login));
+    const mem = m?.requests.get(requestId);
+    if (mem) return mem;
+    if (m && !m.dbRequests) return null;
     const row = this.st.stateGet.get(server, login, REQUEST, requestId) as { data: string } | undefined;
     return row ? (JSON.parse(row.data) as RequestLookup) : null;
   }
+}
+
+/** Journal time of a change: the latest instant it carries. */
+function journalTime(c: SimChange, fallback: number): number {
+  let t = fallback;
+  if (c.deals) for (const d of c.deals) t = Math.max(t, d.timeMsc);
+  if (c.orders) for (const o of c.orders) t = Math.max(t, o.doneMs ?? o.order.openTimeMsc);
+  if (c.equity) t = Math.max(t, c.equity.timeMsc);
+  if (c.request) t = Math.max(t, c.request.timeMsc);
+  return t;
 }
 
 /** Same contract, in memory, for pure tests and benchmarks without I/O. Records are copied
@@ -332,11 +407,6 @@ export class MemorySimStore implements SimPersistence {
     const r = this.acct(server, login).requests.get(requestId);
     return r ? clone(r) : null;
   }
-}
-
-/** Zero-padded so text keys sort like the numbers. */
-function ticketKey(ticket: number): string {
-  return String(ticket).padStart(12, '0');
 }
 
 function clone<T>(v: T): T {
