@@ -185,7 +185,8 @@ export class AccountEntry implements AccountRuntime {
       this.lastPhase = next;
       this.emit({ type: 'phase', phase: next });
     }
-    if (phase === 'connected') this.wakeWaiters();
+    // Actions run inside the transition: the actor's snapshot says 'connected' only after it.
+    if (phase === 'connected') queueMicrotask(() => this.wakeWaiters());
   }
 
   emit(ev: AccountEvent): void {
