@@ -16,6 +16,8 @@ export const STREAM_CLOSE = {
   BACKPRESSURE: { code: 4008, reason: 'client too slow: state frame over the backpressure limit; reconnect and resync' },
   /** The account runtime could not be reached or the account disappeared. */
   ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
+  /** The account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
+  RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
 } as const;
 export type StreamCloseName = keyof typeof STREAM_CLOSE;
 

@@ -100,6 +100,8 @@ interface AccountState {
   candleRefs: Map<string, number>;
   /** stream.open calls not yet paired with a stream.close. */
   opens: number;
+  /** Thread of the account's shard when its stream state was set up there. */
+  threadId: number | undefined;
 }
 
 interface CandleSub { topic: CandleTopic; partial: boolean; joinedAt: number }
@@ -149,7 +151,8 @@ export interface StreamStats {
 export class StreamHub {
   private app: TemplatedApp | null = null;
   private readonly servers = new Map<string, ServerState>();
-  private readonly quoteTopics = new Map<string, QuoteTopic>();
+  /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
+  private readonly quoteTopics = new Map<string, Map<string, QuoteTopic>>();
   private readonly candleTopics = new Map<string, CandleTopic>();
   private readonly accounts = new Map<string, AccountState>();
   private readonly sockets = new Set<Sock>();
@@ -269,7 +272,8 @@ export class StreamHub {
     }
     let acc = this.accounts.get(id);
     if (!acc) {
-      acc = { id, platform: open.platform, server: open.server.name, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0 };
+      acc = { id, platform: open.platform, server: open.server.name, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
+        threadId: this.deps.shards.threadId(this.deps.shards.shardFor(id)) };
       this.accounts.set(id, acc);
     } else {
       acc.phase = open.phase;
@@ -578,11 +582,12 @@ export class StreamHub {
   // ---- topics -----------------------------------------------------------------------------------
 
   private quoteTopic(server: string, symbol: string): QuoteTopic {
-    const key = `q|${server}|${symbol}`;
-    let t = this.quoteTopics.get(key);
+    let bySymbol = this.quoteTopics.get(server);
+    if (!bySymbol) this.quoteTopics.set(server, (bySymbol = new Map()));
+    let t = bySymbol.get(symbol);
     if (!t) {
-      t = { key, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, latest: null, refs: 0 };
-      this.quoteTopics.set(key, t);
+      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, latest: null, refs: 0 };
+      bySymbol.set(symbol, t);
     }
     return t;
   }
@@ -735,6 +740,7 @@ export class StreamHub {
   // ---- backpressure -----------------------------------------------------------------------------
 
   private sweep(): void {
+    this.checkShardRestarts();
     if (!this.publishedSinceSweep && this.coalescing.size === 0) return;
     this.publishedSinceSweep = false;
     for (const s of this.sockets) {
@@ -802,6 +808,34 @@ export class StreamHub {
         c.topic.partialMembers.delete(s);
         ws.subscribe(c.topic.key);
       }
+    }
+  }
+
+  // ---- shard restarts ---------------------------------------------------------------------------
+
+  private seenRestarts = 0;
+  private recheckUntil = 0;
+
+  /** A restarted shard lost the stream state of its accounts (subscriptions, listeners): their
+   *  sockets are closed with RUNTIME_RESTARTED so clients reconnect, resubscribe and resync. The
+   *  new thread may appear a little after the restart is counted, so accounts are re-checked for
+   *  a few seconds. */
+  private checkShardRestarts(): void {
+    const shards = this.deps.shards;
+    const r = shards.restarts();
+    const now = Date.now();
+    if (r !== this.seenRestarts) {
+      this.seenRestarts = r;
+      this.recheckUntil = now + 5_000;
+    }
+    if (now > this.recheckUntil) return;
+    for (const acc of this.accounts.values()) {
+      if (acc.sockets.size === 0) continue;
+      const current = shards.threadId(shards.shardFor(acc.id));
+      if (current === acc.threadId) continue;
+      acc.threadId = current;
+      acc.opens = 0; // the new thread holds no stream.open of ours
+      for (const s of [...acc.sockets]) this.end(s, 'RUNTIME_RESTARTED');
     }
   }
 

@@ -1,0 +1,44 @@
+// A shard that dies loses the stream state of its accounts: their sockets are closed with 4011 so
+// clients reconnect and resubscribe; after the supervisor restarted the shard, streaming works again.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { mustOpen, openStream, type StreamClient } from './stream-helpers.js';
+
+let t: TestGateway;
+let id: string;
+let key: string;
+const clients: StreamClient[] = [];
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  const h = mgmt(t.managementKey);
+  id = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-restart', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+  key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'r' } })).body.key;
+});
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  await t?.stop();
+});
+
+it('closes with 4011 when the account shard restarts; a new socket streams again', async () => {
+  const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(c);
+  c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+  await c.next('QUOTE', 0);
+  const shards = t.gw.services.shards;
+  await shards.kill(shards.shardFor(id));
+  await c.until((x) => x.closed, 10_000, 'the socket to close');
+  expect(c.closed!.code).toBe(STREAM_CLOSE.RUNTIME_RESTARTED.code);
+  // The supervisor restarts the shard; reconnecting works once it is back.
+  let again: StreamClient | undefined;
+  for (let i = 0; i < 50 && !again; i++) {
+    const r = await openStream(t.url, { id, apiKey: key, heartbeat: '0' });
+    if ('refused' in r) await new Promise((res) => setTimeout(res, 100));
+    else again = r;
+  }
+  expect(again).toBeDefined();
+  clients.push(again!);
+  again!.send({ action: 'subscribe', symbol: 'BTCUSD' });
+  await again!.next('QUOTE', 0);
+});
