@@ -38,7 +38,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
 
   const credentialsOf = (row: Pick<BindingRow, 'seat_id' | 'server' | 'login' | 'password_enc'>): BrokerCredentials => {
     if (!box) throw apiError('INTERNAL_ERROR', 'no secret key configured in this shard');
-    return { server: row.server, login: row.login, password: box.open(row.password_enc, row.seat_id) };
+    let password: string;
+    try {
+      password = box.open(row.password_enc, row.seat_id);
+    } catch (err) {
+      throw apiError('TERMINAL_ERROR', "the account's stored broker credentials cannot be read (secret key changed?); bind it again with /ConnectEx", { cause: err });
+    }
+    return { server: row.server, login: row.login, password };
   };
 
   const startEntry = (row: BindingRow): AccountEntry => {
@@ -148,7 +154,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.check': async ({ accountId }) => {
         const e = entryOf(accountId);
         e.check();
-        await settle(e, 3_000);
+        await settle(e, 1_000);
         return { ...status(e), connected: e.phase() === 'connected' };
       },
       'account.fault': ({ accountId, fault }) => {

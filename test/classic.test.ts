@@ -1,0 +1,366 @@
+// Classic routes over real HTTP against a real gateway (uWS, shard workers, embedded simulator):
+// every §4.1 route on a P5 and a P4 account, and every §7 status reached by a real request.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+let t: TestGateway;
+let key: string;
+let p5: string;
+let p4: string;
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const api = (path: string, k = key, headers: Record<string, string> = {}) => t.req('GET', path, { headers: { 'x-api-key': k, ...headers } });
+
+beforeAll(async () => {
+  // trustProxy: failed-auth counting per x-forwarded-for, so the 401/429 cases do not block the other tests.
+  t = await startTestGateway({ seatBuildMs: 600_000, trustProxy: true, authFailLimit: 3 });
+  key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'full' } })).body.key;
+  const a = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo' } });
+  expect(a.status).toBe(200);
+  p5 = a.body.id;
+  // GET with query parameters, Bearer auth, platform inferred from the server.
+  const b = await t.req('GET', '/ConnectEx?user=c-p4&password=pw4&server=Sim-P4-Demo', { headers: { authorization: `Bearer ${key}` } });
+  expect(b.status).toBe(200);
+  p4 = b.body.id;
+}, 60_000);
+afterAll(async () => {
+  await t?.stop();
+});
+
+const READ_ROUTES: Array<[string, string]> = [
+  ['Account', ''], ['AccountSummary', ''], ['AccountDetails', ''], ['IsInvestor', ''], ['OpenedOrders', ''],
+  ['OpenedOrdersTickets', ''], ['ClosedOrders', ''], ['Symbols', ''], ['SymbolList', ''], ['ServerTimezone', ''],
+  ['ServerTimezoneInfo', ''], ['CheckConnect', ''], ['Mails', ''], ['Ping', ''], ['GetQuote', '&symbol=EURUSD'],
+  ['GetQuoteMany', '&symbol=EURUSD&symbol=GBPUSD'], ['MarketWatchMany', '&symbols=EURUSD,BTCUSD'],
+  ['IsTradeSessionMany', '&symbols=EURUSD&symbols=BTCUSD'], ['IsQuoteSessionMany', '&symbol=EURUSD,BTCUSD'],
+  ['GetTickValueMany', '&symbol=EURUSD'], ['TickValueWithSize', '&symbols=EURUSD&lots=2'], ['SymbolParamsMany', '&symbols=EURUSD,XAUUSD'],
+  ['SymbolParams', '&symbol=EURUSD'], ['SymbolSessions', '&symbol=EURUSD'], ['IsTradeSession', '&symbol=BTCUSD'],
+  ['IsQuoteSession', '&symbol=EURUSD'], ['RequiredMargin', '&symbol=EURUSD&lots=1&type=Buy'],
+  ['OrderHistory', '&from=2020-01-01T00:00:00'],
+];
+
+describe.each([['P5', () => p5], ['P4', () => p4]])('every read route on %s', (platform, idOf) => {
+  it.each(READ_ROUTES)('/%s', async (route, extra) => {
+    const r = await api(`/${route}?id=${idOf()}${extra}`);
+    expect(r.status, r.text).toBe(200);
+    expect(r.headers.get('content-type')).toContain('application/json');
+  });
+
+  it('shapes: summary synced, details without personal data, symbolInfo, empty sessions, [] mails, UTC times', async () => {
+    const id = idOf();
+    const s = await api(`/AccountSummary?accountId=${id}`);
+    expect(s.body).toMatchObject({ synced: true, currency: 'USD' });
+    expect(typeof s.body.balance).toBe('number');
+    const d = await api(`/AccountDetails?id=${id}`);
+    expect(d.body.platform).toBe(platform);
+    expect(d.body.email).toBeUndefined();
+    expect((await api(`/Account?id=${id}`)).body.email).toBeDefined();
+    const sp = await api(`/SymbolParams?id=${id}&symbol=EURUSD`);
+    expect(sp.body.symbolInfo.stopsLevel).toBe(sp.body.symbolInfo.limitPoints);
+    expect(typeof sp.body.symbolInfo.freezeLevel).toBe('number');
+    expect((await api(`/SymbolSessions?id=${id}&symbol=EURUSD`)).body).toEqual({ symbol: 'EURUSD', quoteSessions: [], tradeSessions: [] });
+    expect((await api(`/Mails?id=${id}`)).body).toEqual([]);
+    const many = await api(`/GetQuoteMany?id=${id}&symbol=EURUSD&symbols=GBPUSD,USDJPY`);
+    expect(many.body.map((q: { symbol: string }) => q.symbol)).toEqual(['EURUSD', 'GBPUSD', 'USDJPY']);
+    const q = await api(`/GetQuote?id=${id}&symbol=EURUSD&cached=0`);
+    expect(q.body.time).toMatch(/Z$/);
+    expect(new Date(q.body.time).getTime()).toBe(q.body.timeMsc);
+    const tz = await api(`/ServerTimezone?id=${id}`);
+    expect(tz.body.utcOffsetMinutes).not.toBe(0);
+  });
+
+  it('trading: market order by name and by code, modify, close; replay with the same clientOrderId; history agrees at once', async () => {
+    const id = idOf();
+    const cid = `t-${platform}-${Date.now()}`;
+    const o = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${cid}`);
+    expect(o.status, o.text).toBe(200);
+    expect(o.body.ticket).toBeGreaterThan(0);
+    expect(typeof o.body.state).toBe('string');
+    expect(o.body.openTime).toMatch(/Z$/);
+    expect(o.headers.get('idempotent-replay')).toBeNull();
+    const again = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`, key, { 'idempotency-key': cid });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+    expect(again.body).toEqual(o.body);
+
+    const byCode = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=1&volume=0.01`);
+    expect(byCode.status, byCode.text).toBe(200);
+    expect(byCode.body.type).toBe('Sell');
+
+    const opened = await api(`/OpenedOrders?id=${id}`);
+    const pos = opened.body.find((x: { ticket: number }) => x.ticket === o.body.ticket || x.ticket === o.body.positionId);
+    expect(pos).toBeDefined();
+    expect((await api(`/OpenedOrder?id=${id}&ticket=${pos.ticket}`)).status).toBe(200);
+    expect((await api(`/OpenedOrdersTickets?id=${id}`)).body).toContain(pos.ticket);
+
+    const price = pos.openPrice as number;
+    const m = await api(`/OrderModify?id=${id}&ticket=${pos.ticket}&stoploss=${Math.round(price * 0.5)}&takeprofit=${Math.round(price * 1.5)}`);
+    expect(m.status, m.text).toBe(200);
+    const c = await api(`/OrderClose?id=${id}&ticket=${pos.ticket}`);
+    expect(c.status, c.text).toBe(200);
+    const h = await api(`/OrderHistory?id=${id}`);
+    expect(h.status).toBe(200);
+    expect(h.body.deals.some((d: { position: number; entry: string }) => d.position === pos.ticket && d.entry === 'out')).toBe(true);
+
+    // A pending order far from the market, then deleted.
+    const q = await api(`/GetQuote?id=${id}&symbol=BTCUSD&cached=0`);
+    const lim = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=${Math.round(q.body.ask * 0.5)}`);
+    expect(lim.status, lim.text).toBe(200);
+    const del = await api(`/OrderDelete?id=${id}&ticket=${lim.body.ticket}`);
+    expect(del.status, del.text).toBe(200);
+  });
+});
+
+describe('P4/P5 differences', () => {
+  it('/BalanceHistory: P5 answers, P4 501 NOT_ON_THIS_TERMINAL', async () => {
+    expect((await api(`/BalanceHistory?id=${p5}`)).status).toBe(200);
+    const r = await api(`/BalanceHistory?id=${p4}`);
+    expect(r.status).toBe(501);
+    expect(r.body.error).toBe('NOT_ON_THIS_TERMINAL');
+  });
+
+  it('stop-limit orders: refused on P4 before reaching the broker', async () => {
+    const r = await api(`/OrderSend?id=${p4}&symbol=BTCUSD&operation=BuyStopLimit&volume=0.01&price=1&stopLimitPrice=1`);
+    expect(r.status).toBe(400);
+    expect(r.body.message).toMatch(/stop-limit/);
+  });
+
+  it('OrderCloseBy exists on both (a Buy closed by a Sell on P4 tickets / P5 hedging needs opposite positions)', async () => {
+    for (const id of [p4, p5]) {
+      const a = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`);
+      const b = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`);
+      const r = await api(`/OrderCloseBy?id=${id}&ticket=${a.body.positionId || a.body.ticket}&byTicket=${b.body.positionId || b.body.ticket}`);
+      // 200 when the account can hold opposite positions; otherwise the broker's reason (400 TRADE_REQUEST_ERROR).
+      expect([200, 400]).toContain(r.status);
+      if (r.status === 400) expect(r.body.error).toBe('TRADE_REQUEST_ERROR');
+    }
+  });
+});
+
+describe('/GetQuote cache', () => {
+  it('serves the same quote within 250 ms unless cached=0', async () => {
+    const a = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
+    const b = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
+    expect(b.body).toEqual(a.body);
+    // BTCUSD ticks several times a second: a bypassing read eventually differs from the cached one.
+    let differs = false;
+    for (let i = 0; i < 40 && !differs; i++) {
+      const c = await api(`/GetQuote?id=${p5}&symbol=BTCUSD&cached=0`);
+      const cached = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
+      differs = c.body.timeMsc !== cached.body.timeMsc || c.body.timeMsc !== a.body.timeMsc;
+      if (!differs) await wait(50);
+    }
+    expect(differs).toBe(true);
+  });
+});
+
+describe('§7 statuses', () => {
+  it('400 ACCOUNT_ID_REQUIRED asks for ?id=<accountUUID>; 400 BAD_REQUEST; 400 TRADE_REQUEST_ERROR with the broker reason, replayed', async () => {
+    const r = await api('/AccountSummary');
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('ACCOUNT_ID_REQUIRED');
+    expect(r.body.message).toContain('?id=<accountUUID>');
+    const bad = await api(`/GetQuote?id=${p5}`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toBe('BAD_REQUEST');
+    expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Fly&volume=1`)).status).toBe(400);
+    expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=1&clientOrderId=bad%20id`)).body.error).toBe('BAD_REQUEST');
+    expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=1&clientOrderId=${'x'.repeat(65)}`)).status).toBe(400);
+    const rej = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.013&clientOrderId=rej-1`);
+    expect(rej.status).toBe(400);
+    expect(rej.body).toMatchObject({ error: 'TRADE_REQUEST_ERROR', reason: 'INVALID_VOLUME' });
+    const rej2 = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.013&clientOrderId=rej-1`);
+    expect(rej2.status).toBe(400);
+    expect(rej2.headers.get('idempotent-replay')).toBe('true');
+    expect(rej2.body).toEqual(rej.body);
+  });
+
+  it('401 without a key and with an invalid key; 429 after too many failures from one IP', async () => {
+    const ip = { 'x-forwarded-for': '198.51.100.7' };
+    const none = await t.req('GET', `/AccountSummary?id=${p5}`, { headers: ip });
+    expect(none.status).toBe(401);
+    expect((await api(`/AccountSummary?id=${p5}`, 'tagw_api_bogus', ip)).status).toBe(401);
+    expect((await api(`/AccountSummary?id=${p5}`, 'nope', ip)).status).toBe(401);
+    const blocked = await api(`/AccountSummary?id=${p5}`, key, ip);
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get('retry-after')).toBeTruthy();
+  });
+
+  it('402 NO_SUBSCRIPTION while a private seat is being prepared', async () => {
+    const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
+    expect(seat.body.status).toBe('BUILDING_SERVER');
+    const r = await api(`/AccountSummary?id=${seat.body.id}`);
+    expect(r.status).toBe(402);
+    expect(r.body.error).toBe('NO_SUBSCRIPTION');
+  });
+
+  it('403 for a read-only key on every trading route and for a scoped key on another account', async () => {
+    const ro = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'ro', readOnly: true } })).body.key;
+    expect((await api(`/AccountSummary?id=${p5}`, ro)).status).toBe(200);
+    for (const path of ['OrderSend?symbol=BTCUSD&operation=Buy&volume=0.01', 'OrderModify?ticket=1&stoploss=0&takeprofit=0', 'OrderClose?ticket=1', 'OrderDelete?ticket=1', 'OrderCloseBy?ticket=1&byTicket=2']) {
+      const r = await api(`/${path}&id=${p5}`, ro);
+      expect(r.status, path).toBe(403);
+    }
+    const scoped = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'sc', accountScoped: true } })).body.key;
+    expect((await api(`/AccountSummary?id=${p5}`, scoped)).status).toBe(200);
+    expect((await api(`/AccountSummary?id=${p4}`, scoped)).status).toBe(403);
+  });
+
+  it('404 for an unknown id and for another customer\'s account', async () => {
+    expect((await api('/AccountSummary?id=00000000-0000-4000-8000-000000000000')).status).toBe(404);
+    const { createCustomer } = await import('../src/auth/bootstrap.js');
+    const other = createCustomer(t.gw.services.tenancy, 'other-classic');
+    const otherKey = (await t.req('POST', '/v1/keys', { headers: mgmt(other.managementKey), body: { label: 'o' } })).body.key;
+    const r = await api(`/AccountSummary?id=${p5}`, otherKey);
+    expect(r.status).toBe(404);
+  });
+
+  it('422 IDEMPOTENCY_KEY_REUSED for the same id with other parameters, and nothing is sent', async () => {
+    const first = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=re-1`);
+    expect(first.status).toBe(200);
+    const before = (await api(`/OpenedOrdersTickets?id=${p5}`)).body.length;
+    const r = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.02&clientOrderId=re-1`);
+    expect(r.status).toBe(422);
+    expect(r.body.error).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body.length).toBe(before);
+  });
+
+  it('two concurrent requests with the same id execute once', async () => {
+    const before = (await api(`/OpenedOrdersTickets?id=${p4}`)).body.length;
+    const rs = await Promise.all([1, 2, 3].map(() => api(`/OrderSend?id=${p4}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=conc-1`)));
+    expect(rs.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(rs.filter((r) => r.headers.get('idempotent-replay') === 'true')).toHaveLength(2);
+    expect(new Set(rs.map((r) => r.body.ticket)).size).toBe(1);
+    expect((await api(`/OpenedOrdersTickets?id=${p4}`)).body.length).toBe(before + 1);
+  });
+
+  it('a timeout after send is resolved through the broker request id: the original result, once', async () => {
+    await t.gw.services.shards.call(p5, 'account.fault', { accountId: p5, fault: { kind: 'timeoutAfterSend', count: 1 } });
+    const before = (await api(`/OpenedOrdersTickets?id=${p5}`)).body.length;
+    const r = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=tas-1`);
+    expect(r.status, r.text).toBe(200);
+    const again = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=tas-1`);
+    expect(again.body).toEqual(r.body);
+    expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body.length).toBe(before + 1);
+  });
+
+  it('409 IDEMPOTENCY_UNCERTAIN: the shard dies while the order is at the broker; the retry never sends it again', async () => {
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k409' } })).body.key;
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-409', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 5_000 } });
+    const inflight = api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
+    await wait(300);
+    await t.gw.services.shards.kill(t.gw.services.shards.shardFor(id));
+    const first = await inflight;
+    expect(first.status).toBe(503);
+    let r = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
+    for (let i = 0; i < 50 && r.status === 503; i++) {
+      await wait(100);
+      r = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
+    }
+    expect(r.status).toBe(409);
+    expect(r.body.error).toBe('IDEMPOTENCY_UNCERTAIN');
+    expect((await api(`/OpenedOrdersTickets?id=${id}`, k)).body).toEqual([]);
+  });
+
+  it('500 TERMINAL_ERROR when the account connection faults unexpectedly (stored credentials unreadable)', async () => {
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k500' } })).body.key;
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-500', password: 'pw', server: 'Sim-P4-Demo' } })).body.id;
+    t.gw.services.db.prepare("UPDATE account_bindings SET password_enc = 'v1.AAAA.AAAA.AAAA' WHERE seat_id = ?").run(id);
+    await t.gw.services.shards.kill(t.gw.services.shards.shardFor(id));
+    let r = await api(`/AccountSummary?id=${id}`, k);
+    for (let i = 0; i < 50 && r.status === 503; i++) {
+      await wait(100);
+      r = await api(`/AccountSummary?id=${id}`, k);
+    }
+    expect(r.status).toBe(500);
+    expect(r.body.error).toBe('TERMINAL_ERROR');
+  });
+
+  it('501 NOT_ON_THIS_TERMINAL for an endpoint newer than the connection build', async () => {
+    const r = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-old', password: 'pw', server: 'Sim-P5-Demo', build: 1500 } });
+    expect(r.status).toBe(200);
+    expect((await api(`/AccountSummary?id=${r.body.id}`)).status).toBe(200);
+    const n = await api(`/TickValueWithSize?id=${r.body.id}&symbols=EURUSD`);
+    expect(n.status).toBe(501);
+    expect(n.body.error).toBe('NOT_ON_THIS_TERMINAL');
+  });
+
+  it('503 while not connected: a dropped connection reports reconnecting, summary goes synced=false, CheckConnect restores', { timeout: 30_000 }, async () => {
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k503' } })).body.key;
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-503', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    expect((await api(`/AccountSummary?id=${id}`, k)).body.synced).toBe(true);
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 6_000 } });
+    const during = await api(`/CheckConnect?id=${id}`, k);
+    expect(during.body).toMatchObject({ connected: false, connection: 'reconnecting' });
+    const s = await api(`/AccountSummary?id=${id}`, k);
+    expect(s.status).toBe(200);
+    expect(s.body.synced).toBe(false);
+    const o = await api(`/OpenedOrders?id=${id}`, k);
+    expect(o.status).toBe(503);
+    expect(o.body.error).toBe('NOT_CONNECTED');
+    let after = await api(`/CheckConnect?id=${id}`, k);
+    for (let i = 0; i < 20 && !after.body.connected; i++) after = await api(`/CheckConnect?id=${id}`, k);
+    expect(after.body).toMatchObject({ connected: true, connection: 'connected' });
+    expect((await api(`/AccountSummary?id=${id}`, k)).body.synced).toBe(true);
+  });
+
+  it('503 for a seat with no broker login bound yet', async () => {
+    const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: {} });
+    const r = await api(`/AccountSummary?id=${seat.body.id}`);
+    expect(r.status).toBe(503);
+    expect(r.body.message).toMatch(/ConnectEx/);
+  });
+});
+
+describe('/ConnectEx and POST /v1/seats with broker fields', () => {
+  it('a wrong broker password answers 400 BROKER_AUTH_FAILED without echoing it, and creates nothing', async () => {
+    const before = (await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) })).body.seats.length;
+    const r = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'WRONG-secret-123', server: 'Sim-P5-Demo' } });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('BROKER_AUTH_FAILED');
+    expect(r.text).not.toContain('WRONG-secret-123');
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) })).body.seats.length).toBe(before);
+  });
+
+  it('unknown server and platform mismatch answer 400', async () => {
+    expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Nope' } })).status).toBe(400);
+    expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Sim-P5-Demo', platform: 'P4' } })).status).toBe(400);
+  });
+
+  it('re-binding an existing id keeps the id; a scoped key may only bind its own account', async () => {
+    const r = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id: p5, user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo' } });
+    expect(r.status).toBe(200);
+    expect(r.body.id).toBe(p5);
+    const scoped = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'sc2', accountScoped: true } })).body.key;
+    const other = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': scoped }, body: { id: p4, user: 'c-p4', password: 'pw4', server: 'Sim-P4-Demo' } });
+    expect(other.status).toBe(403);
+  });
+
+  it('the password is stored sealed, never in clear', async () => {
+    const row = t.gw.services.db.prepare('SELECT password_enc FROM account_bindings WHERE seat_id = ?').get(p5) as { password_enc: string };
+    expect(row.password_enc.startsWith('v1.')).toBe(true);
+    expect(row.password_enc).not.toContain('pw5');
+  });
+});
+
+describe('rolling upgrade', () => {
+  it('a request in flight on the old connection finishes before the new connection (with another build) takes over', async () => {
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'kup' } })).body.key;
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-up', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    expect((await api(`/TickValueWithSize?id=${id}&symbols=EURUSD`, k)).status).toBe(200);
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 800 } });
+    const order: string[] = [];
+    const slow = api(`/AccountSummary?id=${id}`, k).then((r) => { order.push('request'); return r; });
+    await wait(150);
+    const up = t.req('POST', `/v1/accounts/${id}/upgrade`, { headers: mgmt(t.managementKey), body: { build: 2_000 } }).then((r) => { order.push('upgrade'); return r; });
+    const [r, u] = await Promise.all([slow, up]);
+    expect(r.status).toBe(200);
+    expect(r.body.synced).toBe(true);
+    expect(u.status, u.text).toBe(200);
+    expect(u.body).toMatchObject({ build: 2_000, generation: 1 });
+    expect(order).toEqual(['request', 'upgrade']);
+    // The replacement runs the new build: TickValueWithSize needs 3000 on P5.
+    expect((await api(`/TickValueWithSize?id=${id}&symbols=EURUSD`, k)).status).toBe(501);
+    expect((await api(`/AccountSummary?id=${id}`, k)).status).toBe(200);
+  }, 20_000);
+});
