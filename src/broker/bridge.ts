@@ -1,0 +1,378 @@
+// BrokerConnection over the bridge protocol (TCP, newline-delimited JSON). What it
+// guarantees across a dropped socket:
+// - in-flight requests are rejected at once: trades already written with
+//   BrokerTimeoutError{sent:true} (they may have executed), everything else with
+//   BrokerDisconnectedError; a request without reply in `requestTimeoutMs` is rejected the
+//   same way;
+// - every trade carries a requestId (generated if the caller gave none), so resending it
+//   after a lost reply returns the broker's first outcome instead of trading twice;
+// - connect() after a drop logs in again, restores subscriptions and resynchronizes:
+//   fresh positions/orders snapshots, and the deals executed while away (from the last
+//   deal seen, deduplicated by ticket), so listeners miss nothing and see nothing twice.
+import { randomUUID } from 'node:crypto';
+import { connect as netConnect, type Socket } from 'node:net';
+import { BRIDGE_PROTOCOL_VERSION, decodeError, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
+import {
+  BrokerDisconnectedError,
+  BrokerTimeoutError,
+  type AccountDetails,
+  type AccountSummary,
+  type BrokerConnection,
+  type BrokerEventName,
+  type BrokerEvents,
+  type Candle,
+  type CloseByRequest,
+  type CloseRequest,
+  type ConnectionState,
+  type Deal,
+  type DeleteRequest,
+  type EquityPoint,
+  type ModifyRequest,
+  type OpenedOrders,
+  type Order,
+  type OrderRequest,
+  type Platform,
+  type Position,
+  type RequestLookup,
+  type ServerInfo,
+  type ServerTime,
+  type Side,
+  type SymbolInfo,
+  type Tick,
+  type Timeframe,
+  type TradeOptions,
+  type TradeResult,
+  type Unsubscribe,
+} from './types.js';
+
+export interface BridgeOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly server: string;
+  readonly login: string;
+  readonly password: string;
+  /** Platform until the hello reply tells (the gateway knows it from the broker account). */
+  readonly platform?: Platform;
+  readonly requestTimeoutMs?: number;
+  readonly connectTimeoutMs?: number;
+}
+
+interface Pending {
+  readonly op: string;
+  readonly resolve: (v: unknown) => void;
+  readonly reject: (e: Error) => void;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+type Listeners = { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> };
+
+/** How far back deals are re-read after a reconnect when none was seen yet (ms). */
+const RESYNC_LOOKBACK_MS = 7 * 86_400_000;
+
+export class BridgeBrokerConnection implements BrokerConnection {
+  private info: ServerInfo;
+  readonly login: string;
+  private _state: ConnectionState = 'disconnected';
+  private socket: Socket | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
+  private readonly tickSymbols = new Set<string>();
+  private readonly candleSubs = new Map<string, Set<Timeframe>>();
+  /** Deal tickets already delivered at `lastDealTime` (dedup window for resync). */
+  private lastDealTime = -1;
+  private dealsAtLastTime = new Set<number>();
+  private connecting: Promise<void> | null = null;
+  private everConnected = false;
+
+  constructor(private readonly options: BridgeOptions) {
+    this.login = options.login;
+    this.info = {
+      name: options.server,
+      platform: options.platform ?? 'P5',
+      build: 0,
+      company: '',
+      timeZone: { description: 'unknown until connected', standardOffsetMinutes: 0, dst: 'none' },
+    };
+  }
+
+  get server(): ServerInfo {
+    return this.info;
+  }
+  get state(): ConnectionState {
+    return this._state;
+  }
+
+  on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
+    const set = this.listeners[event] as Set<(data: BrokerEvents[E]) => void>;
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+  private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
+    for (const l of this.listeners[event] as Set<(data: BrokerEvents[E]) => void>) l(data);
+  }
+  private setState(state: ConnectionState, reason?: string): void {
+    if (state === this._state) return;
+    this._state = state;
+    this.emit('state', { state, timeMsc: Date.now(), ...(reason !== undefined ? { reason } : {}) });
+  }
+
+  // ---- connection lifecycle ------------------------------------------------------------
+
+  connect(): Promise<void> {
+    if (this._state === 'connected') return Promise.resolve();
+    this.connecting ??= this.doConnect().finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  private async doConnect(): Promise<void> {
+    this.setState('connecting');
+    const socket = await this.openSocket().catch((err: unknown) => {
+      this.setState('disconnected', 'connect failed');
+      throw new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}`, { cause: err });
+    });
+    this.socket = socket;
+    try {
+      const hello = (await this.request('hello', {
+        version: BRIDGE_PROTOCOL_VERSION,
+        server: this.options.server,
+        login: this.options.login,
+        password: this.options.password,
+      })) as { version: number; server: ServerInfo };
+      this.info = hello.server;
+      if (this.tickSymbols.size > 0) await this.request('subscribe', { symbols: [...this.tickSymbols] });
+      for (const [symbol, tfs] of this.candleSubs) await this.request('subscribeCandles', { symbol, timeframes: [...tfs] });
+      if (!this.everConnected) await this.markHistorySeen();
+      this.setState('connected');
+      if (this.everConnected) await this.resync();
+      this.everConnected = true;
+    } catch (err) {
+      this.closeSocket('login failed');
+      throw err;
+    }
+  }
+
+  private openSocket(): Promise<Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = netConnect({ host: this.options.host, port: this.options.port });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('connect timeout'));
+      }, this.options.connectTimeoutMs ?? 5000);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.setNoDelay(true);
+        socket.setEncoding('utf8');
+        const reader = new LineReader((line) => this.onLine(line));
+        socket.on('data', (chunk: string) => reader.push(chunk));
+        socket.on('close', () => {
+          if (this.socket === socket) this.onSocketLost('connection lost');
+        });
+        socket.on('error', () => socket.destroy());
+        resolve(socket);
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
+  }
+
+  /** First login: deals up to now are history, not events; remember the watermark. */
+  private async markHistorySeen(): Promise<void> {
+    const t = (await this.request('serverTime', {})) as ServerTime;
+    const deals = (await this.request('historyDeals', { fromMs: t.timeMsc, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
+    this.lastDealTime = t.timeMsc;
+    this.dealsAtLastTime = new Set();
+    for (const d of deals) {
+      if (d.timeMsc > this.lastDealTime) {
+        this.lastDealTime = d.timeMsc;
+        this.dealsAtLastTime = new Set();
+      }
+      this.dealsAtLastTime.add(d.ticket);
+    }
+  }
+
+  /** After a reconnect: snapshots, then the deals executed while we were away. */
+  private async resync(): Promise<void> {
+    const opened = (await this.request('openedOrders', {})) as OpenedOrders;
+    this.emit('positions', opened.positions);
+    this.emit('orders', opened.orders);
+    const since = this.lastDealTime >= 0 ? this.lastDealTime : Date.now() - RESYNC_LOOKBACK_MS;
+    const deals = (await this.request('historyDeals', { fromMs: since, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
+    for (const d of deals) this.onDeal(d);
+  }
+
+  private onDeal(d: Deal): void {
+    if (d.timeMsc < this.lastDealTime || (d.timeMsc === this.lastDealTime && this.dealsAtLastTime.has(d.ticket))) return;
+    if (d.timeMsc > this.lastDealTime) {
+      this.lastDealTime = d.timeMsc;
+      this.dealsAtLastTime = new Set();
+    }
+    this.dealsAtLastTime.add(d.ticket);
+    this.emit('deal', d);
+  }
+
+  private onSocketLost(reason: string): void {
+    this.socket = null;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.pending.delete(id);
+      // Written but unanswered: a trade may have executed at the broker.
+      p.reject(TRADE_OPS.has(p.op) ? new BrokerTimeoutError(true, `connection lost after sending ${p.op}`) : new BrokerDisconnectedError(`connection lost during ${p.op}`));
+    }
+    this.setState('disconnected', reason);
+  }
+
+  private closeSocket(reason: string): void {
+    const s = this.socket;
+    if (s) {
+      this.onSocketLost(reason);
+      s.destroy();
+    } else {
+      this.setState('disconnected', reason);
+    }
+  }
+
+  async disconnect(): Promise<void> {
+    this.closeSocket('closed by client');
+  }
+
+  // ---- requests --------------------------------------------------------------------------
+
+  private onLine(line: string): void {
+    let frame: { id?: number; result?: unknown; error?: ErrorBody; event?: BrokerEventName; data?: unknown };
+    try {
+      frame = JSON.parse(line) as typeof frame;
+    } catch {
+      this.socket?.destroy();
+      return;
+    }
+    if (frame.event !== undefined) {
+      if (frame.event === 'deal') this.onDeal(frame.data as Deal);
+      else this.emit(frame.event, frame.data as never);
+      return;
+    }
+    const p = frame.id !== undefined ? this.pending.get(frame.id) : undefined;
+    if (!p) return; // a reply after its timeout
+    this.pending.delete(frame.id!);
+    clearTimeout(p.timer);
+    if (frame.error) p.reject(decodeError(frame.error));
+    else p.resolve(frame.result);
+  }
+
+  private request(op: string, args: Record<string, unknown>): Promise<unknown> {
+    const socket = this.socket;
+    if (!socket || socket.destroyed || (this._state !== 'connected' && this._state !== 'connecting')) {
+      return Promise.reject(new BrokerDisconnectedError());
+    }
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(TRADE_OPS.has(op) ? new BrokerTimeoutError(true, `no reply to ${op} within ${this.timeoutMs} ms`) : new BrokerTimeoutError(true, `no reply to ${op}`));
+      }, this.timeoutMs);
+      this.pending.set(id, { op, resolve, reject, timer });
+      socket.write(JSON.stringify({ id, op, args }) + '\n');
+    });
+  }
+
+  private get timeoutMs(): number {
+    return this.options.requestTimeoutMs ?? 10_000;
+  }
+
+  private async call<T>(op: string, args: Record<string, unknown> = {}): Promise<T> {
+    return (await this.request(op, args)) as T;
+  }
+
+  private trade(op: string, req: object, opts?: TradeOptions): Promise<TradeResult> {
+    return this.call<TradeResult>(op, { req, opts: { requestId: opts?.requestId ?? `br-${randomUUID()}` } });
+  }
+
+  accountSummary(): Promise<AccountSummary> {
+    return this.call('accountSummary');
+  }
+  accountDetails(): Promise<AccountDetails> {
+    return this.call('accountDetails');
+  }
+  serverTime(): Promise<ServerTime> {
+    return this.call('serverTime');
+  }
+  symbols(): Promise<readonly SymbolInfo[]> {
+    return this.call('symbols');
+  }
+  symbol(name: string): Promise<SymbolInfo | null> {
+    return this.call('symbol', { name });
+  }
+  quote(symbol: string): Promise<Tick | null> {
+    return this.call('quote', { symbol });
+  }
+  requiredMargin(symbol: string, volume: number, side: Side, price?: number): Promise<number> {
+    return this.call('requiredMargin', { symbol, volume, side, ...(price !== undefined ? { price } : {}) });
+  }
+  orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade('orderSend', req, opts);
+  }
+  orderModify(req: ModifyRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade('orderModify', req, opts);
+  }
+  orderClose(req: CloseRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade('orderClose', req, opts);
+  }
+  orderCloseBy(req: CloseByRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade('orderCloseBy', req, opts);
+  }
+  orderDelete(req: DeleteRequest, opts?: TradeOptions): Promise<TradeResult> {
+    return this.trade('orderDelete', req, opts);
+  }
+  lookupRequest(requestId: string): Promise<RequestLookup | null> {
+    return this.call('lookupRequest', { requestId });
+  }
+  openedOrders(): Promise<OpenedOrders> {
+    return this.call('openedOrders');
+  }
+  openedOrder(ticket: number): Promise<Position | Order | null> {
+    return this.call('openedOrder', { ticket });
+  }
+  historyDeals(fromMs: number, toMs: number): Promise<readonly Deal[]> {
+    return this.call('historyDeals', { fromMs, toMs });
+  }
+  historyOrders(fromMs: number, toMs: number): Promise<readonly Order[]> {
+    return this.call('historyOrders', { fromMs, toMs });
+  }
+  balanceHistory(fromMs: number, toMs: number): Promise<readonly Deal[]> {
+    return this.call('balanceHistory', { fromMs, toMs });
+  }
+  equityHistory(fromMs: number): Promise<readonly EquityPoint[]> {
+    return this.call('equityHistory', { fromMs });
+  }
+  priceHistory(symbol: string, timeframe: Timeframe, fromMs: number, toMs: number): Promise<readonly Candle[]> {
+    return this.call('priceHistory', { symbol, timeframe, fromMs, toMs });
+  }
+  quoteHistory(symbol: string, timeframe: Timeframe, fromMs: number, count: number): Promise<readonly Candle[]> {
+    return this.call('quoteHistory', { symbol, timeframe, fromMs, count });
+  }
+
+  async subscribe(symbols: readonly string[]): Promise<void> {
+    await this.call('subscribe', { symbols });
+    for (const s of symbols) this.tickSymbols.add(s);
+  }
+  async unsubscribe(symbols: readonly string[]): Promise<void> {
+    for (const s of symbols) this.tickSymbols.delete(s);
+    if (this._state === 'connected') await this.call('unsubscribe', { symbols });
+  }
+  async subscribeCandles(symbol: string, timeframes: readonly Timeframe[]): Promise<void> {
+    await this.call('subscribeCandles', { symbol, timeframes });
+    let set = this.candleSubs.get(symbol);
+    if (!set) this.candleSubs.set(symbol, (set = new Set()));
+    for (const tf of timeframes) set.add(tf);
+  }
+  async unsubscribeCandles(symbol: string, timeframes?: readonly Timeframe[]): Promise<void> {
+    const set = this.candleSubs.get(symbol);
+    if (set && timeframes) for (const tf of timeframes) set.delete(tf);
+    if (!timeframes || set?.size === 0) this.candleSubs.delete(symbol);
+    if (this._state === 'connected') await this.call('unsubscribeCandles', { symbol, ...(timeframes ? { timeframes } : {}) });
+  }
+}

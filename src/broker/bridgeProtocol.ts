@@ -1,0 +1,84 @@
+// The bridge protocol (docs/bridge-protocol.md): newline-delimited JSON frames over TCP.
+// Shared by the standalone simulator server and the BridgeBrokerConnection client.
+import {
+  BrokerAuthError,
+  BrokerDisconnectedError,
+  BrokerError,
+  BrokerNotSupportedError,
+  BrokerRequestError,
+  BrokerTimeoutError,
+  type BrokerEvents,
+  type Platform,
+  type RejectReason,
+} from './types.js';
+
+export const BRIDGE_PROTOCOL_VERSION = 1;
+
+export interface HelloArgs {
+  readonly version: number;
+  readonly server: string;
+  readonly login: string;
+  readonly password: string;
+}
+
+export interface RequestFrame {
+  readonly id: number;
+  readonly op: string;
+  readonly args?: Record<string, unknown>;
+}
+export interface ErrorBody {
+  readonly code: string;
+  readonly message: string;
+  readonly reason?: RejectReason;
+  readonly platform?: Platform;
+}
+export type ReplyFrame = { readonly id: number; readonly result: unknown } | { readonly id: number; readonly error: ErrorBody };
+export interface EventFrame<E extends keyof BrokerEvents = keyof BrokerEvents> {
+  readonly event: E;
+  readonly data: BrokerEvents[E];
+}
+
+/** Operations whose effect is a trade: on a lost reply they may have executed. */
+export const TRADE_OPS: ReadonlySet<string> = new Set(['orderSend', 'orderModify', 'orderClose', 'orderCloseBy', 'orderDelete']);
+
+export function encodeError(err: unknown): ErrorBody {
+  if (err instanceof BrokerRequestError) return { code: err.code, message: err.message, reason: err.reason };
+  if (err instanceof BrokerError) return { code: err.code, message: err.message };
+  return { code: 'BROKER_INTERNAL', message: err instanceof Error ? err.message : String(err) };
+}
+
+export function decodeError(body: ErrorBody): BrokerError {
+  switch (body.code) {
+    case 'BROKER_AUTH':
+      return new BrokerAuthError(body.message);
+    case 'BROKER_REQUEST':
+      return new BrokerRequestError(body.reason ?? 'INVALID_REQUEST', body.message);
+    case 'BROKER_NOT_SUPPORTED': {
+      const e = new BrokerNotSupportedError('operation', 'P4');
+      e.message = body.message;
+      return e;
+    }
+    case 'BROKER_DISCONNECTED':
+      return new BrokerDisconnectedError(body.message);
+    case 'BROKER_TIMEOUT':
+      return new BrokerTimeoutError(true, body.message);
+    default:
+      return new BrokerError(body.code, body.message);
+  }
+}
+
+/** Splits a byte stream into lines; calls `onLine` for each complete one. */
+export class LineReader {
+  private buffer = '';
+  constructor(private readonly onLine: (line: string) => void) {}
+  push(chunk: string): void {
+    this.buffer += chunk;
+    let nl = this.buffer.indexOf('\n');
+    while (nl >= 0) {
+      const line = this.buffer.slice(0, nl);
+      this.buffer = this.buffer.slice(nl + 1);
+      if (line.length > 0) this.onLine(line);
+      nl = this.buffer.indexOf('\n');
+    }
+  }
+}

@@ -1,0 +1,194 @@
+// Standalone simulator speaking the bridge protocol over TCP:
+//   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir]
+// Each socket is one login: the first frame is `hello`, then requests and pushed events.
+// Injected faults act on the wire: a drop closes the socket, "timeout after send" executes
+// the trade and never sends its reply, latency delays replies.
+import { mkdirSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { SimBrokerConnection } from '../broker/sim.js';
+import { BRIDGE_PROTOCOL_VERSION, encodeError, LineReader, type HelloArgs, type RequestFrame } from '../broker/bridgeProtocol.js';
+import { BrokerRequestError, BrokerTimeoutError, type BrokerEventName, type Timeframe } from '../broker/types.js';
+import { loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
+import { Simulator } from './simulator.js';
+import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
+
+type Args = Record<string, unknown>;
+const num = (a: Args, k: string) => a[k] as number;
+const str = (a: Args, k: string) => a[k] as string;
+
+/** Request dispatch: op name -> call on the login's connection. */
+const OPS: Record<string, (c: SimBrokerConnection, a: Args) => Promise<unknown>> = {
+  ping: async () => ({ pong: true }),
+  accountSummary: (c) => c.accountSummary(),
+  accountDetails: (c) => c.accountDetails(),
+  serverTime: (c) => c.serverTime(),
+  symbols: (c) => c.symbols(),
+  symbol: (c, a) => c.symbol(str(a, 'name')),
+  quote: (c, a) => c.quote(str(a, 'symbol')),
+  requiredMargin: (c, a) => c.requiredMargin(str(a, 'symbol'), num(a, 'volume'), a.side as 'Buy' | 'Sell', a.price as number | undefined),
+  orderSend: (c, a) => c.orderSend(a.req as never, a.opts as never),
+  orderModify: (c, a) => c.orderModify(a.req as never, a.opts as never),
+  orderClose: (c, a) => c.orderClose(a.req as never, a.opts as never),
+  orderCloseBy: (c, a) => c.orderCloseBy(a.req as never, a.opts as never),
+  orderDelete: (c, a) => c.orderDelete(a.req as never, a.opts as never),
+  lookupRequest: (c, a) => c.lookupRequest(str(a, 'requestId')),
+  openedOrders: (c) => c.openedOrders(),
+  openedOrder: (c, a) => c.openedOrder(num(a, 'ticket')),
+  historyDeals: (c, a) => c.historyDeals(num(a, 'fromMs'), num(a, 'toMs')),
+  historyOrders: (c, a) => c.historyOrders(num(a, 'fromMs'), num(a, 'toMs')),
+  balanceHistory: (c, a) => c.balanceHistory(num(a, 'fromMs'), num(a, 'toMs')),
+  equityHistory: (c, a) => c.equityHistory(num(a, 'fromMs')),
+  priceHistory: (c, a) => c.priceHistory(str(a, 'symbol'), a.timeframe as Timeframe, num(a, 'fromMs'), num(a, 'toMs')),
+  quoteHistory: (c, a) => c.quoteHistory(str(a, 'symbol'), a.timeframe as Timeframe, num(a, 'fromMs'), num(a, 'count')),
+  subscribe: (c, a) => c.subscribe(a.symbols as string[]),
+  unsubscribe: (c, a) => c.unsubscribe(a.symbols as string[]),
+  subscribeCandles: (c, a) => c.subscribeCandles(str(a, 'symbol'), a.timeframes as Timeframe[]),
+  unsubscribeCandles: (c, a) => c.unsubscribeCandles(str(a, 'symbol'), a.timeframes as Timeframe[] | undefined),
+};
+
+const EVENTS: readonly BrokerEventName[] = ['tick', 'positions', 'orders', 'deal', 'candle'];
+
+export interface SimServerHandle {
+  readonly port: number;
+  readonly server: Server;
+  /** Destroy every open client socket (tests use it to break connections). */
+  dropAll(): void;
+  close(): Promise<void>;
+}
+
+export async function startSimServer(sim: Simulator, options: { port?: number; host?: string } = {}): Promise<SimServerHandle> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    serveSocket(sim, socket);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    port,
+    server,
+    dropAll: () => {
+      for (const s of sockets) s.destroy();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function serveSocket(sim: Simulator, socket: Socket): void {
+  socket.setNoDelay(true);
+  socket.setEncoding('utf8');
+  let conn: SimBrokerConnection | null = null;
+  const offs: (() => void)[] = [];
+  const send = (frame: unknown) => {
+    if (!socket.destroyed) socket.write(JSON.stringify(frame) + '\n');
+  };
+  const teardown = () => {
+    for (const off of offs.splice(0)) off();
+    if (conn) void conn.disconnect();
+    conn = null;
+  };
+  socket.on('close', teardown);
+  socket.on('error', () => socket.destroy());
+
+  const reader = new LineReader((line) => {
+    let frame: RequestFrame;
+    try {
+      frame = JSON.parse(line) as RequestFrame;
+    } catch {
+      socket.destroy();
+      return;
+    }
+    void handle(frame);
+  });
+  socket.on('data', (chunk: string) => reader.push(chunk));
+
+  async function handle(frame: RequestFrame): Promise<void> {
+    const args = frame.args ?? {};
+    if (frame.op === 'hello') {
+      const hello = args as unknown as HelloArgs;
+      if (hello.version !== BRIDGE_PROTOCOL_VERSION) {
+        send({ id: frame.id, error: { code: 'BROKER_PROTOCOL', message: `unsupported protocol version ${hello.version}` } });
+        return;
+      }
+      try {
+        const c = new SimBrokerConnection(sim, { server: hello.server, login: hello.login, password: hello.password });
+        await c.connect();
+        conn = c;
+        for (const e of EVENTS) offs.push(c.on(e, (data) => send({ event: e, data })));
+        // An injected drop closes the wire, as a real outage would.
+        offs.push(c.on('state', (s) => s.state === 'disconnected' && socket.destroy()));
+        send({ id: frame.id, result: { version: BRIDGE_PROTOCOL_VERSION, server: c.server } });
+      } catch (err) {
+        send({ id: frame.id, error: encodeError(err) });
+        socket.end();
+      }
+      return;
+    }
+    const op = OPS[frame.op];
+    if (!conn) {
+      send({ id: frame.id, error: { code: 'BROKER_PROTOCOL', message: 'hello first' } });
+      return;
+    }
+    if (!op) {
+      send({ id: frame.id, error: encodeError(new BrokerRequestError('INVALID_REQUEST', `unknown op ${frame.op}`)) });
+      return;
+    }
+    try {
+      const result = await op(conn, args);
+      send({ id: frame.id, result: result ?? null });
+    } catch (err) {
+      // "Timeout after send": the trade executed, the reply is lost on the wire.
+      if (err instanceof BrokerTimeoutError) return;
+      send({ id: frame.id, error: encodeError(err) });
+    }
+  }
+}
+
+function parseArgv(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a.startsWith('--')) out[a.slice(2)] = argv[i + 1] ?? '';
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgv(process.argv.slice(2));
+  const config = loadSimConfig(args.config || DEFAULT_CONFIG_PATH, args.seed ? { seed: Number(args.seed) } : {});
+  let store;
+  if (args.data) {
+    mkdirSync(args.data, { recursive: true });
+    const db = new Database(join(args.data, 'sim.db'));
+    SqliteSimStore.configure(db);
+    store = new SqliteSimStore(db);
+  } else {
+    store = new MemorySimStore();
+  }
+  const sim = new Simulator({ config, store });
+  sim.start(20);
+  const handle = await startSimServer(sim, { port: Number(args.port ?? 0), host: args.host || '127.0.0.1' });
+  console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed }));
+  const stop = () => {
+    sim.stop();
+    void handle.close().then(() => process.exit(0));
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  void main();
+}
