@@ -336,6 +336,19 @@ describe('/ConnectEx and POST /v1/seats with broker fields', () => {
     expect(other.status).toBe(403);
   });
 
+  it('POST /v1/seats takes the same broker fields (all or none)', async () => {
+    const r = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-1', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(r.status, r.text).toBe(201);
+    expect(r.text).not.toContain('"pw"');
+    const s = await api(`/AccountDetails?id=${r.body.id}`);
+    expect(s.status).toBe(200);
+    expect(s.body).toMatchObject({ platform: 'P4', login: 'seat-1' });
+    expect((await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-2', server: 'Sim-P4-Demo' } })).status).toBe(400);
+    const wrong = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-1', password: 'nope', server: 'Sim-P4-Demo' } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
+  });
+
   it('the password is stored sealed, never in clear', async () => {
     const row = t.gw.services.db.prepare('SELECT password_enc FROM account_bindings WHERE seat_id = ?').get(p5) as { password_enc: string };
     expect(row.password_enc.startsWith('v1.')).toBe(true);

@@ -10,48 +10,15 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope } from '../../auth/rights.js';
-import type { Platform } from '../../broker/types.js';
-import { loadSecretKey, SecretBox } from '../../crypto/secretBox.js';
 import { apiError } from '../../errors.js';
-import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
 import { qInt, qString } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { bindBroker, BrokerFields } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
 
-export const BrokerFields = {
-  user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
-  password: z.string().min(1).max(256).describe('Broker password. Encrypted at rest, never returned or logged.'),
-  server: z.string().min(1).max(128).describe('Broker server name, e.g. Sim-P5-Demo'),
-  platform: z.enum(['P4', 'P5']).optional().describe('Checked against the server; inferred from it when omitted'),
-  build: z.number().int().min(1).max(100_000).optional().describe('Terminal build of the connection (default: the server build); endpoints newer than it answer 501'),
-};
-
-const boxes = new WeakMap<Services, SecretBox>();
-export function secretBox(s: Services): SecretBox {
-  let b = boxes.get(s);
-  if (!b) boxes.set(s, (b = new SecretBox(loadSecretKey(s.config.secretKey, s.config.dataDir))));
-  return b;
-}
-
-export interface BindInput {
-  accountId: string;
-  customerId: string;
-  user: string;
-  password: string;
-  server: string;
-  platform?: Platform | undefined;
-  build?: number | undefined;
-}
-
-/** Seals the password and has the account's shard verify and bind the login. Used by /ConnectEx and POST /v1/seats. */
-export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
-  const passwordEnc = secretBox(s).seal(b.password, b.accountId);
-  return s.shards.call(b.accountId, 'account.bind', {
-    accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
-    ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
-  }, { retryOnRestart: true });
-}
+// Kept exported here too: the gateway routes (issue 5) bind broker accounts with them.
+export { bindBroker, BrokerFields, secretBox, type BindInput } from './classicBinding.js';
 
 const ConnectExQuery = z.object({
   user: qString(), password: qString(), server: qString(),

@@ -8,6 +8,7 @@ import type { SeatView } from '../../runtime/protocol.js';
 import type { Services } from '../../services.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { bindSeatBroker, SeatBrokerFields } from './classicBinding.js';
 
 /** Billing constants (SPEC §1): USD per account per month. */
 export const SEAT_PRICE = { shared: 14, private: 17, currency: 'USD' } as const;
@@ -15,6 +16,8 @@ export const SEAT_PRICE = { shared: 14, private: 17, currency: 'USD' } as const;
 export const SeatBody = z.object({
   privateHosting: z.boolean().default(false).describe('Dedicated IP and device id, not shared with other customers'),
   region: z.string().min(1).max(64).optional().describe('Region for a private seat, e.g. us-east'),
+  // Optional broker login bound at creation, like /ConnectEx (issue 4).
+  ...SeatBrokerFields,
 }).strict();
 
 export const Seat = z.object({
@@ -77,9 +80,11 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       description: 'A shared seat is ACTIVE at once; a privately hosted seat starts BUILDING_SERVER with serverBuilding=true. Poll GET /v1/seats/{id}.',
       body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
       handler: async ({ body, principal }) => {
+        const id = randomUUID();
+        await bindSeatBroker(s, id, principal!.customerId, body);
         const now = s.clock.now();
         const row: SeatRow = {
-          id: randomUUID(), customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
+          id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
           region: body.region ?? null, created_at: now, removed_at: null,
         };
         s.tenancy.insertSeat(row);
