@@ -1,0 +1,77 @@
+// A restart loses nothing: accounts, positions, pending orders, deals, request ids survive
+// a new Simulator on the same SQLite file, with or without a checkpoint written.
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SimBrokerConnection } from '../src/broker/sim.js';
+import { ManualClock, Simulator } from '../src/sim/simulator.js';
+import { migrateSimStore, SqliteSimStore } from '../src/store/simStore.js';
+import { T0, testConfig } from './sim-helpers.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function open(file: string, checkpointMs: number) {
+  const db = new Database(file);
+  SqliteSimStore.configure(db);
+  return { db, store: new SqliteSimStore(db, { checkpointMs }) };
+}
+
+describe.each([
+  ['journal replay (no checkpoint since login)', 1e12],
+  ['checkpointed state', 0],
+])('SQLite persistence: %s', (_name, checkpointMs) => {
+  it('restores everything after a restart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
+    dirs.push(dir);
+    const file = join(dir, 'sim.db');
+    const clock = new ManualClock(T0);
+    const a = open(file, checkpointMs);
+    const sim = new Simulator({ config: testConfig(), store: a.store, clock });
+    const c = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: '3001', password: 'pw' });
+    await c.connect();
+    const q = (await c.quote('EURUSD'))!;
+    const buy = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.3, magic: 5 }, { requestId: 'r1' });
+    const pend = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: q.ask - 0.003 }, { requestId: 'r2' });
+    clock.advance(30_000);
+    if (!buy.ok) throw new Error(buy.message);
+    await c.orderClose({ ticket: buy.order.ticket, lots: 0.1 }, { requestId: 'r3' });
+    const before = { sum: await c.accountSummary(), open: await c.openedOrders(), deals: await c.historyDeals(0, T0 + 1e9), orders: await c.historyOrders(0, T0 + 1e9) };
+    expect(before.open.positions[0]!.volume).toBeCloseTo(0.2, 9);
+    a.db.close(); // a crash after the last reply: only what was committed remains
+
+    const b = open(file, checkpointMs);
+    const sim2 = new Simulator({ config: testConfig(), store: b.store, clock });
+    const c2 = new SimBrokerConnection(sim2, { server: 'Sim-P5-Demo', login: '3001', password: 'pw' });
+    await c2.connect();
+    expect(await c2.accountSummary()).toEqual(before.sum);
+    expect(await c2.openedOrders()).toEqual(before.open);
+    expect(await c2.historyDeals(0, T0 + 1e9)).toEqual(before.deals);
+    expect(await c2.historyOrders(0, T0 + 1e9)).toEqual(before.orders);
+    // Request ids survive: a resend replays, it does not trade again.
+    expect(await c2.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.3, magic: 5 }, { requestId: 'r1' })).toEqual(buy);
+    expect(await c2.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: 1 }, { requestId: 'r2' })).toEqual(pend);
+    expect((await c2.openedOrders()).positions).toHaveLength(1);
+    // The wrong password is still refused, and new tickets do not collide with old ones.
+    await expect(new SimBrokerConnection(sim2, { server: 'Sim-P5-Demo', login: '3001', password: 'x' }).connect()).rejects.toThrow(/invalid password/);
+    const next = await c2.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.1 });
+    if (!next.ok) throw new Error(next.message);
+    expect(before.deals.map((d) => d.ticket)).not.toContain(next.deals[0]!.ticket);
+    b.db.close();
+  });
+});
+
+describe('migrateSimStore', () => {
+  it('is idempotent and only creates sim_ tables', () => {
+    const db = new Database(':memory:');
+    migrateSimStore(db);
+    migrateSimStore(db);
+    const names = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((r) => r.name);
+    expect(names.length).toBeGreaterThan(0);
+    for (const n of names) expect(n.startsWith('sim_')).toBe(true);
+  });
+});

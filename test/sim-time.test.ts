@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { fromServerTime, ServerClock, toServerTime, utcOffsetMinutes } from '../src/broker/time.js';
+import type { ServerTimeZone } from '../src/broker/types.js';
+import { barRangeUtc } from '../src/sim/candles.js';
+import { emptyOhlc } from '../src/sim/feed.js';
+import { TIMEFRAMES } from '../src/broker/types.js';
+import { makeSim, T0 } from './sim-helpers.js';
+
+const NY_CLOSE: ServerTimeZone = { description: 'GMT+2/+3 US', standardOffsetMinutes: 120, dst: 'US' };
+const EU: ServerTimeZone = { description: 'GMT+2/+3 EU', standardOffsetMinutes: 120, dst: 'EU' };
+const H = 3_600_000;
+
+describe('server time zones', () => {
+  it('switches with US DST (2nd Sunday of March 07:00 UTC, 1st Sunday of November 06:00 UTC)', () => {
+    expect(utcOffsetMinutes(NY_CLOSE, Date.UTC(2026, 2, 8, 6, 59))).toBe(120);
+    expect(utcOffsetMinutes(NY_CLOSE, Date.UTC(2026, 2, 8, 7, 0))).toBe(180);
+    expect(utcOffsetMinutes(NY_CLOSE, Date.UTC(2026, 10, 1, 5, 59))).toBe(180);
+    expect(utcOffsetMinutes(NY_CLOSE, Date.UTC(2026, 10, 1, 6, 0))).toBe(120);
+  });
+  it('switches with EU DST (last Sundays of March and October, 01:00 UTC)', () => {
+    expect(utcOffsetMinutes(EU, Date.UTC(2026, 2, 29, 0, 59))).toBe(120);
+    expect(utcOffsetMinutes(EU, Date.UTC(2026, 2, 29, 1, 0))).toBe(180);
+    expect(utcOffsetMinutes(EU, Date.UTC(2026, 9, 25, 0, 59))).toBe(180);
+    expect(utcOffsetMinutes(EU, Date.UTC(2026, 9, 25, 1, 0))).toBe(120);
+  });
+  it('round-trips server time and agrees with the cached clock', () => {
+    const clock = new ServerClock(NY_CLOSE);
+    for (let t = Date.UTC(2026, 0, 1); t < Date.UTC(2027, 0, 1); t += 7 * H + 13) {
+      expect(clock.toServer(t)).toBe(toServerTime(t, NY_CLOSE));
+      expect(fromServerTime(toServerTime(t, NY_CLOSE), NY_CLOSE)).toBe(t);
+    }
+  });
+});
+
+describe('candles on the server clock', () => {
+  const clock = new ServerClock(NY_CLOSE);
+  it('D1 opens at server midnight: 22:00 UTC in winter, 21:00 UTC in summer', () => {
+    expect(barRangeUtc('D1', Date.UTC(2026, 10, 18, 12), clock)).toEqual([Date.UTC(2026, 10, 17, 22), Date.UTC(2026, 10, 18, 22)]);
+    expect(barRangeUtc('D1', Date.UTC(2026, 6, 15, 12), clock)).toEqual([Date.UTC(2026, 6, 14, 21), Date.UTC(2026, 6, 15, 21)]);
+  });
+  it('W1 opens on Sunday server midnight and MN1 on the 1st', () => {
+    const [w] = barRangeUtc('W1', Date.UTC(2026, 10, 18, 12), clock);
+    expect(new Date(toServerTime(w, NY_CLOSE)).getUTCDay()).toBe(0);
+    expect(toServerTime(w, NY_CLOSE) % (24 * H)).toBe(0);
+    const [m] = barRangeUtc('MN1', Date.UTC(2026, 10, 18, 12), clock);
+    // Server midnight of Nov 1 is still in US DST (+3): 21:00 UTC the day before.
+    expect(m).toBe(Date.UTC(2026, 9, 31, 21));
+  });
+  it('history D1 bars carry server-midnight times and serverTime = time + offset', async () => {
+    const { sim } = makeSim();
+    const m = sim.server('Sim-P5-Demo')!.market;
+    const bars = m.priceHistory(m.bySymbol.get('EURUSD')!, 'D1', T0 - 5 * 24 * H, T0);
+    expect(bars.length).toBeGreaterThan(2);
+    for (const b of bars) {
+      expect((b.time * 1000) % (24 * H)).toBe(22 * H);
+      expect(b.serverTime - b.time).toBe(7200);
+    }
+  });
+  it('live bars equal bars recomputed from the pure feed, for every timeframe', () => {
+    const { sim, clock } = makeSim();
+    const m = sim.server('Sim-P5-Demo')!.market;
+    const s = m.bySymbol.get('EURUSD')!;
+    const bars = m.enableBars(s);
+    for (let i = 0; i < 5; i++) {
+      clock.advance(37_000);
+      sim.advance();
+      TIMEFRAMES.forEach((_, k) => {
+        const ref = s.feed.aggregate(bars.start[k]!, m.now + 1, emptyOhlc());
+        expect({ ...bars.bars[k]! }).toEqual(ref);
+      });
+    }
+  });
+});
