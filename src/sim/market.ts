@@ -123,7 +123,11 @@ export class Market {
         const cb = this.onTick;
         feed.advanceTo(windowEnd, () => {
           if (bars !== null) bars.onTick(feed.timeMsc, feed.bidPts);
-          if (cb !== null) cb(s);
+          if (cb !== null) {
+            // Whatever a tick triggers (fills, SL/TP, stop-out) happens at the tick's time.
+            this.now = feed.timeMsc;
+            cb(s);
+          }
         });
       }
       if (windowEnd >= utcMs) break;
