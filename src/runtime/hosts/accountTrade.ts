@@ -3,7 +3,7 @@
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
 import { createHash } from 'node:crypto';
-import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
+import { createActor, fromPromise, type Actor } from 'xstate';
 import { idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../../../actors/idempotency.js';
 import { dialectOf } from '../../broker/dialect.js';
 import {
@@ -117,10 +117,66 @@ async function execute(prep: Prepared, lease: Lease, requestId: string): Promise
   }
 }
 
+type IdemSnapshot = ReturnType<IdemActor['getSnapshot']>;
+const settledState = (x: IdemSnapshot) => x.status === 'done' || (x.status === 'active' && !x.matches('sent') && !x.matches('new'));
+
+/** Like xstate's waitFor, but a plain subscription (cheaper on this hot path); rejects if the actor stops first. */
+function settled(actor: IdemActor): Promise<IdemSnapshot> {
+  const now = actor.getSnapshot();
+  if (settledState(now)) return Promise.resolve(now);
+  if (now.status !== 'active') return Promise.reject(new Error('idempotency record stopped before it settled'));
+  return new Promise((resolve, reject) => {
+    const sub = actor.subscribe({
+      next: (x) => {
+        if (settledState(x)) {
+          sub.unsubscribe();
+          resolve(x);
+        }
+      },
+      error: (e) => reject(e),
+      complete: () => {
+        const x = actor.getSnapshot();
+        if (settledState(x)) resolve(x);
+        else reject(new Error('idempotency record stopped before it settled'));
+      },
+    });
+  });
+}
+
 export class TradeDesk {
   private readonly actors = new Map<string, IdemActor>();
+  /** The broker call of each record in flight, handed to its `execute` actor. */
+  private readonly executors = new Map<string, () => Promise<StoredResult>>();
+  // Provided once: machine.provide() costs hundreds of µs, far too much per order.
+  private readonly machine;
 
-  constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {}
+  constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {
+    const key = (c: { accountId: string; clientOrderId: string }) => this.key(c.accountId, c.clientOrderId);
+    this.machine = idempotencyMachine.provide({
+      actors: {
+        execute: fromPromise(({ input }) => {
+          const f = this.executors.get(key(input));
+          this.executors.delete(key(input));
+          return f ? f() : Promise.reject(new Error('no executor for this record'));
+        }),
+      },
+      actions: {
+        persistSent: (_a, c: IdempotencyContext) => {
+          // Durable before the invoked execute actor starts (entry actions run first).
+          if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, Date.now(), c.expiresAt)) {
+            throw new Error(`idempotency record ${c.clientOrderId} already exists`);
+          }
+        },
+        persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, JSON.stringify(c.result!.body)),
+        persistUncertain: (_a, c: IdempotencyContext) => this.store.setUncertain(c.accountId, c.clientOrderId),
+        forget: ({ self }, c: IdempotencyContext) => {
+          this.store.remove(c.accountId, c.clientOrderId);
+          const k = key(c);
+          if ((this.actors.get(k) as unknown) === self) this.actors.delete(k);
+        },
+      },
+    });
+  }
 
   private key(accountId: string, id: string) {
     return `${accountId}\u0000${id}`;
@@ -132,25 +188,8 @@ export class TradeDesk {
 
   private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }, exec?: () => Promise<StoredResult>): IdemActor {
     const k = this.key(row.account_id, row.client_order_id);
-    const now = () => Date.now();
-    const machine = idempotencyMachine.provide({
-      actors: { execute: fromPromise(() => (exec ? exec() : Promise.reject(new Error('no executor')))) },
-      actions: {
-        persistSent: (_a, c: IdempotencyContext) => {
-          // Durable before the invoked execute actor starts (entry actions run first).
-          if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, now(), c.expiresAt)) {
-            throw new Error(`idempotency record ${c.clientOrderId} already exists`);
-          }
-        },
-        persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, JSON.stringify(c.result!.body)),
-        persistUncertain: (_a, c: IdempotencyContext) => this.store.setUncertain(c.accountId, c.clientOrderId),
-        forget: (_a, c: IdempotencyContext) => {
-          this.store.remove(c.accountId, c.clientOrderId);
-          if (this.actors.get(k) === actor) this.actors.delete(k);
-        },
-      },
-    });
-    const actor = createActor(machine, {
+    if (exec) this.executors.set(k, exec);
+    const actor = createActor(this.machine, {
       input: {
         accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, phase: row.phase,
         expiresAt: row.expires_at, ...(row.result ? { result: row.result } : {}),
@@ -180,7 +219,7 @@ export class TradeDesk {
     if (actor.getSnapshot().context.paramsHash !== hash) {
       throw apiError('IDEMPOTENCY_KEY_REUSED', 'this clientOrderId was already used with different order parameters; nothing was sent');
     }
-    const s = await waitFor(actor, (x) => !x.matches('sent') && !x.matches('new'), { timeout: Infinity });
+    const s = await settled(actor);
     if (s.matches('result')) return { ...s.context.result!, replay: true };
     if (s.matches('uncertain')) {
       throw apiError('IDEMPOTENCY_UNCERTAIN', 'an earlier request with this clientOrderId timed out after it was sent: check /OpenedOrders for your magic number, then use a new id');
@@ -226,7 +265,7 @@ export class TradeDesk {
       let s;
       try {
         actor.send({ type: 'send' });
-        s = await waitFor(actor, (x) => !x.matches('sent') && !x.matches('new'), { timeout: Infinity });
+        s = await settled(actor);
       } finally {
         lease.release(); // idempotent; execute releases it too, this covers a failure before it ran
       }
