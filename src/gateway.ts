@@ -70,7 +70,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight }));
-  metrics.gauge('tagw_stream_sockets', () => streamHub.stats().sockets);
+  streamHub.registerMetrics(metrics);
   metrics.gauge('tagw_shard_restarts_total', () => shards.restarts());
 
   const routes: AnyRoute[] = [];

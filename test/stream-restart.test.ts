@@ -42,3 +42,15 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   again!.send({ action: 'subscribe', symbol: 'BTCUSD' });
   await again!.next('QUOTE', 0);
 });
+
+it('stream gauges are on /metrics; shutting the gateway down closes sockets with 1001', async () => {
+  const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(c);
+  const m = await t.req('GET', '/metrics');
+  expect(m.text).toMatch(/tagw_stream_sockets \d+/);
+  expect(m.text).toContain('tagw_stream_coalescing_sockets');
+  const closing = t.gw.close();
+  await c.until((x) => x.closed, 10_000, 'the socket to close');
+  expect(c.closed!.code).toBe(STREAM_CLOSE.GOING_AWAY.code);
+  await closing;
+});

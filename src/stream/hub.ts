@@ -26,6 +26,7 @@ import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
 import { readRequest } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
+import type { Metrics } from '../http/metrics.js';
 import type { Logger } from '../log.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 import type { ShardEvent } from '../runtime/protocol.js';
@@ -175,6 +176,18 @@ export class StreamHub {
 
   stats(): StreamStats {
     return { sockets: this.sockets.size, coalescingSockets: this.coalescing.size, ...this.counters };
+  }
+
+  /** Gauges on /metrics: open and coalescing sockets, and the running counts of the fan-out. */
+  registerMetrics(metrics: Metrics): void {
+    metrics.gauge('tagw_stream_sockets', () => this.sockets.size);
+    metrics.gauge('tagw_stream_coalescing_sockets', () => this.coalescing.size);
+    metrics.gauge('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
+    metrics.gauge('tagw_stream_ticks_duplicate_total', () => this.counters.ticksDuplicate);
+    metrics.gauge('tagw_stream_quotes_published_total', () => this.counters.quotesPublished);
+    metrics.gauge('tagw_stream_candles_published_total', () => this.counters.candlesPublished);
+    metrics.gauge('tagw_stream_coalesced_flushes_total', () => this.counters.coalescedFlushes);
+    metrics.gauge('tagw_stream_backpressure_closes_total', () => this.counters.backpressureCloses);
   }
 
   /** Registers the /v1/stream WebSocket route on the app and starts the timers. */
