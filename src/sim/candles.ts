@@ -4,7 +4,7 @@
 // compares its time with the precomputed end of the M1 bar (the earliest of all ends).
 import { fromServerTime, type ServerClock } from '../broker/time.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, type Candle, type Timeframe } from '../broker/types.js';
-import type { Ohlc, SymbolFeed } from './feed.js';
+import type { Ohlc, TickSource } from './feed.js';
 
 const DAY = 86_400_000;
 export const TF_COUNT = TIMEFRAMES.length;
@@ -72,7 +72,7 @@ export class LiveBars {
 
   constructor(
     private readonly clock: ServerClock,
-    private readonly feed: SymbolFeed,
+    private readonly feed: TickSource,
   ) {}
 
   /** Seed every bar containing `utcMs` with the ticks at or before it (from the pure feed

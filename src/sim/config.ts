@@ -1,6 +1,7 @@
 // Simulator configuration: one zod schema for the servers/symbols file, defaults in one
 // place. `config/sim-servers.json` is the shipped default; tests build configs in code.
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
@@ -41,6 +42,9 @@ export const symbolConfigSchema = z.object({
   /** Standard deviation of the mid price per second, in points. */
   volatility: z.number().positive().default(5),
   ticksPerSecond: z.number().int().min(1).max(100_000).default(4),
+  /** Replay a recorded CSV (time,bid,ask[,volume]) instead of generating ticks; `file` is
+   *  relative to the config file. speed 1 = real time. */
+  replay: z.object({ file: z.string(), speed: z.number().positive().default(1) }).optional(),
 });
 export type SimSymbolConfig = z.infer<typeof symbolConfigSchema>;
 
@@ -104,6 +108,17 @@ export function parseSimConfig(input: unknown): SimConfig {
 }
 
 export const DEFAULT_CONFIG_PATH = fileURLToPath(new URL('../../config/sim-servers.json', import.meta.url));
+
+/** Read the CSV files of replayed symbols: per server name, symbol -> CSV text. */
+export function loadReplayData(config: SimConfig, baseDir: string): Map<string, Map<string, string>> {
+  const out = new Map<string, Map<string, string>>();
+  for (const server of config.servers) {
+    const m = new Map<string, string>();
+    for (const s of server.symbols) if (s.replay) m.set(s.name, readFileSync(resolve(baseDir, s.replay.file), 'utf8'));
+    out.set(server.name, m);
+  }
+  return out;
+}
 
 export function loadSimConfig(path: string = DEFAULT_CONFIG_PATH, overrides: { seed?: number } = {}): SimConfig {
   const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;

@@ -72,7 +72,20 @@ function unit(h: number): number {
   return h / 4294967296;
 }
 
-export class SymbolFeed {
+/** What the market needs from a symbol's tick stream (generated or replayed). The last
+ *  emitted tick lives in the mutable fields so the hot path allocates nothing. */
+export interface TickSource {
+  readonly scale: number;
+  bidPts: number;
+  askPts: number;
+  /** UTC ms of the last tick, -1 if none yet. */
+  timeMsc: number;
+  start(utcMs: number): void;
+  advanceTo(utcMs: number, onTick: () => void): void;
+  aggregate(fromMs: number, toMs: number, out?: Ohlc): Ohlc;
+}
+
+export class SymbolFeed implements TickSource {
   readonly scale: number;
   readonly ticksPerSegment: number;
   private readonly seedSym: number;

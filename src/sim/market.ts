@@ -5,7 +5,8 @@ import { ServerClock } from '../broker/time.js';
 import { TIMEFRAMES, type Candle, type SymbolInfo, type Tick, type Timeframe } from '../broker/types.js';
 import { barRangeUtc, LiveBars, toCandle } from './candles.js';
 import type { SimServerConfig, SimSymbolConfig } from './config.js';
-import { emptyOhlc, SymbolFeed } from './feed.js';
+import { emptyOhlc, SymbolFeed, type TickSource } from './feed.js';
+import { parseTickCsv, ReplayFeed } from './replay.js';
 import { expandSessions, minuteOfWeek, sessionBitmap } from './sessions.js';
 
 export interface MarketSymbol {
@@ -13,7 +14,7 @@ export interface MarketSymbol {
   readonly config: SimSymbolConfig;
   /** Static part of SymbolInfo; tickValue is filled in per request. */
   readonly info: SymbolInfo;
-  readonly feed: SymbolFeed;
+  readonly feed: TickSource;
   readonly tradeOpen: Uint8Array;
   readonly point: number;
   bars: LiveBars | null;
@@ -23,6 +24,8 @@ export interface MarketOptions {
   readonly seed: number;
   readonly segmentMs: number;
   readonly historyDays: number;
+  /** CSV text of replayed symbols, by symbol name (see SimSymbolConfig.replay). */
+  readonly replay?: ReadonlyMap<string, string>;
 }
 
 export function buildSymbolInfo(c: SimSymbolConfig): SymbolInfo {
@@ -78,7 +81,8 @@ export class Market {
     this.segmentMs = options.segmentMs;
     for (const c of server.symbols) {
       const info = buildSymbolInfo(c);
-      const feed = new SymbolFeed(
+      const csv = options.replay?.get(c.name);
+      const feed: TickSource = c.replay && csv !== undefined ? new ReplayFeed(parseTickCsv(csv, c.digits), c.digits, c.replay.speed) : new SymbolFeed(
         {
           seed: options.seed,
           serverName: server.name,

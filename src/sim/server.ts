@@ -5,13 +5,13 @@
 // the trade and never sends its reply, latency delays replies.
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { SimBrokerConnection } from '../broker/sim.js';
 import { BRIDGE_PROTOCOL_VERSION, encodeError, LineReader, type HelloArgs, type RequestFrame } from '../broker/bridgeProtocol.js';
 import { BrokerRequestError, BrokerTimeoutError, type BrokerEventName, type Timeframe } from '../broker/types.js';
-import { loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
+import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
 import { Simulator } from './simulator.js';
 import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
 
@@ -167,7 +167,9 @@ function parseArgv(argv: readonly string[]): Record<string, string> {
 
 async function main(): Promise<void> {
   const args = parseArgv(process.argv.slice(2));
-  const config = loadSimConfig(args.config || DEFAULT_CONFIG_PATH, args.seed ? { seed: Number(args.seed) } : {});
+  const configPath = args.config || DEFAULT_CONFIG_PATH;
+  const config = loadSimConfig(configPath, args.seed ? { seed: Number(args.seed) } : {});
+  const replay = loadReplayData(config, dirname(configPath));
   let store;
   if (args.data) {
     mkdirSync(args.data, { recursive: true });
@@ -177,7 +179,7 @@ async function main(): Promise<void> {
   } else {
     store = new MemorySimStore();
   }
-  const sim = new Simulator({ config, store });
+  const sim = new Simulator({ config, store, replay });
   sim.start(20);
   const handle = await startSimServer(sim, { port: Number(args.port ?? 0), host: args.host || '127.0.0.1' });
   console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed }));

@@ -50,7 +50,7 @@ export class SimServer implements AccountHost {
   constructor(
     readonly config: SimServerConfig,
     readonly store: SimPersistence,
-    options: SimConfig,
+    options: SimConfig & { replay?: ReadonlyMap<string, string> },
     startMs: number,
   ) {
     this.market = new Market(config, options, startMs);
@@ -148,6 +148,8 @@ export interface SimulatorOptions {
   readonly config: SimConfig;
   readonly store: SimPersistence;
   readonly clock?: Clock;
+  /** CSV text of replayed symbols per server (loadReplayData). */
+  readonly replay?: ReadonlyMap<string, ReadonlyMap<string, string>>;
 }
 
 export class Simulator {
@@ -159,7 +161,10 @@ export class Simulator {
   constructor(readonly options: SimulatorOptions) {
     this.clock = options.clock ?? systemClock;
     const start = this.clock.now();
-    for (const sc of options.config.servers) this.servers.set(sc.name, new SimServer(sc, options.store, options.config, start));
+    for (const sc of options.config.servers) {
+      const replay = options.replay?.get(sc.name);
+      this.servers.set(sc.name, new SimServer(sc, options.store, { ...options.config, ...(replay ? { replay } : {}) }, start));
+    }
     this.faults = new FaultController(options.config.seed, () => this.clock.now());
     for (const sc of options.config.servers) for (const f of sc.faults) this.faults.set({ ...f, server: sc.name });
   }
