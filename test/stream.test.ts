@@ -2,13 +2,10 @@
 // /ConnectEx, real `ws` clients. BTCUSD quotes around the clock in the simulator, so it is the
 // symbol these tests rely on.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SimBrokerConnection } from '../src/broker/sim.js';
 import { toServerTime } from '../src/broker/time.js';
 import type { ServerInfo } from '../src/broker/types.js';
 import { loadSimConfig } from '../src/sim/config.js';
 import { expandSessions, minuteOfWeek, sessionBitmap } from '../src/sim/sessions.js';
-import { Simulator } from '../src/sim/simulator.js';
-import { MemorySimStore } from '../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
 
@@ -300,17 +297,16 @@ describe('candles', () => {
     expect(next.data.time).toBe(bar + 60);
     expect(c.of('CANDLE').filter((f) => f.data.time === bar && f.data.closed)).toHaveLength(1);
     expect(c.of('CANDLE').filter((f: Frame) => f.data.time === bar).every((f) => f.data.partial === true)).toBe(true);
-    // The closed bar agrees with the broker's price history (what PriceHistoryV2 serves) for the
-    // same bar: the simulator is deterministic, so a fresh instance computes the same history.
-    const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-    const conn = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: 'stream-history', password: 'pw' });
-    await conn.connect();
-    const fromMs = closedF.data.timeUtc * 1000;
-    const bars = await conn.priceHistory('BTCUSD', 'M1', fromMs, fromMs + 60_000);
-    await conn.disconnect();
-    expect(bars).toHaveLength(1);
-    const h = bars[0]!;
-    expect(h.serverTime).toBe(closedF.data.time);
-    for (const f of ['open', 'high', 'low', 'close', 'ticks'] as const) expect(closedF.data[f], f).toBe(h[f]);
+    // The closed bar agrees with PriceHistoryV2 for the same bar (a gateway session on the same account).
+    const conn = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: p5 } });
+    expect(conn.status, conn.text).toBe(200);
+    const from = new Date(closedF.data.timeUtc * 1000).toISOString();
+    const to = new Date(closedF.data.timeUtc * 1000 + 60_000).toISOString();
+    const ph = await t.req('GET', `/v1/proxy/PriceHistoryV2?handle=${encodeURIComponent(conn.body.handle)}&symbol=BTCUSD&timeFrame=1&from=${from}&to=${to}`, { headers: { 'x-api-key': key } });
+    expect(ph.status, ph.text).toBe(200);
+    const bars = (Array.isArray(ph.body) ? ph.body : ph.body.candles ?? ph.body.bars ?? ph.body.result) as Array<Record<string, number>>;
+    const h = bars.find((x) => x.timeSec === closedF.data.time);
+    expect(h, ph.text.slice(0, 300)).toBeDefined();
+    for (const f of ['open', 'high', 'low', 'close', 'ticks'] as const) expect(closedF.data[f], f).toBe(h![f]);
   }, 90_000);
 });
