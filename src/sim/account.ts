@@ -385,14 +385,16 @@ export class SimAccount {
     const gate = this.marketGate(s, null);
     if (gate) return gate;
     const lots = req.lots ?? pos.volume;
-    if (!(lots > 0) || lots > pos.volume + 1e-9 || (lots < pos.volume - 1e-9 && !validVolume(s.info, lots)) || !validVolume(s.info, Math.max(s.info.volumeMin, pos.volume - lots) )) {
-      if (!(Math.abs(lots - pos.volume) < 1e-9)) return reject('INVALID_VOLUME', `cannot close ${lots} of ${pos.volume} lots`);
+    const full = Math.abs(lots - pos.volume) < 1e-9;
+    // A partial close must be a valid lot size and leave at least the minimum volume open.
+    if (!full && (!(lots > 0) || lots > pos.volume || !validVolume(s.info, lots) || pos.volume - lots < s.info.volumeMin - 1e-9)) {
+      return reject('INVALID_VOLUME', `cannot close ${lots} of ${pos.volume} lots`);
     }
     const price = closePrice(this.market, s, pos.type);
     if (req.price !== undefined && req.slippage !== undefined && Math.abs(price - req.price) > req.slippage * s.point + 1e-9) {
       return reject('REQUOTE', `requote: market ${price}, requested ${req.price}`);
     }
-    return this.closePart(pos, Math.min(lots, pos.volume), price, req.comment ?? '');
+    return this.closePart(pos, full ? pos.volume : lots, price, req.comment ?? '');
   }
 
   /** Close `lots` of a position at `price`: an 'out' deal, a closing order (P5) or the

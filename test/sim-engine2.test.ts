@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { BrokerNotSupportedError, type CandleEvent } from '../src/broker/types.js';
+import { connect, makeSim, T0 } from './sim-helpers.js';
+
+async function advanceUntil(sim: ReturnType<typeof makeSim>['sim'], clock: ReturnType<typeof makeSim>['clock'], done: () => boolean, stepMs = 1000, max = 3600) {
+  for (let i = 0; i < max && !done(); i++) {
+    clock.advance(stepMs);
+    sim.advance();
+  }
+}
+
+describe('simulated broker: more behaviours', () => {
+  it('P4: market orders are tickets; closing marks the ticket closed; no balance history', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P4-Demo', '7001');
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.2, magic: 3 });
+    if (!r.ok) throw new Error(r.message);
+    expect((await c.openedOrder(r.order.ticket))?.kind).toBe('position');
+    const part = await c.orderClose({ ticket: r.order.ticket, lots: 0.05 });
+    expect(part).toMatchObject({ ok: true, order: { ticket: r.order.ticket, state: 'closed', volume: 0.05 } });
+    expect(await c.orderClose({ ticket: r.order.ticket, lots: 0.149 })).toMatchObject({ ok: false, reason: 'INVALID_VOLUME' });
+    const full = await c.orderClose({ ticket: r.order.ticket });
+    expect(full).toMatchObject({ ok: true, order: { state: 'closed', volume: 0.15 } });
+    const hist = await c.historyOrders(0, T0 + 1);
+    expect(hist.map((o) => [o.ticket, o.state])).toEqual([[r.order.ticket, 'closed']]);
+    await expect(c.balanceHistory(0, T0 + 1)).rejects.toBeInstanceOf(BrokerNotSupportedError);
+    expect((await c.quoteHistory('EURUSD', 'H1', T0, 5)).length).toBe(5);
+  });
+
+  it('pending orders expire', async () => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim);
+    const q = (await c.quote('EURUSD'))!;
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: q.ask - 0.05, expiration: T0 + 5000 });
+    if (!r.ok) throw new Error(r.message);
+    clock.advance(6000);
+    sim.advance();
+    expect((await c.openedOrders()).orders).toHaveLength(0);
+    expect((await c.historyOrders(0, T0 + 10_000)).map((o) => o.state)).toEqual(['expired']);
+    expect(await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: q.ask - 0.05, expiration: T0 })).toMatchObject({ ok: false, reason: 'INVALID_EXPIRATION' });
+  });
+
+  it('SL and TP close positions on the tick that reaches them', async () => {
+    const { sim, clock } = makeSim({ seed: 3 });
+    const c = await connect(sim);
+    const q = (await c.quote('EURUSD'))!;
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1, stoploss: q.bid - 0.0003, takeprofit: q.bid + 0.0003 });
+    if (!r.ok) throw new Error(r.message);
+    const outs: string[] = [];
+    c.on('deal', (d) => d.entry === 'out' && outs.push(d.comment));
+    await advanceUntil(sim, clock, () => outs.length > 0);
+    expect(outs[0]).toMatch(/^\[(sl|tp) /);
+    const out = (await c.historyDeals(0, clock.now() + 1)).find((d) => d.entry === 'out')!;
+    expect(outs[0]!.startsWith('[sl') ? out.price <= q.bid - 0.0003 : out.price >= q.bid + 0.0003).toBe(true);
+  });
+
+  it('stop-out closes the worst position when the margin level falls below the stop-out level', async () => {
+    const { sim, clock } = makeSim({ seed: 5 });
+    const c = await connect(sim, 'Sim-P5-Demo', '7002');
+    // BTCUSD: 1:100 leverage * marginRate 5 -> 5% margin; 2 lots at ~65k = ~6.5k margin, and
+    // a few hundred dollars of adverse move brings equity near the margin.
+    const a = await c.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 1.5 });
+    const b = await c.orderSend({ symbol: 'BTCUSD', type: 'Sell', volume: 1.4 });
+    expect(a.ok && b.ok).toBe(true);
+    const acc = sim.server('Sim-P5-Demo')!.accounts.get('7002')!;
+    acc.data.balance = 200; // make the account fragile without touching the engine
+    const comments: string[] = [];
+    c.on('deal', (d) => d.entry === 'out' && comments.push(d.comment));
+    await advanceUntil(sim, clock, () => comments.length > 0, 5000, 2000);
+    expect(comments[0]).toMatch(/^\[so /);
+    const sum = await c.accountSummary();
+    expect(sum.margin === 0 || sum.marginLevel >= 50).toBe(true);
+  });
+
+  it('streams candles for subscribed timeframes, closed when the next bar starts', async () => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim);
+    const events: CandleEvent[] = [];
+    c.on('candle', (e) => events.push(e));
+    await c.subscribeCandles('EURUSD', ['M1']);
+    clock.advance(90_000);
+    sim.advance();
+    expect(events.every((e) => e.timeframe === 'M1')).toBe(true);
+    const closed = events.filter((e) => e.closed);
+    expect(closed).toHaveLength(1);
+    const [hist] = await c.priceHistory('EURUSD', 'M1', closed[0]!.candle.time * 1000, closed[0]!.candle.time * 1000 + 1);
+    expect(hist).toEqual(closed[0]!.candle);
+  });
+
+  it('reports account details with the server time zone and requires margin by the formula', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim);
+    const d = await c.accountDetails();
+    expect(d).toMatchObject({ login: '1001', server: 'Sim-P5-Demo', utcOffsetMinutes: 120, leverage: 100, type: 'demo', stopOut: 50 });
+    const q = (await c.quote('XAUUSD'))!;
+    expect(await c.requiredMargin('XAUUSD', 1, 'Buy')).toBeCloseTo((100 * q.ask) / 100, 2);
+    const t = await c.serverTime();
+    expect(t.serverTimeMsc - t.timeMsc).toBe(2 * 3_600_000);
+  });
+});
