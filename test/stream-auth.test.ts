@@ -61,6 +61,20 @@ describe('/v1/stream upgrade refusals', () => {
     expect(q.status).toBe(403);
   });
 
+  it('a seat without a broker login: 503 NOT_CONNECTED', async () => {
+    const r = await refused({ apiKey: fullKey, id: seatB });
+    expect(r.status).toBe(503);
+    expect(r.body.error).toBe('NOT_CONNECTED');
+  });
+
+  it('a read-only, account-scoped key may stream its own account', async () => {
+    const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { id: seatA, user: 'stream-auth', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(bound.status).toBe(200);
+    const c = await openStream(t.url, { id: seatA }, { 'x-api-key': scopedKey });
+    expect('refused' in c ? c : 'open').toBe('open');
+    if (!('refused' in c)) await c.close();
+  });
+
   it('a bad heartbeat value: 400', async () => {
     const r = await refused({ apiKey: fullKey, id: seatA, heartbeat: 'yes' });
     expect(r.status).toBe(400);

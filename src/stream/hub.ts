@@ -259,7 +259,11 @@ export class StreamHub {
       const hb = one(q.heartbeat);
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
-      const open = await d.shards.call(id, 'stream.open', { accountId: id });
+      const open = await d.shards.call(id, 'stream.open', { accountId: id }).catch((err: unknown) => {
+        // The seat exists (checked above): the shard not knowing it means no broker login is bound yet.
+        if (toApiError(err).code === 'NOT_FOUND') throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
+        throw err;
+      });
       opened = id;
       this.noteAccount(id, open);
       if (!sink.open) {
