@@ -23,6 +23,10 @@ export const configSchema = z.object({
   maxBodyBytes: int(1_024, 16 * 1024 * 1024).default(64 * 1024),
   /** 32-byte key (hex or base64) for encrypting broker passwords at rest; generated into dataDir when absent. */
   secretKey: z.string().optional(),
+  /** Where account connections go: the in-process simulator (one per shard) or a bridge server. */
+  brokerMode: z.enum(['embedded', 'bridge']).default('embedded'),
+  /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
+  bridgeUrl: z.string().regex(/^(tcp:\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port').optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
   idleTimeoutSec: int(8, 960).default(120),
   authFailLimit: int(1, 1_000_000).default(40),
@@ -48,6 +52,7 @@ const ENV: Record<string, keyof Config> = {
   HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
+  BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',

@@ -61,7 +61,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     shards: config.shards, dataDir: config.dataDir, log,
     onEvent: (ev) => (ev.kind.startsWith('gw.') ? gwSocket?.onShardEvent(ev) : stream?.onShardEvent(ev)),
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
-    settings: { logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex') },
+    settings: {
+      logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex'),
+      brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
+    },
   });
   await shards.start();
 

@@ -2,6 +2,9 @@
 // in-process simulator per shard thread, over the shard's own SQLite connection. The simulator is
 // deterministic from its seed and the clock, so every shard shows the same market; a login's
 // account state lives in SQLite and is only ever driven by the one shard owning the account.
+// Bridge mode: each connection is a BridgeBrokerConnection to BRIDGE_URL (the standalone simulator
+// server or a real terminal bridge); the server's platform, build and clock are known once connected.
+import { BridgeBrokerConnection } from '../../broker/bridge.js';
 import { SimBrokerConnection } from '../../broker/sim.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
 import { loadSimConfig } from '../../sim/config.js';
@@ -20,9 +23,15 @@ export interface BrokerSource {
 
 export function createBrokerSource(ctx: ShardContext): BrokerSource {
   const mode = (ctx.settings.brokerMode as string | undefined) ?? 'embedded';
-  if (mode !== 'embedded') {
-    // TODO(issue 4): bridge mode once the bridge client lands in src/broker.
-    throw new Error(`broker mode ${mode} is not available yet`);
+  if (mode === 'bridge') {
+    const url = ctx.settings.bridgeUrl as string | undefined;
+    const m = url ? /^(?:tcp:\/\/)?([^:/]+):(\d+)$/.exec(url) : null;
+    if (!m) throw new Error('brokerMode=bridge needs bridgeUrl (BRIDGE_URL), e.g. tcp://127.0.0.1:4510');
+    const [host, port] = [m[1]!, Number(m[2])];
+    return {
+      factory: (c) => new BridgeBrokerConnection({ host, port, server: c.server, login: c.login, password: c.password }),
+      stop: () => {},
+    };
   }
   const path = ctx.settings.simConfigPath as string | undefined;
   const sim = new Simulator({ config: path ? loadSimConfig(path) : loadSimConfig(), store: new SqliteSimStore(ctx.db) });

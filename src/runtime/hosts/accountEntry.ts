@@ -33,7 +33,7 @@ class Slot {
   readonly actor: ConnActor;
   private readonly unsubs: Array<() => void> = [];
 
-  constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, readonly build: number, deps: EntryDeps) {
+  constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
     const machine = connectionMachine.provide({
       actors: {
         connect: fromPromise(async ({ signal }) => {
@@ -69,6 +69,11 @@ class Slot {
 
   start(): void {
     this.actor.start();
+  }
+
+  /** Terminal build: the pinned one, else the server's (a bridge learns it only once connected). */
+  get build(): number {
+    return this.pinnedBuild ?? this.conn.server.build;
   }
 
   /** Connected and taking new work. */
@@ -127,8 +132,8 @@ export class AccountEntry implements AccountRuntime {
   private readonly tickSymbols = new Set<string>();
   private readonly candleSubs = new Map<string, Set<string>>();
   authFailed = false;
-  private lastServer: ServerInfo | undefined;
-  private lastBuild = 0;
+  /** The current slot, or the replacement being prepared during a switch. */
+  private lastSlot: Slot | undefined;
 
   constructor(
     readonly accountId: string,
@@ -142,10 +147,10 @@ export class AccountEntry implements AccountRuntime {
   }
   /** The server of the current connection (of the last one while a replacement is being made). */
   get server(): ServerInfo {
-    return this.lastServer!;
+    return this.lastSlot!.conn.server;
   }
   get build(): number {
-    return this.lastBuild;
+    return this.lastSlot!.build;
   }
   get credentials(): BrokerCredentials {
     return this.spec.credentials;
@@ -159,9 +164,9 @@ export class AccountEntry implements AccountRuntime {
 
   private makeSlot(spec: SlotSpec): Slot {
     const conn = this.deps.factory(spec.credentials);
-    this.lastServer = conn.server;
-    this.lastBuild = spec.build ?? conn.server.build;
-    return new Slot(this, conn, this.lastBuild, this.deps);
+    const slot = new Slot(this, conn, spec.build, this.deps);
+    this.lastSlot = slot;
+    return slot;
   }
 
   phase(): ConnectionPhase {

@@ -111,9 +111,6 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     } catch (err) {
       throw err instanceof BrokerError ? apiError('BAD_REQUEST', err.message) : err;
     }
-    if (a.platform && probe.server.platform !== a.platform) {
-      throw apiError('BAD_REQUEST', `server ${a.server} is a ${probe.server.platform} server, not ${a.platform}`);
-    }
     let existing = entries.get(a.accountId);
     const sameLogin = existing && existing.credentials.server === a.server && existing.credentials.login === a.login;
     if (!sameLogin) {
@@ -126,7 +123,12 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         await probe.disconnect().catch(() => undefined);
       }
     }
-    row.platform = probe.server.platform;
+    // Known once connected (a bridge learns it from the server's hello).
+    const platform = sameLogin ? existing!.platform : probe.server.platform;
+    if (a.platform && platform !== a.platform) {
+      throw apiError('BAD_REQUEST', `server ${a.server} is a ${platform} server, not ${a.platform}`);
+    }
+    row.platform = platform;
     store.upsert(row);
     if (existing) {
       await existing.replace({ credentials, build: row.build });
