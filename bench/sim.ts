@@ -97,7 +97,24 @@ async function orderBench(clients: number, maxOpen: number, ms: number): Promise
 
 const t = tickBench();
 const single = await orderBench(1, 10, 1500);
-const o = await orderBench(32, 10, 3000);
+// A shard hosts many accounts; 64 trading at once is what the group commit is for.
+const rounds: number[] = [];
+let orders = 0;
+for (let i = 0; i < 3; i++) {
+  const r = await orderBench(64, 10, 1500);
+  rounds.push(r.ordersPerSec);
+  orders += r.orders;
+}
+rounds.sort((x, y) => x - y);
 console.log(
-  JSON.stringify({ bench: 'sim', ticksPerSec: t.ticksPerSec, ordersPerSec: o.ordersPerSec, ordersPerSecOneClient: single.ordersPerSec, ticks: t.ticks, orders: o.orders, concurrentAccounts: 32 }),
+  JSON.stringify({
+    bench: 'sim',
+    ticksPerSec: t.ticksPerSec,
+    ordersPerSec: rounds[1],
+    ordersPerSecRounds: rounds,
+    ordersPerSecOneClient: single.ordersPerSec,
+    concurrentAccounts: 64,
+    ticks: t.ticks,
+    orders,
+  }),
 );
