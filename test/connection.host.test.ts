@@ -1,0 +1,87 @@
+// The account host's rolling upgrade, with a fake upstream that counts live connections and lets
+// the test hold a request in flight: the old connection stays up until that request finished,
+// requests arriving meanwhile are served by the replacement, and two connections are never live.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import type { AccountSummary, BrokerConnection, BrokerCredentials, ServerInfo } from '../src/broker/types.js';
+import { SecretBox } from '../src/crypto/secretBox.js';
+import { createLogger } from '../src/log.js';
+import { createAccountHost } from '../src/runtime/hosts/accounts.js';
+import type { AccountEvent } from '../src/runtime/hosts/accountRegistry.js';
+import type { ShardContext } from '../src/runtime/hosts/context.js';
+import { openDb, type Db } from '../src/store/db.js';
+
+const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
+
+class Upstream {
+  live = 0;
+  maxLive = 0;
+  made = 0;
+  log: string[] = [];
+  hold: Promise<void> | null = null;
+  conn(_c: BrokerCredentials): BrokerConnection {
+    const n = ++this.made;
+    const up = this;
+    let state = 'disconnected';
+    return {
+      server, login: 'l',
+      get state() { return state; },
+      async connect() { state = 'connected'; up.live++; up.maxLive = Math.max(up.maxLive, up.live); up.log.push(`connect#${n}`); },
+      async disconnect() { if (state === 'connected') up.live--; state = 'disconnected'; up.log.push(`disconnect#${n}`); },
+      on() { return () => {}; },
+      async accountSummary(): Promise<AccountSummary> {
+        if (up.hold) await up.hold;
+        up.log.push(`summary#${n}`);
+        return { balance: n, credit: 0, equity: n, profit: 0, margin: 0, freeMargin: n, marginLevel: 0, leverage: 100, currency: 'USD' };
+      },
+      async subscribe() {},
+    } as unknown as BrokerConnection;
+  }
+}
+
+let dir = '';
+let db: Db | undefined;
+afterEach(() => {
+  db?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+it('rolling upgrade: in-flight work finishes on the old connection, then the new one connects; never two live', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'tagw-roll-'));
+  db = openDb(dir);
+  const key = randomBytes(32);
+  const up = new Upstream();
+  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+  const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
+  const id = '22222222-2222-4222-8222-222222222222';
+  await host.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: 'l', passwordEnc: new SecretBox(key).seal('pw', id) });
+  const phases: string[] = [];
+  (await ctx.accounts!.ensure(id)).on((e: AccountEvent) => { if (e.type === 'phase') phases.push(e.phase); });
+  up.log = [];
+
+  let release!: () => void;
+  up.hold = new Promise<void>((r) => (release = r));
+  const inflight = Promise.resolve(host.handlers['account.op']!({ accountId: id, op: 'AccountSummary', args: {} }));
+  await new Promise((r) => setImmediate(r));
+  const upgrade = Promise.resolve(host.handlers['account.upgrade']!({ accountId: id, build: 4000 }));
+  await new Promise((r) => setTimeout(r, 20));
+  // The old connection is still up: its request has not finished.
+  expect(up.log).toEqual([]);
+  const during = Promise.resolve(host.handlers['account.op']!({ accountId: id, op: 'AccountSummary', args: {} }));
+  up.hold = null;
+  release();
+  const first = (await inflight) as AccountSummary & { synced: boolean };
+  const st = await upgrade;
+  const second = (await during) as AccountSummary;
+  expect(first.balance).toBe(2); // served by the connection made at bind (#2; #1 was the credential probe)
+  expect(second.balance).toBe(3); // the replacement
+  expect(st).toMatchObject({ build: 4000, generation: 1, phase: 'connected' });
+  expect(up.log.indexOf('summary#2')).toBeLessThan(up.log.indexOf('disconnect#2'));
+  expect(up.log.indexOf('disconnect#2')).toBeLessThan(up.log.indexOf('connect#3'));
+  expect(up.maxLive).toBe(1);
+  expect(up.live).toBe(1);
+  host.stop();
+});
