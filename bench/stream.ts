@@ -33,7 +33,7 @@ import { nowMs, StreamHist, type HistData } from './streamHist.js';
 const args = process.argv.slice(2);
 const full = args.includes('--full');
 const secIdx = args.indexOf('--seconds');
-const measureSec = secIdx >= 0 ? Number(args[secIdx + 1]) : full ? 5 : 3;
+const measureSec = secIdx >= 0 ? Number(args[secIdx + 1]) : full ? 5 : 2.5;
 const warmupSec = 1;
 const SIZES = full ? [10, 100, 1_000, 5_000] : [10, 100];
 const CLIENT_PROCS = 2;
@@ -45,7 +45,7 @@ const MAX_TOTAL_FPS = 100_000;
 const MGMT = 'bench-management-key-0123456789abcdef';
 const CLIENT = fileURLToPath(new URL('./streamClient.ts', import.meta.url));
 
-interface Side { hist?: StreamHist; lagHist?: StreamHist; lat: ReturnType<StreamHist['summary']>; generatorLagUs: ReturnType<StreamHist['summary']>; fps: number; expectedFps: number; serverCpuPct: number; clientCpuPct: number; rssMb: number }
+interface Side { burst?: number; coalescingSockets?: number; hist?: StreamHist; lagHist?: StreamHist; lat: ReturnType<StreamHist['summary']>; generatorLagUs: ReturnType<StreamHist['summary']>; fps: number; expectedFps: number; serverCpuPct: number; clientCpuPct: number; rssMb: number }
 
 function plan(sockets: number, nsym: number) {
   const perSocket = Math.min(PER_SOCKET_FPS, Math.floor(MAX_TOTAL_FPS / sockets));
@@ -120,10 +120,10 @@ function generate(symbols: string[], totalRate: number, lag: StreamHist, emit: (
   return () => clearInterval(timer);
 }
 
-async function measure(clients: Clients, run: (lag: StreamHist) => () => void, expectedFps: number): Promise<Side> {
+async function measure(clients: Clients, run: (lag: StreamHist) => () => void, expectedFps: number, warmup = warmupSec): Promise<Side> {
   const lag = new StreamHist();
   const stop = run(lag);
-  await new Promise((r) => setTimeout(r, warmupSec * 1000));
+  await new Promise((r) => setTimeout(r, warmup * 1000));
   clients.measure();
   lag.reset();
   const cpu0 = process.cpuUsage();
@@ -213,6 +213,47 @@ async function main() {
     });
     process.stderr.write(`stream bench: ${sockets} sockets: gateway p50 ${gateway.lat.p50}µs p99 ${gateway.lat.p99}µs ${gateway.fps} fps (server cpu ${gateway.serverCpuPct}%, clients ${gateway.clientCpuPct}%) | baseline p50 ${baseline.lat.p50}µs p99 ${baseline.lat.p99}µs ${baseline.fps} fps\n`);
   }
+  // Slow readers: at 100 sockets, 10 more sockets stop reading. The 100 readers' latency should
+  // not move (the slow ones fill their buffers, then are served coalesced, off the publish path).
+  const SLOW = 10;
+  const sp = plan(100, symbols.length);
+  const slowRounds: Side[] = [];
+  const fastRounds: Side[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const url = `ws://127.0.0.1:${gw.port}/v1/stream?id=${accountId}&apiKey=${encodeURIComponent(apiKey)}&heartbeat=0`;
+    const fc = new Clients();
+    await fc.start({ url, symbols, mode: 'gateway' }, 100);
+    fastRounds.push(await measure(fc, (lag) => generate(symbols, sp.totalTicks, lag,
+      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), 100 * sp.perSocket));
+    await fc.stop();
+    const sc = new Clients();
+    await sc.start({ url, symbols, mode: 'gateway', slow: SLOW / CLIENT_PROCS }, 100 + SLOW);
+    // Fill the stalled sockets' kernel buffers (megabytes) with a burst before measuring, so they
+    // are past the soft limit and coalescing during the measurement.
+    let burst = 0;
+    for (; burst < 200_000 && gw.stream.stats().coalescingSockets < SLOW; burst += 500) {
+      for (let i = 0; i < 500; i++) {
+        const tick = { symbol: symbols[i % symbols.length]!, bid: 1, ask: 1.0001, timeMsc: nowMs() };
+        gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } });
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    slowRounds.push(await measure(sc, (lag) => generate(symbols, sp.totalTicks, lag,
+      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), 100 * sp.perSocket, 3));
+    slowRounds[slowRounds.length - 1]!.burst = burst;
+    const coalescing = gw.stream.stats().coalescingSockets;
+    slowRounds[slowRounds.length - 1]!.coalescingSockets = coalescing;
+    await sc.stop();
+  }
+  const withoutSlow = combine(fastRounds);
+  const withSlow = combine(slowRounds);
+  const slowReaders = {
+    sockets: 100, slowSockets: SLOW, burstTicksToStall: slowRounds.map((r) => r.burst ?? 0), coalescingSocketsAtEnd: Math.max(...slowRounds.map((r) => r.coalescingSockets ?? 0)),
+    without: { lat: withoutSlow.lat, fps: withoutSlow.fps }, with: { lat: withSlow.lat, fps: withSlow.fps },
+    ratio: { p50: Math.round((withSlow.lat.p50 / withoutSlow.lat.p50) * 100) / 100, p99: Math.round((withSlow.lat.p99 / withoutSlow.lat.p99) * 100) / 100 },
+  };
+  process.stderr.write(`stream bench: slow readers: 100 readers + ${SLOW} stalled: p50 ${withSlow.lat.p50}µs p99 ${withSlow.lat.p99}µs (without: ${withoutSlow.lat.p50}/${withoutSlow.lat.p99}µs), coalescing at end ${slowReaders.coalescingSocketsAtEnd}\n`);
+
   const big = results[results.length - 1]!;
   // What limits the biggest size: memory if RSS is large; else CPU, and whose. Server and client
   // processes share this machine's cores, so when together they use most of them the machine is the
@@ -230,6 +271,7 @@ async function main() {
   rmSync(dataDir, { recursive: true, force: true });
   console.log(JSON.stringify({
     bench: 'stream', mode: full ? 'full' : 'quick', measureSec, clientProcesses: CLIENT_PROCS, sizes: results,
+    slowReaders,
     biggest: { sockets: big.sockets, limitedBy: limit, serverCpuPct: big.gateway.serverCpuPct, clientCpuPct: big.gateway.clientCpuPct, rssMb: big.gateway.rssMb },
     hub: { ticksIn: stats.ticksIn, duplicates: stats.ticksDuplicate, coalescedFlushes: stats.coalescedFlushes, backpressureCloses: stats.backpressureCloses },
     note: 'ticks injected at the hub ingest (shard->main hop excluded); 2-core machine shared with other work: noisy',

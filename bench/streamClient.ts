@@ -11,6 +11,8 @@ export interface ClientJob {
   symbols: string[];
   /** gateway: send subscribe messages and wait for SUBSCRIBED acks; baseline: the server subscribes on open. */
   mode: 'gateway' | 'baseline';
+  /** This many of the sockets stop reading once subscribed (deliberately slow readers, not measured). */
+  slow?: number;
 }
 
 type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'report' } | { t: 'close' };
@@ -38,22 +40,30 @@ function onMessage(data: WebSocket.RawData): void {
 
 async function open(job: ClientJob): Promise<void> {
   const batch = 100;
+  let slowLeft = job.slow ?? 0;
   for (let i = 0; i < job.sockets; i += batch) {
     const n = Math.min(batch, job.sockets - i);
     await Promise.all(Array.from({ length: n }, () => new Promise<void>((resolve, reject) => {
+      const slow = slowLeft > 0;
+      if (slow) slowLeft--;
+      const ready = () => {
+        // A slow reader: the TCP socket stops reading, so the server's buffers for it fill up.
+        if (slow) (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+        resolve();
+      };
       const ws = new WebSocket(job.url, { perMessageDeflate: false });
       let acks = 0;
       ws.on('error', reject);
       ws.on('open', () => {
         sockets.push(ws);
-        if (job.mode === 'baseline') resolve();
+        if (job.mode === 'baseline') ready();
         else for (const s of job.symbols) ws.send(JSON.stringify({ action: 'subscribe', symbol: s }));
       });
       ws.on('message', (d) => {
         if (job.mode === 'gateway' && acks < job.symbols.length) {
           const t = d.toString();
           if (t.startsWith('{"type":"SUBSCRIBED"')) {
-            if (++acks === job.symbols.length) resolve();
+            if (++acks === job.symbols.length) ready();
           } else if (t.startsWith('{"type":"ERROR"')) reject(new Error(t));
           return;
         }
