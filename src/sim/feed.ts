@@ -20,9 +20,6 @@ import type { ServerClock } from '../broker/time.js';
 
 const BLOCK = 64;
 const OCTAVES = 17;
-const TAG_HI = 0x7fffff01;
-const TAG_LO = 0x7fffff02;
-const TAG_SLOT = 0x7fffff03;
 const HOUR = 3_600_000;
 
 export interface FeedParams {
@@ -68,6 +65,10 @@ function fmix(h: number): number {
   h ^= h >>> 16;
   return h >>> 0;
 }
+/** Hash of tick j of the loaded segment. */
+function tickHash(segHash: number, j: number): number {
+  return fmix(segHash ^ Math.imul(j + 1, 0x165667b1));
+}
 function unit(h: number): number {
   return h / 4294967296;
 }
@@ -93,12 +94,16 @@ export class SymbolFeed implements TickSource {
   private readonly sigmaSeg: number;
   private readonly basePts: number;
   private readonly amps: Float64Array;
+  /** 1 / 2^o: a variable-exponent `**` costs ~90 ns, far more than the rest of anchor(). */
+  private readonly invScale: Float64Array;
   // block cache
   private blockIndex = -1;
   private readonly block = new Float64Array(BLOCK + 1);
   private readonly walk = new Float64Array(BLOCK + 1);
   // per-segment scratch (valid for `segCached`)
   private segCached = -1;
+  /** Hash of (seed, symbol, segment); every per-tick hash is one mix of it. */
+  private segHash = 0;
   private segOpen = 0;
   private segHi = 0;
   private segLo = 0;
@@ -128,6 +133,8 @@ export class SymbolFeed implements TickSource {
     this.sigmaSeg = params.volatility * Math.sqrt(params.segmentMs / 1000);
     this.basePts = Math.round(params.basePrice * this.scale);
     this.amps = new Float64Array(OCTAVES);
+    this.invScale = new Float64Array(OCTAVES);
+    for (let o = 0; o < OCTAVES; o++) this.invScale[o] = 1 / 2 ** o;
     for (let o = 0; o < OCTAVES; o++) this.amps[o] = 0.5 * this.sigmaSeg * Math.sqrt(BLOCK) * Math.sqrt(2 ** o);
   }
 
@@ -136,7 +143,7 @@ export class SymbolFeed implements TickSource {
   private anchor(k: number): number {
     let v = this.basePts;
     for (let o = 0; o < OCTAVES; o++) {
-      const x = k / 2 ** o;
+      const x = k * this.invScale[o]!;
       const k0 = Math.floor(x);
       const f = x - k0;
       const s = f * f * (3 - 2 * f);
@@ -179,10 +186,14 @@ export class SymbolFeed implements TickSource {
     this.pa = pa;
     this.pb = pb;
     const K = this.ticksPerSegment;
-    this.segHi = Math.max(pa, pb) + Math.floor(unit(hash3(this.seedSym, i, TAG_HI)) * this.sigmaSeg * 0.5);
-    this.segLo = Math.min(pa, pb) - Math.floor(unit(hash3(this.seedSym, i, TAG_LO)) * this.sigmaSeg * 0.5);
+    const sh = hash3(this.seedSym, i, 0x51);
+    this.segHash = sh;
+    const hExt = fmix(sh ^ 0x7fffff01);
+    const half = this.sigmaSeg * 0.5;
+    this.segHi = Math.max(pa, pb) + Math.floor(((hExt >>> 16) / 65536) * half);
+    this.segLo = Math.min(pa, pb) - Math.floor(((hExt & 0xffff) / 65536) * half);
     if (K >= 2) {
-      const h = hash3(this.seedSym, i, TAG_SLOT);
+      const h = fmix(sh ^ 0x7fffff03);
       this.jHi = 1 + (h % (K - 1));
       this.jLo = K >= 3 ? 1 + ((this.jHi + ((h >>> 16) % (K - 2))) % (K - 1)) : -1;
     } else {
@@ -231,10 +242,9 @@ export class SymbolFeed implements TickSource {
     } else {
       hi = this.segHi;
       lo = this.segLo;
-      const h = hash3(this.seedSym, i, K - 1);
-      close = this.tickValue(K - 1, h);
+      close = this.tickValue(K - 1, tickHash(this.segHash, K - 1));
     }
-    const lastTime = this.tickTime(i, K - 1, hash3(this.seedSym, i, K - 1));
+    const lastTime = this.tickTime(i, K - 1, tickHash(this.segHash, K - 1));
     mergeOhlc(out, this.pa, hi, lo, close, K, lastTime);
   }
 
@@ -243,7 +253,7 @@ export class SymbolFeed implements TickSource {
     this.loadSegment(i);
     if (!this.segOpen) return;
     for (let j = 0; j < this.ticksPerSegment; j++) {
-      const h = hash3(this.seedSym, i, j);
+      const h = tickHash(this.segHash, j);
       const t = this.tickTime(i, j, h);
       if (t >= toMs) break;
       if (t < fromMs) continue;
@@ -293,7 +303,7 @@ export class SymbolFeed implements TickSource {
       this.loadSegment(i);
       if (!this.segOpen) continue;
       for (let j = this.ticksPerSegment - 1; j >= 0; j--) {
-        const h = hash3(this.seedSym, i, j);
+        const h = tickHash(this.segHash, j);
         const t = this.tickTime(i, j, h);
         if (t > utcMs) continue;
         this.bidPts = this.tickValue(j, h);
@@ -322,7 +332,7 @@ export class SymbolFeed implements TickSource {
     this.curJ = 0;
     this.loadSegment(this.curSeg);
     while (this.curJ < this.ticksPerSegment) {
-      const h = hash3(this.seedSym, this.curSeg, this.curJ);
+      const h = tickHash(this.segHash, this.curJ);
       if (this.tickTime(this.curSeg, this.curJ, h) > utcMs) break;
       this.curJ++;
     }
@@ -333,14 +343,13 @@ export class SymbolFeed implements TickSource {
   advanceTo(utcMs: number, onTick: () => void): void {
     const S = this.segMs;
     const K = this.ticksPerSegment;
-    const seed = this.seedSym;
     while (this.curSeg * S <= utcMs) {
       const i = this.curSeg;
       this.loadSegment(i);
       if (this.segOpen) {
         let j = this.curJ;
         for (; j < K; j++) {
-          const h = hash3(seed, i, j);
+          const h = tickHash(this.segHash, j);
           const t = this.tickTime(i, j, h);
           if (t > utcMs) break;
           const bid = this.tickValue(j, h);
@@ -348,6 +357,8 @@ export class SymbolFeed implements TickSource {
           this.askPts = bid + this.tickSpread(h);
           this.timeMsc = t;
           onTick();
+          // A listener may have queried history, which reuses the segment scratch fields.
+          if (this.segCached !== i) this.loadSegment(i);
         }
         if (j < K) {
           this.curJ = j;

@@ -193,6 +193,15 @@ export class SqliteSimStore implements SimPersistence {
       this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
       for (const r of m.newRequests) this.st.stateInsertIgnore.run(a.server, a.login, REQUEST, r.requestId, JSON.stringify(r));
       m.newRequests = [];
+      // Request ids live in memory for a day (they are also in sim_state for later lookups).
+      if (m.requests.size > 10_000) {
+        const horizon = m.lastTimeMs - 86_400_000;
+        for (const [id, r] of m.requests) {
+          if (r.timeMsc >= horizon) continue;
+          m.requests.delete(id);
+          m.dbRequests = true;
+        }
+      }
       m.dirty = false;
       m.checkpointedMs = now;
     }
