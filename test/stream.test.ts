@@ -213,14 +213,24 @@ describe('heartbeats', () => {
     expect(sb.lastQuoteAgeMs).toBeGreaterThan(sa.lastQuoteAgeMs);
   });
 
-  it('an upstream drop shows reconnecting, then connected again', async () => {
-    const c = await open({ id: p4, apiKey: key });
-    await c.next('HEARTBEAT');
-    await t.gw.services.shards.call(p4, 'account.fault', { accountId: p4, fault: { kind: 'drop', durationMs: 1_500 } });
-    const rec = await c.until((x) => x.of('HEARTBEAT').find((f) => f.data.connection === 'reconnecting'), 8_000, 'reconnecting');
-    const after = c.frames.indexOf(rec);
-    await c.until((x) => x.frames.slice(after).find((f) => f.type === 'HEARTBEAT' && f.data.connection === 'connected'), 15_000, 'connected again');
-  });
+  for (const which of ['P4', 'P5'] as const) {
+    it(`${which}: an upstream drop shows reconnecting, then connected again${which === 'P5' ? ', then fresh snapshots' : ''}`, async () => {
+      const id = which === 'P5' ? p5 : p4;
+      const c = await open({ id, apiKey: key });
+      await c.next('HEARTBEAT');
+      await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 1_500 } });
+      const rec = await c.until((x) => x.of('HEARTBEAT').find((f) => f.data.connection === 'reconnecting'), 8_000, 'reconnecting');
+      const after = c.frames.indexOf(rec);
+      await c.until((x) => x.frames.slice(after).find((f) => f.type === 'HEARTBEAT' && f.data.connection === 'connected'), 15_000, 'connected again');
+      if (which === 'P5') {
+        await c.until((x) => x.frames.slice(after).find((f) => f.type === 'ORDERS' && f.data.snapshot === true), 8_000, 'fresh snapshots');
+        const snaps = c.frames.slice(after).filter((f) => (f.type === 'POSITIONS' || f.type === 'ORDERS') && f.data.snapshot);
+        expect(snaps.map((f) => f.type)).toEqual(['POSITIONS', 'ORDERS']);
+      } else {
+        expect(c.of('ORDERS')).toHaveLength(0);
+      }
+    });
+  }
 });
 
 describe('state frames', () => {

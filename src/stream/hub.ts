@@ -373,7 +373,7 @@ export class StreamHub {
     return true;
   }
 
-  private sendError(sock: Sock, code: string, message: string, request?: unknown): void {
+  private errorFrame(sock: Sock, code: string, message: string, request?: unknown): void {
     this.sendOwn(sock, 'ERROR', errorData(code, message, request));
   }
 
@@ -406,7 +406,7 @@ export class StreamHub {
         const e = toApiError(err);
         // Not connected yet: the snapshot follows when the account's connection comes up.
         sock.snapshot = 'none';
-        this.sendError(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
+        this.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
       },
     );
   }
@@ -427,7 +427,7 @@ export class StreamHub {
     const sock = ws.getUserData().sock;
     if (!sock) return;
     if (isBinary) {
-      this.sendError(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
+      this.errorFrame(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
       return;
     }
     const text = Buffer.from(raw).toString('utf8');
@@ -435,13 +435,13 @@ export class StreamHub {
     try {
       json = JSON.parse(text);
     } catch {
-      this.sendError(sock, 'INVALID_JSON', 'message is not valid JSON', text.slice(0, 200));
+      this.errorFrame(sock, 'INVALID_JSON', 'message is not valid JSON', text.slice(0, 200));
       return;
     }
     const r = ClientMessage.safeParse(json);
     if (!r.success) {
       const why = r.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ');
-      this.sendError(sock, 'BAD_REQUEST', `${why}. Expected {"action":"subscribe"|"unsubscribe","symbol":"EURUSD","timeframe"?:"M1","timeframes"?:["M1","H1"]}`, json);
+      this.errorFrame(sock, 'BAD_REQUEST', `${why}. Expected {"action":"subscribe"|"unsubscribe","symbol":"EURUSD","timeframe"?:"M1","timeframes"?:["M1","H1"]}`, json);
       return;
     }
     const m = r.data;
@@ -450,7 +450,7 @@ export class StreamHub {
     for (const v of tfRaw) {
       const tf = parseTimeframe(v);
       if (!tf) {
-        this.sendError(sock, 'BAD_REQUEST', `unknown timeframe ${JSON.stringify(v)}: use M1, M5, M15, M30, H1, H4, D1, W1 or MN1`, json);
+        this.errorFrame(sock, 'BAD_REQUEST', `unknown timeframe ${JSON.stringify(v)}: use M1, M5, M15, M30, H1, H4, D1, W1 or MN1`, json);
         return;
       }
       if (!tfs.includes(tf)) tfs.push(tf);
@@ -465,7 +465,7 @@ export class StreamHub {
   private async subscribe(sock: Sock, symbol: string, tfs: Timeframe[]): Promise<void> {
     const acc = sock.acc;
     if (!sock.quotes.has(symbol) && sock.quotes.size >= MAX_SYMBOLS_PER_SOCKET) {
-      this.sendError(sock, 'BAD_REQUEST', `at most ${MAX_SYMBOLS_PER_SOCKET} symbols per socket`, { action: 'subscribe', symbol });
+      this.errorFrame(sock, 'BAD_REQUEST', `at most ${MAX_SYMBOLS_PER_SOCKET} symbols per socket`, { action: 'subscribe', symbol });
       return;
     }
     const server = acc.server;
@@ -512,7 +512,7 @@ export class StreamHub {
         sock.candles.delete(k);
         this.decCandle(acc, k);
       }
-      this.sendError(sock, e.code, `subscribe ${symbol}: ${e.message}`, { action: 'subscribe', symbol, timeframes: tfs });
+      this.errorFrame(sock, e.code, `subscribe ${symbol}: ${e.message}`, { action: 'subscribe', symbol, timeframes: tfs });
       return;
     }
     sock.pending.delete(symbol);
@@ -544,7 +544,7 @@ export class StreamHub {
     const acc = sock.acc;
     const qt = sock.quotes.get(symbol);
     if (!qt) {
-      this.sendError(sock, 'BAD_REQUEST', `not subscribed to ${symbol}`, { action: 'unsubscribe', symbol });
+      this.errorFrame(sock, 'BAD_REQUEST', `not subscribed to ${symbol}`, { action: 'unsubscribe', symbol });
       return;
     }
     const keys = tfs === undefined
@@ -667,9 +667,12 @@ export class StreamHub {
       case STREAM_EVENT.phase: {
         const acc = this.accounts.get(ev.key);
         if (!acc) break;
+        const was = acc.phase;
         acc.phase = (ev.data as PhaseEventData).phase;
         if (acc.phase === 'connected' && acc.platform === 'P5') {
-          for (const s of acc.sockets) if (s.snapshot === 'none') this.requestSnapshot(s);
+          // A missing initial snapshot follows now; after an outage every socket gets a fresh pair,
+          // since what changed at the broker meanwhile may not have reached us as events.
+          for (const s of acc.sockets) if (s.snapshot === 'none' || (was === 'reconnecting' && s.snapshot === 'sent')) this.requestSnapshot(s);
         }
         break;
       }
