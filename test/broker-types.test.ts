@@ -1,0 +1,64 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { describe, expect, it } from 'vitest';
+import { BridgeBrokerConnection } from '../src/broker/bridge.js';
+import { dialectOf } from '../src/broker/dialect.js';
+import { ORDER_TYPES, orderTypeCode, parseOrderType, parseTimeframe } from '../src/broker/types.js';
+import { connect, makeSim } from './sim-helpers.js';
+
+describe('broker contract helpers', () => {
+  it('parses order types by name (any case) or MT5 code', () => {
+    expect(ORDER_TYPES.map((t) => orderTypeCode(t))).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(parseOrderType('buylimit')).toBe('BuyLimit');
+    expect(parseOrderType('SellStopLimit')).toBe('SellStopLimit');
+    expect(parseOrderType(5)).toBe('SellStop');
+    expect(parseOrderType('1')).toBe('Sell');
+    expect(parseOrderType(8)).toBeUndefined();
+    expect(parseOrderType('Hold')).toBeUndefined();
+  });
+  it('parses timeframes by name or minutes', () => {
+    expect(parseTimeframe('h4')).toBe('H4');
+    expect(parseTimeframe(1440)).toBe('D1');
+    expect(parseTimeframe('43200')).toBe('MN1');
+    expect(parseTimeframe('M2')).toBeUndefined();
+  });
+  it('keeps P4/P5 differences in the dialect', () => {
+    expect(dialectOf('P4')).toMatchObject({ stopLimitOrders: false, balanceHistory: false, ordersStream: false });
+    expect(dialectOf('P5')).toMatchObject({ stopLimitOrders: true, balanceHistory: true, ordersStream: true });
+  });
+});
+
+describe('latency fault', () => {
+  it('delays replies by the configured time', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim);
+    sim.faults.set({ server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 60 });
+    const t = performance.now();
+    await c.accountSummary();
+    expect(performance.now() - t).toBeGreaterThanOrEqual(55);
+    expect(sim.faults.list().map((f) => f.kind)).toEqual(['latency']);
+    expect(sim.faults.clear()).toBe(1);
+    const t2 = performance.now();
+    await c.accountSummary();
+    expect(performance.now() - t2).toBeLessThan(50);
+  });
+});
+
+describe('standalone simulator process', () => {
+  it('npm run sim starts a bridge server a client can trade on', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sim/server.ts', '--port', '0', '--seed', '9'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const lines = createInterface({ input: child.stdout! });
+      const first = await new Promise<string>((resolve) => lines.once('line', resolve));
+      const { listening } = JSON.parse(first) as { listening: number };
+      const c = new BridgeBrokerConnection({ host: '127.0.0.1', port: listening, server: 'Sim-P4-Demo', login: '900', password: 'x' });
+      await c.connect();
+      expect(c.server.platform).toBe('P4');
+      const q = await c.quote('EURUSD');
+      expect(q?.symbol).toBe('EURUSD');
+      await c.disconnect();
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
+});
