@@ -377,3 +377,21 @@ describe('rolling upgrade', () => {
     expect((await api(`/AccountSummary?id=${id}`, k)).status).toBe(200);
   }, 20_000);
 });
+
+describe('one broker login bound to two accounts', () => {
+  it('the same clientOrderId on each account places two orders, not a broker-side replay of the first', async () => {
+    // Both accounts must share a shard (and so one simulator instance) for the broker to see both requests.
+    const bind = async () =>
+      (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'shared-login', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+    const first = await bind();
+    let second = await bind();
+    for (let i = 0; i < 20 && t.gw.services.shards.shardFor(second) !== t.gw.services.shards.shardFor(first); i++) second = await bind();
+    expect(t.gw.services.shards.shardFor(second)).toBe(t.gw.services.shards.shardFor(first));
+    const a = await api(`/OrderSend?id=${first}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=same-id`);
+    const b = await api(`/OrderSend?id=${second}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=same-id`);
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    expect(b.headers.get('idempotent-replay')).toBeNull();
+    expect(b.body.ticket).not.toBe(a.body.ticket);
+  });
+});

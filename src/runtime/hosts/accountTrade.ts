@@ -99,8 +99,17 @@ export function answer(r: TradeResult): StoredResult {
 }
 
 /**
+ * The request id the broker dedups on. It is unique per idempotency record, not just the
+ * clientOrderId: the broker keeps ids per broker login, and one login may be bound to several
+ * accounts, or reuse a clientOrderId after its record expired; either must be a new order.
+ */
+export function brokerRequestId(accountId: string, clientOrderId: string, expiresAt: number): string {
+  return `${accountId}/${clientOrderId}/${expiresAt.toString(36)}`;
+}
+
+/**
  * Sends once and settles the outcome. A reply lost after the send is checked with lookupRequest
- * (the requestId is the clientOrderId); if the broker cannot say, the outcome is uncertain.
+ * (by the record's broker request id); if the broker cannot say, the outcome is uncertain.
  */
 async function execute(prep: Prepared, lease: Lease, requestId: string): Promise<StoredResult> {
   try {
@@ -258,9 +267,10 @@ export class TradeDesk {
         lease.release();
         continue;
       }
+      const expiresAt = Date.now() + IDEMPOTENCY_TTL_MS;
       const actor = this.start(
-        { account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: Date.now() + IDEMPOTENCY_TTL_MS },
-        () => execute(prep, lease, clientOrderId),
+        { account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt },
+        () => execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, expiresAt)),
       );
       let s;
       try {
