@@ -43,7 +43,7 @@ const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { 
 const account = (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user: 'bench-1', password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
 const h = { 'x-api-key': key };
 // Warm the quote cache path and the account connection.
-await api('GET', `/GetQuote?id=${account}&symbol=EURUSD`, h);
+await api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 
 const throughput = (port: number, path: string, headers: Record<string, string> = {}) =>
   spawnLoad({ port, path, headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
@@ -52,10 +52,10 @@ const sequential = (port: number, path: string, headers: Record<string, string>,
 
 const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
-results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=EURUSD`, h);
+results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
 results.bareSeq = await sequential(barePort, '/bare', {}, orders);
-results.orderSend = await sequential(gw.port, `/OrderSend?id=${account}&symbol=EURUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`, h, orders);
+results.orderSend = await sequential(gw.port, `/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`, h, orders);
 
 for (const [name, r] of Object.entries(results)) {
   console.error(`${name.padEnd(15)} ${String(r.rps).padStart(7)} req/s  p50 ${r.latencyUs.p50}µs p99 ${r.latencyUs.p99}µs p99.9 ${r.latencyUs.p999}µs  statuses ${JSON.stringify(r.statuses)}`);
