@@ -3,7 +3,11 @@
 // simulator's FaultController are applied here, at the edge, like a network would.
 import type { SimAccount } from '../sim/account.js';
 import { marginFor } from '../sim/accounting.js';
-import type { AccountSink, SimServer, Simulator } from '../sim/simulator.js';
+import { Simulator, type AccountSink, type Clock, type SimServer } from '../sim/simulator.js';
+import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
+import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/config.js';
+import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
 import { utcOffsetMinutes } from './time.js';
 import { dialectOf } from './dialect.js';
 import {
@@ -16,6 +20,7 @@ import {
   type AccountDetails,
   type AccountSummary,
   type BrokerConnection,
+  type BrokerConnectionFactory,
   type BrokerCredentials,
   type BrokerEventName,
   type BrokerEvents,
@@ -383,4 +388,30 @@ export class SimBrokerConnection implements BrokerConnection {
     this.candleSubs.get(s)?.clear();
     this.candleSubs.delete(s);
   }
+}
+
+export interface CreateSimulatorOptions {
+  /** SQLite database for simulator state (tables sim_*); omit for in-memory state. */
+  readonly db?: Database.Database;
+  readonly configPath?: string;
+  readonly seed?: number;
+  readonly clock?: Clock;
+  /** Drive the market from a timer every N ms (default 20); false for manual advance(). */
+  readonly driveMs?: number | false;
+}
+
+/** One simulator for this thread: config (and replay files) from disk, SQLite or memory
+ *  persistence, market driven by a timer. */
+export function createSimulator(options: CreateSimulatorOptions = {}): Simulator {
+  const path = options.configPath ?? DEFAULT_CONFIG_PATH;
+  const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
+  const store = options.db ? new SqliteSimStore(options.db) : new MemorySimStore();
+  const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
+  if (options.driveMs !== false) sim.start(options.driveMs ?? 20);
+  return sim;
+}
+
+/** BrokerConnectionFactory over a simulator: one connection per login. */
+export function simConnectionFactory(sim: Simulator): BrokerConnectionFactory {
+  return (credentials) => new SimBrokerConnection(sim, credentials);
 }

@@ -476,6 +476,15 @@ export class SimAccount {
 
   // ---- tick processing -------------------------------------------------------------------
 
+  /** Does anything open on this account trigger on this symbol's ticks? (A conversion
+   *  pair's tick that changes a cross position's value is picked up by the stop-out check on
+   *  the position's own next tick.) */
+  hasSymbol(name: string): boolean {
+    for (const p of this.positions.values()) if (p.symbol === name) return true;
+    for (const o of this.orders.values()) if (o.symbol === name) return true;
+    return false;
+  }
+
   /** Triggers for one symbol's tick: pending entries and expirations, SL/TP, then stop-out. */
   onTick(s: MarketSymbol): void {
     const name = s.info.name;

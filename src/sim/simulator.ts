@@ -70,8 +70,10 @@ export class SimServer implements AccountHost {
 
   private onTick(s: MarketSymbol): void {
     if (this.accounts.size > 0) {
+      // Only accounts with open positions or orders react to ticks.
       for (const acc of this.accounts.values()) {
         if (acc.positions.size === 0 && acc.orders.size === 0) continue;
+        if (!acc.hasSymbol(s.info.name)) continue;
         acc.onTick(s);
         acc.flush();
       }
