@@ -48,7 +48,7 @@ import {
   type Unsubscribe,
 } from './types.js';
 import { TIMEFRAMES } from './types.js';
-import { toCandle } from '../sim/candles.js';
+import { toCandle, type BarListener } from '../sim/candles.js';
 import type { MarketSymbol } from '../sim/market.js';
 import { conversionRate } from '../sim/accounting.js';
 
@@ -63,6 +63,7 @@ export class SimBrokerConnection implements BrokerConnection {
   private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
   private readonly tickSubs = new Map<MarketSymbol, (t: Tick) => void>();
   private readonly candleSubs = new Map<MarketSymbol, Set<number>>();
+  private readonly candleListeners = new Map<MarketSymbol, BarListener>();
   private readonly sink: AccountSink;
   private unFault: (() => void) | null = null;
   private dropTimer: ReturnType<typeof setTimeout> | null = null;
@@ -366,12 +367,13 @@ export class SimBrokerConnection implements BrokerConnection {
       const bars = this.host.market.enableBars(s);
       const clock = this.host.market.clock;
       const wanted = set;
-      const prev = bars.listener;
-      // LiveBars has one listener slot: chain to any listener already installed.
-      bars.listener = (k, start, o, closed) => {
-        prev?.(k, start, o, closed);
-        if (wanted.has(k)) this.emit('candle', { symbol, timeframe: TIMEFRAMES[k]!, candle: toCandle(start, clock, o, s.feed.scale), closed });
+      const listener: BarListener = (k, start, o, closed) => {
+        if (wanted.has(k) && this._state === 'connected') {
+          this.emit('candle', { symbol, timeframe: TIMEFRAMES[k]!, candle: toCandle(start, clock, o, s.feed.scale), closed });
+        }
       };
+      bars.listeners.add(listener);
+      this.candleListeners.set(s, listener);
     }
     for (const tf of timeframes) set.add(TIMEFRAMES.indexOf(tf));
   }
@@ -381,11 +383,13 @@ export class SimBrokerConnection implements BrokerConnection {
     const set = s && this.candleSubs.get(s);
     if (!s || !set) return;
     if (timeframes) for (const tf of timeframes) set.delete(TIMEFRAMES.indexOf(tf));
-    else set.clear();
+    if (!timeframes || set.size === 0) this.detachCandles(s);
   }
 
   private detachCandles(s: MarketSymbol): void {
-    this.candleSubs.get(s)?.clear();
+    const l = this.candleListeners.get(s);
+    if (l) s.bars?.listeners.delete(l);
+    this.candleListeners.delete(s);
     this.candleSubs.delete(s);
   }
 }

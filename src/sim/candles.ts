@@ -68,7 +68,7 @@ export class LiveBars {
   readonly bars: Ohlc[] = TIMEFRAMES.map(() => ({ open: 0, high: 0, low: 0, close: 0, n: 0, lastTime: -1 }));
   /** Earliest bar end over all timeframes (always the M1 end). */
   private nextEnd = -Infinity;
-  listener: BarListener | null = null;
+  readonly listeners = new Set<BarListener>();
 
   constructor(
     private readonly clock: ServerClock,
@@ -106,15 +106,14 @@ export class LiveBars {
       b.n++;
       b.lastTime = t;
     }
-    const l = this.listener;
-    if (l !== null) for (let k = 0; k < TF_COUNT; k++) l(k, this.start[k]!, bars[k]!, false);
+    if (this.listeners.size > 0) for (const l of this.listeners) for (let k = 0; k < TF_COUNT; k++) l(k, this.start[k]!, bars[k]!, false);
   }
 
   private roll(t: number): void {
     for (let k = 0; k < TF_COUNT; k++) {
       if (t < this.end[k]!) continue;
       const bar = this.bars[k]!;
-      if (bar.n > 0 && this.listener !== null) this.listener(k, this.start[k]!, bar, true);
+      if (bar.n > 0) for (const l of this.listeners) l(k, this.start[k]!, bar, true);
       this.openBar(k, t, false);
     }
     this.nextEnd = this.end[0]!;
