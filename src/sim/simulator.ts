@@ -190,8 +190,10 @@ export class Simulator {
     this.timer = setInterval(() => this.advance(), intervalMs);
     this.timer.unref?.();
   }
+  /** Stop the timer and make everything applied durable (checkpoints included). */
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.options.store.flush();
   }
 }

@@ -68,6 +68,8 @@ export interface SimPersistence {
   /** Resolves once everything applied so far is durable (group commit); replies to trades
    *  wait for it so nothing is acknowledged before it is on disk. */
   whenDurable(): Promise<void>;
+  /** Commit anything queued and write pending checkpoints (graceful shutdown). */
+  flush(): void;
 }
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
@@ -134,7 +136,10 @@ export class SqliteSimStore implements SimPersistence {
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
   private readonly checkpointTx: () => void;
 
-  constructor(db: Database.Database, options: { groupCommit?: boolean; checkpointMs?: number } = {}) {
+  constructor(
+    private readonly db: Database.Database,
+    options: { groupCommit?: boolean; checkpointMs?: number } = {},
+  ) {
     this.groupCommit = options.groupCommit ?? true;
     this.checkpointMs = options.checkpointMs ?? 1000;
     migrateSimStore(db);
@@ -205,6 +210,11 @@ export class SqliteSimStore implements SimPersistence {
       m.dirty = false;
       m.checkpointedMs = now;
     }
+  }
+
+  flush(): void {
+    // Shutdown order is the host's business: a closed database has nothing left to flush to.
+    if (this.db.open) this.checkpoint();
   }
 
   /** Write every pending checkpoint now (before closing the database, and in tests). */
@@ -358,6 +368,7 @@ export class MemorySimStore implements SimPersistence {
   whenDurable(): Promise<void> {
     return Promise.resolve();
   }
+  flush(): void {}
   allocateIds(server: string, count: number): number {
     const first = this.counters.get(server) ?? 100_001;
     this.counters.set(server, first + count);
