@@ -524,9 +524,16 @@ export class StreamHub {
       if (newQuote) {
         if (!sock.coalescing) ws.subscribe(qt.key);
         else sock.leftAt.set(qt.key, -1);
-        // The current quote right away: the topic's latest frame, or the shard's latest tick.
-        if (qt.latest === null && lastTick) this.ingestTick(server, lastTick);
-        else if (qt.latest !== null) ws.send(qt.latest);
+        // The current quote right away: the topic's latest frame; or its latest tick, not encoded
+        // yet because nobody was subscribed; or the shard's latest tick, published as new.
+        if (qt.latest !== null) {
+          ws.send(qt.latest);
+        } else if (qt.lastTick && (!lastTick || qt.lastTick.timeMsc >= lastTick.timeMsc)) {
+          const srv = this.servers.get(server);
+          if (srv) ws.send((qt.latest = frame('QUOTE', qt.seq, quoteData(qt.lastTick, srv.clock, Date.now()))));
+        } else if (lastTick) {
+          this.ingestTick(server, lastTick);
+        }
       }
       for (const k of added) {
         const c = sock.candles.get(k);
