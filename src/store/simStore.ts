@@ -135,11 +135,13 @@ export class SqliteSimStore implements SimPersistence {
   private readonly batchTx: () => void;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
   private readonly checkpointTx: () => void;
+  private readonly onError: (err: unknown) => void;
 
   constructor(
     private readonly db: Database.Database,
-    options: { groupCommit?: boolean; checkpointMs?: number } = {},
+    options: { groupCommit?: boolean; checkpointMs?: number; onError?: (err: unknown) => void } = {},
   ) {
+    this.onError = options.onError ?? ((err) => console.error('simulator store: commit failed', err));
     this.groupCommit = options.groupCommit ?? true;
     this.checkpointMs = options.checkpointMs ?? 1000;
     migrateSimStore(db);
@@ -294,7 +296,15 @@ export class SqliteSimStore implements SimPersistence {
         this.resolveDurable = resolve;
         this.rejectDurable = reject;
       });
-      setImmediate(() => this.commitQueued());
+      setImmediate(() => {
+        try {
+          this.commitQueued();
+        } catch (err) {
+          // Trade replies waiting on whenDurable() got the error; tick-triggered changes
+          // have no waiter, so report it instead of crashing the thread from a timer.
+          this.onError(err);
+        }
+      });
     }
   }
 
