@@ -35,6 +35,11 @@ function bearer(headers: Record<string, string>): string | undefined {
 
 export class Authenticator {
   private readonly cache = new LRUCache<string, CachedKey>({ max: 50_000 });
+  /**
+   * Key values already verified, so a bot's every request skips the hash: keyed by the full
+   * value, which only a holder of the secret can present. Revocation evicts by key id.
+   */
+  private readonly verified = new LRUCache<string, Principal>({ max: 50_000 });
   private readonly envKeyHash: Buffer | undefined;
 
   constructor(
@@ -48,6 +53,8 @@ export class Authenticator {
 
   /** Looks a raw key value up; undefined when unknown, malformed or revoked. */
   resolve(value: string): Principal | undefined {
+    const hit = this.verified.get(value);
+    if (hit) return hit;
     const parsed = parseKey(value);
     if (!parsed) {
       if (this.envKeyHash && this.envCustomerId) {
@@ -73,11 +80,14 @@ export class Authenticator {
       this.cache.set(parsed.id, entry);
     }
     if (entry.revoked || entry.principal.kind !== parsed.kind) return undefined;
-    return secretMatches(parsed.secret, entry.hash) ? entry.principal : undefined;
+    if (!secretMatches(parsed.secret, entry.hash)) return undefined;
+    this.verified.set(value, entry.principal);
+    return entry.principal;
   }
 
   evict(keyId: string): void {
     this.cache.delete(keyId);
+    for (const [value, p] of this.verified.entries()) if (p.keyId === keyId) this.verified.delete(value);
   }
 
   /** Throws an ApiError (401/403) unless the request carries a key acceptable for `mode`. */

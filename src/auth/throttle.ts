@@ -13,9 +13,16 @@ export interface ThrottleOptions { limit: number; windowMs: number; blockMs: num
 export class AuthThrottle {
   private readonly ips: LRUCache<string, IpState>;
   private readonly clock: Clock;
+  /** The latest time any IP stays blocked: while it is past, no lookup (or client address) is needed. */
+  private anyBlockedUntil = 0;
   constructor(private readonly opts: ThrottleOptions) {
     this.clock = opts.clock ?? systemClock;
     this.ips = new LRUCache({ max: opts.maxIps ?? 100_000 });
+  }
+
+  /** Cheap pre-check for the hot path: false means no IP at all is blocked now. */
+  anyBlocked(): boolean {
+    return this.anyBlockedUntil > this.clock.now();
   }
 
   /** Seconds until the block lifts, or 0 when the IP may proceed. */
@@ -44,6 +51,7 @@ export class AuthThrottle {
     if (s.failures.length >= this.opts.limit) {
       s.blockedUntil = now + this.opts.blockMs;
       s.failures = [];
+      if (s.blockedUntil > this.anyBlockedUntil) this.anyBlockedUntil = s.blockedUntil;
     }
   }
 }

@@ -76,7 +76,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     if (deps.inflight.draining) {
       throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
     }
-    if (route.auth !== 'none') {
+    if (route.auth !== 'none' && deps.throttle.anyBlocked()) {
       const wait = deps.throttle.blockedFor(req.ip);
       if (wait > 0) {
         throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });

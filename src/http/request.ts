@@ -11,7 +11,8 @@ export interface RequestInfo {
   query: QueryMap;
   headers: Record<string, string>;
   params: string[];
-  ip: string;
+  /** Client address; read from the socket on first use (uWS copies it into a fresh buffer per call, so only when needed). */
+  readonly ip: string;
   receivedAt: number;
 }
 
@@ -52,6 +53,7 @@ function remoteAddress(res: HttpResponse): string {
   try {
     return Buffer.from(res.getRemoteAddressAsText()).toString();
   } catch {
+    // Also reached when the response was already aborted (uWS throws on access to it).
     // JS fallback: no getRemoteAddressAsText; it wraps node's ServerResponse.
     return (res as unknown as { response?: { socket?: { remoteAddress?: string } } }).response?.socket?.remoteAddress ?? 'unknown';
   }
@@ -66,11 +68,8 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
   const rawQuery = queryOf(req);
-  let ip = remoteAddress(res);
-  if (trustProxy && headers['x-forwarded-for']) {
-    // The left-most entry is the original client as seen by the first trusted proxy.
-    ip = headers['x-forwarded-for'].split(',')[0]!.trim() || ip;
-  }
+  let ip: string | undefined;
+  const forwarded = trustProxy ? headers['x-forwarded-for']?.split(',')[0]!.trim() : undefined;
   return {
     method: req.getMethod().toUpperCase(),
     path: req.getUrl(),
@@ -78,7 +77,10 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
     query: parseQuery(rawQuery),
     headers,
     params,
-    ip,
+    get ip() {
+      // The left-most x-forwarded-for entry is the client as seen by the first trusted proxy.
+      return (ip ??= forwarded || remoteAddress(res));
+    },
     receivedAt: performance.now(),
   };
 }

@@ -125,7 +125,8 @@ const TRADE_SUMMARY: Record<TradeOp, string> = {
 
 export function classicRoutes(s: Services): AnyRoute[] {
   const access = new AccountAccess(s);
-  const quoteCache = new Map<string, { at: number; body: unknown }>();
+  // Serialized once per refresh: a cache hit writes the stored bytes, no JSON.stringify per request.
+  const quoteCache = new Map<string, { at: number; raw: string }>();
   const routes: AnyRoute[] = [];
 
   for (const spec of READ_ROUTES) {
@@ -158,12 +159,13 @@ export function classicRoutes(s: Services): AnyRoute[] {
       const now = performance.now();
       if (q.cached !== '0') {
         const hit = quoteCache.get(key);
-        if (hit && now - hit.at < QUOTE_CACHE_MS) return { body: hit.body };
+        if (hit && now - hit.at < QUOTE_CACHE_MS) return { body: null, raw: hit.raw, contentType: 'application/json' };
       }
       const body = await s.shards.call(row.id, 'account.op', { accountId: row.id, op: 'GetQuote', args: { symbol: q.symbol } });
+      const raw = JSON.stringify(body);
       if (quoteCache.size > 100_000) quoteCache.clear();
-      quoteCache.set(key, { at: performance.now(), body });
-      return { body };
+      quoteCache.set(key, { at: performance.now(), raw });
+      return { body: null, raw, contentType: 'application/json' };
     },
   }));
 
