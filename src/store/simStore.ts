@@ -296,6 +296,9 @@ export class SqliteSimStore implements SimPersistence {
         this.resolveDurable = resolve;
         this.rejectDurable = reject;
       });
+      // Waiters get the rejection; without one it must not become an unhandled rejection
+      // (the failure is reported through onError).
+      this.durable.catch(() => undefined);
       setImmediate(() => {
         try {
           this.commitQueued();
