@@ -94,6 +94,11 @@ export function migrateSimStore(db: Database.Database): void {
   `);
 }
 
+/** A journal row: [time_ms, seq]. */
+type JournalRef = [number, number];
+/** Request ids are deduplicated for a day. */
+const REQUEST_TTL_MS = 86_400_000;
+
 /** The in-memory mirror of one account, checkpointed into sim_state. */
 interface Mirror {
   account: StoredAccount;
@@ -102,10 +107,12 @@ interface Mirror {
   seq: number;
   /** time_ms of the last journal row (replay starts there). */
   lastTimeMs: number;
-  newRequests: RequestLookup[];
+  /** Requests applied since load (and replayed), with their outcome. */
   requests: Map<string, RequestLookup>;
-  /** Request rows may exist in sim_state from before this load (else lookups stay in memory). */
-  dbRequests: boolean;
+  /** Older requests (from checkpointed batches): where their journal row is. */
+  refs: Map<string, JournalRef>;
+  /** Requests not yet in a checkpointed batch. */
+  newRefs: [string, number, number][];
   dirty: boolean;
   checkpointedMs: number;
 }
@@ -150,12 +157,12 @@ export class SqliteSimStore implements SimPersistence {
       counterGet: p('SELECT next FROM sim_counters WHERE server = ?'),
       counterSet: p('INSERT INTO sim_counters (server, next) VALUES (?, ?) ON CONFLICT(server) DO UPDATE SET next = excluded.next'),
       stateUpsert: p('INSERT OR REPLACE INTO sim_state (server, login, kind, key, data) VALUES (?, ?, ?, ?, ?)'),
-      stateInsertIgnore: p('INSERT OR IGNORE INTO sim_state (server, login, kind, key, data) VALUES (?, ?, ?, ?, ?)'),
-      anyRequest: p("SELECT 1 FROM sim_state WHERE server = ? AND login = ? AND kind = 'R' LIMIT 1"),
+      requestBatches: p("SELECT data FROM sim_state WHERE server = ? AND login = ? AND kind = 'R' AND key >= ?"),
+      journalRow: p('SELECT data FROM sim_journal WHERE server = ? AND time_ms = ? AND login = ? AND seq = ?'),
       stateGet: p('SELECT data FROM sim_state WHERE server = ? AND login = ? AND kind = ? AND key = ?'),
       journalInsert: p('INSERT INTO sim_journal (server, time_ms, login, seq, data) VALUES (?, ?, ?, ?, ?)'),
       journalRange: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND time_ms < ? AND login = ? ORDER BY time_ms, seq'),
-      journalFrom: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND login = ? AND seq > ? ORDER BY seq'),
+      journalFrom: p('SELECT time_ms, seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND login = ? AND seq > ? ORDER BY seq'),
     };
     const st = this.st;
     this.batchTx = db.transaction(() => {
@@ -198,16 +205,17 @@ export class SqliteSimStore implements SimPersistence {
       const a = m.account;
       const cp: Checkpoint = { account: a, positions: [...m.positions.values()], activeOrders: [...m.activeOrders.values()], seq: m.seq, lastTimeMs: m.lastTimeMs };
       this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
-      for (const r of m.newRequests) this.st.stateInsertIgnore.run(a.server, a.login, REQUEST, r.requestId, JSON.stringify(r));
-      m.newRequests = [];
-      // Request ids live in memory for a day (they are also in sim_state for later lookups).
-      if (m.requests.size > 10_000) {
-        const horizon = m.lastTimeMs - 86_400_000;
-        for (const [id, r] of m.requests) {
-          if (r.timeMsc >= horizon) continue;
-          m.requests.delete(id);
-          m.dbRequests = true;
-        }
+      // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
+      // time so a load reads only the last day's batches).
+      if (m.newRefs.length > 0) {
+        const [, t, q] = m.newRefs[m.newRefs.length - 1]!;
+        this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), JSON.stringify(m.newRefs));
+        m.newRefs = [];
+      }
+      if (m.requests.size + m.refs.size > 20_000) {
+        const horizon = m.lastTimeMs - REQUEST_TTL_MS;
+        for (const [id, r] of m.requests) if (r.timeMsc < horizon) m.requests.delete(id);
+        for (const [id, r] of m.refs) if (r[0] < horizon) m.refs.delete(id);
       }
       m.dirty = false;
       m.checkpointedMs = now;
@@ -242,15 +250,18 @@ export class SqliteSimStore implements SimPersistence {
       activeOrders: new Map(cp.activeOrders.map((o) => [o.ticket, o])),
       seq: cp.seq,
       lastTimeMs: cp.lastTimeMs,
-      newRequests: [],
       requests: new Map(),
-      dbRequests: this.st.anyRequest.get(server, login) !== undefined,
+      refs: new Map(),
+      newRefs: [],
       dirty: false,
       checkpointedMs: Date.now(),
     };
+    for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
+      for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) m.refs.set(id, [t, q]);
+    }
     // Replay what was journaled after the checkpoint.
-    for (const r of this.st.journalFrom.all(server, cp.lastTimeMs, login, cp.seq) as { seq: number; data: string }[]) {
-      this.applyToMirror(m, decodeChange(r.data));
+    for (const r of this.st.journalFrom.all(server, cp.lastTimeMs, login, cp.seq) as { time_ms: number; seq: number; data: string }[]) {
+      this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq);
       m.seq = r.seq;
     }
     this.mirrors.set(this.key(server, login), m);
@@ -262,30 +273,32 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   createAccount(a: StoredAccount): void {
-    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, newRequests: [], requests: new Map(), dbRequests: false, dirty: true, checkpointedMs: 0 };
+    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, requests: new Map(), refs: new Map(), newRefs: [], dirty: true, checkpointedMs: 0 };
     this.mirrors.set(this.key(a.server, a.login), m);
     // The checkpoint row is what makes the account exist: write it at once.
     this.checkpoint();
   }
 
-  private applyToMirror(m: Mirror, c: SimChange): void {
+  private applyToMirror(m: Mirror, c: SimChange, time: number, seq: number): void {
     if (c.balance !== undefined) m.account.balance = c.balance;
     if (c.orders) for (const o of c.orders) o.doneMs === null ? m.activeOrders.set(o.order.ticket, o.order) : m.activeOrders.delete(o.order.ticket);
     if (c.positions) for (const p of c.positions) m.positions.set(p.ticket, { ...p });
     if (c.closedPositions) for (const t of c.closedPositions) m.positions.delete(t);
     if (c.request) {
-      if (!m.requests.has(c.request.requestId)) m.requests.set(c.request.requestId, c.request);
-      m.newRequests.push(c.request);
+      if (!m.requests.has(c.request.requestId)) {
+        m.requests.set(c.request.requestId, c.request);
+        m.newRefs.push([c.request.requestId, time, seq]);
+      }
     }
     m.dirty = true;
   }
 
   apply(server: string, login: string, change: SimChange): void {
     const m = this.mirrorFor(server, login);
-    this.applyToMirror(m, change);
     m.seq++;
     const time = Math.max(m.lastTimeMs, journalTime(change, m.lastTimeMs));
     m.lastTimeMs = time;
+    this.applyToMirror(m, change, time, m.seq);
     this.queue.push({ server, login, seq: m.seq, time, data: encodeChange(change) });
     if (!this.groupCommit) {
       this.commitQueued();
@@ -354,12 +367,19 @@ export class SqliteSimStore implements SimPersistence {
   request(server: string, login: string, requestId: string): RequestLookup | null {
     // Checked on every trade with an id, so it must not force the group commit.
     const m = this.mirrors.get(this.key(server, login));
-    const mem = m?.requests.get(requestId);
+    if (!m) return null;
+    const mem = m.requests.get(requestId);
     if (mem) return mem;
-    if (m && !m.dbRequests) return null;
-    const row = this.st.stateGet.get(server, login, REQUEST, requestId) as { data: string } | undefined;
-    return row ? (JSON.parse(row.data) as RequestLookup) : null;
+    const ref = m.refs.get(requestId);
+    if (!ref) return null;
+    const row = this.st.journalRow.get(server, ref[0], login, ref[1]) as { data: string } | undefined;
+    return row ? (decodeChange(row.data).request ?? null) : null;
   }
+}
+
+/** Sortable key of a request batch row. */
+function batchKey(timeMs: number, seq: number): string {
+  return `${String(Math.max(0, timeMs)).padStart(15, '0')}:${String(seq).padStart(12, '0')}`;
 }
 
 /** Journal time of a change: the latest instant it carries. */
