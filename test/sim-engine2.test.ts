@@ -85,6 +85,17 @@ describe('simulated broker: more behaviours', () => {
     expect(closed).toHaveLength(1);
     const [hist] = await c.priceHistory('EURUSD', 'M1', closed[0]!.candle.time * 1000, closed[0]!.candle.time * 1000 + 1);
     expect(hist).toEqual(closed[0]!.candle);
+    // Only M1 is maintained so far (seeding MN1 would compute a month of history).
+    const sym = sim.server('Sim-P5-Demo')!.market.bySymbol.get('EURUSD')!;
+    expect(sym.bars!.active).toBe(1);
+    // A later H1 subscription switches M5..H1 on, seeded so that live equals history.
+    await c.subscribeCandles('EURUSD', ['H1']);
+    expect(sym.bars!.active).toBe(5);
+    clock.advance(120_000);
+    sim.advance();
+    const h1 = events.filter((e) => e.timeframe === 'H1').at(-1)!;
+    const [h1hist] = await c.priceHistory('EURUSD', 'H1', h1.candle.time * 1000, h1.candle.time * 1000 + 1);
+    expect(h1hist).toEqual(h1.candle);
   });
 
   it('reports account details with the server time zone and requires margin by the formula', async () => {

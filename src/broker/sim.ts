@@ -360,11 +360,13 @@ export class SimBrokerConnection implements BrokerConnection {
   async subscribeCandles(symbol: string, timeframes: readonly Timeframe[]): Promise<void> {
     await this.ready();
     const s = this.sym(symbol);
+    let maxTf = 0;
+    for (const tf of timeframes) maxTf = Math.max(maxTf, TIMEFRAMES.indexOf(tf));
+    const bars = this.host.market.enableBars(s, TIMEFRAMES[maxTf]!);
     let set = this.candleSubs.get(s);
     if (!set) {
       set = new Set();
       this.candleSubs.set(s, set);
-      const bars = this.host.market.enableBars(s);
       const clock = this.host.market.clock;
       const wanted = set;
       const listener: BarListener = (k, start, o, closed) => {

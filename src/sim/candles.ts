@@ -60,14 +60,18 @@ export function toCandle(startUtc: number, clock: ServerClock, o: Ohlc, scale: n
 /** Called when a bar is finished (closed = true) or updated; only if someone listens. */
 export type BarListener = (tfIndex: number, startUtc: number, o: Ohlc, closed: boolean) => void;
 
-/** The current bar of every timeframe for one symbol, updated per tick. Numbers only on the
- *  hot path; Candle objects are built on demand. */
+/** The current bar of the timeframes M1..TIMEFRAMES[active-1] of one symbol, updated per
+ *  tick. Numbers only on the hot path; Candle objects are built on demand. Timeframes are
+ *  switched on in order and lazily, because seeding a bar computes its history so far
+ *  (a month for MN1, a minute for M1). */
 export class LiveBars {
   readonly start = new Float64Array(TF_COUNT);
   readonly end = new Float64Array(TF_COUNT);
   readonly bars: Ohlc[] = TIMEFRAMES.map(() => ({ open: 0, high: 0, low: 0, close: 0, n: 0, lastTime: -1 }));
   /** Earliest bar end over all timeframes (always the M1 end). */
   private nextEnd = -Infinity;
+  /** Timeframes 0..active-1 are maintained. */
+  active = 0;
   readonly listeners = new Set<BarListener>();
 
   constructor(
@@ -75,10 +79,10 @@ export class LiveBars {
     private readonly feed: TickSource,
   ) {}
 
-  /** Seed every bar containing `utcMs` with the ticks at or before it (from the pure feed
-   *  aggregate), so live bars agree with history from the first tick on. */
-  seed(utcMs: number): void {
-    for (let k = 0; k < TF_COUNT; k++) this.openBar(k, utcMs, true);
+  /** Maintain timeframes up to index k: seed each newly active bar containing `utcMs` with
+   *  the ticks at or before it (pure feed aggregate), so live bars agree with history. */
+  activate(k: number, utcMs: number): void {
+    for (; this.active <= k && this.active < TF_COUNT; this.active++) this.openBar(this.active, utcMs, true);
     this.nextEnd = this.end[0]!;
   }
 
@@ -96,7 +100,8 @@ export class LiveBars {
   onTick(t: number, bid: number): void {
     if (t >= this.nextEnd) this.roll(t);
     const bars = this.bars;
-    for (let k = 0; k < TF_COUNT; k++) {
+    const n = this.active;
+    for (let k = 0; k < n; k++) {
       const b = bars[k]!;
       if (b.n === 0) {
         b.open = b.high = b.low = bid;
@@ -106,11 +111,11 @@ export class LiveBars {
       b.n++;
       b.lastTime = t;
     }
-    if (this.listeners.size > 0) for (const l of this.listeners) for (let k = 0; k < TF_COUNT; k++) l(k, this.start[k]!, bars[k]!, false);
+    if (this.listeners.size > 0) for (const l of this.listeners) for (let k = 0; k < n; k++) l(k, this.start[k]!, bars[k]!, false);
   }
 
   private roll(t: number): void {
-    for (let k = 0; k < TF_COUNT; k++) {
+    for (let k = 0; k < this.active; k++) {
       if (t < this.end[k]!) continue;
       const bar = this.bars[k]!;
       if (bar.n > 0) for (const l of this.listeners) l(k, this.start[k]!, bar, true);

@@ -140,12 +140,11 @@ export class Market {
     this.now = utcMs;
   }
 
-  /** Start maintaining live bars for a symbol (seeded from history so they agree). */
-  enableBars(s: MarketSymbol): LiveBars {
-    if (s.bars === null) {
-      s.bars = new LiveBars(this.clock, s.feed);
-      s.bars.seed(this.now);
-    }
+  /** Maintain live bars of a symbol up to timeframe `upTo` (seeded from history so they
+   *  agree with it). */
+  enableBars(s: MarketSymbol, upTo: Timeframe = 'MN1'): LiveBars {
+    s.bars ??= new LiveBars(this.clock, s.feed);
+    s.bars.activate(TIMEFRAMES.indexOf(upTo), this.now);
     return s.bars;
   }
 
@@ -201,7 +200,7 @@ export class Market {
   private barOhlc(s: MarketSymbol, tf: Timeframe, start: number, end: number) {
     const bars = s.bars;
     const k = TIMEFRAMES.indexOf(tf);
-    if (bars !== null && bars.start[k] === start) return bars.bars[k]!;
+    if (bars !== null && k < bars.active && bars.start[k] === start) return bars.bars[k]!;
     return s.feed.aggregate(Math.max(start, this.historyFloor()), Math.min(end, this.now + 1), emptyOhlc());
   }
 }
