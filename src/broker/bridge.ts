@@ -66,6 +66,9 @@ interface Pending {
 
 type Listeners = { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> };
 
+/** Deals can arrive out of time order by up to a segment window (1 s); re-read and dedup
+ *  this far behind the newest deal seen. */
+const DEAL_SLACK_MS = 60_000;
 /** How far back deals are re-read after a reconnect when none was seen yet (ms). */
 const RESYNC_LOOKBACK_MS = 7 * 86_400_000;
 
@@ -79,9 +82,11 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
   private readonly tickSymbols = new Set<string>();
   private readonly candleSubs = new Map<string, Set<Timeframe>>();
-  /** Deal tickets already delivered at `lastDealTime` (dedup window for resync). */
-  private lastDealTime = -1;
-  private dealsAtLastTime = new Set<number>();
+  /** Deals delivered recently (ticket -> time): the dedup set for resync. Deal times are
+   *  not strictly ordered across symbols (a tick-triggered fill carries its tick's time), so
+   *  dedup is by ticket over a time slack, not by a time watermark alone. */
+  private readonly seenDeals = new Map<number, number>();
+  private maxDealTime = -1;
   private connecting: Promise<void> | null = null;
   private everConnected = false;
 
@@ -183,16 +188,9 @@ export class BridgeBrokerConnection implements BrokerConnection {
   /** First login: deals up to now are history, not events; remember the watermark. */
   private async markHistorySeen(): Promise<void> {
     const t = (await this.request('serverTime', {})) as ServerTime;
-    const deals = (await this.request('historyDeals', { fromMs: t.timeMsc, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
-    this.lastDealTime = t.timeMsc;
-    this.dealsAtLastTime = new Set();
-    for (const d of deals) {
-      if (d.timeMsc > this.lastDealTime) {
-        this.lastDealTime = d.timeMsc;
-        this.dealsAtLastTime = new Set();
-      }
-      this.dealsAtLastTime.add(d.ticket);
-    }
+    const deals = (await this.request('historyDeals', { fromMs: t.timeMsc - DEAL_SLACK_MS, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
+    this.maxDealTime = Math.max(this.maxDealTime, t.timeMsc);
+    for (const d of deals) this.markSeen(d);
   }
 
   /** After a reconnect: snapshots, then the deals executed while we were away. */
@@ -200,19 +198,24 @@ export class BridgeBrokerConnection implements BrokerConnection {
     const opened = (await this.request('openedOrders', {})) as OpenedOrders;
     this.emit('positions', opened.positions);
     this.emit('orders', opened.orders);
-    const since = this.lastDealTime >= 0 ? this.lastDealTime : Date.now() - RESYNC_LOOKBACK_MS;
+    const since = this.maxDealTime >= 0 ? this.maxDealTime - DEAL_SLACK_MS : Date.now() - RESYNC_LOOKBACK_MS;
     const deals = (await this.request('historyDeals', { fromMs: since, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
     for (const d of deals) this.onDeal(d);
   }
 
   private onDeal(d: Deal): void {
-    if (d.timeMsc < this.lastDealTime || (d.timeMsc === this.lastDealTime && this.dealsAtLastTime.has(d.ticket))) return;
-    if (d.timeMsc > this.lastDealTime) {
-      this.lastDealTime = d.timeMsc;
-      this.dealsAtLastTime = new Set();
-    }
-    this.dealsAtLastTime.add(d.ticket);
+    if (this.seenDeals.has(d.ticket)) return;
+    this.markSeen(d);
     this.emit('deal', d);
+  }
+
+  private markSeen(d: Deal): void {
+    this.seenDeals.set(d.ticket, d.timeMsc);
+    if (d.timeMsc > this.maxDealTime) this.maxDealTime = d.timeMsc;
+    if (this.seenDeals.size > 10_000) {
+      const horizon = this.maxDealTime - DEAL_SLACK_MS;
+      for (const [ticket, time] of this.seenDeals) if (time < horizon) this.seenDeals.delete(ticket);
+    }
   }
 
   private onSocketLost(reason: string): void {
