@@ -343,8 +343,12 @@ export class SqliteSimStore implements SimPersistence {
     return this.durable ?? Promise.resolve();
   }
 
+  /** Changes journaled in [fromMs, toMs + slack): a row's time is the latest time it
+   *  carries (journal times never go back), so a deal at t can sit in a row a little after t
+   *  when fills of several symbols interleave; callers filter by the record's own time. */
   private changes(server: string, login: string, fromMs: number, toMs: number): SimChange[] {
     this.commitQueued();
+    toMs = Math.min(Number.MAX_SAFE_INTEGER, toMs + JOURNAL_SLACK_MS);
     return (this.st.journalRange.all(server, fromMs, toMs, login) as { data: string }[]).map((r) => decodeChange(r.data));
   }
 
@@ -376,6 +380,9 @@ export class SqliteSimStore implements SimPersistence {
     return row ? (decodeChange(row.data).request ?? null) : null;
   }
 }
+
+/** How far after a record's own time its journal row may be. */
+const JOURNAL_SLACK_MS = 60_000;
 
 /** Sortable key of a request batch row. */
 function batchKey(timeMs: number, seq: number): string {
