@@ -1,4 +1,4 @@
-// npm run bench -- stream [--full] [--seconds N]
+// npm run bench -- stream [--full] [--seconds N] [--clients N]
 //
 // Tick-to-client latency and delivered frames/s of /v1/stream at several socket counts, each beside
 // a baseline of bare uWS publishing frames of the same size at the same rate, in the same run.
@@ -36,7 +36,8 @@ const secIdx = args.indexOf('--seconds');
 const measureSec = secIdx >= 0 ? Number(args[secIdx + 1]) : full ? 5 : 2.5;
 const warmupSec = 1;
 const SIZES = full ? [10, 100, 1_000, 5_000] : [10, 100];
-const CLIENT_PROCS = 2;
+const cliIdx = args.indexOf('--clients');
+const CLIENT_PROCS = cliIdx >= 0 ? Math.max(1, Number(args[cliIdx + 1])) : 2;
 const ROUNDS = 2;
 /** Frames each socket should receive per second at the small sizes (10 symbols x 100 ticks/s in the issue). */
 const PER_SOCKET_FPS = 1_000;
@@ -227,14 +228,17 @@ async function main() {
       (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), 100 * sp.perSocket));
     await fc.stop();
     const sc = new Clients();
-    await sc.start({ url, symbols, mode: 'gateway', slow: SLOW / CLIENT_PROCS }, 100 + SLOW);
-    // Fill the stalled sockets' kernel buffers (megabytes) with a burst before measuring, so they
-    // are past the soft limit and coalescing during the measurement.
+    await sc.start({ url, symbols, mode: 'gateway', slow: Math.ceil(SLOW / CLIENT_PROCS), slowTimeframe: 'MN1' }, 100 + SLOW);
+    // Fill the stalled sockets' kernel buffers (megabytes) before measuring, so they are past the
+    // soft limit and coalescing during the measurement: a burst of candle updates on a topic only
+    // they subscribe to (MN1 of the first symbol; bars in the future, so the simulator's are older).
     let burst = 0;
+    const bar = Math.floor(Date.now() / 1000) + 86_400 * (40 + round);
     for (; burst < 200_000 && gw.stream.stats().coalescingSockets < SLOW; burst += 500) {
       for (let i = 0; i < 500; i++) {
-        const tick = { symbol: symbols[i % symbols.length]!, bid: 1, ask: 1.0001, timeMsc: nowMs() };
-        gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } });
+        const n = burst + i + 1;
+        const candle = { symbol: symbols[0]!, timeframe: 'MN1' as const, closed: false, candle: { time: bar, serverTime: bar + 7_200, open: 1, high: 2, low: 0.5, close: 1 + (n % 100) / 100, ticks: n, volume: n } };
+        gw.stream.onShardEvent({ kind: STREAM_EVENT.candle, key: server, data: { server, candle } });
       }
       await new Promise((r) => setTimeout(r, 2));
     }
@@ -248,7 +252,7 @@ async function main() {
   const withoutSlow = combine(fastRounds);
   const withSlow = combine(slowRounds);
   const slowReaders = {
-    sockets: 100, slowSockets: SLOW, burstTicksToStall: slowRounds.map((r) => r.burst ?? 0), coalescingSocketsAtEnd: Math.max(...slowRounds.map((r) => r.coalescingSockets ?? 0)),
+    sockets: 100, slowSockets: SLOW, burstCandleFramesToStall: slowRounds.map((r) => r.burst ?? 0), coalescingSocketsAtEnd: Math.max(...slowRounds.map((r) => r.coalescingSockets ?? 0)),
     without: { lat: withoutSlow.lat, fps: withoutSlow.fps }, with: { lat: withSlow.lat, fps: withSlow.fps },
     ratio: { p50: Math.round((withSlow.lat.p50 / withoutSlow.lat.p50) * 100) / 100, p99: Math.round((withSlow.lat.p99 / withoutSlow.lat.p99) * 100) / 100 },
   };

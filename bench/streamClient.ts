@@ -13,6 +13,9 @@ export interface ClientJob {
   mode: 'gateway' | 'baseline';
   /** This many of the sockets stop reading once subscribed (deliberately slow readers, not measured). */
   slow?: number;
+  /** Slow sockets also subscribe candles of the first symbol in this timeframe (a topic only they
+   *  have, through which the bench fills their buffers without loading the readers). */
+  slowTimeframe?: string;
 }
 
 type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'report' } | { t: 'close' };
@@ -57,7 +60,10 @@ async function open(job: ClientJob): Promise<void> {
       ws.on('open', () => {
         sockets.push(ws);
         if (job.mode === 'baseline') ready();
-        else for (const s of job.symbols) ws.send(JSON.stringify({ action: 'subscribe', symbol: s }));
+        else {
+          job.symbols.forEach((s, k) => ws.send(JSON.stringify(
+            slow && k === 0 && job.slowTimeframe ? { action: 'subscribe', symbol: s, timeframe: job.slowTimeframe } : { action: 'subscribe', symbol: s })));
+        }
       });
       ws.on('message', (d) => {
         if (job.mode === 'gateway' && acks < job.symbols.length) {
