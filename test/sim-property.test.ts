@@ -5,6 +5,11 @@ import { describe, expect, it } from 'vitest';
 import type { Deal, Tick, TradeResult } from '../src/broker/types.js';
 import { marginFor } from '../src/sim/accounting.js';
 import { Market } from '../src/sim/market.js';
+import { SqliteSimStore, type SimPersistence } from '../src/store/simStore.js';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, makeSim, T0, testConfig } from './sim-helpers.js';
 
 type Cmd =
@@ -29,8 +34,8 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   fc.record({ k: fc.constant('delete' as const), pick: fc.nat() }),
 );
 
-async function run(cmds: readonly Cmd[], seed: number) {
-  const { sim, clock } = makeSim({ seed });
+async function run(cmds: readonly Cmd[], seed: number, store?: SimPersistence) {
+  const { sim, clock } = makeSim({ seed, ...(store ? { store } : {}) });
   const c = await connect(sim);
   const ticks: Tick[] = [];
   await c.subscribe(['EURUSD']);
@@ -186,6 +191,31 @@ describe('order engine properties', () => {
       }),
       { numRuns: 10 },
     );
+  });
+
+  it('SQLite and in-memory persistence return identical histories', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-simprop-'));
+    try {
+      let n = 0;
+      await fc.assert(
+        fc.asyncProperty(fc.array(cmd, { minLength: 3, maxLength: 20 }), fc.integer({ min: 1, max: 1000 }), async (cmds, seed) => {
+          const db = new Database(join(dir, `p${n++}.db`));
+          SqliteSimStore.configure(db);
+          try {
+            const a = await run(cmds, seed);
+            const b = await run(cmds, seed, new SqliteSimStore(db, { checkpointMs: n % 2 ? 0 : 1e12 }));
+            expect(b.deals).toEqual(a.deals);
+            expect(b.orders).toEqual(a.orders);
+            expect(await b.c.equityHistory(0)).toEqual(await a.c.equityHistory(0));
+          } finally {
+            db.close();
+          }
+        }),
+        { numRuns: 8 },
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('two markets advanced to the same instant agree, whatever their start and steps', () => {
