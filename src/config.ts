@@ -39,6 +39,8 @@ export const configSchema = z.object({
   streamSweepMs: int(1, 10_000).default(20),
   streamSubscribeTimeoutMs: int(100, 120_000).default(10_000),
   streamSnapshotTimeoutMs: int(100, 120_000).default(15_000),
+  /** How often open /v1/stream sockets re-check that their API key is not revoked. */
+  streamKeyCheckMs: int(50, 600_000).default(5_000),
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */

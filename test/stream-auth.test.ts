@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { STREAM_CLOSE } from '../src/stream/frames.js';
 import { openStream, type Refused } from './stream-helpers.js';
 
 let t: TestGateway;
@@ -12,7 +13,7 @@ let fullKey: string;
 let scopedKey: string;
 
 beforeAll(async () => {
-  t = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000 });
+  t = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000, streamKeyCheckMs: 100 });
   const h = mgmt(t.managementKey);
   seatA = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
   seatB = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
@@ -73,6 +74,21 @@ describe('/v1/stream upgrade refusals', () => {
     const c = await openStream(t.url, { id: seatA }, { 'x-api-key': scopedKey });
     expect('refused' in c ? c : 'open').toBe('open');
     if (!('refused' in c)) await c.close();
+  });
+
+  it('revoking the key closes its open sockets with 4001; other keys keep streaming', async () => {
+    const h = mgmt(t.managementKey);
+    const doomed = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'doomed' } })).body;
+    const a = await openStream(t.url, { id: seatA, apiKey: doomed.key, heartbeat: '0' });
+    const b = await openStream(t.url, { id: seatA, apiKey: fullKey, heartbeat: '0' });
+    if ('refused' in a || 'refused' in b) throw new Error('expected both sockets to open');
+    const del = await t.req('DELETE', `/v1/keys/${doomed.id}`, { headers: h });
+    expect(del.status).toBe(200);
+    await a.until((x) => x.closed, 5_000, 'the socket of the revoked key to close');
+    expect(a.closed!.code).toBe(STREAM_CLOSE.KEY_REVOKED.code);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.closed).toBeNull();
+    await b.close();
   });
 
   it('a bad heartbeat value: 400', async () => {

@@ -11,6 +11,8 @@ export const STREAM_CLOSE = {
   GOING_AWAY: { code: 1001, reason: 'server shutting down' },
   /** Unexpected fault on our side. */
   INTERNAL: { code: 1011, reason: 'internal error' },
+  /** The API key the socket was opened with has been revoked. */
+  KEY_REVOKED: { code: 4001, reason: 'API key revoked' },
   /** A state frame (POSITIONS, ORDERS, TRADE) did not fit under the hard backpressure limit: the
    *  client reads too slowly. Reconnect and resync from the snapshots. */
   BACKPRESSURE: { code: 4008, reason: 'client too slow: state frame over the backpressure limit; reconnect and resync' },

@@ -110,6 +110,8 @@ interface CandleSub { topic: CandleTopic; partial: boolean; joinedAt: number }
 interface Sock {
   ws: WebSocket<UserData>;
   acc: AccountState;
+  /** The API key the socket was opened with (re-checked for revocation). */
+  keyId: string;
   seq: number;
   heartbeat: boolean;
   closed: boolean;
@@ -128,7 +130,7 @@ interface Sock {
   heldOrders: OrdersEventData | null;
 }
 
-interface UserData { accountId: string; heartbeat: boolean; sock?: Sock }
+interface UserData { accountId: string; keyId: string; heartbeat: boolean; sock?: Sock }
 
 const ClientMessage = z.object({
   action: z.enum(['subscribe', 'unsubscribe']),
@@ -161,6 +163,7 @@ export class StreamHub {
   private publishedSinceSweep = false;
   private sweepTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  private keyTimer: NodeJS.Timeout | null = null;
   private readonly soft: number;
   private readonly hard: number;
   private readonly lowWater: number;
@@ -213,13 +216,16 @@ export class StreamHub {
     this.sweepTimer.unref();
     this.heartbeatTimer = setInterval(() => this.heartbeats(), cfg.streamHeartbeatMs);
     this.heartbeatTimer.unref();
+    this.keyTimer = setInterval(() => this.checkKeys(), cfg.streamKeyCheckMs);
+    this.keyTimer.unref();
   }
 
   /** Ends every socket (server shutdown) and stops the timers. */
   close(): void {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    this.sweepTimer = this.heartbeatTimer = null;
+    if (this.keyTimer) clearInterval(this.keyTimer);
+    this.sweepTimer = this.heartbeatTimer = this.keyTimer = null;
     for (const s of [...this.sockets]) this.end(s, 'GOING_AWAY');
   }
 
@@ -272,7 +278,7 @@ export class StreamHub {
         return;
       }
       sink.done = true;
-      const userData: UserData = { accountId: id, heartbeat: hb !== '0' };
+      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' };
       sink.res.cork(() => sink.res.upgrade(userData, key, protocol, extensions, context));
     } catch (err) {
       const e = toApiError(err);
@@ -319,7 +325,7 @@ export class StreamHub {
       return;
     }
     const sock: Sock = {
-      ws, acc, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
+      ws, acc, keyId: ud.keyId, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
     };
     ud.sock = sock;
@@ -863,6 +869,25 @@ export class StreamHub {
       acc.threadId = current;
       acc.opens = 0; // the new thread holds no stream.open of ours
       for (const s of [...acc.sockets]) this.end(s, 'RUNTIME_RESTARTED');
+    }
+  }
+
+  // ---- key revocation ---------------------------------------------------------------------------
+
+  /** A key revoked after the upgrade must not keep streaming: each distinct key of the open sockets
+   *  is looked up (one indexed SQLite read per key) and its sockets closed with KEY_REVOKED. */
+  private checkKeys(): void {
+    if (this.sockets.size === 0) return;
+    const byKey = new Map<string, Sock[]>();
+    for (const s of this.sockets) {
+      const list = byKey.get(s.keyId);
+      if (list) list.push(s);
+      else byKey.set(s.keyId, [s]);
+    }
+    for (const [keyId, socks] of byKey) {
+      const row = this.deps.tenancy.keyById(keyId);
+      if (row && row.revoked_at === null) continue;
+      for (const s of socks) this.end(s, 'KEY_REVOKED');
     }
   }
 
