@@ -112,6 +112,22 @@ describe('quotes and subscriptions', () => {
     await c.until((x) => x.frames.slice(n).filter((f) => f.type === 'QUOTE').length >= 2, 10_000, 'quotes again');
   });
 
+  it('symbols arrays, timeframes as names or minutes, and unsubscribing only some timeframes', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    c.send({ action: 'subscribe', symbols: ['BTCUSD', 'EURUSD'], timeframes: [1, 'H1'] });
+    await c.until((x) => x.of('SUBSCRIBED').length >= 2, 8_000, 'two acks');
+    const acks = c.of('SUBSCRIBED').map((f) => f.data);
+    expect(acks).toEqual(expect.arrayContaining([{ symbol: 'BTCUSD', timeframes: ['M1', 'H1'] }, { symbol: 'EURUSD', timeframes: ['M1', 'H1'] }]));
+    c.send({ action: 'unsubscribe', symbol: 'BTCUSD', timeframes: ['H1'] });
+    const un = await c.next('UNSUBSCRIBED');
+    expect(un.data).toEqual({ symbol: 'BTCUSD', timeframes: ['H1'], remainingTimeframes: ['M1'] });
+    // Quotes and M1 candles of BTCUSD go on; H1 candles stop.
+    const n = c.frames.length;
+    await c.until((x) => x.frames.slice(n).some((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD'), 8_000, 'BTCUSD quotes');
+    await c.until((x) => x.frames.slice(n).some((f) => f.type === 'CANDLE' && f.data.symbol === 'BTCUSD' && f.data.timeframe === 'M1'), 8_000, 'M1 candles');
+    expect(c.frames.slice(n).some((f) => f.type === 'CANDLE' && f.data.symbol === 'BTCUSD' && f.data.timeframe === 'H1')).toBe(false);
+  });
+
   it('bad client messages get ERROR frames and the socket stays open', async () => {
     const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
     const errors = async (msg: unknown) => {
