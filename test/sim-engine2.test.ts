@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { BrokerNotSupportedError, type CandleEvent } from '../src/broker/types.js';
-import { connect, makeSim, T0 } from './sim-helpers.js';
+import { parseSimConfig } from '../src/sim/config.js';
+import { ManualClock, Simulator } from '../src/sim/simulator.js';
+import { MemorySimStore } from '../src/store/simStore.js';
+import { connect, makeSim, T0, testConfig } from './sim-helpers.js';
 
 async function advanceUntil(sim: ReturnType<typeof makeSim>['sim'], clock: ReturnType<typeof makeSim>['clock'], done: () => boolean, stepMs = 1000, max = 3600) {
   for (let i = 0; i < max && !done(); i++) {
@@ -107,5 +110,17 @@ describe('simulated broker: more behaviours', () => {
     expect(await c.requiredMargin('XAUUSD', 1, 'Buy')).toBeCloseTo((100 * q.ask) / 100, 2);
     const t = await c.serverTime();
     expect(t.serverTimeMsc - t.timeMsc).toBe(2 * 3_600_000);
+  });
+
+  it('applies faults declared in the servers file', async () => {
+    const base = testConfig();
+    const p4 = { ...base.servers[1]!, faults: [{ kind: 'reject' as const, count: 1 }] };
+    const config = parseSimConfig({ ...base, servers: [base.servers[0]!, p4] });
+    const sim = new Simulator({ config, store: new MemorySimStore(), clock: new ManualClock(T0) });
+    expect(sim.faults.list()).toMatchObject([{ server: 'Sim-P4-Demo', kind: 'reject', remaining: 1 }]);
+    const c = await connect(sim, 'Sim-P4-Demo');
+    expect(await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1 })).toMatchObject({ ok: false, reason: 'REJECTED' });
+    expect((await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1 })).ok).toBe(true);
+    expect(sim.faults.list()).toEqual([]);
   });
 });
