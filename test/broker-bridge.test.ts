@@ -79,6 +79,7 @@ describe('bridge connection over a real socket', () => {
       const e = outcomes.get(id) as Error;
       expect(e).toBeInstanceOf(BrokerTimeoutError);
       expect((e as BrokerTimeoutError).sent).toBe(true);
+      expect((e as BrokerTimeoutError).requestId).toBe(id);
     }
     await client.connect();
     expect(states.slice(-2)).toEqual(['connecting', 'connected']);
@@ -103,10 +104,21 @@ describe('bridge connection over a real socket', () => {
     const err = await client.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.02 }, { requestId: 'lost-1' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BrokerTimeoutError);
     expect((err as BrokerTimeoutError).sent).toBe(true);
+    expect((err as BrokerTimeoutError).requestId).toBe('lost-1');
     const lookup = await client.lookupRequest('lost-1');
     expect(lookup?.result.ok).toBe(true);
     const again = await client.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.02 }, { requestId: 'lost-1' });
     expect(again).toEqual(lookup!.result);
+    expect((await client.openedOrders()).positions).toHaveLength(1);
+  });
+
+  it('a trade sent without a request id gets one, reported on the timeout for the resend', async () => {
+    const { sim, client } = await setup('2006');
+    sim.faults.set({ server: 'Sim-P5-Demo', login: '2006', kind: 'timeoutAfterSend', count: 1 });
+    const err = (await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }).catch((e: unknown) => e)) as BrokerTimeoutError;
+    expect(err.requestId).toMatch(/^br-/);
+    const again = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, { requestId: err.requestId! });
+    expect(again.ok).toBe(true);
     expect((await client.openedOrders()).positions).toHaveLength(1);
   });
 

@@ -59,6 +59,7 @@ export interface BridgeOptions {
 
 interface Pending {
   readonly op: string;
+  readonly requestId: string | undefined;
   readonly resolve: (v: unknown) => void;
   readonly reject: (e: Error) => void;
   readonly timer: ReturnType<typeof setTimeout>;
@@ -224,7 +225,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
       clearTimeout(p.timer);
       this.pending.delete(id);
       // Written but unanswered: a trade may have executed at the broker.
-      p.reject(TRADE_OPS.has(p.op) ? new BrokerTimeoutError(true, `connection lost after sending ${p.op}`) : new BrokerDisconnectedError(`connection lost during ${p.op}`));
+      p.reject(TRADE_OPS.has(p.op) ? new BrokerTimeoutError(true, `connection lost after sending ${p.op}`, p.requestId) : new BrokerDisconnectedError(`connection lost during ${p.op}`));
     }
     this.setState('disconnected', reason);
   }
@@ -272,12 +273,13 @@ export class BridgeBrokerConnection implements BrokerConnection {
       return Promise.reject(new BrokerDisconnectedError());
     }
     const id = this.nextId++;
+    const requestId = (args.opts as TradeOptions | undefined)?.requestId;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(TRADE_OPS.has(op) ? new BrokerTimeoutError(true, `no reply to ${op} within ${this.timeoutMs} ms`) : new BrokerTimeoutError(true, `no reply to ${op}`));
+        reject(new BrokerTimeoutError(true, `no reply to ${op} within ${this.timeoutMs} ms`, requestId));
       }, this.timeoutMs);
-      this.pending.set(id, { op, resolve, reject, timer });
+      this.pending.set(id, { op, requestId, resolve, reject, timer });
       socket.write(JSON.stringify({ id, op, args }) + '\n');
     });
   }

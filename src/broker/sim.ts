@@ -264,7 +264,7 @@ export class SimBrokerConnection implements BrokerConnection {
     const lookup: RequestLookup | undefined = requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined;
     acc.flush(lookup);
     await this.host.store.whenDurable();
-    if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true);
+    if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
     return result;
   }
 
