@@ -204,19 +204,19 @@ export class StreamHub {
       idleTimeout: cfg.idleTimeoutSec,
       sendPingsAutomatically: true,
       upgrade: (res, req, context) => this.upgrade(res, req, context),
-      open: (ws) => this.onOpen(ws),
-      message: (ws, msg, isBinary) => this.onMessage(ws, msg, isBinary),
-      drain: (ws) => {
+      open: (ws) => this.guard('open', () => this.onOpen(ws)),
+      message: (ws, msg, isBinary) => this.guard('message', () => this.onMessage(ws, msg, isBinary)),
+      drain: (ws) => this.guard('drain', () => {
         const s = ws.getUserData().sock;
         if (s && s.coalescing && ws.getBufferedAmount() <= this.lowWater) this.flush(s);
-      },
-      close: (ws) => this.onClose(ws),
+      }),
+      close: (ws) => this.guard('close', () => this.onClose(ws)),
     });
-    this.sweepTimer = setInterval(() => this.sweep(), cfg.streamSweepMs);
+    this.sweepTimer = setInterval(() => this.guard('sweep', () => this.sweep()), cfg.streamSweepMs);
     this.sweepTimer.unref();
-    this.heartbeatTimer = setInterval(() => this.heartbeats(), cfg.streamHeartbeatMs);
+    this.heartbeatTimer = setInterval(() => this.guard('heartbeats', () => this.heartbeats()), cfg.streamHeartbeatMs);
     this.heartbeatTimer.unref();
-    this.keyTimer = setInterval(() => this.checkKeys(), cfg.streamKeyCheckMs);
+    this.keyTimer = setInterval(() => this.guard('key check', () => this.checkKeys()), cfg.streamKeyCheckMs);
     this.keyTimer.unref();
   }
 
@@ -414,7 +414,7 @@ export class StreamHub {
         sock.snapshot = 'none';
         this.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
       },
-    );
+    ).catch((err: unknown) => this.deps.log.error('stream snapshot delivery failed', { accountId: acc.id, err: errorMessage(err) }));
   }
 
   private sendPositions(sock: Sock, ev: PositionsEventData): void {
@@ -463,7 +463,9 @@ export class StreamHub {
     }
     const symbols = [...new Set([...(m.symbol !== undefined ? [m.symbol] : []), ...(m.symbols ?? [])])];
     for (const symbol of symbols) {
-      if (m.action === 'subscribe') void this.subscribe(sock, symbol, tfs);
+      if (m.action === 'subscribe') {
+        this.subscribe(sock, symbol, tfs).catch((err: unknown) => this.deps.log.error('stream subscribe failed', { symbol, err: errorMessage(err) }));
+      }
       else this.unsubscribe(sock, symbol, m.timeframe !== undefined || m.timeframes !== undefined ? tfs : undefined);
     }
   }
@@ -637,8 +639,25 @@ export class StreamHub {
 
   // ---- shard events -----------------------------------------------------------------------------
 
+  /** Runs a timer or event callback: an exception there would otherwise be uncaught and end the process. */
+  private guard(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.deps.log.error(`stream ${what} failed`, { err: errorMessage(err) });
+    }
+  }
+
   /** ShardSet's onEvent. */
   onShardEvent(ev: ShardEvent): void {
+    try {
+      this.dispatch(ev);
+    } catch (err) {
+      this.deps.log.error('stream event failed', { kind: ev.kind, key: ev.key, err: errorMessage(err) });
+    }
+  }
+
+  private dispatch(ev: ShardEvent): void {
     switch (ev.kind) {
       case STREAM_EVENT.tick: {
         const d = ev.data as TickEventData;
