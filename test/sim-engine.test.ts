@@ -79,7 +79,6 @@ describe('simulated order engine', () => {
     // A pending order priced within the freeze level (5 points) of the market is frozen.
     const pend = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: q.ask - 0.0002 });
     if (!pend.ok) throw new Error(pend.message);
-    const { sim: _s } = { sim };
     const acc = sim.server('Sim-P5-Demo')!.accounts.get('1001')!;
     acc.orders.set(pend.order.ticket, { ...pend.order, openPrice: q.ask - 0.00003 });
     expect(await c.orderModify({ ticket: pend.order.ticket, takeprofit: q.ask + 0.01 })).toMatchObject({ ok: false, reason: 'FROZEN' });
