@@ -71,3 +71,39 @@ describe('candles on the server clock', () => {
     }
   });
 });
+
+describe('swap rollovers', () => {
+  const clock = new ServerClock(NY_CLOSE);
+  const toServer = (t: number) => clock.toServer(t);
+  it('charges one night per server midnight Tue..Sat and three at the start of Thursday', async () => {
+    const { swapNights } = await import('../src/sim/accounting.js');
+    // Monday 2026-11-16 12:00 UTC (14:00 server) -> Tuesday same time: one rollover.
+    const mon = Date.UTC(2026, 10, 16, 12);
+    expect(swapNights(mon, mon + 24 * H, toServer)).toBe(1);
+    // Wednesday -> Thursday: triple.
+    expect(swapNights(mon + 2 * 24 * H, mon + 3 * 24 * H, toServer)).toBe(3);
+    // A full week Monday -> Monday: 1 + 1 + 3 + 1 + 1 = 7 (none at Sunday/Monday midnights).
+    expect(swapNights(mon, mon + 7 * 24 * H, toServer)).toBe(7);
+    // The rollover is at server midnight (22:00 UTC in winter), not UTC midnight.
+    expect(swapNights(Date.UTC(2026, 10, 16, 21, 59), Date.UTC(2026, 10, 16, 22, 0), toServer)).toBe(1);
+    expect(swapNights(Date.UTC(2026, 10, 16, 22, 0), Date.UTC(2026, 10, 16, 23, 59), toServer)).toBe(0);
+  });
+});
+
+describe('swap on positions', () => {
+  it('accrues at the rollover, counts in equity and is realized on the out deal', async () => {
+    const { connect } = await import('./sim-helpers.js');
+    const { sim, clock } = makeSim();
+    const c = await connect(sim);
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 1 });
+    if (!r.ok) throw new Error(r.message);
+    clock.advance(24 * H); // Wednesday 12:00 -> Thursday 12:00 UTC: the triple rollover
+    sim.advance();
+    const [p] = (await c.openedOrders()).positions;
+    expect(p!.swap).toBeCloseTo(3 * -6.5, 6); // swapLong -6.5 points * 1e-5 * 100,000 * 1 lot
+    const sum = await c.accountSummary();
+    expect(sum.equity).toBeCloseTo(sum.balance + p!.profit + p!.swap, 6);
+    const closed = await c.orderClose({ ticket: p!.ticket });
+    expect(closed.ok && closed.deals[0]!.swap).toBeCloseTo(-19.5, 6);
+  });
+});
