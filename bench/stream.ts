@@ -1,4 +1,4 @@
-// npm run bench -- stream [--full] [--seconds N] [--clients N]
+// npm run bench -- stream [--full] [--seconds N] [--clients N] [--rounds N] [--sizes 10,100]
 //
 // Tick-to-client latency and delivered frames/s of /v1/stream at several socket counts, each beside
 // a baseline of bare uWS publishing frames of the same size at the same rate, in the same run.
@@ -35,10 +35,12 @@ const full = args.includes('--full');
 const secIdx = args.indexOf('--seconds');
 const measureSec = secIdx >= 0 ? Number(args[secIdx + 1]) : full ? 5 : 2.5;
 const warmupSec = 1;
-const SIZES = full ? [10, 100, 1_000, 5_000] : [10, 100];
+const SIZES = args.includes('--sizes') ? args[args.indexOf('--sizes') + 1]!.split(',').map(Number) : full ? [10, 100, 1_000, 5_000] : [10, 100];
 const cliIdx = args.indexOf('--clients');
 const CLIENT_PROCS = cliIdx >= 0 ? Math.max(1, Number(args[cliIdx + 1])) : 2;
-const ROUNDS = 2;
+const rIdx = args.indexOf('--rounds');
+const ROUNDS = rIdx >= 0 ? Math.max(1, Number(args[rIdx + 1])) : 2;
+
 /** Frames each socket should receive per second at the small sizes (10 symbols x 100 ticks/s in the issue). */
 const PER_SOCKET_FPS = 1_000;
 /** Cap on total delivered frames/s so the client processes are not the bottleneck at large sizes. */
@@ -171,6 +173,14 @@ async function main() {
   const accountId = (await post('/ConnectEx', { user: 'bench-1', password: 'pw', server })).id as string;
   const apiKey = (await post('/v1/keys', { label: 'bench' })).key as string;
   const symbols = ['EURUSD', 'GBPUSD', 'USDJPY', 'USDCHF', 'XAUUSD', 'US500', 'BTCUSD'];
+  // The hop the fan-out figures leave out: a main -> shard -> main round trip over the MessagePorts
+  // (a tick crosses once, shard -> main, so about half of this).
+  const hop = new StreamHist();
+  for (let i = 0; i < 500; i++) {
+    const t0 = nowMs();
+    await gw.services.shards.callShard(0, 'shard.ping', {});
+    if (i >= 100) hop.record((nowMs() - t0) * 1000);
+  }
 
   // Baseline: bare uWS, same frames, same rate.
   const bare = uws.App();
@@ -276,6 +286,7 @@ async function main() {
   console.log(JSON.stringify({
     bench: 'stream', mode: full ? 'full' : 'quick', measureSec, clientProcesses: CLIENT_PROCS, sizes: results,
     slowReaders,
+    shardHopRoundTripUs: hop.summary(),
     biggest: { sockets: big.sockets, limitedBy: limit, serverCpuPct: big.gateway.serverCpuPct, clientCpuPct: big.gateway.clientCpuPct, rssMb: big.gateway.rssMb },
     hub: { ticksIn: stats.ticksIn, duplicates: stats.ticksDuplicate, coalescedFlushes: stats.coalescedFlushes, backpressureCloses: stats.backpressureCloses },
     note: 'ticks injected at the hub ingest (shard->main hop excluded); 2-core machine shared with other work: noisy',
