@@ -13,7 +13,7 @@ let fullKey: string;
 let scopedKey: string;
 
 beforeAll(async () => {
-  t = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000, streamKeyCheckMs: 100 });
+  t = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000, streamKeyCheckMs: 100, seatBuildMs: 60_000 });
   const h = mgmt(t.managementKey);
   seatA = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
   seatB = (await t.req('POST', '/v1/seats', { headers: h, body: {} })).body.id;
@@ -89,6 +89,14 @@ describe('/v1/stream upgrade refusals', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(b.closed).toBeNull();
     await b.close();
+  });
+
+  it('a private seat still being prepared: 402 NO_SUBSCRIPTION', async () => {
+    const r0 = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
+    expect(r0.body.status).toBe('BUILDING_SERVER');
+    const r = await refused({ apiKey: fullKey, id: r0.body.id });
+    expect(r.status).toBe(402);
+    expect(r.body.error).toBe('NO_SUBSCRIPTION');
   });
 
   it('a bad heartbeat value: 400', async () => {

@@ -160,6 +160,7 @@ export class StreamHub {
   private readonly accounts = new Map<string, AccountState>();
   private readonly sockets = new Set<Sock>();
   private readonly coalescing = new Set<Sock>();
+  private readonly activeSeats = new Set<string>();
   private publishedSinceSweep = false;
   private sweepTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -265,6 +266,14 @@ export class StreamHub {
       const hb = one(q.heartbeat);
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      if (!this.activeSeats.has(id)) {
+        // SPEC §7 402, as on the classic routes: a seat still being prepared has no subscription yet.
+        const st = await d.shards.call(id, 'seat.get', { seatId: id });
+        if (st?.status !== 'ACTIVE') {
+          throw apiError('NO_SUBSCRIPTION', st ? 'subscription not active: the seat is still being prepared (BUILDING_SERVER)' : 'subscription not active for this account');
+        }
+        this.activeSeats.add(id); // ACTIVE is the last seat status
+      }
       const open = await d.shards.call(id, 'stream.open', { accountId: id }).catch((err: unknown) => {
         // The seat exists (checked above): the shard not knowing it means no broker login is bound yet.
         if (toApiError(err).code === 'NOT_FOUND') throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
