@@ -117,7 +117,8 @@ function generate(symbols: string[], totalRate: number, lag: StreamHist, emit: (
       lag.record((now - (t0 + (i * 1000) / totalRate)) * 1000);
       const symbol = symbols[i % symbols.length]!;
       const px = 1 + (i % 1000) / 100_000;
-      emit({ symbol, bid: px, ask: px + 0.0001, timeMsc: now });
+      // volume -1 marks the bench's ticks: the clients measure only these, not the simulator's own.
+      emit({ symbol, bid: px, ask: px + 0.0001, timeMsc: now, volume: -1 });
     }
   }, 1);
   return () => clearInterval(timer);

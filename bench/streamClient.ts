@@ -27,10 +27,13 @@ let measureStart = 0;
 let cpuStart = process.cpuUsage();
 const sockets: WebSocket[] = [];
 const KEY = '"timeMscUtc":';
+const MARK = '"volume":-1}}';
 
 function onMessage(data: WebSocket.RawData): void {
   if (!measuring) return;
   const text = data.toString();
+  // Only the bench's own ticks (the simulator's real ticks of the same symbols also reach the sockets).
+  if (!text.endsWith(MARK)) return;
   const i = text.indexOf(KEY);
   if (i < 0) return;
   const j = i + KEY.length;
