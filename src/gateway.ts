@@ -13,6 +13,7 @@ import { connectExRoutes } from './http/routes/connectEx.js';
 import { gatewayRoutes } from './http/routes/gateway.js';
 import { newsRoutes } from './http/routes/news.js';
 import { proxyRoutes } from './http/routes/proxy.js';
+import { faultRoutes } from './http/routes/faults.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { loadUws } from './http/uws.js';
@@ -68,7 +69,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   });
   await shards.start();
 
-  const services: Services = { config, db, tenancy, auth, shards, log, clock };
+  const services: Services = { config, db, tenancy, auth, shards, log, clock, operatorCustomerId: boot.customerId };
   const metrics = new Metrics();
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
@@ -81,6 +82,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
+  routes.push(...faultRoutes(services));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };
   const app = uws.App();

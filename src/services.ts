@@ -15,4 +15,6 @@ export interface Services {
   shards: ShardSet;
   log: Logger;
   clock: Clock;
+  /** The customer created on first start: the operator, who may change server-wide settings such as simulator faults. */
+  operatorCustomerId: string;
 }

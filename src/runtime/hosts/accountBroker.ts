@@ -8,7 +8,7 @@ import { BridgeBrokerConnection } from '../../broker/bridge.js';
 import { SimBrokerConnection } from '../../broker/sim.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
 import { loadSimConfig } from '../../sim/config.js';
-import type { FaultSpec } from '../../sim/faults.js';
+import type { Fault, FaultSpec } from '../../sim/faults.js';
 import { Simulator } from '../../sim/simulator.js';
 import { SqliteSimStore } from '../../store/simStore.js';
 import type { ShardContext } from './context.js';
@@ -17,7 +17,8 @@ export interface BrokerSource {
   factory: BrokerConnectionFactory;
   /** Fault injection (tests, benchmarks); undefined when the upstream is not the simulator. */
   injectFault?(spec: FaultSpec): number;
-  clearFaults?(server: string): void;
+  clearFaults?(server?: string): number;
+  listFaults?(): Fault[];
   stop(): void;
 }
 
@@ -39,7 +40,8 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),
     injectFault: (spec) => sim.faults.set(spec).id,
-    clearFaults: (server) => void sim.faults.clear(undefined, server),
+    clearFaults: (server) => sim.faults.clear(undefined, server),
+    listFaults: () => sim.faults.list(),
     stop: () => sim.stop(),
   };
 }

@@ -1,6 +1,7 @@
 // Shard commands of the account host (issue 4), merged into the runtime's CommandMap. Kept in a
 // types-only module so the HTTP routes (main thread) and the host (shard) share one definition.
 import type { Platform } from '../../broker/types.js';
+import type { Fault } from '../../sim/faults.js';
 import type { ConnectionPhase } from './accountRegistry.js';
 
 export interface BindArgs {
@@ -59,5 +60,9 @@ declare module '../protocol.js' {
     'account.check': { args: { accountId: string }; result: AccountStatus & { connected: boolean } };
     /** Simulator fault injection on this account's login (tests, benchmarks). */
     'account.fault': { args: { accountId: string; fault: FaultArgs }; result: { id: number } };
+    /** Server-wide simulator faults. Every shard runs its own copy of the simulator, so these go to each shard. */
+    'sim.faults.set': { args: { fault: FaultArgs & { server: string; login?: string } }; result: { id: number } };
+    'sim.faults.clear': { args: { server?: string }; result: { cleared: number } };
+    'sim.faults.list': { args: Record<string, never>; result: Fault[] };
   }
 }

@@ -165,6 +165,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
         return { id: b.injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
       },
+      'sim.faults.set': ({ fault }) => {
+        const b = broker();
+        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+        return { id: b.injectFault(fault) };
+      },
+      'sim.faults.clear': ({ server }) => ({ cleared: broker().clearFaults?.(server) ?? 0 }),
+      'sim.faults.list': () => broker().listFaults?.() ?? [],
       'account.op': async ({ accountId, op, args }) => {
         const e = entryOf(accountId);
         if (op === 'AccountSummary') {

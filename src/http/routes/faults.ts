@@ -1,0 +1,88 @@
+// Fault injection into the embedded simulator, for benchmark harnesses and failure tests
+// (issue 3): connection drops, added latency, trade rejects, "timeout after send".
+// Per account: the account owner's management key. Per server: the operator only (the customer
+// created on first start), since a server-wide fault reaches every customer's accounts there.
+import { z } from 'zod';
+import { apiError } from '../../errors.js';
+import type { Services } from '../../services.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { ownedSeat } from './provisioning.js';
+
+const FaultFields = {
+  kind: z.enum(['drop', 'latency', 'reject', 'timeoutAfterSend']).describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend: trade requests'),
+  durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length'),
+  latencyMs: z.number().int().min(1).max(60_000).optional().describe('latency: added per reply'),
+  count: z.number().int().min(1).max(1_000_000).optional().describe('reject / timeoutAfterSend: the next N trade requests'),
+  probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend: each trade request with this probability'),
+};
+
+type FaultBody = { kind: 'drop' | 'latency' | 'reject' | 'timeoutAfterSend'; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined };
+
+function checked(b: FaultBody) {
+  if (b.kind === 'drop' && b.durationMs === undefined) throw apiError('BAD_REQUEST', "body field 'durationMs': required for a drop");
+  if (b.kind === 'latency' && b.latencyMs === undefined) throw apiError('BAD_REQUEST', "body field 'latencyMs': required for latency");
+  if ((b.kind === 'reject' || b.kind === 'timeoutAfterSend') && b.count === undefined && b.probability === undefined) {
+    throw apiError('BAD_REQUEST', `body: ${b.kind} needs 'count' or 'probability'`);
+  }
+  const out: Record<string, unknown> = { kind: b.kind };
+  for (const k of ['durationMs', 'latencyMs', 'count', 'probability'] as const) if (b[k] !== undefined) out[k] = b[k];
+  return out as { kind: FaultBody['kind']; durationMs?: number; latencyMs?: number; count?: number; probability?: number };
+}
+
+export function faultRoutes(s: Services): AnyRoute[] {
+  const operatorOnly = (customerId: string) => {
+    if (customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', 'server-wide simulator faults are for the operator (the first customer) only');
+  };
+  const everyShard = <T>(f: (shard: number) => Promise<T>) => Promise.all(Array.from({ length: s.shards.size }, (_, i) => f(i)));
+  return [
+    defineRoute({
+      method: 'post', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      summary: "Inject a simulator fault on one account's broker login (embedded simulator only)",
+      body: z.object(FaultFields).strict(), successStatus: 201,
+      response: z.object({ accountId: z.string(), id: z.number(), kind: z.string() }),
+      errors: ['BAD_REQUEST', 'NOT_FOUND'],
+      handler: async ({ params, body, principal }) => {
+        const row = ownedSeat(s, principal!.customerId, params[0]!);
+        const fault = checked(body);
+        const r = await s.shards.call(row.id, 'account.fault', { accountId: row.id, fault });
+        return { status: 201, body: { accountId: row.id, id: r.id, kind: fault.kind } };
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      summary: 'Inject a simulator fault for a whole server, or one login on it (operator only)',
+      body: z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict(), successStatus: 201,
+      response: z.object({ server: z.string(), kind: z.string(), shards: z.number() }),
+      errors: ['BAD_REQUEST', 'FORBIDDEN'],
+      handler: async ({ body, principal }) => {
+        operatorOnly(principal!.customerId);
+        const fault = { ...checked(body), server: body.server, ...(body.login ? { login: body.login } : {}) };
+        await everyShard((i) => s.shards.callShard(i, 'sim.faults.set', { fault }));
+        return { status: 201, body: { server: body.server, kind: fault.kind, shards: s.shards.size } };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      summary: 'Active simulator faults (operator only; each shard runs its own simulator copy, so each fault is listed per shard)',
+      response: z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) }),
+      errors: ['FORBIDDEN'],
+      handler: async ({ principal }) => {
+        operatorOnly(principal!.customerId);
+        const lists = await everyShard((i) => s.shards.callShard(i, 'sim.faults.list', {}));
+        return { body: { faults: lists.flatMap((l, shard) => l.map((f) => ({ shard, ...f }))) } };
+      },
+    }),
+    defineRoute({
+      method: 'delete', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      summary: 'Clear simulator faults, of one server with ?server= (operator only)',
+      query: z.object({ server: z.string().min(1).optional() }),
+      response: z.object({ cleared: z.number() }),
+      errors: ['FORBIDDEN'],
+      handler: async ({ query, principal }) => {
+        operatorOnly(principal!.customerId);
+        const r = await everyShard((i) => s.shards.callShard(i, 'sim.faults.clear', query.server ? { server: query.server } : {}));
+        return { body: { cleared: r.reduce((n, x) => n + x.cleared, 0) } };
+      },
+    }),
+  ];
+}

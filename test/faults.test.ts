@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer } from '../src/auth/bootstrap.js';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+let t: TestGateway;
+let key: string;
+let account: string;
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } })).body.key;
+  account = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'faulty', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('simulator fault injection over HTTP', () => {
+  it('an account fault rejects the next trade with the broker reason, then trading resumes', async () => {
+    const f = await t.req('POST', `/v1/accounts/${account}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'reject', count: 1 } });
+    expect(f.status).toBe(201);
+    const rejected = await api(`/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01`);
+    expect(rejected.status).toBe(400);
+    expect(rejected.body.error).toBe('TRADE_REQUEST_ERROR');
+    const ok = await api(`/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01`);
+    expect(ok.status).toBe(200);
+  });
+
+  it('validates fault bodies', async () => {
+    const h = { headers: mgmt(t.managementKey) };
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'drop' } })).status).toBe(400);
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'explode', durationMs: 5 } })).status).toBe(400);
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'reject' } })).status).toBe(400);
+  });
+
+  it('a server-wide drop takes the connection down, and it comes back', async () => {
+    // A summary read while connected is what /AccountSummary answers (synced:false) during the outage.
+    expect((await api(`/AccountSummary?id=${account}`)).body.synced).toBe(true);
+    const f = await t.req('POST', '/v1/sim/faults', { headers: mgmt(t.managementKey), body: { server: 'Sim-P5-Demo', kind: 'drop', durationMs: 1_000 } });
+    expect(f.status).toBe(201);
+    expect(f.body.shards).toBe(2);
+    const listed = await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) });
+    expect(listed.body.faults.filter((x: { kind: string }) => x.kind === 'drop')).toHaveLength(2);
+    let sawDown = false;
+    for (let i = 0; i < 40 && !sawDown; i++) {
+      const s = await api(`/AccountSummary?id=${account}`);
+      sawDown = s.status === 503 || s.body?.synced === false;
+      if (!sawDown) await wait(25);
+    }
+    expect(sawDown).toBe(true);
+    let up = false;
+    for (let i = 0; i < 100 && !up; i++) {
+      await wait(100);
+      const s = await api(`/AccountSummary?id=${account}`);
+      up = s.status === 200 && s.body.synced === true;
+    }
+    expect(up).toBe(true);
+    const cleared = await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) });
+    expect(cleared.status).toBe(200);
+    expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults).toEqual([]);
+  });
+
+  it('server-wide faults are for the operator only; another customer cannot touch this account', async () => {
+    const other = createCustomer(t.gw.services.tenancy, 'tenant-b');
+    const r = await t.req('POST', '/v1/sim/faults', { headers: mgmt(other.managementKey), body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });
+    expect(r.status).toBe(403);
+    expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(other.managementKey) })).status).toBe(403);
+    const a = await t.req('POST', `/v1/accounts/${account}/faults`, { headers: mgmt(other.managementKey), body: { kind: 'reject', count: 1 } });
+    expect(a.status).toBe(404);
+  });
+});
