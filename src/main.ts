@@ -16,7 +16,18 @@ async function main(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
-  let gw;
+  // Signal handlers first: a SIGTERM that arrives while the gateway is still starting must still
+  // end in a clean shutdown (once it is up), not in Node's default kill.
+  let stopping: string | undefined;
+  let gw: Awaited<ReturnType<typeof startGateway>> | undefined;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = signal;
+    log.info('shutting down', { signal });
+    if (gw) void gw.close().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
   try {
     gw = await startGateway(config, { log });
   } catch (e) {
@@ -26,12 +37,7 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  const stop = (signal: string) => {
-    log.info('shutting down', { signal });
-    void gw.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  if (stopping) await gw.close().then(() => process.exit(0));
 }
 
 void main().catch((e: unknown) => {

@@ -50,7 +50,10 @@ class FakeBroker {
       async orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult> {
         const fault = broker.nextFault;
         broker.nextFault = 'none';
-        const id = opts?.requestId ?? `anon-${broker.ticket}`;
+        const requestId = opts?.requestId ?? `anon-${broker.ticket}`;
+        // Count per clientOrderId (the gateway's broker request id is "<account>/<clientOrderId>/<record>"),
+        // so two records sent for one id would show up as 2 here.
+        const id = requestId.split('/')[1] ?? requestId;
         const result: TradeResult = fault === 'reject'
           ? { ok: false, reason: 'NO_MONEY', message: 'not enough money', retcode: 10019 }
           : {
@@ -62,7 +65,7 @@ class FakeBroker {
             },
           };
         broker.executed.set(id, (broker.executed.get(id) ?? 0) + 1);
-        broker.results.set(id, { requestId: id, timeMsc: 1, result });
+        broker.results.set(requestId, { requestId, timeMsc: 1, result });
         if (fault === 'timeoutFound' || fault === 'timeoutLost') {
           if (fault === 'timeoutLost') broker.lookupFails = true;
           throw new BrokerTimeoutError(true);
