@@ -129,8 +129,11 @@ export class AccountEntry implements AccountRuntime {
   /** Last summary read while connected: /AccountSummary answers it with synced=false while reconnecting. */
   lastSummary: AccountSummary | undefined;
   /** Symbols and candle timeframes subscribed through this account, restored on a replacement connection. */
-  private readonly tickSymbols = new Set<string>();
-  private readonly candleSubs = new Map<string, Set<string>>();
+  // Who holds each broker subscription: several hosts of the account (/v1/stream sockets,
+  // gateway sessions) may want the same symbol, and the broker unsubscribe must wait for the last.
+  private readonly tickHolders = new Map<string, Set<string>>();
+  /** symbol -> timeframe -> holders */
+  private readonly candleHolders = new Map<string, Map<string, Set<string>>>();
   authFailed = false;
   /** The current slot, or the replacement being prepared during a switch. */
   private lastSlot: Slot | undefined;
@@ -253,8 +256,8 @@ export class AccountEntry implements AccountRuntime {
     }
   }
 
-  whenConnected(timeoutMs = 2_000): Promise<BrokerConnection> {
-    return this.usableSlot(timeoutMs).then((s) => this.tracked(s.conn));
+  whenConnected(timeoutMs = 2_000, owner = 'default'): Promise<BrokerConnection> {
+    return this.usableSlot(timeoutMs).then((s) => this.tracked(s.conn, owner));
   }
 
   /** A connection held for one request: a rolling upgrade waits for its release. */
@@ -310,40 +313,65 @@ export class AccountEntry implements AccountRuntime {
     }
   }
 
-  // Subscriptions made through the registry are remembered so a replacement connection (rolling
-  // upgrade, re-bind) is subscribed to the same symbols as the one it replaces.
-  private tracked(conn: BrokerConnection): BrokerConnection {
+  // Subscriptions made through the registry are held per owner: the broker is subscribed when the
+  // first owner wants a symbol and unsubscribed when the last lets go. A repeated subscribe by the
+  // same owner is a no-op, and a replacement connection (reconnect, rolling upgrade, re-bind) is
+  // subscribed to everything still held (restoreSubscriptions).
+  private tracked(conn: BrokerConnection, owner: string): BrokerConnection {
     const self = this;
+    type Tf = BrokerEvents['candle']['timeframe'];
     return new Proxy(conn, {
       get(target, prop) {
         if (prop === 'subscribe') {
           return async (symbols: readonly string[]) => {
-            await target.subscribe(symbols);
-            for (const s of symbols) self.tickSymbols.add(s);
+            const fresh = symbols.filter((s) => {
+              let h = self.tickHolders.get(s);
+              if (!h) self.tickHolders.set(s, (h = new Set()));
+              const first = h.size === 0;
+              h.add(owner);
+              return first;
+            });
+            try {
+              if (fresh.length) await target.subscribe(fresh);
+            } catch (err) {
+              for (const s of symbols) self.release(self.tickHolders, s, owner);
+              throw err;
+            }
           };
         }
         if (prop === 'unsubscribe') {
           return async (symbols: readonly string[]) => {
-            for (const s of symbols) self.tickSymbols.delete(s);
-            await target.unsubscribe(symbols);
+            const last = symbols.filter((s) => self.release(self.tickHolders, s, owner));
+            if (last.length) await target.unsubscribe(last);
           };
         }
         if (prop === 'subscribeCandles') {
-          return async (symbol: string, tfs: readonly BrokerEvents['candle']['timeframe'][]) => {
-            await target.subscribeCandles(symbol, tfs);
-            let set = self.candleSubs.get(symbol);
-            if (!set) self.candleSubs.set(symbol, (set = new Set()));
-            for (const tf of tfs) set.add(tf);
+          return async (symbol: string, tfs: readonly Tf[]) => {
+            let bySymbol = self.candleHolders.get(symbol);
+            if (!bySymbol) self.candleHolders.set(symbol, (bySymbol = new Map()));
+            const fresh = tfs.filter((tf) => {
+              let h = bySymbol.get(tf);
+              if (!h) bySymbol.set(tf, (h = new Set()));
+              const first = h.size === 0;
+              h.add(owner);
+              return first;
+            });
+            try {
+              if (fresh.length) await target.subscribeCandles(symbol, fresh);
+            } catch (err) {
+              for (const tf of tfs) self.release(bySymbol, tf, owner);
+              throw err;
+            }
           };
         }
         if (prop === 'unsubscribeCandles') {
-          return async (symbol: string, tfs?: readonly BrokerEvents['candle']['timeframe'][]) => {
-            const set = self.candleSubs.get(symbol);
-            if (set) {
-              if (tfs) for (const tf of tfs) set.delete(tf);
-              if (!tfs || set.size === 0) self.candleSubs.delete(symbol);
-            }
-            await target.unsubscribeCandles(symbol, tfs);
+          return async (symbol: string, tfs?: readonly Tf[]) => {
+            const bySymbol = self.candleHolders.get(symbol);
+            if (!bySymbol) return;
+            const which = tfs ?? ([...bySymbol.keys()] as Tf[]);
+            const last = which.filter((tf) => self.release(bySymbol, tf, owner));
+            if (bySymbol.size === 0) self.candleHolders.delete(symbol);
+            if (last.length) await target.unsubscribeCandles(symbol, last);
           };
         }
         const v = Reflect.get(target, prop) as unknown;
@@ -352,13 +380,22 @@ export class AccountEntry implements AccountRuntime {
     });
   }
 
+  /** Drops `owner` from `key`'s holders; true when it was the last one (the broker should let go). */
+  private release(holders: Map<string, Set<string>>, key: string, owner: string): boolean {
+    const h = holders.get(key);
+    if (!h || !h.delete(owner)) return false;
+    if (h.size > 0) return false;
+    holders.delete(key);
+    return true;
+  }
+
   /** Called after each successful connect of a slot. */
   restoreSubscriptions(conn: BrokerConnection): void {
-    if (this.tickSymbols.size > 0) {
-      conn.subscribe([...this.tickSymbols]).catch((err: unknown) => this.deps.log.warn('resubscribe failed', { accountId: this.accountId, err }));
+    if (this.tickHolders.size > 0) {
+      conn.subscribe([...this.tickHolders.keys()]).catch((err: unknown) => this.deps.log.warn('resubscribe failed', { accountId: this.accountId, err }));
     }
-    for (const [symbol, tfs] of this.candleSubs) {
-      conn.subscribeCandles(symbol, [...tfs] as BrokerEvents['candle']['timeframe'][])
+    for (const [symbol, byTf] of this.candleHolders) {
+      conn.subscribeCandles(symbol, [...byTf.keys()] as BrokerEvents['candle']['timeframe'][])
         .catch((err: unknown) => this.deps.log.warn('candle resubscribe failed', { accountId: this.accountId, err }));
     }
   }

@@ -22,8 +22,12 @@ export interface AccountRuntime {
   readonly server: ServerInfo;
   /** Current connection state of the account's connection actor. */
   phase(): ConnectionPhase;
-  /** Resolves with the live broker connection; rejects with ApiError NOT_CONNECTED (503) if it is not connected within `timeoutMs`. */
-  whenConnected(timeoutMs?: number): Promise<BrokerConnection>;
+  /**
+   * Resolves with the live broker connection; rejects with ApiError NOT_CONNECTED (503) if it is not
+   * connected within `timeoutMs`. Its subscribe/unsubscribe calls are held per `owner` (one name per
+   * host, e.g. 'stream', 'gateway'): the broker keeps a symbol while any owner holds it.
+   */
+  whenConnected(timeoutMs?: number, owner?: string): Promise<BrokerConnection>;
   /** Account events (ticks of subscribed symbols, snapshots, deals, phase changes). Returns an unsubscribe function. */
   on(listener: (ev: AccountEvent) => void): () => void;
 }

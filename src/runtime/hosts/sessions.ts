@@ -62,7 +62,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     refs.set(k, n);
     if (n > 1) return;
     const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected(30_000);
+    const conn = await rt.whenConnected(30_000, 'gateway');
     if (spec.kind === 'ohlc') await conn.subscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
     else await conn.subscribe([spec.symbol]);
   }
@@ -77,9 +77,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     refs?.delete(k);
     const rt = ctx.accounts?.get(accountId);
     if (!rt || rt.phase() !== 'connected') return;
-    const conn = await rt.whenConnected(1_000);
-    // NOTE: the broker-level unsubscribe is shared with other hosts of the account (the
-    // /v1/stream host); see docs/gateway.md "Broker subscriptions".
+    // Held per owner by the account: the broker keeps the symbol while the /v1/stream host holds it.
+    const conn = await rt.whenConnected(1_000, 'gateway');
     if (spec.kind === 'ohlc') await conn.unsubscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
     else if (!(refs && (refs.has(`q|${spec.symbol}`)))) await conn.unsubscribe([spec.symbol]);
   }

@@ -28,6 +28,9 @@ interface StreamAccount {
 interface LastTick { t: number; bid: number; ask: number }
 interface LastCandle { bar: number; ticks: number; closed: boolean }
 
+/** This host's name as a holder of the account's broker subscriptions (see AccountRuntime.whenConnected). */
+const OWNER = 'stream';
+
 export function createStreamHost(ctx: ShardContext): ActorHost {
   const accounts = new Map<string, StreamAccount>();
   const lastTicks = new Map<string, LastTick>();
@@ -61,10 +64,30 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     ctx.emit({ kind: STREAM_EVENT.candle, key: server, data });
   };
 
+  /**
+   * Releases this host's hold on broker subscriptions that no socket wants any more (best effort:
+   * a dropped connection has no subscriptions to release). `candleSymbols`: drop every timeframe.
+   */
+  const releaseAtBroker = async (
+    accountId: string, a: StreamAccount, symbols: string[], tfSymbol: string | undefined, tfs: Timeframe[] | undefined,
+    candleSymbols: string[] = [],
+  ) => {
+    try {
+      if (a.rt.phase() !== 'connected') return;
+      const conn = await a.rt.whenConnected(1_000, OWNER);
+      const ticks = symbols.filter((s) => !accounts.get(accountId)?.symbols.has(s));
+      if (ticks.length) await conn.unsubscribe(ticks);
+      for (const s of [...ticks, ...candleSymbols]) if (!accounts.get(accountId)?.candles.has(s)) await conn.unsubscribeCandles(s);
+      if (tfSymbol && tfs?.length) await conn.unsubscribeCandles(tfSymbol, tfs);
+    } catch (err) {
+      ctx.log.warn('stream broker release failed', { accountId, err: errorMessage(err) });
+    }
+  };
+
   /** (Re)subscribes everything the account's sockets want; called after every (re)connect. */
   const resubscribe = async (accountId: string, a: StreamAccount) => {
     try {
-      const conn = await a.rt.whenConnected(1_000);
+      const conn = await a.rt.whenConnected(1_000, OWNER);
       if (a.symbols.size) await conn.subscribe([...a.symbols]);
       for (const [symbol, tfs] of a.candles) if (tfs.size) await conn.subscribeCandles(symbol, [...tfs]);
     } catch (err) {
@@ -119,7 +142,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
       },
       'stream.snapshot': async ({ accountId, timeoutMs }) => {
         const a = get(accountId);
-        const conn = await a.rt.whenConnected(timeoutMs);
+        const conn = await a.rt.whenConnected(timeoutMs, OWNER);
         // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
         const opened = await conn.openedOrders();
         return { posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders] };
@@ -133,7 +156,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
           for (const tf of timeframes) set.add(tf);
           a.candles.set(symbol, set);
         }
-        const conn = await a.rt.whenConnected(timeoutMs);
+        const conn = await a.rt.whenConnected(timeoutMs, OWNER);
         const info = await conn.symbol(symbol);
         if (!info) throw apiError('BAD_REQUEST', `unknown symbol ${symbol}`);
         if (!a.symbols.has(symbol)) return { lastTick: null };
@@ -152,9 +175,11 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
           if (set) for (const tf of timeframes) set.delete(tf);
           if (set && set.size === 0) a.candles.delete(symbol);
         }
-        // The broker subscription stays: the account's other consumers (gateway sessions) may use
-        // the same symbol and BrokerConnection subscriptions are not reference-counted; we only
-        // stop forwarding.
+        // Let go at the broker too; the account keeps the symbol while another owner (a gateway
+        // session) still holds it.
+        const dropTicks = timeframes === undefined ? [symbol] : [];
+        const dropTfs = timeframes ?? [];
+        void releaseAtBroker(accountId, a, dropTicks, symbol, timeframes === undefined ? undefined : dropTfs);
         return { ok: true };
       },
       'stream.close': ({ accountId }) => {
@@ -162,6 +187,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         if (a && --a.sockets <= 0) {
           a.off();
           accounts.delete(accountId);
+          void releaseAtBroker(accountId, a, [...a.symbols], undefined, undefined, [...a.candles.keys()]);
         }
         return { ok: true };
       },
