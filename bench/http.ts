@@ -40,22 +40,27 @@ async function api(method: string, path: string, headers: Record<string, string>
 }
 
 const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bench' })).key as string;
-const account = (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user: 'bench-1', password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
+const connect = async (user: string) => (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user, password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
+const account = await connect('bench-1');
+// A demo account's margin holds about 280 open 0.01-lot BTCUSD positions; spread the orders over
+// enough accounts that every one of them fills (a rejection would skip the booking work).
+const orderAccounts = [account];
+while (orderAccounts.length * 200 < orders) orderAccounts.push(await connect(`bench-${orderAccounts.length + 1}`));
 const h = { 'x-api-key': key };
 // Warm the quote cache path and the account connection.
 await api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 
 const throughput = (port: number, path: string, headers: Record<string, string> = {}) =>
   spawnLoad({ port, path, headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
-const sequential = (port: number, path: string, headers: Record<string, string>, n: number) =>
-  spawnLoad({ port, path, headers, connections: 1, durationMs: 120_000, warmupMs: 300, maxRequests: n }, 1);
+const sequential = (port: number, paths: string[], headers: Record<string, string>, n: number) =>
+  spawnLoad({ port, path: paths[0]!, paths, headers, connections: 1, durationMs: 120_000, warmupMs: 300, maxRequests: n }, 1);
 
 const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
 results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
-results.bareSeq = await sequential(barePort, '/bare', {}, orders);
-results.orderSend = await sequential(gw.port, `/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`, h, orders);
+results.bareSeq = await sequential(barePort, ['/bare'], {}, orders);
+results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`), h, orders);
 
 for (const [name, r] of Object.entries(results)) {
   console.error(`${name.padEnd(15)} ${String(r.rps).padStart(7)} req/s  p50 ${r.latencyUs.p50}µs p99 ${r.latencyUs.p99}µs p99.9 ${r.latencyUs.p999}µs  statuses ${JSON.stringify(r.statuses)}`);

@@ -8,6 +8,8 @@ export interface LoadJob {
   port: number;
   /** Path; `{seq}` is replaced by a per-request unique token. */
   path: string;
+  /** Several paths, used in turn (overrides `path`). */
+  paths?: string[];
   method?: string;
   headers?: Record<string, string>;
   connections: number;
@@ -37,7 +39,9 @@ function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; 
         sock.end();
         return;
       }
-      const path = job.path.includes('{seq}') ? job.path.replace('{seq}', `${process.pid}-${conn}-${seq++}`) : job.path;
+      const base = job.paths ? job.paths[seq % job.paths.length]! : job.path;
+      const path = base.includes('{seq}') ? base.replace('{seq}', `${process.pid}-${conn}-${seq}`) : base;
+      seq++;
       started = process.hrtime.bigint();
       sock.write(`${job.method ?? 'GET'} ${path} HTTP/1.1\r\n${fixedHeaders}\r\n`);
     };
