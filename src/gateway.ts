@@ -84,7 +84,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
   routes.push(...faultRoutes(services));
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight };
+  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug' };
   const app = uws.App();
   streamHub.mount(app);
   (gwSocket = new GatewaySocket(services, throttle, inflight)).mount(app);

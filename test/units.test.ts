@@ -108,3 +108,21 @@ describe('query parsing', () => {
     expect(qBool().safeParse('maybe').success).toBe(false);
   });
 });
+
+describe('query string parsing matches URLSearchParams', () => {
+  it('property: same keys and values, repeats as arrays', () => {
+    const part = fc.stringMatching(/^[A-Za-z0-9%+=,._~ -]{0,8}$/);
+    fc.assert(
+      fc.property(fc.array(fc.tuple(part, part, fc.boolean()), { maxLength: 8 }), (pairs) => {
+        const raw = pairs.map(([k, v, bare]) => (bare ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)).join('&');
+        const expected: Record<string, string | string[]> = {};
+        for (const [k, v] of new URLSearchParams(raw)) {
+          const prev = expected[k];
+          expected[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+        }
+        expect({ ...parseQuery(raw) }).toEqual(expected);
+      }),
+    );
+    expect(parseQuery('a=1+2&b=%E2%82%AC&c&d=%zz')).toEqual({ a: '1 2', b: '€', c: '', d: '%zz' });
+  });
+});

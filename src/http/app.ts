@@ -18,6 +18,8 @@ export interface HttpDeps {
   log: Logger;
   maxBodyBytes: number;
   trustProxy: boolean;
+  /** Access log at debug level (checked before building the record, on the hot path). */
+  debugLog?: boolean;
   /** Tracks requests in flight so shutdown can drain them. */
   inflight: { count: number; draining: boolean };
 }
@@ -104,7 +106,8 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       if (!r.success) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
       query = r.data;
     }
-    const reply = await route.handler({ req, query, body, principal, params: req.params });
+    const out = route.handler({ req, query, body, principal, params: req.params });
+    const reply = out instanceof Promise ? await out : out;
     status = reply.status ?? 200;
     if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
     else sink.json(status, reply.body, reply.headers);
@@ -122,6 +125,6 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     const seconds = (performance.now() - req.receivedAt) / 1000;
     deps.metrics.observe(family, status, seconds);
     // Path only: query strings can carry keys (apiKey=) and are never logged.
-    deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3 });
+    if (deps.debugLog) deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3 });
   }
 }

@@ -17,13 +17,15 @@ class Histogram {
 }
 
 export class Metrics {
-  private readonly requests = new Map<string, number>();
+  /** family -> status -> count (nested maps: no key string built per request) */
+  private readonly requests = new Map<Family, Map<number, number>>();
   private readonly latency = new Map<Family, Histogram>();
   private readonly gauges = new Map<string, () => number>();
 
   observe(family: Family, status: number, seconds: number): void {
-    const k = `${family}\u0000${status}`;
-    this.requests.set(k, (this.requests.get(k) ?? 0) + 1);
+    let byStatus = this.requests.get(family);
+    if (!byStatus) this.requests.set(family, (byStatus = new Map()));
+    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
     let h = this.latency.get(family);
     if (!h) this.latency.set(family, (h = new Histogram()));
     h.observe(seconds);
@@ -37,9 +39,8 @@ export class Metrics {
     const out: string[] = [];
     out.push('# HELP tagw_http_requests_total HTTP requests by route family and status.');
     out.push('# TYPE tagw_http_requests_total counter');
-    for (const [k, v] of this.requests) {
-      const [family, status] = k.split('\u0000');
-      out.push(`tagw_http_requests_total{family="${family}",status="${status}"} ${v}`);
+    for (const [family, byStatus] of this.requests) {
+      for (const [status, v] of byStatus) out.push(`tagw_http_requests_total{family="${family}",status="${status}"} ${v}`);
     }
     out.push('# HELP tagw_http_request_duration_seconds HTTP request latency by route family.');
     out.push('# TYPE tagw_http_request_duration_seconds histogram');

@@ -16,7 +16,8 @@ export class AccountAccess {
 
   constructor(private readonly s: Services) {}
 
-  async resolve(principal: Principal, q: { id?: string | undefined; accountId?: string | undefined }, trading: boolean): Promise<SeatRow> {
+  /** Synchronous when everything is cached (the hot path); a promise only while the seat's status must be asked. */
+  resolve(principal: Principal, q: { id?: string | undefined; accountId?: string | undefined }, trading: boolean): SeatRow | Promise<SeatRow> {
     const id = q.id ?? q.accountId;
     if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: add ?id=<accountUUID>');
     assertAccountScope(principal, id);
@@ -27,15 +28,16 @@ export class AccountAccess {
     }
     if (!row || row.customer_id !== principal.customerId) throw apiError('NOT_FOUND', 'account not found');
     if (trading) assertCanTrade(principal);
-    if (!this.active.has(id)) {
-      const st = await this.s.shards.call(id, 'seat.get', { seatId: id });
+    if (this.active.has(id)) return row;
+    const found = row;
+    return this.s.shards.call(id, 'seat.get', { seatId: id }).then((st) => {
       if (st?.status !== 'ACTIVE') {
         throw apiError('NO_SUBSCRIPTION', st
           ? 'subscription not active: the seat is still being prepared (BUILDING_SERVER)'
           : 'subscription not active for this account');
       }
       this.active.add(id);
-    }
-    return row;
+      return found;
+    });
   }
 }
