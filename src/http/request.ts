@@ -57,10 +57,7 @@ function decode(s: string): string {
  * The request headers handlers may read. Reading a fixed list with getHeader is cheaper than
  * walking every header, and works on uWS's JS fallback, which lacks HttpRequest.forEach.
  */
-export const HEADER_NAMES = [
-  'x-api-key', 'authorization', 'x-management-key', 'idempotency-key', 'content-type', 'content-length',
-  'x-forwarded-for', 'user-agent', 'accept',
-] as const;
+export const HEADER_NAMES = ['x-api-key', 'authorization', 'x-management-key', 'idempotency-key'] as const;
 
 function queryOf(req: HttpRequest): string {
   try {
@@ -93,7 +90,9 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
   const rawQuery = queryOf(req);
   let ip: string | undefined;
-  const forwarded = trustProxy ? headers['x-forwarded-for']?.split(',')[0]!.trim() : undefined;
+  // Read only when trusted: an untrusted x-forwarded-for is never looked at.
+  const forwarded = trustProxy ? req.getHeader('x-forwarded-for').split(',')[0]!.trim() : undefined;
+  if (forwarded) headers['x-forwarded-for'] = forwarded;
   return {
     method: req.getMethod().toUpperCase(),
     path: req.getUrl(),

@@ -129,6 +129,20 @@ export function classicRoutes(s: Services): AnyRoute[] {
   // Serialized once per refresh: a cache hit writes the stored bytes, no JSON.stringify per request.
   const quoteCache = new Map<string, { at: number; raw: string }>();
   const routes: AnyRoute[] = [];
+  const fetchQuote = async (row: SeatRow, symbol: string) => {
+    const body = await s.shards.call(row.id, 'account.op', { accountId: row.id, op: 'GetQuote', args: { symbol } });
+    const raw = JSON.stringify(body);
+    if (quoteCache.size > 100_000) quoteCache.clear();
+    quoteCache.set(`${row.id}|${symbol}`, { at: performance.now(), raw });
+    return { body: null, raw, contentType: 'application/json' };
+  };
+  const quoteReply = (row: SeatRow, q: { symbol: string; cached?: string | undefined }) => {
+    if (q.cached !== '0') {
+      const hit = quoteCache.get(`${row.id}|${q.symbol}`);
+      if (hit && performance.now() - hit.at < QUOTE_CACHE_MS) return { body: null, raw: hit.raw, contentType: 'application/json' };
+    }
+    return fetchQuote(row, q.symbol);
+  };
 
   for (const spec of READ_ROUTES) {
     const query = z.object({ ...idFields, ...(spec.many ? symbolsFields : {}), ...spec.fields });
@@ -156,22 +170,8 @@ export function classicRoutes(s: Services): AnyRoute[] {
     errors: [...baseErrors, 'BAD_REQUEST'],
     // Not async: a cache hit answers in the same tick, without a promise per hop.
     handler: ({ query: q, principal }) => {
-      const fetchQuote = async (row: SeatRow) => {
-        const body = await s.shards.call(row.id, 'account.op', { accountId: row.id, op: 'GetQuote', args: { symbol: q.symbol } });
-        const raw = JSON.stringify(body);
-        if (quoteCache.size > 100_000) quoteCache.clear();
-        quoteCache.set(`${row.id}|${q.symbol}`, { at: performance.now(), raw });
-        return { body: null, raw, contentType: 'application/json' };
-      };
-      const answer = (row: SeatRow) => {
-        if (q.cached !== '0') {
-          const hit = quoteCache.get(`${row.id}|${q.symbol}`);
-          if (hit && performance.now() - hit.at < QUOTE_CACHE_MS) return { body: null, raw: hit.raw, contentType: 'application/json' };
-        }
-        return fetchQuote(row);
-      };
       const row = access.resolve(principal!, q, false);
-      return row instanceof Promise ? row.then(answer) : answer(row);
+      return row instanceof Promise ? row.then((r) => quoteReply(r, q)) : quoteReply(row, q);
     },
   }));
 
