@@ -115,14 +115,17 @@ describe('query string parsing matches URLSearchParams', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(part, part, fc.boolean()), { maxLength: 8 }), (pairs) => {
         const raw = pairs.map(([k, v, bare]) => (bare ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)).join('&');
-        const expected: Record<string, string | string[]> = {};
+        const expected: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
         for (const [k, v] of new URLSearchParams(raw)) {
           const prev = expected[k];
           expected[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
         }
-        expect({ ...parseQuery(raw) }).toEqual(expected);
+        expect({ ...parseQuery(raw) }).toEqual({ ...expected });
       }),
     );
-    expect(parseQuery('a=1+2&b=%E2%82%AC&c&d=%zz')).toEqual({ a: '1 2', b: '€', c: '', d: '%zz' });
+    expect({ ...parseQuery('a=1+2&b=%E2%82%AC&c&d=%zz') }).toEqual({ a: '1 2', b: '€', c: '', d: '%zz' });
+    // Keys that name Object.prototype members are plain keys.
+    expect(parseQuery('valueOf=1&__proto__=x&constructor=y')).toMatchObject({ valueOf: '1', constructor: 'y' });
+    expect(Object.getPrototypeOf(parseQuery('__proto__=x'))).toBeNull();
   });
 });
