@@ -9,6 +9,7 @@
 // - connect() after a drop logs in again, restores subscriptions and resynchronizes:
 //   fresh positions/orders snapshots, and the deals executed while away (from the last
 //   deal seen, deduplicated by ticket), so listeners miss nothing and see nothing twice.
+import { BrokerListeners } from './listeners.js';
 import { randomUUID } from 'node:crypto';
 import { connect as netConnect, type Socket } from 'node:net';
 import { BRIDGE_PROTOCOL_VERSION, decodeError, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
@@ -65,7 +66,6 @@ interface Pending {
   readonly timer: ReturnType<typeof setTimeout>;
 }
 
-type Listeners = { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> };
 
 /** Deals can arrive out of time order by up to a segment window (1 s); re-read and dedup
  *  this far behind the newest deal seen. */
@@ -80,7 +80,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private socket: Socket | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
+  private readonly listeners = new BrokerListeners();
   private readonly tickSymbols = new Set<string>();
   private readonly candleSubs = new Map<string, Set<Timeframe>>();
   /** Deals delivered recently (ticket -> time): the dedup set for resync. Deal times are
@@ -110,12 +110,10 @@ export class BridgeBrokerConnection implements BrokerConnection {
   }
 
   on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
-    const set = this.listeners[event] as Set<(data: BrokerEvents[E]) => void>;
-    set.add(listener);
-    return () => set.delete(listener);
+    return this.listeners.on(event, listener);
   }
   private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
-    for (const l of this.listeners[event] as Set<(data: BrokerEvents[E]) => void>) l(data);
+    this.listeners.emit(event, data);
   }
   private setState(state: ConnectionState, reason?: string): void {
     if (state === this._state) return;

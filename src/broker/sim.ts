@@ -1,6 +1,7 @@
 // In-process BrokerConnection over the simulator: one connection = one login on one server.
 // Trades are idempotent per request id (the first outcome is replayed), faults from the
 // simulator's FaultController are applied here, at the edge, like a network would.
+import { BrokerListeners } from './listeners.js';
 import type { SimAccount } from '../sim/account.js';
 import { marginFor } from '../sim/accounting.js';
 import { Simulator, type AccountSink, type Clock, type SimServer } from '../sim/simulator.js';
@@ -52,7 +53,6 @@ import { toCandle, type BarListener } from '../sim/candles.js';
 import type { MarketSymbol } from '../sim/market.js';
 import { conversionRate } from '../sim/accounting.js';
 
-type Listeners = { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> };
 
 export class SimBrokerConnection implements BrokerConnection {
   readonly server: ServerInfo;
@@ -60,7 +60,7 @@ export class SimBrokerConnection implements BrokerConnection {
   private _state: ConnectionState = 'disconnected';
   private account: SimAccount | null = null;
   private readonly host: SimServer;
-  private readonly listeners: Listeners = { tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set() };
+  private readonly listeners = new BrokerListeners();
   private readonly tickSubs = new Map<MarketSymbol, (t: Tick) => void>();
   private readonly candleSubs = new Map<MarketSymbol, Set<number>>();
   private readonly candleListeners = new Map<MarketSymbol, BarListener>();
@@ -89,13 +89,11 @@ export class SimBrokerConnection implements BrokerConnection {
   }
 
   on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
-    const set = this.listeners[event] as Set<(data: BrokerEvents[E]) => void>;
-    set.add(listener);
-    return () => set.delete(listener);
+    return this.listeners.on(event, listener);
   }
 
   private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
-    for (const l of this.listeners[event] as Set<(data: BrokerEvents[E]) => void>) l(data);
+    this.listeners.emit(event, data);
   }
 
   private setState(state: ConnectionState, reason?: string): void {
