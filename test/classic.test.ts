@@ -395,3 +395,21 @@ describe('one broker login bound to two accounts', () => {
     expect(b.body.ticket).not.toBe(a.body.ticket);
   });
 });
+
+describe('rolling upgrade of every account', () => {
+  it('replaces the accounts one at a time, each with the new build, and skips seats without a broker login', async () => {
+    const other = (await import('../src/auth/bootstrap.js')).createCustomer(t.gw.services.tenancy, 'fleet');
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(other.managementKey), body: { label: 'fleet' } })).body.key;
+    const ids: string[] = [];
+    for (const user of ['f-1', 'f-2', 'f-3']) {
+      ids.push((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user, password: 'pw', server: 'Sim-P5-Demo' } })).body.id);
+    }
+    await t.req('POST', '/v1/seats', { headers: mgmt(other.managementKey), body: {} }); // no broker login
+    const r = await t.req('POST', '/v1/accounts/upgrade', { headers: mgmt(other.managementKey), body: { build: 2_000 } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body.upgraded.map((u: { id: string }) => u.id).sort()).toEqual([...ids].sort());
+    for (const u of r.body.upgraded) expect(u).toMatchObject({ build: 2_000, generation: 1, connection: 'connected' });
+    // Every account now runs the older build: an endpoint newer than it answers 501.
+    for (const id of ids) expect((await api(`/TickValueWithSize?id=${id}&symbols=EURUSD`, k)).status).toBe(501);
+  }, 30_000);
+});

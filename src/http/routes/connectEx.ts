@@ -13,6 +13,7 @@ import { assertAccountScope } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
 import { qInt, qString } from '../schemas.js';
+import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { bindBroker, BrokerFields } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
@@ -78,6 +79,24 @@ export function connectExRoutes(s: Services): AnyRoute[] {
         const row = ownedSeat(s, principal!.customerId, params[0]!);
         const st = await s.shards.call(row.id, 'account.upgrade', { accountId: row.id, ...(body.build !== undefined ? { build: body.build } : {}) }, { retryOnRestart: true });
         return { body: { id: row.id, connection: st.phase, build: st.build, generation: st.generation } };
+      },
+    }),
+    defineRoute({
+      method: 'post', path: '/v1/accounts/upgrade', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
+      summary: "Rolling upgrade of every account of the customer, one account at a time",
+      description: 'Each account is replaced like POST /v1/accounts/{id}/upgrade (requests in flight finish on its old connection first); the next account starts only when the previous one is connected again, so at most one account is between connections at any moment.',
+      body: z.object({ build: z.number().int().min(1).max(100_000).nullable().optional().describe('New terminal build for every account; null = each server build') }).strict(),
+      response: z.object({ upgraded: z.array(z.object({ id: z.string(), connection: z.string(), build: z.number(), generation: z.number() })) }),
+      errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
+      handler: async ({ body, principal }) => {
+        const accounts = new AccountStore(s.db);
+        const upgraded = [];
+        for (const seat of s.tenancy.seatsOf(principal!.customerId)) {
+          if (!accounts.get(seat.id)) continue; // a seat without a broker login has no connection to replace
+          const st = await s.shards.call(seat.id, 'account.upgrade', { accountId: seat.id, ...(body.build !== undefined ? { build: body.build } : {}) }, { retryOnRestart: true });
+          upgraded.push({ id: seat.id, connection: st.phase, build: st.build, generation: st.generation });
+        }
+        return { body: { upgraded } };
       },
     }),
   ];
