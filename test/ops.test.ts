@@ -46,3 +46,17 @@ describe('ops routes', () => {
     expect(r.text).toContain('tagw_http_request_duration_seconds_count{family="provisioning"}');
   });
 });
+
+describe('openapi for the gateway proxy', () => {
+  it('documents each operation\'s parameters (handler-validated, per platform)', async () => {
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    const names = (op: string) => (doc.paths[`/v1/proxy/${op}`].get.parameters as Array<{ name: string; required: boolean }>);
+    const send = names('OrderSendSafe');
+    expect(send.find((p) => p.name === 'symbol')?.required).toBe(true);
+    expect(send.find((p) => p.name === 'stopLimitPrice')?.required).toBe(false);
+    const many = names('SubscribeMany');
+    // P5 has force, P4 has replace: both are listed, neither required.
+    expect(many.map((p) => p.name)).toEqual(expect.arrayContaining(['symbols', 'interval', 'force', 'replace']));
+    expect(names('QuoteHistory').find((p) => p.name === 'count')?.required).toBe(true);
+  });
+});

@@ -27,12 +27,21 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     const parameters: Json[] = [...r.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({
       name: m[1], in: 'path', required: true, schema: { type: 'string' },
     }));
-    if (r.query) {
-      const js = toJson(r.query, 'input');
-      const props = (js.properties ?? {}) as Record<string, Json>;
-      const required = new Set((js.required as string[] | undefined) ?? []);
-      for (const [name, schema] of Object.entries(props)) {
-        parameters.push({ name, in: 'query', required: required.has(name), schema, ...(schema.description ? { description: schema.description } : {}) });
+    const querySchemas = r.query ? [r.query] : (r.docQuery ?? []);
+    if (querySchemas.length) {
+      // Query helpers preprocess strings, so the JSON Schema of their input side says nothing of
+      // which parameters are required: ask the schema itself which ones an empty query lacks.
+      const docs = querySchemas.map((q) => {
+        const js = toJson(q, 'input');
+        const r = q.safeParse({});
+        const required = r.success ? [] : r.error.issues.filter((i) => i.path.length === 1 && i.code === 'invalid_type').map((i) => String(i.path[0]));
+        return { ...js, required } as Json;
+      });
+      const props = new Map<string, Json>();
+      for (const js of docs) for (const [name, schema] of Object.entries((js.properties ?? {}) as Record<string, Json>)) if (!props.has(name)) props.set(name, schema);
+      const requiredInAll = (name: string) => docs.every((js) => ((js.required as string[] | undefined) ?? []).includes(name));
+      for (const [name, schema] of props) {
+        parameters.push({ name, in: 'query', required: requiredInAll(name), schema, ...(schema.description ? { description: schema.description } : {}) });
       }
     }
     if (parameters.length) op.parameters = parameters;

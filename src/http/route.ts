@@ -27,6 +27,12 @@ export interface RouteDef<Q = unknown, B = unknown> {
   description?: string;
   tags?: string[];
   query?: z.ZodType<Q>;
+  /**
+   * Query schemas for the OpenAPI document only, when the handler validates by itself (e.g. the
+   * gateway proxy, whose parameters depend on the session's platform): their parameters are
+   * merged, required only where every schema requires them.
+   */
+  docQuery?: z.ZodType[];
   body?: z.ZodType<B>;
   response?: z.ZodType;
   /** Status of a successful reply (documented). */

@@ -64,7 +64,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
   const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) =>
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
-      summary: def.summary, description: describeParams(def),
+      summary: def.summary, description: describeParams(def), docQuery: [def.P5, def.P4].filter((x): x is NonNullable<typeof x> => x !== undefined),
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),
