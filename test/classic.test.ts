@@ -344,9 +344,11 @@ describe('/ConnectEx and POST /v1/seats with broker fields', () => {
     expect(s.status).toBe(200);
     expect(s.body).toMatchObject({ platform: 'P4', login: 'seat-1' });
     expect((await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-2', server: 'Sim-P4-Demo' } })).status).toBe(400);
-    const wrong = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-1', password: 'nope', server: 'Sim-P4-Demo' } });
-    expect(wrong.status).toBe(400);
-    expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
+    // A login has one account: a second seat for it is a conflict, whatever the password.
+    const second = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { user: 'seat-1', password: 'nope', server: 'Sim-P4-Demo' } });
+    expect(second.status).toBe(409);
+    expect(second.body.error).toBe('BROKER_LOGIN_IN_USE');
+    expect(second.text).not.toContain('nope');
   });
 
   it('the password is stored sealed, never in clear', async () => {
@@ -378,21 +380,37 @@ describe('rolling upgrade', () => {
   }, 20_000);
 });
 
-describe('one broker login bound to two accounts', () => {
-  it('the same clientOrderId on each account places two orders, not a broker-side replay of the first', async () => {
-    // Both accounts must share a shard (and so one simulator instance) for the broker to see both requests.
-    const bind = async () =>
-      (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'shared-login', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+describe('one account per broker login', () => {
+  it('ConnectEx again with the same login answers the same account, without reconnecting it', async () => {
+    const bind = (password = 'pw') => t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'once-login', password, server: 'Sim-P5-Demo' } });
     const first = await bind();
-    let second = await bind();
-    for (let i = 0; i < 20 && t.gw.services.shards.shardFor(second) !== t.gw.services.shards.shardFor(first); i++) second = await bind();
-    expect(t.gw.services.shards.shardFor(second)).toBe(t.gw.services.shards.shardFor(first));
-    const a = await api(`/OrderSend?id=${first}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=same-id`);
-    const b = await api(`/OrderSend?id=${second}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=same-id`);
-    expect(a.status).toBe(200);
-    expect(b.status).toBe(200);
-    expect(b.headers.get('idempotent-replay')).toBeNull();
-    expect(b.body.ticket).not.toBe(a.body.ticket);
+    expect(first.status).toBe(200);
+    const st = await t.gw.services.shards.call(first.body.id, 'account.status', { accountId: first.body.id });
+    const again = await bind();
+    expect(again.body.id).toBe(first.body.id);
+    // Same connection generation: nothing was replaced.
+    expect((await t.gw.services.shards.call(first.body.id, 'account.status', { accountId: first.body.id })).generation).toBe(st.generation);
+    const wrong = await bind('not-the-password');
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
+    expect(wrong.text).not.toContain('not-the-password');
+  });
+
+  it('concurrent binds of one new login create one account', async () => {
+    const rs = await Promise.all([1, 2, 3].map(() =>
+      t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'race-login', password: 'pw', server: 'Sim-P5-Demo' } })));
+    expect(new Set(rs.map((r) => r.body.id)).size).toBe(1);
+  });
+
+  it('a login bound to an account of another customer answers 409; so does re-binding another account to it', async () => {
+    const other = (await import('../src/auth/bootstrap.js')).createCustomer(t.gw.services.tenancy, 'login-thief');
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(other.managementKey), body: { label: 'x' } })).body.key;
+    const r = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo' } });
+    expect(r.status).toBe(409);
+    expect(r.body.error).toBe('BROKER_LOGIN_IN_USE');
+    const mine = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'spare-login', password: 'pw', server: 'Sim-P5-Demo' } });
+    const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id: mine.body.id, user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo' } });
+    expect(rebind.status).toBe(409);
   });
 });
 

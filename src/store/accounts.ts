@@ -26,6 +26,8 @@ export class AccountStore {
       // Bindings of seats that still exist (a binding is written before its seat row on /ConnectEx).
       live: db.prepare<[], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL`),
       setBuild: db.prepare('UPDATE account_bindings SET build = ?, updated_at = ? WHERE seat_id = ?'),
+      boundTo: db.prepare<[string, string], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id
+        WHERE s.removed_at IS NULL AND b.server = ? AND b.login = ? ORDER BY b.created_at LIMIT 1`),
     };
   }
 
@@ -37,6 +39,10 @@ export class AccountStore {
   }
   live(): BindingRow[] {
     return this.q.live.all();
+  }
+  /** The live account a broker login is bound to, if any. */
+  boundTo(server: string, login: string): BindingRow | undefined {
+    return this.q.boundTo.get(server, login);
   }
   setBuild(seatId: string, build: number | null, now: number): void {
     this.q.setBuild.run(build, now, seatId);

@@ -1,12 +1,14 @@
 // Binding a broker login to an account, shared by /ConnectEx and POST /v1/seats (kept apart from
 // both route files so neither imports the other). The password is sealed here, in the main thread,
 // with AES-256-GCM (aad = the account id) and only the sealed form reaches the shard and SQLite.
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Platform } from '../../broker/types.js';
 import { loadSecretKey, SecretBox } from '../../crypto/secretBox.js';
 import { apiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
+import { AccountStore } from '../../store/accounts.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -51,16 +53,91 @@ export const SeatBrokerFields = {
   build: BrokerFields.build,
 };
 
-/** POST /v1/seats: binds the login when the body has broker fields (before the seat is created, so a refused login creates nothing). */
-export async function bindSeatBroker(
+/**
+ * POST /v1/seats: binds the login when the body has broker fields, then creates the seat with
+ * `createSeat`, both under the login's lock (a refused login creates nothing; a login bound to
+ * another account answers 409).
+ */
+export async function bindSeatBroker<R>(
   s: Services, accountId: string, customerId: string,
   b: { user?: string | undefined; password?: string | undefined; server?: string | undefined; platform?: Platform | undefined; build?: number | undefined },
-): Promise<void> {
+  createSeat: () => Promise<R>,
+): Promise<R> {
   const given = [b.user, b.password, b.server].filter((x) => x !== undefined).length;
   if (given === 0) {
     if (b.platform !== undefined || b.build !== undefined) throw apiError('BAD_REQUEST', 'platform/build need user, password and server');
-    return;
+    return createSeat();
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
-  await bindBroker(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
+  return withLoginLock(b.server!, b.user!, async () => {
+    await bindUnlocked(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
+    return createSeat();
+  });
+}
+
+// One account per broker login. Each shard thread runs its own simulator copy, and an account's
+// broker connection lives in the account's shard: two accounts of one login could sit in two
+// shards and drive two diverging copies of that login (and, restarted, one copy's state would
+// overwrite the other's). So a login already bound answers with its account (same customer) or
+// 409 (another customer), and bindings of one login are serialized in this (main) thread.
+const loginLocks = new Map<string, Promise<unknown>>();
+function withLoginLock<T>(server: string, login: string, f: () => Promise<T>): Promise<T> {
+  const k = `${server}\u0000${login}`;
+  const prev = loginLocks.get(k) ?? Promise.resolve();
+  const run = prev.then(f, f);
+  const tail = run.catch(() => undefined);
+  loginLocks.set(k, tail);
+  void tail.then(() => {
+    if (loginLocks.get(k) === tail) loginLocks.delete(k);
+  });
+  return run;
+}
+
+function samePassword(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export interface LoginAccount { id: string; status: AccountStatus | null; created: boolean }
+
+/**
+ * The account of a broker login for a customer: the existing one when the login is bound already
+ * (the password must match the stored one; nothing is reconnected), else a new shared seat bound
+ * to it (verified first: a refused login creates nothing).
+ */
+export function accountForLogin(
+  s: Services, b: Omit<BindInput, 'accountId'>,
+): Promise<LoginAccount> {
+  return withLoginLock(b.server, b.user, async () => {
+    const bound = new AccountStore(s.db).boundTo(b.server, b.user);
+    if (bound) {
+      if (bound.customer_id !== b.customerId) {
+        throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
+      }
+      if (!samePassword(secretBox(s).open(bound.password_enc, bound.seat_id), b.password)) {
+        throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+      }
+      return { id: bound.seat_id, status: null, created: false };
+    }
+    const id = randomUUID();
+    const status = await bindBroker(s, { ...b, accountId: id });
+    const now = s.clock.now();
+    s.tenancy.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now });
+    await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+    return { id, status, created: true };
+  });
+}
+
+/** Re-binding a given account: the login must not be bound to a different account. */
+export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
+  return withLoginLock(b.server, b.user, () => bindUnlocked(s, b));
+}
+
+function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
+  const bound = new AccountStore(s.db).boundTo(b.server, b.user);
+  if (bound && bound.seat_id !== b.accountId) {
+    throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
+  }
+  return bindBroker(s, b);
 }

@@ -6,7 +6,6 @@
 // A login the broker refuses answers 400 BROKER_AUTH_FAILED, not 401: 401 is reserved for the
 // gateway's own API keys (and counts toward the failed-auth block of the caller's IP), and 403
 // would suggest the key lacks a right. Nothing is created when the broker refuses.
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope } from '../../auth/rights.js';
@@ -15,7 +14,7 @@ import type { Services } from '../../services.js';
 import { qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { bindBroker, BrokerFields } from './classicBinding.js';
+import { accountForLogin, BrokerFields, rebindAccount } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
 
 // Kept exported here too: the gateway routes (issue 5) bind broker accounts with them.
@@ -40,23 +39,19 @@ export function connectExRoutes(s: Services): AnyRoute[] {
     if (existing) {
       if (principal.kind === 'api') assertAccountScope(principal, existing);
       ownedSeat(s, principal.customerId, existing);
-      await bindBroker(s, { ...bind, accountId: existing });
+      await rebindAccount(s, { ...bind, accountId: existing });
       return { body: { id: existing } };
     }
     if (principal.kind === 'api' && principal.accountScoped) {
       throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts; pass id=<its account>');
     }
-    const id = randomUUID();
-    // Verified and bound first: a refused login creates nothing.
-    await bindBroker(s, { ...bind, accountId: id });
-    const now = s.clock.now();
-    s.tenancy.insertSeat({ id, customer_id: principal.customerId, private_hosting: 0, region: null, created_at: now });
-    await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+    // A login already bound answers with its account: ConnectEx is safe to call at every bot start.
+    const { id } = await accountForLogin(s, bind);
     return { body: { id } };
   };
   const common = {
     path: '/ConnectEx', family: 'classic' as const, auth: 'connection' as const, tags: ['classic', 'accounts'],
-    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NOT_FOUND'] as const,
+    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NOT_FOUND'] as const,
   };
   return [
     defineRoute({

@@ -5,7 +5,7 @@
 // Handles: 32 random bytes, base64url, prefixed `gwh_`; never the broker's session token. Stored
 // as a SHA-256 (lookups) plus the value sealed with the gateway's secret box (to answer the same
 // handle to a repeated connect). Handles survive restarts (docs/gateway.md).
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
@@ -16,7 +16,8 @@ import type { Services } from '../../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import { SessionStore, type SessionRow } from '../../store/sessions.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { bindBroker, secretBox } from './connectEx.js';
+import { secretBox } from './connectEx.js';
+import { accountForLogin } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
 
 export const HANDLE_PREFIX = 'gwh_';
@@ -92,18 +93,15 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       summary: 'Create a broker account (an account of your customer bound to a broker login)',
       description: 'Verifies the login with the broker and returns the account id. A refused login answers 400 BROKER_AUTH_FAILED and creates nothing.',
       body: BrokerAccountBody, response: BrokerAccount, successStatus: 201,
-      errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY'],
+      errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY'],
       handler: async ({ body, principal }) => {
         const p = principal!;
         assertConnectionKey(p);
         if (p.kind === 'api' && p.accountScoped) throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts');
-        const id = randomUUID();
-        // Verified and bound first: a refused login creates nothing.
-        const st = await bindBroker(s, { accountId: id, customerId: p.customerId, user: body.user, password: body.password, server: body.server, platform: body.platform });
-        const now = s.clock.now();
-        s.tenancy.insertSeat({ id, customer_id: p.customerId, private_hosting: 0, region: null, created_at: now });
-        await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
-        return { status: 201, body: { id, platform: st.platform, server: st.server, connection: st.phase } };
+        // One account per broker login: a login already bound answers with its account (200), a new one 201.
+        const acct = await accountForLogin(s, { customerId: p.customerId, user: body.user, password: body.password, server: body.server, platform: body.platform });
+        const st = acct.status ?? await s.shards.call(acct.id, 'account.status', { accountId: acct.id });
+        return { status: acct.created ? 201 : 200, body: { id: acct.id, platform: st.platform, server: st.server, connection: st.phase } };
       },
     }),
     defineRoute({

@@ -78,19 +78,20 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/seats', family: 'provisioning', auth: 'management', tags: ['provisioning'],
       summary: 'Create a seat (account)',
       description: 'A shared seat is ACTIVE at once; a privately hosted seat starts BUILDING_SERVER with serverBuilding=true. Poll GET /v1/seats/{id}.',
-      body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
+      body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE'],
       handler: async ({ body, principal }) => {
         const id = randomUUID();
-        await bindSeatBroker(s, id, principal!.customerId, body);
-        const now = s.clock.now();
-        const row: SeatRow = {
-          id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
-          region: body.region ?? null, created_at: now, removed_at: null,
-        };
-        s.tenancy.insertSeat(row);
-        const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
-        const state = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
-        return { status: 201, body: seatJson(row, state) };
+        return bindSeatBroker(s, id, principal!.customerId, body, async () => {
+          const now = s.clock.now();
+          const row: SeatRow = {
+            id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
+            region: body.region ?? null, created_at: now, removed_at: null,
+          };
+          s.tenancy.insertSeat(row);
+          const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
+          const state = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
+          return { status: 201, body: seatJson(row, state) };
+        });
       },
     }),
     defineRoute({
