@@ -1,0 +1,93 @@
+// npm run bench -- trade-path [--orders N] [--prof]
+// In-process micro-bench of the account host's trade path (no HTTP, no shard hop): the real
+// account host over the embedded simulator and a temp SQLite database, OrderSend with and
+// without a clientOrderId (an idempotency record: actor + durable 'sent' row + result). The two
+// kinds alternate in blocks so machine noise hits both alike; the figure that matters is what
+// idempotency adds (idem p50 - no-idem p50) and the ratio. --prof writes /tmp/trade.cpuprofile.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Session } from 'node:inspector/promises';
+import { SecretBox } from '../src/crypto/secretBox.js';
+import { createLogger } from '../src/log.js';
+import { createAccountHost } from '../src/runtime/hosts/accounts.js';
+import type { ShardContext } from '../src/runtime/hosts/context.js';
+import { openDb } from '../src/store/db.js';
+import { Histogram } from './lib/histogram.js';
+
+const arg = (name: string, def: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const orders = arg('orders', 3000);
+const prof = process.argv.includes('--prof');
+
+const dir = mkdtempSync(join(tmpdir(), 'tagw-bench-trade-'));
+const key = randomBytes(32);
+const db = openDb(dir);
+const ctx: ShardContext = {
+  shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true,
+};
+const host = createAccountHost(ctx);
+host.rehydrate();
+// A demo account's margin lasts a few hundred open positions: spread the orders over enough
+// accounts that every one fills (a rejection would skip the booking work and flatter the figures).
+const PER_ACCOUNT = 250;
+const total = 600 + 2 * orders;
+const accounts: string[] = [];
+for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {
+  const accountId = `11111111-1111-4111-8111-${String(i).padStart(12, '0')}`;
+  await host.handlers['account.bind']!({
+    accountId, customerId: 'c1', server: 'Sim-P5-Demo', login: String(100 + i), passwordEnc: new SecretBox(key).seal('pw', accountId),
+  });
+  accounts.push(accountId);
+}
+
+let seq = 0;
+const run = async (n: number, idem: boolean, h: Histogram) => {
+  for (let i = 0; i < n; i++) {
+    const accountId = accounts[seq++ % accounts.length]!;
+    const t0 = performance.now();
+    const r = await host.handlers['account.trade']!({
+      accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: i % 2 ? 'Sell' : 'Buy', volume: 0.01 },
+      ...(idem ? { clientOrderId: `b${seq}` } : {}),
+    });
+    h.record((performance.now() - t0) * 1000);
+    if (r.status !== 200) throw new Error(`order failed: ${JSON.stringify(r.body)}`);
+  }
+};
+
+await run(300, true, new Histogram()); // warm-up (JIT, SQLite pages)
+await run(300, false, new Histogram());
+const session = new Session();
+if (prof) {
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+}
+const plain = new Histogram();
+const idem = new Histogram();
+const BLOCK = 100;
+for (let done = 0; done < orders; done += BLOCK) {
+  await run(BLOCK, false, plain);
+  await run(BLOCK, true, idem);
+}
+if (prof) {
+  const { profile } = await session.post('Profiler.stop');
+  writeFileSync('/tmp/trade.cpuprofile', JSON.stringify(profile));
+}
+host.stop();
+db.close();
+rmSync(dir, { recursive: true, force: true });
+
+const p = (h: Histogram) => ({ p50: h.percentile(50), p99: h.percentile(99), p999: h.percentile(99.9), mean: Math.round(h.mean()) });
+const a = p(plain);
+const b = p(idem);
+console.log('no idempotency', plain.summary());
+console.log('idempotent    ', idem.summary());
+console.log(JSON.stringify({
+  bench: 'trade-path', orders, unit: 'us', noIdem: a, idem: b,
+  idemAddedP50Us: b.p50 - a.p50, idemOverNoIdemP50: +(b.p50 / a.p50).toFixed(2), idemOverNoIdemP99: +(b.p99 / a.p99).toFixed(2),
+}));
+process.exit(0);
