@@ -1,6 +1,6 @@
 // The idempotency record machine alone: durability order, phases, and the 24 h expiry as a timer state.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createActor, fromPromise } from 'xstate';
+import { createActor } from 'xstate';
 import { idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../actors/idempotency.js';
 
 const DAY = 24 * 3_600_000;
@@ -11,10 +11,13 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/**
+ * Starts a record and plays the host's part: on entering `sent` it runs `exec` (the broker call)
+ * and reports the outcome as the host does (`done` / `failed` for a certain non-send / `lost`).
+ */
 function run(phase: 'new' | 'sent' | 'result' | 'uncertain', exec: () => Promise<StoredResult>, result?: StoredResult) {
   const log: string[] = [];
   const m = idempotencyMachine.provide({
-    actors: { execute: fromPromise(() => { log.push('execute'); return exec(); }) },
     actions: {
       persistSent: () => void log.push('persistSent'),
       persistResult: (_a, c: IdempotencyContext) => void log.push(`persistResult:${c.result!.status}`),
@@ -26,14 +29,23 @@ function run(phase: 'new' | 'sent' | 'result' | 'uncertain', exec: () => Promise
     input: { accountId: 'a', clientOrderId: 'x', paramsHash: 'h', phase, expiresAt: Date.now() + DAY, ...(result ? { result } : {}) },
   });
   actor.start();
-  return { actor, log };
+  const send = () => {
+    actor.send({ type: 'send' });
+    if (!actor.getSnapshot().matches('sent')) return;
+    log.push('execute');
+    exec().then(
+      (r) => actor.send({ type: 'done', result: r }),
+      (err: unknown) => actor.send(err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }),
+    );
+  };
+  return { actor, log, send };
 }
 
 describe('idempotency machine', () => {
   it('persists the sent phase before the order is executed, then the result', async () => {
-    const { actor, log } = run('new', async () => ({ status: 200, body: { ticket: 1 } }));
+    const { actor, log, send } = run('new', async () => ({ status: 200, body: { ticket: 1 } }));
     expect(actor.getSnapshot().value).toBe('new');
-    actor.send({ type: 'send' });
+    send();
     await vi.advanceTimersByTimeAsync(0);
     expect(log).toEqual(['persistSent', 'execute', 'persistResult:200']);
     expect(actor.getSnapshot().value).toBe('result');
@@ -41,15 +53,29 @@ describe('idempotency machine', () => {
 
   it('a failure after send is uncertain; a certain non-send is discarded (forgotten)', async () => {
     const a = run('new', () => Promise.reject(new Error('reply lost')));
-    a.actor.send({ type: 'send' });
+    a.send();
     await vi.advanceTimersByTimeAsync(0);
     expect(a.actor.getSnapshot().value).toBe('uncertain');
     expect(a.log).toEqual(['persistSent', 'execute', 'persistUncertain']);
     const b = run('new', () => Promise.reject(new NotSentError('disconnected')));
-    b.actor.send({ type: 'send' });
+    b.send();
     await vi.advanceTimersByTimeAsync(0);
     expect(b.actor.getSnapshot().status).toBe('done');
     expect(b.log).toEqual(['persistSent', 'execute', 'forget']);
+  });
+
+  it('outcome events count only while sent: no result without a durable send, no second send', () => {
+    const a = run('new', async () => ({ status: 200, body: {} }));
+    a.actor.send({ type: 'done', result: { status: 200, body: { forged: true } } });
+    a.actor.send({ type: 'lost' });
+    expect(a.actor.getSnapshot().value).toBe('new');
+    expect(a.log).toEqual([]);
+    const b = run('result', async () => ({ status: 200, body: {} }), { status: 200, body: { ticket: 1 } });
+    b.actor.send({ type: 'send' });
+    b.actor.send({ type: 'lost' });
+    expect(b.actor.getSnapshot().value).toBe('result');
+    expect(b.actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 1 } });
+    expect(b.log).toEqual([]);
   });
 
   it('restored: sent without result → uncertain (never re-executed); result stays result', () => {

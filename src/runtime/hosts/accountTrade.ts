@@ -3,8 +3,10 @@
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
 import { createHash } from 'node:crypto';
-import { createActor, fromPromise, type Actor } from 'xstate';
-import { idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../../../actors/idempotency.js';
+import { createActor, type Actor } from 'xstate';
+import {
+  idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
+} from '../../../actors/idempotency.js';
 import { dialectOf } from '../../broker/dialect.js';
 import {
   BrokerDisconnectedError, BrokerTimeoutError, isMarketType, isStopLimitType, parseOrderType,
@@ -21,6 +23,7 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 type IdemActor = Actor<typeof idempotencyMachine>;
+type IdemSnapshot = ReturnType<IdemActor['getSnapshot']>;
 
 /** A broker call ready to run, and the canonical form of its parameters (what the hash covers). */
 interface Prepared {
@@ -126,52 +129,31 @@ async function execute(prep: Prepared, lease: Lease, requestId: string): Promise
   }
 }
 
-type IdemSnapshot = ReturnType<IdemActor['getSnapshot']>;
-const settledState = (x: IdemSnapshot) => x.status === 'done' || (x.status === 'active' && !x.matches('sent') && !x.matches('new'));
-
-/** Like xstate's waitFor, but a plain subscription (cheaper on this hot path); rejects if the actor stops first. */
-function settled(actor: IdemActor): Promise<IdemSnapshot> {
-  const now = actor.getSnapshot();
-  if (settledState(now)) return Promise.resolve(now);
-  if (now.status !== 'active') return Promise.reject(new Error('idempotency record stopped before it settled'));
-  return new Promise((resolve, reject) => {
-    const sub = actor.subscribe({
-      next: (x) => {
-        if (settledState(x)) {
-          sub.unsubscribe();
-          resolve(x);
-        }
-      },
-      error: (e) => reject(e),
-      complete: () => {
-        const x = actor.getSnapshot();
-        if (settledState(x)) resolve(x);
-        else reject(new Error('idempotency record stopped before it settled'));
-      },
-    });
-  });
+/** A record's actor, and while its one broker call is in flight, what its requests wait on. */
+interface Rec {
+  actor: IdemActor;
+  /** Settles when the host has told the actor the call's outcome (or the host stopped). */
+  inflight?: Promise<void>;
+  settle?: () => void;
+  abort?: (err: Error) => void;
 }
 
+const stoppedError = () => new Error('idempotency record stopped before it settled');
+
 export class TradeDesk {
-  private readonly actors = new Map<string, IdemActor>();
-  /** The broker call of each record in flight, handed to its `execute` actor. */
-  private readonly executors = new Map<string, () => Promise<StoredResult>>();
+  private readonly records = new Map<string, Rec>();
   // Provided once: machine.provide() costs hundreds of µs, far too much per order.
   private readonly machine;
+  // One observer for every record: an action that throws (a failed SQLite write) puts the actor in
+  // error; without an error observer xstate would rethrow it from a timer and kill the shard.
+  private readonly observer;
 
   constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {
-    const key = (c: { accountId: string; clientOrderId: string }) => this.key(c.accountId, c.clientOrderId);
+    this.observer = { error: (err: unknown) => this.log.error('idempotency actor failed', { err }) };
     this.machine = idempotencyMachine.provide({
-      actors: {
-        execute: fromPromise(({ input }) => {
-          const f = this.executors.get(key(input));
-          this.executors.delete(key(input));
-          return f ? f() : Promise.reject(new Error('no executor for this record'));
-        }),
-      },
       actions: {
         persistSent: (_a, c: IdempotencyContext) => {
-          // Durable before the invoked execute actor starts (entry actions run first).
+          // Durable before `send` returns; the host calls the broker only after that.
           if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, Date.now(), c.expiresAt)) {
             throw new Error(`idempotency record ${c.clientOrderId} already exists`);
           }
@@ -180,8 +162,8 @@ export class TradeDesk {
         persistUncertain: (_a, c: IdempotencyContext) => this.store.setUncertain(c.accountId, c.clientOrderId),
         forget: ({ self }, c: IdempotencyContext) => {
           this.store.remove(c.accountId, c.clientOrderId);
-          const k = key(c);
-          if ((this.actors.get(k) as unknown) === self) this.actors.delete(k);
+          const k = this.key(c.accountId, c.clientOrderId);
+          if ((this.records.get(k)?.actor as unknown) === self) this.records.delete(k);
         },
       },
     });
@@ -192,22 +174,21 @@ export class TradeDesk {
   }
 
   count(): number {
-    return this.actors.size;
+    return this.records.size;
   }
 
-  private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }, exec?: () => Promise<StoredResult>): IdemActor {
-    const k = this.key(row.account_id, row.client_order_id);
-    if (exec) this.executors.set(k, exec);
+  private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }): Rec {
     const actor = createActor(this.machine, {
       input: {
         accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, phase: row.phase,
         expiresAt: row.expires_at, ...(row.result ? { result: row.result } : {}),
       },
     });
-    actor.subscribe({ error: (err) => this.log.error('idempotency actor failed', { accountId: row.account_id, err }) });
-    this.actors.set(k, actor);
+    actor.subscribe(this.observer);
+    const rec: Rec = { actor };
+    this.records.set(this.key(row.account_id, row.client_order_id), rec);
     actor.start();
-    return actor;
+    return rec;
   }
 
   /** Restores the records of the accounts this shard owns; 'sent' without a result becomes 'uncertain'. */
@@ -215,7 +196,7 @@ export class TradeDesk {
     this.store.purgeExpired(now);
     let n = 0;
     for (const row of this.store.live(now)) {
-      if (!owns(row.account_id) || this.actors.has(this.key(row.account_id, row.client_order_id))) continue;
+      if (!owns(row.account_id) || this.records.has(this.key(row.account_id, row.client_order_id))) continue;
       const result = row.phase === 'result' && row.status !== null ? { status: row.status, body: JSON.parse(row.result_json ?? 'null') as unknown } : undefined;
       this.start({ ...row, ...(result ? { result } : {}) });
       n++;
@@ -223,17 +204,39 @@ export class TradeDesk {
     return n;
   }
 
+  /** The record's state once no broker call of it is in flight any more. */
+  private async settled(rec: Rec): Promise<IdemSnapshot> {
+    if (rec.inflight) await rec.inflight;
+    const s = rec.actor.getSnapshot();
+    if (s.status === 'error') throw s.error;
+    if (s.status === 'stopped') throw stoppedError();
+    return s;
+  }
+
   /** Answers from an existing record, waiting for it if its send is still in flight. */
-  private async existing(actor: IdemActor, hash: string): Promise<TradeReply | undefined> {
-    if (actor.getSnapshot().context.paramsHash !== hash) {
+  private async existing(rec: Rec, hash: string): Promise<TradeReply | undefined> {
+    if (rec.actor.getSnapshot().context.paramsHash !== hash) {
       throw apiError('IDEMPOTENCY_KEY_REUSED', 'this clientOrderId was already used with different order parameters; nothing was sent');
     }
-    const s = await settled(actor);
+    const s = await this.settled(rec);
     if (s.matches('result')) return { ...s.context.result!, replay: true };
     if (s.matches('uncertain')) {
       throw apiError('IDEMPOTENCY_UNCERTAIN', 'an earlier request with this clientOrderId timed out after it was sent: check /OpenedOrders for your magic number, then use a new id');
     }
     return undefined; // discarded (never sent) or expired: the id is free again
+  }
+
+  /** Tells the record its broker call's outcome, then wakes its waiters. */
+  private finish(rec: Rec, ev: IdempotencyEvent, err?: unknown): void {
+    if (rec.settle === undefined) return; // the host stopped meanwhile: the waiters were failed already
+    if (err !== undefined && ev.type === 'lost') this.log.warn('order outcome unknown after send', { err });
+    const settle = rec.settle;
+    rec.inflight = rec.settle = rec.abort = undefined;
+    try {
+      rec.actor.send(ev);
+    } finally {
+      settle();
+    }
   }
 
   async trade(entry: AccountEntry, op: TradeOp, args: Record<string, unknown>, clientOrderId: string | undefined): Promise<TradeReply> {
@@ -254,31 +257,39 @@ export class TradeDesk {
     const hash = paramsHash(op, prep.canonical);
     const k = this.key(entry.accountId, clientOrderId);
     for (;;) {
-      const found = this.actors.get(k);
+      const found = this.records.get(k);
       if (found) {
         const r = await this.existing(found, hash);
         if (r) return r;
-        if (this.actors.get(k) === found) this.actors.delete(k);
+        if (this.records.get(k) === found) this.records.delete(k);
         continue;
       }
       const lease = await entry.acquire();
       // The await above let other requests run: one may have claimed the id meanwhile.
-      if (this.actors.has(k)) {
+      if (this.records.has(k)) {
         lease.release();
         continue;
       }
       const expiresAt = Date.now() + IDEMPOTENCY_TTL_MS;
-      const actor = this.start(
-        { account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt },
-        () => execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, expiresAt)),
-      );
-      let s;
-      try {
-        actor.send({ type: 'send' });
-        s = await settled(actor);
-      } finally {
-        lease.release(); // idempotent; execute releases it too, this covers a failure before it ran
+      const rec = this.start({ account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt });
+      // `send` runs persistSent synchronously: once it returns with the record in `sent`, the
+      // record is committed and the order may go to the broker.
+      rec.actor.send({ type: 'send' });
+      const claimed = rec.actor.getSnapshot();
+      if (claimed.status !== 'active' || !claimed.matches('sent')) {
+        lease.release();
+        if (this.records.get(k) === rec) this.records.delete(k);
+        throw claimed.status === 'error' ? claimed.error : stoppedError();
       }
+      rec.inflight = new Promise<void>((resolve, reject) => {
+        rec.settle = resolve;
+        rec.abort = reject;
+      });
+      execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, expiresAt)).then(
+        (result) => this.finish(rec, { type: 'done', result }),
+        (err: unknown) => this.finish(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
+      );
+      const s = await this.settled(rec);
       if (s.matches('result')) return { ...s.context.result!, replay: false };
       if (s.matches('uncertain')) {
         throw apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
@@ -288,7 +299,12 @@ export class TradeDesk {
   }
 
   stop(): void {
-    for (const a of this.actors.values()) a.stop();
-    this.actors.clear();
+    for (const rec of this.records.values()) {
+      rec.actor.stop();
+      const abort = rec.abort;
+      rec.inflight = rec.settle = rec.abort = undefined;
+      abort?.(stoppedError());
+    }
+    this.records.clear();
   }
 }
