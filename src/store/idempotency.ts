@@ -18,7 +18,9 @@ export interface IdemRow {
 
 export class IdempotencyStore {
   private readonly q;
+  private readonly tx: (f: () => void) => void;
   constructor(db: Db) {
+    this.tx = db.transaction((f: () => void) => f());
     this.q = {
       insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
         VALUES (?, ?, ?, 'sent', ?, ?)`),
@@ -29,6 +31,11 @@ export class IdempotencyStore {
       purge: db.prepare('DELETE FROM idempotency WHERE expires_at <= ?'),
       live: db.prepare<[number], IdemRow>('SELECT * FROM idempotency WHERE expires_at > ?'),
     };
+  }
+
+  /** Runs `f`'s writes in one transaction: one commit for a whole turn's outcomes. */
+  batch(f: () => void): void {
+    this.tx(f);
   }
 
   /** Durably claims the id. False when a record already exists (the caller must read it). */

@@ -129,14 +129,18 @@ async function execute(prep: Prepared, lease: Lease, requestId: string): Promise
   }
 }
 
-/** A record's actor, and while its one broker call is in flight, what its requests wait on. */
+/** A record's actor, and while its one broker call is in flight, who waits for it. */
 interface Rec {
   actor: IdemActor;
-  /** Settles when the host has told the actor the call's outcome (or the host stopped). */
-  inflight?: Promise<void>;
-  settle?: () => void;
-  abort?: (err: Error) => void;
+  /** From the claim until the actor has taken the call's outcome. */
+  busy: boolean;
+  /** The claiming request, until the outcome is known. */
+  reply?: { resolve(ev: Outcome): void; reject(err: Error): void };
+  /** Other requests with the same id, until the actor has taken the outcome. */
+  waiters?: { resolve(): void; reject(err: Error): void }[];
 }
+
+type Outcome = Exclude<IdempotencyEvent, { type: 'send' }>;
 
 const stoppedError = () => new Error('idempotency record stopped before it settled');
 
@@ -147,6 +151,9 @@ export class TradeDesk {
   // One observer for every record: an action that throws (a failed SQLite write) puts the actor in
   // error; without an error observer xstate would rethrow it from a timer and kill the shard.
   private readonly observer;
+  /** Outcomes known but not yet given to their records (see `outcome`). */
+  private queue: [Rec, Outcome][] = [];
+  private flushQueued = false;
 
   constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {
     this.observer = { error: (err: unknown) => this.log.error('idempotency actor failed', { err }) };
@@ -185,7 +192,7 @@ export class TradeDesk {
       },
     });
     actor.subscribe(this.observer);
-    const rec: Rec = { actor };
+    const rec: Rec = { actor, busy: false };
     this.records.set(this.key(row.account_id, row.client_order_id), rec);
     actor.start();
     return rec;
@@ -206,7 +213,7 @@ export class TradeDesk {
 
   /** The record's state once no broker call of it is in flight any more. */
   private async settled(rec: Rec): Promise<IdemSnapshot> {
-    if (rec.inflight) await rec.inflight;
+    if (rec.busy) await new Promise<void>((resolve, reject) => (rec.waiters ??= []).push({ resolve, reject }));
     const s = rec.actor.getSnapshot();
     if (s.status === 'error') throw s.error;
     if (s.status === 'stopped') throw stoppedError();
@@ -226,16 +233,47 @@ export class TradeDesk {
     return undefined; // discarded (never sent) or expired: the id is free again
   }
 
-  /** Tells the record its broker call's outcome, then wakes its waiters. */
-  private finish(rec: Rec, ev: IdempotencyEvent, err?: unknown): void {
-    if (rec.settle === undefined) return; // the host stopped meanwhile: the waiters were failed already
+  /**
+   * The record's broker call settled. The claiming request is answered at once; the record takes
+   * the outcome (and writes it) a moment later, in `flush`, together with every other outcome of
+   * this event-loop turn in one SQLite commit, after the reply has left. Until then the record
+   * stays `sent` and `busy`: a retry with the same id waits for it, so it still gets the stored
+   * result. A crash in between leaves the durable row 'sent', which rehydrates as 'uncertain'
+   * (a retry answers 409, never a second order).
+   */
+  private outcome(rec: Rec, ev: Outcome, err?: unknown): void {
+    const reply = rec.reply;
+    if (!reply) return; // the host stopped meanwhile: its requests were failed already
+    rec.reply = undefined;
     if (err !== undefined && ev.type === 'lost') this.log.warn('order outcome unknown after send', { err });
-    const settle = rec.settle;
-    rec.inflight = rec.settle = rec.abort = undefined;
+    this.queue.push([rec, ev]);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      setImmediate(() => this.flush());
+    }
+    reply.resolve(ev);
+  }
+
+  /** Gives the queued outcomes to their records (their writes in one commit), then wakes their waiters. */
+  private flush(): void {
+    this.flushQueued = false;
+    const q = this.queue;
+    if (q.length === 0) return;
+    this.queue = [];
     try {
-      rec.actor.send(ev);
+      this.store.batch(() => {
+        for (const [rec, ev] of q) rec.actor.send(ev);
+      });
+    } catch (err) {
+      // The commit failed: the rows stay 'sent' (→ uncertain after a restart), the actors hold the outcome.
+      this.log.error('cannot commit idempotency outcomes', { err });
     } finally {
-      settle();
+      for (const [rec] of q) {
+        rec.busy = false;
+        const w = rec.waiters;
+        rec.waiters = undefined;
+        if (w) for (const x of w) x.resolve();
+      }
     }
   }
 
@@ -281,17 +319,17 @@ export class TradeDesk {
         if (this.records.get(k) === rec) this.records.delete(k);
         throw claimed.status === 'error' ? claimed.error : stoppedError();
       }
-      rec.inflight = new Promise<void>((resolve, reject) => {
-        rec.settle = resolve;
-        rec.abort = reject;
+      rec.busy = true;
+      const outcome = new Promise<Outcome>((resolve, reject) => {
+        rec.reply = { resolve, reject };
       });
       execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, expiresAt)).then(
-        (result) => this.finish(rec, { type: 'done', result }),
-        (err: unknown) => this.finish(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
+        (result) => this.outcome(rec, { type: 'done', result }),
+        (err: unknown) => this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
       );
-      const s = await this.settled(rec);
-      if (s.matches('result')) return { ...s.context.result!, replay: false };
-      if (s.matches('uncertain')) {
+      const ev = await outcome;
+      if (ev.type === 'done') return { ...ev.result, replay: false };
+      if (ev.type === 'lost') {
         throw apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
       }
       throw apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
@@ -299,11 +337,16 @@ export class TradeDesk {
   }
 
   stop(): void {
+    // Outcomes already answered are written first (a graceful stop loses nothing).
+    this.flush();
     for (const rec of this.records.values()) {
       rec.actor.stop();
-      const abort = rec.abort;
-      rec.inflight = rec.settle = rec.abort = undefined;
-      abort?.(stoppedError());
+      const reply = rec.reply;
+      const waiters = rec.waiters;
+      rec.reply = rec.waiters = undefined;
+      rec.busy = false;
+      reply?.reject(stoppedError());
+      if (waiters) for (const w of waiters) w.reject(stoppedError());
     }
     this.records.clear();
   }
