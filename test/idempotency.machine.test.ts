@@ -1,7 +1,7 @@
 // The idempotency record machine alone: durability order, phases, and the 24 h expiry as a timer state.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor } from 'xstate';
-import { idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../actors/idempotency.js';
+import { freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../actors/idempotency.js';
 
 const DAY = 24 * 3_600_000;
 beforeEach(() => {
@@ -76,6 +76,28 @@ describe('idempotency machine', () => {
     expect(b.actor.getSnapshot().value).toBe('result');
     expect(b.actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 1 } });
     expect(b.log).toEqual([]);
+  });
+
+  it('a fresh claim started from freshRecord() is in new and goes new → sent → result like one from input', async () => {
+    const log: string[] = [];
+    const m = idempotencyMachine.provide({
+      actions: {
+        persistSent: (_a, c: IdempotencyContext) => void log.push(`persistSent:${c.phase}:${c.clientOrderId}`),
+        persistResult: (_a, c: IdempotencyContext) => void log.push(`persistResult:${c.result!.status}`),
+      },
+    });
+    const input = { accountId: 'a', clientOrderId: 'x', paramsHash: 'h', expiresAt: Date.now() + DAY };
+    const actor = createActor(m, { snapshot: freshRecord(m, input), input: { ...input, phase: 'new' } });
+    actor.start();
+    expect(actor.getSnapshot().value).toBe('new');
+    actor.send({ type: 'send' });
+    expect(log).toEqual(['persistSent:sent:x']);
+    actor.send({ type: 'done', result: { status: 200, body: { ticket: 7 } } });
+    expect(actor.getSnapshot().value).toBe('result');
+    expect(actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 7 } });
+    expect(log).toEqual(['persistSent:sent:x', 'persistResult:200']);
+    await vi.advanceTimersByTimeAsync(DAY);
+    expect(actor.getSnapshot().status).toBe('done');
   });
 
   it('restored: sent without result → uncertain (never re-executed); result stays result', () => {

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { createActor, type Actor } from 'xstate';
 import {
-  idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
+  freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
 } from '../../../actors/idempotency.js';
 import { dialectOf } from '../../broker/dialect.js';
 import {
@@ -185,12 +185,10 @@ export class TradeDesk {
   }
 
   private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }): Rec {
-    const actor = createActor(this.machine, {
-      input: {
-        accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, phase: row.phase,
-        expiresAt: row.expires_at, ...(row.result ? { result: row.result } : {}),
-      },
-    });
+    const input = { accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, expiresAt: row.expires_at };
+    const actor = row.phase === 'new'
+      ? createActor(this.machine, { snapshot: freshRecord(this.machine, input), input: { ...input, phase: 'new' } })
+      : createActor(this.machine, { input: { ...input, phase: row.phase, ...(row.result ? { result: row.result } : {}) } });
     actor.subscribe(this.observer);
     const rec: Rec = { actor, busy: false };
     this.records.set(this.key(row.account_id, row.client_order_id), rec);
