@@ -1,0 +1,144 @@
+// The claiming request is answered as soon as the broker replies; the record takes the outcome
+// and commits it a turn later (accountTrade.ts `outcome`/`flush`). These tests pin what that
+// window may and may not change: a same-id retry inside it still gets the original result, a
+// host restarted from the disk as it is at the moment of the reply (a crash in the window) answers
+// the retry with the original result or 409 and never sends a second order, and once the turn has
+// passed the result is durable and replayed by a restarted host.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import {
+  RETCODE_DONE, type BrokerConnection, type BrokerCredentials, type OrderRequest, type ServerInfo, type TradeOptions, type TradeResult,
+} from '../src/broker/types.js';
+import { SecretBox } from '../src/crypto/secretBox.js';
+import { ApiError } from '../src/errors.js';
+import { createLogger } from '../src/log.js';
+import type { TradeReply } from '../src/runtime/hosts/accountCommands.js';
+import { createAccountHost } from '../src/runtime/hosts/accounts.js';
+import type { ActorHost, ShardContext } from '../src/runtime/hosts/context.js';
+import { openDb, type Db } from '../src/store/db.js';
+
+const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
+
+/** An upstream that fills every order and counts executions per clientOrderId (no dedup of its own). */
+class Upstream {
+  executed = new Map<string, number>();
+  ticket = 500;
+  conn(c: BrokerCredentials): BrokerConnection {
+    const up = this;
+    let state = 'disconnected';
+    return {
+      server, login: c.login,
+      get state() { return state; },
+      async connect() { state = 'connected'; },
+      async disconnect() { state = 'disconnected'; },
+      on() { return () => {}; },
+      async orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult> {
+        const id = opts?.requestId?.split('/')[1] ?? 'anon';
+        up.executed.set(id, (up.executed.get(id) ?? 0) + 1);
+        return {
+          ok: true, retcode: RETCODE_DONE, deals: [],
+          order: {
+            kind: 'order', ticket: ++up.ticket, symbol: req.symbol, type: req.type, state: 'filled', volume: req.volume, volumeInitial: req.volume,
+            openPrice: 1.1, openTimeMsc: 1_700_000_000_000, sl: 0, tp: 0, magic: 0, comment: '', commission: 0, swap: 0, profit: 0, positionId: up.ticket,
+          },
+        };
+      },
+      async lookupRequest() { return null; },
+    } as unknown as BrokerConnection;
+  }
+}
+
+const accountId = '33333333-3333-4333-8333-333333333333';
+const dirs: string[] = [];
+const dbs: Db[] = [];
+const hosts: ActorHost[] = [];
+afterEach(() => {
+  for (const h of hosts.splice(0)) h.stop();
+  for (const d of dbs.splice(0)) d.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), 'tagw-idem-deferred-'));
+  dirs.push(dir);
+  const key = randomBytes(32);
+  const up = new Upstream();
+  /** A host on its own connection to the same database, rehydrated from what is on disk now. */
+  const boot = () => {
+    const db = openDb(dir);
+    dbs.push(db);
+    const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+    const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
+    hosts.push(host);
+    host.rehydrate();
+    return host;
+  };
+  const bind = (host: ActorHost) =>
+    host.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Fake-P5', login: '9', passwordEnc: new SecretBox(key).seal('pw', accountId) });
+  const send = (host: ActorHost, id: string): Promise<TradeReply> =>
+    Promise.resolve(host.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'EURUSD', operation: 'Buy', volume: 0.1 }, clientOrderId: id }));
+  return { up, boot, bind, send };
+}
+
+const codeOf = (e: unknown) => (e instanceof ApiError ? e.code : `thrown:${String(e)}`);
+const turn = () => new Promise((r) => setImmediate(r));
+
+it('a same-id retry right after the reply (before the record has taken the outcome) gets the original result', async () => {
+  const t = setup();
+  const host = t.boot();
+  await t.bind(host);
+  const first = await t.send(host, 'r1');
+  expect(first).toMatchObject({ status: 200, replay: false });
+  // No turn has passed: the record is still taking the outcome.
+  const [a, b] = await Promise.all([t.send(host, 'r1'), t.send(host, 'r1')]);
+  expect(a).toEqual({ ...first, replay: true });
+  expect(b).toEqual({ ...first, replay: true });
+  expect(t.up.executed.get('r1')).toBe(1);
+});
+
+it('a crash between the reply and the outcome commit: the restarted host answers the retry with the original result or 409, never a second order', async () => {
+  const t = setup();
+  const host = t.boot();
+  await t.bind(host);
+  const first = await t.send(host, 'c1');
+  // "Crash" now: a new host rehydrates from the disk as it is at this moment.
+  const restarted = t.boot();
+  await t.bind(restarted);
+  let retry: TradeReply | string;
+  try {
+    retry = await t.send(restarted, 'c1');
+  } catch (e) {
+    retry = codeOf(e);
+  }
+  if (typeof retry === 'string') expect(retry).toBe('IDEMPOTENCY_UNCERTAIN');
+  else expect(retry).toEqual({ ...first, replay: true });
+  expect(t.up.executed.get('c1')).toBe(1);
+});
+
+it('once a turn has passed the result is durable: a restarted host replays it', async () => {
+  const t = setup();
+  const host = t.boot();
+  await t.bind(host);
+  const first = await t.send(host, 'd1');
+  await turn();
+  await turn();
+  const restarted = t.boot();
+  await t.bind(restarted);
+  expect(await t.send(restarted, 'd1')).toEqual({ ...first, replay: true });
+  expect(t.up.executed.get('d1')).toBe(1);
+});
+
+it('a graceful stop right after the reply writes the outcome first', async () => {
+  const t = setup();
+  const host = t.boot();
+  await t.bind(host);
+  const first = await t.send(host, 's1');
+  host.stop();
+  const restarted = t.boot();
+  await t.bind(restarted);
+  expect(await t.send(restarted, 's1')).toEqual({ ...first, replay: true });
+  expect(t.up.executed.get('s1')).toBe(1);
+});
