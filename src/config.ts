@@ -25,6 +25,8 @@ export const configSchema = z.object({
   secretKey: z.string().optional(),
   /** Where account connections go: the in-process simulator (one per shard) or a bridge server. */
   brokerMode: z.enum(['embedded', 'bridge']).default('embedded'),
+  /** Servers, symbols and faults of the embedded simulator (docs/simulator.md); default config/sim-servers.json. */
+  simServersFile: z.string().min(1).optional(),
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
   bridgeUrl: z.string().regex(/^(tcp:\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port').optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
@@ -54,7 +56,7 @@ const ENV: Record<string, keyof Config> = {
   HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
-  BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl',
+  BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',

@@ -1,5 +1,6 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
+import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrap } from './auth/bootstrap.js';
@@ -65,6 +66,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     settings: {
       logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex'),
       brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
+      // Resolved here: shard workers may not share the operator's idea of the working directory.
+      simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
     },
   });
   await shards.start();

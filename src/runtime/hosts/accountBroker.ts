@@ -5,12 +5,9 @@
 // Bridge mode: each connection is a BridgeBrokerConnection to BRIDGE_URL (the standalone simulator
 // server or a real terminal bridge); the server's platform, build and clock are known once connected.
 import { BridgeBrokerConnection } from '../../broker/bridge.js';
-import { SimBrokerConnection } from '../../broker/sim.js';
+import { createSimulator, SimBrokerConnection } from '../../broker/sim.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
-import { loadSimConfig } from '../../sim/config.js';
 import type { Fault, FaultSpec } from '../../sim/faults.js';
-import { Simulator } from '../../sim/simulator.js';
-import { SqliteSimStore } from '../../store/simStore.js';
 import type { ShardContext } from './context.js';
 
 export interface BrokerSource {
@@ -34,9 +31,9 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
       stop: () => {},
     };
   }
+  // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it.
   const path = ctx.settings.simConfigPath as string | undefined;
-  const sim = new Simulator({ config: path ? loadSimConfig(path) : loadSimConfig(), store: new SqliteSimStore(ctx.db) });
-  sim.start();
+  const sim = createSimulator({ db: ctx.db, ...(path ? { configPath: path } : {}) });
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),
     injectFault: (spec) => sim.faults.set(spec).id,
