@@ -1,4 +1,4 @@
-// npm run bench -- http [--seconds N]
+// npm run bench -- http [--seconds N] [--orders N] [--shards N]
 // Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
 // constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
 // simulator and the durable idempotency record) beside the bare route's. Load comes from
@@ -18,10 +18,11 @@ const arg = (name: string, def: number) => {
 };
 const seconds = arg('seconds', 3);
 const orders = arg('orders', 3000);
+const shards = arg('shards', 0); // 0: the default (one per core)
 const MK = 'bench-management-key-0123456789';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
-const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'error', managementKey: MK }), {
+const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'error', managementKey: MK, ...(shards ? { shards } : {}) }), {
   log: createLogger('error'),
 });
 
@@ -43,9 +44,10 @@ const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { 
 const connect = async (user: string) => (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user, password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
 const account = await connect('bench-1');
 // A demo account's margin holds about 280 open 0.01-lot BTCUSD positions; spread the orders over
-// enough accounts that every one of them fills (a rejection would skip the booking work).
+// enough accounts that every one of them fills (a rejection would skip the booking work); each
+// account takes its share of the idempotent buys and of the plain sells.
 const orderAccounts = [account];
-while (orderAccounts.length * 200 < orders) orderAccounts.push(await connect(`bench-${orderAccounts.length + 1}`));
+while (orderAccounts.length * 100 < orders) orderAccounts.push(await connect(`bench-${orderAccounts.length + 1}`));
 const h = { 'x-api-key': key };
 // Warm the quote cache path and the account connection.
 await api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
@@ -61,6 +63,11 @@ results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTC
 results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
 results.bareSeq = await sequential(barePort, ['/bare'], {}, orders);
 results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`), h, orders);
+// The same round trip taken apart: the HTTP edge alone (cached quote, no shard), one shard hop
+// (account summary), and an order without an idempotency record.
+results.getQuoteSeq = await sequential(gw.port, [`/GetQuote?id=${account}&symbol=BTCUSD`], h, orders);
+results.accountSummarySeq = await sequential(gw.port, [`/AccountSummary?id=${account}`], h, orders);
+results.orderSendPlain = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`), h, orders);
 
 for (const [name, r] of Object.entries(results)) {
   console.error(`${name.padEnd(15)} ${String(r.rps).padStart(7)} req/s  p50 ${r.latencyUs.p50}µs p99 ${r.latencyUs.p99}µs p99.9 ${r.latencyUs.p999}µs  statuses ${JSON.stringify(r.statuses)}`);
@@ -76,6 +83,12 @@ const summary = {
   orderSendUs: results.orderSend.latencyUs,
   bareSeqUs: results.bareSeq.latencyUs,
   orderSendP50Ratio: ratio(results.orderSend.latencyUs.p50, results.bareSeq.latencyUs.p50),
+  // p50 round trips, one request at a time: where an order's time goes.
+  sequentialP50Us: {
+    bare: results.bareSeq.latencyUs.p50, getQuoteCached: results.getQuoteSeq.latencyUs.p50,
+    accountSummaryShardHop: results.accountSummarySeq.latencyUs.p50,
+    orderSendNoIdempotency: results.orderSendPlain.latencyUs.p50, orderSendIdempotent: results.orderSend.latencyUs.p50,
+  },
   errors: Object.values(results).reduce((n, r) => n + r.errors, 0),
   targets: {
     getQuoteRatioMin: 0.6, orderSendP50MaxUs: 300, orderSendP99MaxUs: 1500,
