@@ -1,12 +1,13 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
+const ROOT = join(import.meta.dirname, '..');
+const MAIN = join(ROOT, 'src', 'main.ts');
 const dirs: string[] = [];
 const procs: ChildProcess[] = [];
 afterEach(() => {
@@ -14,10 +15,10 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function start(env: Record<string, string>, dataDir?: string) {
+function start(env: Record<string, string>, dataDir?: string, argv: string[] = ['--import', 'tsx', MAIN]) {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'tagw-proc-'));
   if (!dataDir) dirs.push(dir);
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+  const child = spawn(process.execPath, argv, {
     env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -123,4 +124,31 @@ describe('process', () => {
     expect(await p.exited).toBe(0);
     expect(p.output()).toContain('gateway stopped');
   }, 30_000);
+
+  it('the compiled build (what npm start runs) binds a broker login, quotes and trades', async () => {
+    // `npm start` = `npm run build` (tsc -p tsconfig.build.json into dist/) + node dist/src/main.js,
+    // run from the package root. Paths that differ between the sources and the build (the shipped
+    // simulator servers file) only show here.
+    const build = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
+    expect(build.status, build.stdout + build.stderr).toBe(0);
+    const mk = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: mk }, undefined, [join(ROOT, 'dist', 'src', 'main.js')]);
+    const url = await p.listening;
+    const post = (path: string, headers: Record<string, string>, body: unknown) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    const key = ((await (await post('/v1/keys', { authorization: `Bearer ${mk}` }, { label: 'k' })).json()) as { key: string }).key;
+    const bound = await post('/ConnectEx', { 'x-api-key': key }, { user: 'built', password: 'pw', server: 'Sim-P5-Demo' });
+    const boundBody = (await bound.json()) as { id: string };
+    expect(bound.status, JSON.stringify(boundBody)).toBe(200);
+    const h = { 'x-api-key': key };
+    const quote = await fetch(`${url}/GetQuote?id=${boundBody.id}&symbol=BTCUSD`, { headers: h });
+    expect(quote.status).toBe(200);
+    expect((await quote.json()) as object).toMatchObject({ symbol: 'BTCUSD' });
+    const order = await fetch(`${url}/OrderSend?id=${boundBody.id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=built-1`, { headers: h });
+    expect(order.status).toBe(200);
+    expect(((await order.json()) as { ticket: number }).ticket).toBeGreaterThan(0);
+    expect((await fetch(`${url}/news`, { headers: h })).status).toBe(200);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 60_000);
 });

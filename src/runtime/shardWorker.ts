@@ -74,15 +74,21 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
       if (out instanceof Promise) {
         out.then(
           (result) => reply({ id: req.id, ok: true, result }),
-          (err: unknown) => reply({ id: req.id, ok: false, error: toWire(err) }),
+          (err: unknown) => fail(req, err),
         );
       } else {
         reply({ id: req.id, ok: true, result: out });
       }
     } catch (err) {
-      if (toWire(err).code === 'INTERNAL_ERROR') log.error('shard command failed', { op: req.op, err: errorMessage(err) });
-      reply({ id: req.id, ok: false, error: toWire(err) });
+      fail(req, err);
     }
+  };
+  // An unexpected error reaches the main thread as a bare INTERNAL_ERROR (no detail crosses the
+  // wire), so its cause is logged here, where it happened.
+  const fail = (req: RequestMsg, err: unknown) => {
+    const wire = toWire(err);
+    if (wire.code === 'INTERNAL_ERROR') log.error('shard command failed', { op: req.op, err: errorMessage(err) });
+    reply({ id: req.id, ok: false, error: wire });
   };
 
   return new Promise((resolve) => {

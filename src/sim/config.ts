@@ -1,6 +1,6 @@
 // Simulator configuration: one zod schema for the servers/symbols file, defaults in one
 // place. `config/sim-servers.json` is the shipped default; tests build configs in code.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -107,7 +107,11 @@ export function parseSimConfig(input: unknown): SimConfig {
   return simConfigSchema.parse(input);
 }
 
-export const DEFAULT_CONFIG_PATH = fileURLToPath(new URL('../../config/sim-servers.json', import.meta.url));
+/** The shipped servers file, `config/sim-servers.json` at the package root: two levels up from
+ *  this module in the sources (src/sim/), three in the build (dist/src/sim/). */
+export const DEFAULT_CONFIG_PATH = ['../../config/sim-servers.json', '../../../config/sim-servers.json']
+  .map((rel) => fileURLToPath(new URL(rel, import.meta.url)))
+  .find((p) => existsSync(p)) ?? fileURLToPath(new URL('../../config/sim-servers.json', import.meta.url));
 
 /** Read the CSV files of replayed symbols: per server name, symbol -> CSV text. */
 export function loadReplayData(config: SimConfig, baseDir: string): Map<string, Map<string, string>> {
