@@ -1,4 +1,4 @@
-// npm run bench -- trade-path [--orders N] [--prof]
+// npm run bench -- trade-path [--orders N] [--per-account N] [--prof]
 // In-process micro-bench of the account host's trade path (no HTTP, no shard hop): the real
 // account host over the embedded simulator and a temp SQLite database, OrderSend with and
 // without a clientOrderId (an idempotency record: actor + durable 'sent' row + result). The two
@@ -37,7 +37,7 @@ const host = createAccountHost(ctx);
 host.rehydrate();
 // A demo account's margin lasts a few hundred open positions: spread the orders over enough
 // accounts that every one fills (a rejection would skip the booking work and flatter the figures).
-const PER_ACCOUNT = 250;
+const PER_ACCOUNT = arg('per-account', 250);
 const total = 600 + 2 * orders + 2 * BLOCK * Math.max(2, Math.round(orders / BLOCK / 3));
 const accounts: string[] = [];
 for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {

@@ -8,11 +8,16 @@ export interface Refused { refused: true; status: number; headers: Record<string
 export class StreamClient {
   readonly frames: Frame[] = [];
   closed: { code: number; reason: string } | null = null;
+  /** The last socket error after the upgrade (a 1006 close says nothing about its cause). */
+  error: string | null = null;
   private waiters: Array<() => void> = [];
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
       this.frames.push(JSON.parse(data.toString()) as Frame);
       this.wake();
+    });
+    ws.on('error', (e) => {
+      this.error = e.message;
     });
     ws.on('close', (code, reason) => {
       this.closed = { code, reason: reason.toString() };
@@ -43,7 +48,7 @@ export class StreamClient {
       const left = deadline - Date.now();
       if (left <= 0) {
         const tail = this.frames.slice(-5).map((f) => JSON.stringify(f).slice(0, 300));
-        throw new Error(`timed out waiting for ${what}; closed=${JSON.stringify(this.closed)}; last frames:\n${tail.join('\n')}`);
+        throw new Error(`timed out waiting for ${what}; closed=${JSON.stringify(this.closed)}; error=${this.error}; last frames:\n${tail.join('\n')}`);
       }
       await new Promise<void>((r) => {
         const t = setTimeout(r, Math.min(left, 200));
