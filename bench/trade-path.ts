@@ -16,7 +16,8 @@ import { SecretBox } from '../src/crypto/secretBox.js';
 import { createLogger } from '../src/log.js';
 import { createAccountHost } from '../src/runtime/hosts/accounts.js';
 import type { ShardContext } from '../src/runtime/hosts/context.js';
-import { openDb } from '../src/store/db.js';
+import { startCheckpointer } from '../src/store/checkpointer.js';
+import { dbPath, openDb } from '../src/store/db.js';
 import { Histogram } from './lib/histogram.js';
 
 const arg = (name: string, def: number) => {
@@ -30,6 +31,8 @@ const BLOCK = 100;
 const dir = mkdtempSync(join(tmpdir(), 'tagw-bench-trade-'));
 const key = randomBytes(32);
 const db = openDb(dir);
+// As in the gateway: WAL checkpoints on a background thread, not inside trade commits.
+const checkpointer = startCheckpointer(dbPath(dir));
 const ctx: ShardContext = {
   shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true,
 };
@@ -99,6 +102,7 @@ if (prof) {
   writeFileSync('/tmp/trade.cpuprofile', JSON.stringify(profile));
 }
 host.stop();
+await checkpointer.stop();
 db.close();
 rmSync(dir, { recursive: true, force: true });
 

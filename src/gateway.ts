@@ -24,7 +24,9 @@ import { createLogger, type Logger } from './log.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
 import { StreamHub } from './stream/hub.js';
-import { openDb } from './store/db.js';
+import { errorMessage } from './util/errorMessage.js';
+import { startCheckpointer } from './store/checkpointer.js';
+import { dbPath, openDb } from './store/db.js';
 import { TenancyStore } from './store/tenancy.js';
 
 export interface GatewayOptions {
@@ -52,6 +54,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const uws = loadUws(config.allowUwsFallback, log);
 
   const db = openDb(config.dataDir);
+  // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
+  const checkpointer = startCheckpointer(dbPath(config.dataDir), {
+    onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
+  });
   const tenancy = new TenancyStore(db);
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey);
   const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined);
@@ -116,6 +122,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
       await shards.close();
+      await checkpointer.stop();
       db.close();
       log.info('gateway stopped');
     })());

@@ -11,6 +11,7 @@ import Database from 'better-sqlite3';
 import { SimBrokerConnection } from '../broker/sim.js';
 import { BRIDGE_PROTOCOL_VERSION, encodeError, LineReader, type HelloArgs, type RequestFrame } from '../broker/bridgeProtocol.js';
 import { BrokerRequestError, BrokerTimeoutError, type BrokerEventName, type Timeframe } from '../broker/types.js';
+import { startCheckpointer } from '../store/checkpointer.js';
 import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
 import { Simulator } from './simulator.js';
 import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
@@ -173,9 +174,11 @@ async function main(): Promise<void> {
   let store;
   if (args.data) {
     mkdirSync(args.data, { recursive: true });
-    const db = new Database(join(args.data, 'sim.db'));
+    const file = join(args.data, 'sim.db');
+    const db = new Database(file);
     SqliteSimStore.configure(db);
     store = new SqliteSimStore(db);
+    startCheckpointer(file, { onError: (err) => console.error('WAL checkpointer stopped', err) });
   } else {
     store = new MemorySimStore();
   }

@@ -12,6 +12,11 @@ export function registerMigration(step: ExtraMigration): void {
   extras.push(step);
 }
 
+/** WAL pages (4 KiB) after which a commit checkpoints inline (~16 MiB). With the background
+ *  checkpointer most frames are copied back by then, so this inline pass is short; it is what
+ *  lets the WAL restart from its beginning under sustained writes (it needs a moment with no writer). */
+export const WAL_BACKSTOP_PAGES = 4_000;
+
 export function dbPath(dataDir: string): string {
   return join(dataDir, 'tagw.sqlite');
 }
@@ -27,6 +32,11 @@ export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   const db = new Database(dbPath(dataDir));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
+  // Checkpoints run on a background thread (checkpointer.ts); the automatic one stays as a
+  // backstop for a WAL that grew anyway (no checkpointer, or one that cannot keep up). After a
+  // reset the WAL file is cut back to 64 MiB.
+  db.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+  db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
   if (opts.migrate !== false) migrate(db);

@@ -4,6 +4,7 @@
 import type Database from 'better-sqlite3';
 import type { Deal, EquityPoint, Order, RequestLookup, Side } from '../broker/types.js';
 import { decodeChange, encodeChange } from './simCodec.js';
+import { WAL_BACKSTOP_PAGES } from './db.js';
 
 export interface StoredAccount {
   readonly server: string;
@@ -184,8 +185,10 @@ export class SqliteSimStore implements SimPersistence {
   static configure(db: Database.Database): void {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    // Fewer, larger checkpoints: each one fsyncs, which dominates the trade path otherwise.
-    db.pragma('wal_autocheckpoint = 16000');
+    // Fewer, larger checkpoints: each one fsyncs, which dominates the trade path otherwise. With a
+    // background checkpointer (store/checkpointer.ts) this is only the backstop, as in openDb.
+    db.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+    db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
   }
 
   allocateIds(server: string, count: number): number {

@@ -1,0 +1,49 @@
+// Background WAL checkpoints (see checkpointWorker.ts). Every gateway connection keeps SQLite's
+// automatic checkpoint only as a far-off backstop (openDb), so a commit on the trade path is an
+// append to the WAL; the copy back into the database file and its fsync, which took up to ~15 ms
+// inside an unlucky commit, run on this thread instead.
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { CheckpointStats, CheckpointWorkerData } from './checkpointWorker.js';
+
+const selfUrl = import.meta.url;
+const fromSource = selfUrl.endsWith('.ts');
+const workerFile = fileURLToPath(new URL(fromSource ? './checkpointWorker.ts' : './checkpointWorker.js', selfUrl));
+
+export interface Checkpointer {
+  stats(): Promise<CheckpointStats>;
+  /** Runs a last checkpoint and ends the thread. */
+  stop(): Promise<CheckpointStats | undefined>;
+}
+
+export function startCheckpointer(file: string, opts: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
+  const data: CheckpointWorkerData = { file, intervalMs: opts.intervalMs ?? 20 };
+  // From the sources (tests, tsx) the thread registers tsx's loader, then imports the .ts entry
+  // (a .ts file as a Worker's entry is not loaded through `--import tsx`).
+  const worker = fromSource
+    ? new Worker(`import('tsx/esm/api').then((m) => m.register()).then(() => import(${JSON.stringify(pathToFileURL(workerFile).href)}))`, { eval: true, workerData: data })
+    : new Worker(workerFile, { workerData: data });
+  // The thread is a helper: it must not keep the process alive, and its death only costs the
+  // backstop (inline auto-checkpoints), never data.
+  worker.unref();
+  let dead = false;
+  worker.on('error', (err) => opts.onError?.(err));
+  worker.on('exit', () => (dead = true));
+  const ask = <T extends 'stats' | 'stopped'>(msg: 'stats' | 'stop', answer: T): Promise<CheckpointStats | undefined> =>
+    dead
+      ? Promise.resolve(undefined)
+      : new Promise((resolve) => {
+          const onMsg = (m: { t: string; stats: CheckpointStats }) => {
+            if (m.t !== answer) return;
+            worker.off('message', onMsg);
+            resolve(m.stats);
+          };
+          worker.on('message', onMsg);
+          worker.once('exit', () => resolve(undefined));
+          worker.postMessage({ t: msg });
+        });
+  return {
+    stats: async () => (await ask('stats', 'stats')) ?? { runs: 0, failures: 0, walFrames: 0, checkpointedFrames: 0, lastError: 'checkpointer not running' },
+    stop: () => ask('stop', 'stopped'),
+  };
+}
