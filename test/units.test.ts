@@ -6,6 +6,7 @@ import { ConfigError, loadConfig, parseConfig } from '../src/config.js';
 import { ERROR_STATUS, apiError, fromWire, toApiError, toWire } from '../src/errors.js';
 import { createLogger, redact } from '../src/log.js';
 import { parseQuery } from '../src/http/request.js';
+import { utc } from '../src/runtime/hosts/accountOps.js';
 import { qBool, qInt, qList, qNumber } from '../src/http/schemas.js';
 import { ManualClock } from './helpers/gateway.js';
 
@@ -127,5 +128,32 @@ describe('query string parsing matches URLSearchParams', () => {
     // Keys that name Object.prototype members are plain keys.
     expect(parseQuery('valueOf=1&__proto__=x&constructor=y')).toMatchObject({ valueOf: '1', constructor: 'y' });
     expect(Object.getPrototypeOf(parseQuery('__proto__=x'))).toBeNull();
+  });
+});
+
+describe('UTC siblings of broker times (classic answers)', () => {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  // The plain definition: every `timeMsc` / `...TimeMsc` number gets an ISO sibling without `Msc`,
+  // a positive `expiration` an `expirationTime`, recursively.
+  const reference = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(reference);
+    if (v === null || typeof v !== 'object') return v;
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      out[k] = reference(x);
+      if (typeof x === 'number' && /(^t|T)imeMsc$/.test(k)) out[k.slice(0, -3)] = iso(x);
+      if (k === 'expiration' && typeof x === 'number' && x > 0) out.expirationTime = iso(x);
+    }
+    return out;
+  };
+  it('matches the plain definition on any nesting of records, lists and values', () => {
+    const key = fc.constantFrom('timeMsc', 'openTimeMsc', 'closeTimeMsc', 'timeSetupMsc', 'xtimeMsc', 'TimeMsc', 'expiration', 'ticket', 'time', 'symbol', 'toString', '__proto__x');
+    const leaf = fc.oneof(fc.integer({ min: -1, max: 4_102_444_800_000 }), fc.string(), fc.boolean(), fc.constant(null));
+    const tree = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('node'), { maxLength: 4 }), fc.dictionary(key, tie('node'), { maxKeys: 6 })),
+    })).node;
+    fc.assert(fc.property(tree, (v) => {
+      expect(utc(v)).toEqual(reference(v));
+    }));
   });
 });

@@ -43,11 +43,22 @@ const iso = (ms: number) => new Date(ms).toISOString();
 export function utc(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(utc);
   if (v === null || typeof v !== 'object') return v;
+  const src = v as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-    out[k] = utc(x);
-    if (typeof x === 'number' && /(^t|T)imeMsc$/.test(k)) out[k.slice(0, -3)] = iso(x);
-    if (k === 'expiration' && typeof x === 'number' && x > 0) out.expirationTime = iso(x);
+  // Every order, deal and list item of every answer passes here: a plain key loop, no regex or
+  // entry arrays per key.
+  for (const k in src) {
+    if (!Object.hasOwn(src, k)) continue;
+    const x = src[k];
+    if (typeof x !== 'object' || x === null) {
+      out[k] = x;
+      if (typeof x === 'number') {
+        if (k === 'timeMsc' || k.endsWith('TimeMsc')) out[k.slice(0, -3)] = iso(x);
+        else if (k === 'expiration' && x > 0) out.expirationTime = iso(x);
+      }
+    } else {
+      out[k] = utc(x);
+    }
   }
   return out;
 }
