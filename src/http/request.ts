@@ -80,6 +80,27 @@ function remoteAddress(res: HttpResponse): string {
   }
 }
 
+/** A class, not an object literal with a getter: one stable shape, and `ip` stays lazy. */
+class Request implements RequestInfo {
+  private address: string | undefined;
+  readonly receivedAt = performance.now();
+  constructor(
+    private readonly res: HttpResponse,
+    readonly method: string,
+    readonly path: string,
+    readonly rawQuery: string,
+    readonly query: QueryMap,
+    readonly headers: Record<string, string>,
+    readonly params: string[],
+    private readonly forwarded: string | undefined,
+  ) {}
+
+  get ip(): string {
+    // The left-most x-forwarded-for entry is the client as seen by the first trusted proxy.
+    return (this.address ??= this.forwarded || remoteAddress(this.res));
+  }
+}
+
 export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean): RequestInfo {
   const headers: Record<string, string> = {};
   for (const name of HEADER_NAMES) {
@@ -89,21 +110,8 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
   const rawQuery = queryOf(req);
-  let ip: string | undefined;
   // Read only when trusted: an untrusted x-forwarded-for is never looked at.
   const forwarded = trustProxy ? req.getHeader('x-forwarded-for').split(',')[0]!.trim() : undefined;
   if (forwarded) headers['x-forwarded-for'] = forwarded;
-  return {
-    method: req.getMethod().toUpperCase(),
-    path: req.getUrl(),
-    rawQuery,
-    query: parseQuery(rawQuery),
-    headers,
-    params,
-    get ip() {
-      // The left-most x-forwarded-for entry is the client as seen by the first trusted proxy.
-      return (ip ??= forwarded || remoteAddress(res));
-    },
-    receivedAt: performance.now(),
-  };
+  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, parseQuery(rawQuery), headers, params, forwarded);
 }
