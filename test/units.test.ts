@@ -7,6 +7,8 @@ import { ERROR_STATUS, apiError, fromWire, toApiError, toWire } from '../src/err
 import { createLogger, redact } from '../src/log.js';
 import { parseQuery } from '../src/http/request.js';
 import { utc } from '../src/runtime/hosts/accountOps.js';
+import { paramsHash } from '../src/runtime/hosts/accountTrade.js';
+import { createHash } from 'node:crypto';
 import { qBool, qInt, qList, qNumber } from '../src/http/schemas.js';
 import { ManualClock } from './helpers/gateway.js';
 
@@ -154,6 +156,17 @@ describe('UTC siblings of broker times (classic answers)', () => {
     })).node;
     fc.assert(fc.property(tree, (v) => {
       expect(utc(v)).toEqual(reference(v));
+    }));
+  });
+});
+
+describe('idempotency parameter hash', () => {
+  it('is the SHA-256 of the canonical parameters, key order aside (records written before stay comparable)', () => {
+    fc.assert(fc.property(fc.dictionary(fc.constantFrom('symbol', 'type', 'volume', 'price', 'magic', 'comment'), fc.oneof(fc.string(), fc.double({ noNaN: true }))), (params) => {
+      const sorted = Object.fromEntries(Object.keys(params).sort().map((k) => [k, params[k]]));
+      const expected = createHash('sha256').update(JSON.stringify(['OrderSend', sorted])).digest('base64url');
+      expect(paramsHash('OrderSend', params)).toBe(expected);
+      expect(paramsHash('OrderSend', Object.fromEntries(Object.entries(params).reverse()))).toBe(expected);
     }));
   });
 });

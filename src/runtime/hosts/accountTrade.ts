@@ -2,7 +2,7 @@
 // shard. All requests of an account run on this one thread, so "look up the record, else claim
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import { createActor, type Actor } from 'xstate';
 import {
   freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
@@ -92,7 +92,8 @@ export function prepare(op: TradeOp, a: Record<string, unknown>, entry: { platfo
 export function paramsHash(op: TradeOp, canonical: unknown): string {
   const o = canonical as Record<string, unknown>;
   const sorted = Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
-  return createHash('sha256').update(JSON.stringify([op, sorted])).digest('base64url');
+  // One-shot hash (no Hash object per order); the same digest as createHash, so stored records still match.
+  return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
 }
 
 /** The answer to a trade: fills and broker rejections are both final (and replayed). */
