@@ -15,7 +15,7 @@
 // Client side: WebSocket clients (`ws`) in separate child processes (bench/streamClient.ts), µs
 // histograms merged here. Baseline and gateway alternate in 2 rounds per size. Default run (quick, ~45 s): 10 and 100 sockets; --full adds 1,000 and 5,000.
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,7 @@ import type { ServerInfo, Tick } from '../src/broker/types.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
+import { DEFAULT_CONFIG_PATH, loadSimConfig } from '../src/sim/config.js';
 import { frame, quoteData } from '../src/stream/frames.js';
 import { STREAM_EVENT } from '../src/stream/wire.js';
 import type { ClientJob } from './streamClient.js';
@@ -46,6 +47,7 @@ const PER_SOCKET_FPS = 1_000;
 /** Cap on total delivered frames/s so the client processes are not the bottleneck at large sizes. */
 const MAX_TOTAL_FPS = 100_000;
 const MGMT = 'bench-management-key-0123456789abcdef';
+const EXTRA_SYMBOLS = ['ETHUSD', 'LTCUSD', 'XRPUSD'];
 const CLIENT = fileURLToPath(new URL('./streamClient.ts', import.meta.url));
 
 interface Side { burst?: number; coalescingSockets?: number; hist?: StreamHist; lagHist?: StreamHist; lat: ReturnType<StreamHist['summary']>; generatorLagUs: ReturnType<StreamHist['summary']>; fps: number; expectedFps: number; serverCpuPct: number; clientCpuPct: number; rssMb: number }
@@ -161,7 +163,15 @@ function combine(rounds: Side[]): Side {
 
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-stream-'));
-  const config = parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT, streamHeartbeatMs: 10_000 });
+  // The issue's shape is 10 symbols x 100 ticks/s per socket; the shipped P5 server has 7 symbols,
+  // so the bench runs on a servers file with three more (24/7 crypto pairs cloned from BTCUSD).
+  const simConfig = loadSimConfig(DEFAULT_CONFIG_PATH);
+  const p5 = simConfig.servers.find((x) => x.name === 'Sim-P5-Demo')!;
+  const btc = p5.symbols.find((x) => x.name === 'BTCUSD')!;
+  for (const name of EXTRA_SYMBOLS) p5.symbols.push({ ...btc, name, description: `${name} (bench)` });
+  const simServersFile = join(dataDir, 'sim-servers.json');
+  writeFileSync(simServersFile, JSON.stringify(simConfig));
+  const config = parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT, streamHeartbeatMs: 10_000, simServersFile });
   const gw = await startGateway(config, { log: createLogger('silent') });
   const base = `http://127.0.0.1:${gw.port}`;
   const post = async (path: string, body: unknown) => {
@@ -173,7 +183,7 @@ async function main() {
   const server = 'Sim-P5-Demo';
   const accountId = (await post('/ConnectEx', { user: 'bench-1', password: 'pw', server })).id as string;
   const apiKey = (await post('/v1/keys', { label: 'bench' })).key as string;
-  const symbols = ['EURUSD', 'GBPUSD', 'USDJPY', 'USDCHF', 'XAUUSD', 'US500', 'BTCUSD'];
+  const symbols = ['EURUSD', 'GBPUSD', 'USDJPY', 'USDCHF', 'XAUUSD', 'US500', 'BTCUSD', ...EXTRA_SYMBOLS];
   // The hop the fan-out figures leave out: a main -> shard -> main round trip over the MessagePorts
   // (a tick crosses once, shard -> main, so about half of this).
   const hop = new StreamHist();
