@@ -128,9 +128,12 @@ interface Sock {
   ordV: number;
   heldPositions: PositionsEventData | null;
   heldOrders: OrdersEventData | null;
+  /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a
+   *  synchronous upgrade ('pending'), or refused ('failed': nothing to release). */
+  openState: 'open' | 'pending' | 'failed';
 }
 
-interface UserData { accountId: string; keyId: string; heartbeat: boolean; sock?: Sock }
+interface UserData { accountId: string; keyId: string; heartbeat: boolean; openPending?: boolean; sock?: Sock }
 
 const ClientMessage = z.object({
   action: z.enum(['subscribe', 'unsubscribe']),
@@ -142,6 +145,10 @@ const ClientMessage = z.object({
 
 export interface StreamStats {
   sockets: number;
+  /** Accounts with stream state here (sockets open, or a stream.open under way). */
+  accounts: number;
+  /** Upgrades made at once inside uWS's upgrade handler (an account that already had sockets). */
+  syncUpgrades: number;
   coalescingSockets: number;
   ticksIn: number;
   ticksDuplicate: number;
@@ -161,6 +168,8 @@ export class StreamHub {
   private readonly sockets = new Set<Sock>();
   private readonly coalescing = new Set<Sock>();
   private readonly activeSeats = new Set<string>();
+  /** The socket `open` just made during a synchronous upgrade (see upgradeNow). */
+  private justOpened: Sock | undefined;
   private publishedSinceSweep = false;
   private sweepTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -168,8 +177,8 @@ export class StreamHub {
   private readonly soft: number;
   private readonly hard: number;
   private readonly lowWater: number;
-  readonly counters: Omit<StreamStats, 'sockets' | 'coalescingSockets'> = {
-    ticksIn: 0, ticksDuplicate: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0,
+  readonly counters: Omit<StreamStats, 'sockets' | 'accounts' | 'coalescingSockets'> = {
+    ticksIn: 0, ticksDuplicate: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0, syncUpgrades: 0,
   };
 
   constructor(private readonly deps: StreamHubDeps) {
@@ -179,13 +188,15 @@ export class StreamHub {
   }
 
   stats(): StreamStats {
-    return { sockets: this.sockets.size, coalescingSockets: this.coalescing.size, ...this.counters };
+    return { sockets: this.sockets.size, accounts: this.accounts.size, coalescingSockets: this.coalescing.size, ...this.counters };
   }
 
   /** Gauges on /metrics: open and coalescing sockets, and the running counts of the fan-out. */
   registerMetrics(metrics: Metrics): void {
     metrics.gauge('tagw_stream_sockets', () => this.sockets.size);
     metrics.gauge('tagw_stream_coalescing_sockets', () => this.coalescing.size);
+    metrics.gauge('tagw_stream_accounts', () => this.accounts.size);
+    metrics.gauge('tagw_stream_sync_upgrades_total', () => this.counters.syncUpgrades);
     metrics.gauge('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
     metrics.gauge('tagw_stream_ticks_duplicate_total', () => this.counters.ticksDuplicate);
     metrics.gauge('tagw_stream_quotes_published_total', () => this.counters.quotesPublished);
@@ -266,6 +277,11 @@ export class StreamHub {
       const hb = one(q.heartbeat);
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      const known = this.activeSeats.has(id) ? this.accounts.get(id) : undefined;
+      if (known) {
+        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' });
+        return;
+      }
       if (!this.activeSeats.has(id)) {
         // SPEC §7 402, as on the classic routes: a seat still being prepared has no subscription yet.
         const st = await d.shards.call(id, 'seat.get', { seatId: id });
@@ -296,6 +312,57 @@ export class StreamHub {
       if (opened) this.releaseIfUnused(opened);
       sendError(sink, e, true);
     }
+  }
+
+  /**
+   * A socket for an account that already has sockets here (its seat is ACTIVE, its broker login
+   * bound): everything left to check is known in this thread, so the upgrade happens at once,
+   * inside uWS's upgrade handler, and the shard's stream.open follows. An upgrade made later from
+   * async code needs res.cork(), and the pinned uWS build can then close the new socket at random
+   * right after `open` (a 1006 with no frame: uWebSockets issue 1928); this path never corks.
+   */
+  private upgradeNow(
+    acc: AccountState, sink: ResponseSink, context: us_socket_context_t,
+    key: string, protocol: string, extensions: string, userData: UserData,
+  ): void {
+    const d = this.deps;
+    const id = acc.id;
+    this.counters.syncUpgrades++;
+    acc.opens++; // reserved for this socket's stream.open: the account state stays while it is under way
+    sink.done = true;
+    userData.openPending = true;
+    // uWS runs `open` synchronously inside upgrade() and hands it a copy of userData, so the new
+    // socket is passed back through this field rather than through userData.
+    this.justOpened = undefined;
+    try {
+      sink.res.upgrade(userData, key, protocol, extensions, context);
+    } catch (err) {
+      acc.opens--;
+      throw err;
+    }
+    const sock = this.justOpened as Sock | undefined;
+    this.justOpened = undefined;
+    d.shards.call(id, 'stream.open', { accountId: id }).then(
+      (open) => {
+        const cur = this.accounts.get(id);
+        if (cur) cur.phase = open.phase;
+        if (!sock) {
+          this.releaseIfUnused(id); // the socket never opened
+          return;
+        }
+        sock.openState = 'open';
+        if (sock.closed) this.releaseIfUnused(id);
+      },
+      (err: unknown) => {
+        d.log.warn('stream.open failed after upgrade', { accountId: id, err: errorMessage(err) });
+        acc.opens--;
+        if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(id) === acc) this.accounts.delete(id);
+        if (sock) {
+          sock.openState = 'failed';
+          this.end(sock, 'ACCOUNT_UNAVAILABLE');
+        }
+      },
+    );
   }
 
   private noteAccount(id: string, open: StreamOpenResult): void {
@@ -336,8 +403,10 @@ export class StreamHub {
     const sock: Sock = {
       ws, acc, keyId: ud.keyId, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
+      openState: ud.openPending ? 'pending' : 'open',
     };
     ud.sock = sock;
+    if (ud.openPending) this.justOpened = sock;
     acc.sockets.add(sock);
     this.sockets.add(sock);
     // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
@@ -363,7 +432,8 @@ export class StreamHub {
     }
     sock.quotes.clear();
     sock.candles.clear();
-    this.releaseIfUnused(acc.id);
+    // A pending stream.open releases when it completes; a failed one has nothing to release.
+    if (sock.openState === 'open') this.releaseIfUnused(acc.id);
   }
 
   private end(sock: Sock, why: StreamCloseName): void {

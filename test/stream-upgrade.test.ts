@@ -1,0 +1,59 @@
+// Upgrades of /v1/stream for an account that already has a socket happen at once, inside uWS's
+// upgrade handler (no res.cork() from async code: the pinned uWS build can close such a socket
+// right after `open`). The shard's stream.open then follows; its bookkeeping must balance.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { mustOpen } from './stream-helpers.js';
+
+let t: TestGateway;
+let key: string;
+let id: string;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  const h = mgmt(t.managementKey);
+  id = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'upgrader', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+  key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'k' } })).body.key;
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+const quotesAfter = (c: Awaited<ReturnType<typeof mustOpen>>, n: number, what: string) =>
+  c.until((x) => x.frames.slice(n).filter((f) => f.type === 'QUOTE').length >= 2, 10_000, what);
+
+describe('upgrading beside an open socket of the same account', () => {
+  it('is synchronous, streams like any socket, and leaves no account state behind when all close', async () => {
+    const s0 = t.gw.stream.stats();
+    const a = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades); // the first one waits for the shard
+    const b = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 1);
+    // The second socket gets its P5 snapshots and quotes like the first.
+    await b.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on b');
+    expect(b.frames.slice(0, 2).map((f) => f.type)).toEqual(['POSITIONS', 'ORDERS']);
+    b.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await b.next('SUBSCRIBED', 0);
+    await quotesAfter(b, 0, 'quotes on b');
+    // The first socket leaving does not end the account's stream for the second.
+    await a.close();
+    const n = b.frames.length;
+    await quotesAfter(b, n, 'quotes on b after a closed');
+    // A third one while b is open: synchronous again.
+    const c = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 2);
+    await b.close();
+    await c.close();
+    // Every stream.open was paired with a stream.close: the account's state is gone...
+    const deadline = Date.now() + 5_000;
+    while (t.gw.stream.stats().accounts > s0.accounts && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(t.gw.stream.stats()).toMatchObject({ sockets: s0.sockets, accounts: s0.accounts });
+    // ...and a new socket starts from scratch (through the shard) and streams.
+    const d = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 2);
+    d.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await d.next('SUBSCRIBED', 0);
+    await quotesAfter(d, 0, 'quotes on d');
+    await d.close();
+  });
+});
