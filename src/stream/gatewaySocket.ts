@@ -97,7 +97,9 @@ export class GatewaySocket {
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
       const userData: UserData = { hash };
       sink.done = true;
-      res.cork(() => res.upgrade(userData, key, protocol, extensions, context));
+      // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
+      // the upgrade (the pinned uWS build can close a socket upgraded inside cork(): issue 1928).
+      res.upgrade(userData, key, protocol, extensions, context);
     } catch (err) {
       const e = toApiError(err);
       if (e.status === 401) this.throttle.fail(info.ip);
