@@ -26,6 +26,7 @@ import type { Services } from './services.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
 import { startCheckpointer } from './store/checkpointer.js';
+import { AccountStore } from './store/accounts.js';
 import { dbPath, openDb } from './store/db.js';
 import { TenancyStore } from './store/tenancy.js';
 
@@ -82,7 +83,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const metrics = new Metrics();
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
-  const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight }));
+  const bindings = new AccountStore(db);
+  const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
   streamHub.registerMetrics(metrics);
   metrics.gauge('tagw_shard_restarts_total', () => shards.restarts());
 

@@ -1,6 +1,7 @@
-// Upgrades of /v1/stream for an account that already has a socket happen at once, inside uWS's
-// upgrade handler (no res.cork() from async code: the pinned uWS build can close such a socket
-// right after `open`). The shard's stream.open then follows; its bookkeeping must balance.
+// Upgrades of /v1/stream happen at once, inside uWS's upgrade handler, whenever the account's
+// state is known in the main thread (no res.cork() from async code: the pinned uWS build can close
+// such a socket right after `open`). The shard's stream.open then follows; the socket's requests
+// wait for it, and the bookkeeping must balance.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
@@ -48,10 +49,15 @@ describe('upgrading beside an open socket of the same account', () => {
     const deadline = Date.now() + 5_000;
     while (t.gw.stream.stats().accounts > s0.accounts && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(t.gw.stream.stats()).toMatchObject({ sockets: s0.sockets, accounts: s0.accounts });
-    // ...and a new socket starts from scratch (through the shard) and streams.
+    // ...and a new socket starts it again. Its seat, binding and server are known here now, so it
+    // is upgraded at once too, while the shard sets the account's stream up; what the socket asks
+    // meanwhile (snapshot, subscribe sent right after open) waits for that, and then works.
     const d = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
-    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 2);
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 3);
     d.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await d.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on d');
+    expect(d.frames.slice(0, 2).map((f) => f.type)).toEqual(['POSITIONS', 'ORDERS']);
+    expect(d.of('ERROR')).toEqual([]);
     await d.next('SUBSCRIBED', 0);
     await quotesAfter(d, 0, 'quotes on d');
     await d.close();

@@ -54,6 +54,8 @@ export interface StreamHubDeps {
   log: Logger;
   /** Shared with the HTTP layer: no new sockets while draining. */
   inflight: { draining: boolean };
+  /** The broker login bound to an account, from this thread's own database connection. */
+  bindingOf?: (accountId: string) => { platform: 'P4' | 'P5'; server: string } | undefined;
 }
 
 interface ServerState { info: ServerInfo; clock: ServerClock }
@@ -131,6 +133,9 @@ interface Sock {
   /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a
    *  synchronous upgrade ('pending'), or refused ('failed': nothing to release). */
   openState: 'open' | 'pending' | 'failed';
+  /** While its stream.open is pending: the snapshot request and client messages, run once it is
+   *  done (the shard may hold no stream state for the account before that). */
+  deferred: Array<() => void> | null;
 }
 
 interface UserData { accountId: string; keyId: string; heartbeat: boolean; openPending?: boolean; sock?: Sock }
@@ -277,8 +282,9 @@ export class StreamHub {
       const hb = one(q.heartbeat);
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
-      const known = this.activeSeats.has(id) ? this.accounts.get(id) : undefined;
-      if (known) {
+      const known = this.accounts.get(id) ?? this.accountFromRecords(id);
+      if (known && this.activeSeats.has(id)) {
+        if (!this.accounts.has(id)) this.accounts.set(id, known);
         this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' });
         return;
       }
@@ -312,6 +318,25 @@ export class StreamHub {
       if (opened) this.releaseIfUnused(opened);
       sendError(sink, e, true);
     }
+  }
+
+  /**
+   * Stream state for an account with no socket yet, from what this thread knows without asking the
+   * shard: its seat ACTIVE (cached, or in seat_state), its broker login bound (account_bindings), and
+   * its server's clock (seen before). Undefined when any of that is missing: then the shard decides.
+   * The phase is a placeholder until the socket's stream.open answers (milliseconds).
+   */
+  private accountFromRecords(id: string): AccountState | undefined {
+    const binding = this.deps.bindingOf?.(id);
+    if (!binding || !this.servers.has(binding.server)) return undefined;
+    if (!this.activeSeats.has(id)) {
+      if (this.deps.tenancy.seatState(id)?.status !== 'ACTIVE') return undefined;
+      this.activeSeats.add(id);
+    }
+    return {
+      id, platform: binding.platform, server: binding.server, phase: 'connecting', sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
+      threadId: this.deps.shards.threadId(this.deps.shards.shardFor(id)),
+    };
   }
 
   /**
@@ -351,7 +376,10 @@ export class StreamHub {
           return;
         }
         sock.openState = 'open';
+        const deferred = sock.deferred;
+        sock.deferred = null;
         if (sock.closed) this.releaseIfUnused(id);
+        else if (deferred) for (const f of deferred) this.guard('deferred', f);
       },
       (err: unknown) => {
         d.log.warn('stream.open failed after upgrade', { accountId: id, err: errorMessage(err) });
@@ -359,6 +387,7 @@ export class StreamHub {
         if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(id) === acc) this.accounts.delete(id);
         if (sock) {
           sock.openState = 'failed';
+          sock.deferred = null;
           this.end(sock, 'ACCOUNT_UNAVAILABLE');
         }
       },
@@ -403,14 +432,17 @@ export class StreamHub {
     const sock: Sock = {
       ws, acc, keyId: ud.keyId, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
-      openState: ud.openPending ? 'pending' : 'open',
+      openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null,
     };
     ud.sock = sock;
     if (ud.openPending) this.justOpened = sock;
     acc.sockets.add(sock);
     this.sockets.add(sock);
     // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
-    if (acc.platform === 'P5') this.requestSnapshot(sock);
+    if (acc.platform === 'P5') {
+      if (sock.deferred) sock.deferred.push(() => this.requestSnapshot(sock));
+      else this.requestSnapshot(sock);
+    }
   }
 
   private onClose(ws: WebSocket<UserData>): void {
@@ -511,11 +543,18 @@ export class StreamHub {
   private onMessage(ws: WebSocket<UserData>, raw: ArrayBuffer, isBinary: boolean): void {
     const sock = ws.getUserData().sock;
     if (!sock) return;
-    if (isBinary) {
+    // Copied now: uWS's buffer is only valid during this call.
+    const text = isBinary ? null : Buffer.from(raw).toString('utf8');
+    if (sock.deferred) sock.deferred.push(() => this.onText(sock, text));
+    else this.onText(sock, text);
+  }
+
+  private onText(sock: Sock, text: string | null): void {
+    if (sock.closed) return;
+    if (text === null) {
       this.errorFrame(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
       return;
     }
-    const text = Buffer.from(raw).toString('utf8');
     let json: unknown;
     try {
       json = JSON.parse(text);
