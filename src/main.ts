@@ -26,6 +26,10 @@ async function main(): Promise<void> {
     log.info('shutting down', { signal });
     if (gw) void gw.close().then(() => process.exit(0));
   };
+  // A promise rejection nobody handled is a missing catch, not a broken process: log it and keep
+  // serving every other account (Node's default would end the process for all of them). Tests run
+  // without this handler, so such a rejection still fails them.
+  process.on('unhandledRejection', (reason) => log.error('unhandled promise rejection', { err: reason instanceof Error ? reason.message : String(reason) }));
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   try {

@@ -126,6 +126,19 @@ describe('errors', () => {
     expect(r.body.error).toBe('PAYLOAD_TOO_LARGE');
   });
 
+  it('a body over the limit on a request that fails authentication: 401, and the gateway keeps serving', async () => {
+    // The body read starts before the key is checked; its failure must not go unhandled (it ended the process).
+    const big = 'a'.repeat(70_000);
+    for (const headers of [{}, { authorization: 'Bearer not-a-key-at-all-0123456789' }]) {
+      for (const path of ['/v1/keys', '/v1/seats', '/ConnectEx', '/v1/broker-accounts', '/v1/connect']) {
+        const r = await t.req('POST', path, { headers: { ...headers, 'content-type': 'application/json' }, rawBody: big });
+        expect([401, 413], `${path}: ${r.text}`).toContain(r.status);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await t.req('GET', '/healthz')).status).toBe(200);
+  });
+
   it('an unknown route is a JSON 404', async () => {
     const r = await t.req('GET', '/no/such/route');
     expect(r.status).toBe(404);

@@ -75,6 +75,10 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
   try {
     // Register onData synchronously (uWS requires it before returning from the handler).
     const bodyPromise = route.body ? readBody(sink, deps.maxBodyBytes) : undefined;
+    // Handled now: when a check below fails first (auth, throttle, draining), nothing awaits the
+    // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
+    // the process. Awaited further down, it still throws there.
+    bodyPromise?.catch(() => undefined);
     if (deps.inflight.draining) {
       throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
     }
