@@ -129,7 +129,7 @@ describe('errors', () => {
   it('a body over the limit on a request that fails authentication: 401, and the gateway keeps serving', async () => {
     // The body read starts before the key is checked; its failure must not go unhandled (it ended the process).
     const big = 'a'.repeat(70_000);
-    for (const headers of [{}, { authorization: 'Bearer not-a-key-at-all-0123456789' }]) {
+    for (const headers of [{}, { authorization: 'Bearer not-a-key-at-all-0123456789' }] as Array<Record<string, string>>) {
       for (const path of ['/v1/keys', '/v1/seats', '/ConnectEx', '/v1/broker-accounts', '/v1/connect']) {
         const r = await t.req('POST', path, { headers: { ...headers, 'content-type': 'application/json' }, rawBody: big });
         expect([401, 413], `${path}: ${r.text}`).toContain(r.status);
