@@ -27,6 +27,7 @@ import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
 import { startCheckpointer } from './store/checkpointer.js';
 import { AccountStore } from './store/accounts.js';
+import { lockDataDir } from './store/dataDirLock.js';
 import { dbPath, openDb } from './store/db.js';
 import { TenancyStore } from './store/tenancy.js';
 
@@ -49,11 +50,26 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** uWS ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (no SO_REUSEPORT). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
 export async function startGateway(config: Config, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel);
   const clock = opts.clock ?? systemClock;
   const uws = loadUws(config.allowUwsFallback, log);
 
+  const lock = lockDataDir(config.dataDir);
+  try {
+    return await start(config, log, clock, uws, lock);
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function start(
+  config: Config, log: Logger, clock: Clock, uws: ReturnType<typeof loadUws>, lock: { release(): void },
+): Promise<Gateway> {
   const db = openDb(config.dataDir);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
@@ -103,7 +119,11 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   mountNotFound(app, deps);
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
+    // Exclusive: uWS sets SO_REUSEPORT by default, which let a second gateway share the port. The
+    // (host, port, options, cb) form exists in this build but not in its typings.
+    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => unknown;
+    listen.call(app, config.host, config.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (s) =>
+      (s ? resolve(s) : reject(new Error(`cannot listen on ${config.host}:${config.port} (in use?)`))));
   });
   const port = uws.us_socket_local_port(listenSocket);
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -126,6 +146,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       await shards.close();
       await checkpointer.stop();
       db.close();
+      lock.release();
       log.info('gateway stopped');
     })());
 

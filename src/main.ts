@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { UwsFallbackError } from './http/uws.js';
 import { createLogger } from './log.js';
+import { DataDirInUseError } from './store/dataDirLock.js';
 
 async function main(): Promise<void> {
   let config;
@@ -38,6 +39,10 @@ async function main(): Promise<void> {
     if (e instanceof UwsFallbackError) {
       log.error(e.message);
       process.exit(3);
+    }
+    if (e instanceof DataDirInUseError) {
+      log.error(e.message);
+      process.exit(4);
     }
     throw e;
   }

@@ -151,4 +151,25 @@ describe('process', () => {
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
   }, 60_000);
+
+  it('one gateway per DATA_DIR and per port: a second start is refused; a crashed one leaves no lock behind', async () => {
+    const a = start({});
+    const url = new URL(await a.listening);
+    // Same data directory (another port): refused, exit 4, the first one untouched.
+    const b = start({}, a.dir);
+    expect(await b.exited).toBe(4);
+    expect(b.output()).toContain('is in use by another gateway');
+    // Same port (another data directory): refused too (uWS shares ports by default; not here).
+    const c = start({ PORT: url.port });
+    expect(await c.exited).not.toBe(0);
+    expect(c.output()).toContain('cannot listen');
+    expect((await fetch(`${url.origin}/healthz`)).status).toBe(200);
+    // A gateway that was killed outright leaves a stale lock: the next start takes it over.
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const d = start({}, a.dir);
+    await d.listening;
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  }, 60_000);
 });
