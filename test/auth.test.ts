@@ -120,6 +120,23 @@ describe('failed-auth throttle (SPEC §8)', () => {
     }
   });
 
+  it('behind a trusted proxy the client is the right-most x-forwarded-for entry (what the proxy appended)', async () => {
+    const proxied = await startTestGateway({ authFailLimit: 3, trustProxy: true });
+    try {
+      // A client varying what it puts left of the proxy's entry is still one client.
+      for (let i = 0; i < 3; i++) {
+        await proxied.req('GET', '/v1/whoami', { headers: { 'x-api-key': 'nope', 'x-forwarded-for': `203.0.113.${i}, 198.51.100.7` } });
+      }
+      const blocked = await proxied.req('GET', '/v1/whoami', { headers: { 'x-api-key': 'nope', 'x-forwarded-for': '203.0.113.50, 198.51.100.7' } });
+      expect(blocked.status).toBe(429);
+      // Another client (another right-most address) is not blocked.
+      const other = await proxied.req('GET', '/v1/whoami', { headers: { 'x-api-key': 'nope', 'x-forwarded-for': '198.51.100.7, 198.51.100.8' } });
+      expect(other.status).toBe(401);
+    } finally {
+      await proxied.stop();
+    }
+  });
+
   it('x-forwarded-for is ignored unless TRUST_PROXY is set', async () => {
     const plain = await startTestGateway({ authFailLimit: 3 });
     try {

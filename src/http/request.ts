@@ -80,6 +80,11 @@ function remoteAddress(res: HttpResponse): string {
   }
 }
 
+function lastEntry(header: string): string {
+  const i = header.lastIndexOf(',');
+  return (i < 0 ? header : header.slice(i + 1)).trim();
+}
+
 /** A class, not an object literal with a getter: one stable shape, and `ip` stays lazy. */
 class Request implements RequestInfo {
   private address: string | undefined;
@@ -96,7 +101,6 @@ class Request implements RequestInfo {
   ) {}
 
   get ip(): string {
-    // The left-most x-forwarded-for entry is the client as seen by the first trusted proxy.
     return (this.address ??= this.forwarded || remoteAddress(this.res));
   }
 }
@@ -110,8 +114,10 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
   const rawQuery = queryOf(req);
-  // Read only when trusted: an untrusted x-forwarded-for is never looked at.
-  const forwarded = trustProxy ? req.getHeader('x-forwarded-for').split(',')[0]!.trim() : undefined;
+  // Read only when trusted: an untrusted x-forwarded-for is never looked at. The right-most entry
+  // is the address our proxy saw and appended; entries left of it came from the client and could
+  // be anything (taking the left-most let a client dodge the failed-auth block).
+  const forwarded = trustProxy ? lastEntry(req.getHeader('x-forwarded-for')) : undefined;
   if (forwarded) headers['x-forwarded-for'] = forwarded;
   return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, parseQuery(rawQuery), headers, params, forwarded);
 }
