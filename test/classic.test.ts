@@ -163,6 +163,16 @@ describe('§7 statuses', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.error).toBe('BAD_REQUEST');
     expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Fly&volume=1`)).status).toBe(400);
+    // Numbers are plain decimals: '0x1' is not one lot, a ticket is not hex or 1e23, magic is an integer.
+    for (const q of ['volume=0x1', 'volume=0b1', 'volume=Infinity', 'volume=0.01&magic=1.5', 'volume=0.01&magic=-1', 'volume=0.01&magic=1e30']) {
+      const r = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&${q}`);
+      expect(r.status, q).toBe(400);
+      expect(r.body.error, q).toBe('BAD_REQUEST');
+    }
+    for (const tk of ['0x186A3', '99999999999999999999999', '1e5']) {
+      expect((await api(`/OpenedOrder?id=${p5}&ticket=${tk}`)).body.error, tk).toBe('BAD_REQUEST');
+      expect((await api(`/OrderClose?id=${p5}&ticket=${tk}`)).body.error, tk).toBe('BAD_REQUEST');
+    }
     expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=1&clientOrderId=bad%20id`)).body.error).toBe('BAD_REQUEST');
     expect((await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=1&clientOrderId=${'x'.repeat(65)}`)).status).toBe(400);
     const rej = await api(`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.013&clientOrderId=rej-1`);

@@ -6,7 +6,7 @@ import { ConfigError, loadConfig, parseConfig } from '../src/config.js';
 import { ERROR_STATUS, apiError, fromWire, toApiError, toWire } from '../src/errors.js';
 import { createLogger, redact } from '../src/log.js';
 import { parseQuery } from '../src/http/request.js';
-import { utc } from '../src/runtime/hosts/accountOps.js';
+import { positiveInt, utc } from '../src/runtime/hosts/accountOps.js';
 import { paramsHash } from '../src/runtime/hosts/accountTrade.js';
 import { createHash } from 'node:crypto';
 import { qBool, qInt, qList, qNumber } from '../src/http/schemas.js';
@@ -109,6 +109,15 @@ describe('query parsing', () => {
     expect(qBool().parse('true')).toBe(true);
     expect(qBool().parse('0')).toBe(false);
     expect(qBool().safeParse('maybe').success).toBe(false);
+  });
+  it('numbers are plain decimals: no hex, binary, octal, Infinity; integers stay exact', () => {
+    for (const v of ['0x1', '0b1', '0o7', 'Infinity', '-Infinity', '1e400', 'NaN', '1_000', '1,5']) expect(qNumber().safeParse(v).success, v).toBe(false);
+    for (const [v, n] of [['1', 1], ['-0.5', -0.5], ['.5', 0.5], ['1.', 1], ['2e-2', 0.02], ['+3', 3]] as const) expect(qNumber().parse(v)).toBe(n);
+    expect(qInt().safeParse('99999999999999999999999').success).toBe(false);
+    expect(qInt().parse(String(Number.MAX_SAFE_INTEGER))).toBe(Number.MAX_SAFE_INTEGER);
+    for (const v of ['0x186A3', '1e5', '1.0', '-1', '0', '99999999999999999999999', '']) expect(positiveInt(v), v).toBeUndefined();
+    expect(positiveInt('100003')).toBe(100003);
+    expect(positiveInt(100003)).toBe(100003);
   });
 });
 

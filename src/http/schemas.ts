@@ -10,15 +10,17 @@ export const ErrorBody = z.object({
 const one = (v: unknown) => (Array.isArray(v) ? v[v.length - 1] : v);
 
 export const qString = () => z.preprocess(one, z.string().min(1));
+/** Plain decimal notation only: Number() would also take '0x10', '0b1', '0o7' and 'Infinity'. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 export const qInt = () =>
   z.preprocess((v) => {
     const s = one(v);
-    return typeof s === 'string' && /^-?\d+$/.test(s.trim()) ? Number(s) : s;
-  }, z.number().int());
+    return typeof s === 'string' && /^[+-]?\d+$/.test(s.trim()) ? Number(s) : s;
+  }, z.number().int().refine(Number.isSafeInteger, 'must be an integer of at most 15 digits'));
 export const qNumber = () =>
   z.preprocess((v) => {
     const s = one(v);
-    return typeof s === 'string' && s.trim() !== '' && Number.isFinite(Number(s)) ? Number(s) : s;
+    return typeof s === 'string' && DECIMAL.test(s.trim()) && Number.isFinite(Number(s)) ? Number(s) : s;
   }, z.number());
 export const qBool = () =>
   z.preprocess((v) => {

@@ -7,7 +7,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { qList, qNumber, qString } from '../schemas.js';
+import { qInt, qList, qNumber, qString } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -98,7 +98,7 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = {
   OrderSend: {
     symbol: qString(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
     volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
-    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qNumber().optional(),
+    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
     expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
     clientOrderId: z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), z.string()).optional()
       .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),

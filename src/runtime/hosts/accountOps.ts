@@ -39,6 +39,14 @@ export function assertAvailable(op: string, platform: Platform, build: number): 
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** A ticket-like id: decimal digits only (no '0x..', no exponent) and exactly representable. */
+export function positiveInt(v: unknown): number | undefined {
+  const s = typeof v === 'number' ? String(v) : typeof v === 'string' ? v.trim() : '';
+  if (!/^\d+$/.test(s)) return undefined;
+  const n = Number(s);
+  return Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
 /** Adds ISO UTC siblings of the `*TimeMsc` / `timeMsc` fields, recursively through arrays and objects. */
 export function utc(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(utc);
@@ -140,8 +148,8 @@ export async function runOp(op: string, a: Record<string, unknown>, env: OpsEnv)
         return [...o.positions, ...o.orders].map((x) => x.ticket).sort((x, y) => x - y);
       }
       case 'OpenedOrder': {
-        const t = Number(a.ticket);
-        if (!Number.isInteger(t) || t <= 0) throw apiError('BAD_REQUEST', "parameter 'ticket' must be a positive integer");
+        const t = positiveInt(a.ticket);
+        if (t === undefined) throw apiError('BAD_REQUEST', "parameter 'ticket' must be a positive integer");
         const o = await conn.openedOrder(t);
         if (!o) throw apiError('BAD_REQUEST', `no open order or position with ticket ${t}`);
         return utc(o);

@@ -17,7 +17,7 @@ import type { Logger } from '../../log.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import type { TradeOp, TradeReply } from './accountCommands.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
-import { assertAvailable, brokerFault, utc } from './accountOps.js';
+import { assertAvailable, brokerFault, positiveInt, utc } from './accountOps.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -36,9 +36,9 @@ function def<T extends object>(o: T): T {
   for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
   return o;
 }
-const ticketOf = (a: Record<string, unknown>) => {
-  const t = Number(a.ticket);
-  if (!Number.isInteger(t) || t <= 0) throw apiError('BAD_REQUEST', "parameter 'ticket' must be a positive integer");
+const ticketOf = (a: Record<string, unknown>, name = 'ticket') => {
+  const t = positiveInt(a[name]);
+  if (t === undefined) throw apiError('BAD_REQUEST', `parameter '${name}' must be a positive integer`);
   return t;
 };
 
@@ -81,9 +81,7 @@ export function prepare(op: TradeOp, a: Record<string, unknown>, entry: { platfo
       return { canonical: req, run: (c, o) => c.orderDelete(req, o) };
     }
     case 'OrderCloseBy': {
-      const by = Number(a.byTicket);
-      if (!Number.isInteger(by) || by <= 0) throw apiError('BAD_REQUEST', "parameter 'byTicket' must be a positive integer");
-      const req = def({ ticket: ticketOf(a), byTicket: by, comment: a.comment as string | undefined });
+      const req = def({ ticket: ticketOf(a), byTicket: ticketOf(a, 'byTicket'), comment: a.comment as string | undefined });
       return { canonical: req, run: (c, o) => c.orderCloseBy(req, o) };
     }
   }
