@@ -20,6 +20,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { ServerClock } from '../broker/time.js';
+import { barRangeUtc } from '../sim/candles.js';
 import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Timeframe } from '../broker/types.js';
 import type { Config } from '../config.js';
 import { apiError, toApiError } from '../errors.js';
@@ -494,6 +495,11 @@ export class StreamHub {
     this.sendOwn(sock, 'ERROR', errorData(code, message, request));
   }
 
+  /** The topic's last bar has not ended yet (by the clock; its close may simply not have come). */
+  private isCurrentBar(t: CandleTopic, acc: AccountState): boolean {
+    return t.last !== null && barRangeUtc(t.timeframe, t.last.candle.time * 1000, this.clockOf(acc))[1] > Date.now();
+  }
+
   private clockOf(acc: AccountState): ServerClock {
     return this.servers.get(acc.server)!.clock;
   }
@@ -650,15 +656,15 @@ export class StreamHub {
       if (newQuote) {
         if (!sock.coalescing) ws.subscribe(qt.key);
         else sock.leftAt.set(qt.key, -1);
-        // The current quote right away: the topic's latest frame; or its latest tick, not encoded
-        // yet because nobody was subscribed; or the shard's latest tick, published as new.
-        if (qt.latest !== null) {
-          ws.send(qt.latest);
-        } else if (qt.lastTick && (!lastTick || qt.lastTick.timeMsc >= lastTick.timeMsc)) {
-          const srv = this.servers.get(server);
-          if (srv) ws.send((qt.latest = frame('QUOTE', qt.seq, quoteData(qt.lastTick, srv.clock, Date.now()))));
-        } else if (lastTick) {
+        // The current quote right away: the shard's latest tick, published as new if we had not
+        // seen it; else the topic's latest tick, encoded now. Not the topic's cached frame: its
+        // ageMs was true when it was published, and the topic may have sat without subscribers
+        // (and without ticks from the shard) for minutes since.
+        if (lastTick && (!qt.lastTick || lastTick.timeMsc > qt.lastTick.timeMsc)) {
           this.ingestTick(server, lastTick);
+        } else if (qt.lastTick) {
+          const srv = this.servers.get(server);
+          if (srv) ws.send(frame('QUOTE', qt.seq, quoteData(qt.lastTick, srv.clock, Date.now())));
         }
       }
       for (const k of added) {
@@ -668,7 +674,10 @@ export class StreamHub {
         t.partialMembers.add(sock);
         if (!sock.coalescing) ws.subscribe(t.partialKey);
         else sock.leftAt.set(t.key, -1);
-        if (t.last && !t.last.closed && !sock.coalescing) ws.send(frame('CANDLE', t.seq, candleData(t.last, true)));
+        // The bar in progress, if the topic's last update is of the current bar: a bar whose time is
+        // over was last seen while nobody listened, so its end is unknown here (the shard sends the
+        // current bar with its next tick).
+        if (t.last && !t.last.closed && !sock.coalescing && this.isCurrentBar(t, acc)) ws.send(frame('CANDLE', t.seq, candleData(t.last, true)));
       }
     });
   }
