@@ -486,8 +486,12 @@ export interface BrokerConnection {
 
   orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult>;
   orderModify(req: ModifyRequest, opts?: TradeOptions): Promise<TradeResult>;
+  /** Closes an open position (fully or partly). A pending order's ticket is rejected
+   *  (INVALID_TICKET): pending orders are cancelled with orderDelete (the P5 gateway's
+   *  OrderCloseSafe sends a pending order's ticket there, docs/gateway.md). */
   orderClose(req: CloseRequest, opts?: TradeOptions): Promise<TradeResult>;
   orderCloseBy(req: CloseByRequest, opts?: TradeOptions): Promise<TradeResult>;
+  /** Cancels a pending order; any other ticket is rejected (INVALID_TICKET). */
   orderDelete(req: DeleteRequest, opts?: TradeOptions): Promise<TradeResult>;
   /** What the broker did with a request id, or null if it never saw it. */
   lookupRequest(requestId: string): Promise<RequestLookup | null>;

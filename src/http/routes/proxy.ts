@@ -22,10 +22,18 @@ const COUNTERPART: Record<string, string> = {
   QuoteHistory: 'PriceHistoryV2', PriceHistoryV2: 'QuoteHistory', PriceHistory: 'QuoteHistory',
   OrderDelete: 'OrderCloseSafe',
 };
+/** What the named counterpart does beyond the operation asked for. */
+const COUNTERPART_NOTE: Record<string, string> = {
+  OrderDelete: ", which also cancels pending orders (pass the pending order's ticket)",
+};
+/** Behaviour of an operation worth naming in its OpenAPI description. */
+const OP_NOTE: Record<string, string> = {
+  OrderCloseSafe: " On a pending order's ticket OrderCloseSafe cancels that order (P5 has no OrderDelete); `lots` is then refused.",
+};
 
-function describeParams(def: OpDef): string {
+function describeParams(op: string, def: OpDef): string {
   const plat = [def.P5 ? 'P5' : null, def.P4 ? 'P4' : null].filter(Boolean).join(' and ');
-  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400). See docs/gateway.md.`;
+  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400).${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
 }
 
 export function proxyRoutes(s: Services): AnyRoute[] {
@@ -48,7 +56,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     const schema = def[session.platform];
     if (!schema) {
       const alt = COUNTERPART[op];
-      throw apiError('OPERATION_NOT_ON_PLATFORM', `${op} is not a ${session.platform} operation${alt && OPERATIONS[alt]?.[session.platform] ? `; use ${alt}` : ''}`);
+      throw apiError('OPERATION_NOT_ON_PLATFORM', `${op} is not a ${session.platform} operation${alt && OPERATIONS[alt]?.[session.platform] ? `; use ${alt}${COUNTERPART_NOTE[op] ?? ''}` : ''}`);
     }
     if (def.kind === 'trade') assertCanTrade(principal);
     const parsed = schema.safeParse(raw);
@@ -64,7 +72,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
   const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) =>
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
-      summary: def.summary, description: describeParams(def), docQuery: [def.P5, def.P4].filter((x): x is NonNullable<typeof x> => x !== undefined),
+      summary: def.summary, description: describeParams(op, def), docQuery: [def.P5, def.P4].filter((x): x is NonNullable<typeof x> => x !== undefined),
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),

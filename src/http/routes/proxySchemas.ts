@@ -249,7 +249,7 @@ export const OPERATIONS: Record<string, OpDef> = {
   },
   OrderModify: { summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade', P4: params(modifyCommon) },
   OrderCloseSafe: {
-    summary: 'Close a position, fully or partly', kind: 'trade',
+    summary: 'Close a position, fully or partly; on a pending order, cancel it', kind: 'trade',
     P5: params({ ticket: ticket(), lots: volume().optional(), price: positive().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
   },
   OrderClose: {

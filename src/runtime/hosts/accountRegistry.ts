@@ -2,7 +2,7 @@
 // each account's runtime here; the other hosts of the same shard (gateway sessions, stream
 // subscriptions) look accounts up through it instead of opening broker connections of their own,
 // so an account has exactly one broker connection, owned by its connection actor.
-import type { BrokerConnection, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
+import type { AccountSummary, BrokerConnection, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
 
 /** SPEC §3 connection states, as HEARTBEAT `connection` reports them. */
 export type ConnectionPhase = 'connecting' | 'connected' | 'reconnecting';
@@ -30,6 +30,10 @@ export interface AccountRuntime {
   whenConnected(timeoutMs?: number, owner?: string): Promise<BrokerConnection>;
   /** Account events (ticks of subscribed symbols, snapshots, deals, phase changes). Returns an unsubscribe function. */
   on(listener: (ev: AccountEvent) => void): () => void;
+  /** The last summary read while connected: what both route families answer, with synced:false, while reconnecting. */
+  lastSummary: AccountSummary | undefined;
+  /** Cuts an ongoing reconnect wait short (CheckConnect restores the connection). */
+  check(): void;
 }
 
 export interface AccountRegistry {

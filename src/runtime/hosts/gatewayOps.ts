@@ -131,6 +131,15 @@ type Args = Record<string, unknown>;
 const str = (a: Args, k: string) => a[k] as string;
 const num = (a: Args, k: string) => a[k] as number;
 
+/**
+ * How long a gateway operation waits for the account's broker connection before answering 503
+ * NOT_CONNECTED: the budget of the classic routes (AccountEntry.acquire), so a broker outage never
+ * stalls a caller for longer on one route family than on the other.
+ */
+export const BROKER_WAIT_MS = 2_000;
+/** CheckConnect: how long it waits for the reconnect it triggered (as the classic account.check). */
+export const CHECK_WAIT_MS = 1_000;
+
 /** Runs one read or trade operation. */
 export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknown> {
   const { conn, clock } = ctx;
@@ -147,6 +156,8 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
       return { ...out, serverTimeZone: conn.server.timeZone.description };
     }
     case 'AccountSummary': {
+      // The session host answers AccountSummary itself (last-known values while not connected,
+      // sessions.ts); this is the plain connected read.
       const s = await conn.accountSummary();
       return { ...s, synced: ctx.runtime.phase() === 'connected' };
     }
@@ -275,8 +286,16 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
     }
     case 'OrderCloseSafe':
     case 'OrderClose': {
+      // P5 has no OrderDelete (SPEC §4.4): as on MT5-style gateways, OrderCloseSafe on a pending
+      // order's ticket cancels that order. P4 keeps OrderClose for positions and OrderDelete (§4.5).
+      const x = op === 'OrderCloseSafe' || a.lots !== undefined ? await conn.openedOrder(num(a, 'ticket')) : null;
+      if (op === 'OrderCloseSafe' && x && x.kind === 'order') {
+        if (a.lots !== undefined) {
+          throw apiError('BAD_REQUEST', `parameter 'lots': ticket ${x.ticket} is a pending order, which is cancelled whole; omit 'lots'`);
+        }
+        return tradeAnswer(await conn.orderDelete({ ticket: x.ticket }), clock);
+      }
       if (a.lots !== undefined) {
-        const x = await conn.openedOrder(num(a, 'ticket'));
         if (x && x.kind === 'position') checkVolume(await symbolOf(conn, x.symbol), num(a, 'lots'), 'lots');
         if (x && x.kind === 'position' && num(a, 'lots') > x.volume) throw apiError('BAD_REQUEST', `parameter 'lots': ${num(a, 'lots')} exceeds the open volume ${x.volume}`);
       }

@@ -11,7 +11,7 @@ import { createActor, fromCallback, type Actor, type EventObject } from 'xstate'
 import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
 import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
 import { ServerClock } from '../../broker/time.js';
-import { parseTimeframe, type Tick, type Timeframe } from '../../broker/types.js';
+import { parseTimeframe, type AccountSummary, type Tick, type Timeframe } from '../../broker/types.js';
 import { apiError } from '../../errors.js';
 import { candleData, quoteData } from '../../stream/frames.js';
 import { SessionStore } from '../../store/sessions.js';
@@ -19,7 +19,7 @@ import { errorMessage } from '../../util/errorMessage.js';
 import type { AccountEvent, AccountRegistry, AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
-import { brokerFailure, runOp } from './gatewayOps.js';
+import { BROKER_WAIT_MS, brokerFailure, CHECK_WAIT_MS, runOp } from './gatewayOps.js';
 import './gatewayCommands.js';
 
 type SessionActor = Actor<typeof sessionMachine>;
@@ -159,6 +159,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       const rt = await registry().ensure(live.accountId);
       if (byHash.get(live.handleHash) !== live) return;
       live.detach = rt.on((ev) => onAccountEvent(live, rt, ev));
+      // A resumed session (restart) learns last-known values once the connection is up.
+      if (!rt.lastSummary) void rt.whenConnected(30_000).then((c) => readSummary(rt, c)).catch(() => undefined);
     } catch (e) {
       ctx.log.warn('gateway session: account not available for pushes', { accountId: live.accountId, err: errorMessage(e) });
     }
@@ -189,8 +191,34 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   async function checkSymbols(accountId: string, symbols: string[]): Promise<void> {
     const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected(10_000);
+    const conn = await rt.whenConnected(BROKER_WAIT_MS);
     for (const s of symbols) if (!(await conn.symbol(s))) throw apiError('BAD_REQUEST', `unknown symbol '${s}'`);
+  }
+
+  /** Reads the summary from the broker and keeps it as the account's last-known values. */
+  async function readSummary(rt: AccountRuntime, conn: Awaited<ReturnType<AccountRuntime['whenConnected']>>): Promise<AccountSummary> {
+    const s = await conn.accountSummary();
+    rt.lastSummary = s;
+    return s;
+  }
+
+  /**
+   * AccountSummary as the classic route answers it (accounts.ts): while the account is not
+   * connected, the last-known values at once with `synced: false` (SPEC §2); without any, the
+   * short wait for the connection and 503.
+   */
+  async function accountSummary(rt: AccountRuntime): Promise<unknown> {
+    const known = () => rt.lastSummary;
+    const k = known();
+    if (rt.phase() !== 'connected' && k) return { ...k, synced: false };
+    try {
+      const s = await readSummary(rt, await rt.whenConnected(BROKER_WAIT_MS));
+      return { ...s, synced: rt.phase() === 'connected' };
+    } catch (e) {
+      const last = known();
+      if (last) return { ...last, synced: false };
+      throw brokerFailure(e);
+    }
   }
 
   function subscriptions(live: Live): SessionContext['subscriptions'] {
@@ -222,7 +250,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         if (!symbols?.length) {
           // P4: all symbols when omitted.
           const rt = await registry().ensure(live.accountId);
-          symbols = (await (await rt.whenConnected(10_000)).symbols()).map((s) => s.name);
+          symbols = (await (await rt.whenConnected(BROKER_WAIT_MS)).symbols()).map((s) => s.name);
         }
         await checkSymbols(live.accountId, symbols);
         if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
@@ -275,7 +303,9 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         if (current && sessionState(current.actor.getSnapshot().value) === 'live') return answer(current, false);
         const rt = await registry().ensure(args.accountId);
         try {
-          await rt.whenConnected(args.waitMs);
+          const conn = await rt.whenConnected(args.waitMs);
+          // Last-known values for AccountSummary during a later outage (best effort).
+          await readSummary(rt, conn).catch(() => undefined);
         } catch (e) {
           throw brokerFailure(e);
         }
@@ -299,18 +329,29 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
             return listSubscriptions(live);
           case 'ConnectionStatus':
           case 'CheckConnect': {
+            // Reports at once; CheckConnect also restores: it cuts the reconnect wait short and
+            // gives the connection a moment (as the classic account.check), never the 5 s of old.
             const rt = await registry().ensure(live.accountId);
             if (op === 'CheckConnect' && rt.phase() !== 'connected') {
-              await rt.whenConnected(5_000).catch(() => undefined);
+              rt.check();
+              await rt.whenConnected(CHECK_WAIT_MS).catch(() => undefined);
             }
             const phase = rt.phase();
             return { connected: phase === 'connected', phase, server: rt.server.name, platform: rt.platform };
           }
+          case 'AccountSummary':
+            return accountSummary(await registry().ensure(live.accountId));
         }
-        if (/^(Un)?[Ss]ubscribe/.test(op) && op !== 'SubscribedSymbols') return subscribeOp(live, op, args);
+        if (/^(Un)?[Ss]ubscribe/.test(op) && op !== 'SubscribedSymbols') {
+          try {
+            return await subscribeOp(live, op, args);
+          } catch (e) {
+            throw brokerFailure(e);
+          }
+        }
         const rt = await registry().ensure(live.accountId);
         try {
-          const conn = await rt.whenConnected(10_000);
+          const conn = await rt.whenConnected(BROKER_WAIT_MS);
           return await runOp(op, args, { runtime: rt, conn, clock: clockOf(rt), connectedAt: live.actor.getSnapshot().context.connectedAt });
         } catch (e) {
           throw brokerFailure(e);
