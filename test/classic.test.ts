@@ -210,6 +210,12 @@ describe('§7 statuses', () => {
       const r = await api(`/${path}&id=${p5}`, ro);
       expect(r.status, path).toBe(403);
     }
+    // Whatever the parameters: a trading call with bad or missing ones is still a 403, not a 400.
+    for (const path of ['OrderSend?volume=0x1', 'OrderCloseBy?ticket=1', 'OrderClose?', 'OrderModify?ticket=abc']) {
+      const r = await api(`/${path}&id=${p5}`, ro);
+      expect(r.status, path).toBe(403);
+      expect(r.body.error, path).toBe('READ_ONLY_KEY');
+    }
     const scoped = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'sc', accountScoped: true } })).body.key;
     expect((await api(`/AccountSummary?id=${p5}`, scoped)).status).toBe(200);
     expect((await api(`/AccountSummary?id=${p4}`, scoped)).status).toBe(403);

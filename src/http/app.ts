@@ -3,6 +3,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { z } from 'zod';
 import type { Authenticator } from '../auth/authenticator.js';
+import { assertCanTrade } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -89,6 +90,8 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       }
     }
     const principal = deps.auth.authenticate(route.auth, req.headers, req.path.startsWith('/v1/'));
+    // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
+    if (route.trading && principal) assertCanTrade(principal);
     let body: unknown = undefined;
     if (route.body && bodyPromise) {
       const raw = await bodyPromise;

@@ -38,6 +38,8 @@ export interface RouteDef<Q = unknown, B = unknown> {
   /** Status of a successful reply (documented). */
   successStatus?: number;
   errors?: ErrorCode[];
+  /** A trading call (SPEC §5.5): a read-only key gets 403 before anything else is looked at. */
+  trading?: boolean;
   handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;
 }
 

@@ -198,7 +198,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
 
   for (const op of Object.keys(tradeFields) as TradeOp[]) {
     routes.push(defineRoute({
-      method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op],
+      method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op], trading: true,
       description: 'Times in the response are UTC. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
       query: z.object({ ...idFields, ...tradeFields[op] }),
       errors: [...baseErrors, 'BAD_REQUEST', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
