@@ -27,10 +27,11 @@ export const GATEWAY_SOCKET_PATH = '/ws';
 /** Close codes of /ws (4000-4999 are application codes). */
 export const GATEWAY_CLOSE = {
   SESSION_ENDED: { code: 4001, reason: 'session disconnected' },
+  KEY_REVOKED: { code: 4002, reason: 'api key revoked' },
   GOING_AWAY: { code: 1001, reason: 'server shutting down' },
 } as const;
 
-interface UserData { hash: string }
+interface UserData { hash: string; keyId: string }
 
 const topic = (hash: string) => `gw/${hash}`;
 
@@ -43,8 +44,13 @@ export class GatewaySocket {
     this.dir = handleDirectory(s);
   }
 
+  private keyTimer: NodeJS.Timeout | null = null;
+
   mount(app: TemplatedApp): void {
     this.app = app;
+    // Open sockets re-check their API key, as /v1/stream does: a revoked key stops receiving.
+    this.keyTimer = setInterval(() => this.checkKeys(), this.s.config.streamKeyCheckMs);
+    this.keyTimer.unref();
     app.ws<UserData>(GATEWAY_SOCKET_PATH, {
       maxPayloadLength: 4 * 1024,
       maxBackpressure: 1024 * 1024,
@@ -95,7 +101,7 @@ export class GatewaySocket {
       if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
       assertAccountScope(principal, session.account_id);
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
-      const userData: UserData = { hash };
+      const userData: UserData = { hash, keyId: principal.keyId };
       sink.done = true;
       // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
       // the upgrade (the pinned uWS build can close a socket upgraded inside cork(): issue 1928).
@@ -121,7 +127,28 @@ export class GatewaySocket {
     }
   }
 
+  private checkKeys(): void {
+    try {
+      const revoked = new Map<string, boolean>();
+      for (const set of this.sockets.values()) {
+        for (const ws of [...set]) {
+          const { keyId } = ws.getUserData();
+          let gone = revoked.get(keyId);
+          if (gone === undefined) {
+            const row = this.s.tenancy.keyById(keyId);
+            revoked.set(keyId, (gone = !row || row.revoked_at !== null));
+          }
+          if (gone) ws.end(GATEWAY_CLOSE.KEY_REVOKED.code, GATEWAY_CLOSE.KEY_REVOKED.reason);
+        }
+      }
+    } catch (err) {
+      this.s.log.error('gateway socket key check failed', { err: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
   close(): void {
+    if (this.keyTimer) clearInterval(this.keyTimer);
+    this.keyTimer = null;
     for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(GATEWAY_CLOSE.GOING_AWAY.code, GATEWAY_CLOSE.GOING_AWAY.reason);
     this.sockets.clear();
   }
