@@ -159,6 +159,7 @@ describe('§7 statuses', () => {
     expect(r.status).toBe(400);
     expect(r.body.error).toBe('ACCOUNT_ID_REQUIRED');
     expect(r.body.message).toContain('?id=<accountUUID>');
+    expect((await api('/AccountSummary?id=')).body.error).toBe('ACCOUNT_ID_REQUIRED');
     const bad = await api(`/GetQuote?id=${p5}`);
     expect(bad.status).toBe(400);
     expect(bad.body.error).toBe('BAD_REQUEST');

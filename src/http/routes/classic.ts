@@ -26,9 +26,11 @@ export const qTime = () =>
     return Number.isFinite(ms) ? ms : s;
   }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC)' }));
 
+// An empty `id=` is a missing id (400 ACCOUNT_ID_REQUIRED asking for ?id=), not a malformed one.
+const idParam = () => z.preprocess((v) => (v === '' ? undefined : v), qString().optional());
 const idFields = {
-  id: qString().optional().describe('Account UUID'),
-  accountId: qString().optional().describe('Alias of id'),
+  id: idParam().describe('Account UUID'),
+  accountId: idParam().describe('Alias of id'),
 };
 const symbolsFields = {
   symbol: qList().optional().describe('Symbol names: repeat the parameter or comma-separate'),
