@@ -451,8 +451,8 @@ export class SimAccount {
     const s = this.sym(a.symbol)!;
     const gate = this.marketGate(s, null);
     if (gate) return gate;
-    // MT5 close-by: both close at the opposite position's open price, so the pair's realized
-    // profit is (sell open - buy open) and no spread is paid.
+    // Close-by: both legs close at the by-position's open price, so `ticket` realizes the pair's
+    // result (sell open - buy open, no spread paid) and the by-position closes flat.
     const lots = Math.min(a.volume, b.volume);
     const first = this.closePart(a, lots, b.openPrice, req.comment ?? `close by #${b.ticket}`);
     const second = this.closePart(b, lots, b.openPrice, req.comment ?? `close by #${a.ticket}`);
