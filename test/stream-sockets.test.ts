@@ -63,3 +63,29 @@ describe('upgrading beside an open socket of the same account', () => {
     await d.close();
   });
 });
+
+// Subscribing again to a symbol whose topic sat without subscribers (the shard stopped sending its
+// ticks meanwhile): the quote sent after SUBSCRIBED is the current one with its true age, not the
+// frame cached when the topic was last live (old tick, ageMs of back then).
+describe('subscribing again after a pause', () => {
+  it('sends the current quote with its true ageMs', async () => {
+    const c = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    try {
+      c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+      await c.until((x) => x.of('QUOTE').length >= 2, 10_000, 'quotes');
+      c.send({ action: 'unsubscribe', symbol: 'BTCUSD' });
+      await c.next('UNSUBSCRIBED');
+      await new Promise((r) => setTimeout(r, 1_500)); // BTCUSD ticks ~5/s: many ticks nobody here saw
+      const resubAt = Date.now();
+      const n = c.frames.length;
+      c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+      const q = await c.next('QUOTE', n);
+      expect(c.frames.slice(n).findIndex((f) => f.type === 'SUBSCRIBED')).toBeLessThan(c.frames.slice(n).indexOf(q));
+      // A tick from around now, not from before the pause, and an age that says so.
+      expect(q.data.timeMscUtc).toBeGreaterThan(resubAt - 1_000);
+      expect(q.data.ageMs).toBeLessThan(1_000);
+    } finally {
+      await c.close();
+    }
+  });
+});
