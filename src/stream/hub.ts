@@ -70,8 +70,6 @@ interface QuoteTopic {
   lastBid: number;
   lastAsk: number;
   lastTick: Tick | null;
-  /** Latest QUOTE frame as published (null until someone subscribes). */
-  latest: string | null;
   refs: number;
 }
 
@@ -88,8 +86,6 @@ interface CandleTopic {
   ticks: number;
   closedBar: number;
   last: CandleEvent | null;
-  latest: string | null;
-  latestPartial: string | null;
   partialMembers: Set<Sock>;
   refs: number;
 }
@@ -153,7 +149,7 @@ export interface StreamStats {
   sockets: number;
   /** Accounts with stream state here (sockets open, or a stream.open under way). */
   accounts: number;
-  /** Upgrades made at once inside uWS's upgrade handler (an account that already had sockets). */
+  /** Upgrades made at once inside uWS's upgrade handler (the account known in the main thread). */
   syncUpgrades: number;
   coalescingSockets: number;
   ticksIn: number;
@@ -745,7 +741,7 @@ export class StreamHub {
     if (!bySymbol) this.quoteTopics.set(server, (bySymbol = new Map()));
     let t = bySymbol.get(symbol);
     if (!t) {
-      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, latest: null, refs: 0 };
+      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, refs: 0 };
       bySymbol.set(symbol, t);
     }
     return t;
@@ -757,7 +753,7 @@ export class StreamHub {
     if (!t) {
       t = {
         key, partialKey: `p|${server}|${symbol}|${timeframe}`, server, symbol, timeframe, seq: 0, bar: -Infinity, ticks: 0,
-        closedBar: -Infinity, last: null, latest: null, latestPartial: null, partialMembers: new Set(), refs: 0,
+        closedBar: -Infinity, last: null, partialMembers: new Set(), refs: 0,
       };
       this.candleTopics.set(key, t);
     }
@@ -853,15 +849,10 @@ export class StreamHub {
     t.lastAsk = tick.ask;
     t.lastTick = tick;
     t.seq++;
-    if (t.refs === 0) {
-      t.latest = null;
-      return;
-    }
+    if (t.refs === 0) return;
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
-    const bytes = frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now()));
-    t.latest = bytes;
-    this.app.publish(t.key, bytes);
+    this.app.publish(t.key, frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now())));
     this.counters.quotesPublished++;
     this.publishedSinceSweep = true;
   }
@@ -887,18 +878,9 @@ export class StreamHub {
     if (ev.closed) t.closedBar = bar;
     t.seq++;
     t.last = ev;
-    if (t.refs === 0 || !this.app) {
-      t.latest = t.latestPartial = null;
-      return;
-    }
-    t.latest = frame('CANDLE', t.seq, candleData(ev, false));
-    this.app.publish(t.key, t.latest);
-    if (t.partialMembers.size > 0) {
-      t.latestPartial = frame('CANDLE', t.seq, candleData(ev, true));
-      this.app.publish(t.partialKey, t.latestPartial);
-    } else {
-      t.latestPartial = null;
-    }
+    if (t.refs === 0 || !this.app) return;
+    this.app.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
+    if (t.partialMembers.size > 0) this.app.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
     this.counters.candlesPublished++;
     this.publishedSinceSweep = true;
     if (ev.closed) for (const s of [...t.partialMembers]) {
