@@ -29,7 +29,7 @@ export function startCheckpointer(file: string, opts: { intervalMs?: number; onE
   let dead = false;
   worker.on('error', (err) => opts.onError?.(err));
   worker.on('exit', () => (dead = true));
-  const ask = <T extends 'stats' | 'stopped'>(msg: 'stats' | 'stop', answer: T): Promise<CheckpointStats | undefined> =>
+  const ask = (msg: 'stats' | 'stop', answer: 'stats' | 'stopped'): Promise<CheckpointStats | undefined> =>
     dead
       ? Promise.resolve(undefined)
       : new Promise((resolve) => {

@@ -17,6 +17,19 @@ export function registerMigration(step: ExtraMigration): void {
  *  lets the WAL restart from its beginning under sustained writes (it needs a moment with no writer). */
 export const WAL_BACKSTOP_PAGES = 4_000;
 
+/**
+ * WAL journal, synchronous=NORMAL (a commit survives a process crash), checkpoints left to a
+ * background thread (checkpointer.ts) with the automatic one as a backstop for a WAL that grew
+ * anyway (no checkpointer, or one that cannot keep up); after a reset the WAL file is cut back to
+ * 64 MiB. The gateway's database and the standalone simulator's use the same settings.
+ */
+export function configureWal(db: Db): void {
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+  db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+}
+
 export function dbPath(dataDir: string): string {
   return join(dataDir, 'tagw.sqlite');
 }
@@ -30,13 +43,7 @@ export function dbPath(dataDir: string): string {
 export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true });
   const db = new Database(dbPath(dataDir));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  // Checkpoints run on a background thread (checkpointer.ts); the automatic one stays as a
-  // backstop for a WAL that grew anyway (no checkpointer, or one that cannot keep up). After a
-  // reset the WAL file is cut back to 64 MiB.
-  db.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
-  db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+  configureWal(db);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
   if (opts.migrate !== false) migrate(db);

@@ -4,7 +4,7 @@
 import type Database from 'better-sqlite3';
 import type { Deal, EquityPoint, Order, RequestLookup, Side } from '../broker/types.js';
 import { decodeChange, encodeChange } from './simCodec.js';
-import { WAL_BACKSTOP_PAGES } from './db.js';
+import { configureWal } from './db.js';
 
 export interface StoredAccount {
   readonly server: string;
@@ -183,12 +183,7 @@ export class SqliteSimStore implements SimPersistence {
 
   /** Pragmas for a file database: WAL, synchronous=NORMAL (durable across process crashes). */
   static configure(db: Database.Database): void {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    // Fewer, larger checkpoints: each one fsyncs, which dominates the trade path otherwise. With a
-    // background checkpointer (store/checkpointer.ts) this is only the backstop, as in openDb.
-    db.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
-    db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+    configureWal(db);
   }
 
   allocateIds(server: string, count: number): number {
