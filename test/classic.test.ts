@@ -1,5 +1,6 @@
 // Classic routes over real HTTP against a real gateway (uWS, shard workers, embedded simulator):
 // every §4.1 route on a P5 and a P4 account, and every §7 status reached by a real request.
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -394,6 +395,24 @@ describe('rolling upgrade', () => {
     // The replacement runs the new build: TickValueWithSize needs 3000 on P5.
     expect((await api(`/TickValueWithSize?id=${id}&symbols=EURUSD`, k)).status).toBe(501);
     expect((await api(`/AccountSummary?id=${id}`, k)).status).toBe(200);
+  }, 20_000);
+});
+
+describe('a client that hangs up', () => {
+  it('while its request waits on the broker: the late reply is dropped and the gateway serves on', async () => {
+    const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'khang' } })).body.key;
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-hang', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 400 } });
+    const sock = connect(t.gw.port, '127.0.0.1');
+    await new Promise((r) => sock.once('connect', r));
+    sock.write(`GET /AccountSummary?id=${id} HTTP/1.1\r\nhost: x\r\nx-api-key: ${k}\r\n\r\n`);
+    await wait(100);
+    sock.destroy();
+    await wait(500); // the broker answers after the client left
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 0 } });
+    const r = await api(`/AccountSummary?id=${id}`, k);
+    expect(r.status).toBe(200);
+    expect(r.body.synced).toBe(true);
   }, 20_000);
 });
 

@@ -9,6 +9,7 @@ import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Family, Metrics } from './metrics.js';
 import { readRequest, type RequestInfo } from './request.js';
+import { QueryMemo } from './queryMemo.js';
 import { readBody, ResponseSink } from './respond.js';
 import type { AnyRoute } from './route.js';
 
@@ -45,10 +46,11 @@ export function sendError(sink: ResponseSink, e: ApiError, close = false): void 
 export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDeps): void {
   for (const route of routes) {
     const n = paramCount(route.path);
+    const memo = route.query ? new QueryMemo(route.query) : undefined;
     const handler = (res: HttpResponse, req: HttpRequest) => {
       const info = readRequest(res, req, n, deps.trustProxy);
-      const sink = new ResponseSink(res);
-      void serve(route, info, sink, deps);
+      const sink = new ResponseSink(res, false);
+      void serve(route, info, sink, deps, memo);
     };
     switch (route.method) {
       case 'get': app.get(route.path, handler); break;
@@ -69,7 +71,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps): void {
   });
 }
 
-async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps): Promise<void> {
+async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined): Promise<void> {
   const family: Family = route.family;
   deps.inflight.count++;
   let status = 500;
@@ -108,13 +110,19 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       body = r.data;
     }
     let query: unknown = req.query;
-    if (route.query) {
-      const r = route.query.safeParse(req.query);
-      if (!r.success) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
+    if (memo) {
+      const r = memo.parse(req.rawQuery, () => req.query);
+      if (!r.ok) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
       query = r.data;
     }
     const out = route.handler({ req, query, body, principal, params: req.params });
-    const reply = out instanceof Promise ? await out : out;
+    let reply;
+    if (out instanceof Promise) {
+      sink.watchAbort(); // still inside uWS's handler: the last moment it may be registered
+      reply = await out;
+    } else {
+      reply = out;
+    }
     status = reply.status ?? 200;
     if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
     else sink.json(status, reply.body, reply.headers);

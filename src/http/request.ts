@@ -8,7 +8,7 @@ export interface RequestInfo {
   method: string;
   path: string;
   rawQuery: string;
-  query: QueryMap;
+  readonly query: QueryMap;
   headers: Record<string, string>;
   params: string[];
   /** Client address; read from the socket on first use (uWS copies it into a fresh buffer per call, so only when needed). */
@@ -88,17 +88,22 @@ function lastEntry(header: string): string {
 /** A class, not an object literal with a getter: one stable shape, and `ip` stays lazy. */
 class Request implements RequestInfo {
   private address: string | undefined;
+  private parsed: QueryMap | undefined;
   readonly receivedAt = performance.now();
   constructor(
     private readonly res: HttpResponse,
     readonly method: string,
     readonly path: string,
     readonly rawQuery: string,
-    readonly query: QueryMap,
     readonly headers: Record<string, string>,
     readonly params: string[],
     private readonly forwarded: string | undefined,
   ) {}
+
+  /** Split on first use: a route whose validated query is memoized never needs it. */
+  get query(): QueryMap {
+    return (this.parsed ??= parseQuery(this.rawQuery));
+  }
 
   get ip(): string {
     return (this.address ??= this.forwarded || remoteAddress(this.res));
@@ -119,5 +124,5 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   // be anything (taking the left-most let a client dodge the failed-auth block).
   const forwarded = trustProxy ? lastEntry(req.getHeader('x-forwarded-for')) : undefined;
   if (forwarded) headers['x-forwarded-for'] = forwarded;
-  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, parseQuery(rawQuery), headers, params, forwarded);
+  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, headers, params, forwarded);
 }

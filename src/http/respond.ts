@@ -12,11 +12,28 @@ export interface Reply {
   headers?: Record<string, string>;
 }
 
+/** Status lines built once, not per response. */
+const STATUS_LINE: Record<number, string> = {};
+const statusLine = (status: number) => (STATUS_LINE[status] ??= `${status} ${STATUS_TEXT[status] ?? ''}`);
+
 export class ResponseSink {
   aborted = false;
   done = false;
-  constructor(readonly res: HttpResponse) {
-    res.onAborted(() => {
+  private watching = false;
+  /** `watch` false: the caller calls watchAbort() itself once it knows the reply comes later. */
+  constructor(readonly res: HttpResponse, watch = true) {
+    if (watch) this.watchAbort();
+  }
+
+  /**
+   * uWS needs onAborted registered before the route handler returns whenever the reply is sent
+   * later; a reply sent inside the handler (a cached quote) needs none, which saves a native call
+   * and a closure per request.
+   */
+  watchAbort(): void {
+    if (this.watching) return;
+    this.watching = true;
+    this.res.onAborted(() => {
       this.aborted = true;
     });
   }
@@ -29,7 +46,8 @@ export class ResponseSink {
     if (!this.open) return;
     this.done = true;
     this.res.cork(() => {
-      this.res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
+      // uWS answers 200 OK when no status is written.
+      if (status !== 200) this.res.writeStatus(statusLine(status));
       this.res.writeHeader('content-type', contentType);
       if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
       this.res.end(body, close);
@@ -46,6 +64,7 @@ export class ResponseSink {
  * callback, so each chunk is copied. The size limit is enforced while reading, not after.
  */
 export function readBody(sink: ResponseSink, maxBytes: number): Promise<Buffer> {
+  sink.watchAbort();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { parseQuery } from '../src/http/request.js';
+import { MEMO_MAX_ENTRIES, MEMO_MAX_QUERY, QueryMemo } from '../src/http/queryMemo.js';
+import { qList, qNumber, qString } from '../src/http/schemas.js';
+
+function counted() {
+  let runs = 0;
+  const schema = z.object({
+    id: z.preprocess((v) => {
+      runs++;
+      return v;
+    }, qString()),
+    volume: qNumber().optional(),
+    symbol: qList().optional(),
+  });
+  return { memo: new QueryMemo(schema), runs: () => runs };
+}
+const parse = (m: QueryMemo, raw: string) => m.parse(raw, () => parseQuery(raw));
+
+describe('QueryMemo (validated queries by raw string)', () => {
+  it('validates a repeated query once and hands out the same frozen result', () => {
+    const { memo, runs } = counted();
+    const a = parse(memo, 'id=abc&volume=0.5&symbol=EURUSD,GBPUSD');
+    const b = parse(memo, 'id=abc&volume=0.5&symbol=EURUSD,GBPUSD');
+    expect(a).toEqual({ ok: true, data: { id: 'abc', volume: 0.5, symbol: ['EURUSD', 'GBPUSD'] } });
+    expect(b.ok && a.ok && b.data === a.data).toBe(true);
+    expect(runs()).toBe(1);
+    const data = (a as { data: { volume: number; symbol: string[] } }).data;
+    expect(() => { data.volume = 2; }).toThrow(TypeError);
+    expect(() => data.symbol.push('X')).toThrow(TypeError);
+  });
+
+  it('keeps no failure: a bad query is refused every time', () => {
+    const { memo, runs } = counted();
+    expect(parse(memo, 'id=abc&volume=0x1').ok).toBe(false);
+    expect(parse(memo, 'id=abc&volume=0x1').ok).toBe(false);
+    expect(runs()).toBe(2);
+    expect(memo.size).toBe(0);
+  });
+
+  it('splits the raw string only on a miss', () => {
+    const { memo } = counted();
+    let splits = 0;
+    const raw = 'id=abc';
+    memo.parse(raw, () => (splits++, parseQuery(raw)));
+    memo.parse(raw, () => (splits++, parseQuery(raw)));
+    expect(splits).toBe(1);
+  });
+
+  it('is bounded: long strings are not kept and a full map starts over', () => {
+    const { memo } = counted();
+    expect(parse(memo, `id=${'x'.repeat(MEMO_MAX_QUERY)}`).ok).toBe(true);
+    expect(memo.size).toBe(0);
+    for (let i = 0; i <= MEMO_MAX_ENTRIES; i++) parse(memo, `id=a${i}`);
+    expect(memo.size).toBeLessThanOrEqual(MEMO_MAX_ENTRIES);
+    expect(memo.size).toBeGreaterThan(0);
+  });
+});
