@@ -169,6 +169,11 @@ async function main() {
   const p5 = simConfig.servers.find((x) => x.name === 'Sim-P5-Demo')!;
   const btc = p5.symbols.find((x) => x.name === 'BTCUSD')!;
   for (const name of EXTRA_SYMBOLS) p5.symbols.push({ ...btc, name, description: `${name} (bench)` });
+  // The simulator's own ticks are switched off (quote sessions closed all week): the gateway's
+  // sockets must receive exactly the baseline's frames. With them, the gateway's clients also got
+  // the simulator's 4 ticks/s per symbol, which at 5,000 sockets (2 bench ticks/s per symbol) was
+  // three times the baseline's frames, and its ratio measured the clients' extra work.
+  for (const sym of p5.symbols) sym.quoteSessions = Array.from({ length: 7 }, () => []);
   const simServersFile = join(dataDir, 'sim-servers.json');
   writeFileSync(simServersFile, JSON.stringify(simConfig));
   const config = parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT, streamHeartbeatMs: 10_000, simServersFile });
