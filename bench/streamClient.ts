@@ -1,8 +1,8 @@
 // Child process of bench/stream.ts: opens N WebSocket clients, subscribes them, and records
 // tick-to-client latency (receive wall clock - the tick's intended time carried in timeMscUtc)
-// in a µs histogram. Frames are not JSON-parsed: the timestamp is cut out of the text, so the
-// client costs as little as possible per frame.
-import WebSocket from 'ws';
+// in a µs histogram. Frames are not JSON-parsed, not even made strings: the timestamp is cut out
+// of the received bytes (bench/lib/rawWs.ts), so the client costs as little as possible per frame.
+import { openRawWs, type RawWs } from './lib/rawWs.js';
 import { nowMs, StreamHist } from './streamHist.js';
 
 export interface ClientJob {
@@ -25,21 +25,20 @@ let frames = 0;
 let measuring = false;
 let measureStart = 0;
 let cpuStart = process.cpuUsage();
-const sockets: WebSocket[] = [];
-const KEY = '"timeMscUtc":';
-const MARK = '"volume":-1}}';
+const sockets: RawWs[] = [];
+const KEY = Buffer.from('"timeMscUtc":');
+const MARK = Buffer.from('"volume":-1}}');
 
-function onMessage(data: WebSocket.RawData): void {
+function onMessage(buf: Buffer, start: number, end: number): void {
   if (!measuring) return;
-  const text = data.toString();
-  // Only the bench's own ticks (the simulator's real ticks of the same symbols also reach the sockets).
-  if (!text.endsWith(MARK)) return;
-  const i = text.indexOf(KEY);
-  if (i < 0) return;
+  // Only the bench's own ticks (volume -1), should anything else reach the socket.
+  if (end - start < MARK.length || buf.compare(MARK, 0, MARK.length, end - MARK.length, end) !== 0) return;
+  const i = buf.indexOf(KEY, start);
+  if (i < 0 || i >= end) return;
   const j = i + KEY.length;
   let k = j;
-  while (k < text.length && text.charCodeAt(k) !== 44 && text.charCodeAt(k) !== 125) k++;
-  const sent = Number(text.slice(j, k));
+  while (k < end && buf[k] !== 44 && buf[k] !== 125) k++;
+  const sent = Number(buf.toString('latin1', j, k));
   hist.record((nowMs() - sent) * 1000);
   frames++;
 }
@@ -52,32 +51,31 @@ async function open(job: ClientJob): Promise<void> {
     await Promise.all(Array.from({ length: n }, () => new Promise<void>((resolve, reject) => {
       const slow = slowLeft > 0;
       if (slow) slowLeft--;
+      let socket: RawWs | undefined;
       const ready = () => {
         // A slow reader: the TCP socket stops reading, so the server's buffers for it fill up.
-        if (slow) (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+        if (slow) socket?.pause();
         resolve();
       };
-      const ws = new WebSocket(job.url, { perMessageDeflate: false });
       let acks = 0;
-      ws.on('error', reject);
-      ws.on('open', () => {
-        sockets.push(ws);
-        if (job.mode === 'baseline') ready();
-        else {
-          job.symbols.forEach((s, k) => ws.send(JSON.stringify(
-            slow && k === 0 && job.slowTimeframe ? { action: 'subscribe', symbol: s, timeframe: job.slowTimeframe } : { action: 'subscribe', symbol: s })));
-        }
-      });
-      ws.on('message', (d) => {
-        if (job.mode === 'gateway' && acks < job.symbols.length) {
-          const t = d.toString();
+      const subscribing = job.mode === 'gateway';
+      openRawWs(job.url, (buf, start, end) => {
+        if (subscribing && acks < job.symbols.length) {
+          const t = buf.toString('utf8', start, end);
           if (t.startsWith('{"type":"SUBSCRIBED"')) {
             if (++acks === job.symbols.length) ready();
           } else if (t.startsWith('{"type":"ERROR"')) reject(new Error(t));
           return;
         }
-        onMessage(d);
-      });
+        onMessage(buf, start, end);
+      }).then((ws) => {
+        sockets.push(socket = ws);
+        if (!subscribing) ready();
+        else {
+          job.symbols.forEach((s, k) => ws.send(JSON.stringify(
+            slow && k === 0 && job.slowTimeframe ? { action: 'subscribe', symbol: s, timeframe: job.slowTimeframe } : { action: 'subscribe', symbol: s })));
+        }
+      }, reject);
     })));
   }
 }
