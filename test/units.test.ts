@@ -9,6 +9,7 @@ import { parseQuery } from '../src/http/request.js';
 import { positiveInt, utc } from '../src/runtime/hosts/accountOps.js';
 import { paramsHash } from '../src/runtime/hosts/accountTrade.js';
 import { createHash } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { qBool, qInt, qList, qNumber } from '../src/http/schemas.js';
 import { ManualClock } from './helpers/gateway.js';
 
@@ -57,6 +58,10 @@ describe('config', () => {
   it('defaults make a fresh start work', () => {
     const c = parseConfig({});
     expect(c).toMatchObject({ port: 8080, dataDir: './data', allowUwsFallback: false, trustProxy: false, authFailLimit: 40 });
+  });
+  it('leaves a core to the main thread: one shard fewer than cores, at least one', () => {
+    expect(parseConfig({}).shards).toBe(Math.max(1, availableParallelism() - 1));
+    expect(loadConfig({ SHARDS: '3' }).shards).toBe(3);
   });
   it('reads env vars and names the bad field', () => {
     expect(loadConfig({ PORT: '9001', ALLOW_UWS_FALLBACK: '1', TRUST_PROXY: 'true' })).toMatchObject({ port: 9001, allowUwsFallback: true, trustProxy: true });
