@@ -62,3 +62,35 @@ describe('standalone simulator process', () => {
     }
   });
 });
+
+describe('account events are built only for listeners', () => {
+  it('the simulator builds position/order lists for a connection only while it has listeners, across reconnects', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim);
+    const host = sim.server('Sim-P5-Demo')!;
+    const sinks = () => [...host.sinks.values()].reduce((n, s) => n + s.size, 0);
+    const buy = () => c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    expect(sinks()).toBe(0);
+    expect((await buy()).ok).toBe(true);
+    const lists: number[] = [];
+    const offPositions = c.on('positions', (p) => lists.push(p.length));
+    const offDeals = c.on('deal', () => undefined);
+    expect(sinks()).toBe(1);
+    await buy();
+    expect(lists).toEqual([2]);
+    offPositions();
+    offPositions(); // a second call changes nothing
+    expect(sinks()).toBe(1); // the deal listener still wants them
+    offDeals();
+    expect(sinks()).toBe(0);
+    await buy();
+    expect(lists).toEqual([2]);
+    const offOrders = c.on('orders', () => undefined);
+    await c.disconnect();
+    expect(sinks()).toBe(0);
+    await c.connect();
+    expect(sinks()).toBe(1);
+    offOrders();
+    expect(sinks()).toBe(0);
+  });
+});

@@ -22,6 +22,8 @@ class Upstream {
   made = 0;
   log: string[] = [];
   hold: Promise<void> | null = null;
+  /** Listeners of positions/orders/deal per connection (index = connection number). */
+  accountListeners: number[] = [];
   conn(_c: BrokerCredentials): BrokerConnection {
     const n = ++this.made;
     const up = this;
@@ -31,7 +33,11 @@ class Upstream {
       get state() { return state; },
       async connect() { state = 'connected'; up.live++; up.maxLive = Math.max(up.maxLive, up.live); up.log.push(`connect#${n}`); },
       async disconnect() { if (state === 'connected') up.live--; state = 'disconnected'; up.log.push(`disconnect#${n}`); },
-      on() { return () => {}; },
+      on(event: string) {
+        if (event !== 'positions' && event !== 'orders' && event !== 'deal') return () => {};
+        up.accountListeners[n] = (up.accountListeners[n] ?? 0) + 1;
+        return () => { up.accountListeners[n]!--; };
+      },
       async accountSummary(): Promise<AccountSummary> {
         if (up.hold) await up.hold;
         up.log.push(`summary#${n}`);
@@ -83,5 +89,32 @@ it('rolling upgrade: in-flight work finishes on the old connection, then the new
   expect(up.log.indexOf('disconnect#2')).toBeLessThan(up.log.indexOf('connect#3'));
   expect(up.maxLive).toBe(1);
   expect(up.live).toBe(1);
+  host.stop();
+});
+
+it('positions, orders and deals are subscribed at the broker only while the account has listeners, on the replacement too', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'tagw-lazy-'));
+  db = openDb(dir);
+  const key = randomBytes(32);
+  const up = new Upstream();
+  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+  const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
+  const id = '33333333-3333-4333-8333-333333333333';
+  await host.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: 'l', passwordEnc: new SecretBox(key).seal('pw', id) });
+  const rt = await ctx.accounts!.ensure(id);
+  const live = () => up.made; // the connection made last is the live one
+  expect(up.accountListeners[live()] ?? 0).toBe(0);
+  const off = rt.on(() => undefined);
+  const off2 = rt.on(() => undefined);
+  expect(up.accountListeners[live()]).toBe(3);
+  off2();
+  expect(up.accountListeners[live()]).toBe(3);
+  const before = live();
+  await host.handlers['account.upgrade']!({ accountId: id, build: 4000 });
+  expect(live()).toBe(before + 1);
+  expect(up.accountListeners[before]).toBe(0); // the old connection let go
+  expect(up.accountListeners[live()]).toBe(3);
+  off();
+  expect(up.accountListeners[live()]).toBe(0);
   host.stop();
 });

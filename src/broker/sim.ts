@@ -65,6 +65,8 @@ export class SimBrokerConnection implements BrokerConnection {
   private readonly candleSubs = new Map<MarketSymbol, Set<number>>();
   private readonly candleListeners = new Map<MarketSymbol, BarListener>();
   private readonly sink: AccountSink;
+  /** Listeners of positions, orders and deals (see on()). */
+  private accountListeners = 0;
   private unFault: (() => void) | null = null;
   private dropTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -89,7 +91,29 @@ export class SimBrokerConnection implements BrokerConnection {
   }
 
   on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
-    return this.listeners.on(event, listener);
+    const off = this.listeners.on(event, listener);
+    if (event !== 'positions' && event !== 'orders' && event !== 'deal') return off;
+    // The account's sink (position and order lists built on every change) is registered only
+    // while someone listens to them.
+    if (this.accountListeners++ === 0 && this._state === 'connected') this.attachSink();
+    let done = false;
+    return () => {
+      off();
+      if (done) return;
+      done = true;
+      if (--this.accountListeners === 0) this.detachSink();
+    };
+  }
+
+  private attachSink(): void {
+    if (!this.account) return;
+    let sinks = this.host.sinks.get(this.account);
+    if (!sinks) this.host.sinks.set(this.account, (sinks = new Set()));
+    sinks.add(this.sink);
+  }
+
+  private detachSink(): void {
+    if (this.account) this.host.sinks.get(this.account)?.delete(this.sink);
   }
 
   private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
@@ -117,9 +141,7 @@ export class SimBrokerConnection implements BrokerConnection {
       this.setState('disconnected', err instanceof BrokerAuthError ? 'authentication failed' : 'login failed');
       throw err;
     }
-    let sinks = this.host.sinks.get(this.account);
-    if (!sinks) this.host.sinks.set(this.account, (sinks = new Set()));
-    sinks.add(this.sink);
+    if (this.accountListeners > 0) this.attachSink();
     this.unFault = this.sim.faults.onSet((f) => {
       if (f.kind === 'drop' && f.server === this.server.name && (f.login === undefined || f.login === this.login)) {
         this.drop('connection lost (injected drop)');
@@ -137,7 +159,7 @@ export class SimBrokerConnection implements BrokerConnection {
   }
 
   private detach(): void {
-    if (this.account) this.host.sinks.get(this.account)?.delete(this.sink);
+    this.detachSink();
     for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
     this.unFault?.();
     this.unFault = null;

@@ -60,11 +60,29 @@ class Slot {
         }
       }),
       conn.on('tick', (tick) => entry.emit({ type: 'tick', tick })),
-      conn.on('positions', (positions) => entry.emit({ type: 'positions', positions })),
-      conn.on('orders', (orders) => entry.emit({ type: 'orders', orders })),
-      conn.on('deal', (deal) => entry.emit({ type: 'deal', deal })),
       conn.on('candle', (candle) => entry.emit({ type: 'candle', candle })),
     );
+  }
+
+  private accountEventsOff: Array<() => void> | null = null;
+
+  /**
+   * Positions, orders and deals are asked of the broker only while the account has listeners
+   * (stream sockets, gateway sessions): the simulator builds the whole position list on every
+   * change for a listener, which an order nobody streams should not pay for.
+   */
+  listenAccountEvents(on: boolean): void {
+    if (on && !this.accountEventsOff) {
+      const { conn, entry } = this;
+      this.accountEventsOff = [
+        conn.on('positions', (positions) => entry.emit({ type: 'positions', positions })),
+        conn.on('orders', (orders) => entry.emit({ type: 'orders', orders })),
+        conn.on('deal', (deal) => entry.emit({ type: 'deal', deal })),
+      ];
+    } else if (!on && this.accountEventsOff) {
+      for (const off of this.accountEventsOff) off();
+      this.accountEventsOff = null;
+    }
   }
 
   start(): void {
@@ -102,6 +120,8 @@ class Slot {
   dispose(): void {
     for (const u of this.unsubs) u();
     this.unsubs.length = 0;
+    this.listenAccountEvents(false);
+    this.entry.slotGone(this);
     this.actor.stop();
   }
 }
@@ -121,6 +141,8 @@ interface Waiter {
 export class AccountEntry implements AccountRuntime {
   private slot: Slot | null = null;
   private readonly listeners = new Set<(ev: AccountEvent) => void>();
+  /** Slots not yet disposed: the current one, and during a switch the draining and the next one. */
+  private readonly slots = new Set<Slot>();
   private waiters: Waiter[] = [];
   private lastPhase: ConnectionPhase = 'connecting';
   private everConnected = false;
@@ -169,7 +191,14 @@ export class AccountEntry implements AccountRuntime {
     const conn = this.deps.factory(spec.credentials);
     const slot = new Slot(this, conn, spec.build, this.deps);
     this.lastSlot = slot;
+    this.slots.add(slot);
+    slot.listenAccountEvents(this.listeners.size > 0);
     return slot;
+  }
+
+  /** A slot was disposed: it gets no listener changes any more. */
+  slotGone(slot: Slot): void {
+    this.slots.delete(slot);
   }
 
   phase(): ConnectionPhase {
@@ -209,7 +238,10 @@ export class AccountEntry implements AccountRuntime {
 
   on(listener: (ev: AccountEvent) => void): () => void {
     this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    if (this.listeners.size === 1) for (const slot of this.slots) slot.listenAccountEvents(true);
+    return () => {
+      if (this.listeners.delete(listener) && this.listeners.size === 0) for (const slot of this.slots) slot.listenAccountEvents(false);
+    };
   }
 
   /** Waits for a usable connection. 503 NOT_CONNECTED after `timeoutMs`. */
