@@ -65,6 +65,32 @@ describe.each([
   });
 });
 
+describe('checkpoints', () => {
+  it('are written a turn after the journal commit an order waits for, never ahead of the journal', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
+    dirs.push(dir);
+    const a = open(join(dir, 'sim.db'), 0);
+    const sim = new Simulator({ config: testConfig(), store: a.store, clock: new ManualClock(T0) });
+    const c = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: '3002', password: 'pw' });
+    await c.connect();
+    const checkpointSeq = () => {
+      const row = a.db.prepare("SELECT data FROM sim_state WHERE login = '3002' AND kind = 'A'").get() as { data: string } | undefined;
+      return row ? (JSON.parse(row.data) as { seq: number }).seq : -1;
+    };
+    const journalSeq = () => (a.db.prepare("SELECT max(seq) AS s FROM sim_journal WHERE login = '3002'").get() as { s: number | null }).s ?? -1;
+    await new Promise((r) => setImmediate(r));
+    const before = checkpointSeq();
+    const buy = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1 });
+    expect(buy.ok).toBe(true);
+    // The reply came after the journal commit; the checkpoint has not been written yet.
+    expect(journalSeq()).toBeGreaterThan(before);
+    expect(checkpointSeq()).toBe(before);
+    await new Promise((r) => setImmediate(r));
+    expect(checkpointSeq()).toBe(journalSeq());
+    a.db.close();
+  });
+});
+
 describe('migrateSimStore', () => {
   it('is idempotent and only creates sim_ tables', () => {
     const db = new Database(':memory:');

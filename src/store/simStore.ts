@@ -142,7 +142,9 @@ export class SqliteSimStore implements SimPersistence {
   private rejectDurable: ((e: unknown) => void) | null = null;
   private readonly batchTx: () => void;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
-  private readonly checkpointTx: () => void;
+  private readonly checkpointTx: (all: boolean) => void;
+  private checkpointsQueued = false;
+  private checkpointsPostponed = false;
   private readonly onError: (err: unknown) => void;
 
   constructor(
@@ -170,9 +172,8 @@ export class SqliteSimStore implements SimPersistence {
       const items = this.queue;
       this.queue = [];
       for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
-      this.checkpointDue(false);
     });
-    this.checkpointTx = db.transaction(() => this.checkpointDue(true));
+    this.checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
     this.allocTx = db.transaction((server: string, count: number) => {
       const row = st.counterGet.get(server) as { next: number } | undefined;
       const first = row?.next ?? 100_001;
@@ -195,7 +196,7 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   /** Write checkpoints of dirty accounts (all of them when `all`, else those older than
-   *  checkpointMs). Runs inside the batch transaction. */
+   *  checkpointMs). Runs inside the checkpoint transaction. */
   private checkpointDue(all: boolean): void {
     const now = Date.now();
     for (const m of this.mirrors.values()) {
@@ -228,7 +229,7 @@ export class SqliteSimStore implements SimPersistence {
   /** Write every pending checkpoint now (before closing the database, and in tests). */
   checkpoint(): void {
     this.commitQueued();
-    this.checkpointTx();
+    this.checkpointTx(true);
   }
 
   private mirrorFor(server: string, login: string): Mirror {
@@ -335,6 +336,36 @@ export class SqliteSimStore implements SimPersistence {
       reject?.(err);
       throw err;
     }
+    this.scheduleCheckpoints();
+  }
+
+  /**
+   * Checkpoints that fell due are written a turn after the journal commit, in a transaction of
+   * their own: a checkpoint serializes the account's whole state (every open position), and an
+   * order's reply, which waits for the journal commit, should not wait for that too. The journal
+   * is committed first, so a checkpoint is never ahead of it.
+   */
+  private scheduleCheckpoints(): void {
+    if (this.checkpointsQueued) return;
+    this.checkpointsQueued = true;
+    setImmediate(() => {
+      this.checkpointsQueued = false;
+      if (!this.db.open) return;
+      try {
+        // Changes queued meanwhile are committed first, and their waiters answered before the
+        // checkpoints (a turn later; only once, so a busy shard still gets its checkpoints).
+        if (this.queue.length > 0 && !this.checkpointsPostponed) {
+          this.checkpointsPostponed = true;
+          this.commitQueued();
+          return;
+        }
+        this.checkpointsPostponed = false;
+        this.commitQueued();
+        this.checkpointTx(false);
+      } catch (err) {
+        this.onError(err);
+      }
+    });
   }
 
   whenDurable(): Promise<void> {
