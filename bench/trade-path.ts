@@ -1,4 +1,4 @@
-// npm run bench -- trade-path [--orders N] [--per-account N] [--prof]
+// npm run bench -- trade-path [--orders N] [--per-account N] [--gap-ms N] [--prof]
 // In-process micro-bench of the account host's trade path (no HTTP, no shard hop): the real
 // account host over the embedded simulator and a temp SQLite database, OrderSend with and
 // without a clientOrderId (an idempotency record: actor + durable 'sent' row + result). The two
@@ -52,7 +52,10 @@ for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {
 }
 
 let seq = 0;
-const turn = () => new Promise((resolve) => setImmediate(resolve));
+// --gap-ms N: sleep N ms between orders instead of one event-loop turn, as a shard thread that goes
+// idle between requests does (its caches cool down; on this VM that costs ~30 µs an order).
+const GAP = arg('gap-ms', 0);
+const turn = () => new Promise((resolve) => (GAP ? setTimeout(resolve, GAP) : setImmediate(resolve)));
 const run = async (n: number, idem: boolean, h: Histogram, gap = true) => {
   for (let i = 0; i < n; i++) {
     if (gap) await turn();
