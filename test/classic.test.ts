@@ -398,6 +398,14 @@ describe('rolling upgrade', () => {
   }, 20_000);
 });
 
+describe('query memo and secrets', () => {
+  it('every route whose query carries a broker password keeps no validated copy of it', () => {
+    const withPassword = t.gw.routes.filter((r) => r.query && 'password' in ((r.query as unknown as { shape?: object }).shape ?? {}));
+    expect(withPassword.map((r) => `${r.method} ${r.path}`)).toEqual(['get /ConnectEx']);
+    for (const r of withPassword) expect(r.secretQuery).toBe(true);
+  });
+});
+
 describe('a client that hangs up', () => {
   it('while its request waits on the broker: the late reply is dropped and the gateway serves on', async () => {
     const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'khang' } })).body.key;

@@ -48,6 +48,13 @@ describe('QueryMemo (validated queries by raw string)', () => {
     expect(splits).toBe(1);
   });
 
+  it('keeps nothing for a route whose query carries a secret', () => {
+    const memo = new QueryMemo(z.object({ user: qString(), password: qString() }), { keep: false });
+    const raw = 'user=1&password=hunter2';
+    expect(memo.parse(raw, () => parseQuery(raw))).toEqual({ ok: true, data: { user: '1', password: 'hunter2' } });
+    expect(memo.size).toBe(0);
+  });
+
   it('is bounded: long strings are not kept and a full map starts over', () => {
     const { memo } = counted();
     expect(parse(memo, `id=${'x'.repeat(MEMO_MAX_QUERY)}`).ok).toBe(true);

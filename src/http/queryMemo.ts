@@ -18,7 +18,11 @@ function freeze<T>(v: T): T {
 
 export class QueryMemo {
   private readonly map = new Map<string, unknown>();
-  constructor(private readonly schema: z.ZodType) {}
+  private readonly keep: boolean;
+  /** `keep: false`: validate only, remember nothing (a query carrying a secret). */
+  constructor(private readonly schema: z.ZodType, opts: { keep?: boolean } = {}) {
+    this.keep = opts.keep ?? true;
+  }
 
   get size(): number {
     return this.map.size;
@@ -30,7 +34,7 @@ export class QueryMemo {
     if (hit !== undefined) return { ok: true, data: hit };
     const r = this.schema.safeParse(parsed());
     if (!r.success) return { ok: false, error: r.error };
-    if (raw.length <= MEMO_MAX_QUERY) {
+    if (this.keep && raw.length <= MEMO_MAX_QUERY) {
       if (this.map.size >= MEMO_MAX_ENTRIES) this.map.clear();
       this.map.set(raw, freeze(r.data));
     }

@@ -38,6 +38,8 @@ export interface RouteDef<Q = unknown, B = unknown> {
   /** Status of a successful reply (documented). */
   successStatus?: number;
   errors?: ErrorCode[];
+  /** The query carries a secret (a broker password): its validated form is not memoized (kept in memory past the request). */
+  secretQuery?: boolean;
   /** A trading call (SPEC §5.5): a read-only key gets 403 before anything else is looked at. */
   trading?: boolean;
   handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;
