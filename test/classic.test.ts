@@ -139,9 +139,18 @@ describe('P4/P5 differences', () => {
 
 describe('/GetQuote cache', () => {
   it('serves the same quote within 250 ms unless cached=0', async () => {
-    const a = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
-    const b = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
-    expect(b.body).toEqual(a.body);
+    // A bypassing read refreshes the cache; a read right after it (well within 250 ms) is served from it.
+    let a = await api(`/GetQuote?id=${p5}&symbol=BTCUSD&cached=0`);
+    let served = false;
+    for (let i = 0; i < 5 && !served; i++) {
+      const t0 = performance.now();
+      a = await api(`/GetQuote?id=${p5}&symbol=BTCUSD&cached=0`);
+      const b = await api(`/GetQuote?id=${p5}&symbol=BTCUSD`);
+      if (performance.now() - t0 > 200) continue; // too slow a machine to tell: try again
+      expect(b.body).toEqual(a.body);
+      served = true;
+    }
+    expect(served).toBe(true);
     // BTCUSD ticks several times a second: a bypassing read eventually differs from the cached one.
     let differs = false;
     for (let i = 0; i < 40 && !differs; i++) {
@@ -203,6 +212,43 @@ describe('§7 statuses', () => {
     const r = await api(`/AccountSummary?id=${seat.body.id}`);
     expect(r.status).toBe(402);
     expect(r.body.error).toBe('NO_SUBSCRIPTION');
+  });
+
+  it('the gateway routes check the seat too: /v1/connect answers 402 while it is prepared, 503 when it has no login', async () => {
+    const building = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true, user: 'bld-1', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(building.body.status).toBe('BUILDING_SERVER');
+    const c1 = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: building.body.id } });
+    expect(c1.status).toBe(402);
+    expect(c1.body.error).toBe('NO_SUBSCRIPTION');
+    const loginless = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: false } });
+    expect(loginless.body.status).toBe('ACTIVE');
+    const c2 = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: loginless.body.id } });
+    expect(c2.status).toBe(503);
+    expect(c2.body.error).toBe('NOT_CONNECTED');
+    expect((await api(`/AccountSummary?id=${loginless.body.id}`)).status).toBe(503);
+  });
+
+  it('a read-only key cannot create or re-bind accounts: /ConnectEx answers 403 whatever its form', async () => {
+    const ro = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'ro-bind', readOnly: true } })).body.key;
+    const roScoped = (await t.req('POST', `/v1/seats/${p5}/keys`, { headers: mgmt(t.managementKey), body: { label: 'ro-sc', readOnly: true, accountScoped: true } })).body.key;
+    const tries = [
+      t.req('POST', '/ConnectEx', { headers: { 'x-api-key': ro }, body: { user: 'ro-new', password: 'x', server: 'Sim-P5-Demo' } }),
+      t.req('GET', `/ConnectEx?id=${p4}&user=ro-attacker&password=a&server=Sim-P4-Demo`, { headers: { 'x-api-key': ro } }),
+      t.req('GET', `/ConnectEx?id=${p5}&user=ro-attacker2&password=a&server=Sim-P5-Demo`, { headers: { 'x-api-key': roScoped } }),
+    ];
+    for (const r of await Promise.all(tries)) {
+      expect(r.status, r.text).toBe(403);
+      expect(r.body.error).toBe('READ_ONLY_KEY');
+    }
+    expect((await api(`/AccountDetails?id=${p4}`)).body.login).toBe('c-p4');
+  });
+
+  it('a platform that does not match the server is 400 for a login already bound, as for a new one', async () => {
+    const r = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo', platform: 'P4' } });
+    expect(r.status).toBe(400);
+    expect(r.body.message).toMatch(/P5 server, not P4/);
+    const ok = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo', platform: 'P5' } });
+    expect(ok.body.id).toBe(p5);
   });
 
   it('403 for a read-only key on every trading route and for a scoped key on another account', async () => {

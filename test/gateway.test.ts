@@ -74,7 +74,8 @@ describe('session handle lifecycle', () => {
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: '00000000-0000-4000-8000-000000000000' } })).status).toBe(404);
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: 'not-a-uuid' } })).status).toBe(400);
     const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: {} });
-    expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat.body.id } })).status).toBe(404);
+    // An account that exists but has no broker login cannot connect: 503, as on the classic routes.
+    expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat.body.id } })).status).toBe(503);
   });
 
   it('Ping needs a key but no handle; unknown operations are 404', async () => {

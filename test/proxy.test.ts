@@ -134,7 +134,7 @@ describe('P5 operations (§4.4)', () => {
     const one = await op(t, p5, 'OpenedOrder', { ticket });
     expect(one.body).toMatchObject({ ticket, kind: 'position', openTime: expect.any(String) });
     await bad(p5, 'OpenedOrder', { ticket: 'abc' }, 'ticket');
-    expect((await op(t, p5, 'OpenedOrder', { ticket: 999999999 })).status).toBe(404);
+    expect((await op(t, p5, 'OpenedOrder', { ticket: 999999999 })).status).toBe(400);
 
     const sl = Math.round(q.bid * 0.8);
     const mod = await op(t, p5, 'OrderModifySafe', { ticket, stoploss: sl, takeprofit: 0 });

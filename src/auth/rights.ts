@@ -12,3 +12,8 @@ export function assertAccountScope(p: Principal, accountId: string): void {
 export function assertCanTrade(p: Principal): void {
   if (p.readOnly) throw apiError('READ_ONLY_KEY', 'this key is read-only: trading calls are not allowed');
 }
+
+/** Binding broker logins (creating seats, re-binding) is not "data and streaming" (SPEC §2 readOnly). */
+export function assertCanBind(p: Principal): void {
+  if (p.kind === 'api' && p.readOnly) throw apiError('READ_ONLY_KEY', 'this key is read-only: it cannot create or bind broker accounts');
+}

@@ -118,6 +118,10 @@ export function accountForLogin(
       if (!samePassword(secretBox(s).open(bound.password_enc, bound.seat_id), b.password)) {
         throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
       }
+      // The same check a new login gets in its shard: a given platform must match the server's.
+      if (b.platform !== undefined && b.platform !== bound.platform) {
+        throw apiError('BAD_REQUEST', `server ${b.server} is a ${bound.platform} server, not ${b.platform}`);
+      }
       return { id: bound.seat_id, status: null, created: false };
     }
     const id = randomUUID();

@@ -8,7 +8,7 @@
 // would suggest the key lacks a right. Nothing is created when the broker refuses.
 import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
-import { assertAccountScope } from '../../auth/rights.js';
+import { assertAccountScope, assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
 import { qInt, qString } from '../schemas.js';
@@ -34,6 +34,7 @@ const Reply = z.object({ id: z.string().uuid() }).meta({ id: 'ConnectExReply' })
 
 export function connectExRoutes(s: Services): AnyRoute[] {
   const handler = async (input: ConnectExInput, principal: Principal) => {
+    assertCanBind(principal);
     const existing = input.id ?? input.accountId;
     const bind = { customerId: principal.customerId, user: input.user, password: input.password, server: input.server, platform: input.platform, build: input.build };
     if (existing) {
@@ -51,7 +52,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
   };
   const common = {
     path: '/ConnectEx', family: 'classic' as const, auth: 'connection' as const, tags: ['classic', 'accounts'],
-    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NOT_FOUND'] as const,
+    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'NOT_FOUND'] as const,
   };
   return [
     defineRoute({

@@ -8,8 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import type { Principal } from '../../auth/authenticator.js';
-import { assertAccountScope } from '../../auth/rights.js';
+import { assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import '../../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../../services.js';
@@ -18,7 +17,7 @@ import { SessionStore, type SessionRow } from '../../store/sessions.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { secretBox } from './connectEx.js';
 import { accountForLogin } from './classicBinding.js';
-import { ownedSeat } from './provisioning.js';
+import { AccountAccess } from './classicAccess.js';
 
 export const HANDLE_PREFIX = 'gwh_';
 
@@ -79,13 +78,9 @@ const BrokerAccount = z.object({
 const ConnectBody = z.object({ brokerAccountId: z.string().uuid() }).strict();
 const ConnectReply = z.object({ handle: z.string().describe('Opaque session handle; the same one while the session is live') }).meta({ id: 'ConnectReply' });
 
-function assertConnectionKey(p: Principal): void {
-  // §5: a management key or an (unscoped) API key; a scoped key was already refused as Bearer.
-  if (p.kind === 'api' && p.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot create broker accounts');
-}
-
 export function gatewayRoutes(s: Services): AnyRoute[] {
   const accounts = new AccountStore(s.db);
+  const access = new AccountAccess(s);
   const dir = handleDirectory(s);
   return [
     defineRoute({
@@ -96,7 +91,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY'],
       handler: async ({ body, principal }) => {
         const p = principal!;
-        assertConnectionKey(p);
+        assertCanBind(p);
         if (p.kind === 'api' && p.accountScoped) throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts');
         // One account per broker login: a login already bound answers with its account (200), a new one 201.
         const acct = await accountForLogin(s, { customerId: p.customerId, user: body.user, password: body.password, server: body.server, platform: body.platform });
@@ -108,14 +103,15 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/connect', family: 'gateway', auth: 'connection', tags: ['gateway'],
       summary: 'Open a session for a broker account and get its handle (the same handle while it is live)',
       body: ConnectBody, response: ConnectReply,
-      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'NOT_CONNECTED', 'BROKER_AUTH_FAILED'],
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'BROKER_AUTH_FAILED'],
       handler: async ({ body, principal }) => {
         const p = principal!;
         const accountId = body.brokerAccountId;
-        if (p.kind === 'api') assertAccountScope(p, accountId);
-        ownedSeat(s, p.customerId, accountId);
+        // Scope, ownership (404) and an ACTIVE seat (402), as on the classic routes and /v1/stream.
+        await access.resolve(p, { id: accountId }, false);
         const binding = accounts.get(accountId);
-        if (!binding) throw apiError('NOT_FOUND', 'account has no broker login: create it with POST /v1/broker-accounts or bind it with /ConnectEx');
+        // A seat without a login is an account that cannot connect (503), as on the classic routes.
+        if (!binding) throw apiError('NOT_CONNECTED', 'account has no broker login: bind one with /ConnectEx?id=<account> or POST /v1/seats');
         const box = secretBox(s);
         const candidate = HANDLE_PREFIX + randomBytes(32).toString('base64url');
         const r = await s.shards.call(accountId, 'session.connect', {

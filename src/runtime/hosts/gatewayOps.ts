@@ -223,7 +223,8 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
     }
     case 'OpenedOrder': {
       const x = await conn.openedOrder(num(a, 'ticket'));
-      if (!x) throw apiError('NOT_FOUND', `no open position or pending order with ticket ${num(a, 'ticket')}`);
+      // 404 is reserved for the account (and the session): an unknown ticket is a bad parameter, as on /OpenedOrder.
+      if (!x) throw apiError('BAD_REQUEST', `no open position or pending order with ticket ${num(a, 'ticket')}`);
       return x.kind === 'position' ? positionJson(x, clock) : orderJson(x, clock);
     }
     case 'OpenedOrdersTickets': {
