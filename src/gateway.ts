@@ -17,6 +17,7 @@ import { proxyRoutes } from './http/routes/proxy.js';
 import { faultRoutes } from './http/routes/faults.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
+import { socketRoutes } from './http/routes/sockets.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { loadSecretKey } from './crypto/secretBox.js';
@@ -110,6 +111,7 @@ async function start(
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
   routes.push(...faultRoutes(services));
+  routes.push(...socketRoutes());
 
   const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug' };
   const app = uws.App();

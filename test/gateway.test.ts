@@ -83,6 +83,10 @@ describe('session handle lifecycle', () => {
     expect((await t.req('GET', '/v1/proxy/Ping', { headers: { 'x-api-key': a.key } })).status).toBe(200);
     expect((await t.req('GET', '/v1/proxy/Ping')).status).toBe(401);
     expect((await op(t, a, 'NoSuchOp')).status).toBe(404);
+    // A known operation with another method: 404 that says so, not "unknown operation".
+    const post = await t.req('POST', `/v1/proxy/AccountSummary?handle=${a.handle}`, { headers: { 'x-api-key': a.key } });
+    expect(post.status).toBe(404);
+    expect(post.body.message).toMatch(/no route for POST \/v1\/proxy\/AccountSummary: gateway operations are GET/);
   });
 });
 

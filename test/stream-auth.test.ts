@@ -35,6 +35,19 @@ async function refused(query: Record<string, string>, headers: Record<string, st
   return r;
 }
 
+describe('a GET that is not an upgrade', () => {
+  it('answers 400 with a JSON body on /v1/stream and /ws (not the 404 of unknown paths); both are in the OpenAPI document', async () => {
+    for (const path of [`/v1/stream?id=${seatA}&apiKey=${fullKey}`, '/ws?handle=x']) {
+      const r = await t.req('GET', path, { headers: { 'x-api-key': fullKey } });
+      expect(r.status, path).toBe(400);
+      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.message).toMatch(/WebSocket endpoint/);
+    }
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/stream', '/ws']));
+  });
+});
+
 describe('/v1/stream upgrade refusals', () => {
   it('no key: 401 with a JSON error body', async () => {
     const r = await refused({ id: seatA });

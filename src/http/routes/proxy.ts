@@ -80,8 +80,11 @@ export function proxyRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'any', path: '/v1/proxy/:operation', family: 'gateway', auth: 'api', tags: ['gateway'],
     summary: 'Unknown gateway operation (404)', errors: ['ROUTE_NOT_FOUND'],
-    handler: ({ params }) => {
-      throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${params[0]}'`);
+    handler: ({ params, req }) => {
+      const op = params[0]!;
+      // Reached by a known operation only with another method than GET.
+      if (Object.hasOwn(OPERATIONS, op)) throw apiError('ROUTE_NOT_FOUND', `no route for ${req.method} /v1/proxy/${op}: gateway operations are GET`);
+      throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
     },
   }));
   return routes;

@@ -1,0 +1,30 @@
+// The two WebSocket endpoints in the route table: a plain GET (not an upgrade) answers 400 instead
+// of falling through to the 404 of unknown paths, and the OpenAPI document lists them. The upgrades
+// themselves are uWS ws() handlers (src/stream/hub.ts, src/stream/gatewaySocket.ts), which see every
+// upgrade first; uWS passes a GET without one on to these routes.
+import { apiError } from '../../errors.js';
+import { GATEWAY_SOCKET_PATH } from '../../stream/gatewaySocket.js';
+import { STREAM_PATH } from '../../stream/hub.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+
+export function socketRoutes(): AnyRoute[] {
+  const notUpgrade = (path: string) => () => {
+    throw apiError('BAD_REQUEST', `${path} is a WebSocket endpoint: send an upgrade request (Connection: Upgrade, Upgrade: websocket)`);
+  };
+  return [
+    defineRoute({
+      method: 'get', path: STREAM_PATH, family: 'stream', auth: 'none', tags: ['stream'], successStatus: 101,
+      summary: 'WebSocket: quotes, candles, positions, orders, trades and heartbeats of an account (SPEC §6)',
+      description: 'Upgrade with ?id=<account>&apiKey=<key> (or x-api-key), optional heartbeat=0. Refusals are checked before the upgrade and answer the statuses listed (docs/stream.md); a GET that is not an upgrade is 400.',
+      errors: ['BAD_REQUEST', 'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'AUTH_THROTTLED', 'NOT_CONNECTED'],
+      handler: notUpgrade(STREAM_PATH),
+    }),
+    defineRoute({
+      method: 'get', path: GATEWAY_SOCKET_PATH, family: 'gateway', auth: 'none', tags: ['gateway'], successStatus: 101,
+      summary: 'WebSocket: pushes of a gateway session (?handle=), see docs/gateway.md',
+      description: 'Upgrade with ?handle=<session handle> and the API key (x-api-key or apiKey=). A GET that is not an upgrade is 400.',
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'ACCOUNT_SCOPE', 'AUTH_THROTTLED'],
+      handler: notUpgrade(GATEWAY_SOCKET_PATH),
+    }),
+  ];
+}
