@@ -97,6 +97,21 @@ describe('quotes and subscriptions', () => {
     await c.until((x) => x.frames.slice(n).filter((f) => f.type === 'QUOTE').length >= 2, 10_000, 'quotes again');
   });
 
+  it('a burst of messages is answered in the order sent, each one: a subscribe is acked before the unsubscribe sent right after it', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    const answers = (n: number) => c.frames.slice(n).filter((f) => ['SUBSCRIBED', 'UNSUBSCRIBED', 'ERROR'].includes(f.type));
+    const n = c.frames.length;
+    c.send({ action: 'subscribe', symbol: 'XAUUSD' });
+    c.send({ action: 'unsubscribe', symbol: 'XAUUSD' });
+    c.send({ action: 'subscribe', symbol: 'GBPUSD', timeframe: 'M1' });
+    c.send({ action: 'unsubscribe', symbol: 'GBPUSD', timeframes: ['M1'] });
+    c.send({ action: 'unsubscribe', symbol: 'EURUSD' });
+    await c.until(() => answers(n).length >= 5, 8_000, 'five answers');
+    expect(answers(n).map((f) => [f.type, f.data.symbol ?? f.data.message?.match(/EURUSD/)?.[0]])).toEqual([
+      ['SUBSCRIBED', 'XAUUSD'], ['UNSUBSCRIBED', 'XAUUSD'], ['SUBSCRIBED', 'GBPUSD'], ['UNSUBSCRIBED', 'GBPUSD'], ['ERROR', 'EURUSD'],
+    ]);
+  });
+
   it('symbols arrays, timeframes as names or minutes, and unsubscribing only some timeframes', async () => {
     const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
     c.send({ action: 'subscribe', symbols: ['BTCUSD', 'EURUSD'], timeframes: [1, 'H1'] });

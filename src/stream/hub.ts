@@ -133,6 +133,8 @@ interface Sock {
   /** While its stream.open is pending: the snapshot request and client messages, run once it is
    *  done (the shard may hold no stream state for the account before that). */
   deferred: Array<() => void> | null;
+  /** The client message being handled (and those queued behind it): see onMessage. */
+  inbox: Promise<void>;
 }
 
 interface UserData { accountId: string; keyId: string; heartbeat: boolean; openPending?: boolean; sock?: Sock }
@@ -429,7 +431,7 @@ export class StreamHub {
     const sock: Sock = {
       ws, acc, keyId: ud.keyId, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
-      openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null,
+      openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null, inbox: Promise.resolve(),
     };
     ud.sock = sock;
     if (ud.openPending) this.justOpened = sock;
@@ -547,11 +549,22 @@ export class StreamHub {
     if (!sock) return;
     // Copied now: uWS's buffer is only valid during this call.
     const text = isBinary ? null : Buffer.from(raw).toString('utf8');
-    if (sock.deferred) sock.deferred.push(() => this.onText(sock, text));
-    else this.onText(sock, text);
+    if (sock.deferred) sock.deferred.push(() => this.enqueue(sock, text));
+    else this.enqueue(sock, text);
   }
 
-  private onText(sock: Sock, text: string | null): void {
+  /**
+   * Client messages are handled one at a time, in the order sent: a subscribe waits for the shard,
+   * and an unsubscribe (or anything else) sent right after it must neither overtake it nor cancel
+   * it before its SUBSCRIBED ack goes out. Every message gets its answer, in order.
+   */
+  private enqueue(sock: Sock, text: string | null): void {
+    sock.inbox = sock.inbox.then(() => this.onText(sock, text)).catch((err: unknown) => {
+      this.deps.log.error('stream message failed', { err: errorMessage(err) });
+    });
+  }
+
+  private async onText(sock: Sock, text: string | null): Promise<void> {
     if (sock.closed) return;
     if (text === null) {
       this.errorFrame(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
@@ -583,9 +596,8 @@ export class StreamHub {
     }
     const symbols = [...new Set([...(m.symbol !== undefined ? [m.symbol] : []), ...(m.symbols ?? [])])];
     for (const symbol of symbols) {
-      if (m.action === 'subscribe') {
-        this.subscribe(sock, symbol, tfs).catch((err: unknown) => this.deps.log.error('stream subscribe failed', { symbol, err: errorMessage(err) }));
-      }
+      if (sock.closed) return;
+      if (m.action === 'subscribe') await this.subscribe(sock, symbol, tfs);
       else this.unsubscribe(sock, symbol, m.timeframe !== undefined || m.timeframes !== undefined ? tfs : undefined);
     }
   }
