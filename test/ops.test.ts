@@ -58,5 +58,16 @@ describe('openapi for the gateway proxy', () => {
     // P5 has force, P4 has replace: both are listed, neither required.
     expect(many.map((p) => p.name)).toEqual(expect.arrayContaining(['symbols', 'interval', 'force', 'replace']));
     expect(names('QuoteHistory').find((p) => p.name === 'count')?.required).toBe(true);
+    // A parameter one platform requires says which.
+    const hist = names('OrderHistory') as Array<{ name: string; required: boolean; description?: string }>;
+    expect(hist.find((p) => p.name === 'to')).toMatchObject({ required: false, description: expect.stringContaining('Required on P5') });
+  });
+
+  it('shows what a client sends: date-times as strings; an API key as Bearer on connection routes', async () => {
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    const expiration = (doc.paths['/OrderSend'].get.parameters as Array<{ name: string; schema: { type: string } }>).find((p) => p.name === 'expiration');
+    expect(expiration?.schema.type).toBe('string');
+    expect(doc.paths['/ConnectEx'].post.security).toContainEqual({ apiKeyBearer: [] });
+    expect(doc.paths['/v1/connect'].post.security).toContainEqual({ apiKeyBearer: [] });
   });
 });

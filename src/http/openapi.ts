@@ -13,7 +13,7 @@ function toJson(schema: z.ZodType, io: 'input' | 'output'): Json {
 const SECURITY: Record<string, Json[]> = {
   none: [],
   management: [{ managementBearer: [] }, { managementHeader: [] }],
-  connection: [{ apiKey: [] }, { managementBearer: [] }, { managementHeader: [] }],
+  connection: [{ apiKey: [] }, { apiKeyBearer: [] }, { managementBearer: [] }, { managementHeader: [] }],
   api: [{ apiKey: [] }],
   news: [{ apiKey: [] }, { apiKeyBearer: [] }],
 };
@@ -40,8 +40,12 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       const props = new Map<string, Json>();
       for (const js of docs) for (const [name, schema] of Object.entries((js.properties ?? {}) as Record<string, Json>)) if (!props.has(name)) props.set(name, schema);
       const requiredInAll = (name: string) => docs.every((js) => ((js.required as string[] | undefined) ?? []).includes(name));
+      const requiredBy = (name: string) => docs.flatMap((js, i) => (((js.required as string[] | undefined) ?? []).includes(name) ? [r.docQueryLabels?.[i] ?? `schema ${i + 1}`] : []));
       for (const [name, schema] of props) {
-        parameters.push({ name, in: 'query', required: requiredInAll(name), schema, ...(schema.description ? { description: schema.description } : {}) });
+        const all = requiredInAll(name);
+        const some = all ? [] : requiredBy(name);
+        const description = [schema.description, some.length ? `Required on ${some.join(', ')}.` : undefined].filter(Boolean).join(' ');
+        parameters.push({ name, in: 'query', required: all, schema, ...(description ? { description } : {}) });
       }
     }
     if (parameters.length) op.parameters = parameters;

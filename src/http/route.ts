@@ -33,6 +33,8 @@ export interface RouteDef<Q = unknown, B = unknown> {
    * merged, required only where every schema requires them.
    */
   docQuery?: z.ZodType[];
+  /** Names of the docQuery schemas (e.g. the platform), for parameters only some of them require. */
+  docQueryLabels?: string[];
   body?: z.ZodType<B>;
   response?: z.ZodType;
   /** Status of a successful reply (documented). */

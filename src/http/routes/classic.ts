@@ -24,7 +24,9 @@ export const qTime = () =>
     const zoned = /(Z|[+-]\d\d:?\d\d)$/i.test(t) ? t : `${t}Z`;
     const ms = Date.parse(zoned);
     return Number.isFinite(ms) ? ms : s;
-  }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC)' }));
+  }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC)' }))
+    // What a client sends (the OpenAPI document would otherwise show the parsed number).
+    .meta({ type: 'string', description: 'yyyy-MM-ddTHH:mm:ss (UTC), an ISO 8601 date-time with a zone, or epoch seconds / milliseconds' });
 
 // An empty `id=` is a missing id (400 ACCOUNT_ID_REQUIRED asking for ?id=), not a malformed one.
 const idParam = () => z.preprocess((v) => (v === '' ? undefined : v), qString().optional());

@@ -69,10 +69,15 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     return result;
   };
 
+  // Both platforms' schemas, named, so the document can say which platform requires a parameter.
+  const platformDocs = (def: (typeof OPERATIONS)[string]) => {
+    const named = (['P5', 'P4'] as const).flatMap((p) => (def[p] ? [{ p, schema: def[p] }] : []));
+    return { docQuery: named.map((x) => x.schema), docQueryLabels: named.map((x) => x.p) };
+  };
   const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) =>
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
-      summary: def.summary, description: describeParams(op, def), docQuery: [def.P5, def.P4].filter((x): x is NonNullable<typeof x> => x !== undefined),
+      summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),
