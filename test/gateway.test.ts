@@ -101,6 +101,11 @@ describe('rights (SPEC §5)', () => {
     expect((await op(t, a, 'AccountSummary', {}, ro)).status).toBe(200);
     const send = await op(t, a, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 }, ro);
     expect(send.status).toBe(403);
+    // Nor may it end the session it shares with the keys that trade.
+    const bye = await op(t, a, 'Disconnect', {}, ro);
+    expect(bye.status).toBe(403);
+    expect(bye.body.error).toBe('READ_ONLY_KEY');
+    expect((await op(t, a, 'AccountSummary')).status).toBe(200);
     expect((await op(t, a, 'OpenedOrdersTickets')).body).toEqual([]);
     const scopedA = await apiKey(t, a.id, { accountScoped: true });
     expect((await op(t, a, 'AccountSummary', {}, scopedA)).status).toBe(200);

@@ -59,6 +59,9 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       throw apiError('OPERATION_NOT_ON_PLATFORM', `${op} is not a ${session.platform} operation${alt && OPERATIONS[alt]?.[session.platform] ? `; use ${alt}${COUNTERPART_NOTE[op] ?? ''}` : ''}`);
     }
     if (def.kind === 'trade') assertCanTrade(principal);
+    // Every key of the customer shares the account's one session (SPEC §3): a read-only key (a
+    // dashboard, say) must not end it under the bot that trades with it.
+    if (op === 'Disconnect' && principal.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot end the session (it is shared with the keys that trade)');
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw apiError('BAD_REQUEST', formatZodError('query', parsed.error as z.ZodError));
     const result = await s.shards.call(session.account_id, 'session.op', {
@@ -79,7 +82,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
-        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),
     }));
   routes.push(defineRoute({
