@@ -450,6 +450,10 @@ describe('query memo and secrets', () => {
     expect(withPassword.map((r) => `${r.method} ${r.path}`)).toEqual(['get /ConnectEx']);
     for (const r of withPassword) expect(r.secretQuery).toBe(true);
   });
+  it('trading routes are marked (a read-only key is refused first, and their unique queries are not memoized)', () => {
+    const trading = t.gw.routes.filter((r) => r.trading).map((r) => r.path).sort();
+    expect(trading).toEqual(['/OrderClose', '/OrderCloseBy', '/OrderDelete', '/OrderModify', '/OrderSend']);
+  });
 });
 
 describe('a client that hangs up', () => {

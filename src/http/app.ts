@@ -46,7 +46,9 @@ export function sendError(sink: ResponseSink, e: ApiError, close = false): void 
 export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDeps): void {
   for (const route of routes) {
     const n = paramCount(route.path);
-    const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery }) : undefined;
+    // Not for trading calls: each carries a new clientOrderId or ticket, so kept copies would only
+    // live long enough to be promoted by the GC, never be hit.
+    const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery && !route.trading }) : undefined;
     const handler = (res: HttpResponse, req: HttpRequest) => {
       const info = readRequest(res, req, n, deps.trustProxy);
       const sink = new ResponseSink(res, false);
