@@ -195,6 +195,23 @@ export class SimAccount {
     return sum.equity - sum.margin - extraMargin;
   }
 
+  /** On the symbol's price grid: no more decimals than `digits` (a broker normalizes or refuses the rest). */
+  private onGrid(s: MarketSymbol, v: number): boolean {
+    const scaled = v * 10 ** s.info.digits;
+    // Tolerance: the rounding error of v * 10^digits in binary floating point, nothing more.
+    return Math.abs(scaled - Math.round(scaled)) < 1e-9 + Math.abs(scaled) * 1e-12;
+  }
+
+  /** The first of `prices` (0 = none) off the symbol's grid, as a rejection. */
+  private offGrid(s: MarketSymbol, prices: Array<[string, number | undefined]>): TradeResult | null {
+    for (const [name, v] of prices) {
+      if (v !== undefined && v !== 0 && !this.onGrid(s, v)) {
+        return reject(name === 'stoploss' || name === 'takeprofit' ? 'INVALID_STOPS' : 'INVALID_PRICE', `${name} ${v} has more than ${s.info.digits} decimals (${s.info.name})`);
+      }
+    }
+    return null;
+  }
+
   private validPrice(v: number | undefined): v is number {
     return v !== undefined && Number.isFinite(v) && v > 0;
   }
@@ -216,6 +233,8 @@ export class SimAccount {
     const sl = req.stoploss ?? 0;
     const tp = req.takeprofit ?? 0;
     if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+    const grid = this.offGrid(s, [['price', isMarketType(req.type) ? undefined : req.price], ['stopLimitPrice', isStopLimitType(req.type) ? req.stopLimitPrice : undefined], ['stoploss', sl], ['takeprofit', tp]]);
+    if (grid) return grid;
     if (isMarketType(req.type)) {
       const price = openPrice(this.market, s, side);
       if (req.price !== undefined && req.slippage !== undefined && Math.abs(price - req.price) > req.slippage * s.point + 1e-9) {
@@ -334,6 +353,9 @@ export class SimAccount {
       }
       const sl = req.stoploss ?? pos.sl;
       const tp = req.takeprofit ?? pos.tp;
+      if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+      const grid = this.offGrid(s, [['stoploss', sl], ['takeprofit', tp]]);
+      if (grid) return grid;
       if (!this.stopsValid(s, pos.type, ref, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
       pos.sl = sl;
       pos.tp = tp;
@@ -363,6 +385,14 @@ export class SimAccount {
     const entry = isStopLimitType(o.type) && lim !== undefined ? lim : price;
     const sl = req.stoploss ?? o.sl;
     const tp = req.takeprofit ?? o.tp;
+    if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+    if (isStopLimitType(o.type) && lim !== undefined) {
+      // The same rule as when it was placed: the limit price on the far side of the stop price.
+      if (!this.validPrice(lim)) return reject('INVALID_PRICE', `invalid stopLimitPrice ${lim}`);
+      if (side === 'Buy' ? lim > price : lim < price) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
+    }
+    const grid = this.offGrid(s, [['price', price], ['stopLimitPrice', isStopLimitType(o.type) ? lim : undefined], ['stoploss', sl], ['takeprofit', tp]]);
+    if (grid) return grid;
     if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
     if (req.expiration !== undefined && req.expiration !== 0 && req.expiration <= this.now) return reject('INVALID_EXPIRATION', 'expiration is in the past');
     const { expiration: oldExp, ...rest } = o;
@@ -434,8 +464,13 @@ export class SimAccount {
       this.positions.delete(pos.ticket);
       change.closedPositions = [pos.ticket];
     } else {
-      pos.volume = round8(pos.volume - lots);
-      pos.swapPaid = round2(pos.swapPaid + swap);
+      const remaining = round8(pos.volume - lots);
+      // Swap accrues per lot and night and is realized on out deals: the closed lots took their
+      // share. What is left is the remaining lots' share: swapPaid (swap already realized for
+      // lots still open; 0 unless older data) scales with the volume; it must not take the
+      // closed part's swap off the remaining lots.
+      pos.swapPaid = round2((pos.swapPaid * remaining) / pos.volume);
+      pos.volume = remaining;
       change.positions = [pos];
     }
     pos.commission = round2(pos.commission + commission);

@@ -1,0 +1,69 @@
+// Order-engine rules found by a black-box pass over the simulator: swap after a partial close,
+// stops and prices checked on modify as on send, prices on the symbol's digits grid.
+import { describe, expect, it } from 'vitest';
+import { connect, makeSim } from './sim-helpers.js';
+
+describe('swap after a partial close', () => {
+  it.each([['Sim-P5-Demo'], ['Sim-P4-Demo']])('%s: the closed lots take their share; the remaining lots keep accruing theirs', async (server) => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim, server, '8101');
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 1 });
+    if (!r.ok) throw new Error(r.message);
+    clock.advance(86_400_000); // past a rollover: swap accrued
+    sim.advance();
+    const accrued = (await c.openedOrder(r.order.ticket))!.swap;
+    expect(accrued).not.toBe(0);
+    const part = await c.orderClose({ ticket: r.order.ticket, lots: 0.5 });
+    if (!part.ok) throw new Error(part.message);
+    expect(part.deals[0]!.swap).toBeCloseTo(accrued / 2, 2);
+    const left = (await c.openedOrder(r.order.ticket))!;
+    expect(left.volume).toBeCloseTo(0.5, 9);
+    expect(left.swap).toBeCloseTo(accrued / 2, 2);
+    const rest = await c.orderClose({ ticket: r.order.ticket });
+    if (!rest.ok) throw new Error(rest.message);
+    expect(part.deals[0]!.swap + rest.deals[0]!.swap).toBeCloseTo(accrued, 1);
+  });
+});
+
+describe('modify checks what send checks', () => {
+  it('a negative stop loss or take profit is refused on a position and on a pending order', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8102');
+    const q = (await c.quote('EURUSD'))!;
+    const pos = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1 });
+    const pend = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: +(q.ask - 0.01).toFixed(5) });
+    if (!pos.ok || !pend.ok) throw new Error('setup');
+    for (const ticket of [pos.order.ticket, pend.order.ticket]) {
+      expect(await c.orderModify({ ticket, stoploss: -5 })).toMatchObject({ ok: false, reason: 'INVALID_STOPS' });
+      expect(await c.orderModify({ ticket, takeprofit: -1 })).toMatchObject({ ok: false, reason: 'INVALID_STOPS' });
+    }
+    expect((await c.openedOrder(pos.order.ticket))!.sl).toBe(0);
+  });
+
+  it('a stop-limit order cannot be modified to a limit price on the wrong side of its stop', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8103');
+    const q = (await c.quote('EURUSD'))!;
+    const stop = +(q.ask + 0.01).toFixed(5);
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyStopLimit', volume: 0.1, price: stop, stopLimitPrice: +(stop - 0.002).toFixed(5) });
+    if (!r.ok) throw new Error(r.message);
+    expect(await c.orderModify({ ticket: r.order.ticket, stopLimitPrice: +(stop + 0.002).toFixed(5) })).toMatchObject({ ok: false, reason: 'INVALID_PRICE' });
+    expect(await c.orderModify({ ticket: r.order.ticket, stopLimitPrice: +(stop - 0.001).toFixed(5) })).toMatchObject({ ok: true });
+  });
+});
+
+describe('prices on the digits grid', () => {
+  it('prices, stops and stop-limit prices with more decimals than the symbol has are refused, on send and on modify', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8104');
+    const q = (await c.quote('BTCUSD'))!; // digits 2
+    expect(await c.orderSend({ symbol: 'BTCUSD', type: 'BuyLimit', volume: 0.01, price: Math.floor(q.ask * 0.9) + 0.247 })).toMatchObject({ ok: false, reason: 'INVALID_PRICE' });
+    expect(await c.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.01, stoploss: Math.floor(q.bid * 0.9) + 0.233 })).toMatchObject({ ok: false, reason: 'INVALID_STOPS' });
+    expect(await c.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.01, takeprofit: Math.floor(q.ask * 1.1) + 0.14001 })).toMatchObject({ ok: false, reason: 'INVALID_STOPS' });
+    const ok = await c.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.01, stoploss: Math.floor(q.bid * 0.9) + 0.25 });
+    if (!ok.ok) throw new Error(ok.message);
+    expect(await c.orderModify({ ticket: ok.order.ticket, stoploss: Math.floor(q.bid * 0.9) + 0.251 })).toMatchObject({ ok: false, reason: 'INVALID_STOPS' });
+    const eur = (await c.quote('EURUSD'))!; // digits 5: 1.08123 is fine
+    expect(await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: +(eur.ask - 0.01).toFixed(5) })).toMatchObject({ ok: true });
+  });
+});
