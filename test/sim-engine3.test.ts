@@ -67,3 +67,23 @@ describe('prices on the digits grid', () => {
     expect(await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: +(eur.ask - 0.01).toFixed(5) })).toMatchObject({ ok: true });
   });
 });
+
+describe('history reaches back whole bars only', () => {
+  it('the oldest bar is the same whenever it is asked for (no bar cut at the moving history floor)', async () => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8105');
+    for (const tf of ['D1', 'H4'] as const) {
+      const a = await c.priceHistory('BTCUSD', tf, 0, Number.MAX_SAFE_INTEGER);
+      clock.advance(1_000);
+      sim.advance();
+      const b = await c.priceHistory('BTCUSD', tf, 0, Number.MAX_SAFE_INTEGER);
+      expect(b[0]).toEqual(a[0]);
+      const p4 = await connect(sim, 'Sim-P4-Demo', '8106');
+      const q1 = await p4.quoteHistory('BTCUSD', tf, Number.MAX_SAFE_INTEGER, 10_000);
+      clock.advance(1_000);
+      sim.advance();
+      const q2 = await p4.quoteHistory('BTCUSD', tf, Number.MAX_SAFE_INTEGER, 10_000);
+      expect(q2[0]).toEqual(q1[0]);
+    }
+  });
+});

@@ -172,10 +172,13 @@ export class Market {
   /** Bars with fromMs <= open < toMs (P5 PriceHistory), never beyond `now`. */
   priceHistory(s: MarketSymbol, tf: Timeframe, fromMs: number, toMs: number): Candle[] {
     const out: Candle[] = [];
-    let t = Math.max(fromMs, this.historyFloor());
+    const floor = this.historyFloor();
+    const t = Math.max(fromMs, floor);
     const end = Math.min(toMs, this.now + 1);
     let [start, barEnd] = barRangeUtc(tf, t, this.clock);
-    if (start < fromMs) [start, barEnd] = barRangeUtc(tf, barEnd, this.clock);
+    // Only whole bars: one that opened before the history floor would be partial, and its values
+    // would depend on when it is asked for (the floor moves with the clock).
+    if (start < fromMs || start < floor) [start, barEnd] = barRangeUtc(tf, barEnd, this.clock);
     while (start < end) {
       const o = this.barOhlc(s, tf, start, barEnd);
       if (o.n > 0) out.push(toCandle(start, this.clock, o, s.feed.scale));
@@ -189,7 +192,7 @@ export class Market {
     const out: Candle[] = [];
     const floor = this.historyFloor();
     let [start, barEnd] = barRangeUtc(tf, Math.min(fromMs, this.now), this.clock);
-    while (out.length < count && barEnd > floor) {
+    while (out.length < count && start >= floor) { // whole bars only, as in priceHistory
       const o = this.barOhlc(s, tf, start, barEnd);
       if (o.n > 0) out.push(toCandle(start, this.clock, o, s.feed.scale));
       [start, barEnd] = barRangeUtc(tf, start - 1, this.clock);
