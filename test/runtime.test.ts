@@ -10,7 +10,8 @@ const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe('shard supervision', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ shards: 2, seatBuildMs: 1_500 });
+    // The build must outlast a shard restart on a slow CI machine (the seat is read while it restarts).
+    t = await startTestGateway({ shards: 2, seatBuildMs: 5_000 });
   });
   afterAll(async () => {
     await t.stop();
@@ -45,7 +46,7 @@ describe('shard supervision', () => {
 
     // The rehydrated seat actor still completes its build on time.
     let last = during;
-    for (let i = 0; i < 60 && last.body.status !== 'ACTIVE'; i++) {
+    for (let i = 0; i < 300 && last.body.status !== 'ACTIVE'; i++) {
       await wait(50);
       last = await t.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(t.managementKey) });
     }
@@ -68,7 +69,7 @@ describe('restart of the whole gateway', () => {
         const mid = await b.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(b.managementKey) });
         expect(mid.status).toBe(200);
         let last = mid;
-        for (let i = 0; i < 60 && last.body.status !== 'ACTIVE'; i++) {
+        for (let i = 0; i < 300 && last.body.status !== 'ACTIVE'; i++) {
           await wait(50);
           last = await b.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(b.managementKey) });
         }
