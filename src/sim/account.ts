@@ -232,7 +232,7 @@ export class SimAccount {
     }
     const sl = req.stoploss ?? 0;
     const tp = req.takeprofit ?? 0;
-    if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+    if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
     const grid = this.offGrid(s, [['price', isMarketType(req.type) ? undefined : req.price], ['stopLimitPrice', isStopLimitType(req.type) ? req.stopLimitPrice : undefined], ['stoploss', sl], ['takeprofit', tp]]);
     if (grid) return grid;
     if (isMarketType(req.type)) {
@@ -255,7 +255,7 @@ export class SimAccount {
     if (isStopLimitType(req.type)) {
       const lim = req.stopLimitPrice;
       if (!this.validPrice(lim)) return reject('INVALID_PRICE', 'a stop-limit order needs stopLimitPrice');
-      if (side === 'Buy' ? lim > req.price : lim < req.price) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
+      if (!stopLimitSideOk(side, req.price, lim)) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
       entry = lim;
     }
     if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
@@ -353,7 +353,7 @@ export class SimAccount {
       }
       const sl = req.stoploss ?? pos.sl;
       const tp = req.takeprofit ?? pos.tp;
-      if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+      if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
       const grid = this.offGrid(s, [['stoploss', sl], ['takeprofit', tp]]);
       if (grid) return grid;
       if (!this.stopsValid(s, pos.type, ref, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
@@ -385,11 +385,11 @@ export class SimAccount {
     const entry = isStopLimitType(o.type) && lim !== undefined ? lim : price;
     const sl = req.stoploss ?? o.sl;
     const tp = req.takeprofit ?? o.tp;
-    if (sl < 0 || tp < 0 || !Number.isFinite(sl) || !Number.isFinite(tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
+    if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
     if (isStopLimitType(o.type) && lim !== undefined) {
       // The same rule as when it was placed: the limit price on the far side of the stop price.
       if (!this.validPrice(lim)) return reject('INVALID_PRICE', `invalid stopLimitPrice ${lim}`);
-      if (side === 'Buy' ? lim > price : lim < price) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
+      if (!stopLimitSideOk(side, price, lim)) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
     }
     const grid = this.offGrid(s, [['price', price], ['stopLimitPrice', isStopLimitType(o.type) ? lim : undefined], ['stoploss', sl], ['takeprofit', tp]]);
     if (grid) return grid;
@@ -659,6 +659,16 @@ export class SimAccount {
     this.dirty = this.positionsChanged = this.ordersChanged = false;
     if (deals.length > 0 || pc || oc) this.host.publish(this, deals, pc, oc);
   }
+}
+
+/** SL and TP are prices or 0 (none): never negative, never NaN or infinite. */
+function stopsSane(sl: number, tp: number): boolean {
+  return sl >= 0 && tp >= 0 && Number.isFinite(sl) && Number.isFinite(tp);
+}
+
+/** A stop-limit's limit price lies at or beyond its stop price, away from the market (MT rules). */
+function stopLimitSideOk(side: Side, stop: number, limit: number): boolean {
+  return side === 'Buy' ? limit <= stop : limit >= stop;
 }
 
 function emptyBatch() {
