@@ -42,3 +42,23 @@ export interface AccountRegistry {
   /** Starts the account's connection actor from its stored binding if needed; rejects with ApiError NOT_FOUND for an unknown account. */
   ensure(accountId: string): Promise<AccountRuntime>;
 }
+
+/**
+ * AccountSummary as both route families answer it (SPEC §2): while the account is not connected,
+ * its last-known values at once with `synced: false`; else a fresh read, kept as the last-known
+ * values; a read that fails (no connection in time, a drop) falls back to the last-known values
+ * too, and throws only when there are none.
+ */
+export async function summaryOrLastKnown(
+  rt: Pick<AccountRuntime, 'phase' | 'lastSummary'>, read: () => Promise<AccountSummary>,
+): Promise<AccountSummary & { synced: boolean }> {
+  if (rt.phase() !== 'connected' && rt.lastSummary) return { ...rt.lastSummary, synced: false };
+  try {
+    const s = await read();
+    rt.lastSummary = s;
+    return { ...s, synced: true };
+  } catch (err) {
+    if (rt.lastSummary) return { ...rt.lastSummary, synced: false };
+    throw err;
+  }
+}

@@ -10,7 +10,7 @@ import type { AccountStatus, BindArgs } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
-import type { AccountRegistry } from './accountRegistry.js';
+import { summaryOrLastKnown, type AccountRegistry } from './accountRegistry.js';
 import { TradeDesk } from './accountTrade.js';
 import type { ActorHost, ShardContext } from './context.js';
 
@@ -175,18 +175,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.op': async ({ accountId, op, args }) => {
         const e = entryOf(accountId);
         if (op === 'AccountSummary') {
-          if (e.phase() !== 'connected' && e.lastSummary) return { ...e.lastSummary, synced: false };
-          const lease = await e.acquire();
-          try {
-            const s = await lease.conn.accountSummary();
-            e.lastSummary = s;
-            return { ...s, synced: true };
-          } catch (err) {
-            if (e.lastSummary) return { ...e.lastSummary, synced: false };
-            throw err;
-          } finally {
-            lease.release();
-          }
+          return summaryOrLastKnown(e, async () => {
+            const lease = await e.acquire();
+            try {
+              return await lease.conn.accountSummary();
+            } finally {
+              lease.release();
+            }
+          });
         }
         const lease = await e.acquire();
         try {

@@ -16,7 +16,7 @@ import { apiError } from '../../errors.js';
 import { candleData, quoteData } from '../../stream/frames.js';
 import { SessionStore } from '../../store/sessions.js';
 import { errorMessage } from '../../util/errorMessage.js';
-import type { AccountEvent, AccountRegistry, AccountRuntime } from './accountRegistry.js';
+import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
 import { BROKER_WAIT_MS, brokerFailure, CHECK_WAIT_MS, runOp } from './gatewayOps.js';
@@ -202,21 +202,11 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     return s;
   }
 
-  /**
-   * AccountSummary as the classic route answers it (accounts.ts): while the account is not
-   * connected, the last-known values at once with `synced: false` (SPEC §2); without any, the
-   * short wait for the connection and 503.
-   */
+  /** AccountSummary as the classic route answers it: without a connection or last-known values, the short wait and 503. */
   async function accountSummary(rt: AccountRuntime): Promise<unknown> {
-    const known = () => rt.lastSummary;
-    const k = known();
-    if (rt.phase() !== 'connected' && k) return { ...k, synced: false };
     try {
-      const s = await readSummary(rt, await rt.whenConnected(BROKER_WAIT_MS));
-      return { ...s, synced: rt.phase() === 'connected' };
+      return await summaryOrLastKnown(rt, async () => (await rt.whenConnected(BROKER_WAIT_MS)).accountSummary());
     } catch (e) {
-      const last = known();
-      if (last) return { ...last, synced: false };
       throw brokerFailure(e);
     }
   }
