@@ -17,6 +17,7 @@ import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
 import { readRequest } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
+import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
 import { GATEWAY_EVENT, type GatewayFrameData } from '../runtime/hosts/gatewayCommands.js';
 import type { ShardEvent } from '../runtime/protocol.js';
@@ -129,17 +130,9 @@ export class GatewaySocket {
 
   private checkKeys(): void {
     try {
-      const revoked = new Map<string, boolean>();
-      for (const set of this.sockets.values()) {
-        for (const ws of [...set]) {
-          const { keyId } = ws.getUserData();
-          let gone = revoked.get(keyId);
-          if (gone === undefined) {
-            const row = this.s.tenancy.keyById(keyId);
-            revoked.set(keyId, (gone = !row || row.revoked_at !== null));
-          }
-          if (gone) ws.end(GATEWAY_CLOSE.KEY_REVOKED.code, GATEWAY_CLOSE.KEY_REVOKED.reason);
-        }
+      const open = [...this.sockets.values()].flatMap((set) => [...set]);
+      for (const ws of withRevokedKeys(open, (x) => x.getUserData().keyId, this.s.tenancy)) {
+        ws.end(GATEWAY_CLOSE.KEY_REVOKED.code, GATEWAY_CLOSE.KEY_REVOKED.reason);
       }
     } catch (err) {
       this.s.log.error('gateway socket key check failed', { err: err instanceof Error ? err.message : String(err) });

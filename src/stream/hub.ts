@@ -21,6 +21,7 @@ import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { ServerClock } from '../broker/time.js';
 import { barRangeUtc } from '../sim/candles.js';
+import { withRevokedKeys } from './revokedKeys.js';
 import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Timeframe } from '../broker/types.js';
 import type { Config } from '../config.js';
 import { apiError, toApiError } from '../errors.js';
@@ -382,8 +383,7 @@ export class StreamHub {
       },
       (err: unknown) => {
         d.log.warn('stream.open failed after upgrade', { accountId: id, err: errorMessage(err) });
-        acc.opens--;
-        if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(id) === acc) this.accounts.delete(id);
+        this.dropOpen(acc); // nothing to close at the shard: the open failed
         if (sock) {
           sock.openState = 'failed';
           sock.deferred = null;
@@ -411,12 +411,15 @@ export class StreamHub {
   /** Every stream.open is paired with one stream.close (when its socket closes or the upgrade fails). */
   private releaseIfUnused(id: string): void {
     const acc = this.accounts.get(id);
-    if (acc) {
-      acc.opens--;
-      if (acc.opens <= 0 && acc.sockets.size === 0) this.accounts.delete(id);
-    }
+    if (acc) this.dropOpen(acc);
     this.deps.shards.call(id, 'stream.close', { accountId: id }).catch((err: unknown) =>
       this.deps.log.warn('stream.close failed', { accountId: id, err: errorMessage(err) }));
+  }
+
+  /** One stream.open fewer for the account here; its state goes with the last one and the last socket. */
+  private dropOpen(acc: AccountState): void {
+    acc.opens--;
+    if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(acc.id) === acc) this.accounts.delete(acc.id);
   }
 
   // ---- socket lifecycle -------------------------------------------------------------------------
@@ -1018,17 +1021,7 @@ export class StreamHub {
    *  is looked up (one indexed SQLite read per key) and its sockets closed with KEY_REVOKED. */
   private checkKeys(): void {
     if (this.sockets.size === 0) return;
-    const byKey = new Map<string, Sock[]>();
-    for (const s of this.sockets) {
-      const list = byKey.get(s.keyId);
-      if (list) list.push(s);
-      else byKey.set(s.keyId, [s]);
-    }
-    for (const [keyId, socks] of byKey) {
-      const row = this.deps.tenancy.keyById(keyId);
-      if (row && row.revoked_at === null) continue;
-      for (const s of socks) this.end(s, 'KEY_REVOKED');
-    }
+    for (const s of withRevokedKeys(this.sockets, (x) => x.keyId, this.deps.tenancy)) this.end(s, 'KEY_REVOKED');
   }
 
   // ---- heartbeats -------------------------------------------------------------------------------
