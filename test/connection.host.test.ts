@@ -55,15 +55,20 @@ afterEach(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-it('rolling upgrade: in-flight work finishes on the old connection, then the new one connects; never two live', async () => {
-  dir = mkdtempSync(join(tmpdir(), 'tagw-roll-'));
+/** An account host over a fake upstream in a temp database, with account `id` bound. */
+async function bound(id: string) {
+  dir = mkdtempSync(join(tmpdir(), 'tagw-host-'));
   db = openDb(dir);
   const key = randomBytes(32);
   const up = new Upstream();
   const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
   const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
-  const id = '22222222-2222-4222-8222-222222222222';
   await host.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: 'l', passwordEnc: new SecretBox(key).seal('pw', id) });
+  return { up, ctx, host, id };
+}
+
+it('rolling upgrade: in-flight work finishes on the old connection, then the new one connects; never two live', async () => {
+  const { up, ctx, host, id } = await bound('22222222-2222-4222-8222-222222222222');
   const phases: string[] = [];
   (await ctx.accounts!.ensure(id)).on((e: AccountEvent) => { if (e.type === 'phase') phases.push(e.phase); });
   up.log = [];
@@ -93,14 +98,7 @@ it('rolling upgrade: in-flight work finishes on the old connection, then the new
 });
 
 it('positions, orders and deals are subscribed at the broker only while the account has listeners, on the replacement too', async () => {
-  dir = mkdtempSync(join(tmpdir(), 'tagw-lazy-'));
-  db = openDb(dir);
-  const key = randomBytes(32);
-  const up = new Upstream();
-  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
-  const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
-  const id = '33333333-3333-4333-8333-333333333333';
-  await host.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: 'l', passwordEnc: new SecretBox(key).seal('pw', id) });
+  const { up, ctx, host, id } = await bound('33333333-3333-4333-8333-333333333333');
   const rt = await ctx.accounts!.ensure(id);
   const live = () => up.made; // the connection made last is the live one
   expect(up.accountListeners[live()] ?? 0).toBe(0);
