@@ -13,21 +13,49 @@ async function advanceUntil(sim: ReturnType<typeof makeSim>['sim'], clock: Retur
 }
 
 describe('simulated broker: more behaviours', () => {
-  it('P4: market orders are tickets; closing marks the ticket closed; no balance history', async () => {
+  it('P4: market orders are tickets; a partial close re-tickets the rest (MT4); no balance history', async () => {
     const { sim } = makeSim();
     const c = await connect(sim, 'Sim-P4-Demo', '7001');
-    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.2, magic: 3 });
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.2, magic: 3, comment: 'grid' });
     if (!r.ok) throw new Error(r.message);
-    expect((await c.openedOrder(r.order.ticket))?.kind).toBe('position');
-    const part = await c.orderClose({ ticket: r.order.ticket, lots: 0.05 });
-    expect(part).toMatchObject({ ok: true, order: { ticket: r.order.ticket, state: 'closed', volume: 0.05 } });
-    expect(await c.orderClose({ ticket: r.order.ticket, lots: 0.149 })).toMatchObject({ ok: false, reason: 'INVALID_VOLUME' });
-    const full = await c.orderClose({ ticket: r.order.ticket });
-    expect(full).toMatchObject({ ok: true, order: { state: 'closed', volume: 0.15 } });
+    const t1 = r.order.ticket;
+    expect((await c.openedOrder(t1))?.kind).toBe('position');
+    const part = await c.orderClose({ ticket: t1, lots: 0.05 });
+    if (!part.ok) throw new Error(part.message);
+    // The ticket closes with the lots closed; the rest stays open under a new ticket, same entry.
+    const open = (await c.openedOrders()).positions;
+    expect(open).toHaveLength(1);
+    const t2 = open[0]!.ticket;
+    expect(t2).toBeGreaterThan(t1);
+    expect(part.order).toMatchObject({ ticket: t1, state: 'closed', volume: 0.05, comment: `to #${t2}` });
+    expect(open[0]).toMatchObject({ symbol: 'EURUSD', type: 'Sell', volume: 0.15, openPrice: r.order.openPrice, openTimeMsc: r.order.openTimeMsc, magic: 3, comment: `from #${t1}` });
+    expect(await c.openedOrder(t1)).toBeNull();
+    expect(await c.orderClose({ ticket: t1 })).toMatchObject({ ok: false, reason: 'INVALID_TICKET' });
+    expect(await c.orderClose({ ticket: t2, lots: 0.149 })).toMatchObject({ ok: false, reason: 'INVALID_VOLUME' });
+    const full = await c.orderClose({ ticket: t2 });
+    expect(full).toMatchObject({ ok: true, order: { ticket: t2, state: 'closed', volume: 0.15 } });
+    // One history record per close, for the lots it closed; their commissions add up to the deals'.
     const hist = await c.historyOrders(0, T0 + 1);
-    expect(hist.map((o) => [o.ticket, o.state])).toEqual([[r.order.ticket, 'closed']]);
+    expect(hist.map((o) => [o.ticket, o.state, o.volume])).toEqual([[t1, 'closed', 0.05], [t2, 'closed', 0.15]]);
+    const deals = (await c.historyDeals(0, T0 + 1)).filter((d) => d.symbol === 'EURUSD');
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    expect(sum(hist.map((o) => o.commission))).toBeCloseTo(sum(deals.map((d) => d.commission)), 9);
+    expect(sum(hist.map((o) => o.profit))).toBeCloseTo(sum(deals.map((d) => d.profit)), 9);
     await expect(c.balanceHistory(0, T0 + 1)).rejects.toBeInstanceOf(BrokerNotSupportedError);
     expect((await c.quoteHistory('EURUSD', 'H1', T0, 5)).length).toBe(5);
+  });
+
+  it('P4: close-by with unequal volumes closes the smaller leg and re-tickets the larger', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P4-Demo', '7002');
+    const a = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.3 });
+    const b = await c.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.1 });
+    if (!a.ok || !b.ok) throw new Error('setup');
+    const r = await c.orderCloseBy({ ticket: a.order.ticket, byTicket: b.order.ticket });
+    expect(r).toMatchObject({ ok: true, order: { ticket: a.order.ticket, state: 'closed', volume: 0.1 } });
+    const open = (await c.openedOrders()).positions;
+    expect(open.map((p) => [p.type, p.volume, p.comment])).toEqual([['Buy', 0.2, `from #${a.order.ticket}`]]);
+    expect((await c.historyOrders(0, T0 + 1)).map((o) => [o.ticket, o.volume])).toEqual([[a.order.ticket, 0.1], [b.order.ticket, 0.1]]);
   });
 
   it('pending orders expire', async () => {

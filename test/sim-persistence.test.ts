@@ -25,14 +25,15 @@ describe.each([
   ['journal replay (no checkpoint since login)', 1e12],
   ['checkpointed state', 0],
 ])('SQLite persistence: %s', (_name, checkpointMs) => {
-  it('restores everything after a restart', async () => {
+  // P4 re-tickets a partial close's rest: the new ticket and both closed records come back too.
+  it.each([['Sim-P5-Demo'], ['Sim-P4-Demo']])('%s: restores everything after a restart', async (server) => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
     dirs.push(dir);
     const file = join(dir, 'sim.db');
     const clock = new ManualClock(T0);
     const a = open(file, checkpointMs);
     const sim = new Simulator({ config: testConfig(), store: a.store, clock });
-    const c = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: '3001', password: 'pw' });
+    const c = new SimBrokerConnection(sim, { server, login: '3001', password: 'pw' });
     await c.connect();
     const q = (await c.quote('EURUSD'))!;
     const buy = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.3, magic: 5 }, { requestId: 'r1' });
@@ -46,7 +47,7 @@ describe.each([
 
     const b = open(file, checkpointMs);
     const sim2 = new Simulator({ config: testConfig(), store: b.store, clock });
-    const c2 = new SimBrokerConnection(sim2, { server: 'Sim-P5-Demo', login: '3001', password: 'pw' });
+    const c2 = new SimBrokerConnection(sim2, { server, login: '3001', password: 'pw' });
     await c2.connect();
     expect(await c2.accountSummary()).toEqual(before.sum);
     expect(await c2.openedOrders()).toEqual(before.open);
@@ -57,7 +58,7 @@ describe.each([
     expect(await c2.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: 1 }, { requestId: 'r2' })).toEqual(pend);
     expect((await c2.openedOrders()).positions).toHaveLength(1);
     // The wrong password is still refused, and new tickets do not collide with old ones.
-    await expect(new SimBrokerConnection(sim2, { server: 'Sim-P5-Demo', login: '3001', password: 'x' }).connect()).rejects.toThrow(/invalid password/);
+    await expect(new SimBrokerConnection(sim2, { server, login: '3001', password: 'x' }).connect()).rejects.toThrow(/invalid password/);
     const next = await c2.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.1 });
     if (!next.ok) throw new Error(next.message);
     expect(before.deals.map((d) => d.ticket)).not.toContain(next.deals[0]!.ticket);

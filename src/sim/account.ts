@@ -447,14 +447,23 @@ export class SimAccount {
     let order: Order;
     if (p4) {
       const base = this.orders.get(pos.ticket)!;
-      order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, commission: round2(pos.commission + commission), swap, profit };
+      this.orders.delete(pos.ticket);
       if (full) {
-        this.orders.delete(pos.ticket);
+        order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, commission: round2(pos.commission + commission), swap, profit };
         change.orders = [{ order, doneMs: now }];
       } else {
-        const remaining: Order = { ...base, volume: round8(pos.volume - lots) };
-        this.orders.set(pos.ticket, remaining);
-        change.orders = [{ order: remaining, doneMs: null }];
+        // MT4 re-ticketing: the ticket closes with the lots closed ("to #new"), the rest stays
+        // open under a new ticket ("from #old") with the same open price and time. Each ticket
+        // closes once, so the order history has one record per partial close.
+        const rest = this.reticket(pos, lots);
+        order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, comment: `to #${rest.ticket}`, commission: round2(pos.commission - rest.commission + commission), swap, profit };
+        const restOrder: Order = { ...base, ticket: rest.ticket, volume: rest.volume, comment: rest.comment, commission: rest.commission };
+        this.orders.set(rest.ticket, restOrder);
+        change.orders = [{ order, doneMs: now }, { order: restOrder, doneMs: null }];
+        change.closedPositions = [pos.ticket];
+        change.positions = [rest];
+        this.commit(change, [deal], true, false);
+        return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
       }
     } else {
       order = { kind: 'order', ticket: orderTicket, symbol: pos.symbol, type: closeSide, state: 'filled', volume: lots, volumeInitial: lots, openPrice: price, openTimeMsc: now, sl: 0, tp: 0, magic: pos.magic, comment, commission, swap, profit, positionId: pos.ticket };
@@ -476,6 +485,19 @@ export class SimAccount {
     pos.commission = round2(pos.commission + commission);
     this.commit(change, [deal], true, false);
     return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
+  }
+
+  /** P4: the open rest of a partially closed position, under a new ticket. Swap accrued so far
+   *  and the opening commission are split by volume (the closed lots took their share). */
+  private reticket(pos: StoredPosition, closedLots: number): StoredPosition {
+    const volume = round8(pos.volume - closedLots);
+    const rest: StoredPosition = {
+      ...pos, ticket: this.host.nextId(), volume, comment: `from #${pos.ticket}`,
+      commission: round2((pos.commission * volume) / pos.volume), swapPaid: round2((pos.swapPaid * volume) / pos.volume),
+    };
+    this.positions.delete(pos.ticket);
+    this.positions.set(rest.ticket, rest);
+    return rest;
   }
 
   orderCloseBy(req: CloseByRequest): TradeResult {
