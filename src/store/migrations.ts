@@ -67,4 +67,24 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX idempotency_expiry ON idempotency(expires_at);
   `,
+  // 3: idempotency records keyed by their primary key alone (WITHOUT ROWID), and no expiry index.
+  // The 'sent' insert is a commit on every idempotent order's critical path: one b-tree instead of
+  // three cut it by about a third. Expired rows are removed by their records' actors; the sweep
+  // at a shard's start reads the live rows in full anyway, so the index bought nothing.
+  `
+  CREATE TABLE idempotency_v3 (
+    account_id TEXT NOT NULL,
+    client_order_id TEXT NOT NULL,
+    params_hash TEXT NOT NULL,
+    phase TEXT NOT NULL CHECK (phase IN ('sent', 'result', 'uncertain')),
+    status INTEGER,
+    result_json TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, client_order_id)
+  ) WITHOUT ROWID;
+  INSERT INTO idempotency_v3 SELECT account_id, client_order_id, params_hash, phase, status, result_json, created_at, expires_at FROM idempotency;
+  DROP TABLE idempotency;
+  ALTER TABLE idempotency_v3 RENAME TO idempotency;
+  `,
 ];
