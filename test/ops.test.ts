@@ -47,6 +47,17 @@ describe('ops routes', () => {
   });
 });
 
+describe('malformed requests', () => {
+  it('a path parameter that is not valid percent-encoding is a 400, before auth, and the server keeps serving', async () => {
+    for (const [method, path] of [['GET', '/v1/seats/%ZZ'], ['GET', '/v1/proxy/%ZZ?handle=x'], ['POST', '/v1/seats/%E2%82/keys']] as const) {
+      const r = await t.req(method, path);
+      expect(r.status, path).toBe(400);
+      expect(r.body).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining('percent-encoding') });
+    }
+    expect((await t.req('GET', '/healthz')).status).toBe(200);
+  });
+});
+
 describe('openapi for the gateway proxy', () => {
   it('documents each operation\'s parameters (handler-validated, per platform)', async () => {
     const doc = (await t.req('GET', '/openapi.json')).body;

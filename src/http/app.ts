@@ -50,8 +50,15 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     // live long enough to be promoted by the GC, never be hit.
     const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery && !route.trading }) : undefined;
     const handler = (res: HttpResponse, req: HttpRequest) => {
-      const info = readRequest(res, req, n, deps.trustProxy);
       const sink = new ResponseSink(res, false);
+      let info: RequestInfo;
+      try {
+        info = readRequest(res, req, n, deps.trustProxy);
+      } catch (err) {
+        // Thrown from a uWS callback it would end the process: answered here instead.
+        sendError(sink, toApiError(err));
+        return;
+      }
       void serve(route, info, sink, deps, memo);
     };
     switch (route.method) {

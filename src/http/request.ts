@@ -1,6 +1,7 @@
 // What a handler may know about a request. uWS's HttpRequest is only valid synchronously inside
 // the route callback, so everything is copied out before the first await.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { apiError } from '../errors.js';
 
 export type QueryMap = Record<string, string | string[]>;
 
@@ -50,6 +51,16 @@ function decode(s: string): string {
     return decodeURIComponent(plus);
   } catch {
     return plus;
+  }
+}
+
+/** A path parameter, percent-decoded; a malformed escape (`%ZZ`) is the client's error, a 400. */
+function decodePathSegment(s: string): string {
+  if (s.indexOf('%') < 0) return s;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    throw apiError('BAD_REQUEST', 'a path segment is not valid percent-encoding');
   }
 }
 
@@ -117,7 +128,7 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
     if (v !== '') headers[name] = v;
   }
   const params: string[] = [];
-  for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i)));
+  for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i)));
   const rawQuery = queryOf(req);
   // Read only when trusted: an untrusted x-forwarded-for is never looked at. The right-most entry
   // is the address our proxy saw and appended; entries left of it came from the client and could
