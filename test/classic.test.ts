@@ -195,6 +195,27 @@ describe('§7 statuses', () => {
     expect(rej2.body).toEqual(rej.body);
   });
 
+  it('400 for a time with no calendar date (out of range, 2026-02-30) and for absurd lots or prices; nothing is sent', async () => {
+    const q = (await api(`/GetQuote?id=${p5}&symbol=EURUSD`)).body;
+    const limit = `/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyLimit&volume=0.01&price=${(q.ask - 0.01).toFixed(5)}`;
+    const before = (await api(`/OpenedOrdersTickets?id=${p5}`)).body;
+    for (const exp of ['8640000000000001', '99999999999999999999', '2026-02-30T00:00:00', '10000-01-01T00:00:00Z']) {
+      const r = await api(`${limit}&expiration=${exp}`);
+      expect(r.status, exp).toBe(400);
+      expect(r.body.error, exp).toBe('BAD_REQUEST');
+      expect(r.body.message, exp).toContain("'expiration'");
+    }
+    expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
+    // The order listings still answer (an unrepresentable time once made them 500).
+    expect((await api(`/OpenedOrders?id=${p5}`)).status).toBe(200);
+    for (const bad of ['lots=1&price=-5000', 'lots=1e308', 'lots=1&price=1e308', 'volume=-2']) {
+      expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&${bad}`)).status, bad).toBe(400);
+    }
+    expect((await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&lots=-2`)).status).toBe(400);
+    const alias = await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&volume=3`);
+    expect(alias.body[0]).toMatchObject({ lots: 3 });
+  });
+
   it('401 without a key and with an invalid key; 429 after too many failures from one IP', async () => {
     const ip = { 'x-forwarded-for': '198.51.100.7' };
     const none = await t.req('GET', `/AccountSummary?id=${p5}`, { headers: ip });

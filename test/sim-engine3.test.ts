@@ -88,3 +88,20 @@ describe('history reaches back whole bars only', () => {
     }
   });
 });
+
+describe('expiration must be a time with a calendar date', () => {
+  it('an expiration beyond year 9999 (or not a number) is refused on send and on modify, and nothing is placed', async () => {
+    const { sim } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8110');
+    const q = (await c.quote('EURUSD'))!;
+    const price = +(q.ask - 0.01).toFixed(5);
+    for (const expiration of [8_640_000_000_000_001, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price, expiration })).toMatchObject({ ok: false, reason: 'INVALID_EXPIRATION', message: 'expiration is not a valid time' });
+    }
+    expect((await c.openedOrders()).orders).toHaveLength(0);
+    const placed = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price });
+    if (!placed.ok) throw new Error(placed.message);
+    expect(await c.orderModify({ ticket: placed.order.ticket, expiration: 8_640_000_000_000_001 })).toMatchObject({ ok: false, reason: 'INVALID_EXPIRATION' });
+    expect((await c.openedOrder(placed.order.ticket))!).not.toHaveProperty('expiration');
+  });
+});

@@ -172,6 +172,11 @@ describe('UTC siblings of broker times (classic answers)', () => {
       expect(utc(v)).toEqual(reference(v));
     }));
   });
+  it('a time with no calendar date gets a null sibling, never a throw that fails the whole answer', () => {
+    expect(utc({ expiration: 8_640_000_000_000_001, openTimeMsc: Number.NaN, ticket: 5 })).toEqual({
+      expiration: 8_640_000_000_000_001, expirationTime: null, openTimeMsc: Number.NaN, openTime: null, ticket: 5,
+    });
+  });
 });
 
 describe('idempotency parameter hash', () => {

@@ -22,6 +22,10 @@ export const qNumber = () =>
     const s = one(v);
     return typeof s === 'string' && DECIMAL.test(s.trim()) && Number.isFinite(Number(s)) ? Number(s) : s;
   }, z.number());
+/** A lot count: positive, at most 100,000 (no instrument trades more in one order). */
+export const qLots = () => qNumber().pipe(z.number().positive().max(100_000));
+/** A price: positive, at most 1e12 (beyond any instrument's quote; larger would overflow margins). */
+export const qPrice = () => qNumber().pipe(z.number().positive().max(1e12));
 export const qBool = () =>
   z.preprocess((v) => {
     const s = one(v);

@@ -259,7 +259,7 @@ export class SimAccount {
       entry = lim;
     }
     if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
-    if (req.expiration !== undefined && req.expiration <= this.now) return reject('INVALID_EXPIRATION', 'expiration is in the past');
+    if (req.expiration !== undefined && !validExpiration(req.expiration, this.now)) return reject('INVALID_EXPIRATION', expirationProblem(req.expiration));
     const order: Order = {
       kind: 'order',
       ticket: this.host.nextId(),
@@ -394,7 +394,7 @@ export class SimAccount {
     const grid = this.offGrid(s, [['price', price], ['stopLimitPrice', isStopLimitType(o.type) ? lim : undefined], ['stoploss', sl], ['takeprofit', tp]]);
     if (grid) return grid;
     if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
-    if (req.expiration !== undefined && req.expiration !== 0 && req.expiration <= this.now) return reject('INVALID_EXPIRATION', 'expiration is in the past');
+    if (req.expiration !== undefined && req.expiration !== 0 && !validExpiration(req.expiration, this.now)) return reject('INVALID_EXPIRATION', expirationProblem(req.expiration));
     const { expiration: oldExp, ...rest } = o;
     const expiration = req.expiration === undefined ? oldExp : req.expiration === 0 ? undefined : req.expiration;
     const order: Order = { ...rest, openPrice: price, sl, tp, ...(lim !== undefined && isStopLimitType(o.type) ? { stopLimitPrice: lim } : {}), ...(expiration !== undefined ? { expiration } : {}) };
@@ -699,4 +699,14 @@ function emptyBatch() {
 
 function round8(v: number): number {
   return Math.round(v * 1e8) / 1e8;
+}
+
+/** Latest expiration accepted: the end of year 9999 UTC (beyond it a time has no calendar date). */
+export const MAX_EXPIRATION_MS = 253_402_300_799_999;
+
+function validExpiration(ms: number, now: number): boolean {
+  return Number.isFinite(ms) && ms > now && ms <= MAX_EXPIRATION_MS;
+}
+function expirationProblem(ms: number): string {
+  return Number.isFinite(ms) && ms <= MAX_EXPIRATION_MS ? 'expiration is in the past' : 'expiration is not a valid time';
 }

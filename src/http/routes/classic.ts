@@ -7,24 +7,42 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { qInt, qList, qNumber, qString } from '../schemas.js';
+import { qInt, qList, qLots, qNumber, qPrice, qString } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
 
 export const QUOTE_CACHE_MS = 250;
 
+/** Latest time a parameter may name: the end of year 9999 UTC. */
+const MAX_TIME_MS = 253_402_300_799_999;
+
+/** A date-time parameter as epoch ms, or undefined when it is not one. Strict: a calendar date that
+ *  does not exist (2026-02-30) is refused, not rolled over, and so is an epoch beyond year 9999. */
+export function parseTimeParam(s: string): number | undefined {
+  const t = s.trim();
+  let ms: number;
+  if (/^\d+$/.test(t)) {
+    if (t.length > 13) return undefined;
+    ms = t.length <= 10 ? Number(t) * 1000 : Number(t);
+  } else {
+    const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(t);
+    if (!date) return undefined;
+    const [y, mo, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
+    const day = new Date(Date.UTC(y, mo - 1, d));
+    if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return undefined;
+    ms = Date.parse(/(Z|[+-]\d\d:?\d\d)$/i.test(t) ? t : `${t}Z`);
+  }
+  return Number.isFinite(ms) && ms >= 0 && ms <= MAX_TIME_MS ? ms : undefined;
+}
+
 /** `yyyy-MM-ddTHH:mm:ss` (UTC, SPEC §4 conventions), any ISO 8601 with a zone, or epoch seconds/ms. */
 export const qTime = () =>
   z.preprocess((v) => {
     const s = Array.isArray(v) ? v[v.length - 1] : v;
     if (typeof s !== 'string' || s.trim() === '') return s;
-    const t = s.trim();
-    if (/^\d+$/.test(t)) return t.length <= 10 ? Number(t) * 1000 : Number(t);
-    const zoned = /(Z|[+-]\d\d:?\d\d)$/i.test(t) ? t : `${t}Z`;
-    const ms = Date.parse(zoned);
-    return Number.isFinite(ms) ? ms : s;
-  }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC)' }))
+    return parseTimeParam(s) ?? s;
+  }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC), an ISO 8601 date-time with a zone, or epoch seconds/ms, up to year 9999' }))
     // What a client sends (the OpenAPI document would otherwise show the parsed number).
     .meta({ type: 'string', description: 'yyyy-MM-ddTHH:mm:ss (UTC), an ISO 8601 date-time with a zone, or epoch seconds / milliseconds' });
 
@@ -74,7 +92,7 @@ const READ_ROUTES: ClassicSpec[] = [
   { path: 'GetTickValueMany', summary: 'Tick value and size per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   {
     path: 'TickValueWithSize', summary: 'Tick value, tick size, point, contract size per symbol, and the tick value for `lots`', many: true,
-    fields: { lots: qNumber().optional() }, errors: ['NOT_ON_THIS_TERMINAL'],
+    fields: { lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots') }, errors: ['NOT_ON_THIS_TERMINAL'],
   },
   { path: 'SymbolParamsMany', summary: 'symbolInfo of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'SymbolParams', summary: 'symbolInfo of a symbol (stopsLevel = limitPoints, freezeLevel, ...)', fields: { symbol: qString() } },
@@ -84,8 +102,8 @@ const READ_ROUTES: ClassicSpec[] = [
   {
     path: 'RequiredMargin', summary: 'Margin needed to open a position',
     fields: {
-      symbol: qString().optional(), lots: qNumber().optional(), volume: qNumber().optional(), type: qString().optional(),
-      operation: qString().optional(), price: qNumber().optional(),
+      symbol: qString().optional(), lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots'), type: qString().optional(),
+      operation: qString().optional(), price: qPrice().optional(),
     },
   },
   {

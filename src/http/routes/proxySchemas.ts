@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
 import type { Platform } from '../../broker/types.js';
-import { qBool, qInt, qList, qNumber, qString } from '../schemas.js';
+import { qBool, qInt, qList, qNumber, qPrice, qString } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -238,8 +238,8 @@ export const OPERATIONS: Record<string, OpDef> = {
   },
   RequiredMargin: {
     summary: 'Margin a new position would need', kind: 'read',
-    P5: params({ symbol: symbol(), lots: volume(), type: side(true).default('Buy'), price: positive().optional() }),
-    P4: params({ symbol: symbol(), lots: volume(), type: side(false).default('Buy'), price: positive().optional() }),
+    P5: params({ symbol: symbol(), lots: volume(), type: side(true).default('Buy'), price: qPrice().optional() }),
+    P4: params({ symbol: symbol(), lots: volume(), type: side(false).default('Buy'), price: qPrice().optional() }),
   },
   OrderSendSafe: { summary: 'Place an order (integer operation codes; stop-limit supported)', kind: 'trade', P5: p5OrderSend },
   OrderSend: { summary: 'Place an order (operation by name; magic number)', kind: 'trade', P4: p4OrderSend },

@@ -37,7 +37,11 @@ export function assertAvailable(op: string, platform: Platform, build: number): 
   }
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** ISO 8601 of an epoch-ms time; null for one with no calendar date (never a throw mid-answer). */
+const iso = (ms: number) => {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? null : d.toISOString();
+};
 
 /** A ticket-like id: decimal digits only (no '0x..', no exponent) and exactly representable. */
 export function positiveInt(v: unknown): number | undefined {
@@ -224,7 +228,7 @@ export async function runOp(op: string, a: Record<string, unknown>, env: OpsEnv)
         return infos.map((i) => ({ symbol: i.name, tickValue: i.tickValue, tickSize: i.tickSize }));
       }
       case 'TickValueWithSize': {
-        const lots = (a.lots as number | undefined) ?? 1;
+        const lots = (a.lots as number | undefined) ?? (a.volume as number | undefined) ?? 1;
         const infos = await Promise.all(symbolsArg(a).map((s) => symbolOrFail(conn, s)));
         return infos.map((i) => ({
           symbol: i.name, tickValue: i.tickValue, tickSize: i.tickSize, point: i.point, digits: i.digits,
