@@ -407,6 +407,14 @@ describe('/ConnectEx and POST /v1/seats with broker fields', () => {
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) })).body.seats.length).toBe(before);
   });
 
+  it('any method: PUT, PATCH and DELETE take the JSON body as POST does (SPEC §4.2 lists "any")', async () => {
+    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) {
+      const r = await t.req(method, '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo' } });
+      expect(r.status, method).toBe(200);
+      expect(r.body, method).toEqual({ id: p5 });
+    }
+  });
+
   it('unknown server and platform mismatch answer 400', async () => {
     expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Nope' } })).status).toBe(400);
     expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Sim-P5-Demo', platform: 'P4' } })).status).toBe(400);

@@ -64,6 +64,8 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     switch (route.method) {
       case 'get': app.get(route.path, handler); break;
       case 'post': app.post(route.path, handler); break;
+      case 'put': app.put(route.path, handler); break;
+      case 'patch': app.patch(route.path, handler); break;
       case 'delete': app.del(route.path, handler); break;
       case 'any': app.any(route.path, handler); break;
     }

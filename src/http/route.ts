@@ -7,7 +7,7 @@ import type { Family } from './metrics.js';
 import type { RequestInfo } from './request.js';
 import type { Reply } from './respond.js';
 
-export type Method = 'get' | 'post' | 'delete' | 'any';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'any';
 
 export interface RouteContext<Q, B> {
   req: RequestInfo;

@@ -60,11 +60,12 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       summary: 'Bind a broker login to an account (query parameters); creates a shared seat when no id is given',
       handler: ({ query, principal }) => handler(query, principal!),
     }),
-    defineRoute({
-      ...common, method: 'post', errors: [...common.errors], body: ConnectExBody,
+    // SPEC §4.2 lists /ConnectEx under "any" method: every method but GET takes the JSON body.
+    ...(['post', 'put', 'patch', 'delete'] as const).map((method) => defineRoute({
+      ...common, method, errors: [...common.errors], body: ConnectExBody,
       summary: 'Bind a broker login to an account (JSON body); creates a shared seat when no id is given',
       handler: ({ body, principal }) => handler(body, principal!),
-    }),
+    })),
     defineRoute({
       method: 'post', path: '/v1/accounts/:id/upgrade', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
       summary: "Rolling upgrade of one account's connection: in-flight requests finish on the old connection, then a new one replaces it",
