@@ -1,8 +1,15 @@
 // One gateway per data directory. Two gateways on one DATA_DIR would each run their own shards and
 // simulator over the same database: two live connections per account, two ticket ranges, and
-// positions that vanish on the next restart. The lock is a file holding the owner's pid; a lock
-// whose process is gone is stale and taken over (a crash must not need manual clean-up).
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+// positions that vanish on the next restart.
+//
+// The lock is an exclusive SQLite lock (a POSIX advisory lock underneath) on DATA_DIR/gateway.lock,
+// held by an open transaction for the gateway's lifetime. The kernel drops it the moment the
+// process dies, however it dies, so a crash never needs clean-up. A pid file alone could not tell:
+// `kill(pid, 0)` still succeeds for a killed process not yet reaped (a supervisor restarting at
+// once was refused) and for an unrelated process that reused the pid. The pid is kept beside the
+// lock only to name the owner in the error message.
+import Database from 'better-sqlite3';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 export class DataDirInUseError extends Error {}
@@ -10,43 +17,38 @@ export class DataDirInUseError extends Error {}
 /** Directories locked by this process (tests run several gateways, on different dirs, in one process). */
 const held = new Set<string>();
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
-  }
-}
+const isBusy = (err: unknown) => /^SQLITE_(BUSY|LOCKED)/.test((err as { code?: string }).code ?? '');
 
 export function lockDataDir(dataDir: string): { release(): void } {
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, 'gateway.lock');
   if (held.has(dir)) throw new DataDirInUseError(`DATA_DIR ${dir} is already in use by a gateway in this process`);
+  const pidFile = join(dir, 'gateway.pid');
+  const lockFile = join(dir, 'gateway.lock');
+  let db: Database.Database;
   for (let attempt = 0; ; attempt++) {
+    db = new Database(lockFile, { timeout: 0 });
     try {
-      const fd = openSync(file, 'wx', 0o600);
-      try {
-        writeSync(fd, String(process.pid));
-      } finally {
-        closeSync(fd);
-      }
+      db.exec('BEGIN EXCLUSIVE');
       break;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
-      let pid = NaN;
+      db.close();
+      // A plain-text lock file left by an earlier version (pid inside): not ours to keep.
+      if ((err as { code?: string }).code === 'SQLITE_NOTADB' && attempt === 0) {
+        unlinkSync(lockFile);
+        continue;
+      }
+      if (!isBusy(err)) throw err;
+      let owner = '';
       try {
-        pid = Number(readFileSync(file, 'utf8').trim());
+        owner = ` (pid ${readFileSync(pidFile, 'utf8').trim()})`;
       } catch {
-        // unreadable: treated as stale below
+        // no pid file: name no pid
       }
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
-        throw new DataDirInUseError(`DATA_DIR ${dir} is in use by another gateway (pid ${pid}); stop it first, or use another DATA_DIR`);
-      }
-      unlinkSync(file); // stale: its process is gone
+      throw new DataDirInUseError(`DATA_DIR ${dir} is in use by another gateway${owner}; stop it first, or use another DATA_DIR`);
     }
   }
+  writeFileSync(pidFile, String(process.pid), { mode: 0o600 });
   held.add(dir);
   let released = false;
   return {
@@ -55,10 +57,11 @@ export function lockDataDir(dataDir: string): { release(): void } {
       released = true;
       held.delete(dir);
       try {
-        if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
+        unlinkSync(pidFile);
       } catch {
         // already gone
       }
+      db.close(); // ends the transaction: the lock is free
     },
   };
 }
