@@ -11,7 +11,12 @@
 //   may be used again;
 // - `lost` (reply lost after send and the broker could not say) → `uncertain`: a retry answers 409
 //   and nothing is ever sent again under this id.
-// A record restored with phase 'sent' (the shard died mid-send) therefore resolves to `uncertain`.
+// A record restored with phase 'sent' (the shard or the process died while its order was at the
+// broker, or after the reply but before the outcome was written) enters `recovering`: the host asks
+// the broker what it did with the record's request id at the next request for the id, and sends
+// `done` (the broker executed it: its result is replayed, as the first answer was) or `lost` (the
+// broker never saw it, which after a crash may still mean "in transit": `uncertain`). Never
+// `failed`: a recovered id is not freed for a second send.
 //
 // The broker call is the host's, not an invoked promise actor: an `invoke` per record cost ~65 µs
 // of the order's latency (a child actor, its system registration and a promise round), for nothing
@@ -69,11 +74,14 @@ export const idempotencyMachine = setup({
     persistResult: (_a, _p: IdempotencyContext) => {},
     persistUncertain: (_a, _p: IdempotencyContext) => {},
     forget: (_a, _p: IdempotencyContext) => {},
+    /** `done`, from `sent` or `recovering`: the broker's answer becomes the record's result. */
+    takeResult: assign({ phase: 'result', result: ({ event }) => (event as Extract<IdempotencyEvent, { type: 'done' }>).result }),
   },
   guards: {
     hasResult: ({ context }) => context.phase === 'result' && context.result !== undefined,
-    /** 'sent' without a result after a restart is treated like 'uncertain'. */
-    wasSent: ({ context }) => context.phase === 'sent' || context.phase === 'uncertain',
+    wasUncertain: ({ context }) => context.phase === 'uncertain',
+    /** 'sent' without a result after a restart: the broker is asked before anything is answered. */
+    wasSent: ({ context }) => context.phase === 'sent',
     isExpired: ({ context }) => context.expiresAt <= Date.now(),
   },
   delays: {
@@ -88,7 +96,8 @@ export const idempotencyMachine = setup({
       always: [
         { guard: 'isExpired', target: 'expired' },
         { guard: 'hasResult', target: 'result' },
-        { guard: 'wasSent', target: 'uncertain' },
+        { guard: 'wasUncertain', target: 'uncertain' },
+        { guard: 'wasSent', target: 'recovering' },
         { target: 'new' },
       ],
     },
@@ -98,16 +107,17 @@ export const idempotencyMachine = setup({
     sent: {
       entry: [assign({ phase: 'sent' }), { type: 'persistSent', params: ({ context }) => context }],
       on: {
-        done: {
-          target: 'result',
-          actions: [
-            assign({ phase: 'result', result: ({ event }) => event.result }),
-            { type: 'persistResult', params: ({ context }) => context },
-          ],
-        },
+        done: { target: 'result', actions: ['takeResult', { type: 'persistResult', params: ({ context }) => context }] },
         failed: 'discarded',
         lost: 'uncertain',
       },
+    },
+    recovering: {
+      on: {
+        done: { target: 'result', actions: ['takeResult', { type: 'persistResult', params: ({ context }) => context }] },
+        lost: 'uncertain',
+      },
+      after: { ttl: 'expired' },
     },
     result: {
       after: { ttl: 'expired' },

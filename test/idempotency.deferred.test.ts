@@ -1,9 +1,10 @@
 // The claiming request is answered as soon as the broker replies; the record takes the outcome
 // and commits it a turn later (accountTrade.ts `outcome`/`flush`). These tests pin what that
 // window may and may not change: a same-id retry inside it still gets the original result, a
-// host restarted from the disk as it is at the moment of the reply (a crash in the window) answers
-// the retry with the original result or 409 and never sends a second order, and once the turn has
-// passed the result is durable and replayed by a restarted host.
+// host restarted from the disk as it is at the moment of the reply (a crash in the window) asks the
+// broker about the record's request id and answers the retry with the original result (or 409 when
+// the broker cannot tell), never a second order, and once the turn has passed the result is durable
+// and replayed by a restarted host.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -22,9 +23,12 @@ import { openDb, type Db } from '../src/store/db.js';
 
 const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
 
-/** An upstream that fills every order and counts executions per clientOrderId (no dedup of its own). */
+/** An upstream that fills every order and counts executions per clientOrderId (no dedup of its own);
+ *  it keeps what it did per request id, as a broker does (`remembers = false`: it cannot tell). */
 class Upstream {
   executed = new Map<string, number>();
+  done = new Map<string, TradeResult>();
+  remembers = true;
   ticket = 500;
   conn(c: BrokerCredentials): BrokerConnection {
     const up = this;
@@ -38,15 +42,20 @@ class Upstream {
       async orderSend(req: OrderRequest, opts?: TradeOptions): Promise<TradeResult> {
         const id = opts?.requestId?.split('/')[1] ?? 'anon';
         up.executed.set(id, (up.executed.get(id) ?? 0) + 1);
-        return {
+        const result: TradeResult = {
           ok: true, retcode: RETCODE_DONE, deals: [],
           order: {
             kind: 'order', ticket: ++up.ticket, symbol: req.symbol, type: req.type, state: 'filled', volume: req.volume, volumeInitial: req.volume,
             openPrice: 1.1, openTimeMsc: 1_700_000_000_000, sl: 0, tp: 0, magic: 0, comment: '', commission: 0, swap: 0, profit: 0, positionId: up.ticket,
           },
         };
+        if (opts?.requestId) up.done.set(opts.requestId, result);
+        return result;
       },
-      async lookupRequest() { return null; },
+      async lookupRequest(requestId: string) {
+        const result = up.remembers ? up.done.get(requestId) : undefined;
+        return result ? { requestId, timeMsc: 1, result } : null;
+      },
     } as unknown as BrokerConnection;
   }
 }
@@ -99,8 +108,12 @@ it('a same-id retry right after the reply (before the record has taken the outco
   expect(t.up.executed.get('r1')).toBe(1);
 });
 
-it('a crash between the reply and the outcome commit: the restarted host answers the retry with the original result or 409, never a second order', async () => {
+it.each([
+  ['the broker keeps its request ids: the original result', true],
+  ['a broker that cannot tell: 409', false],
+])('a crash between the reply and the outcome commit: the restarted host asks the broker; %s, never a second order', async (_name, remembers) => {
   const t = setup();
+  t.up.remembers = remembers;
   const host = t.boot();
   await t.bind(host);
   const first = await t.send(host, 'c1');
@@ -113,8 +126,7 @@ it('a crash between the reply and the outcome commit: the restarted host answers
   } catch (e) {
     retry = codeOf(e);
   }
-  if (typeof retry === 'string') expect(retry).toBe('IDEMPOTENCY_UNCERTAIN');
-  else expect(retry).toEqual({ ...first, replay: true });
+  expect(retry).toEqual(remembers ? { ...first, replay: true } : 'IDEMPOTENCY_UNCERTAIN');
   expect(t.up.executed.get('c1')).toBe(1);
 });
 

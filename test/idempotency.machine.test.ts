@@ -100,13 +100,30 @@ describe('idempotency machine', () => {
     expect(actor.getSnapshot().status).toBe('done');
   });
 
-  it('restored: sent without result → uncertain (never re-executed); result stays result', () => {
+  it('restored: sent without result → recovering (never re-executed); result stays result, uncertain stays uncertain', () => {
     const exec = vi.fn(async () => ({ status: 200, body: {} }));
     const a = run('sent', exec);
-    expect(a.actor.getSnapshot().value).toBe('uncertain');
+    expect(a.actor.getSnapshot().value).toBe('recovering');
+    a.send(); // a new send is not accepted: the id was possibly sent already
+    expect(a.actor.getSnapshot().value).toBe('recovering');
     const b = run('result', exec, { status: 400, body: { error: 'TRADE_REQUEST_ERROR' } });
     expect(b.actor.getSnapshot().value).toBe('result');
+    expect(run('uncertain', exec).actor.getSnapshot().value).toBe('uncertain');
     expect(exec).not.toHaveBeenCalled();
+  });
+
+  it('recovering: the broker\'s record of the request becomes the result (persisted); unknown to it → uncertain; never freed', () => {
+    const found = run('sent', vi.fn());
+    found.actor.send({ type: 'done', result: { status: 200, body: { ticket: 7 } } });
+    expect(found.actor.getSnapshot().value).toBe('result');
+    expect(found.actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 7 } });
+    expect(found.log).toEqual(['persistResult:200']);
+    const unknown = run('sent', vi.fn());
+    unknown.actor.send({ type: 'failed' }); // not a recovery outcome: ignored
+    expect(unknown.actor.getSnapshot().value).toBe('recovering');
+    unknown.actor.send({ type: 'lost' });
+    expect(unknown.actor.getSnapshot().value).toBe('uncertain');
+    expect(unknown.log).toEqual(['persistUncertain']);
   });
 
   it('expires 24 h after creation', async () => {

@@ -175,7 +175,7 @@ describe('idempotent OrderSend (host level)', () => {
     h.close();
   });
 
-  it('a shard killed mid-order leaves the id uncertain after rehydration: the retry answers 409 and nothing is sent again', async () => {
+  it('a shard killed mid-order: after rehydration the retry asks the broker; it executed, so its result is replayed, never sent again', async () => {
     const h = harness();
     await h.bind();
     h.broker.nextFault = 'hang';
@@ -184,8 +184,34 @@ describe('idempotent OrderSend (host level)', () => {
     h.kill();
     expect((await first).kind).toBe('error');
     await h.bind();
-    await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN' });
+    // The broker cannot be asked at first: 409 for now, and the record waits for a later retry.
+    h.broker.lookupFails = true;
+    await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', message: expect.stringContaining('not known yet') });
+    const [a, b] = await Promise.all([h.send('k', 0.1), h.send('k', 0.1)]);
+    const executed = h.broker.results.get([...h.broker.results.keys()].find((k) => k.split('/')[1] === 'k')!)!.result;
+    for (const r of [a, b]) expect(r).toMatchObject({ status: 200, replay: true, body: { ticket: executed.ok ? executed.order.ticket : -1 } });
     await expect(h.send('k', 0.5)).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+    // Durable: another restart replays it without asking.
+    h.kill();
+    await h.bind();
+    h.broker.lookupFails = true;
+    expect(await h.send('k', 0.1)).toMatchObject({ status: 200, replay: true });
+    expect(h.broker.executed.get('k')).toBe(1);
+    h.close();
+  });
+
+  it('a shard killed mid-order whose order the broker never saw: the retry answers 409 (it might still be in transit), nothing is sent', async () => {
+    const h = harness();
+    await h.bind();
+    h.broker.nextFault = 'hang';
+    const first = settle(h.send('k', 0.1));
+    await new Promise((r) => setImmediate(r));
+    h.kill();
+    expect((await first).kind).toBe('error');
+    h.broker.results.clear();
+    await h.bind();
+    await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN' });
+    await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN' });
     expect(h.broker.executed.get('k')).toBe(1);
     h.close();
   });

@@ -218,16 +218,49 @@ export class TradeDesk {
   }
 
   /** Answers from an existing record, waiting for it if its send is still in flight. */
-  private async existing(rec: Rec, hash: string): Promise<TradeReply | undefined> {
+  private async existing(rec: Rec, hash: string, entry: AccountEntry): Promise<TradeReply | undefined> {
     if (rec.actor.getSnapshot().context.paramsHash !== hash) {
       throw apiError('IDEMPOTENCY_KEY_REUSED', 'this clientOrderId was already used with different order parameters; nothing was sent');
     }
-    const s = await this.settled(rec);
+    let s = await this.settled(rec);
+    if (s.matches('recovering')) s = await this.recover(rec, entry);
     if (s.matches('result')) return { ...s.context.result!, replay: true };
     if (s.matches('uncertain')) {
-      throw apiError('IDEMPOTENCY_UNCERTAIN', 'an earlier request with this clientOrderId timed out after it was sent: check /OpenedOrders for your magic number, then use a new id');
+      throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is unknown (its reply was lost after it was sent): check /OpenedOrders and /OrderHistory, then use a new id');
     }
     return undefined; // discarded (never sent) or expired: the id is free again
+  }
+
+  /**
+   * A record restored in `sent` (the process stopped while its order was at the broker, or before
+   * its outcome was written): asks the broker what it did with the record's request id. Executed:
+   * the broker's result, replayed like the first answer. Unknown to the broker: uncertain (after a
+   * crash it may still be in transit). No answer now: still recovering, 409 for this attempt only.
+   */
+  private async recover(rec: Rec, entry: AccountEntry): Promise<IdemSnapshot> {
+    const c = rec.actor.getSnapshot().context;
+    rec.busy = true;
+    try {
+      let found: Awaited<ReturnType<BrokerConnection['lookupRequest']>>;
+      try {
+        const lease = await entry.acquire();
+        try {
+          found = await lease.conn.lookupRequest(brokerRequestId(c.accountId, c.clientOrderId, c.expiresAt));
+        } finally {
+          lease.release();
+        }
+      } catch (err) {
+        this.log.warn('cannot ask the broker about an order sent before a restart', { err });
+        throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is not known yet (the gateway restarted while it was at the broker, and the broker cannot be asked now): retry this request shortly');
+      }
+      if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(found ? { type: 'done', result: answer(found.result) } : { type: 'lost' });
+    } finally {
+      rec.busy = false;
+      const w = rec.waiters;
+      rec.waiters = undefined;
+      if (w) for (const x of w) x.resolve();
+    }
+    return this.settled(rec);
   }
 
   /**
@@ -294,7 +327,7 @@ export class TradeDesk {
     for (;;) {
       const found = this.records.get(k);
       if (found) {
-        const r = await this.existing(found, hash);
+        const r = await this.existing(found, hash, entry);
         if (r) return r;
         if (this.records.get(k) === found) this.records.delete(k);
         continue;
