@@ -216,6 +216,27 @@ describe('§7 statuses', () => {
     expect(alias.body[0]).toMatchObject({ lots: 3 });
   });
 
+  it('an Idempotency-Key that reads as empty (empty, or only bytes >= 0x80, which uWS trims) is 400, not an order without idempotency', async () => {
+    const raw = (header: Buffer) => new Promise<string>((resolve, reject) => {
+      const sock = connect(t.gw.port, '127.0.0.1');
+      let out = '';
+      sock.on('data', (d) => (out += String(d)));
+      sock.on('end', () => resolve(out));
+      sock.on('error', reject);
+      sock.write(Buffer.concat([
+        Buffer.from(`GET /OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01 HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\nConnection: close\r\nIdempotency-Key: `),
+        header, Buffer.from('\r\n\r\n'),
+      ]));
+    });
+    const before = (await api(`/OpenedOrdersTickets?id=${p5}`)).body;
+    for (const h of [Buffer.from('é', 'utf8'), Buffer.from([0xff, 0x80]), Buffer.alloc(0)]) {
+      const r = await raw(h);
+      expect(r, h.toString('hex')).toMatch(/^HTTP\/1\.1 400/);
+      expect(r).toContain('1 to 64 characters');
+    }
+    expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
+  });
+
   it('401 without a key and with an invalid key; 429 after too many failures from one IP', async () => {
     const ip = { 'x-forwarded-for': '198.51.100.7' };
     const none = await t.req('GET', `/AccountSummary?id=${p5}`, { headers: ip });

@@ -53,7 +53,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
       const sink = new ResponseSink(res, false);
       let info: RequestInfo;
       try {
-        info = readRequest(res, req, n, deps.trustProxy);
+        info = readRequest(res, req, n, deps.trustProxy, route.trading === true);
       } catch (err) {
         // Thrown from a uWS callback it would end the process: answered here instead.
         sendError(sink, toApiError(err));

@@ -121,12 +121,28 @@ class Request implements RequestInfo {
   }
 }
 
-export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean): RequestInfo {
+/**
+ * Whether the request carries `name` with an empty value. uWS's parser trims leading and trailing
+ * bytes >= 0x80 of a header value as if they were blanks (a signed-char comparison), so an
+ * `Idempotency-Key: é` reads as an empty string, the same as no header. A trading route asks, so
+ * such a key is refused (400) instead of sending the order without idempotency.
+ */
+function hasEmptyHeader(req: HttpRequest, name: string): boolean {
+  if (typeof req.forEach !== 'function') return false; // the JS fallback cannot tell
+  let found = false;
+  req.forEach((k) => {
+    if (k === name) found = true;
+  });
+  return found;
+}
+
+export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean, trading = false): RequestInfo {
   const headers: Record<string, string> = {};
   for (const name of HEADER_NAMES) {
     const v = req.getHeader(name);
     if (v !== '') headers[name] = v;
   }
+  if (trading && headers['idempotency-key'] === undefined && hasEmptyHeader(req, 'idempotency-key')) headers['idempotency-key'] = '';
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i)));
   const rawQuery = queryOf(req);
