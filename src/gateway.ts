@@ -103,7 +103,7 @@ async function start(
   const bindings = new AccountStore(db);
   const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
   streamHub.registerMetrics(metrics);
-  metrics.gauge('tagw_shard_restarts_total', () => shards.restarts());
+  metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));

@@ -44,6 +44,12 @@ describe('ops routes', () => {
     expect(r.text).toMatch(/tagw_http_requests_total\{family="provisioning",status="401"\} [1-9]/);
     expect(r.text).toMatch(/tagw_http_request_duration_seconds_bucket\{family="provisioning",le="\+Inf"\} [1-9]/);
     expect(r.text).toContain('tagw_http_request_duration_seconds_count{family="provisioning"}');
+    // Types follow the names: `_total` is a counter, nothing else is.
+    const types = [...r.text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!] as const);
+    expect(types).toContainEqual(['tagw_shard_restarts_total', 'counter']);
+    expect(types).toContainEqual(['tagw_stream_ticks_in_total', 'counter']);
+    expect(types).toContainEqual(['tagw_stream_sockets', 'gauge']);
+    for (const [name, type] of types) if (type !== 'histogram') expect(type, name).toBe(name.endsWith('_total') ? 'counter' : 'gauge');
   });
 });
 

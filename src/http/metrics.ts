@@ -20,7 +20,8 @@ export class Metrics {
   /** family -> status -> count (nested maps: no key string built per request) */
   private readonly requests = new Map<Family, Map<number, number>>();
   private readonly latency = new Map<Family, Histogram>();
-  private readonly gauges = new Map<string, () => number>();
+  /** Values read at render time, by name: gauges go up and down, counters only up (`_total`). */
+  private readonly readouts = new Map<string, { type: 'gauge' | 'counter'; read: () => number }>();
 
   observe(family: Family, status: number, seconds: number): void {
     let byStatus = this.requests.get(family);
@@ -32,7 +33,14 @@ export class Metrics {
   }
 
   gauge(name: string, read: () => number): void {
-    this.gauges.set(name, read);
+    if (name.endsWith('_total')) throw new Error(`gauge ${name} must not end in _total (a counter's suffix)`);
+    this.readouts.set(name, { type: 'gauge', read });
+  }
+
+  /** A monotonic count kept elsewhere; its name ends in `_total` (Prometheus convention). */
+  counter(name: string, read: () => number): void {
+    if (!name.endsWith('_total')) throw new Error(`counter ${name} must end in _total`);
+    this.readouts.set(name, { type: 'counter', read });
   }
 
   render(): string {
@@ -55,8 +63,8 @@ export class Metrics {
       out.push(`tagw_http_request_duration_seconds_sum{family="${family}"} ${h.sum}`);
       out.push(`tagw_http_request_duration_seconds_count{family="${family}"} ${h.count}`);
     }
-    for (const [name, read] of this.gauges) {
-      out.push(`# TYPE ${name} gauge`);
+    for (const [name, { type, read }] of this.readouts) {
+      out.push(`# TYPE ${name} ${type}`);
       out.push(`${name} ${read()}`);
     }
     return out.join('\n') + '\n';

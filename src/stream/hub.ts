@@ -201,13 +201,13 @@ export class StreamHub {
     metrics.gauge('tagw_stream_sockets', () => this.sockets.size);
     metrics.gauge('tagw_stream_coalescing_sockets', () => this.coalescing.size);
     metrics.gauge('tagw_stream_accounts', () => this.accounts.size);
-    metrics.gauge('tagw_stream_sync_upgrades_total', () => this.counters.syncUpgrades);
-    metrics.gauge('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
-    metrics.gauge('tagw_stream_ticks_duplicate_total', () => this.counters.ticksDuplicate);
-    metrics.gauge('tagw_stream_quotes_published_total', () => this.counters.quotesPublished);
-    metrics.gauge('tagw_stream_candles_published_total', () => this.counters.candlesPublished);
-    metrics.gauge('tagw_stream_coalesced_flushes_total', () => this.counters.coalescedFlushes);
-    metrics.gauge('tagw_stream_backpressure_closes_total', () => this.counters.backpressureCloses);
+    metrics.counter('tagw_stream_sync_upgrades_total', () => this.counters.syncUpgrades);
+    metrics.counter('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
+    metrics.counter('tagw_stream_ticks_duplicate_total', () => this.counters.ticksDuplicate);
+    metrics.counter('tagw_stream_quotes_published_total', () => this.counters.quotesPublished);
+    metrics.counter('tagw_stream_candles_published_total', () => this.counters.candlesPublished);
+    metrics.counter('tagw_stream_coalesced_flushes_total', () => this.counters.coalescedFlushes);
+    metrics.counter('tagw_stream_backpressure_closes_total', () => this.counters.backpressureCloses);
   }
 
   /** Registers the /v1/stream WebSocket route on the app and starts the timers. */
