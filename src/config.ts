@@ -25,6 +25,8 @@ export const configSchema = z.object({
   maxBodyBytes: int(1_024, 16 * 1024 * 1024).default(64 * 1024),
   /** 32-byte key (hex or base64) for encrypting broker passwords at rest; generated into dataDir when absent. */
   secretKey: z.string().optional(),
+  /** Start although the key opens none of the stored broker passwords (they must be bound again). */
+  secretKeyReset: bool.default(false),
   /** Where account connections go: the in-process simulator (one per shard) or a bridge server. */
   brokerMode: z.enum(['embedded', 'bridge']).default('embedded'),
   /** Servers, symbols and faults of the embedded simulator (docs/simulator.md); default config/sim-servers.json. */
@@ -57,7 +59,7 @@ export type ConfigInput = z.input<typeof configSchema>;
 const ENV: Record<string, keyof Config> = {
   HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
-  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey',
+  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',

@@ -5,7 +5,7 @@ import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrap } from './auth/bootstrap.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { mountNotFound, mountRoutes, type HttpDeps } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
@@ -20,7 +20,7 @@ import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
-import { loadSecretKey } from './crypto/secretBox.js';
+import { checkBrokerConfig, checkSealedPasswords, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
@@ -59,6 +59,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const clock = opts.clock ?? systemClock;
   const uws = loadUws(config.allowUwsFallback, log);
 
+  checkBrokerConfig(config);
   const lock = lockDataDir(config.dataDir);
   try {
     return await start(config, log, clock, uws, lock);
@@ -71,7 +72,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 async function start(
   config: Config, log: Logger, clock: Clock, uws: ReturnType<typeof loadUws>, lock: { release(): void },
 ): Promise<Gateway> {
+  const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
+  checkSealedPasswords(db, secretKey, config, log);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
@@ -88,7 +91,7 @@ async function start(
     onEvent: (ev) => (ev.kind.startsWith('gw.') ? gwSocket?.onShardEvent(ev) : stream?.onShardEvent(ev)),
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
     settings: {
-      logLevel: config.logLevel, secretKeyHex: loadSecretKey(config.secretKey, config.dataDir).toString('hex'),
+      logLevel: config.logLevel, secretKeyHex: secretKey.toString('hex'),
       brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
       // Resolved here: shard workers may not share the operator's idea of the working directory.
       simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
@@ -125,7 +128,7 @@ async function start(
     // (host, port, options, cb) form exists in this build but not in its typings.
     const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => unknown;
     listen.call(app, config.host, config.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (s) =>
-      (s ? resolve(s) : reject(new Error(`cannot listen on ${config.host}:${config.port} (in use?)`))));
+      (s ? resolve(s) : reject(new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`))));
   });
   const port = uws.us_socket_local_port(listenSocket);
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

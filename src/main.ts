@@ -44,12 +44,22 @@ async function main(): Promise<void> {
       log.error(e.message);
       process.exit(4);
     }
+    if (e instanceof ConfigError) {
+      log.error(e.message);
+      process.exit(2);
+    }
     throw e;
   }
   if (stopping) await gw.close().then(() => process.exit(0));
 }
 
 void main().catch((e: unknown) => {
-  process.stderr.write(`fatal: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  // A system error (a file or directory the process cannot use) is the operator's to fix: one line
+  // naming the path. Anything else is a bug: the stack helps.
+  const sys = e as NodeJS.ErrnoException;
+  const line = sys instanceof Error && typeof sys.code === 'string' && typeof sys.syscall === 'string'
+    ? `cannot ${sys.syscall} ${sys.path ?? ''}: ${sys.code}`.replace('  ', ' ')
+    : e instanceof Error ? (e.stack ?? e.message) : String(e);
+  process.stderr.write(`fatal: ${line}\n`);
   process.exit(1);
 });

@@ -1,6 +1,6 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -153,6 +153,44 @@ describe('process', () => {
     // Nothing left serving: the port is closed.
     await expect(fetch(`${url}/healthz`)).rejects.toThrow();
   }, 90_000);
+
+  it('configuration mistakes are one line (no stack trace) and a non-zero exit, before anything serves', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'bad.json'), '{bad');
+    writeFileSync(join(dir, 'a-file'), '');
+    const cases: Array<[Record<string, string>, number, RegExp]> = [
+      [{ BROKER_MODE: 'bridge' }, 2, /BROKER_MODE=bridge needs BRIDGE_URL/],
+      [{ SIM_SERVERS_FILE: join(dir, 'bad.json') }, 2, /SIM_SERVERS_FILE .*bad\.json: .*JSON/],
+      [{ SIM_SERVERS_FILE: join(dir, 'missing.json') }, 2, /SIM_SERVERS_FILE .*missing\.json: ENOENT/],
+      [{ TAGW_SECRET_KEY: 'abc' }, 2, /TAGW_SECRET_KEY: .*32 bytes/],
+      [{ HOST: '999.1.1.1' }, 2, /cannot listen on 999\.1\.1\.1:0: the port is in use, or 999\.1\.1\.1 is not an address/],
+      [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
+    ];
+    for (const [env, code, message] of cases) {
+      const p = start(env);
+      expect(await p.exited, JSON.stringify(env)).toBe(code);
+      expect(p.output(), JSON.stringify(env)).toMatch(message);
+      expect(p.output(), JSON.stringify(env)).not.toMatch(/\n\s+at /);
+    }
+  }, 90_000);
+
+  it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'bad.json'), '{"servers": 5}');
+    const SIM = join(ROOT, 'src', 'sim', 'server.ts');
+    for (const [args, message] of [
+      [['--port', 'abc'], /--port abc: expected a port number/],
+      [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
+      [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
+    ] as Array<[string[], RegExp]>) {
+      const p = start({}, undefined, ['--import', 'tsx', SIM, ...args]);
+      expect(await p.exited, args.join(' ')).toBe(2);
+      expect(p.output()).toMatch(message);
+      expect(p.output()).not.toMatch(/\n\s+at /);
+    }
+  }, 60_000);
 
   it('one gateway per DATA_DIR and per port: a second start is refused; a crashed one leaves no lock behind', async () => {
     const a = start({});

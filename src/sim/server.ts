@@ -15,6 +15,7 @@ import { startCheckpointer } from '../store/checkpointer.js';
 import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
 import { Simulator } from './simulator.js';
 import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
+import { oneLine } from '../startupChecks.js';
 
 type Args = Record<string, unknown>;
 const num = (a: Args, k: string) => a[k] as number;
@@ -166,25 +167,44 @@ function parseArgv(argv: readonly string[]): Record<string, string> {
   return out;
 }
 
+/** A mistake in the command line or its files: one line and exit 2, not a stack trace. */
+class UsageError extends Error {}
+
+function attempt<T>(what: string, f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    throw new UsageError(`${what}: ${oneLine(err)}`);
+  }
+}
+
 async function main(): Promise<void> {
   const args = parseArgv(process.argv.slice(2));
+  const port = Number(args.port ?? 0);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port ${args.port}: expected a port number 0-65535`);
+  if (args.seed !== undefined && !Number.isInteger(Number(args.seed))) throw new UsageError(`--seed ${args.seed}: expected an integer`);
   const configPath = args.config || DEFAULT_CONFIG_PATH;
-  const config = loadSimConfig(configPath, args.seed ? { seed: Number(args.seed) } : {});
-  const replay = loadReplayData(config, dirname(configPath));
+  const config = attempt(`--config ${configPath}`, () => loadSimConfig(configPath, args.seed ? { seed: Number(args.seed) } : {}));
+  const replay = attempt(`replay data of ${configPath}`, () => loadReplayData(config, dirname(configPath)));
   let store;
   if (args.data) {
-    mkdirSync(args.data, { recursive: true });
     const file = join(args.data, 'sim.db');
-    const db = new Database(file);
-    SqliteSimStore.configure(db);
-    store = new SqliteSimStore(db);
+    store = attempt(`--data ${args.data}`, () => {
+      mkdirSync(args.data!, { recursive: true });
+      const db = new Database(file);
+      SqliteSimStore.configure(db);
+      return new SqliteSimStore(db);
+    });
     startCheckpointer(file, { onError: (err) => console.error('WAL checkpointer stopped', err) });
   } else {
     store = new MemorySimStore();
   }
   const sim = new Simulator({ config, store, replay });
   sim.start(20);
-  const handle = await startSimServer(sim, { port: Number(args.port ?? 0), host: args.host || '127.0.0.1' });
+  const host = args.host || '127.0.0.1';
+  const handle = await startSimServer(sim, { port, host }).catch((err: unknown) => {
+    throw new UsageError(`cannot listen on ${host}:${port}: ${oneLine(err)}`);
+  });
   console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed }));
   const stop = () => {
     sim.stop();
@@ -195,5 +215,8 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  void main();
+  main().catch((err: unknown) => {
+    process.stderr.write(`simulator: ${err instanceof UsageError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(err instanceof UsageError ? 2 : 1);
+  });
 }

@@ -114,11 +114,20 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
         if (!binding) throw apiError('NOT_CONNECTED', 'account has no broker login: bind one with /ConnectEx?id=<account> or POST /v1/seats');
         const box = secretBox(s);
         const candidate = HANDLE_PREFIX + randomBytes(32).toString('base64url');
-        const r = await s.shards.call(accountId, 'session.connect', {
+        const connect = (renew: boolean) => s.shards.call(accountId, 'session.connect', {
           accountId, customerId: p.customerId, platform: binding.platform,
-          handleHash: handleHash(candidate), handleSealed: box.seal(candidate, handleAad(accountId)), waitMs: 10_000,
+          handleHash: handleHash(candidate), handleSealed: box.seal(candidate, handleAad(accountId)), waitMs: 10_000, renew,
         }, { retryOnRestart: true });
-        const handle = r.fresh ? candidate : box.open(r.handleSealed, handleAad(accountId));
+        let r = await connect(false);
+        let handle: string;
+        try {
+          handle = r.fresh ? candidate : box.open(r.handleSealed, handleAad(accountId));
+        } catch {
+          // The live session's handle was sealed with a secret key since reset (SECRET_KEY_RESET):
+          // nobody can be given it again, so that session ends and a new one starts.
+          r = await connect(true);
+          handle = candidate;
+        }
         dir.set({
           handle_hash: r.handleHash, account_id: accountId, customer_id: p.customerId, platform: binding.platform,
           handle_sealed: r.handleSealed, state: 'live', connected_at: r.connectedAt, invalidated_at: null,

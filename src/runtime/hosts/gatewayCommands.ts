@@ -11,6 +11,8 @@ export interface SessionConnectArgs {
   handleSealed: string;
   /** How long to wait for the broker connection before answering (ms). */
   waitMs: number;
+  /** End the live session first (its sealed handle no longer opens: the secret key was reset). */
+  renew?: boolean;
 }
 
 export interface SessionConnectResult {

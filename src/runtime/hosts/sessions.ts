@@ -290,7 +290,11 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
           const c = l.actor.getSnapshot().context;
           return { handleSealed: c.handleSealed!, handleHash: c.handleHash!, fresh, connectedAt: c.connectedAt };
         };
-        if (current && sessionState(current.actor.getSnapshot().value) === 'live') return answer(current, false);
+        if (current && sessionState(current.actor.getSnapshot().value) === 'live') {
+          if (!args.renew) return answer(current, false);
+          current.actor.send({ type: 'disconnect', at: Date.now() });
+          end(current);
+        }
         const rt = await registry().ensure(args.accountId);
         try {
           const conn = await rt.whenConnected(args.waitMs);

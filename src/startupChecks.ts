@@ -1,0 +1,78 @@
+// What the operator configured is checked at start, so a mistake is one clear line and a non-zero
+// exit (ConfigError, exit 2) instead of a gateway that reports ready and then answers every bind
+// with a 500.
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ZodError } from 'zod';
+import { ConfigError, type Config } from './config.js';
+import { loadSecretKey, parseSecretKey, SecretBox, SecretKeyError, secretKeyPath } from './crypto/secretBox.js';
+import type { Logger } from './log.js';
+import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
+import { AccountStore } from './store/accounts.js';
+import type { Db } from './store/db.js';
+
+/** A zod error as one line: `path: message; ...`; any other error's message, first line. */
+export function oneLine(err: unknown): string {
+  if (err instanceof ZodError) return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+}
+
+/** The broker side: a bridge needs its address; the embedded simulator needs a valid servers file. */
+export function checkBrokerConfig(config: Config): void {
+  if (config.brokerMode === 'bridge') {
+    if (!config.bridgeUrl) throw new ConfigError('BROKER_MODE=bridge needs BRIDGE_URL=tcp://host:port');
+    return;
+  }
+  const path = config.simServersFile === undefined ? DEFAULT_CONFIG_PATH : resolve(config.simServersFile);
+  try {
+    loadSimConfig(path);
+  } catch (err) {
+    throw new ConfigError(`SIM_SERVERS_FILE ${path}: ${oneLine(err)}`);
+  }
+}
+
+/**
+ * The key that seals broker passwords. A configured key that differs from DATA_DIR/secret.key is
+ * refused: the stored passwords were sealed with one of them, and silently taking the other makes
+ * every account unreadable.
+ */
+export function secretKeyOf(config: Config): Buffer {
+  try {
+    const key = loadSecretKey(config.secretKey, config.dataDir);
+    const file = secretKeyPath(config.dataDir);
+    if (config.secretKey && existsSync(file) && !parseSecretKey(readFileSync(file, 'utf8')).equals(key) && !config.secretKeyReset) {
+      throw new ConfigError(`TAGW_SECRET_KEY is not the key in ${file}: use that key (or remove the file if the configured key is the right one)`);
+    }
+    return key;
+  } catch (err) {
+    if (err instanceof SecretKeyError) throw new ConfigError(`TAGW_SECRET_KEY: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * The stored broker passwords must open with the key. None opening means the key changed: refused
+ * unless SECRET_KEY_RESET=1 (then those accounts must be bound again with /ConnectEx, which
+ * re-seals their password). Some not opening is logged.
+ */
+export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: Logger): void {
+  const rows = new AccountStore(db).live();
+  if (rows.length === 0) return;
+  const box = new SecretBox(key);
+  let unreadable = 0;
+  for (const r of rows) {
+    try {
+      box.open(r.password_enc, r.seat_id);
+    } catch {
+      unreadable++;
+    }
+  }
+  if (unreadable === 0) return;
+  if (unreadable === rows.length && !config.secretKeyReset) {
+    throw new ConfigError(
+      `the secret key opens none of the ${rows.length} broker passwords stored in ${config.dataDir} (TAGW_SECRET_KEY or secret.key changed?): ` +
+      'restore the key they were sealed with, or set SECRET_KEY_RESET=1 to start anyway and bind those accounts again with /ConnectEx',
+    );
+  }
+  log.error('broker passwords that this secret key cannot open: bind those accounts again with /ConnectEx', { unreadable, accounts: rows.length });
+}
