@@ -129,6 +129,20 @@ describe('/ws pushes', () => {
     expect(await wsRefusal(t, `handle=${a.handle}&apiKey=${a.key}`).catch(() => 0)).toBe(0); // ?apiKey= is accepted
   });
 
+  it('any client message but a ping gets an ERROR frame, a large one (16 KiB) too; the socket stays open', async () => {
+    const a = await account(t, 'P5');
+    const c = await openWs(t, a.handle, a.key);
+    for (const m of ['{"action":"subscribe"}', 'x'.repeat(16 * 1024)]) {
+      const before = c.frames.filter((f) => f.type === 'ERROR').length;
+      c.ws.send(m);
+      await c.waitFor(() => c.frames.filter((f) => f.type === 'ERROR').length > before);
+    }
+    c.ws.send('ping');
+    await c.waitFor((f) => f.type === 'PONG');
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    c.ws.close();
+  });
+
   it('quotes, candles and order book frames start with Subscribe* and stop after the unsubscribes', async () => {
     const a = await account(t, 'P5');
     const c = await openWs(t, a.handle, a.key);

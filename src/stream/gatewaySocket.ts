@@ -53,7 +53,9 @@ export class GatewaySocket {
     this.keyTimer = setInterval(() => this.checkKeys(), this.s.config.streamKeyCheckMs);
     this.keyTimer.unref();
     app.ws<UserData>(GATEWAY_SOCKET_PATH, {
-      maxPayloadLength: 4 * 1024,
+      // The socket takes no commands, but any message up to this size gets an ERROR frame rather
+      // than a dropped connection (uWS closes one over the limit without a close frame).
+      maxPayloadLength: 64 * 1024,
       maxBackpressure: 1024 * 1024,
       closeOnBackpressureLimit: 0,
       idleTimeout: this.s.config.idleTimeoutSec,
@@ -68,7 +70,7 @@ export class GatewaySocket {
       },
       message: (ws, msg) => {
         // Subscriptions are made over HTTP (Subscribe* operations); the socket only answers pings.
-        const text = Buffer.from(msg).toString('utf8').trim();
+        const text = msg.byteLength <= 64 ? Buffer.from(msg).toString('utf8').trim() : '';
         if (text === 'ping' || text === '{"action":"ping"}') ws.send('{"type":"PONG","data":{}}');
         else ws.send(JSON.stringify({ type: 'ERROR', data: { error: 'BAD_REQUEST', message: 'this socket takes no messages; use the /v1/proxy Subscribe* operations' } }));
       },
