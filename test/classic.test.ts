@@ -212,6 +212,9 @@ describe('§7 statuses', () => {
       expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&${bad}`)).status, bad).toBe(400);
     }
     expect((await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&lots=-2`)).status).toBe(400);
+    // A single-symbol route given two symbols: 400 (it answered for the last one).
+    expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=GBPUSD`)).body.message).toContain('one symbol');
+    expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=EURUSD`)).status).toBe(200);
     const alias = await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&volume=3`);
     expect(alias.body[0]).toMatchObject({ lots: 3 });
   });

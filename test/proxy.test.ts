@@ -192,6 +192,9 @@ describe('P5 operations (§4.4)', () => {
     await bad(p5, 'SubscribeOhlc', { symbol: 'BTCUSD', timeframe: 7 }, 'timeframe');
     await bad(p5, 'SubscribeOrderBook', {}, 'symbols');
     await bad(p5, 'UnSubscribe', {}, 'symbol');
+    // One symbol means one: a repeated symbol is refused (it used to subscribe the last one only).
+    await bad(p5, 'Subscribe', { symbol: ['USDJPY', 'XAUUSD'] }, 'symbol');
+    expect((await op(t, p5, 'Subscribe', { symbol: ['XAUUSD', 'XAUUSD'] })).status).toBe(200);
     expect((await op(t, p5, 'UnSubscribeMany')).status).toBe(200);
     expect((await op(t, p5, 'SubscribedSymbols')).body.quotes).toEqual([]);
   });

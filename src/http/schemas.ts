@@ -10,6 +10,10 @@ export const ErrorBody = z.object({
 const one = (v: unknown) => (Array.isArray(v) ? v[v.length - 1] : v);
 
 export const qString = () => z.preprocess(one, z.string().min(1));
+/** One symbol: the parameter repeated with different values is refused, not "last wins" (which
+ *  silently dropped the others); several symbols go to the *Many routes. */
+export const qSymbol = () =>
+  z.preprocess((v) => (Array.isArray(v) && new Set(v).size > 1 ? v : one(v)), z.string({ error: 'one symbol (for several, use the *Many route or operation)' }).min(1));
 /** Plain decimal notation only: Number() would also take '0x10', '0b1', '0o7' and 'Infinity'. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 export const qInt = () =>

@@ -7,7 +7,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { qInt, qList, qLots, qNumber, qPrice, qString } from '../schemas.js';
+import { qInt, qList, qLots, qNumber, qPrice, qString, qSymbol } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -95,14 +95,14 @@ const READ_ROUTES: ClassicSpec[] = [
     fields: { lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots') }, errors: ['NOT_ON_THIS_TERMINAL'],
   },
   { path: 'SymbolParamsMany', summary: 'symbolInfo of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
-  { path: 'SymbolParams', summary: 'symbolInfo of a symbol (stopsLevel = limitPoints, freezeLevel, ...)', fields: { symbol: qString() } },
-  { path: 'SymbolSessions', summary: 'Session arrays of a symbol: always empty (SPEC §1)', fields: { symbol: qString() } },
-  { path: 'IsTradeSession', summary: 'Whether trading of the symbol is open now', fields: { symbol: qString() } },
-  { path: 'IsQuoteSession', summary: 'Whether quoting of the symbol is open now', fields: { symbol: qString() } },
+  { path: 'SymbolParams', summary: 'symbolInfo of a symbol (stopsLevel = limitPoints, freezeLevel, ...)', fields: { symbol: qSymbol() } },
+  { path: 'SymbolSessions', summary: 'Session arrays of a symbol: always empty (SPEC §1)', fields: { symbol: qSymbol() } },
+  { path: 'IsTradeSession', summary: 'Whether trading of the symbol is open now', fields: { symbol: qSymbol() } },
+  { path: 'IsQuoteSession', summary: 'Whether quoting of the symbol is open now', fields: { symbol: qSymbol() } },
   {
     path: 'RequiredMargin', summary: 'Margin needed to open a position',
     fields: {
-      symbol: qString().optional(), lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots'), type: qString().optional(),
+      symbol: qSymbol().optional(), lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots'), type: qString().optional(),
       operation: qString().optional(), price: qPrice().optional(),
     },
   },
@@ -118,7 +118,7 @@ const READ_ROUTES: ClassicSpec[] = [
 
 const tradeFields: Record<TradeOp, z.ZodRawShape> = {
   OrderSend: {
-    symbol: qString(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
+    symbol: qSymbol(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
     volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
     stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
     expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
@@ -188,7 +188,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'get', path: '/GetQuote', family: 'classic', auth: 'api', tags: ['classic'],
     summary: 'Latest bid/ask of a symbol, from a 250 ms cache unless cached=0',
-    query: z.object({ ...idFields, symbol: qString(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
+    query: z.object({ ...idFields, symbol: qSymbol(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
     errors: [...baseErrors, 'BAD_REQUEST'],
     // Not async: a cache hit answers in the same tick, without a promise per hop.
     handler: ({ query: q, principal }) => {

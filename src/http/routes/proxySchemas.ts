@@ -6,11 +6,11 @@
 import { z } from 'zod';
 import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
 import type { Platform } from '../../broker/types.js';
-import { qBool, qInt, qList, qNumber, qPrice, qString } from '../schemas.js';
+import { qBool, qInt, qList, qNumber, qPrice, qString, qSymbol } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
-const symbol = () => qString().pipe(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'a symbol name such as EURUSD'));
+const symbol = () => qSymbol().pipe(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'a symbol name such as EURUSD'));
 const symbolList = () => qList().pipe(z.array(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'symbol names such as EURUSD')).max(1000));
 const positive = () => qNumber().pipe(z.number().positive().finite());
 const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
