@@ -140,6 +140,18 @@ type Outcome = { kind: 'reply'; reply: TradeReply } | { kind: 'error'; code: str
 const settle = (p: Promise<TradeReply>): Promise<Outcome> =>
   p.then((reply) => ({ kind: 'reply' as const, reply }), (e: unknown) => ({ kind: 'error' as const, code: e instanceof ApiError ? e.code : `thrown:${String(e)}` }));
 
+/** A harness whose shard was killed while the order of `id` hung at the broker (executed there). */
+async function killedMidOrder(id: string) {
+  const h = harness();
+  await h.bind();
+  h.broker.nextFault = 'hang';
+  const first = settle(h.send(id, 0.1));
+  await new Promise((r) => setImmediate(r));
+  h.kill();
+  expect((await first).kind).toBe('error');
+  return h;
+}
+
 describe('idempotent OrderSend (host level)', () => {
   it('replays results (rejections too), 422 on changed params, 409 after an uncertain send, concurrent requests execute once', async () => {
     const h = harness();
@@ -176,13 +188,7 @@ describe('idempotent OrderSend (host level)', () => {
   });
 
   it('a shard killed mid-order: after rehydration the retry asks the broker; it executed, so its result is replayed, never sent again', async () => {
-    const h = harness();
-    await h.bind();
-    h.broker.nextFault = 'hang';
-    const first = settle(h.send('k', 0.1));
-    await new Promise((r) => setImmediate(r));
-    h.kill();
-    expect((await first).kind).toBe('error');
+    const h = await killedMidOrder('k');
     await h.bind();
     // The broker cannot be asked at first: 409 for now, and the record waits for a later retry.
     h.broker.lookupFails = true;
@@ -201,13 +207,7 @@ describe('idempotent OrderSend (host level)', () => {
   });
 
   it('a shard killed mid-order whose order the broker never saw: the retry answers 409 (it might still be in transit), nothing is sent', async () => {
-    const h = harness();
-    await h.bind();
-    h.broker.nextFault = 'hang';
-    const first = settle(h.send('k', 0.1));
-    await new Promise((r) => setImmediate(r));
-    h.kill();
-    expect((await first).kind).toBe('error');
+    const h = await killedMidOrder('k');
     h.broker.results.clear();
     await h.bind();
     await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN' });
