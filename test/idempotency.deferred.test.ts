@@ -154,3 +154,25 @@ it('a graceful stop right after the reply writes the outcome first', async () =>
   expect(await t.send(restarted, 's1')).toEqual({ ...first, replay: true });
   expect(t.up.executed.get('s1')).toBe(1);
 });
+
+it('settled records are let go from memory and answered from their rows: replay, 422, and a free id once expired', async () => {
+  const t = setup();
+  const host = t.boot();
+  await t.bind(host);
+  const idle = host.actorCount(); // the account's connection
+  const first = new Map<string, TradeReply>();
+  for (let i = 0; i < 20; i++) first.set(`m${i}`, await t.send(host, `m${i}`));
+  await turn();
+  await turn();
+  expect(host.actorCount()).toBe(idle);
+  // Brought back from its row to answer, and let go again.
+  expect(await t.send(host, 'm5')).toEqual({ ...first.get('m5'), replay: true });
+  expect(host.actorCount()).toBe(idle);
+  const other = host.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'EURUSD', operation: 'Buy', volume: 0.2 }, clientOrderId: 'm5' });
+  await expect(Promise.resolve(other)).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+  expect(t.up.executed.get('m5')).toBe(1);
+  // An expired row not swept yet: the id is free again (a new order).
+  dbs.at(-1)!.prepare("UPDATE idempotency SET expires_at = 1 WHERE client_order_id = 'm7'").run();
+  expect(await t.send(host, 'm7')).toMatchObject({ status: 200, replay: false });
+  expect(t.up.executed.get('m7')).toBe(2);
+});

@@ -29,7 +29,7 @@ export class IdempotencyStore {
       setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
       remove: db.prepare('DELETE FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
       purge: db.prepare('DELETE FROM idempotency WHERE expires_at <= ?'),
-      live: db.prepare<[number], IdemRow>('SELECT * FROM idempotency WHERE expires_at > ?'),
+      unsettled: db.prepare<[number], IdemRow>("SELECT * FROM idempotency WHERE phase = 'sent' AND expires_at > ?"),
     };
   }
 
@@ -58,7 +58,8 @@ export class IdempotencyStore {
   purgeExpired(now: number): number {
     return this.q.purge.run(now).changes;
   }
-  live(now: number): IdemRow[] {
-    return this.q.live.all(now);
+  /** Records whose outcome was never written (the process stopped while their order was out). */
+  unsettled(now: number): IdemRow[] {
+    return this.q.unsettled.all(now);
   }
 }

@@ -128,9 +128,17 @@ async function execute(prep: Prepared, lease: Lease, requestId: string): Promise
   }
 }
 
+/** A durable record exists for the id: settled records live on disk only, not in memory. */
+class RecordExistsError extends Error {}
+
+/** How often expired records are deleted from SQLite (by the expiry index). */
+const SWEEP_MS = 60_000;
+
 /** A record's actor, and while its one broker call is in flight, who waits for it. */
 interface Rec {
   actor: IdemActor;
+  /** Settled and let go: its actor is stopped, its last snapshot still answers who held it. */
+  evicted?: boolean;
   /** From the claim until the actor has taken the call's outcome. */
   busy: boolean;
   /** The claiming request, until the outcome is known. */
@@ -143,8 +151,17 @@ type Outcome = Exclude<IdempotencyEvent, { type: 'send' }>;
 
 const stoppedError = () => new Error('idempotency record stopped before it settled');
 
+/**
+ * The records of a shard's accounts. Only records with work to do are actors in memory: a claim
+ * until its outcome is written, and a record restored `sent` until the broker was asked. A settled
+ * record (result, uncertain) is let go: its row is the record, and a later request with its id
+ * finds the row when its own claim collides with it, and brings it back as an actor to answer.
+ * Kept in memory for their 24 h, records cost ~7.6 KB each (actor, timer, result): a bot sending
+ * 10 orders a second would have held 6.6 GB after a day.
+ */
 export class TradeDesk {
   private readonly records = new Map<string, Rec>();
+  private readonly sweep: NodeJS.Timeout;
   // Provided once: machine.provide() costs hundreds of µs, far too much per order.
   private readonly machine;
   // One observer for every record: an action that throws (a failed SQLite write) puts the actor in
@@ -155,13 +172,18 @@ export class TradeDesk {
   private flushQueued = false;
 
   constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {
-    this.observer = { error: (err: unknown) => this.log.error('idempotency actor failed', { err }) };
+    this.observer = {
+      // A collision with a settled record is how one is found again, not a failure.
+      error: (err: unknown) => err instanceof RecordExistsError || this.log.error('idempotency actor failed', { err }),
+    };
+    this.sweep = setInterval(() => this.purgeExpired(), SWEEP_MS);
+    this.sweep.unref();
     this.machine = idempotencyMachine.provide({
       actions: {
         persistSent: (_a, c: IdempotencyContext) => {
           // Durable before `send` returns; the host calls the broker only after that.
           if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, Date.now(), c.expiresAt)) {
-            throw new Error(`idempotency record ${c.clientOrderId} already exists`);
+            throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
           }
         },
         persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, JSON.stringify(c.result!.body)),
@@ -195,17 +217,41 @@ export class TradeDesk {
     return rec;
   }
 
-  /** Restores the records of the accounts this shard owns; 'sent' without a result becomes 'uncertain'. */
+  /** A record as its row says (result, uncertain, or sent → recovering), as an actor again. */
+  private restore(row: IdemRow): Rec {
+    const result = row.phase === 'result' && row.status !== null ? { status: row.status, body: JSON.parse(row.result_json ?? 'null') as unknown } : undefined;
+    return this.start({ ...row, ...(result ? { result } : {}) });
+  }
+
+  /** Restores the records of this shard's accounts that have work left: those restored `sent`. */
   rehydrate(owns: (accountId: string) => boolean, now: number): number {
     this.store.purgeExpired(now);
     let n = 0;
-    for (const row of this.store.live(now)) {
+    for (const row of this.store.unsettled(now)) {
       if (!owns(row.account_id) || this.records.has(this.key(row.account_id, row.client_order_id))) continue;
-      const result = row.phase === 'result' && row.status !== null ? { status: row.status, body: JSON.parse(row.result_json ?? 'null') as unknown } : undefined;
-      this.start({ ...row, ...(result ? { result } : {}) });
+      this.restore(row);
       n++;
     }
     return n;
+  }
+
+  private purgeExpired(): void {
+    try {
+      this.store.purgeExpired(Date.now());
+    } catch (err) {
+      this.log.warn('cannot delete expired idempotency records', { err });
+    }
+  }
+
+  /** Lets a settled record go (see the class comment). */
+  private evict(rec: Rec): void {
+    if (rec.evicted || rec.busy) return;
+    const s = rec.actor.getSnapshot();
+    if (s.status !== 'active' || !(s.matches('result') || s.matches('uncertain'))) return;
+    rec.evicted = true;
+    rec.actor.stop();
+    const k = this.key(s.context.accountId, s.context.clientOrderId);
+    if (this.records.get(k) === rec) this.records.delete(k);
   }
 
   /** The record's state once no broker call of it is in flight any more. */
@@ -213,7 +259,7 @@ export class TradeDesk {
     if (rec.busy) await new Promise<void>((resolve, reject) => (rec.waiters ??= []).push({ resolve, reject }));
     const s = rec.actor.getSnapshot();
     if (s.status === 'error') throw s.error;
-    if (s.status === 'stopped') throw stoppedError();
+    if (s.status === 'stopped' && !rec.evicted) throw stoppedError();
     return s;
   }
 
@@ -224,6 +270,7 @@ export class TradeDesk {
     }
     let s = await this.settled(rec);
     if (s.matches('recovering')) s = await this.recover(rec, entry);
+    this.evict(rec);
     if (s.matches('result')) return { ...s.context.result!, replay: true };
     if (s.matches('uncertain')) {
       throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is unknown (its reply was lost after it was sent): check /OpenedOrders and /OrderHistory, then use a new id');
@@ -303,6 +350,8 @@ export class TradeDesk {
         const w = rec.waiters;
         rec.waiters = undefined;
         if (w) for (const x of w) x.resolve();
+        // Its waiters read the last snapshot, which a stopped actor keeps.
+        this.evict(rec);
       }
     }
   }
@@ -347,6 +396,13 @@ export class TradeDesk {
       if (claimed.status !== 'active' || !claimed.matches('sent')) {
         lease.release();
         if (this.records.get(k) === rec) this.records.delete(k);
+        if (claimed.status === 'error' && claimed.error instanceof RecordExistsError) {
+          // Used before and settled (on disk only): back as an actor, and answered from it above.
+          const row = this.store.get(entry.accountId, clientOrderId);
+          if (row && row.expires_at > Date.now()) this.restore(row);
+          else if (row) this.store.remove(entry.accountId, clientOrderId); // expired, not swept yet
+          continue;
+        }
         throw claimed.status === 'error' ? claimed.error : stoppedError();
       }
       rec.busy = true;
@@ -367,6 +423,7 @@ export class TradeDesk {
   }
 
   stop(): void {
+    clearInterval(this.sweep);
     // Outcomes already answered are written first (a graceful stop loses nothing).
     this.flush();
     for (const rec of this.records.values()) {
