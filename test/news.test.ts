@@ -6,6 +6,7 @@ import { DEFAULT_RULES } from '../src/news/defaultRules.js';
 import { importCsv, importIcs } from '../src/news/importers.js';
 import { expandRules } from '../src/news/schedule.js';
 import { weekStartOf } from '../src/news/calendar.js';
+import { zonedToUtc } from '../src/news/zone.js';
 import { ManualClock, mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 // Wednesday 4 March 2026, 12:00 UTC: the week of Sun 1 March to Sat 7 March holds the first
@@ -71,6 +72,25 @@ describe('importers', () => {
     expect(r.skipped).toHaveLength(2);
     expect(r.skipped[0]).toMatch(/line 5: bad date/);
     expect(r.skipped[1]).toMatch(/line 6: unknown impact/);
+  });
+
+  it('shifts a New York time in the spring-forward gap forward by the gap; a repeated time is the first one', () => {
+    const csv = [
+      'Title,Country,Date,Time,Impact,Forecast,Previous',
+      'Before,USD,03-08-2026,1:30am,Low,,',
+      'In the gap,USD,03-08-2026,2:30am,Low,,',
+      'After,USD,03-08-2026,3:30am,Low,,',
+      'Twice,USD,11-01-2026,1:30am,Low,,',
+    ].join('\n');
+    expect(importCsv(csv).events.map((e) => [e.title, e.time])).toEqual([
+      ['Before', '2026-03-08T06:30:00.000Z'], // 01:30 EST
+      ['In the gap', '2026-03-08T07:30:00.000Z'], // 02:30 does not exist: 03:30 EDT
+      ['After', '2026-03-08T07:30:00.000Z'], // 03:30 EDT
+      ['Twice', '2026-11-01T05:30:00.000Z'], // 01:30 EDT, the first of the two
+    ]);
+    // East of Greenwich too: Berlin 02:30 on 29 March 2026 is 03:30 CEST; 02:30 on 25 October is CEST.
+    expect(new Date(zonedToUtc(2026, 3, 29, 2, 30, 'Europe/Berlin')).toISOString()).toBe('2026-03-29T01:30:00.000Z');
+    expect(new Date(zonedToUtc(2026, 10, 25, 2, 30, 'Europe/Berlin')).toISOString()).toBe('2026-10-25T00:30:00.000Z');
   });
 
   it('reads an ICS export (UTC, TZID, folded lines, currency prefix, description fields)', () => {

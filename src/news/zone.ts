@@ -20,6 +20,16 @@ export function assertTimeZone(tz: string): void {
   formatter(tz);
 }
 
+/** True when `tz` is a zone name the ICU data in Node knows (IANA names such as America/New_York, UTC). */
+export function isTimeZone(tz: string): boolean {
+  try {
+    formatter(tz);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Offset of `tz` from UTC at a UTC instant, in ms (positive east of Greenwich). */
 export function zoneOffsetMs(utcMs: number, tz: string): number {
   if (tz === 'UTC') return 0;
@@ -31,10 +41,25 @@ export function zoneOffsetMs(utcMs: number, tz: string): number {
   return asUtc - Math.floor(utcMs / 1000) * 1000;
 }
 
-/** UTC ms of a local wall-clock time in `tz` (month is 1-based). */
+const DAY = 86_400_000;
+
+/**
+ * UTC ms of a local wall-clock time in `tz` (month is 1-based). Around a DST change the usual
+ * convention (java.time, Temporal 'compatible', moment): a time in the spring-forward gap does not
+ * exist and is shifted forward by the gap (New York 02:30 on the change day -> 03:30 EDT); a time
+ * that occurs twice when clocks go back is the first occurrence (01:30 EDT, not 01:30 EST).
+ */
 export function zonedToUtc(year: number, month: number, day: number, hour: number, minute: number, tz: string): number {
   const wall = Date.UTC(year, month - 1, day, hour, minute);
-  const first = wall - zoneOffsetMs(wall, tz);
-  const second = wall - zoneOffsetMs(first, tz);
-  return second;
+  // The offsets in force a day either side; a DST change near this time lies between them.
+  const before = zoneOffsetMs(wall - DAY, tz);
+  const after = zoneOffsetMs(wall + DAY, tz);
+  // A candidate instant is right when the zone really has that offset at that instant.
+  let best: number | undefined;
+  for (const o of before === after ? [before] : [before, after]) {
+    const t = wall - o;
+    if (zoneOffsetMs(t, tz) === o && (best === undefined || t < best)) best = t;
+  }
+  // Neither fits: the wall time is in the gap. Read it with the offset before the change.
+  return best ?? wall - before;
 }
