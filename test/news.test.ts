@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { DEFAULT_RULES } from '../src/news/defaultRules.js';
 import { importCsv, importIcs } from '../src/news/importers.js';
 import { expandRules } from '../src/news/schedule.js';
@@ -109,6 +111,30 @@ describe('importers', () => {
     ]);
     expect(r.skipped).toEqual(['event 3: no DTSTART']);
   });
+});
+
+describe('calendarTimeZone config', () => {
+  it('refuses an unknown zone when the config is parsed', () => {
+    expect(() => loadConfig({ CALENDAR_TIME_ZONE: 'Mars/Base' })).toThrow(ConfigError);
+    expect(() => loadConfig({ CALENDAR_TIME_ZONE: 'Mars/Base' })).toThrow(/calendarTimeZone: unknown time zone 'Mars\/Base'/);
+    expect(loadConfig({ CALENDAR_TIME_ZONE: 'Europe/London' }).calendarTimeZone).toBe('Europe/London');
+    expect(loadConfig({}).calendarTimeZone).toBe('America/New_York');
+  });
+
+  it('the gateway process exits 2 with the config error, like other config errors', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-news-'));
+    try {
+      const r = spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', 'src', 'main.ts')], {
+        env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', CALENDAR_TIME_ZONE: 'Mars/Base' },
+        encoding: 'utf8', timeout: 30_000,
+      });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain("calendarTimeZone: unknown time zone 'Mars/Base'");
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
 
 describe('GET /news over HTTP', () => {
