@@ -286,6 +286,29 @@ describe('GET /news over HTTP', () => {
     expect(r.body.error).toBe('BAD_REQUEST');
     expect((await t.req('GET', '/news?country=U$D', { headers: { 'x-api-key': key } })).status).toBe(400);
   });
+
+  it('answers 400 for a country that is not a three-letter currency code (US, USDX)', async () => {
+    for (const q of ['country=US', 'country=USDX', 'country=EUR,US', 'country=usdx&impact=High']) {
+      const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });
+      expect(r.status, q).toBe(400);
+      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.message).toMatch(/country.*three-letter currency code/);
+    }
+  });
+
+  it('answers 400 for a query parameter other than country and impact, instead of ignoring it', async () => {
+    for (const q of ['currency=USD', 'from=2026-03-01', 'countries=USD', 'country=USD&from=']) {
+      const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });
+      expect(r.status, q).toBe(400);
+      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.message).toMatch(/unknown parameter '(currency|from|countries)'/);
+    }
+  });
+
+  it('documents the rule in the OpenAPI description', async () => {
+    const spec = (await t.req('GET', '/openapi.json')).body as { paths: Record<string, { get: { description: string } }> };
+    expect(spec.paths['/news']!.get.description).toMatch(/any other parameter .* is a 400/);
+  });
 });
 
 describe('GET /news from an operator file', () => {
