@@ -370,6 +370,14 @@ describe('GET /news from an ICS or JSON file with one bad entry', () => {
     ]);
   });
 
+  it('a rules file with an unknown zone is unreadable (built-in schedule), not a 500 on every request', async () => {
+    const rules = DEFAULT_RULES.map((r) => ({ ...r, tz: 'Mars/Base' }));
+    const r = await newsFrom('rules.json', JSON.stringify({ rules }));
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-calendar-source')).toBe('default-rules');
+    expect(r.body).toEqual(expandRules(DEFAULT_RULES, WEEK).sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : a.country.localeCompare(b.country))));
+  });
+
   it('serves the readable events of a JSON events file whose one event has a bad impact', async () => {
     const r = await newsFrom('events.json', JSON.stringify({
       events: [
