@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { isTimeZone } from './news/zone.js';
 
 const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
   typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
@@ -50,7 +51,11 @@ export const configSchema = z.object({
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
-  calendarTimeZone: z.string().min(1).default('America/New_York'),
+  calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
+    // Checked here, not at the first calendar load: an unknown zone there throws for every row and
+    // the operator's whole file is dropped for the built-in schedule.
+    if (!isTimeZone(tz)) ctx.addIssue({ code: 'custom', message: `unknown time zone '${tz}' (an IANA name such as America/New_York or UTC)` });
+  }),
 });
 
 export type Config = z.infer<typeof configSchema>;

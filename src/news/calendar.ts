@@ -9,9 +9,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Logger } from '../log.js';
-import { errorMessage } from '../util/errorMessage.js';
 import { DEFAULT_RULES } from './defaultRules.js';
-import { importCsv, importIcs, importJsonEvents } from './importers.js';
+import { describeImportError, importCsv, importIcs, importJsonEvents } from './importers.js';
 import { expandRules, rulesFileSchema, type Rule } from './schedule.js';
 import type { CalendarEvent, Impact } from './types.js';
 
@@ -76,7 +75,7 @@ export class Calendar {
     } catch (e) {
       // Keep serving what was loaded before; a half-written replacement must not blank /news.
       this.failedMtime = mtimeMs;
-      this.log.error('calendar file unreadable; keeping the previous calendar', { file: this.file, err: errorMessage(e) });
+      this.log.error('calendar file unreadable; keeping the previous calendar', { file: this.file, err: describeImportError(e) });
     }
     return this.loaded;
   }

@@ -6,12 +6,18 @@
 import { DEFAULT_RULES } from './defaultRules.js';
 import { Calendar } from './calendar.js';
 import { loadCalendarFile } from './calendar.js';
+import { describeImportError } from './importers.js';
+import { isTimeZone } from './zone.js';
 import { createLogger } from '../log.js';
+
+class UsageError extends Error {}
 
 function main(argv: string[]): number {
   const [cmd, file] = argv;
   const tzAt = argv.indexOf('--tz');
-  const tz = tzAt >= 0 ? argv[tzAt + 1]! : undefined;
+  const tz = tzAt >= 0 ? argv[tzAt + 1] : undefined;
+  if (tzAt >= 0 && !tz) throw new UsageError('--tz needs a zone name');
+  if (tz !== undefined && !isTimeZone(tz)) throw new Error(`--tz: unknown time zone '${tz}' (an IANA name such as America/New_York or UTC)`);
   if (cmd === 'rules') {
     process.stdout.write(`${JSON.stringify({ rules: DEFAULT_RULES }, null, 1)}\n`);
     return 0;
@@ -29,8 +35,20 @@ function main(argv: string[]): number {
     process.stdout.write(`${JSON.stringify(w, null, 1)}\n`);
     return 0;
   }
-  process.stderr.write('usage: cli.ts import <file.csv|file.ics> [--tz Zone] | rules | week [file]\n');
-  return 2;
+  throw new UsageError('');
 }
 
-process.exitCode = main(process.argv.slice(2));
+// Errors are one line on stderr (exit 1; usage errors exit 2), never a stack trace: the tool is
+// for operators converting an export, not for debugging it.
+try {
+  process.exitCode = main(process.argv.slice(2));
+} catch (e) {
+  if (e instanceof UsageError) {
+    if (e.message) process.stderr.write(`cli.ts: ${e.message}\n`);
+    process.stderr.write('usage: cli.ts import <file.csv|file.ics> [--tz Zone] | rules | week [file]\n');
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`cli.ts: ${describeImportError(e)}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -5,10 +5,11 @@
 //  - iCalendar (.ics): VEVENTs with DTSTART (UTC, TZID or floating), SUMMARY, and the country,
 //    impact, forecast and previous taken from X- properties, CATEGORIES or DESCRIPTION lines;
 //  - our own JSON ({events: [...]}) as written by the import CLI.
-// Rows that cannot be read are reported, not silently dropped.
+// Rows and events that cannot be read are skipped and reported (line or event number, reason), not
+// silently dropped, and never cost the rest of the file.
 import { z } from 'zod';
 import { IMPACTS, parseImpact, type CalendarEvent, type Impact } from './types.js';
-import { zonedToUtc } from './zone.js';
+import { isTimeZone, resolveTimeZone, zonedToUtc } from './zone.js';
 
 export interface ImportResult {
   events: CalendarEvent[];
@@ -100,7 +101,12 @@ function parseInstant(raw: string): number | null {
   return Number.isFinite(t) ? t : null;
 }
 
+function assertZone(timeZone: string): void {
+  if (!isTimeZone(timeZone)) throw new Error(`unknown time zone '${timeZone}' (an IANA name such as America/New_York or UTC)`);
+}
+
 export function importCsv(text: string, timeZone = 'America/New_York'): ImportResult {
+  assertZone(timeZone);
   const rows = parseCsvRows(text.replace(/^\uFEFF/, ''));
   const events: CalendarEvent[] = [];
   const skipped: string[] = [];
@@ -158,15 +164,56 @@ function parseIcsLine(line: string): IcsProp | null {
   return { name: name!.toUpperCase(), params, value: line.slice(colon + 1) };
 }
 
-function icsTime(p: IcsProp, defaultZone: string): number | null {
-  const v = p.value.trim();
-  let m = /^(\d{4})(\d{2})(\d{2})$/.exec(v);
-  if (m) return zonedToUtc(Number(m[1]), Number(m[2]), Number(m[3]), 0, 0, p.params.TZID ?? defaultZone);
-  m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)$/.exec(v);
+/** Content lines with folded continuations joined (RFC 5545 §3.1), each with its first line number. */
+function unfoldIcs(text: string): Array<{ text: string; line: number }> {
+  const out: Array<{ text: string; line: number }> = [];
+  text.replace(/^\uFEFF/, '').split(/\r\n|\n|\r/).forEach((l, i) => {
+    if (/^[ \t]/.test(l) && out.length) out[out.length - 1]!.text += l.slice(1);
+    else out.push({ text: l, line: i + 1 });
+  });
+  return out;
+}
+
+/** What a VTIMEZONE block says about its TZID: an X-LIC-LOCATION zone name, the offsets it switches to. */
+interface VTimezone { location?: string; offsetsMs: Set<number> }
+
+/** '+0530', '-0500', '+013000' -> ms east of Greenwich. */
+function parseUtcOffset(v: string): number | null {
+  const m = /^([+-])(\d{2})(\d{2})(\d{2})?$/.exec(v.trim());
   if (!m) return null;
-  const [y, mo, d, h, mi] = [1, 2, 3, 4, 5].map((i) => Number(m![i]));
-  if (m[7] === 'Z') return Date.UTC(y!, mo! - 1, d!, h!, mi!, Number(m[6]));
-  return zonedToUtc(y!, mo!, d!, h!, mi!, p.params.TZID ?? defaultZone);
+  const ms = ((Number(m[2]) * 60 + Number(m[3])) * 60 + Number(m[4] ?? 0)) * 1000;
+  return m[1] === '-' ? -ms : ms;
+}
+
+type WallToUtc = (y: number, mo: number, d: number, h: number, mi: number) => number;
+
+/**
+ * How to read wall-clock times with this TZID: an IANA name, a Windows name (Outlook), the zone its
+ * VTIMEZONE names (X-LIC-LOCATION), or the one fixed offset of a VTIMEZONE without DST. Otherwise a
+ * reason to skip the event.
+ */
+function zoneReader(tzid: string | undefined, floatingZone: string, vtz: Map<string, VTimezone>): WallToUtc | string {
+  const zone = tzid === undefined ? floatingZone : resolveTimeZone(tzid) ?? resolveTimeZone(vtz.get(tzid.trim())?.location ?? '');
+  if (zone) return (y, mo, d, h, mi) => zonedToUtc(y, mo, d, h, mi, zone);
+  const block = vtz.get(tzid!.trim());
+  if (block?.offsetsMs.size === 1) {
+    const off = [...block.offsetsMs][0]!;
+    return (y, mo, d, h, mi) => Date.UTC(y, mo - 1, d, h, mi) - off;
+  }
+  return `unknown TZID '${tzid}'${block ? ' (its VTIMEZONE has daylight-saving rules and names no known zone)' : ''}`;
+}
+
+function icsTime(p: IcsProp, floatingZone: string, vtz: Map<string, VTimezone>): number | string {
+  const v = p.value.trim();
+  const date = /^(\d{4})(\d{2})(\d{2})$/.exec(v);
+  const dateTime = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)$/.exec(v);
+  const m = date ?? dateTime;
+  if (!m) return `bad DTSTART '${v}'`;
+  const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? 0));
+  if (!validDate(y!, mo!, d!) || h! > 23 || mi! > 59 || sec! > 60) return `bad DTSTART '${v}'`;
+  if (dateTime?.[7] === 'Z') return Date.UTC(y!, mo! - 1, d!, h!, mi!, sec!);
+  const read = zoneReader(p.params.TZID, floatingZone, vtz);
+  return typeof read === 'string' ? read : read(y!, mo!, d!, h!, mi!);
 }
 
 function descriptionField(desc: string, name: string): string {
@@ -174,23 +221,53 @@ function descriptionField(desc: string, name: string): string {
   return m ? m[1]!.trim() : '';
 }
 
+/**
+ * VEVENTs of an .ics file. One that cannot be read (no DTSTART, a TZID no table or VTIMEZONE
+ * explains, no country...) is skipped with its event number and line; the others are kept.
+ */
 export function importIcs(text: string, timeZone = 'UTC'): ImportResult {
-  // Unfold continuation lines (RFC 5545 §3.1).
-  const lines = text.replace(/\r\n/g, '\n').replace(/\n[ \t]/g, '').split('\n');
+  assertZone(timeZone);
+  const lines = unfoldIcs(text);
+  // VTIMEZONE blocks first: RFC 5545 does not require them to come before the events using them.
+  const vtz = new Map<string, VTimezone>();
+  let tzBlock: { tzid?: string; tz: VTimezone } | null = null;
+  for (const { text: line } of lines) {
+    const t = line.trim();
+    if (/^BEGIN:VTIMEZONE$/i.test(t)) tzBlock = { tz: { offsetsMs: new Set() } };
+    else if (/^END:VTIMEZONE$/i.test(t)) {
+      if (tzBlock?.tzid) vtz.set(tzBlock.tzid, tzBlock.tz);
+      tzBlock = null;
+    } else if (tzBlock) {
+      const p = parseIcsLine(line);
+      if (p?.name === 'TZID') tzBlock.tzid = p.value.trim();
+      else if (p?.name === 'X-LIC-LOCATION') tzBlock.tz.location = p.value.trim();
+      else if (p?.name === 'TZOFFSETTO') {
+        const o = parseUtcOffset(p.value);
+        if (o !== null) tzBlock.tz.offsetsMs.add(o);
+      }
+    }
+  }
   const events: CalendarEvent[] = [];
   const skipped: string[] = [];
   let cur: IcsProp[] | null = null;
+  let startLine = 0;
   let n = 0;
-  for (const line of lines) {
+  for (const { text: line, line: lineNo } of lines) {
     if (/^BEGIN:VEVENT$/i.test(line.trim())) {
       cur = [];
       n++;
+      startLine = lineNo;
       continue;
     }
     if (/^END:VEVENT$/i.test(line.trim())) {
       if (cur) {
-        const r = icsEvent(cur, timeZone);
-        if (typeof r === 'string') skipped.push(`event ${n}: ${r}`);
+        let r: CalendarEvent | string;
+        try {
+          r = icsEvent(cur, timeZone, vtz);
+        } catch (e) {
+          r = e instanceof Error ? e.message : String(e);
+        }
+        if (typeof r === 'string') skipped.push(`line ${startLine} (event ${n}): ${r}`);
         else events.push(r);
       }
       cur = null;
@@ -204,12 +281,12 @@ export function importIcs(text: string, timeZone = 'UTC'): ImportResult {
   return { events, skipped };
 }
 
-function icsEvent(props: IcsProp[], timeZone: string): CalendarEvent | string {
+function icsEvent(props: IcsProp[], timeZone: string, vtz: Map<string, VTimezone>): CalendarEvent | string {
   const get = (name: string) => props.find((p) => p.name === name);
   const start = get('DTSTART');
   if (!start) return 'no DTSTART';
-  const t = icsTime(start, timeZone);
-  if (t === null) return `bad DTSTART '${start.value}'`;
+  const t = icsTime(start, timeZone, vtz);
+  if (typeof t === 'string') return t;
   let title = unescapeIcs(get('SUMMARY')?.value ?? '').trim();
   const desc = unescapeIcs(get('DESCRIPTION')?.value ?? '');
   let country = (get('X-COUNTRY')?.value ?? descriptionField(desc, 'country') ?? '').trim().toUpperCase();
@@ -256,11 +333,31 @@ export const eventSchema = z.object({
   previous: z.string().default(''),
 }).strict();
 export const eventsFileSchema = z.object({ events: z.array(eventSchema) }).strict();
+/** The file's shape only; each event is checked on its own so that one bad event does not drop the file. */
+const eventsListSchema = z.object({ events: z.array(z.unknown()) }).strict();
+
+/** One line for a zod error: 'path: message; path: message'. */
+export function zodIssues(err: z.ZodError): string {
+  return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+/** A one-line description of an import failure (a zod error is otherwise a multi-line JSON dump). */
+export function describeImportError(err: unknown): string {
+  if (err instanceof z.ZodError) return zodIssues(err);
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+}
 
 export function importJsonEvents(value: unknown): ImportResult {
-  const r = eventsFileSchema.parse(value);
-  return {
-    events: r.events.map((e) => ({ ...e, country: e.country.toUpperCase(), time: new Date(parseInstant(e.time)!).toISOString() })),
-    skipped: [],
-  };
+  const events: CalendarEvent[] = [];
+  const skipped: string[] = [];
+  eventsListSchema.parse(value).events.forEach((raw, i) => {
+    const r = eventSchema.safeParse(raw);
+    if (!r.success) {
+      const title = raw && typeof raw === 'object' && typeof (raw as { title?: unknown }).title === 'string' ? ` '${(raw as { title: string }).title}'` : '';
+      return void skipped.push(`event ${i + 1}${title}: ${zodIssues(r.error)}`);
+    }
+    const e = r.data;
+    events.push({ ...e, country: e.country.toUpperCase(), time: new Date(parseInstant(e.time)!).toISOString() });
+  });
+  return { events, skipped };
 }

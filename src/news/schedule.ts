@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { CalendarEvent, Impact } from './types.js';
 import { IMPACTS } from './types.js';
-import { zonedToUtc } from './zone.js';
+import { isTimeZone, zonedToUtc } from './zone.js';
 
 const DAY = 86_400_000;
 const WEEKDAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'] as const;
@@ -31,7 +31,8 @@ export const ruleSchema = z.object({
   impact: z.enum(IMPACTS),
   /** Local wall-clock time HH:mm in `tz`. */
   time: z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/),
-  tz: z.string().min(1),
+  /** Checked here: an unknown zone would otherwise throw on every expansion (every /news request). */
+  tz: z.string().min(1).refine(isTimeZone, 'unknown time zone (an IANA name such as America/New_York)'),
   when: whenSchema,
   /** Shape of the forecast/previous figures, generated deterministically per occurrence. */
   values: z.object({

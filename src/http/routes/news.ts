@@ -6,14 +6,22 @@ import type { Services } from '../../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { qList } from '../schemas.js';
 
-export const NewsQuery = z.object({
-  country: qList().pipe(z.array(z.string().regex(/^[A-Za-z]{2,4}$/, 'a currency code such as USD'))).optional()
-    .describe('Currency codes (USD, EUR, ...); repeat or comma-separate. Default: all'),
+// SPEC §4.2 names two query parameters, country and impact. Anything else (currency=, from=, a
+// misspelt countries=) is a 400 rather than silently ignored: ignoring it answers the unfiltered
+// week as if it had been applied. A country is a three-letter currency code as exports write it
+// (docs/news.md); anything else (US, USDX) is malformed, not an unknown code, so also a 400.
+export const NewsQuery = z.strictObject({
+  country: qList().pipe(z.array(z.string().regex(/^[A-Za-z]{3}$/, 'a three-letter currency code such as USD'))).optional()
+    .describe('Currency codes, three letters (USD, EUR, ...); repeat or comma-separate; case-insensitive. Default: all'),
   impact: qList().pipe(z.array(z.string().transform((s, c) => {
     const v = parseImpact(s);
     if (!v) c.addIssue({ code: 'custom', message: `one of ${IMPACTS.join(', ')}` });
     return v as Impact;
   }))).optional().describe(`Impact levels (${IMPACTS.join(', ')}); repeat or comma-separate. Default: all`),
+}, {
+  error: (iss) => (iss.code === 'unrecognized_keys'
+    ? `unknown parameter${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}: /news takes only country and impact`
+    : undefined),
 });
 
 export const CalendarEventSchema = z.object({
@@ -31,7 +39,7 @@ export function newsRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'get', path: '/news', family: 'news', auth: 'news', tags: ['news'],
       summary: "This week's economic calendar events",
-      description: 'Events of the week (Sunday 00:00 UTC to the next Sunday) sorted by time. Header x-calendar-source tells where they came from: file, rules or default-rules.',
+      description: 'Events of the week (Sunday 00:00 UTC to the next Sunday) sorted by time. Header x-calendar-source tells where they came from: file, rules or default-rules. Query parameters are country and impact only: any other parameter (currency, from...) is a 400, as is a country that is not a three-letter code or an impact outside the four.',
       query: NewsQuery, response: z.array(CalendarEventSchema), errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY'],
       handler: ({ query }) => {
         const filter: { countries?: string[]; impacts?: Impact[] } = {};
