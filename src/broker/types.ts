@@ -466,7 +466,12 @@ export interface OpenedOrders {
  *  authentication (BrokerAuthError), unsupported operations (BrokerNotSupportedError) or
  *  bad query arguments (BrokerRequestError). */
 export interface BrokerConnection {
+  /** The broker server. Read it only when `serverKnown` is not false: before that it is a
+   *  placeholder (name and platform as given, build 0, time zone unknown, shown as UTC). */
   readonly server: ServerInfo;
+  /** False while `server` is a placeholder: a bridge connection learns the server (platform, build,
+   *  time zone) from its first login. Absent: the server is known from the start (the simulator). */
+  readonly serverKnown?: boolean;
   readonly login: string;
   readonly state: ConnectionState;
 

@@ -10,7 +10,7 @@
 import { createActor, fromCallback, type Actor, type EventObject } from 'xstate';
 import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
 import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
-import { ServerClock } from '../../broker/time.js';
+import { clockFor, type ServerClock } from '../../broker/time.js';
 import { parseTimeframe, type AccountSummary, type Tick, type Timeframe } from '../../broker/types.js';
 import { apiError } from '../../errors.js';
 import { candleData, quoteData } from '../../stream/frames.js';
@@ -40,17 +40,14 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   const byHash = new Map<string, Live>();
   /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> count. */
   const brokerRefs = new Map<string, Map<string, number>>();
-  const clocks = new Map<string, ServerClock>();
 
   const registry = (): AccountRegistry => {
     if (!ctx.accounts) throw apiError('SERVICE_UNAVAILABLE', 'account runtime is not available in this shard');
     return ctx.accounts;
   };
-  const clockOf = (rt: AccountRuntime) => {
-    let c = clocks.get(rt.server.name);
-    if (!c) clocks.set(rt.server.name, (c = new ServerClock(rt.server.timeZone)));
-    return c;
-  };
+  /** The clock of the account's server; undefined while its connection has not learned it (never
+   *  a placeholder's UTC: frames are only pushed from a connected connection anyway). */
+  const clockOf = (rt: AccountRuntime): ServerClock | undefined => (rt.serverKnown ? clockFor(rt.server) : undefined);
 
   // ---- broker leases (reference-counted per account within this host) ----
   const leaseKey = (s: SubscriptionSpec) => (s.kind === 'ohlc' ? `c|${s.symbol}|${s.timeframe}` : `q|${s.symbol}`);
@@ -126,8 +123,10 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       const children = live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>;
       const q = children[`quote:${ev.tick.symbol}`];
       const b = children[`book:${ev.tick.symbol}`];
-      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clockOf(rt), Date.now()) } satisfies GatewayFrameData });
-      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clockOf(rt)) } satisfies GatewayFrameData });
+      const clock = (q || b) && clockOf(rt);
+      if (!clock) return;
+      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clock, Date.now()) } satisfies GatewayFrameData });
+      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clock) } satisfies GatewayFrameData });
     } else if (ev.type === 'candle') {
       const key = subscriptionKey({ kind: 'ohlc', symbol: ev.candle.symbol, timeframe: ev.candle.timeframe });
       const child = (live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>)[key];
@@ -346,7 +345,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         const rt = await registry().ensure(live.accountId);
         try {
           const conn = await rt.whenConnected(BROKER_WAIT_MS);
-          return await runOp(op, args, { runtime: rt, conn, clock: clockOf(rt), connectedAt: live.actor.getSnapshot().context.connectedAt });
+          // The clock of the connection that answers: it has logged in, so its server is the broker's.
+          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt });
         } catch (e) {
           throw brokerFailure(e);
         }
