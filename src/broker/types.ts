@@ -453,6 +453,9 @@ export interface BrokerCredentials {
   readonly server: string;
   readonly login: string;
   readonly password: string;
+  /** The platform the login was bound as: what a connection that learns its server only at login
+   *  (the bridge) reports until then. The in-process simulator knows its servers and ignores it. */
+  readonly platform?: Platform;
 }
 
 export interface OpenedOrders {

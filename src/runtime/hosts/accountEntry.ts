@@ -23,6 +23,8 @@ export interface SlotSpec {
 export interface EntryDeps {
   log: Logger;
   factory: (c: BrokerCredentials) => BrokerConnection;
+  /** A connection learned its server at login (a bridge): the host keeps the binding's platform right. */
+  onServer?: (accountId: string, server: ServerInfo) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
 }
@@ -178,7 +180,8 @@ export class AccountEntry implements AccountRuntime {
   /**
    * The server as last learned from a connection of this account (the draining one's while a
    * replacement to the same server has not logged in yet). Before any connection learned it, the
-   * connection's placeholder: its name is right, its build and time zone are not; see `serverKnown`.
+   * connection's placeholder: name and bound platform are right, build and time zone are not; see
+   * `serverKnown`.
    */
   get server(): ServerInfo {
     return this.knownServer ?? this.lastSlot!.conn.server;
@@ -191,7 +194,10 @@ export class AccountEntry implements AccountRuntime {
   /** A slot's connection logged in: what it says about the server is now the account's. */
   learnServer(slot: Slot): void {
     if (slot !== this.lastSlot) return;
-    this.knownServer = slot.conn.server;
+    const info = slot.conn.server;
+    const changed = this.knownServer !== info;
+    this.knownServer = info;
+    if (changed) this.deps.onServer?.(this.accountId, info);
   }
   get build(): number {
     return this.lastSlot!.build;
