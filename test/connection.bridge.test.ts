@@ -1,5 +1,7 @@
 // BROKER_MODE=bridge: the gateway's account connections go over the bridge protocol to a
-// standalone simulator server (real loopback socket), including a dropped socket and its recovery.
+// standalone simulator server (real loopback socket), including a dropped socket and its recovery,
+// and binding: what the bridge refuses fails the bind as in embedded mode; an unreachable bridge does not.
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadSimConfig } from '../src/sim/config.js';
 import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
@@ -44,3 +46,70 @@ it('binds, reads, trades idempotently and survives a dropped bridge socket', asy
   expect(again.body.ticket).toBe(o.body.ticket);
   expect((await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h })).body).toEqual([o.body.ticket]);
 }, 30_000);
+
+const seatCount = async (g: TestGateway) => (await g.req('GET', '/v1/seats', { headers: mgmt(g.managementKey) })).body.seats.length as number;
+
+it('a broker server the bridge does not know answers 400 at once and creates nothing, as in embedded mode', async () => {
+  const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'u' } })).body.key;
+  const before = await seatCount(t);
+  const t0 = Date.now();
+  const c = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'zed', password: 'pw', server: 'NoSuchServer' } });
+  expect(c.status, c.text).toBe(400);
+  expect(c.body).toEqual({ error: 'BAD_REQUEST', message: 'unknown broker server NoSuchServer' });
+  const b = await t.req('POST', '/v1/broker-accounts', {
+    headers: mgmt(t.managementKey), body: { platform: 'P5', user: 'zed', password: 'pw', server: 'NoSuchServer' },
+  });
+  expect(b.status, b.text).toBe(400);
+  expect(b.body.error).toBe('BAD_REQUEST');
+  expect(Date.now() - t0).toBeLessThan(2_500); // not the bind's 3 s wait for a connection
+  expect(await seatCount(t)).toBe(before);
+});
+
+it('a login the bridge refuses answers 400 BROKER_AUTH_FAILED and creates nothing', async () => {
+  sim.server('Sim-P5-Demo')!.login('br-auth', 'right-pw');
+  const before = await seatCount(t);
+  const b = await t.req('POST', '/v1/broker-accounts', {
+    headers: mgmt(t.managementKey), body: { platform: 'P5', user: 'br-auth', password: 'wrong-pw', server: 'Sim-P5-Demo' },
+  });
+  expect(b.status, b.text).toBe(400);
+  expect(b.body.error).toBe('BROKER_AUTH_FAILED');
+  expect(await seatCount(t)).toBe(before);
+});
+
+it('an unreachable bridge does not fail the bind: the platform given (else P5) is kept until the server tells', async () => {
+  // A port nothing listens on (yet).
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}` });
+  let later: SimServerHandle | undefined;
+  try {
+    const key = (await g.req('POST', '/v1/keys', { headers: mgmt(g.managementKey), body: { label: 'd' } })).body.key;
+    const h = { 'x-api-key': key };
+    // Documented: bound anyway, still connecting (was: 400 "a P5 server, not P4" from the placeholder).
+    const b = await g.req('POST', '/v1/broker-accounts', {
+      headers: mgmt(g.managementKey), body: { platform: 'P4', user: 'down-1', password: 'pw', server: 'Sim-P4-Demo' },
+    });
+    expect(b.status, b.text).toBe(201);
+    expect(b.body).toMatchObject({ platform: 'P4', server: 'Sim-P4-Demo', connection: 'connecting' });
+    // No platform given: taken as P5 for now.
+    const c = await g.req('POST', '/ConnectEx', { headers: h, body: { user: 'down-2', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(c.status, c.text).toBe(200);
+
+    later = await startSimServer(sim, { port, host: '127.0.0.1' });
+    for (const id of [b.body.id as string, c.body.id as string]) {
+      let st = await g.req('GET', `/CheckConnect?id=${id}`, { headers: h });
+      for (let i = 0; i < 40 && !st.body.connected; i++) st = await g.req('GET', `/CheckConnect?id=${id}`, { headers: h });
+      expect(st.body).toMatchObject({ connected: true, platform: 'P4' });
+    }
+    // The binding learned its platform from the server: a gateway session speaks P4 (Quote is P4-only).
+    const session = await g.req('POST', '/v1/connect', { headers: mgmt(g.managementKey), body: { brokerAccountId: c.body.id } });
+    expect(session.status, session.text).toBe(200);
+    const q = await g.req('GET', `/v1/proxy/Quote?handle=${encodeURIComponent(session.body.handle)}&symbol=BTCUSD`, { headers: h });
+    expect(q.status, q.text).toBe(200);
+  } finally {
+    await g.stop();
+    await later?.close();
+  }
+}, 60_000);

@@ -75,6 +75,8 @@ const RESYNC_LOOKBACK_MS = 7 * 86_400_000;
 
 export class BridgeBrokerConnection implements BrokerConnection {
   private info: ServerInfo;
+  /** `info` came from the server (hello); before that it is a placeholder. */
+  private known = false;
   readonly login: string;
   private _state: ConnectionState = 'disconnected';
   private socket: Socket | null = null;
@@ -102,8 +104,12 @@ export class BridgeBrokerConnection implements BrokerConnection {
     };
   }
 
+  /** A placeholder until the first login (see `serverKnown`): its time zone is not the server's. */
   get server(): ServerInfo {
     return this.info;
+  }
+  get serverKnown(): boolean {
+    return this.known;
   }
   get state(): ConnectionState {
     return this._state;
@@ -146,6 +152,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
         password: this.options.password,
       })) as { version: number; server: ServerInfo };
       this.info = hello.server;
+      this.known = true;
       if (this.tickSymbols.size > 0) await this.request('subscribe', { symbols: [...this.tickSymbols] });
       for (const [symbol, tfs] of this.candleSubs) await this.request('subscribeCandles', { symbol, timeframes: [...tfs] });
       if (!this.everConnected) await this.markHistorySeen();

@@ -91,3 +91,13 @@ export class ServerClock {
     this.offsetMs = offset;
   }
 }
+
+const clocks = new WeakMap<ServerTimeZone, ServerClock>();
+/** The (cached) clock of a server's time zone. Keyed by the zone object: a connection that learns
+ *  its server again (a bridge at each login) gets a clock of what it learned, never a stale one. */
+export function clockFor(server: ServerInfo | ServerTimeZone): ServerClock {
+  const tz = 'timeZone' in server ? server.timeZone : server;
+  let c = clocks.get(tz);
+  if (!c) clocks.set(tz, (c = new ServerClock(tz)));
+  return c;
+}

@@ -453,6 +453,9 @@ export interface BrokerCredentials {
   readonly server: string;
   readonly login: string;
   readonly password: string;
+  /** The platform the login was bound as: what a connection that learns its server only at login
+   *  (the bridge) reports until then. The in-process simulator knows its servers and ignores it. */
+  readonly platform?: Platform;
 }
 
 export interface OpenedOrders {
@@ -466,7 +469,12 @@ export interface OpenedOrders {
  *  authentication (BrokerAuthError), unsupported operations (BrokerNotSupportedError) or
  *  bad query arguments (BrokerRequestError). */
 export interface BrokerConnection {
+  /** The broker server. Read it only when `serverKnown` is not false: before that it is a
+   *  placeholder (name and platform as given, build 0, time zone unknown, shown as UTC). */
   readonly server: ServerInfo;
+  /** False while `server` is a placeholder: a bridge connection learns the server (platform, build,
+   *  time zone) from its first login. Absent: the server is known from the start (the simulator). */
+  readonly serverKnown?: boolean;
   readonly login: string;
   readonly state: ConnectionState;
 

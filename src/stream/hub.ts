@@ -19,7 +19,7 @@ import { z } from 'zod';
 import type { Authenticator } from '../auth/authenticator.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
-import { ServerClock } from '../broker/time.js';
+import { clockFor, type ServerClock } from '../broker/time.js';
 import { barRangeUtc } from '../sim/candles.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Timeframe } from '../broker/types.js';
@@ -60,6 +60,7 @@ export interface StreamHubDeps {
   bindingOf?: (accountId: string) => { platform: 'P4' | 'P5'; server: string } | undefined;
 }
 
+/** A server's clock, as its broker reported it (never a placeholder: see noteServer). */
 interface ServerState { info: ServerInfo; clock: ServerClock }
 
 interface QuoteTopic {
@@ -165,6 +166,7 @@ export interface StreamStats {
 
 export class StreamHub {
   private app: TemplatedApp | null = null;
+  /** Servers whose clock is known: only what a connection learned from its broker. */
   private readonly servers = new Map<string, ServerState>();
   /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
   private readonly quoteTopics = new Map<string, Map<string, QuoteTopic>>();
@@ -369,6 +371,7 @@ export class StreamHub {
     this.justOpened = undefined;
     d.shards.call(id, 'stream.open', { accountId: id }).then(
       (open) => {
+        if (open.serverInfo) this.noteServer(open.serverInfo);
         const cur = this.accounts.get(id);
         if (cur) cur.phase = open.phase;
         if (!sock) {
@@ -393,13 +396,24 @@ export class StreamHub {
     );
   }
 
+  /**
+   * The server's clock as a connection learned it from its broker. Only ever a known server: a
+   * bridge connection that has not logged in yet has a placeholder (UTC) zone, and caching that
+   * would stamp every later frame of the server in UTC (stream.open then answers serverInfo null,
+   * and the zone follows with the 'connected' phase event and the snapshot and subscribe answers).
+   * A server that reports another zone than before (it changed, or a restarted bridge) replaces it.
+   */
+  private noteServer(info: ServerInfo): void {
+    const cur = this.servers.get(info.name);
+    if (cur && sameZone(cur.info, info)) return;
+    this.servers.set(info.name, { info, clock: clockFor(info) });
+  }
+
   private noteAccount(id: string, open: StreamOpenResult): void {
-    if (!this.servers.has(open.server.name)) {
-      this.servers.set(open.server.name, { info: open.server, clock: new ServerClock(open.server.timeZone) });
-    }
+    if (open.serverInfo) this.noteServer(open.serverInfo);
     let acc = this.accounts.get(id);
     if (!acc) {
-      acc = { id, platform: open.platform, server: open.server.name, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
+      acc = { id, platform: open.platform, server: open.server, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
         threadId: this.deps.shards.threadId(this.deps.shards.shardFor(id)) };
       this.accounts.set(id, acc);
     } else {
@@ -498,11 +512,19 @@ export class StreamHub {
 
   /** The topic's last bar has not ended yet (by the clock; its close may simply not have come). */
   private isCurrentBar(t: CandleTopic, acc: AccountState): boolean {
-    return t.last !== null && barRangeUtc(t.timeframe, t.last.candle.time * 1000, this.clockOf(acc))[1] > Date.now();
+    const clock = this.servers.get(acc.server)?.clock;
+    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > Date.now();
   }
 
+  /**
+   * The clock of the account's server. Known before any frame that needs it: snapshots and
+   * subscribe answers carry the server, and the 'connected' phase event (which precedes the
+   * account's first events) too. Throws rather than stamp server times in UTC.
+   */
   private clockOf(acc: AccountState): ServerClock {
-    return this.servers.get(acc.server)!.clock;
+    const srv = this.servers.get(acc.server);
+    if (!srv) throw new Error(`the clock of server ${acc.server} is not known yet (account ${acc.id})`);
+    return srv.clock;
   }
 
   private requestSnapshot(sock: Sock): void {
@@ -510,6 +532,7 @@ export class StreamHub {
     const acc = sock.acc;
     this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
       (snap) => {
+        this.noteServer(snap.server);
         if (sock.closed) return;
         const clock = this.clockOf(acc);
         sock.posV = snap.posV;
@@ -636,9 +659,11 @@ export class StreamHub {
     let lastTick: Tick | null;
     if (newQuote) sock.pending.add(symbol);
     try {
-      ({ lastTick } = await this.deps.shards.call(acc.id, 'stream.sub', {
+      const sub = await this.deps.shards.call(acc.id, 'stream.sub', {
         accountId: acc.id, symbol, timeframes: tfs, timeoutMs: this.deps.config.streamSubscribeTimeoutMs,
-      }));
+      });
+      this.noteServer(sub.server);
+      lastTick = sub.lastTick;
     } catch (err) {
       sock.pending.delete(symbol);
       if (sock.closed) return;
@@ -835,10 +860,12 @@ export class StreamHub {
         break;
       }
       case STREAM_EVENT.phase: {
+        const d = ev.data as PhaseEventData;
+        if (d.server) this.noteServer(d.server);
         const acc = this.accounts.get(ev.key);
         if (!acc) break;
         const was = acc.phase;
-        acc.phase = (ev.data as PhaseEventData).phase;
+        acc.phase = d.phase;
         if (acc.phase === 'connected' && acc.platform === 'P5') {
           // A missing initial snapshot follows now; after an outage every socket gets a fresh pair,
           // since what changed at the broker meanwhile may not have reached us as events.
@@ -954,9 +981,10 @@ export class StreamHub {
     ws.cork(() => {
       for (const t of s.quotes.values()) {
         const at = s.leftAt.get(t.key) ?? -1;
-        if (t.seq > at && t.lastTick) {
+        const srv = this.servers.get(t.server);
+        if (t.seq > at && t.lastTick && srv) {
           // Re-encoded so ageMs tells how old the coalesced quote is now.
-          ws.send(frame('QUOTE', t.seq, quoteData(t.lastTick, this.servers.get(t.server)!.clock, now)));
+          ws.send(frame('QUOTE', t.seq, quoteData(t.lastTick, srv.clock, now)));
         }
         s.leftAt.set(t.key, t.seq);
       }
@@ -1031,16 +1059,23 @@ export class StreamHub {
     for (const s of this.sockets) {
       // A socket that is behind gets no heartbeat (the next one says the same, newer).
       if (!s.heartbeat || s.closed || s.coalescing) continue;
-      const clock = this.clockOf(s.acc);
+      // Unknown only before the account's connection first logged in: no tick has come then.
+      const clock = this.servers.get(s.acc.server)?.clock;
       const symbols: HeartbeatSymbol[] = [];
       for (const t of s.quotes.values()) {
         if (s.pending.has(t.symbol)) continue;
         const last = t.lastTick;
-        symbols.push(last
+        symbols.push(last && clock
           ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, now - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
           : { symbol: t.symbol, lastTickTimeMsc: null, lastQuoteAgeMs: null, lastTickTimeMscUtc: null });
       }
       this.sendOwn(s, 'HEARTBEAT', heartbeatData(s.acc.phase, symbols, now));
     }
   }
+}
+
+function sameZone(a: ServerInfo, b: ServerInfo): boolean {
+  const x = a.timeZone;
+  const y = b.timeZone;
+  return x.standardOffsetMinutes === y.standardOffsetMinutes && x.dst === y.dst;
 }

@@ -6,11 +6,18 @@ import type { CandleEvent, Deal, Order, Platform, Position, ServerInfo, Tick, Ti
 
 export interface StreamOpenResult {
   platform: Platform;
-  server: ServerInfo;
+  /** Server name. */
+  server: string;
+  /** The server as the broker reported it; null while the account's connection has not learned it
+   *  (a bridge connection before its first login): its clock is unknown then, and it follows with
+   *  the 'connected' phase event and the snapshot and subscribe answers. */
+  serverInfo: ServerInfo | null;
   phase: ConnectionPhase;
 }
 
 export interface StreamSnapshotResult {
+  /** The server of the connection the snapshot was read from (its clock stamps the frames). */
+  server: ServerInfo;
   /** Versions of the account's positions/orders at the time of the snapshot: change events with a
    *  version at or below these are older than the snapshot and must not follow it. */
   posV: number;
@@ -26,7 +33,7 @@ declare module '../runtime/protocol.js' {
     /** Waits for the connection (up to timeoutMs) and returns the current positions and pending orders. */
     'stream.snapshot': { args: { accountId: string; timeoutMs: number }; result: StreamSnapshotResult };
     /** Subscribe a symbol (and candle timeframes) at the broker; returns the latest tick. BAD_REQUEST for an unknown symbol. */
-    'stream.sub': { args: { accountId: string; symbol: string; timeframes: Timeframe[]; timeoutMs: number }; result: { lastTick: Tick | null } };
+    'stream.sub': { args: { accountId: string; symbol: string; timeframes: Timeframe[]; timeoutMs: number }; result: { lastTick: Tick | null; server: ServerInfo } };
     /** No socket of this account wants the symbol (timeframes omitted) or these timeframes any more. */
     'stream.unsub': { args: { accountId: string; symbol: string; timeframes?: Timeframe[] }; result: { ok: true } };
     /** The last socket of this account closed. */
@@ -49,4 +56,5 @@ export interface CandleEventData { server: string; candle: CandleEvent }
 export interface PositionsEventData { v: number; positions: readonly Position[] }
 export interface OrdersEventData { v: number; orders: readonly Order[] }
 export interface DealEventData { deal: Deal }
-export interface PhaseEventData { phase: ConnectionPhase }
+/** `server`: the server as the account's connection knows it (absent while it does not: see StreamOpenResult). */
+export interface PhaseEventData { phase: ConnectionPhase; server?: ServerInfo }

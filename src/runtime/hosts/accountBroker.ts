@@ -27,7 +27,9 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     if (!m) throw new Error('brokerMode=bridge needs bridgeUrl (BRIDGE_URL), e.g. tcp://127.0.0.1:4510');
     const [host, port] = [m[1]!, Number(m[2])];
     return {
-      factory: (c) => new BridgeBrokerConnection({ host, port, server: c.server, login: c.login, password: c.password }),
+      factory: (c) => new BridgeBrokerConnection({
+        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}),
+      }),
       stop: () => {},
     };
   }

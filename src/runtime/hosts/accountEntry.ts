@@ -23,6 +23,8 @@ export interface SlotSpec {
 export interface EntryDeps {
   log: Logger;
   factory: (c: BrokerCredentials) => BrokerConnection;
+  /** A connection learned its server at login (a bridge): the host keeps the binding's platform right. */
+  onServer?: (accountId: string, server: ServerInfo) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
 }
@@ -43,6 +45,8 @@ class Slot {
             await conn.disconnect();
             return;
           }
+          // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
+          entry.learnServer(this);
           entry.restoreSubscriptions(conn);
         }),
         disconnect: fromPromise(() => conn.disconnect()),
@@ -159,6 +163,9 @@ export class AccountEntry implements AccountRuntime {
   authFailed = false;
   /** The current slot, or the replacement being prepared during a switch. */
   private lastSlot: Slot | undefined;
+  /** The server as a connection of this account reported it; undefined while none has (a bridge
+   *  connection learns it at its first login): never a placeholder. */
+  private knownServer: ServerInfo | undefined;
 
   constructor(
     readonly accountId: string,
@@ -170,9 +177,27 @@ export class AccountEntry implements AccountRuntime {
   get platform(): Platform {
     return this.server.platform;
   }
-  /** The server of the current connection (of the last one while a replacement is being made). */
+  /**
+   * The server as last learned from a connection of this account (the draining one's while a
+   * replacement to the same server has not logged in yet). Before any connection learned it, the
+   * connection's placeholder: name and bound platform are right, build and time zone are not; see
+   * `serverKnown`.
+   */
   get server(): ServerInfo {
-    return this.lastSlot!.conn.server;
+    return this.knownServer ?? this.lastSlot!.conn.server;
+  }
+  /** Whether `server` is the broker's own (time zone, build), not a placeholder. */
+  get serverKnown(): boolean {
+    return this.knownServer !== undefined;
+  }
+
+  /** A slot's connection logged in: what it says about the server is now the account's. */
+  learnServer(slot: Slot): void {
+    if (slot !== this.lastSlot) return;
+    const info = slot.conn.server;
+    const changed = this.knownServer !== info;
+    this.knownServer = info;
+    if (changed) this.deps.onServer?.(this.accountId, info);
   }
   get build(): number {
     return this.lastSlot!.build;
@@ -191,6 +216,9 @@ export class AccountEntry implements AccountRuntime {
     const conn = this.deps.factory(spec.credentials);
     const slot = new Slot(this, conn, spec.build, this.deps);
     this.lastSlot = slot;
+    if (conn.serverKnown !== false) this.knownServer = conn.server;
+    // Re-bound to another server (known only once this connection logs in): the old one is not it.
+    else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
     this.slots.add(slot);
     slot.listenAccountEvents(this.listeners.size > 0);
     return slot;

@@ -19,7 +19,10 @@ export interface AccountRuntime {
   readonly accountId: string;
   readonly customerId: string;
   readonly platform: Platform;
+  /** The broker server. Only when `serverKnown` is its time zone (clock) and build the broker's: a
+   *  bridge connection learns them at its first login, and before that `server` is a placeholder. */
   readonly server: ServerInfo;
+  readonly serverKnown: boolean;
   /** Current connection state of the account's connection actor. */
   phase(): ConnectionPhase;
   /**

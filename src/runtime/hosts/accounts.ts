@@ -3,7 +3,7 @@
 // idempotent trading. First in HOST_FACTORIES, so ctx.accounts is set before other hosts start.
 import { apiError, ApiError } from '../../errors.js';
 import { SecretBox } from '../../crypto/secretBox.js';
-import { BrokerAuthError, BrokerError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
+import { BrokerAuthError, BrokerError, BrokerRequestError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
 import type { AccountStatus, BindArgs } from './accountCommands.js';
@@ -34,9 +34,17 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
     backoffBaseMs: Number(ctx.settings.reconnectBaseMs ?? 250),
     backoffCapMs: Number(ctx.settings.reconnectCapMs ?? 30_000),
+    onServer: (accountId, server) => {
+      // Bound while the broker could not be asked (bridge unreachable): the server says which it is.
+      const row = store.get(accountId);
+      if (row && row.server === server.name && row.platform !== server.platform) {
+        ctx.log.warn('account platform corrected by its broker server', { accountId, was: row.platform, is: server.platform });
+        store.upsert({ ...row, platform: server.platform, updated_at: now() });
+      }
+    },
   });
 
-  const credentialsOf = (row: Pick<BindingRow, 'seat_id' | 'server' | 'login' | 'password_enc'>): BrokerCredentials => {
+  const credentialsOf = (row: Pick<BindingRow, 'seat_id' | 'server' | 'login' | 'password_enc' | 'platform'>): BrokerCredentials => {
     if (!box) throw apiError('INTERNAL_ERROR', 'no secret key configured in this shard');
     let password: string;
     try {
@@ -44,7 +52,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     } catch (err) {
       throw apiError('TERMINAL_ERROR', "the account's stored broker credentials cannot be read (secret key changed?); bind it again with /ConnectEx", { cause: err });
     }
-    return { server: row.server, login: row.login, password };
+    return { server: row.server, login: row.login, password, platform: row.platform };
   };
 
   const startEntry = (row: BindingRow): AccountEntry => {
@@ -118,13 +126,18 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         await probe.connect();
       } catch (err) {
         if (err instanceof BrokerAuthError) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+        // The broker (a bridge) answered and refused the login's server: as in embedded mode, where
+        // the factory throws for an unknown server, nothing is bound.
+        if (err instanceof BrokerRequestError) throw apiError('BAD_REQUEST', err.message);
         // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
       } finally {
         await probe.disconnect().catch(() => undefined);
       }
     }
-    // Known once connected (a bridge learns it from the server's hello).
-    const platform = sameLogin ? existing!.platform : probe.server.platform;
+    // Known once connected (a bridge learns it from the server's hello). A bridge that could not be
+    // reached cannot tell: the given platform (else P5) is taken unverified, and corrected from the
+    // server once the account connects (deps.onServer).
+    const platform = sameLogin ? existing!.platform : probe.serverKnown === false ? (a.platform ?? row.platform) : probe.server.platform;
     if (a.platform && platform !== a.platform) {
       throw apiError('BAD_REQUEST', `server ${a.server} is a ${platform} server, not ${a.platform}`);
     }

@@ -10,8 +10,8 @@
 import { createActor, fromCallback, type Actor, type EventObject } from 'xstate';
 import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
 import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
-import { ServerClock } from '../../broker/time.js';
-import { parseTimeframe, type AccountSummary, type Tick, type Timeframe } from '../../broker/types.js';
+import { clockFor, type ServerClock } from '../../broker/time.js';
+import { parseTimeframe, type AccountSummary, type BrokerConnection, type Tick, type Timeframe } from '../../broker/types.js';
 import { apiError } from '../../errors.js';
 import { candleData, quoteData } from '../../stream/frames.js';
 import { SessionStore } from '../../store/sessions.js';
@@ -23,6 +23,15 @@ import { BROKER_WAIT_MS, brokerFailure, CHECK_WAIT_MS, runOp } from './gatewayOp
 import './gatewayCommands.js';
 
 type SessionActor = Actor<typeof sessionMachine>;
+
+/** One broker subscription of this host for an account, shared by the subscriptions that need it. */
+interface BrokerLease {
+  n: number;
+  spec: SubscriptionSpec;
+  /** Subscribed at the broker (through the account, which restores it after reconnects). */
+  placed: boolean;
+  placing: boolean;
+}
 
 interface Live {
   actor: SessionActor;
@@ -38,49 +47,91 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   const store = new SessionStore(ctx.db);
   const byAccount = new Map<string, Live>();
   const byHash = new Map<string, Live>();
-  /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> count. */
-  const brokerRefs = new Map<string, Map<string, number>>();
-  const clocks = new Map<string, ServerClock>();
+  /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> lease. */
+  const brokerRefs = new Map<string, Map<string, BrokerLease>>();
 
   const registry = (): AccountRegistry => {
     if (!ctx.accounts) throw apiError('SERVICE_UNAVAILABLE', 'account runtime is not available in this shard');
     return ctx.accounts;
   };
-  const clockOf = (rt: AccountRuntime) => {
-    let c = clocks.get(rt.server.name);
-    if (!c) clocks.set(rt.server.name, (c = new ServerClock(rt.server.timeZone)));
-    return c;
-  };
+  /** The clock of the account's server; undefined while its connection has not learned it (never
+   *  a placeholder's UTC: frames are only pushed from a connected connection anyway). */
+  const clockOf = (rt: AccountRuntime): ServerClock | undefined => (rt.serverKnown ? clockFor(rt.server) : undefined);
 
   // ---- broker leases (reference-counted per account within this host) ----
+  // A lease is placed at the broker when the account's connection is up: at once if it is, else
+  // when the connection reports 'connected' (placeAll from the account's phase event), however long
+  // the outage lasts (a session resumed after a restart during an outage re-subscribes then). Once
+  // placed, the account restores it on later reconnects (AccountEntry.restoreSubscriptions).
   const leaseKey = (s: SubscriptionSpec) => (s.kind === 'ohlc' ? `c|${s.symbol}|${s.timeframe}` : `q|${s.symbol}`);
-  async function acquire(accountId: string, spec: SubscriptionSpec): Promise<void> {
-    const refs = brokerRefs.get(accountId) ?? new Map<string, number>();
+  function acquire(accountId: string, spec: SubscriptionSpec): Promise<void> {
+    const refs = brokerRefs.get(accountId) ?? new Map<string, BrokerLease>();
     brokerRefs.set(accountId, refs);
     const k = leaseKey(spec);
-    const n = (refs.get(k) ?? 0) + 1;
-    refs.set(k, n);
-    if (n > 1) return;
-    const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected(30_000, 'gateway');
-    if (spec.kind === 'ohlc') await conn.subscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
-    else await conn.subscribe([spec.symbol]);
+    const lease = refs.get(k);
+    if (lease) {
+      lease.n++;
+      return Promise.resolve();
+    }
+    refs.set(k, { n: 1, spec, placed: false, placing: false });
+    return placeAll(accountId);
   }
+
+  /** Places every lease of the account not placed yet, if its connection is up (else its next 'connected' does). */
+  async function placeAll(accountId: string): Promise<void> {
+    const refs = brokerRefs.get(accountId);
+    if (!refs) return;
+    const rt = await registry().ensure(accountId);
+    if (rt.phase() !== 'connected') return;
+    const todo = [...refs.values()].filter((l) => !l.placed && !l.placing);
+    if (!todo.length) return;
+    for (const l of todo) l.placing = true;
+    let conn: BrokerConnection;
+    try {
+      conn = await rt.whenConnected(BROKER_WAIT_MS, 'gateway');
+    } catch (e) {
+      for (const l of todo) l.placing = false;
+      throw e;
+    }
+    const failures: unknown[] = [];
+    for (const l of todo) {
+      try {
+        // Released while waiting: nothing to place.
+        if (refs.get(leaseKey(l.spec)) !== l) continue;
+        if (l.spec.kind === 'ohlc') await conn.subscribeCandles(l.spec.symbol, [l.spec.timeframe as Timeframe]);
+        else await conn.subscribe([l.spec.symbol]);
+        l.placed = true;
+        // Released while placing: let go of it again.
+        if (refs.get(leaseKey(l.spec)) !== l) await unplace(rt, l.spec, refs);
+      } catch (e) {
+        failures.push(e);
+      } finally {
+        l.placing = false;
+      }
+    }
+    if (failures.length) throw failures[0];
+  }
+
   async function release(accountId: string, spec: SubscriptionSpec): Promise<void> {
     const refs = brokerRefs.get(accountId);
     const k = leaseKey(spec);
-    const n = (refs?.get(k) ?? 1) - 1;
-    if (n > 0) {
-      refs!.set(k, n);
-      return;
-    }
-    refs?.delete(k);
+    const lease = refs?.get(k);
+    if (!refs || !lease) return;
+    if (--lease.n > 0) return;
+    refs.delete(k);
+    // Never placed (or still being placed: placeAll lets go of it when done): nothing at the broker.
+    if (!lease.placed) return;
     const rt = ctx.accounts?.get(accountId);
     if (!rt || rt.phase() !== 'connected') return;
+    await unplace(rt, spec, refs);
+  }
+
+  async function unplace(rt: AccountRuntime, spec: SubscriptionSpec, refs: Map<string, BrokerLease>): Promise<void> {
+    if (refs.has(leaseKey(spec))) return; // wanted again meanwhile: the new lease shares the placement
     // Held per owner by the account: the broker keeps the symbol while the /v1/stream host holds it.
     const conn = await rt.whenConnected(1_000, 'gateway');
     if (spec.kind === 'ohlc') await conn.unsubscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
-    else if (!(refs && (refs.has(`q|${spec.symbol}`)))) await conn.unsubscribe([spec.symbol]);
+    else await conn.unsubscribe([spec.symbol]);
   }
 
   const emit = (handleHash: string, frame: GatewayFrameData) => ctx.emit({ kind: GATEWAY_EVENT.frame, key: handleHash, data: frame });
@@ -92,7 +143,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
           actors: {
             lease: fromCallback<EventObject, SubscriptionSpec & { key: string }>(({ input }) => {
               const spec: SubscriptionSpec = { kind: input.kind, symbol: input.symbol, intervalMs: input.intervalMs, ...(input.timeframe ? { timeframe: input.timeframe } : {}) };
-              acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
+              acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId, key: input.key, err: errorMessage(e) }));
               return () => {
                 release(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker unsubscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
               };
@@ -122,12 +173,18 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   }
 
   function onAccountEvent(live: Live, rt: AccountRuntime, ev: AccountEvent): void {
-    if (ev.type === 'tick') {
+    if (ev.type === 'phase') {
+      if (ev.phase === 'connected') {
+        placeAll(live.accountId).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId: live.accountId, err: errorMessage(e) }));
+      }
+    } else if (ev.type === 'tick') {
       const children = live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>;
       const q = children[`quote:${ev.tick.symbol}`];
       const b = children[`book:${ev.tick.symbol}`];
-      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clockOf(rt), Date.now()) } satisfies GatewayFrameData });
-      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clockOf(rt)) } satisfies GatewayFrameData });
+      const clock = (q || b) && clockOf(rt);
+      if (!clock) return;
+      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clock, Date.now()) } satisfies GatewayFrameData });
+      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clock) } satisfies GatewayFrameData });
     } else if (ev.type === 'candle') {
       const key = subscriptionKey({ kind: 'ohlc', symbol: ev.candle.symbol, timeframe: ev.candle.timeframe });
       const child = (live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>)[key];
@@ -346,7 +403,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         const rt = await registry().ensure(live.accountId);
         try {
           const conn = await rt.whenConnected(BROKER_WAIT_MS);
-          return await runOp(op, args, { runtime: rt, conn, clock: clockOf(rt), connectedAt: live.actor.getSnapshot().context.connectedAt });
+          // The clock of the connection that answers: it has logged in, so its server is the broker's.
+          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt });
         } catch (e) {
           throw brokerFailure(e);
         }

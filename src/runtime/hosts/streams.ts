@@ -119,7 +119,9 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         break;
       }
       case 'phase': {
-        const data: PhaseEventData = { phase: ev.phase };
+        // With the server: a connection that just logged in for the first time (bridge) has only now
+        // learned its time zone, and main stamps server times with it.
+        const data: PhaseEventData = { phase: ev.phase, ...(a.rt.serverKnown ? { server: a.rt.server } : {}) };
         ctx.emit({ kind: STREAM_EVENT.phase, key: accountId, data });
         if (ev.phase === 'connected') void resubscribe(accountId, a);
         break;
@@ -138,14 +140,14 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
           accounts.set(accountId, a);
         }
         a.sockets++;
-        return { platform: rt.platform, server: rt.server, phase: rt.phase() };
+        return { platform: rt.platform, server: rt.server.name, serverInfo: rt.serverKnown ? rt.server : null, phase: rt.phase() };
       },
       'stream.snapshot': async ({ accountId, timeoutMs }) => {
         const a = get(accountId);
         const conn = await a.rt.whenConnected(timeoutMs, OWNER);
         // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
         const opened = await conn.openedOrders();
-        return { posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders] };
+        return { server: conn.server, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders] };
       },
       'stream.sub': async ({ accountId, symbol, timeframes, timeoutMs }) => {
         const a = get(accountId);
@@ -159,10 +161,10 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         const conn = await a.rt.whenConnected(timeoutMs, OWNER);
         const info = await conn.symbol(symbol);
         if (!info) throw apiError('BAD_REQUEST', `unknown symbol ${symbol}`);
-        if (!a.symbols.has(symbol)) return { lastTick: null };
+        if (!a.symbols.has(symbol)) return { lastTick: null, server: conn.server };
         await conn.subscribe([symbol]);
         if (timeframes.length) await conn.subscribeCandles(symbol, timeframes);
-        return { lastTick: await conn.quote(symbol) };
+        return { lastTick: await conn.quote(symbol), server: conn.server };
       },
       'stream.unsub': ({ accountId, symbol, timeframes }) => {
         const a = accounts.get(accountId);
