@@ -22,8 +22,11 @@
 // of the order's latency (a child actor, its system registration and a promise round), for nothing
 // the host does not know already.
 //
-// Expiry is the `ttl` delay computed from the durable `expiresAt`, so a restored record waits only
-// the remaining time (xstate does not reschedule `after` timers of a restored snapshot).
+// Expiry: `result` and `uncertain` are where a record rests for the rest of its 24 h, and the host
+// lets a resting record go from memory (its row is the record; TradeDesk). So they hold no timer:
+// a record brought back from its row checks `expiresAt` on entry (`resolving`), and the store
+// sweeps expired rows. A record with work left (`recovering`) expires by the `ttl` delay computed
+// from the durable `expiresAt`, so a restored one waits only the remaining time.
 import { assign, setup } from 'xstate';
 
 /** What a request is answered with, stored as is and replayed verbatim. */
@@ -119,12 +122,9 @@ export const idempotencyMachine = setup({
       },
       after: { ttl: 'expired' },
     },
-    result: {
-      after: { ttl: 'expired' },
-    },
+    result: {},
     uncertain: {
       entry: [assign({ phase: 'uncertain' }), { type: 'persistUncertain', params: ({ context }) => context }],
-      after: { ttl: 'expired' },
     },
     discarded: {
       type: 'final',

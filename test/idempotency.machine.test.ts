@@ -96,8 +96,9 @@ describe('idempotency machine', () => {
     expect(actor.getSnapshot().value).toBe('result');
     expect(actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 7 } });
     expect(log).toEqual(['persistSent:sent:x', 'persistResult:200']);
+    // Resting: no timer of its own (the host lets it go; its row expires).
     await vi.advanceTimersByTimeAsync(DAY);
-    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().value).toBe('result');
   });
 
   it('restored: sent without result → recovering (never re-executed); result stays result, uncertain stays uncertain', () => {
@@ -126,12 +127,23 @@ describe('idempotency machine', () => {
     expect(unknown.log).toEqual(['persistUncertain']);
   });
 
-  it('expires 24 h after creation', async () => {
-    const { actor, log } = run('result', async () => ({ status: 200, body: {} }), { status: 200, body: {} });
+  it('expires 24 h after creation: a recovering record by its timer, a resting one when brought back after that', async () => {
+    const rec = run('sent', async () => ({ status: 200, body: {} }));
     await vi.advanceTimersByTimeAsync(DAY - 1);
-    expect(actor.getSnapshot().value).toBe('result');
+    expect(rec.actor.getSnapshot().value).toBe('recovering');
     await vi.advanceTimersByTimeAsync(1);
-    expect(actor.getSnapshot().status).toBe('done');
-    expect(log).toContain('forget');
+    expect(rec.actor.getSnapshot().status).toBe('done');
+    expect(rec.log).toContain('forget');
+    // A resting record holds no timer (the host keeps it as its row); restored late, it is expired.
+    const resting = run('result', async () => ({ status: 200, body: {} }), { status: 200, body: {} });
+    await vi.advanceTimersByTimeAsync(2 * DAY);
+    expect(resting.actor.getSnapshot().value).toBe('result');
+    const forgotten: string[] = [];
+    const m = idempotencyMachine.provide({ actions: { forget: () => void forgotten.push('forget') } });
+    const expired = createActor(m, {
+      input: { accountId: 'a', clientOrderId: 'old', paramsHash: 'h', phase: 'result', expiresAt: Date.now() - 1, result: { status: 200, body: {} } },
+    }).start();
+    expect(expired.getSnapshot().status).toBe('done');
+    expect(forgotten).toEqual(['forget']);
   });
 });
