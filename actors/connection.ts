@@ -45,7 +45,12 @@ export function backoffMs(attempt: number, baseMs: number, capMs: number, random
 }
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
-const isAuth = (e: unknown) => typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'BROKER_AUTH';
+/** The broker answered the login with a refusal (wrong password, a server it does not know): a
+ *  retry gets the same answer, unlike a transport failure. */
+const isRefusal = (e: unknown) => {
+  const code = typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined;
+  return code === 'BROKER_AUTH' || code === 'BROKER_REQUEST';
+};
 
 export const connectionMachine = setup({
   types: {
@@ -72,7 +77,7 @@ export const connectionMachine = setup({
     recordDrop: assign({ lastError: ({ event }) => (event.type === 'broker.dropped' ? (event.reason ?? 'connection dropped') : null) }),
   },
   guards: {
-    isAuthError: ({ event }) => isAuth((event as { error?: unknown }).error),
+    isAuthError: ({ event }) => isRefusal((event as { error?: unknown }).error),
   },
   delays: {
     backoff: ({ context }) => backoffMs(context.attempt, context.backoffBaseMs, context.backoffCapMs),
@@ -140,7 +145,8 @@ export const connectionMachine = setup({
         },
       },
     },
-    /** The broker refused the credentials: no automatic retry (it would lock the login); CheckConnect or a new binding retries. */
+    /** The broker refused the login (credentials, or a server it does not know): no automatic retry
+     *  (it would lock the login, or ask in vain forever); CheckConnect or a new binding retries. */
     authFailed: {
       entry: { type: 'notify', params: { phase: 'authFailed' } },
       on: { check: 'connecting', drain: 'draining' },

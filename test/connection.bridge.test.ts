@@ -96,6 +96,9 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
     // No platform given: taken as P5 for now.
     const c = await g.req('POST', '/ConnectEx', { headers: h, body: { user: 'down-2', password: 'pw', server: 'Sim-P4-Demo' } });
     expect(c.status, c.text).toBe(200);
+    // A server that does not exist cannot be told from an unreachable bridge at bind time.
+    const nowhere = await g.req('POST', '/ConnectEx', { headers: h, body: { user: 'down-3', password: 'pw', server: 'NoSuchServer' } });
+    expect(nowhere.status, nowhere.text).toBe(200);
 
     later = await startSimServer(sim, { port, host: '127.0.0.1' });
     for (const id of [b.body.id as string, c.body.id as string]) {
@@ -103,6 +106,14 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
       for (let i = 0; i < 40 && !st.body.connected; i++) st = await g.req('GET', `/CheckConnect?id=${id}`, { headers: h });
       expect(st.body).toMatchObject({ connected: true, platform: 'P4' });
     }
+    // Once the bridge answers, the unknown server is a refusal: 503 naming it, no retrying in vain.
+    let refused = await g.req('GET', `/AccountSummary?id=${nowhere.body.id}`, { headers: h });
+    for (let i = 0; i < 40 && !/refused/.test(refused.body.message); i++) {
+      await g.req('GET', `/CheckConnect?id=${nowhere.body.id}`, { headers: h });
+      refused = await g.req('GET', `/AccountSummary?id=${nowhere.body.id}`, { headers: h });
+    }
+    expect(refused.status).toBe(503);
+    expect(refused.body.message).toContain('a server it does not know');
     // The binding learned its platform from the server: a gateway session speaks P4 (Quote is P4-only).
     const session = await g.req('POST', '/v1/connect', { headers: mgmt(g.managementKey), body: { brokerAccountId: c.body.id } });
     expect(session.status, session.text).toBe(200);

@@ -112,10 +112,13 @@ describe('connection machine', () => {
     expect(actor.getSnapshot().value).toEqual({ reconnecting: 'attempt' });
   });
 
-  it('a refused login stops retrying (authFailed) until check', async () => {
+  it.each([
+    ['a wrong password', () => authError],
+    ['a server the broker does not know', () => Object.assign(new Error('unknown broker server X'), { code: 'BROKER_REQUEST' })],
+  ])('a refused login (%s) stops retrying (authFailed) until check', async (_name, refusal) => {
     const { w, clock, actor } = world();
     actor.start();
-    w.pending!.reject(authError);
+    w.pending!.reject(refusal());
     await flush();
     expect(actor.getSnapshot().value).toBe('authFailed');
     clock.increment(60_000);

@@ -245,7 +245,7 @@ export class AccountEntry implements AccountRuntime {
     if (phase === 'authFailed') next = this.everConnected ? 'reconnecting' : 'connecting';
     else next = phaseOf(phase, this.everConnected);
     if (phase === 'connected') this.everConnected = true;
-    if (phase === 'authFailed') this.failWaiters(apiError('NOT_CONNECTED', 'the broker refused the stored credentials; bind the account again with /ConnectEx'));
+    if (phase === 'authFailed') this.failWaiters(apiError('NOT_CONNECTED', 'the broker refused the stored login (a wrong password, or a server it does not know); bind the account again with /ConnectEx'));
     if (next !== this.lastPhase) {
       this.lastPhase = next;
       this.emit({ type: 'phase', phase: next });
@@ -276,7 +276,7 @@ export class AccountEntry implements AccountRuntime {
   private usableSlot(timeoutMs: number): Promise<Slot> {
     const s = this.slot;
     if (s && s.usable) return Promise.resolve(s);
-    if (s && this.authFailed) return Promise.reject(apiError('NOT_CONNECTED', 'the broker refused the stored credentials; bind the account again with /ConnectEx'));
+    if (s && this.authFailed) return Promise.reject(apiError('NOT_CONNECTED', 'the broker refused the stored login (a wrong password, or a server it does not know); bind the account again with /ConnectEx'));
     if (timeoutMs <= 0) return Promise.reject(this.notConnected());
     return new Promise<Slot>((resolve, reject) => {
       const w: Waiter = {
