@@ -215,6 +215,14 @@ describe('§7 statuses', () => {
     // A single-symbol route given two symbols: 400 (it answered for the last one).
     expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=GBPUSD`)).body.message).toContain('one symbol');
     expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=EURUSD`)).status).toBe(200);
+    // Any single-valued parameter given twice with different values: 400 naming it, nothing sent.
+    const send = `/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01`;
+    for (const [q, field] of [['&clientOrderId=x1&clientOrderId=x2', 'clientOrderId'], ['&volume=0.02', 'volume'], ['&operation=Sell', 'operation']]) {
+      const r = await api(send + q);
+      expect(r.status, q).toBe(400);
+      expect(r.body.message, q).toMatch(new RegExp(`'${field}': given more than once with different values`));
+    }
+    expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&lots=2`)).status).toBe(400);
     const alias = await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&volume=3`);
     expect(alias.body[0]).toMatchObject({ lots: 3 });
   });
@@ -237,6 +245,10 @@ describe('§7 statuses', () => {
       expect(r, h.toString('hex')).toMatch(/^HTTP\/1\.1 400/);
       expect(r).toContain('1 to 64 characters');
     }
+    // Two Idempotency-Key headers that differ: refused (uWS would give the first one only).
+    const twice = await raw(Buffer.from('h1\r\nIdempotency-Key: h2'));
+    expect(twice).toMatch(/^HTTP\/1\.1 400/);
+    expect(twice).toContain("'Idempotency-Key' given more than once");
     expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
   });
 

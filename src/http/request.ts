@@ -122,18 +122,20 @@ class Request implements RequestInfo {
 }
 
 /**
- * Whether the request carries `name` with an empty value. uWS's parser trims leading and trailing
- * bytes >= 0x80 of a header value as if they were blanks (a signed-char comparison), so an
- * `Idempotency-Key: é` reads as an empty string, the same as no header. A trading route asks, so
- * such a key is refused (400) instead of sending the order without idempotency.
+ * Every value of header `name` (uWS's getHeader gives the first only). A trading route reads them
+ * all: two different Idempotency-Keys are refused rather than one silently taken, and a key that
+ * reads as empty is refused rather than taken as none. (uWS's parser trims leading and trailing
+ * bytes >= 0x80 of a value as if they were blanks, a signed-char comparison, so
+ * `Idempotency-Key: é` reads as ''.) The JS fallback, without forEach, cannot tell.
  */
-function hasEmptyHeader(req: HttpRequest, name: string): boolean {
-  if (typeof req.forEach !== 'function') return false; // the JS fallback cannot tell
-  let found = false;
-  req.forEach((k) => {
-    if (k === name) found = true;
-  });
-  return found;
+function headerValues(req: HttpRequest, name: string): string[] {
+  const out: string[] = [];
+  if (typeof req.forEach === 'function') {
+    req.forEach((k, v) => {
+      if (k === name) out.push(v);
+    });
+  }
+  return out;
 }
 
 export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean, trading = false): RequestInfo {
@@ -142,7 +144,11 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
     const v = req.getHeader(name);
     if (v !== '') headers[name] = v;
   }
-  if (trading && headers['idempotency-key'] === undefined && hasEmptyHeader(req, 'idempotency-key')) headers['idempotency-key'] = '';
+  if (trading) {
+    const keys = headerValues(req, 'idempotency-key');
+    if (keys.some((k) => k !== keys[0])) throw apiError('BAD_REQUEST', "header 'Idempotency-Key' given more than once with different values");
+    if (keys.length > 0 && headers['idempotency-key'] === undefined) headers['idempotency-key'] = '';
+  }
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i)));
   const rawQuery = queryOf(req);

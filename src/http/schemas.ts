@@ -7,25 +7,33 @@ export const ErrorBody = z.object({
   message: z.string().describe('Human-readable explanation'),
 }).meta({ id: 'Error' });
 
-const one = (v: unknown) => (Array.isArray(v) ? v[v.length - 1] : v);
+/** A single-valued parameter: repeated with the same value is that value; repeated with different
+ *  values stays an array, which every scalar schema refuses (400 naming the parameter). Picking
+ *  one silently turned `volume=0.01&volume=0.02` or two clientOrderIds into an order nobody meant. */
+export const one = (v: unknown) => (Array.isArray(v) ? (v.every((x) => x === v[0]) ? v[0] : REPEATED) : v);
+/** Stands for "given twice with different values": an object, so no scalar schema accepts it. */
+const REPEATED = Object.freeze({ repeated: 'given more than once with different values' });
 
-export const qString = () => z.preprocess(one, z.string().min(1));
+/** The message for a parameter given twice with different values; zod's default for the rest. */
+export const repeated = { error: (iss: { input?: unknown }) => (iss.input === REPEATED ? REPEATED.repeated : undefined) };
+
+export const qString = () => z.preprocess(one, z.string(repeated).min(1));
 /** One symbol: the parameter repeated with different values is refused, not "last wins" (which
  *  silently dropped the others); several symbols go to the *Many routes. */
 export const qSymbol = () =>
-  z.preprocess((v) => (Array.isArray(v) && new Set(v).size > 1 ? v : one(v)), z.string({ error: 'one symbol (for several, use the *Many route or operation)' }).min(1));
+  z.preprocess(one, z.string({ error: (iss) => (iss.input === REPEATED ? 'one symbol (for several, use the *Many route or operation)' : undefined) }).min(1));
 /** Plain decimal notation only: Number() would also take '0x10', '0b1', '0o7' and 'Infinity'. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 export const qInt = () =>
   z.preprocess((v) => {
     const s = one(v);
     return typeof s === 'string' && /^[+-]?\d+$/.test(s.trim()) ? Number(s) : s;
-  }, z.number().int().refine(Number.isSafeInteger, 'must be an integer of at most 15 digits'));
+  }, z.number(repeated).int().refine(Number.isSafeInteger, 'must be an integer of at most 15 digits'));
 export const qNumber = () =>
   z.preprocess((v) => {
     const s = one(v);
     return typeof s === 'string' && DECIMAL.test(s.trim()) && Number.isFinite(Number(s)) ? Number(s) : s;
-  }, z.number());
+  }, z.number(repeated));
 /** A lot count: positive, at most 100,000 (no instrument trades more in one order). */
 export const qLots = () => qNumber().pipe(z.number().positive().max(100_000));
 /** A price: positive, at most 1e12 (beyond any instrument's quote; larger would overflow margins). */
@@ -36,7 +44,7 @@ export const qBool = () =>
     if (s === 'true' || s === '1') return true;
     if (s === 'false' || s === '0') return false;
     return s;
-  }, z.boolean());
+  }, z.boolean(repeated));
 /** Repeated (`a=X&a=Y`) or comma-separated (`a=X,Y`) lists. */
 export const qList = () =>
   z.preprocess((v) => {

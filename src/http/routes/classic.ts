@@ -7,7 +7,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { qInt, qList, qLots, qNumber, qPrice, qString, qSymbol } from '../schemas.js';
+import { one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -39,7 +39,7 @@ export function parseTimeParam(s: string): number | undefined {
 /** `yyyy-MM-ddTHH:mm:ss` (UTC, SPEC §4 conventions), any ISO 8601 with a zone, or epoch seconds/ms. */
 export const qTime = () =>
   z.preprocess((v) => {
-    const s = Array.isArray(v) ? v[v.length - 1] : v;
+    const s = one(v);
     if (typeof s !== 'string' || s.trim() === '') return s;
     return parseTimeParam(s) ?? s;
   }, z.number({ error: 'expected a date-time yyyy-MM-ddTHH:mm:ss (UTC), an ISO 8601 date-time with a zone, or epoch seconds/ms, up to year 9999' }))
@@ -122,7 +122,7 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = {
     volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
     stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
     expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
-    clientOrderId: z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), z.string()).optional()
+    clientOrderId: z.preprocess(one, z.string(repeated)).optional()
       .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),
   },
   OrderModify: {

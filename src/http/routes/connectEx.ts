@@ -11,7 +11,7 @@ import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
-import { qInt, qString } from '../schemas.js';
+import { one, qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { accountForLogin, BrokerFields, rebindAccount } from './classicBinding.js';
@@ -22,7 +22,7 @@ export { bindBroker, BrokerFields, secretBox, type BindInput } from './classicBi
 
 const ConnectExQuery = z.object({
   user: qString(), password: qString(), server: qString(),
-  platform: z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), BrokerFields.platform),
+  platform: z.preprocess(one, BrokerFields.platform),
   build: qInt().pipe(z.number().int().min(1).max(100_000)).optional(),
   id: qString().optional().describe('Existing account to bind (re-bind); omitted: a new shared seat'),
   accountId: qString().optional(),

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
 import type { Platform } from '../../broker/types.js';
-import { qBool, qInt, qList, qNumber, qPrice, qString, qSymbol } from '../schemas.js';
+import { one, qBool, qInt, qList, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -17,7 +17,7 @@ const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
 const ticket = () => qInt().pipe(z.number().int().positive());
 const intervalMs = () => qInt().pipe(z.number().int().min(0).max(3_600_000));
 const msNotOlder = () => qInt().pipe(z.number().int().min(0).max(60_000));
-const comment = () => z.preprocess((v) => (Array.isArray(v) ? v[v.length - 1] : v), z.string().max(64));
+const comment = () => z.preprocess(one, z.string(repeated).max(64));
 const handle = () => qString().pipe(z.string().max(128));
 
 /** `yyyy-MM-ddTHH:mm:ss` (seconds and time optional), read on the broker server clock. */
