@@ -77,8 +77,9 @@ export class ConfigError extends Error {}
 export function parseConfig(input: Record<string, unknown>): Config {
   const r = configSchema.safeParse(input);
   if (!r.success) {
-    const lines = r.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+    // One line, as every other start-up error: `path: message; ...`.
+    const issues = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${issues.join('; ')}`);
   }
   return r.data;
 }

@@ -20,7 +20,7 @@ import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
-import { checkBrokerConfig, checkSealedPasswords, secretKeyOf } from './startupChecks.js';
+import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
@@ -75,6 +75,7 @@ async function start(
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
   checkSealedPasswords(db, secretKey, config, log);
+  persistSecretKey(config, secretKey);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),

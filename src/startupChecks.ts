@@ -1,7 +1,8 @@
 // What the operator configured is checked at start, so a mistake is one clear line and a non-zero
 // exit (ConfigError, exit 2) instead of a gateway that reports ready and then answers every bind
 // with a 500.
-import { existsSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ZodError } from 'zod';
 import { ConfigError, type Config } from './config.js';
@@ -38,7 +39,9 @@ export function checkBrokerConfig(config: Config): void {
  */
 export function secretKeyOf(config: Config): Buffer {
   try {
-    const key = loadSecretKey(config.secretKey, config.dataDir);
+    // A key file is only created by a start that got past the checks (persistSecretKey): a refused
+    // start must leave DATA_DIR as it found it.
+    const key = loadSecretKey(config.secretKey, config.dataDir, false) ?? randomBytes(32);
     const file = secretKeyPath(config.dataDir);
     if (config.secretKey && existsSync(file) && !parseSecretKey(readFileSync(file, 'utf8')).equals(key) && !config.secretKeyReset) {
       throw new ConfigError(`TAGW_SECRET_KEY is not the key in ${file}: use that key (or remove the file if the configured key is the right one)`);
@@ -48,6 +51,12 @@ export function secretKeyOf(config: Config): Buffer {
     if (err instanceof SecretKeyError) throw new ConfigError(`TAGW_SECRET_KEY: ${err.message}`);
     throw err;
   }
+}
+
+/** Writes a key this start generated (no TAGW_SECRET_KEY, no key file yet) to DATA_DIR/secret.key. */
+export function persistSecretKey(config: Config, key: Buffer): void {
+  if (config.secretKey || existsSync(secretKeyPath(config.dataDir))) return;
+  writeFileSync(secretKeyPath(config.dataDir), key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
 }
 
 /**

@@ -296,6 +296,14 @@ describe('GET /news over HTTP', () => {
     }
   });
 
+  it('answers 400 for an empty filter (country= or impact=), which would otherwise answer the whole week', async () => {
+    for (const q of ['country=', 'impact=', 'country=,', 'impact=&country=USD']) {
+      const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });
+      expect(r.status, q).toBe(400);
+      expect(r.body.message, q).toContain('empty filter');
+    }
+  });
+
   it('answers 400 for a query parameter other than country and impact, instead of ignoring it', async () => {
     for (const q of ['currency=USD', 'from=2026-03-01', 'countries=USD', 'country=USD&from=']) {
       const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });

@@ -164,6 +164,7 @@ describe('process', () => {
       [{ SIM_SERVERS_FILE: join(dir, 'bad.json') }, 2, /SIM_SERVERS_FILE .*bad\.json: .*JSON/],
       [{ SIM_SERVERS_FILE: join(dir, 'missing.json') }, 2, /SIM_SERVERS_FILE .*missing\.json: ENOENT/],
       [{ TAGW_SECRET_KEY: 'abc' }, 2, /TAGW_SECRET_KEY: .*32 bytes/],
+      [{ PORT: 'abc', SHARDS: '0' }, 2, /invalid configuration: port: .*; shards: /],
       [{ HOST: '999.1.1.1' }, 2, /cannot listen on 999\.1\.1\.1:0: the port is in use, or 999\.1\.1\.1 is not an address/],
       [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
     ];

@@ -1,7 +1,7 @@
 // The key that seals broker passwords at rest: a changed key is caught at start, and after an
 // explicit reset the accounts can be bound again (and their session handles renewed).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -62,6 +62,19 @@ describe('secret key', () => {
     await stop(b);
     // Everything opens with the new key now: no reset needed.
     await start(dataDir, { secretKey: k2 });
+  }, 60_000);
+
+  it('a refused start leaves DATA_DIR as it was: no key file is generated, so the right key still starts', async () => {
+    const dataDir = tempDir();
+    const k1 = randomBytes(32).toString('hex');
+    const a = await start(dataDir, { secretKey: k1 });
+    const key = (await a.req('POST', '/v1/keys', { headers: mgmt(a.managementKey), body: { label: 'k' } })).body.key as string;
+    expect((await a.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'k2', password: 'pw', server: 'Sim-P5-Demo' } })).status).toBe(200);
+    await stop(a);
+    // Started without the key: refused (a fresh key would open nothing), and no secret.key is written.
+    await expect(start(dataDir, {})).rejects.toThrow(/opens none of the 1 broker passwords/);
+    expect(existsSync(join(dataDir, 'secret.key'))).toBe(false);
+    await start(dataDir, { secretKey: k1 });
   }, 60_000);
 
   it('a configured key that differs from DATA_DIR/secret.key is refused at start', async () => {

@@ -26,11 +26,15 @@ export function secretKeyPath(dataDir: string): string {
   return join(dataDir, 'secret.key');
 }
 
-/** The configured key, or the one in DATA_DIR/secret.key (created with mode 0600 if missing). */
-export function loadSecretKey(configured: string | undefined, dataDir: string): Buffer {
+/** The configured key, or the one in DATA_DIR/secret.key (created with mode 0600 if missing,
+ *  unless `create` is false: then a missing file is undefined). */
+export function loadSecretKey(configured: string | undefined, dataDir: string): Buffer;
+export function loadSecretKey(configured: string | undefined, dataDir: string, create: false): Buffer | undefined;
+export function loadSecretKey(configured: string | undefined, dataDir: string, create = true): Buffer | undefined {
   if (configured) return parseSecretKey(configured);
   const file = secretKeyPath(dataDir);
   if (existsSync(file)) return parseSecretKey(readFileSync(file, 'utf8'));
+  if (!create) return undefined;
   mkdirSync(dataDir, { recursive: true });
   const key = randomBytes(32);
   // 'wx': never overwrite a key another process created between the check and the write.

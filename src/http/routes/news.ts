@@ -11,13 +11,13 @@ import { qList } from '../schemas.js';
 // week as if it had been applied. A country is a three-letter currency code as exports write it
 // (docs/news.md); anything else (US, USDX) is malformed, not an unknown code, so also a 400.
 export const NewsQuery = z.strictObject({
-  country: qList().pipe(z.array(z.string().regex(/^[A-Za-z]{3}$/, 'a three-letter currency code such as USD'))).optional()
+  country: qList().pipe(z.array(z.string().regex(/^[A-Za-z]{3}$/, 'a three-letter currency code such as USD')).min(1, 'an empty filter would answer the whole week')).optional()
     .describe('Currency codes, three letters (USD, EUR, ...); repeat or comma-separate; case-insensitive. Default: all'),
   impact: qList().pipe(z.array(z.string().transform((s, c) => {
     const v = parseImpact(s);
     if (!v) c.addIssue({ code: 'custom', message: `one of ${IMPACTS.join(', ')}` });
     return v as Impact;
-  }))).optional().describe(`Impact levels (${IMPACTS.join(', ')}); repeat or comma-separate. Default: all`),
+  })).min(1, 'an empty filter would answer the whole week')).optional().describe(`Impact levels (${IMPACTS.join(', ')}); repeat or comma-separate. Default: all`),
 }, {
   error: (iss) => (iss.code === 'unrecognized_keys'
     ? `unknown parameter${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}: /news takes only country and impact`
