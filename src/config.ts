@@ -74,13 +74,14 @@ const ENV: Record<string, keyof Config> = {
 
 export class ConfigError extends Error {}
 
+/** A zod error as one line, as every start-up error is: `path: message; ...`. */
+export function issuesLine(err: z.ZodError): string {
+  return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
 export function parseConfig(input: Record<string, unknown>): Config {
   const r = configSchema.safeParse(input);
-  if (!r.success) {
-    // One line, as every other start-up error: `path: message; ...`.
-    const issues = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
-    throw new ConfigError(`invalid configuration: ${issues.join('; ')}`);
-  }
+  if (!r.success) throw new ConfigError(`invalid configuration: ${issuesLine(r.error)}`);
   return r.data;
 }
 

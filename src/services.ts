@@ -2,6 +2,7 @@
 import type { Authenticator } from './auth/authenticator.js';
 import type { Clock } from './auth/throttle.js';
 import type { Config } from './config.js';
+import type { SecretBox } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
 import type { ShardSet } from './runtime/shardSet.js';
 import type { Db } from './store/db.js';
@@ -15,6 +16,8 @@ export interface Services {
   shards: ShardSet;
   log: Logger;
   clock: Clock;
+  /** Seals broker passwords and session handles with the key checked at start. */
+  secretBox: SecretBox;
   /** The customer created on first start: the operator, who may change server-wide settings such as simulator faults. */
   operatorCustomerId: string;
 }

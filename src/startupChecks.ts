@@ -2,11 +2,11 @@
 // exit (ConfigError, exit 2) instead of a gateway that reports ready and then answers every bind
 // with a 500.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ZodError } from 'zod';
-import { ConfigError, type Config } from './config.js';
-import { loadSecretKey, parseSecretKey, SecretBox, SecretKeyError, secretKeyPath } from './crypto/secretBox.js';
+import { ConfigError, issuesLine, type Config } from './config.js';
+import { loadSecretKey, parseSecretKey, SecretBox, SecretKeyError, secretKeyPath, writeSecretKey } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
 import { AccountStore } from './store/accounts.js';
@@ -14,7 +14,7 @@ import type { Db } from './store/db.js';
 
 /** A zod error as one line: `path: message; ...`; any other error's message, first line. */
 export function oneLine(err: unknown): string {
-  if (err instanceof ZodError) return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  if (err instanceof ZodError) return issuesLine(err);
   return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 }
 
@@ -41,7 +41,7 @@ export function secretKeyOf(config: Config): Buffer {
   try {
     // A key file is only created by a start that got past the checks (persistSecretKey): a refused
     // start must leave DATA_DIR as it found it.
-    const key = loadSecretKey(config.secretKey, config.dataDir, false) ?? randomBytes(32);
+    const key = loadSecretKey(config.secretKey, config.dataDir) ?? randomBytes(32);
     const file = secretKeyPath(config.dataDir);
     if (config.secretKey && existsSync(file) && !parseSecretKey(readFileSync(file, 'utf8')).equals(key) && !config.secretKeyReset) {
       throw new ConfigError(`TAGW_SECRET_KEY is not the key in ${file}: use that key (or remove the file if the configured key is the right one)`);
@@ -56,7 +56,7 @@ export function secretKeyOf(config: Config): Buffer {
 /** Writes a key this start generated (no TAGW_SECRET_KEY, no key file yet) to DATA_DIR/secret.key. */
 export function persistSecretKey(config: Config, key: Buffer): void {
   if (config.secretKey || existsSync(secretKeyPath(config.dataDir))) return;
-  writeFileSync(secretKeyPath(config.dataDir), key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+  writeSecretKey(config.dataDir, key);
 }
 
 /**

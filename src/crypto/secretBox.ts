@@ -26,26 +26,19 @@ export function secretKeyPath(dataDir: string): string {
   return join(dataDir, 'secret.key');
 }
 
-/** The configured key, or the one in DATA_DIR/secret.key (created with mode 0600 if missing,
- *  unless `create` is false: then a missing file is undefined). */
-export function loadSecretKey(configured: string | undefined, dataDir: string): Buffer;
-export function loadSecretKey(configured: string | undefined, dataDir: string, create: false): Buffer | undefined;
-export function loadSecretKey(configured: string | undefined, dataDir: string, create = true): Buffer | undefined {
+/** The configured key, or the one in DATA_DIR/secret.key; undefined when neither exists. */
+export function loadSecretKey(configured: string | undefined, dataDir: string): Buffer | undefined {
   if (configured) return parseSecretKey(configured);
   const file = secretKeyPath(dataDir);
-  if (existsSync(file)) return parseSecretKey(readFileSync(file, 'utf8'));
-  if (!create) return undefined;
+  return existsSync(file) ? parseSecretKey(readFileSync(file, 'utf8')) : undefined;
+}
+
+/** Creates DATA_DIR/secret.key (mode 0600) holding `key`; never overwrites one that exists. */
+export function writeSecretKey(dataDir: string, key: Buffer): void {
+  const file = secretKeyPath(dataDir);
   mkdirSync(dataDir, { recursive: true });
-  const key = randomBytes(32);
-  // 'wx': never overwrite a key another process created between the check and the write.
-  try {
-    writeFileSync(file, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return parseSecretKey(readFileSync(file, 'utf8'));
-    throw e;
-  }
-  chmodSync(file, 0o600);
-  return key;
+  writeFileSync(file, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+  chmodSync(file, 0o600); // the mode given to writeFileSync is masked by the umask
 }
 
 export class SecretBox {

@@ -4,7 +4,7 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Platform } from '../../broker/types.js';
-import { loadSecretKey, SecretBox } from '../../crypto/secretBox.js';
+import type { SecretBox } from '../../crypto/secretBox.js';
 import { apiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
@@ -18,13 +18,6 @@ export const BrokerFields = {
   build: z.number().int().min(1).max(100_000).optional().describe('Terminal build of the connection (default: the server build); endpoints newer than it answer 501'),
 };
 
-const boxes = new WeakMap<Services, SecretBox>();
-export function secretBox(s: Services): SecretBox {
-  let b = boxes.get(s);
-  if (!b) boxes.set(s, (b = new SecretBox(loadSecretKey(s.config.secretKey, s.config.dataDir))));
-  return b;
-}
-
 export interface BindInput {
   accountId: string;
   customerId: string;
@@ -37,7 +30,7 @@ export interface BindInput {
 
 /** Seals the password and has the account's shard verify and bind the login. Used by /ConnectEx and POST /v1/seats. */
 export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
-  const passwordEnc = secretBox(s).seal(b.password, b.accountId);
+  const passwordEnc = s.secretBox.seal(b.password, b.accountId);
   return s.shards.call(b.accountId, 'account.bind', {
     accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
     ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
@@ -123,7 +116,7 @@ export function accountForLogin(
       if (bound.customer_id !== b.customerId) {
         throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
       }
-      const stored = openedOrUndefined(secretBox(s), bound.password_enc, bound.seat_id);
+      const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
       if (stored === undefined) {
         // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
         // the platform), and the password is sealed again with the current key.

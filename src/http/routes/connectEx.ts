@@ -18,7 +18,7 @@ import { accountForLogin, BrokerFields, rebindAccount } from './classicBinding.j
 import { ownedSeat } from './provisioning.js';
 
 // Kept exported here too: the gateway routes (issue 5) bind broker accounts with them.
-export { bindBroker, BrokerFields, secretBox, type BindInput } from './classicBinding.js';
+export { bindBroker, BrokerFields, type BindInput } from './classicBinding.js';
 
 const ConnectExQuery = z.object({
   user: qString(), password: qString(), server: qString(),

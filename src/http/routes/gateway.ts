@@ -15,7 +15,6 @@ import type { Services } from '../../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import { SessionStore, type SessionRow } from '../../store/sessions.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { secretBox } from './connectEx.js';
 import { accountForLogin } from './classicBinding.js';
 import { AccountAccess } from './classicAccess.js';
 
@@ -112,7 +111,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
         const binding = accounts.get(accountId);
         // A seat without a login is an account that cannot connect (503), as on the classic routes.
         if (!binding) throw apiError('NOT_CONNECTED', 'account has no broker login: bind one with /ConnectEx?id=<account> or POST /v1/seats');
-        const box = secretBox(s);
+        const box = s.secretBox;
         const candidate = HANDLE_PREFIX + randomBytes(32).toString('base64url');
         const connect = (renew: boolean) => s.shards.call(accountId, 'session.connect', {
           accountId, customerId: p.customerId, platform: binding.platform,
