@@ -54,6 +54,9 @@ export function fromServerTime(serverMs: number, server: ServerInfo | ServerTime
   return serverMs - tz.standardOffsetMinutes * 60_000;
 }
 
+/** The last millisecond of year 9999 UTC: later times have no calendar date (ISO 8601 years are 4 digits). */
+export const LATEST_TIME_MS = 253_402_300_799_999;
+
 /** Cached offset lookup for hot paths: recomputes only when the instant leaves the interval
  *  over which the last answer is valid. */
 export class ServerClock {

@@ -14,14 +14,15 @@ export const one = (v: unknown) => (Array.isArray(v) ? (v.every((x) => x === v[0
 /** Stands for "given twice with different values": an object, so no scalar schema accepts it. */
 const REPEATED = Object.freeze({ repeated: 'given more than once with different values' });
 
-/** The message for a parameter given twice with different values; zod's default for the rest. */
-export const repeated = { error: (iss: { input?: unknown }) => (iss.input === REPEATED ? REPEATED.repeated : undefined) };
+/** Schema params giving `message` for a parameter given twice with different values; zod's default for the rest. */
+const onRepeat = (message: string) => ({ error: (iss: { input?: unknown }) => (iss.input === REPEATED ? message : undefined) });
+export const repeated = onRepeat(REPEATED.repeated);
 
 export const qString = () => z.preprocess(one, z.string(repeated).min(1));
 /** One symbol: the parameter repeated with different values is refused, not "last wins" (which
  *  silently dropped the others); several symbols go to the *Many routes. */
 export const qSymbol = () =>
-  z.preprocess(one, z.string({ error: (iss) => (iss.input === REPEATED ? 'one symbol (for several, use the *Many route or operation)' : undefined) }).min(1));
+  z.preprocess(one, z.string(onRepeat('one symbol (for several, use the *Many route or operation)')).min(1));
 /** Plain decimal notation only: Number() would also take '0x10', '0b1', '0o7' and 'Infinity'. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 export const qInt = () =>
@@ -34,6 +35,11 @@ export const qNumber = () =>
     const s = one(v);
     return typeof s === 'string' && DECIMAL.test(s.trim()) && Number.isFinite(Number(s)) ? Number(s) : s;
   }, z.number(repeated));
+/** Whether y-mo-d (month 1-12) is a day of the calendar: 2026-02-30 is not (Date would roll it over). */
+export function isCalendarDate(y: number, mo: number, d: number): boolean {
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  return day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
+}
 /** A lot count: positive, at most 100,000 (no instrument trades more in one order). */
 export const qLots = () => qNumber().pipe(z.number().positive().max(100_000));
 /** A price: positive, at most 1e12 (beyond any instrument's quote; larger would overflow margins). */

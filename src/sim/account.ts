@@ -23,6 +23,7 @@ import {
   type Side,
   type TradeResult,
 } from '../broker/types.js';
+import { LATEST_TIME_MS } from '../broker/time.js';
 import { closePrice, marginFor, openPrice, profitFor, round2, swapFor, swapNights, validVolume } from './accounting.js';
 import type { SimServerConfig } from './config.js';
 import type { Market, MarketSymbol } from './market.js';
@@ -462,8 +463,6 @@ export class SimAccount {
         change.orders = [{ order, doneMs: now }, { order: restOrder, doneMs: null }];
         change.closedPositions = [pos.ticket];
         change.positions = [rest];
-        this.commit(change, [deal], true, false);
-        return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
       }
     } else {
       order = { kind: 'order', ticket: orderTicket, symbol: pos.symbol, type: closeSide, state: 'filled', volume: lots, volumeInitial: lots, openPrice: price, openTimeMsc: now, sl: 0, tp: 0, magic: pos.magic, comment, commission, swap, profit, positionId: pos.ticket };
@@ -472,7 +471,8 @@ export class SimAccount {
     if (full) {
       this.positions.delete(pos.ticket);
       change.closedPositions = [pos.ticket];
-    } else {
+    } else if (!p4) {
+      // P5: the position keeps its id with the remaining lots (P4 re-ticketed it above).
       const remaining = round8(pos.volume - lots);
       // Swap accrues per lot and night and is realized on out deals: the closed lots took their
       // share. What is left is the remaining lots' share: swapPaid (swap already realized for
@@ -480,9 +480,9 @@ export class SimAccount {
       // closed part's swap off the remaining lots.
       pos.swapPaid = round2((pos.swapPaid * remaining) / pos.volume);
       pos.volume = remaining;
+      pos.commission = round2(pos.commission + commission);
       change.positions = [pos];
     }
-    pos.commission = round2(pos.commission + commission);
     this.commit(change, [deal], true, false);
     return { ok: true, order, deals: [deal], retcode: RETCODE_DONE };
   }
@@ -700,13 +700,10 @@ function emptyBatch() {
 function round8(v: number): number {
   return Math.round(v * 1e8) / 1e8;
 }
-
-/** Latest expiration accepted: the end of year 9999 UTC (beyond it a time has no calendar date). */
-export const MAX_EXPIRATION_MS = 253_402_300_799_999;
-
+/** An expiration is a future time with a calendar date (up to the end of year 9999). */
 function validExpiration(ms: number, now: number): boolean {
-  return Number.isFinite(ms) && ms > now && ms <= MAX_EXPIRATION_MS;
+  return Number.isFinite(ms) && ms > now && ms <= LATEST_TIME_MS;
 }
 function expirationProblem(ms: number): string {
-  return Number.isFinite(ms) && ms <= MAX_EXPIRATION_MS ? 'expiration is in the past' : 'expiration is not a valid time';
+  return Number.isFinite(ms) && ms <= LATEST_TIME_MS ? 'expiration is in the past' : 'expiration is not a valid time';
 }

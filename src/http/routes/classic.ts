@@ -3,19 +3,17 @@
 // the account's shard ('account.op' / 'account.trade'). /GetQuote keeps a 250 ms cache here, in
 // front of the shard hop, so cached quotes cost no cross-thread round trip; cached=0 bypasses it.
 import { z } from 'zod';
+import { LATEST_TIME_MS } from '../../broker/time.js';
 import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
+import { isCalendarDate, one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
 
 export const QUOTE_CACHE_MS = 250;
-
-/** Latest time a parameter may name: the end of year 9999 UTC. */
-const MAX_TIME_MS = 253_402_300_799_999;
 
 /** A date-time parameter as epoch ms, or undefined when it is not one. Strict: a calendar date that
  *  does not exist (2026-02-30) is refused, not rolled over, and so is an epoch beyond year 9999. */
@@ -28,12 +26,10 @@ export function parseTimeParam(s: string): number | undefined {
   } else {
     const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(t);
     if (!date) return undefined;
-    const [y, mo, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
-    const day = new Date(Date.UTC(y, mo - 1, d));
-    if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return undefined;
+    if (!isCalendarDate(Number(date[1]), Number(date[2]), Number(date[3]))) return undefined;
     ms = Date.parse(/(Z|[+-]\d\d:?\d\d)$/i.test(t) ? t : `${t}Z`);
   }
-  return Number.isFinite(ms) && ms >= 0 && ms <= MAX_TIME_MS ? ms : undefined;
+  return Number.isFinite(ms) && ms >= 0 && ms <= LATEST_TIME_MS ? ms : undefined;
 }
 
 /** `yyyy-MM-ddTHH:mm:ss` (UTC, SPEC §4 conventions), any ISO 8601 with a zone, or epoch seconds/ms. */

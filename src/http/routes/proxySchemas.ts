@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
 import type { Platform } from '../../broker/types.js';
-import { one, qBool, qInt, qList, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
+import { isCalendarDate, one, qBool, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -38,9 +38,8 @@ function timeParser(re: RegExp, what: string) {
     if (!m) return bad();
     const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? 0)) as [number, number, number, number, number, number];
     const ms = Number((m[7] ?? '0').slice(0, 3).padEnd(3, '0'));
+    if (!isCalendarDate(y, mo, d) || h > 23 || mi > 59 || sec > 59) return bad();
     const wall = Date.UTC(y, mo - 1, d, h, mi, sec, ms);
-    const dt = new Date(wall);
-    if (dt.getUTCFullYear() !== y || dt.getUTCMonth() !== mo - 1 || dt.getUTCDate() !== d || h > 23 || mi > 59 || sec > 59) return bad();
     const zone = m[8];
     if (!zone) return { serverMs: wall };
     if (zone === 'Z') return { utcMs: wall };
@@ -128,7 +127,7 @@ function checkOrder(o: SendArgs, ctx: z.RefinementCtx): void {
   }
 }
 
-const volume = () => qNumber().pipe(z.number().positive().max(100_000).finite());
+const volume = qLots;
 
 const p5OrderSend = params({
   symbol: symbol(),
