@@ -254,6 +254,14 @@ export class TradeDesk {
     if (this.records.get(k) === rec) this.records.delete(k);
   }
 
+  /** The record's broker call (or broker question) is over: same-id requests waiting for it go on. */
+  private idle(rec: Rec): void {
+    rec.busy = false;
+    const w = rec.waiters;
+    rec.waiters = undefined;
+    if (w) for (const x of w) x.resolve();
+  }
+
   /** The record's state once no broker call of it is in flight any more. */
   private async settled(rec: Rec): Promise<IdemSnapshot> {
     if (rec.busy) await new Promise<void>((resolve, reject) => (rec.waiters ??= []).push({ resolve, reject }));
@@ -302,10 +310,7 @@ export class TradeDesk {
       }
       if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(found ? { type: 'done', result: answer(found.result) } : { type: 'lost' });
     } finally {
-      rec.busy = false;
-      const w = rec.waiters;
-      rec.waiters = undefined;
-      if (w) for (const x of w) x.resolve();
+      this.idle(rec);
     }
     return this.settled(rec);
   }
@@ -346,10 +351,7 @@ export class TradeDesk {
       this.log.error('cannot commit idempotency outcomes', { err });
     } finally {
       for (const [rec] of q) {
-        rec.busy = false;
-        const w = rec.waiters;
-        rec.waiters = undefined;
-        if (w) for (const x of w) x.resolve();
+        this.idle(rec);
         // Its waiters read the last snapshot, which a stopped actor keeps.
         this.evict(rec);
       }
