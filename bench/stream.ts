@@ -13,7 +13,9 @@
 // encoder (so the same bytes and size) and app.publish, nothing else.
 //
 // Client side: WebSocket clients (`ws`) in separate child processes (bench/streamClient.ts), µs
-// histograms merged here. Baseline and gateway alternate in 2 rounds per size. Default run (quick, ~45 s): 10 and 100 sockets; --full adds 1,000 and 5,000.
+// histograms merged here. Per size both client sets stay connected and the two sides take turns of
+// 250 ms (measureInterleaved), so the machine's stalls hit both alike. Default run (quick, ~40 s):
+// 10 and 100 sockets; --full adds 1,000 and 5,000. --rounds N: rounds of the slow-reader scenario.
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -146,6 +148,62 @@ async function measure(clients: Clients, run: (lag: StreamHist) => () => void, e
   };
 }
 
+/** Length of one side's turn in the interleaved measurement, and the quiet gap after it. */
+const TURN_MS = 250;
+const GAP_MS = 20;
+
+/**
+ * Gateway and baseline measured interleaved: both client sets stay connected and the generator
+ * feeds one side at a time, taking turns every TURN_MS (a GAP_MS pause lets the turn's frames
+ * drain), until each side had `measureSec` of ticks. A stall of this shared VM (seen here: several
+ * ms even with nothing running) then lands in both sides' histograms alike, where whole-second
+ * rounds left it to whichever side was running; that made single p99 ratios swing from 0.4 to 5
+ * between runs. Rates and CPU are per second of the side's own turns; the server's CPU during a
+ * turn (and its gap) is that side's.
+ */
+async function measureInterleaved(
+  sides: Array<{ clients: Clients; emit: (tick: Tick) => void }>, symbols: string[], rate: number, expectedFps: number,
+): Promise<Side[]> {
+  const lags = sides.map(() => new StreamHist());
+  const activeMs = sides.map(() => 0);
+  const cpuUs = sides.map(() => 0);
+  let measuring = false;
+  const runTurns = async (msPerSide: number) => {
+    for (let done = 0; done < msPerSide; done += TURN_MS) {
+      for (let k = 0; k < sides.length; k++) {
+        const cpu0 = process.cpuUsage();
+        const t0 = nowMs();
+        const stop = generate(symbols, rate, measuring ? lags[k]! : new StreamHist(), sides[k]!.emit);
+        await new Promise((r) => setTimeout(r, TURN_MS));
+        stop();
+        const ran = nowMs() - t0;
+        await new Promise((r) => setTimeout(r, GAP_MS));
+        if (measuring) {
+          activeMs[k]! += ran;
+          const cpu = process.cpuUsage(cpu0);
+          cpuUs[k]! += cpu.user + cpu.system;
+        }
+      }
+    }
+  };
+  await runTurns(warmupSec * 1000);
+  for (const s of sides) s.clients.measure();
+  measuring = true;
+  await runTurns(measureSec * 1000);
+  const reports = await Promise.all(sides.map((s) => s.clients.report()));
+  const rssMb = Math.round(process.memoryUsage().rss / 1e6);
+  return sides.map((_, k) => {
+    const r = reports[k]!;
+    const secs = activeMs[k]! / 1000;
+    return {
+      lat: r.hist.summary(), generatorLagUs: lags[k]!.summary(), fps: Math.round(r.frames / secs),
+      expectedFps: Math.round(expectedFps), serverCpuPct: Math.round((cpuUs[k]! / 1e6 / secs) * 100),
+      // The clients' CPU over the whole window was spent in their own side's turns.
+      clientCpuPct: Math.round((r.cpuPct * r.seconds) / secs), rssMb,
+    };
+  });
+}
+
 /** Merges the rounds of one side: histograms merged, rates and CPU averaged. */
 function combine(rounds: Side[]): Side {
   const hist = new StreamHist();
@@ -211,25 +269,23 @@ async function main() {
   for (const sockets of SIZES) {
     const p = plan(sockets, symbols.length);
     const expected = sockets * p.perSocket;
-    // Alternate baseline and gateway in rounds so drift in the machine's load hits both alike.
-    const sides: { gateway: Side[]; baseline: Side[] } = { gateway: [], baseline: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      const bc = new Clients();
-      await bc.start({ url: `ws://127.0.0.1:${barePort}/`, symbols, mode: 'baseline' }, sockets);
-      sides.baseline.push(await measure(bc, (lag) => generate(symbols, p.totalTicks, lag, (tick) => {
-        const seq = (bareSeq.get(tick.symbol) ?? 0) + 1;
-        bareSeq.set(tick.symbol, seq);
-        bare.publish(tick.symbol, frame('QUOTE', seq, quoteData(tick, clock, Date.now())));
-      }), expected));
-      await bc.stop();
-      const gc = new Clients();
-      await gc.start({ url: `ws://127.0.0.1:${gw.port}/v1/stream?id=${accountId}&apiKey=${encodeURIComponent(apiKey)}&heartbeat=0`, symbols, mode: 'gateway' }, sockets);
-      sides.gateway.push(await measure(gc, (lag) => generate(symbols, p.totalTicks, lag,
-        (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), expected));
-      await gc.stop();
-    }
-    const gateway = combine(sides.gateway);
-    const baseline = combine(sides.baseline);
+    const bc = new Clients();
+    await bc.start({ url: `ws://127.0.0.1:${barePort}/`, symbols, mode: 'baseline' }, sockets);
+    const gc = new Clients();
+    await gc.start({ url: `ws://127.0.0.1:${gw.port}/v1/stream?id=${accountId}&apiKey=${encodeURIComponent(apiKey)}&heartbeat=0`, symbols, mode: 'gateway' }, sockets);
+    const [baseline, gateway] = (await measureInterleaved([
+      {
+        clients: bc,
+        emit: (tick) => {
+          const seq = (bareSeq.get(tick.symbol) ?? 0) + 1;
+          bareSeq.set(tick.symbol, seq);
+          bare.publish(tick.symbol, frame('QUOTE', seq, quoteData(tick, clock, Date.now())));
+        },
+      },
+      { clients: gc, emit: (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } }) },
+    ], symbols, p.totalTicks, expected)) as [Side, Side];
+    await bc.stop();
+    await gc.stop();
     const r2 = (a: number, b: number) => Math.round((a / b) * 100) / 100;
     results.push({
       sockets, symbols: symbols.length, ticksPerSymbolPerSec: Math.round(p.ticksPerSymbol * 10) / 10, gateway, baseline,
