@@ -1,7 +1,8 @@
 // npm run bench -- http [--seconds N] [--orders N] [--shards N]
 // Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
 // constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
-// simulator and the durable idempotency record) beside the bare route's. Load comes from
+// simulator and the durable idempotency record) beside the bare route's and beside a floor (a bare
+// route with one worker round trip and two SQLite commits, bench/lib/orderFloor.ts). Load comes from
 // separate client processes (raw keep-alive sockets, TCP_NODELAY, µs histograms).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,6 +11,7 @@ import uws from 'uWebSockets.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
+import { mountOrderFloor } from './lib/orderFloor.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
 
 const arg = (name: string, def: number) => {
@@ -31,6 +33,9 @@ const QUOTE_LIKE = JSON.stringify({ symbol: 'EURUSD', bid: 1.08123, ask: 1.08131
 const bareApp = uws.App().get('/bare', (res) => {
   res.cork(() => res.writeHeader('content-type', 'application/json').end(QUOTE_LIKE));
 });
+// The floor under an idempotent order: a bare route making one worker round trip with two SQLite
+// commits (bench/lib/orderFloor.ts), so the order's figures can be read against what this machine allows.
+const floor = mountOrderFloor(bareApp, dataDir);
 const barePort = await new Promise<number>((resolve) => bareApp.listen('127.0.0.1', 0, (s) => resolve(uws.us_socket_local_port(s as never))));
 
 async function api(method: string, path: string, headers: Record<string, string>, body?: unknown) {
@@ -62,6 +67,7 @@ results.bare = await throughput(barePort, '/bare');
 results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
 results.bareSeq = await sequential(barePort, ['/bare'], {}, orders);
+results.floorSeq = await sequential(barePort, ['/floor'], {}, orders);
 results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`), h, orders);
 // The same round trip taken apart: the HTTP edge alone (cached quote, no shard), one shard hop
 // (account summary), and an order without an idempotency record.
@@ -83,9 +89,12 @@ const summary = {
   orderSendUs: results.orderSend.latencyUs,
   bareSeqUs: results.bareSeq.latencyUs,
   orderSendP50Ratio: ratio(results.orderSend.latencyUs.p50, results.bareSeq.latencyUs.p50),
+  // Bare route + worker round trip + two SQLite commits: no gateway logic at all.
+  orderFloorUs: results.floorSeq.latencyUs,
+  orderSendOverFloor: { p50: ratio(results.orderSend.latencyUs.p50, results.floorSeq.latencyUs.p50), p99: ratio(results.orderSend.latencyUs.p99, results.floorSeq.latencyUs.p99) },
   // p50 round trips, one request at a time: where an order's time goes.
   sequentialP50Us: {
-    bare: results.bareSeq.latencyUs.p50, getQuoteCached: results.getQuoteSeq.latencyUs.p50,
+    bare: results.bareSeq.latencyUs.p50, orderFloor: results.floorSeq.latencyUs.p50, getQuoteCached: results.getQuoteSeq.latencyUs.p50,
     accountSummaryShardHop: results.accountSummarySeq.latencyUs.p50,
     orderSendNoIdempotency: results.orderSendPlain.latencyUs.p50, orderSendIdempotent: results.orderSend.latencyUs.p50,
   },
@@ -96,6 +105,7 @@ const summary = {
   },
 };
 await gw.close();
+await floor.close();
 rmSync(dataDir, { recursive: true, force: true });
 console.log(JSON.stringify(summary));
 process.exit(0);
