@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseQuery } from '../src/http/request.js';
 import { MEMO_MAX_ENTRIES, MEMO_MAX_QUERY, QueryMemo } from '../src/http/queryMemo.js';
 import { qList, qNumber, qString } from '../src/http/schemas.js';
+import { validatedQuery } from '../src/http/app.js';
 
 function counted() {
   let runs = 0;
@@ -62,5 +63,28 @@ describe('QueryMemo (validated queries by raw string)', () => {
     for (let i = 0; i <= MEMO_MAX_ENTRIES; i++) parse(memo, `id=a${i}`);
     expect(memo.size).toBeLessThanOrEqual(MEMO_MAX_ENTRIES);
     expect(memo.size).toBeGreaterThan(0);
+  });
+});
+
+describe('validatedQuery (the HTTP layer over the memo)', () => {
+  const request = (raw: string) => {
+    const r = { rawQuery: raw, splits: 0, get query() { this.splits++; return parseQuery(raw); } };
+    return r;
+  };
+
+  it('does not split the raw query of a request the memo already knows', () => {
+    const { memo } = counted();
+    const first = request('id=abc&volume=1');
+    expect(validatedQuery(first, memo)).toEqual({ id: 'abc', volume: 1 });
+    expect(first.splits).toBe(1);
+    const again = request('id=abc&volume=1');
+    expect(validatedQuery(again, memo)).toEqual({ id: 'abc', volume: 1 });
+    expect(again.splits).toBe(0);
+  });
+
+  it('answers a bad query with a 400 naming the parameter, and a route without a schema with the split query', () => {
+    const { memo } = counted();
+    expect(() => validatedQuery(request('id=abc&volume=x'), memo)).toThrow(expect.objectContaining({ status: 400, message: expect.stringContaining("'volume'") }));
+    expect(validatedQuery(request('a=1&a=2'), undefined)).toEqual({ a: ['1', '2'] });
   });
 });

@@ -82,6 +82,17 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps): void {
   });
 }
 
+/**
+ * The route's validated query (400 on a bad one), or the split query of a route without a schema.
+ * `req.query` is read only on a memo miss: the getter splits the raw string, which a hit never needs.
+ */
+export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, memo: QueryMemo | undefined): unknown {
+  if (!memo) return req.query;
+  const r = memo.parse(req.rawQuery, () => req.query);
+  if (!r.ok) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
+  return r.data;
+}
+
 async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined): Promise<void> {
   const family: Family = route.family;
   deps.inflight.count++;
@@ -120,12 +131,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       if (!r.success) throw apiError('BAD_REQUEST', formatZodError('body', r.error));
       body = r.data;
     }
-    let query: unknown = req.query;
-    if (memo) {
-      const r = memo.parse(req.rawQuery, () => req.query);
-      if (!r.ok) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
-      query = r.data;
-    }
+    const query = validatedQuery(req, memo);
     const out = route.handler({ req, query, body, principal, params: req.params });
     let reply;
     if (out instanceof Promise) {
