@@ -524,10 +524,12 @@ export class SimAccount {
     return this.finishPending(o, 'cancelled');
   }
 
-  private finishPending(o: Order, state: 'cancelled' | 'expired' | 'rejected'): TradeResult {
-    const order: Order = { ...o, state, closeTimeMsc: this.now };
+  /** Takes a pending order off the book. `atMs`: when (an expired order leaves at its
+   *  expiration time, whenever the engine notices). */
+  private finishPending(o: Order, state: 'cancelled' | 'expired' | 'rejected', atMs = this.now): TradeResult {
+    const order: Order = { ...o, state, closeTimeMsc: atMs };
     this.orders.delete(o.ticket);
-    this.commit({ orders: [{ order, doneMs: this.now }] }, [], false, true);
+    this.commit({ orders: [{ order, doneMs: atMs }] }, [], false, true);
     return { ok: true, order, deals: [], retcode: RETCODE_DONE };
   }
 
@@ -551,7 +553,7 @@ export class SimAccount {
       for (const o of [...this.orders.values()]) {
         if (o.state !== 'placed' || o.symbol !== name) continue;
         if (o.expiration !== undefined && this.now >= o.expiration) {
-          this.finishPending(o, 'expired');
+          this.finishPending(o, 'expired', o.expiration);
           continue;
         }
         this.triggerPending(s, o, bid, ask);
@@ -611,6 +613,16 @@ export class SimAccount {
     }
     this.orders.delete(o.ticket);
     this.openPosition(s, side, o, price, o.sl, o.tp, o);
+  }
+
+  /** Pending orders whose expiration has passed leave the book, at their expiration time,
+   *  whether or not their symbol ticked since (a closed market has no ticks: an order expiring
+   *  over the weekend must not stay listed, or be cancellable, until Monday). Called by the
+   *  simulator after the ticks up to `nowMs` were processed. */
+  expireDue(nowMs: number): void {
+    for (const o of [...this.orders.values()]) {
+      if (o.state === 'placed' && o.expiration !== undefined && nowMs >= o.expiration) this.finishPending(o, 'expired', o.expiration);
+    }
   }
 
   /** Stop-out: while margin level < stopOut, close the position with the worst profit. */

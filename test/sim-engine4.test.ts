@@ -1,0 +1,40 @@
+// Order-engine rules found by a black-box pass through the gateway: pending orders expire on
+// the clock (not on their symbol's next tick), P4 re-ticketed orders name their own position.
+import { describe, expect, it } from 'vitest';
+import { connect, makeSim } from './sim-helpers.js';
+
+/** Friday 2026-11-20 19:00 UTC = 21:00 server time: FX open until 23:55 server time. */
+const FRI = Date.UTC(2026, 10, 20, 19, 0, 0);
+const SAT_NOON = Date.UTC(2026, 10, 21, 12, 0, 0);
+const SUN_NOON = Date.UTC(2026, 10, 22, 12, 0, 0);
+
+describe('pending orders expire at their expiration time', () => {
+  it.each([['Sim-P5-Demo'], ['Sim-P4-Demo']])('%s: an order expiring over the weekend (no ticks) leaves the book at its expiration, not at the next tick', async (server) => {
+    const { sim, clock } = makeSim({ t0: FRI });
+    const c = await connect(sim, server, '8201');
+    const q = (await c.quote('EURUSD'))!;
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: +(q.ask - 0.01).toFixed(5), expiration: SAT_NOON });
+    if (!r.ok) throw new Error(r.message);
+    clock.set(SUN_NOON); // the market is closed: no EURUSD tick since Friday night
+    sim.advance();
+    expect((await c.openedOrders()).orders).toEqual([]);
+    expect(await c.openedOrder(r.order.ticket)).toBeNull();
+    const hist = await c.historyOrders(FRI, SUN_NOON + 1);
+    expect(hist.map((o) => [o.ticket, o.state, o.closeTimeMsc])).toEqual([[r.order.ticket, 'expired', SAT_NOON]]);
+    // It is gone: it can no longer be cancelled (which would rewrite its fate as 'cancelled').
+    expect(await c.orderDelete({ ticket: r.order.ticket })).toMatchObject({ ok: false, reason: 'INVALID_TICKET' });
+  });
+
+  it('an order expiring between two requests is gone at the second one, with its expiration as close time', async () => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim, 'Sim-P5-Demo', '8202');
+    const q = (await c.quote('EURUSD'))!;
+    const t0 = clock.now();
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'SellLimit', volume: 0.1, price: +(q.bid + 0.01).toFixed(5), expiration: t0 + 1500 });
+    if (!r.ok) throw new Error(r.message);
+    clock.advance(5000);
+    expect((await c.openedOrders()).orders).toEqual([]);
+    const hist = await c.historyOrders(t0, clock.now() + 1);
+    expect(hist.map((o) => [o.state, o.closeTimeMsc])).toEqual([['expired', t0 + 1500]]);
+  });
+});
