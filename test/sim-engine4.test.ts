@@ -38,3 +38,27 @@ describe('pending orders expire at their expiration time', () => {
     expect(hist.map((o) => [o.state, o.closeTimeMsc])).toEqual([['expired', t0 + 1500]]);
   });
 });
+
+describe('P4 re-ticketing', () => {
+  it('the rest of a partial close is its own position: its order record and its deals name the new ticket', async () => {
+    const { sim, clock } = makeSim();
+    const c = await connect(sim, 'Sim-P4-Demo', '8203');
+    const t0 = clock.now();
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.3 });
+    if (!r.ok) throw new Error(r.message);
+    const part = await c.orderClose({ ticket: r.order.ticket, lots: 0.1 });
+    if (!part.ok) throw new Error(part.message);
+    const rest = (await c.openedOrders()).positions[0]!;
+    expect(rest.comment).toBe(`from #${r.order.ticket}`);
+    const last = await c.orderClose({ ticket: rest.ticket });
+    if (!last.ok) throw new Error(last.message);
+    expect(last.order).toMatchObject({ ticket: rest.ticket, positionId: rest.ticket });
+    const hist = await c.historyOrders(t0, clock.now() + 1);
+    const deals = await c.historyDeals(t0, clock.now() + 1);
+    for (const o of hist) {
+      expect(o.positionId).toBe(o.ticket);
+      for (const d of deals.filter((x) => x.order === o.ticket)) expect(d.position).toBe(o.positionId);
+    }
+    expect(hist.map((o) => o.ticket)).toEqual([r.order.ticket, rest.ticket]);
+  });
+});

@@ -458,7 +458,7 @@ export class SimAccount {
         // closes once, so the order history has one record per partial close.
         const rest = this.reticket(pos, lots);
         order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, comment: `to #${rest.ticket}`, commission: round2(pos.commission - rest.commission + commission), swap, profit };
-        const restOrder: Order = { ...base, ticket: rest.ticket, volume: rest.volume, comment: rest.comment, commission: rest.commission };
+        const restOrder: Order = { ...base, ticket: rest.ticket, volume: rest.volume, comment: rest.comment, commission: rest.commission, positionId: rest.ticket };
         this.orders.set(rest.ticket, restOrder);
         change.orders = [{ order, doneMs: now }, { order: restOrder, doneMs: null }];
         change.closedPositions = [pos.ticket];
