@@ -62,3 +62,20 @@ describe('P4 re-ticketing', () => {
     expect(hist.map((o) => o.ticket)).toEqual([r.order.ticket, rest.ticket]);
   });
 });
+
+describe('a closed market refuses every trade request', () => {
+  it.each([['Sim-P5-Demo'], ['Sim-P4-Demo']])('%s: a pending order cannot be deleted while its market is closed (as it cannot be modified), and can again when it opens', async (server) => {
+    const { sim, clock } = makeSim({ t0: FRI });
+    const c = await connect(sim, server, '8204');
+    const q = (await c.quote('EURUSD'))!;
+    // Far from the market, so that it does not fill when the market reopens.
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: +(q.ask - 0.2).toFixed(5) });
+    if (!r.ok) throw new Error(r.message);
+    clock.set(SAT_NOON);
+    expect(await c.orderModify({ ticket: r.order.ticket, price: +(q.ask - 0.21).toFixed(5) })).toMatchObject({ ok: false, reason: 'MARKET_CLOSED' });
+    expect(await c.orderDelete({ ticket: r.order.ticket })).toMatchObject({ ok: false, reason: 'MARKET_CLOSED' });
+    expect((await c.openedOrders()).orders.map((o) => o.ticket)).toEqual([r.order.ticket]);
+    clock.set(Date.UTC(2026, 10, 23, 9, 0, 0)); // Monday
+    expect(await c.orderDelete({ ticket: r.order.ticket })).toMatchObject({ ok: true, order: { state: 'cancelled' } });
+  });
+});

@@ -520,6 +520,10 @@ export class SimAccount {
     const o = this.orders.get(req.ticket);
     if (!o || o.state !== 'placed') return reject('INVALID_TICKET', `no pending order ${req.ticket}`);
     const s = this.sym(o.symbol)!;
+    // As for a modify: a closed market (or a symbol closed to trading) refuses it (MT4 error 132,
+    // MT5 TRADE_RETCODE_MARKET_CLOSED); its last quotes are stale for the freeze check anyway.
+    const gate = this.marketGate(s, null);
+    if (gate) return gate;
     if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
     return this.finishPending(o, 'cancelled');
   }
