@@ -458,7 +458,7 @@ export class SimAccount {
         // closes once, so the order history has one record per partial close.
         const rest = this.reticket(pos, lots);
         order = { ...base, state: 'closed', volume: lots, closePrice: price, closeTimeMsc: now, comment: `to #${rest.ticket}`, commission: round2(pos.commission - rest.commission + commission), swap, profit };
-        const restOrder: Order = { ...base, ticket: rest.ticket, volume: rest.volume, comment: rest.comment, commission: rest.commission };
+        const restOrder: Order = { ...base, ticket: rest.ticket, volume: rest.volume, comment: rest.comment, commission: rest.commission, positionId: rest.ticket };
         this.orders.set(rest.ticket, restOrder);
         change.orders = [{ order, doneMs: now }, { order: restOrder, doneMs: null }];
         change.closedPositions = [pos.ticket];
@@ -520,14 +520,20 @@ export class SimAccount {
     const o = this.orders.get(req.ticket);
     if (!o || o.state !== 'placed') return reject('INVALID_TICKET', `no pending order ${req.ticket}`);
     const s = this.sym(o.symbol)!;
+    // As for a modify: a closed market (or a symbol closed to trading) refuses it (MT4 error 132,
+    // MT5 TRADE_RETCODE_MARKET_CLOSED); its last quotes are stale for the freeze check anyway.
+    const gate = this.marketGate(s, null);
+    if (gate) return gate;
     if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
     return this.finishPending(o, 'cancelled');
   }
 
-  private finishPending(o: Order, state: 'cancelled' | 'expired' | 'rejected'): TradeResult {
-    const order: Order = { ...o, state, closeTimeMsc: this.now };
+  /** Takes a pending order off the book. `atMs`: when (an expired order leaves at its
+   *  expiration time, whenever the engine notices). */
+  private finishPending(o: Order, state: 'cancelled' | 'expired' | 'rejected', atMs = this.now): TradeResult {
+    const order: Order = { ...o, state, closeTimeMsc: atMs };
     this.orders.delete(o.ticket);
-    this.commit({ orders: [{ order, doneMs: this.now }] }, [], false, true);
+    this.commit({ orders: [{ order, doneMs: atMs }] }, [], false, true);
     return { ok: true, order, deals: [], retcode: RETCODE_DONE };
   }
 
@@ -551,7 +557,7 @@ export class SimAccount {
       for (const o of [...this.orders.values()]) {
         if (o.state !== 'placed' || o.symbol !== name) continue;
         if (o.expiration !== undefined && this.now >= o.expiration) {
-          this.finishPending(o, 'expired');
+          this.finishPending(o, 'expired', o.expiration);
           continue;
         }
         this.triggerPending(s, o, bid, ask);
@@ -611,6 +617,16 @@ export class SimAccount {
     }
     this.orders.delete(o.ticket);
     this.openPosition(s, side, o, price, o.sl, o.tp, o);
+  }
+
+  /** Pending orders whose expiration has passed leave the book, at their expiration time,
+   *  whether or not their symbol ticked since (a closed market has no ticks: an order expiring
+   *  over the weekend must not stay listed, or be cancellable, until Monday). Called by the
+   *  simulator after the ticks up to `nowMs` were processed. */
+  expireDue(nowMs: number): void {
+    for (const o of [...this.orders.values()]) {
+      if (o.state === 'placed' && o.expiration !== undefined && nowMs >= o.expiration) this.finishPending(o, 'expired', o.expiration);
+    }
   }
 
   /** Stop-out: while margin level < stopOut, close the position with the worst profit. */

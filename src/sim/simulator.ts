@@ -180,7 +180,14 @@ export class Simulator {
     const now = this.clock.now();
     for (const s of this.servers.values()) {
       s.market.advanceTo(now);
-      for (const acc of s.accounts.values()) acc.sampleEquity();
+      for (const acc of s.accounts.values()) {
+        if (acc.orders.size > 0) {
+          // Expirations are due on the clock, not on a tick of the order's symbol.
+          acc.expireDue(now);
+          acc.flush();
+        }
+        acc.sampleEquity();
+      }
     }
   }
 
