@@ -1,5 +1,6 @@
 // Order-engine rules found by a black-box pass through the gateway: pending orders expire on
 // the clock (not on their symbol's next tick), P4 re-ticketed orders name their own position.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { connect, makeSim } from './sim-helpers.js';
 
@@ -36,6 +37,97 @@ describe('pending orders expire at their expiration time', () => {
     expect((await c.openedOrders()).orders).toEqual([]);
     const hist = await c.historyOrders(t0, clock.now() + 1);
     expect(hist.map((o) => [o.state, o.closeTimeMsc])).toEqual([['expired', t0 + 1500]]);
+  });
+});
+
+describe('the next expiration the book keeps (so a clock step need not walk every order)', () => {
+  // Over a weekend no tick comes to expire an order on its symbol's tick: only the clock step does.
+  const far = (ask: number, k: number) => +(ask - 0.05 - k * 0.001).toFixed(5); // never fills
+  const SAT = (h: number) => Date.UTC(2026, 10, 21, h, 0, 0);
+
+  it('an expiration moved earlier by a modify is kept: the order leaves at the new time', async () => {
+    const { sim, clock } = makeSim({ t0: FRI });
+    const c = await connect(sim, 'Sim-P5-Demo', '8210');
+    const q = (await c.quote('EURUSD'))!;
+    const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: far(q.ask, 0), expiration: SUN_NOON });
+    if (!r.ok) throw new Error(r.message);
+    expect(await c.orderModify({ ticket: r.order.ticket, expiration: SAT_NOON })).toMatchObject({ ok: true });
+    clock.set(SAT(13));
+    sim.advance();
+    expect((await c.openedOrders()).orders).toEqual([]);
+    const hist = await c.historyOrders(FRI, clock.now() + 1);
+    expect(hist.map((o) => [o.state, o.closeTimeMsc])).toEqual([['expired', SAT_NOON]]);
+  });
+
+  it('an order that left the book before its expiration does not hold up the next one', async () => {
+    const { sim, clock } = makeSim({ t0: FRI });
+    const c = await connect(sim, 'Sim-P5-Demo', '8211');
+    const q = (await c.quote('EURUSD'))!;
+    const first = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: far(q.ask, 0), expiration: SAT(10) });
+    const second = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.1, price: far(q.ask, 1), expiration: SAT(14) });
+    if (!first.ok || !second.ok) throw new Error('orders refused');
+    expect(await c.orderDelete({ ticket: first.order.ticket })).toMatchObject({ ok: true });
+    clock.set(SAT(12));
+    sim.advance(); // the stale earliest expiration is passed: a walk finds nothing due
+    expect((await c.openedOrders()).orders.map((o) => o.ticket)).toEqual([second.order.ticket]);
+    clock.set(SAT(15));
+    sim.advance();
+    expect((await c.openedOrders()).orders).toEqual([]);
+    const hist = await c.historyOrders(FRI, clock.now() + 1);
+    expect(hist.map((o) => [o.ticket, o.state, o.closeTimeMsc])).toEqual([[first.order.ticket, 'cancelled', FRI], [second.order.ticket, 'expired', SAT(14)]]);
+  });
+
+  it('property: whatever the places, modifies and deletes, after each clock step exactly the orders not yet due are on the book, and each expired one closed at its expiration', async () => {
+    type Op = { k: 'place'; exp: number | null } | { k: 'modify'; i: number; exp: number } | { k: 'delete'; i: number } | { k: 'wait'; ms: number };
+    const HOUR = 3_600_000;
+    // From Friday 19:00 UTC the market closes 2 h 55 min later: the orders outlive it into the weekend.
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({ k: fc.constant('place' as const), exp: fc.option(fc.integer({ min: 60_000, max: 30 * HOUR })) }),
+      fc.record({ k: fc.constant('modify' as const), i: fc.nat(), exp: fc.integer({ min: 60_000, max: 30 * HOUR }) }),
+      fc.record({ k: fc.constant('delete' as const), i: fc.nat() }),
+      fc.record({ k: fc.constant('wait' as const), ms: fc.integer({ min: 60_000, max: 8 * HOUR }) }),
+    );
+    let login = 8300;
+    await fc.assert(fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
+      const { sim, clock } = makeSim({ t0: FRI });
+      const c = await connect(sim, 'Sim-P5-Demo', String(login++));
+      const q = (await c.quote('EURUSD'))!;
+      const expiry = new Map<number, number | undefined>(); // the model: ticket -> expiration, while on the book
+      const expired = new Map<number, number>();
+      let k = 0;
+      for (const o of ops) {
+        const live = [...expiry.keys()];
+        if (o.k === 'place') {
+          const exp = o.exp === null ? undefined : clock.now() + o.exp;
+          const r = await c.orderSend({ symbol: 'EURUSD', type: 'BuyLimit', volume: 0.01, price: far(q.ask, k++ % 40), ...(exp !== undefined ? { expiration: exp } : {}) });
+          if (r.ok) expiry.set(r.order.ticket, exp);
+          else expect(r.reason).toBe('MARKET_CLOSED');
+        } else if (o.k === 'modify' && live.length) {
+          const t = live[o.i % live.length]!;
+          const exp = clock.now() + o.exp;
+          const r = await c.orderModify({ ticket: t, expiration: exp });
+          if (r.ok) expiry.set(t, exp);
+          else expect(r.reason).toBe('MARKET_CLOSED');
+        } else if (o.k === 'delete' && live.length) {
+          const t = live[o.i % live.length]!;
+          const r = await c.orderDelete({ ticket: t });
+          if (r.ok) expiry.delete(t);
+          else expect(r.reason).toBe('MARKET_CLOSED');
+        } else if (o.k === 'wait') {
+          clock.advance(o.ms);
+          sim.advance();
+          for (const [t, e] of expiry) {
+            if (e !== undefined && clock.now() >= e) {
+              expired.set(t, e);
+              expiry.delete(t);
+            }
+          }
+        }
+        expect((await c.openedOrders()).orders.map((x) => x.ticket).sort()).toEqual([...expiry.keys()].sort());
+      }
+      const hist = await c.historyOrders(FRI, clock.now() + 1);
+      for (const [t, e] of expired) expect(hist.find((h) => h.ticket === t)).toMatchObject({ state: 'expired', closeTimeMsc: e });
+    }), { numRuns: 30 });
   });
 });
 

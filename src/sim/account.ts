@@ -42,10 +42,23 @@ function reject(reason: RejectReason, message: string): TradeResult {
   return { ok: false, reason, message, retcode: RETCODES[reason] };
 }
 
+/**
+ * An account's orders, knowing when the next expiration can be due: the clock asks every account
+ * at every step (expireDue), and most steps must not walk the book. A lower bound: an order that
+ * left the book may still hold it, and then one walk finds nothing due and moves it on.
+ */
+class OrderBook extends Map<number, Order> {
+  nextExpiryMs = Infinity;
+  override set(ticket: number, o: Order): this {
+    if (o.state === 'placed' && o.expiration !== undefined && o.expiration < this.nextExpiryMs) this.nextExpiryMs = o.expiration;
+    return super.set(ticket, o);
+  }
+}
+
 export class SimAccount {
   readonly positions = new Map<number, StoredPosition>();
   /** Pending orders (state 'placed') and, on P4, the order record of each open ticket. */
-  readonly orders = new Map<number, Order>();
+  readonly orders = new OrderBook();
   private lastEquityMinute = -1;
   private lastEquityOnChange = -Infinity;
 
@@ -624,9 +637,14 @@ export class SimAccount {
    *  over the weekend must not stay listed, or be cancellable, until Monday). Called by the
    *  simulator after the ticks up to `nowMs` were processed. */
   expireDue(nowMs: number): void {
+    if (nowMs < this.orders.nextExpiryMs) return;
+    let next = Infinity;
     for (const o of [...this.orders.values()]) {
-      if (o.state === 'placed' && o.expiration !== undefined && nowMs >= o.expiration) this.finishPending(o, 'expired', o.expiration);
+      if (o.state !== 'placed' || o.expiration === undefined) continue;
+      if (nowMs >= o.expiration) this.finishPending(o, 'expired', o.expiration);
+      else if (o.expiration < next) next = o.expiration;
     }
+    this.orders.nextExpiryMs = next;
   }
 
   /** Stop-out: while margin level < stopOut, close the position with the worst profit. */

@@ -181,8 +181,8 @@ export class Simulator {
     for (const s of this.servers.values()) {
       s.market.advanceTo(now);
       for (const acc of s.accounts.values()) {
-        if (acc.orders.size > 0) {
-          // Expirations are due on the clock, not on a tick of the order's symbol.
+        // Expirations are due on the clock, not on a tick of the order's symbol.
+        if (now >= acc.orders.nextExpiryMs) {
           acc.expireDue(now);
           acc.flush();
         }
