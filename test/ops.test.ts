@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIN_BUILD } from '../src/runtime/hosts/accountOps.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 let t: TestGateway;
@@ -34,6 +35,15 @@ describe('ops routes', () => {
     expect(create.responses['201']).toBeDefined();
     expect(create.responses['401'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
     expect(doc.paths['/v1/seats/{id}'].get.parameters[0]).toMatchObject({ name: 'id', in: 'path', required: true });
+    // Statuses every route of a kind can answer: 413 where there is a body (MAX_BODY_BYTES), 400
+    // where a path parameter can be malformed percent-encoding, 501 where a build lacks the endpoint.
+    for (const route of t.gw.routes) {
+      const path = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
+      const responses = doc.paths[path][route.method === 'any' ? 'get' : route.method].responses;
+      if (route.body) expect(responses['413'], `413 of ${route.method} ${path}`).toBeDefined();
+      if (path.includes('{')) expect(responses['400'], `400 of ${route.method} ${path}`).toBeDefined();
+    }
+    for (const op of Object.keys(MIN_BUILD)) expect(doc.paths[`/${op}`].get.responses['501'], `501 of /${op}`).toBeDefined();
   });
 
   it('metrics count requests per family and status with latency histograms', async () => {

@@ -81,7 +81,7 @@ const READ_ROUTES: ClassicSpec[] = [
   { path: 'ServerTimezone', summary: "Offset of the broker server's clock from UTC" },
   { path: 'ServerTimezoneInfo', summary: "The broker server's time zone: description, DST rule, current offset" },
   { path: 'Mails', summary: 'Broker mails: always [] (SPEC §1)' },
-  { path: 'GetQuoteMany', summary: 'Latest quotes of several symbols', many: true },
+  { path: 'GetQuoteMany', summary: 'Latest quotes of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'MarketWatchMany', summary: 'Market watch rows (quote, spread, digits) of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'IsTradeSessionMany', summary: 'Whether trading is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'IsQuoteSessionMany', summary: 'Whether quoting is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
