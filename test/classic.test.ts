@@ -223,6 +223,20 @@ describe('§7 statuses', () => {
       expect(r.body.message, q).toMatch(new RegExp(`'${field}': given more than once with different values`));
     }
     expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&lots=2`)).status).toBe(400);
+    // A parameter and its alias with different values: the same ambiguity, the same 400 (volume=0.01&lots=0.05
+    // filled 0.01, id=A&accountId=B answered for A); equal values are that value.
+    for (const [url, field] of [
+      [`${send}&lots=0.05`, 'lots'], [`/OrderClose?id=${p5}&ticket=1&lots=0.01&volume=0.02`, 'volume'],
+      [`/OrderSend?id=${p5}&symbol=BTCUSD&operation=BuyStopLimit&volume=0.01&price=1&stopLimitPrice=0.9&stoplimit=0.8`, 'stoplimit'],
+      [`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&volume=2`, 'volume'], [`/TickValueWithSize?id=${p5}&symbols=EURUSD&lots=1&volume=3`, 'volume'],
+      [`/AccountSummary?id=${p5}&accountId=${p4}`, 'accountId'],
+    ] as const) {
+      const r = await api(url);
+      expect(r.status, url).toBe(400);
+      expect(r.body.message, url).toContain(`'${field}'`);
+    }
+    expect((await api(`/AccountSummary?id=${p5}&accountId=${p5}`)).status).toBe(200);
+    expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&volume=1.0`)).status).toBe(200);
     const alias = await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&volume=3`);
     expect(alias.body[0]).toMatchObject({ lots: 3 });
   });
