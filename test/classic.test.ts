@@ -569,6 +569,25 @@ describe('one account per broker login', () => {
     expect(wrong.text).not.toContain('not-the-password');
   });
 
+  it('re-binding an account to its own login with a wrong password answers 400 and leaves the working binding alone', async () => {
+    const h = { 'x-api-key': key };
+    const first = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'rebind-login', password: 'right-pw', server: 'Sim-P4-Demo' } });
+    expect(first.status).toBe(200);
+    const id = first.body.id as string;
+    const gen = (await t.gw.services.shards.call(id, 'account.status', { accountId: id })).generation;
+    const wrong = await t.req('POST', '/ConnectEx', { headers: h, body: { id, user: 'rebind-login', password: 'typo-pw', server: 'Sim-P4-Demo' } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
+    // Still connected with the stored password (it was replaced by the refused one, so every
+    // request answered 503 'the broker refused the stored login', also after a restart).
+    expect((await api(`/AccountSummary?id=${id}`)).status).toBe(200);
+    expect((await api(`/CheckConnect?id=${id}`)).body).toMatchObject({ connected: true });
+    expect((await t.gw.services.shards.call(id, 'account.status', { accountId: id })).generation).toBe(gen);
+    const right = await t.req('POST', '/ConnectEx', { headers: h, body: { id, user: 'rebind-login', password: 'right-pw', server: 'Sim-P4-Demo', build: 1400 } });
+    expect(right.status).toBe(200);
+    expect((await api(`/CheckConnect?id=${id}`)).body).toMatchObject({ connected: true, build: 1400 });
+  });
+
   it('concurrent binds of one new login create one account', async () => {
     const rs = await Promise.all([1, 2, 3].map(() =>
       t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'race-login', password: 'pw', server: 'Sim-P5-Demo' } })));
