@@ -223,6 +223,20 @@ describe('§7 statuses', () => {
       expect(r.body.message, q).toMatch(new RegExp(`'${field}': given more than once with different values`));
     }
     expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&lots=2`)).status).toBe(400);
+    // A parameter and its alias with different values: the same ambiguity, the same 400 (volume=0.01&lots=0.05
+    // filled 0.01, id=A&accountId=B answered for A); equal values are that value.
+    for (const [url, field] of [
+      [`${send}&lots=0.05`, 'lots'], [`/OrderClose?id=${p5}&ticket=1&lots=0.01&volume=0.02`, 'volume'],
+      [`/OrderSend?id=${p5}&symbol=BTCUSD&operation=BuyStopLimit&volume=0.01&price=1&stopLimitPrice=0.9&stoplimit=0.8`, 'stoplimit'],
+      [`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&volume=2`, 'volume'], [`/TickValueWithSize?id=${p5}&symbols=EURUSD&lots=1&volume=3`, 'volume'],
+      [`/AccountSummary?id=${p5}&accountId=${p4}`, 'accountId'],
+    ] as const) {
+      const r = await api(url);
+      expect(r.status, url).toBe(400);
+      expect(r.body.message, url).toContain(`'${field}'`);
+    }
+    expect((await api(`/AccountSummary?id=${p5}&accountId=${p5}`)).status).toBe(200);
+    expect((await api(`/RequiredMargin?id=${p5}&symbol=BTCUSD&lots=1&volume=1.0`)).status).toBe(200);
     const alias = await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&volume=3`);
     expect(alias.body[0]).toMatchObject({ lots: 3 });
   });
@@ -553,6 +567,25 @@ describe('one account per broker login', () => {
     expect(wrong.status).toBe(400);
     expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
     expect(wrong.text).not.toContain('not-the-password');
+  });
+
+  it('re-binding an account to its own login with a wrong password answers 400 and leaves the working binding alone', async () => {
+    const h = { 'x-api-key': key };
+    const first = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'rebind-login', password: 'right-pw', server: 'Sim-P4-Demo' } });
+    expect(first.status).toBe(200);
+    const id = first.body.id as string;
+    const gen = (await t.gw.services.shards.call(id, 'account.status', { accountId: id })).generation;
+    const wrong = await t.req('POST', '/ConnectEx', { headers: h, body: { id, user: 'rebind-login', password: 'typo-pw', server: 'Sim-P4-Demo' } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe('BROKER_AUTH_FAILED');
+    // Still connected with the stored password (it was replaced by the refused one, so every
+    // request answered 503 'the broker refused the stored login', also after a restart).
+    expect((await api(`/AccountSummary?id=${id}`)).status).toBe(200);
+    expect((await api(`/CheckConnect?id=${id}`)).body).toMatchObject({ connected: true });
+    expect((await t.gw.services.shards.call(id, 'account.status', { accountId: id })).generation).toBe(gen);
+    const right = await t.req('POST', '/ConnectEx', { headers: h, body: { id, user: 'rebind-login', password: 'right-pw', server: 'Sim-P4-Demo', build: 1400 } });
+    expect(right.status).toBe(200);
+    expect((await api(`/CheckConnect?id=${id}`)).body).toMatchObject({ connected: true, build: 1400 });
   });
 
   it('concurrent binds of one new login create one account', async () => {

@@ -127,6 +127,11 @@ describe('/ws pushes', () => {
     expect(await wsRefusal(t, 'handle=gwh_nope', { 'x-api-key': a.key })).toBe(404);
     expect(await wsRefusal(t, '', { 'x-api-key': a.key })).toBe(400);
     expect(await wsRefusal(t, `handle=${a.handle}&apiKey=${a.key}`).catch(() => 0)).toBe(0); // ?apiKey= is accepted
+    // A parameter given twice with different values is a 400, never "the first one wins".
+    const b = await account(t, 'P5');
+    expect(await wsRefusal(t, `handle=${a.handle}&handle=${b.handle}`, { 'x-api-key': a.key })).toBe(400);
+    expect(await wsRefusal(t, `handle=${a.handle}&apiKey=${a.key}&apiKey=${b.key}`)).toBe(400);
+    expect(await wsRefusal(t, `handle=${a.handle}&handle=${a.handle}`, { 'x-api-key': a.key }).catch(() => 0)).toBe(0);
   });
 
   it('any client message but a ping gets an ERROR frame, a large one (16 KiB) too; the socket stays open', async () => {

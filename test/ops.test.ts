@@ -1,4 +1,6 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIN_BUILD } from '../src/runtime/hosts/accountOps.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 let t: TestGateway;
@@ -33,6 +35,15 @@ describe('ops routes', () => {
     expect(create.responses['201']).toBeDefined();
     expect(create.responses['401'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
     expect(doc.paths['/v1/seats/{id}'].get.parameters[0]).toMatchObject({ name: 'id', in: 'path', required: true });
+    // Statuses every route of a kind can answer: 413 where there is a body (MAX_BODY_BYTES), 400
+    // where a path parameter can be malformed percent-encoding, 501 where a build lacks the endpoint.
+    for (const route of t.gw.routes) {
+      const path = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
+      const responses = doc.paths[path][route.method === 'any' ? 'get' : route.method].responses;
+      if (route.body) expect(responses['413'], `413 of ${route.method} ${path}`).toBeDefined();
+      if (path.includes('{')) expect(responses['400'], `400 of ${route.method} ${path}`).toBeDefined();
+    }
+    for (const op of Object.keys(MIN_BUILD)) expect(doc.paths[`/${op}`].get.responses['501'], `501 of /${op}`).toBeDefined();
   });
 
   it('metrics count requests per family and status with latency histograms', async () => {
@@ -61,6 +72,30 @@ describe('malformed requests', () => {
       expect(r.body).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining('percent-encoding') });
     }
     expect((await t.req('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('a HEAD request is answered without a body, so the next response on the keep-alive connection stays intact', async () => {
+    // Two requests pipelined on one connection: the bytes after the HEAD answer's header block must
+    // be the GET answer (RFC 9110 §9.3.2: a HEAD response has no content).
+    const port = new URL(t.url).port;
+    for (const path of ['/healthz', '/no-such-route', '/v1/proxy/AccountSummary?handle=x', '/v1/proxy/Nope?handle=x']) {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const sock = connect(Number(port), '127.0.0.1', () => {
+          sock.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\nx-api-key: tagw_k_0000000000000000_x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+        });
+        let out = '';
+        sock.on('data', (d) => {
+          out += d.toString('latin1');
+          if (out.endsWith('{"status":"ok"}')) { sock.destroy(); resolve(out); }
+        });
+        sock.on('error', reject);
+        setTimeout(() => { sock.destroy(); resolve(out); }, 2_000);
+      });
+      const headEnd = raw.indexOf('\r\n\r\n');
+      expect(raw.slice(0, 12), path).toMatch(/^HTTP\/1\.1 \d{3}/);
+      expect(raw.slice(headEnd + 4, headEnd + 4 + 9), `${path}: ${raw}`).toBe('HTTP/1.1 ');
+      expect(raw.endsWith('{"status":"ok"}')).toBe(true);
+    }
   });
 });
 

@@ -26,7 +26,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-async function refused(query: Record<string, string>, headers: Record<string, string> = {}): Promise<Refused> {
+async function refused(query: Record<string, string> | [string, string][], headers: Record<string, string> = {}): Promise<Refused> {
   const r = await openStream(t.url, query, headers);
   if (!('refused' in r)) {
     await r.close();
@@ -115,6 +115,21 @@ describe('/v1/stream upgrade refusals', () => {
   it('a bad heartbeat value: 400', async () => {
     const r = await refused({ apiKey: fullKey, id: seatA, heartbeat: 'yes' });
     expect(r.status).toBe(400);
+  });
+
+  it('a parameter given twice with different values is a 400 naming it, never "the first one wins"; the same value twice is that value', async () => {
+    for (const [name, a, b] of [['id', seatA, seatB], ['accountId', seatA, seatB], ['apiKey', fullKey, scopedKey], ['heartbeat', '0', '1']] as const) {
+      const query: [string, string][] = [...(name === 'apiKey' ? [] : [['apiKey', fullKey] as [string, string]]),
+        ...(name === 'id' || name === 'accountId' ? [] : [['id', seatA] as [string, string]]), [name, a], [name, b]];
+      const r = await refused(query);
+      expect(r.status, name).toBe(400);
+      expect(r.body.error, name).toBe('BAD_REQUEST');
+      expect(r.body.message, name).toContain(`'${name}'`);
+      expect(JSON.stringify(r.body)).not.toContain(fullKey);
+    }
+    const same = await openStream(t.url, [['id', seatA], ['id', seatA], ['apiKey', fullKey], ['apiKey', fullKey]]);
+    expect('refused' in same ? same : 'open').toBe('open');
+    if (!('refused' in same)) await same.close();
   });
 
   it('a management key is not an API key: 401', async () => {

@@ -74,7 +74,7 @@ export class StreamClient {
 }
 
 /** Opens /v1/stream; resolves with a client, or with the HTTP refusal (status + JSON body). */
-export function openStream(baseUrl: string, query: Record<string, string>, headers: Record<string, string> = {}): Promise<StreamClient | Refused> {
+export function openStream(baseUrl: string, query: Record<string, string> | [string, string][], headers: Record<string, string> = {}): Promise<StreamClient | Refused> {
   const url = `${baseUrl.replace(/^http/, 'ws')}/v1/stream?${new URLSearchParams(query).toString()}`;
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers });

@@ -143,6 +143,11 @@ describe('quotes and subscriptions', () => {
     expect(unknown.data.error).toBe('BAD_REQUEST');
     expect(unknown.data.message).toContain('NOPE');
     expect((await errors({ action: 'unsubscribe', symbol: 'EURUSD' })).data.error).toBe('BAD_REQUEST');
+    // Valid JSON nested too deeply to be echoed back (JSON.stringify runs out of stack): still an
+    // ERROR frame, without the echo, and in its turn (it used to get no answer at all).
+    const deep = await errors('['.repeat(5000) + ']'.repeat(5000));
+    expect(deep.data.error).toBe('BAD_REQUEST');
+    expect(deep.data.message).toContain('expected object');
     expect(c.closed).toBeNull();
     // Still usable.
     c.send({ action: 'subscribe', symbol: 'BTCUSD' });

@@ -49,8 +49,10 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     // Not for trading calls: each carries a new clientOrderId or ticket, so kept copies would only
     // live long enough to be promoted by the GC, never be hit.
     const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery && !route.trading }) : undefined;
+    // Only 'any' routes (and the fallback below) see HEAD: uWS matches get() to GET alone.
+    const anyMethod = route.method === 'any';
     const handler = (res: HttpResponse, req: HttpRequest) => {
-      const sink = new ResponseSink(res, false);
+      const sink = new ResponseSink(res, false, anyMethod && req.getMethod() === 'head');
       let info: RequestInfo;
       try {
         info = readRequest(res, req, n, deps.trustProxy, route.trading === true);
@@ -76,7 +78,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
 export function mountNotFound(app: TemplatedApp, deps: HttpDeps): void {
   app.any('/*', (res, req) => {
     const info = readRequest(res, req, 0, deps.trustProxy);
-    const sink = new ResponseSink(res);
+    const sink = new ResponseSink(res, true, info.method === 'HEAD');
     sendError(sink, apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`));
     deps.metrics.observe('ops', 404, (performance.now() - info.receivedAt) / 1000);
   });

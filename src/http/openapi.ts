@@ -1,6 +1,6 @@
 // The OpenAPI document is generated from the route records and their zod schemas at start-up.
 import { z } from 'zod';
-import { ERROR_STATUS, STATUS_TEXT } from '../errors.js';
+import { ERROR_STATUS, type ErrorCode, STATUS_TEXT } from '../errors.js';
 import type { AnyRoute } from './route.js';
 import { ErrorBody } from './schemas.js';
 
@@ -54,11 +54,16 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     const responses: Json = {
       [ok]: { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output') } } } : {}) },
     };
-    const errorStatuses = new Set<number>((r.errors ?? []).map((c) => ERROR_STATUS[c]));
+    // Beside the route's own codes, what the request layer answers for any route of its kind: a
+    // body over MAX_BODY_BYTES, a path parameter that is not valid percent-encoding.
+    const errors = new Set<ErrorCode>(r.errors ?? []);
+    if (r.body) errors.add('PAYLOAD_TOO_LARGE');
+    if (r.path.includes('/:')) errors.add('BAD_REQUEST');
+    const errorStatuses = new Set<number>([...errors].map((c) => ERROR_STATUS[c]));
     if (r.auth !== 'none') [401, 429].forEach((st) => errorStatuses.add(st));
     if (r.query || r.body) errorStatuses.add(400);
     for (const st of [...errorStatuses].sort()) {
-      const codes = Object.entries(ERROR_STATUS).filter(([code, v]) => v === st && (r.errors ?? []).includes(code as never)).map(([c]) => c);
+      const codes = Object.entries(ERROR_STATUS).filter(([code, v]) => v === st && errors.has(code as ErrorCode)).map(([c]) => c);
       responses[st] = {
         description: `${STATUS_TEXT[st]}${codes.length ? ` (${codes.join(', ')})` : ''}`,
         content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },

@@ -43,6 +43,18 @@ export function parseQuery(raw: string): QueryMap {
   return out;
 }
 
+/**
+ * One value of a single-valued parameter, for handlers that read the query without a schema (the
+ * WebSocket upgrades): given twice with different values it is a 400 naming it, as the query
+ * schemas answer (`one` in schemas.ts), never "the first one wins"; the same value twice is that value.
+ */
+export function singleParam(query: QueryMap, name: string): string | undefined {
+  const v = query[name];
+  if (!Array.isArray(v)) return v;
+  if (v.some((x) => x !== v[0])) throw apiError('BAD_REQUEST', `parameter '${name}' given more than once with different values`);
+  return v[0];
+}
+
 /** application/x-www-form-urlencoded decoding ('+' is a space); a malformed escape is kept as is. */
 function decode(s: string): string {
   if (s.indexOf('%') < 0 && s.indexOf('+') < 0) return s;

@@ -20,8 +20,13 @@ export class ResponseSink {
   aborted = false;
   done = false;
   private watching = false;
-  /** `watch` false: the caller calls watchAbort() itself once it knows the reply comes later. */
-  constructor(readonly res: HttpResponse, watch = true) {
+  /**
+   * `watch` false: the caller calls watchAbort() itself once it knows the reply comes later.
+   * `head`: the request is a HEAD, answered with status and headers only. uWS would write the body
+   * anyway, and the client, which reads none after a HEAD, would take it for the start of the next
+   * response on the connection.
+   */
+  constructor(readonly res: HttpResponse, watch = true, private readonly head = false) {
     if (watch) this.watchAbort();
   }
 
@@ -50,7 +55,14 @@ export class ResponseSink {
       if (status !== 200) this.res.writeStatus(statusLine(status));
       this.res.writeHeader('content-type', contentType);
       if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
-      this.res.end(body, close);
+      if (this.head) {
+        // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
+        // response unfinished. (No HEAD reaches a route that closes the connection.)
+        this.res.writeHeader('content-length', String(Buffer.byteLength(body)));
+        this.res.endWithoutBody();
+      } else {
+        this.res.end(body, close);
+      }
     });
   }
 

@@ -121,5 +121,13 @@ export function heartbeatData(connection: ConnectionPhase, symbols: HeartbeatSym
 }
 
 export function errorData(code: string, message: string, request?: unknown): string {
-  return JSON.stringify(request === undefined ? { error: code, message } : { error: code, message, request });
+  if (request !== undefined) {
+    try {
+      return JSON.stringify({ error: code, message, request });
+    } catch {
+      // A client message JSON.parse took but JSON.stringify cannot write back (arrays nested some
+      // thousands deep exhaust its stack): answered without the echo, never left unanswered.
+    }
+  }
+  return JSON.stringify({ error: code, message });
 }

@@ -26,7 +26,7 @@ import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Time
 import type { Config } from '../config.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
-import { readRequest } from '../http/request.js';
+import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Logger } from '../log.js';
@@ -271,17 +271,16 @@ export class StreamHub {
       const wait = d.throttle.blockedFor(info.ip);
       if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
       const q = info.query;
-      const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
       // SPEC §5.3: on the WebSocket the key may also come as ?apiKey=; the header wins when both are sent.
-      const apiKey = info.headers['x-api-key'] ?? one(q.apiKey);
+      const apiKey = info.headers['x-api-key'] ?? singleParam(q, 'apiKey');
       const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
       const principal = d.auth.authenticate('api', headers, true)!;
-      const id = one(q.id) ?? one(q.accountId);
+      const id = singleParam(q, 'id') ?? singleParam(q, 'accountId');
       if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
       assertAccountScope(principal, id);
       const seat = d.tenancy.seatById(id);
       if (!seat || seat.customer_id !== principal.customerId || seat.removed_at !== null) throw apiError('NOT_FOUND', 'account not found');
-      const hb = one(q.heartbeat);
+      const hb = singleParam(q, 'heartbeat');
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
       const known = this.accounts.get(id) ?? this.accountFromRecords(id);

@@ -53,6 +53,22 @@ const symbolsFields = {
   symbols: qList().optional().describe('Alias of symbol'),
 };
 
+/** Parameter and alias. Both given with different values is refused (400, naming the alias), as a
+ *  parameter given twice is (`one`), and as the gateway proxy does by merging an alias into its
+ *  parameter: `volume=0.01&lots=0.05` filled 0.01, `id=A&accountId=B` answered for A. */
+const ALIASES: ReadonlyArray<readonly [string, string]> = [['id', 'accountId'], ['volume', 'lots'], ['lots', 'volume'], ['stopLimitPrice', 'stoplimit']];
+function withAliases<S extends z.ZodRawShape>(shape: S) {
+  const pairs = ALIASES.filter(([a, b]) => a in shape && b in shape && Object.keys(shape).indexOf(a) < Object.keys(shape).indexOf(b));
+  return z.object(shape).superRefine((v, ctx) => {
+    const q = v as Record<string, unknown>;
+    for (const [a, b] of pairs) {
+      if (q[a] !== undefined && q[b] !== undefined && q[a] !== q[b]) {
+        ctx.addIssue({ code: 'custom', path: [b], message: `alias of '${a}', given with a different value; send one of them` });
+      }
+    }
+  });
+}
+
 const baseErrors: ErrorCode[] = [
   'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND',
   'TERMINAL_ERROR', 'NOT_CONNECTED', 'AUTH_THROTTLED',
@@ -81,7 +97,7 @@ const READ_ROUTES: ClassicSpec[] = [
   { path: 'ServerTimezone', summary: "Offset of the broker server's clock from UTC" },
   { path: 'ServerTimezoneInfo', summary: "The broker server's time zone: description, DST rule, current offset" },
   { path: 'Mails', summary: 'Broker mails: always [] (SPEC §1)' },
-  { path: 'GetQuoteMany', summary: 'Latest quotes of several symbols', many: true },
+  { path: 'GetQuoteMany', summary: 'Latest quotes of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'MarketWatchMany', summary: 'Market watch rows (quote, spread, digits) of several symbols', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'IsTradeSessionMany', summary: 'Whether trading is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
   { path: 'IsQuoteSessionMany', summary: 'Whether quoting is open now, per symbol', many: true, errors: ['NOT_ON_THIS_TERMINAL'] },
@@ -163,7 +179,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   };
 
   for (const spec of READ_ROUTES) {
-    const query = z.object({ ...idFields, ...(spec.many ? symbolsFields : {}), ...spec.fields });
+    const query = withAliases({ ...idFields, ...(spec.many ? symbolsFields : {}), ...spec.fields });
     routes.push(defineRoute({
       method: 'get', path: `/${spec.path}`, family: 'classic', auth: 'api', tags: ['classic'], summary: spec.summary,
       query, errors: [...baseErrors, 'BAD_REQUEST', ...(spec.errors ?? [])],
@@ -184,7 +200,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'get', path: '/GetQuote', family: 'classic', auth: 'api', tags: ['classic'],
     summary: 'Latest bid/ask of a symbol, from a 250 ms cache unless cached=0',
-    query: z.object({ ...idFields, symbol: qSymbol(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
+    query: withAliases({ ...idFields, symbol: qSymbol(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
     errors: [...baseErrors, 'BAD_REQUEST'],
     // Not async: a cache hit answers in the same tick, without a promise per hop.
     handler: ({ query: q, principal }) => {
@@ -196,7 +212,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'get', path: '/CheckConnect', family: 'classic', auth: 'api', tags: ['classic'],
     summary: "Reports the account's connection and restores it (an ongoing reconnect wait is cut short)",
-    query: z.object(idFields), errors: baseErrors,
+    query: withAliases(idFields), errors: baseErrors,
     handler: async ({ query: q, principal }) => {
       const row = await access.resolve(principal!, q, false);
       const st = await s.shards.call(row.id, 'account.check', { accountId: row.id });
@@ -207,7 +223,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'get', path: '/Ping', family: 'classic', auth: 'api', tags: ['classic'],
     summary: 'Liveness of the gateway for this account (does not touch the broker)',
-    query: z.object(idFields), errors: baseErrors,
+    query: withAliases(idFields), errors: baseErrors,
     handler: async ({ query: q, principal }) => {
       await access.resolve(principal!, q, false);
       return { body: { pong: true, time: new Date(s.clock.now()).toISOString() } };
@@ -218,7 +234,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
     routes.push(defineRoute({
       method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op], trading: true,
       description: 'Times in the response are UTC. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
-      query: z.object({ ...idFields, ...tradeFields[op] }),
+      query: withAliases({ ...idFields, ...tradeFields[op] }),
       errors: [...baseErrors, 'BAD_REQUEST', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
       handler: async ({ query: q, principal, req }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);

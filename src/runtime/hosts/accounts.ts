@@ -121,7 +121,11 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     }
     let existing = entries.get(a.accountId);
     const sameLogin = existing && existing.credentials.server === a.server && existing.credentials.login === a.login;
-    if (!sameLogin) {
+    // The same login with another password is tried first too: replacing the binding straight
+    // away stored a refused password over the working one (400 to the caller, and every request
+    // after it 503 'the broker refused the stored login', restarts included).
+    const samePassword = sameLogin && existing!.credentials.password === credentials.password;
+    if (!samePassword) {
       try {
         await probe.connect();
       } catch (err) {
