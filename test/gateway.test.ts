@@ -66,6 +66,30 @@ describe('session handle lifecycle', () => {
     expect((await op(t, a, 'AccountSummary')).status).toBe(404);
   });
 
+  it('re-binding the account to a login of the other platform ends its session: no P5 dialect on a P4 account', async () => {
+    const a = await account(t, 'P5');
+    const c = await openWs(t, a.handle, a.key);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { id: a.id, user: `rb4-${a.id.slice(0, 8)}`, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(rebind.status, rebind.text).toBe(200);
+    // The P5 handle must not keep serving P5-only operations against what is now a P4 account.
+    const stale = await op(t, a, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 });
+    expect(stale.status, stale.text).toBe(404);
+    expect(stale.body.error).toBe('SESSION_NOT_FOUND');
+    expect((await op(t, a, 'Account')).body.error).toBe('SESSION_NOT_FOUND');
+    expect((await c.closed).code).toBe(4001);
+    const h2 = await connect(t, a.id);
+    expect(h2).not.toBe(a.handle);
+    const b = { ...a, handle: h2 };
+    expect((await op(t, b, 'AccountDetails')).body.platform).toBe('P4');
+    expect((await op(t, b, 'Account')).body.error).toBe('OPERATION_NOT_ON_PLATFORM');
+    expect((await op(t, b, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 })).body.error).toBe('OPERATION_NOT_ON_PLATFORM');
+    // Re-binding to a login of the same platform keeps the session (SPEC §3: same handle while live).
+    const same = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { id: a.id, user: `rb4b-${a.id.slice(0, 8)}`, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(same.status, same.text).toBe(200);
+    expect((await op(t, b, 'AccountDetails')).status).toBe(200);
+    expect(await connect(t, a.id)).toBe(h2);
+  });
+
   it('rejects made-up handles, a missing handle, unknown accounts and accounts without a broker login', async () => {
     const a = await account(t, 'P5');
     expect((await op(t, { ...a, handle: 'gwh_madeup' }, 'AccountSummary')).status).toBe(404);
