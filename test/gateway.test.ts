@@ -95,6 +95,13 @@ describe('session handle lifecycle', () => {
     expect((await op(t, { ...a, handle: 'gwh_madeup' }, 'AccountSummary')).status).toBe(404);
     const r = await t.req('GET', '/v1/proxy/AccountSummary', { headers: { 'x-api-key': a.key } });
     expect(r.status).toBe(400);
+    // `handle` twice with different values is a 400 naming it, whichever comes last (not "last wins").
+    for (const qs of [`handle=gwh_madeup&handle=${a.handle}`, `handle=${a.handle}&handle=gwh_madeup`]) {
+      const twice = await t.req('GET', `/v1/proxy/AccountSummary?${qs}`, { headers: { 'x-api-key': a.key } });
+      expect(twice.status, `${qs}: ${twice.text}`).toBe(400);
+      expect(twice.body.message).toMatch(/handle/);
+    }
+    expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${a.handle}&handle=${a.handle}`, { headers: { 'x-api-key': a.key } })).status).toBe(200);
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: '00000000-0000-4000-8000-000000000000' } })).status).toBe(404);
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: 'not-a-uuid' } })).status).toBe(400);
     const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: {} });
