@@ -361,6 +361,8 @@ export class AccountEntry implements AccountRuntime {
       this.slot = null;
       this.generation++;
       if (old) await old.drainAndStop();
+      // Another login (re-bind): the last-known summary was that login's, not this one's.
+      if (spec.credentials.server !== this.spec.credentials.server || spec.credentials.login !== this.spec.credentials.login) this.lastSummary = undefined;
       this.spec = spec;
       this.slot = next;
       this.authFailed = false;
