@@ -2,7 +2,7 @@
 //   none:        POST /v1/connect opens the session (the host supplies the random handle).
 //   live:        a second connect for the same account keeps it (same handle, no second session);
 //                Subscribe* spawn subscription children, UnSubscribe* end them.
-//   invalidated: Disconnect (or the account going away). Final: its subscriptions stop with it,
+//   invalidated: Disconnect (or the account going away, or re-bound to the other platform). Final: its subscriptions stop with it,
 //                and a later connect creates a new session actor with a new handle.
 //
 // Pure: the host provides `persist` (durable row per handle) and the subscription logic (with its

@@ -62,6 +62,26 @@ describe('simulator fault injection over HTTP', () => {
     expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults).toEqual([]);
   });
 
+  it("after a re-bind to another login, an outage never answers the previous login's summary as last-known values", async () => {
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'lastknown-1', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    expect((await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.05`)).status).toBe(200);
+    const before = await api(`/AccountSummary?id=${id}`);
+    expect(before.body.margin).toBeGreaterThan(0);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id, user: 'lastknown-2', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebind.status).toBe(200);
+    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'drop', durationMs: 2_000 } })).status).toBe(201);
+    let down: Awaited<ReturnType<typeof api>> | undefined;
+    for (let i = 0; i < 80 && !down; i++) {
+      const s = await api(`/AccountSummary?id=${id}`);
+      if (s.status === 503 || s.body?.synced === false) down = s;
+      else await wait(25);
+    }
+    expect(down).toBeDefined();
+    // The new login has no position: the old login's margin must not be shown for it.
+    if (down!.status === 200) expect(down!.body.margin).toBe(0);
+    else expect(down!.body.error).toBe('NOT_CONNECTED');
+  });
+
   it('server-wide faults are for the operator only; another customer cannot touch this account', async () => {
     const other = createCustomer(t.gw.services.tenancy, 'tenant-b');
     const r = await t.req('POST', '/v1/sim/faults', { headers: mgmt(other.managementKey), body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });

@@ -66,11 +66,42 @@ describe('session handle lifecycle', () => {
     expect((await op(t, a, 'AccountSummary')).status).toBe(404);
   });
 
+  it('re-binding the account to a login of the other platform ends its session: no P5 dialect on a P4 account', async () => {
+    const a = await account(t, 'P5');
+    const c = await openWs(t, a.handle, a.key);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { id: a.id, user: `rb4-${a.id.slice(0, 8)}`, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(rebind.status, rebind.text).toBe(200);
+    // The P5 handle must not keep serving P5-only operations against what is now a P4 account.
+    const stale = await op(t, a, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 });
+    expect(stale.status, stale.text).toBe(404);
+    expect(stale.body.error).toBe('SESSION_NOT_FOUND');
+    expect((await op(t, a, 'Account')).body.error).toBe('SESSION_NOT_FOUND');
+    expect((await c.closed).code).toBe(4001);
+    const h2 = await connect(t, a.id);
+    expect(h2).not.toBe(a.handle);
+    const b = { ...a, handle: h2 };
+    expect((await op(t, b, 'AccountDetails')).body.platform).toBe('P4');
+    expect((await op(t, b, 'Account')).body.error).toBe('OPERATION_NOT_ON_PLATFORM');
+    expect((await op(t, b, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 })).body.error).toBe('OPERATION_NOT_ON_PLATFORM');
+    // Re-binding to a login of the same platform keeps the session (SPEC §3: same handle while live).
+    const same = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { id: a.id, user: `rb4b-${a.id.slice(0, 8)}`, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(same.status, same.text).toBe(200);
+    expect((await op(t, b, 'AccountDetails')).status).toBe(200);
+    expect(await connect(t, a.id)).toBe(h2);
+  });
+
   it('rejects made-up handles, a missing handle, unknown accounts and accounts without a broker login', async () => {
     const a = await account(t, 'P5');
     expect((await op(t, { ...a, handle: 'gwh_madeup' }, 'AccountSummary')).status).toBe(404);
     const r = await t.req('GET', '/v1/proxy/AccountSummary', { headers: { 'x-api-key': a.key } });
     expect(r.status).toBe(400);
+    // `handle` twice with different values is a 400 naming it, whichever comes last (not "last wins").
+    for (const qs of [`handle=gwh_madeup&handle=${a.handle}`, `handle=${a.handle}&handle=gwh_madeup`]) {
+      const twice = await t.req('GET', `/v1/proxy/AccountSummary?${qs}`, { headers: { 'x-api-key': a.key } });
+      expect(twice.status, `${qs}: ${twice.text}`).toBe(400);
+      expect(twice.body.message).toMatch(/handle/);
+    }
+    expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${a.handle}&handle=${a.handle}`, { headers: { 'x-api-key': a.key } })).status).toBe(200);
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: '00000000-0000-4000-8000-000000000000' } })).status).toBe(404);
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: 'not-a-uuid' } })).status).toBe(400);
     const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: {} });

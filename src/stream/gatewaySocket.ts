@@ -117,6 +117,8 @@ export class GatewaySocket {
 
   /** Shard events of kind gw.*: a frame to publish, or the end of a session. */
   onShardEvent(ev: ShardEvent): void {
+    // A session its shard ended (not through Disconnect): its handle is gone for /v1/proxy too.
+    if (ev.kind === GATEWAY_EVENT.end) this.dir.invalidate(ev.key);
     if (!this.app) return;
     if (ev.kind === GATEWAY_EVENT.frame) {
       if (!this.sockets.has(ev.key)) return; // nobody listening: skip the copy into uWS

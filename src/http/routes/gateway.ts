@@ -27,8 +27,9 @@ const handleAad = (accountId: string) => `gateway-handle:${accountId}`;
 
 /**
  * handle -> session row, for every /v1/proxy request: an LRU in front of one indexed SQLite read.
- * The main thread is the only place that invalidates handles (Disconnect goes through it), so the
- * cache is updated there and never serves a stale live entry.
+ * Disconnect invalidates the entry here; a session its shard ends (the account re-bound to another
+ * platform, a renewed handle) is invalidated when its `gw.end` event arrives, before the reply of
+ * the request that ended it (events and replies share the shard's port, in order).
  */
 export class HandleDirectory {
   private readonly cache = new LRUCache<string, SessionRow>({ max: 100_000 });
@@ -128,7 +129,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
           handle = candidate;
         }
         dir.set({
-          handle_hash: r.handleHash, account_id: accountId, customer_id: p.customerId, platform: binding.platform,
+          handle_hash: r.handleHash, account_id: accountId, customer_id: p.customerId, platform: r.platform,
           handle_sealed: r.handleSealed, state: 'live', connected_at: r.connectedAt, invalidated_at: null,
         });
         return { body: { handle } };

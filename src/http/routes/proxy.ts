@@ -9,6 +9,7 @@ import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
 import { formatZodError } from '../app.js';
+import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { handleDirectory, handleHash } from './gateway.js';
 import { OPERATIONS, stripHandle, type OpDef } from './proxySchemas.js';
@@ -43,8 +44,10 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     const def = OPERATIONS[op];
     if (!def) throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
     if (def.noHandle) return { pong: true, time: new Date(s.clock.now()).toISOString() };
-    const h = raw.handle;
-    const handle = Array.isArray(h) ? h[h.length - 1] : h;
+    // Repeated with different values is a 400 naming it, as every single-valued parameter (never
+    // "the last one wins": that made the answer depend on the order, 404 one way and 400 the other).
+    const handle = one(raw.handle);
+    if (Array.isArray(raw.handle) && typeof handle !== 'string') throw apiError('BAD_REQUEST', "parameter 'handle': given more than once with different values");
     if (typeof handle !== 'string' || handle === '') throw apiError('BAD_REQUEST', "parameter 'handle' is required (from POST /v1/connect)");
     const hash = handleHash(handle);
     const session = dir.get(hash);

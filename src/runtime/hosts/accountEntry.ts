@@ -196,8 +196,10 @@ export class AccountEntry implements AccountRuntime {
     if (slot !== this.lastSlot) return;
     const info = slot.conn.server;
     const changed = this.knownServer !== info;
+    const before = this.platform;
     this.knownServer = info;
     if (changed) this.deps.onServer?.(this.accountId, info);
+    this.platformChanged(before);
   }
   get build(): number {
     return this.lastSlot!.build;
@@ -215,13 +217,21 @@ export class AccountEntry implements AccountRuntime {
   private makeSlot(spec: SlotSpec): Slot {
     const conn = this.deps.factory(spec.credentials);
     const slot = new Slot(this, conn, spec.build, this.deps);
+    const before = this.lastSlot ? this.platform : undefined;
     this.lastSlot = slot;
     if (conn.serverKnown !== false) this.knownServer = conn.server;
     // Re-bound to another server (known only once this connection logs in): the old one is not it.
     else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
     this.slots.add(slot);
     slot.listenAccountEvents(this.listeners.size > 0);
+    if (before) this.platformChanged(before);
     return slot;
+  }
+
+  /** Tells listeners when the account's platform is no longer `before` (re-bind, server learned). */
+  private platformChanged(before: Platform): void {
+    const now = this.platform;
+    if (now !== before) this.emit({ type: 'platform', platform: now });
   }
 
   /** A slot was disposed: it gets no listener changes any more. */
@@ -351,6 +361,8 @@ export class AccountEntry implements AccountRuntime {
       this.slot = null;
       this.generation++;
       if (old) await old.drainAndStop();
+      // Another login (re-bind): the last-known summary was that login's, not this one's.
+      if (spec.credentials.server !== this.spec.credentials.server || spec.credentials.login !== this.spec.credentials.login) this.lastSummary = undefined;
       this.spec = spec;
       this.slot = next;
       this.authFailed = false;

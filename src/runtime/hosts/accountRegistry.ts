@@ -13,7 +13,10 @@ export type AccountEvent =
   | { type: 'positions'; positions: BrokerEvents['positions'] }
   | { type: 'orders'; orders: BrokerEvents['orders'] }
   | { type: 'deal'; deal: BrokerEvents['deal'] }
-  | { type: 'candle'; candle: BrokerEvents['candle'] };
+  | { type: 'candle'; candle: BrokerEvents['candle'] }
+  /** The account's platform changed: re-bound to a login of the other generation, or a bridge
+   *  connection learned the server's own (gateway sessions speak one platform's dialect). */
+  | { type: 'platform'; platform: Platform };
 
 export interface AccountRuntime {
   readonly accountId: string;

@@ -21,6 +21,8 @@ export interface SessionConnectResult {
   handleHash: string;
   fresh: boolean;
   connectedAt: number;
+  /** The platform (dialect) of the session: the account's as its broker server reported it. */
+  platform: Platform;
 }
 
 export interface SessionOpArgs {

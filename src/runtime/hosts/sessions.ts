@@ -172,8 +172,20 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     });
   }
 
+  /** Ends a live session as Disconnect does (its subscriptions stop, its /ws sockets close with 4001). */
+  function disconnect(live: Live): void {
+    live.actor.send({ type: 'disconnect', at: Date.now() });
+    end(live);
+  }
+
+  /** The session speaks the dialect of the platform it was opened on: once the account is another
+   *  platform's (re-bound to a login of the other generation), the session ends and its handle with it. */
+  const platformOf = (live: Live) => live.actor.getSnapshot().context.platform;
+
   function onAccountEvent(live: Live, rt: AccountRuntime, ev: AccountEvent): void {
-    if (ev.type === 'phase') {
+    if (ev.type === 'platform') {
+      if (ev.platform !== platformOf(live) && byHash.get(live.handleHash) === live) disconnect(live);
+    } else if (ev.type === 'phase') {
       if (ev.phase === 'connected') {
         placeAll(live.accountId).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId: live.accountId, err: errorMessage(e) }));
       }
@@ -345,12 +357,13 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         const current = byAccount.get(args.accountId);
         const answer = (l: Live, fresh: boolean): SessionConnectResult => {
           const c = l.actor.getSnapshot().context;
-          return { handleSealed: c.handleSealed!, handleHash: c.handleHash!, fresh, connectedAt: c.connectedAt };
+          return { handleSealed: c.handleSealed!, handleHash: c.handleHash!, fresh, connectedAt: c.connectedAt, platform: c.platform };
         };
+        // A live session of another platform than the account's now (see onAccountEvent) is not reused.
+        const known = ctx.accounts?.get(args.accountId);
         if (current && sessionState(current.actor.getSnapshot().value) === 'live') {
-          if (!args.renew) return answer(current, false);
-          current.actor.send({ type: 'disconnect', at: Date.now() });
-          end(current);
+          if (!args.renew && (!known?.serverKnown || known.platform === platformOf(current))) return answer(current, false);
+          disconnect(current);
         }
         const rt = await registry().ensure(args.accountId);
         try {
@@ -363,7 +376,10 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         // Another connect may have opened the session while this one waited.
         const raced = byAccount.get(args.accountId);
         if (raced && sessionState(raced.actor.getSnapshot().value) === 'live') return answer(raced, false);
-        const live = startActor({ input: { accountId: args.accountId, customerId: args.customerId, platform: args.platform } }, args.accountId);
+        // Connected, so the platform is the broker server's own (the binding's may have been a guess
+        // made while a bridge was unreachable, corrected at this login).
+        const platform = rt.serverKnown ? rt.platform : args.platform;
+        const live = startActor({ input: { accountId: args.accountId, customerId: args.customerId, platform } }, args.accountId);
         live.actor.send({ type: 'connect', handleHash: args.handleHash, handleSealed: args.handleSealed, at: Date.now() });
         register(live);
         return answer(live, true);
@@ -372,8 +388,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         const live = liveSession(handleHash);
         switch (op) {
           case 'Disconnect': {
-            live.actor.send({ type: 'disconnect', at: Date.now() });
-            end(live);
+            disconnect(live);
             return { ok: true, disconnected: true };
           }
           case 'SubscribedSymbols':
