@@ -123,7 +123,7 @@ async function start(
   streamHub.mount(app);
   (gwSocket = new GatewaySocket(services, throttle, inflight)).mount(app);
   mountRoutes(app, routes, deps);
-  mountNotFound(app, deps);
+  mountNotFound(app, deps, routes);
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     // Exclusive: uWS sets SO_REUSEPORT by default, which let a second gateway share the port. The

@@ -109,15 +109,16 @@ describe('session handle lifecycle', () => {
     expect((await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat.body.id } })).status).toBe(503);
   });
 
-  it('Ping needs a key but no handle; unknown operations are 404', async () => {
+  it('Ping needs a key but no handle; unknown operations are 404, known ones with another method 405', async () => {
     const a = await account(t, 'P4');
     expect((await t.req('GET', '/v1/proxy/Ping', { headers: { 'x-api-key': a.key } })).status).toBe(200);
     expect((await t.req('GET', '/v1/proxy/Ping')).status).toBe(401);
     expect((await op(t, a, 'NoSuchOp')).status).toBe(404);
-    // A known operation with another method: 404 that says so, not "unknown operation".
+    // A known operation with another method: 405 that says so (Allow: GET), not "unknown operation".
     const post = await t.req('POST', `/v1/proxy/AccountSummary?handle=${a.handle}`, { headers: { 'x-api-key': a.key } });
-    expect(post.status).toBe(404);
-    expect(post.body.message).toMatch(/no route for POST \/v1\/proxy\/AccountSummary: gateway operations are GET/);
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET');
+    expect(post.body).toMatchObject({ error: 'METHOD_NOT_ALLOWED', message: expect.stringMatching(/answers GET, not POST: gateway operations are GET/) });
   });
 });
 

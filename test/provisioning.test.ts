@@ -145,4 +145,19 @@ describe('errors', () => {
     expect(r.headers.get('content-type')).toContain('application/json');
     expect(r.body.error).toBe('ROUTE_NOT_FOUND');
   });
+
+  it('a route asked with another method is a JSON 405 naming the methods it answers (Allow), before any key check', async () => {
+    const post = await t.req('POST', '/AccountSummary?id=x');
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET');
+    expect(post.headers.get('content-type')).toContain('application/json');
+    expect(post.body).toMatchObject({ error: 'METHOD_NOT_ALLOWED', message: '/AccountSummary answers GET, not POST' });
+    // Path parameters match any one segment; every method of the path is listed.
+    const put = await t.req('PUT', '/v1/keys/some-key-id');
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('DELETE');
+    expect((await t.req('DELETE', '/v1/seats')).headers.get('allow')).toBe('GET, POST');
+    // A path no route has under any method stays a 404.
+    expect((await t.req('POST', '/v1/keys/a/b')).status).toBe(404);
+  });
 });

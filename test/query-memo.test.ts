@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { parseQuery } from '../src/http/request.js';
 import { MEMO_MAX_ENTRIES, MEMO_MAX_QUERY, QueryMemo } from '../src/http/queryMemo.js';
 import { qList, qNumber, qString } from '../src/http/schemas.js';
-import { validatedQuery } from '../src/http/app.js';
+import { methodsByPath, validatedQuery } from '../src/http/app.js';
 
 function counted() {
   let runs = 0;
@@ -86,5 +86,24 @@ describe('validatedQuery (the HTTP layer over the memo)', () => {
     const { memo } = counted();
     expect(() => validatedQuery(request('id=abc&volume=x'), memo)).toThrow(expect.objectContaining({ status: 400, message: expect.stringContaining("'volume'") }));
     expect(validatedQuery(request('a=1&a=2'), undefined)).toEqual({ a: ['1', '2'] });
+  });
+});
+
+describe('methodsByPath (405 or 404 in the fallback)', () => {
+  const route = (method: string, path: string) => ({ method, path }) as never;
+  const allowed = methodsByPath([route('get', '/v1/seats'), route('post', '/v1/seats'), route('get', '/v1/seats/:id'), route('delete', '/v1/keys/:keyId'), route('any', '/v1/proxy/:op'), route('get', '/a.b')]);
+
+  it('lists the methods of every route whose path matches, parameters as one segment', () => {
+    expect(allowed('/v1/seats')).toEqual(['GET', 'POST']);
+    expect(allowed('/v1/seats/s1')).toEqual(['GET']);
+    expect(allowed('/v1/keys/k1')).toEqual(['DELETE']);
+  });
+
+  it('matches nothing else: other depths, other literals, regex characters taken literally, and any-method routes', () => {
+    expect(allowed('/v1/seats/s1/x')).toEqual([]);
+    expect(allowed('/v1/keys')).toEqual([]);
+    expect(allowed('/aXb')).toEqual([]);
+    expect(allowed('/a.b')).toEqual(['GET']);
+    expect(allowed('/v1/proxy/Ping')).toEqual([]);
   });
 });

@@ -74,13 +74,42 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
   }
 }
 
-/** The fallback for every path no route matched: JSON 404, never uWS's empty default. */
-export function mountNotFound(app: TemplatedApp, deps: HttpDeps): void {
+/**
+ * The methods each route path answers, for the fallback: a path that exists under other methods
+ * is a 405 with `Allow`, not a 404 that reads as "no such endpoint". `:param` segments match any
+ * one segment; 'any' routes answer every method themselves and never reach the fallback.
+ */
+export function methodsByPath(routes: readonly AnyRoute[]): (path: string) => string[] {
+  const byPattern = new Map<string, { re: RegExp; methods: Set<string> }>();
+  for (const r of routes) {
+    if (r.method === 'any') continue;
+    let entry = byPattern.get(r.path);
+    if (!entry) {
+      const re = new RegExp(`^${r.path.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`);
+      byPattern.set(r.path, (entry = { re, methods: new Set() }));
+    }
+    entry.methods.add(r.method.toUpperCase());
+  }
+  const patterns = [...byPattern.values()];
+  return (path) => {
+    const out = new Set<string>();
+    for (const p of patterns) if (p.re.test(path)) for (const m of p.methods) out.add(m);
+    return [...out].sort();
+  };
+}
+
+/** The fallback for every request no route matched: JSON 405 (the path exists under other methods) or 404, never uWS's empty default. */
+export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonly AnyRoute[] = []): void {
+  const allowed = methodsByPath(routes);
   app.any('/*', (res, req) => {
     const info = readRequest(res, req, 0, deps.trustProxy);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
-    sendError(sink, apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`));
-    deps.metrics.observe('ops', 404, (performance.now() - info.receivedAt) / 1000);
+    const methods = allowed(info.path);
+    const e = methods.length > 0
+      ? apiError('METHOD_NOT_ALLOWED', `${info.path} answers ${methods.join(', ')}, not ${info.method}`, { headers: { allow: methods.join(', ') } })
+      : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
+    sendError(sink, e);
+    deps.metrics.observe('ops', e.status, (performance.now() - info.receivedAt) / 1000);
   });
 }
 

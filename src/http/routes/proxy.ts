@@ -90,11 +90,13 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     }));
   routes.push(defineRoute({
     method: 'any', path: '/v1/proxy/:operation', family: 'gateway', auth: 'api', tags: ['gateway'],
-    summary: 'Unknown gateway operation (404)', errors: ['ROUTE_NOT_FOUND'],
+    summary: 'Unknown gateway operation (404); a known one with another method than GET (405)', errors: ['ROUTE_NOT_FOUND', 'METHOD_NOT_ALLOWED'],
     handler: ({ params, req }) => {
       const op = params[0]!;
       // Reached by a known operation only with another method than GET.
-      if (Object.hasOwn(OPERATIONS, op)) throw apiError('ROUTE_NOT_FOUND', `no route for ${req.method} /v1/proxy/${op}: gateway operations are GET`);
+      if (Object.hasOwn(OPERATIONS, op)) {
+        throw apiError('METHOD_NOT_ALLOWED', `/v1/proxy/${op} answers GET, not ${req.method}: gateway operations are GET`, { headers: { allow: 'GET' } });
+      }
       throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
     },
   }));
