@@ -275,7 +275,13 @@ export class StreamHub {
       const apiKey = info.headers['x-api-key'] ?? singleParam(q, 'apiKey');
       const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
       const principal = d.auth.authenticate('api', headers, true)!;
-      const id = singleParam(q, 'id') ?? singleParam(q, 'accountId');
+      const idParam = singleParam(q, 'id');
+      const aliasParam = singleParam(q, 'accountId');
+      // As on the classic routes: an alias that disagrees with its parameter is refused, not overruled.
+      if (idParam !== undefined && aliasParam !== undefined && idParam !== aliasParam) {
+        throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
+      }
+      const id = idParam ?? aliasParam;
       if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
       assertAccountScope(principal, id);
       const seat = d.tenancy.seatById(id);
