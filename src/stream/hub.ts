@@ -730,9 +730,15 @@ export class StreamHub {
       this.errorFrame(sock, 'BAD_REQUEST', `not subscribed to ${symbol}`, { action: 'unsubscribe', symbol });
       return;
     }
+    // Unsubscribing a timeframe that is not subscribed is an error, as for a symbol (nothing changes).
+    const missing = tfs?.filter((tf) => !sock.candles.has(`${symbol}|${tf}`)) ?? [];
+    if (missing.length > 0) {
+      this.errorFrame(sock, 'BAD_REQUEST', `not subscribed to ${symbol} ${missing.join(', ')}`, { action: 'unsubscribe', symbol, timeframes: tfs });
+      return;
+    }
     const keys = tfs === undefined
       ? [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`))
-      : tfs.map((tf) => `${symbol}|${tf}`).filter((k) => sock.candles.has(k));
+      : tfs.map((tf) => `${symbol}|${tf}`);
     for (const k of keys) {
       const c = sock.candles.get(k)!;
       sock.candles.delete(k);
