@@ -64,6 +64,38 @@ describe('upgrading beside an open socket of the same account', () => {
   });
 });
 
+describe('a position change while a synchronously upgraded socket waits for its stream.open', () => {
+  it('P5: the socket still gets POSITIONS then ORDERS with snapshot:true first, never a change frame before them', async () => {
+    const a = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on a');
+    // Hold the next socket's stream.open at the shard for a moment (as a busy shard would).
+    const shards = t.gw.services.shards;
+    const call = shards.call.bind(shards);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    shards.call = ((k: string, op: string, args: unknown, o?: unknown) =>
+      op === 'stream.open' ? held.then(() => call(k as never, op as never, args as never, o as never)) : call(k as never, op as never, args as never, o as never)) as typeof shards.call;
+    let b: Awaited<ReturnType<typeof mustOpen>>;
+    try {
+      b = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+      const n = a.frames.length;
+      const r = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`, { headers: { 'x-api-key': key } });
+      expect(r.status, r.text).toBe(200);
+      // The change has reached the main thread (a got it) while b's stream.open is still held.
+      await a.until((x) => x.frames.slice(n).some((f) => f.type === 'POSITIONS'), 8_000, 'the change on a');
+    } finally {
+      shards.call = call;
+      release();
+    }
+    await b.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on b');
+    const state = b.frames.filter((f) => f.type === 'POSITIONS' || f.type === 'ORDERS');
+    expect(state.slice(0, 2).map((f) => [f.type, f.data.snapshot])).toEqual([['POSITIONS', true], ['ORDERS', true]]);
+    expect(state[0]!.data.positions.length).toBeGreaterThan(0); // the snapshot already has the new position
+    await a.close();
+    await b.close();
+  });
+});
+
 // Subscribing again to a symbol whose topic sat without subscribers (the shard stopped sending its
 // ticks meanwhile): the quote sent after SUBSCRIBED is the current one with its true age, not the
 // frame cached when the topic was last live (old tick, ageMs of back then).

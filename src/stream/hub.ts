@@ -461,8 +461,15 @@ export class StreamHub {
     this.sockets.add(sock);
     // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
     if (acc.platform === 'P5') {
-      if (sock.deferred) sock.deferred.push(() => this.requestSnapshot(sock));
-      else this.requestSnapshot(sock);
+      if (sock.deferred) {
+        // Change events of the account may arrive before its stream.open is done (other sockets of
+        // the account keep them coming): held like those during the snapshot request, so the
+        // snapshot pair still comes first and what it already contains is not sent after it.
+        sock.snapshot = 'waiting';
+        sock.deferred.push(() => this.requestSnapshot(sock));
+      } else {
+        this.requestSnapshot(sock);
+      }
     }
   }
 
