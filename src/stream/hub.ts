@@ -88,6 +88,9 @@ interface CandleTopic {
   ticks: number;
   closedBar: number;
   last: CandleEvent | null;
+  /** The latest closed:true update, its seq and when it was published: a coalescing socket gets it
+   *  on flush even when the next bar's updates superseded it as `last` (a close is sent exactly once). */
+  lastClosed: { ev: CandleEvent; seq: number; at: number } | null;
   partialMembers: Set<Sock>;
   refs: number;
 }
@@ -811,7 +814,7 @@ export class StreamHub {
     if (!t) {
       t = {
         key, partialKey: `p|${server}|${symbol}|${timeframe}`, server, symbol, timeframe, seq: 0, bar: -Infinity, ticks: 0,
-        closedBar: -Infinity, last: null, partialMembers: new Set(), refs: 0,
+        closedBar: -Infinity, last: null, lastClosed: null, partialMembers: new Set(), refs: 0,
       };
       this.candleTopics.set(key, t);
     }
@@ -938,6 +941,7 @@ export class StreamHub {
     if (ev.closed) t.closedBar = bar;
     t.seq++;
     t.last = ev;
+    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
     if (t.refs === 0 || !this.app) return;
     this.app.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
     if (t.partialMembers.size > 0) this.app.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
@@ -1010,6 +1014,13 @@ export class StreamHub {
         const t = c.topic;
         const at = s.leftAt.get(t.key) ?? -1;
         if (t.seq > at && t.last) {
+          const lc = t.lastClosed;
+          if (lc && lc.ev !== t.last && lc.seq > at && lc.at >= c.joinedAt) {
+            // A bar closed while the socket was behind and the next one has started since.
+            if (c.partial && lc.ev.candle.time * 1000 >= c.joinedAt) c.partial = false;
+            ws.send(frame('CANDLE', lc.seq, candleData(lc.ev, c.partial)));
+            c.partial = false;
+          }
           if (c.partial && t.last.candle.time * 1000 >= c.joinedAt) c.partial = false;
           ws.send(frame('CANDLE', t.seq, candleData(t.last, c.partial)));
           if (t.last.closed) c.partial = false;
