@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
+import { STREAM_CLOSE } from '../src/stream/frames.js';
 
 let t: TestGateway;
 let key: string;
@@ -118,6 +119,37 @@ describe('subscribing again after a pause', () => {
       expect(q.data.ageMs).toBeLessThan(1_000);
     } finally {
       await c.close();
+    }
+  });
+});
+
+// /ConnectEx with id= may bind an account to a login on another broker server (the platform comes
+// from the server). Its open sockets were subscribed to the old server's market topics and stamped
+// its clock: they must not go on as if nothing happened (quotes stopped while heartbeats said
+// `connected`, and a P4 account went on getting P5 ORDERS snapshots).
+describe('re-binding an account to a login on another server', () => {
+  it('closes its sockets with 4012; a new socket streams the new server, with its platform', async () => {
+    const h = mgmt(t.managementKey);
+    const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'mover', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    const a = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
+    a.send({ action: 'subscribe', symbol: 'EURUSD' });
+    await a.next('SUBSCRIBED', 0);
+    await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'P5 snapshots');
+    const r = await t.req('POST', '/ConnectEx', { headers: h, body: { id: acc, user: 'mover-p4', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(r.status, r.text).toBe(200);
+    await a.until((x) => x.closed, 8_000, 'the socket to be closed');
+    expect(a.closed!.code).toBe(STREAM_CLOSE.ACCOUNT_REBOUND.code);
+    const b = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
+    try {
+      b.send({ action: 'subscribe', symbol: 'EURUSD' });
+      await b.until((x) => x.of('QUOTE').length >= 2, 10_000, 'quotes of the new server');
+      const q = await t.req('GET', `/GetQuote?id=${acc}&symbol=EURUSD&cached=0`, { headers: { 'x-api-key': key } });
+      // Two simulated servers, two markets: the socket's quotes are the new server's.
+      expect(Math.abs(b.of('QUOTE').at(-1)!.data.bid - q.body.bid)).toBeLessThan(0.001);
+      expect(b.of('ORDERS')).toEqual([]); // P4 now: no ORDERS frames, no initial snapshot
+      expect(b.of('POSITIONS')).toEqual([]);
+    } finally {
+      await b.close();
     }
   });
 });

@@ -885,6 +885,16 @@ export class StreamHub {
         if (d.server) this.noteServer(d.server);
         const acc = this.accounts.get(ev.key);
         if (!acc) break;
+        if (d.server && d.server.name !== acc.server) {
+          // Bound to a login on another server (/ConnectEx id=): the sockets' topics, clock and maybe
+          // platform are the old server's. Clients reconnect; a socket arriving before the last
+          // stream.open is released joins this state, so it describes the new binding from now on.
+          acc.server = d.server.name;
+          acc.platform = d.server.platform;
+          acc.phase = d.phase;
+          for (const s of [...acc.sockets]) this.end(s, 'ACCOUNT_REBOUND');
+          break;
+        }
         const was = acc.phase;
         acc.phase = d.phase;
         if (acc.phase === 'connected' && acc.platform === 'P5') {
