@@ -132,6 +132,16 @@ describe('/v1/stream upgrade refusals', () => {
     if (!('refused' in same)) await same.close();
   });
 
+  it('id and its alias accountId with different values: 400 naming the alias (as on the classic routes), never "id wins"; equal values open', async () => {
+    const r = await refused([['apiKey', fullKey], ['id', seatA], ['accountId', seatB]]);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('BAD_REQUEST');
+    expect(r.body.message).toContain("'accountId'");
+    const same = await openStream(t.url, [['apiKey', fullKey], ['id', seatA], ['accountId', seatA]]);
+    expect('refused' in same ? same : 'open').toBe('open');
+    if (!('refused' in same)) await same.close();
+  });
+
   it('a management key is not an API key: 401', async () => {
     const r = await refused({ apiKey: t.managementKey, id: seatA });
     expect(r.status).toBe(401);

@@ -99,6 +99,35 @@ describe('slow reader', () => {
     expect(t.gw.stream.stats().coalescingSockets).toBe(0);
   });
 
+  it('a bar that closed while the socket was coalescing still reaches it with closed:true, once, before the next bar', async () => {
+    const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+    clients.push(c);
+    c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframe: 'M1' });
+    await c.next('SUBSCRIBED', 0);
+    // Bars far in the future, so the simulator's own BTCUSD M1 updates are older and dropped.
+    const bar = Math.floor(tickTime / 60_000) * 60 + 3_600;
+    const candle = (time: number, ticks: number, closed: boolean) => ({
+      symbol: 'BTCUSD', timeframe: 'M1' as const, closed,
+      candle: { time, serverTime: time + 7_200, open: 60_000, high: 60_010, low: 59_990, close: 60_005, ticks, volume: ticks },
+    });
+    const inject = (ev: ReturnType<typeof candle>) => t.gw.stream.onShardEvent({ kind: STREAM_EVENT.candle, key: SERVER, data: { server: SERVER, candle: ev } });
+    inject(candle(bar, 1, false));
+    await c.until((x) => x.of('CANDLE').some((f) => f.data.time - 7_200 === bar), 8_000, 'the first bar');
+    socketOf(c).pause();
+    await fillUntilCoalescing();
+    inject(candle(bar, 2, false));
+    inject(candle(bar, 3, true)); // the bar closes while the socket is behind...
+    inject(candle(bar + 60, 1, false)); // ...and the next one has started
+    socketOf(c).resume();
+    await c.until((x) => x.of('CANDLE').some((f) => f.data.time - 7_200 === bar + 60), 30_000, 'the next bar');
+    const ofBar = c.of('CANDLE').filter((f) => f.data.time - 7_200 === bar);
+    expect(ofBar.filter((f) => f.data.closed).map((f) => f.data.ticks)).toEqual([3]);
+    const closedAt = c.frames.findIndex((f) => f.type === 'CANDLE' && f.data.closed && f.data.time - 7_200 === bar);
+    const nextAt = c.frames.findIndex((f) => f.type === 'CANDLE' && f.data.time - 7_200 === bar + 60);
+    expect(closedAt).toBeLessThan(nextAt);
+    await c.until(() => t.gw.stream.stats().coalescingSockets === 0, 10_000, 'the socket to catch up');
+  });
+
   it('is closed with 4008 when state frames no longer fit under the hard limit; the others get every TRADE', async () => {
     const fast = await subscribed();
     const slow = await subscribed();

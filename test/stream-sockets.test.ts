@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
+import { STREAM_CLOSE } from '../src/stream/frames.js';
 
 let t: TestGateway;
 let key: string;
@@ -64,6 +65,38 @@ describe('upgrading beside an open socket of the same account', () => {
   });
 });
 
+describe('a position change while a synchronously upgraded socket waits for its stream.open', () => {
+  it('P5: the socket still gets POSITIONS then ORDERS with snapshot:true first, never a change frame before them', async () => {
+    const a = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on a');
+    // Hold the next socket's stream.open at the shard for a moment (as a busy shard would).
+    const shards = t.gw.services.shards;
+    const call = shards.call.bind(shards);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    shards.call = ((k: string, op: string, args: unknown, o?: unknown) =>
+      op === 'stream.open' ? held.then(() => call(k as never, op as never, args as never, o as never)) : call(k as never, op as never, args as never, o as never)) as typeof shards.call;
+    let b: Awaited<ReturnType<typeof mustOpen>>;
+    try {
+      b = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+      const n = a.frames.length;
+      const r = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`, { headers: { 'x-api-key': key } });
+      expect(r.status, r.text).toBe(200);
+      // The change has reached the main thread (a got it) while b's stream.open is still held.
+      await a.until((x) => x.frames.slice(n).some((f) => f.type === 'POSITIONS'), 8_000, 'the change on a');
+    } finally {
+      shards.call = call;
+      release();
+    }
+    await b.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots on b');
+    const state = b.frames.filter((f) => f.type === 'POSITIONS' || f.type === 'ORDERS');
+    expect(state.slice(0, 2).map((f) => [f.type, f.data.snapshot])).toEqual([['POSITIONS', true], ['ORDERS', true]]);
+    expect(state[0]!.data.positions.length).toBeGreaterThan(0); // the snapshot already has the new position
+    await a.close();
+    await b.close();
+  });
+});
+
 // Subscribing again to a symbol whose topic sat without subscribers (the shard stopped sending its
 // ticks meanwhile): the quote sent after SUBSCRIBED is the current one with its true age, not the
 // frame cached when the topic was last live (old tick, ageMs of back then).
@@ -86,6 +119,37 @@ describe('subscribing again after a pause', () => {
       expect(q.data.ageMs).toBeLessThan(1_000);
     } finally {
       await c.close();
+    }
+  });
+});
+
+// /ConnectEx with id= may bind an account to a login on another broker server (the platform comes
+// from the server). Its open sockets were subscribed to the old server's market topics and stamped
+// its clock: they must not go on as if nothing happened (quotes stopped while heartbeats said
+// `connected`, and a P4 account went on getting P5 ORDERS snapshots).
+describe('re-binding an account to a login on another server', () => {
+  it('closes its sockets with 4012; a new socket streams the new server, with its platform', async () => {
+    const h = mgmt(t.managementKey);
+    const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'mover', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    const a = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
+    a.send({ action: 'subscribe', symbol: 'EURUSD' });
+    await a.next('SUBSCRIBED', 0);
+    await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'P5 snapshots');
+    const r = await t.req('POST', '/ConnectEx', { headers: h, body: { id: acc, user: 'mover-p4', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(r.status, r.text).toBe(200);
+    await a.until((x) => x.closed, 8_000, 'the socket to be closed');
+    expect(a.closed!.code).toBe(STREAM_CLOSE.ACCOUNT_REBOUND.code);
+    const b = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
+    try {
+      b.send({ action: 'subscribe', symbol: 'EURUSD' });
+      await b.until((x) => x.of('QUOTE').length >= 2, 10_000, 'quotes of the new server');
+      const q = await t.req('GET', `/GetQuote?id=${acc}&symbol=EURUSD&cached=0`, { headers: { 'x-api-key': key } });
+      // Two simulated servers, two markets: the socket's quotes are the new server's.
+      expect(Math.abs(b.of('QUOTE').at(-1)!.data.bid - q.body.bid)).toBeLessThan(0.001);
+      expect(b.of('ORDERS')).toEqual([]); // P4 now: no ORDERS frames, no initial snapshot
+      expect(b.of('POSITIONS')).toEqual([]);
+    } finally {
+      await b.close();
     }
   });
 });

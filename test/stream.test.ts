@@ -128,6 +128,23 @@ describe('quotes and subscriptions', () => {
     expect(c.frames.slice(n).some((f) => f.type === 'CANDLE' && f.data.symbol === 'BTCUSD' && f.data.timeframe === 'H1')).toBe(false);
   });
 
+  it('unsubscribing a timeframe that is not subscribed is an ERROR that echoes the request, and changes nothing', async () => {
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframe: 'M1' });
+    await c.next('SUBSCRIBED');
+    const n = c.frames.length;
+    c.send({ action: 'unsubscribe', symbol: 'BTCUSD', timeframes: ['M1', 'D1'] });
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await c.until((x) => x.frames.slice(n).some((f) => f.type === 'SUBSCRIBED'), 8_000, 'the second ack');
+    const answers = c.frames.slice(n).filter((f) => ['SUBSCRIBED', 'UNSUBSCRIBED', 'ERROR'].includes(f.type));
+    expect(answers.map((f) => f.type)).toEqual(['ERROR', 'SUBSCRIBED']);
+    expect(answers[0]!.data.error).toBe('BAD_REQUEST');
+    expect(answers[0]!.data.message).toContain('D1');
+    expect(answers[0]!.data.request).toEqual({ action: 'unsubscribe', symbol: 'BTCUSD', timeframes: ['M1', 'D1'] });
+    // M1 is still subscribed.
+    expect(answers[1]!.data).toEqual({ symbol: 'BTCUSD', timeframes: ['M1'] });
+  });
+
   it('bad client messages get ERROR frames and the socket stays open', async () => {
     const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
     const errors = async (msg: unknown) => {

@@ -20,6 +20,9 @@ export const STREAM_CLOSE = {
   ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
   /** The account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
   RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
+  /** The account was bound (/ConnectEx id=) to a login on another broker server: other market, clock,
+   *  maybe platform. Reconnect and resubscribe. */
+  ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker server; reconnect and resubscribe' },
 } as const;
 export type StreamCloseName = keyof typeof STREAM_CLOSE;
 

@@ -88,6 +88,9 @@ interface CandleTopic {
   ticks: number;
   closedBar: number;
   last: CandleEvent | null;
+  /** The latest closed:true update, its seq and when it was published: a coalescing socket gets it
+   *  on flush even when the next bar's updates superseded it as `last` (a close is sent exactly once). */
+  lastClosed: { ev: CandleEvent; seq: number; at: number } | null;
   partialMembers: Set<Sock>;
   refs: number;
 }
@@ -275,7 +278,13 @@ export class StreamHub {
       const apiKey = info.headers['x-api-key'] ?? singleParam(q, 'apiKey');
       const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
       const principal = d.auth.authenticate('api', headers, true)!;
-      const id = singleParam(q, 'id') ?? singleParam(q, 'accountId');
+      const idParam = singleParam(q, 'id');
+      const aliasParam = singleParam(q, 'accountId');
+      // As on the classic routes: an alias that disagrees with its parameter is refused, not overruled.
+      if (idParam !== undefined && aliasParam !== undefined && idParam !== aliasParam) {
+        throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
+      }
+      const id = idParam ?? aliasParam;
       if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
       assertAccountScope(principal, id);
       const seat = d.tenancy.seatById(id);
@@ -455,8 +464,15 @@ export class StreamHub {
     this.sockets.add(sock);
     // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
     if (acc.platform === 'P5') {
-      if (sock.deferred) sock.deferred.push(() => this.requestSnapshot(sock));
-      else this.requestSnapshot(sock);
+      if (sock.deferred) {
+        // Change events of the account may arrive before its stream.open is done (other sockets of
+        // the account keep them coming): held like those during the snapshot request, so the
+        // snapshot pair still comes first and what it already contains is not sent after it.
+        sock.snapshot = 'waiting';
+        sock.deferred.push(() => this.requestSnapshot(sock));
+      } else {
+        this.requestSnapshot(sock);
+      }
     }
   }
 
@@ -724,9 +740,15 @@ export class StreamHub {
       this.errorFrame(sock, 'BAD_REQUEST', `not subscribed to ${symbol}`, { action: 'unsubscribe', symbol });
       return;
     }
+    // Unsubscribing a timeframe that is not subscribed is an error, as for a symbol (nothing changes).
+    const missing = tfs?.filter((tf) => !sock.candles.has(`${symbol}|${tf}`)) ?? [];
+    if (missing.length > 0) {
+      this.errorFrame(sock, 'BAD_REQUEST', `not subscribed to ${symbol} ${missing.join(', ')}`, { action: 'unsubscribe', symbol, timeframes: tfs });
+      return;
+    }
     const keys = tfs === undefined
       ? [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`))
-      : tfs.map((tf) => `${symbol}|${tf}`).filter((k) => sock.candles.has(k));
+      : tfs.map((tf) => `${symbol}|${tf}`);
     for (const k of keys) {
       const c = sock.candles.get(k)!;
       sock.candles.delete(k);
@@ -792,7 +814,7 @@ export class StreamHub {
     if (!t) {
       t = {
         key, partialKey: `p|${server}|${symbol}|${timeframe}`, server, symbol, timeframe, seq: 0, bar: -Infinity, ticks: 0,
-        closedBar: -Infinity, last: null, partialMembers: new Set(), refs: 0,
+        closedBar: -Infinity, last: null, lastClosed: null, partialMembers: new Set(), refs: 0,
       };
       this.candleTopics.set(key, t);
     }
@@ -863,6 +885,16 @@ export class StreamHub {
         if (d.server) this.noteServer(d.server);
         const acc = this.accounts.get(ev.key);
         if (!acc) break;
+        if (d.server && d.server.name !== acc.server) {
+          // Bound to a login on another server (/ConnectEx id=): the sockets' topics, clock and maybe
+          // platform are the old server's. Clients reconnect; a socket arriving before the last
+          // stream.open is released joins this state, so it describes the new binding from now on.
+          acc.server = d.server.name;
+          acc.platform = d.server.platform;
+          acc.phase = d.phase;
+          for (const s of [...acc.sockets]) this.end(s, 'ACCOUNT_REBOUND');
+          break;
+        }
         const was = acc.phase;
         acc.phase = d.phase;
         if (acc.phase === 'connected' && acc.platform === 'P5') {
@@ -919,6 +951,7 @@ export class StreamHub {
     if (ev.closed) t.closedBar = bar;
     t.seq++;
     t.last = ev;
+    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
     if (t.refs === 0 || !this.app) return;
     this.app.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
     if (t.partialMembers.size > 0) this.app.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
@@ -991,6 +1024,13 @@ export class StreamHub {
         const t = c.topic;
         const at = s.leftAt.get(t.key) ?? -1;
         if (t.seq > at && t.last) {
+          const lc = t.lastClosed;
+          if (lc && lc.ev !== t.last && lc.seq > at && lc.at >= c.joinedAt) {
+            // A bar closed while the socket was behind and the next one has started since.
+            if (c.partial && lc.ev.candle.time * 1000 >= c.joinedAt) c.partial = false;
+            ws.send(frame('CANDLE', lc.seq, candleData(lc.ev, c.partial)));
+            c.partial = false;
+          }
           if (c.partial && t.last.candle.time * 1000 >= c.joinedAt) c.partial = false;
           ws.send(frame('CANDLE', t.seq, candleData(t.last, c.partial)));
           if (t.last.closed) c.partial = false;

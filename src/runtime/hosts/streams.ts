@@ -5,7 +5,9 @@
 // deduplicated per shard here (two accounts of one server in this shard forward a tick once);
 // main deduplicates again across shards.
 import { apiError } from '../../errors.js';
+import { clockFor } from '../../broker/time.js';
 import type { CandleEvent, Tick, Timeframe } from '../../broker/types.js';
+import { barRangeUtc } from '../../sim/candles.js';
 import {
   STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
   type PositionsEventData, type TickEventData,
@@ -54,14 +56,80 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     const data: TickEventData = { server, tick };
     ctx.emit({ kind: STREAM_EVENT.tick, key: server, data });
   };
+  /** Candle topics whose missed closes are being read from history: their live events wait, in order. */
+  const holding = new Map<string, CandleEvent[]>();
   const forwardCandle = (server: string, ev: CandleEvent) => {
     const k = `${server}|${ev.symbol}|${ev.timeframe}`;
+    const held = holding.get(k);
+    if (held) {
+      held.push(ev);
+      return;
+    }
     const last = lastCandles.get(k);
     const bar = ev.candle.time;
     if (last && (bar < last.bar || (bar === last.bar && (last.closed || (!ev.closed && ev.candle.ticks <= last.ticks))))) return;
     lastCandles.set(k, { bar, ticks: ev.candle.ticks, closed: ev.closed });
     const data: CandleEventData = { server, candle: ev };
     ctx.emit({ kind: STREAM_EVENT.candle, key: server, data });
+  };
+
+  /**
+   * After a reconnect: a bar that was in progress when the connection dropped and has ended since
+   * was closed at the broker by a tick we never got, so its `closed` update never came. Its final
+   * values (and those of bars that passed wholly inside the outage) are read from the broker's
+   * history and forwarded as closed, before any live update of the topic (held meanwhile: main
+   * drops a bar older than one it has seen).
+   */
+  const recoverCloses = async (accountId: string, a: StreamAccount) => {
+    if (!a.rt.serverKnown) return;
+    const info = a.rt.server;
+    const server = info.name;
+    const clock = clockFor(info);
+    const now = Date.now();
+    const todo: Array<{ k: string; symbol: string; tf: Timeframe; from: number }> = [];
+    for (const [symbol, tfs] of a.candles) {
+      for (const tf of tfs) {
+        const k = `${server}|${symbol}|${tf}`;
+        const last = lastCandles.get(k);
+        if (!last || last.closed || holding.has(k)) continue;
+        if (barRangeUtc(tf, last.bar * 1000, clock)[1] > now) continue; // still in progress: its close comes live
+        holding.set(k, []);
+        todo.push({ k, symbol, tf, from: last.bar });
+      }
+    }
+    for (const { k, symbol, tf, from } of todo) {
+      try {
+        const conn = await a.rt.whenConnected(1_000, OWNER);
+        const bars = await conn.priceHistory(symbol, tf, from * 1000, Date.now());
+        const end = Date.now();
+        for (const c of bars) {
+          if (c.time < from || barRangeUtc(tf, c.time * 1000, clock)[1] > end) continue;
+          const last = lastCandles.get(k);
+          if (last && (c.time < last.bar || (c.time === last.bar && last.closed))) continue;
+          lastCandles.set(k, { bar: c.time, ticks: c.ticks, closed: true });
+          const data: CandleEventData = { server, candle: { symbol, timeframe: tf, candle: c, closed: true } };
+          ctx.emit({ kind: STREAM_EVENT.candle, key: server, data });
+        }
+      } catch (err) {
+        ctx.log.warn('stream candle close recovery failed', { accountId, symbol, timeframe: tf, err: errorMessage(err) });
+      } finally {
+        const held = holding.get(k) ?? [];
+        holding.delete(k);
+        for (const ev of held) forwardCandle(server, ev);
+      }
+    }
+  };
+
+  /** The last candle of a topic nobody here wants any more is stale: a later subscription must not
+   *  take it for the bar in progress (recoverCloses would forward the bars since then as closed). */
+  const forgetUnwantedCandles = () => {
+    for (const k of lastCandles.keys()) {
+      if (holding.has(k)) continue;
+      const [server, symbol, tf] = k.split('|') as [string, string, Timeframe];
+      let wanted = false;
+      for (const a of accounts.values()) if (a.rt.server.name === server && a.candles.get(symbol)?.has(tf)) wanted = true;
+      if (!wanted) lastCandles.delete(k);
+    }
   };
 
   /**
@@ -123,7 +191,10 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         // learned its time zone, and main stamps server times with it.
         const data: PhaseEventData = { phase: ev.phase, ...(a.rt.serverKnown ? { server: a.rt.server } : {}) };
         ctx.emit({ kind: STREAM_EVENT.phase, key: accountId, data });
-        if (ev.phase === 'connected') void resubscribe(accountId, a);
+        if (ev.phase === 'connected') {
+          void recoverCloses(accountId, a);
+          void resubscribe(accountId, a);
+        }
         break;
       }
     }
@@ -179,6 +250,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         }
         // Let go at the broker too; the account keeps the symbol while another owner (a gateway
         // session) still holds it.
+        forgetUnwantedCandles();
         const dropTicks = timeframes === undefined ? [symbol] : [];
         const dropTfs = timeframes ?? [];
         void releaseAtBroker(accountId, a, dropTicks, symbol, timeframes === undefined ? undefined : dropTfs);
@@ -189,6 +261,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         if (a && --a.sockets <= 0) {
           a.off();
           accounts.delete(accountId);
+          forgetUnwantedCandles();
           void releaseAtBroker(accountId, a, [...a.symbols], undefined, undefined, [...a.candles.keys()]);
         }
         return { ok: true };
