@@ -3,7 +3,7 @@
 // in a µs histogram. Frames are not JSON-parsed, not even made strings: the timestamp is cut out
 // of the received bytes (bench/lib/rawWs.ts), so the client costs as little as possible per frame.
 import { openRawWs, type RawWs } from './lib/rawWs.js';
-import { nowMs, StreamHist } from './streamHist.js';
+import { nowMs, StreamHist, TurnHist } from './streamHist.js';
 
 export interface ClientJob {
   url: string;
@@ -18,9 +18,12 @@ export interface ClientJob {
   slowTimeframe?: string;
 }
 
-type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'report' } | { t: 'close' };
+type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'turn'; id: number } | { t: 'report' } | { t: 'close' };
 
 const hist = new StreamHist();
+/** Per measuring turn of the interleaved bench (its parent names the turn as it starts). */
+const turns = new Map<number, TurnHist>();
+let turn: TurnHist | null = null;
 let frames = 0;
 let measuring = false;
 let measureStart = 0;
@@ -39,7 +42,9 @@ function onMessage(buf: Buffer, start: number, end: number): void {
   let k = j;
   while (k < end && buf[k] !== 44 && buf[k] !== 125) k++;
   const sent = Number(buf.toString('latin1', j, k));
-  hist.record((nowMs() - sent) * 1000);
+  const us = (nowMs() - sent) * 1000;
+  hist.record(us);
+  turn?.record(us);
   frames++;
 }
 
@@ -91,15 +96,23 @@ process.on('message', (m: Parent) => {
       }
     } else if (m.t === 'measure') {
       hist.reset();
+      turns.clear();
+      turn = null;
       frames = 0;
       measuring = true;
       measureStart = nowMs();
       cpuStart = process.cpuUsage();
+    } else if (m.t === 'turn') {
+      turn = new TurnHist();
+      turns.set(m.id, turn);
     } else if (m.t === 'report') {
       measuring = false;
       const seconds = (nowMs() - measureStart) / 1000;
       const cpu = process.cpuUsage(cpuStart);
-      process.send!({ t: 'report', hist: hist.toData(), frames, seconds, cpuPct: ((cpu.user + cpu.system) / 1e6 / seconds) * 100 });
+      process.send!({
+        t: 'report', hist: hist.toData(), frames, seconds, cpuPct: ((cpu.user + cpu.system) / 1e6 / seconds) * 100,
+        turns: [...turns].map(([id, h]) => [id, h.toData()]),
+      });
     } else if (m.t === 'close') {
       for (const ws of sockets) ws.terminate();
       process.exit(0);

@@ -61,3 +61,34 @@ export class StreamHist {
 export function nowMs(): number {
   return performance.timeOrigin + performance.now();
 }
+
+/** Latencies of one measuring turn: sparse µs buckets, small enough to keep one per turn. */
+export class TurnHist {
+  readonly buckets = new Map<number, number>();
+  count = 0;
+  record(us: number): void {
+    const v = us < 0 ? 0 : Math.round(us);
+    this.buckets.set(v, (this.buckets.get(v) ?? 0) + 1);
+    this.count++;
+  }
+  /** [us, n, us, n, ...] for the parent process. */
+  toData(): number[] {
+    const out: number[] = [];
+    for (const [us, n] of this.buckets) out.push(us, n);
+    return out;
+  }
+  merge(d: readonly number[]): void {
+    for (let i = 0; i < d.length; i += 2) this.buckets.set(d[i]!, (this.buckets.get(d[i]!) ?? 0) + d[i + 1]!);
+    for (let i = 1; i < d.length; i += 2) this.count += d[i]!;
+  }
+  percentile(p: number): number {
+    if (this.count === 0) return NaN;
+    const target = Math.ceil((p / 100) * this.count);
+    let seen = 0;
+    for (const us of [...this.buckets.keys()].sort((a, b) => a - b)) {
+      seen += this.buckets.get(us)!;
+      if (seen >= target) return us;
+    }
+    return NaN;
+  }
+}
