@@ -53,7 +53,7 @@ for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {
 
 let seq = 0;
 // --gap-ms N: sleep N ms between orders instead of one event-loop turn, as a shard thread that goes
-// idle between requests does (its caches cool down; on this VM, 2026-11-23: idempotent p50 ~330 -> ~700 µs).
+// idle between requests does (its caches cool down; on this VM, 2026-11-23: idempotent p50 +15-35%).
 const GAP = arg('gap-ms', 0);
 const turn = () => new Promise((resolve) => (GAP ? setTimeout(resolve, GAP) : setImmediate(resolve)));
 const run = async (n: number, idem: boolean, h: Histogram, gap = true) => {
