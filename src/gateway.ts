@@ -3,7 +3,7 @@
 import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
-import { bootstrap } from './auth/bootstrap.js';
+import { bootstrap, markKeyShown } from './auth/bootstrap.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
 import { ConfigError, type Config } from './config.js';
 import { mountNotFound, mountRoutes, type HttpDeps } from './http/app.js';
@@ -135,8 +135,9 @@ async function start(
   const port = uws.us_socket_local_port(listenSocket);
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (boot.createdKey) {
-    // Printed once, on the start that created it; also in bootstrap.json (mode 0600).
+    // Printed once, by the first start that listens; also in bootstrap.json (mode 0600).
     process.stdout.write(`\nManagement key (shown once, also saved to ${boot.bootstrapFile}):\n  ${boot.createdKey}\n\n`);
+    markKeyShown(boot.bootstrapFile);
   }
   log.info('gateway listening', { url, shards: config.shards, dataDir: config.dataDir });
 

@@ -83,6 +83,26 @@ describe('process', () => {
     expect(await second.exited).toBe(0);
   }, 30_000);
 
+  it('a first start that fails before listening leaves its key to be printed by the next start that listens, once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    const failed = start({ HOST: '999.1.1.1' }, dir); // refused at listen, after the key was made
+    expect(await failed.exited).toBe(2);
+    const saved = JSON.parse(readFileSync(join(dir, 'bootstrap.json'), 'utf8')) as { managementKey: string };
+    expect(failed.output()).not.toContain(saved.managementKey);
+    const next = start({}, dir);
+    await next.listening;
+    expect(next.output()).toContain(saved.managementKey);
+    next.child.kill('SIGTERM');
+    expect(await next.exited).toBe(0);
+    expect(statSync(join(dir, 'bootstrap.json')).mode & 0o777).toBe(0o600);
+    const third = start({}, dir);
+    await third.listening;
+    expect(third.output()).not.toContain(saved.managementKey);
+    third.child.kill('SIGTERM');
+    expect(await third.exited).toBe(0);
+  }, 45_000);
+
   it('GATEWAY_MANAGEMENT_KEY is a valid management key and is never logged', async () => {
     const key = 'scripted-setup-key-abcdefghijklmnop';
     const p = start({ GATEWAY_MANAGEMENT_KEY: key, LOG_LEVEL: 'debug' });

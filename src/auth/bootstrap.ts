@@ -1,8 +1,9 @@
 // First-start set-up: the default customer and its management key. With GATEWAY_MANAGEMENT_KEY
-// set, that value is the key (scripted set-ups); otherwise one is generated on the first start,
-// printed once, and written to DATA_DIR/bootstrap.json readable by the owner only.
+// set, that value is the key (scripted set-ups); otherwise one is generated on the first start and
+// written to DATA_DIR/bootstrap.json readable by the owner only, and printed by the first start
+// that gets as far as listening (a start that failed before, e.g. on a busy port, never showed it).
 import { randomUUID } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TenancyStore } from '../store/tenancy.js';
 import { generateKey, hashSecret } from './keys.js';
@@ -11,7 +12,7 @@ export const DEFAULT_CUSTOMER = 'default';
 
 export interface BootstrapResult {
   customerId: string;
-  /** The generated management key, only on the start that created it. */
+  /** The generated management key, until a start has printed it (see markKeyShown). */
   createdKey?: string;
   bootstrapFile: string;
 }
@@ -36,10 +37,37 @@ export function bootstrap(store: TenancyStore, dataDir: string, envKey: string |
   const customer = store.customerByName(DEFAULT_CUSTOMER) ?? store.createCustomer(randomUUID(), DEFAULT_CUSTOMER, now);
   if (envKey) return { customerId: customer.id, bootstrapFile };
   const hasKey = store.keysOf(customer.id).some((k) => k.kind === 'management' && k.revoked_at === null);
-  if (hasKey) return { customerId: customer.id, bootstrapFile };
-  const value = createManagementKey(store, customer.id, 'bootstrap', now);
-  if (!existsSync(bootstrapFile)) {
-    writeFileSync(bootstrapFile, JSON.stringify({ customerId: customer.id, managementKey: value }, null, 2) + '\n', { mode: 0o600 });
+  if (hasKey) {
+    const unshown = unshownKey(bootstrapFile);
+    return { customerId: customer.id, bootstrapFile, ...(unshown ? { createdKey: unshown } : {}) };
   }
+  const value = createManagementKey(store, customer.id, 'bootstrap', now);
+  if (!existsSync(bootstrapFile)) writeBootstrap(bootstrapFile, { customerId: customer.id, managementKey: value, shown: false });
   return { customerId: customer.id, createdKey: value, bootstrapFile };
+}
+
+interface BootstrapFile { customerId: string; managementKey: string; shown?: boolean }
+
+function writeBootstrap(file: string, content: BootstrapFile): void {
+  writeFileSync(file, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
+}
+
+/** The key of a bootstrap.json no start has printed yet (files from before `shown` count as printed). */
+function unshownKey(file: string): string | undefined {
+  try {
+    const b = JSON.parse(readFileSync(file, 'utf8')) as Partial<BootstrapFile>;
+    return b.shown === false && typeof b.managementKey === 'string' ? b.managementKey : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Called once the key was printed: later starts stay quiet. */
+export function markKeyShown(file: string): void {
+  try {
+    const b = JSON.parse(readFileSync(file, 'utf8')) as BootstrapFile;
+    if (b.shown === false) writeBootstrap(file, { ...b, shown: true });
+  } catch {
+    // No file (or not ours to rewrite): nothing is pending.
+  }
 }
