@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AnyRoute } from '../src/http/route.js';
 import { DealSchema, OrderSchema, PositionSchema } from '../src/http/routes/classicResponses.js';
+import { ErrorBody } from '../src/http/schemas.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const COVERED = [
@@ -125,6 +126,20 @@ describe('the contract itself', () => {
     const send = doc.paths['/OrderSend'].get.responses['200'].content['application/json'].schema;
     expect(send.additionalProperties).toBe(false);
     expect(Object.keys(send.properties)).toEqual(expect.arrayContaining(['ticket', 'state', 'openTimeMsc', 'openTime', 'retcode', 'deals']));
+  });
+
+  it('a broker rejection (400 TRADE_REQUEST_ERROR) matches the documented Error schema, reason and retcode included', async () => {
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    const documented = doc.paths['/OrderClose'].get.responses['400'].content['application/json'].schema;
+    expect(documented).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(Object.keys(doc.components.schemas.Error.properties)).toEqual(expect.arrayContaining(['error', 'message', 'reason', 'retcode']));
+    for (const p of ['P4', 'P5'] as const) {
+      const r = await t.req('GET', `/OrderClose?id=${ids[p]}&ticket=999999999`, { headers: { 'x-api-key': key } });
+      expect(r.status, r.text).toBe(400);
+      expect(r.body).toMatchObject({ error: 'TRADE_REQUEST_ERROR', reason: 'INVALID_TICKET', retcode: 10036 });
+      // The documented keys, nothing else.
+      expect(ErrorBody.strict().safeParse(r.body).success, r.text).toBe(true);
+    }
   });
 
   it('every covered route was checked on both platforms', () => {
