@@ -46,6 +46,20 @@ describe('ops routes', () => {
     for (const op of Object.keys(MIN_BUILD)) expect(doc.paths[`/${op}`].get.responses['501'], `501 of /${op}`).toBeDefined();
   });
 
+  it('openapi.json: every $ref resolves inside the document (named schemas live in components.schemas)', async () => {
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    const refs = new Set(JSON.stringify(doc).match(/"\$ref":"[^"]*"/g)?.map((m) => m.slice(8, -1)) ?? []);
+    expect(refs.size).toBeGreaterThan(1);
+    for (const ref of refs) {
+      expect(ref, ref).toMatch(/^#\/components\/schemas\//);
+      const target = ref.slice(2).split('/').reduce<any>((o, k) => o?.[k], doc);
+      expect(target, ref).toBeTypeOf('object');
+      expect(target.$ref, `${ref} is itself a reference`).toBeUndefined();
+    }
+    expect(doc.components.schemas.Error).toMatchObject({ type: 'object', required: ['error', 'message'] });
+    expect(doc.components.schemas.Seat).toMatchObject({ type: 'object' });
+  });
+
   it('metrics count requests per family and status with latency histograms', async () => {
     await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) });
     await t.req('GET', '/v1/seats');

@@ -6,8 +6,24 @@ import { ErrorBody } from './schemas.js';
 
 type Json = Record<string, unknown>;
 
-function toJson(schema: z.ZodType, io: 'input' | 'output'): Json {
-  return z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }) as Json;
+/**
+ * JSON Schema of a zod schema for the document. zod puts schemas named with `.meta({ id })` in a
+ * local `definitions` and refers to them as `#/definitions/<id>`, which an OpenAPI document resolves
+ * from its root, where there is no such key: they are moved to `components.schemas` (`defs`) and
+ * referred to there.
+ */
+function toJson(schema: z.ZodType, io: 'input' | 'output', defs: Record<string, Json>): Json {
+  const js = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }) as Json;
+  const { definitions, ...rest } = js as Json & { definitions?: Record<string, Json> };
+  const hoist = (v: Json): Json => JSON.parse(JSON.stringify(v).replaceAll('"$ref":"#/definitions/', '"$ref":"#/components/schemas/')) as Json;
+  for (const [name, def] of Object.entries(definitions ?? {})) {
+    const d = hoist(def);
+    if (defs[name] !== undefined && JSON.stringify(defs[name]) !== JSON.stringify(d)) {
+      throw new Error(`openapi: schema id ${name} has two different JSON forms (input and output?): give them different ids`);
+    }
+    defs[name] = d;
+  }
+  return hoist(rest);
 }
 
 const SECURITY: Record<string, Json[]> = {
@@ -20,6 +36,8 @@ const SECURITY: Record<string, Json[]> = {
 
 export function buildOpenApi(routes: AnyRoute[], version: string): Json {
   const paths: Record<string, Json> = {};
+  const defs: Record<string, Json> = {};
+  const errorRef = toJson(ErrorBody, 'output', defs);
   for (const r of routes) {
     const path = r.path.replace(/:([A-Za-z]+)/g, '{$1}');
     const op: Json = { summary: r.summary, tags: r.tags ?? [r.family], security: SECURITY[r.auth] };
@@ -32,7 +50,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       // Query helpers preprocess strings, so the JSON Schema of their input side says nothing of
       // which parameters are required: ask the schema itself which ones an empty query lacks.
       const docs = querySchemas.map((q) => {
-        const js = toJson(q, 'input');
+        const js = toJson(q, 'input', defs);
         const r = q.safeParse({});
         const required = r.success ? [] : r.error.issues.filter((i) => i.path.length === 1 && i.code === 'invalid_type').map((i) => String(i.path[0]));
         return { ...js, required } as Json;
@@ -49,10 +67,10 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       }
     }
     if (parameters.length) op.parameters = parameters;
-    if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body, 'input') } } };
+    if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body, 'input', defs) } } };
     const ok = r.successStatus ?? 200;
     const responses: Json = {
-      [ok]: { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output') } } } : {}) },
+      [ok]: { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output', defs) } } } : {}) },
     };
     // Beside the route's own codes, what the request layer answers for any route of its kind: a
     // body over MAX_BODY_BYTES, a path parameter that is not valid percent-encoding.
@@ -66,7 +84,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       const codes = Object.entries(ERROR_STATUS).filter(([code, v]) => v === st && errors.has(code as ErrorCode)).map(([c]) => c);
       responses[st] = {
         description: `${STATUS_TEXT[st]}${codes.length ? ` (${codes.join(', ')})` : ''}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        content: { 'application/json': { schema: errorRef } },
       };
     }
     op.responses = responses;
@@ -86,7 +104,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
         managementBearer: { type: 'http', scheme: 'bearer', description: 'Management key' },
         managementHeader: { type: 'apiKey', in: 'header', name: 'x-management-key' },
       },
-      schemas: { Error: toJson(ErrorBody, 'output') },
+      schemas: defs,
     },
     paths,
   };

@@ -1,10 +1,16 @@
 // Shared zod pieces for query strings and bodies. Query values arrive as strings (or arrays of
 // strings when repeated), so the helpers here convert them strictly: '' is not 0, 'abc' is an error.
 import { z } from 'zod';
+import { RETCODES, type RejectReason } from '../broker/types.js';
 
-export const ErrorBody = z.object({
+/** Loose: some errors add detail fields (a broker rejection its `reason` and `retcode`; the proxy's
+ *  symbol-limit 400 `count` and `limit`). */
+export const ErrorBody = z.looseObject({
   error: z.string().describe('Stable error code, e.g. BAD_REQUEST'),
   message: z.string().describe('Human-readable explanation'),
+  reason: z.enum(Object.keys(RETCODES) as [RejectReason, ...RejectReason[]]).optional()
+    .describe('TRADE_REQUEST_ERROR only: why the broker rejected the trade (e.g. NO_MONEY, INVALID_STOPS)'),
+  retcode: z.number().int().optional().describe('TRADE_REQUEST_ERROR only: the trade server return code'),
 }).meta({ id: 'Error' });
 
 /** A single-valued parameter: repeated with the same value is that value; repeated with different

@@ -12,6 +12,7 @@ import { isCalendarDate, one, qInt, qList, qLots, qNumber, qPrice, qString, qSym
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
+import { CLASSIC_RESPONSES } from './classicResponses.js';
 
 export const QUOTE_CACHE_MS = 250;
 
@@ -183,6 +184,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
     routes.push(defineRoute({
       method: 'get', path: `/${spec.path}`, family: 'classic', auth: 'api', tags: ['classic'], summary: spec.summary,
       query, errors: [...baseErrors, 'BAD_REQUEST', ...(spec.errors ?? [])],
+      ...(CLASSIC_RESPONSES[spec.path] ? { response: CLASSIC_RESPONSES[spec.path] } : {}),
       handler: async ({ query: q, principal }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, false);
         const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };
@@ -201,7 +203,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
     method: 'get', path: '/GetQuote', family: 'classic', auth: 'api', tags: ['classic'],
     summary: 'Latest bid/ask of a symbol, from a 250 ms cache unless cached=0',
     query: withAliases({ ...idFields, symbol: qSymbol(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
-    errors: [...baseErrors, 'BAD_REQUEST'],
+    errors: [...baseErrors, 'BAD_REQUEST'], response: CLASSIC_RESPONSES.GetQuote!,
     // Not async: a cache hit answers in the same tick, without a promise per hop.
     handler: ({ query: q, principal }) => {
       const row = access.resolve(principal!, q, false);
@@ -234,7 +236,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
     routes.push(defineRoute({
       method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op], trading: true,
       description: 'Times in the response are UTC. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
-      query: withAliases({ ...idFields, ...tradeFields[op] }),
+      query: withAliases({ ...idFields, ...tradeFields[op] }), response: CLASSIC_RESPONSES[op]!,
       errors: [...baseErrors, 'BAD_REQUEST', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
       handler: async ({ query: q, principal, req }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
