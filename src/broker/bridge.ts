@@ -12,7 +12,7 @@
 import { BrokerListeners } from './listeners.js';
 import { randomUUID } from 'node:crypto';
 import { connect as netConnect, type Socket } from 'node:net';
-import { BRIDGE_PROTOCOL_VERSION, decodeError, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
+import { BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
 import {
   BrokerDisconnectedError,
   BrokerTimeoutError,
@@ -72,6 +72,19 @@ interface Pending {
 const DEAL_SLACK_MS = 60_000;
 /** How far back deals are re-read after a reconnect when none was seen yet (ms). */
 const RESYNC_LOOKBACK_MS = 7 * 86_400_000;
+
+const EVENT_NAMES: ReadonlySet<string> = new Set(['tick', 'positions', 'orders', 'deal', 'candle']);
+
+/** The frame shapes of docs/bridge-protocol.md: an event with its data, or a reply to a numeric id. */
+function wellFormed(f: Record<string, unknown>): boolean {
+  if (f.event !== undefined) {
+    if (typeof f.event !== 'string' || !EVENT_NAMES.has(f.event) || !isObjectOrArray(f.data)) return false;
+    return f.event !== 'deal' || typeof (f.data as { ticket?: unknown }).ticket === 'number';
+  }
+  if (typeof f.id !== 'number') return false;
+  return f.error === undefined || (isFrameObject(f.error) && typeof f.error.code === 'string');
+}
+const isObjectOrArray = (v: unknown) => typeof v === 'object' && v !== null;
 
 export class BridgeBrokerConnection implements BrokerConnection {
   private info: ServerInfo;
@@ -254,8 +267,12 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private onLine(line: string): void {
     let frame: { id?: number; result?: unknown; error?: ErrorBody; event?: BrokerEventName; data?: unknown };
     try {
-      frame = JSON.parse(line) as typeof frame;
+      const parsed: unknown = JSON.parse(line);
+      if (!isFrameObject(parsed) || !wellFormed(parsed)) throw new Error('not a bridge frame');
+      frame = parsed as typeof frame;
     } catch {
+      // Not the protocol: drop the socket (in-flight trades end as sent, unknown outcome) and
+      // reconnect, rather than throw in the socket's data handler, which would end the thread.
       this.socket?.destroy();
       return;
     }

@@ -67,18 +67,42 @@ export function decodeError(body: ErrorBody): BrokerError {
   }
 }
 
-/** Splits a byte stream into lines; calls `onLine` for each complete one. */
+/**
+ * Splits a byte stream into lines; calls `onLine` for each complete one. The search for the next
+ * newline resumes where the previous chunk's ended, so a long line costs linear time, not
+ * quadratic. A partial line longer than `maxLineChars` is dropped and `onOverflow` is called (the
+ * peer is not speaking the protocol: its owner closes the socket).
+ */
 export class LineReader {
   private buffer = '';
-  constructor(private readonly onLine: (line: string) => void) {}
+  /** The buffer before this offset holds no newline. */
+  private scanned = 0;
+  constructor(
+    private readonly onLine: (line: string) => void,
+    private readonly maxLineChars = Number.POSITIVE_INFINITY,
+    private readonly onOverflow?: () => void,
+  ) {}
   push(chunk: string): void {
     this.buffer += chunk;
-    let nl = this.buffer.indexOf('\n');
+    let start = 0;
+    let nl = this.buffer.indexOf('\n', this.scanned);
     while (nl >= 0) {
-      const line = this.buffer.slice(0, nl);
-      this.buffer = this.buffer.slice(nl + 1);
+      const line = this.buffer.slice(start, nl);
+      start = nl + 1;
       if (line.length > 0) this.onLine(line);
-      nl = this.buffer.indexOf('\n');
+      nl = this.buffer.indexOf('\n', start);
+    }
+    if (start > 0) this.buffer = this.buffer.slice(start);
+    this.scanned = this.buffer.length;
+    if (this.buffer.length > this.maxLineChars) {
+      this.buffer = '';
+      this.scanned = 0;
+      this.onOverflow?.();
     }
   }
+}
+
+/** A parsed frame is a JSON object (not null, an array, a string or a number). */
+export function isFrameObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

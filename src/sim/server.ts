@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { SimBrokerConnection } from '../broker/sim.js';
-import { BRIDGE_PROTOCOL_VERSION, encodeError, LineReader, type HelloArgs, type RequestFrame } from '../broker/bridgeProtocol.js';
+import { BRIDGE_PROTOCOL_VERSION, encodeError, isFrameObject, LineReader, type HelloArgs, type RequestFrame } from '../broker/bridgeProtocol.js';
 import { BrokerRequestError, BrokerTimeoutError, type BrokerEventName, type Timeframe } from '../broker/types.js';
 import { startCheckpointer } from '../store/checkpointer.js';
 import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './config.js';
@@ -50,6 +50,9 @@ const OPS: Record<string, (c: SimBrokerConnection, a: Args) => Promise<unknown>>
   subscribeCandles: (c, a) => c.subscribeCandles(str(a, 'symbol'), a.timeframes as Timeframe[]),
   unsubscribeCandles: (c, a) => c.unsubscribeCandles(str(a, 'symbol'), a.timeframes as Timeframe[] | undefined),
 };
+
+/** The longest request line served (requests are small: a trade, a symbol list). */
+const MAX_REQUEST_CHARS = 1 << 20;
 
 const EVENTS: readonly BrokerEventName[] = ['tick', 'positions', 'orders', 'deal', 'candle'];
 
@@ -104,16 +107,22 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   socket.on('close', teardown);
   socket.on('error', () => socket.destroy());
 
+  // Not the protocol (not JSON, not a JSON object, a request line beyond any real request's
+  // size): the socket is closed; nothing a peer sends may stop the simulator or stall it.
   const reader = new LineReader((line) => {
-    let frame: RequestFrame;
+    let frame: unknown;
     try {
-      frame = JSON.parse(line) as RequestFrame;
+      frame = JSON.parse(line);
     } catch {
       socket.destroy();
       return;
     }
-    void handle(frame);
-  });
+    if (!isFrameObject(frame)) {
+      socket.destroy();
+      return;
+    }
+    handle(frame as unknown as RequestFrame).catch(() => socket.destroy());
+  }, MAX_REQUEST_CHARS, () => socket.destroy());
   socket.on('data', (chunk: string) => reader.push(chunk));
 
   async function handle(frame: RequestFrame): Promise<void> {
