@@ -143,3 +143,35 @@ describe('bridge connection over a real socket', () => {
     expect((await client.openedOrders()).positions).toHaveLength(0);
   });
 });
+
+describe('a bridge that lost its state (standalone simulator restarted without --data)', () => {
+  it('streams the new deals even though their tickets repeat tickets of the lost ones', async () => {
+    // First life of the broker: three orders, their deals delivered.
+    const first = makeSim();
+    let handle = await startSimServer(first.sim, { port: 0 });
+    const port = handle.port;
+    const client = new BridgeBrokerConnection({ host: '127.0.0.1', port, server: 'Sim-P5-Demo', login: '2100', password: 'pw', requestTimeoutMs: 1_000 });
+    cleanups.push(() => client.disconnect());
+    const deals: Deal[] = [];
+    client.on('deal', (d) => deals.push(d));
+    await client.connect();
+    for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 30));
+    const before = deals.map((d) => d.ticket);
+    expect(before).toHaveLength(3);
+    await handle.close();
+    for (let i = 0; i < 100 && client.state !== 'disconnected'; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(client.state).toBe('disconnected');
+    // Second life on the same port, state lost, a minute later: ticket numbers start over.
+    const second = makeSim({ t0: T0 + 60_000 });
+    handle = await startSimServer(second.sim, { port });
+    cleanups.push(() => handle.close());
+    await client.connect();
+    for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 30));
+    const reference = simDeals(second.sim, '2100').filter((d) => d.entry === 'in').map((d) => d.ticket);
+    expect(reference.some((t) => before.includes(t))).toBe(true); // the premise: tickets repeat
+    const after = deals.slice(3).filter((d) => d.entry === 'in').map((d) => d.ticket);
+    expect(after).toEqual(reference);
+  });
+});

@@ -100,7 +100,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private readonly candleSubs = new Map<string, Set<Timeframe>>();
   /** Deals delivered recently (ticket -> time): the dedup set for resync. Deal times are
    *  not strictly ordered across symbols (a tick-triggered fill carries its tick's time), so
-   *  dedup is by ticket over a time slack, not by a time watermark alone. */
+   *  dedup is by ticket (and its time) over a time slack, not by a time watermark alone. */
   private readonly seenDeals = new Map<number, number>();
   private maxDealTime = -1;
   private connecting: Promise<void> | null = null;
@@ -223,7 +223,9 @@ export class BridgeBrokerConnection implements BrokerConnection {
   }
 
   private onDeal(d: Deal): void {
-    if (this.seenDeals.has(d.ticket)) return;
+    // A deal seen already has its ticket *and* its time: a broker that lost its state (a simulator
+    // restarted without --data) numbers its new deals from the start again, with later times.
+    if (this.seenDeals.get(d.ticket) === d.timeMsc) return;
     this.markSeen(d);
     this.emit('deal', d);
   }
