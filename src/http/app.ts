@@ -98,6 +98,11 @@ export function methodsByPath(routes: readonly AnyRoute[]): (path: string) => st
   };
 }
 
+/** 405 for a path that answers only `methods` (listed in Allow); `hint` ends the message. */
+export function methodNotAllowed(path: string, method: string, methods: readonly string[], hint?: string): ApiError {
+  return apiError('METHOD_NOT_ALLOWED', `${path} answers ${methods.join(', ')}, not ${method}${hint ? `: ${hint}` : ''}`, { headers: { allow: methods.join(', ') } });
+}
+
 /** The fallback for every request no route matched: JSON 405 (the path exists under other methods) or 404, never uWS's empty default. */
 export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonly AnyRoute[] = []): void {
   const allowed = methodsByPath(routes);
@@ -105,9 +110,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
     const info = readRequest(res, req, 0, deps.trustProxy);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
     const methods = allowed(info.path);
-    const e = methods.length > 0
-      ? apiError('METHOD_NOT_ALLOWED', `${info.path} answers ${methods.join(', ')}, not ${info.method}`, { headers: { allow: methods.join(', ') } })
-      : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
+    const e = methods.length > 0 ? methodNotAllowed(info.path, info.method, methods) : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
     sendError(sink, e);
     deps.metrics.observe('ops', e.status, (performance.now() - info.receivedAt) / 1000);
   });

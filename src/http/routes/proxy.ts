@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
-import { formatZodError } from '../app.js';
+import { formatZodError, methodNotAllowed } from '../app.js';
 import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { handleDirectory, handleHash } from './gateway.js';
@@ -94,9 +94,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     handler: ({ params, req }) => {
       const op = params[0]!;
       // Reached by a known operation only with another method than GET.
-      if (Object.hasOwn(OPERATIONS, op)) {
-        throw apiError('METHOD_NOT_ALLOWED', `/v1/proxy/${op} answers GET, not ${req.method}: gateway operations are GET`, { headers: { allow: 'GET' } });
-      }
+      if (Object.hasOwn(OPERATIONS, op)) throw methodNotAllowed(`/v1/proxy/${op}`, req.method, ['GET'], 'gateway operations are GET');
       throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
     },
   }));
