@@ -102,3 +102,31 @@ describe('migrateSimStore', () => {
     for (const n of names) expect(n.startsWith('sim_')).toBe(true);
   });
 });
+
+describe('request ids', () => {
+  // The store keeps where a request's journal row is, not its outcome (memory, GC); the outcome is
+  // read back from the row, committing first when the row is still queued in this turn.
+  it('answer a repeat from the journal, also while its row is queued, and keep no outcome object in memory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
+    dirs.push(dir);
+    const a = open(join(dir, 'sim.db'), 1e12);
+    const sim = new Simulator({ config: testConfig(), store: a.store, clock: new ManualClock(T0) });
+    const c = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: '3002', password: 'pw' });
+    await c.connect();
+    const req = { symbol: 'EURUSD', type: 'Buy' as const, volume: 0.1 };
+    // Both at once: the connection runs them one after the other, the second replays the first.
+    const [first, again] = await Promise.all([c.orderSend(req, { requestId: 'same' }), c.orderSend(req, { requestId: 'same' })]);
+    expect(first.ok).toBe(true);
+    expect(again).toEqual(first);
+    expect((await c.openedOrders()).positions).toHaveLength(1);
+    const lookup = a.store.request('Sim-P5-Demo', '3002', 'same');
+    expect(lookup?.result).toEqual(first);
+    expect(lookup?.result).not.toBe(first); // decoded from the journal, not held since the trade
+    expect(a.store.request('Sim-P5-Demo', '3002', 'other')).toBeNull();
+    // A row applied in this turn and not yet committed is found too.
+    const queued = { requestId: 'queued', timeMsc: T0, result: first };
+    a.store.apply('Sim-P5-Demo', '3002', { request: queued });
+    expect(a.store.request('Sim-P5-Demo', '3002', 'queued')).toEqual(queued);
+    a.db.close();
+  });
+});

@@ -108,9 +108,11 @@ interface Mirror {
   seq: number;
   /** time_ms of the last journal row (replay starts there). */
   lastTimeMs: number;
-  /** Requests applied since load (and replayed), with their outcome. */
-  requests: Map<string, RequestLookup>;
-  /** Older requests (from checkpointed batches): where their journal row is. */
+  /** Every request id of the last day: where its journal row (which holds its outcome) is. Only
+   *  the reference is kept: outcomes held in memory cost ~1 KB per order for a day, and as objects
+   *  that outlive young-generation collections they made every scavenge copy them (in-process
+   *  idempotent orders: p99 ~2.9 ms with them, ~1.1 ms without). A lookup reads the row; that
+   *  happens only when an id comes again (a retry after a lost reply, a restart's recovery). */
   refs: Map<string, JournalRef>;
   /** Requests not yet in a checkpointed batch. */
   newRefs: [string, number, number][];
@@ -211,9 +213,8 @@ export class SqliteSimStore implements SimPersistence {
         this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), JSON.stringify(m.newRefs));
         m.newRefs = [];
       }
-      if (m.requests.size + m.refs.size > 20_000) {
+      if (m.refs.size > 20_000) {
         const horizon = m.lastTimeMs - REQUEST_TTL_MS;
-        for (const [id, r] of m.requests) if (r.timeMsc < horizon) m.requests.delete(id);
         for (const [id, r] of m.refs) if (r[0] < horizon) m.refs.delete(id);
       }
       m.dirty = false;
@@ -249,7 +250,6 @@ export class SqliteSimStore implements SimPersistence {
       activeOrders: new Map(cp.activeOrders.map((o) => [o.ticket, o])),
       seq: cp.seq,
       lastTimeMs: cp.lastTimeMs,
-      requests: new Map(),
       refs: new Map(),
       newRefs: [],
       dirty: false,
@@ -272,7 +272,7 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   createAccount(a: StoredAccount): void {
-    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, requests: new Map(), refs: new Map(), newRefs: [], dirty: true, checkpointedMs: 0 };
+    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, refs: new Map(), newRefs: [], dirty: true, checkpointedMs: 0 };
     this.mirrors.set(this.key(a.server, a.login), m);
     // The checkpoint row is what makes the account exist: write it at once.
     this.checkpoint();
@@ -283,11 +283,9 @@ export class SqliteSimStore implements SimPersistence {
     if (c.orders) for (const o of c.orders) o.doneMs === null ? m.activeOrders.set(o.order.ticket, o.order) : m.activeOrders.delete(o.order.ticket);
     if (c.positions) for (const p of c.positions) m.positions.set(p.ticket, { ...p });
     if (c.closedPositions) for (const t of c.closedPositions) m.positions.delete(t);
-    if (c.request) {
-      if (!m.requests.has(c.request.requestId)) {
-        m.requests.set(c.request.requestId, c.request);
-        m.newRefs.push([c.request.requestId, time, seq]);
-      }
+    if (c.request && !m.refs.has(c.request.requestId)) {
+      m.refs.set(c.request.requestId, [time, seq]);
+      m.newRefs.push([c.request.requestId, time, seq]);
     }
     m.dirty = true;
   }
@@ -398,13 +396,13 @@ export class SqliteSimStore implements SimPersistence {
     return out;
   }
   request(server: string, login: string, requestId: string): RequestLookup | null {
-    // Checked on every trade with an id, so it must not force the group commit.
+    // Checked on every trade with an id: an unknown id (the usual case) must not force the group commit.
     const m = this.mirrors.get(this.key(server, login));
     if (!m) return null;
-    const mem = m.requests.get(requestId);
-    if (mem) return mem;
     const ref = m.refs.get(requestId);
     if (!ref) return null;
+    // A known id: its row may still be queued (applied this turn).
+    this.commitQueued();
     const row = this.st.journalRow.get(server, ref[0], login, ref[1]) as { data: string } | undefined;
     return row ? (decodeChange(row.data).request ?? null) : null;
   }
