@@ -29,10 +29,12 @@
 // from the durable `expiresAt`, so a restored one waits only the remaining time.
 import { assign, setup } from 'xstate';
 
-/** What a request is answered with, stored as is and replayed verbatim. */
+/** What a request is answered with, stored as is and replayed verbatim. The body is JSON text,
+ *  serialized once where the result is made: the same bytes are written to the record's row,
+ *  cross to the HTTP thread as one string (not an object graph to clone) and are sent as they are. */
 export interface StoredResult {
   status: number;
-  body: unknown;
+  json: string;
 }
 
 export type IdemPhase = 'new' | 'sent' | 'result' | 'uncertain';

@@ -66,7 +66,7 @@ const run = async (n: number, idem: boolean, h: Histogram, gap = true) => {
       ...(idem ? { clientOrderId: `b${seq}` } : {}),
     });
     h.record((performance.now() - t0) * 1000);
-    if (r.status !== 200) throw new Error(`order failed: ${JSON.stringify(r.body)}`);
+    if (r.status !== 200) throw new Error(`order failed: ${r.json}`);
   }
 };
 

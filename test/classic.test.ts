@@ -82,6 +82,9 @@ describe.each([['P5', () => p5], ['P4', () => p4]])('every read route on %s', (p
     expect(again.status).toBe(200);
     expect(again.headers.get('idempotent-replay')).toBe('true');
     expect(again.body).toEqual(o.body);
+    expect(again.text).toBe(o.text); // replayed byte for byte
+    expect(again.headers.get('content-type')).toBe(o.headers.get('content-type'));
+    expect(o.headers.get('content-type')).toMatch(/^application\/json/);
 
     const byCode = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=1&volume=0.01`);
     expect(byCode.status, byCode.text).toBe(200);

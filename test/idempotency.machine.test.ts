@@ -43,7 +43,7 @@ function run(phase: 'new' | 'sent' | 'result' | 'uncertain', exec: () => Promise
 
 describe('idempotency machine', () => {
   it('persists the sent phase before the order is executed, then the result', async () => {
-    const { actor, log, send } = run('new', async () => ({ status: 200, body: { ticket: 1 } }));
+    const { actor, log, send } = run('new', async () => ({ status: 200, json: '{"ticket":1}' }));
     expect(actor.getSnapshot().value).toBe('new');
     send();
     await vi.advanceTimersByTimeAsync(0);
@@ -65,16 +65,16 @@ describe('idempotency machine', () => {
   });
 
   it('outcome events count only while sent: no result without a durable send, no second send', () => {
-    const a = run('new', async () => ({ status: 200, body: {} }));
-    a.actor.send({ type: 'done', result: { status: 200, body: { forged: true } } });
+    const a = run('new', async () => ({ status: 200, json: '{}' }));
+    a.actor.send({ type: 'done', result: { status: 200, json: '{"forged":true}' } });
     a.actor.send({ type: 'lost' });
     expect(a.actor.getSnapshot().value).toBe('new');
     expect(a.log).toEqual([]);
-    const b = run('result', async () => ({ status: 200, body: {} }), { status: 200, body: { ticket: 1 } });
+    const b = run('result', async () => ({ status: 200, json: '{}' }), { status: 200, json: '{"ticket":1}' });
     b.actor.send({ type: 'send' });
     b.actor.send({ type: 'lost' });
     expect(b.actor.getSnapshot().value).toBe('result');
-    expect(b.actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 1 } });
+    expect(b.actor.getSnapshot().context.result).toEqual({ status: 200, json: '{"ticket":1}' });
     expect(b.log).toEqual([]);
   });
 
@@ -92,9 +92,9 @@ describe('idempotency machine', () => {
     expect(actor.getSnapshot().value).toBe('new');
     actor.send({ type: 'send' });
     expect(log).toEqual(['persistSent:sent:x']);
-    actor.send({ type: 'done', result: { status: 200, body: { ticket: 7 } } });
+    actor.send({ type: 'done', result: { status: 200, json: '{"ticket":7}' } });
     expect(actor.getSnapshot().value).toBe('result');
-    expect(actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 7 } });
+    expect(actor.getSnapshot().context.result).toEqual({ status: 200, json: '{"ticket":7}' });
     expect(log).toEqual(['persistSent:sent:x', 'persistResult:200']);
     // Resting: no timer of its own (the host lets it go; its row expires).
     await vi.advanceTimersByTimeAsync(DAY);
@@ -102,12 +102,12 @@ describe('idempotency machine', () => {
   });
 
   it('restored: sent without result → recovering (never re-executed); result stays result, uncertain stays uncertain', () => {
-    const exec = vi.fn(async () => ({ status: 200, body: {} }));
+    const exec = vi.fn(async () => ({ status: 200, json: '{}' }));
     const a = run('sent', exec);
     expect(a.actor.getSnapshot().value).toBe('recovering');
     a.send(); // a new send is not accepted: the id was possibly sent already
     expect(a.actor.getSnapshot().value).toBe('recovering');
-    const b = run('result', exec, { status: 400, body: { error: 'TRADE_REQUEST_ERROR' } });
+    const b = run('result', exec, { status: 400, json: '{"error":"TRADE_REQUEST_ERROR"}' });
     expect(b.actor.getSnapshot().value).toBe('result');
     expect(run('uncertain', exec).actor.getSnapshot().value).toBe('uncertain');
     expect(exec).not.toHaveBeenCalled();
@@ -115,9 +115,9 @@ describe('idempotency machine', () => {
 
   it('recovering: the broker\'s record of the request becomes the result (persisted); unknown to it → uncertain; never freed', () => {
     const found = run('sent', vi.fn());
-    found.actor.send({ type: 'done', result: { status: 200, body: { ticket: 7 } } });
+    found.actor.send({ type: 'done', result: { status: 200, json: '{"ticket":7}' } });
     expect(found.actor.getSnapshot().value).toBe('result');
-    expect(found.actor.getSnapshot().context.result).toEqual({ status: 200, body: { ticket: 7 } });
+    expect(found.actor.getSnapshot().context.result).toEqual({ status: 200, json: '{"ticket":7}' });
     expect(found.log).toEqual(['persistResult:200']);
     const unknown = run('sent', vi.fn());
     unknown.actor.send({ type: 'failed' }); // not a recovery outcome: ignored
@@ -128,20 +128,20 @@ describe('idempotency machine', () => {
   });
 
   it('expires 24 h after creation: a recovering record by its timer, a resting one when brought back after that', async () => {
-    const rec = run('sent', async () => ({ status: 200, body: {} }));
+    const rec = run('sent', async () => ({ status: 200, json: '{}' }));
     await vi.advanceTimersByTimeAsync(DAY - 1);
     expect(rec.actor.getSnapshot().value).toBe('recovering');
     await vi.advanceTimersByTimeAsync(1);
     expect(rec.actor.getSnapshot().status).toBe('done');
     expect(rec.log).toContain('forget');
     // A resting record holds no timer (the host keeps it as its row); restored late, it is expired.
-    const resting = run('result', async () => ({ status: 200, body: {} }), { status: 200, body: {} });
+    const resting = run('result', async () => ({ status: 200, json: '{}' }), { status: 200, json: '{}' });
     await vi.advanceTimersByTimeAsync(2 * DAY);
     expect(resting.actor.getSnapshot().value).toBe('result');
     const forgotten: string[] = [];
     const m = idempotencyMachine.provide({ actions: { forget: () => void forgotten.push('forget') } });
     const expired = createActor(m, {
-      input: { accountId: 'a', clientOrderId: 'old', paramsHash: 'h', phase: 'result', expiresAt: Date.now() - 1, result: { status: 200, body: {} } },
+      input: { accountId: 'a', clientOrderId: 'old', paramsHash: 'h', phase: 'result', expiresAt: Date.now() - 1, result: { status: 200, json: '{}' } },
     }).start();
     expect(expired.getSnapshot().status).toBe('done');
     expect(forgotten).toEqual(['forget']);

@@ -253,7 +253,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
         const r = await s.shards.call(row.id, 'account.trade', {
           accountId: row.id, op, args, ...(clientOrderId !== undefined ? { clientOrderId } : {}),
         }, { retryOnRestart: false });
-        return { status: r.status, body: r.body, ...(r.replay ? { headers: { 'idempotent-replay': 'true' } } : {}) };
+        return { status: r.status, body: null, raw: r.json, contentType: 'application/json', ...(r.replay ? { headers: { 'idempotent-replay': 'true' } } : {}) };
       },
     }));
   }

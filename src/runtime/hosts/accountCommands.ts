@@ -45,7 +45,8 @@ export interface FaultArgs {
 
 export interface TradeReply {
   status: number;
-  body: unknown;
+  /** The response body, JSON text (see StoredResult). */
+  json: string;
   /** True when this is the stored answer of an earlier request with the same clientOrderId. */
   replay: boolean;
 }

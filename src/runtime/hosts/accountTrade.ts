@@ -96,8 +96,8 @@ export function paramsHash(op: TradeOp, canonical: unknown): string {
 
 /** The answer to a trade: fills and broker rejections are both final (and replayed). */
 export function answer(r: TradeResult): StoredResult {
-  if (r.ok) return { status: 200, body: utc({ ...r.order, retcode: r.retcode, deals: r.deals }) };
-  return { status: 400, body: { error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode } };
+  if (r.ok) return { status: 200, json: JSON.stringify(utc({ ...r.order, retcode: r.retcode, deals: r.deals })) };
+  return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
 }
 
 /**
@@ -186,7 +186,7 @@ export class TradeDesk {
             throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
           }
         },
-        persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, JSON.stringify(c.result!.body)),
+        persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json),
         persistUncertain: (_a, c: IdempotencyContext) => this.store.setUncertain(c.accountId, c.clientOrderId),
         forget: ({ self }, c: IdempotencyContext) => {
           this.store.remove(c.accountId, c.clientOrderId);
@@ -219,7 +219,7 @@ export class TradeDesk {
 
   /** A record as its row says (result, uncertain, or sent → recovering), as an actor again. */
   private restore(row: IdemRow): Rec {
-    const result = row.phase === 'result' && row.status !== null ? { status: row.status, body: JSON.parse(row.result_json ?? 'null') as unknown } : undefined;
+    const result = row.phase === 'result' && row.status !== null ? { status: row.status, json: row.result_json ?? 'null' } : undefined;
     return this.start({ ...row, ...(result ? { result } : {}) });
   }
 
