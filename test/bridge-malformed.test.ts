@@ -119,6 +119,37 @@ describe('the standalone simulator and malformed traffic', () => {
     await stillServes('odd-2');
   }, 30_000);
 
+  // One socket is one login: a second hello (same or another login) is refused, and the first
+  // login goes on alone; before, it was accepted, and both logins' events came on the socket.
+  it('refuses a second hello on a logged-in socket; the first login keeps serving, its events come once', async () => {
+    const sub = JSON.stringify({ id: 4, op: 'subscribe', args: { symbols: ['EURUSD'] } }) + '\n';
+    const again = (login: string, id: number) => JSON.stringify({ id, op: 'hello', args: { version: 1, server: 'Sim-P5-Demo', login, password: 'pw' } }) + '\n';
+    // The first hello is answered before anything else is sent (as the gateway's client does).
+    const lines: string[] = [];
+    let buf = '';
+    const s = connect(port, '127.0.0.1', () => s.write(hello('twice-a')));
+    s.on('error', () => {});
+    s.on('data', (d) => {
+      buf += d.toString();
+      const parts = buf.split('\n');
+      buf = parts.pop()!;
+      lines.push(...parts);
+      if (lines.length === 1) s.write(again('twice-b', 3) + again('twice-a', 5) + sub + ping);
+    });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(s.destroyed).toBe(false);
+    s.destroy();
+    const frames = lines.map((l) => JSON.parse(l) as { id?: number; result?: unknown; error?: { code: string; message: string }; event?: string; data?: { timeMsc?: number } });
+    const byId = (id: number) => frames.find((f) => f.id === id);
+    expect(byId(1)).toMatchObject({ result: { version: 1 } });
+    for (const id of [3, 5]) expect(byId(id)?.error).toMatchObject({ code: 'BROKER_PROTOCOL', message: expect.stringMatching(/already logged in/) });
+    expect(byId(4)).toHaveProperty('result');
+    expect(byId(2)).toEqual({ id: 2, result: { pong: true } });
+    const ticks = frames.filter((f) => f.event === 'tick').map((f) => JSON.stringify(f.data));
+    expect(ticks.length).toBeGreaterThan(0);
+    expect(new Set(ticks).size).toBe(ticks.length); // no tick sent twice (one listener per event)
+  });
+
   it('closes a socket that sends a line longer than any request, in linear time, and keeps serving others', async () => {
     const t0 = Date.now();
     const r = await exchange(port, Buffer.alloc(8 << 20, 0x61), 10_000);

@@ -125,14 +125,22 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   }, MAX_REQUEST_CHARS, () => socket.destroy());
   socket.on('data', (chunk: string) => reader.push(chunk));
 
+  // Set at the first hello, before its login is awaited: a second one (while the first is still
+  // logging in, or after) would attach a second login's listeners to this socket.
+  let helloSeen = false;
   async function handle(frame: RequestFrame): Promise<void> {
     const args = frame.args ?? {};
     if (frame.op === 'hello') {
+      if (helloSeen) {
+        send({ id: frame.id, error: { code: 'BROKER_PROTOCOL', message: 'already logged in: one login per connection' } });
+        return;
+      }
       const hello = args as unknown as HelloArgs;
       if (hello.version !== BRIDGE_PROTOCOL_VERSION) {
         send({ id: frame.id, error: { code: 'BROKER_PROTOCOL', message: `unsupported protocol version ${hello.version}` } });
         return;
       }
+      helloSeen = true;
       try {
         const c = new SimBrokerConnection(sim, { server: hello.server, login: hello.login, password: hello.password });
         await c.connect();
