@@ -4,7 +4,9 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { RequestLookup } from '../src/broker/types.js';
 import { SimBrokerConnection } from '../src/broker/sim.js';
 import { ManualClock, Simulator } from '../src/sim/simulator.js';
 import { migrateSimStore, SqliteSimStore } from '../src/store/simStore.js';
@@ -128,5 +130,61 @@ describe('request ids', () => {
     a.store.apply('Sim-P5-Demo', '3002', { request: queued });
     expect(a.store.request('Sim-P5-Demo', '3002', 'queued')).toEqual(queued);
     a.db.close();
+  });
+});
+
+describe('request ids (property)', () => {
+  type Op = { k: 'trade'; id: number; ok: boolean } | { k: 'turn' } | { k: 'checkpoint' } | { k: 'reload' };
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    { weight: 6, arbitrary: fc.record({ k: fc.constant('trade' as const), id: fc.integer({ min: 0, max: 12 }), ok: fc.boolean() }) },
+    fc.constant({ k: 'turn' as const }),
+    fc.constant({ k: 'checkpoint' as const }),
+    fc.constant({ k: 'reload' as const }),
+  );
+  const lookup = (id: number, seq: number, ok: boolean): RequestLookup => ({
+    requestId: `r${id}`, timeMsc: T0 + seq,
+    result: ok
+      ? { ok: true, retcode: 10009, deals: [], order: { kind: 'order', ticket: 1000 + seq, symbol: 'EURUSD', type: 'Buy', state: 'filled', volume: 0.1, volumeInitial: 0.1, openPrice: 1.1, openTimeMsc: T0 + seq, sl: 0, tp: 0, magic: seq, comment: `c${seq}`, commission: 0, swap: 0, profit: 0 } as never }
+      : { ok: false, reason: 'NO_MONEY', message: `no money ${seq}`, retcode: 10019 },
+  });
+
+  // Whatever the interleaving of new ids, repeats, commits, checkpoints and restarts, an id answers
+  // the outcome it was first applied with, and an id never applied answers nothing.
+  it('an id answers its first outcome across commits, checkpoints and restarts', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), fc.integer({ min: 0, max: 1 }), async (ops, ckpt) => {
+      const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
+      dirs.push(dir);
+      const file = join(dir, 'sim.db');
+      let db = new Database(file);
+      SqliteSimStore.configure(db);
+      let store = new SqliteSimStore(db, { checkpointMs: ckpt ? 0 : 1e12 });
+      store.createAccount({ server: 'S', login: 'L', passwordHash: 'h', salt: 's', name: 'n', currency: 'USD', leverage: 100, createdMs: T0, balance: 1000, credit: 0 });
+      const first = new Map<number, RequestLookup>();
+      let seq = 0;
+      for (const x of ops) {
+        if (x.k === 'trade') {
+          const seen = store.request('S', 'L', `r${x.id}`);
+          expect(seen ?? undefined).toEqual(first.get(x.id));
+          if (!seen) {
+            const l = lookup(x.id, ++seq, x.ok);
+            store.apply('S', 'L', { request: l });
+            first.set(x.id, l);
+          }
+        } else if (x.k === 'turn') {
+          await new Promise((r) => setImmediate(r));
+        } else if (x.k === 'checkpoint') {
+          store.checkpoint();
+        } else {
+          store.flush();
+          db.close();
+          db = new Database(file);
+          SqliteSimStore.configure(db);
+          store = new SqliteSimStore(db, { checkpointMs: ckpt ? 0 : 1e12 });
+          expect(store.loadAccount('S', 'L')).not.toBeNull();
+        }
+      }
+      for (let id = 0; id <= 12; id++) expect(store.request('S', 'L', `r${id}`) ?? undefined).toEqual(first.get(id));
+      db.close();
+    }), { numRuns: 60 });
   });
 });
