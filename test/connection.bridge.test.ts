@@ -124,3 +124,39 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
     await later?.close();
   }
 }, 60_000);
+
+it('a bridge that refuses the protocol version fails the bind with 500 TERMINAL_ERROR naming it, and creates nothing', async () => {
+  // A bridge of another protocol version: it answers every hello with BROKER_PROTOCOL.
+  const other = createServer((s) => {
+    s.on('error', () => {});
+    let buf = '';
+    s.on('data', (d) => {
+      buf += d.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const f = JSON.parse(buf.slice(0, nl)) as { id: number; op: string; args?: { version?: number } };
+        buf = buf.slice(nl + 1);
+        s.write(JSON.stringify({ id: f.id, error: { code: 'BROKER_PROTOCOL', message: `unsupported protocol version ${f.args?.version}` } }) + '\n');
+      }
+    });
+  });
+  await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${(other.address() as { port: number }).port}` });
+  try {
+    const before = await seatCount(g);
+    const key = (await g.req('POST', '/v1/keys', { headers: mgmt(g.managementKey), body: { label: 'v' } })).body.key;
+    const c = await g.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'ver-1', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(c.status, c.text).toBe(500);
+    expect(c.body.error).toBe('TERMINAL_ERROR');
+    expect(c.body.message).toMatch(/protocol version/);
+    expect(c.text).not.toContain('pw"');
+    const b = await g.req('POST', '/v1/broker-accounts', {
+      headers: mgmt(g.managementKey), body: { platform: 'P5', user: 'ver-2', password: 'pw', server: 'Sim-P5-Demo' },
+    });
+    expect(b.status, b.text).toBe(500);
+    expect(await seatCount(g)).toBe(before);
+  } finally {
+    await g.stop();
+    await new Promise<void>((r) => other.close(() => r()));
+  }
+}, 30_000);

@@ -133,6 +133,12 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         // The broker (a bridge) answered and refused the login's server: as in embedded mode, where
         // the factory throws for an unknown server, nothing is bound.
         if (err instanceof BrokerRequestError) throw apiError('BAD_REQUEST', err.message);
+        // Reached, but it speaks another version of the bridge protocol: nothing the caller can fix,
+        // and binding anyway would leave an account that never connects. Bindings made before keep
+        // retrying, so they recover once the operator runs matching releases.
+        if (err instanceof BrokerError && err.code === 'BROKER_PROTOCOL') {
+          throw apiError('TERMINAL_ERROR', `the broker bridge refused this gateway's protocol (${err.message}): run a simulator and a gateway of the same release`);
+        }
         // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
       } finally {
         await probe.disconnect().catch(() => undefined);
