@@ -171,3 +171,49 @@ describe('a closed market refuses every trade request', () => {
     expect(await c.orderDelete({ ticket: r.order.ticket })).toMatchObject({ ok: true, order: { state: 'cancelled' } });
   });
 });
+
+describe('stop-out and closed markets', () => {
+  // A closed market has no price to close at: stop-out closes positions whose market is open, and
+  // leaves the others for when their market opens (before, it closed the worst position whatever
+  // its market, at the last quote before the close).
+  it('on a weekend, stop-out closes only positions whose market is open; the rest at the reopening', async () => {
+    const { sim, clock } = makeSim({ t0: FRI, seed: 5 });
+    const c = await connect(sim, 'Sim-P5-Demo', '8230');
+    const fx = await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 1 });
+    const a = await c.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 1.5 });
+    const b = await c.orderSend({ symbol: 'BTCUSD', type: 'Sell', volume: 1.4 });
+    if (!fx.ok || !a.ok || !b.ok) throw new Error('orders refused');
+    const acc = sim.server('Sim-P5-Demo')!.accounts.get('8230')!;
+    const outs: { symbol: string; comment: string; timeMsc: number }[] = [];
+    c.on('deal', (d) => d.entry === 'out' && outs.push({ symbol: d.symbol, comment: d.comment, timeMsc: d.timeMsc }));
+    clock.set(SAT_NOON);
+    sim.advance();
+    expect(outs).toEqual([]);
+    // Saturday, FX closed: the EURUSD position becomes the worst by far (-5,000 USD) and the
+    // account falls below stop-out as BTCUSD moves (reaching in, as the other stop-out test does).
+    (acc.positions.get(fx.order.positionId ?? fx.order.ticket) as { openPrice: number }).openPrice += 0.05;
+    acc.data.balance = 5_200;
+    for (let i = 0; i < 600 && outs.length < 2; i++) {
+      clock.advance(1000);
+      sim.advance();
+    }
+    // Saturday: the BTCUSD positions go (their market trades), the EURUSD one stays open.
+    expect(outs.length).toBeGreaterThan(0);
+    expect(outs.map((o) => o.symbol), JSON.stringify(outs)).not.toContain('EURUSD');
+    expect(outs.every((o) => o.symbol === 'BTCUSD' && o.comment.startsWith('[so '))).toBe(true);
+    expect((await c.openedOrders()).positions.map((p) => p.symbol)).toContain('EURUSD');
+    // Still below stop-out when FX reopens (Sunday 22:00 UTC here): the EURUSD position is stopped
+    // out then, at a fresh price.
+    acc.data.balance = 100;
+    const MON = Date.UTC(2026, 10, 23, 6, 0, 0);
+    clock.set(MON);
+    sim.advance();
+    for (let i = 0; i < 600 && !outs.some((o) => o.symbol === 'EURUSD'); i++) {
+      clock.advance(1000);
+      sim.advance();
+    }
+    const eur = outs.find((o) => o.symbol === 'EURUSD');
+    expect(eur?.comment).toMatch(/^\[so /);
+    expect(eur!.timeMsc).toBeGreaterThan(Date.UTC(2026, 10, 22, 21, 0, 0));
+  });
+});

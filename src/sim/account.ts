@@ -655,6 +655,8 @@ export class SimAccount {
       let worst: StoredPosition | null = null;
       let worstProfit = Infinity;
       for (const p of this.positions.values()) {
+        // A closed market has no price to close at: its positions wait for the reopening.
+        if (!this.market.tradeOpenAt(this.sym(p.symbol)!, this.now)) continue;
         const pr = this.positionProfit(p);
         if (pr < worstProfit) {
           worstProfit = pr;
