@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -159,5 +160,43 @@ describe('errors', () => {
     expect((await t.req('DELETE', '/v1/seats')).headers.get('allow')).toBe('GET, POST');
     // A path no route has under any method stays a 404.
     expect((await t.req('POST', '/v1/keys/a/b')).status).toBe(404);
+  });
+});
+
+describe('account ids', () => {
+  it('an account UUID in upper case is the same account on every route family (RFC 9562: case-insensitive on input)', async () => {
+    const acct = await t.req('POST', '/v1/broker-accounts', {
+      headers: mgmt(t.managementKey), body: { platform: 'P5', user: `upper-${Date.now()}`, password: 'pw', server: 'Sim-P5-Demo' },
+    });
+    expect(acct.status, acct.text).toBe(201);
+    const id = acct.body.id as string;
+    const ID = id.toUpperCase();
+    expect(ID).not.toBe(id);
+    const scoped = await t.req('POST', `/v1/seats/${ID}/keys`, { headers: mgmt(t.managementKey), body: { label: 'upper', accountScoped: true } });
+    expect(scoped.status, scoped.text).toBe(201);
+    expect(scoped.body.seatId).toBe(id);
+    const key = scoped.body.key as string;
+    const seat = await t.req('GET', `/v1/seats/${ID}`, { headers: mgmt(t.managementKey) });
+    expect(seat.status, seat.text).toBe(200);
+    expect(seat.body.id).toBe(id);
+    // A key scoped to this account accepts its id in either case: not "scoped to another account".
+    const summary = await t.req('GET', `/AccountSummary?id=${ID}`, { headers: { 'x-api-key': key } });
+    expect(summary.status, summary.text).toBe(200);
+    expect((await t.req('GET', `/AccountSummary?accountId=${ID}`, { headers: { 'x-api-key': key } })).status).toBe(200);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id: ID, user: `upper2-${Date.now()}`, password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebind.status, rebind.text).toBe(200);
+    expect(rebind.body.id).toBe(id);
+    const lower = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: id } });
+    const upper = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: ID } });
+    expect(upper.status, upper.text).toBe(200);
+    expect(upper.body.handle).toBe(lower.body.handle);
+    const ws = new WebSocket(`${t.url.replace('http', 'ws')}/v1/stream?id=${ID}&heartbeat=0`, { headers: { 'x-api-key': key } });
+    const opened = await new Promise<number>((resolve) => {
+      ws.once('open', () => resolve(101));
+      ws.once('unexpected-response', (_q, res) => resolve(res.statusCode ?? 0));
+      ws.once('error', () => resolve(-1));
+    });
+    ws.terminate();
+    expect(opened).toBe(101);
   });
 });
