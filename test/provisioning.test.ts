@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
 import WebSocket from 'ws';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
@@ -138,6 +139,26 @@ describe('errors', () => {
     }
     await new Promise((r) => setTimeout(r, 100));
     expect((await t.req('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('a client that goes away in the middle of a body is no longer counted in flight', async () => {
+    const inflight = async () => Number(/^tagw_http_inflight_requests (\d+)$/m.exec((await t.req('GET', '/metrics')).text)![1]);
+    // The /metrics request counts itself.
+    expect(await inflight()).toBe(1);
+    const { port } = new URL(t.url);
+    for (const path of ['/v1/seats', '/v1/keys', '/ConnectEx']) {
+      const sock = connect(Number(port), '127.0.0.1');
+      await new Promise<void>((r) => sock.once('connect', () => r()));
+      sock.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.managementKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"la`);
+      await wait(50);
+      sock.destroy();
+    }
+    let n = await inflight();
+    for (let i = 0; i < 40 && n !== 1; i++) {
+      await wait(25);
+      n = await inflight();
+    }
+    expect(n).toBe(1);
   });
 
   it('an unknown route is a JSON 404', async () => {
