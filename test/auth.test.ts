@@ -88,6 +88,25 @@ describe('where each key kind is accepted (SPEC §5)', () => {
   });
 });
 
+describe('GATEWAY_MANAGEMENT_KEY', () => {
+  it('a configured key in the generated format (tagw_m_...) that this data dir never stored is the management key', async () => {
+    // E.g. the key of another gateway's bootstrap.json, reused so that scripts keep one key.
+    const configured = generateKey('management').value;
+    const g = await startTestGateway({ managementKey: configured });
+    try {
+      const r = await g.req('GET', '/v1/seats', { headers: mgmt(configured) });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect((await g.req('POST', '/v1/seats', { headers: { 'x-management-key': configured }, body: {} })).status).toBe(201);
+      // Still a management key only: not an API key on x-api-key routes.
+      expect((await g.req('GET', '/v1/whoami', { headers: { 'x-api-key': configured } })).status).toBe(401);
+      // Another value of the same format is not it.
+      expect((await g.req('GET', '/v1/seats', { headers: mgmt(generateKey('management').value) })).status).toBe(401);
+    } finally {
+      await g.stop();
+    }
+  });
+});
+
 describe('failed-auth throttle (SPEC §8)', () => {
   it('the 41st failure from an IP within 5 minutes is 429 with retry-after 600; the block lifts after 10 minutes', async () => {
     const ip = nextIp();

@@ -468,6 +468,23 @@ describe('/ConnectEx and POST /v1/seats with broker fields', () => {
     }
   });
 
+  it('id and its alias accountId with different values: 400 naming the alias, in either form; nothing is re-bound', async () => {
+    const q = `/ConnectEx?user=c-p5&password=pw5&server=Sim-P5-Demo&id=${p4}&accountId=${p5}`;
+    const get = await t.req('GET', q, { headers: { 'x-api-key': key } });
+    expect(get.status, get.text).toBe(400);
+    expect(get.body.message).toContain("'accountId'");
+    const post = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p4', password: 'pw4', server: 'Sim-P4-Demo', id: p5, accountId: p4 } });
+    expect(post.status, post.text).toBe(400);
+    expect(post.body.message).toContain("'accountId'");
+    // Neither account moved to the other's login.
+    expect((await api(`/AccountDetails?id=${p5}`)).body.server).toBe('Sim-P5-Demo');
+    expect((await api(`/AccountDetails?id=${p4}`)).body.server).toBe('Sim-P4-Demo');
+    // The same account twice is that account.
+    const same = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'c-p5', password: 'pw5', server: 'Sim-P5-Demo', id: p5, accountId: p5 } });
+    expect(same.status, same.text).toBe(200);
+    expect(same.body).toEqual({ id: p5 });
+  });
+
   it('unknown server and platform mismatch answer 400', async () => {
     expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Nope' } })).status).toBe(400);
     expect((await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'x', password: 'y', server: 'Sim-P5-Demo', platform: 'P4' } })).status).toBe(400);

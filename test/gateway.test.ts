@@ -122,6 +122,28 @@ describe('session handle lifecycle', () => {
   });
 });
 
+describe('unknown operations and other methods', () => {
+  it('answer 404 / 405 before any key is looked at, and never count toward the failed-auth block', async () => {
+    const g = await startTestGateway({ authFailLimit: 3 });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const post = await g.req('POST', '/v1/proxy/AccountSummary?handle=x');
+        expect(post.status, post.text).toBe(405);
+        expect(post.headers.get('allow')).toBe('GET');
+        expect(post.body.error).toBe('METHOD_NOT_ALLOWED');
+        const unknown = await g.req('GET', '/v1/proxy/NoSuchOp?handle=x', { headers: { 'x-api-key': 'not-a-key' } });
+        expect(unknown.status, unknown.text).toBe(404);
+        expect(unknown.body.error).toBe('ROUTE_NOT_FOUND');
+      }
+      // Ten such answers later the client is not blocked: a key is still checked, once, as a key.
+      const ping = await g.req('GET', '/v1/proxy/Ping');
+      expect(ping.status, ping.text).toBe(401);
+    } finally {
+      await g.stop();
+    }
+  });
+});
+
 describe('rights (SPEC §5)', () => {
   it('x-api-key only; read-only keys 403 on trading; scoped keys only their account; other customers see 404', async () => {
     const a = await account(t, 'P5');

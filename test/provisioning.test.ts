@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import WebSocket from 'ws';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -139,6 +141,26 @@ describe('errors', () => {
     expect((await t.req('GET', '/healthz')).status).toBe(200);
   });
 
+  it('a client that goes away in the middle of a body is no longer counted in flight', async () => {
+    const inflight = async () => Number(/^tagw_http_inflight_requests (\d+)$/m.exec((await t.req('GET', '/metrics')).text)![1]);
+    // The /metrics request counts itself.
+    expect(await inflight()).toBe(1);
+    const { port } = new URL(t.url);
+    for (const path of ['/v1/seats', '/v1/keys', '/ConnectEx']) {
+      const sock = connect(Number(port), '127.0.0.1');
+      await new Promise<void>((r) => sock.once('connect', () => r()));
+      sock.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.managementKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"la`);
+      await wait(50);
+      sock.destroy();
+    }
+    let n = await inflight();
+    for (let i = 0; i < 40 && n !== 1; i++) {
+      await wait(25);
+      n = await inflight();
+    }
+    expect(n).toBe(1);
+  });
+
   it('an unknown route is a JSON 404', async () => {
     const r = await t.req('GET', '/no/such/route');
     expect(r.status).toBe(404);
@@ -159,5 +181,43 @@ describe('errors', () => {
     expect((await t.req('DELETE', '/v1/seats')).headers.get('allow')).toBe('GET, POST');
     // A path no route has under any method stays a 404.
     expect((await t.req('POST', '/v1/keys/a/b')).status).toBe(404);
+  });
+});
+
+describe('account ids', () => {
+  it('an account UUID in upper case is the same account on every route family (RFC 9562: case-insensitive on input)', async () => {
+    const acct = await t.req('POST', '/v1/broker-accounts', {
+      headers: mgmt(t.managementKey), body: { platform: 'P5', user: `upper-${Date.now()}`, password: 'pw', server: 'Sim-P5-Demo' },
+    });
+    expect(acct.status, acct.text).toBe(201);
+    const id = acct.body.id as string;
+    const ID = id.toUpperCase();
+    expect(ID).not.toBe(id);
+    const scoped = await t.req('POST', `/v1/seats/${ID}/keys`, { headers: mgmt(t.managementKey), body: { label: 'upper', accountScoped: true } });
+    expect(scoped.status, scoped.text).toBe(201);
+    expect(scoped.body.seatId).toBe(id);
+    const key = scoped.body.key as string;
+    const seat = await t.req('GET', `/v1/seats/${ID}`, { headers: mgmt(t.managementKey) });
+    expect(seat.status, seat.text).toBe(200);
+    expect(seat.body.id).toBe(id);
+    // A key scoped to this account accepts its id in either case: not "scoped to another account".
+    const summary = await t.req('GET', `/AccountSummary?id=${ID}`, { headers: { 'x-api-key': key } });
+    expect(summary.status, summary.text).toBe(200);
+    expect((await t.req('GET', `/AccountSummary?accountId=${ID}`, { headers: { 'x-api-key': key } })).status).toBe(200);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id: ID, user: `upper2-${Date.now()}`, password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebind.status, rebind.text).toBe(200);
+    expect(rebind.body.id).toBe(id);
+    const lower = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: id } });
+    const upper = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: ID } });
+    expect(upper.status, upper.text).toBe(200);
+    expect(upper.body.handle).toBe(lower.body.handle);
+    const ws = new WebSocket(`${t.url.replace('http', 'ws')}/v1/stream?id=${ID}&heartbeat=0`, { headers: { 'x-api-key': key } });
+    const opened = await new Promise<number>((resolve) => {
+      ws.once('open', () => resolve(101));
+      ws.once('unexpected-response', (_q, res) => resolve(res.statusCode ?? 0));
+      ws.once('error', () => resolve(-1));
+    });
+    ws.terminate();
+    expect(opened).toBe(101);
   });
 });

@@ -4,7 +4,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { apiError } from '../errors.js';
 import type { TenancyStore } from '../store/tenancy.js';
-import { parseKey, secretMatches } from './keys.js';
+import { parseKey, secretMatches, type ParsedKey } from './keys.js';
 
 export interface Principal {
   kind: 'management' | 'api';
@@ -56,15 +56,20 @@ export class Authenticator {
     const hit = this.verified.get(value);
     if (hit) return hit;
     const parsed = parseKey(value);
-    if (!parsed) {
-      if (this.envKeyHash && this.envCustomerId) {
-        const h = sha256(value);
-        if (h.length === this.envKeyHash.length && timingSafeEqual(h, this.envKeyHash)) {
-          return { kind: 'management', keyId: 'env', customerId: this.envCustomerId, readOnly: false, accountScoped: false, seatId: null };
-        }
-      }
-      return undefined;
-    }
+    // The configured management key may itself look like a generated one (copied from another
+    // gateway's bootstrap.json, say) without being in this store: it is checked whenever the
+    // store does not know the value, not only for values of another format.
+    return (parsed ? this.fromStore(parsed, value) : undefined) ?? this.envKey(value);
+  }
+
+  private envKey(value: string): Principal | undefined {
+    if (!this.envKeyHash || !this.envCustomerId) return undefined;
+    const h = sha256(value);
+    if (h.length !== this.envKeyHash.length || !timingSafeEqual(h, this.envKeyHash)) return undefined;
+    return { kind: 'management', keyId: 'env', customerId: this.envCustomerId, readOnly: false, accountScoped: false, seatId: null };
+  }
+
+  private fromStore(parsed: ParsedKey, value: string): Principal | undefined {
     let entry = this.cache.get(parsed.id);
     if (!entry) {
       const row = this.store.keyById(parsed.id);

@@ -40,7 +40,16 @@ export class ResponseSink {
     this.watching = true;
     this.res.onAborted(() => {
       this.aborted = true;
+      if (this.abortHandlers) for (const f of this.abortHandlers.splice(0)) f();
     });
+  }
+
+  private abortHandlers: Array<() => void> | undefined;
+
+  /** Runs `f` if the client goes away before the reply is sent (uWS takes one onAborted per response). */
+  onAbort(f: () => void): void {
+    (this.abortHandlers ??= []).push(f);
+    this.watchAbort();
   }
 
   get open(): boolean {
@@ -76,11 +85,17 @@ export class ResponseSink {
  * callback, so each chunk is copied. The size limit is enforced while reading, not after.
  */
 export function readBody(sink: ResponseSink, maxBytes: number): Promise<Buffer> {
-  sink.watchAbort();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
+    // A client that goes away mid-body never sends the last chunk: without this the request
+    // would wait for it forever, counted in flight (the gauge, and every shutdown's drain).
+    sink.onAbort(() => {
+      if (failed) return;
+      failed = true;
+      reject(apiError('BAD_REQUEST', 'the client closed the connection before the request body was complete'));
+    });
     sink.res.onData((chunk, isLast) => {
       if (failed) return;
       size += chunk.byteLength;

@@ -35,6 +35,7 @@ import type { ShardEvent } from '../runtime/protocol.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { canonicalAccountId } from '../util/accountId.js';
 import {
   candleData, errorData, frame, heartbeatData, ordersData, positionsData, quoteData, STREAM_CLOSE, tradeData,
   type FrameType, type HeartbeatSymbol, type StreamCloseName,
@@ -284,7 +285,7 @@ export class StreamHub {
       if (idParam !== undefined && aliasParam !== undefined && idParam !== aliasParam) {
         throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
       }
-      const id = idParam ?? aliasParam;
+      const id = canonicalAccountId(idParam ?? aliasParam);
       if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
       assertAccountScope(principal, id);
       const seat = d.tenancy.seatById(id);

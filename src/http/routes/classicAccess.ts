@@ -7,6 +7,7 @@ import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
 import type { SeatRow } from '../../store/tenancy.js';
+import { canonicalAccountId } from '../../util/accountId.js';
 
 export class AccountAccess {
   // Seat rows change only on creation/removal; a short TTL keeps the hot path off SQLite.
@@ -18,7 +19,7 @@ export class AccountAccess {
 
   /** Synchronous when everything is cached (the hot path); a promise only while the seat's status must be asked. */
   resolve(principal: Principal, q: { id?: string | undefined; accountId?: string | undefined }, trading: boolean): SeatRow | Promise<SeatRow> {
-    const id = q.id ?? q.accountId;
+    const id = canonicalAccountId(q.id ?? q.accountId);
     if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: add ?id=<accountUUID>');
     assertAccountScope(principal, id);
     let row = this.seats.get(id);

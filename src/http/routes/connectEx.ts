@@ -14,6 +14,7 @@ import type { Services } from '../../services.js';
 import { one, qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { canonicalAccountId } from '../../util/accountId.js';
 import { accountForLogin, BrokerFields, rebindAccount } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
 
@@ -35,7 +36,14 @@ const Reply = z.object({ id: z.string().uuid() }).meta({ id: 'ConnectExReply' })
 export function connectExRoutes(s: Services): AnyRoute[] {
   const handler = async (input: ConnectExInput, principal: Principal) => {
     assertCanBind(principal);
-    const existing = input.id ?? input.accountId;
+    const given = canonicalAccountId(input.id);
+    const alias = canonicalAccountId(input.accountId);
+    // As on the other classic routes and /v1/stream: an alias that disagrees is refused, never
+    // overruled (re-binding the wrong account would move it to another login).
+    if (given !== undefined && alias !== undefined && given !== alias) {
+      throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
+    }
+    const existing = given ?? alias;
     const bind = { customerId: principal.customerId, user: input.user, password: input.password, server: input.server, platform: input.platform, build: input.build };
     if (existing) {
       if (principal.kind === 'api') assertAccountScope(principal, existing);

@@ -14,6 +14,7 @@ import '../../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import { SessionStore, type SessionRow } from '../../store/sessions.js';
+import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { accountForLogin } from './classicBinding.js';
 import { AccountAccess } from './classicAccess.js';
@@ -106,7 +107,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'BROKER_AUTH_FAILED'],
       handler: async ({ body, principal }) => {
         const p = principal!;
-        const accountId = body.brokerAccountId;
+        const accountId = canonicalAccountId(body.brokerAccountId);
         // Scope, ownership (404) and an ACTIVE seat (402), as on the classic routes and /v1/stream.
         await access.resolve(p, { id: accountId }, false);
         const binding = accounts.get(accountId);

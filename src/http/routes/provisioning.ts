@@ -7,6 +7,7 @@ import { apiError } from '../../errors.js';
 import type { SeatView } from '../../runtime/protocol.js';
 import type { Services } from '../../services.js';
 import type { SeatRow } from '../../store/tenancy.js';
+import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { bindSeatBroker, SeatBrokerFields } from './classicBinding.js';
 
@@ -67,7 +68,7 @@ function seatJson(row: SeatRow, state: SeatView | null) {
 }
 
 export function ownedSeat(s: Services, customerId: string, seatId: string): SeatRow {
-  const row = s.tenancy.seatById(seatId);
+  const row = s.tenancy.seatById(canonicalAccountId(seatId));
   if (!row || row.customer_id !== customerId) throw apiError('NOT_FOUND', 'account not found');
   return row;
 }
