@@ -35,6 +35,12 @@ describe('ops routes', () => {
     expect(create.responses['201']).toBeDefined();
     expect(create.responses['401'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
     expect(doc.paths['/v1/seats/{id}'].get.parameters[0]).toMatchObject({ name: 'id', in: 'path', required: true });
+    // Every success a route can answer: a login already bound answers 200 with its account.
+    expect(Object.keys(doc.paths['/v1/broker-accounts'].post.responses)).toEqual(expect.arrayContaining(['200', '201']));
+    // The proxy's catch-all only ever answers 404 / 405: no success is promised.
+    const catchAll = Object.keys(doc.paths['/v1/proxy/{operation}'].get.responses);
+    expect(catchAll).toEqual(expect.arrayContaining(['404', '405']));
+    expect(catchAll.filter((st) => st.startsWith('2'))).toEqual([]);
     // Statuses every route of a kind can answer: 413 where there is a body (MAX_BODY_BYTES), 400
     // where a path parameter can be malformed percent-encoding, 501 where a build lacks the endpoint.
     for (const route of t.gw.routes) {

@@ -68,10 +68,11 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     }
     if (parameters.length) op.parameters = parameters;
     if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body, 'input', defs) } } };
-    const ok = r.successStatus ?? 200;
-    const responses: Json = {
-      [ok]: { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output', defs) } } } : {}) },
-    };
+    const responses: Json = {};
+    const oks = r.successStatus === null ? [] : [r.successStatus ?? 200, ...(r.otherSuccess ?? [])];
+    for (const ok of oks) {
+      responses[ok] = { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output', defs) } } } : {}) };
+    }
     // Beside the route's own codes, what the request layer answers for any route of its kind: a
     // body over MAX_BODY_BYTES, a path parameter that is not valid percent-encoding.
     const errors = new Set<ErrorCode>(r.errors ?? []);

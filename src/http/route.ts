@@ -37,8 +37,11 @@ export interface RouteDef<Q = unknown, B = unknown> {
   docQueryLabels?: string[];
   body?: z.ZodType<B>;
   response?: z.ZodType;
-  /** Status of a successful reply (documented). */
-  successStatus?: number;
+  /** Status of a successful reply (documented); null: the route never succeeds (a catch-all that
+   *  only answers errors). */
+  successStatus?: number | null;
+  /** Other success statuses, with the same response body (e.g. 200 for "already exists" beside 201). */
+  otherSuccess?: number[];
   errors?: ErrorCode[];
   /** The query carries a secret (a broker password): its validated form is not memoized (kept in memory past the request). */
   secretQuery?: boolean;

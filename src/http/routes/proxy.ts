@@ -92,7 +92,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     // No key is looked at: like the fallback's 404/405, this answer says only that the route does
     // not exist (in that form), and a 401 here would count toward the failed-auth block.
     method: 'any', path: '/v1/proxy/:operation', family: 'gateway', auth: 'none', tags: ['gateway'],
-    summary: 'Unknown gateway operation (404); a known one with another method than GET (405)', errors: ['ROUTE_NOT_FOUND', 'METHOD_NOT_ALLOWED'],
+    summary: 'Unknown gateway operation (404); a known one with another method than GET (405)', successStatus: null, errors: ['ROUTE_NOT_FOUND', 'METHOD_NOT_ALLOWED'],
     handler: ({ params, req }) => {
       const op = params[0]!;
       // Reached by a known operation only with another method than GET.
