@@ -145,6 +145,36 @@ describe('process', () => {
     expect(p.output()).toContain('gateway stopped');
   }, 30_000);
 
+  it('a second signal during the drain (Ctrl-C under npm start sends two SIGINTs) does not cut it short', async () => {
+    const key = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: key });
+    const url = new URL(await p.listening);
+    const body = JSON.stringify({ privateHosting: false, region: 'eu-west' });
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({
+        host: url.hostname, port: url.port, path: '/v1/seats', method: 'POST',
+        headers: { 'x-management-key': key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      }, (res) => {
+        let b = '';
+        res.on('data', (d: Buffer) => (b += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }));
+      });
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => {
+        // The terminal's SIGINT, npm's forwarded one, then an impatient SIGTERM.
+        p.child.kill('SIGINT');
+        setTimeout(() => p.child.kill('SIGINT'), 50);
+        setTimeout(() => p.child.kill('SIGTERM'), 100);
+        setTimeout(() => req.end(body.slice(10)), 300);
+      }, 200);
+    });
+    const r = await response;
+    expect(r.status).toBe(201);
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('gateway stopped');
+  }, 30_000);
+
   it('npm start (the compiled build) binds a broker login, quotes and trades, and stops on a SIGTERM sent to npm', async () => {
     // `npm start` = `npm run build` (tsc -p tsconfig.build.json into dist/) + node dist/src/main.js,
     // run from the package root. Paths that differ between the sources and the build (the shipped
