@@ -5,6 +5,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 
 const ROOT = join(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src', 'main.ts');
@@ -173,6 +174,27 @@ describe('process', () => {
     expect(r.status).toBe(201);
     expect(await p.exited).toBe(0);
     expect(p.output()).toContain('gateway stopped');
+  }, 30_000);
+
+  it('SIGTERM with /v1/stream sockets open: each is closed with 1001 and the log gets no warning per socket', async () => {
+    const mk = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: mk });
+    const url = await p.listening;
+    const post = (path: string, headers: Record<string, string>, body: unknown) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<Record<string, string>>);
+    const { key } = await post('/v1/keys', { authorization: `Bearer ${mk}` }, { label: 'k' });
+    const { id } = await post('/ConnectEx', { 'x-api-key': key! }, { user: 'drain', password: 'pw', server: 'Sim-P5-Demo' });
+    const codes: Array<Promise<number>> = [];
+    for (let i = 0; i < 5; i++) {
+      const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/stream?apiKey=${key}&id=${id}`);
+      await new Promise<void>((resolve, reject) => { ws.on('open', () => resolve()); ws.on('error', reject); });
+      codes.push(new Promise((resolve) => ws.on('close', (code) => resolve(code))));
+    }
+    p.child.kill('SIGTERM');
+    expect(await Promise.all(codes)).toEqual([1001, 1001, 1001, 1001, 1001]);
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('gateway stopped');
+    expect(p.output()).not.toContain('stream.close failed');
   }, 30_000);
 
   it('npm start (the compiled build) binds a broker login, quotes and trades, and stops on a SIGTERM sent to npm', async () => {
