@@ -239,6 +239,7 @@ describe('process', () => {
       [{ PORT: 'abc', SHARDS: '0' }, 2, /invalid configuration: port: .*; shards: /],
       [{ HOST: '999.1.1.1' }, 2, /cannot listen on 999\.1\.1\.1:0: the port is in use, or 999\.1\.1\.1 is not an address/],
       [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
+      [{ STREAM_SOFT_LIMIT_BYTES: '10000000', STREAM_HARD_LIMIT_BYTES: '5000' }, 2, /invalid configuration: streamSoftLimitBytes: must be below streamHardLimitBytes \(5000\)/],
     ];
     for (const [env, code, message] of cases) {
       const p = start(env);
