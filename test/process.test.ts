@@ -1,6 +1,6 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -248,6 +248,24 @@ describe('process', () => {
       expect(p.output(), JSON.stringify(env)).not.toMatch(/\n\s+at /);
     }
   }, 90_000);
+
+  it('a file in DATA_DIR the process cannot use (database, lock, key) is one line naming it, exit 1, no stack trace', async () => {
+    const cases: Array<[string, (dir: string) => void, RegExp]> = [
+      ['database is a directory', (d) => mkdirSync(join(d, 'tagw.sqlite')), /^fatal: cannot open .*tagw\.sqlite: SQLITE_CANTOPEN/m],
+      ['database is not a database', (d) => writeFileSync(join(d, 'tagw.sqlite'), Buffer.alloc(4096, 7)), /^fatal: cannot open .*tagw\.sqlite: SQLITE_NOTADB/m],
+      ['lock file is a directory', (d) => mkdirSync(join(d, 'gateway.lock')), /^fatal: cannot open .*gateway\.lock: SQLITE_CANTOPEN/m],
+      ['key file is a directory', (d) => mkdirSync(join(d, 'secret.key')), /^fatal: cannot read .*secret\.key: EISDIR/m],
+    ];
+    for (const [name, prepare, message] of cases) {
+      const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+      dirs.push(dir);
+      prepare(dir);
+      const p = start({}, dir);
+      expect(await p.exited, name).toBe(1);
+      expect(p.output(), name).toMatch(message);
+      expect(p.output(), name).not.toMatch(/\n\s+at /);
+    }
+  }, 60_000);
 
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
