@@ -48,7 +48,8 @@ export function secretKeyOf(config: Config): Buffer {
     }
     return key;
   } catch (err) {
-    if (err instanceof SecretKeyError) throw new ConfigError(`TAGW_SECRET_KEY: ${err.message}`);
+    // Name where the bad key came from: the variable, or the key file in DATA_DIR.
+    if (err instanceof SecretKeyError) throw new ConfigError(`${config.secretKey ? 'TAGW_SECRET_KEY' : secretKeyPath(config.dataDir)}: ${err.message}`);
     throw err;
   }
 }

@@ -249,13 +249,21 @@ describe('process', () => {
     }
   }, 90_000);
 
-  it('a file in DATA_DIR the process cannot use (database, lock, key) is one line naming it, exit 1, no stack trace', async () => {
+  it('a file in DATA_DIR the process cannot use (database, lock, key) is one line naming it, exit 1 (a key file holding no key: exit 2), no stack trace', async () => {
     const cases: Array<[string, (dir: string) => void, RegExp]> = [
       ['database is a directory', (d) => mkdirSync(join(d, 'tagw.sqlite')), /^fatal: cannot open .*tagw\.sqlite: SQLITE_CANTOPEN/m],
       ['database is not a database', (d) => writeFileSync(join(d, 'tagw.sqlite'), Buffer.alloc(4096, 7)), /^fatal: cannot open .*tagw\.sqlite: SQLITE_NOTADB/m],
       ['lock file is a directory', (d) => mkdirSync(join(d, 'gateway.lock')), /^fatal: cannot open .*gateway\.lock: SQLITE_CANTOPEN/m],
       ['key file is a directory', (d) => mkdirSync(join(d, 'secret.key')), /^fatal: cannot read .*secret\.key: EISDIR/m],
     ];
+    // Not a key: a configuration mistake (exit 2), named by its file, not as TAGW_SECRET_KEY (which is not set).
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'secret.key'), 'not-a-key\n');
+    const badKey = start({}, dir);
+    expect(await badKey.exited).toBe(2);
+    expect(badKey.output()).toMatch(/secret\.key: secretKey must be 32 bytes/);
+    expect(badKey.output()).not.toContain('TAGW_SECRET_KEY');
     for (const [name, prepare, message] of cases) {
       const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
       dirs.push(dir);
