@@ -56,6 +56,12 @@ export const configSchema = z.object({
     // the operator's whole file is dropped for the built-in schedule.
     if (!isTimeZone(tz)) ctx.addIssue({ code: 'custom', message: `unknown time zone '${tz}' (an IANA name such as America/New_York or UTC)` });
   }),
+}).superRefine((c, ctx) => {
+  // A soft limit at or above the hard one would never make a slow socket coalesce: uWS caps its
+  // backpressure at the hard limit (maxBackpressure), so the slow-client policy would be silently off.
+  if (c.streamSoftLimitBytes >= c.streamHardLimitBytes) {
+    ctx.addIssue({ code: 'custom', path: ['streamSoftLimitBytes'], message: `must be below streamHardLimitBytes (${c.streamHardLimitBytes})` });
+  }
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -31,8 +31,11 @@ async function main(): Promise<void> {
   // serving every other account (Node's default would end the process for all of them). Tests run
   // without this handler, so such a rejection still fails them.
   process.on('unhandledRejection', (reason) => log.error('unhandled promise rejection', { err: reason instanceof Error ? reason.message : String(reason) }));
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  // `on`, not `once`: a second signal while draining must not fall through to Node's default (an
+  // immediate kill that cuts the drain short). Ctrl-C under `npm start` sends two SIGINTs, the
+  // terminal's and the one npm forwards. The drain is bounded by DRAIN_TIMEOUT_MS; kill -9 stops at once.
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   try {
     gw = await startGateway(config, { log });
   } catch (e) {

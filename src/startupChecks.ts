@@ -2,11 +2,11 @@
 // exit (ConfigError, exit 2) instead of a gateway that reports ready and then answers every bind
 // with a 500.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ZodError } from 'zod';
 import { ConfigError, issuesLine, type Config } from './config.js';
-import { loadSecretKey, parseSecretKey, SecretBox, SecretKeyError, secretKeyPath, writeSecretKey } from './crypto/secretBox.js';
+import { loadSecretKey, parseSecretKey, readKeyFile, SecretBox, SecretKeyError, secretKeyPath, writeSecretKey } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
 import { AccountStore } from './store/accounts.js';
@@ -43,12 +43,13 @@ export function secretKeyOf(config: Config): Buffer {
     // start must leave DATA_DIR as it found it.
     const key = loadSecretKey(config.secretKey, config.dataDir) ?? randomBytes(32);
     const file = secretKeyPath(config.dataDir);
-    if (config.secretKey && existsSync(file) && !parseSecretKey(readFileSync(file, 'utf8')).equals(key) && !config.secretKeyReset) {
+    if (config.secretKey && existsSync(file) && !parseSecretKey(readKeyFile(file)).equals(key) && !config.secretKeyReset) {
       throw new ConfigError(`TAGW_SECRET_KEY is not the key in ${file}: use that key (or remove the file if the configured key is the right one)`);
     }
     return key;
   } catch (err) {
-    if (err instanceof SecretKeyError) throw new ConfigError(`TAGW_SECRET_KEY: ${err.message}`);
+    // Name where the bad key came from: the variable, or the key file in DATA_DIR.
+    if (err instanceof SecretKeyError) throw new ConfigError(`${config.secretKey ? 'TAGW_SECRET_KEY' : secretKeyPath(config.dataDir)}: ${err.message}`);
     throw err;
   }
 }

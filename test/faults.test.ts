@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
+import { loadSimConfig } from '../src/sim/config.js';
+import { startSimServer } from '../src/sim/server.js';
+import { Simulator } from '../src/sim/simulator.js';
+import { MemorySimStore } from '../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 let t: TestGateway;
@@ -90,4 +94,27 @@ describe('simulator fault injection over HTTP', () => {
     const a = await t.req('POST', `/v1/accounts/${account}/faults`, { headers: mgmt(other.managementKey), body: { kind: 'reject', count: 1 } });
     expect(a.status).toBe(404);
   });
+});
+
+describe('simulator fault routes in bridge mode', () => {
+  it('answer 400 for every method: the faults live in the simulator process, an empty list would be wrong', async () => {
+    // A standalone simulator takes its faults from its servers file; the gateway cannot list or clear them.
+    const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+    sim.start();
+    const bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
+    const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}` });
+    try {
+      const h = { headers: mgmt(g.managementKey) };
+      const post = await g.req('POST', '/v1/sim/faults', { ...h, body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });
+      expect(post.status).toBe(400);
+      const list = await g.req('GET', '/v1/sim/faults', h);
+      expect(list.status).toBe(400);
+      expect(list.body.message).toContain('embedded simulator');
+      expect((await g.req('DELETE', '/v1/sim/faults', h)).status).toBe(400);
+    } finally {
+      await g.stop();
+      await bridge.close();
+      sim.stop();
+    }
+  }, 30_000);
 });

@@ -1,10 +1,11 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 
 const ROOT = join(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src', 'main.ts');
@@ -145,6 +146,57 @@ describe('process', () => {
     expect(p.output()).toContain('gateway stopped');
   }, 30_000);
 
+  it('a second signal during the drain (Ctrl-C under npm start sends two SIGINTs) does not cut it short', async () => {
+    const key = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: key });
+    const url = new URL(await p.listening);
+    const body = JSON.stringify({ privateHosting: false, region: 'eu-west' });
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({
+        host: url.hostname, port: url.port, path: '/v1/seats', method: 'POST',
+        headers: { 'x-management-key': key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      }, (res) => {
+        let b = '';
+        res.on('data', (d: Buffer) => (b += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }));
+      });
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => {
+        // The terminal's SIGINT, npm's forwarded one, then an impatient SIGTERM.
+        p.child.kill('SIGINT');
+        setTimeout(() => p.child.kill('SIGINT'), 50);
+        setTimeout(() => p.child.kill('SIGTERM'), 100);
+        setTimeout(() => req.end(body.slice(10)), 300);
+      }, 200);
+    });
+    const r = await response;
+    expect(r.status).toBe(201);
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('gateway stopped');
+  }, 30_000);
+
+  it('SIGTERM with /v1/stream sockets open: each is closed with 1001 and the log gets no warning per socket', async () => {
+    const mk = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: mk });
+    const url = await p.listening;
+    const post = (path: string, headers: Record<string, string>, body: unknown) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<Record<string, string>>);
+    const { key } = await post('/v1/keys', { authorization: `Bearer ${mk}` }, { label: 'k' });
+    const { id } = await post('/ConnectEx', { 'x-api-key': key! }, { user: 'drain', password: 'pw', server: 'Sim-P5-Demo' });
+    const codes: Array<Promise<number>> = [];
+    for (let i = 0; i < 5; i++) {
+      const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/stream?apiKey=${key}&id=${id}`);
+      await new Promise<void>((resolve, reject) => { ws.on('open', () => resolve()); ws.on('error', reject); });
+      codes.push(new Promise((resolve) => ws.on('close', (code) => resolve(code))));
+    }
+    p.child.kill('SIGTERM');
+    expect(await Promise.all(codes)).toEqual([1001, 1001, 1001, 1001, 1001]);
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('gateway stopped');
+    expect(p.output()).not.toContain('stream.close failed');
+  }, 30_000);
+
   it('npm start (the compiled build) binds a broker login, quotes and trades, and stops on a SIGTERM sent to npm', async () => {
     // `npm start` = `npm run build` (tsc -p tsconfig.build.json into dist/) + node dist/src/main.js,
     // run from the package root. Paths that differ between the sources and the build (the shipped
@@ -187,6 +239,7 @@ describe('process', () => {
       [{ PORT: 'abc', SHARDS: '0' }, 2, /invalid configuration: port: .*; shards: /],
       [{ HOST: '999.1.1.1' }, 2, /cannot listen on 999\.1\.1\.1:0: the port is in use, or 999\.1\.1\.1 is not an address/],
       [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
+      [{ STREAM_SOFT_LIMIT_BYTES: '10000000', STREAM_HARD_LIMIT_BYTES: '5000' }, 2, /invalid configuration: streamSoftLimitBytes: must be below streamHardLimitBytes \(5000\)/],
     ];
     for (const [env, code, message] of cases) {
       const p = start(env);
@@ -195,6 +248,32 @@ describe('process', () => {
       expect(p.output(), JSON.stringify(env)).not.toMatch(/\n\s+at /);
     }
   }, 90_000);
+
+  it('a file in DATA_DIR the process cannot use (database, lock, key) is one line naming it, exit 1 (a key file holding no key: exit 2), no stack trace', async () => {
+    const cases: Array<[string, (dir: string) => void, RegExp]> = [
+      ['database is a directory', (d) => mkdirSync(join(d, 'tagw.sqlite')), /^fatal: cannot open .*tagw\.sqlite: SQLITE_CANTOPEN/m],
+      ['database is not a database', (d) => writeFileSync(join(d, 'tagw.sqlite'), Buffer.alloc(4096, 7)), /^fatal: cannot open .*tagw\.sqlite: SQLITE_NOTADB/m],
+      ['lock file is a directory', (d) => mkdirSync(join(d, 'gateway.lock')), /^fatal: cannot open .*gateway\.lock: SQLITE_CANTOPEN/m],
+      ['key file is a directory', (d) => mkdirSync(join(d, 'secret.key')), /^fatal: cannot read .*secret\.key: EISDIR/m],
+    ];
+    // Not a key: a configuration mistake (exit 2), named by its file, not as TAGW_SECRET_KEY (which is not set).
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'secret.key'), 'not-a-key\n');
+    const badKey = start({}, dir);
+    expect(await badKey.exited).toBe(2);
+    expect(badKey.output()).toMatch(/secret\.key: secretKey must be 32 bytes/);
+    expect(badKey.output()).not.toContain('TAGW_SECRET_KEY');
+    for (const [name, prepare, message] of cases) {
+      const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+      dirs.push(dir);
+      prepare(dir);
+      const p = start({}, dir);
+      expect(await p.exited, name).toBe(1);
+      expect(p.output(), name).toMatch(message);
+      expect(p.output(), name).not.toMatch(/\n\s+at /);
+    }
+  }, 60_000);
 
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
@@ -205,6 +284,9 @@ describe('process', () => {
       [['--port', 'abc'], /--port abc: expected a port number/],
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
       [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
+      // A typo or another option syntax is not ignored (state would silently stay in memory).
+      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host\)/],
+      [['--port', '0', 'extra'], /unexpected argument extra/],
     ] as Array<[string[], RegExp]>) {
       const p = start({}, undefined, ['--import', 'tsx', SIM, ...args]);
       expect(await p.exited, args.join(' ')).toBe(2);

@@ -30,7 +30,18 @@ export function secretKeyPath(dataDir: string): string {
 export function loadSecretKey(configured: string | undefined, dataDir: string): Buffer | undefined {
   if (configured) return parseSecretKey(configured);
   const file = secretKeyPath(dataDir);
-  return existsSync(file) ? parseSecretKey(readFileSync(file, 'utf8')) : undefined;
+  return existsSync(file) ? parseSecretKey(readKeyFile(file)) : undefined;
+}
+
+/** readFileSync, but its error names the file (a directory's EISDIR carries no path otherwise). */
+export function readKeyFile(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    e.path ??= file;
+    throw e;
+  }
 }
 
 /** Creates DATA_DIR/secret.key (mode 0600) holding `key`; never overwrites one that exists. */

@@ -175,11 +175,21 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   }
 }
 
+const OPTIONS = ['port', 'seed', 'config', 'data', 'host'];
+
+/**
+ * `--name value` or `--name=value`. Anything else is refused: an ignored typo (`--dta dir`,
+ * `--port=4510`) would run with state in memory, or on a random port, without a word.
+ */
 function parseArgv(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a.startsWith('--')) out[a.slice(2)] = argv[i + 1] ?? '';
+    const m = /^--([^=]+)(?:=(.*))?$/s.exec(a);
+    if (!m || !OPTIONS.includes(m[1]!)) {
+      throw new UsageError(`${m ? 'unknown option' : 'unexpected argument'} ${a} (options: ${OPTIONS.map((o) => `--${o}`).join(', ')})`);
+    }
+    out[m[1]!] = m[2] ?? argv[++i] ?? '';
   }
   return out;
 }

@@ -10,6 +10,7 @@
 // lock only to name the owner in the error message.
 import Database from 'better-sqlite3';
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { openSqliteFile } from './db.js';
 import { join, resolve } from 'node:path';
 
 export class DataDirInUseError extends Error {}
@@ -27,7 +28,7 @@ export function lockDataDir(dataDir: string): { release(): void } {
   const lockFile = join(dir, 'gateway.lock');
   let db: Database.Database;
   for (let attempt = 0; ; attempt++) {
-    db = new Database(lockFile, { timeout: 0 });
+    db = openSqliteFile(lockFile, { timeout: 0 });
     try {
       db.exec('BEGIN EXCLUSIVE');
       break;

@@ -30,6 +30,25 @@ export function configureWal(db: Db): void {
   db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
 }
 
+/**
+ * Opens a SQLite file; a file SQLite cannot use (a directory, not a database, no permission) is
+ * thrown as a system error naming the path (code SQLITE_..., syscall 'open'), which main reports as
+ * one line with exit code 1 instead of a stack trace.
+ */
+export function openSqliteFile(file: string, options?: Database.Options, init?: (db: Db) => void): Db {
+  let db: Db | undefined;
+  try {
+    db = new Database(file, options);
+    init?.(db);
+    return db;
+  } catch (err) {
+    db?.close();
+    const code = (err as { code?: unknown }).code;
+    if (typeof code !== 'string' || !code.startsWith('SQLITE_')) throw err;
+    throw Object.assign(new Error(`${file}: ${(err as Error).message}`), { code: `${code} (${(err as Error).message})`, syscall: 'open', path: file });
+  }
+}
+
 export function dbPath(dataDir: string): string {
   return join(dataDir, 'tagw.sqlite');
 }
@@ -42,8 +61,7 @@ export function dbPath(dataDir: string): string {
  */
 export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true });
-  const db = new Database(dbPath(dataDir));
-  configureWal(db);
+  const db = openSqliteFile(dbPath(dataDir), undefined, configureWal);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
   if (opts.migrate !== false) migrate(db);

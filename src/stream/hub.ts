@@ -435,8 +435,11 @@ export class StreamHub {
   private releaseIfUnused(id: string): void {
     const acc = this.accounts.get(id);
     if (acc) this.dropOpen(acc);
-    this.deps.shards.call(id, 'stream.close', { accountId: id }).catch((err: unknown) =>
-      this.deps.log.warn('stream.close failed', { accountId: id, err: errorMessage(err) }));
+    // At shutdown every socket's release fails (the shards stop; their stream state goes with them):
+    // not worth one warning per socket.
+    this.deps.shards.call(id, 'stream.close', { accountId: id }).catch((err: unknown) => {
+      if (!this.deps.inflight.draining) this.deps.log.warn('stream.close failed', { accountId: id, err: errorMessage(err) });
+    });
   }
 
   /** One stream.open fewer for the account here; its state goes with the last one and the last socket. */

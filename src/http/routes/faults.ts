@@ -65,7 +65,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
       method: 'get', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
       summary: 'Active simulator faults (operator only; each shard runs its own simulator copy, so each fault is listed per shard)',
       response: z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) }),
-      errors: ['FORBIDDEN'],
+      errors: ['BAD_REQUEST', 'FORBIDDEN'],
       handler: async ({ principal }) => {
         operatorOnly(principal!.customerId);
         const lists = await everyShard((i) => s.shards.callShard(i, 'sim.faults.list', {}));
@@ -77,7 +77,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
       summary: 'Clear simulator faults, of one server with ?server= (operator only)',
       query: z.object({ server: z.string().min(1).optional() }),
       response: z.object({ cleared: z.number() }),
-      errors: ['FORBIDDEN'],
+      errors: ['BAD_REQUEST', 'FORBIDDEN'],
       handler: async ({ query, principal }) => {
         operatorOnly(principal!.customerId);
         const r = await everyShard((i) => s.shards.callShard(i, 'sim.faults.clear', query.server ? { server: query.server } : {}));

@@ -193,8 +193,18 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
         return { id: b.injectFault(fault) };
       },
-      'sim.faults.clear': ({ server }) => ({ cleared: broker().clearFaults?.(server) ?? 0 }),
-      'sim.faults.list': () => broker().listFaults?.() ?? [],
+      // In bridge mode the faults live in the simulator process (its servers file): answering an
+      // empty list here would tell the operator that none are active.
+      'sim.faults.clear': ({ server }) => {
+        const b = broker();
+        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+        return { cleared: b.clearFaults?.(server) ?? 0 };
+      },
+      'sim.faults.list': () => {
+        const b = broker();
+        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+        return b.listFaults?.() ?? [];
+      },
       'account.op': async ({ accountId, op, args }) => {
         const e = entryOf(accountId);
         if (op === 'AccountSummary') {
