@@ -1,5 +1,6 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
+import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES, type OperatorPhase } from './runtime/hosts/accountCommands.js';
 import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -88,9 +89,15 @@ async function start(
 
   let stream: StreamHub | undefined;
   let gwSocket: GatewaySocket | undefined;
+  /** Each bound account's connection phase, as its shard last reported it (for /metrics). */
+  const accountPhases = new Map<string, OperatorPhase>();
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
-    onEvent: (ev) => (ev.kind.startsWith('gw.') ? gwSocket?.onShardEvent(ev) : stream?.onShardEvent(ev)),
+    onEvent: (ev) => {
+      if (ev.kind === ACCOUNT_PHASE_EVENT) accountPhases.set(ev.key, ev.data as OperatorPhase);
+      else if (ev.kind.startsWith('gw.')) gwSocket?.onShardEvent(ev);
+      else stream?.onShardEvent(ev);
+    },
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
     settings: {
       logLevel: config.logLevel, secretKeyHex: secretKey.toString('hex'),
@@ -109,6 +116,11 @@ async function start(
   const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
+  metrics.labeledGauge('tagw_broker_connections', 'phase', () => {
+    const n = Object.fromEntries(OPERATOR_PHASES.map((p) => [p, 0])) as Record<OperatorPhase, number>;
+    for (const p of accountPhases.values()) n[p]++;
+    return n;
+  });
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));

@@ -54,6 +54,18 @@ describe('simulator fault injection over HTTP', () => {
       if (!sawDown) await wait(25);
     }
     expect(sawDown).toBe(true);
+    // Operators see it in /metrics: accounts per connection phase.
+    const phases = async () => {
+      const text = (await t.req('GET', '/metrics')).text;
+      return Object.fromEntries([...text.matchAll(/^tagw_broker_connections\{phase="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+    };
+    let during = await phases();
+    for (let i = 0; i < 40 && !(during.reconnecting! > 0); i++) {
+      await wait(25);
+      during = await phases();
+    }
+    expect(during).toMatchObject({ reconnecting: expect.any(Number), connecting: expect.any(Number), refused: 0 });
+    expect(during.reconnecting).toBeGreaterThan(0);
     let up = false;
     for (let i = 0; i < 100 && !up; i++) {
       await wait(100);
@@ -61,6 +73,13 @@ describe('simulator fault injection over HTTP', () => {
       up = s.status === 200 && s.body.synced === true;
     }
     expect(up).toBe(true);
+    let after = await phases();
+    for (let i = 0; i < 40 && after.reconnecting! > 0; i++) {
+      await wait(50);
+      after = await phases();
+    }
+    expect(after.reconnecting).toBe(0);
+    expect(after.connected).toBeGreaterThan(0);
     const cleared = await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) });
     expect(cleared.status).toBe(200);
     expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults).toEqual([]);

@@ -22,6 +22,7 @@ export class Metrics {
   private readonly latency = new Map<Family, Histogram>();
   /** Values read at render time, by name: gauges go up and down, counters only up (`_total`). */
   private readonly readouts = new Map<string, { type: 'gauge' | 'counter'; read: () => number }>();
+  private readonly labeled = new Map<string, { label: string; read: () => Record<string, number> }>();
 
   observe(family: Family, status: number, seconds: number): void {
     let byStatus = this.requests.get(family);
@@ -35,6 +36,11 @@ export class Metrics {
   gauge(name: string, read: () => number): void {
     if (name.endsWith('_total')) throw new Error(`gauge ${name} must not end in _total (a counter's suffix)`);
     this.readouts.set(name, { type: 'gauge', read });
+  }
+
+  /** A gauge with one series per value of `label` (every key `read` returns, zeros included). */
+  labeledGauge(name: string, label: string, read: () => Record<string, number>): void {
+    this.labeled.set(name, { label, read });
   }
 
   /** A monotonic count kept elsewhere; its name ends in `_total` (Prometheus convention). */
@@ -66,6 +72,10 @@ export class Metrics {
     for (const [name, { type, read }] of this.readouts) {
       out.push(`# TYPE ${name} ${type}`);
       out.push(`${name} ${read()}`);
+    }
+    for (const [name, { label, read }] of this.labeled) {
+      out.push(`# TYPE ${name} gauge`);
+      for (const [value, n] of Object.entries(read())) out.push(`${name}{${label}="${value}"} ${n}`);
     }
     return out.join('\n') + '\n';
   }

@@ -32,6 +32,13 @@ export interface AccountStatus {
   generation: number;
 }
 
+/** Shard event (key: account id, data: OperatorPhase) on every change of an account's
+ *  connection phase; the main thread counts accounts per phase for /metrics. */
+export const ACCOUNT_PHASE_EVENT = 'acct.phase';
+/** A connection phase as operators see it: `refused` is a login the broker refused (no retry). */
+export type OperatorPhase = ConnectionPhase | 'refused';
+export const OPERATOR_PHASES: readonly OperatorPhase[] = ['connecting', 'connected', 'reconnecting', 'refused'];
+
 /** The trade operations (SPEC §4.1). */
 export type TradeOp = 'OrderSend' | 'OrderModify' | 'OrderClose' | 'OrderDelete' | 'OrderCloseBy';
 

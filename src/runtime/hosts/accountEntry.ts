@@ -10,6 +10,7 @@ import { connectionMachine, phaseOf } from '../../../actors/connection.js';
 import type { AccountSummary, BrokerConnection, BrokerCredentials, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
+import type { OperatorPhase } from './accountCommands.js';
 import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
 
 type ConnActor = Actor<typeof connectionMachine>;
@@ -25,6 +26,9 @@ export interface EntryDeps {
   factory: (c: BrokerCredentials) => BrokerConnection;
   /** A connection learned its server at login (a bridge): the host keeps the binding's platform right. */
   onServer?: (accountId: string, server: ServerInfo) => void;
+  /** The account's connection phase as operators see it: `refused` is a login the broker refused
+   *  (no automatic retry). Called on every change. */
+  onPhase?: (accountId: string, phase: OperatorPhase, server: string) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
 }
@@ -149,6 +153,8 @@ export class AccountEntry implements AccountRuntime {
   private readonly slots = new Set<Slot>();
   private waiters: Waiter[] = [];
   private lastPhase: ConnectionPhase = 'connecting';
+  /** Last phase given to deps.onPhase (refused included). */
+  private lastSeenPhase: OperatorPhase | undefined;
   private everConnected = false;
   private switching: Promise<void> | null = null;
   generation = 0;
@@ -256,6 +262,11 @@ export class AccountEntry implements AccountRuntime {
     else next = phaseOf(phase, this.everConnected);
     if (phase === 'connected') this.everConnected = true;
     if (phase === 'authFailed') this.failWaiters(apiError('NOT_CONNECTED', 'the broker refused the stored login (a wrong password, or a server it does not know); bind the account again with /ConnectEx'));
+    const seen = this.authFailed ? 'refused' : next;
+    if (seen !== this.lastSeenPhase) {
+      this.lastSeenPhase = seen;
+      this.deps.onPhase?.(this.accountId, seen, this.server.name);
+    }
     if (next !== this.lastPhase) {
       this.lastPhase = next;
       this.emit({ type: 'phase', phase: next });

@@ -6,7 +6,7 @@ import { SecretBox } from '../../crypto/secretBox.js';
 import { BrokerAuthError, BrokerError, BrokerRequestError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
-import type { AccountStatus, BindArgs } from './accountCommands.js';
+import { ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs, type OperatorPhase } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
@@ -29,11 +29,21 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   let source: BrokerSource | undefined = opts.broker;
   const broker = (): BrokerSource => (source ??= createBrokerSource(ctx));
   const entries = new Map<string, AccountEntry>();
+  const phases = new Map<string, OperatorPhase>();
   const deps = (): EntryDeps => ({
     log: ctx.log,
     factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
     backoffBaseMs: Number(ctx.settings.reconnectBaseMs ?? 250),
     backoffCapMs: Number(ctx.settings.reconnectCapMs ?? 30_000),
+    onPhase: (accountId, phase, server) => {
+      // Operators see it in /metrics (the main thread counts accounts per phase) and here.
+      const was = phases.get(accountId);
+      phases.set(accountId, phase);
+      ctx.emit({ kind: ACCOUNT_PHASE_EVENT, key: accountId, data: phase });
+      if (phase === 'reconnecting' && was !== 'refused') ctx.log.warn('broker connection lost; reconnecting', { accountId, server });
+      else if (phase === 'refused') ctx.log.warn('broker refused the stored login; no automatic retry (bind again or /CheckConnect)', { accountId, server });
+      else if (phase === 'connected' && (was === 'reconnecting' || was === 'refused')) ctx.log.info('broker connection restored', { accountId, server });
+    },
     onServer: (accountId, server) => {
       // Bound while the broker could not be asked (bridge unreachable): the server says which it is.
       const row = store.get(accountId);
