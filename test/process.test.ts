@@ -104,6 +104,27 @@ describe('process', () => {
     expect(await third.exited).toBe(0);
   }, 45_000);
 
+  // A reset that removed the database but kept bootstrap.json (or a file that is not JSON): the new
+  // key is what bootstrap.json holds afterwards, as the start says; before, the file kept the old,
+  // no longer valid key (or nothing usable).
+  it.each([
+    ['a stale key', JSON.stringify({ customerId: 'gone', managementKey: 'tagw_m_stale.0000', shown: true })],
+    ['not JSON', '{ half a file'],
+  ])('a first start over a bootstrap.json holding %s writes the new key there', async (_name, stale) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'bootstrap.json'), stale);
+    const p = start({}, dir);
+    const url = await p.listening;
+    const saved = JSON.parse(readFileSync(join(dir, 'bootstrap.json'), 'utf8')) as { managementKey: string };
+    expect(saved.managementKey).not.toBe('tagw_m_stale.0000');
+    expect(p.output()).toContain(saved.managementKey);
+    expect(statSync(join(dir, 'bootstrap.json')).mode & 0o777).toBe(0o600);
+    expect((await fetch(`${url}/v1/seats`, { headers: { authorization: `Bearer ${saved.managementKey}` } })).status).toBe(200);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 30_000);
+
   it('GATEWAY_MANAGEMENT_KEY is a valid management key and is never logged', async () => {
     const key = 'scripted-setup-key-abcdefghijklmnop';
     const p = start({ GATEWAY_MANAGEMENT_KEY: key, LOG_LEVEL: 'debug' });

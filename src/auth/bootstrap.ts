@@ -3,7 +3,7 @@
 // written to DATA_DIR/bootstrap.json readable by the owner only, and printed by the first start
 // that gets as far as listening (a start that failed before, e.g. on a busy port, never showed it).
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TenancyStore } from '../store/tenancy.js';
 import { generateKey, hashSecret } from './keys.js';
@@ -42,14 +42,20 @@ export function bootstrap(store: TenancyStore, dataDir: string, envKey: string |
     return { customerId: customer.id, bootstrapFile, ...(unshown ? { createdKey: unshown } : {}) };
   }
   const value = createManagementKey(store, customer.id, 'bootstrap', now);
-  if (!existsSync(bootstrapFile)) writeBootstrap(bootstrapFile, { customerId: customer.id, managementKey: value, shown: false });
+  // Written whatever the file held: without a management key in the database, a bootstrap.json
+  // left there (a reset that removed only the database, a damaged file) holds no valid key.
+  writeBootstrap(bootstrapFile, { customerId: customer.id, managementKey: value, shown: false });
   return { customerId: customer.id, createdKey: value, bootstrapFile };
 }
 
 interface BootstrapFile { customerId: string; managementKey: string; shown?: boolean }
 
+/** Owner-only, and replaced whole (a new file renamed over it): a file left by an earlier start
+ *  keeps neither its mode nor half of its content. */
 function writeBootstrap(file: string, content: BootstrapFile): void {
-  writeFileSync(file, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
+  renameSync(tmp, file);
 }
 
 /** The key of a bootstrap.json no start has printed yet (files from before `shown` count as printed). */
