@@ -287,6 +287,16 @@ describe('GET /news over HTTP', () => {
     expect((await t.req('GET', '/news?country=U$D', { headers: { 'x-api-key': key } })).status).toBe(400);
   });
 
+  it('answers 400 for an impact that is not one of the four names (no stars, numbers or prefixes)', async () => {
+    for (const q of ['impact=highest', 'impact=lowercase', 'impact=3', 'impact=***', 'impact=med', 'impact=non-economic', 'impact=High,lowish']) {
+      const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });
+      expect(r.status, q).toBe(400);
+      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.message, q).toMatch(/one of High, Medium, Low, Holiday/);
+    }
+    expect((await t.req('GET', '/news?impact=HOLIDAY,low', { headers: { 'x-api-key': key } })).status).toBe(200);
+  });
+
   it('answers 400 for a country that is not a three-letter currency code (US, USDX)', async () => {
     for (const q of ['country=US', 'country=USDX', 'country=EUR,US', 'country=usdx&impact=High']) {
       const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });

@@ -45,6 +45,11 @@ describe('a GET that is not an upgrade', () => {
     }
     const doc = (await t.req('GET', '/openapi.json')).body;
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/stream', '/ws']));
+    // Both refuse an upgrade with 503 SERVICE_UNAVAILABLE while the gateway shuts down.
+    for (const path of ['/v1/stream', '/ws']) {
+      expect(doc.paths[path].get.responses['503']?.description, path).toMatch(/SERVICE_UNAVAILABLE/);
+      expect(doc.paths[path].get.responses['429']?.description, path).toMatch(/AUTH_THROTTLED/);
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 // GET /news (SPEC §4.2): this week's economic calendar, any valid API key as x-api-key or Bearer.
 import { z } from 'zod';
 import { Calendar } from '../../news/calendar.js';
-import { IMPACTS, parseImpact, type Impact } from '../../news/types.js';
+import { IMPACTS, type Impact } from '../../news/types.js';
 import type { Services } from '../../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { qList } from '../schemas.js';
@@ -13,11 +13,14 @@ import { qList } from '../schemas.js';
 export const NewsQuery = z.strictObject({
   country: qList().pipe(z.array(z.string().regex(/^[A-Za-z]{3}$/, 'a three-letter currency code such as USD')).min(1, 'an empty filter would answer the whole week')).optional()
     .describe('Currency codes, three letters (USD, EUR, ...); repeat or comma-separate; case-insensitive. Default: all'),
+  // Only the four names, in any case. parseImpact is the importers' lenient reader (stars, 1-3,
+  // any word starting with high/low...): on a filter it would turn a typo (impact=highest,
+  // impact=lowercase) into a filter the caller did not ask for instead of a 400.
   impact: qList().pipe(z.array(z.string().transform((s, c) => {
-    const v = parseImpact(s);
+    const v = IMPACTS.find((i) => i.toLowerCase() === s.trim().toLowerCase());
     if (!v) c.addIssue({ code: 'custom', message: `one of ${IMPACTS.join(', ')}` });
     return v as Impact;
-  })).min(1, 'an empty filter would answer the whole week')).optional().describe(`Impact levels (${IMPACTS.join(', ')}); repeat or comma-separate. Default: all`),
+  })).min(1, 'an empty filter would answer the whole week')).optional().describe(`Impact levels (${IMPACTS.join(', ')}), case-insensitive; repeat or comma-separate. Default: all`),
 }, {
   error: (iss) => (iss.code === 'unrecognized_keys'
     ? `unknown parameter${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}: /news takes only country and impact`

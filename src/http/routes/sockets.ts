@@ -16,14 +16,14 @@ export function socketRoutes(): AnyRoute[] {
       method: 'get', path: STREAM_PATH, family: 'stream', auth: 'none', tags: ['stream'], successStatus: 101,
       summary: 'WebSocket: quotes, candles, positions, orders, trades and heartbeats of an account (SPEC §6)',
       description: 'Upgrade with ?id=<account>&apiKey=<key> (or x-api-key), optional heartbeat=0. Refusals are checked before the upgrade and answer the statuses listed (docs/stream.md); a GET that is not an upgrade is 400.',
-      errors: ['BAD_REQUEST', 'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'AUTH_THROTTLED', 'NOT_CONNECTED'],
+      errors: ['BAD_REQUEST', 'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'AUTH_THROTTLED', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE'],
       handler: notUpgrade(STREAM_PATH),
     }),
     defineRoute({
       method: 'get', path: GATEWAY_SOCKET_PATH, family: 'gateway', auth: 'none', tags: ['gateway'], successStatus: 101,
       summary: 'WebSocket: pushes of a gateway session (?handle=), see docs/gateway.md',
       description: 'Upgrade with ?handle=<session handle> and the API key (x-api-key or apiKey=). A GET that is not an upgrade is 400.',
-      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'ACCOUNT_SCOPE', 'AUTH_THROTTLED'],
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'ACCOUNT_SCOPE', 'AUTH_THROTTLED', 'SERVICE_UNAVAILABLE'],
       handler: notUpgrade(GATEWAY_SOCKET_PATH),
     }),
   ];

@@ -136,13 +136,14 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   const emit = (handleHash: string, frame: GatewayFrameData) => ctx.emit({ kind: GATEWAY_EVENT.frame, key: handleHash, data: frame });
 
-  function machineFor(accountId: string, handleHash: () => string | null) {
+  function machineFor(accountId: string, handleHash: () => string | null, leased: (key: string) => void) {
     return sessionMachine.provide({
       actors: {
         subscription: subscriptionMachine.provide({
           actors: {
             lease: fromCallback<EventObject, SubscriptionSpec & { key: string }>(({ input }) => {
               const spec: SubscriptionSpec = { kind: input.kind, symbol: input.symbol, intervalMs: input.intervalMs, ...(input.timeframe ? { timeframe: input.timeframe } : {}) };
+              leased(input.key);
               acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId, key: input.key, err: errorMessage(e) }));
               return () => {
                 release(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker unsubscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
@@ -210,8 +211,11 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   function startActor(input: Parameters<typeof createActor<typeof sessionMachine>>[1] extends infer O ? O : never, accountId: string): Live {
     let hash: string | null = null;
-    const actor = createActor(machineFor(accountId, () => hash), input);
-    const live: Live = { actor, accountId, handleHash: '', detach: () => {}, firstBar: new Map() };
+    // A subscription that starts (again) joins its bar in progress mid-way: forget the first bar of
+    // an earlier subscription of the same key, or a re-subscribe after that bar would say partial:false.
+    const firstBar = new Map<string, number>();
+    const actor = createActor(machineFor(accountId, () => hash, (key) => firstBar.delete(key)), input);
+    const live: Live = { actor, accountId, handleHash: '', detach: () => {}, firstBar };
     actor.subscribe({
       next: (s) => {
         hash = s.context.handleHash;
