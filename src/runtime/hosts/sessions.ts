@@ -24,6 +24,10 @@ import './gatewayCommands.js';
 
 type SessionActor = Actor<typeof sessionMachine>;
 
+/** A quote frame not written yet: a subscription with an interval may hold it back, and its ageMs
+ *  must be its age when it leaves, so it is serialized by the push, not on arrival. */
+interface HeldQuote { type: 'QUOTE'; tick: Tick; clock: ServerClock }
+
 /** One broker subscription of this host for an account, shared by the subscriptions that need it. */
 interface BrokerLease {
   n: number;
@@ -153,7 +157,9 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
           actions: {
             push: (_a, p) => {
               const h = handleHash();
-              if (h) emit(h, p.frame as GatewayFrameData);
+              if (!h) return;
+              const f = p.frame as GatewayFrameData | HeldQuote;
+              emit(h, 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, Date.now()) } : f);
             },
           },
         }),
@@ -196,7 +202,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       const b = children[`book:${ev.tick.symbol}`];
       const clock = (q || b) && clockOf(rt);
       if (!clock) return;
-      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', json: quoteData(ev.tick, clock, Date.now()) } satisfies GatewayFrameData });
+      // Written when pushed (see HeldQuote), so ageMs is the age at the push.
+      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', tick: ev.tick, clock } satisfies HeldQuote });
       if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clock) } satisfies GatewayFrameData });
     } else if (ev.type === 'candle') {
       const key = subscriptionKey({ kind: 'ohlc', symbol: ev.candle.symbol, timeframe: ev.candle.timeframe });
