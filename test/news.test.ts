@@ -246,10 +246,11 @@ describe('GET /news over HTTP', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('needs a valid API key, as x-api-key or Bearer; a management key is not one', async () => {
+  it('needs a valid API key (x-api-key or Bearer) or the management key (Bearer or x-management-key): a connection route, SPEC §5.2/§5.8', async () => {
     expect((await t.req('GET', '/news')).status).toBe(401);
     expect((await t.req('GET', '/news', { headers: { 'x-api-key': 'tagw_nope' } })).status).toBe(401);
-    expect((await t.req('GET', '/news', { headers: mgmt(t.managementKey) })).status).toBe(401);
+    expect((await t.req('GET', '/news', { headers: mgmt(t.managementKey) })).status).toBe(200);
+    expect((await t.req('GET', '/news', { headers: { 'x-management-key': t.managementKey } })).status).toBe(200);
     expect((await t.req('GET', '/news', { headers: { 'x-api-key': key } })).status).toBe(200);
     expect((await t.req('GET', '/news', { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
   });

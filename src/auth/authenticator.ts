@@ -127,10 +127,12 @@ export class Authenticator {
         return p;
       }
       case 'news': {
-        const value = headers['x-api-key'] ?? bearer(headers);
+        // A connection endpoint (SPEC §5.2): any API key, scoped ones included (the calendar is no
+        // account's data), and the management key (§5.8), as on the other connection routes.
+        const value = headers['x-management-key'] ?? headers['x-api-key'] ?? bearer(headers);
         if (!value) throw this.keyRequired(v1);
         const p = this.resolve(value);
-        if (!p || p.kind !== 'api') throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
+        if (!p) throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
         return p;
       }
     }

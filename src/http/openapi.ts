@@ -31,7 +31,7 @@ const SECURITY: Record<string, Json[]> = {
   management: [{ managementBearer: [] }, { managementHeader: [] }],
   connection: [{ apiKey: [] }, { apiKeyBearer: [] }, { managementBearer: [] }, { managementHeader: [] }],
   api: [{ apiKey: [] }],
-  news: [{ apiKey: [] }, { apiKeyBearer: [] }],
+  news: [{ apiKey: [] }, { apiKeyBearer: [] }, { managementBearer: [] }, { managementHeader: [] }],
 };
 
 export function buildOpenApi(routes: AnyRoute[], version: string): Json {
