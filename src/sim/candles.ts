@@ -2,7 +2,7 @@
 // D1 opens at server midnight, W1 on Sunday server midnight, MN1 on the 1st of the month
 // (server calendar). Boundaries are computed once per bar, not per tick: a tick only
 // compares its time with the precomputed end of the M1 bar (the earliest of all ends).
-import { fromServerTime, type ServerClock } from '../broker/time.js';
+import { dstInterval, fromServerTime, type ServerClock } from '../broker/time.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, type Candle, type Timeframe } from '../broker/types.js';
 import type { Ohlc, TickSource } from './feed.js';
 
@@ -37,11 +37,20 @@ export function nextBarServer(tf: Timeframe, startServer: number): number {
   return startServer + TIMEFRAME_MINUTES[tf] * 60_000;
 }
 
-/** [startUtc, endUtc) of the bar containing a UTC instant. */
+/** [startUtc, endUtc) of the bar containing a UTC instant. When DST ends the server clock repeats
+ *  an hour; a server time maps to its first occurrence, so the bar open just before the switch runs
+ *  on to the first bar boundary after it (as bars are walked forward, from each end to the next) and
+ *  an instant in the repeated hour belongs to that bar, not to one that ended an hour earlier. */
 export function barRangeUtc(tf: Timeframe, utcMs: number, clock: ServerClock): [number, number] {
   const startS = barStartServer(tf, clock.toServer(utcMs));
   const endS = nextBarServer(tf, startS);
-  return [fromServerTime(startS, clock.tz), fromServerTime(endS, clock.tz)];
+  const end = fromServerTime(endS, clock.tz);
+  if (end <= utcMs) {
+    // In the repeated hour: the bar is the one open at the last instant before the clock went back.
+    const dst = dstInterval(clock.tz.dst, new Date(utcMs).getUTCFullYear());
+    if (dst !== null && utcMs >= dst[1]) return barRangeUtc(tf, dst[1] - 1, clock);
+  }
+  return [fromServerTime(startS, clock.tz), end];
 }
 
 export function toCandle(startUtc: number, clock: ServerClock, o: Ohlc, scale: number): Candle {

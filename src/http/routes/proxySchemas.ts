@@ -44,6 +44,8 @@ function timeParser(re: RegExp, what: string) {
     if (!zone) return { serverMs: wall };
     if (zone === 'Z') return { utcMs: wall };
     const zm = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;
+    // An offset is at most 23:59 (ISO 8601, and what Date.parse reads on the classic routes).
+    if (Number(zm[2]) > 23 || Number(zm[3]) > 59) return bad();
     const off = (Number(zm[2]) * 60 + Number(zm[3])) * 60_000 * (zm[1] === '-' ? -1 : 1);
     return { utcMs: wall - off };
   });

@@ -256,6 +256,7 @@ export async function runOp(op: string, a: Record<string, unknown>, env: OpsEnv)
       case 'BalanceHistory': {
         const from = (a.from as number | undefined) ?? 0;
         const to = (a.to as number | undefined) ?? now + 1;
+        if (to < from) throw apiError('BAD_REQUEST', "parameter 'to' is before 'from'");
         return utc(await conn.balanceHistory(from, to));
       }
       default:
