@@ -90,6 +90,28 @@ describe('session handle lifecycle', () => {
     expect(await connect(t, a.id)).toBe(h2);
   });
 
+  it('POST /ConnectEx?id=<account> re-binds that account (query id, as on every classic route), not a new seat', async () => {
+    const a = await account(t, 'P5');
+    const user = `rbq-${a.id.slice(0, 8)}`;
+    // Used to ignore the query id and create (and bill) a second seat bound to the new login.
+    const rebind = await t.req('POST', `/ConnectEx?id=${a.id}`, { headers: mgmt(t.managementKey), body: { user, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(rebind.status, rebind.text).toBe(200);
+    expect(rebind.body.id).toBe(a.id);
+    // ...so the account now trades as the P4 login: its P5 session ended as with any re-bind to the other platform.
+    expect((await op(t, a, 'AccountSummary')).body.error).toBe('SESSION_NOT_FOUND');
+    const b = { ...a, handle: await connect(t, a.id) };
+    expect((await op(t, b, 'AccountDetails')).body).toMatchObject({ platform: 'P4', login: user });
+    // query and body naming different accounts: refused, nothing re-bound
+    const other = await brokerAccount(t, 'P5');
+    const clash = await t.req('POST', `/ConnectEx?id=${other}`, { headers: mgmt(t.managementKey), body: { id: a.id, user: `${user}-2`, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(clash.status, clash.text).toBe(400);
+    expect((await op(t, b, 'AccountDetails')).body.login).toBe(user);
+    // the same id in both places is fine
+    const both = await t.req('POST', `/ConnectEx?accountId=${a.id.toUpperCase()}`, { headers: mgmt(t.managementKey), body: { id: a.id, user, password: 'x', server: 'Sim-P4-Demo' } });
+    expect(both.status, both.text).toBe(200);
+    expect(both.body.id).toBe(a.id);
+  });
+
   it('rejects made-up handles, a missing handle, unknown accounts and accounts without a broker login', async () => {
     const a = await account(t, 'P5');
     expect((await op(t, { ...a, handle: 'gwh_madeup' }, 'AccountSummary')).status).toBe(404);

@@ -2,7 +2,7 @@
 // valid and invalid parameters. Trades use BTCUSD, which the simulator quotes around the clock.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { account, op, serverTime, type Acct } from './gateway-helpers.js';
+import { account, apiKey, op, serverTime, type Acct } from './gateway-helpers.js';
 
 let t: TestGateway;
 let p5: Acct;
@@ -305,5 +305,33 @@ describe('P4 operations (§4.5)', () => {
       expect(r.status, name).toBe(404);
       expect(r.body.error).toBe('OPERATION_NOT_ON_PLATFORM');
     }
+  });
+});
+
+describe('idempotency ids on the gateway trade operations', () => {
+  // §4.4/§4.5 give OrderSendSafe/OrderSend no idempotency id. The header used to be ignored, so a bot
+  // retrying with the same Idempotency-Key got a second order; it is refused before anything is sent.
+  it('an Idempotency-Key header on a trade operation is 400 and sends nothing, on both platforms', async () => {
+    const [a5, a4] = await Promise.all([account(t, 'P5'), account(t, 'P4')]);
+    const send = (a: Acct, name: string, query: Record<string, string | number>) => {
+      const qs = new URLSearchParams({ handle: a.handle, ...Object.fromEntries(Object.entries(query).map(([k, v]) => [k, String(v)])) });
+      return t.req('GET', `/v1/proxy/${name}?${qs}`, { headers: { 'x-api-key': a.key, 'idempotency-key': 'gw-retry-1' } });
+    };
+    for (let i = 0; i < 2; i++) {
+      const r5 = await send(a5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 });
+      expect(r5.status, r5.text).toBe(400);
+      expect(r5.body).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining('Idempotency-Key') });
+      const r4 = await send(a4, 'OrderSend', { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+      expect(r4.status, r4.text).toBe(400);
+      expect(r4.body.message).toContain('Idempotency-Key');
+    }
+    expect((await op(t, a5, 'OpenedOrdersTickets')).body).toEqual([]);
+    expect((await op(t, a4, 'OpenedOrdersTickets')).body).toEqual([]);
+    // the query form was already refused as an unknown parameter
+    await bad(a5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01, clientOrderId: 'gw-retry-2' }, 'clientOrderId');
+    // read-only keys still get their 403 first (§5.5)
+    const ro = await apiKey(t, a5.id, { readOnly: true });
+    const r = await t.req('GET', `/v1/proxy/OrderSendSafe?handle=${a5.handle}&symbol=BTCUSD&operation=0&volume=0.01`, { headers: { 'x-api-key': ro, 'idempotency-key': 'gw-retry-3' } });
+    expect(r.status).toBe(403);
   });
 });

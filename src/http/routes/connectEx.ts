@@ -33,6 +33,25 @@ type ConnectExInput = z.infer<typeof ConnectExBody>;
 
 const Reply = z.object({ id: z.string().uuid() }).meta({ id: 'ConnectExReply' });
 
+/**
+ * The body methods also read `id`/`accountId` from the query string, as every classic route
+ * addresses its account (SPEC §5.1). Ignoring it turned `POST /ConnectEx?id=<account>` (a re-bind)
+ * into the creation of a new billable seat. Query and body naming different accounts: 400.
+ */
+function withQueryId(body: ConnectExInput, query: Record<string, unknown>): ConnectExInput {
+  const out = { ...body };
+  for (const k of ['id', 'accountId'] as const) {
+    const v = one(query[k]);
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || v === '') throw apiError('BAD_REQUEST', `parameter '${k}': ${typeof v === 'string' ? 'empty' : 'given more than once with different values'}`);
+    if (out[k] === undefined) out[k] = v;
+    else if (canonicalAccountId(out[k]) !== canonicalAccountId(v)) {
+      throw apiError('BAD_REQUEST', `parameter '${k}': given in the query and in the body with different values; send one of them`);
+    }
+  }
+  return out;
+}
+
 export function connectExRoutes(s: Services): AnyRoute[] {
   const handler = async (input: ConnectExInput, principal: Principal) => {
     assertCanBind(principal);
@@ -72,7 +91,8 @@ export function connectExRoutes(s: Services): AnyRoute[] {
     ...(['post', 'put', 'patch', 'delete'] as const).map((method) => defineRoute({
       ...common, method, errors: [...common.errors], body: ConnectExBody,
       summary: 'Bind a broker login to an account (JSON body); creates a shared seat when no id is given',
-      handler: ({ body, principal }) => handler(body, principal!),
+      description: 'The account to re-bind is `id` (alias `accountId`) in the body or in the query string (`?id=`, as on the other classic routes); both given with different values is a 400.',
+      handler: ({ body, principal, req }) => handler(withQueryId(body, req.query), principal!),
     })),
     defineRoute({
       method: 'post', path: '/v1/accounts/:id/upgrade', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],

@@ -34,13 +34,13 @@ const OP_NOTE: Record<string, string> = {
 
 function describeParams(op: string, def: OpDef): string {
   const plat = [def.P5 ? 'P5' : null, def.P4 ? 'P4' : null].filter(Boolean).join(' and ');
-  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400).${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
+  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400).${def.kind === 'trade' ? ' No idempotency id: an Idempotency-Key header is a 400 and nothing is sent (the classic /OrderSend takes clientOrderId).' : ''}${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
 }
 
 export function proxyRoutes(s: Services): AnyRoute[] {
   const dir = handleDirectory(s);
 
-  const serve = async (op: string, raw: Record<string, unknown>, principal: NonNullable<Parameters<typeof assertCanTrade>[0]>) => {
+  const serve = async (op: string, raw: Record<string, unknown>, principal: NonNullable<Parameters<typeof assertCanTrade>[0]>, headers: Record<string, string | undefined> = {}) => {
     const def = OPERATIONS[op];
     if (!def) throw apiError('ROUTE_NOT_FOUND', `unknown gateway operation '${op}'`);
     if (def.noHandle) return { pong: true, time: new Date(s.clock.now()).toISOString() };
@@ -61,7 +61,15 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       const alt = COUNTERPART[op];
       throw apiError('OPERATION_NOT_ON_PLATFORM', `${op} is not a ${session.platform} operation${alt && OPERATIONS[alt]?.[session.platform] ? `; use ${alt}${COUNTERPART_NOTE[op] ?? ''}` : ''}`);
     }
-    if (def.kind === 'trade') assertCanTrade(principal);
+    if (def.kind === 'trade') {
+      assertCanTrade(principal);
+      // §4.4/§4.5 give the gateway's trade operations no idempotency id (a `clientOrderId` query
+      // parameter is refused as unknown). The header must not be ignored silently either: a bot that
+      // retried with it would get a second order. Refused before anything is sent.
+      if (headers['idempotency-key'] !== undefined) {
+        throw apiError('BAD_REQUEST', 'header Idempotency-Key: gateway trade operations take no idempotency id, so nothing was sent; for an idempotent order use the classic /OrderSend with clientOrderId');
+      }
+    }
     // Every key of the customer shares the account's one session (SPEC §3): a read-only key (a
     // dashboard, say) must not end it under the bot that trades with it.
     if (op === 'Disconnect' && principal.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot end the session (it is shared with the keys that trade)');
@@ -86,7 +94,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
       errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
-      handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!) }),
+      handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }));
   routes.push(defineRoute({
     // No key is looked at: like the fallback's 404/405, this answer says only that the route does
