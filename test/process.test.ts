@@ -138,12 +138,10 @@ describe('process', () => {
     expect(p.output()).not.toContain(key);
   }, 30_000);
 
-  it('SIGTERM lets a request in flight finish, then exits 0', async () => {
-    const key = 'scripted-setup-key-abcdefghijklmnop';
-    const p = start({ GATEWAY_MANAGEMENT_KEY: key });
-    const url = new URL(await p.listening);
+  /** POST /v1/seats whose body is half sent when `signal` runs, and finished 300 ms later. */
+  function seatPostAcrossSignals(url: URL, key: string, signal: () => void): Promise<{ status: number; body: string }> {
     const body = JSON.stringify({ privateHosting: false, region: 'eu-west' });
-    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const req = request({
         host: url.hostname, port: url.port, path: '/v1/seats', method: 'POST',
         headers: { 'x-management-key': key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
@@ -153,14 +151,19 @@ describe('process', () => {
         res.on('end', () => resolve({ status: res.statusCode!, body: b }));
       });
       req.on('error', reject);
-      // Half the body now; the request is in flight when SIGTERM arrives.
+      // Half the body now; the request is in flight when the signal arrives.
       req.write(body.slice(0, 10));
       setTimeout(() => {
-        p.child.kill('SIGTERM');
+        signal();
         setTimeout(() => req.end(body.slice(10)), 300);
       }, 200);
     });
-    const r = await response;
+  }
+
+  it('SIGTERM lets a request in flight finish, then exits 0', async () => {
+    const key = 'scripted-setup-key-abcdefghijklmnop';
+    const p = start({ GATEWAY_MANAGEMENT_KEY: key });
+    const r = await seatPostAcrossSignals(new URL(await p.listening), key, () => p.child.kill('SIGTERM'));
     expect(r.status).toBe(201);
     expect(JSON.parse(r.body)).toMatchObject({ status: 'ACTIVE', region: 'eu-west' });
     expect(await p.exited).toBe(0);
@@ -170,28 +173,12 @@ describe('process', () => {
   it('a second signal during the drain (Ctrl-C under npm start sends two SIGINTs) does not cut it short', async () => {
     const key = 'scripted-setup-key-abcdefghijklmnop';
     const p = start({ GATEWAY_MANAGEMENT_KEY: key });
-    const url = new URL(await p.listening);
-    const body = JSON.stringify({ privateHosting: false, region: 'eu-west' });
-    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request({
-        host: url.hostname, port: url.port, path: '/v1/seats', method: 'POST',
-        headers: { 'x-management-key': key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      }, (res) => {
-        let b = '';
-        res.on('data', (d: Buffer) => (b += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode!, body: b }));
-      });
-      req.on('error', reject);
-      req.write(body.slice(0, 10));
-      setTimeout(() => {
-        // The terminal's SIGINT, npm's forwarded one, then an impatient SIGTERM.
-        p.child.kill('SIGINT');
-        setTimeout(() => p.child.kill('SIGINT'), 50);
-        setTimeout(() => p.child.kill('SIGTERM'), 100);
-        setTimeout(() => req.end(body.slice(10)), 300);
-      }, 200);
+    const r = await seatPostAcrossSignals(new URL(await p.listening), key, () => {
+      // The terminal's SIGINT, npm's forwarded one, then an impatient SIGTERM.
+      p.child.kill('SIGINT');
+      setTimeout(() => p.child.kill('SIGINT'), 50);
+      setTimeout(() => p.child.kill('SIGTERM'), 100);
     });
-    const r = await response;
     expect(r.status).toBe(201);
     expect(await p.exited).toBe(0);
     expect(p.output()).toContain('gateway stopped');
