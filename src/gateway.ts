@@ -1,6 +1,5 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
-import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES, type OperatorPhase } from './runtime/hosts/accountCommands.js';
 import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -24,6 +23,7 @@ import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
 import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
+import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES, type OperatorPhase } from './runtime/hosts/accountCommands.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
 import { StreamHub } from './stream/hub.js';

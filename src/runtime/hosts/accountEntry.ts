@@ -27,8 +27,8 @@ export interface EntryDeps {
   /** A connection learned its server at login (a bridge): the host keeps the binding's platform right. */
   onServer?: (accountId: string, server: ServerInfo) => void;
   /** The account's connection phase as operators see it: `refused` is a login the broker refused
-   *  (no automatic retry). Called on every change. */
-  onPhase?: (accountId: string, phase: OperatorPhase, server: string) => void;
+   *  (no automatic retry). Called on every change, with the phase before (none at the first). */
+  onPhase?: (accountId: string, phase: OperatorPhase, was: OperatorPhase | undefined, server: string) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
 }
@@ -264,8 +264,9 @@ export class AccountEntry implements AccountRuntime {
     if (phase === 'authFailed') this.failWaiters(apiError('NOT_CONNECTED', 'the broker refused the stored login (a wrong password, or a server it does not know); bind the account again with /ConnectEx'));
     const seen = this.authFailed ? 'refused' : next;
     if (seen !== this.lastSeenPhase) {
+      const was = this.lastSeenPhase;
       this.lastSeenPhase = seen;
-      this.deps.onPhase?.(this.accountId, seen, this.server.name);
+      this.deps.onPhase?.(this.accountId, seen, was, this.server.name);
     }
     if (next !== this.lastPhase) {
       this.lastPhase = next;

@@ -6,7 +6,7 @@ import { SecretBox } from '../../crypto/secretBox.js';
 import { BrokerAuthError, BrokerError, BrokerRequestError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
-import { ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs, type OperatorPhase } from './accountCommands.js';
+import { ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
@@ -29,16 +29,21 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   let source: BrokerSource | undefined = opts.broker;
   const broker = (): BrokerSource => (source ??= createBrokerSource(ctx));
   const entries = new Map<string, AccountEntry>();
-  const phases = new Map<string, OperatorPhase>();
+  /** The embedded simulator's fault controls. In bridge mode the faults live in the simulator
+   *  process (its servers file): every fault route refuses, as an empty list would tell the
+   *  operator that none are active. */
+  const simFaults = (): Required<Pick<BrokerSource, 'injectFault' | 'clearFaults' | 'listFaults'>> => {
+    const b = broker();
+    if (!b.injectFault || !b.clearFaults || !b.listFaults) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+    return b as Required<Pick<BrokerSource, 'injectFault' | 'clearFaults' | 'listFaults'>>;
+  };
   const deps = (): EntryDeps => ({
     log: ctx.log,
     factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
     backoffBaseMs: Number(ctx.settings.reconnectBaseMs ?? 250),
     backoffCapMs: Number(ctx.settings.reconnectCapMs ?? 30_000),
-    onPhase: (accountId, phase, server) => {
+    onPhase: (accountId, phase, was, server) => {
       // Operators see it in /metrics (the main thread counts accounts per phase) and here.
-      const was = phases.get(accountId);
-      phases.set(accountId, phase);
       ctx.emit({ kind: ACCOUNT_PHASE_EVENT, key: accountId, data: phase });
       if (phase === 'reconnecting' && was !== 'refused') ctx.log.warn('broker connection lost; reconnecting', { accountId, server });
       else if (phase === 'refused') ctx.log.warn('broker refused the stored login; no automatic retry (bind again or /CheckConnect)', { accountId, server });
@@ -194,27 +199,11 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       },
       'account.fault': ({ accountId, fault }) => {
         const e = entryOf(accountId);
-        const b = broker();
-        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
-        return { id: b.injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
+        return { id: simFaults().injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
       },
-      'sim.faults.set': ({ fault }) => {
-        const b = broker();
-        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
-        return { id: b.injectFault(fault) };
-      },
-      // In bridge mode the faults live in the simulator process (its servers file): answering an
-      // empty list here would tell the operator that none are active.
-      'sim.faults.clear': ({ server }) => {
-        const b = broker();
-        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
-        return { cleared: b.clearFaults?.(server) ?? 0 };
-      },
-      'sim.faults.list': () => {
-        const b = broker();
-        if (!b.injectFault) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
-        return b.listFaults?.() ?? [];
-      },
+      'sim.faults.set': ({ fault }) => ({ id: simFaults().injectFault(fault) }),
+      'sim.faults.clear': ({ server }) => ({ cleared: simFaults().clearFaults(server) }),
+      'sim.faults.list': () => simFaults().listFaults(),
       'account.op': async ({ accountId, op, args }) => {
         const e = entryOf(accountId);
         if (op === 'AccountSummary') {
