@@ -2,6 +2,7 @@
 // strings when repeated), so the helpers here convert them strictly: '' is not 0, 'abc' is an error.
 import { z } from 'zod';
 import { RETCODES, type RejectReason } from '../broker/types.js';
+import { apiError } from '../errors.js';
 
 /** Loose: some errors add detail fields (a broker rejection its `reason` and `retcode`; the proxy's
  *  symbol-limit 400 `count` and `limit`). */
@@ -19,6 +20,14 @@ export const ErrorBody = z.looseObject({
 export const one = (v: unknown) => (Array.isArray(v) ? (v.every((x) => x === v[0]) ? v[0] : REPEATED) : v);
 /** Stands for "given twice with different values": an object, so no scalar schema accepts it. */
 const REPEATED = Object.freeze({ repeated: 'given more than once with different values' });
+
+/** The answer to an alias given beside its parameter with another value: refused (naming the
+ *  alias), never overruled by either. The classic query schemas, /ConnectEx and the /v1/stream
+ *  upgrade all say it so. */
+export const aliasConflict = (param: string) => `alias of '${param}', given with a different value; send one of them`;
+export function assertAliasAgrees(param: string, alias: string, value: unknown, aliasValue: unknown): void {
+  if (value !== undefined && aliasValue !== undefined && value !== aliasValue) throw apiError('BAD_REQUEST', `parameter '${alias}': ${aliasConflict(param)}`);
+}
 
 /** Schema params giving `message` for a parameter given twice with different values; zod's default for the rest. */
 const onRepeat = (message: string) => ({ error: (iss: { input?: unknown }) => (iss.input === REPEATED ? message : undefined) });

@@ -27,6 +27,7 @@ import type { Config } from '../config.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
 import { readRequest, singleParam } from '../http/request.js';
+import { assertAliasAgrees } from '../http/schemas.js';
 import { ResponseSink } from '../http/respond.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Logger } from '../log.js';
@@ -281,10 +282,7 @@ export class StreamHub {
       const principal = d.auth.authenticate('api', headers, true)!;
       const idParam = singleParam(q, 'id');
       const aliasParam = singleParam(q, 'accountId');
-      // As on the classic routes: an alias that disagrees with its parameter is refused, not overruled.
-      if (idParam !== undefined && aliasParam !== undefined && idParam !== aliasParam) {
-        throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
-      }
+      assertAliasAgrees('id', 'accountId', idParam, aliasParam);
       const id = canonicalAccountId(idParam ?? aliasParam);
       if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
       assertAccountScope(principal, id);

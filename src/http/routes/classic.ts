@@ -8,7 +8,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { isCalendarDate, one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
+import { aliasConflict, isCalendarDate, one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -64,7 +64,7 @@ function withAliases<S extends z.ZodRawShape>(shape: S) {
     const q = v as Record<string, unknown>;
     for (const [a, b] of pairs) {
       if (q[a] !== undefined && q[b] !== undefined && q[a] !== q[b]) {
-        ctx.addIssue({ code: 'custom', path: [b], message: `alias of '${a}', given with a different value; send one of them` });
+        ctx.addIssue({ code: 'custom', path: [b], message: aliasConflict(a) });
       }
     }
   });

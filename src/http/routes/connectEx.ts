@@ -11,7 +11,7 @@ import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
-import { one, qInt, qString } from '../schemas.js';
+import { assertAliasAgrees, one, qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { canonicalAccountId } from '../../util/accountId.js';
@@ -57,11 +57,8 @@ export function connectExRoutes(s: Services): AnyRoute[] {
     assertCanBind(principal);
     const given = canonicalAccountId(input.id);
     const alias = canonicalAccountId(input.accountId);
-    // As on the other classic routes and /v1/stream: an alias that disagrees is refused, never
-    // overruled (re-binding the wrong account would move it to another login).
-    if (given !== undefined && alias !== undefined && given !== alias) {
-      throw apiError('BAD_REQUEST', "parameter 'accountId': alias of 'id', given with a different value; send one of them");
-    }
+    // Overruling either would re-bind the wrong account to another login.
+    assertAliasAgrees('id', 'accountId', given, alias);
     const existing = given ?? alias;
     const bind = { customerId: principal.customerId, user: input.user, password: input.password, server: input.server, platform: input.platform, build: input.build };
     if (existing) {
