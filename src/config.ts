@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { parseOrigins } from './http/cors.js';
 import { isTimeZone } from './news/zone.js';
 
 const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
@@ -35,6 +36,16 @@ export const configSchema = z.object({
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
   bridgeUrl: z.string().regex(/^(tcp:\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port').optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
+  /** Origins of browser pages allowed to call the API (CORS) and open its WebSockets: comma-separated
+   *  scheme://host[:port]; default none (docs/dashboard.md). */
+  corsOrigins: z.union([z.string(), z.array(z.string())]).default([]).transform((v, ctx) => {
+    try {
+      return parseOrigins(v);
+    } catch (e) {
+      ctx.addIssue({ code: 'custom', message: (e as Error).message });
+      return z.NEVER;
+    }
+  }),
   idleTimeoutSec: int(8, 960).default(120),
   authFailLimit: int(1, 1_000_000).default(40),
   authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
@@ -76,6 +87,7 @@ const ENV: Record<string, keyof Config> = {
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
+  CORS_ORIGINS: 'corsOrigins',
 };
 
 export class ConfigError extends Error {}

@@ -6,7 +6,8 @@ import { Authenticator } from './auth/authenticator.js';
 import { bootstrap, markKeyShown } from './auth/bootstrap.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
 import { ConfigError, type Config } from './config.js';
-import { mountNotFound, mountRoutes, type HttpDeps } from './http/app.js';
+import { mountNotFound, mountPreflight, mountRoutes, type HttpDeps } from './http/app.js';
+import { CorsPolicy } from './http/cors.js';
 import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
 import { classicRoutes } from './http/routes/classic.js';
@@ -130,11 +131,12 @@ async function start(
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug' };
+  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins) };
   const app = uws.App();
   streamHub.mount(app);
   (gwSocket = new GatewaySocket(services, throttle, inflight)).mount(app);
   mountRoutes(app, routes, deps);
+  mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {

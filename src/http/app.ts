@@ -7,6 +7,7 @@ import { assertCanTrade } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { CorsPolicy } from './cors.js';
 import type { Family, Metrics } from './metrics.js';
 import { readRequest, type RequestInfo } from './request.js';
 import { QueryMemo } from './queryMemo.js';
@@ -22,6 +23,8 @@ export interface HttpDeps {
   trustProxy: boolean;
   /** Access log at debug level (checked before building the record, on the hot path). */
   debugLog?: boolean;
+  /** CORS allowlist (CORS_ORIGINS); undefined when empty, and then no Origin is read. */
+  cors?: CorsPolicy;
   /** Tracks requests in flight so shutdown can drain them. */
   inflight: { count: number; draining: boolean };
 }
@@ -44,6 +47,7 @@ export function sendError(sink: ResponseSink, e: ApiError, close = false): void 
 }
 
 export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDeps): void {
+  const methodsOf = allowedMethods(routes);
   for (const route of routes) {
     const n = paramCount(route.path);
     // Not for trading calls: each carries a new clientOrderId or ticket, so kept copies would only
@@ -52,7 +56,11 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     // Only 'any' routes (and the fallback below) see HEAD: uWS matches get() to GET alone.
     const anyMethod = route.method === 'any';
     const handler = (res: HttpResponse, req: HttpRequest) => {
-      const sink = new ResponseSink(res, false, anyMethod && req.getMethod() === 'head');
+      const method = anyMethod ? req.getMethod() : '';
+      // uWS gives an OPTIONS to an 'any' route before the preflight handler: answered the same way.
+      if (method === 'options') return preflight(res, req, deps, methodsOf);
+      const sink = new ResponseSink(res, false, method === 'head');
+      if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
       let info: RequestInfo;
       try {
         info = readRequest(res, req, n, deps.trustProxy, route.trading === true);
@@ -98,6 +106,43 @@ export function methodsByPath(routes: readonly AnyRoute[]): (path: string) => st
   };
 }
 
+/** Methods an 'any' route answers, for Allow and the preflight. */
+const ANY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT'];
+
+/** Every method a path answers, 'any' routes included; empty for a path no route has. */
+export function allowedMethods(routes: readonly AnyRoute[]): (path: string) => string[] {
+  const byMethod = methodsByPath(routes);
+  const anyRoutes = methodsByPath(routes.filter((r) => r.method === 'any').map((r) => ({ ...r, method: 'get' as const })));
+  return (path) => (anyRoutes(path).length > 0 ? ANY_METHODS : byMethod(path));
+}
+
+/**
+ * OPTIONS on a route: 204 with Allow, plus the CORS preflight headers when the Origin is on the
+ * allowlist (none otherwise: the browser then refuses the real request). An unknown path stays a 404.
+ */
+function preflight(res: HttpResponse, req: HttpRequest, deps: HttpDeps, methodsOf: (path: string) => string[]): void {
+  const receivedAt = performance.now();
+  const path = req.getUrl();
+  const origin = deps.cors?.allows(req.getHeader('origin'));
+  const sink = new ResponseSink(res);
+  sink.cors = origin;
+  const methods = methodsOf(path);
+  if (methods.length === 0) {
+    sendError(sink, apiError('ROUTE_NOT_FOUND', `no route for OPTIONS ${path}`));
+  } else {
+    const allow = [...methods, 'OPTIONS'];
+    sink.cors = undefined; // the preflight headers below say it all
+    sink.send(204, '', { allow: allow.join(', '), ...(origin ? CorsPolicy.preflightHeaders(origin, allow) : {}) }, 'text/plain');
+  }
+  deps.metrics.observe('ops', methods.length === 0 ? 404 : 204, (performance.now() - receivedAt) / 1000);
+}
+
+/** Answers OPTIONS on every route (see preflight); mounted before the not-found fallback. */
+export function mountPreflight(app: TemplatedApp, deps: HttpDeps, routes: readonly AnyRoute[]): void {
+  const methodsOf = allowedMethods(routes);
+  app.options('/*', (res, req) => preflight(res, req, deps, methodsOf));
+}
+
 /** 405 for a path that answers only `methods` (listed in Allow); `hint` ends the message. */
 export function methodNotAllowed(path: string, method: string, methods: readonly string[], hint?: string): ApiError {
   return apiError('METHOD_NOT_ALLOWED', `${path} answers ${methods.join(', ')}, not ${method}${hint ? `: ${hint}` : ''}`, { headers: { allow: methods.join(', ') } });
@@ -109,6 +154,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
   app.any('/*', (res, req) => {
     const info = readRequest(res, req, 0, deps.trustProxy);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
+    if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
     const methods = allowed(info.path);
     const e = methods.length > 0 ? methodNotAllowed(info.path, info.method, methods) : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
     sendError(sink, e);

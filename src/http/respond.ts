@@ -2,6 +2,7 @@
 // and writes from async code go inside cork() so status, headers and body leave in one syscall.
 import type { HttpResponse } from 'uWebSockets.js';
 import { apiError, STATUS_TEXT } from '../errors.js';
+import { CORS_EXPOSE_HEADERS } from './cors.js';
 
 export interface Reply {
   status?: number;
@@ -16,9 +17,17 @@ export interface Reply {
 const STATUS_LINE: Record<number, string> = {};
 const statusLine = (status: number) => (STATUS_LINE[status] ??= `${status} ${STATUS_TEXT[status] ?? ''}`);
 
+function writeCorsHeaders(res: HttpResponse, origin: string): void {
+  res.writeHeader('access-control-allow-origin', origin);
+  res.writeHeader('access-control-expose-headers', CORS_EXPOSE_HEADERS);
+  res.writeHeader('vary', 'origin');
+}
+
 export class ResponseSink {
   aborted = false;
   done = false;
+  /** The request's Origin when it is on the CORS allowlist: the response carries CORS headers for it. */
+  cors: string | undefined = undefined;
   private watching = false;
   /**
    * `watch` false: the caller calls watchAbort() itself once it knows the reply comes later.
@@ -64,6 +73,7 @@ export class ResponseSink {
       if (status !== 200) this.res.writeStatus(statusLine(status));
       this.res.writeHeader('content-type', contentType);
       if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
+      if (this.cors !== undefined) writeCorsHeaders(this.res, this.cors);
       if (this.head) {
         // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
         // response unfinished. (No HEAD reaches a route that closes the connection.)

@@ -15,6 +15,7 @@ import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
+import { assertWebsocketOrigin } from '../http/cors.js';
 import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
 import { withRevokedKeys } from './revokedKeys.js';
@@ -90,6 +91,7 @@ export class GatewaySocket {
     const info = readRequest(res, req, 0, this.s.config.trustProxy);
     const sink = new ResponseSink(res);
     try {
+      assertWebsocketOrigin(req, this.s.config);
       if (this.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down');
       const wait = this.throttle.blockedFor(info.ip);
       if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });

@@ -26,6 +26,7 @@ import { parseTimeframe, type CandleEvent, type ServerInfo, type Tick, type Time
 import type { Config } from '../config.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
+import { assertWebsocketOrigin } from '../http/cors.js';
 import { readRequest, singleParam } from '../http/request.js';
 import { assertAliasAgrees } from '../http/schemas.js';
 import { ResponseSink } from '../http/respond.js';
@@ -262,6 +263,12 @@ export class StreamHub {
     const extensions = req.getHeader('sec-websocket-extensions');
     const info = readRequest(res, req, 0, this.deps.config.trustProxy);
     const sink = new ResponseSink(res);
+    try {
+      assertWebsocketOrigin(req, this.deps.config);
+    } catch (err) {
+      sendError(sink, toApiError(err), true);
+      return;
+    }
     void this.admit(info, sink, context, key, protocol, extensions);
   }
 
