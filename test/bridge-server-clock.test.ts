@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { toServerTime } from '../src/broker/time.js';
+import { toServerTime } from '../src/market/serverClock.js';
 import { loadSimConfig } from '../src/sim/config.js';
 import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
 import { Simulator } from '../src/sim/simulator.js';

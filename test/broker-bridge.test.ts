@@ -2,7 +2,8 @@
 // the simulator's own state as the reference (no order or deal lost or duplicated).
 import { afterEach, describe, expect, it } from 'vitest';
 import { BridgeBrokerConnection } from '../src/broker/bridge.js';
-import { BrokerAuthError, BrokerTimeoutError, type Deal, type TradeResult } from '../src/broker/types.js';
+import { BrokerAuthError, BrokerTimeoutError } from '../src/market/brokerErrors.js';
+import type { Deal, TradeResult } from '../src/market/orders.js';
 import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
 import { makeSim, T0 } from './sim-helpers.js';
 

@@ -3,7 +3,8 @@ import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { BridgeBrokerConnection } from '../src/broker/bridge.js';
 import { dialectOf } from '../src/broker/dialect.js';
-import { ORDER_TYPES, orderTypeCode, parseOrderType, parseTimeframe } from '../src/broker/types.js';
+import { ORDER_TYPES, orderTypeCode, parseOrderType } from '../src/market/orders.js';
+import { parseTimeframe } from '../src/market/timeframes.js';
 import { connect, makeSim } from './sim-helpers.js';
 
 describe('broker contract helpers', () => {

@@ -10,9 +10,9 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import {
-  RETCODE_DONE, type BrokerConnection, type BrokerCredentials, type OrderRequest, type ServerInfo, type TradeOptions, type TradeResult,
-} from '../src/broker/types.js';
+import type { BrokerConnection, BrokerCredentials, TradeOptions } from '../src/broker/types.js';
+import { RETCODE_DONE, type OrderRequest, type TradeResult } from '../src/market/orders.js';
+import type { ServerInfo } from '../src/market/server.js';
 import { SecretBox } from '../src/crypto/secretBox.js';
 import { ApiError } from '../src/errors.js';
 import { createLogger } from '../src/log.js';

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  BrokerTimeoutError, RETCODE_DONE, type BrokerConnection, type BrokerCredentials, type OrderRequest, type RequestLookup,
-  type ServerInfo, type TradeOptions, type TradeResult,
-} from '../src/broker/types.js';
+import type { BrokerConnection, BrokerCredentials, TradeOptions } from '../src/broker/types.js';
+import { BrokerTimeoutError } from '../src/market/brokerErrors.js';
+import { RETCODE_DONE, type OrderRequest, type RequestLookup, type TradeResult } from '../src/market/orders.js';
+import type { ServerInfo } from '../src/market/server.js';
 import { SecretBox } from '../src/crypto/secretBox.js';
 import { ApiError } from '../src/errors.js';
 import { createLogger } from '../src/log.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BrokerAuthError, BrokerTimeoutError } from '../src/broker/types.js';
+import { BrokerAuthError, BrokerTimeoutError } from '../src/market/brokerErrors.js';
 import { connect, makeSim, T0 } from './sim-helpers.js';
 
 describe('simulated order engine', () => {

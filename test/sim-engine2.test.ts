@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BrokerNotSupportedError, type CandleEvent } from '../src/broker/types.js';
+import { BrokerNotSupportedError } from '../src/market/brokerErrors.js';
+import type { CandleEvent } from '../src/market/timeframes.js';
 import { parseSimConfig } from '../src/sim/config.js';
 import { ManualClock, Simulator } from '../src/sim/simulator.js';
 import { MemorySimStore } from '../src/store/simStore.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RequestLookup } from '../src/broker/types.js';
+import type { RequestLookup } from '../src/market/orders.js';
 import { SimBrokerConnection } from '../src/broker/sim.js';
 import { ManualClock, Simulator } from '../src/sim/simulator.js';
 import { migrateSimStore, SqliteSimStore } from '../src/store/simStore.js';

@@ -2,7 +2,8 @@
 // accounting identities, position/deal consistency, exact pending triggers, determinism.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Deal, Tick, TradeResult } from '../src/broker/types.js';
+import type { Deal, TradeResult } from '../src/market/orders.js';
+import type { Tick } from '../src/market/server.js';
 import { marginFor } from '../src/sim/accounting.js';
 import { Market } from '../src/sim/market.js';
 import { SqliteSimStore, type SimPersistence } from '../src/store/simStore.js';

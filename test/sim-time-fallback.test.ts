@@ -1,9 +1,10 @@
 // Bars in the hour a server clock repeats (DST ends: US rule 1st Sunday of November 06:00 UTC,
 // server clock 09:00 -> 08:00). 24/7 symbols (BTCUSD) tick through it.
 import { describe, expect, it } from 'vitest';
-import { ServerClock } from '../src/broker/time.js';
-import { TIMEFRAMES, type ServerTimeZone } from '../src/broker/types.js';
-import { barRangeUtc } from '../src/sim/candles.js';
+import { ServerClock } from '../src/market/serverClock.js';
+import type { ServerTimeZone } from '../src/market/server.js';
+import { TIMEFRAMES } from '../src/market/timeframes.js';
+import { barRangeUtc } from '../src/market/bars.js';
 import { makeSim } from './sim-helpers.js';
 
 const NY_CLOSE: ServerTimeZone = { description: 'GMT+2/+3 US', standardOffsetMinutes: 120, dst: 'US' };

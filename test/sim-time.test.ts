@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { fromServerTime, ServerClock, toServerTime, utcOffsetMinutes } from '../src/broker/time.js';
-import type { ServerTimeZone } from '../src/broker/types.js';
-import { barRangeUtc } from '../src/sim/candles.js';
+import { fromServerTime, ServerClock, toServerTime, utcOffsetMinutes } from '../src/market/serverClock.js';
+import type { ServerTimeZone } from '../src/market/server.js';
+import { barRangeUtc } from '../src/market/bars.js';
 import { emptyOhlc } from '../src/sim/feed.js';
-import { TIMEFRAMES } from '../src/broker/types.js';
+import { TIMEFRAMES } from '../src/market/timeframes.js';
 import { makeSim, T0 } from './sim-helpers.js';
 
 const NY_CLOSE: ServerTimeZone = { description: 'GMT+2/+3 US', standardOffsetMinutes: 120, dst: 'US' };

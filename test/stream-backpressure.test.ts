@@ -4,7 +4,7 @@
 // (StreamHub.onShardEvent), at a rate the simulator alone would need hours for.
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Deal } from '../src/broker/types.js';
+import type { Deal } from '../src/market/orders.js';
 import { STREAM_CLOSE } from '../src/stream/frames.js';
 import { STREAM_EVENT } from '../src/stream/wire.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';

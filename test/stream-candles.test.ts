@@ -3,7 +3,7 @@
 // updates of a finished bar are dropped, and a socket that joined a bar mid-way gets partial:true
 // for that bar only. Injected bars lie in the future so the simulator's own (older) bars are ignored.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { CandleEvent } from '../src/broker/types.js';
+import type { CandleEvent } from '../src/market/timeframes.js';
 import { STREAM_EVENT } from '../src/stream/wire.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type StreamClient } from './stream-helpers.js';

@@ -7,7 +7,9 @@ import type { AccountEvent, AccountRuntime, ConnectionPhase } from '../src/runti
 import type { ShardContext } from '../src/runtime/hosts/context.js';
 import { createStreamHost } from '../src/runtime/hosts/streams.js';
 import type { ShardEvent } from '../src/runtime/protocol.js';
-import type { BrokerConnection, Candle, CandleEvent, ServerInfo, Timeframe } from '../src/broker/types.js';
+import type { BrokerConnection } from '../src/broker/types.js';
+import type { ServerInfo } from '../src/market/server.js';
+import type { Candle, CandleEvent, Timeframe } from '../src/market/timeframes.js';
 import { STREAM_EVENT, type CandleEventData } from '../src/stream/wire.js';
 
 const SERVER: ServerInfo = {

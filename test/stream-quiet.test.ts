@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toServerTime } from '../src/broker/time.js';
+import { toServerTime } from '../src/market/serverClock.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from '../src/sim/config.js';
 import { MINUTES_PER_WEEK, minuteOfWeek } from '../src/sim/sessions.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';

@@ -2,7 +2,7 @@
 // /ConnectEx, real `ws` clients. BTCUSD quotes around the clock in the simulator, so it is the
 // symbol these tests rely on.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toServerTime } from '../src/broker/time.js';
+import { toServerTime } from '../src/market/serverClock.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
 

@@ -13,38 +13,16 @@ import { BrokerListeners } from './listeners.js';
 import { randomUUID } from 'node:crypto';
 import { connect as netConnect, type Socket } from 'node:net';
 import { BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
-import {
-  BrokerDisconnectedError,
-  BrokerTimeoutError,
-  type AccountDetails,
-  type AccountSummary,
-  type BrokerConnection,
-  type BrokerEventName,
-  type BrokerEvents,
-  type Candle,
-  type CloseByRequest,
-  type CloseRequest,
-  type ConnectionState,
-  type Deal,
-  type DeleteRequest,
-  type EquityPoint,
-  type ModifyRequest,
-  type OpenedOrders,
-  type Order,
-  type OrderRequest,
-  type Platform,
-  type Position,
-  type RequestLookup,
-  type ServerInfo,
-  type ServerTime,
-  type Side,
-  type SymbolInfo,
-  type Tick,
-  type Timeframe,
-  type TradeOptions,
-  type TradeResult,
-  type Unsubscribe,
-} from './types.js';
+import type { BrokerConnection, BrokerEventName, BrokerEvents, ConnectionState, TradeOptions, Unsubscribe } from './types.js';
+import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
+import { BrokerDisconnectedError, BrokerTimeoutError } from '../market/brokerErrors.js';
+import type {
+  CloseByRequest, CloseRequest, Deal, DeleteRequest, ModifyRequest, OpenedOrders, Order, OrderRequest,
+  Position, RequestLookup, Side, TradeResult,
+} from '../market/orders.js';
+import type { Platform, ServerInfo, ServerTime, Tick } from '../market/server.js';
+import type { SymbolInfo } from '../market/symbols.js';
+import type { Candle, Timeframe } from '../market/timeframes.js';
 
 export interface BridgeOptions {
   readonly host: string;

@@ -1,16 +1,12 @@
 // The bridge protocol (docs/bridge-protocol.md): newline-delimited JSON frames over TCP.
 // Shared by the standalone simulator server and the BridgeBrokerConnection client.
+import type { BrokerEvents } from './types.js';
 import {
-  BrokerAuthError,
-  BrokerDisconnectedError,
-  BrokerError,
-  BrokerNotSupportedError,
-  BrokerRequestError,
+  BrokerAuthError, BrokerDisconnectedError, BrokerError, BrokerNotSupportedError, BrokerRequestError,
   BrokerTimeoutError,
-  type BrokerEvents,
-  type Platform,
-  type RejectReason,
-} from './types.js';
+} from '../market/brokerErrors.js';
+import type { RejectReason } from '../market/orders.js';
+import type { Platform } from '../market/server.js';
 
 export const BRIDGE_PROTOCOL_VERSION = 1;
 

@@ -1,6 +1,7 @@
 // P4/P5 differences in one place (SPEC §1): P4 has no stop-limit orders, no balance
 // history and no ORDERS stream; P4 market orders are tickets, P5 has positions.
-import type { OrderType, Platform } from './types.js';
+import type { OrderType } from '../market/orders.js';
+import type { Platform } from '../market/server.js';
 
 export interface Dialect {
   readonly stopLimitOrders: boolean;

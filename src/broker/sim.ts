@@ -9,46 +9,23 @@ import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/config.js';
 import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
-import { utcOffsetMinutes } from './time.js';
+import { utcOffsetMinutes } from '../market/serverClock.js';
 import { dialectOf } from './dialect.js';
-import {
-  BrokerAuthError,
-  BrokerDisconnectedError,
-  BrokerNotSupportedError,
-  BrokerRequestError,
-  BrokerTimeoutError,
-  RETCODES,
-  type AccountDetails,
-  type AccountSummary,
-  type BrokerConnection,
-  type BrokerConnectionFactory,
-  type BrokerCredentials,
-  type BrokerEventName,
-  type BrokerEvents,
-  type Candle,
-  type CloseByRequest,
-  type CloseRequest,
-  type ConnectionState,
-  type Deal,
-  type DeleteRequest,
-  type EquityPoint,
-  type ModifyRequest,
-  type OpenedOrders,
-  type Order,
-  type OrderRequest,
-  type Position,
-  type RequestLookup,
-  type ServerInfo,
-  type ServerTime,
-  type Side,
-  type SymbolInfo,
-  type Tick,
-  type Timeframe,
-  type TradeOptions,
-  type TradeResult,
-  type Unsubscribe,
+import type {
+  BrokerConnection, BrokerConnectionFactory, BrokerCredentials, BrokerEventName, BrokerEvents,
+  ConnectionState, TradeOptions, Unsubscribe,
 } from './types.js';
-import { TIMEFRAMES } from './types.js';
+import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
+import { BrokerAuthError, BrokerDisconnectedError, BrokerNotSupportedError, BrokerRequestError, BrokerTimeoutError } from '../market/brokerErrors.js';
+import {
+  RETCODES, type CloseByRequest, type CloseRequest, type Deal, type DeleteRequest, type ModifyRequest,
+  type OpenedOrders, type Order, type OrderRequest, type Position, type RequestLookup, type Side,
+  type TradeResult,
+} from '../market/orders.js';
+import type { ServerInfo, ServerTime, Tick } from '../market/server.js';
+import type { SymbolInfo } from '../market/symbols.js';
+import type { Candle, Timeframe } from '../market/timeframes.js';
+import { TIMEFRAMES } from '../market/timeframes.js';
 import { toCandle, type BarListener } from '../sim/candles.js';
 import type { MarketSymbol } from '../sim/market.js';
 import { conversionRate } from '../sim/accounting.js';

@@ -1,7 +1,7 @@
 // Shared zod pieces for query strings and bodies. Query values arrive as strings (or arrays of
 // strings when repeated), so the helpers here convert them strictly: '' is not 0, 'abc' is an error.
 import { z } from 'zod';
-import { RETCODES, type RejectReason } from '../broker/types.js';
+import { RETCODES, type RejectReason } from '../market/orders.js';
 import { apiError } from '../errors.js';
 
 /** Loose: some errors add detail fields (a broker rejection its `reason` and `retcode`; the proxy's

@@ -1,29 +1,14 @@
 // One broker login on a simulated server: balances, open positions, pending orders, and the
 // order engine (validation, execution, SL/TP/pending triggers, stop-out). Every state
 // change is collected in a SimChange and persisted in one transaction, then announced.
+import type { AccountSummary } from '../market/account.js';
 import {
-  isMarketType,
-  isStopLimitType,
-  RETCODE_DONE,
-  RETCODES,
-  sideOf,
-  type AccountSummary,
-  type CloseByRequest,
-  type CloseRequest,
-  type Deal,
-  type DeleteRequest,
-  type ModifyRequest,
-  type Order,
-  type OrderRequest,
-  type OrderType,
-  type Platform,
-  type Position,
-  type RejectReason,
-  type RequestLookup,
-  type Side,
-  type TradeResult,
-} from '../broker/types.js';
-import { LATEST_TIME_MS } from '../broker/time.js';
+  isMarketType, isStopLimitType, RETCODE_DONE, RETCODES, sideOf, type CloseByRequest, type CloseRequest,
+  type Deal, type DeleteRequest, type ModifyRequest, type Order, type OrderRequest, type OrderType,
+  type Position, type RejectReason, type RequestLookup, type Side, type TradeResult,
+} from '../market/orders.js';
+import type { Platform } from '../market/server.js';
+import { LATEST_TIME_MS } from '../market/serverClock.js';
 import { closePrice, marginFor, openPrice, profitFor, round2, swapFor, swapNights, validVolume } from './accounting.js';
 import type { SimServerConfig } from './config.js';
 import type { Market, MarketSymbol } from './market.js';

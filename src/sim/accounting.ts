@@ -1,6 +1,7 @@
 // Pure money formulas (documented in docs/simulator.md). Currency conversion to the
 // account currency uses the current bid of the XXXUSD pair, or 1/ask of USDXXX.
-import type { Side, SymbolInfo } from '../broker/types.js';
+import type { Side } from '../market/orders.js';
+import type { SymbolInfo } from '../market/symbols.js';
 import type { Market, MarketSymbol } from './market.js';
 
 const DAY = 86_400_000;

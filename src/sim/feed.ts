@@ -16,7 +16,7 @@
 // Ticks are only emitted while the symbol's quote session is open (on the server clock).
 import { hashString, Rng } from './hash.js';
 import { minuteOfWeek } from './sessions.js';
-import type { ServerClock } from '../broker/time.js';
+import type { ServerClock } from '../market/serverClock.js';
 
 const BLOCK = 64;
 const OCTAVES = 17;

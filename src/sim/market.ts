@@ -1,9 +1,12 @@
 // The market of one simulated server: a deterministic feed per symbol, live bars, and the
 // history queries. A pure function of (config, seed, clock): two instances advanced to the
 // same instant hold identical quotes and bars, whichever thread they run in.
-import { ServerClock } from '../broker/time.js';
-import { TIMEFRAMES, type Candle, type SymbolInfo, type Tick, type Timeframe } from '../broker/types.js';
-import { barRangeUtc, LiveBars, toCandle } from './candles.js';
+import { ServerClock } from '../market/serverClock.js';
+import type { Tick } from '../market/server.js';
+import type { SymbolInfo } from '../market/symbols.js';
+import { TIMEFRAMES, type Candle, type Timeframe } from '../market/timeframes.js';
+import { barRangeUtc } from '../market/bars.js';
+import { LiveBars, toCandle } from './candles.js';
 import type { SimServerConfig, SimSymbolConfig } from './config.js';
 import { emptyOhlc, SymbolFeed, type TickSource } from './feed.js';
 import { parseTickCsv, ReplayFeed } from './replay.js';

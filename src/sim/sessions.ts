@@ -1,6 +1,6 @@
 // Weekly trading/quote sessions on the server clock, as a minute-of-week bitmap so the
 // per-segment "is the market open" check is one array read.
-import type { WeeklySessions } from '../broker/types.js';
+import type { WeeklySessions } from '../market/symbols.js';
 import type { z } from 'zod';
 import type { sessionsSchema } from './config.js';
 

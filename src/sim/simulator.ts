@@ -2,7 +2,9 @@
 // instance per process/thread; every connection on that thread shares it. Pure given the
 // seed, the clock and the sequence of calls; the only I/O goes through SimPersistence.
 import { createHash, randomBytes } from 'node:crypto';
-import { BrokerAuthError, type Deal, type Order, type Position, type ServerInfo, type Tick } from '../broker/types.js';
+import { BrokerAuthError } from '../market/brokerErrors.js';
+import type { Deal, Order, Position } from '../market/orders.js';
+import type { ServerInfo, Tick } from '../market/server.js';
 import type { SimChange, SimPersistence, StoredAccount } from '../store/simStore.js';
 import { SimAccount, type AccountHost } from './account.js';
 import type { SimConfig, SimServerConfig } from './config.js';

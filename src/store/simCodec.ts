@@ -1,7 +1,7 @@
 // Compact journal encoding of a SimChange. Bytes written per commit dominate the trade path
 // on a virtual disk (tens of MB/s), so records are positional arrays instead of objects, and
 // a request's result refers to the order/deals of the same change instead of repeating them.
-import type { Deal, Order, RequestLookup, TradeResult } from '../broker/types.js';
+import type { Deal, Order, RequestLookup, TradeResult } from '../market/orders.js';
 import type { SimChange, StoredPosition } from './simStore.js';
 
 const ORDER_KEYS = [

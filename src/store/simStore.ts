@@ -2,7 +2,8 @@
 // equity points, id counters. One transaction per trade (`apply`), prepared statements.
 // Records are stored as JSON next to the few columns queries filter on.
 import type Database from 'better-sqlite3';
-import type { Deal, EquityPoint, Order, RequestLookup, Side } from '../broker/types.js';
+import type { EquityPoint } from '../market/account.js';
+import type { Deal, Order, RequestLookup, Side } from '../market/orders.js';
 import { decodeChange, encodeChange } from './simCodec.js';
 import { configureWal } from './db.js';
 

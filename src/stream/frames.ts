@@ -1,8 +1,10 @@
 // Frames of /v1/stream (SPEC §6). Every server frame is `{"type":..., "seq":..., "data":...}`.
 // Encoders build the JSON text by hand around JSON.stringify of the payload so a tick is
 // serialized once and the same string goes to every subscriber (see docs/stream.md for seq).
-import type { ServerClock } from '../broker/time.js';
-import type { CandleEvent, Deal, Order, Position, Tick } from '../broker/types.js';
+import type { ServerClock } from '../market/serverClock.js';
+import type { Deal, Order, Position } from '../market/orders.js';
+import type { Tick } from '../market/server.js';
+import type { CandleEvent } from '../market/timeframes.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 
 /** WebSocket close codes used by /v1/stream (4000-4999 is the application range). */

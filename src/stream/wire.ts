@@ -2,7 +2,9 @@
 // counts (which account wants which symbol and timeframe); the shard's stream host owns the broker
 // side (subscribing at the account's BrokerConnection) and forwards what arrives as ShardEvents.
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
-import type { CandleEvent, Deal, Order, Platform, Position, ServerInfo, Tick, Timeframe } from '../broker/types.js';
+import type { Deal, Order, Position } from '../market/orders.js';
+import type { Platform, ServerInfo, Tick } from '../market/server.js';
+import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 
 export interface StreamOpenResult {
   platform: Platform;

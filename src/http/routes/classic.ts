@@ -3,7 +3,7 @@
 // the account's shard ('account.op' / 'account.trade'). /GetQuote keeps a 250 ms cache here, in
 // front of the shard hop, so cached quotes cost no cross-thread round trip; cached=0 bypasses it.
 import { z } from 'zod';
-import { LATEST_TIME_MS } from '../../broker/time.js';
+import { LATEST_TIME_MS } from '../../market/serverClock.js';
 import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';

@@ -5,7 +5,7 @@
 // ISO 8601 sibling without `Msc`, a pending order's `expiration` has `expirationTime`.
 // Objects are strict: a field the schema does not name fails the contract test.
 import { z } from 'zod';
-import { ORDER_TYPES } from '../../broker/types.js';
+import { ORDER_TYPES } from '../../market/orders.js';
 
 const ms = (what: string) => z.number().describe(`${what}, UTC epoch milliseconds`);
 const iso = (of: string) => z.iso.datetime().describe(`${of} as ISO 8601 UTC (same instant)`);

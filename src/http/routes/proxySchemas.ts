@@ -4,8 +4,9 @@
 // Each schema turns the query into the normalized arguments the shard side executes
 // (src/runtime/hosts/gatewayOps.ts), so the dialects differ here and nowhere else.
 import { z } from 'zod';
-import { ORDER_TYPES, TIMEFRAMES, TIMEFRAME_MINUTES, isMarketType, isStopLimitType, parseTimeframe, type OrderType, type Timeframe } from '../../broker/types.js';
-import type { Platform } from '../../broker/types.js';
+import { ORDER_TYPES, isMarketType, isStopLimitType, type OrderType } from '../../market/orders.js';
+import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
+import type { Platform } from '../../market/server.js';
 import { isCalendarDate, one, qBool, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // Shard commands of the account host (issue 4), merged into the runtime's CommandMap. Kept in a
 // types-only module so the HTTP routes (main thread) and the host (shard) share one definition.
-import type { Platform } from '../../broker/types.js';
+import type { Platform } from '../../market/server.js';
 import type { Fault } from '../../sim/faults.js';
 import type { ConnectionPhase } from './accountRegistry.js';
 

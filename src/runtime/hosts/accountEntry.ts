@@ -7,7 +7,9 @@
 // account never has two live broker connections, and nothing in flight is cut off.
 import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
 import { connectionMachine, phaseOf } from '../../../actors/connection.js';
-import type { AccountSummary, BrokerConnection, BrokerCredentials, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
+import type { BrokerConnection, BrokerCredentials, BrokerEvents } from '../../broker/types.js';
+import type { AccountSummary } from '../../market/account.js';
+import type { Platform, ServerInfo } from '../../market/server.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { OperatorPhase } from './accountCommands.js';

@@ -2,11 +2,12 @@
 // BrokerConnection. Classic routes answer in UTC: every `...TimeMsc` field (UTC epoch ms) gets an
 // ISO 8601 UTC sibling without the `Msc` suffix (`openTimeMsc` → `openTime`).
 import { dialectOf } from '../../broker/dialect.js';
-import { toServerTime, utcOffsetMinutes } from '../../broker/time.js';
-import {
-  BrokerError, BrokerNotSupportedError, type BrokerConnection, type Platform, type ServerInfo, type Side, type SymbolInfo,
-  type Tick, type WeeklySessions, parseOrderType, sideOf,
-} from '../../broker/types.js';
+import { toServerTime, utcOffsetMinutes } from '../../market/serverClock.js';
+import type { BrokerConnection } from '../../broker/types.js';
+import { BrokerError, BrokerNotSupportedError } from '../../market/brokerErrors.js';
+import { type Side, parseOrderType, sideOf } from '../../market/orders.js';
+import type { Platform, ServerInfo, Tick } from '../../market/server.js';
+import type { SymbolInfo, WeeklySessions } from '../../market/symbols.js';
 import { apiError, ApiError } from '../../errors.js';
 
 /**

@@ -2,7 +2,9 @@
 // each account's runtime here; the other hosts of the same shard (gateway sessions, stream
 // subscriptions) look accounts up through it instead of opening broker connections of their own,
 // so an account has exactly one broker connection, owned by its connection actor.
-import type { AccountSummary, BrokerConnection, BrokerEvents, Platform, ServerInfo } from '../../broker/types.js';
+import type { BrokerConnection, BrokerEvents } from '../../broker/types.js';
+import type { AccountSummary } from '../../market/account.js';
+import type { Platform, ServerInfo } from '../../market/server.js';
 
 /** SPEC §3 connection states, as HEARTBEAT `connection` reports them. */
 export type ConnectionPhase = 'connecting' | 'connected' | 'reconnecting';

@@ -8,10 +8,9 @@ import {
   freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
 } from '../../../actors/idempotency.js';
 import { dialectOf } from '../../broker/dialect.js';
-import {
-  BrokerDisconnectedError, BrokerTimeoutError, isMarketType, isStopLimitType, parseOrderType,
-  type BrokerConnection, type TradeOptions, type TradeResult,
-} from '../../broker/types.js';
+import type { BrokerConnection, TradeOptions } from '../../broker/types.js';
+import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
+import { isMarketType, isStopLimitType, parseOrderType, type TradeResult } from '../../market/orders.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';

@@ -3,7 +3,8 @@
 // idempotent trading. First in HOST_FACTORIES, so ctx.accounts is set before other hosts start.
 import { apiError, ApiError } from '../../errors.js';
 import { SecretBox } from '../../crypto/secretBox.js';
-import { BrokerAuthError, BrokerError, BrokerRequestError, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
+import type { BrokerConnection, BrokerCredentials } from '../../broker/types.js';
+import { BrokerAuthError, BrokerError, BrokerRequestError } from '../../market/brokerErrors.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
 import { ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';

@@ -1,6 +1,6 @@
 // Shard commands of the gateway session host (issue 5), merged into the runtime's CommandMap.
 // Types only, shared by the HTTP routes (main thread) and the host (shard).
-import type { Platform } from '../../broker/types.js';
+import type { Platform } from '../../market/server.js';
 
 export interface SessionConnectArgs {
   accountId: string;

@@ -5,11 +5,13 @@
 // (SPEC §9), as `time` strings without a zone plus `...Msc` server-clock epoch ms.
 import type { TimeArg, SendArgs } from '../../http/routes/proxySchemas.js';
 import { apiError, ApiError } from '../../errors.js';
-import { fromServerTime, ServerClock } from '../../broker/time.js';
-import {
-  BrokerError, RETCODE_DONE, type BrokerConnection, type Candle, type Deal, type Order, type Position, type Side,
-  type SymbolInfo, type Tick, type Timeframe, type TradeResult,
-} from '../../broker/types.js';
+import { fromServerTime, ServerClock } from '../../market/serverClock.js';
+import type { BrokerConnection } from '../../broker/types.js';
+import { BrokerError } from '../../market/brokerErrors.js';
+import { RETCODE_DONE, type Deal, type Order, type Position, type Side, type TradeResult } from '../../market/orders.js';
+import type { Tick } from '../../market/server.js';
+import type { SymbolInfo } from '../../market/symbols.js';
+import type { Candle, Timeframe } from '../../market/timeframes.js';
 import type { AccountRuntime } from './accountRegistry.js';
 
 export interface OpContext {

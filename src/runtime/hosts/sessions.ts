@@ -10,8 +10,11 @@
 import { createActor, fromCallback, type Actor, type EventObject } from 'xstate';
 import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
 import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
-import { clockFor, type ServerClock } from '../../broker/time.js';
-import { parseTimeframe, type AccountSummary, type BrokerConnection, type Tick, type Timeframe } from '../../broker/types.js';
+import { clockFor, type ServerClock } from '../../market/serverClock.js';
+import type { BrokerConnection } from '../../broker/types.js';
+import type { AccountSummary } from '../../market/account.js';
+import type { Tick } from '../../market/server.js';
+import { parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import { apiError } from '../../errors.js';
 import { candleData, quoteData } from '../../stream/frames.js';
 import { SessionStore } from '../../store/sessions.js';

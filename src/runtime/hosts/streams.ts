@@ -5,9 +5,10 @@
 // deduplicated per shard here (two accounts of one server in this shard forward a tick once);
 // main deduplicates again across shards.
 import { apiError } from '../../errors.js';
-import { clockFor } from '../../broker/time.js';
-import type { CandleEvent, Tick, Timeframe } from '../../broker/types.js';
-import { barRangeUtc } from '../../sim/candles.js';
+import { clockFor } from '../../market/serverClock.js';
+import type { Tick } from '../../market/server.js';
+import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
+import { barRangeUtc } from '../../market/bars.js';
 import {
   STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
   type PositionsEventData, type TickEventData,

@@ -2,7 +2,7 @@
 // "New York close": UTC+2, UTC+3 while US DST is in effect), so D1 bars open at 17:00 New
 // York time. All pure; the offset lookup caches the current DST interval because candle
 // building asks for it on every tick.
-import type { DstRule, ServerInfo, ServerTimeZone } from './types.js';
+import type { DstRule, ServerInfo, ServerTimeZone } from './server.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
