@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadSimConfig } from '../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
+import { startSimServer, type SimServerHandle } from '../src/simServer.js';
 import { Simulator } from '../src/sim/simulator.js';
 import { MemorySimStore } from '../src/store/simStore.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';

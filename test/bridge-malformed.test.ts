@@ -41,7 +41,7 @@ describe('the standalone simulator and malformed traffic', () => {
   let port = 0;
   let exited = false;
   beforeAll(async () => {
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/sim/server.ts', '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(process.execPath, ['--import', 'tsx', 'src/simServer.ts', '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.on('exit', () => (exited = true));
     let out = '';
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

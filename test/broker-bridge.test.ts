@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BridgeBrokerConnection } from '../src/broker/bridge.js';
 import { BrokerAuthError, BrokerTimeoutError } from '../src/market/brokerErrors.js';
 import type { Deal, TradeResult } from '../src/market/orders.js';
-import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
+import { startSimServer, type SimServerHandle } from '../src/simServer.js';
 import { makeSim, T0 } from './sim-helpers.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];

@@ -47,7 +47,7 @@ describe('latency fault', () => {
 
 describe('standalone simulator process', () => {
   it('npm run sim starts a bridge server a client can trade on', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sim/server.ts', '--port', '0', '--seed', '9'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/simServer.ts', '--port', '0', '--seed', '9'], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const lines = createInterface({ input: child.stdout! });
       const first = await new Promise<string>((resolve) => lines.once('line', resolve));

@@ -4,7 +4,7 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadSimConfig } from '../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../src/sim/server.js';
+import { startSimServer, type SimServerHandle } from '../src/simServer.js';
 import { Simulator } from '../src/sim/simulator.js';
 import { MemorySimStore } from '../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';

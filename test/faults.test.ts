@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { loadSimConfig } from '../src/sim/config.js';
-import { startSimServer } from '../src/sim/server.js';
+import { startSimServer } from '../src/simServer.js';
 import { Simulator } from '../src/sim/simulator.js';
 import { MemorySimStore } from '../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';

@@ -2,7 +2,8 @@
 import { parseSimConfig, type SimConfig } from '../src/sim/config.js';
 import { loadSimConfig } from '../src/sim/config.js';
 import { ManualClock, Simulator } from '../src/sim/simulator.js';
-import { MemorySimStore, type SimPersistence } from '../src/store/simStore.js';
+import type { SimPersistence } from '../src/sim/persistence.js';
+import { MemorySimStore } from '../src/store/simStore.js';
 import { SimBrokerConnection } from '../src/broker/sim.js';
 
 /** Wednesday 2026-11-18 12:00 UTC: FX sessions open. */

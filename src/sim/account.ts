@@ -12,7 +12,7 @@ import { LATEST_TIME_MS } from '../market/serverClock.js';
 import { closePrice, marginFor, openPrice, profitFor, round2, swapFor, swapNights, validVolume } from './accounting.js';
 import type { SimServerConfig } from './config.js';
 import type { Market, MarketSymbol } from './market.js';
-import type { SimChange, SimPersistence, StoredAccount, StoredPosition } from '../store/simStore.js';
+import type { SimChange, SimPersistence, StoredAccount, StoredPosition } from './persistence.js';
 
 export interface AccountHost {
   readonly market: Market;

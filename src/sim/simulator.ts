@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { BrokerAuthError } from '../market/brokerErrors.js';
 import type { Deal, Order, Position } from '../market/orders.js';
 import type { ServerInfo, Tick } from '../market/server.js';
-import type { SimChange, SimPersistence, StoredAccount } from '../store/simStore.js';
+import type { SimChange, SimPersistence, StoredAccount } from './persistence.js';
 import { SimAccount, type AccountHost } from './account.js';
 import type { SimConfig, SimServerConfig } from './config.js';
 import { FaultController } from './faults.js';

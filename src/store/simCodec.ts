@@ -2,7 +2,7 @@
 // on a virtual disk (tens of MB/s), so records are positional arrays instead of objects, and
 // a request's result refers to the order/deals of the same change instead of repeating them.
 import type { Deal, Order, RequestLookup, TradeResult } from '../market/orders.js';
-import type { SimChange, StoredPosition } from './simStore.js';
+import type { SimChange, StoredPosition } from '../sim/persistence.js';
 
 const ORDER_KEYS = [
   'ticket', 'symbol', 'type', 'state', 'volume', 'volumeInitial', 'openPrice', 'openTimeMsc', 'closePrice', 'closeTimeMsc',

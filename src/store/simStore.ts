@@ -1,78 +1,12 @@
-// Persistence of simulator state: accounts, orders, open positions, deals, request ids,
+// Persistence of simulator state (implements the simulator's port, src/sim/persistence.ts): accounts, orders, open positions, deals, request ids,
 // equity points, id counters. One transaction per trade (`apply`), prepared statements.
 // Records are stored as JSON next to the few columns queries filter on.
 import type Database from 'better-sqlite3';
 import type { EquityPoint } from '../market/account.js';
-import type { Deal, Order, RequestLookup, Side } from '../market/orders.js';
+import type { Deal, Order, RequestLookup } from '../market/orders.js';
+import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPosition } from '../sim/persistence.js';
 import { decodeChange, encodeChange } from './simCodec.js';
 import { configureWal } from './db.js';
-
-export interface StoredAccount {
-  readonly server: string;
-  readonly login: string;
-  /** sha256(salt + password), hex; the password itself is never stored. */
-  readonly passwordHash: string;
-  readonly salt: string;
-  readonly name: string;
-  readonly currency: string;
-  readonly leverage: number;
-  readonly createdMs: number;
-  balance: number;
-  credit: number;
-}
-
-/** An open position as stored; profit and swap are derived from the market. */
-export interface StoredPosition {
-  readonly ticket: number;
-  readonly symbol: string;
-  readonly type: Side;
-  volume: number;
-  readonly openPrice: number;
-  readonly openTimeMsc: number;
-  sl: number;
-  tp: number;
-  readonly magic: number;
-  readonly comment: string;
-  commission: number;
-  /** Swap already realized by partial closes (subtracted from the accrued total). */
-  swapPaid: number;
-}
-
-export interface SimChange {
-  balance?: number;
-  /** Upserts; doneMs = null while the order is active (pending or open P4 ticket).
-   *  wasActive: the order was stored as active before (so it must leave that set). */
-  orders?: { order: Order; doneMs: number | null; wasActive?: boolean }[];
-  positions?: StoredPosition[];
-  closedPositions?: number[];
-  deals?: Deal[];
-  request?: RequestLookup;
-  equity?: EquityPoint;
-}
-
-export interface LoadedAccount {
-  readonly account: StoredAccount;
-  readonly positions: StoredPosition[];
-  /** Active orders (pending, and open P4 tickets). */
-  readonly activeOrders: Order[];
-}
-
-export interface SimPersistence {
-  /** First id of a fresh block of `count` ids unique on this server (orders and deals). */
-  allocateIds(server: string, count: number): number;
-  loadAccount(server: string, login: string): LoadedAccount | null;
-  createAccount(account: StoredAccount): void;
-  apply(server: string, login: string, change: SimChange): void;
-  deals(server: string, login: string, fromMs: number, toMs: number): Deal[];
-  historyOrders(server: string, login: string, fromMs: number, toMs: number): Order[];
-  equity(server: string, login: string, fromMs: number): EquityPoint[];
-  request(server: string, login: string, requestId: string): RequestLookup | null;
-  /** Resolves once everything applied so far is durable (group commit); replies to trades
-   *  wait for it so nothing is acknowledged before it is on disk. */
-  whenDurable(): Promise<void>;
-  /** Commit anything queued and write pending checkpoints (graceful shutdown). */
-  flush(): void;
-}
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
