@@ -5,6 +5,9 @@ export const ERROR_STATUS = {
   BAD_REQUEST: 400,
   TRADE_REQUEST_ERROR: 400,
   ACCOUNT_ID_REQUIRED: 400,
+  /** A query parameter the route does not take, on a route that refuses unknown ones (trading
+   *  routes, /v1/proxy operations, /news): a misspelt `stopLoss` must not become an order without SL. */
+  INVALID_PARAMETER: 400,
   INVALID_JSON: 400,
   /** The broker refused a login/password given to /ConnectEx (not 401: that is about the API key). */
   BROKER_AUTH_FAILED: 400,

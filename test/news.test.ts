@@ -319,7 +319,7 @@ describe('GET /news over HTTP', () => {
     for (const q of ['currency=USD', 'from=2026-03-01', 'countries=USD', 'country=USD&from=']) {
       const r = await t.req('GET', `/news?${q}`, { headers: { 'x-api-key': key } });
       expect(r.status, q).toBe(400);
-      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.error).toBe('INVALID_PARAMETER');
       expect(r.body.message).toMatch(/unknown parameter '(currency|from|countries)'/);
     }
   });

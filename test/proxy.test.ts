@@ -25,7 +25,8 @@ async function offsetOf(a: Acct): Promise<number> {
 async function bad(a: Acct, name: string, query: Record<string, string | number | boolean | string[]>, field?: string) {
   const r = await op(t, a, name, query);
   expect(r.status, `${name} ${JSON.stringify(query)} -> ${r.text}`).toBe(400);
-  expect(r.body.error).toBe('BAD_REQUEST');
+  // A parameter the operation does not take is INVALID_PARAMETER; a bad value of one it takes, BAD_REQUEST.
+  expect(r.body.error).toBe(/^unknown parameter/.test(r.body.message) ? 'INVALID_PARAMETER' : 'BAD_REQUEST');
   if (field) expect(r.body.message).toContain(field);
 }
 

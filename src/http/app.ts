@@ -38,6 +38,19 @@ export function formatZodError(where: string, err: z.ZodError): string {
     .join('; ');
 }
 
+/**
+ * The 400 for a query that failed its schema: INVALID_PARAMETER when it has parameters the route
+ * does not take (`strictParams`; they are listed in `parameters`), else BAD_REQUEST naming the bad values.
+ */
+export function queryError(err: z.ZodError): ApiError {
+  const unknown = err.issues.filter((i) => i.code === 'unrecognized_keys');
+  if (unknown.length > 0) {
+    const parameters = unknown.flatMap((i) => (i as { keys: string[] }).keys);
+    return apiError('INVALID_PARAMETER', unknown.map((i) => i.message).join('; '), { details: { parameters } });
+  }
+  return apiError('BAD_REQUEST', formatZodError('query', err));
+}
+
 function paramCount(path: string): number {
   return (path.match(/\/:/g) ?? []).length;
 }
@@ -169,7 +182,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
 export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, memo: QueryMemo | undefined): unknown {
   if (!memo) return req.query;
   const r = memo.parse(req.rawQuery, () => req.query);
-  if (!r.ok) throw apiError('BAD_REQUEST', formatZodError('query', r.error));
+  if (!r.ok) throw queryError(r.error);
   return r.data;
 }
 

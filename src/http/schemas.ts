@@ -33,6 +33,50 @@ export function assertAliasAgrees(param: string, alias: string, value: unknown, 
 const onRepeat = (message: string) => ({ error: (iss: { input?: unknown }) => (iss.input === REPEATED ? message : undefined) });
 export const repeated = onRepeat(REPEATED.repeated);
 
+/** The closest known parameter name to a misspelt one (case, `_`/`-` and up to two typos apart), if any. */
+export function closestName(name: string, known: readonly string[]): string | undefined {
+  const norm = (x: string) => x.toLowerCase().replace(/[_-]/g, '');
+  const n = norm(name);
+  let best: { k: string; d: number } | undefined;
+  for (const k of known) {
+    const d = editDistance(n, norm(k));
+    if (d <= Math.min(2, Math.floor(n.length / 3)) && (!best || d < best.d)) best = { k, d };
+  }
+  return best?.k;
+}
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row.push(Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * A query schema that refuses parameters it does not know: the answer is 400 INVALID_PARAMETER
+ * naming them (see `queryError` in app.ts), with the nearest known name. Used where an ignored
+ * parameter changes what happens: every trading route (a misspelt `stopLoss` opened a position
+ * without its stop-loss), the /v1/proxy operations and /news. Read routes stay lenient.
+ */
+export function strictParams<S extends z.ZodRawShape>(shape: S) {
+  const known = Object.keys(shape);
+  return z.strictObject(shape, {
+    error: (iss) => {
+      if (iss.code !== 'unrecognized_keys') return undefined;
+      return iss.keys.map((k) => {
+        const near = closestName(k, known);
+        return `unknown parameter '${k}'${near ? ` (did you mean '${near}'?)` : ''}`;
+      }).join('; ');
+    },
+  });
+}
+
+/** A free-text order comment: at most COMMENT_MAX characters (brokers keep 31 or so; more is refused, not cut). */
+export const COMMENT_MAX = 64;
+export const qComment = () => z.preprocess(one, z.string(repeated).max(COMMENT_MAX, `at most ${COMMENT_MAX} characters`));
+
 export const qString = () => z.preprocess(one, z.string(repeated).min(1));
 /** One symbol: the parameter repeated with different values is refused, not "last wins" (which
  *  silently dropped the others); several symbols go to the *Many routes. */

@@ -8,7 +8,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { aliasConflict, isCalendarDate, one, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
+import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -58,9 +58,9 @@ const symbolsFields = {
  *  parameter given twice is (`one`), and as the gateway proxy does by merging an alias into its
  *  parameter: `volume=0.01&lots=0.05` filled 0.01, `id=A&accountId=B` answered for A. */
 const ALIASES: ReadonlyArray<readonly [string, string]> = [['id', 'accountId'], ['volume', 'lots'], ['lots', 'volume'], ['stopLimitPrice', 'stoplimit']];
-function withAliases<S extends z.ZodRawShape>(shape: S) {
+function withAliases<S extends z.ZodRawShape>(shape: S, strict = false) {
   const pairs = ALIASES.filter(([a, b]) => a in shape && b in shape && Object.keys(shape).indexOf(a) < Object.keys(shape).indexOf(b));
-  return z.object(shape).superRefine((v, ctx) => {
+  return (strict ? strictParams(shape) : z.object(shape)).superRefine((v, ctx) => {
     const q = v as Record<string, unknown>;
     for (const [a, b] of pairs) {
       if (q[a] !== undefined && q[b] !== undefined && q[a] !== q[b]) {
@@ -133,7 +133,7 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = {
   OrderSend: {
     symbol: qSymbol(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
     volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
-    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qString().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
+    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qComment().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
     expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
     clientOrderId: z.preprocess(one, z.string(repeated)).optional()
       .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),
@@ -145,10 +145,10 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = {
   },
   OrderClose: {
     ticket: qString(), lots: qNumber().optional(), volume: qNumber().optional(), price: qNumber().optional(), slippage: qNumber().optional(),
-    comment: qString().optional(), clientOrderId: qString().optional(),
+    comment: qComment().optional(), clientOrderId: qString().optional(),
   },
   OrderDelete: { ticket: qString(), clientOrderId: qString().optional() },
-  OrderCloseBy: { ticket: qString(), byTicket: qString(), comment: qString().optional(), clientOrderId: qString().optional() },
+  OrderCloseBy: { ticket: qString(), byTicket: qString(), comment: qComment().optional(), clientOrderId: qString().optional() },
 };
 
 const TRADE_SUMMARY: Record<TradeOp, string> = {
@@ -235,9 +235,11 @@ export function classicRoutes(s: Services): AnyRoute[] {
   for (const op of Object.keys(tradeFields) as TradeOp[]) {
     routes.push(defineRoute({
       method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op], trading: true,
-      description: 'Times in the response are UTC. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
-      query: withAliases({ ...idFields, ...tradeFields[op] }), response: CLASSIC_RESPONSES[op]!,
-      errors: [...baseErrors, 'BAD_REQUEST', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
+      description: 'Times in the response are UTC. A query parameter the route does not take (e.g. stopLoss for stoploss) is 400 INVALID_PARAMETER and nothing is sent. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
+      // Strict: a parameter the route does not take is a 400 INVALID_PARAMETER, nothing sent
+      // (`stopLoss=` for `stoploss=` opened a position without its stop-loss). Read routes stay lenient.
+      query: withAliases({ ...idFields, ...tradeFields[op] }, true), response: CLASSIC_RESPONSES[op]!,
+      errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
       handler: async ({ query: q, principal, req }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
         const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };

@@ -43,7 +43,7 @@ export function newsRoutes(s: Services): AnyRoute[] {
       method: 'get', path: '/news', family: 'news', auth: 'news', tags: ['news'],
       summary: "This week's economic calendar events",
       description: 'Events of the week (Sunday 00:00 UTC to the next Sunday) sorted by time. Header x-calendar-source tells where they came from: file, rules or default-rules. Query parameters are country and impact only: any other parameter (currency, from...) is a 400, as is a country that is not a three-letter code or an impact outside the four.',
-      query: NewsQuery, response: z.array(CalendarEventSchema), errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY'],
+      query: NewsQuery, response: z.array(CalendarEventSchema), errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY'],
       handler: ({ query }) => {
         const filter: { countries?: string[]; impacts?: Impact[] } = {};
         if (query.country) filter.countries = query.country;

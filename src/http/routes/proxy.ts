@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
-import { formatZodError, methodNotAllowed } from '../app.js';
+import { methodNotAllowed, queryError } from '../app.js';
 import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { handleDirectory, handleHash } from './gateway.js';
@@ -34,7 +34,7 @@ const OP_NOTE: Record<string, string> = {
 
 function describeParams(op: string, def: OpDef): string {
   const plat = [def.P5 ? 'P5' : null, def.P4 ? 'P4' : null].filter(Boolean).join(' and ');
-  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (unknown parameters are a 400).${def.kind === 'trade' ? ' No idempotency id: an Idempotency-Key header is a 400 and nothing is sent (the classic /OrderSend takes clientOrderId).' : ''}${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
+  return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (a parameter the operation does not take is 400 INVALID_PARAMETER).${def.kind === 'trade' ? ' No idempotency id: an Idempotency-Key header is a 400 and nothing is sent (the classic /OrderSend takes clientOrderId).' : ''}${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
 }
 
 export function proxyRoutes(s: Services): AnyRoute[] {
@@ -74,7 +74,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     // dashboard, say) must not end it under the bot that trades with it.
     if (op === 'Disconnect' && principal.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot end the session (it is shared with the keys that trade)');
     const parsed = schema.safeParse(raw);
-    if (!parsed.success) throw apiError('BAD_REQUEST', formatZodError('query', parsed.error as z.ZodError));
+    if (!parsed.success) throw queryError(parsed.error as z.ZodError);
     const result = await s.shards.call(session.account_id, 'session.op', {
       accountId: session.account_id, handleHash: hash, op, args: stripHandle(parsed.data),
       // A trade is never re-sent after a shard restart: the caller sees 503 and checks OpenedOrders.
@@ -92,7 +92,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
-      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
+      errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }));

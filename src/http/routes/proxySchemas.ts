@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { ORDER_TYPES, isMarketType, isStopLimitType, type OrderType } from '../../market/orders.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import type { Platform } from '../../market/server.js';
-import { isCalendarDate, one, qBool, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated } from '../schemas.js';
+import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, strictParams } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -18,7 +18,7 @@ const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
 const ticket = () => qInt().pipe(z.number().int().positive());
 const intervalMs = () => qInt().pipe(z.number().int().min(0).max(3_600_000));
 const msNotOlder = () => qInt().pipe(z.number().int().min(0).max(60_000));
-const comment = () => z.preprocess(one, z.string(repeated).max(64));
+const comment = () => qComment();
 const handle = () => qString().pipe(z.string().max(128));
 
 /** `yyyy-MM-ddTHH:mm:ss` (seconds and time optional), read on the broker server clock. */
@@ -77,7 +77,7 @@ const side = (allowCodes: boolean) =>
 
 /** Object schema over the raw query: strict (a misspelt parameter is an error, not ignored). */
 function params<S extends z.ZodRawShape>(shape: S, aliases: Record<string, string> = {}) {
-  const obj = z.object({ handle: handle(), ...shape }).strict();
+  const obj = strictParams({ handle: handle(), ...shape });
   return z.preprocess((raw) => {
     if (!raw || typeof raw !== 'object') return raw;
     const q = { ...(raw as Record<string, unknown>) };
@@ -209,7 +209,7 @@ export const OPERATIONS: Record<string, OpDef> = {
   CheckConnect: both('Reports and restores the connection', 'session', none),
   ConnectionStatus: both('Connection state (informational)', 'session', none),
   Disconnect: both('Closes the session and invalidates the handle', 'session', none),
-  Ping: { summary: 'Liveness of the gateway; no handle needed', kind: 'session', noHandle: true, P4: z.object({ handle: z.unknown().optional() }).strict(), P5: z.object({ handle: z.unknown().optional() }).strict() },
+  Ping: { summary: 'Liveness of the gateway; no handle needed', kind: 'session', noHandle: true, P4: strictParams({ handle: z.unknown().optional() }), P5: strictParams({ handle: z.unknown().optional() }) },
   Account: { summary: "The account holder's full profile (personal data)", kind: 'read', P5: none() },
   AccountSummary: both('Balance, equity, margin', 'read', none),
   AccountDetails: both('Account number, server, time zone, leverage...', 'read', none),
