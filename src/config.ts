@@ -50,6 +50,8 @@ export const configSchema = z.object({
   authFailLimit: int(1, 1_000_000).default(40),
   authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
   authBlockMs: int(1_000, 86_400_000).default(10 * 60_000),
+  /** How often keys' last-use times are written (one transaction for all keys used meanwhile). */
+  keyUsageFlushMs: int(10, 3_600_000).default(10_000),
   /** /v1/stream (docs/stream.md): heartbeat interval, per-socket backpressure limits, sweep period, shard waits. */
   streamHeartbeatMs: int(50, 600_000).default(10_000),
   streamSoftLimitBytes: int(1_024, 64 * 1024 * 1024).default(64 * 1024),
@@ -83,7 +85,7 @@ const ENV: Record<string, keyof Config> = {
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
-  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
+  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',

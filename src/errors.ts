@@ -27,6 +27,8 @@ export const ERROR_STATUS = {
   METHOD_NOT_ALLOWED: 405,
   IDEMPOTENCY_UNCERTAIN: 409,
   BROKER_LOGIN_IN_USE: 409,
+  /** The resource is not in a state the request needs (e.g. replacing a key already revoked). */
+  CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   IDEMPOTENCY_KEY_REUSED: 422,

@@ -4,6 +4,7 @@ import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrap, markKeyShown } from './auth/bootstrap.js';
+import { KeyUsage } from './auth/keyUsage.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
 import { ConfigError, type Config } from './config.js';
 import { mountNotFound, mountPreflight, mountRoutes, type HttpDeps } from './http/app.js';
@@ -17,6 +18,7 @@ import { newsRoutes } from './http/routes/news.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { faultRoutes } from './http/routes/faults.js';
 import { opsRoutes } from './http/routes/ops.js';
+import { managementRoutes } from './http/routes/management.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
 import { loadUws } from './http/uws.js';
@@ -31,6 +33,7 @@ import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
 import { startCheckpointer } from './store/checkpointer.js';
 import { AccountStore } from './store/accounts.js';
+import { AuditStore } from './store/audit.js';
 import { lockDataDir } from './store/dataDirLock.js';
 import { dbPath, openDb } from './store/db.js';
 import { TenancyStore } from './store/tenancy.js';
@@ -85,7 +88,10 @@ async function start(
   });
   const tenancy = new TenancyStore(db);
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey);
-  const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined);
+  // Last-used times: kept in memory per request, written in one transaction per period.
+  const keyUsage = new KeyUsage(tenancy, clock);
+  keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
+  const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined, keyUsage);
   const throttle = new AuthThrottle({ limit: config.authFailLimit, windowMs: config.authFailWindowMs, blockMs: config.authBlockMs, clock });
 
   let stream: StreamHub | undefined;
@@ -109,7 +115,8 @@ async function start(
   });
   await shards.start();
 
-  const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId };
+  const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
+    audit: new AuditStore(db), keyUsage, bootstrapFile: boot.bootstrapFile };
   const metrics = new Metrics();
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
@@ -125,13 +132,23 @@ async function start(
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
+  routes.push(...managementRoutes(services, { ofKey: (id) => streamHub.closeKey(id), ofAccount: (id) => streamHub.closeAccount(id) }));
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins) };
+  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins),
+    audit: ({ principal, action, target, detail }) => {
+      // The action is done: a failed audit write is logged, not turned into an error reply.
+      try {
+        services.audit.add({ customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null });
+      } catch (err) {
+        log.error('audit log write failed', { action, target, err: errorMessage(err) });
+      }
+    },
+  };
   const app = uws.App();
   streamHub.mount(app);
   (gwSocket = new GatewaySocket(services, throttle, inflight)).mount(app);
@@ -166,6 +183,12 @@ async function start(
       while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
       await shards.close();
+      keyUsage.stop();
+      try {
+        keyUsage.flush();
+      } catch (err) {
+        log.warn('could not record keys\' last use', { err: errorMessage(err) });
+      }
       await checkpointer.stop();
       db.close();
       lock.release();

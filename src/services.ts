@@ -6,6 +6,8 @@ import type { SecretBox } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
 import type { ShardSet } from './runtime/shardSet.js';
 import type { Db } from './store/db.js';
+import type { KeyUsage } from './auth/keyUsage.js';
+import type { AuditStore } from './store/audit.js';
 import type { TenancyStore } from './store/tenancy.js';
 
 export interface Services {
@@ -20,4 +22,10 @@ export interface Services {
   secretBox: SecretBox;
   /** The customer created on first start: the operator, who may change server-wide settings such as simulator faults. */
   operatorCustomerId: string;
+  /** Management actions, listed by GET /v1/audit. */
+  audit: AuditStore;
+  /** Last use of each key, not yet written to the store. */
+  keyUsage: KeyUsage;
+  /** Where this start keeps its management key file (rewritten when that key is rotated). */
+  bootstrapFile: string;
 }

@@ -5,6 +5,7 @@ import { LRUCache } from 'lru-cache';
 import { apiError } from '../errors.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { parseKey, secretMatches, type ParsedKey } from './keys.js';
+import type { KeyUsage } from './keyUsage.js';
 
 export interface Principal {
   kind: 'management' | 'api';
@@ -42,9 +43,13 @@ export class Authenticator {
   private readonly verified = new LRUCache<string, Principal>({ max: 50_000 });
   private readonly envKeyHash: Buffer | undefined;
 
+  private readonly revokedListeners: Array<(keyId: string) => void> = [];
+
   constructor(
     private readonly store: TenancyStore,
     envManagementKey: { value: string; customerId: string } | undefined,
+    /** Records each stored key's last use (coalesced writes); absent in tests that do not need it. */
+    private readonly usage?: KeyUsage,
   ) {
     this.envKeyHash = envManagementKey ? sha256(envManagementKey.value) : undefined;
     this.envCustomerId = envManagementKey?.customerId;
@@ -54,12 +59,20 @@ export class Authenticator {
   /** Looks a raw key value up; undefined when unknown, malformed or revoked. */
   resolve(value: string): Principal | undefined {
     const hit = this.verified.get(value);
-    if (hit) return hit;
+    if (hit) {
+      this.usage?.touch(hit.keyId);
+      return hit;
+    }
     const parsed = parseKey(value);
     // The configured management key may itself look like a generated one (copied from another
     // gateway's bootstrap.json, say) without being in this store: it is checked whenever the
     // store does not know the value, not only for values of another format.
-    return (parsed ? this.fromStore(parsed, value) : undefined) ?? this.envKey(value);
+    const stored = parsed ? this.fromStore(parsed, value) : undefined;
+    if (stored) {
+      this.usage?.touch(stored.keyId);
+      return stored;
+    }
+    return this.envKey(value);
   }
 
   private envKey(value: string): Principal | undefined {
@@ -90,9 +103,17 @@ export class Authenticator {
     return entry.principal;
   }
 
+  /** Forgets a key's cached row and verified values: call after revoking it, so the next request
+   *  reads the revocation from the store. Listeners (open sockets) hear of it at once. */
   evict(keyId: string): void {
     this.cache.delete(keyId);
     for (const [value, p] of this.verified.entries()) if (p.keyId === keyId) this.verified.delete(value);
+    for (const l of this.revokedListeners) l(keyId);
+  }
+
+  /** Called with the id of every key evicted (revoked, replaced, rotated, its seat removed). */
+  onEvicted(listener: (keyId: string) => void): void {
+    this.revokedListeners.push(listener);
   }
 
   /** Throws an ApiError (401/403) unless the request carries a key acceptable for `mode`. */

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TenancyStore } from '../store/tenancy.js';
-import { generateKey, hashSecret } from './keys.js';
+import { generateKey, hashSecret, parseKey } from './keys.js';
 
 export const DEFAULT_CUSTOMER = 'default';
 
@@ -75,5 +75,27 @@ export function markKeyShown(file: string): void {
     if (b.shown === false) writeBootstrap(file, { ...b, shown: true });
   } catch {
     // No file (or not ours to rewrite): nothing is pending.
+  }
+}
+
+/**
+ * After the management key `oldKeyId` was rotated: when bootstrap.json holds that key, it gets the
+ * new one (marked shown: the rotation's response showed it), so tools that read the file (the
+ * tagw CLI) keep working. A file holding another key, or none, is left alone.
+ */
+export function rewriteBootstrapKey(file: string, oldKeyId: string, newValue: string, log?: { warn(msg: string, f?: Record<string, unknown>): void }): boolean {
+  let b: BootstrapFile;
+  try {
+    b = JSON.parse(readFileSync(file, 'utf8')) as BootstrapFile;
+  } catch {
+    return false;
+  }
+  if (typeof b.managementKey !== 'string' || parseKey(b.managementKey)?.id !== oldKeyId) return false;
+  try {
+    writeBootstrap(file, { ...b, managementKey: newValue, shown: true });
+    return true;
+  } catch (err) {
+    log?.warn('could not rewrite bootstrap.json with the rotated management key', { file, err: (err as Error).message });
+    return false;
   }
 }

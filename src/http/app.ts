@@ -2,7 +2,7 @@
 // validate the body and query, run the handler, map any error to JSON in one place.
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { z } from 'zod';
-import type { Authenticator } from '../auth/authenticator.js';
+import type { Authenticator, Principal } from '../auth/authenticator.js';
 import { assertCanTrade } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
@@ -25,9 +25,18 @@ export interface HttpDeps {
   debugLog?: boolean;
   /** CORS allowlist (CORS_ORIGINS); undefined when empty, and then no Origin is read. */
   cors?: CorsPolicy;
+  /** Records a successful management action (routes with `audit`). */
+  audit?: (entry: AuditEntry) => void;
   /** Tracks requests in flight so shutdown can drain them. */
   inflight: { count: number; draining: boolean };
 }
+
+export interface AuditEntry { principal: Principal; action: string; target: string | null; detail: Record<string, unknown> | undefined }
+
+const idOf = (body: unknown): string | null => {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === 'string' ? id : null;
+};
 
 export function formatZodError(where: string, err: z.ZodError): string {
   return err.issues
@@ -234,6 +243,9 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       reply = out;
     }
     status = reply.status ?? 200;
+    if (route.audit && principal && deps.audit) {
+      deps.audit({ principal, action: route.audit, target: reply.audit?.target ?? req.params[0] ?? idOf(reply.body), detail: reply.audit?.detail });
+    }
     if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
     else sink.json(status, reply.body, reply.headers);
   } catch (err) {

@@ -11,6 +11,8 @@ export interface Reply {
   raw?: string;
   contentType?: string;
   headers?: Record<string, string>;
+  /** For a route with `audit`: what the action was done to, and details (never secrets). */
+  audit?: { target?: string; detail?: Record<string, unknown> };
 }
 
 /** Status lines built once, not per response. */

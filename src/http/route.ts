@@ -47,6 +47,11 @@ export interface RouteDef<Q = unknown, B = unknown> {
   secretQuery?: boolean;
   /** A trading call (SPEC §5.5): a read-only key gets 403 before anything else is looked at. */
   trading?: boolean;
+  /**
+   * A management action: recorded in the audit log under this name after it succeeds (who: the
+   * management key id; target: the reply's `audit.target`, else the first path parameter).
+   */
+  audit?: string;
   handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;
 }
 

@@ -12,6 +12,8 @@ export interface CommandMap {
   'shard.ping': { args: Record<string, never>; result: { shard: number; actors: number; pid: number } };
   'seat.create': { args: { seatId: string; readyAt: number }; result: SeatView };
   'seat.get': { args: { seatId: string }; result: SeatView | null };
+  /** Stops the actor of a removed seat (its seat_state row stays, as history). */
+  'seat.remove': { args: { seatId: string }; result: { stopped: boolean } };
 }
 
 export interface SeatView { seatId: string; status: 'BUILDING_SERVER' | 'ACTIVE'; readyAt: number }

@@ -25,6 +25,7 @@ export class AccountStore {
       get: db.prepare<[string], BindingRow>('SELECT * FROM account_bindings WHERE seat_id = ?'),
       // Bindings of seats that still exist (a binding is written before its seat row on /ConnectEx).
       live: db.prepare<[], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL`),
+      removed: db.prepare<[string], { one: number }>('SELECT 1 AS one FROM seats WHERE id = ? AND removed_at IS NOT NULL'),
       setBuild: db.prepare('UPDATE account_bindings SET build = ?, updated_at = ? WHERE seat_id = ?'),
       boundTo: db.prepare<[string, string], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id
         WHERE s.removed_at IS NULL AND b.server = ? AND b.login = ? ORDER BY b.created_at LIMIT 1`),
@@ -36,6 +37,12 @@ export class AccountStore {
   }
   get(seatId: string): BindingRow | undefined {
     return this.q.get.get(seatId);
+  }
+  /** The binding of an account whose seat was not removed (a binding with no seat row yet counts:
+   *  /ConnectEx writes the binding first). */
+  getLive(seatId: string): BindingRow | undefined {
+    const row = this.q.get.get(seatId);
+    return row && !this.q.removed.get(seatId) ? row : undefined;
   }
   live(): BindingRow[] {
     return this.q.live.all();

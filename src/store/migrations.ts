@@ -88,4 +88,25 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE idempotency_v3 RENAME TO idempotency;
   CREATE INDEX idempotency_expiry ON idempotency(expires_at);
   `,
+  // 4: the management API (issue 17): when each key was last used (written in coalesced batches,
+  // src/auth/keyUsage.ts), per-key rate-limit overrides (NULL: the configured default), which key
+  // replaced a revoked one, and the audit log of management actions (never deleted, seats removed or not).
+  `
+  ALTER TABLE keys ADD COLUMN last_used_at INTEGER;
+  ALTER TABLE keys ADD COLUMN requests_per_sec REAL;
+  ALTER TABLE keys ADD COLUMN orders_per_sec REAL;
+  ALTER TABLE keys ADD COLUMN replaced_by TEXT;
+  CREATE INDEX keys_seat ON keys(seat_id);
+  CREATE TABLE audit_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    customer_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    -- the management key that acted ('env': the one configured as GATEWAY_MANAGEMENT_KEY)
+    actor_key_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT,
+    detail_json TEXT
+  );
+  CREATE INDEX audit_log_customer ON audit_log(customer_id, id);
+  `,
 ];

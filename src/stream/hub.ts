@@ -1094,6 +1094,17 @@ export class StreamHub {
 
   // ---- key revocation ---------------------------------------------------------------------------
 
+  /** A key revoked through the management API: its sockets close now, not at the next check. */
+  closeKey(keyId: string): void {
+    for (const s of this.sockets) if (s.keyId === keyId) this.end(s, 'KEY_REVOKED');
+  }
+
+  /** A seat removed through the management API: its sockets close now (ACCOUNT_UNAVAILABLE). */
+  closeAccount(accountId: string): void {
+    const acc = this.accounts.get(accountId);
+    if (acc) for (const s of [...acc.sockets]) this.end(s, 'ACCOUNT_UNAVAILABLE');
+  }
+
   /** A key revoked after the upgrade must not keep streaming: each distinct key of the open sockets
    *  is looked up (one indexed SQLite read per key) and its sockets closed with KEY_REVOKED. */
   private checkKeys(): void {

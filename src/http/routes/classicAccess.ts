@@ -15,7 +15,12 @@ export class AccountAccess {
   /** ACTIVE is the last seat status (SPEC §3), so it is cached for good once seen. */
   private readonly active = new Set<string>();
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly s: Services) {
+    s.tenancy.onSeatRemoved((id) => {
+      this.seats.delete(id);
+      this.active.delete(id);
+    });
+  }
 
   /** Synchronous when everything is cached (the hot path); a promise only while the seat's status must be asked. */
   resolve(principal: Principal, q: { id?: string | undefined; accountId?: string | undefined }, trading: boolean): SeatRow | Promise<SeatRow> {

@@ -92,7 +92,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       handler: ({ body, principal, req }) => handler(withQueryId(body, req.query), principal!),
     })),
     defineRoute({
-      method: 'post', path: '/v1/accounts/:id/upgrade', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
+      method: 'post', path: '/v1/accounts/:id/upgrade', family: 'provisioning', auth: 'management', audit: 'account.upgrade', tags: ['provisioning', 'accounts'],
       summary: "Rolling upgrade of one account's connection: in-flight requests finish on the old connection, then a new one replaces it",
       body: z.object({ build: z.number().int().min(1).max(100_000).nullable().optional().describe('New terminal build; null = the server build') }).strict(),
       response: z.object({ id: z.string(), connection: z.string(), build: z.number(), generation: z.number() }),
@@ -104,7 +104,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       },
     }),
     defineRoute({
-      method: 'post', path: '/v1/accounts/upgrade', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
+      method: 'post', path: '/v1/accounts/upgrade', family: 'provisioning', auth: 'management', audit: 'accounts.upgrade', tags: ['provisioning', 'accounts'],
       summary: "Rolling upgrade of every account of the customer, one account at a time",
       description: 'Each account is replaced like POST /v1/accounts/{id}/upgrade (requests in flight finish on its old connection first); the next account starts only when the previous one is connected again, so at most one account is between connections at any moment.',
       body: z.object({ build: z.number().int().min(1).max(100_000).nullable().optional().describe('New terminal build for every account; null = each server build') }).strict(),

@@ -36,7 +36,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
   const everyShard = <T>(f: (shard: number) => Promise<T>) => Promise.all(Array.from({ length: s.shards.size }, (_, i) => f(i)));
   return [
     defineRoute({
-      method: 'post', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      method: 'post', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'management', audit: 'account.fault', tags: ['simulator'],
       summary: "Inject a simulator fault on one account's broker login (embedded simulator only)",
       body: z.object(FaultFields).strict(), successStatus: 201,
       response: z.object({ accountId: z.string(), id: z.number(), kind: z.string() }),
@@ -49,7 +49,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
       },
     }),
     defineRoute({
-      method: 'post', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      method: 'post', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', audit: 'sim.fault.set', tags: ['simulator'],
       summary: 'Inject a simulator fault for a whole server, or one login on it (operator only)',
       body: z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict(), successStatus: 201,
       response: z.object({ server: z.string(), kind: z.string(), shards: z.number() }),
@@ -73,7 +73,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
       },
     }),
     defineRoute({
-      method: 'delete', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
+      method: 'delete', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', audit: 'sim.fault.clear', tags: ['simulator'],
       summary: 'Clear simulator faults, of one server with ?server= (operator only)',
       query: z.object({ server: z.string().min(1).optional() }),
       response: z.object({ cleared: z.number() }),

@@ -49,8 +49,6 @@ export const CreatedKey = z.object({
   createdAt: z.string(),
 }).meta({ id: 'CreatedKey' });
 
-export const KeyInfo = CreatedKey.omit({ key: true }).extend({ revoked: z.boolean() }).meta({ id: 'KeyInfo' });
-
 function seatJson(row: SeatRow, state: SeatView | null) {
   const status = state?.status ?? 'BUILDING_SERVER';
   const priv = row.private_hosting === 1;
@@ -76,7 +74,7 @@ export function ownedSeat(s: Services, customerId: string, seatId: string): Seat
 export function provisioningRoutes(s: Services): AnyRoute[] {
   return [
     defineRoute({
-      method: 'post', path: '/v1/seats', family: 'provisioning', auth: 'management', tags: ['provisioning'],
+      method: 'post', path: '/v1/seats', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'seat.create',
       summary: 'Create a seat (account)',
       description: 'A shared seat is ACTIVE at once; a privately hosted seat starts BUILDING_SERVER with serverBuilding=true. Poll GET /v1/seats/{id}.',
       body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR'],
@@ -114,34 +112,24 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       },
     }),
     defineRoute({
-      method: 'post', path: '/v1/seats/:id/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'],
+      method: 'post', path: '/v1/seats/:id/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'key.create',
       summary: 'Create an API key for the customer, optionally read-only and/or scoped to this seat',
       description: 'The key is returned once. An accountScoped key works only with ?id= of this seat; a readOnly key answers 403 on trading calls.',
       body: KeyBody, response: CreatedKey, successStatus: 201, errors: ['BAD_REQUEST', 'NOT_FOUND'],
       handler: ({ params, body, principal }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        return { status: 201, body: issueApiKey(s, principal!.customerId, body, seat.id) };
+        const key = issueApiKey(s, principal!.customerId, body, seat.id);
+        return { status: 201, body: key, audit: { target: key.id, detail: { seatId: seat.id, readOnly: key.readOnly, accountScoped: key.accountScoped } } };
       },
     }),
     defineRoute({
-      method: 'post', path: '/v1/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'],
+      method: 'post', path: '/v1/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'key.create',
       summary: 'Create a full-access API key (the dashboard equivalent: not scoped, not read-only)',
       body: z.object({ label: z.string().min(1).max(100) }).strict(), response: CreatedKey, successStatus: 201,
-      handler: ({ body, principal }) => ({
-        status: 201, body: issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null),
-      }),
-    }),
-    defineRoute({
-      method: 'get', path: '/v1/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'],
-      summary: "List the customer's API keys (never their values)", response: z.object({ keys: z.array(KeyInfo) }),
-      handler: ({ principal }) => ({
-        body: {
-          keys: s.tenancy.keysOf(principal!.customerId).filter((k) => k.kind === 'api').map((k) => ({
-            id: k.id, label: k.label, readOnly: k.read_only === 1, accountScoped: k.account_scoped === 1, seatId: k.seat_id,
-            createdAt: new Date(k.created_at).toISOString(), revoked: k.revoked_at !== null,
-          })),
-        },
-      }),
+      handler: ({ body, principal }) => {
+        const key = issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null);
+        return { status: 201, body: key, audit: { target: key.id } };
+      },
     }),
     defineRoute({
       method: 'get', path: '/v1/whoami', family: 'provisioning', auth: 'api', tags: ['provisioning'],
@@ -150,19 +138,6 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       handler: ({ principal }) => ({
         body: { keyId: principal!.keyId, readOnly: principal!.readOnly, accountScoped: principal!.accountScoped, seatId: principal!.seatId },
       }),
-    }),
-    defineRoute({
-      method: 'delete', path: '/v1/keys/:keyId', family: 'provisioning', auth: 'management', tags: ['provisioning'],
-      summary: 'Revoke an API key; it answers 401 from then on', response: z.object({ id: z.string(), revoked: z.literal(true) }),
-      errors: ['NOT_FOUND'],
-      handler: ({ params, principal }) => {
-        const id = params[0]!;
-        const row = s.tenancy.keyById(id);
-        if (!row || row.customer_id !== principal!.customerId || row.kind !== 'api') throw apiError('NOT_FOUND', 'key not found');
-        s.tenancy.revokeKey(id, principal!.customerId, s.clock.now());
-        s.auth.evict(id);
-        return { body: { id, revoked: true } };
-      },
     }),
   ];
 }

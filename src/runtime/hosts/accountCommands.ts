@@ -62,6 +62,8 @@ declare module '../protocol.js' {
   interface CommandMap {
     'account.bind': { args: BindArgs; result: AccountStatus };
     'account.status': { args: { accountId: string }; result: AccountStatus };
+    /** Stops the connection of an account whose seat was removed. */
+    'account.remove': { args: { accountId: string }; result: { stopped: boolean } };
     'account.op': { args: { accountId: string; op: string; args: Record<string, unknown> }; result: unknown };
     'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string }; result: TradeReply };
     'account.upgrade': { args: { accountId: string; build?: number | null }; result: AccountStatus };

@@ -88,7 +88,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     async ensure(id) {
       const e = entries.get(id);
       if (e) return e;
-      const row = ctx.owns(id) ? store.get(id) : undefined;
+      const row = ctx.owns(id) ? store.getLive(id) : undefined;
       if (!row) throw apiError('NOT_FOUND', 'account not found');
       return startEntry(row);
     },
@@ -101,6 +101,8 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     if (e) return e;
     const row = store.get(id);
     if (!row) throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
+    // A removed seat's connection is not started again (a request that passed a main-thread cache).
+    if (!store.getLive(id)) throw apiError('NOT_FOUND', 'account not found');
     return startEntry(row);
   };
 
@@ -183,6 +185,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     handlers: {
       'account.bind': bind,
       'account.status': ({ accountId }) => status(entryOf(accountId)),
+      // Its seat was removed (DELETE /v1/seats/{id}): the broker connection closes; the binding,
+      // orders and idempotency records stay as history.
+      'account.remove': ({ accountId }) => {
+        const e = entries.get(accountId);
+        entries.delete(accountId);
+        e?.stop();
+        return { stopped: e !== undefined };
+      },
       'account.upgrade': async ({ accountId, build }) => {
         const e = entryOf(accountId);
         const row = store.get(accountId)!;

@@ -44,5 +44,7 @@ declare module '../protocol.js' {
   interface CommandMap {
     'session.connect': { args: SessionConnectArgs; result: SessionConnectResult };
     'session.op': { args: SessionOpArgs; result: unknown };
+    /** Ends the live session of an account (its seat was removed), as Disconnect does. */
+    'session.closeAccount': { args: { accountId: string }; result: { closed: boolean } };
   }
 }

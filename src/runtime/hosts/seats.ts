@@ -32,6 +32,12 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
   return {
     handlers: {
       'seat.create': ({ seatId, readyAt }) => view(actors.get(seatId) ?? start(seatId, readyAt)),
+      'seat.remove': ({ seatId }) => {
+        const a = actors.get(seatId);
+        actors.delete(seatId);
+        a?.stop();
+        return { stopped: a !== undefined };
+      },
       'seat.get': ({ seatId }) => {
         const a = actors.get(seatId);
         if (a) return view(a);

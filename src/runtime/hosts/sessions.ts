@@ -398,6 +398,11 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         register(live);
         return answer(live, true);
       },
+      'session.closeAccount': ({ accountId }) => {
+        const live = byAccount.get(accountId);
+        if (live) disconnect(live);
+        return { closed: live !== undefined };
+      },
       'session.op': async ({ handleHash, op, args }) => {
         const live = liveSession(handleHash);
         switch (op) {
