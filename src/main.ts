@@ -4,6 +4,7 @@ import { startGateway } from './gateway.js';
 import { UwsFallbackError } from './http/uws.js';
 import { createLogger } from './log.js';
 import { DataDirInUseError } from './store/dataDirLock.js';
+import { SchemaTooNewError } from './store/migrations.js';
 
 async function main(): Promise<void> {
   let config;
@@ -46,6 +47,10 @@ async function main(): Promise<void> {
     if (e instanceof DataDirInUseError) {
       log.error(e.message);
       process.exit(4);
+    }
+    if (e instanceof SchemaTooNewError) {
+      log.error(e.message);
+      process.exit(5);
     }
     if (e instanceof ConfigError) {
       log.error(e.message);

@@ -1,49 +1,13 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { cleanupProcesses, ROOT, startProcess, tempDir } from './helpers/process.js';
 
-const ROOT = join(import.meta.dirname, '..');
-const MAIN = join(ROOT, 'src', 'main.ts');
-const dirs: string[] = [];
-const procs: ChildProcess[] = [];
-afterEach(() => {
-  for (const p of procs.splice(0)) if (p.exitCode === null) p.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-
-function start(env: Record<string, string>, dataDir?: string, argv: string[] = ['--import', 'tsx', MAIN], command = process.execPath) {
-  const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-  if (!dataDir) dirs.push(dir);
-  const child = spawn(command, argv, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT,
-  });
-  procs.push(child);
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  const listening = new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = /"msg":"gateway listening","url":"([^"]+)"/.exec(out);
-      if (m) {
-        clearInterval(timer);
-        resolve(m[1]!);
-      }
-    }, 20);
-    void exited.then((code) => {
-      clearInterval(timer);
-      reject(new Error(`exited ${code}: ${out}`));
-    });
-  });
-  listening.catch(() => {}); // observed by tests that expect a start; others check `exited`
-  return { child, dir, exited, listening, output: () => out };
-}
+afterEach(cleanupProcesses);
+const start = startProcess;
 
 describe('process', () => {
   it('refuses to start on the uWS JS fallback unless ALLOW_UWS_FALLBACK=1', async () => {
@@ -85,8 +49,7 @@ describe('process', () => {
   }, 30_000);
 
   it('a first start that fails before listening leaves its key to be printed by the next start that listens, once', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const failed = start({ HOST: '999.1.1.1' }, dir); // refused at listen, after the key was made
     expect(await failed.exited).toBe(2);
     const saved = JSON.parse(readFileSync(join(dir, 'bootstrap.json'), 'utf8')) as { managementKey: string };
@@ -111,8 +74,7 @@ describe('process', () => {
     ['a stale key', JSON.stringify({ customerId: 'gone', managementKey: 'tagw_m_stale.0000', shown: true })],
     ['not JSON', '{ half a file'],
   ])('a first start over a bootstrap.json holding %s writes the new key there', async (_name, stale) => {
-    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-    dirs.push(dir);
+    const dir = tempDir();
     writeFileSync(join(dir, 'bootstrap.json'), stale);
     const p = start({}, dir);
     const url = await p.listening;
@@ -235,8 +197,7 @@ describe('process', () => {
   }, 90_000);
 
   it('configuration mistakes are one line (no stack trace) and a non-zero exit, before anything serves', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-    dirs.push(dir);
+    const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{bad');
     writeFileSync(join(dir, 'a-file'), '');
     const cases: Array<[Record<string, string>, number, RegExp]> = [
@@ -265,16 +226,14 @@ describe('process', () => {
       ['key file is a directory', (d) => mkdirSync(join(d, 'secret.key')), /^fatal: cannot read .*secret\.key: EISDIR/m],
     ];
     // Not a key: a configuration mistake (exit 2), named by its file, not as TAGW_SECRET_KEY (which is not set).
-    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-    dirs.push(dir);
+    const dir = tempDir();
     writeFileSync(join(dir, 'secret.key'), 'not-a-key\n');
     const badKey = start({}, dir);
     expect(await badKey.exited).toBe(2);
     expect(badKey.output()).toMatch(/secret\.key: secretKey must be 32 bytes/);
     expect(badKey.output()).not.toContain('TAGW_SECRET_KEY');
     for (const [name, prepare, message] of cases) {
-      const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-      dirs.push(dir);
+      const dir = tempDir();
       prepare(dir);
       const p = start({}, dir);
       expect(await p.exited, name).toBe(1);
@@ -284,8 +243,7 @@ describe('process', () => {
   }, 60_000);
 
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tagw-proc-'));
-    dirs.push(dir);
+    const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{"servers": 5}');
     const SIM = join(ROOT, 'src', 'sim', 'server.ts');
     for (const [args, message] of [

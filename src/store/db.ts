@@ -1,16 +1,9 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { MIGRATIONS } from './migrations.js';
+import { runMigrations, SCHEMA_VERSION } from './migrations.js';
 
 export type Db = Database.Database;
-
-/** Extra migration steps owned by other modules (e.g. the simulator's tables), run after ours. */
-export type ExtraMigration = (db: Db) => void;
-const extras: ExtraMigration[] = [];
-export function registerMigration(step: ExtraMigration): void {
-  extras.push(step);
-}
 
 /** WAL pages (4 KiB) after which a commit checkpoints inline (~16 MiB). With the background
  *  checkpointer most frames are copied back by then, so this inline pass is short; it is what
@@ -62,20 +55,19 @@ export function dbPath(dataDir: string): string {
 export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true });
   const db = openSqliteFile(dbPath(dataDir), undefined, configureWal);
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  if (opts.migrate !== false) migrate(db);
+  try {
+    db.pragma('busy_timeout = 5000');
+    db.pragma('foreign_keys = ON');
+    if (opts.migrate !== false) migrate(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return db;
 }
 
+/** Brings the schema up to date (src/store/migrations.ts); throws SchemaTooNewError on a newer one. */
 export function migrate(db: Db): number {
-  const current = db.pragma('user_version', { simple: true }) as number;
-  for (let v = current; v < MIGRATIONS.length; v++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[v]!);
-      db.pragma(`user_version = ${v + 1}`);
-    })();
-  }
-  for (const step of extras) step(db);
-  return MIGRATIONS.length;
+  runMigrations(db);
+  return SCHEMA_VERSION;
 }

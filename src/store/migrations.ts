@@ -1,8 +1,19 @@
-// Versioned schema migrations. Each entry runs once, in order, inside a transaction; the applied
-// version is SQLite's user_version. Never edit a released migration: append a new one.
-export const MIGRATIONS: readonly string[] = [
+// Versioned schema migrations. Migration N (1-based) runs once, in order, inside its own
+// transaction together with `user_version = N`, so a crash mid-upgrade leaves the database at
+// N-1, never half-way. Never edit a released migration: append a new one. The runner below
+// also refuses a database newer than this list (an old build started on an upgraded DATA_DIR).
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+
+export interface Migration {
+  /** One line for `tagw migrate --check` and the upgrade log. */
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
   // 1: tenancy: customers, keys (management and API), seats, seat actor state
-  `
+  { name: 'tenancy: customers, keys, seats, seat state', sql: `
   CREATE TABLE customers (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -37,10 +48,10 @@ export const MIGRATIONS: readonly string[] = [
     ready_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
   );
-  `,
+  ` },
   // 2: account bindings (a seat bound to a broker login; password sealed with AES-256-GCM) and the
   // per-account idempotency records of trade requests (SPEC §3, §8: kept 24 h).
-  `
+  { name: 'account bindings and idempotency records', sql: `
   CREATE TABLE account_bindings (
     seat_id TEXT PRIMARY KEY,
     customer_id TEXT NOT NULL,
@@ -66,12 +77,12 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (account_id, client_order_id)
   );
   CREATE INDEX idempotency_expiry ON idempotency(expires_at);
-  `,
+  ` },
   // 3: idempotency records keyed by their primary key alone (WITHOUT ROWID): the 'sent' insert is
   // a commit on every idempotent order's critical path, and two b-trees instead of three cut it by
   // about a sixth. The expiry index stays: settled records live only here (not as actors in
   // memory), and a periodic sweep deletes the expired ones by it.
-  `
+  { name: 'idempotency records WITHOUT ROWID', sql: `
   CREATE TABLE idempotency_v3 (
     account_id TEXT NOT NULL,
     client_order_id TEXT NOT NULL,
@@ -87,11 +98,11 @@ export const MIGRATIONS: readonly string[] = [
   DROP TABLE idempotency;
   ALTER TABLE idempotency_v3 RENAME TO idempotency;
   CREATE INDEX idempotency_expiry ON idempotency(expires_at);
-  `,
+  ` },
   // 4: the management API (issue 17): when each key was last used (written in coalesced batches,
   // src/auth/keyUsage.ts), per-key rate-limit overrides (NULL: the configured default), which key
   // replaced a revoked one, and the audit log of management actions (never deleted, seats removed or not).
-  `
+  { name: 'management API: key last use, rate-limit overrides, replacement, audit log', sql: `
   ALTER TABLE keys ADD COLUMN last_used_at INTEGER;
   ALTER TABLE keys ADD COLUMN requests_per_sec REAL;
   ALTER TABLE keys ADD COLUMN orders_per_sec REAL;
@@ -108,5 +119,98 @@ export const MIGRATIONS: readonly string[] = [
     detail_json TEXT
   );
   CREATE INDEX audit_log_customer ON audit_log(customer_id, id);
-  `,
+  ` },
+  // 5: gateway session handles and their subscriptions (src/store/sessions.ts). Before they were
+  // numbered these tables were created by idempotent DDL at every start, so a database at
+  // version 4 or below may have them already: IF NOT EXISTS.
+  { name: 'gateway sessions and subscriptions', sql: `
+  CREATE TABLE IF NOT EXISTS gateway_sessions (
+    handle_hash TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    customer_id TEXT NOT NULL,
+    platform TEXT NOT NULL CHECK (platform IN ('P4', 'P5')),
+    handle_sealed TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('live', 'invalidated')),
+    connected_at INTEGER NOT NULL,
+    invalidated_at INTEGER
+  );
+  CREATE INDEX IF NOT EXISTS gateway_sessions_live ON gateway_sessions(account_id) WHERE state = 'live';
+  CREATE TABLE IF NOT EXISTS gateway_subscriptions (
+    handle_hash TEXT NOT NULL,
+    sub_key TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    PRIMARY KEY (handle_hash, sub_key)
+  );
+  ` },
 ];
+
+/** The schema version this code writes and understands: the number of migrations. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** A database written by a newer build: this code would misread it (main exits 5). */
+export class SchemaTooNewError extends Error {
+  constructor(readonly file: string, readonly found: number, readonly known: number) {
+    super(`${file}: database schema version ${found} is newer than this build's ${known} (a newer tagw ran on this DATA_DIR): run that build, or restore a backup taken before the upgrade`);
+  }
+}
+
+export interface MigrationPlan {
+  /** user_version of the database (0: empty or new). */
+  current: number;
+  /** The version this build migrates to (SCHEMA_VERSION). */
+  target: number;
+  /** What would run, in order (empty when up to date or too new). */
+  pending: { version: number; name: string }[];
+  /** The database is newer than this build: it refuses to start on it. */
+  tooNew: boolean;
+}
+
+type Sqlite = Database.Database;
+
+export function schemaVersionOf(db: Sqlite): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/** What `migrate` would do to this database; changes nothing. */
+export function migrationPlan(db: Sqlite): MigrationPlan {
+  const current = schemaVersionOf(db);
+  const pending = MIGRATIONS.slice(current).map((m, i) => ({ version: current + i + 1, name: m.name }));
+  return { current, target: SCHEMA_VERSION, pending, tooNew: current > SCHEMA_VERSION };
+}
+
+/**
+ * `tagw migrate --check`: the plan for a database file (DATA_DIR/tagw.sqlite), opened read-only,
+ * so it is safe beside a running gateway. A missing file is a new database: every migration would run.
+ */
+export function checkMigrations(file: string): MigrationPlan {
+  if (!existsSync(file)) return migrationPlan(new Database(':memory:'));
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return migrationPlan(db);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Brings the database to SCHEMA_VERSION: each pending migration in its own transaction with its
+ * user_version bump. BEGIN IMMEDIATE: two threads opening the same database at once (main and a
+ * shard) serialise here, and the second one re-reads the version inside the transaction and finds
+ * nothing left to do. A database newer than this build throws SchemaTooNewError, untouched.
+ * Returns the versions it applied.
+ */
+export function runMigrations(db: Sqlite, file = db.name): number[] {
+  const applied: number[] = [];
+  for (;;) {
+    const done = db.transaction(() => {
+      const v = schemaVersionOf(db);
+      if (v > SCHEMA_VERSION) throw new SchemaTooNewError(file, v, SCHEMA_VERSION);
+      if (v === SCHEMA_VERSION) return true;
+      db.exec(MIGRATIONS[v]!.sql);
+      db.pragma(`user_version = ${v + 1}`);
+      applied.push(v + 1);
+      return false;
+    }).immediate();
+    if (done) return applied;
+  }
+}

@@ -4,30 +4,8 @@
 // without the plain value ever being stored. Only the shard that owns the account writes here;
 // the main thread reads (handle -> account lookups on a cache miss).
 import type { Db } from './db.js';
-import { registerMigration } from './db.js';
 
-// Module-owned tables (registerMigration): idempotent DDL, run after the versioned migrations.
-registerMigration((db) => {
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS gateway_sessions (
-      handle_hash TEXT PRIMARY KEY,
-      account_id TEXT NOT NULL,
-      customer_id TEXT NOT NULL,
-      platform TEXT NOT NULL CHECK (platform IN ('P4', 'P5')),
-      handle_sealed TEXT NOT NULL,
-      state TEXT NOT NULL CHECK (state IN ('live', 'invalidated')),
-      connected_at INTEGER NOT NULL,
-      invalidated_at INTEGER
-    );
-    CREATE INDEX IF NOT EXISTS gateway_sessions_live ON gateway_sessions(account_id) WHERE state = 'live';
-    CREATE TABLE IF NOT EXISTS gateway_subscriptions (
-      handle_hash TEXT NOT NULL,
-      sub_key TEXT NOT NULL,
-      spec_json TEXT NOT NULL,
-      PRIMARY KEY (handle_hash, sub_key)
-    );
-  `);
-});
+// Tables: migration 4 (src/store/migrations.ts).
 
 export interface SessionRow {
   handle_hash: string;
