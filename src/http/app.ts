@@ -195,6 +195,22 @@ export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, mem
   return r.data;
 }
 
+/**
+ * Resolves once uWS has parsed everything else that came in the same read as this request. A
+ * request pipelined behind one whose reply is pending makes uWS close the connection (see
+ * ResponseSink.deferred), and it does so while parsing that read, after the first request's
+ * handler ran: a request that changes state waits for this point and is dropped, unexecuted, if the
+ * connection is gone by then, rather than executed with nobody left to tell. (A microtask is too
+ * early: uWS.js drains them after each callback, before it parses the next request.)
+ */
+export const afterThisRead = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Trading calls and every request method but GET and HEAD change something: they run only on a connection that survived its read. */
+const changesState = (route: AnyRoute, req: RequestInfo) => route.trading === true || (req.method !== 'GET' && req.method !== 'HEAD');
+
+/** nginx's "client closed request": the connection was gone before the request ran, so it never did. */
+const CLIENT_CLOSED = 499;
+
 async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined): Promise<void> {
   const family: Family = route.family;
   deps.inflight.count++;
@@ -234,10 +250,18 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       body = r.data;
     }
     const query = validatedQuery(req, memo);
+    if (changesState(route, req)) {
+      sink.deferred(); // still inside uWS's handler (or in readBody's onData): onAborted may be registered
+      await afterThisRead();
+      if (!sink.open) {
+        status = CLIENT_CLOSED;
+        return;
+      }
+    }
     const out = route.handler({ req, query, body, principal, params: req.params });
     let reply;
     if (out instanceof Promise) {
-      sink.watchAbort(); // still inside uWS's handler: the last moment it may be registered
+      sink.deferred(); // inside uWS's handler unless deferred above: the last moment onAborted may be registered
       reply = await out;
     } else {
       reply = out;

@@ -67,9 +67,28 @@ export class ResponseSink {
     return !this.aborted && !this.done;
   }
 
+  private paused = false;
+
+  /**
+   * The reply comes later: watch for the client going away, and stop reading the connection until
+   * the reply is written. uWS (this build and upstream, by design) closes a connection when a
+   * request arrives while the previous one's reply is pending, after that request may already have
+   * been acted on; paused, a request the client pipelines in a later packet waits in the kernel and
+   * is parsed once this reply went out, so replies leave in request order. (Requests that arrive in
+   * the same packet are parsed before any of this can run: see `afterThisRead` in app.ts.)
+   */
+  deferred(): void {
+    this.watchAbort();
+    if (this.paused || !this.open) return;
+    this.paused = true;
+    this.res.pause();
+  }
+
   send(status: number, body: string, headers: Record<string, string> | undefined, contentType = 'application/json', close = false): void {
     if (!this.open) return;
     this.done = true;
+    // Before the end: uWS forbids touching a response once it ended.
+    if (this.paused) this.res.resume();
     this.res.cork(() => {
       // uWS answers 200 OK when no status is written.
       if (status !== 200) this.res.writeStatus(statusLine(status));
