@@ -29,7 +29,7 @@ import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from '../src/sim/config.js';
 import { frame, quoteData } from '../src/stream/frames.js';
-import { STREAM_EVENT } from '../src/stream/wire.js';
+import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import type { ClientJob } from './streamClient.js';
 import { nowMs, StreamHist, TurnHist, type HistData } from './streamHist.js';
 

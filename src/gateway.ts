@@ -27,6 +27,7 @@ import { SecretBox } from './crypto/secretBox.js';
 import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
 import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES, type OperatorPhase } from './runtime/hosts/accountCommands.js';
+import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
 import { StreamHub } from './stream/hub.js';
@@ -100,10 +101,13 @@ async function start(
   const accountPhases = new Map<string, OperatorPhase>();
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
+    // Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap).
     onEvent: (ev) => {
-      if (ev.kind === ACCOUNT_PHASE_EVENT) accountPhases.set(ev.key, ev.data as OperatorPhase);
-      else if (ev.kind.startsWith('gw.')) gwSocket?.onShardEvent(ev);
-      else stream?.onShardEvent(ev);
+      switch (ev.kind) {
+        case ACCOUNT_PHASE_EVENT: accountPhases.set(ev.key, ev.data); break;
+        case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: gwSocket?.onShardEvent(ev); break;
+        default: stream?.onShardEvent(ev);
+      }
     },
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).
     settings: {

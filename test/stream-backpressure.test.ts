@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deal } from '../src/market/orders.js';
 import { STREAM_CLOSE } from '../src/stream/frames.js';
-import { STREAM_EVENT } from '../src/stream/wire.js';
+import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type StreamClient } from './stream-helpers.js';
 

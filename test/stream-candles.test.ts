@@ -4,7 +4,7 @@
 // for that bar only. Injected bars lie in the future so the simulator's own (older) bars are ignored.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { CandleEvent } from '../src/market/timeframes.js';
-import { STREAM_EVENT } from '../src/stream/wire.js';
+import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type StreamClient } from './stream-helpers.js';
 

@@ -10,7 +10,7 @@ import type { ShardEvent } from '../src/runtime/protocol.js';
 import type { BrokerConnection } from '../src/broker/types.js';
 import type { ServerInfo } from '../src/market/server.js';
 import type { Candle, CandleEvent, Timeframe } from '../src/market/timeframes.js';
-import { STREAM_EVENT, type CandleEventData } from '../src/stream/wire.js';
+import { STREAM_EVENT, type CandleEventData } from '../src/runtime/hosts/streamCommands.js';
 
 const SERVER: ServerInfo = {
   name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',

@@ -25,8 +25,17 @@ export type ResultOf<C extends CommandName> = CommandMap[C]['result'];
 export interface RequestMsg { id: number; op: CommandName; args: unknown }
 export type ReplyMsg = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: WireError };
 
-/** Pushed by a shard without a request (ticks, account events); the main thread fans them out. */
-export interface ShardEvent { kind: string; key: string; data: unknown }
+/**
+ * Every event a shard pushes without a request (ticks, account events), by kind: its data. Feature
+ * modules extend this map (declaration merging, as CommandMap) in the same files as their commands:
+ * hosts/accountCommands.ts, hosts/gatewayCommands.ts, hosts/streamCommands.ts.
+ */
+export interface ShardEventMap {}
+export type ShardEventKind = keyof ShardEventMap;
+/** One pushed event: `kind` tells the type of `data`, so the receiver narrows with a switch, no cast. */
+export type ShardEvent = { [K in ShardEventKind]: { kind: K; key: string; data: ShardEventMap[K] } }[ShardEventKind];
+/** The events of some kinds, e.g. `EventOf<'gw.frame' | 'gw.end'>`. */
+export type EventOf<K extends ShardEventKind> = Extract<ShardEvent, { kind: K }>;
 
 export type MainToShard = { t: 'req'; batch: RequestMsg[] } | { t: 'stop' };
 export type ShardToMain = { t: 'rep'; batch: ReplyMsg[] } | { t: 'ev'; batch: ShardEvent[] } | { t: 'ready'; actors: number };

@@ -20,8 +20,7 @@ import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
-import { GATEWAY_EVENT, type GatewayFrameData } from '../runtime/hosts/gatewayCommands.js';
-import type { ShardEvent } from '../runtime/protocol.js';
+import { GATEWAY_EVENT, type GatewayEvent } from '../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../services.js';
 
 export const GATEWAY_SOCKET_PATH = '/ws';
@@ -118,13 +117,13 @@ export class GatewaySocket {
   }
 
   /** Shard events of kind gw.*: a frame to publish, or the end of a session. */
-  onShardEvent(ev: ShardEvent): void {
+  onShardEvent(ev: GatewayEvent): void {
     // A session its shard ended (not through Disconnect): its handle is gone for /v1/proxy too.
     if (ev.kind === GATEWAY_EVENT.end) this.dir.invalidate(ev.key);
     if (!this.app) return;
     if (ev.kind === GATEWAY_EVENT.frame) {
       if (!this.sockets.has(ev.key)) return; // nobody listening: skip the copy into uWS
-      const f = ev.data as GatewayFrameData;
+      const f = ev.data;
       this.app.publish(topic(ev.key), `{"type":"${f.type}","data":${f.json}}`, false);
     } else if (ev.kind === GATEWAY_EVENT.end) {
       const set = this.sockets.get(ev.key);

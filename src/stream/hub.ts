@@ -34,7 +34,6 @@ import { ResponseSink } from '../http/respond.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Logger } from '../log.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
-import type { ShardEvent } from '../runtime/protocol.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -44,9 +43,8 @@ import {
   type FrameType, type HeartbeatSymbol, type StreamCloseName,
 } from './frames.js';
 import {
-  STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
-  type PositionsEventData, type StreamOpenResult, type TickEventData,
-} from './wire.js';
+  STREAM_EVENT, type OrdersEventData, type PositionsEventData, type StreamEvent, type StreamOpenResult,
+} from '../runtime/hosts/streamCommands.js';
 
 export const STREAM_PATH = '/v1/stream';
 const MAX_SYMBOLS_PER_SOCKET = 256;
@@ -843,7 +841,7 @@ export class StreamHub {
   }
 
   /** ShardSet's onEvent. */
-  onShardEvent(ev: ShardEvent): void {
+  onShardEvent(ev: StreamEvent): void {
     try {
       this.dispatch(ev);
     } catch (err) {
@@ -851,22 +849,22 @@ export class StreamHub {
     }
   }
 
-  private dispatch(ev: ShardEvent): void {
+  private dispatch(ev: StreamEvent): void {
     switch (ev.kind) {
       case STREAM_EVENT.tick: {
-        const d = ev.data as TickEventData;
+        const d = ev.data;
         this.ingestTick(d.server, d.tick);
         break;
       }
       case STREAM_EVENT.candle: {
-        const d = ev.data as CandleEventData;
+        const d = ev.data;
         this.ingestCandle(d.server, d.candle);
         break;
       }
       case STREAM_EVENT.positions: {
         const acc = this.accounts.get(ev.key);
         if (!acc) break;
-        const d = ev.data as PositionsEventData;
+        const d = ev.data;
         for (const s of acc.sockets) {
           if (s.snapshot === 'waiting') s.heldPositions = d;
           else if (d.v > s.posV) this.sendPositions(s, d);
@@ -876,7 +874,7 @@ export class StreamHub {
       case STREAM_EVENT.orders: {
         const acc = this.accounts.get(ev.key);
         if (!acc || acc.platform !== 'P5') break; // SPEC §6: ORDERS frames exist on P5 only
-        const d = ev.data as OrdersEventData;
+        const d = ev.data;
         for (const s of acc.sockets) {
           if (s.snapshot === 'waiting') s.heldOrders = d;
           else if (d.v > s.ordV) this.sendOrders(s, d);
@@ -886,12 +884,12 @@ export class StreamHub {
       case STREAM_EVENT.deal: {
         const acc = this.accounts.get(ev.key);
         if (!acc || acc.sockets.size === 0) break;
-        const data = tradeData((ev.data as DealEventData).deal, this.clockOf(acc));
+        const data = tradeData(ev.data.deal, this.clockOf(acc));
         for (const s of acc.sockets) this.sendOwn(s, 'TRADE', data);
         break;
       }
       case STREAM_EVENT.phase: {
-        const d = ev.data as PhaseEventData;
+        const d = ev.data;
         if (d.server) this.noteServer(d.server);
         const acc = this.accounts.get(ev.key);
         if (!acc) break;

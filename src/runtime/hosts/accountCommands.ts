@@ -75,4 +75,8 @@ declare module '../protocol.js' {
     'sim.faults.clear': { args: { server?: string }; result: { cleared: number } };
     'sim.faults.list': { args: Record<string, never>; result: Fault[] };
   }
+  interface ShardEventMap {
+    /** key: the account id. */
+    'acct.phase': OperatorPhase;
+  }
 }

@@ -1,6 +1,7 @@
 // Shard commands of the gateway session host (issue 5), merged into the runtime's CommandMap.
 // Types only, shared by the HTTP routes (main thread) and the host (shard).
 import type { Platform } from '../../market/server.js';
+import type { EventOf } from '../protocol.js';
 
 export interface SessionConnectArgs {
   accountId: string;
@@ -47,4 +48,13 @@ declare module '../protocol.js' {
     /** Ends the live session of an account (its seat was removed), as Disconnect does. */
     'session.closeAccount': { args: { accountId: string }; result: { closed: boolean } };
   }
+  interface ShardEventMap {
+    /** key: the session's handle hash. */
+    'gw.frame': GatewayFrameData;
+    /** The session ended (not through Disconnect): its handle is gone. */
+    'gw.end': null;
+  }
 }
+
+/** The events the gateway socket (/ws) receives. */
+export type GatewayEvent = EventOf<(typeof GATEWAY_EVENT)[keyof typeof GATEWAY_EVENT]>;

@@ -12,7 +12,7 @@ import { barRangeUtc } from '../../market/bars.js';
 import {
   STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
   type PositionsEventData, type TickEventData,
-} from '../../stream/wire.js';
+} from './streamCommands.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';

@@ -1,10 +1,11 @@
 // The main <-> shard contract of /v1/stream. The main thread owns the sockets and the reference
 // counts (which account wants which symbol and timeframe); the shard's stream host owns the broker
 // side (subscribing at the account's BrokerConnection) and forwards what arrives as ShardEvents.
-import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
-import type { Deal, Order, Position } from '../market/orders.js';
-import type { Platform, ServerInfo, Tick } from '../market/server.js';
-import type { CandleEvent, Timeframe } from '../market/timeframes.js';
+import type { ConnectionPhase } from './accountRegistry.js';
+import type { EventOf } from '../protocol.js';
+import type { Deal, Order, Position } from '../../market/orders.js';
+import type { Platform, ServerInfo, Tick } from '../../market/server.js';
+import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
 
 export interface StreamOpenResult {
   platform: Platform;
@@ -28,7 +29,7 @@ export interface StreamSnapshotResult {
   orders: Order[];
 }
 
-declare module '../runtime/protocol.js' {
+declare module '../protocol.js' {
   interface CommandMap {
     /** A socket of this account opened: start forwarding its account events. NOT_FOUND for an unknown account. */
     'stream.open': { args: { accountId: string }; result: StreamOpenResult };
@@ -60,3 +61,19 @@ export interface OrdersEventData { v: number; orders: readonly Order[] }
 export interface DealEventData { deal: Deal }
 /** `server`: the server as the account's connection knows it (absent while it does not: see StreamOpenResult). */
 export interface PhaseEventData { phase: ConnectionPhase; server?: ServerInfo }
+
+declare module '../protocol.js' {
+  interface ShardEventMap {
+    /** key: the server name. */
+    'stream.tick': TickEventData;
+    'stream.candle': CandleEventData;
+    /** key: the account id (also for the kinds below). */
+    'stream.positions': PositionsEventData;
+    'stream.orders': OrdersEventData;
+    'stream.deal': DealEventData;
+    'stream.phase': PhaseEventData;
+  }
+}
+
+/** The events /v1/stream's hub receives. */
+export type StreamEvent = EventOf<(typeof STREAM_EVENT)[keyof typeof STREAM_EVENT]>;
