@@ -98,7 +98,11 @@ async function run(cmds: readonly Cmd[], seed: number, store?: SimPersistence) {
 
   async function invariants() {
     const sum = await c.accountSummary();
-    const { positions } = await c.openedOrders();
+    const { positions, orders } = await c.openedOrders();
+    // The simulator visits only busy accounts on ticks and on its clock: an account with anything
+    // open must be in the set (or its stops and expirations would never fire), an idle one must not.
+    const server = sim.server('Sim-P5-Demo')!;
+    expect(server.busy.has(server.accounts.get('1001')!)).toBe(positions.length + orders.length > 0);
     // equity = balance + floating P/L (profit + swap), to the cent
     expect(Math.abs(sum.equity - (sum.balance + sum.profit))).toBeLessThan(0.011);
     expect(Math.abs(sum.profit - positions.reduce((s, p) => s + p.profit + p.swap, 0))).toBeLessThan(0.011);

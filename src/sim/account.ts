@@ -21,6 +21,8 @@ export interface AccountHost {
   nextId(): number;
   /** Announce changes to the connections of this account. */
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void;
+  /** The account's book changed: the host keeps only accounts with something open on its clock and ticks. */
+  track(account: SimAccount): void;
 }
 
 function reject(reason: RejectReason, message: string): TradeResult {
@@ -537,6 +539,11 @@ export class SimAccount {
 
   // ---- tick processing -------------------------------------------------------------------
 
+  /** Has the account anything the clock or a tick can act on (a position or a pending order)? */
+  get busy(): boolean {
+    return this.positions.size > 0 || this.orders.size > 0;
+  }
+
   /** Does anything open on this account trigger on this symbol's ticks? (A conversion
    *  pair's tick that changes a cross position's value is picked up by the stop-out check on
    *  the position's own next tick.) */
@@ -700,6 +707,7 @@ export class SimAccount {
     const oc = this.ordersChanged;
     this.batch = emptyBatch();
     this.dirty = this.positionsChanged = this.ordersChanged = false;
+    if (pc || oc) this.host.track(this);
     if (deals.length > 0 || pc || oc) this.host.publish(this, deals, pc, oc);
   }
 }

@@ -43,6 +43,9 @@ export class SimServer implements AccountHost {
   readonly market: Market;
   readonly info: ServerInfo;
   readonly accounts = new Map<string, SimAccount>();
+  /** Accounts with a position or a pending order: the only ones ticks and the clock visit, so an
+   *  idle account costs no CPU however many there are (kept by track() after every flush). */
+  readonly busy = new Set<SimAccount>();
   readonly sinks = new Map<SimAccount, Set<AccountSink>>();
   /** Per symbol index: tick listeners (connections subscribed to it). */
   readonly tickListeners: Set<(t: Tick) => void>[];
@@ -71,10 +74,8 @@ export class SimServer implements AccountHost {
   }
 
   private onTick(s: MarketSymbol): void {
-    if (this.accounts.size > 0) {
-      // Only accounts with open positions or orders react to ticks.
-      for (const acc of this.accounts.values()) {
-        if (acc.positions.size === 0 && acc.orders.size === 0) continue;
+    if (this.busy.size > 0) {
+      for (const acc of this.busy) {
         if (!acc.hasSymbol(s.info.name)) continue;
         acc.onTick(s);
         acc.flush();
@@ -85,6 +86,11 @@ export class SimServer implements AccountHost {
       const tick = this.market.tick(s)!;
       for (const l of listeners) l(tick);
     }
+  }
+
+  track(account: SimAccount): void {
+    if (account.busy) this.busy.add(account);
+    else this.busy.delete(account);
   }
 
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
@@ -111,6 +117,7 @@ export class SimServer implements AccountHost {
         acc = this.createAccount(login, password);
       }
       this.accounts.set(login, acc);
+      this.track(acc);
     }
     if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
       throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
@@ -182,7 +189,7 @@ export class Simulator {
     const now = this.clock.now();
     for (const s of this.servers.values()) {
       s.market.advanceTo(now);
-      for (const acc of s.accounts.values()) {
+      for (const acc of s.busy) {
         // Expirations are due on the clock, not on a tick of the order's symbol.
         if (now >= acc.orders.nextExpiryMs) {
           acc.expireDue(now);
