@@ -6,32 +6,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION } from '../src/store/migrations.js';
 import { cleanupProcesses, startProcess, tempDir } from './helpers/process.js';
+import { bindAccount, openedTickets, orderSend, type Sent } from './helpers/trading.js';
 
 afterEach(cleanupProcesses);
 
 const MK = 'upgrade-test-management-key-0123456789';
-
-async function bindAccount(url: string): Promise<{ key: string; id: string }> {
-  const post = async (path: string, headers: Record<string, string>, body: unknown) => {
-    const r = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-    return (await r.json()) as Record<string, string>;
-  };
-  const { key } = await post('/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bot' });
-  const { id } = await post('/ConnectEx', { 'x-api-key': key! }, { user: 'rolling', password: 'pw', server: 'Sim-P5-Demo' });
-  return { key: key!, id: id! };
-}
-
-interface Sent { status: number | 'refused'; ticket?: number; replay: boolean }
-
-async function orderSend(url: string, key: string, id: string, clientOrderId: string): Promise<Sent> {
-  try {
-    const r = await fetch(`${url}/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${clientOrderId}`, { headers: { 'x-api-key': key } });
-    const body = (await r.json()) as { ticket?: number };
-    return { status: r.status, replay: r.headers.get('idempotent-replay') === 'true', ...(body.ticket ? { ticket: body.ticket } : {}) };
-  } catch {
-    return { status: 'refused', replay: false }; // connection refused or closed: not accepted
-  }
-}
 
 describe('schema version', () => {
   it('a database newer than the build refuses to start: one line, exit 5, the file untouched', async () => {
@@ -57,7 +36,7 @@ describe('rolling restart', () => {
   it('SIGTERM with orders in flight, then a new process on the same DATA_DIR: every accepted order is there once, retries replay', async () => {
     const a = startProcess({ GATEWAY_MANAGEMENT_KEY: MK, DRAIN_TIMEOUT_MS: '5000' });
     const urlA = await a.listening;
-    const { key, id } = await bindAccount(urlA);
+    const { key, id } = await bindAccount(urlA, MK);
 
     // Four bots sending orders back to back, each with a fresh clientOrderId, until the old
     // process stops answering. SIGTERM arrives while they are at it.
@@ -98,9 +77,8 @@ describe('rolling restart', () => {
       expect(again.status, cid).toBe(200);
       retried.set(cid, again.ticket!);
     }
-    const opened = (await (await fetch(`${urlB}/OpenedOrders?id=${id}`, { headers: { 'x-api-key': key } })).json()) as Array<{ ticket: number }>;
     const expected = [...accepted.map(([, r]) => r.ticket!), ...retried.values()].sort((x, y) => x - y);
-    expect(opened.map((o) => o.ticket).sort((x, y) => x - y)).toEqual(expected);
+    expect(await openedTickets(urlB, key, id)).toEqual(expected);
     b.child.kill('SIGTERM');
     expect(await b.exited).toBe(0);
   }, 60_000);
