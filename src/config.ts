@@ -50,6 +50,11 @@ export const configSchema = z.object({
   authFailLimit: int(1, 1_000_000).default(40),
   authFailWindowMs: int(1_000, 86_400_000).default(5 * 60_000),
   authBlockMs: int(1_000, 86_400_000).default(10 * 60_000),
+  /** Per-API-key limits (token buckets, burst = one second's worth); 0: unlimited. A key's own
+   *  overrides are set with PUT /v1/keys/{id}/limits or `tagw keys limits`. */
+  keyRequestsPerSec: z.coerce.number().min(0).max(10_000_000).default(5_000),
+  /** Trading calls (classic order routes and /v1/proxy trade operations) per key per second. */
+  keyOrdersPerSec: z.coerce.number().min(0).max(10_000_000).default(500),
   /** How often keys' last-use times are written (one transaction for all keys used meanwhile). */
   keyUsageFlushMs: int(10, 3_600_000).default(10_000),
   /** /v1/stream (docs/stream.md): heartbeat interval, per-socket backpressure limits, sweep period, shard waits. */
@@ -85,7 +90,8 @@ const ENV: Record<string, keyof Config> = {
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
-  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
+  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
+  KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',

@@ -4,6 +4,7 @@ import { resolve as resolvePath } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrap, markKeyShown } from './auth/bootstrap.js';
+import { KeyRateLimiter } from './auth/keyRateLimit.js';
 import { KeyUsage } from './auth/keyUsage.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
 import { ConfigError, type Config } from './config.js';
@@ -93,6 +94,13 @@ async function start(
   const keyUsage = new KeyUsage(tenancy, clock);
   keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
   const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined, keyUsage);
+  const rateLimits = new KeyRateLimiter({
+    defaults: { requestsPerSec: config.keyRequestsPerSec, ordersPerSec: config.keyOrdersPerSec }, clock,
+    overridesOf: (id) => {
+      const row = tenancy.keyById(id);
+      return row && { requestsPerSec: row.requests_per_sec, ordersPerSec: row.orders_per_sec };
+    },
+  });
   const throttle = new AuthThrottle({ limit: config.authFailLimit, windowMs: config.authFailWindowMs, blockMs: config.authBlockMs, clock });
 
   let stream: StreamHub | undefined;
@@ -120,7 +128,7 @@ async function start(
   await shards.start();
 
   const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
-    audit: new AuditStore(db), keyUsage, bootstrapFile: boot.bootstrapFile };
+    audit: new AuditStore(db), keyUsage, rateLimits, bootstrapFile: boot.bootstrapFile };
   const metrics = new Metrics();
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
@@ -143,7 +151,7 @@ async function start(
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins),
+  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       // The action is done: a failed audit write is logged, not turned into an error reply.
       try {

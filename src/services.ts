@@ -6,6 +6,7 @@ import type { SecretBox } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
 import type { ShardSet } from './runtime/shardSet.js';
 import type { Db } from './store/db.js';
+import type { KeyRateLimiter } from './auth/keyRateLimit.js';
 import type { KeyUsage } from './auth/keyUsage.js';
 import type { AuditStore } from './store/audit.js';
 import type { TenancyStore } from './store/tenancy.js';
@@ -26,6 +27,8 @@ export interface Services {
   audit: AuditStore;
   /** Last use of each key, not yet written to the store. */
   keyUsage: KeyUsage;
+  /** Per-key requests/s and orders/s; forget() a key after changing its overrides. */
+  rateLimits: KeyRateLimiter;
   /** Where this start keeps its management key file (rewritten when that key is rotated). */
   bootstrapFile: string;
 }

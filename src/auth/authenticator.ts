@@ -43,8 +43,6 @@ export class Authenticator {
   private readonly verified = new LRUCache<string, Principal>({ max: 50_000 });
   private readonly envKeyHash: Buffer | undefined;
 
-  private readonly revokedListeners: Array<(keyId: string) => void> = [];
-
   constructor(
     private readonly store: TenancyStore,
     envManagementKey: { value: string; customerId: string } | undefined,
@@ -104,16 +102,10 @@ export class Authenticator {
   }
 
   /** Forgets a key's cached row and verified values: call after revoking it, so the next request
-   *  reads the revocation from the store. Listeners (open sockets) hear of it at once. */
+   *  reads the revocation from the store. */
   evict(keyId: string): void {
     this.cache.delete(keyId);
     for (const [value, p] of this.verified.entries()) if (p.keyId === keyId) this.verified.delete(value);
-    for (const l of this.revokedListeners) l(keyId);
-  }
-
-  /** Called with the id of every key evicted (revoked, replaced, rotated, its seat removed). */
-  onEvicted(listener: (keyId: string) => void): void {
-    this.revokedListeners.push(listener);
   }
 
   /** Throws an ApiError (401/403) unless the request carries a key acceptable for `mode`. */

@@ -4,6 +4,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { z } from 'zod';
 import type { Authenticator, Principal } from '../auth/authenticator.js';
 import { assertCanTrade } from '../auth/rights.js';
+import type { KeyRateLimiter } from '../auth/keyRateLimit.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -25,6 +26,8 @@ export interface HttpDeps {
   debugLog?: boolean;
   /** CORS allowlist (CORS_ORIGINS); undefined when empty, and then no Origin is read. */
   cors?: CorsPolicy;
+  /** Per-API-key requests/s and orders/s (429 RATE_LIMITED). */
+  limits?: KeyRateLimiter;
   /** Records a successful management action (routes with `audit`). */
   audit?: (entry: AuditEntry) => void;
   /** Tracks requests in flight so shutdown can drain them. */
@@ -234,6 +237,10 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     const principal = deps.auth.authenticate(route.auth, req.headers, req.path.startsWith('/v1/'));
     // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
     if (route.trading && principal) assertCanTrade(principal);
+    if (principal?.kind === 'api' && deps.limits) {
+      const limited = deps.limits.check(principal.keyId, route.trading === true || route.orders === true);
+      if (limited) throw limited;
+    }
     let body: unknown = undefined;
     if (route.body && bodyPromise) {
       const raw = await bodyPromise;

@@ -34,6 +34,15 @@ const SECURITY: Record<string, Json[]> = {
   news: [{ apiKey: [] }, { apiKeyBearer: [] }, { managementBearer: [] }, { managementHeader: [] }],
 };
 
+/** What a 429 carries (the failed-auth block sets retry-after only). */
+const RATE_LIMIT_HEADERS: Json = {
+  'retry-after': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } },
+  'RateLimit-Limit': { description: "RATE_LIMITED: the key's limit per second (IETF draft-ietf-httpapi-ratelimit-headers-07)", schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'RATE_LIMITED: 0', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'RATE_LIMITED: seconds until a request is allowed again', schema: { type: 'integer' } },
+  'RateLimit-Policy': { description: 'RATE_LIMITED: `<limit>;w=1` (a one-second window)', schema: { type: 'string' } },
+};
+
 export function buildOpenApi(routes: AnyRoute[], version: string): Json {
   const paths: Record<string, Json> = {};
   const defs: Record<string, Json> = {};
@@ -78,6 +87,8 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     const errors = new Set<ErrorCode>(r.errors ?? []);
     if (r.body) errors.add('PAYLOAD_TOO_LARGE');
     if (r.path.includes('/:')) errors.add('BAD_REQUEST');
+    // Every API-key request counts toward the key's rate limits (src/auth/keyRateLimit.ts).
+    if (r.auth !== 'none' && r.auth !== 'management') errors.add('RATE_LIMITED');
     const errorStatuses = new Set<number>([...errors].map((c) => ERROR_STATUS[c]));
     if (r.auth !== 'none') [401, 429].forEach((st) => errorStatuses.add(st));
     if (r.query || r.body) errorStatuses.add(400);
@@ -86,6 +97,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       responses[st] = {
         description: `${STATUS_TEXT[st]}${codes.length ? ` (${codes.join(', ')})` : ''}`,
         content: { 'application/json': { schema: errorRef } },
+        ...(st === 429 ? { headers: RATE_LIMIT_HEADERS } : {}),
       };
     }
     op.responses = responses;

@@ -47,6 +47,9 @@ export interface RouteDef<Q = unknown, B = unknown> {
   secretQuery?: boolean;
   /** A trading call (SPEC §5.5): a read-only key gets 403 before anything else is looked at. */
   trading?: boolean;
+  /** Counts toward the key's orders per second (KEY_ORDERS_PER_SEC), as `trading` routes do:
+   *  for routes that send orders without being `trading` (the /v1/proxy trade operations). */
+  orders?: boolean;
   /**
    * A management action: recorded in the audit log under this name after it succeeds (who: the
    * management key id; target: the reply's `audit.target`, else the first path parameter).

@@ -138,6 +138,22 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       },
     }),
     defineRoute({
+      method: 'put', path: '/v1/keys/:keyId/limits', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'key.limits',
+      summary: "Set an API key's own rate limits (requests/s, orders/s); null: the configured default, 0: unlimited",
+      description: 'Defaults: KEY_REQUESTS_PER_SEC and KEY_ORDERS_PER_SEC. Over a limit the key gets 429 RATE_LIMITED with retry-after and RateLimit-* headers. Takes effect at the next request.',
+      body: z.object({
+        requestsPerSec: z.number().min(0).max(10_000_000).nullable(),
+        ordersPerSec: z.number().min(0).max(10_000_000).nullable(),
+      }).strict(),
+      response: KeyInfo, errors: ['BAD_REQUEST', 'NOT_FOUND'],
+      handler: ({ params, body, principal }) => {
+        const row = ownedApiKey(s, principal!.customerId, params[0]!);
+        s.tenancy.setKeyLimits(row.id, principal!.customerId, body);
+        s.rateLimits.forget(row.id);
+        return { body: keyJson(s, s.tenancy.keyById(row.id)!), audit: { target: row.id, detail: body } };
+      },
+    }),
+    defineRoute({
       method: 'post', path: '/v1/management-key/rotate', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'managementKey.rotate',
       summary: 'Rotate the management key that sends this request: a new one is shown once, the old one is refused from the next request on',
       description: 'DATA_DIR/bootstrap.json is rewritten with the new key when it held the old one (so the tagw CLI keeps working). A key set with GATEWAY_MANAGEMENT_KEY is changed there (403 here).',

@@ -1,0 +1,30 @@
+// A token bucket, pure: the state is two numbers the caller keeps, time comes in as an argument.
+// `rate` tokens per second refill a bucket of `burst` tokens; a request takes one. No timers, no
+// allocation: the per-key rate limiter calls this on every request.
+
+export interface Bucket { tokens: number; at: number }
+
+/** Float slack: a bucket refilled for exactly the wait take() announced holds its token. */
+const EPS = 1e-9;
+
+/** A full bucket at `now`. */
+export function fullBucket(burst: number, now: number): Bucket {
+  return { tokens: burst, at: now };
+}
+
+/**
+ * Takes one token at `now` (ms). Returns 0 when it was taken, otherwise the ms to wait until one
+ * is there (nothing taken). `rate` <= 0 means unlimited. A clock that steps back refills nothing.
+ */
+export function take(b: Bucket, rate: number, burst: number, now: number): number {
+  if (rate <= 0) return 0;
+  if (now > b.at) {
+    b.tokens = Math.min(burst, b.tokens + ((now - b.at) * rate) / 1000);
+    b.at = now;
+  }
+  if (b.tokens >= 1 - EPS) {
+    b.tokens = Math.max(0, b.tokens - 1);
+    return 0;
+  }
+  return Math.max(1, Math.ceil(((1 - b.tokens) * 1000) / rate));
+}
