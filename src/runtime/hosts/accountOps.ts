@@ -4,11 +4,12 @@
 import { dialectOf } from '../../broker/dialect.js';
 import { toServerTime, utcOffsetMinutes } from '../../market/serverClock.js';
 import type { BrokerConnection } from '../../broker/types.js';
-import { BrokerError, BrokerNotSupportedError } from '../../market/brokerErrors.js';
+import { BrokerNotSupportedError } from '../../market/brokerErrors.js';
 import { type Side, parseOrderType, sideOf } from '../../market/orders.js';
 import type { Platform, ServerInfo, Tick } from '../../market/server.js';
 import type { SymbolInfo, WeeklySessions } from '../../market/symbols.js';
-import { apiError, ApiError } from '../../errors.js';
+import { apiError } from '../../errors.js';
+import { brokerFailure } from '../brokerFailures.js';
 
 /**
  * Terminal build an endpoint needs, per platform (SPEC §9: endpoints newer than an account's
@@ -77,20 +78,6 @@ export function utc(v: unknown): unknown {
 }
 
 /** Maps a broker failure of a query to the §7 status (rejections of trades are values, not here). */
-export function brokerFault(err: unknown): ApiError {
-  if (err instanceof ApiError) return err;
-  if (err instanceof BrokerError) {
-    switch (err.code) {
-      case 'BROKER_REQUEST': return apiError('BAD_REQUEST', err.message);
-      case 'BROKER_NOT_SUPPORTED': return apiError('NOT_ON_THIS_TERMINAL', err.message);
-      case 'BROKER_DISCONNECTED': return apiError('NOT_CONNECTED', 'the account connection is resuming; retry shortly');
-      case 'BROKER_TIMEOUT': return apiError('TERMINAL_ERROR', 'the broker did not answer in time', { cause: err });
-      default: return apiError('TERMINAL_ERROR', 'unexpected fault of the account connection', { cause: err });
-    }
-  }
-  return apiError('TERMINAL_ERROR', 'unexpected fault of the account connection', { cause: err });
-}
-
 function inSession(sessions: WeeklySessions, server: ServerInfo, utcMs: number): boolean {
   const s = new Date(toServerTime(utcMs, server));
   const day = sessions[s.getUTCDay()] ?? [];
@@ -265,6 +252,6 @@ export async function runOp(op: string, a: Record<string, unknown>, env: OpsEnv)
     }
   } catch (err) {
     if (err instanceof BrokerNotSupportedError) throw apiError('NOT_ON_THIS_TERMINAL', err.message);
-    throw brokerFault(err);
+    throw brokerFailure(err);
   }
 }

@@ -16,7 +16,8 @@ import type { Logger } from '../../log.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import type { TradeOp, TradeReply } from './accountCommands.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
-import { assertAvailable, brokerFault, positiveInt, utc } from './accountOps.js';
+import { assertAvailable, positiveInt, utc } from './accountOps.js';
+import { brokerFailure } from '../brokerFailures.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -364,7 +365,7 @@ export class TradeDesk {
       try {
         return { ...answer(await prep.run(lease.conn, {})), replay: false };
       } catch (err) {
-        throw brokerFault(err);
+        throw brokerFailure(err, 'trade');
       } finally {
         lease.release();
       }

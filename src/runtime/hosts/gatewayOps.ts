@@ -4,10 +4,9 @@
 // symbol exist, is the volume on its step). Every time in an answer is broker SERVER time
 // (SPEC §9), as `time` strings without a zone plus `...Msc` server-clock epoch ms.
 import type { TimeArg, SendArgs } from '../../http/routes/proxySchemas.js';
-import { apiError, ApiError } from '../../errors.js';
+import { apiError } from '../../errors.js';
 import { fromServerTime, ServerClock } from '../../market/serverClock.js';
 import type { BrokerConnection } from '../../broker/types.js';
-import { BrokerError } from '../../market/brokerErrors.js';
 import { RETCODE_DONE, type Deal, type Order, type Position, type Side, type TradeResult } from '../../market/orders.js';
 import type { Tick } from '../../market/server.js';
 import type { SymbolInfo } from '../../market/symbols.js';
@@ -60,23 +59,6 @@ export function dealJson(d: Deal, clock: ServerClock) {
 export function candleJson(c: Candle) {
   // `serverTime` is the bar open on the server clock (unix seconds), what /v1 answers in.
   return { time: iso(c.serverTime * 1000), timeSec: c.serverTime, open: c.open, high: c.high, low: c.low, close: c.close, ticks: c.ticks, volume: c.volume };
-}
-
-/** Broker failures as API errors (SPEC §7). */
-export function brokerFailure(e: unknown): ApiError {
-  if (e instanceof ApiError) return e;
-  if (e instanceof BrokerError || (typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string')) {
-    const code = (e as BrokerError).code;
-    const msg = (e as Error).message;
-    switch (code) {
-      case 'BROKER_REQUEST': return apiError('BAD_REQUEST', msg);
-      case 'BROKER_NOT_SUPPORTED': return apiError('NOT_ON_THIS_TERMINAL', msg);
-      case 'BROKER_DISCONNECTED': return apiError('NOT_CONNECTED', 'the account is not connected to its broker (reconnecting); retry shortly');
-      case 'BROKER_TIMEOUT': return apiError('SERVICE_UNAVAILABLE', `the broker did not answer in time: ${msg}`);
-      case 'BROKER_AUTH': return apiError('BROKER_AUTH_FAILED', 'the broker refused the login');
-    }
-  }
-  return apiError('TERMINAL_ERROR', 'unexpected fault of the account connection', { cause: e });
 }
 
 async function symbolOf(conn: BrokerConnection, name: string): Promise<SymbolInfo> {

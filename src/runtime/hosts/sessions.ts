@@ -22,7 +22,8 @@ import { errorMessage } from '../../util/errorMessage.js';
 import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
-import { BROKER_WAIT_MS, brokerFailure, CHECK_WAIT_MS, runOp } from './gatewayOps.js';
+import { BROKER_WAIT_MS, CHECK_WAIT_MS, runOp } from './gatewayOps.js';
+import { brokerFailure, GATEWAY_TRADE_OPS } from '../brokerFailures.js';
 import './gatewayCommands.js';
 
 type SessionActor = Actor<typeof sessionMachine>;
@@ -440,7 +441,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
           // The clock of the connection that answers: it has logged in, so its server is the broker's.
           return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt });
         } catch (e) {
-          throw brokerFailure(e);
+          throw brokerFailure(e, GATEWAY_TRADE_OPS.has(op) ? 'trade' : 'read');
         }
       },
     },
