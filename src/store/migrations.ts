@@ -142,6 +142,12 @@ export const MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (handle_hash, sub_key)
   );
   ` },
+  // 6: lookups that must not grow with the number of accounts (issue 19; test/query-plans.test.ts):
+  // /ConnectEx finds the seat a broker login is bound to, start-up finds the operator's customer by name.
+  { name: 'indexes: bindings by server and login, customers by name', sql: `
+  CREATE INDEX account_bindings_login ON account_bindings(server, login, created_at);
+  CREATE INDEX customers_name ON customers(name, created_at);
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */
