@@ -1,7 +1,7 @@
 // The gateway socket /ws re-checks its API key as /v1/stream does: revoking the key closes it.
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GATEWAY_CLOSE } from '../src/stream/gatewaySocket.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 let t: TestGateway;
@@ -21,7 +21,7 @@ async function openWs(handle: string, key: string): Promise<{ ws: WebSocket; clo
 }
 
 describe('/ws and key revocation', () => {
-  it('a socket opened with a key that is revoked closes with 4002; one of another key stays open', async () => {
+  it('a socket opened with a key that is revoked closes with 4001; one of another key stays open', async () => {
     const h = mgmt(t.managementKey);
     const doomed = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'doomed' } })).body;
     const keeper = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'keeper' } })).body.key;
@@ -31,7 +31,7 @@ describe('/ws and key revocation', () => {
     const b = await openWs(handle, keeper);
     expect((await t.req('DELETE', `/v1/keys/${doomed.id}`, { headers: h })).status).toBe(200);
     const code = await Promise.race([a.closed, new Promise<number>((r) => setTimeout(() => r(-1), 5_000))]);
-    expect(code).toBe(GATEWAY_CLOSE.KEY_REVOKED.code);
+    expect(code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     await new Promise((r) => setTimeout(r, 300));
     expect(b.ws.readyState).toBe(WebSocket.OPEN);
     b.ws.close();

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { account, apiKey, brokerAccount, connect, op, openWs, wsRefusal, type Acct } from './gateway-helpers.js';
 
 let t: TestGateway;
@@ -76,7 +77,7 @@ describe('session handle lifecycle', () => {
     expect(stale.status, stale.text).toBe(404);
     expect(stale.body.error).toBe('SESSION_NOT_FOUND');
     expect((await op(t, a, 'Account')).body.error).toBe('SESSION_NOT_FOUND');
-    expect((await c.closed).code).toBe(4001);
+    expect((await c.closed).code).toBe(SOCKET_CLOSE.SESSION_ENDED.code);
     const h2 = await connect(t, a.id);
     expect(h2).not.toBe(a.handle);
     const b = { ...a, handle: h2 };
@@ -269,7 +270,7 @@ describe('/ws pushes', () => {
     expect((await op(t, a, 'Subscribe', { symbol: 'BTCUSD', interval: -5 })).status).toBe(400);
     expect((await op(t, a, 'Disconnect')).status).toBe(200);
     const closed = await c.closed;
-    expect(closed.code).toBe(4001);
+    expect(closed.code).toBe(SOCKET_CLOSE.SESSION_ENDED.code);
     // A new session starts without the old subscriptions.
     const h2 = await connect(t, a.id);
     expect((await op(t, { ...a, handle: h2 }, 'SubscribedSymbols')).body.symbols).toEqual([]);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { KeyUsage } from '../src/auth/keyUsage.js';
-import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { mgmt, ManualClock, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
 
@@ -75,7 +75,7 @@ describe('revoking and replacing keys', () => {
     expect(del.body).toEqual({ id: k.id, revoked: true });
     expect((await whoami(k.key)).status).toBe(401);
     const closed = (await stream.until((c) => c.closed, 5_000, 'close'))!;
-    expect(closed.code).toBe(STREAM_CLOSE.KEY_REVOKED.code);
+    expect(closed.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     expect(other.closed).toBeNull();
     other.ws.close();
   });
@@ -165,7 +165,7 @@ describe('removing a seat', () => {
     expect(del.status).toBe(200);
     expect(del.body).toEqual({ id, removed: true, revokedKeys: [scoped.id] });
 
-    expect((await stream.until((c) => c.closed, 5_000, 'close'))!.code).toBe(STREAM_CLOSE.ACCOUNT_UNAVAILABLE.code);
+    expect((await stream.until((c) => c.closed, 5_000, 'close'))!.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
     expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
     expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
     expect((await whoami(scoped.key)).status).toBe(401);

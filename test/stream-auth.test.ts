@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { openStream, type Refused } from './stream-helpers.js';
 
 let t: TestGateway;
@@ -103,7 +103,7 @@ describe('/v1/stream upgrade refusals', () => {
     const del = await t.req('DELETE', `/v1/keys/${doomed.id}`, { headers: h });
     expect(del.status).toBe(200);
     await a.until((x) => x.closed, 5_000, 'the socket of the revoked key to close');
-    expect(a.closed!.code).toBe(STREAM_CLOSE.KEY_REVOKED.code);
+    expect(a.closed!.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     await new Promise((r) => setTimeout(r, 300));
     expect(b.closed).toBeNull();
     await b.close();

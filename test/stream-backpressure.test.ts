@@ -5,7 +5,7 @@
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deal } from '../src/market/orders.js';
-import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, type StreamClient } from './stream-helpers.js';
@@ -147,7 +147,7 @@ describe('slow reader', () => {
     own.forEach((f, i) => expect(f.seq).toBe(i + 1));
     socketOf(slow).resume();
     await slow.until((c) => c.closed, 30_000, 'the slow reader to be closed');
-    expect(slow.closed!.code).toBe(STREAM_CLOSE.BACKPRESSURE.code);
+    expect(slow.closed!.code).toBe(SOCKET_CLOSE.BACKPRESSURE.code);
     expect(slow.closed!.reason).toContain('too slow');
     // What it did get of its own stream has no gap: frames are dropped only by closing.
     const got = slow.frames.filter((f) => f.type !== 'QUOTE' && f.type !== 'CANDLE');

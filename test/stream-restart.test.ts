@@ -1,7 +1,7 @@
 // A shard that dies loses the stream state of its accounts: their sockets are closed with 4011 so
 // clients reconnect and resubscribe; after the supervisor restarted the shard, streaming works again.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen, openStream, type StreamClient } from './stream-helpers.js';
 
@@ -29,7 +29,7 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   const shards = t.gw.services.shards;
   await shards.kill(shards.shardFor(id));
   await c.until((x) => x.closed, 10_000, 'the socket to close');
-  expect(c.closed!.code).toBe(STREAM_CLOSE.RUNTIME_RESTARTED.code);
+  expect(c.closed!.code).toBe(SOCKET_CLOSE.RUNTIME_RESTARTED.code);
   // The supervisor restarts the shard; reconnecting works once it is back.
   let again: StreamClient | undefined;
   for (let i = 0; i < 50 && !again; i++) {
@@ -51,6 +51,6 @@ it('stream gauges are on /metrics; shutting the gateway down closes sockets with
   expect(m.text).toContain('tagw_stream_coalescing_sockets');
   const closing = t.gw.close();
   await c.until((x) => x.closed, 10_000, 'the socket to close');
-  expect(c.closed!.code).toBe(STREAM_CLOSE.GOING_AWAY.code);
+  expect(c.closed!.code).toBe(SOCKET_CLOSE.GOING_AWAY.code);
   await closing;
 });

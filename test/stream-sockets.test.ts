@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
-import { STREAM_CLOSE } from '../src/stream/frames.js';
+import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 
 let t: TestGateway;
 let key: string;
@@ -138,7 +138,7 @@ describe('re-binding an account to a login on another server', () => {
     const r = await t.req('POST', '/ConnectEx', { headers: h, body: { id: acc, user: 'mover-p4', password: 'pw', server: 'Sim-P4-Demo' } });
     expect(r.status, r.text).toBe(200);
     await a.until((x) => x.closed, 8_000, 'the socket to be closed');
-    expect(a.closed!.code).toBe(STREAM_CLOSE.ACCOUNT_REBOUND.code);
+    expect(a.closed!.code).toBe(SOCKET_CLOSE.ACCOUNT_REBOUND.code);
     const b = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
     try {
       b.send({ action: 'subscribe', symbol: 'EURUSD' });

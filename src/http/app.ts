@@ -8,6 +8,7 @@ import type { KeyRateLimiter } from '../auth/keyRateLimit.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { admit, noteRefusal } from './admission.js';
 import { CorsPolicy } from './cors.js';
 import type { Family, Metrics } from './metrics.js';
 import { readRequest, type RequestInfo } from './request.js';
@@ -225,16 +226,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
     // the process. Awaited further down, it still throws there.
     bodyPromise?.catch(() => undefined);
-    if (deps.inflight.draining) {
-      throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
-    }
-    if (route.auth !== 'none' && deps.throttle.anyBlocked()) {
-      const wait = deps.throttle.blockedFor(req.ip);
-      if (wait > 0) {
-        throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
-      }
-    }
-    const principal = deps.auth.authenticate(route.auth, req.headers, req.path.startsWith('/v1/'));
+    const principal = admit(deps, req.ip, route.auth, req.headers, req.path.startsWith('/v1/'));
     // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
     if (route.trading && principal) assertCanTrade(principal);
     if (principal?.kind === 'api' && deps.limits) {
@@ -285,7 +277,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
       deps.log.error('request failed', { route: route.path, code: e.code, err: e.cause ?? e });
     }
-    if (status === 401) deps.throttle.fail(req.ip);
+    noteRefusal(deps, req.ip, e);
     // A body we refused to read leaves the connection in an unknown state: close it.
     sendError(sink, e, e.code === 'PAYLOAD_TOO_LARGE');
   } finally {

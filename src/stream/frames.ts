@@ -7,27 +7,6 @@ import type { Tick } from '../market/server.js';
 import type { CandleEvent } from '../market/timeframes.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 
-/** WebSocket close codes used by /v1/stream (4000-4999 is the application range). */
-export const STREAM_CLOSE = {
-  /** Server shutting down; reconnect to another instance or later. */
-  GOING_AWAY: { code: 1001, reason: 'server shutting down' },
-  /** Unexpected fault on our side. */
-  INTERNAL: { code: 1011, reason: 'internal error' },
-  /** The API key the socket was opened with has been revoked. */
-  KEY_REVOKED: { code: 4001, reason: 'API key revoked' },
-  /** A state frame (POSITIONS, ORDERS, TRADE) did not fit under the hard backpressure limit: the
-   *  client reads too slowly. Reconnect and resync from the snapshots. */
-  BACKPRESSURE: { code: 4008, reason: 'client too slow: state frame over the backpressure limit; reconnect and resync' },
-  /** The account runtime could not be reached or the account disappeared. */
-  ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
-  /** The account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
-  RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
-  /** The account was bound (/ConnectEx id=) to a login on another broker server: other market, clock,
-   *  maybe platform. Reconnect and resubscribe. */
-  ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker server; reconnect and resubscribe' },
-} as const;
-export type StreamCloseName = keyof typeof STREAM_CLOSE;
-
 export type FrameType = 'QUOTE' | 'POSITIONS' | 'ORDERS' | 'TRADE' | 'CANDLE' | 'HEARTBEAT' | 'SUBSCRIBED' | 'UNSUBSCRIBED' | 'ERROR';
 
 /** `{"type":T,"seq":N,"data":<json>}` from an already-serialized payload. */

@@ -16,21 +16,16 @@ import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
+import { admitSocket, noteRefusal } from '../http/admission.js';
 import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
+import { SOCKET_CLOSE } from './closeCodes.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
 import { GATEWAY_EVENT, type GatewayEvent } from '../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../services.js';
 
 export const GATEWAY_SOCKET_PATH = '/ws';
-
-/** Close codes of /ws (4000-4999 are application codes). */
-export const GATEWAY_CLOSE = {
-  SESSION_ENDED: { code: 4001, reason: 'session disconnected' },
-  KEY_REVOKED: { code: 4002, reason: 'api key revoked' },
-  GOING_AWAY: { code: 1001, reason: 'server shutting down' },
-} as const;
 
 interface UserData { hash: string; keyId: string }
 
@@ -41,7 +36,7 @@ export class GatewaySocket {
   private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
   private readonly dir;
 
-  constructor(private readonly s: Services, private readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean }) {
+  constructor(private readonly s: Services, readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean }) {
     this.dir = handleDirectory(s);
   }
 
@@ -91,12 +86,7 @@ export class GatewaySocket {
     const sink = new ResponseSink(res);
     try {
       assertWebsocketOrigin(req, this.s.config);
-      if (this.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down');
-      const wait = this.throttle.blockedFor(info.ip);
-      if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
-      const apiKey = info.headers['x-api-key'] ?? singleParam(info.query, 'apiKey');
-      const headers = apiKey === undefined ? info.headers : { ...info.headers, 'x-api-key': apiKey };
-      const principal = this.s.auth.authenticate('api', headers, true)!;
+      const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info.ip, info.headers, info.query);
       const handle = singleParam(info.query, 'handle');
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
       const hash = handleHash(handle);
@@ -111,7 +101,7 @@ export class GatewaySocket {
       res.upgrade(userData, key, protocol, extensions, context);
     } catch (err) {
       const e = toApiError(err);
-      if (e.status === 401) this.throttle.fail(info.ip);
+      noteRefusal(this, info.ip, e);
       sendError(sink, e);
     }
   }
@@ -128,7 +118,7 @@ export class GatewaySocket {
     } else if (ev.kind === GATEWAY_EVENT.end) {
       const set = this.sockets.get(ev.key);
       if (!set) return;
-      for (const ws of [...set]) ws.end(GATEWAY_CLOSE.SESSION_ENDED.code, GATEWAY_CLOSE.SESSION_ENDED.reason);
+      for (const ws of [...set]) ws.end(SOCKET_CLOSE.SESSION_ENDED.code, SOCKET_CLOSE.SESSION_ENDED.reason);
     }
   }
 
@@ -136,7 +126,7 @@ export class GatewaySocket {
     try {
       const open = [...this.sockets.values()].flatMap((set) => [...set]);
       for (const ws of withRevokedKeys(open, (x) => x.getUserData().keyId, this.s.tenancy)) {
-        ws.end(GATEWAY_CLOSE.KEY_REVOKED.code, GATEWAY_CLOSE.KEY_REVOKED.reason);
+        ws.end(SOCKET_CLOSE.KEY_REVOKED.code, SOCKET_CLOSE.KEY_REVOKED.reason);
       }
     } catch (err) {
       this.s.log.error('gateway socket key check failed', { err: err instanceof Error ? err.message : String(err) });
@@ -146,7 +136,7 @@ export class GatewaySocket {
   close(): void {
     if (this.keyTimer) clearInterval(this.keyTimer);
     this.keyTimer = null;
-    for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(GATEWAY_CLOSE.GOING_AWAY.code, GATEWAY_CLOSE.GOING_AWAY.reason);
+    for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(SOCKET_CLOSE.GOING_AWAY.code, SOCKET_CLOSE.GOING_AWAY.reason);
     this.sockets.clear();
   }
 }

@@ -183,7 +183,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     });
   }
 
-  /** Ends a live session as Disconnect does (its subscriptions stop, its /ws sockets close with 4001). */
+  /** Ends a live session as Disconnect does (its subscriptions stop, its /ws sockets close with 4013). */
   function disconnect(live: Live): void {
     live.actor.send({ type: 'disconnect', at: Date.now() });
     end(live);

@@ -1,0 +1,34 @@
+// The checks every request and every WebSocket upgrade passes before anything else, in one order:
+// draining (503), the failed-auth throttle (429), the key (401 counts toward the throttle). Shared by
+// the HTTP routes (http/app.ts) and both sockets (/v1/stream, /ws), so they cannot drift apart.
+import type { AuthMode, Authenticator, Principal } from '../auth/authenticator.js';
+import type { AuthThrottle } from '../auth/throttle.js';
+import { apiError, type ApiError } from '../errors.js';
+import { singleParam, type QueryMap } from './request.js';
+
+export interface AdmissionDeps {
+  auth: Authenticator;
+  throttle: AuthThrottle;
+  inflight: { draining: boolean };
+}
+
+/** Draining and throttle checks, then authentication; undefined for routes without auth. */
+export function admit(deps: AdmissionDeps, ip: string, mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
+  if (deps.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
+  if (mode !== 'none' && deps.throttle.anyBlocked()) {
+    const wait = deps.throttle.blockedFor(ip);
+    if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
+  }
+  return deps.auth.authenticate(mode, headers, v1);
+}
+
+/** A WebSocket upgrade: the API key may also come as ?apiKey= (SPEC §5.3); the header wins when both are sent. */
+export function admitSocket(deps: AdmissionDeps, ip: string, headers: Record<string, string>, query: QueryMap): Principal {
+  const apiKey = headers['x-api-key'] ?? singleParam(query, 'apiKey');
+  return admit(deps, ip, 'api', apiKey === undefined ? headers : { ...headers, 'x-api-key': apiKey }, true)!;
+}
+
+/** A refusal: a 401 counts toward the failed-auth throttle of the client's IP. */
+export function noteRefusal(deps: Pick<AdmissionDeps, 'throttle'>, ip: string, e: ApiError): void {
+  if (e.status === 401) deps.throttle.fail(ip);
+}

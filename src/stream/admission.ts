@@ -1,0 +1,166 @@
+// Admission to /v1/stream: everything is checked before the socket exists (SPEC §5, §7), through
+// the same draining/throttle/key checks as every HTTP route (http/admission.ts), then the account's
+// seat, binding and stream state. Most upgrades happen at once inside uWS's upgrade handler; the
+// rest after asking the shard (see upgradeNow for why the difference matters).
+import type { HttpRequest, HttpResponse, us_socket_context_t } from 'uWebSockets.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { assertAccountScope } from '../auth/rights.js';
+import type { AuthThrottle } from '../auth/throttle.js';
+import { apiError, toApiError } from '../errors.js';
+import { admitSocket, noteRefusal } from '../http/admission.js';
+import { sendError } from '../http/app.js';
+import { assertWebsocketOrigin } from '../http/cors.js';
+import { readRequest, singleParam } from '../http/request.js';
+import { ResponseSink } from '../http/respond.js';
+import { assertAliasAgrees } from '../http/schemas.js';
+import { canonicalAccountId } from '../util/accountId.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { AccountStreamDeps, AccountStreams } from './accounts.js';
+import type { Outbox } from './outbox.js';
+import type { AccountState, Sock, StreamCounters, UserData } from './state.js';
+import type { Topics } from './topics.js';
+
+export interface StreamAdmissionDeps extends AccountStreamDeps {
+  auth: Authenticator;
+  throttle: AuthThrottle;
+}
+
+export class StreamAdmission {
+  /** The socket `open` just made during a synchronous upgrade (see upgradeNow); set by the hub's open handler. */
+  justOpened: Sock | undefined;
+
+  constructor(
+    private readonly deps: StreamAdmissionDeps, private readonly accounts: AccountStreams, private readonly topics: Topics,
+    private readonly out: Outbox, private readonly counters: StreamCounters,
+    private readonly guard: (what: string, fn: () => void) => void,
+  ) {}
+
+  upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    // The upgrade headers are read here: readRequest copies only the headers routes use.
+    const key = req.getHeader('sec-websocket-key');
+    const protocol = req.getHeader('sec-websocket-protocol');
+    const extensions = req.getHeader('sec-websocket-extensions');
+    const info = readRequest(res, req, 0, this.deps.config.trustProxy);
+    const sink = new ResponseSink(res);
+    try {
+      assertWebsocketOrigin(req, this.deps.config);
+    } catch (err) {
+      sendError(sink, toApiError(err), true);
+      return;
+    }
+    void this.admit(info, sink, context, key, protocol, extensions);
+  }
+
+  private async admit(
+    info: ReturnType<typeof readRequest>, sink: ResponseSink, context: us_socket_context_t,
+    key: string, protocol: string, extensions: string,
+  ): Promise<void> {
+    const d = this.deps;
+    let opened: string | null = null;
+    try {
+      const principal = admitSocket(d, info.ip, info.headers, info.query);
+      const q = info.query;
+      const idParam = singleParam(q, 'id');
+      const aliasParam = singleParam(q, 'accountId');
+      assertAliasAgrees('id', 'accountId', idParam, aliasParam);
+      const id = canonicalAccountId(idParam ?? aliasParam);
+      if (!id) throw apiError('ACCOUNT_ID_REQUIRED', 'account id required: connect to /v1/stream?id=<accountUUID>');
+      assertAccountScope(principal, id);
+      const seat = d.tenancy.seatById(id);
+      if (!seat || seat.customer_id !== principal.customerId || seat.removed_at !== null) throw apiError('NOT_FOUND', 'account not found');
+      const hb = singleParam(q, 'heartbeat');
+      if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
+      if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      const known = this.accounts.accounts.get(id) ?? this.accounts.fromRecords(id);
+      if (known && this.accounts.activeSeats.has(id)) {
+        if (!this.accounts.accounts.has(id)) this.accounts.accounts.set(id, known);
+        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' });
+        return;
+      }
+      if (!this.accounts.activeSeats.has(id)) {
+        // SPEC §7 402, as on the classic routes: a seat still being prepared has no subscription yet.
+        const st = await d.shards.call(id, 'seat.get', { seatId: id });
+        if (st?.status !== 'ACTIVE') {
+          throw apiError('NO_SUBSCRIPTION', st ? 'subscription not active: the seat is still being prepared (BUILDING_SERVER)' : 'subscription not active for this account');
+        }
+        this.accounts.activeSeats.add(id); // ACTIVE is the last seat status
+      }
+      const open = await d.shards.call(id, 'stream.open', { accountId: id }).catch((err: unknown) => {
+        // The seat exists (checked above): the shard not knowing it means no broker login is bound yet.
+        if (toApiError(err).code === 'NOT_FOUND') throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
+        throw err;
+      });
+      opened = id;
+      this.accounts.noteOpen(id, open);
+      if (!sink.open) {
+        // The client went away while we were checking: release what stream.open took.
+        this.accounts.releaseIfUnused(id);
+        return;
+      }
+      sink.done = true;
+      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' };
+      sink.res.cork(() => sink.res.upgrade(userData, key, protocol, extensions, context));
+    } catch (err) {
+      const e = toApiError(err);
+      if (e.code === 'INTERNAL_ERROR') d.log.error('stream upgrade failed', { err: e.cause ?? e });
+      noteRefusal(d, info.ip, e);
+      if (opened) this.accounts.releaseIfUnused(opened);
+      sendError(sink, e, true);
+    }
+  }
+
+  /**
+   * A socket for an account that already has sockets here (its seat is ACTIVE, its broker login
+   * bound): everything left to check is known in this thread, so the upgrade happens at once,
+   * inside uWS's upgrade handler, and the shard's stream.open follows. An upgrade made later from
+   * async code needs res.cork(), and the pinned uWS build can then close the new socket at random
+   * right after `open` (a 1006 with no frame: uWebSockets issue 1928); this path never corks.
+   */
+  private upgradeNow(
+    acc: AccountState, sink: ResponseSink, context: us_socket_context_t,
+    key: string, protocol: string, extensions: string, userData: UserData,
+  ): void {
+    const d = this.deps;
+    const id = acc.id;
+    this.counters.syncUpgrades++;
+    acc.opens++; // reserved for this socket's stream.open: the account state stays while it is under way
+    sink.done = true;
+    userData.openPending = true;
+    // uWS runs `open` synchronously inside upgrade() and hands it a copy of userData, so the new
+    // socket is passed back through this field rather than through userData.
+    this.justOpened = undefined;
+    try {
+      sink.res.upgrade(userData, key, protocol, extensions, context);
+    } catch (err) {
+      acc.opens--;
+      throw err;
+    }
+    const sock = this.justOpened as Sock | undefined;
+    this.justOpened = undefined;
+    d.shards.call(id, 'stream.open', { accountId: id }).then(
+      (open) => {
+        if (open.serverInfo) this.topics.noteServer(open.serverInfo);
+        const cur = this.accounts.accounts.get(id);
+        if (cur) cur.phase = open.phase;
+        if (!sock) {
+          this.accounts.releaseIfUnused(id); // the socket never opened
+          return;
+        }
+        sock.openState = 'open';
+        const deferred = sock.deferred;
+        sock.deferred = null;
+        if (sock.closed) this.accounts.releaseIfUnused(id);
+        else if (deferred) for (const f of deferred) this.guard('deferred', f);
+      },
+      (err: unknown) => {
+        d.log.warn('stream.open failed after upgrade', { accountId: id, err: errorMessage(err) });
+        this.accounts.dropOpen(acc); // nothing to close at the shard: the open failed
+        if (sock) {
+          sock.openState = 'failed';
+          sock.deferred = null;
+          this.out.end(sock, 'ACCOUNT_UNAVAILABLE');
+        }
+      },
+    );
+  }
+}

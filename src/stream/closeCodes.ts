@@ -1,0 +1,25 @@
+// WebSocket close codes of both sockets, /v1/stream and /ws, in one table so a code means one thing
+// wherever a client reads it (4000-4999 is the application range). docs/stream.md and
+// docs/gateway.md list them for clients.
+
+export const SOCKET_CLOSE = {
+  /** Server shutting down; reconnect to another instance or later. Both sockets. */
+  GOING_AWAY: { code: 1001, reason: 'server shutting down' },
+  /** Unexpected fault on our side. Both sockets. */
+  INTERNAL: { code: 1011, reason: 'internal error' },
+  /** The API key the socket was opened with has been revoked. Both sockets. */
+  KEY_REVOKED: { code: 4001, reason: 'API key revoked' },
+  /** The client reads too slowly: a frame that must not be dropped (on /v1/stream an account event,
+   *  on /ws any frame) did not fit under the backpressure limit. Reconnect (and on /v1/stream resume). Both sockets. */
+  BACKPRESSURE: { code: 4008, reason: 'client too slow: over the backpressure limit; reconnect and resume' },
+  /** /v1/stream: the account runtime could not be reached or the account disappeared. */
+  ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
+  /** /v1/stream: the account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
+  RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
+  /** /v1/stream: the account was bound (/ConnectEx id=) to a login on another broker server: other
+   *  market, clock, maybe platform. Reconnect and resubscribe. */
+  ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker server; reconnect and resubscribe' },
+  /** /ws: the gateway session ended (Disconnect, or its shard ended it); the handle is gone. */
+  SESSION_ENDED: { code: 4013, reason: 'session disconnected' },
+} as const;
+export type SocketCloseName = keyof typeof SOCKET_CLOSE;

@@ -1,0 +1,148 @@
+// Topics and fan-out of /v1/stream market data (main thread, hot path). A tick arrives from a shard
+// (ShardEvent 'stream.tick', batched per microtask), is deduplicated by (server, symbol, time, bid,
+// ask) because several accounts of the same server in different shards may forward the same tick,
+// is serialized ONCE into a QUOTE frame and handed to uWS with app.publish(topic): the
+// per-subscriber copy loop runs in C++. Candles likewise, per (server, symbol, timeframe).
+import type { TemplatedApp } from 'uWebSockets.js';
+import { barRangeUtc } from '../market/bars.js';
+import { clockFor, type ServerClock } from '../market/serverClock.js';
+import type { ServerInfo, Tick } from '../market/server.js';
+import type { CandleEvent, Timeframe } from '../market/timeframes.js';
+import { candleData, frame, quoteData } from './frames.js';
+import type { AccountState, CandleSub, CandleTopic, QuoteTopic, ServerState, Sock, StreamCounters } from './state.js';
+
+export class Topics {
+  app: TemplatedApp | null = null;
+  /** Servers whose clock is known: only what a connection learned from its broker. */
+  readonly servers = new Map<string, ServerState>();
+  /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
+  private readonly quoteTopics = new Map<string, Map<string, QuoteTopic>>();
+  private readonly candleTopics = new Map<string, CandleTopic>();
+  /** Set on every publish, cleared by the backpressure sweep (it only runs when something was published). */
+  publishedSinceSweep = false;
+
+  constructor(private readonly counters: StreamCounters) {}
+
+  quoteTopic(server: string, symbol: string): QuoteTopic {
+    let bySymbol = this.quoteTopics.get(server);
+    if (!bySymbol) this.quoteTopics.set(server, (bySymbol = new Map()));
+    let t = bySymbol.get(symbol);
+    if (!t) {
+      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, refs: 0 };
+      bySymbol.set(symbol, t);
+    }
+    return t;
+  }
+
+  candleTopic(server: string, symbol: string, timeframe: Timeframe): CandleTopic {
+    const key = `c|${server}|${symbol}|${timeframe}`;
+    let t = this.candleTopics.get(key);
+    if (!t) {
+      t = {
+        key, partialKey: `p|${server}|${symbol}|${timeframe}`, server, symbol, timeframe, seq: 0, bar: -Infinity, ticks: 0,
+        closedBar: -Infinity, last: null, lastClosed: null, partialMembers: new Set(), refs: 0,
+      };
+      this.candleTopics.set(key, t);
+    }
+    return t;
+  }
+
+  /**
+   * The server's clock as a connection learned it from its broker. Only ever a known server: a
+   * bridge connection that has not logged in yet has a placeholder (UTC) zone, and caching that
+   * would stamp every later frame of the server in UTC (stream.open then answers serverInfo null,
+   * and the zone follows with the 'connected' phase event and the snapshot and subscribe answers).
+   * A server that reports another zone than before (it changed, or a restarted bridge) replaces it.
+   */
+  noteServer(info: ServerInfo): void {
+    const cur = this.servers.get(info.name);
+    if (cur && sameZone(cur.info, info)) return;
+    this.servers.set(info.name, { info, clock: clockFor(info) });
+  }
+
+  /**
+   * The clock of the account's server. Known before any frame that needs it: snapshots and
+   * subscribe answers carry the server, and the 'connected' phase event (which precedes the
+   * account's first events) too. Throws rather than stamp server times in UTC.
+   */
+  clockOf(acc: AccountState): ServerClock {
+    const srv = this.servers.get(acc.server);
+    if (!srv) throw new Error(`the clock of server ${acc.server} is not known yet (account ${acc.id})`);
+    return srv.clock;
+  }
+
+  /** The topic's last bar has not ended yet (by the clock; its close may simply not have come). */
+  isCurrentBar(t: CandleTopic, acc: AccountState): boolean {
+    const clock = this.servers.get(acc.server)?.clock;
+    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > Date.now();
+  }
+
+  /** Dedupe, serialize once, publish. */
+  ingestTick(server: string, tick: Tick): void {
+    this.counters.ticksIn++;
+    const t = this.quoteTopic(server, tick.symbol);
+    if (tick.timeMsc < t.lastT || (tick.timeMsc === t.lastT && tick.bid === t.lastBid && tick.ask === t.lastAsk)) {
+      this.counters.ticksDuplicate++;
+      return;
+    }
+    t.lastT = tick.timeMsc;
+    t.lastBid = tick.bid;
+    t.lastAsk = tick.ask;
+    t.lastTick = tick;
+    t.seq++;
+    if (t.refs === 0) return;
+    const srv = this.servers.get(server);
+    if (!srv || !this.app) return;
+    this.app.publish(t.key, frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now())));
+    this.counters.quotesPublished++;
+    this.publishedSinceSweep = true;
+  }
+
+  ingestCandle(server: string, ev: CandleEvent): void {
+    const t = this.candleTopic(server, ev.symbol, ev.timeframe);
+    const bar = ev.candle.time;
+    // Dedupe across shards: older bars, updates already seen, and a second close of the same bar.
+    if (bar < t.bar) return;
+    if (bar === t.bar) {
+      if (t.closedBar === bar) return;
+      if (!ev.closed && ev.candle.ticks <= t.ticks) return;
+    }
+    if (bar > t.bar && t.partialMembers.size > 0) {
+      // A new bar: members that joined before it opened see it whole.
+      for (const s of [...t.partialMembers]) {
+        const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
+        if (c && c.joinedAt <= bar * 1000) this.promote(s, t, c);
+      }
+    }
+    t.bar = bar;
+    t.ticks = ev.candle.ticks;
+    if (ev.closed) t.closedBar = bar;
+    t.seq++;
+    t.last = ev;
+    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
+    if (t.refs === 0 || !this.app) return;
+    this.app.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
+    if (t.partialMembers.size > 0) this.app.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
+    this.counters.candlesPublished++;
+    this.publishedSinceSweep = true;
+    if (ev.closed) for (const s of [...t.partialMembers]) {
+      const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
+      if (c) this.promote(s, t, c);
+    }
+  }
+
+  /** The joined-mid-way bar is over: move the socket from the partial topic to the main one. */
+  private promote(s: Sock, t: CandleTopic, c: CandleSub): void {
+    t.partialMembers.delete(s);
+    c.partial = false;
+    if (s.closed || s.coalescing) return; // a coalescing socket rejoins the right topic on flush
+    s.ws.unsubscribe(t.partialKey);
+    s.ws.subscribe(t.key);
+  }
+}
+
+function sameZone(a: ServerInfo, b: ServerInfo): boolean {
+  const x = a.timeZone;
+  const y = b.timeZone;
+  return x.standardOffsetMinutes === y.standardOffsetMinutes && x.dst === y.dst;
+}
