@@ -81,10 +81,11 @@ interface ClassicSpec {
   fields?: z.ZodRawShape;
   /** Names symbol/symbols lists (merged into `symbols`). */
   many?: boolean;
-  errors?: ErrorCode[];
+  errors?: readonly ErrorCode[];
 }
 
-const READ_ROUTES: ClassicSpec[] = [
+/** Exported with their literal types: the SDK (src/client) derives its parameter types from them. */
+export const READ_ROUTE_DEFS = [
   { path: 'Account', summary: "The holder's full profile (personal data of the broker account owner)" },
   { path: 'AccountSummary', summary: 'Balance, equity, profit, margin, leverage, currency; synced=false while reconnecting (last-known values)' },
   { path: 'AccountDetails', summary: 'Account number, name, server and time zone, currency, margin-call/stop-out levels, group, type, leverage' },
@@ -127,9 +128,12 @@ const READ_ROUTES: ClassicSpec[] = [
     path: 'BalanceHistory', summary: 'Balance operations in [from, to) (P5 only; 501 on P4)',
     fields: { from: qTime().optional(), to: qTime().optional() }, errors: ['NOT_ON_THIS_TERMINAL'],
   },
-];
+] as const satisfies readonly ClassicSpec[];
+const READ_ROUTES: readonly ClassicSpec[] = READ_ROUTE_DEFS;
+export const ID_FIELDS = idFields;
 
-const tradeFields: Record<TradeOp, z.ZodRawShape> = {
+/** Exported with their literal types for the SDK, as READ_ROUTE_DEFS. */
+export const TRADE_FIELDS = {
   OrderSend: {
     symbol: qSymbol(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
     volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
@@ -149,7 +153,8 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = {
   },
   OrderDelete: { ticket: qString(), clientOrderId: qString().optional() },
   OrderCloseBy: { ticket: qString(), byTicket: qString(), comment: qComment().optional(), clientOrderId: qString().optional() },
-};
+} satisfies Record<TradeOp, z.ZodRawShape>;
+const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 
 const TRADE_SUMMARY: Record<TradeOp, string> = {
   OrderSend: 'Place a market or pending order; idempotent with clientOrderId / Idempotency-Key',

@@ -161,8 +161,9 @@ export const TradeResponse = OrderSchema.extend({
   deals: z.array(DealSchema).describe('Deals the request caused ([] for a pending order, a modify or a delete)'),
 }).describe('The order the request created or changed (P4 close: the closed ticket; P5 close: the closing order), its deals and retcode');
 
-/** Response schemas by classic route name (without the leading slash). */
-export const CLASSIC_RESPONSES: Readonly<Record<string, z.ZodType>> = {
+/** Response schemas by classic route name (without the leading slash), with their literal types:
+ *  the SDK (src/client) derives its response types from them. */
+export const CLASSIC_RESPONSE_SCHEMAS = {
   AccountSummary: AccountSummaryResponse,
   GetQuote: QuoteResponse,
   OpenedOrders: OpenedOrdersResponse,
@@ -174,4 +175,5 @@ export const CLASSIC_RESPONSES: Readonly<Record<string, z.ZodType>> = {
   OrderClose: TradeResponse,
   OrderDelete: TradeResponse,
   OrderCloseBy: TradeResponse,
-};
+} satisfies Record<string, z.ZodType>;
+export const CLASSIC_RESPONSES: Readonly<Record<string, z.ZodType>> = CLASSIC_RESPONSE_SCHEMAS;

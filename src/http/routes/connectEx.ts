@@ -28,10 +28,11 @@ const ConnectExQuery = z.object({
   id: qString().optional().describe('Existing account to bind (re-bind); omitted: a new shared seat'),
   accountId: qString().optional(),
 });
-const ConnectExBody = z.object({ ...BrokerFields, id: z.string().optional(), accountId: z.string().optional() }).strict();
+export const ConnectExBody = z.object({ ...BrokerFields, id: z.string().optional(), accountId: z.string().optional() }).strict();
 type ConnectExInput = z.infer<typeof ConnectExBody>;
 
-const Reply = z.object({ id: z.string().uuid() }).meta({ id: 'ConnectExReply' });
+export const ConnectExReply = z.object({ id: z.string().uuid() }).meta({ id: 'ConnectExReply' });
+const Reply = ConnectExReply;
 
 /**
  * The body methods also read `id`/`accountId` from the query string, as every classic route

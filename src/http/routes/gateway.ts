@@ -62,22 +62,22 @@ export function handleDirectory(s: Services): HandleDirectory {
   return d;
 }
 
-const BrokerAccountBody = z.object({
+export const BrokerAccountBody = z.object({
   platform: z.enum(['P4', 'P5']).describe('Platform generation of the account; checked against the server'),
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
   password: z.string().min(1).max(256).describe('Broker password. Encrypted at rest, never returned or logged.'),
   server: z.string().min(1).max(128).describe('Broker server name, e.g. Sim-P5-Demo'),
 }).strict();
 
-const BrokerAccount = z.object({
+export const BrokerAccount = z.object({
   id: z.string().uuid().describe('The account id: use it as brokerAccountId, as ?id= on classic routes and with /v1/seats/{id}/keys'),
   platform: z.enum(['P4', 'P5']),
   server: z.string(),
   connection: z.string().describe('connecting | connected | reconnecting'),
 }).meta({ id: 'BrokerAccount' });
 
-const ConnectBody = z.object({ brokerAccountId: z.string().uuid() }).strict();
-const ConnectReply = z.object({ handle: z.string().describe('Opaque session handle; the same one while the session is live') }).meta({ id: 'ConnectReply' });
+export const ConnectBody = z.object({ brokerAccountId: z.string().uuid() }).strict();
+export const ConnectReply = z.object({ handle: z.string().describe('Opaque session handle; the same one while the session is live') }).meta({ id: 'ConnectReply' });
 
 export function gatewayRoutes(s: Services): AnyRoute[] {
   const accounts = new AccountStore(s.db);

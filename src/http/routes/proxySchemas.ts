@@ -203,9 +203,10 @@ export interface OpDef {
 
 const none = () => params({});
 
-const both = (summary: string, kind: OpKind, schema: () => z.ZodType): OpDef => ({ summary, kind, P4: schema(), P5: schema() });
+const both = <S extends z.ZodType>(summary: string, kind: OpKind, schema: () => S) => ({ summary, kind, P4: schema(), P5: schema() }) satisfies OpDef;
 
-export const OPERATIONS: Record<string, OpDef> = {
+/** Exported with their literal types: the SDK (src/client) derives its parameter types from them. */
+export const OPERATION_DEFS = {
   CheckConnect: both('Reports and restores the connection', 'session', none),
   ConnectionStatus: both('Connection state (informational)', 'session', none),
   Disconnect: both('Closes the session and invalidates the handle', 'session', none),
@@ -285,7 +286,8 @@ export const OPERATIONS: Record<string, OpDef> = {
   SubscribeOrderBook: { summary: 'Push order book frames of symbols on /ws', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0) }, { symbol: 'symbols' }) },
   UnsubscribeOrderBook: { summary: 'Stop order book pushes', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) },
   SubscribedSymbols: both('The live subscriptions of this session', 'read', none),
-};
+} satisfies Record<string, OpDef>;
+export const OPERATIONS: Readonly<Record<string, OpDef>> = OPERATION_DEFS;
 
 export function opSchema(op: string, platform: Platform): z.ZodType | undefined {
   return OPERATIONS[op]?.[platform];

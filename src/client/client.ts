@@ -1,0 +1,137 @@
+// TagwClient: one typed method per gateway route, the stream and gateway sessions.
+//
+//   const client = new TagwClient({ baseUrl, apiKey, WebSocket });       // WebSocket: `ws` on Node 20
+//   const acct = client.account(id);
+//   await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });   // clientOrderId made for you
+//   for await (const f of client.stream(id, { symbols: ['BTCUSD'] })) ...
+import type { CallSafety } from './backoff.js';
+import { newClientOrderId } from './ids.js';
+import { type CallSpec, type QueryValue, Transport, type TransportOptions } from './http.js';
+import { CLASSIC_READS, CLASSIC_TRADES } from './routes.js';
+import { GatewaySession } from './session.js';
+import type { WebSocketConstructor } from './socket.js';
+import { StreamSubscription, type StreamOptions } from './stream.js';
+import type {
+  BrokerAccountInfo, BrokerAccountInput, CalendarEvent, ClassicParams, ClassicReadName, ClassicResponse, ClassicTradeName,
+  ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, NewKey, NewsParams, SeatInfo, SeatInput,
+} from './types.js';
+
+export interface TagwClientOptions extends TransportOptions {
+  /** The platform WebSocket by default; on Node 20 pass `ws` (globalThis.WebSocket is behind a flag there). */
+  WebSocket?: WebSocketConstructor | undefined;
+}
+
+type Args<P> = {} extends P ? [params?: P] : [params: P];
+/** One method per classic route, bound to an account: `account.AccountSummary()`. */
+export type AccountApi = { readonly id: string } & {
+  [N in ClassicReadName]: (...args: Args<ClassicParams<N>>) => Promise<ClassicResponse<N>>;
+} & {
+  /** Trading calls always carry a clientOrderId (yours, or one the SDK makes), so a lost answer is
+   *  retried safely: the gateway replays the first result. */
+  [N in ClassicTradeName]: (params: ClassicParams<N>) => Promise<ClassicResponse<N>>;
+};
+
+const enc = encodeURIComponent;
+
+export class TagwClient {
+  readonly transport: Transport;
+  private readonly WebSocket: WebSocketConstructor | undefined;
+  private readonly random: (() => number) | undefined;
+
+  constructor(o: TagwClientOptions) {
+    this.transport = new Transport(o);
+    this.WebSocket = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    this.random = o.random;
+  }
+
+  /** The classic routes (SPEC §4.1) of one account. */
+  account(id: string): AccountApi {
+    const api: Record<string, unknown> = { id };
+    for (const name of Object.keys(CLASSIC_READS)) {
+      api[name] = (p: Record<string, QueryValue> = {}) => this.get(`/${name}`, 'safe', { ...p, id });
+    }
+    for (const name of Object.keys(CLASSIC_TRADES)) {
+      api[name] = (p: Record<string, QueryValue>) => {
+        const clientOrderId = (p.clientOrderId as string | undefined) ?? newClientOrderId();
+        return this.req({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId });
+      };
+    }
+    return api as AccountApi;
+  }
+
+  /** Opens (or joins) the gateway session of a broker account: POST /v1/connect. */
+  async connect(brokerAccountId: string): Promise<GatewaySession> {
+    const r = await this.req<{ handle: string }>({ method: 'POST', path: '/v1/connect', auth: 'api', safety: 'safe', body: { brokerAccountId } });
+    return new GatewaySession(this.transport, this.WebSocket, brokerAccountId, r.handle, this.random);
+  }
+
+  /** /v1/stream of an account, reconnecting and resuming (see docs/client.md). */
+  stream(accountId: string, o: StreamOptions = {}): StreamSubscription {
+    const WS = this.WebSocket;
+    if (!WS) throw new Error('no WebSocket: pass one to new TagwClient({ WebSocket }) (Node 20: the `ws` package)');
+    return new StreamSubscription(this.transport, WS, accountId, o, this.random);
+  }
+
+  /** Binds a broker login (SPEC §4.2 /ConnectEx): a new shared seat, or `id` re-bound. */
+  connectEx(body: ConnectExInput): Promise<ConnectExResult> {
+    // Binding the same login again answers the same account: safe to retry.
+    return this.req({ method: 'POST', path: '/ConnectEx', auth: 'api', safety: 'safe', body });
+  }
+
+  news(params: NewsParams = {}): Promise<CalendarEvent[]> {
+    return this.get('/news', 'safe', params as Record<string, QueryValue>);
+  }
+
+  whoami(): Promise<{ keyId: string; readOnly: boolean; accountScoped: boolean; seatId: string | null }> {
+    return this.get('/v1/whoami', 'safe');
+  }
+
+  readonly brokerAccounts = {
+    /** One account per broker login: the same login again answers that account (200). */
+    create: (body: BrokerAccountInput): Promise<BrokerAccountInfo> =>
+      this.req({ method: 'POST', path: '/v1/broker-accounts', auth: 'api', safety: 'safe', body }),
+  };
+
+  /** Provisioning (management key). Creating is not retried after a lost answer (it could create twice). */
+  readonly seats = {
+    create: (body: SeatInput = {}): Promise<SeatInfo> => this.req({ method: 'POST', path: '/v1/seats', auth: 'management', safety: 'unsafe', body }),
+    list: (): Promise<{ seats: SeatInfo[] }> => this.req({ method: 'GET', path: '/v1/seats', auth: 'management', safety: 'safe' }),
+    get: (id: string): Promise<SeatInfo> => this.req({ method: 'GET', path: `/v1/seats/${enc(id)}`, auth: 'management', safety: 'safe' }),
+    createKey: (id: string, body: KeyInput): Promise<NewKey> =>
+      this.req({ method: 'POST', path: `/v1/seats/${enc(id)}/keys`, auth: 'management', safety: 'unsafe', body }),
+  };
+
+  readonly keys = {
+    create: (body: { label: string }): Promise<NewKey> => this.req({ method: 'POST', path: '/v1/keys', auth: 'management', safety: 'unsafe', body }),
+    list: (): Promise<{ keys: KeyListEntry[] }> => this.req({ method: 'GET', path: '/v1/keys', auth: 'management', safety: 'safe' }),
+    revoke: (keyId: string): Promise<{ id: string; revoked: true }> =>
+      this.req({ method: 'DELETE', path: `/v1/keys/${enc(keyId)}`, auth: 'management', safety: 'safe' }),
+  };
+
+  /** Rolling upgrades of account connections (management key). */
+  readonly accounts = {
+    upgrade: (id: string, body: { build?: number } = {}): Promise<JsonObject> =>
+      this.req({ method: 'POST', path: `/v1/accounts/${enc(id)}/upgrade`, auth: 'management', safety: 'safe', body }),
+    upgradeAll: (body: { build?: number } = {}): Promise<JsonObject> =>
+      this.req({ method: 'POST', path: '/v1/accounts/upgrade', auth: 'management', safety: 'safe', body }),
+    /** Simulator fault on one account (docs/simulator.md). */
+    addFault: (id: string, body: JsonObject): Promise<JsonObject> =>
+      this.req({ method: 'POST', path: `/v1/accounts/${enc(id)}/faults`, auth: 'management', safety: 'unsafe', body }),
+  };
+
+  /** Simulator faults of a whole server (operator management key; docs/simulator.md). */
+  readonly sim = {
+    addFault: (body: JsonObject): Promise<JsonObject> => this.req({ method: 'POST', path: '/v1/sim/faults', auth: 'management', safety: 'unsafe', body }),
+    listFaults: (): Promise<{ faults: JsonObject[] }> => this.req({ method: 'GET', path: '/v1/sim/faults', auth: 'management', safety: 'safe' }),
+    clearFaults: (server?: string): Promise<{ cleared: number }> =>
+      this.req({ method: 'DELETE', path: '/v1/sim/faults', auth: 'management', safety: 'safe', query: { server } }),
+  };
+
+  private get<T>(path: string, safety: CallSafety, query?: Record<string, QueryValue>): Promise<T> {
+    return this.req({ method: 'GET', path, auth: 'api', safety, query });
+  }
+
+  private async req<T = Json>(spec: CallSpec): Promise<T> {
+    return (await this.transport.call<T>(spec)).body;
+  }
+}

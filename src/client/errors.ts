@@ -1,0 +1,74 @@
+// One error class for everything the gateway (or the network) refused, and one subclass for the
+// answer a bot must handle by itself: 409 IDEMPOTENCY_UNCERTAIN.
+
+export interface TagwErrorInit {
+  code: string;
+  status: number;
+  message: string;
+  /** ms to wait before trying again, from `retry-after`. */
+  retryAfter?: number | undefined;
+  requestId?: string | undefined;
+  /** The error body as the gateway sent it (broker `reason`, `retcode`, ...). */
+  body?: Record<string, unknown> | undefined;
+  cause?: unknown;
+}
+
+/** `code` is the body's `error` (e.g. BAD_REQUEST, TRADE_REQUEST_ERROR), or NETWORK_ERROR /
+ *  TIMEOUT with `status` 0 when no answer arrived. */
+export class TagwError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly retryAfter: number | undefined;
+  readonly requestId: string | undefined;
+  readonly body: Record<string, unknown> | undefined;
+
+  constructor(init: TagwErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'TagwError';
+    this.code = init.code;
+    this.status = init.status;
+    this.retryAfter = init.retryAfter;
+    this.requestId = init.requestId;
+    this.body = init.body;
+  }
+}
+
+/**
+ * 409 IDEMPOTENCY_UNCERTAIN: an earlier attempt with this clientOrderId was sent to the broker and
+ * its answer was lost, so the gateway cannot say whether the order exists. Retrying the same id
+ * cannot settle it (it answers 409 again); a new id could place a second order. What to do is in
+ * `nextStep`.
+ */
+export class IdempotencyUncertainError extends TagwError {
+  readonly clientOrderId: string | undefined;
+  readonly nextStep: string;
+
+  constructor(init: TagwErrorInit & { clientOrderId?: string | undefined }) {
+    super(init);
+    this.name = 'IdempotencyUncertainError';
+    this.clientOrderId = init.clientOrderId;
+    this.nextStep = 'Look for the order before sending another: read /OpenedOrders (and /OrderHistory for one already filled and closed), '
+      + 'matching your magic number and comment. Found: it was placed, do not resend. Not found: send it again with a NEW clientOrderId.';
+  }
+}
+
+export function isTagwError(e: unknown): e is TagwError {
+  return e instanceof TagwError;
+}
+
+/** A refusal that trying again cannot change (bad key, scope, unknown account or handle): a
+ *  reconnecting socket stops on it rather than hammering the gateway (401s count toward its
+ *  failed-auth block). */
+export function isFinalRefusal(e: unknown): e is TagwError {
+  return e instanceof TagwError && e.status >= 400 && e.status < 500 && e.status !== 408 && e.status !== 429;
+}
+
+/** Runs `probe` (an HTTP call with the socket's key) and returns its error if it is final. */
+export async function finalRefusalOf(probe: () => Promise<unknown>): Promise<TagwError | undefined> {
+  try {
+    await probe();
+  } catch (e) {
+    if (isFinalRefusal(e)) return e;
+  }
+  return undefined;
+}

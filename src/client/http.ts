@@ -1,0 +1,169 @@
+// The HTTP transport: one call = one logical request, tried again with jittered backoff when
+// `shouldRetry` allows it. Platform fetch only (Node 20+, browsers), injectable for tests.
+import { backoffDelay, type BackoffOptions, type CallSafety, DEFAULT_BACKOFF, parseRetryAfter, shouldRetry } from './backoff.js';
+import { IdempotencyUncertainError, TagwError } from './errors.js';
+import { newRequestId } from './ids.js';
+
+export type Auth = 'api' | 'management' | 'none';
+export type QueryValue = string | number | boolean | Date | readonly (string | number | boolean)[] | undefined;
+
+export interface RetryOptions extends BackoffOptions {
+  /** Tries in all, the first included (1 = never retry). */
+  attempts: number;
+  /** A `retry-after` longer than this is not waited for: the error is thrown instead. */
+  maxRetryAfterMs: number;
+}
+
+export const DEFAULT_RETRY: RetryOptions = { ...DEFAULT_BACKOFF, attempts: 4, maxRetryAfterMs: 10_000 };
+
+export interface TransportOptions {
+  baseUrl: string;
+  apiKey?: string | undefined;
+  managementKey?: string | undefined;
+  fetch?: typeof globalThis.fetch | undefined;
+  retry?: Partial<RetryOptions> | undefined;
+  /** Per try, ms (default 30 s). A timed-out try counts as "no answer". */
+  timeoutMs?: number | undefined;
+  random?: (() => number) | undefined;
+  sleep?: ((ms: number) => Promise<void>) | undefined;
+  now?: (() => number) | undefined;
+}
+
+export interface CallSpec {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  auth: Auth;
+  safety: CallSafety;
+  query?: Record<string, QueryValue> | undefined;
+  body?: unknown;
+  /** Named on an IdempotencyUncertainError. */
+  clientOrderId?: string | undefined;
+}
+
+export interface CallResult<T> {
+  status: number;
+  headers: Headers;
+  body: T;
+  /** The gateway replayed an earlier result for this clientOrderId (`Idempotent-Replay: true`). */
+  replay: boolean;
+  /** Tries it took (1 = no retry). */
+  tries: number;
+}
+
+export function encodeQuery(q: Record<string, QueryValue> | undefined): string {
+  if (!q) return '';
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) {
+    if (v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) p.append(k, String(x));
+    else p.append(k, v instanceof Date ? v.toISOString() : String(v));
+  }
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+const sleepReal = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class Transport {
+  readonly baseUrl: string;
+  private readonly retry: RetryOptions;
+  private readonly fetchFn: typeof globalThis.fetch;
+  private readonly random: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly now: () => number;
+  private readonly timeoutMs: number;
+
+  constructor(private readonly o: TransportOptions) {
+    this.baseUrl = o.baseUrl.replace(/\/+$/, '');
+    this.retry = { ...DEFAULT_RETRY, ...o.retry };
+    // Bound: a detached `fetch` throws "Illegal invocation" in browsers.
+    this.fetchFn = o.fetch ?? globalThis.fetch.bind(globalThis);
+    this.random = o.random ?? Math.random;
+    this.sleep = o.sleep ?? sleepReal;
+    this.now = o.now ?? Date.now;
+    this.timeoutMs = o.timeoutMs ?? 30_000;
+  }
+
+  get apiKey(): string | undefined {
+    return this.o.apiKey;
+  }
+
+  headers(auth: Auth): Record<string, string> {
+    if (auth === 'api') {
+      if (!this.o.apiKey) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'this call needs an API key: new TagwClient({ apiKey })' });
+      return { 'x-api-key': this.o.apiKey };
+    }
+    if (auth === 'management') {
+      if (!this.o.managementKey) throw new TagwError({ code: 'MANAGEMENT_KEY_REQUIRED', status: 0, message: 'this call needs the management key: new TagwClient({ managementKey })' });
+      return { authorization: `Bearer ${this.o.managementKey}` };
+    }
+    return {};
+  }
+
+  async call<T>(spec: CallSpec): Promise<CallResult<T>> {
+    const requestId = newRequestId();
+    const headers: Record<string, string> = { ...this.headers(spec.auth), 'x-request-id': requestId };
+    let body: string | undefined;
+    if (spec.body !== undefined) {
+      body = JSON.stringify(spec.body);
+      headers['content-type'] = 'application/json';
+    }
+    const url = this.baseUrl + spec.path + encodeQuery(spec.query);
+    for (let attempt = 0; ; attempt++) {
+      let err: TagwError;
+      try {
+        const res = await this.once(url, spec.method, headers, body);
+        const text = await res.text();
+        const parsed = parseJson(text);
+        if (res.ok) {
+          return { status: res.status, headers: res.headers, body: parsed as T, replay: res.headers.get('idempotent-replay') === 'true', tries: attempt + 1 };
+        }
+        err = this.errorOf(res, parsed, text, requestId, spec);
+      } catch (e) {
+        if (e instanceof TagwError) throw e;
+        const timedOut = (e as { name?: string } | null)?.name === 'AbortError' || (e as { name?: string } | null)?.name === 'TimeoutError';
+        err = new TagwError({
+          code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR', status: 0, requestId, cause: e,
+          message: timedOut ? `${spec.method} ${spec.path}: no answer within ${this.timeoutMs} ms` : `${spec.method} ${spec.path}: ${(e as Error)?.message ?? String(e)}`,
+        });
+      }
+      if (attempt + 1 >= this.retry.attempts || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
+      if (err.retryAfter !== undefined && err.retryAfter > this.retry.maxRetryAfterMs) throw err;
+      await this.sleep(Math.max(backoffDelay(attempt, this.retry, this.random), err.retryAfter ?? 0));
+    }
+  }
+
+  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<Response> {
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
+    try {
+      const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal });
+      return res;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private errorOf(res: Response, parsed: unknown, text: string, requestId: string, spec: CallSpec): TagwError {
+    const b = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
+    const init = {
+      code: typeof b?.error === 'string' ? b.error : `HTTP_${res.status}`,
+      status: res.status,
+      message: typeof b?.message === 'string' ? b.message : text.slice(0, 200) || res.statusText,
+      retryAfter: parseRetryAfter(res.headers.get('retry-after'), this.now()),
+      requestId: res.headers.get('x-request-id') ?? requestId,
+      body: b,
+    };
+    if (init.code === 'IDEMPOTENCY_UNCERTAIN') return new IdempotencyUncertainError({ ...init, clientOrderId: spec.clientOrderId });
+    return new TagwError(init);
+  }
+}
+
+function parseJson(text: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

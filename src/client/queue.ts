@@ -1,0 +1,88 @@
+// An async-iterable queue with typed callbacks: what `for await (const f of client.stream(...))`
+// and `.on('TRADE', f => ...)` read from. Frames are pushed by one producer, in order.
+
+type Listener<F> = (frame: F) => void;
+
+export class FrameChannel<F extends { type: string }, E extends Record<string, unknown[]> = Record<string, unknown[]>> implements AsyncIterable<F> {
+  private readonly buffer: F[] = [];
+  private readonly waiters: Array<(r: IteratorResult<F>) => void> = [];
+  private readonly frameListeners = new Map<string, Set<Listener<F>>>();
+  private readonly eventListeners = new Map<keyof E, Set<(...args: any[]) => void>>();
+  private ended = false;
+  private failure: unknown;
+  /** Whether anything iterates. Frames are buffered for an iterator, or while nobody listens at all
+   *  (one may come); a callback-only consumer leaves nothing piling up. */
+  private iterated = false;
+
+  constructor(private readonly onStop: () => void) {}
+
+  push(frame: F): void {
+    if (this.ended) return;
+    for (const key of [frame.type, '*']) {
+      const set = this.frameListeners.get(key);
+      if (set) for (const l of set) l(frame);
+    }
+    if (!this.iterated && this.frameListeners.size > 0) return;
+    const w = this.waiters.shift();
+    if (w) w({ value: frame, done: false });
+    else this.buffer.push(frame);
+  }
+
+  emit<K extends keyof E>(event: K, ...args: E[K]): void {
+    const set = this.eventListeners.get(event);
+    if (set) for (const l of set) l(...args);
+  }
+
+  /** Frames of one type (or '*' for all), in order. Returns the function that removes it. */
+  onFrame(type: string, l: Listener<F>): () => void {
+    let set = this.frameListeners.get(type);
+    if (!set) this.frameListeners.set(type, (set = new Set()));
+    set.add(l);
+    return () => set.delete(l);
+  }
+
+  onEvent<K extends keyof E>(event: K, l: (...args: E[K]) => void): () => void {
+    let set = this.eventListeners.get(event);
+    if (!set) this.eventListeners.set(event, (set = new Set()));
+    set.add(l as (...args: any[]) => void);
+    return () => set.delete(l as (...args: any[]) => void);
+  }
+
+  /** No more frames; iterators finish (or throw `error`) once they drained what is buffered. */
+  end(error?: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.failure = error;
+    for (const w of this.waiters.splice(0)) {
+      if (error !== undefined) w(Promise.reject(error) as never);
+      else w({ value: undefined, done: true });
+    }
+  }
+
+  /** Ends with an error: 'error' listeners hear it, iterators throw it. */
+  fail(error: unknown): void {
+    (this.emit as (event: string, ...args: unknown[]) => void)('error', error);
+    this.end(error);
+  }
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<F> {
+    this.iterated = true;
+    return {
+      next: () => {
+        const f = this.buffer.shift();
+        if (f !== undefined) return Promise.resolve({ value: f, done: false });
+        if (this.ended) return this.failure !== undefined ? Promise.reject(this.failure) : Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => this.waiters.push(resolve));
+      },
+      return: () => {
+        this.onStop();
+        this.end();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+}

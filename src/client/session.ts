@@ -1,0 +1,166 @@
+// A gateway-route session (SPEC §4.3-4.5): POST /v1/connect -> handle -> /v1/proxy/<Operation>
+// calls and the `/ws?handle=` socket of its pushes. The session renews its handle when the gateway
+// no longer knows it (404 SESSION_NOT_FOUND: disconnected, or the account re-bound), repeats the
+// subscriptions made through it, and its socket comes back after drops like the stream's.
+import type { BackoffOptions } from './backoff.js';
+import { finalRefusalOf, TagwError } from './errors.js';
+import type { FrameOf, KnownFrame } from './frames.js';
+import type { Transport } from './http.js';
+import { FrameChannel } from './queue.js';
+import { PROXY_OPERATIONS } from './routes.js';
+import { ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
+import { DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
+import type { Json, ProxyOperation, ProxyParams } from './types.js';
+
+type ProxyArgs<O extends ProxyOperation> = {} extends ProxyParams<O> ? [params?: ProxyParams<O>] : [params: ProxyParams<O>];
+/** One method per gateway operation: `session.op.GetQuote({ symbol: 'EURUSD' })`. */
+export type ProxyApi = { [O in ProxyOperation]: (...args: ProxyArgs<O>) => Promise<Json> };
+
+export interface GatewaySocketOptions {
+  /** No frame for this long and the socket is replaced. Default 0 (off): /ws sends no heartbeats,
+   *  so a quiet subscription would look dead; set it above your slowest subscription's interval. */
+  silenceMs?: number;
+  backoff?: Partial<BackoffOptions>;
+}
+
+export type GatewaySocketEvents = {
+  state: [SocketState, { code?: number; reason?: string; delayMs?: number } | undefined];
+  error: [TagwError];
+};
+
+export class GatewaySession {
+  readonly op: ProxyApi;
+  private current: string;
+  /** Subscribe* calls made through this session, replayed on a renewed handle. */
+  private readonly subscriptions = new Map<string, [ProxyOperation, Record<string, unknown>]>();
+  private renewing: Promise<string> | null = null;
+
+  constructor(private readonly t: Transport, private readonly WebSocket: WebSocketConstructor | undefined, readonly brokerAccountId: string, handle: string, private readonly random?: () => number) {
+    this.current = handle;
+    const op = {} as Record<string, (p?: Record<string, unknown>) => Promise<Json>>;
+    for (const name of Object.keys(PROXY_OPERATIONS) as ProxyOperation[]) op[name] = (p) => this.call(name, (p ?? {}) as never);
+    this.op = op as unknown as ProxyApi;
+  }
+
+  get handle(): string {
+    return this.current;
+  }
+
+  /** Calls an operation. A read is retried like any safe call; a trade operation (it carries no
+   *  idempotency id) is never re-sent after a lost answer: check OpenedOrders instead. */
+  async call<O extends ProxyOperation>(op: O, params: ProxyParams<O> | Record<string, never> = {}): Promise<Json> {
+    const kind = PROXY_OPERATIONS[op];
+    const p = params as Record<string, unknown>;
+    const once = (handle: string) => this.t.call<Json>({
+      method: 'GET', path: `/v1/proxy/${op}`, auth: 'api', safety: kind === 'trade' ? 'unsafe' : 'safe', query: { ...(p as Record<string, never>), handle },
+    });
+    let r;
+    try {
+      r = await once(this.current);
+    } catch (e) {
+      // An unknown handle means nothing was done: renew it and try once more (a trade too).
+      if (!(e instanceof TagwError && e.code === 'SESSION_NOT_FOUND') || op === 'Disconnect') throw e;
+      r = await once(await this.renew(this.current));
+    }
+    if (kind === 'subscribe') this.remember(op, p);
+    if (op === 'Disconnect') this.subscriptions.clear();
+    return r.body;
+  }
+
+  /** A fresh handle (POST /v1/connect), unless another caller renewed `stale` already. */
+  renew(stale: string): Promise<string> {
+    if (this.current !== stale) return Promise.resolve(this.current);
+    this.renewing ??= (async () => {
+      try {
+        const r = await this.t.call<{ handle: string }>({ method: 'POST', path: '/v1/connect', auth: 'api', safety: 'safe', body: { brokerAccountId: this.brokerAccountId } });
+        this.current = r.body.handle;
+        for (const [op, p] of this.subscriptions.values()) {
+          await this.t.call({ method: 'GET', path: `/v1/proxy/${op}`, auth: 'api', safety: 'safe', query: { ...(p as Record<string, never>), handle: this.current } });
+        }
+        return this.current;
+      } finally {
+        this.renewing = null;
+      }
+    })();
+    return this.renewing;
+  }
+
+  /** The `/ws` socket of this session's pushes (QUOTE, CANDLE, BOOK), reconnecting. */
+  socket(o: GatewaySocketOptions = {}): GatewaySocketClient {
+    if (!this.WebSocket) throw new TagwError({ code: 'NO_WEBSOCKET', status: 0, message: 'no WebSocket: pass one to new TagwClient({ WebSocket }) (Node 20: the `ws` package)' });
+    return new GatewaySocketClient(this, this.t, this.WebSocket, o, this.random);
+  }
+
+  private remember(op: ProxyOperation, p: Record<string, unknown>): void {
+    const symbols = p.symbol ?? p.symbols;
+    const key = `${op.replace(/^Un[Ss]ubscribe/, 'Subscribe')}|${JSON.stringify(symbols ?? '*')}|${String(p.timeframe ?? '')}`;
+    if (/^Un[Ss]ubscribe/.test(op)) {
+      if (symbols === undefined) this.subscriptions.clear();
+      else this.subscriptions.delete(key);
+    } else {
+      this.subscriptions.set(key, [op, p]);
+    }
+  }
+}
+
+export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
+  private readonly channel: FrameChannel<KnownFrame, GatewaySocketEvents>;
+  private readonly sock: ReconnectingSocket;
+
+  constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
+    this.channel = new FrameChannel<KnownFrame, GatewaySocketEvents>(() => this.close());
+    this.sock = new ReconnectingSocket(
+      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, ...(random ? { random } : {}) },
+      {
+        url: async () => `${wsUrl(t.baseUrl)}/ws?${new URLSearchParams({ handle: this.session.handle, apiKey: t.apiKey ?? '' })}`,
+        opened: () => undefined,
+        frame: (text) => {
+          try {
+            this.channel.push(JSON.parse(text) as KnownFrame);
+          } catch {
+            // not a frame
+          }
+        },
+        closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
+        state: (s, d) => this.channel.emit('state', s, d),
+      },
+    );
+    this.sock.start();
+  }
+
+  get reconnects(): number {
+    return this.sock.reconnects;
+  }
+
+  on<T extends KnownFrame['type']>(type: T, listener: (frame: FrameOf<T>) => void): () => void;
+  on(type: string, listener: (frame: any) => void): () => void {
+    return this.channel.onFrame(type, listener);
+  }
+
+  onEvent<K extends keyof GatewaySocketEvents>(event: K, listener: (...args: GatewaySocketEvents[K]) => void): () => void {
+    return this.channel.onEvent(event, listener);
+  }
+
+  close(): void {
+    this.sock.close();
+    this.channel.end();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<KnownFrame> {
+    return this.channel[Symbol.asyncIterator]();
+  }
+
+  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
+    if (code === 4002) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
+    if (code !== 4001 && everOpened) return 'retry';
+    // Session ended (4001) or the upgrade refused: find out over HTTP. An unknown handle is renewed
+    // (and its subscriptions made again); a key or scope refusal ends the socket.
+    const refused = await finalRefusalOf(() => this.session.call('ConnectionStatus'));
+    return refused ? this.fail(refused) : 'retry';
+  }
+
+  private fail(e: TagwError): 'stop' {
+    this.channel.fail(e);
+    return 'stop';
+  }
+}

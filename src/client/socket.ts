@@ -1,0 +1,180 @@
+// A WebSocket that comes back: opens, watches for silence, and reopens with jittered backoff after
+// any close it did not ask for. The stream and gateway-socket clients build on it; what a frame
+// means is theirs. Works with the browser's WebSocket and with `ws` in Node (injected).
+import { backoffDelay, type BackoffOptions } from './backoff.js';
+
+/** What the SDK uses of a WebSocket: the browser API, which `ws` implements too. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: any) => void) | null;
+  onmessage: ((ev: any) => void) | null;
+  onclose: ((ev: any) => void) | null;
+  onerror: ((ev: any) => void) | null;
+}
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export type SocketState = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+export interface SocketHooks {
+  /** The URL of the next attempt (it may carry a resume position); a throw ends the socket. */
+  url(): Promise<string>;
+  opened(send: (msg: unknown) => void): void;
+  frame(text: string): void;
+  /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix. */
+  closed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> | 'retry' | 'stop';
+  state?(s: SocketState, detail?: { code?: number; reason?: string; delayMs?: number }): void;
+}
+
+export interface SocketOptions {
+  WebSocket: WebSocketConstructor;
+  backoff: BackoffOptions;
+  /** No frame at all for this long: the connection is taken as dead (a stall) and replaced. 0 = off. */
+  silenceMs: number;
+  random?: () => number;
+}
+
+const decoder = new TextDecoder();
+function textOf(data: unknown): string {
+  if (typeof data === 'string') return data;
+  if (data instanceof ArrayBuffer) return decoder.decode(data);
+  if (ArrayBuffer.isView(data)) return decoder.decode(data as Uint8Array);
+  return String(data);
+}
+
+export class ReconnectingSocket {
+  private sock: WebSocketLike | null = null;
+  private attempt = 0;
+  private stopped = false;
+  private silenceTimer: ReturnType<typeof setTimeout> | null = null;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private lastFrameAt = 0;
+  /** Times a connection was replaced (stall, close, gap): for tests and metrics. */
+  reconnects = 0;
+
+  constructor(private readonly o: SocketOptions, private readonly h: SocketHooks) {}
+
+  start(): void {
+    void this.open();
+  }
+
+  send(msg: unknown): boolean {
+    const s = this.sock;
+    if (!s || s.readyState !== 1) return false;
+    s.send(typeof msg === 'string' ? msg : JSON.stringify(msg));
+    return true;
+  }
+
+  /** Drops the current connection (if any) and opens a new one at once: used on a gap. */
+  restart(reason: string): void {
+    if (this.stopped) return;
+    this.abandon(4000, reason);
+    this.reconnects++;
+    this.h.state?.('reconnecting', { reason });
+    void this.open();
+  }
+
+  close(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.abandon(1000, 'client closed');
+    this.h.state?.('closed');
+  }
+
+  private async open(): Promise<void> {
+    if (this.stopped) return;
+    this.h.state?.('connecting');
+    let url: string;
+    try {
+      url = await this.h.url();
+    } catch {
+      this.close();
+      return;
+    }
+    if (this.stopped) return;
+    let everOpened = false;
+    const sock = new this.o.WebSocket(url);
+    this.sock = sock;
+    sock.onopen = () => {
+      everOpened = true;
+      this.armSilence();
+      this.h.state?.('open');
+      this.h.opened((m) => sock.send(typeof m === 'string' ? m : JSON.stringify(m)));
+    };
+    sock.onmessage = (ev: { data: unknown }) => {
+      // A frame proves the connection healthy: the next failure starts its backoff from the bottom.
+      this.attempt = 0;
+      this.lastFrameAt = Date.now();
+      this.h.frame(textOf(ev.data));
+    };
+    sock.onerror = () => undefined; // the close event that follows says what happened
+    sock.onclose = (ev: { code?: number; reason?: string }) => {
+      if (this.sock !== sock) return;
+      this.sock = null;
+      this.clearSilence();
+      void this.afterClose(ev.code ?? 1006, ev.reason ?? '', everOpened);
+    };
+  }
+
+  private async afterClose(code: number, reason: string, everOpened: boolean): Promise<void> {
+    if (this.stopped) return;
+    const verdict = await this.h.closed(code, reason, everOpened);
+    if (verdict === 'stop') {
+      this.close();
+      return;
+    }
+    this.scheduleRetry(code, reason);
+  }
+
+  private scheduleRetry(code?: number, reason?: string): void {
+    if (this.stopped) return;
+    const delayMs = backoffDelay(this.attempt++, this.o.backoff, this.o.random ?? Math.random);
+    this.reconnects++;
+    this.h.state?.('reconnecting', { ...(code !== undefined ? { code } : {}), ...(reason !== undefined ? { reason } : {}), delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.open();
+    }, delayMs);
+  }
+
+  /** Stops listening to the current socket and closes it without waiting for its close frame (a
+   *  stalled TCP connection would never deliver one). */
+  private abandon(code: number, reason: string): void {
+    const s = this.sock;
+    this.sock = null;
+    this.clearSilence();
+    if (!s) return;
+    s.onopen = s.onmessage = s.onclose = null;
+    s.onerror = () => undefined;
+    const t = (s as { terminate?: () => void }).terminate;
+    try {
+      if (typeof t === 'function') t.call(s);
+      else s.close(code, reason);
+    } catch {
+      // Closing a socket that never finished opening can throw in some runtimes; it is gone either way.
+    }
+  }
+
+  private armSilence(): void {
+    if (this.o.silenceMs <= 0) return;
+    this.lastFrameAt = Date.now();
+    const check = () => {
+      const quietFor = Date.now() - this.lastFrameAt;
+      if (quietFor >= this.o.silenceMs) {
+        this.silenceTimer = null;
+        this.abandon(4000, 'silent');
+        this.scheduleRetry(4000, `no frame for ${quietFor} ms (heartbeat timeout)`);
+        return;
+      }
+      this.silenceTimer = setTimeout(check, this.o.silenceMs - quietFor);
+    };
+    this.silenceTimer = setTimeout(check, this.o.silenceMs);
+  }
+
+  private clearSilence(): void {
+    if (this.silenceTimer) clearTimeout(this.silenceTimer);
+    this.silenceTimer = null;
+  }
+}

@@ -1,0 +1,204 @@
+// /v1/stream as a bot wants it: `for await (const frame of client.stream(id, { symbols }))` or
+// `.on('TRADE', ...)`. Reconnects with jittered backoff, resumes with `since=<epoch>:<seq>`, replaces
+// a silent connection (heartbeat timeout), says when continuity was lost (RESUMED recovered:false:
+// reconcile from the fresh snapshots that follow), and delivers each account event once, in order.
+import type { BackoffOptions } from './backoff.js';
+import { StreamCursor, isPositioned, parseSince, type StreamPosition } from './cursor.js';
+import { finalRefusalOf, TagwError } from './errors.js';
+import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
+import type { Transport } from './http.js';
+import { FrameChannel } from './queue.js';
+import { ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
+
+export interface StreamOptions {
+  symbols?: readonly string[];
+  /** Candle timeframes for every symbol (M1, H1, ...). */
+  timeframes?: readonly string[];
+  /** Start from a position saved earlier (`<epoch>:<seq>`, see `stream.since`), e.g. by a bot
+   *  that restarted: the gateway replays what happened since, or says recovered:false. */
+  since?: string;
+  /** No frame for this long (heartbeats come every 10 s) and the connection is replaced. Default 25 s. */
+  heartbeatTimeoutMs?: number;
+  backoff?: Partial<BackoffOptions>;
+  /** A gap inside one epoch makes the SDK reconnect for the replay; after this many in a row
+   *  without progress it gives up on the replay and signals recovered:false instead. Default 3. */
+  maxGapRetries?: number;
+}
+
+export type StreamEvents = {
+  state: [SocketState, { code?: number; reason?: string; delayMs?: number } | undefined];
+  /** Continuity was lost: reconcile positions and orders (the snapshots that follow are the truth). */
+  resync: [Resumed];
+  /** The stream stopped for good (revoked key, unknown account...). */
+  error: [TagwError];
+};
+
+export const DEFAULT_STREAM_BACKOFF: BackoffOptions = { baseMs: 200, maxMs: 5_000 };
+
+export function wsUrl(baseUrl: string): string {
+  return baseUrl.replace(/^http(s?):\/\//i, (_m, s: string) => `ws${s}://`);
+}
+
+export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFrame> {
+  private readonly channel: FrameChannel<KnownFrame, StreamEvents>;
+  private readonly socket: ReconnectingSocket;
+  private readonly cursor: StreamCursor;
+  private readonly wanted = new Map<string, Set<string>>();
+  /** Last seq per market-data topic on the current connection (QUOTE per symbol, CANDLE per bar series). */
+  private topicSeq = new Map<string, number>();
+  /** The next account event may start a new position without that being news (after a RESUMED
+   *  recovered:false, whose snapshots follow, or on a connect without `since`). */
+  private expectRebase = true;
+  private gapsInARow = 0;
+  /** Account events dropped as already delivered (replays overlapping what came before a drop). */
+  duplicatesDropped = 0;
+
+  constructor(private readonly t: Transport, WebSocket: WebSocketConstructor, readonly accountId: string, private readonly o: StreamOptions = {}, random?: () => number) {
+    const start = o.since !== undefined ? parseSince(o.since) : undefined;
+    if (o.since !== undefined && !start) throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `since: expected <epoch>:<seq>, got '${o.since}'` });
+    this.cursor = new StreamCursor(start);
+    for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
+    this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close());
+    this.socket = new ReconnectingSocket(
+      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.heartbeatTimeoutMs ?? 25_000, ...(random ? { random } : {}) },
+      {
+        url: async () => this.url(),
+        opened: (send) => this.opened(send),
+        frame: (text) => this.onText(text),
+        closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
+        state: (s, d) => this.channel.emit('state', s, d),
+      },
+    );
+    this.socket.start();
+  }
+
+  /** The position of the last account event delivered: save it to resume after a restart. */
+  get position(): StreamPosition | undefined {
+    return this.cursor.position;
+  }
+
+  get since(): string | undefined {
+    return this.cursor.since();
+  }
+
+  /** Connections replaced so far (closes, stalls, gaps). */
+  get reconnects(): number {
+    return this.socket.reconnects;
+  }
+
+  on<T extends KnownFrame['type']>(type: T, listener: (frame: FrameOf<T>) => void): () => void;
+  on(type: '*', listener: (frame: KnownFrame) => void): () => void;
+  on(type: string, listener: (frame: any) => void): () => void {
+    return this.channel.onFrame(type, listener);
+  }
+
+  onEvent<K extends keyof StreamEvents>(event: K, listener: (...args: StreamEvents[K]) => void): () => void {
+    return this.channel.onEvent(event, listener);
+  }
+
+  subscribe(symbol: string, timeframes: readonly string[] = []): void {
+    const set = this.wanted.get(symbol) ?? new Set<string>();
+    for (const tf of timeframes) set.add(tf);
+    this.wanted.set(symbol, set);
+    this.socket.send({ action: 'subscribe', symbol, ...(timeframes.length ? { timeframes } : {}) });
+  }
+
+  unsubscribe(symbol: string): void {
+    this.wanted.delete(symbol);
+    this.socket.send({ action: 'unsubscribe', symbol });
+  }
+
+  close(): void {
+    this.socket.close();
+    this.channel.end();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<KnownFrame> {
+    return this.channel[Symbol.asyncIterator]();
+  }
+
+  private url(): string {
+    const key = this.t.apiKey;
+    if (!key) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'the stream needs an API key' });
+    const q = new URLSearchParams({ id: this.accountId, apiKey: key });
+    const since = this.cursor.since();
+    if (since !== undefined) q.set('since', since);
+    this.expectRebase = since === undefined;
+    return `${wsUrl(this.t.baseUrl)}/v1/stream?${q}`;
+  }
+
+  private opened(send: (m: unknown) => void): void {
+    this.topicSeq = new Map();
+    for (const [symbol, tfs] of this.wanted) send({ action: 'subscribe', symbol, ...(tfs.size ? { timeframes: [...tfs] } : {}) });
+  }
+
+  private onText(text: string): void {
+    let f: KnownFrame;
+    try {
+      f = JSON.parse(text) as KnownFrame;
+    } catch {
+      return; // the gateway sends JSON only; anything else is not a frame
+    }
+    if (f.type === 'RESUMED') {
+      const r = f.data as Resumed;
+      this.cursor.resumed(r.recovered);
+      if (!r.recovered) this.expectRebase = true;
+      this.channel.push(f);
+      if (!r.recovered) this.channel.emit('resync', r);
+      return;
+    }
+    if (isPositioned(f)) {
+      const before = this.cursor.position;
+      const verdict = this.cursor.accept(f);
+      if (verdict === 'duplicate') {
+        this.duplicatesDropped++;
+        return;
+      }
+      if (verdict === 'gap') {
+        if (++this.gapsInARow <= (this.o.maxGapRetries ?? 3)) {
+          this.socket.restart(`gap after ${before?.epoch}:${before?.seq}, got ${f.seq}`);
+          return;
+        }
+        this.cursor.resumed(false);
+        this.cursor.accept(f);
+        this.lostContinuity('the gateway kept skipping account events; resynchronize');
+      } else if (!this.expectRebase && before && before.epoch !== f.epoch) {
+        this.lostContinuity(`epoch changed from ${before.epoch} to ${f.epoch}`);
+      }
+      this.gapsInARow = 0;
+      this.expectRebase = false;
+      this.channel.push(f);
+      return;
+    }
+    if ((f.type === 'QUOTE' || f.type === 'CANDLE') && typeof f.seq === 'number') {
+      // Per topic, within the market epoch (new at each gateway start, when the counters restart).
+      const key = f.type === 'QUOTE' ? `q|${f.epoch}|${f.data.symbol}` : `c|${f.epoch}|${f.data.symbol}|${f.data.timeframe}`;
+      const last = this.topicSeq.get(key);
+      // A coalesced catch-up may repeat the last seq of a topic (docs/stream.md): once is enough.
+      if (last !== undefined && f.seq <= last) return;
+      this.topicSeq.set(key, f.seq);
+    }
+    this.channel.push(f);
+  }
+
+  private lostContinuity(reason: string): void {
+    const r: Resumed = { recovered: false, replayed: 0, synthetic: true, reason };
+    this.channel.push({ type: 'RESUMED', data: r });
+    this.channel.emit('resync', r);
+  }
+
+  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
+    if (code === 4001) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
+    if (everOpened) return 'retry';
+    // The upgrade was refused (a WebSocket does not show why): ask over HTTP with the same key and
+    // account. A refusal that retrying cannot fix (401, 403, 404) ends the stream instead of
+    // hammering the gateway, where 401s count toward the failed-auth block.
+    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', query: { id: this.accountId } }));
+    return refused ? this.fail(refused) : 'retry';
+  }
+
+  private fail(e: TagwError): 'stop' {
+    this.channel.fail(e);
+    return 'stop';
+  }
+}
