@@ -13,7 +13,8 @@ import type { WebSocketConstructor } from './socket.js';
 import { StreamSubscription, type StreamOptions } from './stream.js';
 import type {
   BrokerAccountInfo, BrokerAccountInput, CalendarEvent, ClassicParams, ClassicReadName, ClassicResponse, ClassicTradeName,
-  ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, NewKey, NewsParams, SeatInfo, SeatInput,
+  AuditLogEntry, ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, KeyListParams, NewKey, NewsParams, ReplacedKeyInfo,
+  RotatedManagementKey, SeatInfo, SeatInput,
 } from './types.js';
 
 export interface TagwClientOptions extends TransportOptions {
@@ -99,14 +100,30 @@ export class TagwClient {
     get: (id: string): Promise<SeatInfo> => this.req({ method: 'GET', path: `/v1/seats/${enc(id)}`, auth: 'management', safety: 'safe' }),
     createKey: (id: string, body: KeyInput): Promise<NewKey> =>
       this.req({ method: 'POST', path: `/v1/seats/${enc(id)}/keys`, auth: 'management', safety: 'unsafe', body }),
+    listKeys: (id: string): Promise<{ keys: KeyListEntry[] }> => this.req({ method: 'GET', path: `/v1/seats/${enc(id)}/keys`, auth: 'management', safety: 'safe' }),
+    /** Removes the seat: its sessions, streams and scoped keys end. */
+    remove: (id: string): Promise<{ id: string; removed: true; revokedKeys: string[] }> =>
+      this.req({ method: 'DELETE', path: `/v1/seats/${enc(id)}`, auth: 'management', safety: 'safe' }),
   };
 
   readonly keys = {
     create: (body: { label: string }): Promise<NewKey> => this.req({ method: 'POST', path: '/v1/keys', auth: 'management', safety: 'unsafe', body }),
-    list: (): Promise<{ keys: KeyListEntry[] }> => this.req({ method: 'GET', path: '/v1/keys', auth: 'management', safety: 'safe' }),
+    list: (params: KeyListParams = {}): Promise<{ keys: KeyListEntry[] }> =>
+      this.req({ method: 'GET', path: '/v1/keys', auth: 'management', safety: 'safe', query: params }),
     revoke: (keyId: string): Promise<{ id: string; revoked: true }> =>
       this.req({ method: 'DELETE', path: `/v1/keys/${enc(keyId)}`, auth: 'management', safety: 'safe' }),
+    /** A new key in place of `keyId`, which is revoked in the same step. */
+    replace: (keyId: string, body: { label?: string } = {}): Promise<ReplacedKeyInfo> =>
+      this.req({ method: 'POST', path: `/v1/keys/${enc(keyId)}/replace`, auth: 'management', safety: 'unsafe', body }),
+    /** A new management key; the one this client holds is revoked (make a new client with the answer's key). */
+    rotateManagementKey: (body: { label?: string } = {}): Promise<RotatedManagementKey> =>
+      this.req({ method: 'POST', path: '/v1/management-key/rotate', auth: 'management', safety: 'unsafe', body }),
   };
+
+  /** The audit log of management actions, newest first; page back with `before: page.next`. */
+  audit(params: { limit?: number; before?: number } = {}): Promise<{ entries: AuditLogEntry[]; next: number | null }> {
+    return this.req({ method: 'GET', path: '/v1/audit', auth: 'management', safety: 'safe', query: params });
+  }
 
   /** Rolling upgrades of account connections (management key). */
   readonly accounts = {

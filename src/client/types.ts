@@ -8,7 +8,8 @@ import type { CLASSIC_RESPONSE_SCHEMAS } from '../http/routes/classicResponses.j
 import type { ConnectExBody, ConnectExReply } from '../http/routes/connectEx.js';
 import type { BrokerAccount, BrokerAccountBody, ConnectBody, ConnectReply } from '../http/routes/gateway.js';
 import type { CalendarEventSchema, NewsQuery } from '../http/routes/news.js';
-import type { CreatedKey, KeyBody, KeyInfo, Seat, SeatBody } from '../http/routes/provisioning.js';
+import type { AuditEntry, KeyInfo, KeyListQuery, ReplacedKey, RotatedKey } from '../http/routes/management.js';
+import type { CreatedKey, KeyBody, Seat, SeatBody } from '../http/routes/provisioning.js';
 import type { OPERATION_DEFS } from '../http/routes/proxySchemas.js';
 
 type Scalar = string | number | boolean;
@@ -80,6 +81,10 @@ export type SeatInfo = z.output<typeof Seat>;
 export type KeyInput = z.input<typeof KeyBody>;
 export type NewKey = z.output<typeof CreatedKey>;
 export type KeyListEntry = z.output<typeof KeyInfo>;
+export type KeyListParams = z.input<typeof KeyListQuery>;
+export type ReplacedKeyInfo = z.output<typeof ReplacedKey>;
+export type RotatedManagementKey = z.output<typeof RotatedKey>;
+export type AuditLogEntry = z.output<typeof AuditEntry>;
 export type BrokerAccountInput = z.input<typeof BrokerAccountBody>;
 export type BrokerAccountInfo = z.output<typeof BrokerAccount>;
 export type ConnectInput = z.input<typeof ConnectBody>;

@@ -42,14 +42,14 @@ export function keyJson(s: Services, k: KeyRow): z.infer<typeof KeyInfo> {
   };
 }
 
-const KeyList = z.object({ keys: z.array(KeyInfo) });
-const KeyListQuery = z.object({
+export const KeyList = z.object({ keys: z.array(KeyInfo) });
+export const KeyListQuery = z.object({
   kind: z.enum(['api', 'management', 'all']).default('api').describe('Which keys: API keys (default), management keys, or both'),
   seatId: z.string().min(1).optional().describe('Only the keys scoped to this seat'),
 }).strict();
 
-const ReplacedKey = CreatedKey.extend({ replaced: z.string().describe('Id of the key revoked by this replacement') }).meta({ id: 'ReplacedKey' });
-const RotatedKey = z.object({
+export const ReplacedKey = CreatedKey.extend({ replaced: z.string().describe('Id of the key revoked by this replacement') }).meta({ id: 'ReplacedKey' });
+export const RotatedKey = z.object({
   id: z.string(),
   key: z.string().describe('The new management key. Shown only in this response; only a hash is stored.'),
   label: z.string(),
