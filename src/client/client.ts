@@ -115,6 +115,9 @@ export class TagwClient {
     /** A new key in place of `keyId`, which is revoked in the same step. */
     replace: (keyId: string, body: { label?: string } = {}): Promise<ReplacedKeyInfo> =>
       this.req({ method: 'POST', path: `/v1/keys/${enc(keyId)}/replace`, auth: 'management', safety: 'unsafe', body }),
+    /** The key's own rate limits (requests/s, orders/s); null: the configured default, 0: unlimited. */
+    setLimits: (keyId: string, body: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<KeyListEntry> =>
+      this.req({ method: 'PUT', path: `/v1/keys/${enc(keyId)}/limits`, auth: 'management', safety: 'safe', body }),
     /** A new management key; the one this client holds is revoked (make a new client with the answer's key). */
     rotateManagementKey: (body: { label?: string } = {}): Promise<RotatedManagementKey> =>
       this.req({ method: 'POST', path: '/v1/management-key/rotate', auth: 'management', safety: 'unsafe', body }),

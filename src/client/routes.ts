@@ -44,6 +44,7 @@ export const OTHER_ROUTES = {
   'keys.list': ['GET', '/v1/keys'],
   'keys.revoke': ['DELETE', '/v1/keys/:keyId'],
   'keys.replace': ['POST', '/v1/keys/:keyId/replace'],
+  'keys.setLimits': ['PUT', '/v1/keys/:keyId/limits'],
   'keys.rotateManagementKey': ['POST', '/v1/management-key/rotate'],
   audit: ['GET', '/v1/audit'],
   whoami: ['GET', '/v1/whoami'],
