@@ -25,6 +25,9 @@ export const configSchema = z.object({
   /** How long a private seat takes to build (ms). */
   seatBuildMs: int(0, 86_400_000).default(3_000),
   maxBodyBytes: int(1_024, 16 * 1024 * 1024).default(64 * 1024),
+  /** A request body must be complete this long after its headers, or it is answered 408. Below
+   *  10 s: uWS itself closes the connection, unanswered, some 10 s after the headers (docs/http.md). */
+  bodyTimeoutMs: int(50, 8_000).default(5_000),
   /** 32-byte key (hex or base64) for encrypting broker passwords at rest; generated into dataDir when absent. */
   secretKey: z.string().optional(),
   /** Start although the key opens none of the stored broker passwords (they must be bound again). */
@@ -88,7 +91,7 @@ export type ConfigInput = z.input<typeof configSchema>;
 const ENV: Record<string, keyof Config> = {
   HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
-  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
+  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',

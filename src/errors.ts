@@ -29,6 +29,8 @@ export const ERROR_STATUS = {
   BROKER_LOGIN_IN_USE: 409,
   /** The resource is not in a state the request needs (e.g. replacing a key already revoked). */
   CONFLICT: 409,
+  /** The request body did not arrive in time (config bodyTimeoutMs). */
+  REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   IDEMPOTENCY_KEY_REUSED: 422,
@@ -46,7 +48,7 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export const STATUS_TEXT: Record<number, string> = {
   200: 'OK', 201: 'Created', 202: 'Accepted', 204: 'No Content',
   400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
+  405: 'Method Not Allowed', 408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
   422: 'Unprocessable Entity', 429: 'Too Many Requests', 500: 'Internal Server Error',
   501: 'Not Implemented', 503: 'Service Unavailable',
 };

@@ -151,7 +151,7 @@ async function start(
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
+  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       // The action is done: a failed audit write is logged, not turned into an error reply.
       try {

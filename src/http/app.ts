@@ -13,7 +13,8 @@ import { CorsPolicy } from './cors.js';
 import type { Family, Metrics } from './metrics.js';
 import { readRequest, type RequestInfo } from './request.js';
 import { QueryMemo } from './queryMemo.js';
-import { readBody, ResponseSink } from './respond.js';
+import { type BodyLimits, closesConnection, readBody } from './body.js';
+import { ResponseSink } from './respond.js';
 import type { AnyRoute } from './route.js';
 
 export interface HttpDeps {
@@ -21,7 +22,8 @@ export interface HttpDeps {
   throttle: AuthThrottle;
   metrics: Metrics;
   log: Logger;
-  maxBodyBytes: number;
+  /** Request body size and time limits. */
+  body: BodyLimits;
   trustProxy: boolean;
   /** Access log at debug level (checked before building the record, on the hot path). */
   debugLog?: boolean;
@@ -221,7 +223,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
   let status = 500;
   try {
     // Register onData synchronously (uWS requires it before returning from the handler).
-    const bodyPromise = route.body ? readBody(sink, deps.maxBodyBytes) : undefined;
+    const bodyPromise = route.body ? readBody(sink, req.headers['content-length'], deps.body) : undefined;
     // Handled now: when a check below fails first (auth, throttle, draining), nothing awaits the
     // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
     // the process. Awaited further down, it still throws there.
@@ -278,8 +280,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       deps.log.error('request failed', { route: route.path, code: e.code, err: e.cause ?? e });
     }
     noteRefusal(deps, req.ip, e);
-    // A body we refused to read leaves the connection in an unknown state: close it.
-    sendError(sink, e, e.code === 'PAYLOAD_TOO_LARGE');
+    sendError(sink, e, closesConnection(e));
   } finally {
     deps.inflight.count--;
     const seconds = (performance.now() - req.receivedAt) / 1000;

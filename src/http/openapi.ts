@@ -85,7 +85,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     // Beside the route's own codes, what the request layer answers for any route of its kind: a
     // body over MAX_BODY_BYTES, a path parameter that is not valid percent-encoding.
     const errors = new Set<ErrorCode>(r.errors ?? []);
-    if (r.body) errors.add('PAYLOAD_TOO_LARGE');
+    if (r.body) ['PAYLOAD_TOO_LARGE', 'REQUEST_TIMEOUT'].forEach((c) => errors.add(c as ErrorCode));
     if (r.path.includes('/:')) errors.add('BAD_REQUEST');
     // Every API-key request counts toward the key's rate limits (src/auth/keyRateLimit.ts).
     if (r.auth !== 'none' && r.auth !== 'management') errors.add('RATE_LIMITED');

@@ -1,7 +1,7 @@
 // Response helpers honouring uWS's rules: once onAborted fired the response must not be touched,
 // and writes from async code go inside cork() so status, headers and body leave in one syscall.
 import type { HttpResponse } from 'uWebSockets.js';
-import { apiError, STATUS_TEXT } from '../errors.js';
+import { STATUS_TEXT } from '../errors.js';
 import { CORS_EXPOSE_HEADERS } from './cors.js';
 
 export interface Reply {
@@ -109,34 +109,4 @@ export class ResponseSink {
   json(status: number, body: unknown, headers?: Record<string, string>, close = false): void {
     this.send(status, JSON.stringify(body), headers, 'application/json', close);
   }
-}
-
-/**
- * Reads the request body. uWS hands chunks in an ArrayBuffer that is only valid during the
- * callback, so each chunk is copied. The size limit is enforced while reading, not after.
- */
-export function readBody(sink: ResponseSink, maxBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    // A client that goes away mid-body never sends the last chunk: without this the request
-    // would wait for it forever, counted in flight (the gauge, and every shutdown's drain).
-    sink.onAbort(() => {
-      if (failed) return;
-      failed = true;
-      reject(apiError('BAD_REQUEST', 'the client closed the connection before the request body was complete'));
-    });
-    sink.res.onData((chunk, isLast) => {
-      if (failed) return;
-      size += chunk.byteLength;
-      if (size > maxBytes) {
-        failed = true;
-        reject(apiError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBytes} bytes`));
-        return;
-      }
-      chunks.push(Buffer.from(new Uint8Array(chunk)));
-      if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-    });
-  });
 }
