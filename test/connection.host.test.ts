@@ -118,3 +118,35 @@ it('positions, orders and deals are subscribed at the broker only while the acco
   expect(up.accountListeners[live()]).toBe(0);
   host.stop();
 });
+
+it('a restart restores bound accounts in slices after the shard is ready; one asked for before its turn starts at once', async () => {
+  const ids = Array.from({ length: 600 }, (_, i) => `44444444-4444-4444-8444-${String(i).padStart(12, '0')}`);
+  dir = mkdtempSync(join(tmpdir(), 'tagw-host-'));
+  db = openDb(dir);
+  const key = randomBytes(32);
+  const box = new SecretBox(key);
+  const first = new Upstream();
+  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+  const before = createAccountHost(ctx, { broker: { factory: (c) => first.conn(c), stop: () => {} } });
+  db.prepare("INSERT INTO customers (id, name, created_at) VALUES ('c', 'c', 0)").run();
+  const seat = db.prepare('INSERT INTO seats (id, customer_id, private_hosting, created_at) VALUES (?, ?, 0, 0)');
+  for (const id of ids) await before.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: id, passwordEnc: box.seal('pw', id), waitMs: 0 });
+  for (const id of ids) seat.run(id, 'c');
+  before.stop();
+
+  const up = new Upstream();
+  const host = createAccountHost({ ...ctx }, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
+  expect(host.rehydrate()).toBe(ids.length);
+  // Nothing started yet: the shard can answer ("ready") before any account connects.
+  expect(up.made).toBe(0);
+  const last = ids[ids.length - 1]!;
+  const st = (await host.handlers['account.status']!({ accountId: last })) as { accountId: string };
+  expect(st.accountId).toBe(last);
+  expect(up.made).toBeGreaterThanOrEqual(1);
+  expect(up.made).toBeLessThan(ids.length);
+  for (let i = 0; i < 20 && up.made < ids.length; i++) await new Promise((r) => setImmediate(r));
+  // Every account exactly once: the one started on demand is not started again by its slice.
+  expect(up.made).toBe(ids.length);
+  expect(host.actorCount()).toBe(ids.length);
+  host.stop();
+});

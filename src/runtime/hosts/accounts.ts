@@ -15,6 +15,9 @@ import { summaryOrLastKnown, type AccountRegistry } from './accountRegistry.js';
 import { TradeDesk } from './accountTrade.js';
 import type { ActorHost, ShardContext } from './context.js';
 
+/** Accounts started per turn of the shard's event loop while a restart restores them. */
+const RESTORE_SLICE = 256;
+
 export interface AccountHostOptions {
   /** Tests inject a broker source; the default is the embedded simulator. */
   broker?: BrokerSource;
@@ -81,6 +84,33 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       throw err;
     }
     return e;
+  };
+
+  /**
+   * A restart brings every bound account back, but not before the shard answers: with tens of
+   * thousands of accounts, starting them all first kept the gateway from listening for most of a
+   * minute. They start in slices between other work instead; an account asked for before its
+   * turn starts at once (entryOf / ensure), and its connection phase says where it is meanwhile.
+   */
+  let restoring: { cancel(): void } | undefined;
+  const restoreInBackground = (rows: BindingRow[]): { cancel(): void } => {
+    let next = 0;
+    let timer: NodeJS.Immediate | undefined;
+    const slice = () => {
+      const end = Math.min(rows.length, next + RESTORE_SLICE);
+      for (; next < end; next++) {
+        const row = rows[next]!;
+        if (entries.has(row.seat_id)) continue;
+        try {
+          startEntry(row);
+        } catch (err) {
+          ctx.log.error('cannot restore account connection', { accountId: row.seat_id, err });
+        }
+      }
+      timer = next < rows.length ? setImmediate(slice) : undefined;
+    };
+    if (rows.length > 0) timer = setImmediate(slice);
+    return { cancel: () => timer && clearImmediate(timer) };
   };
 
   const registry: AccountRegistry = {
@@ -238,20 +268,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.trade': async ({ accountId, op, args, clientOrderId }) => desk.trade(entryOf(accountId), op, args, clientOrderId),
     },
     rehydrate() {
-      let n = 0;
-      for (const row of store.live()) {
-        if (!ctx.owns(row.seat_id) || entries.has(row.seat_id)) continue;
-        try {
-          startEntry(row);
-          n++;
-        } catch (err) {
-          ctx.log.error('cannot restore account connection', { accountId: row.seat_id, err });
-        }
-      }
-      return n + desk.rehydrate(ctx.owns, now());
+      const rows = store.live().filter((row) => ctx.owns(row.seat_id));
+      restoring = restoreInBackground(rows);
+      return rows.length + desk.rehydrate(ctx.owns, now());
     },
     actorCount: () => entries.size + desk.count(),
     stop() {
+      restoring?.cancel();
       desk.stop();
       for (const e of entries.values()) e.stop();
       entries.clear();
