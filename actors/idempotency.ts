@@ -14,9 +14,12 @@
 // A record restored with phase 'sent' (the shard or the process died while its order was at the
 // broker, or after the reply but before the outcome was written) enters `recovering`: the host asks
 // the broker what it did with the record's request id at the next request for the id, and sends
-// `done` (the broker executed it: its result is replayed, as the first answer was) or `lost` (the
-// broker never saw it, which after a crash may still mean "in transit": `uncertain`). Never
-// `failed`: a recovered id is not freed for a second send.
+// `done` (the broker executed it: its result is replayed, as the first answer was), `lost` (a broker
+// in another process never saw it, which after a crash may still mean "in transit": `uncertain`) or
+// `notExecuted` (a broker in this process, the embedded simulator, never saw it: it journals what it
+// executes in the same database and died with the sender, so nothing is in transit and the order
+// never executed; the record is removed and the id is free). `failed` is not a recovery outcome:
+// it speaks of a send this process made, and a restored record's send was made by another.
 //
 // The broker call is the host's, not an invoked promise actor: an `invoke` per record cost ~65 µs
 // of the order's latency (a child actor, its system registration and a promise round), for nothing
@@ -66,7 +69,9 @@ export type IdempotencyEvent =
   /** The order certainly did not reach the broker. */
   | { type: 'failed' }
   /** Sent, but its outcome is unknown. */
-  | { type: 'lost' };
+  | { type: 'lost' }
+  /** Restored `sent`: the broker runs in this process and has no trace of it, so it never executed. */
+  | { type: 'notExecuted' };
 
 export const idempotencyMachine = setup({
   types: {
@@ -120,6 +125,7 @@ export const idempotencyMachine = setup({
     recovering: {
       on: {
         done: { target: 'result', actions: ['takeResult', { type: 'persistResult', params: ({ context }) => context }] },
+        notExecuted: 'discarded',
         lost: 'uncertain',
       },
       after: { ttl: 'expired' },

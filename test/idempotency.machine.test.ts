@@ -127,6 +127,19 @@ describe('idempotency machine', () => {
     expect(unknown.log).toEqual(['persistUncertain']);
   });
 
+  it('recovering: notExecuted (an in-process broker has no trace of it) frees the id; nothing persisted but the removal', () => {
+    const r = run('sent', vi.fn());
+    r.actor.send({ type: 'notExecuted' });
+    expect(r.actor.getSnapshot().value).toBe('discarded');
+    expect(r.actor.getSnapshot().status).toBe('done');
+    expect(r.log).toEqual(['forget']);
+    // Only a recovery outcome: a record in flight (sent by this process) ignores it.
+    const live = run('new', () => new Promise<StoredResult>(() => {}));
+    live.send();
+    live.actor.send({ type: 'notExecuted' });
+    expect(live.actor.getSnapshot().value).toBe('sent');
+  });
+
   it('expires 24 h after creation: a recovering record by its timer, a resting one when brought back after that', async () => {
     const rec = run('sent', async () => ({ status: 200, json: '{}' }));
     await vi.advanceTimersByTimeAsync(DAY - 1);

@@ -32,6 +32,8 @@ import { conversionRate } from '../sim/accounting.js';
 
 
 export class SimBrokerConnection implements BrokerConnection {
+  /** The simulator runs on the holder's thread and journals trades in its database (BrokerConnection.inProcess). */
+  readonly inProcess = true;
   readonly server: ServerInfo;
   readonly login: string;
   private _state: ConnectionState = 'disconnected';

@@ -89,6 +89,13 @@ export interface BrokerConnection {
   orderDelete(req: DeleteRequest, opts?: TradeOptions): Promise<TradeResult>;
   /** What the broker did with a request id, or null if it never saw it. */
   lookupRequest(requestId: string): Promise<RequestLookup | null>;
+  /**
+   * True when the broker runs in the caller's own thread and records what it executes in the
+   * caller's own database (the embedded simulator): after the caller restarts, nothing it sent
+   * before can still be in transit, so lookupRequest's null is final ("never executed"), not
+   * "may still arrive". Absent or false for a broker in another process (a bridge).
+   */
+  readonly inProcess?: boolean;
 
   openedOrders(): Promise<OpenedOrders>;
   /** An open position or pending order by ticket. */

@@ -10,7 +10,7 @@ import {
 import { dialectOf } from '../../broker/dialect.js';
 import type { BrokerConnection, TradeOptions } from '../../broker/types.js';
 import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
-import { isMarketType, isStopLimitType, parseOrderType, type TradeResult } from '../../market/orders.js';
+import { isMarketType, isStopLimitType, parseOrderType, type RequestLookup, type TradeResult } from '../../market/orders.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
@@ -126,6 +126,19 @@ async function execute(prep: Prepared, lease: Lease, requestId: string): Promise
   } finally {
     lease.release();
   }
+}
+
+/**
+ * What the broker's answer about a record restored `sent` means. Found: it executed, and its result
+ * is the record's. Not found by a broker in another process (a bridge): it may still be in transit
+ * after our crash, so the record is uncertain (409, nothing sent again). Not found by a broker in
+ * this process (the embedded simulator, which journals executions in our database and died with
+ * us): it never executed and never will, so the id is freed (`notExecuted`) and a retry sends the order,
+ * instead of 24 h of 409 for an order that certainly does not exist.
+ */
+export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: boolean): Outcome {
+  if (found) return { type: 'done', result: answer(found.result) };
+  return brokerInProcess ? { type: 'notExecuted' } : { type: 'lost' };
 }
 
 /** A durable record exists for the id: settled records live on disk only, not in memory. */
@@ -289,17 +302,19 @@ export class TradeDesk {
   /**
    * A record restored in `sent` (the process stopped while its order was at the broker, or before
    * its outcome was written): asks the broker what it did with the record's request id. Executed:
-   * the broker's result, replayed like the first answer. Unknown to the broker: uncertain (after a
-   * crash it may still be in transit). No answer now: still recovering, 409 for this attempt only.
+   * the broker's result, replayed like the first answer. Unknown to the broker: see
+   * `recoveredOutcome`. No answer now: still recovering, 409 for this attempt only.
    */
   private async recover(rec: Rec, entry: AccountEntry): Promise<IdemSnapshot> {
     const c = rec.actor.getSnapshot().context;
     rec.busy = true;
     try {
       let found: Awaited<ReturnType<BrokerConnection['lookupRequest']>>;
+      let inProcess = false;
       try {
         const lease = await entry.acquire();
         try {
+          inProcess = lease.conn.inProcess === true;
           found = await lease.conn.lookupRequest(brokerRequestId(c.accountId, c.clientOrderId, c.expiresAt));
         } finally {
           lease.release();
@@ -308,7 +323,7 @@ export class TradeDesk {
         this.log.warn('cannot ask the broker about an order sent before a restart', { err });
         throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is not known yet (the gateway restarted while it was at the broker, and the broker cannot be asked now): retry this request shortly');
       }
-      if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(found ? { type: 'done', result: answer(found.result) } : { type: 'lost' });
+      if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(recoveredOutcome(found, inProcess));
     } finally {
       this.idle(rec);
     }
