@@ -8,7 +8,7 @@ import type { FrameOf, KnownFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
 import { PROXY_OPERATIONS } from './routes.js';
-import { ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
+import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
 import { DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
 import type { Json, ProxyOperation, ProxyParams } from './types.js';
 
@@ -151,9 +151,9 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   }
 
   private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
-    if (code === 4002) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
-    if (code !== 4001 && everOpened) return 'retry';
-    // Session ended (4001) or the upgrade refused: find out over HTTP. An unknown handle is renewed
+    if (code === CLOSE.KEY_REVOKED) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
+    if (code !== CLOSE.SESSION_ENDED && everOpened) return 'retry';
+    // Session ended (4013) or the upgrade refused: find out over HTTP. An unknown handle is renewed
     // (and its subscriptions made again); a key or scope refusal ends the socket.
     const refused = await finalRefusalOf(() => this.session.call('ConnectionStatus'));
     return refused ? this.fail(refused) : 'retry';

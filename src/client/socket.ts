@@ -1,7 +1,12 @@
 // A WebSocket that comes back: opens, watches for silence, and reopens with jittered backoff after
 // any close it did not ask for. The stream and gateway-socket clients build on it; what a frame
 // means is theirs. Works with the browser's WebSocket and with `ws` in Node (injected).
+import type { SOCKET_CLOSE } from '../stream/closeCodes.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
+
+type Code<K extends keyof typeof SOCKET_CLOSE> = (typeof SOCKET_CLOSE)[K]['code'];
+/** The close codes the SDK acts on, typed against the server's table (a change there fails the type check). */
+export const CLOSE: { readonly KEY_REVOKED: Code<'KEY_REVOKED'>; readonly SESSION_ENDED: Code<'SESSION_ENDED'> } = { KEY_REVOKED: 4001, SESSION_ENDED: 4013 };
 
 /** What the SDK uses of a WebSocket: the browser API, which `ws` implements too. */
 export interface WebSocketLike {

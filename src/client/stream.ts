@@ -8,7 +8,7 @@ import { finalRefusalOf, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
-import { ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
+import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
 
 export interface StreamOptions {
   symbols?: readonly string[];
@@ -188,7 +188,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   }
 
   private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
-    if (code === 4001) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
+    if (code === CLOSE.KEY_REVOKED) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
     if (everOpened) return 'retry';
     // The upgrade was refused (a WebSocket does not show why): ask over HTTP with the same key and
     // account. A refusal that retrying cannot fix (401, 403, 404) ends the stream instead of
