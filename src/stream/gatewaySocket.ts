@@ -7,9 +7,12 @@
 // live session of the key's customer (and of its account for a scoped key). When the session
 // ends (Disconnect) its sockets are closed with SESSION_ENDED.
 //
-// Slow readers: uWS queues up to maxBackpressure per socket; beyond it published frames to that
-// socket are dropped (quotes/books are superseded by the next one anyway); the socket is not
-// closed and it catches up with the next frames.
+// Slow readers: a socket whose unread backlog passes WS_BACKLOG_LIMIT is closed with 4008
+// (SOCKET_CLOSE.BACKPRESSURE) rather than silently losing frames: the client reconnects and places
+// its subscriptions' current values again. uWS's own limit is higher by a reserve, so the close frame
+// always fits (uWS drops any frame over its limit, and the client would see 1006): the backlog is
+// checked every streamSweepMs, and at once whenever the bytes published since the last check pass
+// half the reserve (no socket can have grown by more than that).
 import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
@@ -31,6 +34,10 @@ interface UserData { hash: string; keyId: string }
 
 const topic = (hash: string) => `gw/${hash}`;
 
+/** Unread bytes per socket before it is closed with 4008. */
+export const WS_BACKLOG_LIMIT = 1024 * 1024;
+const RESERVE = 256 * 1024;
+
 export class GatewaySocket {
   private app: TemplatedApp | null = null;
   private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
@@ -41,17 +48,21 @@ export class GatewaySocket {
   }
 
   private keyTimer: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private publishedBytes = 0;
 
   mount(app: TemplatedApp): void {
     this.app = app;
     // Open sockets re-check their API key, as /v1/stream does: a revoked key stops receiving.
     this.keyTimer = setInterval(() => this.checkKeys(), this.s.config.streamKeyCheckMs);
     this.keyTimer.unref();
+    this.sweepTimer = setInterval(() => this.sweep(), this.s.config.streamSweepMs);
+    this.sweepTimer.unref();
     app.ws<UserData>(GATEWAY_SOCKET_PATH, {
       // The socket takes no commands, but any message up to this size gets an ERROR frame rather
       // than a dropped connection (uWS closes one over the limit without a close frame).
       maxPayloadLength: 64 * 1024,
-      maxBackpressure: 1024 * 1024,
+      maxBackpressure: WS_BACKLOG_LIMIT + RESERVE,
       closeOnBackpressureLimit: 0,
       idleTimeout: this.s.config.idleTimeoutSec,
       sendPingsAutomatically: true,
@@ -114,11 +125,25 @@ export class GatewaySocket {
     if (ev.kind === GATEWAY_EVENT.frame) {
       if (!this.sockets.has(ev.key)) return; // nobody listening: skip the copy into uWS
       const f = ev.data;
-      this.app.publish(topic(ev.key), `{"type":"${f.type}","data":${f.json}}`, false);
+      const msg = `{"type":"${f.type}","data":${f.json}}`;
+      this.app.publish(topic(ev.key), msg, false);
+      this.publishedBytes += msg.length;
+      if (this.publishedBytes > RESERVE / 2) this.sweep();
     } else if (ev.kind === GATEWAY_EVENT.end) {
       const set = this.sockets.get(ev.key);
       if (!set) return;
       for (const ws of [...set]) ws.end(SOCKET_CLOSE.SESSION_ENDED.code, SOCKET_CLOSE.SESSION_ENDED.reason);
+    }
+  }
+
+  /** Closes the sockets over the backlog limit (4008), while their close frame still fits. */
+  private sweep(): void {
+    if (this.publishedBytes === 0) return;
+    this.publishedBytes = 0;
+    for (const set of this.sockets.values()) {
+      for (const ws of [...set]) {
+        if (ws.getBufferedAmount() > WS_BACKLOG_LIMIT) ws.end(SOCKET_CLOSE.BACKPRESSURE.code, SOCKET_CLOSE.BACKPRESSURE.reason);
+      }
     }
   }
 
@@ -135,7 +160,8 @@ export class GatewaySocket {
 
   close(): void {
     if (this.keyTimer) clearInterval(this.keyTimer);
-    this.keyTimer = null;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.keyTimer = this.sweepTimer = null;
     for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(SOCKET_CLOSE.GOING_AWAY.code, SOCKET_CLOSE.GOING_AWAY.reason);
     this.sockets.clear();
   }

@@ -72,7 +72,7 @@ export class StreamHub {
     const cfg = this.deps.config;
     app.ws<UserData>(STREAM_PATH, {
       maxPayloadLength: 16 * 1024,
-      maxBackpressure: this.out.hard,
+      maxBackpressure: this.out.uwsLimit,
       closeOnBackpressureLimit: 0,
       idleTimeout: cfg.idleTimeoutSec,
       sendPingsAutomatically: true,

@@ -10,6 +10,12 @@
 // topics. Frames of the socket's own (account events, heartbeats, acks, errors) are sent per socket
 // and never dropped: if one would take the socket over the hard limit, it is closed with
 // SOCKET_CLOSE.BACKPRESSURE.
+//
+// Room for the close frame. uWS drops any frame, the close frame included, to a socket already over
+// its maxBackpressure (the client then sees 1006, not 4008). So uWS's limit is the hard limit plus a
+// reserve, and no socket gets near it: our own frames stop at the hard limit, and publishes (which
+// uWS alone sees per socket) can add at most the bytes published since the last sweep, which runs
+// at once whenever that passes half the reserve. A socket over the hard limit at a sweep is closed.
 import type { Config } from '../config.js';
 import { SOCKET_CLOSE, type SocketCloseName } from './closeCodes.js';
 import { candleData, errorData, frame, quoteData, type FrameType } from './frames.js';
@@ -19,6 +25,8 @@ import type { Topics } from './topics.js';
 export class Outbox {
   readonly soft: number;
   readonly hard: number;
+  /** uWS's maxBackpressure: the hard limit plus room for what a burst publishes between two sweeps and the close frame. */
+  readonly uwsLimit: number;
   readonly lowWater: number;
   readonly coalescing = new Set<Sock>();
 
@@ -26,6 +34,10 @@ export class Outbox {
     this.soft = config.streamSoftLimitBytes;
     this.hard = Math.max(config.streamHardLimitBytes, this.soft * 2);
     this.lowWater = Math.floor(this.soft / 2);
+    const reserve = Math.max(64 * 1024, Math.floor(this.hard / 4));
+    this.uwsLimit = this.hard + reserve;
+    topics.publishBudget = reserve / 2;
+    topics.onBudgetSpent = () => this.sweep();
   }
 
   end(sock: Sock, why: SocketCloseName): void {
@@ -58,12 +70,14 @@ export class Outbox {
   }
 
   sweep(): void {
-    if (!this.topics.publishedSinceSweep && this.coalescing.size === 0) return;
-    this.topics.publishedSinceSweep = false;
+    if (this.topics.publishedBytes === 0 && this.coalescing.size === 0) return;
+    this.topics.publishedBytes = 0;
     for (const s of this.sockets) {
       if (s.closed) continue;
       const buffered = s.ws.getBufferedAmount();
-      if (!s.coalescing) {
+      if (buffered > this.hard) {
+        this.end(s, 'BACKPRESSURE'); // over the limit through publishes; the close still fits (see above)
+      } else if (!s.coalescing) {
         if (buffered > this.soft) this.startCoalescing(s, buffered);
       } else if (buffered <= this.lowWater) {
         this.flush(s);
@@ -79,7 +93,7 @@ export class Outbox {
     s.coalescing = true;
     this.coalescing.add(s);
     // If uWS may already have skipped frames for this socket (over its maxBackpressure), every topic must be flushed.
-    const risk = buffered + 64 * 1024 >= this.hard;
+    const risk = buffered + 64 * 1024 >= this.uwsLimit;
     for (const t of s.quotes.values()) {
       s.ws.unsubscribe(t.key);
       s.leftAt.set(t.key, risk ? -1 : t.seq);

@@ -18,10 +18,19 @@ export class Topics {
   /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
   private readonly quoteTopics = new Map<string, Map<string, QuoteTopic>>();
   private readonly candleTopics = new Map<string, CandleTopic>();
-  /** Set on every publish, cleared by the backpressure sweep (it only runs when something was published). */
-  publishedSinceSweep = false;
+  /** Bytes published since the last backpressure sweep: no socket's buffer grew by more than this
+   *  through publishes meanwhile. Past `publishBudget` the sweep runs at once (see Outbox). */
+  publishedBytes = 0;
+  publishBudget = Infinity;
+  onBudgetSpent: () => void = () => undefined;
 
   constructor(private readonly counters: StreamCounters) {}
+
+  private publish(topic: string, msg: string): void {
+    this.app!.publish(topic, msg);
+    this.publishedBytes += msg.length;
+    if (this.publishedBytes > this.publishBudget) this.onBudgetSpent();
+  }
 
   quoteTopic(server: string, symbol: string): QuoteTopic {
     let bySymbol = this.quoteTopics.get(server);
@@ -93,9 +102,8 @@ export class Topics {
     if (t.refs === 0) return;
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
-    this.app.publish(t.key, frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now())));
     this.counters.quotesPublished++;
-    this.publishedSinceSweep = true;
+    this.publish(t.key, frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now())));
   }
 
   ingestCandle(server: string, ev: CandleEvent): void {
@@ -121,10 +129,9 @@ export class Topics {
     t.last = ev;
     if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
     if (t.refs === 0 || !this.app) return;
-    this.app.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
-    if (t.partialMembers.size > 0) this.app.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
     this.counters.candlesPublished++;
-    this.publishedSinceSweep = true;
+    this.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
+    if (t.partialMembers.size > 0) this.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
     if (ev.closed) for (const s of [...t.partialMembers]) {
       const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
       if (c) this.promote(s, t, c);
