@@ -22,12 +22,15 @@ import { opsRoutes } from './http/routes/ops.js';
 import { managementRoutes } from './http/routes/management.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
+import { statusRoutes } from './http/routes/status.js';
+import { ConnectionLog } from './dashboard/connectionLog.js';
+import { mountDashboard } from './dashboard/assets.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
 import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
-import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES, type OperatorPhase } from './runtime/hosts/accountCommands.js';
+import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
@@ -107,14 +110,15 @@ async function start(
 
   let stream: StreamHub | undefined;
   let gwSocket: GatewaySocket | undefined;
-  /** Each bound account's connection phase, as its shard last reported it (for /metrics). */
-  const accountPhases = new Map<string, OperatorPhase>();
+  /** Each bound account's connection phase and its recent changes, as its shard reported them (/metrics, dashboard). */
+  const connections = new ConnectionLog(() => clock.now());
+  const startedAt = clock.now();
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
     // Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap).
     onEvent: (ev) => {
       switch (ev.kind) {
-        case ACCOUNT_PHASE_EVENT: accountPhases.set(ev.key, ev.data); break;
+        case ACCOUNT_PHASE_EVENT: connections.note(ev.key, ev.data); break;
         case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: gwSocket?.onShardEvent(ev); break;
         default: stream?.onShardEvent(ev);
       }
@@ -138,20 +142,17 @@ async function start(
   const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
-  metrics.labeledGauge('tagw_broker_connections', 'phase', () => {
-    const n = Object.fromEntries(OPERATOR_PHASES.map((p) => [p, 0])) as Record<OperatorPhase, number>;
-    for (const p of accountPhases.values()) n[p]++;
-    return n;
-  });
+  metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
-  routes.push(...managementRoutes(services, { ofKey: (id) => streamHub.closeKey(id), ofAccount: (id) => streamHub.closeAccount(id) }));
+  routes.push(...managementRoutes(services, { ofKey: (id) => streamHub.closeKey(id), ofAccount: (id) => { streamHub.closeAccount(id); connections.forget(id); } }));
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
+  routes.push(...statusRoutes(services, connections, startedAt));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
@@ -168,6 +169,7 @@ async function start(
   const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight));
   gatewaySocket.mount(app);
   mountRoutes(app, routes, deps);
+  mountDashboard(app, metrics);
   mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
 

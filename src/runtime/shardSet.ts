@@ -214,6 +214,11 @@ export class ShardSet {
     return this.shards.reduce((n, s) => n + s.restarts, 0);
   }
 
+  /** Each shard: up (ready for commands) and how often it was restarted. */
+  health(): Array<{ index: number; ready: boolean; restarts: number }> {
+    return this.shards.map((s) => ({ index: s.index, ready: s.ready, restarts: s.restarts }));
+  }
+
   kill(shard: number): Promise<void> {
     return this.shards[shard]!.kill();
   }

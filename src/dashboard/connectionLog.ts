@@ -1,0 +1,56 @@
+// Each account's connection phase and its recent history, as its shard reported them (main
+// thread). Feeds the tagw_broker_connections gauge and the dashboard's connection view; nothing
+// here is persisted: a restart begins a new history from the phases the shards report again.
+import type { OperatorPhase } from '../runtime/hosts/accountCommands.js';
+
+export interface PhaseChange { at: number; phase: OperatorPhase }
+
+/** Changes kept per account: enough to see a flapping connection, bounded whatever the flapping. */
+export const HISTORY_LENGTH = 20;
+
+export class ConnectionLog {
+  private readonly entries = new Map<string, PhaseChange[]>();
+
+  constructor(private readonly now: () => number) {}
+
+  /** Records a phase report; a report of the phase the account is already in is not a change. */
+  note(accountId: string, phase: OperatorPhase): void {
+    let h = this.entries.get(accountId);
+    if (!h) this.entries.set(accountId, (h = []));
+    if (h.length > 0 && h[h.length - 1]!.phase === phase) return;
+    h.push({ at: this.now(), phase });
+    if (h.length > HISTORY_LENGTH) h.splice(0, h.length - HISTORY_LENGTH);
+  }
+
+  /** Forgets an account (its seat was deleted). */
+  forget(accountId: string): void {
+    this.entries.delete(accountId);
+  }
+
+  phase(accountId: string): OperatorPhase | undefined {
+    const h = this.entries.get(accountId);
+    return h?.[h.length - 1]?.phase;
+  }
+
+  /** Oldest first. */
+  history(accountId: string): readonly PhaseChange[] {
+    return this.entries.get(accountId) ?? [];
+  }
+
+  /** Accounts per current phase, every phase in `phases` present (zeros included). */
+  counts(phases: readonly OperatorPhase[]): Record<OperatorPhase, number> {
+    const n = Object.fromEntries(phases.map((p) => [p, 0])) as Record<OperatorPhase, number>;
+    for (const h of this.entries.values()) {
+      const p = h[h.length - 1]?.phase;
+      if (p !== undefined) n[p] = (n[p] ?? 0) + 1;
+    }
+    return n;
+  }
+
+  /** The latest change away from `connected` (a drop or a refusal): the account's last error. */
+  lastError(accountId: string): PhaseChange | undefined {
+    const h = this.entries.get(accountId) ?? [];
+    for (let i = h.length - 1; i >= 0; i--) if (h[i]!.phase === 'reconnecting' || h[i]!.phase === 'refused') return h[i];
+    return undefined;
+  }
+}

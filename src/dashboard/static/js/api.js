@@ -1,0 +1,72 @@
+// The console's only way to the gateway: same-origin fetch with the management key from
+// sessionStorage (never a cookie, a URL or a log line). A 401 to the management key signs the tab
+// out: the key was rotated or revoked, possibly from another tab or by the CLI.
+const KEY = 'tagw.managementKey';
+const listeners = new Set();
+
+export const session = {
+  get key() { return sessionStorage.getItem(KEY); },
+  set(key) { sessionStorage.setItem(KEY, key); },
+  clear() {
+    // The live views' read-only keys go with the session.
+    for (const k of Object.keys(sessionStorage)) if (k.startsWith('tagw.')) sessionStorage.removeItem(k);
+  },
+};
+
+/** Called with a reason when the tab is signed out. */
+export function onSignOut(f) { listeners.add(f); return () => listeners.delete(f); }
+
+export function signOut(reason) {
+  session.clear();
+  for (const f of listeners) f(reason);
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function call(method, path, { body, apiKey, mk } = {}) {
+  const headers = {};
+  if (apiKey) headers['x-api-key'] = apiKey;
+  else {
+    const key = mk ?? session.key;
+    if (key) headers.authorization = `Bearer ${key}`;
+  }
+  const init = { method, headers, cache: 'no-store', credentials: 'omit' };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
+  const text = await r.text();
+  let data = text;
+  if ((r.headers.get('content-type') || '').includes('json')) {
+    try { data = JSON.parse(text); } catch { /* keep the text */ }
+  }
+  if (!r.ok) {
+    const code = data && typeof data === 'object' ? data.error : undefined;
+    const message = data && typeof data === 'object' ? data.message : String(text).slice(0, 200);
+    if (r.status === 401 && !apiKey && !mk && session.key) {
+      signOut('The management key stopped working (it was rotated or revoked). Sign in with the current one.');
+    }
+    throw new ApiError(r.status, code, message);
+  }
+  return data;
+}
+
+export const api = {
+  get: (path, o) => call('GET', path, o),
+  post: (path, body, o) => call('POST', path, { ...o, body: body ?? {} }),
+  del: (path, o) => call('DELETE', path, o),
+};
+
+/** /metrics as text (no key needed). */
+export async function metricsText() {
+  const r = await fetch('/metrics', { cache: 'no-store', credentials: 'omit' });
+  if (!r.ok) throw new ApiError(r.status, 'METRICS', `/metrics answered ${r.status}`);
+  return r.text();
+}

@@ -1,0 +1,98 @@
+// API keys: create full-access keys, or read-only / account-scoped keys for a seat; the secret is
+// shown once with a copy button; list (never a secret); revoke; replace (new key shown once, the
+// old one revoked in the same step).
+import { api } from '../api.js';
+import { html, useState } from '../lib.js';
+import { ago, Badge, ConfirmButton, Err, Secret, short, Top, usePoll, useSubmit, utc } from '../ui.js';
+
+function CreateKey({ seats, seatId, onCreated }) {
+  const [label, setLabel] = useState('');
+  const [seat, setSeat] = useState(seatId || '');
+  const [readOnly, setReadOnly] = useState(Boolean(seatId));
+  const [scoped, setScoped] = useState(Boolean(seatId));
+  const { busy, error, submit } = useSubmit(async () => {
+    const body = { label: label.trim() };
+    const k = seat
+      ? await api.post(`/v1/seats/${seat}/keys`, { ...body, readOnly, accountScoped: scoped })
+      : await api.post('/v1/keys', body);
+    setLabel('');
+    onCreated(k);
+  });
+  return html`<form class="row" onSubmit=${submit} data-testid="create-key">
+    <label class="f">Label<input data-testid="key-label" maxlength="100" value=${label} onInput=${(e) => setLabel(e.target.value)} placeholder="my-bot" /></label>
+    <label class="f">For
+      <select data-testid="key-seat" value=${seat} onChange=${(e) => { setSeat(e.target.value); if (!e.target.value) { setReadOnly(false); setScoped(false); } }}>
+        <option value="">Full access (every account)</option>
+        ${seats.map((s) => html`<option value=${s.id}>seat ${short(s.id)} (${s.privateHosting ? 'private' : 'shared'})</option>`)}
+      </select></label>
+    ${seat ? html`
+      <label class="c"><input type="checkbox" data-testid="key-readonly" checked=${readOnly} onChange=${(e) => setReadOnly(e.target.checked)} /> read-only</label>
+      <label class="c"><input type="checkbox" data-testid="key-scoped" checked=${scoped} onChange=${(e) => setScoped(e.target.checked)} /> only this account</label>` : null}
+    <button class="primary" type="submit" disabled=${busy || !label.trim()} data-testid="create-key-btn">Create key</button>
+    <${Err} error=${error} />
+  </form>`;
+}
+
+async function listKeys() {
+  try {
+    return (await api.get('/v1/keys?kind=all')).keys;
+  } catch (err) {
+    // A gateway without the kind filter answers 400: its plain list is API keys only.
+    if (err.status === 400) return (await api.get('/v1/keys')).keys;
+    throw err;
+  }
+}
+
+function state(k) {
+  if (k.replacedBy) return html`<${Badge} value="replaced" /> <span class="muted small">by ${short(k.replacedBy)}</span>`;
+  if (k.revoked) return html`<${Badge} value="revoked" />`;
+  return html`<${Badge} value="active" />`;
+}
+
+export function Keys({ title, arg }) {
+  const [secret, setSecret] = useState(null);
+  const [error, setError] = useState(null);
+  const [showRevoked, setShowRevoked] = useState(false);
+  const { data, error: pollError, at, reload } = usePoll(async () => {
+    const [keys, seats] = await Promise.all([listKeys(), api.get('/v1/seats')]);
+    return { keys, seats: seats.seats };
+  }, 3000);
+  const act = (f) => async () => {
+    setError(null);
+    try { await f(); await reload(); } catch (err) { setError(err); }
+  };
+  const keys = (data?.keys ?? []).filter((k) => showRevoked || !k.revoked);
+  return html`
+    <${Top} title=${title} at=${at} error=${pollError} />
+    <div class="panel"><h2>New key</h2>
+      <${CreateKey} seats=${data?.seats ?? []} seatId=${arg} onCreated=${(k) => { setSecret({ title: `New key "${k.label}"`, value: k.key }); reload(); }} />
+      <p class="note">Browser pages should get a read-only key scoped to one account: it is visible to anyone who opens the page.</p>
+    </div>
+    ${secret ? html`<${Secret} title=${secret.title} value=${secret.value} onDone=${() => setSecret(null)} />` : null}
+    <${Err} error=${error ?? pollError} />
+    <div class="panel">
+      <h2>Keys <label class="c small"><input type="checkbox" checked=${showRevoked} onChange=${(e) => setShowRevoked(e.target.checked)} /> show revoked</label></h2>
+      <table data-testid="keys"><thead><tr>
+        <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>created</th><th>last used</th><th>state</th><th></th>
+      </tr></thead><tbody>
+        ${keys.length === 0 ? html`<tr><td colspan="9" class="empty">No keys.</td></tr>` : null}
+        ${keys.map((k) => html`<tr data-testid="key-row" data-id=${k.id}>
+          <td data-testid="key-label-cell">${k.label}</td>
+          <td class="mono">${k.id}</td>
+          <td>${k.kind ?? 'api'}</td>
+          <td>${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
+          <td>${k.kind === 'management' ? 'provisioning' : k.readOnly ? 'read-only' : 'full'}</td>
+          <td class="nowrap" title=${k.createdAt}>${utc(k.createdAt)}</td>
+          <td class="nowrap" title=${k.lastUsedAt ?? ''}>${k.lastUsedAt === undefined ? '—' : ago(k.lastUsedAt)}</td>
+          <td class="nowrap">${state(k)}</td>
+          <td class="actions">${!k.revoked && k.kind !== 'management' ? html`
+            <button class="sm" data-testid="replace-key" onClick=${act(async () => {
+              const n = await api.post(`/v1/keys/${k.id}/replace`, {});
+              setSecret({ title: `Replacement for "${k.label}" (the old key is revoked)`, value: n.key });
+            })}>Replace</button>
+            <${ConfirmButton} label="Revoke" confirm="Revoke now?" testid="revoke-key" onConfirm=${act(() => api.del(`/v1/keys/${k.id}`))} />` : null}
+          </td>
+        </tr>`)}
+      </tbody></table>
+    </div>`;
+}

@@ -1,0 +1,255 @@
+// Live account view: quotes, positions, orders and trades over /v1/stream, and a price chart from
+// PriceHistoryV2 kept current by CANDLE frames. The console uses a read-only key scoped to this
+// account (SPEC §5.10), which it creates for itself once per tab and account; the management key
+// never goes near the stream.
+import { api, session } from '../api.js';
+import { html, useEffect, useRef, useState } from '../lib.js';
+import { Badge, Err, short, Top, usePoll, utc } from '../ui.js';
+import uPlot from '/dashboard/vendor/uplot.js';
+
+const MAX_TRADES = 50;
+
+/** Creations under way, by account: the socket and the chart ask at the same time, and get one key. */
+const creating = new Map();
+
+function liveKey(id, renew = false) {
+  const name = `tagw.liveKey.${id}`;
+  const kept = sessionStorage.getItem(name);
+  if (kept && !renew) return Promise.resolve(kept);
+  if (!creating.has(id)) {
+    creating.set(id, api.post(`/v1/seats/${id}/keys`, { label: 'console live view', readOnly: true, accountScoped: true })
+      .then((k) => { sessionStorage.setItem(name, k.key); return k.key; })
+      .finally(() => creating.delete(id)));
+  }
+  return creating.get(id);
+}
+
+function digitsOf(x) {
+  const s = String(x);
+  const i = s.indexOf('.');
+  return i < 0 ? 0 : Math.min(6, s.length - i - 1);
+}
+
+function Picker() {
+  const { data, error } = usePoll(async () => {
+    const [seats, conns] = await Promise.all([api.get('/v1/seats'), api.get('/v1/accounts/connections')]);
+    const c = Object.fromEntries(conns.accounts.map((a) => [a.id, a]));
+    return seats.seats.filter((s) => s.status === 'ACTIVE' && c[s.id]?.server).map((s) => ({ ...s, conn: c[s.id] }));
+  }, 3000);
+  return html`<${Err} error=${error} /><div class="panel"><h2>Choose an account</h2>
+    <table><thead><tr><th>account id</th><th>broker</th><th>connection</th><th></th></tr></thead><tbody>
+      ${(data ?? []).length === 0 ? html`<tr><td colspan="4" class="empty">No ACTIVE account with a broker login yet (Seats & accounts: bind a login).</td></tr>` : null}
+      ${(data ?? []).map((s) => html`<tr><td class="mono">${s.id}</td><td>${s.conn.platform} · ${s.conn.server}</td><td><${Badge} value=${s.conn.phase} /></td>
+        <td class="actions"><a class="btn sm" href=${`#/live/${s.id}`} data-testid="pick-live">Open</a></td></tr>`)}
+    </tbody></table></div>`;
+}
+
+/** The chart: uPlot owns its canvas; bars are replaced or appended in place. */
+function Chart({ bars, symbol }) {
+  const box = useRef(null);
+  const plot = useRef(null);
+  useEffect(() => {
+    const el = box.current;
+    const opts = {
+      width: Math.max(300, el.clientWidth), height: 300,
+      scales: { x: { time: true } },
+      // Bar times are broker server time: shown as they are, not shifted into the browser's zone.
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+      axes: [
+        { stroke: '#8b9ab5', grid: { stroke: '#1c2742' }, ticks: { stroke: '#23304d' } },
+        { stroke: '#8b9ab5', grid: { stroke: '#1c2742' }, ticks: { stroke: '#23304d' }, size: 70 },
+      ],
+      series: [
+        { label: 'server time', value: (u, v) => (v == null ? '—' : new Date(v * 1000).toISOString().slice(11, 16)) },
+        { label: 'close', stroke: '#38bdf8', width: 1.5 },
+        { label: 'high', stroke: 'rgba(34,197,94,.45)', width: 1 },
+        { label: 'low', stroke: 'rgba(239,68,68,.45)', width: 1 },
+      ],
+      legend: { live: true },
+    };
+    plot.current = new uPlot(opts, [[], [], [], []], el);
+    const onResize = () => plot.current?.setSize({ width: Math.max(300, el.clientWidth), height: 300 });
+    addEventListener('resize', onResize);
+    return () => { removeEventListener('resize', onResize); plot.current?.destroy(); plot.current = null; };
+  }, [symbol]);
+  useEffect(() => {
+    if (!plot.current) return;
+    plot.current.setData([bars.map((b) => b.t), bars.map((b) => b.close), bars.map((b) => b.high), bars.map((b) => b.low)]);
+  }, [bars]);
+  return html`<div ref=${box} class="chart" data-testid="chart"></div>`;
+}
+
+function LiveAccount({ id, title }) {
+  const [symbols, setSymbols] = useState([]);
+  const [chartSymbol, setChartSymbol] = useState('BTCUSD');
+  const [bars, setBars] = useState([]);
+  const [state, setState] = useState({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0 });
+  const [error, setError] = useState(null);
+  const keyRef = useRef(null);
+  const live = useRef({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0, dirty: true });
+
+  const summary = usePoll(async () => {
+    if (!keyRef.current) return undefined;
+    return api.get(`/AccountSummary?id=${encodeURIComponent(id)}`, { apiKey: keyRef.current });
+  }, 2000, [id]);
+
+  // The key, the symbol list, then the socket (reopened after a drop).
+  useEffect(() => {
+    let ws = null;
+    let closed = false;
+    let retry = null;
+    const L = live.current;
+    const open = async (renew) => {
+      try {
+        const key = await liveKey(id, renew);
+        keyRef.current = key;
+        const list = await api.get(`/SymbolList?id=${encodeURIComponent(id)}`, { apiKey: key });
+        const syms = (Array.isArray(list) ? list : list.symbols ?? []).map((s) => (typeof s === 'string' ? s : s.symbol)).slice(0, 12);
+        setSymbols(syms);
+        if (closed) return;
+        const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream?id=${encodeURIComponent(id)}&apiKey=${encodeURIComponent(key)}`;
+        ws = new WebSocket(url);
+        ws.onopen = () => {
+          L.socket = 'open';
+          L.dirty = true;
+          for (const s of syms) ws.send(JSON.stringify({ action: 'subscribe', symbol: s, ...(s === chartSymbol ? { timeframe: 'M1' } : {}) }));
+        };
+        ws.onmessage = (m) => onFrame(JSON.parse(m.data));
+        ws.onclose = (e) => {
+          L.socket = `closed (${e.code}${e.reason ? `: ${e.reason}` : ''})`;
+          L.dirty = true;
+          if (closed) return;
+          // 4001: the key was revoked (say, from the Keys page): make a new one.
+          retry = setTimeout(() => open(e.code === 4001), 2000);
+        };
+      } catch (err) {
+        if (err.status === 401 && !renew) return open(true);
+        setError(err);
+        if (!closed) retry = setTimeout(() => open(false), 5000);
+      }
+      return undefined;
+    };
+    const onFrame = (f) => {
+      L.frames++;
+      switch (f.type) {
+        case 'QUOTE': {
+          const d = f.data;
+          const prev = L.quotes[d.symbol];
+          L.quotes = { ...L.quotes, [d.symbol]: { ...d, dir: prev ? Math.sign(d.bid - prev.bid) || prev.dir : 0, n: (prev?.n ?? 0) + 1 } };
+          break;
+        }
+        case 'POSITIONS': L.positions = f.data.positions ?? []; break;
+        case 'ORDERS': L.orders = f.data.orders ?? []; break;
+        case 'TRADE': L.trades = [f.data, ...L.trades].slice(0, MAX_TRADES); break;
+        case 'HEARTBEAT': L.phase = f.data.connection; break;
+        case 'CANDLE': {
+          const c = f.data;
+          if (c.symbol !== chartSymbolRef.current) break;
+          setBars((bs) => {
+            const bar = { t: c.time, close: c.close, high: c.high, low: c.low };
+            if (bs.length && bs[bs.length - 1].t === c.time) return [...bs.slice(0, -1), bar];
+            if (bs.length && bs[bs.length - 1].t > c.time) return bs;
+            return [...bs, bar].slice(-240);
+          });
+          break;
+        }
+        case 'ERROR': setError({ code: f.data.error, message: f.data.message }); break;
+        default: break;
+      }
+      L.dirty = true;
+    };
+    open(false);
+    // Ticks arrive faster than anyone reads: the tables re-render at most 4 times a second.
+    const paint = setInterval(() => {
+      if (!L.dirty) return;
+      L.dirty = false;
+      setState({ quotes: L.quotes, positions: L.positions, orders: L.orders, trades: L.trades, phase: L.phase, socket: L.socket, frames: L.frames });
+    }, 250);
+    return () => { closed = true; clearTimeout(retry); clearInterval(paint); ws?.close(1000); };
+  }, [id, chartSymbol]);
+
+  const chartSymbolRef = useRef(chartSymbol);
+  chartSymbolRef.current = chartSymbol;
+
+  // Chart history: a gateway session (management key on the connection route), then
+  // PriceHistoryV2 with the read-only key: the last 3 hours of M1 bars.
+  useEffect(() => {
+    let stop = false;
+    (async () => {
+      try {
+        const key = await liveKey(id);
+        const { handle } = await api.post('/v1/connect', { brokerAccountId: id });
+        const to = new Date();
+        const from = new Date(to.getTime() - 3 * 3600_000);
+        const q = new URLSearchParams({ handle, symbol: chartSymbol, timeFrame: '1', from: from.toISOString().slice(0, 19) + 'Z', to: to.toISOString().slice(0, 19) + 'Z' });
+        const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key });
+        if (!stop) setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
+      } catch (err) { if (!stop) setError(err); }
+    })();
+    return () => { stop = true; };
+  }, [id, chartSymbol]);
+
+  const acc = summary.data;
+  const quotes = symbols.map((s) => state.quotes[s]).filter(Boolean);
+  return html`
+    <${Top} title=${`${title} · ${short(id)}`} at=${summary.at}>
+      <span>stream <${Badge} value=${state.socket === 'open' ? 'connected' : state.socket} tone=${state.socket === 'open' ? 'ok' : 'warn'} /></span>
+      <span>broker <${Badge} value=${state.phase ?? (acc?.synced ? 'connected' : acc ? 'reconnecting' : null)} /></span>
+    </${Top}>
+    <${Err} error=${error ?? summary.error} />
+    <div class="grid g4">
+      <div class="panel stat"><div class="l">Balance</div><div class="v" data-testid="balance">${acc ? acc.balance.toFixed(2) : '—'}</div><div class="s">${acc?.currency ?? ''} · leverage 1:${acc?.leverage ?? '—'}</div></div>
+      <div class="panel stat"><div class="l">Equity</div><div class="v">${acc ? acc.equity.toFixed(2) : '—'}</div><div class="s">floating ${acc ? acc.profit.toFixed(2) : '—'}</div></div>
+      <div class="panel stat"><div class="l">Margin</div><div class="v">${acc ? acc.margin.toFixed(2) : '—'}</div><div class="s">free ${acc ? acc.freeMargin.toFixed(2) : '—'}${acc?.marginLevel ? ` · level ${acc.marginLevel.toFixed(0)}%` : ''}</div></div>
+      <div class="panel stat"><div class="l">Stream</div><div class="v">${state.frames}</div><div class="s">frames · read-only scoped key</div></div>
+    </div>
+    <div class="grid g3">
+      <div class="panel span2">
+        <h2>${chartSymbol} · M1 <span class="tabs">${symbols.map((s) => html`<button class=${`sm${s === chartSymbol ? ' on' : ''}`} onClick=${() => { setBars([]); setChartSymbol(s); }}>${s}</button>`)}</span></h2>
+        <${Chart} bars=${bars} symbol=${chartSymbol} />
+      </div>
+      <div class="panel">
+        <h2>Quotes</h2>
+        <table class="dense" data-testid="quotes"><thead><tr><th>symbol</th><th class="num">bid</th><th class="num">ask</th><th class="num">spread</th><th class="num">UTC</th></tr></thead><tbody>
+          ${quotes.length === 0 ? html`<tr><td colspan="5" class="empty">Waiting for quotes… (forex is closed at the weekend; BTCUSD trades around the clock)</td></tr>` : null}
+          ${quotes.map((q) => {
+            const dg = Math.max(digitsOf(q.bid), digitsOf(q.ask));
+            return html`<tr data-testid="quote-row" data-symbol=${q.symbol}>
+              <td>${q.symbol}</td>
+              <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`} data-testid="bid">${q.bid.toFixed(dg)}</td>
+              <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`}>${q.ask.toFixed(dg)}</td>
+              <td class="num">${(q.ask - q.bid).toFixed(dg)}</td>
+              <td class="num mono small">${q.timeUtc.slice(11, 19)}</td></tr>`;
+          })}
+        </tbody></table>
+      </div>
+    </div>
+    <div class="grid g2">
+      <div class="panel">
+        <h2>Positions <span class="muted small">${state.positions.length}</span></h2>
+        <table data-testid="positions"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">open</th><th class="num">current</th><th class="num">profit</th></tr></thead><tbody>
+          ${state.positions.length === 0 ? html`<tr><td colspan="7" class="empty">No open positions.</td></tr>` : null}
+          ${state.positions.map((p) => html`<tr><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
+        </tbody></table>
+      </div>
+      <div class="panel">
+        <h2>Pending orders <span class="muted small">${state.orders.length}</span></h2>
+        <table data-testid="orders"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">price</th><th>placed (UTC)</th></tr></thead><tbody>
+          ${state.orders.length === 0 ? html`<tr><td colspan="6" class="empty">No pending orders.</td></tr>` : null}
+          ${state.orders.map((o) => html`<tr><td class="mono">${o.ticket}</td><td>${o.symbol}</td><td>${o.type}</td><td class="num">${o.volume}</td><td class="num">${o.price}</td><td class="mono">${utc(o.timeSetupUtc)}</td></tr>`)}
+        </tbody></table>
+      </div>
+    </div>
+    <div class="panel">
+      <h2>Trades <span class="muted small">deals since this view opened, newest first</span></h2>
+      <div class="scroll"><table data-testid="trades"><thead><tr><th>time (UTC)</th><th>deal</th><th>position</th><th>symbol</th><th>type</th><th>entry</th><th class="num">volume</th><th class="num">price</th><th class="num">profit</th><th>comment</th></tr></thead><tbody>
+        ${state.trades.length === 0 ? html`<tr><td colspan="10" class="empty">No trades yet.</td></tr>` : null}
+        ${state.trades.map((t) => html`<tr><td class="mono">${utc(t.timeUtc)}</td><td class="mono">${t.ticket}</td><td class="mono">${t.position}</td><td>${t.symbol}</td><td>${t.type}</td><td>${t.entry}</td><td class="num">${t.volume}</td><td class="num">${t.price}</td><td class=${`num ${t.profit >= 0 ? 'up' : 'down'}`}>${Number(t.profit).toFixed(2)}</td><td>${t.comment}</td></tr>`)}
+      </tbody></table></div>
+    </div>`;
+}
+
+export function Live({ arg, title }) {
+  if (!session.key) return null;
+  return arg ? html`<${LiveAccount} id=${arg} title=${title} />` : html`<${Top} title=${title} /><${Picker} />`;
+}

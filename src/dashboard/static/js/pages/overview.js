@@ -1,0 +1,74 @@
+// Overview: the gateway's own figures, refreshed every 2 s: /v1/status (version, uptime, shards,
+// accounts per connection phase) and /metrics (request rates and p99 per route family, stream).
+import { api, metricsText } from '../api.js';
+import { html, useRef } from '../lib.js';
+import { byLabel, families, familyStats, parseProm, value } from '../prom.js';
+import { Badge, duration, Err, ms, Top, usePoll } from '../ui.js';
+
+const PHASES = ['connected', 'connecting', 'reconnecting', 'refused'];
+
+export function Overview({ title }) {
+  const prev = useRef(null);
+  const { data, error, at } = usePoll(async () => {
+    const [status, text] = await Promise.all([api.get('/v1/status'), metricsText()]);
+    const samples = parseProm(text);
+    const fam = families(samples);
+    const now = performance.now();
+    const stats = familyStats(prev.current?.fam, fam, prev.current ? (now - prev.current.t) / 1000 : 0);
+    prev.current = { fam, t: now };
+    return { status, samples, stats };
+  }, 2000);
+  if (!data) return html`<${Top} title=${title} /><${Err} error=${error} />${error ? null : html`<p class="muted">Loading…</p>`}`;
+  const { status, samples, stats } = data;
+  const phases = status.accounts ?? {};
+  const shardsUp = status.shards.filter((s) => s.ready).length;
+  const sockets = value(samples, 'tagw_stream_sockets') ?? 0;
+  const coalescing = value(samples, 'tagw_stream_coalescing_sockets') ?? 0;
+  const slowCloses = value(samples, 'tagw_stream_backpressure_closes_total') ?? 0;
+  const inflight = value(samples, 'tagw_http_inflight_requests') ?? 0;
+  const quotes = value(samples, 'tagw_stream_quotes_published_total');
+  const brokerPhases = byLabel(samples, 'tagw_broker_connections', 'phase');
+  const totalRate = stats.reduce((n, r) => n + (r.rate ?? 0), 0);
+  return html`
+    <${Top} title=${title} at=${at} error=${error} />
+    <${Err} error=${error} />
+    <div class="grid g4">
+      <div class="panel stat" data-testid="version"><div class="l">Version</div><div class="v">${status.version}</div><div class="s">API ${status.apiVersion} · Node ${status.node}</div></div>
+      <div class="panel stat"><div class="l">Uptime</div><div class="v" data-testid="uptime">${duration(status.uptimeSec)}</div><div class="s">since ${status.startedAt.replace('T', ' ').slice(0, 19)} UTC</div></div>
+      <div class="panel stat"><div class="l">Shards</div><div class="v">${shardsUp} / ${status.shards.length} up</div><div class="s">${status.shards.reduce((n, s) => n + s.restarts, 0)} restarts · ${status.seats} seats</div></div>
+      <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s">${inflight} in flight</div></div>
+    </div>
+    <div class="grid g3">
+      <div class="panel">
+        <h2>Accounts by connection state</h2>
+        <table data-testid="phases"><tbody>
+          ${PHASES.map((p) => html`<tr><td><${Badge} value=${p} /></td><td class="num">${phases[p] ?? brokerPhases[p] ?? 0}</td></tr>`)}
+          <tr><td class="muted">seats without a broker login</td><td class="num">${Math.max(0, status.seats - PHASES.reduce((n, p) => n + (phases[p] ?? 0), 0))}</td></tr>
+        </tbody></table>
+      </div>
+      <div class="panel">
+        <h2>Shards</h2>
+        <table><thead><tr><th>#</th><th>health</th><th class="num">accounts</th><th class="num">restarts</th></tr></thead><tbody>
+          ${status.shards.map((s) => html`<tr><td>${s.index}</td><td><${Badge} value=${s.ready ? 'up' : 'down'} /></td><td class="num">${s.accounts}</td><td class="num">${s.restarts}</td></tr>`)}
+        </tbody></table>
+      </div>
+      <div class="panel">
+        <h2>Streams</h2>
+        <table data-testid="streams"><tbody>
+          <tr><td>/v1/stream sockets</td><td class="num">${sockets}</td></tr>
+          <tr><td>coalescing (slow readers)</td><td class="num">${coalescing}</td></tr>
+          <tr><td>slow-consumer closes</td><td class="num">${slowCloses}</td></tr>
+          <tr><td>quotes published</td><td class="num">${quotes ?? '—'}</td></tr>
+        </tbody></table>
+      </div>
+    </div>
+    <div class="panel">
+      <h2>Requests per route family <span class="muted small">p99 over the last 2 s (since start when idle)</span></h2>
+      <table data-testid="families"><thead><tr><th>family</th><th class="num">req/s</th><th class="num">p99</th><th class="num">requests</th><th class="num">errors (4xx/5xx)</th></tr></thead><tbody>
+        ${stats.length === 0 ? html`<tr><td colspan="5" class="empty">No requests yet.</td></tr>` : stats.map((r) => html`<tr>
+          <td>${r.family}</td><td class="num">${r.rate === undefined ? '—' : r.rate.toFixed(1)}</td>
+          <td class="num">${ms(r.p99)}${r.p99Window ? '' : html` <span class="muted small">(all)</span>`}</td>
+          <td class="num">${r.total}</td><td class="num">${r.errors}</td></tr>`)}
+      </tbody></table>
+    </div>`;
+}

@@ -1,0 +1,106 @@
+// What the dashboard's Overview and Seats pages show that no other route answers: the gateway's
+// version, uptime, shard health and active configuration (operator only), and each account's
+// connection phase with its recent history. Request rates, latencies and stream figures come from
+// /metrics, read by the dashboard itself: one source for Prometheus and the dashboard alike.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { configSchema } from '../../config.js';
+import type { ConnectionLog } from '../../dashboard/connectionLog.js';
+import { apiError } from '../../errors.js';
+import { OPERATOR_PHASES } from '../../runtime/hosts/accountCommands.js';
+import type { Services } from '../../services.js';
+import { AccountStore } from '../../store/accounts.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { API_VERSION } from './ops.js';
+
+/** The package version, from package.json two (sources) or three (dist/) levels up. */
+export const PACKAGE_VERSION: string = (() => {
+  for (const rel of ['../../../package.json', '../../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(fileURLToPath(new URL(rel, import.meta.url)), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'tagw' && pkg.version) return pkg.version;
+    } catch {
+      // not at this level
+    }
+  }
+  return 'unknown';
+})();
+
+/** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
+const SECRET_NAME = /key$|secret|password|token/i;
+
+export function redactedConfig(config: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  // Every setting, unset optional ones as null (JSON would drop them), so the list is complete.
+  for (const k of Object.keys(configSchema.shape)) {
+    const v = config[k];
+    out[k] = v === undefined ? null : SECRET_NAME.test(k) && typeof v === 'string' ? '[redacted]' : v;
+  }
+  return out;
+}
+
+const Phase = z.enum(OPERATOR_PHASES as [string, ...string[]]);
+const PhaseChange = z.object({ at: z.string().describe('ISO 8601, UTC'), phase: Phase });
+
+export function statusRoutes(s: Services, connections: ConnectionLog, startedAt: number): AnyRoute[] {
+  const bindings = new AccountStore(s.db);
+  return [
+    defineRoute({
+      method: 'get', path: '/v1/status', family: 'provisioning', auth: 'management', tags: ['provisioning'],
+      summary: "The gateway's version, uptime, shard health, accounts per connection phase and active configuration (secrets redacted); operator's management key only",
+      response: z.object({
+        version: z.string(), apiVersion: z.string(), node: z.string(), startedAt: z.string(), uptimeSec: z.number(),
+        shards: z.array(z.object({ index: z.number(), ready: z.boolean(), restarts: z.number(), accounts: z.number() })),
+        seats: z.number(), accounts: z.record(z.string(), z.number()),
+        config: z.record(z.string(), z.unknown()),
+      }),
+      errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'FORBIDDEN'],
+      handler: ({ principal }) => {
+        if (principal!.customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', "the gateway's status is for its operator's management key");
+        const seats = s.tenancy.seatsOf(principal!.customerId);
+        const perShard = new Array<number>(s.shards.size).fill(0);
+        for (const seat of seats) perShard[s.shards.shardFor(seat.id)]!++;
+        const now = s.clock.now();
+        return {
+          body: {
+            version: PACKAGE_VERSION, apiVersion: API_VERSION, node: process.version,
+            startedAt: new Date(startedAt).toISOString(), uptimeSec: Math.max(0, Math.round((now - startedAt) / 1000)),
+            shards: s.shards.health().map((h) => ({ ...h, accounts: perShard[h.index] ?? 0 })),
+            seats: seats.length, accounts: connections.counts(OPERATOR_PHASES),
+            config: redactedConfig(s.config),
+          },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/v1/accounts/connections', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
+      summary: "Each account's broker connection: phase, synced, recent phase changes and the last drop or refusal",
+      description: 'Phases as the shards reported them since this gateway started (connecting, connected, reconnecting, refused); a seat without a broker login has phase null. The broker login itself is never returned.',
+      response: z.object({
+        accounts: z.array(z.object({
+          id: z.string(), platform: z.enum(['P4', 'P5']).nullable(), server: z.string().nullable(),
+          phase: Phase.nullable(), synced: z.boolean(), since: z.string().nullable(),
+          lastError: PhaseChange.nullable(), history: z.array(PhaseChange),
+        })),
+      }),
+      errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
+      handler: ({ principal }) => {
+        const iso = (at: number) => new Date(at).toISOString();
+        const accounts = s.tenancy.seatsOf(principal!.customerId).map((seat) => {
+          const b = bindings.get(seat.id);
+          const history = connections.history(seat.id);
+          const last = history[history.length - 1];
+          const err = connections.lastError(seat.id);
+          return {
+            id: seat.id, platform: b?.platform ?? null, server: b?.server ?? null,
+            phase: b ? (last?.phase ?? null) : null, synced: b !== undefined && last?.phase === 'connected',
+            since: last ? iso(last.at) : null, lastError: err ? { at: iso(err.at), phase: err.phase } : null,
+            history: history.map((h) => ({ at: iso(h.at), phase: h.phase })),
+          };
+        });
+        return { body: { accounts } };
+      },
+    }),
+  ];
+}

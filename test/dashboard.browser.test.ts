@@ -1,0 +1,211 @@
+// The operator console in a real headless Chromium against a real gateway: sign-in, keys shown
+// once, seats turning ACTIVE, a broker login going connected, the live view's quotes moving,
+// labels rendered as text, the browser-safety headers enforced by the browser itself. The
+// screenshots of every page land in test-output/dashboard/.
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DASHBOARD_CSP } from '../src/dashboard/assets.js';
+import { launchBrowser, type Browser } from './helpers/browser.js';
+import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+let t: TestGateway;
+let browser: Browser;
+let mk: string;
+
+async function signIn(page: Page, key = mk): Promise<void> {
+  await page.goto(`${t.url}/dashboard`);
+  await page.fill('[data-testid=mk]', key);
+  await page.click('[data-testid=signin]');
+  await page.waitForSelector('[data-testid=nav-overview]');
+}
+
+async function go(page: Page, route: string): Promise<void> {
+  await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
+}
+
+/** Status of an API call with an API key, from the test process (not the browser). */
+async function whoami(key: string): Promise<number> {
+  return (await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status;
+}
+
+beforeAll(async () => {
+  // No fixed management key: the bootstrap one, which can be rotated (an env key cannot).
+  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 1_500, shards: 1 });
+  mk = t.managementKey;
+  browser = await launchBrowser();
+}, 30_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
+describe('the operator console in Chromium', () => {
+  it('is served with a strict CSP the browser enforces, and refuses a wrong key', async () => {
+    const r = await t.req('GET', '/dashboard');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-security-policy')).toBe(DASHBOARD_CSP);
+    expect(r.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(r.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    const etag = r.headers.get('etag')!;
+    expect((await t.req('GET', '/dashboard', { headers: { 'if-none-match': etag } })).status).toBe(304);
+    expect(r.text).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/); // no inline script in the page
+
+    const page = await browser.page();
+    await page.goto(`${t.url}/dashboard`);
+    await browser.shot(page, '0-sign-in');
+    // An inline script injected into the page does not run (script-src 'self').
+    await page.addScriptTag({ content: 'window.__inlineRan = true' }).catch(() => undefined);
+    expect(await page.evaluate('window.__inlineRan')).toBeUndefined();
+    await page.fill('[data-testid=mk]', 'tagw_m_0000000000000000_not-a-real-key');
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('text=That is not a valid management key.');
+    // The key is in sessionStorage only: no cookie, nothing in the URL.
+    await page.fill('[data-testid=mk]', mk);
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('[data-testid=version]');
+    expect(await page.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(mk);
+    expect(await browser.context.cookies()).toEqual([]);
+    expect(page.url()).not.toContain(mk);
+    await page.waitForSelector('[data-testid=families] td');
+    await browser.shot(page, '1-overview');
+    await page.close();
+  });
+
+  it('creates a private seat that turns ACTIVE, binds a broker login that goes connected, and shows quotes changing', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/seats');
+    await page.selectOption('[data-testid=hosting]', 'private');
+    await page.fill('[data-testid=region]', 'us-east');
+    await page.click('[data-testid=create-seat-btn]');
+    const row = page.locator('[data-testid=seat-row]').first();
+    await row.locator('[data-testid=seat-status]', { hasText: 'BUILDING_SERVER' }).waitFor();
+    await row.locator('[data-testid=seat-status]', { hasText: 'ACTIVE' }).waitFor({ timeout: 10_000 });
+    const seatId = (await row.getAttribute('data-id'))!;
+
+    await row.locator('[data-testid=seat-more]').click();
+    await page.fill('[data-testid=bind-user]', '50001');
+    await page.fill('[data-testid=bind-password]', 'pw-of-50001');
+    await page.fill('[data-testid=bind-server]', 'Sim-P5-Demo');
+    await page.click('[data-testid=bind-submit]');
+    await row.locator('[data-testid=conn-phase]', { hasText: 'connected' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=history] li').first().waitFor();
+    await browser.shot(page, '2-seats');
+    // The password typed is not kept in the page.
+    expect(await page.content()).not.toContain('pw-of-50001');
+
+    await row.locator('[data-testid=open-live]').click();
+    const bid = page.locator('[data-testid=quote-row][data-symbol=BTCUSD] [data-testid=bid]');
+    await bid.waitFor({ timeout: 10_000 });
+    const first = await bid.textContent();
+    await expect.poll(() => bid.textContent(), { timeout: 10_000, interval: 100 }).not.toBe(first);
+    await page.locator('[data-testid=chart] canvas').first().waitFor();
+    await page.waitForTimeout(300); // one more paint of the chart and tables for the screenshot
+    await browser.shot(page, '3-live-account');
+    // The live view streams with a read-only key scoped to this account, created for itself.
+    const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
+    const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });
+    expect(who.body).toMatchObject({ readOnly: true, accountScoped: true, seatId });
+    await page.close();
+  });
+
+  it('creates a key shown once, and renders a label full of markup as text', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/keys');
+    const label = '<img src=x onerror=alert(1)>';
+    await page.fill('[data-testid=key-label]', label);
+    await page.click('[data-testid=create-key-btn]');
+    const secret = await page.locator('[data-testid=secret-value]').textContent();
+    expect(secret).toMatch(/^tagw_k_/);
+    expect(await whoami(secret!)).toBe(200);
+    const cell = page.locator('[data-testid=key-label-cell]', { hasText: label });
+    await cell.waitFor();
+    expect(await cell.textContent()).toBe(label);
+    expect(await page.locator('[data-testid=keys] img').count()).toBe(0);
+    await browser.shot(page, '4-keys-secret-once');
+    await page.click('[data-testid=secret-done]');
+    await page.reload();
+    await page.waitForSelector('[data-testid=key-row]');
+    expect(await page.content()).not.toContain(secret!);
+    expect(browser.problems.filter((p) => p.startsWith('dialog'))).toEqual([]);
+    // Keys of a seat: read-only and account-scoped, offered for the seat chosen.
+    const seats = await t.req('GET', '/v1/seats', { headers: mgmt(mk) });
+    await go(page, `/keys/${seats.body.seats[0].id}`);
+    await page.waitForSelector('[data-testid=key-readonly]');
+    expect(await page.isChecked('[data-testid=key-readonly]')).toBe(true);
+    expect(await page.isChecked('[data-testid=key-scoped]')).toBe(true);
+    await page.close();
+  });
+
+  it('replaces a key: the new one shown once, the old one refused by the API', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    const created = await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'to-replace' } });
+    const oldKey = created.body.key as string;
+    expect(await whoami(oldKey)).toBe(200);
+    await go(page, '/keys');
+    const row = page.locator(`[data-testid=key-row][data-id="${created.body.id}"]`);
+    await row.locator('[data-testid=replace-key]').click();
+    const secret = page.locator('[data-testid=secret-value]');
+    await secret.waitFor();
+    const newKey = (await secret.textContent())!;
+    expect(newKey).not.toBe(oldKey);
+    expect(await whoami(oldKey)).toBe(401);
+    expect(await whoami(newKey)).toBe(200);
+    await page.click('[data-testid=secret-done]');
+    // Revoke the replacement too, in two clicks.
+    const fresh = page.locator('[data-testid=key-row]', { hasText: 'to-replace' }).filter({ hasNot: page.locator('text=replaced') });
+    await fresh.locator('[data-testid=revoke-key]').click();
+    await fresh.locator('[data-testid=revoke-key]', { hasText: 'Revoke now?' }).click();
+    await expect.poll(() => whoami(newKey), { timeout: 5_000 }).toBe(401);
+    await page.close();
+  });
+
+  it('rotates the management key: the new one shown once, the old tab signed out', async () => {
+    const oldTab = await browser.page();
+    await signIn(oldTab);
+    await oldTab.waitForSelector('[data-testid=version]');
+    const tab = await browser.page();
+    await signIn(tab);
+    await go(tab, '/settings');
+    await tab.waitForSelector('[data-testid=config] tbody tr');
+    await browser.shot(tab, '7-settings');
+    await tab.click('[data-testid=rotate]');
+    await tab.click('[data-testid=rotate]'); // the second click confirms
+    const secret = tab.locator('[data-testid=secret-value]');
+    await secret.waitFor();
+    const newMk = (await secret.textContent())!;
+    expect(newMk).toMatch(/^tagw_m_/);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(mk) })).status).toBe(401);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(newMk) })).status).toBe(200);
+    // The old tab's next poll is refused: it is signed out and forgets the key.
+    await oldTab.waitForSelector('[data-testid=signed-out]', { timeout: 10_000 });
+    expect(await oldTab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBeNull();
+    // The rotating tab carries on with the new key.
+    expect(await tab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(newMk);
+    await go(tab, '/audit');
+    await tab.locator('[data-testid=audit] td', { hasText: 'managementKey.rotate' }).waitFor();
+    await browser.shot(tab, '8-audit');
+    mk = newMk;
+    await oldTab.close();
+    await tab.close();
+  });
+
+  it('shows this week\'s calendar', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/calendar');
+    await page.locator('[data-testid=calendar] tbody tr').first().waitFor();
+    expect(await page.locator('[data-testid=calendar] tbody tr').count()).toBeGreaterThan(0);
+    await browser.shot(page, '6-calendar');
+    await page.close();
+  });
+
+  it('raised no page errors', () => {
+    expect(browser.problems).toEqual([]);
+  });
+});
+

@@ -1,0 +1,60 @@
+// Headless Chromium for the browser tests: the Debian package (`apt-get install chromium`),
+// driven by playwright-core, with a fresh profile per launch. One browser per test file.
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/** Where the browser tests leave their screenshots (`test-output/dashboard/<name>.png`). */
+export const SCREENSHOT_DIR = join(process.cwd(), 'test-output', 'dashboard');
+
+export interface Browser {
+  context: BrowserContext;
+  /** A new tab; page errors and failed console messages are collected in `problems`. */
+  page(): Promise<Page>;
+  problems: string[];
+  shot(page: Page, name: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function launchBrowser(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`Chromium not found at ${CHROMIUM}: the browser tests need it (apt-get install chromium), or set CHROMIUM_PATH`);
+  }
+  const profile = mkdtempSync(join(tmpdir(), 'tagw-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    ],
+  });
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  const problems: string[] = [];
+  return {
+    context,
+    problems,
+    async page() {
+      const p = await context.newPage();
+      p.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+      p.on('dialog', (d) => {
+        problems.push(`dialog: ${d.message()}`);
+        void d.dismiss();
+      });
+      return p;
+    },
+    async shot(page, name) {
+      const path = join(SCREENSHOT_DIR, `${name}.png`);
+      await page.screenshot({ path, fullPage: true });
+      return path;
+    },
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
