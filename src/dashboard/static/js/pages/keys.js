@@ -76,7 +76,7 @@ export function Keys({ title, arg }) {
         <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>created</th><th>last used</th><th>state</th><th></th>
       </tr></thead><tbody>
         ${keys.length === 0 ? html`<tr><td colspan="9" class="empty">No keys.</td></tr>` : null}
-        ${keys.map((k) => html`<tr data-testid="key-row" data-id=${k.id}>
+        ${keys.map((k) => html`<tr key=${k.id} data-testid="key-row" data-id=${k.id}>
           <td data-testid="key-label-cell">${k.label}</td>
           <td class="mono">${k.id}</td>
           <td>${k.kind ?? 'api'}</td>

@@ -2,7 +2,7 @@
 // login (/ConnectEx), reconnect (rolling upgrade), delete; each account's connection phase with
 // its history. Refreshed every 1.5 s.
 import { api } from '../api.js';
-import { html, useState } from '../lib.js';
+import { Fragment, html, useState } from '../lib.js';
 import { ago, Badge, ConfirmButton, Err, short, Top, usePoll, useSubmit, utc } from '../ui.js';
 
 const SERVERS = ['Sim-P5-Demo', 'Sim-P4-Demo'];
@@ -74,7 +74,7 @@ export function Seats({ title }) {
         ${seats.map((s) => {
           const c = data.conns[s.id];
           const expanded = open === s.id;
-          return html`
+          return html`<${Fragment} key=${s.id}>
           <tr data-testid="seat-row" data-id=${s.id}>
             <td class="mono" title=${s.id}>${short(s.id)}</td>
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
@@ -97,7 +97,8 @@ export function Seats({ title }) {
               <div><h2 class="muted small">Bind a broker login ${c?.server ? '(replaces the current one)' : ''}</h2><${BindLogin} id=${s.id} onDone=${() => reload()} /></div>
               <div><h2 class="muted small">Connection history</h2><${History} conn=${c} /></div>
             </div>
-          </td></tr>` : null}`;
+          </td></tr>` : null}
+          </${Fragment}>`;
         })}
       </tbody></table>
     </div>`;
