@@ -101,8 +101,11 @@ export class Transport {
   }
 
   async call<T>(spec: CallSpec): Promise<CallResult<T>> {
+    // One id per logical call, shared by its retries: the error names it for the bot's logs (the
+    // gateway's own x-request-id when it sends one). Not sent as a header: a browser would need
+    // the gateway's CORS list to allow it.
     const requestId = newRequestId();
-    const headers: Record<string, string> = { ...this.headers(spec.auth), 'x-request-id': requestId };
+    const headers: Record<string, string> = this.headers(spec.auth);
     let body: string | undefined;
     if (spec.body !== undefined) {
       body = JSON.stringify(spec.body);
