@@ -128,8 +128,15 @@ export class TagwClient {
     return this.req({ method: 'GET', path: '/v1/audit', auth: 'management', safety: 'safe', query: params });
   }
 
-  /** Rolling upgrades of account connections (management key). */
+  /** Version, uptime, shard health, accounts per connection phase, configuration (operator's management key). */
+  status(): Promise<JsonObject> {
+    return this.req({ method: 'GET', path: '/v1/status', auth: 'management', safety: 'safe' });
+  }
+
+  /** Account connections and rolling upgrades (management key). */
   readonly accounts = {
+    /** Each account's broker connection: phase, synced, recent changes, the last drop. */
+    connections: (): Promise<JsonObject> => this.req({ method: 'GET', path: '/v1/accounts/connections', auth: 'management', safety: 'safe' }),
     upgrade: (id: string, body: { build?: number } = {}): Promise<JsonObject> =>
       this.req({ method: 'POST', path: `/v1/accounts/${enc(id)}/upgrade`, auth: 'management', safety: 'safe', body }),
     upgradeAll: (body: { build?: number } = {}): Promise<JsonObject> =>

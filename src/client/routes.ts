@@ -48,6 +48,8 @@ export const OTHER_ROUTES = {
   'keys.rotateManagementKey': ['POST', '/v1/management-key/rotate'],
   audit: ['GET', '/v1/audit'],
   whoami: ['GET', '/v1/whoami'],
+  status: ['GET', '/v1/status'],
+  'accounts.connections': ['GET', '/v1/accounts/connections'],
   'accounts.upgrade': ['POST', '/v1/accounts/:id/upgrade'],
   'accounts.upgradeAll': ['POST', '/v1/accounts/upgrade'],
   'accounts.addFault': ['POST', '/v1/accounts/:id/faults'],
