@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { LATEST_TIME_MS } from '../../market/serverClock.js';
 import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
-import type { TradeOp } from '../../runtime/hosts/accountCommands.js';
+import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Services } from '../../services.js';
 import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';

@@ -4,7 +4,8 @@
 // Each schema turns the query into the normalized arguments the shard side executes
 // (src/runtime/hosts/gatewayOps.ts), so the dialects differ here and nowhere else.
 import { z } from 'zod';
-import { ORDER_TYPES, isMarketType, isStopLimitType, type OrderType } from '../../market/orders.js';
+import { ORDER_TYPES, type OrderType } from '../../market/orders.js';
+import { checkOrder, type SendArgs, type TimeArg } from '../../market/orderSchemas.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import type { Platform } from '../../market/server.js';
 import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, strictParams } from '../schemas.js';
@@ -25,9 +26,6 @@ const handle = () => qString().pipe(z.string().max(128));
 const SERVER_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?$/;
 /** ISO 8601; without a zone it is read on the broker server clock like the others. */
 const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
-
-/** A point in time as the shard needs it: wall-clock ms on the server clock, or an exact UTC instant. */
-export type TimeArg = { serverMs: number } | { utcMs: number };
 
 function timeParser(re: RegExp, what: string) {
   return qString().transform((s, ctx): TimeArg => {
@@ -92,43 +90,7 @@ function params<S extends z.ZodRawShape>(shape: S, aliases: Record<string, strin
   }, obj);
 }
 
-// ---- order validation (shared by both dialects) -----------------------------------------------
-
-export interface SendArgs {
-  symbol: string;
-  type: OrderType;
-  volume: number;
-  price?: number | undefined;
-  slippage?: number | undefined;
-  stoploss?: number | undefined;
-  takeprofit?: number | undefined;
-  comment?: string | undefined;
-  magic?: number | undefined;
-  stopLimitPrice?: number | undefined;
-  expiration?: TimeArg | undefined;
-  expirationType?: number | undefined;
-  placedType?: string | number | undefined;
-}
-
-/** Consistency checks the gateway makes itself (no market data needed). */
-function checkOrder(o: SendArgs, ctx: z.RefinementCtx): void {
-  const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
-  const market = isMarketType(o.type);
-  const buy = o.type.startsWith('Buy');
-  if (!market && o.price === undefined) issue('price', `required for a ${o.type} order`);
-  if (isStopLimitType(o.type)) {
-    if (o.stopLimitPrice === undefined) issue('stopLimitPrice', `required for a ${o.type} order`);
-    else if (o.price !== undefined && (buy ? o.stopLimitPrice > o.price : o.stopLimitPrice < o.price)) {
-      issue('stopLimitPrice', buy ? 'must not be above price for BuyStopLimit' : 'must not be below price for SellStopLimit');
-    }
-  } else if (o.stopLimitPrice !== undefined) issue('stopLimitPrice', 'only for stop-limit orders');
-  if (market && o.expiration !== undefined) issue('expiration', 'only for pending orders');
-  const ref = o.type === 'BuyStopLimit' || o.type === 'SellStopLimit' ? o.stopLimitPrice : o.price;
-  if (ref !== undefined) {
-    if (o.stoploss && (buy ? o.stoploss >= ref : o.stoploss <= ref)) issue('stoploss', `must be ${buy ? 'below' : 'above'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
-    if (o.takeprofit && (buy ? o.takeprofit <= ref : o.takeprofit >= ref)) issue('takeprofit', `must be ${buy ? 'above' : 'below'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
-  }
-}
+// ---- order sends: each dialect read into SendArgs, checked with the shared checkOrder -----------
 
 const volume = qLots;
 

@@ -1,5 +1,6 @@
 // Shard commands of the account host (issue 4), merged into the runtime's CommandMap. Kept in a
 // types-only module so the HTTP routes (main thread) and the host (shard) share one definition.
+import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Platform } from '../../market/server.js';
 import type { Fault } from '../../sim/faults.js';
 import type { ConnectionPhase } from './accountRegistry.js';
@@ -39,8 +40,6 @@ export const ACCOUNT_PHASE_EVENT = 'acct.phase';
 export type OperatorPhase = ConnectionPhase | 'refused';
 export const OPERATOR_PHASES: readonly OperatorPhase[] = ['connecting', 'connected', 'reconnecting', 'refused'];
 
-/** The trade operations (SPEC §4.1). */
-export type TradeOp = 'OrderSend' | 'OrderModify' | 'OrderClose' | 'OrderDelete' | 'OrderCloseBy';
 
 export interface FaultArgs {
   kind: 'drop' | 'latency' | 'reject' | 'timeoutAfterSend';

@@ -10,13 +10,16 @@ import {
 import { dialectOf } from '../../broker/dialect.js';
 import type { BrokerConnection, TradeOptions } from '../../broker/types.js';
 import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
-import { isMarketType, isStopLimitType, parseOrderType, type RequestLookup, type TradeResult } from '../../market/orders.js';
+import type { z } from 'zod';
+import { isStopLimitType, type RequestLookup, type TradeResult } from '../../market/orders.js';
+import { TRADE_SCHEMAS } from '../../market/orderSchemas.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
-import type { TradeOp, TradeReply } from './accountCommands.js';
+import type { TradeReply } from './accountCommands.js';
+import type { TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
-import { assertAvailable, positiveInt, utc } from './accountOps.js';
+import { assertAvailable, utc } from './accountOps.js';
 import { brokerFailure } from '../brokerFailures.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
@@ -31,57 +34,38 @@ interface Prepared {
   run(conn: BrokerConnection, opts: TradeOptions): Promise<TradeResult>;
 }
 
-const num = (v: unknown) => (v === undefined ? undefined : Number(v));
-function def<T extends object>(o: T): T {
-  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
-  return o;
+/** A trade request's arguments, read with its schema (src/market/orderSchemas.ts); a bad one is a 400 naming the parameters. */
+function parseArgs<O extends TradeOp>(op: O, a: Record<string, unknown>): z.output<(typeof TRADE_SCHEMAS)[O]> {
+  const r = TRADE_SCHEMAS[op].safeParse(a);
+  if (!r.success) throw apiError('BAD_REQUEST', r.error.issues.map((i) => `parameter '${i.path.join('.') || op}': ${i.message}`).join('; '));
+  return r.data as z.output<(typeof TRADE_SCHEMAS)[O]>;
 }
-const ticketOf = (a: Record<string, unknown>, name = 'ticket') => {
-  const t = positiveInt(a[name]);
-  if (t === undefined) throw apiError('BAD_REQUEST', `parameter '${name}' must be a positive integer`);
-  return t;
-};
 
-/** Parses a trade request. Platform rules are checked here, before anything is recorded or sent. */
+/** Reads a trade request. Platform rules are checked here, before anything is recorded or sent. */
 export function prepare(op: TradeOp, a: Record<string, unknown>, entry: { platform: AccountEntry['platform']; build: number }): Prepared {
   assertAvailable(op, entry.platform, entry.build);
   switch (op) {
     case 'OrderSend': {
-      const opRaw = a.operation as string | undefined;
-      if (opRaw === undefined) throw apiError('BAD_REQUEST', "parameter 'operation' is required (Buy, Sell, BuyLimit, ... or the numeric code)");
-      const type = parseOrderType(opRaw);
-      if (!type) throw apiError('BAD_REQUEST', `parameter 'operation': unknown order type ${opRaw}`);
-      if (isStopLimitType(type) && !dialectOf(entry.platform).stopLimitOrders) {
-        throw apiError('BAD_REQUEST', `${type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
+      const req = parseArgs(op, a);
+      if (isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
+        throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
       }
-      if (!a.symbol) throw apiError('BAD_REQUEST', "parameter 'symbol' is required");
-      const volume = num(a.volume ?? a.lots);
-      if (volume === undefined || !(volume > 0)) throw apiError('BAD_REQUEST', "parameter 'volume' must be a positive number");
-      if (!isMarketType(type) && a.price === undefined) throw apiError('BAD_REQUEST', `parameter 'price' is required for ${type} orders`);
-      const req = def({
-        symbol: String(a.symbol), type, volume, price: num(a.price), slippage: num(a.slippage), stoploss: num(a.stoploss),
-        takeprofit: num(a.takeprofit), comment: a.comment as string | undefined, magic: num(a.magic), expiration: num(a.expiration),
-        stopLimitPrice: num(a.stopLimitPrice),
-      });
       return { canonical: req, run: (c, o) => c.orderSend(req, o) };
     }
     case 'OrderModify': {
-      const req = def({
-        ticket: ticketOf(a), stoploss: num(a.stoploss), takeprofit: num(a.takeprofit), price: num(a.price),
-        expiration: num(a.expiration), stopLimitPrice: num(a.stopLimitPrice),
-      });
+      const req = parseArgs(op, a);
       return { canonical: req, run: (c, o) => c.orderModify(req, o) };
     }
     case 'OrderClose': {
-      const req = def({ ticket: ticketOf(a), lots: num(a.lots ?? a.volume), price: num(a.price), slippage: num(a.slippage), comment: a.comment as string | undefined });
+      const req = parseArgs(op, a);
       return { canonical: req, run: (c, o) => c.orderClose(req, o) };
     }
     case 'OrderDelete': {
-      const req = { ticket: ticketOf(a) };
+      const req = parseArgs(op, a);
       return { canonical: req, run: (c, o) => c.orderDelete(req, o) };
     }
     case 'OrderCloseBy': {
-      const req = def({ ticket: ticketOf(a), byTicket: ticketOf(a, 'byTicket'), comment: a.comment as string | undefined });
+      const req = parseArgs(op, a);
       return { canonical: req, run: (c, o) => c.orderCloseBy(req, o) };
     }
   }

@@ -1,9 +1,9 @@
 // The read and trade operations of the gateway routes (SPEC §4.4/§4.5), executed in the
 // account's shard against its one BrokerConnection. Arguments arrive validated and normalized
-// by src/http/routes/proxySchemas.ts; what is checked here needs the broker's data (does the
+// by src/http/routes/proxySchemas.ts (orders with src/market/orderSchemas.ts); what is checked here needs the broker's data (does the
 // symbol exist, is the volume on its step). Every time in an answer is broker SERVER time
 // (SPEC §9), as `time` strings without a zone plus `...Msc` server-clock epoch ms.
-import type { TimeArg, SendArgs } from '../../http/routes/proxySchemas.js';
+import type { TimeArg, SendArgs } from '../../market/orderSchemas.js';
 import { apiError } from '../../errors.js';
 import { fromServerTime, ServerClock } from '../../market/serverClock.js';
 import type { BrokerConnection } from '../../broker/types.js';

@@ -1,0 +1,109 @@
+// The trade requests as schemas, one per operation: what every route family and the shard agree an
+// order is. The classic routes' query arguments reach the account's shard and are read there with
+// TRADE_SCHEMAS (the shard checks what crosses the thread); /v1/proxy reads its two dialects into
+// SendArgs and checks them with checkOrder, before anything reaches the shard or the broker.
+import { z } from 'zod';
+import { isMarketType, isStopLimitType, parseOrderType, type OrderType } from './orders.js';
+
+/** The trade operations of the classic routes (SPEC §4.1). */
+export const TRADE_OPS = ['OrderSend', 'OrderModify', 'OrderClose', 'OrderDelete', 'OrderCloseBy'] as const;
+export type TradeOp = (typeof TRADE_OPS)[number];
+
+/** A point in time as the shard needs it: wall-clock ms on the server clock, or an exact UTC instant. */
+export type TimeArg = { serverMs: number } | { utcMs: number };
+
+// ---- the classic trade operations (args of the shard's 'account.trade') -----------------------
+
+/** A number, also from its decimal text. */
+const num = () => z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : v), z.number().finite());
+const text = () => z.string();
+/** A ticket: a positive integer, also as digits. */
+const ticket = () =>
+  z.unknown().transform((v, ctx) => {
+    const s = typeof v === 'number' ? String(v) : typeof v === 'string' ? v.trim() : '';
+    const n = /^\d+$/.test(s) ? Number(s) : NaN;
+    if (Number.isSafeInteger(n) && n > 0) return n;
+    ctx.addIssue({ code: 'custom', message: 'must be a positive integer' });
+    return z.NEVER;
+  });
+const orderType = () =>
+  z.unknown().transform((v, ctx): OrderType => {
+    if (v === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'is required (Buy, Sell, BuyLimit, ... or the numeric code)' });
+      return z.NEVER;
+    }
+    const type = typeof v === 'string' || typeof v === 'number' ? parseOrderType(v) : undefined;
+    if (!type) {
+      ctx.addIssue({ code: 'custom', message: `unknown order type ${String(v)}` });
+      return z.NEVER;
+    }
+    return type;
+  });
+
+/** OrderSend: `operation` (name or code) becomes `type`; `lots` is an alias of `volume`. */
+const orderSend = z
+  .object({
+    operation: orderType(),
+    symbol: z.string({ error: 'is required' }).min(1, 'is required'),
+    volume: num().optional(), lots: num().optional(),
+    price: num().optional(), slippage: num().optional(), stoploss: num().optional(), takeprofit: num().optional(),
+    comment: text().optional(), magic: num().optional(), expiration: num().optional(), stopLimitPrice: num().optional(),
+  })
+  .transform(({ operation: type, volume, lots, ...rest }, ctx) => {
+    const v = volume ?? lots;
+    if (v === undefined || !(v > 0)) ctx.addIssue({ code: 'custom', path: ['volume'], message: 'must be a positive number' });
+    if (!isMarketType(type) && rest.price === undefined) ctx.addIssue({ code: 'custom', path: ['price'], message: `is required for ${type} orders` });
+    return { ...rest, type, volume: v ?? 0 };
+  });
+
+/** Each classic trade operation's arguments, read into the BrokerConnection request it becomes. */
+export const TRADE_SCHEMAS = {
+  OrderSend: orderSend,
+  OrderModify: z.object({
+    ticket: ticket(), stoploss: num().optional(), takeprofit: num().optional(), price: num().optional(),
+    expiration: num().optional(), stopLimitPrice: num().optional(),
+  }),
+  OrderClose: z
+    .object({ ticket: ticket(), lots: num().optional(), volume: num().optional(), price: num().optional(), slippage: num().optional(), comment: text().optional() })
+    .transform(({ volume, lots, ...rest }) => ({ ...rest, ...((lots ?? volume) !== undefined ? { lots: lots ?? volume } : {}) })),
+  OrderDelete: z.object({ ticket: ticket() }),
+  OrderCloseBy: z.object({ ticket: ticket(), byTicket: ticket(), comment: text().optional() }),
+} satisfies Record<TradeOp, z.ZodType>;
+
+// ---- /v1/proxy order sends (both dialects read into SendArgs) ----------------------------------
+
+export interface SendArgs {
+  symbol: string;
+  type: OrderType;
+  volume: number;
+  price?: number | undefined;
+  slippage?: number | undefined;
+  stoploss?: number | undefined;
+  takeprofit?: number | undefined;
+  comment?: string | undefined;
+  magic?: number | undefined;
+  stopLimitPrice?: number | undefined;
+  expiration?: TimeArg | undefined;
+  expirationType?: number | undefined;
+  placedType?: string | number | undefined;
+}
+
+/** Consistency checks of an order that need no market data (prices on the right side, fields that belong). */
+export function checkOrder(o: SendArgs, ctx: z.RefinementCtx): void {
+  const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+  const market = isMarketType(o.type);
+  const buy = o.type.startsWith('Buy');
+  if (!market && o.price === undefined) issue('price', `required for a ${o.type} order`);
+  if (isStopLimitType(o.type)) {
+    if (o.stopLimitPrice === undefined) issue('stopLimitPrice', `required for a ${o.type} order`);
+    else if (o.price !== undefined && (buy ? o.stopLimitPrice > o.price : o.stopLimitPrice < o.price)) {
+      issue('stopLimitPrice', buy ? 'must not be above price for BuyStopLimit' : 'must not be below price for SellStopLimit');
+    }
+  } else if (o.stopLimitPrice !== undefined) issue('stopLimitPrice', 'only for stop-limit orders');
+  if (market && o.expiration !== undefined) issue('expiration', 'only for pending orders');
+  const ref = o.type === 'BuyStopLimit' || o.type === 'SellStopLimit' ? o.stopLimitPrice : o.price;
+  if (ref !== undefined) {
+    if (o.stoploss && (buy ? o.stoploss >= ref : o.stoploss <= ref)) issue('stoploss', `must be ${buy ? 'below' : 'above'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
+    if (o.takeprofit && (buy ? o.takeprofit <= ref : o.takeprofit >= ref)) issue('takeprofit', `must be ${buy ? 'above' : 'below'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
+  }
+}
