@@ -2,6 +2,8 @@
 // once, seats turning ACTIVE, a broker login going connected, the live view's quotes moving,
 // labels rendered as text, the browser-safety headers enforced by the browser itself. The
 // screenshots of every page land in test-output/dashboard/.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../src/dashboard/assets.js';
@@ -11,6 +13,45 @@ import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 let t: TestGateway;
 let browser: Browser;
 let mk: string;
+/** Pages of third parties: one origin on CORS_ORIGINS, one not. */
+let allowedSite: Server;
+let otherSite: Server;
+
+function site(): Promise<Server> {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<!doctype html><title>a trading desk on another origin</title><p>client page</p>');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+const originOf = (s: Server) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+
+/**
+ * Runs in the third-party page: /GetQuote and a trading call with the key, then /v1/stream until
+ * a QUOTE arrives. What the page could read is what the browser let through.
+ */
+const CLIENT = `async ({ gw, id, key }) => {
+  const out = {};
+  try {
+    const r = await fetch(gw + '/GetQuote?id=' + id + '&symbol=BTCUSD', { headers: { 'x-api-key': key } });
+    out.quote = { status: r.status, body: await r.json() };
+    const t = await fetch(gw + '/OrderSend?id=' + id + '&symbol=BTCUSD&operation=Buy&volume=0.01', { headers: { 'x-api-key': key, 'idempotency-key': 'browser-1' } });
+    out.trade = { status: t.status, body: await t.json() };
+  } catch (e) {
+    out.fetchError = String(e);
+  }
+  out.stream = await new Promise((resolve) => {
+    const ws = new WebSocket(gw.replace('http', 'ws') + '/v1/stream?id=' + id + '&apiKey=' + encodeURIComponent(key));
+    const timer = setTimeout(() => { ws.close(); resolve('no quote'); }, 10000);
+    ws.onopen = () => ws.send(JSON.stringify({ action: 'subscribe', symbol: 'BTCUSD' }));
+    ws.onmessage = (m) => {
+      const f = JSON.parse(m.data);
+      if (f.type === 'QUOTE') { clearTimeout(timer); ws.close(); resolve('QUOTE ' + f.data.symbol); }
+    };
+    ws.onerror = () => { clearTimeout(timer); resolve('refused'); };
+  });
+  return out;
+}`;
 
 async function signIn(page: Page, key = mk): Promise<void> {
   await page.goto(`${t.url}/dashboard`);
@@ -30,7 +71,8 @@ async function whoami(key: string): Promise<number> {
 
 beforeAll(async () => {
   // No fixed management key: the bootstrap one, which can be rotated (an env key cannot).
-  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 1_500, shards: 1 });
+  [allowedSite, otherSite] = await Promise.all([site(), site()]);
+  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 1_500, shards: 1, corsOrigins: originOf(allowedSite) });
   mk = t.managementKey;
   browser = await launchBrowser();
 }, 30_000);
@@ -38,6 +80,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await t?.stop();
+  allowedSite?.close();
+  otherSite?.close();
 });
 
 // A browser shares two cores with the gateway and the other test files: generous limits, no timing assertions.
@@ -102,6 +146,13 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await bid.waitFor({ timeout: 10_000 });
     const first = await bid.textContent();
     await expect.poll(() => bid.textContent(), { timeout: 10_000, interval: 100 }).not.toBe(first);
+    // A bot trades on the account: the position and the deal arrive over the stream.
+    const botKey = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'bot' } })).body.key as string;
+    const order = await t.req('GET', `/OrderSend?id=${seatId}&symbol=BTCUSD&operation=Buy&volume=0.05&clientOrderId=console-1`, { headers: { 'x-api-key': botKey } });
+    expect(order.status, order.text).toBe(200);
+    await page.locator('[data-testid=position-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=trade-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=balance]', { hasText: '.' }).waitFor();
     await page.locator('[data-testid=chart] canvas').first().waitFor();
     await page.waitForTimeout(300); // one more paint of the chart and tables for the screenshot
     await browser.shot(page, '3-live-account');
@@ -186,6 +237,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(newMk) })).status).toBe(200);
     // The old tab's next poll is refused: it is signed out and forgets the key.
     await oldTab.waitForSelector('[data-testid=signed-out]', { timeout: 10_000 });
+    await browser.shot(oldTab, '9-signed-out');
     expect(await oldTab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBeNull();
     // The rotating tab carries on with the new key.
     expect(await tab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(newMk);
@@ -204,6 +256,32 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.locator('[data-testid=calendar] tbody tr').first().waitFor();
     expect(await page.locator('[data-testid=calendar] tbody tr').count()).toBeGreaterThan(0);
     await browser.shot(page, '6-calendar');
+    await page.close();
+  });
+
+  it('lets a page on a listed origin call /GetQuote and stream with a read-only scoped key, and blocks one not listed', async () => {
+    const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(mk), body: { user: '60001', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    const key = (await t.req('POST', `/v1/seats/${id}/keys`, { headers: mgmt(mk), body: { label: 'browser', readOnly: true, accountScoped: true } })).body.key as string;
+    const args = JSON.stringify({ gw: t.url, id, key });
+
+    const page = await browser.page();
+    await page.goto(originOf(allowedSite));
+    const ok = await page.evaluate(`(${CLIENT})(${args})`) as Record<string, any>;
+    expect(ok.fetchError).toBeUndefined();
+    expect(ok.quote.status).toBe(200);
+    expect(ok.quote.body).toMatchObject({ symbol: 'BTCUSD' });
+    expect(typeof ok.quote.body.bid).toBe('number');
+    // Errors reach the page too, with their code: the read-only key may not trade.
+    expect(ok.trade).toEqual({ status: 403, body: expect.objectContaining({ error: 'READ_ONLY_KEY' }) });
+    expect(ok.stream).toBe('QUOTE BTCUSD');
+
+    await page.goto(originOf(otherSite));
+    const blocked = await page.evaluate(`(${CLIENT})(${args})`) as Record<string, any>;
+    expect(blocked.fetchError).toMatch(/Failed to fetch/);
+    expect(blocked.quote).toBeUndefined();
+    expect(blocked.stream).toBe('refused');
     await page.close();
   });
 

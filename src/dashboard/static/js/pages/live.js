@@ -85,13 +85,13 @@ function LiveAccount({ id, title }) {
   const [bars, setBars] = useState([]);
   const [state, setState] = useState({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0 });
   const [error, setError] = useState(null);
-  const keyRef = useRef(null);
+  const [key, setKey] = useState(null);
   const live = useRef({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0, dirty: true });
 
   const summary = usePoll(async () => {
-    if (!keyRef.current) return undefined;
-    return api.get(`/AccountSummary?id=${encodeURIComponent(id)}`, { apiKey: keyRef.current });
-  }, 2000, [id]);
+    if (!key) return undefined;
+    return api.get(`/AccountSummary?id=${encodeURIComponent(id)}`, { apiKey: key });
+  }, 2000, [id, key]);
 
   // The key, the symbol list, then the socket (reopened after a drop).
   useEffect(() => {
@@ -102,7 +102,7 @@ function LiveAccount({ id, title }) {
     const open = async (renew) => {
       try {
         const key = await liveKey(id, renew);
-        keyRef.current = key;
+        setKey(key);
         const list = await api.get(`/SymbolList?id=${encodeURIComponent(id)}`, { apiKey: key });
         const syms = (Array.isArray(list) ? list : list.symbols ?? []).map((s) => (typeof s === 'string' ? s : s.symbol)).slice(0, 12);
         setSymbols(syms);
@@ -229,7 +229,7 @@ function LiveAccount({ id, title }) {
         <h2>Positions <span class="muted small">${state.positions.length}</span></h2>
         <table data-testid="positions"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">open</th><th class="num">current</th><th class="num">profit</th></tr></thead><tbody>
           ${state.positions.length === 0 ? html`<tr><td colspan="7" class="empty">No open positions.</td></tr>` : null}
-          ${state.positions.map((p) => html`<tr><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
+          ${state.positions.map((p) => html`<tr key=${p.ticket} data-testid="position-row"><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
         </tbody></table>
       </div>
       <div class="panel">
@@ -244,7 +244,7 @@ function LiveAccount({ id, title }) {
       <h2>Trades <span class="muted small">deals since this view opened, newest first</span></h2>
       <div class="scroll"><table data-testid="trades"><thead><tr><th>time (UTC)</th><th>deal</th><th>position</th><th>symbol</th><th>type</th><th>entry</th><th class="num">volume</th><th class="num">price</th><th class="num">profit</th><th>comment</th></tr></thead><tbody>
         ${state.trades.length === 0 ? html`<tr><td colspan="10" class="empty">No trades yet.</td></tr>` : null}
-        ${state.trades.map((t) => html`<tr><td class="mono">${utc(t.timeUtc)}</td><td class="mono">${t.ticket}</td><td class="mono">${t.position}</td><td>${t.symbol}</td><td>${t.type}</td><td>${t.entry}</td><td class="num">${t.volume}</td><td class="num">${t.price}</td><td class=${`num ${t.profit >= 0 ? 'up' : 'down'}`}>${Number(t.profit).toFixed(2)}</td><td>${t.comment}</td></tr>`)}
+        ${state.trades.map((t) => html`<tr key=${t.ticket} data-testid="trade-row"><td class="mono">${utc(t.timeUtc)}</td><td class="mono">${t.ticket}</td><td class="mono">${t.position}</td><td>${t.symbol}</td><td>${t.type}</td><td>${t.entry}</td><td class="num">${t.volume}</td><td class="num">${t.price}</td><td class=${`num ${t.profit >= 0 ? 'up' : 'down'}`}>${Number(t.profit).toFixed(2)}</td><td>${t.comment}</td></tr>`)}
       </tbody></table></div>
     </div>`;
 }
