@@ -1,0 +1,152 @@
+// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N]
+// The scale of one node (issue 19): accounts created through /ConnectEx in steps up to each size
+// (creations/s of each step's first and last thousand: the last within 0.8x of the first means the
+// cost of a creation does not grow with the accounts already there), RSS growth per account from the
+// first size to the last, the gateway's idle CPU with every account connected, /GetQuote latency
+// while accounts are being created, and the cold start at the last size: SIGTERM, start again on
+// the same DATA_DIR, time until it listens and until an account answers. The gateway runs as its
+// own process (as an operator runs it), so its RSS and CPU are its own.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Histogram } from './lib/histogram.js';
+
+const arg = (name: string, def: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1]! : def;
+};
+const sizes = arg('sizes', '1000,20000,50000').split(',').map(Number);
+const concurrency = Number(arg('concurrency', '16'));
+const shards = arg('shards', '');
+const MK = 'bench-scale-management-key-0123456789';
+const ROOT = join(import.meta.dirname, '..');
+const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-scale-'));
+
+interface Gateway { child: ChildProcess; url: string; exited: Promise<void> }
+
+async function startGateway(): Promise<Gateway & { listenMs: number }> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], {
+    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, GATEWAY_MANAGEMENT_KEY: MK, LOG_LEVEL: 'info',
+      KEY_REQUESTS_PER_SEC: '10000000', KEY_ORDERS_PER_SEC: '10000000', ...(shards ? { SHARDS: shards } : {}) },
+  });
+  let out = '';
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = /"msg":"gateway listening","url":"([^"]+)"/.exec(out);
+      if (m) resolve(m[1]!);
+      if (out.length > 1_000_000) out = out.slice(-10_000);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    void exited.then(() => reject(new Error(`gateway exited before listening:\n${out.slice(-2000)}`)));
+  });
+  return { child, url, exited, listenMs: performance.now() - t0 };
+}
+
+async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown) {
+  const r = await fetch(`${base}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const json = (await r.json()) as Record<string, unknown>;
+  if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** Resident set of the gateway process (main and shard threads share it). */
+const rssBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+/** CPU seconds the process used so far (user + system). */
+const cpuSeconds = (pid: number) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
+let gw = await startGateway();
+const pid = () => gw.child.pid!;
+const key = (await call(gw.url, 'POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bench-scale' })).key as string;
+const h = { 'x-api-key': key };
+const ids: string[] = [];
+const createOne = async (n: number) => {
+  const r = await call(gw.url, 'POST', '/ConnectEx', h, { user: `scale-${n}`, password: 'pw', server: 'Sim-P5-Demo' });
+  ids.push(r.id as string);
+};
+
+// /GetQuote while the ramp runs: one request at a time on the first account.
+const quoteHist = new Histogram();
+let probing = true;
+async function probeQuotes(id: string) {
+  while (probing) {
+    const t = performance.now();
+    const r = await fetch(`${gw.url}/GetQuote?id=${id}&symbol=BTCUSD`, { headers: h });
+    await r.arrayBuffer();
+    if (r.status === 200) quoteHist.record(Math.round((performance.now() - t) * 1000));
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+await createOne(0);
+const probe = probeQuotes(ids[0]!);
+const steps: { size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number; rssMiB: number }[] = [];
+for (const size of sizes) {
+  const from = ids.length;
+  const stamps: number[] = [];
+  const t0 = performance.now();
+  let next = from;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < size) {
+      await createOne(next++);
+      stamps.push(performance.now());
+    }
+  }));
+  const n = stamps.length;
+  const rate = (a: number, b: number) => (b > a ? Math.round(((b - a) / ((stamps[b - 1]! - (a > 0 ? stamps[a - 1]! : t0)) / 1000))) : 0);
+  const k = Math.min(1000, n);
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssMiB: Math.round(rssBytes(pid()) / 1048576) });
+  console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
+}
+probing = false;
+await probe;
+
+// Idle: every account bound and connected, no requests.
+await new Promise((r) => setTimeout(r, 3000));
+const c0 = cpuSeconds(pid());
+const w0 = performance.now();
+await new Promise((r) => setTimeout(r, 10_000));
+const idleCpuPercent = Math.round(((cpuSeconds(pid()) - c0) / ((performance.now() - w0) / 1000)) * 1000) / 10;
+
+// Cold start on the same DATA_DIR with every account bound.
+gw.child.kill('SIGTERM');
+await gw.exited;
+gw = await startGateway();
+const restartT0 = performance.now() - gw.listenMs;
+const last = ids[ids.length - 1]!;
+for (;;) {
+  const r = await fetch(`${gw.url}/AccountSummary?id=${last}`, { headers: h });
+  await r.arrayBuffer();
+  if (r.status === 200) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+const servingMs = performance.now() - restartT0;
+gw.child.kill('SIGTERM');
+await gw.exited;
+rmSync(dataDir, { recursive: true, force: true });
+
+const first = steps[0]!;
+const lastStep = steps[steps.length - 1]!;
+const rssPerAccountKiB = lastStep.size > first.size ? Math.round(((lastStep.rssMiB - first.rssMiB) * 1024) / (lastStep.size - first.size) * 10) / 10 : null;
+const q = quoteHist.summary();
+const summary = {
+  bench: 'scale',
+  sizes,
+  steps,
+  // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
+  creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
+  rssPerAccountKiB,
+  idleCpuPercentOfCore: idleCpuPercent,
+  coldStart: { accounts: ids.length, listenMs: Math.round(gw.listenMs), servingMs: Math.round(servingMs) },
+  getQuoteDuringRampUs: q,
+  targets: { creationRateLastOverFirstMin: 0.8, rssPerAccountKiBMax: 12, coldStartServingMsMax: 10_000 },
+};
+console.log(JSON.stringify(summary));
