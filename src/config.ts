@@ -39,6 +39,11 @@ export const configSchema = z.object({
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
   bridgeUrl: z.string().regex(/^(tcp:\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port').optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
+  /** Free space DATA_DIR's file system must keep (MiB); below it trading calls answer 503
+   *  STORAGE_UNAVAILABLE before anything is sent (src/store/storageHealth.ts). */
+  storageMinFreeMb: z.coerce.number().min(0).max(1_000_000).default(16),
+  /** How often the free space is looked at (also the most a refusal can outlast freed space). */
+  storageCheckMs: int(10, 600_000).default(1_000),
   /** Origins of browser pages allowed to call the API (CORS) and open its WebSockets: comma-separated
    *  scheme://host[:port]; default none (docs/dashboard.md). */
   corsOrigins: z.union([z.string(), z.array(z.string())]).default([]).transform((v, ctx) => {
@@ -98,7 +103,7 @@ const ENV: Record<string, keyof Config> = {
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
-  CORS_ORIGINS: 'corsOrigins',
+  CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
 };
 
 export class ConfigError extends Error {}

@@ -41,6 +41,8 @@ export const ERROR_STATUS = {
   NOT_ON_THIS_TERMINAL: 501,
   NOT_CONNECTED: 503,
   SERVICE_UNAVAILABLE: 503,
+  /** DATA_DIR's file system is full (src/store/storageHealth.ts): nothing could be recorded, so nothing was sent. */
+  STORAGE_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -85,9 +87,21 @@ export function apiError(code: ErrorCode, message: string, opts?: ApiErrorOption
   return new ApiError(code, message, opts);
 }
 
-/** Anything thrown that is not an ApiError is an internal fault: its text is logged, never shown. */
+/** Whether an error is a write that failed for lack of space: SQLite's SQLITE_FULL, or ENOSPC/EDQUOT from the file system. */
+export function isStorageFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+/** Anything thrown that is not an ApiError is an internal fault: its text is logged, never shown.
+ *  Except a full disk, which the operator can fix and the client can retry after: 503. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (isStorageFull(err)) {
+    return new ApiError('STORAGE_UNAVAILABLE', "the gateway's disk (DATA_DIR) is full: the request could not be recorded, so it was not carried out; retry once the operator has freed space", {
+      cause: err, headers: { 'retry-after': '5' },
+    });
+  }
   return new ApiError('INTERNAL_ERROR', 'internal error', { cause: err });
 }
 

@@ -34,6 +34,7 @@ import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCom
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet } from './runtime/shardSet.js';
 import type { Services } from './services.js';
+import { StorageHealth } from './store/storageHealth.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
 import { startCheckpointer } from './store/checkpointer.js';
@@ -133,8 +134,11 @@ async function start(
   });
   await shards.start();
 
+  const storage = new StorageHealth({
+    dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
+  }).start();
   const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
-    audit: new AuditStore(db), keyUsage, rateLimits, bootstrapFile: boot.bootstrapFile };
+    audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile };
   const metrics = new Metrics();
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
@@ -142,6 +146,9 @@ async function start(
   const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
+  metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));
+  metrics.gauge('tagw_storage_free_bytes', () => storage.status().freeBytes ?? -1);
+  metrics.counter('tagw_storage_full_episodes_total', () => storage.episodes);
   metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
 
   const routes: AnyRoute[] = [];
@@ -154,7 +161,7 @@ async function start(
   routes.push(...socketRoutes());
   routes.push(...statusRoutes(services, connections, startedAt));
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, trustProxy: config.trustProxy, inflight, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
+  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, trustProxy: config.trustProxy, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       // The action is done: a failed audit write is logged, not turned into an error reply.
       try {
@@ -200,6 +207,7 @@ async function start(
       while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
       await shards.close();
+      storage.stop();
       keyUsage.stop();
       try {
         keyUsage.flush();

@@ -9,6 +9,7 @@ import type { Db } from './store/db.js';
 import type { KeyRateLimiter } from './auth/keyRateLimit.js';
 import type { KeyUsage } from './auth/keyUsage.js';
 import type { AuditStore } from './store/audit.js';
+import type { StorageHealth } from './store/storageHealth.js';
 import type { TenancyStore } from './store/tenancy.js';
 
 export interface Services {
@@ -29,6 +30,8 @@ export interface Services {
   keyUsage: KeyUsage;
   /** Per-key requests/s and orders/s; forget() a key after changing its overrides. */
   rateLimits: KeyRateLimiter;
+  /** Whether DATA_DIR can take writes: trading calls check it before anything is recorded or sent. */
+  storage: StorageHealth;
   /** Where this start keeps its management key file (rewritten when that key is rotated). */
   bootstrapFile: string;
 }

@@ -33,6 +33,8 @@ export interface HttpDeps {
   limits?: KeyRateLimiter;
   /** Records a successful management action (routes with `audit`). */
   audit?: (entry: AuditEntry) => void;
+  /** Told when a request failed because DATA_DIR is full (its episode starts there if not already). */
+  storage?: { reportFull(reason: string): void };
   /** Tracks requests in flight so shutdown can drain them. */
   inflight: { count: number; draining: boolean };
 }
@@ -279,6 +281,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
       deps.log.error('request failed', { route: route.path, code: e.code, err: e.cause ?? e });
     }
+    if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
     noteRefusal(deps, req.ip, e);
     sendError(sink, e, closesConnection(e));
   } finally {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Clock } from '../../src/auth/throttle.js';
 import { parseConfig, type ConfigInput } from '../../src/config.js';
 import { startGateway, type Gateway } from '../../src/gateway.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/log.js';
 
 export interface TestGateway {
   gw: Gateway;
@@ -38,14 +38,14 @@ export const TEST_MANAGEMENT_KEY = 'test-management-key-0123456789abcdef';
 
 export async function startTestGateway(
   overrides: ConfigInput = {},
-  opts: { clock?: Clock; dataDir?: string } = {},
+  opts: { clock?: Clock; dataDir?: string; log?: Logger } = {},
 ): Promise<TestGateway> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tagw-test-'));
   const config = parseConfig({
     host: '127.0.0.1', port: 0, dataDir, shards: 2, logLevel: 'silent', managementKey: TEST_MANAGEMENT_KEY,
     seatBuildMs: 300, drainTimeoutMs: 2_000, ...overrides,
   });
-  const gwOpts: Parameters<typeof startGateway>[1] = { log: createLogger('silent') };
+  const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent') };
   if (opts.clock) gwOpts.clock = opts.clock;
   const gw = await startGateway(config, gwOpts);
   const url = `http://127.0.0.1:${gw.port}`;

@@ -244,7 +244,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
       // Strict: a parameter the route does not take is a 400 INVALID_PARAMETER, nothing sent
       // (`stopLoss=` for `stoploss=` opened a position without its stop-loss). Read routes stay lenient.
       query: withAliases({ ...idFields, ...tradeFields[op] }, true), response: CLASSIC_RESPONSES[op]!,
-      errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL'],
+      errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL', 'STORAGE_UNAVAILABLE'],
       handler: async ({ query: q, principal, req }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
         const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };
@@ -254,6 +254,8 @@ export function classicRoutes(s: Services): AnyRoute[] {
           throw apiError('BAD_REQUEST', 'clientOrderId and Idempotency-Key differ: send one of them');
         }
         const clientOrderId = fromQuery ?? fromHeader;
+        // A full disk: refused before the idempotency record or the broker sees it.
+        s.storage.assertWritable();
         for (const k of ['id', 'accountId', 'clientOrderId']) delete args[k];
         if (args.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = args.stoplimit;
         delete args.stoplimit;

@@ -17,13 +17,21 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
       handler: () => ({ body: { status: 'ok' } }),
     }),
     defineRoute({
-      method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: 'Readiness: store open and every shard up (503 otherwise)',
-      response: z.object({ ready: z.boolean(), store: z.boolean(), shards: z.number(), shardsUp: z.boolean() }),
+      method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: "Readiness: store open, every shard up and DATA_DIR's disk not full (503 otherwise)",
+      response: z.object({
+        ready: z.boolean(), store: z.boolean(), shards: z.number(), shardsUp: z.boolean(),
+        storage: z.object({
+          available: z.boolean().describe('False while DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE'),
+          freeBytes: z.number().nullable().describe('Free bytes of the file system holding DATA_DIR at the last check'),
+          fullSince: z.number().optional().describe('When the disk was found full (epoch ms)'),
+        }),
+      }),
       handler: () => {
         const store = s.db.open;
         const shardsUp = s.shards.allReady();
-        const ready = store && shardsUp;
-        return { status: ready ? 200 : 503, body: { ready, store, shards: s.shards.size, shardsUp } };
+        const storage = s.storage.status();
+        const ready = store && shardsUp && storage.available;
+        return { status: ready ? 200 : 503, body: { ready, store, shards: s.shards.size, shardsUp, storage } };
       },
     }),
     defineRoute({

@@ -69,6 +69,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       if (headers['idempotency-key'] !== undefined) {
         throw apiError('BAD_REQUEST', 'header Idempotency-Key: gateway trade operations take no idempotency id, so nothing was sent; for an idempotent order use the classic /OrderSend with clientOrderId');
       }
+      s.storage.assertWritable();
     }
     // Every key of the customer shares the account's one session (SPEC §3): a read-only key (a
     // dashboard, say) must not end it under the bot that trades with it.
@@ -94,7 +95,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       orders: def.kind === 'trade',
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
-        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }));
   routes.push(defineRoute({

@@ -1,0 +1,118 @@
+// Whether DATA_DIR can take writes. A full disk must not turn an order into a 500 "internal error"
+// or into an order the gateway could not record: while the file system holding DATA_DIR has less
+// than the reserve free, or since a write failed for lack of space (SQLITE_FULL, ENOSPC), trading
+// calls are refused with 503 STORAGE_UNAVAILABLE before anything is sent, /readyz answers 503 and
+// /metrics shows it. A check every `checkMs` ends the episode by itself once space is back. One log
+// line when an episode starts and one when it ends, however many requests it refused.
+import { statfsSync } from 'node:fs';
+import { apiError, type ApiError } from '../errors.js';
+import type { Logger } from '../log.js';
+
+export interface StorageHealthOptions {
+  dir: string;
+  /** Free bytes below which the disk counts as full (SQLite needs room to grow its WAL and checkpoint it). */
+  minFreeBytes: number;
+  /** How old the last look at the file system may be before a caller's question refreshes it; also the background check's period. */
+  checkMs: number;
+  log: Logger;
+  now: () => number;
+  /** Free bytes of the file system holding `dir`, as an unprivileged process may use them (injected in unit tests). */
+  freeBytes?: (dir: string) => number;
+}
+
+export interface StorageStatus {
+  available: boolean;
+  /** At the last check; null if the file system could not be asked. */
+  freeBytes: number | null;
+  /** When the current episode began (ms), when the disk is full. */
+  fullSince?: number;
+}
+
+const statfsFree = (dir: string) => {
+  const s = statfsSync(dir);
+  return s.bavail * s.bsize;
+};
+
+export class StorageHealth {
+  private full: { since: number; reason: string } | undefined;
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  private free: number | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  /** Episodes of a full disk since start (a counter in /metrics). */
+  episodes = 0;
+
+  constructor(private readonly o: StorageHealthOptions) {}
+
+  start(): this {
+    this.check();
+    this.timer = setInterval(() => this.check(), this.o.checkMs);
+    this.timer.unref();
+    return this;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Looks at the file system now. */
+  check(): void {
+    this.checkedAt = this.o.now();
+    try {
+      this.free = (this.o.freeBytes ?? statfsFree)(this.o.dir);
+    } catch (err) {
+      // Not knowing is not "full": writes will tell (reportFull) if it is.
+      this.free = null;
+      this.o.log.warn('cannot read the free space of DATA_DIR', { dir: this.o.dir, err: err instanceof Error ? err.message : String(err) });
+      return;
+    }
+    if (this.free < this.o.minFreeBytes) this.enter(`${mb(this.free)} free, below the ${mb(this.o.minFreeBytes)} reserve`);
+    else if (this.full) this.leave();
+  }
+
+  /** A write failed for lack of space: full until a later check finds room. */
+  reportFull(reason: string): void {
+    if (this.full) return;
+    this.checkedAt = this.o.now();
+    this.enter(reason);
+  }
+
+  /** Whether writes may go ahead; refreshed from the file system when the last look is older than checkMs. */
+  available(): boolean {
+    if (this.o.now() - this.checkedAt >= this.o.checkMs) this.check();
+    return this.full === undefined;
+  }
+
+  status(): StorageStatus {
+    const available = this.available();
+    return { available, freeBytes: this.free, ...(this.full ? { fullSince: this.full.since } : {}) };
+  }
+
+  /** Throws 503 STORAGE_UNAVAILABLE while the disk is full: called before a trade is recorded or sent. */
+  assertWritable(): void {
+    if (!this.available()) throw storageUnavailable(this.full!.reason, this.o.checkMs);
+  }
+
+  private enter(reason: string): void {
+    if (this.full) return;
+    this.full = { since: this.o.now(), reason };
+    this.episodes++;
+    this.o.log.error('DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE (nothing is sent) until space is freed', { dir: this.o.dir, reason });
+  }
+
+  private leave(): void {
+    const since = this.full!.since;
+    this.full = undefined;
+    this.o.log.info('DATA_DIR has room again: trading resumed', { dir: this.o.dir, free: this.free === null ? null : mb(this.free), fullForMs: this.o.now() - since });
+  }
+}
+
+function mb(bytes: number): string {
+  return `${(bytes / 1_048_576).toFixed(1)} MiB`;
+}
+
+/** The 503 of a full disk, with a message an operator can act on. */
+export function storageUnavailable(reason: string, retryMs = 5_000): ApiError {
+  return apiError('STORAGE_UNAVAILABLE', `the gateway's disk (DATA_DIR) is full (${reason}): nothing was recorded or sent to the broker; the operator must free space, then retry`, {
+    headers: { 'retry-after': String(Math.max(1, Math.ceil(retryMs / 1000))) },
+  });
+}
