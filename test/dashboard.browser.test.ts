@@ -156,6 +156,13 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.locator('[data-testid=chart] canvas').first().waitFor();
     await page.waitForTimeout(300); // one more paint of the chart and tables for the screenshot
     await browser.shot(page, '3-live-account');
+    await go(page, '/overview');
+    await page.locator('[data-testid=families] td', { hasText: 'classic' }).waitFor();
+    // A second scrape gives rates and a first point on the throughput chart.
+    await page.locator('[data-testid=families] td.num', { hasText: /^\d+\.\d$/ }).first().waitFor();
+    await page.locator('[data-testid=throughput] canvas').waitFor();
+    await page.locator('[data-testid=throughput][data-points="3"]').waitFor(); // a line, for the screenshot
+    await browser.shot(page, '5-overview-busy');
     // The live view streams with a read-only key scoped to this account, created for itself.
     const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
     const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });

@@ -3,11 +3,16 @@
 // account (SPEC §5.10), which it creates for itself once per tab and account; the management key
 // never goes near the stream.
 import { api, session } from '../api.js';
-import { html, useEffect, useRef, useState } from '../lib.js';
+import { html, useEffect, useMemo, useRef, useState } from '../lib.js';
 import { Badge, Err, short, Top, usePoll, utc } from '../ui.js';
-import uPlot from '/dashboard/vendor/uplot.js';
+import { TimeChart } from '../chart.js';
 
 const MAX_TRADES = 50;
+const PRICE_SERIES = [
+  { label: 'close', stroke: '#38bdf8' },
+  { label: 'high', stroke: 'rgba(34,197,94,.45)', width: 1 },
+  { label: 'low', stroke: 'rgba(239,68,68,.45)', width: 1 },
+];
 
 /** Creations under way, by account: the socket and the chart ask at the same time, and get one key. */
 const creating = new Map();
@@ -42,41 +47,6 @@ function Picker() {
       ${(data ?? []).map((s) => html`<tr><td class="mono">${s.id}</td><td>${s.conn.platform} · ${s.conn.server}</td><td><${Badge} value=${s.conn.phase} /></td>
         <td class="actions"><a class="btn sm" href=${`#/live/${s.id}`} data-testid="pick-live">Open</a></td></tr>`)}
     </tbody></table></div>`;
-}
-
-/** The chart: uPlot owns its canvas; bars are replaced or appended in place. */
-function Chart({ bars, symbol }) {
-  const box = useRef(null);
-  const plot = useRef(null);
-  useEffect(() => {
-    const el = box.current;
-    const opts = {
-      width: Math.max(300, el.clientWidth), height: 300,
-      scales: { x: { time: true } },
-      // Bar times are broker server time: shown as they are, not shifted into the browser's zone.
-      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
-      axes: [
-        { stroke: '#8b9ab5', grid: { stroke: '#1c2742' }, ticks: { stroke: '#23304d' } },
-        { stroke: '#8b9ab5', grid: { stroke: '#1c2742' }, ticks: { stroke: '#23304d' }, size: 70 },
-      ],
-      series: [
-        { label: 'server time', value: (u, v) => (v == null ? '—' : new Date(v * 1000).toISOString().slice(11, 16)) },
-        { label: 'close', stroke: '#38bdf8', width: 1.5 },
-        { label: 'high', stroke: 'rgba(34,197,94,.45)', width: 1 },
-        { label: 'low', stroke: 'rgba(239,68,68,.45)', width: 1 },
-      ],
-      legend: { live: true },
-    };
-    plot.current = new uPlot(opts, [[], [], [], []], el);
-    const onResize = () => plot.current?.setSize({ width: Math.max(300, el.clientWidth), height: 300 });
-    addEventListener('resize', onResize);
-    return () => { removeEventListener('resize', onResize); plot.current?.destroy(); plot.current = null; };
-  }, [symbol]);
-  useEffect(() => {
-    if (!plot.current) return;
-    plot.current.setData([bars.map((b) => b.t), bars.map((b) => b.close), bars.map((b) => b.high), bars.map((b) => b.low)]);
-  }, [bars]);
-  return html`<div ref=${box} class="chart" data-testid="chart"></div>`;
 }
 
 function LiveAccount({ id, title }) {
@@ -189,6 +159,7 @@ function LiveAccount({ id, title }) {
     return () => { stop = true; };
   }, [id, chartSymbol]);
 
+  const chartData = useMemo(() => [bars.map((b) => b.t), bars.map((b) => b.close), bars.map((b) => b.high), bars.map((b) => b.low)], [bars]);
   const acc = summary.data;
   const quotes = symbols.map((s) => state.quotes[s]).filter(Boolean);
   return html`
@@ -206,7 +177,7 @@ function LiveAccount({ id, title }) {
     <div class="grid g3">
       <div class="panel span2">
         <h2>${chartSymbol} · M1 <span class="tabs">${symbols.map((s) => html`<button class=${`sm${s === chartSymbol ? ' on' : ''}`} onClick=${() => { setBars([]); setChartSymbol(s); }}>${s}</button>`)}</span></h2>
-        <${Chart} bars=${bars} symbol=${chartSymbol} />
+        <${TimeChart} key=${chartSymbol} testid="chart" xLabel="server time" series=${PRICE_SERIES} data=${chartData} />
       </div>
       <div class="panel">
         <h2>Quotes</h2>

@@ -1,11 +1,15 @@
 // Overview: the gateway's own figures, refreshed every 2 s: /v1/status (version, uptime, shards,
 // accounts per connection phase) and /metrics (request rates and p99 per route family, stream).
 import { api, metricsText } from '../api.js';
+import { TimeChart } from '../chart.js';
 import { html, useRef } from '../lib.js';
 import { byLabel, families, familyStats, parseProm, value } from '../prom.js';
 import { Badge, duration, Err, ms, Top, usePoll } from '../ui.js';
 
 const PHASES = ['connected', 'connecting', 'reconnecting', 'refused'];
+/** Points kept for the throughput chart: 5 minutes at one scrape every 2 s. */
+const POINTS = 150;
+const COLORS = { classic: '#38bdf8', gateway: '#a78bfa', provisioning: '#f59e0b', news: '#22c55e', ops: '#64748b', stream: '#f472b6' };
 
 export function Overview({ title }) {
   const prev = useRef(null);
@@ -15,11 +19,24 @@ export function Overview({ title }) {
     const fam = families(samples);
     const now = performance.now();
     const stats = familyStats(prev.current?.fam, fam, prev.current ? (now - prev.current.t) / 1000 : 0);
-    prev.current = { fam, t: now };
-    return { status, samples, stats };
+    const series = prev.current?.series ?? { t: [], byFamily: {} };
+    if (prev.current) {
+      // One point per scrape: each family's rate over the last interval (0 for a family not seen yet).
+      series.t.push(Math.round(Date.now() / 1000));
+      for (const r of stats) (series.byFamily[r.family] ??= new Array(series.t.length - 1).fill(0)).push(r.rate ?? 0);
+      for (const ys of Object.values(series.byFamily)) while (ys.length < series.t.length) ys.push(0);
+      if (series.t.length > POINTS) {
+        series.t.splice(0, series.t.length - POINTS);
+        for (const ys of Object.values(series.byFamily)) ys.splice(0, ys.length - POINTS);
+      }
+    }
+    prev.current = { fam, t: now, series };
+    const names = Object.keys(series.byFamily).sort();
+    const chart = { series: names.map((n) => ({ label: n, stroke: COLORS[n] ?? '#e2e8f0' })), data: [[...series.t], ...names.map((n) => [...series.byFamily[n]])] };
+    return { status, samples, stats, chart };
   }, 2000);
   if (!data) return html`<${Top} title=${title} /><${Err} error=${error} />${error ? null : html`<p class="muted">Loading…</p>`}`;
-  const { status, samples, stats } = data;
+  const { status, samples, stats, chart } = data;
   const phases = status.accounts ?? {};
   const shardsUp = status.shards.filter((s) => s.ready).length;
   const sockets = value(samples, 'tagw_stream_sockets') ?? 0;
@@ -61,6 +78,10 @@ export function Overview({ title }) {
           <tr><td>quotes published</td><td class="num">${quotes ?? '—'}</td></tr>
         </tbody></table>
       </div>
+    </div>
+    <div class="panel">
+      <h2>Requests per second by route family <span class="muted small">last 5 minutes, UTC</span></h2>
+      <${TimeChart} testid="throughput" height=${180} windowSec=${300} yFromZero=${true} series=${chart.series} data=${chart.data} yValue=${(v) => v.toFixed(1)} />
     </div>
     <div class="panel">
       <h2>Requests per route family <span class="muted small">p99 over the last 2 s (since start when idle)</span></h2>
