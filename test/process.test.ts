@@ -245,7 +245,7 @@ describe('process', () => {
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{"servers": 5}');
-    const SIM = join(ROOT, 'src', 'sim', 'server.ts');
+    const SIM = join(ROOT, 'src', 'simServer.ts');
     for (const [args, message] of [
       [['--port', 'abc'], /--port abc: expected a port number/],
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],

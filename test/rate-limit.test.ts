@@ -41,7 +41,7 @@ describe('token bucket', () => {
         now += wait;
         expect(take(b, rate, burst, now)).toBe(0);
       }
-    }));
+    }), { examples: [[1, [0, 688, 0]]] }); // 0.688 tokens at 1/s: a rounding error announced 313 ms for 312
   });
 
   it('a client that keeps to the rate is never refused; a full bucket takes exactly `burst` at once', () => {

@@ -26,5 +26,12 @@ export function take(b: Bucket, rate: number, burst: number, now: number): numbe
     b.tokens = Math.max(0, b.tokens - 1);
     return 0;
   }
-  return Math.max(1, Math.ceil(((1 - b.tokens) * 1000) / rate));
+  // The smallest whole wait after which take() finds the token, computed with the same float
+  // expression take() uses: the plain ceil was 1 ms long when (1 - tokens) carried a rounding error
+  // (0.688 tokens at 1/s announced 313 ms, and the token was there at 312).
+  const has = (w: number) => b.tokens + (w * rate) / 1000 >= 1 - EPS;
+  let w = Math.max(1, Math.ceil(((1 - b.tokens) * 1000) / rate));
+  while (!has(w)) w++;
+  while (w > 1 && has(w - 1)) w--;
+  return w;
 }
