@@ -28,7 +28,7 @@ import { parseConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from '../src/sim/config.js';
-import { frame, quoteData } from '../src/stream/frames.js';
+import { marketFrame, quoteData } from '../src/stream/frames.js';
 import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import type { ClientJob } from './streamClient.js';
 import { nowMs, StreamHist, TurnHist, type HistData } from './streamHist.js';
@@ -304,7 +304,7 @@ async function main() {
         emit: (tick) => {
           const seq = (bareSeq.get(tick.symbol) ?? 0) + 1;
           bareSeq.set(tick.symbol, seq);
-          bare.publish(tick.symbol, frame('QUOTE', seq, quoteData(tick, clock, Date.now())));
+          bare.publish(tick.symbol, marketFrame('QUOTE', seq, gw.stream.marketEpoch, quoteData(tick, clock, Date.now())));
         },
       },
       { clients: gc, emit: (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } }) },

@@ -74,6 +74,11 @@ export const configSchema = z.object({
   streamSnapshotTimeoutMs: int(100, 120_000).default(15_000),
   /** How often open /v1/stream sockets re-check that their API key is not revoked. */
   streamKeyCheckMs: int(50, 600_000).default(5_000),
+  /** Resume history per account (docs/stream.md "History"): at most this many account events, none
+   *  older than this; an account's stream is kept this long after its last socket closed. Defaults
+   *  cover a 60 s disconnect of a busy account (100 events/s). */
+  streamHistoryMaxEvents: int(1, 1_000_000).default(10_000),
+  streamHistoryMaxAgeMs: int(100, 86_400_000).default(120_000),
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
@@ -103,6 +108,7 @@ const ENV: Record<string, keyof Config> = {
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
+  STREAM_HISTORY_MAX_EVENTS: 'streamHistoryMaxEvents', STREAM_HISTORY_MAX_AGE_MS: 'streamHistoryMaxAgeMs',
   CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
 };
 

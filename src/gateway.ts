@@ -42,6 +42,7 @@ import { AccountStore } from './store/accounts.js';
 import { AuditStore } from './store/audit.js';
 import { lockDataDir } from './store/dataDirLock.js';
 import { dbPath, openDb } from './store/db.js';
+import { StreamHistoryStore } from './store/streamHistory.js';
 import { TenancyStore } from './store/tenancy.js';
 
 export interface GatewayOptions {
@@ -143,7 +144,9 @@ async function start(
   const inflight = { count: 0, draining: false };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
-  const streamHub = (stream = new StreamHub({ config, auth, throttle, tenancy, shards, log, inflight, bindingOf: (id) => bindings.get(id) }));
+  const streamHub = (stream = new StreamHub({
+    config, auth, throttle, tenancy, shards, log, inflight, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
+  }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
   metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));

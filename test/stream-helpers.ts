@@ -1,7 +1,30 @@
 // WebSocket client helpers for the /v1/stream tests: a real `ws` client that records every frame.
+import { expect } from 'vitest';
 import WebSocket from 'ws';
 
-export interface Frame { type: string; seq: number; data: any }
+export interface Frame { type: string; seq: number; epoch?: string; data: any }
+
+const ACCOUNT_FRAMES = new Set(['POSITIONS', 'ORDERS', 'TRADE']);
+const MARKET_FRAMES = new Set(['QUOTE', 'CANDLE']);
+
+/**
+ * The socket's account stream has no gap (docs/stream.md): one epoch, the initial POSITIONS/ORDERS
+ * snapshot pair on one seq, every later account frame one above the one before; control frames
+ * carry no seq and no epoch.
+ */
+export function expectAccountStream(frames: readonly Frame[]): Frame[] {
+  const acc = frames.filter((f) => ACCOUNT_FRAMES.has(f.type));
+  acc.forEach((f, i) => {
+    expect(typeof f.epoch, JSON.stringify(f).slice(0, 200)).toBe('string');
+    expect(f.epoch).toBe(acc[0]!.epoch);
+    if (i === 0) return;
+    const p = acc[i - 1]!;
+    const pair = i === 1 && p.type === 'POSITIONS' && p.data.snapshot === true && f.type === 'ORDERS' && f.data.snapshot === true;
+    expect(f.seq, `${f.type} after ${p.type} ${p.seq}`).toBe(pair ? p.seq : p.seq + 1);
+  });
+  for (const f of frames) if (!ACCOUNT_FRAMES.has(f.type) && !MARKET_FRAMES.has(f.type)) expect(f).not.toHaveProperty('seq');
+  return acc;
+}
 
 export interface Refused { refused: true; status: number; headers: Record<string, string | string[] | undefined>; body: any }
 

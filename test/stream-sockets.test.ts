@@ -12,7 +12,7 @@ let key: string;
 let id: string;
 
 beforeAll(async () => {
-  t = await startTestGateway();
+  t = await startTestGateway({ streamHistoryMaxAgeMs: 300 });
   const h = mgmt(t.managementKey);
   id = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'upgrader', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
   key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'k' } })).body.key;
@@ -46,7 +46,8 @@ describe('upgrading beside an open socket of the same account', () => {
     expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades + 2);
     await b.close();
     await c.close();
-    // Every stream.open was paired with a stream.close: the account's state is gone...
+    // Every stream.open was paired with a stream.close (the last one after the history hold,
+    // streamHistoryMaxAgeMs): the account's state is gone...
     const deadline = Date.now() + 5_000;
     while (t.gw.stream.stats().accounts > s0.accounts && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(t.gw.stream.stats()).toMatchObject({ sockets: s0.sockets, accounts: s0.accounts });

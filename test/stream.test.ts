@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toServerTime } from '../src/market/serverClock.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
+import { expectAccountStream, mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
 
 const HB_MS = 250;
 let t: TestGateway;
@@ -42,8 +42,9 @@ describe('snapshots after connecting', () => {
   it('P5: POSITIONS then ORDERS with snapshot:true come first', async () => {
     const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
     await c.until((x) => x.frames.length >= 2, 8_000, 'two snapshot frames');
-    expect(c.frames[0]).toMatchObject({ type: 'POSITIONS', seq: 1, data: { snapshot: true } });
-    expect(c.frames[1]).toMatchObject({ type: 'ORDERS', seq: 2, data: { snapshot: true } });
+    // One position in the account stream for the pair: the seq of the last event they contain.
+    expect(c.frames[0]).toMatchObject({ type: 'POSITIONS', seq: expect.any(Number), epoch: expect.stringMatching(/^[A-Za-z0-9_-]{1,32}$/), data: { snapshot: true } });
+    expect(c.frames[1]).toMatchObject({ type: 'ORDERS', seq: c.frames[0]!.seq, epoch: c.frames[0]!.epoch, data: { snapshot: true } });
     expect(Array.isArray(c.frames[0]!.data.positions)).toBe(true);
     expect(Array.isArray(c.frames[1]!.data.orders)).toBe(true);
   });
@@ -76,9 +77,10 @@ describe('quotes and subscriptions', () => {
       }
       // A fast reader sees the symbol's quotes without gaps.
       for (let i = 1; i < qs.length; i++) expect(qs[i]!.seq).toBe(qs[i - 1]!.seq + 1);
-      // The socket's own frames count separately, from 1.
-      const own = c.frames.filter((f) => f.type !== 'QUOTE' && f.type !== 'CANDLE');
-      own.forEach((f, i) => expect(f.seq).toBe(i + 1));
+      // Every QUOTE carries the gateway's market epoch; account frames count separately, control frames not at all.
+      expect(new Set(qs.map((q) => q.epoch)).size).toBe(1);
+      expect(qs[0]!.epoch).toMatch(/^[A-Za-z0-9_-]{1,32}$/);
+      expectAccountStream(c.frames);
     });
   }
 
@@ -284,8 +286,8 @@ describe('state frames', () => {
     const o = ord.data.orders.find((x: { type: string }) => x.type === 'BuyLimit');
     expect(o).toBeDefined();
     expect(new Date(o.timeSetupUtc).getTime()).toBeGreaterThan(0);
-    // Every state frame on the socket's own counter, no gaps.
-    c.frames.filter((f) => f.type !== 'QUOTE' && f.type !== 'CANDLE').forEach((f, i) => expect(f.seq).toBe(i + 1));
+    // Every account frame on the account's counter, no gaps.
+    expectAccountStream(c.frames);
   });
 
   it('P4: POSITIONS and TRADE, never ORDERS', async () => {

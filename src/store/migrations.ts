@@ -148,6 +148,23 @@ export const MIGRATIONS: readonly Migration[] = [
   CREATE INDEX account_bindings_login ON account_bindings(server, login, created_at);
   CREATE INDEX customers_name ON customers(name, created_at);
   ` },
+  // 7: /v1/stream resume (src/store/streamHistory.ts): per account its epoch and last seq, and the
+  // recent account events as the frames sent (docs/stream.md "History").
+  { name: 'stream history: account epochs and recent account events', sql: `
+  CREATE TABLE stream_epochs (
+    account_id TEXT PRIMARY KEY,
+    epoch TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    alive_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE stream_history (
+    account_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    frame TEXT NOT NULL,
+    PRIMARY KEY (account_id, seq)
+  ) WITHOUT ROWID;
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

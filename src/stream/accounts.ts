@@ -1,21 +1,20 @@
 // Account streams of /v1/stream (main thread): which accounts have stream state here, the pairing of
-// stream.open/stream.close with the shard, the account events (POSITIONS, ORDERS, TRADE, connection
-// phase) and the P5 snapshots, the per-account reference counts of symbols and timeframes, and
-// shard restarts.
+// stream.open/stream.close with the shard, how long an account's stream is kept without sockets (so
+// a client that reconnects misses nothing), its history's lifecycle (loaded, picked up after a
+// restart, dropped when continuity is lost), the per-account reference counts of symbols and
+// timeframes, and shard restarts. The events themselves: accountEvents.ts.
 import type { Config } from '../config.js';
-import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Timeframe } from '../market/timeframes.js';
+import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
 import type { ShardSet } from '../runtime/shardSet.js';
+import type { StreamHistoryStore } from '../store/streamHistory.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { ordersData, positionsData, tradeData } from './frames.js';
+import { AccountHistory, newEpoch } from './history.js';
 import type { Outbox } from './outbox.js';
-import type { AccountState, Sock } from './state.js';
+import type { AccountState } from './state.js';
 import type { Topics } from './topics.js';
-import {
-  STREAM_EVENT, type OrdersEventData, type PhaseEventData, type PositionsEventData, type StreamEvent, type StreamOpenResult,
-} from '../runtime/hosts/streamCommands.js';
 
 export interface AccountStreamDeps {
   config: Config;
@@ -23,6 +22,8 @@ export interface AccountStreamDeps {
   tenancy: TenancyStore;
   log: Logger;
   inflight: { draining: boolean };
+  /** Where account histories are kept across restarts. */
+  history: StreamHistoryStore;
   /** The broker login bound to an account, from this thread's own database connection. */
   bindingOf?: (accountId: string) => { platform: 'P4' | 'P5'; server: string } | undefined;
 }
@@ -30,11 +31,46 @@ export interface AccountStreamDeps {
 export class AccountStreams {
   readonly accounts = new Map<string, AccountState>();
   readonly activeSeats = new Set<string>();
+  /** Called when an account's stream is open at the shard with no resync done yet (accountEvents). */
+  onOpened: (acc: AccountState) => void = () => undefined;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {}
 
+  private get limits() {
+    return { maxEvents: this.deps.config.streamHistoryMaxEvents, maxAgeMs: this.deps.config.streamHistoryMaxAgeMs };
+  }
+
   private threadOf(id: string): number | undefined {
     return this.deps.shards.threadId(this.deps.shards.shardFor(id));
+  }
+
+  /** A new account state, its history picked up from the store when it was kept until recently. */
+  private create(id: string, platform: AccountState['platform'], server: string, phase: AccountState['phase']): AccountState {
+    const now = Date.now();
+    const stored = this.deps.history.load(id);
+    let history: AccountHistory;
+    let needsResync = false;
+    if (stored && stored.aliveAt >= now - this.limits.maxAgeMs) {
+      history = new AccountHistory(stored.epoch, stored.seq, this.limits, stored.entries);
+      history.trim(now);
+      needsResync = true; // what happened while nobody listened did not arrive as events
+    } else {
+      if (stored) this.deps.history.drop(id);
+      history = new AccountHistory(newEpoch(now), 0, this.limits);
+    }
+    return {
+      id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
+      history, positions: null, orders: null, posV: 0, ordV: 0, needsResync, retainTimer: null,
+    };
+  }
+
+  /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
+  rotate(acc: AccountState): void {
+    this.deps.history.drop(acc.id);
+    acc.history = new AccountHistory(newEpoch(Date.now()), 0, this.limits);
+    acc.positions = acc.orders = null;
+    acc.posV = acc.ordV = 0;
+    acc.needsResync = false;
   }
 
   /**
@@ -50,28 +86,55 @@ export class AccountStreams {
       if (this.deps.tenancy.seatState(id)?.status !== 'ACTIVE') return undefined;
       this.activeSeats.add(id);
     }
-    return {
-      id, platform: binding.platform, server: binding.server, phase: 'connecting', sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
-      threadId: this.threadOf(id),
-    };
+    return this.create(id, binding.platform, binding.server, 'connecting');
   }
 
-  /** A stream.open answered (before an asynchronous upgrade): the account's state here, one open more. */
-  noteOpen(id: string, open: StreamOpenResult): void {
+  /** A stream.open answered: the account's state here, one open more. */
+  noteOpen(id: string, open: StreamOpenResult): AccountState {
     if (open.serverInfo) this.topics.noteServer(open.serverInfo);
     let acc = this.accounts.get(id);
     if (!acc) {
-      acc = { id, platform: open.platform, server: open.server, phase: open.phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
-        threadId: this.threadOf(id) };
+      acc = this.create(id, open.platform, open.server, open.phase);
       this.accounts.set(id, acc);
     } else {
       acc.phase = open.phase;
     }
     acc.opens++;
+    this.opened(acc);
+    return acc;
   }
 
-  /** Every stream.open is paired with one stream.close (when its socket closes or the upgrade fails). */
+  /** A socket's stream.open is done: a retention hold is no longer needed (the socket holds its own). */
+  opened(acc: AccountState): void {
+    if (acc.retainTimer && acc.opens > 1) {
+      clearTimeout(acc.retainTimer);
+      acc.retainTimer = null;
+      this.releaseNow(acc.id);
+    }
+    if (acc.needsResync) this.onOpened(acc);
+  }
+
+  /**
+   * Every stream.open is paired with one stream.close (when its socket closes or the upgrade fails).
+   * The last one of an account is held for streamHistoryMaxAgeMs first: its events keep coming into
+   * the history, so a client that reconnects within that time resumes without a gap.
+   */
   releaseIfUnused(id: string): void {
+    const acc = this.accounts.get(id);
+    if (acc && acc.opens === 1 && acc.sockets.size === 0 && !acc.retainTimer && !this.deps.inflight.draining) {
+      acc.retainTimer = setTimeout(() => {
+        acc.retainTimer = null;
+        if (this.accounts.get(id) !== acc || acc.sockets.size > 0) return;
+        this.releaseNow(id);
+        if (!this.accounts.has(id)) this.deps.history.drop(id); // nobody listens any more: the epoch ends
+      }, this.deps.config.streamHistoryMaxAgeMs);
+      acc.retainTimer.unref();
+      return;
+    }
+    this.releaseNow(id);
+  }
+
+  private releaseNow(id: string): void {
     const acc = this.accounts.get(id);
     if (acc) this.dropOpen(acc);
     // At shutdown every socket's release fails (the shards stop; their stream state goes with them):
@@ -84,7 +147,45 @@ export class AccountStreams {
   /** One stream.open fewer for the account here; its state goes with the last one and the last socket. */
   dropOpen(acc: AccountState): void {
     acc.opens--;
-    if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(acc.id) === acc) this.accounts.delete(acc.id);
+    if (acc.opens <= 0 && acc.sockets.size === 0 && this.accounts.get(acc.id) === acc) {
+      if (acc.retainTimer) clearTimeout(acc.retainTimer);
+      acc.retainTimer = null;
+      this.accounts.delete(acc.id);
+    }
+  }
+
+  /**
+   * After a restart: the accounts whose stream was still kept when the gateway stopped are opened
+   * again at once (held as after their last socket closed), so what happens before their clients
+   * reconnect goes into the history.
+   */
+  restore(): void {
+    const since = Date.now() - this.limits.maxAgeMs;
+    for (const id of this.deps.history.aliveSince(since)) {
+      if (this.accounts.has(id)) continue;
+      this.deps.shards.call(id, 'stream.open', { accountId: id }).then(
+        (open) => {
+          const acc = this.noteOpen(id, open);
+          if (acc.sockets.size === 0 && acc.opens === 1) this.releaseIfUnused(id); // starts the hold
+          else this.releaseNow(id);
+        },
+        (err: unknown) => {
+          this.deps.log.warn('stream history not picked up', { accountId: id, err: errorMessage(err) });
+          if (!this.accounts.has(id)) this.deps.history.drop(id);
+        },
+      );
+    }
+  }
+
+  /** Periodic: the kept streams are alive (a restart within the age limit picks them up), history trimmed by age. */
+  touch(): void {
+    const now = Date.now();
+    const list: { accountId: string; keepFrom: number }[] = [];
+    for (const acc of this.accounts.values()) {
+      acc.history.trim(now);
+      list.push({ accountId: acc.id, keepFrom: acc.history.firstSeq });
+    }
+    if (list.length) this.deps.history.touch(list, now);
   }
 
   // ---- reference counts of what the account's sockets want at the broker ------------------------
@@ -114,119 +215,15 @@ export class AccountStreams {
     this.deps.shards.call(acc.id, 'stream.unsub', { accountId: acc.id, symbol, timeframes: [tf] }).catch(() => undefined);
   }
 
-  // ---- account events ---------------------------------------------------------------------------
-
-  /** Shard events keyed by account (positions, orders, deals, connection phase). */
-  onEvent(ev: StreamEvent): void {
-    switch (ev.kind) {
-      case STREAM_EVENT.positions: {
-        const acc = this.accounts.get(ev.key);
-        if (!acc) break;
-        const d = ev.data;
-        for (const s of acc.sockets) {
-          if (s.snapshot === 'waiting') s.heldPositions = d;
-          else if (d.v > s.posV) this.sendPositions(s, d);
-        }
-        break;
-      }
-      case STREAM_EVENT.orders: {
-        const acc = this.accounts.get(ev.key);
-        if (!acc || acc.platform !== 'P5') break; // SPEC §6: ORDERS frames exist on P5 only
-        const d = ev.data;
-        for (const s of acc.sockets) {
-          if (s.snapshot === 'waiting') s.heldOrders = d;
-          else if (d.v > s.ordV) this.sendOrders(s, d);
-        }
-        break;
-      }
-      case STREAM_EVENT.deal: {
-        const acc = this.accounts.get(ev.key);
-        if (!acc || acc.sockets.size === 0) break;
-        const data = tradeData(ev.data.deal, this.topics.clockOf(acc));
-        for (const s of acc.sockets) this.out.sendOwn(s, 'TRADE', data);
-        break;
-      }
-      case STREAM_EVENT.phase:
-        this.onPhase(ev.key, ev.data);
-        break;
-      default:
-        break;
-    }
-  }
-
-  private onPhase(id: string, d: PhaseEventData): void {
-    if (d.server) this.topics.noteServer(d.server);
-    const acc = this.accounts.get(id);
-    if (!acc) return;
-    if (d.server && d.server.name !== acc.server) {
-      // Bound to a login on another server (/ConnectEx id=): the sockets' topics, clock and maybe
-      // platform are the old server's. Clients reconnect; a socket arriving before the last
-      // stream.open is released joins this state, so it describes the new binding from now on.
-      acc.server = d.server.name;
-      acc.platform = d.server.platform;
-      acc.phase = d.phase;
-      for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
-      return;
-    }
-    const was = acc.phase;
-    acc.phase = d.phase;
-    if (acc.phase === 'connected' && acc.platform === 'P5') {
-      // A missing initial snapshot follows now; after an outage every socket gets a fresh pair,
-      // since what changed at the broker meanwhile may not have reached us as events.
-      for (const s of acc.sockets) if (s.snapshot === 'none' || (was === 'reconnecting' && s.snapshot === 'sent')) this.requestSnapshot(s);
-    }
-  }
-
-  requestSnapshot(sock: Sock): void {
-    sock.snapshot = 'waiting';
-    const acc = sock.acc;
-    this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
-      (snap) => {
-        this.topics.noteServer(snap.server);
-        if (sock.closed) return;
-        const clock = this.topics.clockOf(acc);
-        sock.posV = snap.posV;
-        sock.ordV = snap.ordV;
-        sock.snapshot = 'sent';
-        sock.ws.cork(() => {
-          if (!this.out.sendOwn(sock, 'POSITIONS', positionsData(snap.positions, true, clock))) return;
-          if (!this.out.sendOwn(sock, 'ORDERS', ordersData(snap.orders, true, clock))) return;
-          const hp = sock.heldPositions;
-          const ho = sock.heldOrders;
-          sock.heldPositions = sock.heldOrders = null;
-          if (hp && hp.v > sock.posV) this.sendPositions(sock, hp);
-          if (ho && ho.v > sock.ordV) this.sendOrders(sock, ho);
-        });
-      },
-      (err: unknown) => {
-        if (sock.closed) return;
-        const e = toApiError(err);
-        // Not connected yet: the snapshot follows when the account's connection comes up.
-        sock.snapshot = 'none';
-        this.out.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
-      },
-    ).catch((err: unknown) => this.deps.log.error('stream snapshot delivery failed', { accountId: acc.id, err: errorMessage(err) }));
-  }
-
-  private sendPositions(sock: Sock, ev: PositionsEventData): void {
-    sock.posV = ev.v;
-    this.out.sendOwn(sock, 'POSITIONS', positionsData(ev.positions, false, this.topics.clockOf(sock.acc)));
-  }
-
-  private sendOrders(sock: Sock, ev: OrdersEventData): void {
-    sock.ordV = ev.v;
-    this.out.sendOwn(sock, 'ORDERS', ordersData(ev.orders, false, this.topics.clockOf(sock.acc)));
-  }
-
   // ---- shard restarts ---------------------------------------------------------------------------
 
   private seenRestarts = 0;
   private recheckUntil = 0;
 
-  /** A restarted shard lost the stream state of its accounts (subscriptions, listeners): their
-   *  sockets are closed with RUNTIME_RESTARTED so clients reconnect, resubscribe and resync. The
-   *  new thread may appear a little after the restart is counted, so accounts are re-checked for
-   *  a few seconds. */
+  /** A restarted shard lost the stream state of its accounts (subscriptions, listeners, events in
+   *  flight): their sockets are closed with RUNTIME_RESTARTED so clients reconnect, resubscribe and
+   *  resync, and their streams start a new epoch. The new thread may appear a little after the
+   *  restart is counted, so accounts are re-checked for a few seconds. */
   checkShardRestarts(): void {
     const shards = this.deps.shards;
     const r = shards.restarts();
@@ -236,12 +233,15 @@ export class AccountStreams {
       this.recheckUntil = now + 5_000;
     }
     if (now > this.recheckUntil) return;
-    for (const acc of this.accounts.values()) {
-      if (acc.sockets.size === 0) continue;
+    for (const acc of [...this.accounts.values()]) {
       const current = shards.threadId(shards.shardFor(acc.id));
       if (current === acc.threadId) continue;
       acc.threadId = current;
       acc.opens = 0; // the new thread holds no stream.open of ours
+      this.rotate(acc);
+      if (acc.retainTimer) clearTimeout(acc.retainTimer);
+      acc.retainTimer = null;
+      if (acc.sockets.size === 0) this.accounts.delete(acc.id);
       for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
     }
   }

@@ -14,6 +14,7 @@ import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
 import { assertAliasAgrees } from '../http/schemas.js';
 import { canonicalAccountId } from '../util/accountId.js';
+import { parseSince } from './history.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { AccountStreamDeps, AccountStreams } from './accounts.js';
 import type { Outbox } from './outbox.js';
@@ -70,11 +71,16 @@ export class StreamAdmission {
       if (!seat || seat.customer_id !== principal.customerId || seat.removed_at !== null) throw apiError('NOT_FOUND', 'account not found');
       const hb = singleParam(q, 'heartbeat');
       if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
+      const sinceParam = singleParam(q, 'since');
+      const since = sinceParam === undefined ? null : sinceParam === 'message' ? 'message' : parseSince(sinceParam);
+      if (sinceParam !== undefined && since === null) {
+        throw apiError('BAD_REQUEST', "parameter 'since': use <epoch>:<seq> from the last account frame you got (e.g. since=m3x9q2k7a1:41), or 'message'");
+      }
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
       const known = this.accounts.accounts.get(id) ?? this.accounts.fromRecords(id);
       if (known && this.accounts.activeSeats.has(id)) {
         if (!this.accounts.accounts.has(id)) this.accounts.accounts.set(id, known);
-        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' });
+        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since });
         return;
       }
       if (!this.accounts.activeSeats.has(id)) {
@@ -98,7 +104,7 @@ export class StreamAdmission {
         return;
       }
       sink.done = true;
-      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0' };
+      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since };
       sink.res.cork(() => sink.res.upgrade(userData, key, protocol, extensions, context));
     } catch (err) {
       const e = toApiError(err);
@@ -141,7 +147,10 @@ export class StreamAdmission {
       (open) => {
         if (open.serverInfo) this.topics.noteServer(open.serverInfo);
         const cur = this.accounts.accounts.get(id);
-        if (cur) cur.phase = open.phase;
+        if (cur) {
+          cur.phase = open.phase;
+          this.accounts.opened(cur);
+        }
         if (!sock) {
           this.accounts.releaseIfUnused(id); // the socket never opened
           return;

@@ -1,4 +1,5 @@
-// Frames of /v1/stream (SPEC §6). Every server frame is `{"type":..., "seq":..., "data":...}`.
+// Frames of /v1/stream (SPEC §6). Every server frame is `{"type":..., "data":...}`, with `seq` and
+// `epoch` when it has a stream position (docs/stream.md "Frames").
 // Encoders build the JSON text by hand around JSON.stringify of the payload so a tick is
 // serialized once and the same string goes to every subscriber (see docs/stream.md for seq).
 import type { ServerClock } from '../market/serverClock.js';
@@ -7,11 +8,21 @@ import type { Tick } from '../market/server.js';
 import type { CandleEvent } from '../market/timeframes.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 
-export type FrameType = 'QUOTE' | 'POSITIONS' | 'ORDERS' | 'TRADE' | 'CANDLE' | 'HEARTBEAT' | 'SUBSCRIBED' | 'UNSUBSCRIBED' | 'ERROR';
+export type FrameType = 'QUOTE' | 'POSITIONS' | 'ORDERS' | 'TRADE' | 'CANDLE' | 'HEARTBEAT' | 'SUBSCRIBED' | 'UNSUBSCRIBED' | 'ERROR' | 'RESUMED';
 
-/** `{"type":T,"seq":N,"data":<json>}` from an already-serialized payload. */
-export function frame(type: FrameType, seq: number, dataJson: string): string {
-  return `{"type":"${type}","seq":${seq},"data":${dataJson}}`;
+/** QUOTE/CANDLE: `{"type":T,"seq":N,"epoch":E,"data":<json>}`, seq of the topic, epoch of the gateway's market data. */
+export function marketFrame(type: 'QUOTE' | 'CANDLE', seq: number, epoch: string, dataJson: string): string {
+  return `{"type":"${type}","seq":${seq},"epoch":"${epoch}","data":${dataJson}}`;
+}
+
+/** POSITIONS/ORDERS/TRADE: `{"type":T,"seq":N,"epoch":E,"data":<json>}`, the account stream's position. */
+export function accountFrame(type: FrameType, seq: number, epoch: string, dataJson: string): string {
+  return `{"type":"${type}","seq":${seq},"epoch":"${epoch}","data":${dataJson}}`;
+}
+
+/** Control frames (HEARTBEAT, SUBSCRIBED, UNSUBSCRIBED, ERROR, RESUMED): no stream position. */
+export function controlFrame(type: FrameType, dataJson: string): string {
+  return `{"type":"${type}","data":${dataJson}}`;
 }
 
 /** Server-clock ms as ISO 8601 without a zone (it is not UTC). */

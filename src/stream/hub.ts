@@ -5,6 +5,7 @@
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Metrics } from '../http/metrics.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { AccountEvents } from './accountEvents.js';
 import { AccountStreams } from './accounts.js';
 import { StreamAdmission, type StreamAdmissionDeps } from './admission.js';
 import { SOCKET_CLOSE } from './closeCodes.js';
@@ -35,17 +36,25 @@ export class StreamHub {
   private readonly topics = new Topics(this.counters);
   private readonly out: Outbox;
   private readonly accounts: AccountStreams;
+  private readonly events: AccountEvents;
   private readonly protocol: ClientProtocol;
   private readonly admission: StreamAdmission;
   private sweepTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private keyTimer: NodeJS.Timeout | null = null;
+  private historyTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: StreamHubDeps) {
     this.out = new Outbox(deps.config, this.topics, this.sockets, this.counters);
     this.accounts = new AccountStreams(deps, this.topics, this.out);
-    this.protocol = new ClientProtocol(deps, this.topics, this.accounts, this.out);
+    this.events = new AccountEvents(deps, this.accounts, this.topics, this.out);
+    this.protocol = new ClientProtocol(deps, this.topics, this.accounts, this.events, this.out);
     this.admission = new StreamAdmission(deps, this.accounts, this.topics, this.out, this.counters, (what, fn) => this.guard(what, fn));
+  }
+
+  /** The epoch of QUOTE/CANDLE frames of this process (benchmarks build identical frames with it). */
+  get marketEpoch(): string {
+    return this.topics.epoch;
   }
 
   stats(): StreamStats {
@@ -97,6 +106,9 @@ export class StreamHub {
     this.heartbeatTimer.unref();
     this.keyTimer = setInterval(() => this.guard('key check', () => this.checkKeys()), cfg.streamKeyCheckMs);
     this.keyTimer.unref();
+    this.historyTimer = setInterval(() => this.guard('history', () => this.accounts.touch()), Math.min(1_000, cfg.streamHistoryMaxAgeMs / 4));
+    this.historyTimer.unref();
+    this.guard('history restore', () => this.accounts.restore());
   }
 
   /** Ends every socket (server shutdown) and stops the timers. */
@@ -104,7 +116,13 @@ export class StreamHub {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.keyTimer) clearInterval(this.keyTimer);
-    this.sweepTimer = this.heartbeatTimer = this.keyTimer = null;
+    if (this.historyTimer) clearInterval(this.historyTimer);
+    this.sweepTimer = this.heartbeatTimer = this.keyTimer = this.historyTimer = null;
+    // What was recorded is written, and the kept streams marked alive: a restart picks them up.
+    this.guard('history flush', () => {
+      this.events.commit();
+      this.accounts.touch();
+    });
     for (const s of [...this.sockets]) this.out.end(s, 'GOING_AWAY');
   }
 
@@ -127,7 +145,7 @@ export class StreamHub {
       } else if (ev.kind === STREAM_EVENT.candle) {
         this.topics.ingestCandle(ev.data.server, ev.data.candle);
       } else {
-        this.accounts.onEvent(ev);
+        this.events.onEvent(ev);
       }
     } catch (err) {
       this.deps.log.error('stream event failed', { kind: ev.kind, key: ev.key, err: errorMessage(err) });
@@ -144,26 +162,18 @@ export class StreamHub {
       return;
     }
     const sock: Sock = {
-      ws, acc, keyId: ud.keyId, seq: 0, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
-      coalescing: false, leftAt: new Map(), snapshot: 'none', posV: 0, ordV: 0, heldPositions: null, heldOrders: null,
+      ws, acc, keyId: ud.keyId, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
+      coalescing: false, leftAt: new Map(), stream: 'waiting', cursor: 0, since: ud.since,
       openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null, inbox: Promise.resolve(),
     };
     ud.sock = sock;
     if (ud.openPending) this.admission.justOpened = sock;
     acc.sockets.add(sock);
     this.sockets.add(sock);
-    // SPEC §6: the initial POSITIONS (and ORDERS) snapshot exists on P5 only.
-    if (acc.platform === 'P5') {
-      if (sock.deferred) {
-        // Change events of the account may arrive before its stream.open is done (other sockets of
-        // the account keep them coming): held like those during the snapshot request, so the
-        // snapshot pair still comes first and what it already contains is not sent after it.
-        sock.snapshot = 'waiting';
-        sock.deferred.push(() => this.accounts.requestSnapshot(sock));
-      } else {
-        this.accounts.requestSnapshot(sock);
-      }
-    }
+    // Account events that arrive before its stream.open is done (other sockets of the account keep
+    // them coming) are covered by the snapshot or the replay that starts the socket's stream.
+    if (sock.deferred) sock.deferred.push(() => this.events.start(sock));
+    else this.events.start(sock);
   }
 
   private onClose(ws: WebSocket<UserData>): void {
@@ -226,7 +236,7 @@ export class StreamHub {
           ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, now - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
           : { symbol: t.symbol, lastTickTimeMsc: null, lastQuoteAgeMs: null, lastTickTimeMscUtc: null });
       }
-      this.out.sendOwn(s, 'HEARTBEAT', heartbeatData(s.acc.phase, symbols, now));
+      this.out.sendControl(s, 'HEARTBEAT', heartbeatData(s.acc.phase, symbols, now));
     }
   }
 }

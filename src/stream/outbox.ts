@@ -18,7 +18,7 @@
 // at once whenever that passes half the reserve. A socket over the hard limit at a sweep is closed.
 import type { Config } from '../config.js';
 import { SOCKET_CLOSE, type SocketCloseName } from './closeCodes.js';
-import { candleData, errorData, frame, quoteData, type FrameType } from './frames.js';
+import { candleData, controlFrame, errorData, marketFrame, quoteData, type FrameType } from './frames.js';
 import type { Sock, StreamCounters } from './state.js';
 import type { Topics } from './topics.js';
 
@@ -47,11 +47,15 @@ export class Outbox {
     sock.ws.end(c.code, c.reason);
   }
 
-  /** Frames of the socket's own stream (state, heartbeats, acks, errors): per-socket seq, never
-   *  dropped silently. Returns false if the socket is (now) closed. */
-  sendOwn(sock: Sock, type: FrameType, dataJson: string): boolean {
+  /** A control frame (HEARTBEAT, SUBSCRIBED, UNSUBSCRIBED, ERROR, RESUMED). */
+  sendControl(sock: Sock, type: FrameType, dataJson: string): boolean {
+    return this.sendText(sock, controlFrame(type, dataJson));
+  }
+
+  /** A frame of the socket's own (account events and control frames), never dropped silently:
+   *  one that does not fit under the hard limit closes the socket. False if it is (now) closed. */
+  sendText(sock: Sock, msg: string): boolean {
     if (sock.closed) return false;
-    const msg = frame(type, ++sock.seq, dataJson);
     if (sock.ws.getBufferedAmount() + msg.length > this.hard) {
       this.end(sock, 'BACKPRESSURE');
       return false;
@@ -61,7 +65,7 @@ export class Outbox {
   }
 
   errorFrame(sock: Sock, code: string, message: string, request?: unknown): void {
-    this.sendOwn(sock, 'ERROR', errorData(code, message, request));
+    this.sendControl(sock, 'ERROR', errorData(code, message, request));
   }
 
   /** uWS drain: a coalescing socket that drained below the low-water mark catches up. */
@@ -116,7 +120,7 @@ export class Outbox {
         const srv = this.topics.servers.get(t.server);
         if (t.seq > at && t.lastTick && srv) {
           // Re-encoded so ageMs tells how old the coalesced quote is now.
-          ws.send(frame('QUOTE', t.seq, quoteData(t.lastTick, srv.clock, now)));
+          ws.send(marketFrame('QUOTE', t.seq, this.topics.epoch, quoteData(t.lastTick, srv.clock, now)));
         }
         s.leftAt.set(t.key, t.seq);
       }
@@ -128,11 +132,11 @@ export class Outbox {
           if (lc && lc.ev !== t.last && lc.seq > at && lc.at >= c.joinedAt) {
             // A bar closed while the socket was behind and the next one has started since.
             if (c.partial && lc.ev.candle.time * 1000 >= c.joinedAt) c.partial = false;
-            ws.send(frame('CANDLE', lc.seq, candleData(lc.ev, c.partial)));
+            ws.send(marketFrame('CANDLE', lc.seq, this.topics.epoch, candleData(lc.ev, c.partial)));
             c.partial = false;
           }
           if (c.partial && t.last.candle.time * 1000 >= c.joinedAt) c.partial = false;
-          ws.send(frame('CANDLE', t.seq, candleData(t.last, c.partial)));
+          ws.send(marketFrame('CANDLE', t.seq, this.topics.epoch, candleData(t.last, c.partial)));
           if (t.last.closed) c.partial = false;
         }
         s.leftAt.set(t.key, t.seq);

@@ -8,8 +8,10 @@ import type { Tick } from '../market/server.js';
 import { parseTimeframe, type Timeframe } from '../market/timeframes.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
+import type { AccountEvents } from './accountEvents.js';
 import type { AccountStreams } from './accounts.js';
-import { candleData, frame, quoteData } from './frames.js';
+import { parseSince, type StreamPosition } from './history.js';
+import { candleData, marketFrame, quoteData } from './frames.js';
 import type { Outbox } from './outbox.js';
 import type { QuoteTopic, Sock } from './state.js';
 import type { Topics } from './topics.js';
@@ -29,7 +31,7 @@ export interface ClientProtocolDeps { config: Config; shards: ShardSet; log: Log
 export class ClientProtocol {
   constructor(
     private readonly deps: ClientProtocolDeps, private readonly topics: Topics,
-    private readonly accounts: AccountStreams, private readonly out: Outbox,
+    private readonly accounts: AccountStreams, private readonly events: AccountEvents, private readonly out: Outbox,
   ) {}
 
   onMessage(sock: Sock, raw: ArrayBuffer, isBinary: boolean): void {
@@ -52,6 +54,20 @@ export class ClientProtocol {
 
   private async onText(sock: Sock, text: string | null): Promise<void> {
     if (sock.closed) return;
+    // since=message: the first message, whatever it is, starts the account stream (resumed or fresh).
+    const held = sock.stream === 'held';
+    const resume = this.resumeRequest(text);
+    if (held) {
+      if (resume && resume.pos) this.events.resume(sock, resume.pos);
+      else this.events.startFresh(sock);
+    }
+    if (resume) {
+      if (!held || !resume.pos) {
+        const why = !resume.pos ? "'since' must be <epoch>:<seq>" : 'resume is understood only as the first message of a socket opened with since=message';
+        this.out.errorFrame(sock, 'BAD_REQUEST', why, resume.json);
+      }
+      return;
+    }
     if (text === null) {
       this.out.errorFrame(sock, 'BAD_REQUEST', 'binary messages are not understood; send JSON text');
       return;
@@ -86,6 +102,20 @@ export class ClientProtocol {
       if (m.action === 'subscribe') await this.subscribe(sock, symbol, tfs);
       else this.unsubscribe(sock, symbol, m.timeframe !== undefined || m.timeframes !== undefined ? tfs : undefined);
     }
+  }
+
+  /** A `{"action":"resume","since":"<epoch>:<seq>"}` message (pos null when its since is not valid). */
+  private resumeRequest(text: string | null): { json: unknown; pos: StreamPosition | null } | null {
+    if (text === null || !text.includes('"resume"')) return null;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return null;
+    }
+    if (typeof json !== 'object' || json === null || (json as { action?: unknown }).action !== 'resume') return null;
+    const since = (json as { since?: unknown }).since;
+    return { json, pos: typeof since === 'string' ? parseSince(since) : null };
   }
 
   async subscribe(sock: Sock, symbol: string, tfs: Timeframe[]): Promise<void> {
@@ -148,7 +178,7 @@ export class ClientProtocol {
     const ws = sock.ws;
     ws.cork(() => {
       const all = [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`)).map((k) => k.slice(symbol.length + 1));
-      if (!this.out.sendOwn(sock, 'SUBSCRIBED', JSON.stringify({ symbol, timeframes: all }))) return;
+      if (!this.out.sendControl(sock, 'SUBSCRIBED', JSON.stringify({ symbol, timeframes: all }))) return;
       if (newQuote) {
         if (!sock.coalescing) ws.subscribe(qt.key);
         else sock.leftAt.set(qt.key, -1);
@@ -160,7 +190,7 @@ export class ClientProtocol {
           this.topics.ingestTick(server, lastTick);
         } else if (qt.lastTick) {
           const srv = this.topics.servers.get(server);
-          if (srv) ws.send(frame('QUOTE', qt.seq, quoteData(qt.lastTick, srv.clock, Date.now())));
+          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, Date.now())));
         }
       }
       for (const k of added) {
@@ -173,7 +203,7 @@ export class ClientProtocol {
         // The bar in progress, if the topic's last update is of the current bar: a bar whose time is
         // over was last seen while nobody listened, so its end is unknown here (the shard sends the
         // current bar with its next tick).
-        if (t.last && !t.last.closed && !sock.coalescing && this.topics.isCurrentBar(t, acc)) ws.send(frame('CANDLE', t.seq, candleData(t.last, true)));
+        if (t.last && !t.last.closed && !sock.coalescing && this.topics.isCurrentBar(t, acc)) ws.send(marketFrame('CANDLE', t.seq, this.topics.epoch, candleData(t.last, true)));
       }
     });
   }
@@ -212,6 +242,6 @@ export class ClientProtocol {
       this.accounts.decSymbol(acc, symbol);
     }
     const left = [...sock.candles.keys()].filter((k) => k.startsWith(`${symbol}|`)).map((k) => k.slice(symbol.length + 1));
-    this.out.sendOwn(sock, 'UNSUBSCRIBED', JSON.stringify({ symbol, timeframes: tfs ?? [], remainingTimeframes: tfs === undefined ? [] : left }));
+    this.out.sendControl(sock, 'UNSUBSCRIBED', JSON.stringify({ symbol, timeframes: tfs ?? [], remainingTimeframes: tfs === undefined ? [] : left }));
   }
 }

@@ -5,7 +5,9 @@ import type { ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
-import type { OrdersEventData, PositionsEventData, StreamOpenResult } from '../runtime/hosts/streamCommands.js';
+import type { Order, Position } from '../market/orders.js';
+import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
+import type { AccountHistory, StreamPosition } from './history.js';
 
 /** A server's clock, as its broker reported it (never a placeholder: see Topics.noteServer). */
 export interface ServerState { info: ServerInfo; clock: ServerClock }
@@ -54,6 +56,18 @@ export interface AccountState {
   opens: number;
   /** Thread of the account's shard when its stream state was set up there. */
   threadId: number | undefined;
+  /** The account stream: its epoch, seq and recent events (accountEvents.ts). */
+  history: AccountHistory;
+  /** The latest full lists the stream carried (null: not known yet) and the shard's versions of them:
+   *  a fresh socket's snapshot is read from here, consistent with history.seq. */
+  positions: readonly Position[] | null;
+  orders: readonly Order[] | null;
+  posV: number;
+  ordV: number;
+  /** The history was picked up after a restart: a resync pair goes into the stream once connected. */
+  needsResync: boolean;
+  /** Kept without sockets (docs/stream.md "History"): released when this fires. */
+  retainTimer: NodeJS.Timeout | null;
 }
 
 export interface CandleSub { topic: CandleTopic; partial: boolean; joinedAt: number }
@@ -63,7 +77,6 @@ export interface Sock {
   acc: AccountState;
   /** The API key the socket was opened with (re-checked for revocation). */
   keyId: string;
-  seq: number;
   heartbeat: boolean;
   closed: boolean;
   quotes: Map<string, QuoteTopic>;
@@ -73,12 +86,13 @@ export interface Sock {
   coalescing: boolean;
   /** Topic seq when the socket left the topic, to flush only topics that moved. */
   leftAt: Map<string, number>;
-  /** P5: change frames wait for the initial snapshot; versions at or below it are older. */
-  snapshot: 'none' | 'waiting' | 'sent';
-  posV: number;
-  ordV: number;
-  heldPositions: PositionsEventData | null;
-  heldOrders: OrdersEventData | null;
+  /** The account stream on this socket: 'held' (since=message: until the resume message), 'none'
+   *  (snapshot to come once the account connects), 'waiting' (snapshot or resume under way), 'live'. */
+  stream: 'held' | 'none' | 'waiting' | 'live';
+  /** The last account seq this socket got (or that its snapshot covered). */
+  cursor: number;
+  /** What the client asked for at the upgrade. */
+  since: StreamPosition | 'message' | null;
   /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a
    *  synchronous upgrade ('pending'), or refused ('failed': nothing to release). */
   openState: 'open' | 'pending' | 'failed';
@@ -89,7 +103,7 @@ export interface Sock {
   inbox: Promise<void>;
 }
 
-export interface UserData { accountId: string; keyId: string; heartbeat: boolean; openPending?: boolean; sock?: Sock }
+export interface UserData { accountId: string; keyId: string; heartbeat: boolean; since: StreamPosition | 'message' | null; openPending?: boolean; sock?: Sock }
 
 export interface StreamCounters {
   /** Upgrades made at once inside uWS's upgrade handler (the account known in the main thread). */

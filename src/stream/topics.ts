@@ -8,11 +8,14 @@ import { barRangeUtc } from '../market/bars.js';
 import { clockFor, type ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
-import { candleData, frame, quoteData } from './frames.js';
+import { candleData, marketFrame, quoteData } from './frames.js';
+import { newEpoch } from './history.js';
 import type { AccountState, CandleSub, CandleTopic, QuoteTopic, ServerState, Sock, StreamCounters } from './state.js';
 
 export class Topics {
   app: TemplatedApp | null = null;
+  /** The market epoch: QUOTE/CANDLE seq restart with every gateway process, and this says so. */
+  readonly epoch = newEpoch(Date.now());
   /** Servers whose clock is known: only what a connection learned from its broker. */
   readonly servers = new Map<string, ServerState>();
   /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
@@ -103,7 +106,7 @@ export class Topics {
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
     this.counters.quotesPublished++;
-    this.publish(t.key, frame('QUOTE', t.seq, quoteData(tick, srv.clock, Date.now())));
+    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, Date.now())));
   }
 
   ingestCandle(server: string, ev: CandleEvent): void {
@@ -130,8 +133,8 @@ export class Topics {
     if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
     if (t.refs === 0 || !this.app) return;
     this.counters.candlesPublished++;
-    this.publish(t.key, frame('CANDLE', t.seq, candleData(ev, false)));
-    if (t.partialMembers.size > 0) this.publish(t.partialKey, frame('CANDLE', t.seq, candleData(ev, true)));
+    this.publish(t.key, marketFrame('CANDLE', t.seq, this.epoch, candleData(ev, false)));
+    if (t.partialMembers.size > 0) this.publish(t.partialKey, marketFrame('CANDLE', t.seq, this.epoch, candleData(ev, true)));
     if (ev.closed) for (const s of [...t.partialMembers]) {
       const c = s.candles.get(`${t.symbol}|${t.timeframe}`);
       if (c) this.promote(s, t, c);

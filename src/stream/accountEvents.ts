@@ -1,0 +1,245 @@
+// The account stream of /v1/stream (docs/stream.md): POSITIONS, ORDERS and TRADE get the next seq
+// of their account's epoch, are written to the history store (one transaction per batch, before
+// their frames leave, so a restarted gateway never finds a client ahead of it), then go to every
+// live socket of the account. A socket becomes live by a snapshot (fresh, or after a failed resume)
+// or by a replay of what it missed (since=<epoch>:<seq>).
+import type { Config } from '../config.js';
+import { toApiError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
+import type { ShardSet } from '../runtime/shardSet.js';
+import type { StreamHistoryStore } from '../store/streamHistory.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { AccountStreams } from './accounts.js';
+import { accountFrame, ordersData, positionsData, tradeData, type FrameType } from './frames.js';
+import type { HistoryEntry, StreamPosition } from './history.js';
+import type { Outbox } from './outbox.js';
+import type { AccountState, Sock } from './state.js';
+import type { Topics } from './topics.js';
+
+export interface AccountEventDeps { config: Config; shards: ShardSet; log: Logger; history: StreamHistoryStore }
+
+interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
+
+export class AccountEvents {
+  private pending: Pending[] = [];
+  private commitQueued = false;
+  private readonly resyncing = new Set<AccountState>();
+
+  constructor(
+    private readonly deps: AccountEventDeps, private readonly accounts: AccountStreams,
+    private readonly topics: Topics, private readonly out: Outbox,
+  ) {
+    accounts.onOpened = (acc) => this.resync(acc);
+  }
+
+  /** Shard events keyed by account (positions, orders, deals, connection phase). */
+  onEvent(ev: StreamEvent): void {
+    const acc = this.accounts.accounts.get(ev.key);
+    if (!acc) return;
+    switch (ev.kind) {
+      case STREAM_EVENT.positions:
+        // Versions at or below the known list are older than it (a snapshot read after them).
+        if (acc.positions !== null && ev.data.v <= acc.posV) return;
+        acc.positions = ev.data.positions;
+        acc.posV = ev.data.v;
+        this.record(acc, 'POSITIONS', positionsData(ev.data.positions, false, this.topics.clockOf(acc)));
+        break;
+      case STREAM_EVENT.orders:
+        if (acc.platform !== 'P5') return; // SPEC §6: ORDERS frames exist on P5 only
+        if (acc.orders !== null && ev.data.v <= acc.ordV) return;
+        acc.orders = ev.data.orders;
+        acc.ordV = ev.data.v;
+        this.record(acc, 'ORDERS', ordersData(ev.data.orders, false, this.topics.clockOf(acc)));
+        break;
+      case STREAM_EVENT.deal:
+        this.record(acc, 'TRADE', tradeData(ev.data.deal, this.topics.clockOf(acc)));
+        break;
+      case STREAM_EVENT.phase:
+        this.onPhase(acc, ev.data);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private onPhase(acc: AccountState, d: PhaseEventData): void {
+    if (d.server) this.topics.noteServer(d.server);
+    if (d.server && d.server.name !== acc.server) {
+      // Bound to a login on another server (/ConnectEx id=): the sockets' topics, clock and maybe
+      // platform are the old server's, and the account stream cannot continue. Clients reconnect; a
+      // socket arriving before the last stream.open is released joins this state, so it describes
+      // the new binding from now on.
+      this.commit();
+      acc.server = d.server.name;
+      acc.platform = d.server.platform;
+      acc.phase = d.phase;
+      this.accounts.rotate(acc);
+      for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
+      return;
+    }
+    const was = acc.phase;
+    acc.phase = d.phase;
+    if (acc.phase !== 'connected') return;
+    // After an outage (or a restart) what changed at the broker may not have arrived as events.
+    if (was === 'reconnecting' || acc.needsResync) this.resync(acc);
+    for (const s of acc.sockets) if (s.stream === 'none') this.requestSnapshot(s);
+  }
+
+  // ---- the history and delivery -----------------------------------------------------------------
+
+  private record(acc: AccountState, type: FrameType, dataJson: string): void {
+    const entry = acc.history.append(type, dataJson, Date.now());
+    this.pending.push({ acc, epoch: acc.history.epoch, entry });
+    if (!this.commitQueued) {
+      this.commitQueued = true;
+      queueMicrotask(() => this.commit());
+    }
+  }
+
+  /** Writes what was recorded since the last commit (one transaction), then sends it. */
+  commit(): void {
+    this.commitQueued = false;
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    const byAcc = new Map<AccountState, HistoryEntry[]>();
+    for (const p of batch) {
+      if (p.epoch !== p.acc.history.epoch) continue; // an epoch that ended meanwhile (its sockets are closed)
+      let list = byAcc.get(p.acc);
+      if (!list) byAcc.set(p.acc, (list = []));
+      list.push(p.entry);
+    }
+    try {
+      this.deps.history.write([...byAcc].map(([acc, entries]) => ({
+        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, entries, keepFrom: acc.history.firstSeq,
+      })), Date.now());
+    } catch (err) {
+      // Live clients still get their frames; a restart may not find them (see docs/stream.md).
+      this.deps.log.error('stream history write failed', { err: errorMessage(err) });
+    }
+    for (const [acc, entries] of byAcc) {
+      for (const s of acc.sockets) {
+        if (s.stream !== 'live') continue;
+        for (const e of entries) {
+          if (e.seq <= s.cursor) continue;
+          if (!this.out.sendText(s, e.frame)) break;
+          s.cursor = e.seq;
+        }
+      }
+    }
+  }
+
+  // ---- sockets ----------------------------------------------------------------------------------
+
+  /** A socket's account stream begins: held for a resume message, resumed, or fresh. */
+  start(sock: Sock): void {
+    if (sock.since === 'message') sock.stream = 'held';
+    else if (sock.since) this.resume(sock, sock.since);
+    else this.startFresh(sock);
+  }
+
+  /** P5: the snapshot pair first (SPEC §6); P4 has none: live from the current position. */
+  startFresh(sock: Sock): void {
+    if (sock.acc.platform === 'P5') {
+      this.requestSnapshot(sock);
+      return;
+    }
+    this.commit();
+    sock.cursor = sock.acc.history.seq;
+    sock.stream = 'live';
+  }
+
+  resume(sock: Sock, since: StreamPosition): void {
+    this.commit();
+    const acc = sock.acc;
+    const r = acc.history.replay(since, Date.now());
+    if (!r.recovered) {
+      if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.requestSnapshot(sock);
+      return;
+    }
+    sock.ws.cork(() => {
+      if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.frames.length}}`)) return;
+      for (const f of r.frames) if (!this.out.sendText(sock, f)) return;
+    });
+    sock.cursor = acc.history.seq;
+    sock.stream = 'live';
+  }
+
+  /** The socket's snapshot: from the lists the stream carried, or the shard's when not known yet. */
+  requestSnapshot(sock: Sock): void {
+    sock.stream = 'waiting';
+    const acc = sock.acc;
+    if (acc.positions !== null && (acc.platform === 'P4' || acc.orders !== null)) {
+      this.sendSnapshot(sock);
+      return;
+    }
+    this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
+      (snap) => {
+        this.topics.noteServer(snap.server);
+        if (this.accounts.accounts.get(acc.id) === acc) this.merge(acc, snap);
+        if (!sock.closed && sock.stream === 'waiting') this.sendSnapshot(sock);
+      },
+      (err: unknown) => {
+        if (sock.closed || sock.stream !== 'waiting') return;
+        const e = toApiError(err);
+        // Not connected yet: the snapshot follows when the account's connection comes up.
+        sock.stream = 'none';
+        this.out.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
+      },
+    ).catch((err: unknown) => this.deps.log.error('stream snapshot delivery failed', { accountId: acc.id, err: errorMessage(err) }));
+  }
+
+  /** A snapshot newer than the lists the stream carried goes into the stream as a change. */
+  private merge(acc: AccountState, snap: StreamSnapshotResult): void {
+    const clock = this.topics.clockOf(acc);
+    if (acc.positions === null || snap.posV > acc.posV) {
+      if (acc.positions !== null) this.record(acc, 'POSITIONS', positionsData(snap.positions, false, clock));
+      acc.positions = snap.positions;
+      acc.posV = snap.posV;
+    }
+    if (acc.orders === null || snap.ordV > acc.ordV) {
+      if (acc.orders !== null && acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, false, clock));
+      acc.orders = snap.orders;
+      acc.ordV = snap.ordV;
+    }
+  }
+
+  private sendSnapshot(sock: Sock): void {
+    this.commit();
+    const acc = sock.acc;
+    const h = acc.history;
+    const clock = this.topics.clockOf(acc);
+    sock.cursor = h.seq;
+    sock.stream = 'live';
+    sock.ws.cork(() => {
+      if (!this.out.sendText(sock, accountFrame('POSITIONS', h.seq, h.epoch, positionsData(acc.positions ?? [], true, clock)))) return;
+      if (acc.platform === 'P5') this.out.sendText(sock, accountFrame('ORDERS', h.seq, h.epoch, ordersData(acc.orders ?? [], true, clock)));
+    });
+  }
+
+  /** A snapshot pair inside the stream (after an outage or a restart), for every socket and the history. */
+  private resync(acc: AccountState): void {
+    if (this.resyncing.has(acc)) return;
+    this.resyncing.add(acc);
+    this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
+      (snap) => {
+        this.resyncing.delete(acc);
+        this.topics.noteServer(snap.server);
+        if (this.accounts.accounts.get(acc.id) !== acc) return;
+        const clock = this.topics.clockOf(acc);
+        acc.needsResync = false;
+        acc.positions = snap.positions;
+        acc.posV = snap.posV;
+        acc.orders = snap.orders;
+        acc.ordV = snap.ordV;
+        this.record(acc, 'POSITIONS', positionsData(snap.positions, true, clock));
+        if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, true, clock));
+      },
+      () => {
+        this.resyncing.delete(acc); // not connected: retried when the 'connected' phase comes
+        acc.needsResync = true;
+      },
+    ).catch((err: unknown) => this.deps.log.error('stream resync failed', { accountId: acc.id, err: errorMessage(err) }));
+  }
+}

@@ -1,0 +1,79 @@
+// The account stream's history (pure: no I/O, time passed in). Each account event gets the next
+// `seq` of its account's epoch and is kept, as the exact frame text sent, for a bounded time and
+// count, so a client that reconnects with `since=<epoch>:<seq>` gets exactly what it missed
+// (docs/stream.md "Resuming"). Persistence (store/streamHistory.ts) and delivery are elsewhere.
+import { randomBytes } from 'node:crypto';
+import { accountFrame, type FrameType } from './frames.js';
+
+export interface HistoryEntry { seq: number; at: number; frame: string }
+export interface HistoryLimits { maxEvents: number; maxAgeMs: number }
+export interface StreamPosition { epoch: string; seq: number }
+
+const SINCE = /^([A-Za-z0-9_-]{1,32}):(0|[1-9][0-9]{0,15})$/;
+
+/** `<epoch>:<seq>` as the client sends it; null when it is not that. */
+export function parseSince(text: string): StreamPosition | null {
+  const m = SINCE.exec(text);
+  if (!m) return null;
+  const seq = Number(m[2]);
+  return Number.isSafeInteger(seq) ? { epoch: m[1]!, seq } : null;
+}
+
+/** A fresh epoch: opaque, unique enough across restarts (time) and processes (random). */
+export function newEpoch(nowMs: number): string {
+  return `${nowMs.toString(36)}${randomBytes(3).toString('hex')}`;
+}
+
+export type Replay = { recovered: true; frames: string[] } | { recovered: false };
+
+export class AccountHistory {
+  private entries: HistoryEntry[];
+  /** Index of the first live entry (entries before it were trimmed; compacted now and then). */
+  private head = 0;
+
+  constructor(readonly epoch: string, private last: number, private readonly limits: HistoryLimits, entries: HistoryEntry[] = []) {
+    this.entries = entries;
+  }
+
+  /** The seq of the latest event of this epoch (0: none yet). */
+  get seq(): number {
+    return this.last;
+  }
+
+  /** The oldest seq still held (seq + 1 when none is). */
+  get firstSeq(): number {
+    return this.head < this.entries.length ? this.entries[this.head]!.seq : this.last + 1;
+  }
+
+  append(type: FrameType, dataJson: string, now: number): HistoryEntry {
+    const seq = ++this.last;
+    const e: HistoryEntry = { seq, at: now, frame: accountFrame(type, seq, this.epoch, dataJson) };
+    this.entries.push(e);
+    this.trim(now);
+    return e;
+  }
+
+  /** Drops what is over the count or older than the age limit. */
+  trim(now: number): void {
+    const { maxEvents, maxAgeMs } = this.limits;
+    while (this.head < this.entries.length
+      && (this.entries.length - this.head > maxEvents || this.entries[this.head]!.at < now - maxAgeMs)) this.head++;
+    if (this.head > 1024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Everything after `since`, if this history still holds all of it. */
+  replay(since: StreamPosition, now: number): Replay {
+    this.trim(now);
+    if (since.epoch !== this.epoch || since.seq > this.last) return { recovered: false };
+    if (since.seq + 1 < this.firstSeq) return { recovered: false };
+    const frames: string[] = [];
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.seq > since.seq) frames.push(e.frame);
+    }
+    return { recovered: true, frames };
+  }
+}
