@@ -38,6 +38,8 @@ export interface CallSpec {
   body?: unknown;
   /** Named on an IdempotencyUncertainError. */
   clientOrderId?: string | undefined;
+  /** Tries for this call instead of the client's `retry.attempts` (1: a probe that must not wait). */
+  tries?: number | undefined;
 }
 
 export interface CallResult<T> {
@@ -130,7 +132,7 @@ export class Transport {
           message: timedOut ? `${spec.method} ${spec.path}: no answer within ${this.timeoutMs} ms` : `${spec.method} ${spec.path}: ${(e as Error)?.message ?? String(e)}`,
         });
       }
-      if (attempt + 1 >= this.retry.attempts || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
+      if (attempt + 1 >= (spec.tries ?? this.retry.attempts) || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
       if (err.retryAfter !== undefined && err.retryAfter > this.retry.maxRetryAfterMs) throw err;
       await this.sleep(Math.max(backoffDelay(attempt, this.retry, this.random), err.retryAfter ?? 0));
     }

@@ -193,7 +193,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     // The upgrade was refused (a WebSocket does not show why): ask over HTTP with the same key and
     // account. A refusal that retrying cannot fix (401, 403, 404) ends the stream instead of
     // hammering the gateway, where 401s count toward the failed-auth block.
-    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', query: { id: this.accountId } }));
+    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', tries: 1, query: { id: this.accountId } }));
     return refused ? this.fail(refused) : 'retry';
   }
 

@@ -1,0 +1,138 @@
+// A small market-making bot on tagw/client: quotes in, orders out, positions reconciled whenever
+// the stream says continuity was lost (RESUMED recovered:false). Not a strategy worth money: it
+// keeps one BuyLimit below the bid and one SellLimit above the ask, re-quoting when the price moves,
+// within a position limit.
+//
+//   TAGW_URL=http://127.0.0.1:8080 TAGW_KEY=... TAGW_ACCOUNT=... node --import tsx examples/market-maker.ts
+//
+// Optional: SYMBOL (BTCUSD), LOTS (0.01), MAX_POSITION (0.05 lots net), RUN_SECONDS (20; 0 = until Ctrl-C).
+// In your own project: import { TagwClient } from 'tagw/client'.
+import WebSocket from 'ws';
+import { IdempotencyUncertainError, TagwClient, type Quote, type StreamOrderRow, type StreamPositionRow } from '../src/client/index.js';
+
+const MAGIC = 7001; // marks this bot's orders among the account's others
+
+export interface MarketMakerOptions {
+  baseUrl: string;
+  apiKey: string;
+  accountId: string;
+  symbol?: string;
+  lots?: number;
+  maxPosition?: number;
+  /** Stop after this long (ms); 0: until stop() is called. */
+  runMs?: number;
+  log?: (msg: string, data?: object) => void;
+}
+
+export interface MarketMakerSummary {
+  quotes: number;
+  requotes: number;
+  ordersPlaced: number;
+  fills: number;
+  reconciles: number;
+  netLots: number;
+}
+
+export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSignal): Promise<MarketMakerSummary> {
+  const symbol = o.symbol ?? 'BTCUSD';
+  const lots = o.lots ?? 0.01;
+  const maxPosition = o.maxPosition ?? 0.05;
+  const log = o.log ?? ((m, d) => console.log(JSON.stringify({ msg: m, ...d })));
+  const client = new TagwClient({ baseUrl: o.baseUrl, apiKey: o.apiKey, WebSocket });
+  const acct = client.account(o.accountId);
+  const info = (await acct.SymbolParams({ symbol })).symbolInfo;
+  // Quote this far outside the touch: the broker's minimum distance for pending orders, and a spread.
+  const offset = Math.max(info.stopsLevel, info.spread, 10) * info.point * 2;
+  const round = (p: number) => Number(p.toFixed(info.digits));
+
+  const summary: MarketMakerSummary = { quotes: 0, requotes: 0, ordersPlaced: 0, fills: 0, reconciles: 0, netLots: 0 };
+  let positions: StreamPositionRow[] = [];
+  let pending: StreamOrderRow[] = [];
+  /** Where the market was at the last re-quote (null: quote from scratch). */
+  const last: { quoted: { bid: number; ask: number } | null } = { quoted: null };
+  let busy = false;
+
+  const mine = <T extends { magic: number; symbol: string }>(rows: T[]) => rows.filter((r) => r.magic === MAGIC && r.symbol === symbol);
+  const net = () => mine(positions).reduce((n, p) => n + (p.type === 'Buy' ? p.volume : -p.volume), 0);
+
+  /** The account as the gateway has it now: after recovered:false, events were missed. */
+  const reconcile = async (why: string) => {
+    summary.reconciles++;
+    const open = await acct.OpenedOrders();
+    positions = open.filter((r) => r.kind === 'position') as unknown as StreamPositionRow[];
+    pending = open.filter((r) => r.kind === 'order').map((r) => ({ ...r, price: r.openPrice })) as unknown as StreamOrderRow[];
+    last.quoted = null;
+    log('reconciled', { why, netLots: net(), pending: mine(pending).length });
+  };
+
+  const place = async (operation: 'BuyLimit' | 'SellLimit', price: number) => {
+    try {
+      await acct.OrderSend({ symbol, operation, volume: lots, price: round(price), magic: MAGIC, comment: 'mm' });
+      summary.ordersPlaced++;
+    } catch (e) {
+      // The gateway cannot say whether it was placed: look before quoting again.
+      if (e instanceof IdempotencyUncertainError) await reconcile(e.nextStep);
+      else log('order refused', { operation, error: (e as Error).message });
+    }
+  };
+
+  const requote = async (q: Quote) => {
+    busy = true;
+    try {
+      for (const p of mine(pending)) await acct.OrderDelete({ ticket: String(p.ticket) }).catch(() => undefined);
+      const n = net();
+      if (n + lots <= maxPosition + 1e-9) await place('BuyLimit', q.bid - offset);
+      if (n - lots >= -maxPosition - 1e-9) await place('SellLimit', q.ask + offset);
+      last.quoted = { bid: q.bid, ask: q.ask };
+      summary.requotes++;
+    } finally {
+      busy = false;
+    }
+  };
+
+  const stream = client.stream(o.accountId, { symbols: [symbol] });
+  stream.on('POSITIONS', (f) => (positions = f.data.positions));
+  stream.on('ORDERS', (f) => (pending = f.data.orders));
+  stream.on('TRADE', (f) => {
+    if (f.data.magic === MAGIC) summary.fills++;
+    log('fill', { ticket: f.data.ticket, type: f.data.type, volume: f.data.volume, price: f.data.price });
+  });
+  stream.onEvent('resync', (r) => void reconcile(r.reason ?? 'the gateway could not replay what was missed').catch((e: unknown) => log('reconcile failed', { error: String(e) })));
+  stream.onEvent('state', (s, d) => s === 'reconnecting' && log('stream reconnecting', d ?? {}));
+
+  const stopAt = o.runMs ? Date.now() + o.runMs : Infinity;
+  try {
+    for await (const f of stream) {
+      if (stopSignal?.aborted || Date.now() >= stopAt) break;
+      if (f.type !== 'QUOTE') continue;
+      summary.quotes++;
+      const q = f.data;
+      // Re-quote when the market moved by half the offset (or nothing is quoted yet); one at a time.
+      const at = last.quoted;
+      const moved = !at || Math.abs(q.bid - at.bid) > offset / 2 || Math.abs(q.ask - at.ask) > offset / 2;
+      if (moved && !busy) await requote(q);
+    }
+  } finally {
+    stream.close();
+    for (const p of mine(pending)) await acct.OrderDelete({ ticket: String(p.ticket) }).catch(() => undefined);
+  }
+  summary.netLots = Number(net().toFixed(8));
+  return summary;
+}
+
+// Run from the command line.
+if (process.argv[1] && import.meta.url === new URL(process.argv[1], 'file://').href) {
+  const env = (k: string, d?: string) => {
+    const v = process.env[k] ?? d;
+    if (v === undefined) throw new Error(`set ${k} (see the comment at the top of examples/market-maker.ts)`);
+    return v;
+  };
+  const ctrl = new AbortController();
+  process.once('SIGINT', () => ctrl.abort());
+  const summary = await runMarketMaker({
+    baseUrl: env('TAGW_URL', 'http://127.0.0.1:8080'), apiKey: env('TAGW_KEY'), accountId: env('TAGW_ACCOUNT'),
+    symbol: env('SYMBOL', 'BTCUSD'), lots: Number(env('LOTS', '0.01')), maxPosition: Number(env('MAX_POSITION', '0.05')),
+    runMs: Number(env('RUN_SECONDS', '20')) * 1000,
+  }, ctrl.signal);
+  console.log(JSON.stringify({ msg: 'done', ...summary }));
+}

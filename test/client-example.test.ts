@@ -1,0 +1,30 @@
+// The example bot (examples/market-maker.ts) against a real gateway: it quotes, places limit orders
+// through the SDK, and leaves none of its orders behind when it stops.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMarketMaker } from '../examples/market-maker.js';
+import { TagwClient } from '../src/client/index.js';
+import { startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+let g: TestGateway;
+beforeAll(async () => {
+  g = await startTestGateway();
+});
+afterAll(async () => {
+  await g?.stop();
+});
+
+describe('examples/market-maker.ts', () => {
+  it('quotes both sides through the SDK and cancels its orders when it stops', async () => {
+    const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm' })).key;
+    const client = new TagwClient({ baseUrl: g.url, apiKey: key });
+    const id = (await client.connectEx({ user: 'mm', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    const logs: string[] = [];
+    const summary = await runMarketMaker({ baseUrl: g.url, apiKey: key, accountId: id, runMs: 1_500, log: (m) => logs.push(m) });
+    expect(summary.quotes).toBeGreaterThan(0);
+    expect(summary.requotes).toBeGreaterThan(0);
+    expect(summary.ordersPlaced).toBeGreaterThanOrEqual(2);
+    expect(logs).not.toContain('order refused');
+    const left = (await client.account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
+    expect(left).toEqual([]);
+  });
+});
