@@ -2,6 +2,7 @@
 // through the SDK, and leaves none of its orders behind when it stops.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMarketMaker } from '../examples/market-maker.js';
+import { tour } from '../examples/tour.js';
 import { TagwClient } from '../src/client/index.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -11,6 +12,16 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await g?.stop();
+});
+
+describe('examples/tour.ts', () => {
+  it('the README tour: key, account, reads, an order, stream frames, a gateway session', async () => {
+    const lines: string[] = [];
+    const { key, accountId } = await tour(g.url, g.managementKey, (l) => lines.push(l));
+    expect(key).toMatch(/^tagw_/);
+    expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session/);
+    expect((await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).OpenedOrders()).length).toBe(1);
+  });
 });
 
 describe('examples/market-maker.ts', () => {

@@ -1,0 +1,39 @@
+// The README tour with the SDK: a key, an account, a few calls, an order and some stream frames.
+//
+//   eval "$(node --import tsx examples/tour.ts)"    # steps on stderr; exports TAGW_URL, TAGW_KEY, TAGW_ACCOUNT
+//
+// Reads the management key from GATEWAY_MANAGEMENT_KEY or ./data/bootstrap.json; PORT as the gateway's.
+// In your own project: import { TagwClient } from 'tagw/client'.
+import { readFileSync } from 'node:fs';
+import WebSocket from 'ws';
+import { TagwClient } from '../src/client/index.js';
+
+export async function tour(baseUrl: string, managementKey: string, say: (line: string) => void): Promise<{ key: string; accountId: string }> {
+  const admin = new TagwClient({ baseUrl, managementKey });
+  const { key } = await admin.keys.create({ label: 'tour' });                       // shown once; only a hash is kept
+  const client = new TagwClient({ baseUrl, apiKey: key, WebSocket });
+  const { id } = await client.connectEx({ user: 'alice', password: 's3cret', server: 'Sim-P5-Demo' });
+  const acct = client.account(id);
+  const summary = await acct.AccountSummary();
+  say(`account ${id}: balance ${summary.balance} ${summary.currency}`);
+  const q = await acct.GetQuote({ symbol: 'BTCUSD' });
+  say(`BTCUSD ${q.bid} / ${q.ask}`);
+  const order = await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });   // clientOrderId made by the SDK
+  say(`order ${order.ticket} ${order.state} at ${order.openPrice}`);
+  let n = 0;
+  for await (const f of client.stream(id, { symbols: ['BTCUSD'] })) {
+    say(`stream: ${f.type}${f.type === 'QUOTE' ? ` ${f.data.bid} / ${f.data.ask}` : ''}`);
+    if (++n === 5) break;                                                             // leaving the loop closes the stream
+  }
+  const session = await client.connect(id);                                          // the gateway routes: a session handle
+  const s = (await session.op.AccountSummary()) as { equity: number };
+  say(`gateway session ${session.handle.slice(0, 12)}...: equity ${s.equity}`);
+  return { key, accountId: id };
+}
+
+if (process.argv[1] && import.meta.url === new URL(process.argv[1], 'file://').href) {
+  const baseUrl = process.env.TAGW_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`;
+  const mk = process.env.GATEWAY_MANAGEMENT_KEY ?? (JSON.parse(readFileSync('data/bootstrap.json', 'utf8')) as { managementKey: string }).managementKey;
+  const { key, accountId } = await tour(baseUrl, mk, (l) => console.error(l));
+  console.log(`export TAGW_URL=${baseUrl} TAGW_KEY=${key} TAGW_ACCOUNT=${accountId}`);
+}
