@@ -28,6 +28,8 @@ export interface MarketMakerSummary {
   quotes: number;
   requotes: number;
   ordersPlaced: number;
+  /** Orders the broker refused (a limit the market ran through before it arrived). */
+  refused: number;
   fills: number;
   reconciles: number;
   netLots: number;
@@ -45,7 +47,7 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
   const offset = Math.max(info.stopsLevel, info.spread, 10) * info.point * 2;
   const round = (p: number) => Number(p.toFixed(info.digits));
 
-  const summary: MarketMakerSummary = { quotes: 0, requotes: 0, ordersPlaced: 0, fills: 0, reconciles: 0, netLots: 0 };
+  const summary: MarketMakerSummary = { quotes: 0, requotes: 0, ordersPlaced: 0, refused: 0, fills: 0, reconciles: 0, netLots: 0 };
   let positions: StreamPositionRow[] = [];
   let pending: StreamOrderRow[] = [];
   /** Where the market was at the last re-quote (null: quote from scratch). */
@@ -72,7 +74,12 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     } catch (e) {
       // The gateway cannot say whether it was placed: look before quoting again.
       if (e instanceof IdempotencyUncertainError) await reconcile(e.nextStep);
-      else log('order refused', { operation, error: (e as Error).message });
+      else {
+        // A limit the market has run through meanwhile is refused by the broker (TRADE_REQUEST_ERROR,
+        // reason INVALID_PRICE): the next quote re-prices it.
+        summary.refused++;
+        log('order refused', { operation, code: (e as { code?: string }).code, error: (e as Error).message });
+      }
     }
   };
 
