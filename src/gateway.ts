@@ -66,6 +66,28 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** Shutdown waits until no request was turned away (503) for this long: the clients still sending have seen the 503. */
+const DRAIN_QUIET_MS = 50;
+
+/**
+ * The HTTP part of a shutdown: wait, up to `timeoutMs`, until no request is in flight and none
+ * arrived for DRAIN_QUIET_MS (each is answered 503 meanwhile, with the listen socket still open).
+ */
+async function drainHttp(inflight: { count: number; refused: number }, timeoutMs: number, log: Logger): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = inflight.refused;
+  let quietSince = Date.now();
+  while (Date.now() < deadline) {
+    if (inflight.refused !== seen) {
+      seen = inflight.refused;
+      quietSince = Date.now();
+    }
+    if (inflight.count === 0 && Date.now() - quietSince >= DRAIN_QUIET_MS) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
+}
+
 /** uWS ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (no SO_REUSEPORT). */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
 
@@ -141,7 +163,7 @@ async function start(
   const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
     audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile };
   const metrics = new Metrics();
-  const inflight = { count: 0, draining: false };
+  const inflight = { count: 0, draining: false, refused: 0 };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
   const streamHub = (stream = new StreamHub({
@@ -203,12 +225,14 @@ async function start(
   const close = () =>
     (closed ??= (async () => {
       inflight.draining = true;
-      uws.us_listen_socket_close(listenSocket);
       streamHub.close();
       gwSocket?.close();
-      const deadline = Date.now() + config.drainTimeoutMs;
-      while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
+      await drainHttp(inflight, config.drainTimeoutMs, log);
+      // Stops accepting only now: the kernel resets the connections still in the accept backlog
+      // when the listen socket closes, so until here they are accepted and answered (503). Right
+      // after a poll phase (setImmediate), when the backlog was just emptied.
+      await new Promise((r) => setImmediate(r));
+      uws.us_listen_socket_close(listenSocket);
       await shards.close();
       storage.stop();
       keyUsage.stop();
@@ -220,6 +244,10 @@ async function start(
       await checkpointer.stop();
       db.close();
       lock.release();
+      // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)
+      // end with a FIN now rather than at process exit, or never for an in-process gateway.
+      // (App.close exists in this uWS build but not in its typings.)
+      (app as unknown as { close(): void }).close();
       log.info('gateway stopped');
     })());
 

@@ -9,12 +9,19 @@ import { singleParam, type QueryMap } from './request.js';
 export interface AdmissionDeps {
   auth: Authenticator;
   throttle: AuthThrottle;
-  inflight: { draining: boolean };
+  /** `refused`: requests turned away while draining, so shutdown can tell when they stopped coming. */
+  inflight: { draining: boolean; refused?: number };
 }
+
+/** Seconds a client turned away by a shutdown should wait: about what a restart takes. */
+export const SHUTDOWN_RETRY_AFTER_S = 2;
 
 /** Draining and throttle checks, then authentication; undefined for routes without auth. */
 export function admit(deps: AdmissionDeps, ip: string, mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
-  if (deps.inflight.draining) throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close' } });
+  if (deps.inflight.draining) {
+    deps.inflight.refused = (deps.inflight.refused ?? 0) + 1;
+    throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close', 'retry-after': String(SHUTDOWN_RETRY_AFTER_S) } });
+  }
   if (mode !== 'none' && deps.throttle.anyBlocked()) {
     const wait = deps.throttle.blockedFor(ip);
     if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
