@@ -3,16 +3,20 @@
 // change is collected in a SimChange and persisted in one transaction, then announced.
 import type { AccountSummary } from '../market/account.js';
 import {
-  isMarketType, isStopLimitType, RETCODE_DONE, RETCODES, sideOf, type CloseByRequest, type CloseRequest,
-  type Deal, type DeleteRequest, type ModifyRequest, type Order, type OrderRequest, type OrderType,
-  type Position, type RejectReason, type RequestLookup, type Side, type TradeResult,
+  isMarketType, isStopLimitType, RETCODE_DONE, sideOf, type CloseByRequest, type CloseRequest,
+  type Deal, type DeleteRequest, type ModifyRequest, type Order, type OrderRequest,
+  type Position, type RequestLookup, type Side, type TradeResult,
 } from '../market/orders.js';
 import type { Platform } from '../market/server.js';
-import { LATEST_TIME_MS } from '../market/serverClock.js';
 import { closePrice, marginFor, openPrice, profitFor, round2, swapFor, swapNights, validVolume } from './accounting.js';
 import type { SimServerConfig } from './config.js';
 import type { Market, MarketSymbol } from './market.js';
 import type { SimChange, SimPersistence, StoredAccount, StoredPosition } from './persistence.js';
+import {
+  marketGate, offGrid, pendingChangeProblem, pendingEntryProblem, pendingTrigger, reject, round8, stopsSane, stopsValid,
+} from './orderRules.js';
+import { ChangeBatch, OrderBook, placedOrder } from './accountState.js';
+import { accountSummary, positionProfit, positionSwap, positionView } from './valuation.js';
 
 export interface AccountHost {
   readonly market: Market;
@@ -23,23 +27,6 @@ export interface AccountHost {
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void;
   /** The account's book changed: the host keeps only accounts with something open on its clock and ticks. */
   track(account: SimAccount): void;
-}
-
-function reject(reason: RejectReason, message: string): TradeResult {
-  return { ok: false, reason, message, retcode: RETCODES[reason] };
-}
-
-/**
- * An account's orders, knowing when the next expiration can be due: the clock asks every account
- * at every step (expireDue), and most steps must not walk the book. A lower bound: an order that
- * left the book may still hold it, and then one walk finds nothing due and moves it on.
- */
-class OrderBook extends Map<number, Order> {
-  nextExpiryMs = Infinity;
-  override set(ticket: number, o: Order): this {
-    if (o.state === 'placed' && o.expiration !== undefined && o.expiration < this.nextExpiryMs) this.nextExpiryMs = o.expiration;
-    return super.set(ticket, o);
-  }
 }
 
 export class SimAccount {
@@ -69,75 +56,26 @@ export class SimAccount {
     return this.host.market.now;
   }
 
-  // ---- valuation -----------------------------------------------------------------------
+  // ---- valuation (./valuation.ts) ---------------------------------------------------------
 
   private sym(name: string): MarketSymbol | undefined {
     return this.market.bySymbol.get(name);
   }
-
   positionSwap(p: StoredPosition): number {
-    if (p.swapPaid === 0 && this.sameServerDay(p.openTimeMsc)) return 0;
-    const s = this.sym(p.symbol)!;
-    const nights = swapNights(p.openTimeMsc, this.now, (t) => this.market.clock.toServer(t));
-    return round2(swapFor(this.market, s.info, p.type, p.volume, nights, this.data.currency) - p.swapPaid);
+    return positionSwap(this.market, this.data, p);
   }
-
-  private sameServerDay(utcMs: number): boolean {
-    const c = this.market.clock;
-    return Math.floor(c.toServer(utcMs) / 86_400_000) === Math.floor(c.toServer(this.now) / 86_400_000);
-  }
-
   positionProfit(p: StoredPosition): number {
-    const s = this.sym(p.symbol)!;
-    return round2(profitFor(this.market, s.info, p.type, p.volume, p.openPrice, closePrice(this.market, s, p.type), this.data.currency));
+    return positionProfit(this.market, this.data, p);
   }
-
-  positionMargin(p: StoredPosition): number {
-    const s = this.sym(p.symbol)!;
-    return marginFor(this.market, s.info, p.volume, p.openPrice, this.data.leverage, this.data.currency);
-  }
-
   summary(): AccountSummary {
-    let profit = 0;
-    let margin = 0;
-    for (const p of this.positions.values()) {
-      profit += this.positionProfit(p) + this.positionSwap(p);
-      margin += this.positionMargin(p);
-    }
-    const equity = this.data.balance + this.data.credit + profit;
-    margin = round2(margin);
-    return {
-      balance: this.data.balance,
-      credit: this.data.credit,
-      equity: round2(equity),
-      profit: round2(profit),
-      margin,
-      freeMargin: round2(equity - margin),
-      marginLevel: margin > 0 ? round2((equity / margin) * 100) : 0,
-      leverage: this.data.leverage,
-      currency: this.data.currency,
-    };
+    return accountSummary(this.market, this.data, this.positions.values());
   }
-
   positionView(p: StoredPosition): Position {
-    const s = this.sym(p.symbol)!;
-    return {
-      kind: 'position',
-      ticket: p.ticket,
-      symbol: p.symbol,
-      type: p.type,
-      volume: p.volume,
-      openPrice: p.openPrice,
-      openTimeMsc: p.openTimeMsc,
-      currentPrice: closePrice(this.market, s, p.type),
-      sl: p.sl,
-      tp: p.tp,
-      magic: p.magic,
-      comment: p.comment,
-      commission: p.commission,
-      swap: this.positionSwap(p),
-      profit: this.positionProfit(p),
-    };
+    return positionView(this.market, this.data, p);
+  }
+  private freeMarginAfter(extraMargin: number): number {
+    const sum = this.summary();
+    return sum.equity - sum.margin - extraMargin;
   }
 
   positionList(): Position[] {
@@ -145,76 +83,6 @@ export class SimAccount {
   }
   pendingList(): Order[] {
     return [...this.orders.values()].filter((o) => o.state === 'placed');
-  }
-
-  // ---- validation helpers ---------------------------------------------------------------
-
-  private marketGate(s: MarketSymbol, side: Side | null): TradeResult | null {
-    const mode = s.info.tradeMode;
-    if (mode === 'Disabled') return reject('TRADE_DISABLED', `trading is disabled for ${s.info.name}`);
-    if (side !== null) {
-      if (mode === 'CloseOnly') return reject('TRADE_DISABLED', `${s.info.name} is close-only`);
-      if (mode === 'LongOnly' && side === 'Sell') return reject('TRADE_DISABLED', `${s.info.name} is long-only`);
-      if (mode === 'ShortOnly' && side === 'Buy') return reject('TRADE_DISABLED', `${s.info.name} is short-only`);
-    }
-    if (s.feed.timeMsc < 0) return reject('NO_QUOTES', `no quotes for ${s.info.name}`);
-    if (!this.market.tradeOpenAt(s, this.now)) return reject('MARKET_CLOSED', `market is closed for ${s.info.name}`);
-    return null;
-  }
-
-  /** SL/TP distance rule relative to the price the position would close at (or, for a
-   *  pending order, its entry price). 0 means "no level". */
-  private stopsValid(s: MarketSymbol, side: Side, ref: number, sl: number, tp: number): boolean {
-    const d = s.info.stopsLevel * s.point - 1e-9;
-    if (side === 'Buy') return (sl === 0 || sl < ref - d) && (tp === 0 || tp > ref + d);
-    return (sl === 0 || sl > ref + d) && (tp === 0 || tp < ref - d);
-  }
-
-  /** Entry price relation of a pending order to the market (MT rules), stopsLevel apart. */
-  private pendingPriceValid(s: MarketSymbol, type: OrderType, price: number): boolean {
-    const d = s.info.stopsLevel * s.point - 1e-9;
-    const bid = this.market.bid(s);
-    const ask = this.market.ask(s);
-    switch (type) {
-      case 'BuyLimit':
-        return price < ask - d;
-      case 'SellLimit':
-        return price > bid + d;
-      case 'BuyStop':
-      case 'BuyStopLimit':
-        return price > ask + d;
-      case 'SellStop':
-      case 'SellStopLimit':
-        return price < bid - d;
-      default:
-        return false;
-    }
-  }
-
-  private freeMarginAfter(extraMargin: number): number {
-    const sum = this.summary();
-    return sum.equity - sum.margin - extraMargin;
-  }
-
-  /** On the symbol's price grid: no more decimals than `digits` (a broker normalizes or refuses the rest). */
-  private onGrid(s: MarketSymbol, v: number): boolean {
-    const scaled = v * 10 ** s.info.digits;
-    // Tolerance: the rounding error of v * 10^digits in binary floating point, nothing more.
-    return Math.abs(scaled - Math.round(scaled)) < 1e-9 + Math.abs(scaled) * 1e-12;
-  }
-
-  /** The first of `prices` (0 = none) off the symbol's grid, as a rejection. */
-  private offGrid(s: MarketSymbol, prices: Array<[string, number | undefined]>): TradeResult | null {
-    for (const [name, v] of prices) {
-      if (v !== undefined && v !== 0 && !this.onGrid(s, v)) {
-        return reject(name === 'stoploss' || name === 'takeprofit' ? 'INVALID_STOPS' : 'INVALID_PRICE', `${name} ${v} has more than ${s.info.digits} decimals (${s.info.name})`);
-      }
-    }
-    return null;
-  }
-
-  private validPrice(v: number | undefined): v is number {
-    return v !== undefined && Number.isFinite(v) && v > 0;
   }
 
   // ---- trade operations -------------------------------------------------------------------
@@ -226,7 +94,7 @@ export class SimAccount {
       return reject('UNSUPPORTED_ORDER_TYPE', `${req.type} orders are not supported on P4`);
     }
     const side = sideOf(req.type);
-    const gate = this.marketGate(s, side);
+    const gate = marketGate(this.market, this.now, s, side);
     if (gate) return gate;
     if (!validVolume(s.info, req.volume)) {
       return reject('INVALID_VOLUME', `volume ${req.volume} outside ${s.info.volumeMin}..${s.info.volumeMax} step ${s.info.volumeStep}`);
@@ -234,54 +102,23 @@ export class SimAccount {
     const sl = req.stoploss ?? 0;
     const tp = req.takeprofit ?? 0;
     if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
-    const grid = this.offGrid(s, [['price', isMarketType(req.type) ? undefined : req.price], ['stopLimitPrice', isStopLimitType(req.type) ? req.stopLimitPrice : undefined], ['stoploss', sl], ['takeprofit', tp]]);
+    const grid = offGrid(s, [['price', isMarketType(req.type) ? undefined : req.price], ['stopLimitPrice', isStopLimitType(req.type) ? req.stopLimitPrice : undefined], ['stoploss', sl], ['takeprofit', tp]]);
     if (grid) return grid;
     if (isMarketType(req.type)) {
       const price = openPrice(this.market, s, side);
       if (req.price !== undefined && req.slippage !== undefined && Math.abs(price - req.price) > req.slippage * s.point + 1e-9) {
         return reject('REQUOTE', `requote: market ${price}, requested ${req.price}, slippage ${req.slippage} points`);
       }
-      if (!this.stopsValid(s, side, closePrice(this.market, s, side), sl, tp)) {
+      if (!stopsValid(s, side, closePrice(this.market, s, side), sl, tp)) {
         return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
       }
       const margin = marginFor(this.market, s.info, req.volume, price, this.data.leverage, this.data.currency);
       if (this.freeMarginAfter(margin) < 0) return reject('NO_MONEY', 'not enough money');
       return this.openPosition(s, side, req, price, sl, tp, null);
     }
-    if (!this.validPrice(req.price)) return reject('INVALID_PRICE', 'a pending order needs a price');
-    if (!this.pendingPriceValid(s, req.type, req.price)) {
-      return reject('INVALID_PRICE', `invalid ${req.type} price ${req.price} (bid ${this.market.bid(s)}, ask ${this.market.ask(s)})`);
-    }
-    let entry = req.price;
-    if (isStopLimitType(req.type)) {
-      const lim = req.stopLimitPrice;
-      if (!this.validPrice(lim)) return reject('INVALID_PRICE', 'a stop-limit order needs stopLimitPrice');
-      if (!stopLimitSideOk(side, req.price, lim)) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
-      entry = lim;
-    }
-    if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
-    if (req.expiration !== undefined && !validExpiration(req.expiration, this.now)) return reject('INVALID_EXPIRATION', expirationProblem(req.expiration));
-    const order: Order = {
-      kind: 'order',
-      ticket: this.host.nextId(),
-      symbol: s.info.name,
-      type: req.type,
-      state: 'placed',
-      volume: req.volume,
-      volumeInitial: req.volume,
-      openPrice: req.price,
-      openTimeMsc: this.now,
-      sl,
-      tp,
-      ...(req.stopLimitPrice !== undefined && isStopLimitType(req.type) ? { stopLimitPrice: req.stopLimitPrice } : {}),
-      ...(req.expiration !== undefined ? { expiration: req.expiration } : {}),
-      magic: req.magic ?? 0,
-      comment: req.comment ?? '',
-      commission: 0,
-      swap: 0,
-      profit: 0,
-      positionId: 0,
-    };
+    const problem = pendingEntryProblem(this.market, this.now, s, req, sl, tp);
+    if (problem) return problem;
+    const order = placedOrder(this.host.nextId(), s.info.name, req as OrderRequest & { price: number }, sl, tp, this.now);
     this.orders.set(order.ticket, order);
     this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
     return { ok: true, order, deals: [], retcode: RETCODE_DONE };
@@ -345,7 +182,7 @@ export class SimAccount {
     const pos = this.positions.get(req.ticket);
     if (pos) {
       const s = this.sym(pos.symbol)!;
-      const gate = this.marketGate(s, null);
+      const gate = marketGate(this.market, this.now, s, null);
       if (gate) return gate;
       const ref = closePrice(this.market, s, pos.type);
       const freeze = s.info.freezeLevel * s.point;
@@ -355,9 +192,9 @@ export class SimAccount {
       const sl = req.stoploss ?? pos.sl;
       const tp = req.takeprofit ?? pos.tp;
       if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
-      const grid = this.offGrid(s, [['stoploss', sl], ['takeprofit', tp]]);
+      const grid = offGrid(s, [['stoploss', sl], ['takeprofit', tp]]);
       if (grid) return grid;
-      if (!this.stopsValid(s, pos.type, ref, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
+      if (!stopsValid(s, pos.type, ref, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
       pos.sl = sl;
       pos.tp = tp;
       const change: SimChange = { positions: [pos] };
@@ -376,26 +213,12 @@ export class SimAccount {
     const o = this.orders.get(req.ticket);
     if (!o || o.state !== 'placed') return reject('INVALID_TICKET', `no open position or pending order ${req.ticket}`);
     const s = this.sym(o.symbol)!;
-    const gate = this.marketGate(s, null);
+    const gate = marketGate(this.market, this.now, s, null);
     if (gate) return gate;
     if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
-    const price = req.price ?? o.openPrice;
-    const side = sideOf(o.type);
-    if (!this.validPrice(price) || (req.price !== undefined && !this.pendingPriceValid(s, o.type, price))) return reject('INVALID_PRICE', `invalid price ${price}`);
-    const lim = req.stopLimitPrice ?? o.stopLimitPrice;
-    const entry = isStopLimitType(o.type) && lim !== undefined ? lim : price;
-    const sl = req.stoploss ?? o.sl;
-    const tp = req.takeprofit ?? o.tp;
-    if (!stopsSane(sl, tp)) return reject('INVALID_STOPS', 'invalid stop loss or take profit');
-    if (isStopLimitType(o.type) && lim !== undefined) {
-      // The same rule as when it was placed: the limit price on the far side of the stop price.
-      if (!this.validPrice(lim)) return reject('INVALID_PRICE', `invalid stopLimitPrice ${lim}`);
-      if (!stopLimitSideOk(side, price, lim)) return reject('INVALID_PRICE', 'stopLimitPrice is on the wrong side of the stop price');
-    }
-    const grid = this.offGrid(s, [['price', price], ['stopLimitPrice', isStopLimitType(o.type) ? lim : undefined], ['stoploss', sl], ['takeprofit', tp]]);
-    if (grid) return grid;
-    if (!this.stopsValid(s, side, entry, sl, tp)) return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the entry price`);
-    if (req.expiration !== undefined && req.expiration !== 0 && !validExpiration(req.expiration, this.now)) return reject('INVALID_EXPIRATION', expirationProblem(req.expiration));
+    const checked = pendingChangeProblem(this.market, this.now, s, o, req);
+    if ('ok' in checked) return checked;
+    const { price, lim, sl, tp } = checked;
     const { expiration: oldExp, ...rest } = o;
     const expiration = req.expiration === undefined ? oldExp : req.expiration === 0 ? undefined : req.expiration;
     const order: Order = { ...rest, openPrice: price, sl, tp, ...(lim !== undefined && isStopLimitType(o.type) ? { stopLimitPrice: lim } : {}), ...(expiration !== undefined ? { expiration } : {}) };
@@ -413,7 +236,7 @@ export class SimAccount {
     const pos = this.positions.get(req.ticket);
     if (!pos) return reject('INVALID_TICKET', `no open position ${req.ticket}`);
     const s = this.sym(pos.symbol)!;
-    const gate = this.marketGate(s, null);
+    const gate = marketGate(this.market, this.now, s, null);
     if (gate) return gate;
     const lots = req.lots ?? pos.volume;
     const full = Math.abs(lots - pos.volume) < 1e-9;
@@ -506,7 +329,7 @@ export class SimAccount {
     if (!a || !b || a === b) return reject('INVALID_TICKET', `close-by needs two open positions (${req.ticket}, ${req.byTicket})`);
     if (a.symbol !== b.symbol || a.type === b.type) return reject('INVALID_REQUEST', 'close-by needs opposite positions of the same symbol');
     const s = this.sym(a.symbol)!;
-    const gate = this.marketGate(s, null);
+    const gate = marketGate(this.market, this.now, s, null);
     if (gate) return gate;
     // Close-by: both legs close at the by-position's open price, so `ticket` realizes the pair's
     // result (sell open - buy open, no spread paid) and the by-position closes flat.
@@ -522,7 +345,7 @@ export class SimAccount {
     const s = this.sym(o.symbol)!;
     // As for a modify: a closed market (or a symbol closed to trading) refuses it (MT4 error 132,
     // MT5 TRADE_RETCODE_MARKET_CLOSED); its last quotes are stale for the freeze check anyway.
-    const gate = this.marketGate(s, null);
+    const gate = marketGate(this.market, this.now, s, null);
     if (gate) return gate;
     if (this.frozenPending(s, o)) return reject('FROZEN', `order ${o.ticket} is within the freeze level`);
     return this.finishPending(o, 'cancelled');
@@ -582,36 +405,16 @@ export class SimAccount {
   }
 
   private triggerPending(s: MarketSymbol, o: Order, bid: number, ask: number): void {
-    let fire = false;
-    switch (o.type) {
-      case 'BuyLimit':
-        fire = ask <= o.openPrice;
-        break;
-      case 'SellLimit':
-        fire = bid >= o.openPrice;
-        break;
-      case 'BuyStop':
-        fire = ask >= o.openPrice;
-        break;
-      case 'SellStop':
-        fire = bid <= o.openPrice;
-        break;
-      case 'BuyStopLimit':
-      case 'SellStopLimit': {
-        const hit = o.type === 'BuyStopLimit' ? ask >= o.openPrice : bid <= o.openPrice;
-        if (hit) {
-          // The stop part triggered: the order becomes a limit order at stopLimitPrice.
-          const { stopLimitPrice, ...rest } = o;
-          const order: Order = { ...rest, type: o.type === 'BuyStopLimit' ? 'BuyLimit' : 'SellLimit', openPrice: stopLimitPrice ?? o.openPrice };
-          this.orders.set(order.ticket, order);
-          this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
-        }
-        return;
-      }
-      default:
-        return;
+    const action = pendingTrigger(o, bid, ask);
+    if (action === 'toLimit') {
+      // The stop part triggered: the order becomes a limit order at stopLimitPrice.
+      const { stopLimitPrice, ...rest } = o;
+      const order: Order = { ...rest, type: o.type === 'BuyStopLimit' ? 'BuyLimit' : 'SellLimit', openPrice: stopLimitPrice ?? o.openPrice };
+      this.orders.set(order.ticket, order);
+      this.commit({ orders: [{ order, doneMs: null }] }, [], false, true);
+      return;
     }
-    if (!fire) return;
+    if (action === 'none') return;
     const side = sideOf(o.type);
     const price = side === 'Buy' ? ask : bid;
     const margin = marginFor(this.market, s.info, o.volume, price, this.data.leverage, this.data.currency);
@@ -670,69 +473,28 @@ export class SimAccount {
     this.host.store.apply(this.data.server, this.data.login, { equity: { timeMsc: this.now, balance: sum.balance, equity: sum.equity } });
   }
 
-  // Changes of one operation (a trade request, or one tick's triggers) are merged and then
-  // persisted in a single transaction by flush(), together with the request id if any.
-  private batch: Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange = emptyBatch();
-  private dirty = false;
-  private positionsChanged = false;
-  private ordersChanged = false;
+  /** Changes of the current operation, persisted in one transaction by flush(). */
+  private readonly changes = new ChangeBatch();
 
   private commit(change: SimChange, _deals: Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
-    const b = this.batch;
-    if (change.balance !== undefined) b.balance = change.balance;
-    if (change.orders) b.orders.push(...change.orders);
-    if (change.positions) b.positions.push(...change.positions.map((p) => ({ ...p })));
-    if (change.closedPositions) b.closedPositions.push(...change.closedPositions);
-    if (change.deals) b.deals.push(...change.deals);
-    this.dirty = true;
-    this.positionsChanged ||= positionsChanged;
-    this.ordersChanged ||= ordersChanged;
+    this.changes.add(change, positionsChanged, ordersChanged);
   }
 
   /** Persist and announce everything since the last flush (one transaction). */
   flush(request?: RequestLookup): void {
-    if (!this.dirty && !request) return;
-    const b = this.batch;
-    if (b.deals.length > 0 && this.now - this.lastEquityOnChange >= 1000) {
+    if (!this.changes.pending && !request) return;
+    if (this.changes.deals.length > 0 && this.now - this.lastEquityOnChange >= 1000) {
       // Equity is sampled on balance changes (at most once per second per account) and
       // once per minute while positions are open (sampleEquity).
       this.lastEquityOnChange = this.now;
       const sum = this.summary();
-      b.equity = { timeMsc: this.now, balance: sum.balance, equity: sum.equity };
+      this.changes.add({ equity: { timeMsc: this.now, balance: sum.balance, equity: sum.equity } }, false, false);
     }
-    if (request) b.request = request;
-    this.host.store.apply(this.data.server, this.data.login, b);
-    const { deals } = b;
-    const pc = this.positionsChanged;
-    const oc = this.ordersChanged;
-    this.batch = emptyBatch();
-    this.dirty = this.positionsChanged = this.ordersChanged = false;
+    const { change, positionsChanged: pc, ordersChanged: oc } = this.changes.take();
+    if (request) change.request = request;
+    this.host.store.apply(this.data.server, this.data.login, change);
     if (pc || oc) this.host.track(this);
-    if (deals.length > 0 || pc || oc) this.host.publish(this, deals, pc, oc);
+    if (change.deals.length > 0 || pc || oc) this.host.publish(this, change.deals, pc, oc);
   }
 }
 
-/** SL and TP are prices or 0 (none): never negative, never NaN or infinite. */
-function stopsSane(sl: number, tp: number): boolean {
-  return sl >= 0 && tp >= 0 && Number.isFinite(sl) && Number.isFinite(tp);
-}
-
-/** A stop-limit's limit price lies at or beyond its stop price, away from the market (MT rules). */
-function stopLimitSideOk(side: Side, stop: number, limit: number): boolean {
-  return side === 'Buy' ? limit <= stop : limit >= stop;
-}
-
-function emptyBatch() {
-  return { orders: [], positions: [], closedPositions: [], deals: [] } as Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange;
-}
-
-function round8(v: number): number {
-  return Math.round(v * 1e8) / 1e8;
-}
-/** An expiration is a future time with a calendar date (up to the end of year 9999). */
-function validExpiration(ms: number, now: number): boolean {
-  return Number.isFinite(ms) && ms > now && ms <= LATEST_TIME_MS;
-}
-function expirationProblem(ms: number): string {
-  return Number.isFinite(ms) && ms <= LATEST_TIME_MS ? 'expiration is in the past' : 'expiration is not a valid time';
-}

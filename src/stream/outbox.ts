@@ -18,7 +18,8 @@
 // at once whenever that passes half the reserve. A socket over the hard limit at a sweep is closed.
 import type { Config } from '../config.js';
 import { SOCKET_CLOSE, type SocketCloseName } from './closeCodes.js';
-import { candleData, controlFrame, errorData, marketFrame, quoteData, type FrameType } from './frames.js';
+import { candleData, quoteData } from '../runtime/frameData.js';
+import { controlFrame, errorData, marketFrame, type FrameType } from './frames.js';
 import type { Sock, StreamCounters } from './state.js';
 import type { Topics } from './topics.js';
 

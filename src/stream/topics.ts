@@ -8,7 +8,8 @@ import { barRangeUtc } from '../market/bars.js';
 import { clockFor, type ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
-import { candleData, marketFrame, quoteData } from './frames.js';
+import { candleData, quoteData } from '../runtime/frameData.js';
+import { marketFrame } from './frames.js';
 import { newEpoch } from './history.js';
 import type { AccountState, CandleSub, CandleTopic, QuoteTopic, ServerState, Sock, StreamCounters } from './state.js';
 

@@ -16,7 +16,7 @@ import type { AccountSummary } from '../../market/account.js';
 import type { Tick } from '../../market/server.js';
 import { parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import { apiError } from '../../errors.js';
-import { candleData, quoteData } from '../../stream/frames.js';
+import { candleData, quoteData } from '../frameData.js';
 import { SessionStore } from '../../store/sessions.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';

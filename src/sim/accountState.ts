@@ -1,0 +1,68 @@
+// The containers of one simulated account's state between two commits: its order book, and the
+// changes of one operation (a trade request, or one tick's triggers) merged until they are persisted
+// in a single transaction (SimAccount.flush).
+import { isStopLimitType, type Order, type OrderRequest } from '../market/orders.js';
+import type { SimChange } from './persistence.js';
+
+/**
+ * An account's orders, knowing when the next expiration can be due: the clock asks every account
+ * at every step (expireDue), and most steps must not walk the book. A lower bound: an order that
+ * left the book may still hold it, and then one walk finds nothing due and moves it on.
+ */
+export class OrderBook extends Map<number, Order> {
+  nextExpiryMs = Infinity;
+  override set(ticket: number, o: Order): this {
+    if (o.state === 'placed' && o.expiration !== undefined && o.expiration < this.nextExpiryMs) this.nextExpiryMs = o.expiration;
+    return super.set(ticket, o);
+  }
+}
+
+type Batch = Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange;
+const emptyBatch = (): Batch => ({ orders: [], positions: [], closedPositions: [], deals: [] });
+
+/** Changes merged since the last flush, and whether positions or pending orders changed. */
+export class ChangeBatch {
+  private batch = emptyBatch();
+  private dirty = false;
+  private positionsChanged = false;
+  private ordersChanged = false;
+
+  get pending(): boolean {
+    return this.dirty;
+  }
+  get deals() {
+    return this.batch.deals;
+  }
+
+  add(change: SimChange, positionsChanged: boolean, ordersChanged: boolean): void {
+    const b = this.batch;
+    if (change.balance !== undefined) b.balance = change.balance;
+    if (change.orders) b.orders.push(...change.orders);
+    if (change.positions) b.positions.push(...change.positions.map((p) => ({ ...p })));
+    if (change.closedPositions) b.closedPositions.push(...change.closedPositions);
+    if (change.deals) b.deals.push(...change.deals);
+    if (change.equity) b.equity = change.equity;
+    this.dirty = true;
+    this.positionsChanged ||= positionsChanged;
+    this.ordersChanged ||= ordersChanged;
+  }
+
+  /** The merged change (to persist) and what it changed; the batch starts empty again. */
+  take(): { change: Batch; positionsChanged: boolean; ordersChanged: boolean } {
+    const out = { change: this.batch, positionsChanged: this.positionsChanged, ordersChanged: this.ordersChanged };
+    this.batch = emptyBatch();
+    this.dirty = this.positionsChanged = this.ordersChanged = false;
+    return out;
+  }
+}
+
+/** The record of a newly placed pending order. */
+export function placedOrder(ticket: number, symbol: string, req: OrderRequest & { price: number }, sl: number, tp: number, now: number): Order {
+  return {
+    kind: 'order', ticket, symbol, type: req.type, state: 'placed', volume: req.volume, volumeInitial: req.volume,
+    openPrice: req.price, openTimeMsc: now, sl, tp,
+    ...(req.stopLimitPrice !== undefined && isStopLimitType(req.type) ? { stopLimitPrice: req.stopLimitPrice } : {}),
+    ...(req.expiration !== undefined ? { expiration: req.expiration } : {}),
+    magic: req.magic ?? 0, comment: req.comment ?? '', commission: 0, swap: 0, profit: 0, positionId: 0,
+  };
+}
