@@ -37,7 +37,15 @@ export const configSchema = z.object({
   /** Servers, symbols and faults of the embedded simulator (docs/simulator.md); default config/sim-servers.json. */
   simServersFile: z.string().min(1).optional(),
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
-  bridgeUrl: z.string().regex(/^(tcp:\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port').optional(),
+  bridgeUrl: z.string().regex(/^((tcp|tls):\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port or tls://host:port').optional(),
+  /** CA certificate(s) (PEM) a tls:// bridge's certificate must chain to, instead of the system's (a pinned CA). */
+  bridgeCaFile: z.string().min(1).optional(),
+  /** HTTPS and WSS on the same port when both are set (docs/operations.md#tls); plain HTTP otherwise. */
+  tlsCertFile: z.string().min(1).optional(),
+  tlsKeyFile: z.string().min(1).optional(),
+  /** Intermediate/client CA file handed to uWS (ca_file_name). */
+  tlsCaFile: z.string().min(1).optional(),
+  tlsKeyPassphrase: z.string().min(1).optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
   /** Free space DATA_DIR's file system must keep (MiB); below it trading calls answer 503
    *  STORAGE_UNAVAILABLE before anything is sent (src/store/storageHealth.ts). */
@@ -88,6 +96,10 @@ export const configSchema = z.object({
     if (!isTimeZone(tz)) ctx.addIssue({ code: 'custom', message: `unknown time zone '${tz}' (an IANA name such as America/New_York or UTC)` });
   }),
 }).superRefine((c, ctx) => {
+  // Half a TLS configuration would silently serve plain HTTP.
+  if ((c.tlsCertFile === undefined) !== (c.tlsKeyFile === undefined)) {
+    ctx.addIssue({ code: 'custom', path: [c.tlsCertFile ? 'tlsKeyFile' : 'tlsCertFile'], message: 'TLS_CERT_FILE and TLS_KEY_FILE go together' });
+  }
   // A soft limit at or above the hard one would never make a slow socket coalesce: uWS caps its
   // backpressure at the hard limit (maxBackpressure), so the slow-client policy would be silently off.
   if (c.streamSoftLimitBytes >= c.streamHardLimitBytes) {
@@ -110,6 +122,8 @@ const ENV: Record<string, keyof Config> = {
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
   STREAM_HISTORY_MAX_EVENTS: 'streamHistoryMaxEvents', STREAM_HISTORY_MAX_AGE_MS: 'streamHistoryMaxAgeMs',
   CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
+  TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
+  BRIDGE_CA_FILE: 'bridgeCaFile',
 };
 
 export class ConfigError extends Error {}

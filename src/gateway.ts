@@ -1,7 +1,6 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
 import { resolve as resolvePath } from 'node:path';
-import type { us_listen_socket } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrap, markKeyShown } from './auth/bootstrap.js';
 import { KeyRateLimiter } from './auth/keyRateLimit.js';
@@ -25,6 +24,7 @@ import { socketRoutes } from './http/routes/sockets.js';
 import { statusRoutes } from './http/routes/status.js';
 import { ConnectionLog } from './dashboard/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
+import { Listener, tlsFilesOf } from './http/listener.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
@@ -64,6 +64,9 @@ export interface Gateway {
   createdManagementKey: string | undefined;
   /** Stops accepting, waits for in-flight requests (up to drainTimeoutMs), stops shards, closes the store. */
   close(): Promise<void>;
+  /** SIGHUP: reads the TLS certificate and key again; open sockets stay (src/http/listener.ts). Throws
+   *  TlsConfigError, keeping the old certificate, when the files do not load. */
+  reloadTls(): Promise<void>;
 }
 
 /** Shutdown waits until no request was turned away (503) for this long: the clients still sending have seen the 503. */
@@ -88,18 +91,20 @@ async function drainHttp(inflight: { count: number; refused: number }, timeoutMs
   if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
 }
 
-/** uWS ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (no SO_REUSEPORT). */
-const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-
 export async function startGateway(config: Config, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel);
   const clock = opts.clock ?? systemClock;
   const uws = loadUws(config.allowUwsFallback, log);
 
   checkBrokerConfig(config);
+  // Certificate files are checked before anything is touched: a bad one is exit 2, DATA_DIR as it was.
+  const listener = new Listener(uws, tlsFilesOf(config));
+  if (config.brokerMode === 'bridge' && !config.bridgeUrl?.startsWith('tls://')) {
+    log.warn('bridge without TLS: broker passwords cross the network in clear; use BRIDGE_URL=tls://host:port (docs/operations.md#tls)');
+  }
   const lock = lockDataDir(config.dataDir);
   try {
-    return await start(config, log, clock, uws, lock);
+    return await start(config, log, clock, listener, lock);
   } catch (err) {
     lock.release();
     throw err;
@@ -107,7 +112,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 }
 
 async function start(
-  config: Config, log: Logger, clock: Clock, uws: ReturnType<typeof loadUws>, lock: { release(): void },
+  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void },
 ): Promise<Gateway> {
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
@@ -151,6 +156,7 @@ async function start(
     settings: {
       logLevel: config.logLevel, secretKeyHex: secretKey.toString('hex'),
       brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
+      bridgeCaFile: config.bridgeCaFile === undefined ? undefined : resolvePath(config.bridgeCaFile),
       // Resolved here: shard workers may not share the operator's idea of the working directory.
       simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
     },
@@ -196,7 +202,7 @@ async function start(
       }
     },
   };
-  const app = uws.App();
+  const app = listener.app;
   streamHub.mount(app);
   const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight));
   gatewaySocket.mount(app);
@@ -205,21 +211,17 @@ async function start(
   mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    // Exclusive: uWS sets SO_REUSEPORT by default, which let a second gateway share the port. The
-    // (host, port, options, cb) form exists in this build but not in its typings.
-    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => unknown;
-    listen.call(app, config.host, config.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (s) =>
-      (s ? resolve(s) : reject(new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`))));
-  });
-  const port = uws.us_socket_local_port(listenSocket);
-  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const bound = await listener.listen(config.host, config.port);
+  if (bound === false) throw new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`);
+  const port = bound;
+  const url = `${listener.secure ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (boot.createdKey) {
     // Printed once, by the first start that listens; also in bootstrap.json (mode 0600).
     process.stdout.write(`\nManagement key (shown once, also saved to ${boot.bootstrapFile}):\n  ${boot.createdKey}\n\n`);
     markKeyShown(boot.bootstrapFile);
   }
-  log.info('gateway listening', { url, shards: config.shards, dataDir: config.dataDir });
+  if (!listener.secure) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
+  log.info('gateway listening', { url, tls: listener.secure, shards: config.shards, dataDir: config.dataDir });
 
   let closed: Promise<void> | undefined;
   const close = () =>
@@ -232,7 +234,7 @@ async function start(
       // when the listen socket closes, so until here they are accepted and answered (503). Right
       // after a poll phase (setImmediate), when the backlog was just emptied.
       await new Promise((r) => setImmediate(r));
-      uws.us_listen_socket_close(listenSocket);
+      listener.close();
       await shards.close();
       storage.stop();
       keyUsage.stop();
@@ -246,10 +248,14 @@ async function start(
       lock.release();
       // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)
       // end with a FIN now rather than at process exit, or never for an in-process gateway.
-      // (App.close exists in this uWS build but not in its typings.)
-      (app as unknown as { close(): void }).close();
+      listener.closeConnections();
       log.info('gateway stopped');
     })());
 
-  return { port, url, services, metrics, routes, stream: streamHub, gatewaySocket, createdManagementKey: boot.createdKey, close };
+  const reloadTls = async () => {
+    if (!listener.secure) return log.info('SIGHUP: no TLS certificate configured, nothing to reload');
+    listener.reload();
+    log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
+  };
+  return { port, url, services, metrics, routes, stream: streamHub, gatewaySocket, createdManagementKey: boot.createdKey, close, reloadTls };
 }

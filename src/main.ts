@@ -37,6 +37,11 @@ async function main(): Promise<void> {
   // terminal's and the one npm forwards. The drain is bounded by DRAIN_TIMEOUT_MS; kill -9 stops at once.
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // SIGHUP: a renewed certificate (e.g. from certbot's deploy hook), without closing open sockets.
+  process.on('SIGHUP', () => {
+    if (!gw || stopping) return;
+    void gw.reloadTls().catch((e: unknown) => log.error('TLS certificate not reloaded; the old one stays', { err: e instanceof Error ? e.message : String(e) }));
+  });
   try {
     gw = await startGateway(config, { log });
   } catch (e) {

@@ -1,10 +1,11 @@
 // Standalone simulator speaking the bridge protocol over TCP:
-//   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir]
+//   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir] [--tls-cert file --tls-key file]
 // Each socket is one login: the first frame is `hello`, then requests and pushed events.
 // Injected faults act on the wire: a drop closes the socket, "timeout after send" executes
 // the trade and never sends its reply, latency delays replies.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -66,13 +67,22 @@ export interface SimServerHandle {
   close(): Promise<void>;
 }
 
-export async function startSimServer(sim: Simulator, options: { port?: number; host?: string } = {}): Promise<SimServerHandle> {
+export interface SimServerOptions {
+  port?: number;
+  host?: string;
+  /** Serve TLS (gateways connect with BRIDGE_URL=tls://host:port): PEM certificate chain and key. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+}
+
+export async function startSimServer(sim: Simulator, options: SimServerOptions = {}): Promise<SimServerHandle> {
   const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
+  const onSocket = (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     serveSocket(sim, socket);
-  });
+  };
+  // TLS: a client that refuses the certificate never gets as far as a frame (the password is in its first).
+  const server: Server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, onSocket) : createServer(onSocket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
@@ -177,7 +187,7 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   }
 }
 
-const OPTIONS = ['port', 'seed', 'config', 'data', 'host'];
+const OPTIONS = ['port', 'seed', 'config', 'data', 'host', 'tls-cert', 'tls-key'];
 
 /**
  * `--name value` or `--name=value`. Anything else is refused: an ignored typo (`--dta dir`,
@@ -231,7 +241,13 @@ async function main(): Promise<void> {
   const sim = new Simulator({ config, store, replay });
   sim.start(20);
   const host = args.host || '127.0.0.1';
-  const handle = await startSimServer(sim, { port, host }).catch((err: unknown) => {
+  if (!args['tls-cert'] !== !args['tls-key']) throw new UsageError('--tls-cert and --tls-key go together');
+  const tls = args['tls-cert'] ? attempt(`--tls-cert ${args['tls-cert']} / --tls-key ${args['tls-key']}`, () => {
+    const files = { cert: readFileSync(args['tls-cert']!), key: readFileSync(args['tls-key']!) };
+    createSecureContext(files); // a key that does not match the certificate: refused here, not at the first client
+    return files;
+  }) : undefined;
+  const handle = await startSimServer(sim, { port, host, ...(tls ? { tls } : {}) }).catch((err: unknown) => {
     throw new UsageError(`cannot listen on ${host}:${port}: ${oneLine(err)}`);
   });
   console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed }));

@@ -2,7 +2,8 @@
 // exit (ConfigError, exit 2) instead of a gateway that reports ready and then answers every bind
 // with a 500.
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { resolve } from 'node:path';
 import { ZodError } from 'zod';
 import { ConfigError, issuesLine, type Config } from './config.js';
@@ -21,7 +22,16 @@ export function oneLine(err: unknown): string {
 /** The broker side: a bridge needs its address; the embedded simulator needs a valid servers file. */
 export function checkBrokerConfig(config: Config): void {
   if (config.brokerMode === 'bridge') {
-    if (!config.bridgeUrl) throw new ConfigError('BROKER_MODE=bridge needs BRIDGE_URL=tcp://host:port');
+    if (!config.bridgeUrl) throw new ConfigError('BROKER_MODE=bridge needs BRIDGE_URL=tcp://host:port (or tls://host:port)');
+    if (config.bridgeCaFile) {
+      if (!config.bridgeUrl.startsWith('tls://')) throw new ConfigError('BRIDGE_CA_FILE needs BRIDGE_URL=tls://host:port');
+      try {
+        const ca = readFileSync(config.bridgeCaFile);
+        createSecureContext({ ca });
+      } catch (err) {
+        throw new ConfigError(`BRIDGE_CA_FILE ${resolve(config.bridgeCaFile)}: ${oneLine(err)}`);
+      }
+    }
     return;
   }
   const path = config.simServersFile === undefined ? DEFAULT_CONFIG_PATH : resolve(config.simServersFile);

@@ -251,7 +251,7 @@ describe('process', () => {
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
       [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
       // A typo or another option syntax is not ignored (state would silently stay in memory).
-      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host\)/],
+      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --tls-cert, --tls-key\)/],
       [['--port', '0', 'extra'], /unexpected argument extra/],
     ] as Array<[string[], RegExp]>) {
       const p = start({}, undefined, ['--import', 'tsx', SIM, ...args]);

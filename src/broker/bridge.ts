@@ -11,7 +11,8 @@
 //   deal seen, deduplicated by ticket), so listeners miss nothing and see nothing twice.
 import { BrokerListeners } from './listeners.js';
 import { randomUUID } from 'node:crypto';
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
 import type { BrokerConnection, BrokerEventName, BrokerEvents, ConnectionState, TradeOptions, Unsubscribe } from './types.js';
 import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
@@ -34,6 +35,9 @@ export interface BridgeOptions {
   readonly platform?: Platform;
   readonly requestTimeoutMs?: number;
   readonly connectTimeoutMs?: number;
+  /** tls:// bridge: TLS with the certificate verified (chain and host name), before the hello
+   *  carries the password; `ca` pins the CA (PEM) instead of the system's roots. */
+  readonly tls?: { readonly ca?: string | Buffer };
 }
 
 interface Pending {
@@ -132,7 +136,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
     this.setState('connecting');
     const socket = await this.openSocket().catch((err: unknown) => {
       this.setState('disconnected', 'connect failed');
-      throw new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}`, { cause: err });
+      throw new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}${this.options.tls ? ` over TLS (${(err as Error).message})` : ''}`, { cause: err });
     });
     this.socket = socket;
     try {
@@ -158,12 +162,16 @@ export class BridgeBrokerConnection implements BrokerConnection {
 
   private openSocket(): Promise<Socket> {
     return new Promise((resolve, reject) => {
-      const socket = netConnect({ host: this.options.host, port: this.options.port });
+      const { host, port, tls } = this.options;
+      // rejectUnauthorized is Node's default; said here because the password follows the handshake.
+      const socket = tls
+        ? tlsConnect({ host, port, rejectUnauthorized: true, ...(tls.ca ? { ca: tls.ca } : {}), ...(isIP(host) ? {} : { servername: host }) })
+        : netConnect({ host, port });
       const timer = setTimeout(() => {
         socket.destroy();
         reject(new Error('connect timeout'));
       }, this.options.connectTimeoutMs ?? 5000);
-      socket.once('connect', () => {
+      socket.once(tls ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
         socket.setNoDelay(true);
         socket.setEncoding('utf8');

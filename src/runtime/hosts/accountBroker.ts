@@ -4,6 +4,7 @@
 // account state lives in SQLite and is only ever driven by the one shard owning the account.
 // Bridge mode: each connection is a BridgeBrokerConnection to BRIDGE_URL (the standalone simulator
 // server or a real terminal bridge); the server's platform, build and clock are known once connected.
+import { readFileSync } from 'node:fs';
 import { BridgeBrokerConnection } from '../../broker/bridge.js';
 import { createSimulator, SimBrokerConnection } from '../../broker/sim.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
@@ -23,12 +24,14 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   const mode = (ctx.settings.brokerMode as string | undefined) ?? 'embedded';
   if (mode === 'bridge') {
     const url = ctx.settings.bridgeUrl as string | undefined;
-    const m = url ? /^(?:tcp:\/\/)?([^:/]+):(\d+)$/.exec(url) : null;
+    const m = url ? /^(?:(tcp|tls):\/\/)?([^:/]+):(\d+)$/.exec(url) : null;
     if (!m) throw new Error('brokerMode=bridge needs bridgeUrl (BRIDGE_URL), e.g. tcp://127.0.0.1:4510');
-    const [host, port] = [m[1]!, Number(m[2])];
+    const [host, port] = [m[2]!, Number(m[3])];
+    const caFile = ctx.settings.bridgeCaFile as string | undefined;
+    const tls = m[1] === 'tls' ? { tls: caFile ? { ca: readFileSync(caFile) } : {} } : {};
     return {
       factory: (c) => new BridgeBrokerConnection({
-        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}),
+        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}), ...tls,
       }),
       stop: () => {},
     };
