@@ -161,7 +161,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // A second scrape gives rates and a first point on the throughput chart.
     await page.locator('[data-testid=families] td.num', { hasText: /^\d+\.\d$/ }).first().waitFor();
     await page.locator('[data-testid=throughput] canvas').waitFor();
-    await page.locator('[data-testid=throughput][data-points="3"]').waitFor(); // a line, for the screenshot
+    await page.locator('[data-testid=throughput][data-points="2"]').waitFor(); // a line, for the screenshot
     await browser.shot(page, '5-overview-busy');
     // The live view streams with a read-only key scoped to this account, created for itself.
     const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
@@ -254,6 +254,23 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     mk = newMk;
     await oldTab.close();
     await tab.close();
+  });
+
+  it('reconnects an account and deletes a seat in two clicks', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    const seat = (await t.req('POST', '/v1/seats', { headers: mgmt(mk), body: {} })).body.id as string;
+    await go(page, '/seats');
+    const bound = page.locator('[data-testid=seat-row]', { has: page.locator('[data-testid=reconnect]') }).first();
+    await bound.locator('[data-testid=reconnect]').click();
+    await bound.locator('[data-testid=conn-phase]', { hasText: 'connected' }).waitFor();
+    expect(await page.locator('.err').count()).toBe(0);
+    const row = page.locator(`[data-testid=seat-row][data-id="${seat}"]`);
+    await row.locator('[data-testid=delete-seat]').click();
+    await row.locator('[data-testid=delete-seat]', { hasText: 'Delete seat?' }).click();
+    await row.waitFor({ state: 'detached' });
+    expect((await t.req('GET', `/v1/seats/${seat}`, { headers: mgmt(mk) })).status).toBe(404);
+    await page.close();
   });
 
   it('shows this week\'s calendar', async () => {
