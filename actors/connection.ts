@@ -2,8 +2,10 @@
 //   connecting → connected → reconnecting → connected ..., plus draining → closing → stopped for a
 // rolling upgrade, and authFailed when the broker refuses the credentials.
 //
-// Pure: the host provides `connect` / `disconnect` (the BrokerConnection calls) and `notify`
-// (phase changes). Reconnect waits are states with an `after` transition on the named delay
+// Pure: the side effects (the BrokerConnection calls and phase notices) go through the
+// `ConnectionPort` the host passes in the input, one per instance, so one machine definition serves
+// every account (a `provide()` per account built its own state nodes: ~10 KiB each, a third of an
+// idle account's memory). Tests may still swap the implementations with `provide()`. Reconnect waits are states with an `after` transition on the named delay
 // `backoff` (capped exponential with jitter), so there is no timer handle to clear by hand, and
 // CheckConnect (`check`) cuts a wait short. Every invoke has onError.
 //
@@ -14,8 +16,17 @@ import { assign, fromPromise, setup } from 'xstate';
 
 export type ConnectionPhase = 'connecting' | 'connected' | 'reconnecting';
 
+/** What one instance acts on: its BrokerConnection and whoever listens to its phases. */
+export interface ConnectionPort {
+  /** BrokerConnection.connect(); rejects with code BROKER_AUTH on bad credentials. */
+  connect(signal: AbortSignal): Promise<void>;
+  disconnect(): Promise<void>;
+  notify(phase: ConnectionPhase | 'authFailed' | 'stopped'): void;
+}
+
 export interface ConnectionInput {
   accountId: string;
+  port?: ConnectionPort;
   /** First reconnect wait (ms) before jitter. */
   backoffBaseMs?: number;
   /** Longest reconnect wait (ms). */
@@ -24,6 +35,7 @@ export interface ConnectionInput {
 
 export interface ConnectionContext {
   accountId: string;
+  port: ConnectionPort | null;
   backoffBaseMs: number;
   backoffCapMs: number;
   /** Failed attempts since the last successful connect. */
@@ -59,16 +71,19 @@ export const connectionMachine = setup({
     events: {} as ConnectionEvent,
   },
   actors: {
-    /** Provided by the host: BrokerConnection.connect(). Rejects with code BROKER_AUTH on bad credentials. */
-    connect: fromPromise<void, { accountId: string; attempt: number }>(async () => {
-      throw new Error('connect not provided');
+    /** BrokerConnection.connect(). Rejects with code BROKER_AUTH on bad credentials. */
+    connect: fromPromise<void, { accountId: string; attempt: number; port: ConnectionPort | null }>(async ({ input, signal }) => {
+      if (!input.port) throw new Error('connect not provided');
+      await input.port.connect(signal);
     }),
-    /** Provided by the host: BrokerConnection.disconnect(). */
-    disconnect: fromPromise<void, { accountId: string }>(async () => {}),
+    /** BrokerConnection.disconnect(). */
+    disconnect: fromPromise<void, { accountId: string; port: ConnectionPort | null }>(async ({ input }) => {
+      await input.port?.disconnect();
+    }),
   },
   actions: {
-    /** Provided by the host: tells registry listeners (HEARTBEAT, /AccountSummary synced). */
-    notify: (_args, _params: { phase: ConnectionPhase | 'authFailed' | 'stopped' }) => {},
+    /** Tells registry listeners (HEARTBEAT, /AccountSummary synced). */
+    notify: ({ context }, params: { phase: ConnectionPhase | 'authFailed' | 'stopped' }) => context.port?.notify(params.phase),
     recordFailure: assign({
       attempt: ({ context }) => context.attempt + 1,
       lastError: ({ event }) => errorText((event as { error?: unknown }).error),
@@ -86,6 +101,7 @@ export const connectionMachine = setup({
   id: 'connection',
   context: ({ input }) => ({
     accountId: input.accountId,
+    port: input.port ?? null,
     backoffBaseMs: input.backoffBaseMs ?? 250,
     backoffCapMs: input.backoffCapMs ?? 30_000,
     attempt: 0,
@@ -102,7 +118,7 @@ export const connectionMachine = setup({
         attempt: {
           invoke: {
             src: 'connect',
-            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt }),
+            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt, port: context.port }),
             onDone: { target: '#connection.connected' },
             onError: [
               { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
@@ -135,7 +151,7 @@ export const connectionMachine = setup({
         attempt: {
           invoke: {
             src: 'connect',
-            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt }),
+            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt, port: context.port }),
             onDone: { target: '#connection.connected' },
             onError: [
               { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
@@ -158,7 +174,7 @@ export const connectionMachine = setup({
     closing: {
       invoke: {
         src: 'disconnect',
-        input: ({ context }) => ({ accountId: context.accountId }),
+        input: ({ context }) => ({ accountId: context.accountId, port: context.port }),
         onDone: 'stopped',
         onError: 'stopped',
       },

@@ -5,8 +5,8 @@
 // lease on it finish; new requests wait in `waiters`; when its lease count reaches 0 the actor
 // disconnects and stops, and only then the replacement slot is created and connects. So an
 // account never has two live broker connections, and nothing in flight is cut off.
-import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
-import { connectionMachine, phaseOf } from '../../../actors/connection.js';
+import { createActor, waitFor, type Actor } from 'xstate';
+import { connectionMachine, phaseOf, type ConnectionPort } from '../../../actors/connection.js';
 import type { BrokerConnection, BrokerCredentials, BrokerEvents } from '../../broker/types.js';
 import type { AccountSummary } from '../../market/account.js';
 import type { Platform, ServerInfo } from '../../market/server.js';
@@ -42,26 +42,22 @@ class Slot {
   private readonly unsubs: Array<() => void> = [];
 
   constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
-    const machine = connectionMachine.provide({
-      actors: {
-        connect: fromPromise(async ({ signal }) => {
-          await conn.connect();
-          // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
-          if (signal.aborted) {
-            await conn.disconnect();
-            return;
-          }
-          // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
-          entry.learnServer(this);
-          entry.restoreSubscriptions(conn);
-        }),
-        disconnect: fromPromise(() => conn.disconnect()),
+    const port: ConnectionPort = {
+      connect: async (signal) => {
+        await conn.connect();
+        // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
+        if (signal.aborted) {
+          await conn.disconnect();
+          return;
+        }
+        // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
+        entry.learnServer(this);
+        entry.restoreSubscriptions(conn);
       },
-      actions: {
-        notify: (_a, p) => entry.onPhase(this, p.phase),
-      },
-    });
-    this.actor = createActor(machine, { input: { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs } });
+      disconnect: () => conn.disconnect(),
+      notify: (phase) => entry.onPhase(this, phase),
+    };
+    this.actor = createActor(connectionMachine, { input: { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port } });
     this.actor.subscribe({ error: (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }) });
     this.unsubs.push(
       conn.on('state', (s) => {
