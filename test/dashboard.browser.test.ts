@@ -167,6 +167,11 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
     const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });
     expect(who.body).toMatchObject({ readOnly: true, accountScoped: true, seatId });
+    // Signing out revokes it, and forgets every key the tab held.
+    await page.click('[data-testid=signout]');
+    await page.waitForSelector('[data-testid=mk]');
+    expect(await whoami(liveKey)).toBe(401);
+    expect(await page.evaluate('Object.keys(sessionStorage).length')).toBe(0);
     await page.close();
   });
 

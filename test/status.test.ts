@@ -1,5 +1,6 @@
 // GET /v1/status and GET /v1/accounts/connections (the console's Overview and Seats data), and the
 // connection log behind them.
+import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionLog, HISTORY_LENGTH } from '../src/dashboard/connectionLog.js';
@@ -55,6 +56,15 @@ describe('status routes', () => {
     expect((await t.req('GET', '/v1/status')).status).toBe(401);
     const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'bot' } })).body.key as string;
     expect((await t.req('GET', '/v1/status', { headers: { 'x-api-key': key } })).status).toBe(401);
+  });
+
+  it('exposes on /metrics every series the Overview page reads (a rename would blank it silently)', async () => {
+    const src = ['overview.js', '../prom.js'].map((f) => readFileSync(new URL(`../src/dashboard/static/js/pages/${f}`, import.meta.url), 'utf8')).join('\n');
+    const names = [...new Set(src.match(/tagw_[a-z_]+/g))];
+    expect(names.length).toBeGreaterThan(5);
+    await t.req('GET', '/healthz'); // one request, so the per-family series exist
+    const text = (await t.req('GET', '/metrics')).text;
+    for (const n of names) expect(text, n).toMatch(new RegExp(`^${n}[{ ]`, 'm'));
   });
 
   it("lists each account's connection phase with its history, never the broker login", async () => {

@@ -16,6 +16,16 @@ export const session = {
 /** Called with a reason when the tab is signed out. */
 export function onSignOut(f) { listeners.add(f); return () => listeners.delete(f); }
 
+/**
+ * Signing out on purpose: the read-only keys the live view made for itself are revoked first
+ * (best effort; a tab that is simply closed leaves them, listed under API keys as "console live view").
+ */
+export async function signOutNow() {
+  const ids = Object.keys(sessionStorage).filter((k) => k.startsWith('tagw.liveKeyId.')).map((k) => sessionStorage.getItem(k));
+  await Promise.allSettled(ids.map((id) => api.del(`/v1/keys/${encodeURIComponent(id)}`)));
+  signOut('Signed out.');
+}
+
 export function signOut(reason) {
   session.clear();
   for (const f of listeners) f(reason);

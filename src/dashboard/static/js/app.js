@@ -1,6 +1,6 @@
 // The console's shell: sign-in, navigation (hash routes, so no key or state ever sits in a path
 // the server sees), and the pages.
-import { api, onSignOut, session, signOut } from './api.js';
+import { api, onSignOut, session, signOutNow } from './api.js';
 import { html, render, useEffect, useState } from './lib.js';
 import { Err, useSubmit } from './ui.js';
 import { Overview } from './pages/overview.js';
@@ -67,7 +67,7 @@ function App() {
     <aside class="side">
       <div class="brand"><img src="/dashboard/favicon.svg" alt="" /><span>tagw<small>operator console</small></span></div>
       <nav class="nav">${PAGES.map(([pid, label]) => html`<a href=${`#/${pid}`} class=${pid === id ? 'active' : ''} data-testid=${`nav-${pid}`}>${label}</a>`)}</nav>
-      <div class="foot"><button class="sm" data-testid="signout" onClick=${() => signOut('Signed out.')}>Sign out</button></div>
+      <div class="foot"><button class="sm" data-testid="signout" onClick=${() => signOutNow()}>Sign out</button></div>
     </aside>
     <main class="main"><${Page} key=${id + r.arg} arg=${r.arg} title=${title} /></main>
   </div>`;

@@ -23,7 +23,11 @@ function liveKey(id, renew = false) {
   if (kept && !renew) return Promise.resolve(kept);
   if (!creating.has(id)) {
     creating.set(id, api.post(`/v1/seats/${id}/keys`, { label: 'console live view', readOnly: true, accountScoped: true })
-      .then((k) => { sessionStorage.setItem(name, k.key); return k.key; })
+      .then((k) => {
+        sessionStorage.setItem(name, k.key);
+        sessionStorage.setItem(`tagw.liveKeyId.${id}`, k.id); // revoked when the operator signs out
+        return k.key;
+      })
       .finally(() => creating.delete(id)));
   }
   return creating.get(id);
