@@ -86,7 +86,7 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
   const requote = async (q: Quote) => {
     busy = true;
     try {
-      for (const p of mine(pending)) await acct.OrderDelete({ ticket: String(p.ticket) }).catch(() => undefined);
+      for (const p of mine(pending)) await acct.OrderDelete({ ticket: p.ticket }).catch(() => undefined);
       const n = net();
       if (n + lots <= maxPosition + 1e-9) await place('BuyLimit', q.bid - offset);
       if (n - lots >= -maxPosition - 1e-9) await place('SellLimit', q.ask + offset);
@@ -121,7 +121,7 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     }
   } finally {
     stream.close();
-    for (const p of mine(pending)) await acct.OrderDelete({ ticket: String(p.ticket) }).catch(() => undefined);
+    for (const p of mine(pending)) await acct.OrderDelete({ ticket: p.ticket }).catch(() => undefined);
   }
   summary.netLots = Number(net().toFixed(8));
   return summary;

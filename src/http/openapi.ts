@@ -43,13 +43,46 @@ const RATE_LIMIT_HEADERS: Json = {
   'RateLimit-Policy': { description: 'RATE_LIMITED: `<limit>;w=1` (a one-second window)', schema: { type: 'string' } },
 };
 
+/** Response headers, by where they are answered. */
+const RETRY_AFTER: Json = { 'retry-after': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
+const ALLOW: Json = { allow: { description: 'The methods this path answers', schema: { type: 'string' } } };
+const REPLAY: Json = {
+  'Idempotent-Replay': { description: "'true' when this is the stored answer of an earlier request with the same clientOrderId / Idempotency-Key (SPEC §4.1)", schema: { type: 'string', enum: ['true'] } },
+};
+const IDEMPOTENCY_KEY: Json = {
+  name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}$' },
+  description: 'Idempotency id, as the clientOrderId query parameter (both given: they must be equal)',
+};
+
+const upperFirst = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+/**
+ * A route's operationId, mechanically, so routes added anywhere get one: a classic route `/OrderSend`
+ * (GET) is `orderSend`, a gateway operation `/v1/proxy/OrderSend` is `proxyOrderSend`, anything else the
+ * method and the path's words (`POST /v1/seats/:id/keys` is `postSeatsByIdKeys`). A route may name its own.
+ */
+export function operationIdOf(r: Pick<AnyRoute, 'method' | 'path' | 'operationId'>): string {
+  if (r.operationId) return r.operationId;
+  const classic = r.method === 'get' || r.method === 'any' ? /^\/([A-Z][A-Za-z0-9]*)$/.exec(r.path) : null;
+  if (classic) return classic[1]!.charAt(0).toLowerCase() + classic[1]!.slice(1);
+  const proxy = /^\/v1\/proxy\/([A-Z][A-Za-z0-9]*)$/.exec(r.path);
+  if (proxy) return `proxy${proxy[1]}`;
+  const words = r.path.split('/').filter((w) => w && w !== 'v1').map((w) =>
+    (w.startsWith(':') ? `By${upperFirst(w.slice(1))}` : w.split(/[^A-Za-z0-9]+/).filter(Boolean).map(upperFirst).join('')));
+  return `${r.method === 'any' ? 'get' : r.method}${words.join('') || 'Root'}`;
+}
+
 export function buildOpenApi(routes: AnyRoute[], version: string): Json {
+  const operationIds = new Map<string, string>();
   const paths: Record<string, Json> = {};
   const defs: Record<string, Json> = {};
   const errorRef = toJson(ErrorBody, 'output', defs);
   for (const r of routes) {
     const path = r.path.replace(/:([A-Za-z]+)/g, '{$1}');
-    const op: Json = { summary: r.summary, tags: r.tags ?? [r.family], security: SECURITY[r.auth] };
+    const operationId = operationIdOf(r);
+    const taken = operationIds.get(operationId);
+    if (taken !== undefined && taken !== `${r.method} ${r.path}`) throw new Error(`openapi: operationId ${operationId} of ${r.method} ${r.path} is also ${taken}'s: give one of them an operationId`);
+    operationIds.set(operationId, `${r.method} ${r.path}`);
+    const op: Json = { operationId, summary: r.summary, tags: r.tags ?? [r.family], security: SECURITY[r.auth] };
     if (r.description) op.description = r.description;
     const parameters: Json[] = [...r.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({
       name: m[1], in: 'path', required: true, schema: { type: 'string' },
@@ -75,12 +108,17 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
         parameters.push({ name, in: 'query', required: all, schema, ...(description ? { description } : {}) });
       }
     }
+    if (r.trading) parameters.push(IDEMPOTENCY_KEY);
     if (parameters.length) op.parameters = parameters;
     if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJson(r.body, 'input', defs) } } };
     const responses: Json = {};
     const oks = r.successStatus === null ? [] : [r.successStatus ?? 200, ...(r.otherSuccess ?? [])];
     for (const ok of oks) {
-      responses[ok] = { description: STATUS_TEXT[ok] ?? 'OK', ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output', defs) } } } : {}) };
+      responses[ok] = {
+        description: STATUS_TEXT[ok] ?? 'OK',
+        ...(r.trading ? { headers: REPLAY } : {}),
+        ...(r.response ? { content: { 'application/json': { schema: toJson(r.response, 'output', defs) } } } : {}),
+      };
     }
     // Beside the route's own codes, what the request layer answers for any route of its kind: a
     // body over MAX_BODY_BYTES, a path parameter that is not valid percent-encoding.
@@ -89,6 +127,9 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     if (r.path.includes('/:')) errors.add('BAD_REQUEST');
     // Every API-key request counts toward the key's rate limits (src/auth/keyRateLimit.ts).
     if (r.auth !== 'none' && r.auth !== 'management') errors.add('RATE_LIMITED');
+    // Another method on this path is answered 405 with Allow by the fallback (app.ts mountNotFound);
+    // an 'any' route answers every method itself.
+    if (r.method !== 'any') errors.add('METHOD_NOT_ALLOWED');
     const errorStatuses = new Set<number>([...errors].map((c) => ERROR_STATUS[c]));
     if (r.auth !== 'none') [401, 429].forEach((st) => errorStatuses.add(st));
     if (r.query || r.body) errorStatuses.add(400);
@@ -97,7 +138,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
       responses[st] = {
         description: `${STATUS_TEXT[st]}${codes.length ? ` (${codes.join(', ')})` : ''}`,
         content: { 'application/json': { schema: errorRef } },
-        ...(st === 429 ? { headers: RATE_LIMIT_HEADERS } : {}),
+        ...(st === 429 ? { headers: RATE_LIMIT_HEADERS } : st === 503 ? { headers: RETRY_AFTER } : st === 405 ? { headers: ALLOW } : {}),
       };
     }
     op.responses = responses;
@@ -106,6 +147,9 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
   }
   return {
     openapi: '3.0.3',
+    // Relative: resolved against where the document was fetched, so it holds for any HOST/PORT,
+    // behind a proxy or TLS terminator too.
+    servers: [{ url: '/', description: 'This gateway' }],
     info: {
       title: 'tagw: trading account gateway', version,
       description: 'REST and WebSocket gateway for P4/P5 trading accounts. Errors are JSON {error, message}; match on the HTTP status. See docs/ for decisions the specification leaves open.',

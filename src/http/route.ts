@@ -24,6 +24,8 @@ export interface RouteDef<Q = unknown, B = unknown> {
   family: Family;
   auth: AuthMode;
   summary: string;
+  /** The OpenAPI operationId (what generated clients name the method); default from method and path, see `operationIdOf`. */
+  operationId?: string;
   description?: string;
   tags?: string[];
   query?: z.ZodType<Q>;

@@ -99,6 +99,8 @@ export function isCalendarDate(y: number, mo: number, d: number): boolean {
   const day = new Date(Date.UTC(y, mo - 1, d));
   return day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
 }
+/** A ticket (order, position or deal id): a positive integer, typed the same on every route. */
+export const qTicket = () => qInt().pipe(z.number().int().positive());
 /** A lot count: positive, at most 100,000 (no instrument trades more in one order). */
 export const qLots = () => qNumber().pipe(z.number().positive().max(100_000));
 /** A price: positive, at most 1e12 (beyond any instrument's quote; larger would overflow margins). */

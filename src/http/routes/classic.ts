@@ -8,7 +8,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Services } from '../../services.js';
-import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, repeated, strictParams } from '../schemas.js';
+import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { AccountAccess } from './classicAccess.js';
@@ -93,7 +93,7 @@ export const READ_ROUTE_DEFS = [
   { path: 'OpenedOrders', summary: 'Open positions and pending orders (UTC times)' },
   { path: 'OpenedOrdersTickets', summary: 'Tickets of open positions and pending orders' },
   { path: 'ClosedOrders', summary: 'Last 100 orders that left the book or were closed (UTC times)' },
-  { path: 'OpenedOrder', summary: 'One open position or pending order', fields: { ticket: qString().describe('Ticket (required)') } },
+  { path: 'OpenedOrder', summary: 'One open position or pending order', fields: { ticket: qTicket() } },
   { path: 'Symbols', summary: 'Full metadata of every symbol' },
   { path: 'SymbolList', summary: 'Symbol names' },
   { path: 'ServerTimezone', summary: "Offset of the broker server's clock from UTC" },
@@ -143,16 +143,16 @@ export const TRADE_FIELDS = {
       .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),
   },
   OrderModify: {
-    ticket: qString(), stoploss: qNumber().optional(), takeprofit: qNumber().optional(), price: qNumber().optional(),
+    ticket: qTicket(), stoploss: qNumber().optional(), takeprofit: qNumber().optional(), price: qNumber().optional(),
     expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional(),
     clientOrderId: qString().optional(),
   },
   OrderClose: {
-    ticket: qString(), lots: qNumber().optional(), volume: qNumber().optional(), price: qNumber().optional(), slippage: qNumber().optional(),
+    ticket: qTicket(), lots: qNumber().optional(), volume: qNumber().optional(), price: qNumber().optional(), slippage: qNumber().optional(),
     comment: qComment().optional(), clientOrderId: qString().optional(),
   },
-  OrderDelete: { ticket: qString(), clientOrderId: qString().optional() },
-  OrderCloseBy: { ticket: qString(), byTicket: qString(), comment: qComment().optional(), clientOrderId: qString().optional() },
+  OrderDelete: { ticket: qTicket(), clientOrderId: qString().optional() },
+  OrderCloseBy: { ticket: qTicket(), byTicket: qTicket(), comment: qComment().optional(), clientOrderId: qString().optional() },
 } satisfies Record<TradeOp, z.ZodRawShape>;
 const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 

@@ -12,6 +12,7 @@ import { methodNotAllowed, queryError } from '../app.js';
 import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { handleDirectory, handleHash } from './gateway.js';
+import { PROXY_RESPONSES } from './proxyResponses.js';
 import { OPERATIONS, stripHandle, type OpDef } from './proxySchemas.js';
 
 /** The operation to use instead, on the other platform. */
@@ -93,7 +94,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
       orders: def.kind === 'trade',
-      summary: def.summary, description: describeParams(op, def), ...platformDocs(def),
+      summary: def.summary, description: describeParams(op, def), ...platformDocs(def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),

@@ -8,7 +8,7 @@ import { ORDER_TYPES, type OrderType } from '../../market/orders.js';
 import { checkOrder, type SendArgs, type TimeArg } from '../../market/orderSchemas.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import type { Platform } from '../../market/server.js';
-import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, strictParams } from '../schemas.js';
+import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, strictParams } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -16,7 +16,7 @@ const symbol = () => qSymbol().pipe(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]
 const symbolList = () => qList().pipe(z.array(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'symbol names such as EURUSD')).max(1000));
 const positive = () => qNumber().pipe(z.number().positive().finite());
 const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
-const ticket = () => qInt().pipe(z.number().int().positive());
+const ticket = () => qTicket();
 const intervalMs = () => qInt().pipe(z.number().int().min(0).max(3_600_000));
 const msNotOlder = () => qInt().pipe(z.number().int().min(0).max(60_000));
 const comment = () => qComment();
