@@ -172,8 +172,10 @@ export class StreamHub {
     this.sockets.add(sock);
     // Account events that arrive before its stream.open is done (other sockets of the account keep
     // them coming) are covered by the snapshot or the replay that starts the socket's stream.
+    // Not from inside `open`: a resume writes at once, and a socket written to while uWS is still
+    // upgrading it from a corked async upgrade is closed without a close frame (seen as 1006).
     if (sock.deferred) sock.deferred.push(() => this.events.start(sock));
-    else this.events.start(sock);
+    else queueMicrotask(() => this.guard('account stream start', () => { if (!sock.closed) this.events.start(sock); }));
   }
 
   private onClose(ws: WebSocket<UserData>): void {
