@@ -11,10 +11,10 @@ import type { Logger } from '../log.js';
 import { admit, noteRefusal } from './admission.js';
 import { CorsPolicy } from './cors.js';
 import type { Family, Metrics } from './metrics.js';
-import { readRequest, type RequestInfo } from './request.js';
+import { assertOneContentLength, readRequest, type RequestInfo } from './request.js';
 import { QueryMemo } from './queryMemo.js';
-import { type BodyLimits, closesConnection, readBody } from './body.js';
-import { ResponseSink } from './respond.js';
+import { type BodyLimits, readBody } from './body.js';
+import { closesConnection, ResponseSink } from './respond.js';
 import type { AnyRoute } from './route.js';
 
 export interface HttpDeps {
@@ -94,9 +94,11 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
       let info: RequestInfo;
       try {
         info = readRequest(res, req, n, deps.trustProxy, route.trading === true);
+        assertOneContentLength(req, info.headers['content-length']);
       } catch (err) {
         // Thrown from a uWS callback it would end the process: answered here instead.
-        sendError(sink, toApiError(err));
+        const e = toApiError(err);
+        sendError(sink, e, closesConnection(e));
         return;
       }
       void serve(route, info, sink, deps, memo);
@@ -186,8 +188,13 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
     if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
     const methods = allowed(info.path);
-    const e = methods.length > 0 ? methodNotAllowed(info.path, info.method, methods) : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
-    sendError(sink, e);
+    let e = methods.length > 0 ? methodNotAllowed(info.path, info.method, methods) : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
+    try {
+      assertOneContentLength(req, info.headers['content-length']);
+    } catch (err) {
+      e = toApiError(err);
+    }
+    sendError(sink, e, closesConnection(e));
     deps.metrics.observe('ops', e.status, (performance.now() - info.receivedAt) / 1000);
   });
 }

@@ -4,7 +4,7 @@
 // over the limit is answered at once and the rest of it is drained (uWS keeps parsing a body after
 // its response ended and discards it), and the connection stays usable.
 import { apiError, type ApiError } from '../errors.js';
-import type { ResponseSink } from './respond.js';
+import { closing, type ResponseSink } from './respond.js';
 
 export interface BodyLimits {
   maxBytes: number;
@@ -17,10 +17,6 @@ export interface BodyLimits {
  * A client that declares (or sends) that much after being told 413 is not one to wait for.
  */
 export const MAX_DRAIN_BYTES = 64 * 1024 * 1024;
-
-/** Refusals after which the connection is closed rather than kept: the rest of the request is not read. */
-const closing = new WeakSet<ApiError>();
-export const closesConnection = (e: ApiError) => closing.has(e);
 
 function tooLarge(maxBytes: number): ApiError {
   return apiError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBytes} bytes`);
@@ -43,8 +39,7 @@ export function readBody(sink: ResponseSink, declaredLength: string | undefined,
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      if (close) closing.add(e);
-      reject(e);
+      reject(close ? closing(e) : e);
     };
     // A trickling body would otherwise hold the request (counted in flight) until uWS closes the
     // connection, unanswered, about 10 s after the headers. Over the limit already: a drain that stalls.

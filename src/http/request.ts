@@ -2,6 +2,7 @@
 // the route callback, so everything is copied out before the first await.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { apiError } from '../errors.js';
+import { closing } from './respond.js';
 
 export type QueryMap = Record<string, string | string[]>;
 
@@ -148,6 +149,22 @@ function headerValues(req: HttpRequest, name: string): string[] {
     });
   }
   return out;
+}
+
+/**
+ * Two Content-Length headers with different values: uWS frames the body by the first one, and a
+ * proxy in front may have framed it by the other, the classic request-smuggling ingredient (RFC
+ * 9112 §6.3). Refused with a 400 that closes the connection, since where this request ends is not
+ * known. (The same value twice is one length. A list such as `5, 7`, or Transfer-Encoding beside
+ * Content-Length, uWS refuses itself by closing the connection: docs/http.md.) Only read when a
+ * Content-Length came: most requests pay nothing.
+ */
+export function assertOneContentLength(req: HttpRequest, first: string | undefined): void {
+  if (first === undefined) return;
+  const lengths = headerValues(req, 'content-length');
+  if (lengths.some((v) => v !== first)) {
+    throw closing(apiError('BAD_REQUEST', `two different Content-Length headers (${lengths.join(', ')}): the request cannot be framed`));
+  }
 }
 
 export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean, trading = false): RequestInfo {

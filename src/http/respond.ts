@@ -1,7 +1,7 @@
 // Response helpers honouring uWS's rules: once onAborted fired the response must not be touched,
 // and writes from async code go inside cork() so status, headers and body leave in one syscall.
 import type { HttpResponse } from 'uWebSockets.js';
-import { STATUS_TEXT } from '../errors.js';
+import { type ApiError, STATUS_TEXT } from '../errors.js';
 import { CORS_EXPOSE_HEADERS } from './cors.js';
 
 export interface Reply {
@@ -14,6 +14,15 @@ export interface Reply {
   /** For a route with `audit`: what the action was done to, and details (never secrets). */
   audit?: { target?: string; detail?: Record<string, unknown> };
 }
+
+/** Errors after which the connection is closed rather than kept: the rest of the request is not read, or cannot be framed. */
+const closingErrors = new WeakSet<ApiError>();
+/** Marks `e` as one whose answer closes the connection. */
+export function closing(e: ApiError): ApiError {
+  closingErrors.add(e);
+  return e;
+}
+export const closesConnection = (e: ApiError) => closingErrors.has(e);
 
 /** Status lines built once, not per response. */
 const STATUS_LINE: Record<number, string> = {};
