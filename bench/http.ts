@@ -55,12 +55,15 @@ const account = await connect('bench-1');
 // account takes its share of the idempotent buys and of the plain sells.
 const orderAccounts = [account];
 while (orderAccounts.length * 100 < orders) orderAccounts.push(await connect(`bench-${orderAccounts.length + 1}`));
+// Concurrent orders (issue 19 item 5) spread over 100 accounts, so they can run on every shard.
+const concurrentAccounts = [...orderAccounts];
+while (concurrentAccounts.length < 100) concurrentAccounts.push(await connect(`bench-${concurrentAccounts.length + 1}`));
 const h = { 'x-api-key': key };
 // Warm the quote cache path and the account connection.
 await api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 
-const throughput = (port: number, path: string, headers: Record<string, string> = {}) =>
-  spawnLoad({ port, path, headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
+const throughput = (port: number, path: string, headers: Record<string, string> = {}, paths?: string[]) =>
+  spawnLoad({ port, path: paths?.[0] ?? path, ...(paths ? { paths } : {}), headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
 const sequential = (port: number, paths: string[], headers: Record<string, string>, n: number) =>
   spawnLoad({ port, path: paths[0]!, paths, headers, connections: 1, durationMs: 120_000, warmupMs: 300, maxRequests: n }, 1);
 
@@ -75,6 +78,9 @@ results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderS
 // (account summary), and an order without an idempotency record.
 results.getQuoteSeq = await sequential(gw.port, [`/GetQuote?id=${account}&symbol=BTCUSD`], h, orders);
 results.accountSummarySeq = await sequential(gw.port, [`/AccountSummary?id=${account}`], h, orders);
+// Throughput at the same concurrency: idempotent orders from 32 connections against the floor's.
+results.floorConcurrent = await throughput(barePort, '/floor');
+results.orderSendConcurrent = await throughput(gw.port, '', h, concurrentAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=c{seq}`));
 results.orderSendPlain = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`), h, orders);
 
 for (const [name, r] of Object.entries(results)) {
@@ -99,6 +105,12 @@ const summary = {
     bare: results.bareSeq.latencyUs.p50, orderFloor: results.floorSeq.latencyUs.p50, getQuoteCached: results.getQuoteSeq.latencyUs.p50,
     accountSummaryShardHop: results.accountSummarySeq.latencyUs.p50,
     orderSendNoIdempotency: results.orderSendPlain.latencyUs.p50, orderSendIdempotent: results.orderSend.latencyUs.p50,
+  },
+  // Idempotent orders from 32 connections over 100 accounts against the floor at the same concurrency
+  // (the floor is one worker thread; the gateway has SHARDS of them: set --shards to draw the curve).
+  concurrentOrders: {
+    shards: shards || 'default', orderSendRps: results.orderSendConcurrent.rps, floorRps: results.floorConcurrent.rps,
+    overFloor: ratio(results.orderSendConcurrent.rps, results.floorConcurrent.rps), orderSendUs: results.orderSendConcurrent.latencyUs,
   },
   errors: Object.values(results).reduce((n, r) => n + r.errors, 0),
   targets: {
