@@ -74,6 +74,11 @@ describe('CORS with an allowlist', () => {
     const seats = await t.req('OPTIONS', '/v1/seats/abc', { headers: { origin: ALLOWED } });
     expect(seats.status).toBe(204);
     expect(seats.headers.get('access-control-allow-methods')).toContain('GET');
+    // A gateway operation: GET only, though a catch-all 'any' route shares its path pattern.
+    const op = await t.req('OPTIONS', '/v1/proxy/GetQuote', { headers: { origin: ALLOWED, 'access-control-request-method': 'GET' } });
+    expect(op.status).toBe(204);
+    expect(op.headers.get('access-control-allow-methods')).toBe('GET, OPTIONS');
+    expect((await t.req('OPTIONS', '/v1/proxy/NoSuchOperation', { headers: { origin: ALLOWED } })).status).toBe(404);
     const cx = await t.req('OPTIONS', '/ConnectEx', { headers: { origin: ALLOWED } });
     expect(cx.status).toBe(204);
     expect(cx.headers.get('access-control-allow-methods')).toContain('POST');

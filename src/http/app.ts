@@ -141,11 +141,18 @@ export function methodsByPath(routes: readonly AnyRoute[]): (path: string) => st
 /** Methods an 'any' route answers, for Allow and the preflight. */
 const ANY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT'];
 
-/** Every method a path answers, 'any' routes included; empty for a path no route has. */
+/**
+ * Every method a path answers; empty for a path no route has. Routes of one method win over an
+ * 'any' route matching the same path, and an 'any' route that only answers errors (a catch-all
+ * such as /v1/proxy/:operation, successStatus null) answers no method.
+ */
 export function allowedMethods(routes: readonly AnyRoute[]): (path: string) => string[] {
   const byMethod = methodsByPath(routes);
-  const anyRoutes = methodsByPath(routes.filter((r) => r.method === 'any').map((r) => ({ ...r, method: 'get' as const })));
-  return (path) => (anyRoutes(path).length > 0 ? ANY_METHODS : byMethod(path));
+  const anyRoutes = methodsByPath(routes.filter((r) => r.method === 'any' && r.successStatus !== null).map((r) => ({ ...r, method: 'get' as const })));
+  return (path) => {
+    const specific = byMethod(path);
+    return specific.length > 0 ? specific : anyRoutes(path).length > 0 ? ANY_METHODS : [];
+  };
 }
 
 /**
