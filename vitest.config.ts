@@ -1,5 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
+// One id per run, inherited by the workers: the process tests build .test-dist/ once per run (test/helpers/build.ts).
+process.env.TAGW_TEST_RUN ??= `${process.pid}-${Date.now()}`;
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],

@@ -4,7 +4,8 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { cleanupProcesses, ROOT, startProcess, tempDir } from './helpers/process.js';
+import { builtEntry } from './helpers/build.js';
+import { cleanupProcesses, startProcess, tempDir } from './helpers/process.js';
 
 afterEach(cleanupProcesses);
 const start = startProcess;
@@ -245,7 +246,6 @@ describe('process', () => {
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{"servers": 5}');
-    const SIM = join(ROOT, 'src', 'simServer.ts');
     for (const [args, message] of [
       [['--port', 'abc'], /--port abc: expected a port number/],
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
@@ -254,7 +254,7 @@ describe('process', () => {
       [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --tls-cert, --tls-key\)/],
       [['--port', '0', 'extra'], /unexpected argument extra/],
     ] as Array<[string[], RegExp]>) {
-      const p = start({}, undefined, ['--import', 'tsx', SIM, ...args]);
+      const p = start({}, undefined, [builtEntry('src/simServer.ts'), ...args]);
       expect(await p.exited, args.join(' ')).toBe(2);
       expect(p.output()).toMatch(message);
       expect(p.output()).not.toMatch(/\n\s+at /);

@@ -4,9 +4,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builtEntry } from './build.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const MAIN = join(ROOT, 'src', 'main.ts');
+/** The gateway's entry in this run's build, built while the test file loads (outside any test's timeout). */
+export const BUILT_MAIN = builtEntry('src/main.ts');
 
 const dirs: string[] = [];
 const procs: ChildProcess[] = [];
@@ -34,7 +37,8 @@ export interface GatewayProcess {
   output(): string;
 }
 
-export function startProcess(env: Record<string, string>, dataDir?: string, argv: string[] = ['--import', 'tsx', MAIN], command = process.execPath): GatewayProcess {
+/** Starts the gateway from this run's compiled build (helpers/build.ts) unless `argv` says otherwise. */
+export function startProcess(env: Record<string, string>, dataDir?: string, argv: string[] = [BUILT_MAIN], command = process.execPath): GatewayProcess {
   const dir = dataDir ?? tempDir();
   const child = spawn(command, argv, {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', ...env },
