@@ -134,6 +134,17 @@ export class AccountStreams {
     this.releaseNow(id);
   }
 
+  /** The seat is gone: no hold, no history (its sockets are closed already). */
+  forget(id: string): void {
+    const acc = this.accounts.get(id);
+    if (acc?.retainTimer) {
+      clearTimeout(acc.retainTimer);
+      acc.retainTimer = null;
+      if (acc.sockets.size === 0) this.releaseNow(id);
+    }
+    this.deps.history.drop(id);
+  }
+
   private releaseNow(id: string): void {
     const acc = this.accounts.get(id);
     if (acc) this.dropOpen(acc);

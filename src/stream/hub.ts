@@ -212,6 +212,7 @@ export class StreamHub {
   closeAccount(accountId: string): void {
     const acc = this.accounts.accounts.get(accountId);
     if (acc) for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_UNAVAILABLE');
+    this.accounts.forget(accountId);
   }
 
   /** A key revoked after the upgrade must not keep streaming: each distinct key of the open sockets

@@ -15,7 +15,7 @@ export function socketRoutes(): AnyRoute[] {
     defineRoute({
       method: 'get', path: STREAM_PATH, family: 'stream', auth: 'none', tags: ['stream'], successStatus: 101,
       summary: 'WebSocket: quotes, candles, positions, orders, trades and heartbeats of an account (SPEC §6)',
-      description: 'Upgrade with ?id=<account>&apiKey=<key> (or x-api-key), optional heartbeat=0. Refusals are checked before the upgrade and answer the statuses listed (docs/stream.md); a GET that is not an upgrade is 400.',
+      description: 'Upgrade with ?id=<account>&apiKey=<key> (or x-api-key), optional heartbeat=0, optional since=<epoch>:<seq> to resume the account stream after the last POSITIONS/ORDERS/TRADE frame received (the first frame is then RESUMED {recovered, replayed}: recovered:true is followed by exactly the missed frames in order, recovered:false by fresh snapshots; since=message takes the same request as the first client message). Account frames carry seq (per account) and epoch; QUOTE/CANDLE carry their topic seq and the market epoch; control frames carry neither. Refusals are checked before the upgrade and answer the statuses listed (docs/stream.md); a malformed since, like any bad parameter, is 400. A GET that is not an upgrade is 400.',
       errors: ['BAD_REQUEST', 'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND', 'AUTH_THROTTLED', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE'],
       handler: notUpgrade(STREAM_PATH),
     }),
