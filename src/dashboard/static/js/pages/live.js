@@ -80,6 +80,8 @@ function LiveAccount({ id, title }) {
         const list = await api.get(`/SymbolList?id=${encodeURIComponent(id)}`, { apiKey: key });
         const syms = (Array.isArray(list) ? list : list.symbols ?? []).map((s) => (typeof s === 'string' ? s : s.symbol)).slice(0, 12);
         setSymbols(syms);
+        // A server without the default chart symbol: chart its first one (the effect reruns).
+        if (syms.length > 0 && !syms.includes(chartSymbol)) { setChartSymbol(syms[0]); return; }
         if (closed) return;
         const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/stream?id=${encodeURIComponent(id)}&apiKey=${encodeURIComponent(key)}`;
         ws = new WebSocket(url);
@@ -157,7 +159,9 @@ function LiveAccount({ id, title }) {
         const from = new Date(to.getTime() - 3 * 3600_000);
         const q = new URLSearchParams({ handle, symbol: chartSymbol, timeFrame: '1', from: from.toISOString().slice(0, 19) + 'Z', to: to.toISOString().slice(0, 19) + 'Z' });
         const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key });
-        if (!stop) setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
+        if (stop) return;
+        setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
+        setError(null);
       } catch (err) { if (!stop) setError(err); }
     })();
     return () => { stop = true; };
@@ -189,7 +193,7 @@ function LiveAccount({ id, title }) {
           ${quotes.length === 0 ? html`<tr><td colspan="5" class="empty">Waiting for quotes… (forex is closed at the weekend; BTCUSD trades around the clock)</td></tr>` : null}
           ${quotes.map((q) => {
             const dg = Math.max(digitsOf(q.bid), digitsOf(q.ask));
-            return html`<tr data-testid="quote-row" data-symbol=${q.symbol}>
+            return html`<tr key=${q.symbol} data-testid="quote-row" data-symbol=${q.symbol}>
               <td>${q.symbol}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`} data-testid="bid">${q.bid.toFixed(dg)}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`}>${q.ask.toFixed(dg)}</td>
@@ -211,7 +215,7 @@ function LiveAccount({ id, title }) {
         <h2>Pending orders <span class="muted small">${state.orders.length}</span></h2>
         <table data-testid="orders"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">price</th><th>placed (UTC)</th></tr></thead><tbody>
           ${state.orders.length === 0 ? html`<tr><td colspan="6" class="empty">No pending orders.</td></tr>` : null}
-          ${state.orders.map((o) => html`<tr><td class="mono">${o.ticket}</td><td>${o.symbol}</td><td>${o.type}</td><td class="num">${o.volume}</td><td class="num">${o.price}</td><td class="mono">${utc(o.timeSetupUtc)}</td></tr>`)}
+          ${state.orders.map((o) => html`<tr key=${o.ticket}><td class="mono">${o.ticket}</td><td>${o.symbol}</td><td>${o.type}</td><td class="num">${o.volume}</td><td class="num">${o.price}</td><td class="mono">${utc(o.timeSetupUtc)}</td></tr>`)}
         </tbody></table>
       </div>
     </div>
