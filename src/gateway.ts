@@ -33,6 +33,8 @@ import { createLogger, type Logger } from './log.js';
 import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet } from './runtime/shardSet.js';
+import { TradeOutcomes } from './http/tradeOutcomes.js';
+import { startThreadStats, THREAD_STATS_EVENT, THREAD_STATS_MS, type ThreadStats } from './runtime/threadStats.js';
 import type { Services } from './services.js';
 import { StorageHealth } from './store/storageHealth.js';
 import { StreamHub } from './stream/hub.js';
@@ -137,18 +139,29 @@ async function start(
   });
   const throttle = new AuthThrottle({ limit: config.authFailLimit, windowMs: config.authFailWindowMs, blockMs: config.authBlockMs, clock });
 
+  const metrics = new Metrics();
   let stream: StreamHub | undefined;
+  /** Event-loop lag and GC per thread: main measures itself, shards post theirs (runtime/threadStats.ts). */
+  const threadStats = new Map<string, ThreadStats>();
+  const mainStats = startThreadStats();
+  const snapMain = () => threadStats.set('main', mainStats.snapshot());
+  const mainStatsTimer = setInterval(snapMain, THREAD_STATS_MS).unref();
+  snapMain();
   let gwSocket: GatewaySocket | undefined;
   /** Each bound account's connection phase and its recent changes, as its shard reported them (/metrics, dashboard). */
   const connections = new ConnectionLog(() => clock.now());
   const startedAt = clock.now();
+  const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
+  const tradeOutcomes = new TradeOutcomes();
   const shards = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log,
+    onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
     // Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap).
     onEvent: (ev) => {
       switch (ev.kind) {
         case ACCOUNT_PHASE_EVENT: connections.note(ev.key, ev.data); break;
         case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: gwSocket?.onShardEvent(ev); break;
+        case THREAD_STATS_EVENT: threadStats.set(`shard-${ev.key}`, ev.data); break;
         default: stream?.onShardEvent(ev);
       }
     },
@@ -167,8 +180,7 @@ async function start(
     dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
   }).start();
   const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
-    audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile };
-  const metrics = new Metrics();
+    audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes };
   const inflight = { count: 0, draining: false, refused: 0 };
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
@@ -181,6 +193,13 @@ async function start(
   metrics.gauge('tagw_storage_free_bytes', () => storage.status().freeBytes ?? -1);
   metrics.counter('tagw_storage_full_episodes_total', () => storage.episodes);
   metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
+  metrics.labeledCounter('tagw_broker_reconnects_total', [], () => [[[], connections.reconnects]], 'Broker connections lost and being re-established (entries into the reconnecting phase).');
+  metrics.labeledGauge('tagw_shard_queue_depth', 'shard', () => Object.fromEntries(shards.queueDepths().map((n, i) => [String(i), n])), 'Commands sent to a shard and not answered yet.');
+  metrics.labeledCounter('tagw_orders_total', ['op', 'outcome'], () => tradeOutcomes.series(), 'Trade requests by operation and outcome: sent (answered by the broker), rejected (broker refusal), replayed (same clientOrderId), conflicted (409/422: uncertain or reused id).');
+  metrics.labeledGauge('tagw_thread_event_loop_lag_p99_seconds', 'thread', () => pick((s) => s.lagP99), 'Event-loop delay p99 per thread over the last 5 s (main and each shard).');
+  metrics.labeledGauge('tagw_thread_event_loop_lag_max_seconds', 'thread', () => pick((s) => s.lagMax), 'Longest event-loop delay per thread over the last 5 s.');
+  metrics.labeledCounter('tagw_thread_gc_pause_seconds_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcSeconds]), 'Time spent in garbage-collection pauses, per thread.');
+  metrics.labeledCounter('tagw_thread_gc_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcCount]), 'Garbage collections, per thread.');
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
@@ -244,6 +263,8 @@ async function start(
         log.warn('could not record keys\' last use', { err: errorMessage(err) });
       }
       await checkpointer.stop();
+      clearInterval(mainStatsTimer);
+      mainStats.stop();
       db.close();
       lock.release();
       // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)

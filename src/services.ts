@@ -11,6 +11,7 @@ import type { KeyUsage } from './auth/keyUsage.js';
 import type { AuditStore } from './store/audit.js';
 import type { StorageHealth } from './store/storageHealth.js';
 import type { TenancyStore } from './store/tenancy.js';
+import type { TradeOutcomes } from './http/tradeOutcomes.js';
 
 export interface Services {
   config: Config;
@@ -34,4 +35,6 @@ export interface Services {
   storage: StorageHealth;
   /** Where this start keeps its management key file (rewritten when that key is rotated). */
   bootstrapFile: string;
+  /** Trade answers by outcome (/metrics); absent in tests that build Services by hand. */
+  tradeOutcomes?: TradeOutcomes;
 }

@@ -10,6 +10,8 @@ export const HISTORY_LENGTH = 20;
 
 export class ConnectionLog {
   private readonly entries = new Map<string, PhaseChange[]>();
+  /** Changes into 'reconnecting' since start (tagw_broker_reconnects_total). */
+  reconnects = 0;
 
   constructor(private readonly now: () => number) {}
 
@@ -18,6 +20,7 @@ export class ConnectionLog {
     let h = this.entries.get(accountId);
     if (!h) this.entries.set(accountId, (h = []));
     if (h.length > 0 && h[h.length - 1]!.phase === phase) return;
+    if (phase === 'reconnecting') this.reconnects++;
     h.push({ at: this.now(), phase });
     if (h.length > HISTORY_LENGTH) h.splice(0, h.length - HISTORY_LENGTH);
   }

@@ -14,6 +14,7 @@ import type { Family, Metrics } from './metrics.js';
 import { assertOneContentLength, readRequest, type RequestInfo } from './request.js';
 import { QueryMemo } from './queryMemo.js';
 import { type BodyLimits, readBody } from './body.js';
+import { requestIdOf } from './requestId.js';
 import { closesConnection, ResponseSink } from './respond.js';
 import type { AnyRoute } from './route.js';
 
@@ -85,6 +86,8 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery && !route.trading }) : undefined;
     // Only 'any' routes (and the fallback below) see HEAD: uWS matches get() to GET alone.
     const anyMethod = route.method === 'any';
+    /** The route's label in /metrics: its template, never the raw URL (ids stay out of label values). */
+    const label = `${route.method.toUpperCase()} ${route.path}`;
     const handler = (res: HttpResponse, req: HttpRequest) => {
       const method = anyMethod ? req.getMethod() : '';
       // uWS gives an OPTIONS to an 'any' route before the preflight handler: answered the same way.
@@ -101,7 +104,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
         sendError(sink, e, closesConnection(e));
         return;
       }
-      void serve(route, info, sink, deps, memo);
+      void serve(route, info, sink, deps, memo, label);
     };
     switch (route.method) {
       case 'get': app.get(route.path, handler); break;
@@ -194,6 +197,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
     const info = readRequest(res, req, 0, deps.trustProxy);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
     if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
+    sink.requestId = requestIdOf(info.headers['x-request-id']);
     const methods = allowed(info.path);
     let e = methods.length > 0 ? methodNotAllowed(info.path, info.method, methods) : apiError('ROUTE_NOT_FOUND', `no route for ${info.method} ${info.path}`);
     try {
@@ -202,7 +206,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
       e = toApiError(err);
     }
     sendError(sink, e, closesConnection(e));
-    deps.metrics.observe('ops', e.status, (performance.now() - info.receivedAt) / 1000);
+    deps.metrics.observe('ops', e.status, (performance.now() - info.receivedAt) / 1000, 'unmatched');
   });
 }
 
@@ -233,8 +237,9 @@ const changesState = (route: AnyRoute, req: RequestInfo) => route.trading === tr
 /** nginx's "client closed request": the connection was gone before the request ran, so it never did. */
 const CLIENT_CLOSED = 499;
 
-async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined): Promise<void> {
+async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined, label: string): Promise<void> {
   const family: Family = route.family;
+  sink.requestId = requestIdOf(req.headers['x-request-id']);
   deps.inflight.count++;
   let status = 500;
   try {
@@ -293,7 +298,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     const e = toApiError(err);
     status = e.status;
     if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
-      deps.log.error('request failed', { route: route.path, code: e.code, err: e.cause ?? e });
+      deps.log.error('request failed', { route: route.path, code: e.code, requestId: sink.requestId, err: e.cause ?? e });
     }
     if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
     noteRefusal(deps, req.ip, e);
@@ -301,8 +306,8 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
   } finally {
     deps.inflight.count--;
     const seconds = (performance.now() - req.receivedAt) / 1000;
-    deps.metrics.observe(family, status, seconds);
+    deps.metrics.observe(family, status, seconds, label);
     // Path only: query strings can carry keys (apiKey=) and are never logged.
-    if (deps.debugLog) deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3 });
+    if (deps.debugLog) deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3, requestId: sink.requestId });
   }
 }

@@ -81,7 +81,7 @@ function decodePathSegment(s: string): string {
  * The request headers handlers may read. Reading a fixed list with getHeader is cheaper than
  * walking every header, and works on uWS's JS fallback, which lacks HttpRequest.forEach.
  */
-export const HEADER_NAMES = ['x-api-key', 'authorization', 'x-management-key', 'idempotency-key', 'content-length'] as const;
+export const HEADER_NAMES = ['x-api-key', 'authorization', 'x-management-key', 'idempotency-key', 'content-length', 'x-request-id'] as const;
 
 function queryOf(req: HttpRequest): string {
   try {

@@ -39,6 +39,8 @@ export class ResponseSink {
   done = false;
   /** The request's Origin when it is on the CORS allowlist: the response carries CORS headers for it. */
   cors: string | undefined = undefined;
+  /** Sent back as x-request-id (src/http/requestId.ts). */
+  requestId: string | undefined = undefined;
   private watching = false;
   /**
    * `watch` false: the caller calls watchAbort() itself once it knows the reply comes later.
@@ -104,6 +106,7 @@ export class ResponseSink {
       this.res.writeHeader('content-type', contentType);
       if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
       if (this.cors !== undefined) writeCorsHeaders(this.res, this.cors);
+      if (this.requestId !== undefined) this.res.writeHeader('x-request-id', this.requestId);
       if (this.head) {
         // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
         // response unfinished. (No HEAD reaches a route that closes the connection.)

@@ -21,6 +21,8 @@ export interface ShardSetOptions {
   onEvent?: (ev: ShardEvent) => void;
   /** Per-call timeout (ms). */
   callTimeoutMs?: number;
+  /** Each answered command: its shard and round trip in seconds, queueing included (/metrics). */
+  onRoundTrip?: (shard: number, seconds: number) => void;
 }
 
 export interface CallOptions {
@@ -35,6 +37,8 @@ interface Pending {
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
   timer: NodeJS.Timeout;
+  /** performance.now() when the command was made. */
+  sentAt: number;
 }
 
 // Running from TypeScript sources (tests, tsx): the worker must load the .ts file through tsx.
@@ -54,6 +58,10 @@ class Shard {
   ready = false;
   restarts = 0;
   private crashStreak = 0;
+
+  get queueDepth(): number {
+    return this.pending.size;
+  }
 
   constructor(readonly index: number, private readonly opts: ShardSetOptions) {
     this.pool = new Piscina({
@@ -88,6 +96,7 @@ class Shard {
         if (!p) continue;
         this.pending.delete(r.id);
         clearTimeout(p.timer);
+        this.opts.onRoundTrip?.(this.index, (performance.now() - p.sentAt) / 1000);
         if (r.ok) p.resolve(r.result);
         else p.reject(fromWire(r.error));
       }
@@ -135,7 +144,7 @@ class Shard {
         reject(apiError('SERVICE_UNAVAILABLE', `account runtime did not answer ${op} in time`));
       }, this.opts.callTimeoutMs ?? 30_000);
       timer.unref();
-      this.pending.set(id, { op, args, retry, resolve, reject, timer });
+      this.pending.set(id, { op, args, retry, resolve, reject, timer, sentAt: performance.now() });
       this.outbox.push({ id, op, args });
       this.queueFlush();
     });
@@ -212,6 +221,11 @@ export class ShardSet {
 
   restarts(): number {
     return this.shards.reduce((n, s) => n + s.restarts, 0);
+  }
+
+  /** Commands sent to each shard and not answered yet. */
+  queueDepths(): number[] {
+    return this.shards.map((s) => s.queueDepth);
   }
 
   /** Each shard: up (ready for commands) and how often it was restarted. */

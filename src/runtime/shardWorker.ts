@@ -11,6 +11,7 @@ import { createAccountHost } from './hosts/accounts.js';
 import { createSeatHost } from './hosts/seats.js';
 import { createSessionHost } from './hosts/sessions.js';
 import { createStreamHost } from './hosts/streams.js';
+import { startThreadStats, THREAD_STATS_EVENT, THREAD_STATS_MS } from './threadStats.js';
 import { shardOf, type MainToShard, type ReplyMsg, type RequestMsg, type ShardEvent, type ShardInit, type ShardToMain } from './protocol.js';
 
 /** Hosts of every actor kind; later features append theirs here. */
@@ -53,11 +54,16 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     owns: (key) => shardOf(key, shards) === shard,
   };
   const hosts = HOST_FACTORIES.map((f) => f(ctx));
+  const stats = startThreadStats();
+  const postStats = () => ctx.emit({ kind: THREAD_STATS_EVENT, key: String(shard), data: stats.snapshot() });
+  const statsTimer = setInterval(postStats, THREAD_STATS_MS);
+  statsTimer.unref();
   const handlers: Handlers = Object.assign({}, ...hosts.map((h) => h.handlers)) as Handlers;
   handlers['shard.ping'] = () => ({ shard, actors: hosts.reduce((n, h) => n + h.actorCount(), 0), pid: process.pid });
 
   const rehydrated = hosts.reduce((n, h) => n + h.rehydrate(), 0);
   log.info('shard started', { rehydrated });
+  postStats(); // the first snapshot at once: /metrics has every thread from the start
 
   const reply = (r: ReplyMsg) => {
     replies.push(r);
@@ -97,6 +103,8 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
         for (const r of msg.batch) handle(r);
       } else if (msg.t === 'stop') {
         for (const h of hosts) h.stop();
+        clearInterval(statsTimer);
+        stats.stop();
         flush();
         db.close();
         port.close();

@@ -261,7 +261,11 @@ export function classicRoutes(s: Services): AnyRoute[] {
         delete args.stoplimit;
         const r = await s.shards.call(row.id, 'account.trade', {
           accountId: row.id, op, args, ...(clientOrderId !== undefined ? { clientOrderId } : {}),
-        }, { retryOnRestart: false });
+        }, { retryOnRestart: false }).catch((error: unknown) => {
+          s.tradeOutcomes?.note(op, { error });
+          throw error;
+        });
+        s.tradeOutcomes?.note(op, r);
         return { status: r.status, body: null, raw: r.json, contentType: 'application/json', ...(r.replay ? { headers: { 'idempotent-replay': 'true' } } : {}) };
       },
     }));

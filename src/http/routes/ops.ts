@@ -36,7 +36,7 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
     }),
     defineRoute({
       method: 'get', path: '/metrics', family: 'ops', auth: 'none', summary: 'Prometheus metrics (text format)',
-      handler: () => ({ body: null, raw: metrics.render(), contentType: 'text/plain; version=0.0.4' }),
+      handler: async () => ({ body: null, raw: await metrics.render(), contentType: metrics.contentType }),
     }),
     defineRoute({
       method: 'get', path: '/openapi.json', family: 'ops', auth: 'none', summary: 'This OpenAPI document',
