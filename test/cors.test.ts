@@ -54,7 +54,7 @@ describe('CORS_ORIGINS parsing', () => {
 describe('CORS with an allowlist', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ corsOrigins: `${ALLOWED},https://other-allowed.example` });
+    t = await startTestGateway({ corsOrigins: `${ALLOWED},https://other-allowed.example`, keyRequestsPerSec: 2 });
   });
   afterAll(() => t.stop());
 
@@ -100,7 +100,7 @@ describe('CORS with an allowlist', () => {
     expect(r.status).toBe(401);
     expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     const exposed = r.headers.get('access-control-expose-headers') ?? '';
-    for (const h of ['idempotent-replay', 'retry-after', 'ratelimit-remaining', 'x-ratelimit-remaining']) expect(exposed).toContain(h);
+    for (const h of ['idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy']) expect(exposed).toContain(h);
     const ok = await t.req('GET', '/healthz', { headers: { origin: 'https://other-allowed.example' } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://other-allowed.example');
@@ -110,6 +110,18 @@ describe('CORS with an allowlist', () => {
     const seat = await t.req('POST', '/v1/seats', { headers: { origin: ALLOWED, authorization: `Bearer ${t.managementKey}` }, body: {} });
     expect(seat.status).toBe(201);
     expect(seat.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+  });
+
+  it("exposes every header of a per-key rate limit's 429", async () => {
+    const key = (await t.req('POST', '/v1/keys', { headers: { authorization: `Bearer ${t.managementKey}` }, body: { label: 'limited' } })).body.key as string;
+    let r = await t.req('GET', '/v1/whoami', { headers: { origin: ALLOWED, 'x-api-key': key } });
+    for (let i = 0; i < 20 && r.status !== 429; i++) r = await t.req('GET', '/v1/whoami', { headers: { origin: ALLOWED, 'x-api-key': key } });
+    expect(r.status).toBe(429);
+    expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+    const exposed = (r.headers.get('access-control-expose-headers') ?? '').split(', ');
+    const sent = [...r.headers.keys()].filter((h) => h.startsWith('ratelimit') || h === 'retry-after');
+    expect(sent.length).toBeGreaterThan(1);
+    for (const h of sent) expect(exposed).toContain(h);
   });
 
   it('keeps unknown paths a 404 under OPTIONS', async () => {

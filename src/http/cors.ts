@@ -13,11 +13,10 @@ import { apiError } from '../errors.js';
 /** Request headers a browser page may send (the preflight's Access-Control-Allow-Headers). */
 export const CORS_ALLOW_HEADERS = 'x-api-key, authorization, idempotency-key, content-type';
 
-/** Response headers a page may read besides the CORS-safelisted ones (idempotent replays, throttles, rate limits). */
+/** Response headers a page may read besides the CORS-safelisted ones: idempotent replays, throttles
+ *  and the per-key rate limit's fields (src/auth/keyRateLimit.ts). */
 export const CORS_EXPOSE_HEADERS = [
-  'idempotent-replay', 'retry-after',
-  'ratelimit', 'ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset',
-  'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset',
+  'idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy',
 ].join(', ');
 
 /** How long a browser may cache a preflight answer (seconds; Chromium caps it at 7200). */
