@@ -58,10 +58,21 @@ export class SimBrokerConnection implements BrokerConnection {
     this.host = host;
     this.server = host.info;
     this.login = credentials.login;
+    // Account events leave once the simulator's journal holds what they report (the store commits
+    // a turn's changes together; trade replies wait for the same commit). Emitted at once, a deal
+    // could reach /v1/stream (and its history) and then be lost with the journal to a crash: after a
+    // SIGKILL the client held a TRADE that /OrderHistory never showed. Commits resolve in order, so
+    // events keep theirs; a failed commit (disk full) reports nothing that was not stored. A store
+    // with nothing pending (in memory, or committing at once) lets them leave at once.
+    const durably = <T>(f: (x: T) => void) => (x: T) => {
+      const pending = this.host.store.pendingCommit?.() ?? null;
+      if (pending === null) f(x);
+      else pending.then(() => f(x), () => undefined);
+    };
     this.sink = {
-      positions: (list) => this.emit('positions', list),
-      orders: (list) => this.emit('orders', list),
-      deal: (d) => this.emit('deal', d),
+      positions: durably((list) => this.emit('positions', list)),
+      orders: durably((list) => this.emit('orders', list)),
+      deal: durably((d) => this.emit('deal', d)),
     };
   }
 

@@ -66,6 +66,9 @@ export interface SimPersistence {
   /** Resolves once everything applied so far is durable (group commit); replies to trades
    *  wait for it so nothing is acknowledged before it is on disk. */
   whenDurable(): Promise<void>;
+  /** The commit that changes applied so far still wait for, or null when they are all stored
+   *  (always null for a store that commits at once). Account events wait for it before they leave. */
+  pendingCommit?(): Promise<void> | null;
   /** Commit anything queued and write pending checkpoints (graceful shutdown). */
   flush(): void;
 }

@@ -308,6 +308,10 @@ export class SqliteSimStore implements SimPersistence {
     return this.durable ?? Promise.resolve();
   }
 
+  pendingCommit(): Promise<void> | null {
+    return this.durable;
+  }
+
   /** Changes journaled in [fromMs, toMs + slack): a row's time is the latest time it
    *  carries (journal times never go back), so a deal at t can sit in a row a little after t
    *  when fills of several symbols interleave; callers filter by the record's own time. */
