@@ -26,6 +26,7 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   clients.push(c);
   c.send({ action: 'subscribe', symbol: 'BTCUSD' });
   await c.next('QUOTE', 0);
+  const before = await c.next('ORDERS', 0);
   const shards = t.gw.services.shards;
   await shards.kill(shards.shardFor(id));
   await c.until((x) => x.closed, 10_000, 'the socket to close');
@@ -39,6 +40,13 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   }
   expect(again).toBeDefined();
   clients.push(again!);
+  // The account stream cannot vouch for what the dead shard had in flight: a resume is refused and
+  // the stream continues under a new epoch.
+  const resumed = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0', since: `${before.epoch}:${before.seq}` });
+  clients.push(resumed);
+  await resumed.until((x) => x.of('ORDERS').length >= 1, 10_000, 'the snapshots');
+  expect(resumed.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: false, replayed: 0 } });
+  expect(resumed.of('POSITIONS')[0]!.epoch).not.toBe(before.epoch);
   again!.send({ action: 'subscribe', symbol: 'BTCUSD' });
   await again!.next('QUOTE', 0);
 });

@@ -149,6 +149,13 @@ describe('re-binding an account to a login on another server', () => {
       expect(Math.abs(b.of('QUOTE').at(-1)!.data.bid - q.body.bid)).toBeLessThan(0.001);
       expect(b.of('ORDERS')).toEqual([]); // P4 now: no ORDERS frames, no initial snapshot
       expect(b.of('POSITIONS')).toEqual([]);
+      // The old binding's account stream ended with it: a resume from it is not recovered.
+      const snap = a.of('ORDERS')[0]!;
+      const c = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0', since: `${snap.epoch}:${snap.seq}` });
+      await c.until((x) => x.of('POSITIONS').length >= 1, 8_000, 'the snapshot after recovered:false');
+      expect(c.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: false, replayed: 0 } });
+      expect(c.of('POSITIONS')[0]!.epoch).not.toBe(snap.epoch);
+      await c.close();
     } finally {
       await b.close();
     }
