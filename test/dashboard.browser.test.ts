@@ -95,6 +95,11 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect(r.headers.get('referrer-policy')).toBe('no-referrer');
     const etag = r.headers.get('etag')!;
     expect((await t.req('GET', '/dashboard', { headers: { 'if-none-match': etag } })).status).toBe(304);
+    const head = await t.req('HEAD', '/dashboard/js/app.js');
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(Number(head.headers.get('content-length'))).toBeGreaterThan(100);
+    expect((await t.req('GET', '/dashboard/no-such-file.js')).status).toBe(404);
     expect(r.text).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/); // no inline script in the page
 
     const page = await browser.page();

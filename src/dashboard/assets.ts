@@ -86,38 +86,47 @@ export function loadAssets(): Map<string, Asset> {
   return out;
 }
 
-function send(res: HttpResponse, status: string, headers: Record<string, string>, body?: Buffer): void {
+function send(res: HttpResponse, status: string, headers: Record<string, string>, body: Buffer | undefined, head: boolean): void {
   res.cork(() => {
     res.writeStatus(status);
     for (const k in SECURITY_HEADERS) res.writeHeader(k, SECURITY_HEADERS[k]!);
     for (const k in headers) res.writeHeader(k, headers[k]!);
-    res.end(body ?? '');
+    if (head) {
+      // As ResponseSink does for HEAD: the length by hand, then no body (see src/http/respond.ts).
+      res.writeHeader('content-length', String(body?.length ?? 0));
+      res.endWithoutBody();
+    } else {
+      res.end(body ?? '');
+    }
   });
 }
 
 /**
- * GET /dashboard and /dashboard/*: the files, 304 on a matching If-None-Match. Every answer is
+ * GET (and HEAD) /dashboard and /dashboard/*: the files, 304 on a matching If-None-Match. Every answer is
  * revalidated (no-cache): file names carry no content hash, so a newer gateway's files are picked
  * up at once, and a revalidation costs one small request.
  */
 export function mountDashboard(app: TemplatedApp, metrics: Metrics, assets: Map<string, Asset> = loadAssets()): void {
-  const handler = (res: HttpResponse, req: { getUrl(): string; getHeader(name: string): string }) => {
+  const handler = (res: HttpResponse, req: { getUrl(): string; getHeader(name: string): string; getMethod(): string }) => {
     const started = performance.now();
+    const head = req.getMethod() === 'head';
     const path = req.getUrl();
     const a = assets.get(path);
     let status: number;
     if (!a) {
       status = 404;
-      send(res, '404 Not Found', { 'content-type': 'application/json' }, Buffer.from(JSON.stringify({ error: 'ROUTE_NOT_FOUND', message: `no dashboard file ${path}` })));
+      send(res, '404 Not Found', { 'content-type': 'application/json' }, Buffer.from(JSON.stringify({ error: 'ROUTE_NOT_FOUND', message: `no dashboard file ${path}` })), head);
     } else if (req.getHeader('if-none-match') === a.etag) {
       status = 304;
-      send(res, '304 Not Modified', { etag: a.etag, 'cache-control': 'no-cache' });
+      send(res, '304 Not Modified', { etag: a.etag, 'cache-control': 'no-cache' }, undefined, head);
     } else {
       status = 200;
-      send(res, '200 OK', { 'content-type': a.type, etag: a.etag, 'cache-control': 'no-cache' }, a.body);
+      send(res, '200 OK', { 'content-type': a.type, etag: a.etag, 'cache-control': 'no-cache' }, a.body, head);
     }
     metrics.observe('ops', status, (performance.now() - started) / 1000);
   };
-  app.get(DASHBOARD_PATH, handler);
-  app.get(`${DASHBOARD_PATH}/*`, handler);
+  for (const path of [DASHBOARD_PATH, `${DASHBOARD_PATH}/*`]) {
+    app.get(path, handler);
+    app.head(path, handler);
+  }
 }
