@@ -9,11 +9,14 @@ let g: TestGateway;
 let mgmt: TagwClient;
 let key: string;
 let id: string;
-/** Every request the SDK made: method, path and query. */
+/** Every request the SDK made: method, path and query; and the gateway's request id of each answer. */
 const seen: Array<{ method: string; url: URL }> = [];
-const recordingFetch: typeof fetch = (input, init) => {
+const requestIds: string[] = [];
+const recordingFetch: typeof fetch = async (input, init) => {
   seen.push({ method: init?.method ?? 'GET', url: new URL(String(input)) });
-  return fetch(input, init);
+  const res = await fetch(input, init);
+  requestIds.push(res.headers.get('x-request-id') ?? '');
+  return res;
 };
 const client = (o: Partial<ConstructorParameters<typeof TagwClient>[0]> = {}) =>
   new TagwClient({ baseUrl: g.url, apiKey: key, fetch: recordingFetch, retry: { baseMs: 1, maxMs: 5 }, ...o });
@@ -51,7 +54,9 @@ describe('typed calls', () => {
     const err = await client().account(id).GetQuote({ symbol: 'NOPE' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TagwError);
     expect(err).toMatchObject({ code: 'BAD_REQUEST', status: 400 });
-    expect((err as TagwError).requestId).toMatch(/^req-/);
+    // The gateway's id of the request (in its logs), as its x-request-id header said.
+    expect((err as TagwError).requestId).toBe(requestIds.at(-1));
+    expect((err as TagwError).requestId).not.toBe('');
     expect(seen).toHaveLength(1);
     seen.length = 0;
     const bad = await client({ apiKey: 'tagw_api_nope_nope' }).account(id).AccountSummary().catch((e: unknown) => e);
