@@ -106,7 +106,8 @@ export class StreamHub {
     this.heartbeatTimer.unref();
     this.keyTimer = setInterval(() => this.guard('key check', () => this.checkKeys()), cfg.streamKeyCheckMs);
     this.keyTimer.unref();
-    this.historyTimer = setInterval(() => this.guard('history', () => this.accounts.touch()), Math.min(1_000, cfg.streamHistoryMaxAgeMs / 4));
+    // A quarter of the age limit: a restart picks up a stream kept until at most that long before it stopped.
+    this.historyTimer = setInterval(() => this.guard('history', () => this.accounts.touch()), cfg.streamHistoryMaxAgeMs / 4);
     this.historyTimer.unref();
     this.guard('history restore', () => this.accounts.restore());
   }
