@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { rawConnect, rawGet } from './helpers/rawHttp.js';
+import { account } from './gateway-helpers.js';
 
 let t: TestGateway;
 let key: string;
@@ -107,6 +108,24 @@ describe('HTTP pipelining', () => {
       expect(r.headers.get('idempotent-replay')).toBeNull();
     }
     expect(await tickets(id)).toHaveLength(10);
+  }, 20_000);
+
+  it('the same for GETs that change something: /v1/proxy trade operations and GET /ConnectEx', async () => {
+    const a = await account(t, 'P5');
+    const seats = async () => (await t.req('GET', '/v1/seats', { headers: mgmt(t.managementKey) })).body.seats.length as number;
+    const before = await seats();
+    const send = rawGet(`/v1/proxy/OrderSendSafe?handle=${a.handle}&symbol=BTCUSD&operation=0&volume=0.01`, { 'x-api-key': a.key });
+    const bind = rawGet('/ConnectEx?user=pipe-bound&password=pw&server=Sim-P5-Demo', { 'x-api-key': key });
+    for (const first of [send, bind]) {
+      const c = await rawConnect(t.gw.port);
+      c.write(first + rawGet('/healthz'));
+      expect(await c.closed).toBe('end');
+      expect(c.responses).toEqual([]);
+    }
+    // Whatever ran finishes counted in flight: wait for that before looking at what it did.
+    while ((await inflight()) > 1) await new Promise((r) => setTimeout(r, 5));
+    expect((await t.req('GET', `/OpenedOrdersTickets?id=${a.id}`, { headers: { 'x-api-key': a.key } })).body).toEqual([]);
+    expect(await seats()).toBe(before);
   }, 20_000);
 
   it('a state-changing request last in a pipelined packet is executed and answered after the synchronous ones', async () => {

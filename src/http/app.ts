@@ -231,8 +231,9 @@ export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, mem
  */
 export const afterThisRead = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** Trading calls and every request method but GET and HEAD change something: they run only on a connection that survived its read. */
-const changesState = (route: AnyRoute, req: RequestInfo) => route.trading === true || (req.method !== 'GET' && req.method !== 'HEAD');
+/** What changes something (trading calls, orders, GETs marked so, every method but GET and HEAD) runs only on a connection that survived its read. */
+const changesState = (route: AnyRoute, req: RequestInfo) =>
+  route.trading === true || route.orders === true || route.changesState === true || (req.method !== 'GET' && req.method !== 'HEAD');
 
 /** nginx's "client closed request": the connection was gone before the request ran, so it never did. */
 const CLIENT_CLOSED = 499;

@@ -52,6 +52,10 @@ export interface RouteDef<Q = unknown, B = unknown> {
   /** Counts toward the key's orders per second (KEY_ORDERS_PER_SEC), as `trading` routes do:
    *  for routes that send orders without being `trading` (the /v1/proxy trade operations). */
   orders?: boolean;
+  /** Changes something although it is a GET (binds a login, subscribes, ends a session): like
+   *  trading calls and every other method, it runs only once uWS has parsed the rest of the read it
+   *  came in, so never on a connection uWS closes for pipelining (app.ts afterThisRead). */
+  changesState?: boolean;
   /**
    * A management action: recorded in the audit log under this name after it succeeds (who: the
    * management key id; target: the reply's `audit.target`, else the first path parameter).

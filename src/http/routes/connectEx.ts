@@ -81,7 +81,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
   };
   return [
     defineRoute({
-      ...common, method: 'get', errors: [...common.errors], query: ConnectExQuery, secretQuery: true,
+      ...common, method: 'get', errors: [...common.errors], query: ConnectExQuery, secretQuery: true, changesState: true,
       summary: 'Bind a broker login to an account (query parameters); creates a shared seat when no id is given',
       handler: ({ query, principal }) => handler(query, principal!),
     }),
