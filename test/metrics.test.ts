@@ -62,7 +62,7 @@ describe('/metrics', () => {
     expect(counts(text, 'tagw_shard_round_trip_seconds')['shard="0"']).toBeGreaterThan(0);
     const threads = fam('tagw_thread_event_loop_lag_p99_seconds').metrics.map((m) => m.labels!.thread).sort();
     expect(threads).toEqual(['main', 'shard-0']);
-    for (const name of ['tagw_thread_gc_pause_seconds_total', 'tagw_thread_gc_total', 'tagw_broker_reconnects_total', 'tagw_broker_connections', 'tagw_stream_sockets', 'tagw_stream_coalesced_flushes_total', 'tagw_stream_backpressure_closes_total']) fam(name);
+    for (const name of ['tagw_thread_gc_pause_seconds_total', 'tagw_thread_gc_total', 'tagw_broker_reconnects_total', 'tagw_broker_connections', 'tagw_stream_sockets', 'tagw_stream_buffered_bytes', 'tagw_stream_coalesced_flushes_total', 'tagw_stream_backpressure_closes_total']) fam(name);
     expect(Number(labelled('tagw_broker_connections', { phase: 'connected' })!.value)).toBe(1);
   });
 });

@@ -65,6 +65,12 @@ export class StreamHub {
   registerMetrics(metrics: Metrics): void {
     metrics.gauge('tagw_stream_sockets', () => this.sockets.size);
     metrics.gauge('tagw_stream_coalescing_sockets', () => this.out.coalescing.size);
+    metrics.gauge('tagw_stream_buffered_bytes', () => {
+      // Read at scrape time only: one native call per open socket.
+      let n = 0;
+      for (const s of this.sockets) n += s.ws.getBufferedAmount();
+      return n;
+    }, 'Bytes written to /v1/stream sockets and not yet taken by their clients (uWS backpressure), all sockets.');
     metrics.gauge('tagw_stream_accounts', () => this.accounts.accounts.size);
     metrics.counter('tagw_stream_sync_upgrades_total', () => this.counters.syncUpgrades);
     metrics.counter('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
