@@ -121,12 +121,17 @@ export class AccountStreams {
    */
   releaseIfUnused(id: string): void {
     const acc = this.accounts.get(id);
-    if (acc && acc.opens === 1 && acc.sockets.size === 0 && !acc.retainTimer && !this.deps.inflight.draining) {
+    if (acc && acc.opens === 1 && acc.sockets.size === 0 && !acc.retainTimer && !this.deps.inflight.draining && !this.stopped) {
       acc.retainTimer = setTimeout(() => {
         acc.retainTimer = null;
         if (this.accounts.get(id) !== acc || acc.sockets.size > 0) return;
         this.releaseNow(id);
-        if (!this.accounts.has(id)) this.deps.history.drop(id); // nobody listens any more: the epoch ends
+        if (this.accounts.has(id)) return;
+        try {
+          this.deps.history.drop(id); // nobody listens any more: the epoch ends
+        } catch (err) {
+          this.deps.log.warn('stream history not dropped', { accountId: id, err: errorMessage(err) });
+        }
       }, this.deps.config.streamHistoryMaxAgeMs);
       acc.retainTimer.unref();
       return;
@@ -174,17 +179,25 @@ export class AccountStreams {
     const since = Date.now() - this.limits.maxAgeMs;
     for (const id of this.deps.history.aliveSince(since)) {
       if (this.accounts.has(id)) continue;
-      this.deps.shards.call(id, 'stream.open', { accountId: id }).then(
-        (open) => {
-          const acc = this.noteOpen(id, open);
-          if (acc.sockets.size === 0 && acc.opens === 1) this.releaseIfUnused(id); // starts the hold
-          else this.releaseNow(id);
-        },
-        (err: unknown) => {
-          this.deps.log.warn('stream history not picked up', { accountId: id, err: errorMessage(err) });
-          if (!this.accounts.has(id)) this.deps.history.drop(id);
-        },
-      );
+      this.deps.shards.call(id, 'stream.open', { accountId: id }).then((open) => {
+        if (this.stopped) return void this.releaseNow(id);
+        const acc = this.noteOpen(id, open);
+        if (acc.sockets.size === 0 && acc.opens === 1) this.releaseIfUnused(id); // starts the hold
+        else this.releaseNow(id);
+      }).catch((err: unknown) => {
+        this.deps.log.warn('stream history not picked up', { accountId: id, err: errorMessage(err) });
+      });
+    }
+  }
+
+  private stopped = false;
+
+  /** Shutdown: no hold outlives the gateway (the history stays in the store for the next start). */
+  stop(): void {
+    this.stopped = true;
+    for (const acc of this.accounts.values()) {
+      if (acc.retainTimer) clearTimeout(acc.retainTimer);
+      acc.retainTimer = null;
     }
   }
 

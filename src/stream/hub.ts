@@ -130,6 +130,7 @@ export class StreamHub {
       this.events.commit();
       this.accounts.touch();
     });
+    this.accounts.stop();
     for (const s of [...this.sockets]) this.out.end(s, 'GOING_AWAY');
   }
 
