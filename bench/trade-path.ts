@@ -22,6 +22,8 @@ import { dbPath, openDb } from '../src/store/db.js';
 import { createActor } from 'xstate';
 import { freshRecord, idempotencyMachine } from '../actors/idempotency.js';
 import { Histogram } from './lib/histogram.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -37,7 +39,7 @@ const db = openDb(dir);
 // As in the gateway: WAL checkpoints on a background thread, not inside trade commits.
 const checkpointer = startCheckpointer(dbPath(dir));
 const ctx: ShardContext = {
-  shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true,
+  shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true,
 };
 const host = createAccountHost(ctx);
 host.rehydrate();

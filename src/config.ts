@@ -47,6 +47,15 @@ export const configSchema = z.object({
   tlsCaFile: z.string().min(1).optional(),
   tlsKeyPassphrase: z.string().min(1).optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
+  /** Broker reconnect backoff of each account: the first delay and the cap (full jitter between). */
+  reconnectBaseMs: int(1, 600_000).default(250),
+  reconnectCapMs: int(1, 3_600_000).default(30_000),
+  /** How long a request waits for its account's broker connection before 503 NOT_CONNECTED. */
+  brokerWaitMs: int(0, 120_000).default(2_000),
+  /** CheckConnect: how long it waits for the reconnect it triggered. */
+  checkWaitMs: int(0, 120_000).default(1_000),
+  /** A gateway session resumed after a restart: how long it waits, once, for last-known account values. */
+  resumeWaitMs: int(0, 3_600_000).default(30_000),
   /** Free space DATA_DIR's file system must keep (MiB); below it trading calls answer 503
    *  STORAGE_UNAVAILABLE before anything is sent (src/store/storageHealth.ts). */
   storageMinFreeMb: z.coerce.number().min(0).max(1_000_000).default(16),
@@ -115,7 +124,8 @@ const ENV: Record<string, keyof Config> = {
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
-  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
+  DRAIN_TIMEOUT_MS: 'drainTimeoutMs', RECONNECT_BASE_MS: 'reconnectBaseMs', RECONNECT_CAP_MS: 'reconnectCapMs',
+  BROKER_WAIT_MS: 'brokerWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',

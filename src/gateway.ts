@@ -172,6 +172,10 @@ async function start(
       bridgeCaFile: config.bridgeCaFile === undefined ? undefined : resolvePath(config.bridgeCaFile),
       // Resolved here: shard workers may not share the operator's idea of the working directory.
       simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
+      timing: {
+        reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
+        brokerWaitMs: config.brokerWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
+      },
     },
   });
   await shards.start();

@@ -1,8 +1,9 @@
 // BROKER_MODE=bridge: gateway session subscriptions saved with the handle are re-placed at the broker
 // when the account's connection comes up, however long the broker was away. Here the gateway
 // restarts while the simulator is down and stays down longer than any single wait for the
-// connection (35 s; the session host used to wait 30 s once, log "broker subscribe failed" and never
-// try again, so /ws got no frame although SubscribedSymbols listed the subscriptions). Real
+// connection (the session host used to wait once, 30 s, log "broker subscribe failed" and never try
+// again, so /ws got no frame although SubscribedSymbols listed the subscriptions). The waits and the
+// reconnect backoff are settings: short here, so the outage outlasts them all in seconds. Real
 // simulator server over loopback TCP, real gateway restarted on the same data directory.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,9 @@ import { MemorySimStore } from '../src/store/simStore.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { account, op, openWs, type WsClient } from './gateway-helpers.js';
 
-const OUTAGE_MS = 35_000;
+/** Every wait for the connection, and the reconnect backoff, well under the outage. */
+const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 500, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000 };
+const OUTAGE_MS = 3 * TIMING.resumeWaitMs;
 
 let sim: Simulator;
 let bridge: SimServerHandle | undefined;
@@ -24,7 +27,7 @@ let gw: TestGateway | undefined;
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bridge-resub-'));
 const sockets: WsClient[] = [];
 
-const startGateway = () => startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}` }, { dataDir });
+const startGateway = () => startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, ...TIMING }, { dataDir });
 
 beforeAll(async () => {
   sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });

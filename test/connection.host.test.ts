@@ -15,6 +15,8 @@ import { createAccountHost } from '../src/runtime/hosts/accounts.js';
 import type { AccountEvent } from '../src/runtime/hosts/accountRegistry.js';
 import type { ShardContext } from '../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../src/store/db.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
 
@@ -63,7 +65,7 @@ async function bound(id: string) {
   db = openDb(dir);
   const key = randomBytes(32);
   const up = new Upstream();
-  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true };
   const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
   await host.handlers['account.bind']!({ accountId: id, customerId: 'c', server: 'Fake-P5', login: 'l', passwordEnc: new SecretBox(key).seal('pw', id) });
   return { up, ctx, host, id };
@@ -126,7 +128,7 @@ it('a restart restores bound accounts in slices after the shard is ready; one as
   const key = randomBytes(32);
   const box = new SecretBox(key);
   const first = new Upstream();
-  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+  const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true };
   const before = createAccountHost(ctx, { broker: { factory: (c) => first.conn(c), stop: () => {} } });
   db.prepare("INSERT INTO customers (id, name, created_at) VALUES ('c', 'c', 0)").run();
   const seat = db.prepare('INSERT INTO seats (id, customer_id, private_hosting, created_at) VALUES (?, ?, 0, 0)');

@@ -19,6 +19,8 @@ import { recoveredOutcome } from '../src/runtime/hosts/accountTrade.js';
 import type { ActorHost } from '../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../src/store/db.js';
 import { cleanupProcesses, startProcess as spawnGateway, tempDir } from './helpers/process.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 afterEach(cleanupProcesses);
 
@@ -85,7 +87,7 @@ describe('a crash after the embedded simulator executed, before the outcome was 
     const boot = () => {
       const db = openDb(dir);
       dbs.push(db);
-      const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true });
+      const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
       hosts.push(host);
       host.rehydrate();
       return host;

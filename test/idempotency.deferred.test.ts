@@ -20,6 +20,8 @@ import type { TradeReply } from '../src/runtime/hosts/accountCommands.js';
 import { createAccountHost } from '../src/runtime/hosts/accounts.js';
 import type { ActorHost, ShardContext } from '../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../src/store/db.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
 
@@ -79,7 +81,7 @@ function setup() {
   const boot = () => {
     const db = openDb(dir);
     dbs.push(db);
-    const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') }, emit: () => {}, owns: () => true };
+    const ctx: ShardContext = { shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true };
     const host = createAccountHost(ctx, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
     hosts.push(host);
     host.rehydrate();

@@ -20,6 +20,8 @@ import type { TradeReply } from '../src/runtime/hosts/accountCommands.js';
 import { createAccountHost } from '../src/runtime/hosts/accounts.js';
 import type { ActorHost, ShardContext } from '../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../src/store/db.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 type Fault = 'none' | 'reject' | 'timeoutFound' | 'timeoutLost' | 'hang';
 
@@ -102,7 +104,7 @@ function harness() {
     const db = openDb(dir);
     dbs.push(db);
     const ctx: ShardContext = {
-      shard: 0, shards: 1, db, log: createLogger('silent'), settings: { secretKeyHex: key.toString('hex') },
+      shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock,
       emit: () => {}, owns: () => true,
     };
     host = createAccountHost(ctx, { broker: broker.source() });

@@ -11,6 +11,8 @@ import type { BrokerConnection } from '../src/broker/types.js';
 import type { ServerInfo } from '../src/market/server.js';
 import type { Candle, CandleEvent, Timeframe } from '../src/market/timeframes.js';
 import { STREAM_EVENT, type CandleEventData } from '../src/runtime/hosts/streamCommands.js';
+import { shardSettings } from '../src/runtime/settings.js';
+import { systemClock } from '../src/util/clock.js';
 
 const SERVER: ServerInfo = {
   name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',
@@ -47,7 +49,7 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
   } as unknown as AccountRuntime;
   const ctx = {
     shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: {}, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
+    settings: shardSettings(), clock: systemClock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
     accounts: { get: () => rt, ensure: async () => rt },
   } as unknown as ShardContext;
   const host = createStreamHost(ctx);

@@ -2,9 +2,10 @@
 // `blockMs`. Pure apart from the injected clock. Per-IP state lives in an LRU so a flood of
 // distinct addresses cannot grow memory without bound.
 import { LRUCache } from 'lru-cache';
+import { systemClock, type Clock } from '../util/clock.js';
 
-export interface Clock { now(): number }
-export const systemClock: Clock = { now: () => Date.now() };
+/** Re-exported for the callers that took the clock from here before src/util/clock.ts. */
+export { systemClock, type Clock };
 
 interface IpState { failures: number[]; blockedUntil: number }
 

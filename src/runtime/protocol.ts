@@ -3,6 +3,7 @@ import type { MessagePort } from 'node:worker_threads';
 // over a dedicated MessagePort per shard, several per postMessage (batched per microtask), so a
 // burst of requests costs one structured-clone round trip instead of one per request.
 import type { WireError } from '../errors.js';
+import type { ShardSettings } from './settings.js';
 
 /**
  * Every command a shard understands: its argument and result types. Feature modules extend this
@@ -45,7 +46,7 @@ export interface ShardInit {
   shards: number;
   dataDir: string;
   /** Settings a shard needs, plain data (cloned into the worker). */
-  settings: Record<string, unknown>;
+  settings: ShardSettings;
   port: MessagePort;
 }
 

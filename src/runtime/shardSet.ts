@@ -8,6 +8,7 @@ import { Piscina } from 'piscina';
 import { apiError, fromWire } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
+import type { ShardSettings } from './settings.js';
 import {
   shardOf, type ArgsOf, type CommandName, type MainToShard, type RequestMsg, type ResultOf,
   type ShardEvent, type ShardInit, type ShardToMain,
@@ -16,7 +17,7 @@ import {
 export interface ShardSetOptions {
   shards: number;
   dataDir: string;
-  settings: Record<string, unknown>;
+  settings: ShardSettings;
   log: Logger;
   onEvent?: (ev: ShardEvent) => void;
   /** Per-call timeout (ms). */

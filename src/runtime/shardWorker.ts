@@ -4,7 +4,8 @@
 // Piscina's task queue and reach the account's actors with one message hop.
 import { errorMessage } from '../util/errorMessage.js';
 import { toWire } from '../errors.js';
-import { createLogger, type LogLevel } from '../log.js';
+import { createLogger } from '../log.js';
+import { systemClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
@@ -19,7 +20,7 @@ const HOST_FACTORIES: Array<(ctx: ShardContext) => ActorHost> = [(ctx) => create
 
 export default async function runShard(init: ShardInit): Promise<{ stopped: true }> {
   const { port, shard, shards } = init;
-  const log = createLogger((init.settings.logLevel as LogLevel) ?? 'info', { shard });
+  const log = createLogger(init.settings.logLevel, { shard });
   const db = openDb(init.dataDir);
 
   let replies: ReplyMsg[] = [];
@@ -46,7 +47,7 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   };
 
   const ctx: ShardContext = {
-    shard, shards, db, log, settings: init.settings,
+    shard, shards, db, log, settings: init.settings, clock: systemClock,
     emit(ev) {
       events.push(ev);
       queueFlush();

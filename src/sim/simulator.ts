@@ -10,11 +10,9 @@ import { SimAccount, type AccountHost } from './account.js';
 import type { SimConfig, SimServerConfig } from './config.js';
 import { FaultController } from './faults.js';
 import { Market, type MarketSymbol } from './market.js';
+import { systemClock, type Clock } from '../util/clock.js';
 
-export interface Clock {
-  now(): number;
-}
-export const systemClock: Clock = { now: () => Date.now() };
+export { systemClock, type Clock };
 
 /** A manually driven clock for tests and replays. */
 export class ManualClock implements Clock {

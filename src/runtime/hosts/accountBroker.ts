@@ -21,13 +21,13 @@ export interface BrokerSource {
 }
 
 export function createBrokerSource(ctx: ShardContext): BrokerSource {
-  const mode = (ctx.settings.brokerMode as string | undefined) ?? 'embedded';
+  const mode = ctx.settings.brokerMode;
   if (mode === 'bridge') {
-    const url = ctx.settings.bridgeUrl as string | undefined;
+    const url = ctx.settings.bridgeUrl;
     const m = url ? /^(?:(tcp|tls):\/\/)?([^:/]+):(\d+)$/.exec(url) : null;
     if (!m) throw new Error('brokerMode=bridge needs bridgeUrl (BRIDGE_URL), e.g. tcp://127.0.0.1:4510');
     const [host, port] = [m[2]!, Number(m[3])];
-    const caFile = ctx.settings.bridgeCaFile as string | undefined;
+    const caFile = ctx.settings.bridgeCaFile;
     const tls = m[1] === 'tls' ? { tls: caFile ? { ca: readFileSync(caFile) } : {} } : {};
     return {
       factory: (c) => new BridgeBrokerConnection({
@@ -37,7 +37,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     };
   }
   // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it.
-  const path = ctx.settings.simConfigPath as string | undefined;
+  const path = ctx.settings.simConfigPath;
   const sim = createSimulator({ db: ctx.db, ...(path ? { configPath: path } : {}) });
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),

@@ -33,6 +33,8 @@ export interface EntryDeps {
   onPhase?: (accountId: string, phase: OperatorPhase, was: OperatorPhase | undefined, server: string) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
+  /** How long a request waits for a usable connection by default (ms; ShardTiming.brokerWaitMs). */
+  brokerWaitMs?: number;
 }
 
 class Slot {
@@ -336,12 +338,12 @@ export class AccountEntry implements AccountRuntime {
     }
   }
 
-  whenConnected(timeoutMs = 2_000, owner = 'default'): Promise<BrokerConnection> {
+  whenConnected(timeoutMs = this.deps.brokerWaitMs ?? 2_000, owner = 'default'): Promise<BrokerConnection> {
     return this.usableSlot(timeoutMs).then((s) => this.tracked(s.conn, owner));
   }
 
   /** A connection held for one request: a rolling upgrade waits for its release. */
-  async acquire(timeoutMs = 2_000): Promise<Lease> {
+  async acquire(timeoutMs = this.deps.brokerWaitMs ?? 2_000): Promise<Lease> {
     const s = await this.usableSlot(timeoutMs);
     s.inflight++;
     let released = false;

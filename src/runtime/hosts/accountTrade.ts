@@ -15,6 +15,7 @@ import { isStopLimitType, type RequestLookup, type TradeResult } from '../../mar
 import { TRADE_SCHEMAS } from '../../market/orderSchemas.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
+import { systemClock, type Clock } from '../../util/clock.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import type { TradeReply } from './accountCommands.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
@@ -168,7 +169,7 @@ export class TradeDesk {
   private queue: [Rec, Outcome][] = [];
   private flushQueued = false;
 
-  constructor(private readonly store: IdempotencyStore, private readonly log: Logger) {
+  constructor(private readonly store: IdempotencyStore, private readonly log: Logger, private readonly clock: Clock = systemClock) {
     this.observer = {
       // A collision with a settled record is how one is found again, not a failure.
       error: (err: unknown) => err instanceof RecordExistsError || this.log.error('idempotency actor failed', { err }),
@@ -179,7 +180,7 @@ export class TradeDesk {
       actions: {
         persistSent: (_a, c: IdempotencyContext) => {
           // Durable before `send` returns; the host calls the broker only after that.
-          if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, Date.now(), c.expiresAt)) {
+          if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, this.clock.now(), c.expiresAt)) {
             throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
           }
         },
@@ -234,7 +235,7 @@ export class TradeDesk {
 
   private purgeExpired(): void {
     try {
-      this.store.purgeExpired(Date.now());
+      this.store.purgeExpired(this.clock.now());
     } catch (err) {
       this.log.warn('cannot delete expired idempotency records', { err });
     }
@@ -388,7 +389,7 @@ export class TradeDesk {
         lease.release();
         continue;
       }
-      const expiresAt = Date.now() + IDEMPOTENCY_TTL_MS;
+      const expiresAt = this.clock.now() + IDEMPOTENCY_TTL_MS;
       const rec = this.start({ account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt });
       // `send` runs persistSent synchronously: once it returns with the record in `sent`, the
       // record is committed and the order may go to the broker.
@@ -400,7 +401,7 @@ export class TradeDesk {
         if (claimed.status === 'error' && claimed.error instanceof RecordExistsError) {
           // Used before and settled (on disk only): back as an actor, and answered from it above.
           const row = this.store.get(entry.accountId, clientOrderId);
-          if (row && row.expires_at > Date.now()) this.restore(row);
+          if (row && row.expires_at > this.clock.now()) this.restore(row);
           else if (row) this.store.remove(entry.accountId, clientOrderId); // expired, not swept yet
           continue;
         }

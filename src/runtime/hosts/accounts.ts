@@ -26,10 +26,10 @@ export interface AccountHostOptions {
 
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
   const store = new AccountStore(ctx.db);
-  const desk = new TradeDesk(new IdempotencyStore(ctx.db), ctx.log);
-  const hex = ctx.settings.secretKeyHex as string | undefined;
+  const desk = new TradeDesk(new IdempotencyStore(ctx.db), ctx.log, ctx.clock);
+  const hex = ctx.settings.secretKeyHex;
   const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
-  const now = opts.now ?? (() => Date.now());
+  const now = opts.now ?? (() => ctx.clock.now());
   let source: BrokerSource | undefined = opts.broker;
   const broker = (): BrokerSource => (source ??= createBrokerSource(ctx));
   const entries = new Map<string, AccountEntry>();
@@ -44,8 +44,9 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   const deps = (): EntryDeps => ({
     log: ctx.log,
     factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
-    backoffBaseMs: Number(ctx.settings.reconnectBaseMs ?? 250),
-    backoffCapMs: Number(ctx.settings.reconnectCapMs ?? 30_000),
+    backoffBaseMs: ctx.settings.timing.reconnectBaseMs,
+    backoffCapMs: ctx.settings.timing.reconnectCapMs,
+    brokerWaitMs: ctx.settings.timing.brokerWaitMs,
     onPhase: (accountId, phase, was, server) => {
       // Operators see it in /metrics (the main thread counts accounts per phase) and here.
       ctx.emit({ kind: ACCOUNT_PHASE_EVENT, key: accountId, data: phase });

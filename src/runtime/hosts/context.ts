@@ -1,6 +1,8 @@
 // What every actor host inside a shard gets: its identity, its own SQLite connection, a logger and
 // a way to push events to the main thread.
 import type { Logger } from '../../log.js';
+import type { Clock } from '../../util/clock.js';
+import type { ShardSettings } from '../settings.js';
 import type { Db } from '../../store/db.js';
 import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../protocol.js';
 import type { AccountRegistry } from './accountRegistry.js';
@@ -10,7 +12,9 @@ export interface ShardContext {
   shards: number;
   db: Db;
   log: Logger;
-  settings: Record<string, unknown>;
+  settings: ShardSettings;
+  /** Now, for every host of the shard (systemClock in a worker; tests pass their own). */
+  clock: Clock;
   emit(ev: ShardEvent): void;
   /** True when `key` hashes to this shard. */
   owns(key: string): boolean;

@@ -19,6 +19,8 @@ export interface OpContext {
   clock: ServerClock;
   /** UTC ms the session connected (ClosedOrders). */
   connectedAt: number;
+  /** The shard's clock (UTC ms). */
+  now(): number;
 }
 
 const iso = (serverMs: number) => new Date(serverMs).toISOString().slice(0, 23);
@@ -71,12 +73,12 @@ async function symbolOf(conn: BrokerConnection, name: string): Promise<SymbolInf
 async function quote(ctx: OpContext, symbol: string, msNotOlder: number): Promise<Tick> {
   await symbolOf(ctx.conn, symbol);
   let t = await ctx.conn.quote(symbol);
-  if (msNotOlder > 0 && (!t || Date.now() - t.timeMsc > msNotOlder)) {
+  if (msNotOlder > 0 && (!t || ctx.now() - t.timeMsc > msNotOlder)) {
     const first = t?.timeMsc ?? 0;
     // Wait for the next tick. A quiet market may give none: after the deadline the latest known
     // quote is answered (its time tells its age), never an error.
-    const deadline = Date.now() + Math.max(1_000, Math.min(10_000, msNotOlder * 2));
-    while (Date.now() < deadline) {
+    const deadline = ctx.now() + Math.max(1_000, Math.min(10_000, msNotOlder * 2));
+    while (ctx.now() < deadline) {
       await new Promise((r) => setTimeout(r, 10));
       const n = await ctx.conn.quote(symbol);
       if (n && n.timeMsc > first) {
@@ -114,15 +116,6 @@ const PERSONAL = ['email', 'phone', 'country', 'city', 'address', 'registrationT
 type Args = Record<string, unknown>;
 const str = (a: Args, k: string) => a[k] as string;
 const num = (a: Args, k: string) => a[k] as number;
-
-/**
- * How long a gateway operation waits for the account's broker connection before answering 503
- * NOT_CONNECTED: the budget of the classic routes (AccountEntry.acquire), so a broker outage never
- * stalls a caller for longer on one route family than on the other.
- */
-export const BROKER_WAIT_MS = 2_000;
-/** CheckConnect: how long it waits for the reconnect it triggered (as the classic account.check). */
-export const CHECK_WAIT_MS = 1_000;
 
 /** Runs one read or trade operation. */
 export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknown> {
@@ -189,7 +182,7 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
       return Promise.all(symbols.map(async (name) => {
         const s = await symbolOf(conn, name);
         const t = await quote(ctx, name, 0);
-        const now = Date.now();
+        const now = ctx.now();
         const bars = await conn.priceHistory(name, 'D1', now - 3 * 86_400_000, now + 1);
         const day = bars[bars.length - 1];
         return {
@@ -216,12 +209,12 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
       return [...o.positions.map((p) => p.ticket), ...o.orders.map((x) => x.ticket)];
     }
     case 'ClosedOrders': {
-      const orders = await conn.historyOrders(ctx.connectedAt, Date.now() + 1);
+      const orders = await conn.historyOrders(ctx.connectedAt, ctx.now() + 1);
       return orders.slice(-100).map((o) => orderJson(o, clock));
     }
     case 'OrderHistory': {
       const from = toUtc(a.from as TimeArg, conn);
-      const to = a.to ? toUtc(a.to as TimeArg, conn) : Date.now() + 1;
+      const to = a.to ? toUtc(a.to as TimeArg, conn) : ctx.now() + 1;
       if (to < from) throw apiError('BAD_REQUEST', "parameter 'to': before 'from'");
       const [orders, deals] = await Promise.all([conn.historyOrders(from, to), conn.historyDeals(from, to)]);
       const filter = a.filter as string[] | undefined;

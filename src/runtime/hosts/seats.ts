@@ -12,7 +12,7 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
   const machine = seatMachine.provide({
     actions: {
       persist: (_a, c: SeatContext) => {
-        store.upsertSeatState({ seat_id: c.seatId, status: c.status, ready_at: c.readyAt, updated_at: Date.now() });
+        store.upsertSeatState({ seat_id: c.seatId, status: c.status, ready_at: c.readyAt, updated_at: ctx.clock.now() });
       },
     },
   });

@@ -22,7 +22,7 @@ import { errorMessage } from '../../util/errorMessage.js';
 import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
-import { BROKER_WAIT_MS, CHECK_WAIT_MS, runOp } from './gatewayOps.js';
+import { runOp } from './gatewayOps.js';
 import { brokerFailure, GATEWAY_TRADE_OPS } from '../brokerFailures.js';
 import './gatewayCommands.js';
 
@@ -53,6 +53,7 @@ interface Live {
 
 export function createSessionHost(ctx: ShardContext): ActorHost {
   const store = new SessionStore(ctx.db);
+  const { timing } = ctx.settings;
   const byAccount = new Map<string, Live>();
   const byHash = new Map<string, Live>();
   /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> lease. */
@@ -96,7 +97,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     for (const l of todo) l.placing = true;
     let conn: BrokerConnection;
     try {
-      conn = await rt.whenConnected(BROKER_WAIT_MS, 'gateway');
+      conn = await rt.whenConnected(timing.brokerWaitMs, 'gateway');
     } catch (e) {
       for (const l of todo) l.placing = false;
       throw e;
@@ -163,7 +164,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
               const h = handleHash();
               if (!h) return;
               const f = p.frame as GatewayFrameData | HeldQuote;
-              emit(h, 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, Date.now()) } : f);
+              emit(h, 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, ctx.clock.now()) } : f);
             },
           },
         }),
@@ -185,7 +186,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   /** Ends a live session as Disconnect does (its subscriptions stop, its /ws sockets close with 4013). */
   function disconnect(live: Live): void {
-    live.actor.send({ type: 'disconnect', at: Date.now() });
+    live.actor.send({ type: 'disconnect', at: ctx.clock.now() });
     end(live);
   }
 
@@ -244,7 +245,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       if (byHash.get(live.handleHash) !== live) return;
       live.detach = rt.on((ev) => onAccountEvent(live, rt, ev));
       // A resumed session (restart) learns last-known values once the connection is up.
-      if (!rt.lastSummary) void rt.whenConnected(30_000).then((c) => readSummary(rt, c)).catch(() => undefined);
+      if (!rt.lastSummary) void rt.whenConnected(timing.resumeWaitMs).then((c) => readSummary(rt, c)).catch(() => undefined);
     } catch (e) {
       ctx.log.warn('gateway session: account not available for pushes', { accountId: live.accountId, err: errorMessage(e) });
     }
@@ -275,7 +276,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   async function checkSymbols(accountId: string, symbols: string[]): Promise<void> {
     const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected(BROKER_WAIT_MS);
+    const conn = await rt.whenConnected(timing.brokerWaitMs);
     for (const s of symbols) if (!(await conn.symbol(s))) throw apiError('BAD_REQUEST', `unknown symbol '${s}'`);
   }
 
@@ -289,7 +290,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   /** AccountSummary as the classic route answers it: without a connection or last-known values, the short wait and 503. */
   async function accountSummary(rt: AccountRuntime): Promise<unknown> {
     try {
-      return await summaryOrLastKnown(rt, async () => (await rt.whenConnected(BROKER_WAIT_MS)).accountSummary());
+      return await summaryOrLastKnown(rt, async () => (await rt.whenConnected(timing.brokerWaitMs)).accountSummary());
     } catch (e) {
       throw brokerFailure(e);
     }
@@ -324,7 +325,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         if (!symbols?.length) {
           // P4: all symbols when omitted.
           const rt = await registry().ensure(live.accountId);
-          symbols = (await (await rt.whenConnected(BROKER_WAIT_MS)).symbols()).map((s) => s.name);
+          symbols = (await (await rt.whenConnected(timing.brokerWaitMs)).symbols()).map((s) => s.name);
         }
         await checkSymbols(live.accountId, symbols);
         if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
@@ -395,7 +396,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         // made while a bridge was unreachable, corrected at this login).
         const platform = rt.serverKnown ? rt.platform : args.platform;
         const live = startActor({ input: { accountId: args.accountId, customerId: args.customerId, platform } }, args.accountId);
-        live.actor.send({ type: 'connect', handleHash: args.handleHash, handleSealed: args.handleSealed, at: Date.now() });
+        live.actor.send({ type: 'connect', handleHash: args.handleHash, handleSealed: args.handleSealed, at: ctx.clock.now() });
         register(live);
         return answer(live, true);
       },
@@ -420,7 +421,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
             const rt = await registry().ensure(live.accountId);
             if (op === 'CheckConnect' && rt.phase() !== 'connected') {
               rt.check();
-              await rt.whenConnected(CHECK_WAIT_MS).catch(() => undefined);
+              await rt.whenConnected(timing.checkWaitMs).catch(() => undefined);
             }
             const phase = rt.phase();
             return { connected: phase === 'connected', phase, server: rt.server.name, platform: rt.platform };
@@ -437,9 +438,9 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         }
         const rt = await registry().ensure(live.accountId);
         try {
-          const conn = await rt.whenConnected(BROKER_WAIT_MS);
+          const conn = await rt.whenConnected(timing.brokerWaitMs);
           // The clock of the connection that answers: it has logged in, so its server is the broker's.
-          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt });
+          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt, now: () => ctx.clock.now() });
         } catch (e) {
           throw brokerFailure(e, GATEWAY_TRADE_OPS.has(op) ? 'trade' : 'read');
         }

@@ -86,7 +86,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     const info = a.rt.server;
     const server = info.name;
     const clock = clockFor(info);
-    const now = Date.now();
+    const now = ctx.clock.now();
     const todo: Array<{ k: string; symbol: string; tf: Timeframe; from: number }> = [];
     for (const [symbol, tfs] of a.candles) {
       for (const tf of tfs) {
@@ -101,8 +101,8 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     for (const { k, symbol, tf, from } of todo) {
       try {
         const conn = await a.rt.whenConnected(1_000, OWNER);
-        const bars = await conn.priceHistory(symbol, tf, from * 1000, Date.now());
-        const end = Date.now();
+        const bars = await conn.priceHistory(symbol, tf, from * 1000, ctx.clock.now());
+        const end = ctx.clock.now();
         for (const c of bars) {
           if (c.time < from || barRangeUtc(tf, c.time * 1000, clock)[1] > end) continue;
           const last = lastCandles.get(k);

@@ -1,0 +1,42 @@
+// What a shard is started with: plain data, cloned into the worker, typed on both sides. Every wait
+// and backoff of the shard hosts is here, so a test (or an operator, through src/config.ts) sets
+// them instead of waiting out hard-coded times.
+import type { LogLevel } from '../log.js';
+
+export interface ShardTiming {
+  /** Broker reconnect backoff: the first delay and the cap (ms, full jitter in between). */
+  reconnectBaseMs: number;
+  reconnectCapMs: number;
+  /** How long an operation waits for the account's broker connection before 503 NOT_CONNECTED (ms). */
+  brokerWaitMs: number;
+  /** CheckConnect: how long it waits for the reconnect it triggered (ms). */
+  checkWaitMs: number;
+  /** A gateway session resumed after a restart: how long it waits, once, for last-known account values (ms). */
+  resumeWaitMs: number;
+}
+
+export interface ShardSettings {
+  logLevel: LogLevel;
+  /** Key of the secret box that seals broker passwords (hex); absent: stored passwords cannot be opened. */
+  secretKeyHex?: string | undefined;
+  brokerMode: 'embedded' | 'bridge';
+  bridgeUrl?: string | undefined;
+  /** CA file for a TLS bridge (absolute). */
+  bridgeCaFile?: string | undefined;
+  /** Servers file of the embedded simulator (absolute); absent: the shipped one. */
+  simConfigPath?: string | undefined;
+  timing: ShardTiming;
+}
+
+export const DEFAULT_SHARD_TIMING: ShardTiming = {
+  reconnectBaseMs: 250,
+  reconnectCapMs: 30_000,
+  brokerWaitMs: 2_000,
+  checkWaitMs: 1_000,
+  resumeWaitMs: 30_000,
+};
+
+/** Settings with the defaults of everything not given (tests, benchmarks, hosts started without a gateway). */
+export function shardSettings(given: Partial<Omit<ShardSettings, 'timing'>> & { timing?: Partial<ShardTiming> } = {}): ShardSettings {
+  return { logLevel: 'info', brokerMode: 'embedded', ...given, timing: { ...DEFAULT_SHARD_TIMING, ...given.timing } };
+}

@@ -1,0 +1,7 @@
+// The one source of "now" (UTC epoch ms). Components take a Clock so tests and the embedded
+// simulator can run on a clock of their own; production passes systemClock.
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
