@@ -1,4 +1,4 @@
-// The import CLI and the gateway read wall-clock times without a zone (CSV, floating ICS) in the
+// The import CLI (tagw calendar) and the gateway read wall-clock times without a zone (CSV, floating ICS) in the
 // same zone (docs/news.md: calendarTimeZone, env CALENDAR_TIME_ZONE, default America/New_York), so
 // converting an export once gives the events that serving the export directly gives.
 import { spawnSync } from 'node:child_process';
@@ -19,7 +19,7 @@ const ICS = ['BEGIN:VCALENDAR', 'BEGIN:VEVENT', `DTSTART:${stamp}`, 'SUMMARY:USD
 function cli(args: string[], env: Record<string, string> = {}) {
   const e: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!('CALENDAR_TIME_ZONE' in env)) delete e.CALENDAR_TIME_ZONE;
-  return spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', 'src', 'news', 'cli.ts'), ...args], { encoding: 'utf8', timeout: 30_000, env: e });
+  return spawnSync(process.execPath, [join(import.meta.dirname, '..', 'bin', 'tagw.js'), 'calendar', ...args], { encoding: 'utf8', timeout: 30_000, env: e });
 }
 const importedTime = (r: ReturnType<typeof cli>) => (JSON.parse(r.stdout) as { events: Array<{ time: string }> }).events[0]!.time;
 const servedTime = (r: ReturnType<typeof cli>) => (JSON.parse(r.stdout) as { events: Array<{ time: string }> }).events[0]!.time;
@@ -47,5 +47,5 @@ it('both honour CALENDAR_TIME_ZONE, and --tz wins over it', () => {
   expect(importedTime(cli(['import', file, '--tz', 'Asia/Tokyo'], env))).toMatch(/T23:30:00\.000Z$/);
   const bad = cli(['import', file], { CALENDAR_TIME_ZONE: 'Mars/Base' });
   expect(bad.status).toBe(1);
-  expect(bad.stderr).toBe("cli.ts: CALENDAR_TIME_ZONE: unknown time zone 'Mars/Base' (an IANA name such as America/New_York or UTC)\n");
+  expect(bad.stderr).toBe("tagw: CALENDAR_TIME_ZONE: unknown time zone 'Mars/Base' (an IANA name such as America/New_York or UTC)\n");
 }, 60_000);

@@ -2,8 +2,6 @@
 // version, uptime, shard health and active configuration (operator only), and each account's
 // connection phase with its recent history. Request rates, latencies and stream figures come from
 // /metrics, read by the dashboard itself: one source for Prometheus and the dashboard alike.
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { configSchema } from '../../config.js';
 import type { ConnectionLog } from '../../dashboard/connectionLog.js';
@@ -11,21 +9,11 @@ import { apiError } from '../../errors.js';
 import { OPERATOR_PHASES } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
 import { AccountStore } from '../../store/accounts.js';
+import { schemaVersionOf } from '../../store/migrations.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { API_VERSION } from './ops.js';
+import { PACKAGE_VERSION } from '../../version.js';
 
-/** The package version, from package.json two (sources) or three (dist/) levels up. */
-export const PACKAGE_VERSION: string = (() => {
-  for (const rel of ['../../../package.json', '../../../../package.json']) {
-    try {
-      const pkg = JSON.parse(readFileSync(fileURLToPath(new URL(rel, import.meta.url)), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'tagw' && pkg.version) return pkg.version;
-    } catch {
-      // not at this level
-    }
-  }
-  return 'unknown';
-})();
 
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
 const SECRET_NAME = /key$|secret|password|token/i;
@@ -51,6 +39,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
       summary: "The gateway's version, uptime, shard health, accounts per connection phase and active configuration (secrets redacted); operator's management key only",
       response: z.object({
         version: z.string(), apiVersion: z.string(), node: z.string(), startedAt: z.string(), uptimeSec: z.number(),
+        schemaVersion: z.number().int().describe("The database's schema version (user_version; tagw migrate --check)"),
         shards: z.array(z.object({ index: z.number(), ready: z.boolean(), restarts: z.number(), accounts: z.number() })),
         seats: z.number(), accounts: z.record(z.string(), z.number()),
         config: z.record(z.string(), z.unknown()),
@@ -64,7 +53,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
         const now = s.clock.now();
         return {
           body: {
-            version: PACKAGE_VERSION, apiVersion: API_VERSION, node: process.version,
+            version: PACKAGE_VERSION, apiVersion: API_VERSION, node: process.version, schemaVersion: schemaVersionOf(s.db),
             startedAt: new Date(startedAt).toISOString(), uptimeSec: Math.max(0, Math.round((now - startedAt) / 1000)),
             shards: s.shards.health().map((h) => ({ ...h, accounts: perShard[h.index] ?? 0 })),
             seats: seats.length, accounts: connections.counts(OPERATOR_PHASES),

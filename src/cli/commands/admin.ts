@@ -1,0 +1,48 @@
+// tagw status and tagw mgmt-key rotate.
+import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
+import { dbPath } from '../../store/db.js';
+import { checkMigrations } from '../../store/migrations.js';
+import type { Ctx } from '../context.js';
+import { fields, table, when } from '../output.js';
+
+interface Status {
+  version: string; apiVersion: string; uptimeSec: number; startedAt: string; schemaVersion?: number;
+  shards: Array<{ index: number; ready: boolean; restarts: number; accounts: number }>;
+  seats: number; accounts: Record<string, number>;
+}
+
+const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
+
+export function statusCommand(program: Command, ctx: () => Ctx): void {
+  program.command('status').description('health, version, schema version, shards, accounts by connection state').action(async () => {
+    const c = ctx();
+    const client = c.client();
+    const health = await client.call<{ status: string }>('GET', '/healthz', undefined, { auth: false });
+    const ready = await fetch(`${client.url}/readyz`).then((r) => r.json() as Promise<{ ready: boolean }>);
+    const st = await client.call<Status>('GET', '/v1/status');
+    // An older gateway's status has no schema version: the database file says it (read-only).
+    const file = dbPath(c.config().dataDir);
+    const schemaVersion = st.schemaVersion ?? (existsSync(file) ? checkMigrations(file).current : null);
+    const data = { url: client.url, health: health.status, ready: ready.ready, ...st, schemaVersion };
+    c.out.print(data, (d) => fields([
+      ['gateway', d.url], ['health', d.health], ['ready', d.ready ? 'yes' : 'no'], ['version', `${d.version} (API ${d.apiVersion})`],
+      ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
+      ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
+    ]) + `\nShards:\n${table(d.shards, [
+      { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
+      { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },
+    ])}`);
+  });
+}
+
+export function mgmtKeyCommand(program: Command, ctx: () => Ctx): void {
+  const mk = program.command('mgmt-key').description('the management key');
+  mk.command('rotate').description('a new management key (shown once); the one used now stops working at once')
+    .option('--label <label>', "the new key's label")
+    .action(async (o: { label?: string }) => {
+      const c = ctx();
+      const r = await c.client().call('POST', '/v1/management-key/rotate', o.label ? { label: o.label } : {});
+      c.out.revealSecret(r, `New management key ${r.id} (${r.revoked} is revoked; DATA_DIR/bootstrap.json is updated when it held it):`);
+    });
+}
