@@ -93,8 +93,10 @@ describe('resume through the SDK', () => {
     const proxy = await startTcpProxy(portOf(g.url));
     cleanup.push(() => proxy.close());
     const { streamClient, id, acct } = await bot(g.url, g.managementKey, 'sdk-stall', proxy.url);
-    const s = streamClient.stream(id, { heartbeatTimeoutMs: 600, backoff: { baseMs: 20, maxMs: 100 } });
+    const s = streamClient.stream(id, { symbols: ['BTCUSD'], heartbeatTimeoutMs: 600, backoff: { baseMs: 20, maxMs: 100 } });
     const got = record(s);
+    let quotesAfterResume = 0;
+    s.on('QUOTE', () => void (got.resumed.length > 0 && quotesAfterResume++));
     await until(() => s.position !== undefined, 'the initial snapshot');
     await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
     await until(() => got.trades.length === 1, 'the first TRADE');
@@ -109,6 +111,8 @@ describe('resume through the SDK', () => {
     expect(got.resumed[0]!.recovered).toBe(true);
     expect(got.resumed[0]!.replayed).toBeGreaterThanOrEqual(2);
     expect(s.reconnects).toBeGreaterThanOrEqual(1);
+    // Subscriptions belong to the socket: the SDK made them again on the new one.
+    await until(() => quotesAfterResume > 0, 'quotes on the new socket');
   }, 30_000);
 
   it('a disconnect longer than the history: recovered:false, fresh snapshots, resync signalled', async () => {
@@ -131,5 +135,34 @@ describe('resume through the SDK', () => {
     expect(resyncs).toHaveLength(1);
     const open = await acct.OpenedOrders();
     expect(open.length).toBeGreaterThanOrEqual(4);
+  }, 30_000);
+});
+
+describe('gateway session socket through failures', () => {
+  it('/ws comes back after the connection is cut, and after the session ended (new handle, subscriptions made again)', async () => {
+    const g: TestGateway = await startTestGateway();
+    cleanup.push(() => g.stop());
+    const proxy = await startTcpProxy(portOf(g.url));
+    cleanup.push(() => proxy.close());
+    const { id } = await bot(g.url, g.managementKey, 'sdk-ws');
+    const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'ws' })).key;
+    const session = await new TagwClient({ baseUrl: proxy.url, apiKey: key, WebSocket, retry: { baseMs: 20, maxMs: 100 } }).connect(id);
+    const ws = session.socket({ backoff: { baseMs: 20, maxMs: 100 } });
+    cleanup.push(() => ws.close());
+    let quotes = 0;
+    ws.on('QUOTE', () => void quotes++);
+    await session.op.Subscribe({ symbol: 'BTCUSD' });
+    await until(() => quotes > 0, 'quotes on /ws');
+
+    proxy.cut();
+    const afterCut = quotes;
+    await until(() => ws.reconnects >= 1 && quotes > afterCut, 'quotes after the cut');
+
+    // Another client ends the session (Disconnect): the socket is closed 4013; the SDK renews the
+    // handle and subscribes again.
+    const first = session.handle;
+    await fetch(`${g.url}/v1/proxy/Disconnect?handle=${encodeURIComponent(first)}`, { headers: { 'x-api-key': key } });
+    const afterEnd = quotes;
+    await until(() => session.handle !== first && quotes > afterEnd, 'quotes on a renewed session');
   }, 30_000);
 });
