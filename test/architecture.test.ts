@@ -12,13 +12,13 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Bottom to top. A file may import its own layer and those below it, never one above. The first
  *  matching prefix places a file (so 'src/news/cli.ts' can stand apart from 'src/news/'). */
 const LAYERS: { name: string; paths: string[] }[] = [
-  { name: 'foundation', paths: ['src/market/', 'src/errors.ts', 'src/log.ts', 'src/util/', 'src/crypto/'] },
+  { name: 'foundation', paths: ['src/market/', 'src/errors.ts', 'src/log.ts', 'src/util/', 'src/crypto/', 'src/version.ts'] },
   { name: 'domain', paths: ['actors/', 'src/sim/', 'src/news/'] },
   { name: 'store', paths: ['src/store/'] },
   { name: 'adapters', paths: ['src/broker/', 'src/auth/'] },
   { name: 'runtime', paths: ['src/runtime/'] },
   { name: 'edge', paths: ['src/http/', 'src/stream/', 'src/dashboard/', 'src/config.ts', 'src/services.ts', 'src/startupChecks.ts'] },
-  { name: 'composition', paths: ['src/gateway.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/'] },
+  { name: 'composition', paths: ['src/gateway.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/', 'src/cli/'] },
 ];
 
 /** Imports that are never allowed, whatever the layers say. */
