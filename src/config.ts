@@ -56,6 +56,8 @@ export const configSchema = z.object({
   checkWaitMs: int(0, 120_000).default(1_000),
   /** A gateway session resumed after a restart: how long it waits, once, for last-known account values. */
   resumeWaitMs: int(0, 3_600_000).default(30_000),
+  /** Tests: the shards' clock (and their embedded simulators') runs this far from the system clock. */
+  shardClockOffsetMs: z.coerce.number().int().min(-86_400_000).max(86_400_000).default(0),
   /** Free space DATA_DIR's file system must keep (MiB); below it trading calls answer 503
    *  STORAGE_UNAVAILABLE before anything is sent (src/store/storageHealth.ts). */
   storageMinFreeMb: z.coerce.number().min(0).max(1_000_000).default(16),

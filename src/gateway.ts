@@ -176,6 +176,7 @@ async function start(
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
         brokerWaitMs: config.brokerWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
       },
+      clockOffsetMs: config.shardClockOffsetMs,
     },
   });
   await shards.start();

@@ -26,6 +26,9 @@ export interface ShardSettings {
   /** Servers file of the embedded simulator (absolute); absent: the shipped one. */
   simConfigPath?: string | undefined;
   timing: ShardTiming;
+  /** The shard's clock (its hosts and its embedded simulator) runs this far from the system clock
+   *  (ms). 0 in production; a test sets it to put the simulator just before a bar boundary. */
+  clockOffsetMs?: number | undefined;
 }
 
 export const DEFAULT_SHARD_TIMING: ShardTiming = {

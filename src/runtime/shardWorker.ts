@@ -5,7 +5,7 @@
 import { errorMessage } from '../util/errorMessage.js';
 import { toWire } from '../errors.js';
 import { createLogger } from '../log.js';
-import { systemClock } from '../util/clock.js';
+import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
@@ -47,7 +47,7 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   };
 
   const ctx: ShardContext = {
-    shard, shards, db, log, settings: init.settings, clock: systemClock,
+    shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
     emit(ev) {
       events.push(ev);
       queueFlush();

@@ -5,3 +5,8 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
+
+/** The system clock shifted by `offsetMs` (the system clock itself for 0). */
+export function offsetClock(offsetMs: number): Clock {
+  return offsetMs === 0 ? systemClock : { now: () => Date.now() + offsetMs };
+}
