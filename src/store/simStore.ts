@@ -54,7 +54,6 @@ interface Mirror {
   refs: Map<string, JournalRef>;
   /** Requests not yet in a checkpointed batch. */
   newRefs: [string, number, number][];
-  dirty: boolean;
   checkpointedMs: number;
 }
 interface Checkpoint {
@@ -71,6 +70,9 @@ const REQUEST = 'R';
 export class SqliteSimStore implements SimPersistence {
   private readonly st;
   private readonly mirrors = new Map<string, Mirror>();
+  /** Mirrors with changes not checkpointed yet: a checkpoint pass runs after every commit, and
+   *  walking every account there made each order, and each new account, cost O(accounts). */
+  private readonly dirtyMirrors = new Set<Mirror>();
   // Group commit: changes applied during one event-loop turn are committed together in one
   // transaction. Trade replies wait for whenDurable(), so nothing is acknowledged before it
   // is committed. Readers commit first, so reads see every applied change.
@@ -139,8 +141,8 @@ export class SqliteSimStore implements SimPersistence {
    *  checkpointMs). Runs inside the checkpoint transaction. */
   private checkpointDue(all: boolean): void {
     const now = Date.now();
-    for (const m of this.mirrors.values()) {
-      if (!m.dirty || (!all && now - m.checkpointedMs < this.checkpointMs)) continue;
+    for (const m of this.dirtyMirrors) {
+      if (!all && now - m.checkpointedMs < this.checkpointMs) continue;
       const a = m.account;
       const cp: Checkpoint = { account: a, positions: [...m.positions.values()], activeOrders: [...m.activeOrders.values()], seq: m.seq, lastTimeMs: m.lastTimeMs };
       this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
@@ -155,7 +157,7 @@ export class SqliteSimStore implements SimPersistence {
         const horizon = m.lastTimeMs - REQUEST_TTL_MS;
         for (const [id, r] of m.refs) if (r[0] < horizon) m.refs.delete(id);
       }
-      m.dirty = false;
+      this.dirtyMirrors.delete(m);
       m.checkpointedMs = now;
     }
   }
@@ -190,7 +192,6 @@ export class SqliteSimStore implements SimPersistence {
       lastTimeMs: cp.lastTimeMs,
       refs: new Map(),
       newRefs: [],
-      dirty: false,
       checkpointedMs: Date.now(),
     };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
@@ -210,8 +211,9 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   createAccount(a: StoredAccount): void {
-    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, refs: new Map(), newRefs: [], dirty: true, checkpointedMs: 0 };
+    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, refs: new Map(), newRefs: [], checkpointedMs: 0 };
     this.mirrors.set(this.key(a.server, a.login), m);
+    this.dirtyMirrors.add(m);
     // The checkpoint row is what makes the account exist: write it at once.
     this.checkpoint();
   }
@@ -225,7 +227,7 @@ export class SqliteSimStore implements SimPersistence {
       m.refs.set(c.request.requestId, [time, seq]);
       m.newRefs.push([c.request.requestId, time, seq]);
     }
-    m.dirty = true;
+    this.dirtyMirrors.add(m);
   }
 
   apply(server: string, login: string, change: SimChange): void {
