@@ -48,6 +48,11 @@ describe('/metrics', () => {
     expect(fam('tagw_http_route_duration_seconds').type).toBe('HISTOGRAM');
     const routes = counts(text, 'tagw_http_route_duration_seconds');
     expect(routes).toMatchObject({ 'route="GET /OrderSend"': 4, 'route="GET /v1/seats/:id"': 1, 'route="POST /ConnectEx"': 1, 'route="unmatched"': 1 });
+    // Cumulative buckets ending at +Inf = the count.
+    const buckets = [...text.matchAll(/^tagw_http_route_duration_seconds_bucket\{route="GET \/OrderSend",le="([^"]+)"\} (\d+)$/gm)].map((m) => Number(m[2]));
+    expect(buckets.length).toBeGreaterThan(5);
+    expect(buckets).toEqual([...buckets].sort((x, y) => x - y));
+    expect(buckets.at(-1)).toBe(4);
     expect(Number(labelled('tagw_http_responses_total', { class: '2xx' })!.value)).toBeGreaterThan(0);
     expect(Number(labelled('tagw_http_responses_total', { class: '4xx' })!.value)).toBeGreaterThanOrEqual(3);
     // The names the dashboard and earlier tests read are still there.

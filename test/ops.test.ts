@@ -73,8 +73,7 @@ describe('ops routes', () => {
     expect(r.headers.get('content-type')).toContain('text/plain');
     expect(r.text).toMatch(/tagw_http_requests_total\{family="provisioning",status="200"\} [1-9]/);
     expect(r.text).toMatch(/tagw_http_requests_total\{family="provisioning",status="401"\} [1-9]/);
-    // (prom-client writes `le` first)
-    expect(r.text).toMatch(/tagw_http_request_duration_seconds_bucket\{le="\+Inf",family="provisioning"\} [1-9]/);
+    expect(r.text).toMatch(/tagw_http_request_duration_seconds_bucket\{family="provisioning",le="\+Inf"\} [1-9]/);
     expect(r.text).toContain('tagw_http_request_duration_seconds_count{family="provisioning"}');
     // Types follow the names: `_total` is a counter, nothing else is.
     const types = [...r.text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!] as const);

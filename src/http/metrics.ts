@@ -1,8 +1,18 @@
 // /metrics through prom-client: every family with HELP and TYPE, Node's default process metrics
 // (memory, main-thread event-loop lag, GC), and the gateway's own. Values kept elsewhere are read
-// at scrape time (collect), so nothing on the request path touches prom-client except the
-// per-request counters and histograms, whose label children are cached (no label hashing per request).
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// at scrape time (collect); the request path's counters and histograms are plain numbers that
+// prom-client's registry formats at scrape time (HotHistogram, HotCounter), so a request costs no
+// label hashing.
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+
+/** What prom-client's registry reads from a metric at scrape time (its `get()`). */
+interface Scraped {
+  name: string;
+  help: string;
+  type: 'histogram' | 'counter';
+  aggregator: 'sum';
+  values: Array<{ metricName?: string; labels: Record<string, string | number>; value: number }>;
+}
 
 export type Family = 'classic' | 'gateway' | 'provisioning' | 'news' | 'ops' | 'stream';
 
@@ -31,20 +41,93 @@ const HELP: Record<string, string> = {
 };
 const helpOf = (name: string) => HELP[name] ?? name.replace(/^tagw_/, '').replace(/_/g, ' ') + '.';
 
-type Child<T> = T extends Histogram<string> ? ReturnType<T['labels']> : T extends Counter<string> ? ReturnType<T['labels']> : never;
+/** One labelled series of a request-path histogram: plain numbers, updated without prom-client. */
+interface HistogramSeries {
+  readonly labels: Record<string, string>;
+  readonly counts: number[];
+  sum: number;
+  count: number;
+}
+
+/**
+ * A histogram on the request path. prom-client hashes the label set on every observe (even
+ * through a `labels()` child); here a series is looked up once and then updated as plain numbers,
+ * and prom-client's registry formats it at scrape time (registered as a metric object with `get`).
+ */
+class HotHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly all: HistogramSeries[] = [];
+
+  constructor(registry: Registry, readonly name: string, readonly help: string, private readonly buckets: readonly number[]) {
+    registry.registerMetric(this as unknown as Metric);
+  }
+
+  series(labels: Record<string, string>): HistogramSeries {
+    const s: HistogramSeries = { labels, counts: new Array<number>(this.buckets.length + 1).fill(0), sum: 0, count: 0 };
+    this.all.push(s);
+    return s;
+  }
+
+  observe(s: HistogramSeries, value: number): void {
+    const b = this.buckets;
+    let i = 0;
+    while (i < b.length && value > b[i]!) i++;
+    s.counts[i]!++;
+    s.sum += value;
+    s.count++;
+  }
+
+  get(): Promise<Scraped> {
+    const values: Scraped['values'] = [];
+    for (const s of this.all) {
+      let cum = 0;
+      this.buckets.forEach((le, i) => {
+        cum += s.counts[i]!;
+        values.push({ metricName: `${this.name}_bucket`, labels: { ...s.labels, le }, value: cum });
+      });
+      values.push({ metricName: `${this.name}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count });
+      values.push({ metricName: `${this.name}_sum`, labels: s.labels, value: s.sum });
+      values.push({ metricName: `${this.name}_count`, labels: s.labels, value: s.count });
+    }
+    return Promise.resolve({ name: this.name, help: this.help, type: 'histogram', aggregator: 'sum', values });
+  }
+}
+
+/** A counter on the request path, same idea: plain numbers, formatted at scrape time. */
+class HotCounter {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  private readonly all: Array<{ labels: Record<string, string>; value: number }> = [];
+
+  constructor(registry: Registry, readonly name: string, readonly help: string) {
+    registry.registerMetric(this as unknown as Metric);
+  }
+
+  series(labels: Record<string, string>): { value: number } {
+    const s = { labels, value: 0 };
+    this.all.push(s);
+    return s;
+  }
+
+  get(): Promise<Scraped> {
+    return Promise.resolve({ name: this.name, help: this.help, type: 'counter', aggregator: 'sum', values: this.all.map((s) => ({ labels: s.labels, value: s.value })) });
+  }
+}
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({ name: 'tagw_http_requests_total', help: 'HTTP requests by route family and status.', labelNames: ['family', 'status'] as const, registers: [this.registry] });
-  private readonly latency = new Histogram({ name: 'tagw_http_request_duration_seconds', help: 'HTTP request latency by route family.', labelNames: ['family'] as const, buckets: BUCKETS_S, registers: [this.registry] });
-  private readonly routeLatency = new Histogram({ name: 'tagw_http_route_duration_seconds', help: 'HTTP request latency by route template (method and path pattern, never a raw URL).', labelNames: ['route'] as const, buckets: ROUTE_BUCKETS_S, registers: [this.registry] });
-  private readonly classes = new Counter({ name: 'tagw_http_responses_total', help: 'HTTP responses by status class (2xx, 4xx, 5xx, ...).', labelNames: ['class'] as const, registers: [this.registry] });
-  private readonly shardRoundTrip = new Histogram({ name: 'tagw_shard_round_trip_seconds', help: 'Main-to-shard command round trip (queueing included) by shard.', labelNames: ['shard'] as const, buckets: BUCKETS_S, registers: [this.registry] });
-  private readonly requestChildren = new Map<string, Map<number, Child<Counter<'family' | 'status'>>>>();
-  private readonly latencyChildren = new Map<string, Child<Histogram<'family'>>>();
-  private readonly routeChildren = new Map<string, Child<Histogram<'route'>>>();
-  private readonly classChildren: Child<Counter<'class'>>[] = [];
-  private readonly shardChildren: Child<Histogram<'shard'>>[] = [];
+  private readonly requests = new HotCounter(this.registry, 'tagw_http_requests_total', 'HTTP requests by route family and status.');
+  private readonly latency = new HotHistogram(this.registry, 'tagw_http_request_duration_seconds', 'HTTP request latency by route family.', BUCKETS_S);
+  private readonly routeLatency = new HotHistogram(this.registry, 'tagw_http_route_duration_seconds', 'HTTP request latency by route template (method and path pattern, never a raw URL).', ROUTE_BUCKETS_S);
+  private readonly classes = new HotCounter(this.registry, 'tagw_http_responses_total', 'HTTP responses by status class (2xx, 4xx, 5xx, ...).');
+  private readonly shardRoundTrip = new HotHistogram(this.registry, 'tagw_shard_round_trip_seconds', 'Main-to-shard command round trip (queueing included) by shard.', BUCKETS_S);
+  /** family -> status -> count (nested maps: no key string built per request) */
+  private readonly requestSeries = new Map<string, Map<number, { value: number }>>();
+  private readonly latencySeries = new Map<string, HistogramSeries>();
+  private readonly routeSeries = new Map<string, HistogramSeries>();
+  private readonly classSeries: Array<{ value: number }> = [];
+  private readonly shardSeries: HistogramSeries[] = [];
 
   constructor(opts: { processMetrics?: boolean } = {}) {
     // Memory, CPU, handles, main-thread event-loop lag and GC (nodejs_*, process_*).
@@ -53,26 +136,26 @@ export class Metrics {
 
   /** One finished request. `route`: the route's template, e.g. `GET /v1/seats/:id` (never the raw URL). */
   observe(family: Family, status: number, seconds: number, route?: string): void {
-    let byStatus = this.requestChildren.get(family);
-    if (!byStatus) this.requestChildren.set(family, (byStatus = new Map()));
+    let byStatus = this.requestSeries.get(family);
+    if (!byStatus) this.requestSeries.set(family, (byStatus = new Map()));
     let c = byStatus.get(status);
-    if (!c) byStatus.set(status, (c = this.requests.labels(family, String(status))));
-    c.inc();
-    let h = this.latencyChildren.get(family);
-    if (!h) this.latencyChildren.set(family, (h = this.latency.labels(family)));
-    h.observe(seconds);
+    if (!c) byStatus.set(status, (c = this.requests.series({ family, status: String(status) })));
+    c.value++;
+    let h = this.latencySeries.get(family);
+    if (!h) this.latencySeries.set(family, (h = this.latency.series({ family })));
+    this.latency.observe(h, seconds);
     const k = Math.min(9, Math.max(0, Math.floor(status / 100)));
-    (this.classChildren[k] ??= this.classes.labels(`${k}xx`)).inc();
+    (this.classSeries[k] ??= this.classes.series({ class: `${k}xx` })).value++;
     if (route !== undefined) {
-      let r = this.routeChildren.get(route);
-      if (!r) this.routeChildren.set(route, (r = this.routeLatency.labels(route)));
-      r.observe(seconds);
+      let r = this.routeSeries.get(route);
+      if (!r) this.routeSeries.set(route, (r = this.routeLatency.series({ route })));
+      this.routeLatency.observe(r, seconds);
     }
   }
 
   /** A main-to-shard command answered after `seconds`. */
   shardCall(shard: number, seconds: number): void {
-    (this.shardChildren[shard] ??= this.shardRoundTrip.labels(String(shard))).observe(seconds);
+    this.shardRoundTrip.observe((this.shardSeries[shard] ??= this.shardRoundTrip.series({ shard: String(shard) })), seconds);
   }
 
   gauge(name: string, read: () => number, help = helpOf(name)): void {
