@@ -208,7 +208,7 @@ async function start(
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
-  routes.push(...managementRoutes(services, { ofKey: (id) => streamHub.closeKey(id), ofAccount: (id) => { streamHub.closeAccount(id); connections.forget(id); } }));
+  routes.push(...managementRoutes(services, { ofKey: (id) => { streamHub.closeKey(id); gwSocket?.closeKey(id); }, ofAccount: (id) => { streamHub.closeAccount(id); connections.forget(id); } }));
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));

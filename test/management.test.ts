@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../src/auth/bootstrap.js';
 import { KeyUsage } from '../src/auth/keyUsage.js';
+import WebSocket from 'ws';
 import { SOCKET_CLOSE } from '../src/stream/closeCodes.js';
 import { mgmt, ManualClock, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { mustOpen } from './stream-helpers.js';
@@ -64,18 +65,23 @@ describe('listing keys', () => {
 });
 
 describe('revoking and replacing keys', () => {
-  it('a revoked key is refused by the very next request, and its open stream closes at once', async () => {
+  it('a revoked key is refused by the very next request, and its open /v1/stream and /ws sockets close at once', async () => {
     const k = await newKey('doomed');
     const keeper = await newKey('keeper');
     const id = await bind(keeper.key, 'mgmt-revoke');
     expect((await whoami(k.key)).status).toBe(200); // cached as verified now
     const stream = await mustOpen(t.url, { apiKey: k.key, id });
     const other = await mustOpen(t.url, { apiKey: keeper.key, id });
+    const handle = (await t.req('POST', '/v1/connect', { headers: { 'x-api-key': keeper.key }, body: { brokerAccountId: id } })).body.handle as string;
+    const gwWs = new WebSocket(`${t.url.replace('http', 'ws')}/ws?handle=${handle}`, { headers: { 'x-api-key': k.key } });
+    const gwClosed = new Promise<number>((r) => gwWs.once('close', (code) => r(code)));
+    await new Promise((r, j) => (gwWs.once('open', r), gwWs.once('error', j)));
     const del = await t.req('DELETE', `/v1/keys/${k.id}`, { headers: h() });
     expect(del.body).toEqual({ id: k.id, revoked: true });
     expect((await whoami(k.key)).status).toBe(401);
     const closed = (await stream.until((c) => c.closed, 5_000, 'close'))!;
     expect(closed.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
+    expect(await gwClosed).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     expect(other.closed).toBeNull();
     other.ws.close();
   });

@@ -147,6 +147,13 @@ export class GatewaySocket {
     }
   }
 
+  /** A key revoked through the management API: its sockets close now, not at the next check. */
+  closeKey(keyId: string): void {
+    for (const set of this.sockets.values()) {
+      for (const ws of [...set]) if (ws.getUserData().keyId === keyId) ws.end(SOCKET_CLOSE.KEY_REVOKED.code, SOCKET_CLOSE.KEY_REVOKED.reason);
+    }
+  }
+
   private checkKeys(): void {
     try {
       const open = [...this.sockets.values()].flatMap((set) => [...set]);
