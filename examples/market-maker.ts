@@ -13,12 +13,16 @@ import { IdempotencyUncertainError, TagwClient, type Quote, type StreamOrderRow,
 const MAGIC = 7001; // marks this bot's orders among the account's others
 
 export interface MarketMakerOptions {
-  baseUrl: string;
-  apiKey: string;
+  baseUrl?: string;
+  apiKey?: string;
+  /** Or a client of your own (your retry settings, your WebSocket); baseUrl and apiKey are then unused. */
+  client?: TagwClient;
   accountId: string;
   symbol?: string;
   lots?: number;
   maxPosition?: number;
+  /** No stream frame for this long and the SDK replaces the connection (default 25 s). */
+  heartbeatTimeoutMs?: number;
   /** Stop after this long (ms); 0: until stop() is called. */
   runMs?: number;
   log?: (msg: string, data?: object) => void;
@@ -40,7 +44,7 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
   const lots = o.lots ?? 0.01;
   const maxPosition = o.maxPosition ?? 0.05;
   const log = o.log ?? ((m, d) => console.log(JSON.stringify({ msg: m, ...d })));
-  const client = new TagwClient({ baseUrl: o.baseUrl, apiKey: o.apiKey, WebSocket });
+  const client = o.client ?? new TagwClient({ baseUrl: o.baseUrl ?? 'http://127.0.0.1:8080', apiKey: o.apiKey, WebSocket });
   const acct = client.account(o.accountId);
   const info = (await acct.SymbolParams({ symbol })).symbolInfo;
   // Quote this far outside the touch: the broker's minimum distance for pending orders, and a spread.
@@ -91,13 +95,13 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
       if (n + lots <= maxPosition + 1e-9) await place('BuyLimit', q.bid - offset);
       if (n - lots >= -maxPosition - 1e-9) await place('SellLimit', q.ask + offset);
       last.quoted = { bid: q.bid, ask: q.ask };
-      summary.requotes++;
+      if (summary.requotes++ === 0) log('quoting', { symbol, bid: q.bid, ask: q.ask, offset });
     } finally {
       busy = false;
     }
   };
 
-  const stream = client.stream(o.accountId, { symbols: [symbol] });
+  const stream = client.stream(o.accountId, { symbols: [symbol], ...(o.heartbeatTimeoutMs ? { heartbeatTimeoutMs: o.heartbeatTimeoutMs } : {}) });
   stream.on('POSITIONS', (f) => (positions = f.data.positions));
   stream.on('ORDERS', (f) => (pending = f.data.orders));
   stream.on('TRADE', (f) => {

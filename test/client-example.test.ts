@@ -5,6 +5,9 @@ import { runMarketMaker } from '../examples/market-maker.js';
 import { tour } from '../examples/tour.js';
 import { TagwClient } from '../src/client/index.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { startTcpProxy } from './helpers/tcpProxy.js';
+import { until } from './helpers/until.js';
+import WebSocket from 'ws';
 
 let g: TestGateway;
 beforeAll(async () => {
@@ -41,5 +44,33 @@ describe('examples/market-maker.ts', () => {
     expect(summary.refused).toBe(refusals.length);
     const left = (await client.account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
     expect(left).toEqual([]);
+  });
+});
+
+describe('examples/market-maker.ts after a lost continuity', () => {
+  it('reconciles its positions and orders when the stream says recovered:false (a stall longer than the history)', async () => {
+    const h = await startTestGateway({ streamHeartbeatMs: 100, streamHistoryMaxEvents: 2 });
+    const proxy = await startTcpProxy(Number(new URL(h.url).port));
+    try {
+      const key = (await new TagwClient({ baseUrl: h.url, managementKey: h.managementKey }).keys.create({ label: 'mm2' })).key;
+      const direct = new TagwClient({ baseUrl: h.url, apiKey: key });
+      const id = (await direct.connectEx({ user: 'mm-a', password: 'pw', server: 'Sim-P5-Demo' })).id;
+      // The bot's stream goes through the proxy, its HTTP calls straight to the gateway.
+      const viaProxy = (input: string | URL | Request, init?: RequestInit) => fetch(String(input).replace(proxy.url, h.url), init);
+      const client = new TagwClient({ baseUrl: proxy.url, apiKey: key, WebSocket, fetch: viaProxy as typeof fetch });
+      const logs: string[] = [];
+      const stop = new AbortController();
+      const running = runMarketMaker({ client, accountId: id, runMs: 20_000, heartbeatTimeoutMs: 500, log: (m) => logs.push(m) }, stop.signal);
+      await until(() => logs.includes('quoting'), 'the bot quoting');
+      proxy.stall();
+      for (let i = 0; i < 3; i++) await direct.account(id).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+      await until(() => logs.includes('reconciled'), 'the bot reconciling');
+      stop.abort();
+      const summary = await running;
+      expect(summary.reconciles).toBeGreaterThanOrEqual(1);
+    } finally {
+      await proxy.close();
+      await h.stop();
+    }
   });
 });
