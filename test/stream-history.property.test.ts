@@ -51,7 +51,7 @@ describe('account history: resume', () => {
             );
             expect(r.recovered).toBe(held);
             if (r.recovered) {
-              const seqs = r.frames.map(seqOf);
+              const seqs = r.entries.map((e) => seqOf(e.frame));
               expect(seqs).toEqual(missed);
               delivered.push(...seqs);
             } else {
@@ -74,7 +74,7 @@ describe('account history: resume', () => {
     h.append('TRADE', '{}', 0);
     expect(h.replay({ epoch: 'other', seq: 0 }, 0).recovered).toBe(false);
     expect(h.replay({ epoch: 'ep', seq: 2 }, 0).recovered).toBe(false);
-    expect(h.replay({ epoch: 'ep', seq: 1 }, 0)).toEqual({ recovered: true, frames: [] });
+    expect(h.replay({ epoch: 'ep', seq: 1 }, 0)).toEqual({ recovered: true, entries: [] });
   });
 
   it('since parses <epoch>:<seq> only', () => {

@@ -76,3 +76,31 @@ it('/ws: a reader that stopped is closed with 4008 once its backlog passes the l
   expect(closed.code).toBe(SOCKET_CLOSE.BACKPRESSURE.code);
   expect(c.frames.length).toBeLessThan(60_000);
 });
+
+it('a replay larger than the socket buffer arrives whole and in order (sent as the socket drains), then live', async () => {
+  const a = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(a);
+  await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'the snapshot pair');
+  const cursor = a.of('ORDERS')[0]!;
+  await a.close();
+  // ~4 MB of TRADEs while away (the hard limit is 256 KiB); the account's stream is kept meanwhile.
+  const n = 8_000;
+  for (let i = 0; i < n; i++) t.gw.stream.onShardEvent({ kind: STREAM_EVENT.deal, key: id, data: { deal: deal(800_000 + i) } });
+  await pause(10);
+  const closes = t.gw.stream.stats().backpressureCloses;
+  const b = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0', since: `${cursor.epoch}:${cursor.seq}` });
+  clients.push(b);
+  // A client busy elsewhere for a moment: the replay must wait for it, not overflow its buffer.
+  socketOf(b).pause();
+  await pause(300);
+  socketOf(b).resume();
+  await b.until((x) => x.of('TRADE').length >= n, 30_000, 'every missed TRADE');
+  expect(b.frames[0]).toMatchObject({ type: 'RESUMED', data: { recovered: true, replayed: n } });
+  expect(b.of('TRADE').map((f) => f.data.ticket)).toEqual(Array.from({ length: n }, (_, i) => 800_000 + i));
+  expect(b.of('TRADE').map((f) => f.seq)).toEqual(Array.from({ length: n }, (_, i) => cursor.seq + 1 + i));
+  t.gw.stream.onShardEvent({ kind: STREAM_EVENT.deal, key: id, data: { deal: deal(900_000) } });
+  await b.until((x) => x.of('TRADE').length > n, 8_000, 'the live TRADE');
+  expect(b.of('TRADE').at(-1)!.seq).toBe(cursor.seq + n + 1);
+  expect(b.closed).toBeNull();
+  expect(t.gw.stream.stats().backpressureCloses).toBe(closes);
+});

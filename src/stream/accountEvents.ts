@@ -153,18 +153,40 @@ export class AccountEvents {
 
   resume(sock: Sock, since: StreamPosition): void {
     this.commit();
-    const acc = sock.acc;
-    const r = acc.history.replay(since, Date.now());
+    const r = sock.acc.history.replay(since, Date.now());
     if (!r.recovered) {
       if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.requestSnapshot(sock);
       return;
     }
-    sock.ws.cork(() => {
-      if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.frames.length}}`)) return;
-      for (const f of r.frames) if (!this.out.sendText(sock, f)) return;
+    if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.entries.length}}`)) return;
+    sock.cursor = since.seq;
+    sock.stream = 'replaying';
+    this.continueReplay(sock);
+  }
+
+  /**
+   * Sends what the socket still misses, up to the hard limit; the rest on the next drain (a long
+   * replay may be larger than one socket buffer). Live frames wait behind it, so the order holds;
+   * the socket is live once it has everything.
+   */
+  continueReplay(sock: Sock): void {
+    if (sock.closed || sock.stream !== 'replaying') return;
+    const h = sock.acc.history;
+    const r = h.replay({ epoch: h.epoch, seq: sock.cursor }, Date.now());
+    if (!r.recovered) {
+      this.out.end(sock, 'BACKPRESSURE'); // it read so slowly that the history moved past it
+      return;
+    }
+    const ws = sock.ws;
+    ws.cork(() => {
+      for (const e of r.entries) {
+        const buffered = ws.getBufferedAmount();
+        if (buffered > 0 && buffered + e.frame.length > this.out.hard) return;
+        ws.send(e.frame);
+        sock.cursor = e.seq;
+      }
     });
-    sock.cursor = acc.history.seq;
-    sock.stream = 'live';
+    if (sock.cursor === h.seq) sock.stream = 'live';
   }
 
   /** The socket's snapshot: from the lists the stream carried, or the shard's when not known yet. */

@@ -24,7 +24,7 @@ export function newEpoch(nowMs: number): string {
   return `${nowMs.toString(36)}${randomBytes(3).toString('hex')}`;
 }
 
-export type Replay = { recovered: true; frames: string[] } | { recovered: false };
+export type Replay = { recovered: true; entries: HistoryEntry[] } | { recovered: false };
 
 export class AccountHistory {
   private entries: HistoryEntry[];
@@ -69,11 +69,8 @@ export class AccountHistory {
     this.trim(now);
     if (since.epoch !== this.epoch || since.seq > this.last) return { recovered: false };
     if (since.seq + 1 < this.firstSeq) return { recovered: false };
-    const frames: string[] = [];
-    for (let i = this.head; i < this.entries.length; i++) {
-      const e = this.entries[i]!;
-      if (e.seq > since.seq) frames.push(e.frame);
-    }
-    return { recovered: true, frames };
+    // Entries are consecutive: the first one after `since` is at a known index.
+    const from = this.head + Math.max(0, since.seq + 1 - this.firstSeq);
+    return { recovered: true, entries: this.entries.slice(from) };
   }
 }

@@ -99,7 +99,9 @@ export class StreamHub {
       }),
       drain: (ws) => this.guard('drain', () => {
         const sock = ws.getUserData().sock;
-        if (sock) this.out.onDrain(sock);
+        if (!sock) return;
+        this.out.onDrain(sock);
+        if (sock.stream === 'replaying') this.events.continueReplay(sock);
       }),
       close: (ws) => this.guard('close', () => this.onClose(ws)),
     });

@@ -87,8 +87,9 @@ export interface Sock {
   /** Topic seq when the socket left the topic, to flush only topics that moved. */
   leftAt: Map<string, number>;
   /** The account stream on this socket: 'held' (since=message: until the resume message), 'none'
-   *  (snapshot to come once the account connects), 'waiting' (snapshot or resume under way), 'live'. */
-  stream: 'held' | 'none' | 'waiting' | 'live';
+   *  (snapshot to come once the account connects), 'waiting' (snapshot under way), 'replaying'
+   *  (a resume larger than the socket buffer, continued on drain), 'live'. */
+  stream: 'held' | 'none' | 'waiting' | 'replaying' | 'live';
   /** The last account seq this socket got (or that its snapshot covered). */
   cursor: number;
   /** What the client asked for at the upgrade. */
