@@ -1,6 +1,7 @@
 // WebSocket client helpers for the /v1/stream tests: a real `ws` client that records every frame.
 import { expect } from 'vitest';
 import WebSocket from 'ws';
+import { toServerTime } from '../src/market/serverClock.js';
 
 export interface Frame { type: string; seq: number; epoch?: string; data: any }
 
@@ -132,3 +133,6 @@ export async function mustOpen(baseUrl: string, query: Record<string, string>, h
   if ('refused' in r) throw new Error(`stream refused: ${r.status} ${JSON.stringify(r.body)}`);
   return r;
 }
+
+/** The simulated servers' clock (GMT+2, GMT+3 in US DST) minus UTC at a UTC instant, in ms. */
+export const simServerOffsetMs = (utcMs: number) => toServerTime(utcMs, { description: '', standardOffsetMinutes: 120, dst: 'US' }) - utcMs;

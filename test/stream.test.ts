@@ -2,9 +2,8 @@
 // /ConnectEx, real `ws` clients. BTCUSD quotes around the clock in the simulator, so it is the
 // symbol these tests rely on.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toServerTime } from '../src/market/serverClock.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { expectAccountStream, mustOpen, type Frame, type StreamClient } from './stream-helpers.js';
+import { expectAccountStream, mustOpen, type StreamClient, simServerOffsetMs } from './stream-helpers.js';
 
 const HB_MS = 250;
 let t: TestGateway;
@@ -12,7 +11,6 @@ let p5: string;
 let p4: string;
 let key: string;
 const clients: StreamClient[] = [];
-const offsetMs = (utcMs: number) => toServerTime(utcMs, { description: '', standardOffsetMinutes: 120, dst: 'US' }) - utcMs;
 
 async function open(query: Record<string, string>): Promise<StreamClient> {
   const c = await mustOpen(t.url, query);
@@ -70,7 +68,7 @@ describe('quotes and subscriptions', () => {
       for (const q of qs) {
         expect(q.data.symbol).toBe('BTCUSD');
         expect(q.data.ask).toBeGreaterThan(q.data.bid);
-        expect(q.data.timeMsc - q.data.timeMscUtc).toBe(offsetMs(q.data.timeMscUtc));
+        expect(q.data.timeMsc - q.data.timeMscUtc).toBe(simServerOffsetMs(q.data.timeMscUtc));
         expect(new Date(q.data.timeUtc).getTime()).toBe(q.data.timeMscUtc);
         expect(q.data.time).toBe(new Date(q.data.timeMsc).toISOString().slice(0, 23));
         expect(q.data.ageMs).toBeGreaterThanOrEqual(0);
@@ -222,7 +220,7 @@ describe('heartbeats', () => {
     expect(hb.data.connection).toBe('connected');
     const s = hb.data.symbols[0];
     expect(s.symbol).toBe('BTCUSD');
-    expect(s.lastTickTimeMsc - s.lastTickTimeMscUtc).toBe(offsetMs(s.lastTickTimeMscUtc));
+    expect(s.lastTickTimeMsc - s.lastTickTimeMscUtc).toBe(simServerOffsetMs(s.lastTickTimeMscUtc));
     expect(s.lastQuoteAgeMs).toBeGreaterThanOrEqual(0);
     expect(s.lastQuoteAgeMs).toBe(hb.data.timeMscUtc - s.lastTickTimeMscUtc);
     await new Promise((r) => setTimeout(r, HB_MS * 4));
@@ -262,7 +260,7 @@ describe('state frames', () => {
     const pos = await c.until((x) => x.of('POSITIONS').find((f) => !f.data.snapshot && f.data.positions.some((p: { ticket: number }) => p.ticket === tr.data.position)), 8_000, 'POSITIONS change');
     expect(pos.data.snapshot).toBe(false);
     expect(tr.data).toMatchObject({ symbol: 'BTCUSD', type: 'Buy', entry: 'in', magic: 77, expertId: 77, comment: 's1' });
-    expect(tr.data.timeMsc - tr.data.timeMscUtc).toBe(offsetMs(tr.data.timeMscUtc));
+    expect(tr.data.timeMsc - tr.data.timeMscUtc).toBe(simServerOffsetMs(tr.data.timeMscUtc));
     let hist = await t.req('GET', `/OrderHistory?id=${p5}`, { headers: { 'x-api-key': key } });
     if (!hist.body?.deals?.some((d: { ticket: number }) => d.ticket === tr.data.ticket)) {
       await new Promise((r2) => setTimeout(r2, 300));
@@ -303,38 +301,4 @@ describe('state frames', () => {
     await new Promise((r2) => setTimeout(r2, 500));
     expect(c.of('ORDERS')).toHaveLength(0);
   });
-});
-
-describe('candles', () => {
-  it('CANDLE frames: server-clock bar open, partial for the joined bar, closed exactly once, agreeing with price history', async () => {
-    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
-    c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframes: ['M1'] });
-    const ack = await c.next('SUBSCRIBED');
-    expect(ack.data.timeframes).toEqual(['M1']);
-    const first = await c.next('CANDLE');
-    expect(first.data).toMatchObject({ symbol: 'BTCUSD', timeframe: 'M1', closed: false, partial: true });
-    expect(first.data.time - first.data.timeUtc).toBe(offsetMs(first.data.timeUtc * 1000) / 1000);
-    expect(first.data.time % 60).toBe(0);
-    expect(first.data.high).toBeGreaterThanOrEqual(Math.max(first.data.open, first.data.close));
-    expect(first.data.low).toBeLessThanOrEqual(Math.min(first.data.open, first.data.close));
-    // Wait for the bar to finish (at most a minute) and the next one to start.
-    const bar = first.data.time;
-    const closedF = await c.until((x) => x.of('CANDLE').find((f) => f.data.time === bar && f.data.closed), 70_000, 'the bar closing');
-    const next = await c.until((x) => x.of('CANDLE').find((f) => f.data.time > bar), 10_000, 'the next bar');
-    expect(next.data.partial).toBe(false);
-    expect(next.data.time).toBe(bar + 60);
-    expect(c.of('CANDLE').filter((f) => f.data.time === bar && f.data.closed)).toHaveLength(1);
-    expect(c.of('CANDLE').filter((f: Frame) => f.data.time === bar).every((f) => f.data.partial === true)).toBe(true);
-    // The closed bar agrees with PriceHistoryV2 for the same bar (a gateway session on the same account).
-    const conn = await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: p5 } });
-    expect(conn.status, conn.text).toBe(200);
-    const from = new Date(closedF.data.timeUtc * 1000).toISOString();
-    const to = new Date(closedF.data.timeUtc * 1000 + 60_000).toISOString();
-    const ph = await t.req('GET', `/v1/proxy/PriceHistoryV2?handle=${encodeURIComponent(conn.body.handle)}&symbol=BTCUSD&timeFrame=1&from=${from}&to=${to}`, { headers: { 'x-api-key': key } });
-    expect(ph.status, ph.text).toBe(200);
-    const bars = (Array.isArray(ph.body) ? ph.body : ph.body.candles ?? ph.body.bars ?? ph.body.result) as Array<Record<string, number>>;
-    const h = bars.find((x) => x.timeSec === closedF.data.time);
-    expect(h, ph.text.slice(0, 300)).toBeDefined();
-    for (const f of ['open', 'high', 'low', 'close', 'ticks'] as const) expect(closedF.data[f], f).toBe(h![f]);
-  }, 90_000);
 });
