@@ -75,6 +75,11 @@ describe('account history: resume', () => {
     expect(h.replay({ epoch: 'other', seq: 0 }, 0).recovered).toBe(false);
     expect(h.replay({ epoch: 'ep', seq: 2 }, 0).recovered).toBe(false);
     expect(h.replay({ epoch: 'ep', seq: 1 }, 0)).toEqual({ recovered: true, entries: [] });
+    // A history read back with a hole (a batch whose write failed) does not vouch across it.
+    const holed = new AccountHistory('ep', 4, { maxEvents: 10, maxAgeMs: 1_000 }, [1, 2, 4].map((seq) => ({ seq, at: 0, frame: `{"seq":${seq}}` })));
+    expect(holed.replay({ epoch: 'ep', seq: 1 }, 0).recovered).toBe(false);
+    expect(holed.replay({ epoch: 'ep', seq: 2 }, 0).recovered).toBe(false);
+    expect(holed.replay({ epoch: 'ep', seq: 3 }, 0)).toMatchObject({ recovered: true, entries: [{ seq: 4 }] });
   });
 
   it('since parses <epoch>:<seq> only', () => {

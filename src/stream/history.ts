@@ -71,6 +71,9 @@ export class AccountHistory {
     if (since.seq + 1 < this.firstSeq) return { recovered: false };
     // Entries are consecutive: the first one after `since` is at a known index.
     const from = this.head + Math.max(0, since.seq + 1 - this.firstSeq);
-    return { recovered: true, entries: this.entries.slice(from) };
+    const entries = this.entries.slice(from);
+    // Consecutive from since + 1 to the last seq, or a write was lost (a hole after a restart): cannot vouch.
+    const whole = entries.length === this.last - since.seq && (entries.length === 0 || entries[0]!.seq === since.seq + 1);
+    return whole ? { recovered: true, entries } : { recovered: false };
   }
 }
