@@ -69,9 +69,15 @@ export class AccountHistory {
     this.trim(now);
     if (since.epoch !== this.epoch || since.seq > this.last) return { recovered: false };
     if (since.seq + 1 < this.firstSeq) return { recovered: false };
-    // Entries are consecutive: the first one after `since` is at a known index.
-    const from = this.head + Math.max(0, since.seq + 1 - this.firstSeq);
-    const entries = this.entries.slice(from);
+    // The first entry after `since` (binary search: seqs ascend).
+    let lo = this.head;
+    let hi = this.entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.entries[mid]!.seq <= since.seq) lo = mid + 1;
+      else hi = mid;
+    }
+    const entries = this.entries.slice(lo);
     // Consecutive from since + 1 to the last seq, or a write was lost (a hole after a restart): cannot vouch.
     const whole = entries.length === this.last - since.seq && (entries.length === 0 || entries[0]!.seq === since.seq + 1);
     return whole ? { recovered: true, entries } : { recovered: false };
