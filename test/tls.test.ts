@@ -137,6 +137,15 @@ describe('SIGHUP reloads the certificate', () => {
     expect((await httpsJson(url, 'GET', '/healthz', sni)).fingerprint).toBe(fpB);
     await s.next('QUOTE');
 
+    // The next renewal works the same (the server name registered again, its routes with it).
+    copyFileSync(certs.a.cert, cert);
+    copyFileSync(certs.a.key, key);
+    p.child.kill('SIGHUP');
+    while (p.output().split('TLS certificate reloaded').length < 3) await new Promise((r) => setTimeout(r, 20));
+    expect(await httpsJson(url, 'GET', '/healthz', sni)).toEqual({ status: 200, body: { status: 'ok' }, fingerprint: fpA });
+    expect((await httpsJson(url, 'GET', `/AccountSummary?id=${account.id}`, { ...sni, headers: { 'x-api-key': account.key } })).status).toBe(200);
+    await s2.next('QUOTE');
+
     p.child.kill('SIGTERM');
     expect(await s.closed).toBe(1001);
     expect(await s2.closed).toBe(1001);
