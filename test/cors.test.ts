@@ -66,7 +66,7 @@ describe('CORS with an allowlist', () => {
     expect(r.text).toBe('');
     expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     expect(r.headers.get('access-control-allow-methods')).toBe('GET, OPTIONS');
-    expect(r.headers.get('access-control-allow-headers')).toBe('x-api-key, authorization, idempotency-key, content-type');
+    expect(r.headers.get('access-control-allow-headers')).toBe('x-api-key, authorization, idempotency-key, content-type, x-request-id');
     expect(r.headers.get('access-control-max-age')).toBe('600');
     expect(r.headers.get('vary')).toMatch(/origin/i);
     expect(r.headers.get('allow')).toBe('GET, OPTIONS');
@@ -100,7 +100,11 @@ describe('CORS with an allowlist', () => {
     expect(r.status).toBe(401);
     expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     const exposed = r.headers.get('access-control-expose-headers') ?? '';
-    for (const h of ['idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy']) expect(exposed).toContain(h);
+    for (const h of ['idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'x-request-id']) expect(exposed).toContain(h);
+    // Every header the answer carries beyond the safelisted ones is readable by the page.
+    const safelisted = new Set(['cache-control', 'content-language', 'content-length', 'content-type', 'expires', 'last-modified', 'pragma']);
+    const cors = (h: string) => h.startsWith('access-control-') || h === 'vary' || h === 'date' || h === 'connection' || h === 'keep-alive' || h === 'uwebsockets';
+    for (const h of r.headers.keys()) if (!safelisted.has(h) && !cors(h)) expect(exposed, h).toContain(h);
     const ok = await t.req('GET', '/healthz', { headers: { origin: 'https://other-allowed.example' } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://other-allowed.example');
