@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, parseConfig } from '../src/config.js';
-import { parseOrigins, websocketOriginAllowed, CorsPolicy } from '../src/http/cors.js';
+import { websocketOriginAllowed, CorsPolicy } from '../src/http/cors.js';
+import { parseOrigins } from '../src/util/origins.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const ALLOWED = 'http://app.example:5173';
