@@ -3,7 +3,9 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config.js';
 import { ConnectionLog, HISTORY_LENGTH } from '../src/dashboard/connectionLog.js';
+import { redactedConfig } from '../src/http/routes/status.js';
 import { OPERATOR_PHASES, type OperatorPhase } from '../src/runtime/hosts/accountCommands.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -32,6 +34,15 @@ describe('ConnectionLog', () => {
       expect(Object.values(counts).reduce((a, b) => a + b, 0)).toBe(model.size);
       for (const p of OPERATOR_PHASES) expect(counts[p]).toBe([...model.values()].filter((h) => h[h.length - 1] === p).length);
     }));
+  });
+});
+
+describe('redactedConfig', () => {
+  it('hides every secret setting, lists unset ones as null, and keeps paths and flags', () => {
+    const config = { ...parseConfig({ managementKey: 'm'.repeat(20), secretKey: 'ab'.repeat(32) }), tlsKeyPassphrase: 'hunter2', tlsKeyFile: '/etc/tagw/key.pem' };
+    const out = redactedConfig(config);
+    expect(out).toMatchObject({ managementKey: '[redacted]', secretKey: '[redacted]', tlsKeyPassphrase: '[redacted]', tlsKeyFile: '/etc/tagw/key.pem', secretKeyReset: false, bridgeUrl: null });
+    expect(JSON.stringify(out)).not.toMatch(/hunter2|mmmmmmmm|abababab/);
   });
 });
 

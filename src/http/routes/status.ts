@@ -16,7 +16,7 @@ import { PACKAGE_VERSION } from '../../version.js';
 
 
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
-const SECRET_NAME = /key$|secret|password|token/i;
+const SECRET_NAME = /key$|secret|pass(word|phrase)|token|credential/i;
 
 export function redactedConfig(config: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
