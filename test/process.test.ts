@@ -253,6 +253,8 @@ describe('process', () => {
       // A typo or another option syntax is not ignored (state would silently stay in memory).
       [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --tls-cert, --tls-key\)/],
       [['--port', '0', 'extra'], /unexpected argument extra/],
+      [['--tls-cert', join(dir, 'bad.json')], /--tls-cert and --tls-key go together/],
+      [['--tls-cert', join(dir, 'bad.json'), '--tls-key', join(dir, 'bad.json')], /--tls-cert .*bad\.json .*: /],
     ] as Array<[string[], RegExp]>) {
       const p = start({}, undefined, [builtEntry('src/simServer.ts'), ...args]);
       expect(await p.exited, args.join(' ')).toBe(2);

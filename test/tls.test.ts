@@ -105,6 +105,8 @@ describe('SIGHUP reloads the certificate', () => {
     const p = startProcess({ GATEWAY_MANAGEMENT_KEY: mk, TLS_CERT_FILE: cert, TLS_KEY_FILE: key });
     const url = await p.listening;
     expect(url).toMatch(/^https:/);
+    expect(p.output()).toContain('"tls":true');
+    expect(p.output()).not.toContain('plain HTTP');
     const fpA = fingerprintOf(readFileSync(certs.a.cert));
     const fpB = fingerprintOf(readFileSync(certs.b.cert));
     expect((await httpsJson(url, 'GET', '/healthz', { ca })).fingerprint).toBe(fpA);

@@ -36,6 +36,8 @@ describe('rolling restart', () => {
   it('SIGTERM with orders in flight, then a new process on the same DATA_DIR: every accepted order is there once, retries replay', async () => {
     const a = startProcess({ GATEWAY_MANAGEMENT_KEY: MK, DRAIN_TIMEOUT_MS: '5000' });
     const urlA = await a.listening;
+    // No certificate configured: plain HTTP, and the start says so.
+    expect(a.output()).toContain('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured');
     const { key, id } = await bindAccount(urlA, MK);
 
     // Four bots sending orders back to back, each with a fresh clientOrderId, until the old
