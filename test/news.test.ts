@@ -188,7 +188,7 @@ describe('one unreadable entry is skipped, not the whole file', () => {
 
   it('the import CLI skips and reports such entries; a failure is one line, never a stack trace', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-news-'));
-    const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', 'src', 'news', 'cli.ts'), ...args], { encoding: 'utf8', timeout: 30_000 });
+    const cli = (...args: string[]) => spawnSync(process.execPath, [join(import.meta.dirname, '..', 'bin', 'tagw.js'), 'calendar', ...args], { encoding: 'utf8', timeout: 30_000 });
     try {
       writeFileSync(join(dir, 'outlook.ics'), OUTLOOK_ICS);
       const ok = cli('import', join(dir, 'outlook.ics'));
@@ -198,10 +198,10 @@ describe('one unreadable entry is skipped, not the whole file', () => {
 
       const missing = cli('import', join(dir, 'missing.ics'));
       expect(missing.status).toBe(1);
-      expect(missing.stderr).toMatch(/^cli\.ts: ENOENT[^\n]*\n$/);
+      expect(missing.stderr).toMatch(/^tagw: ENOENT[^\n]*\n$/);
       const badTz = cli('import', join(dir, 'outlook.ics'), '--tz', 'Mars/Base');
       expect(badTz.status).toBe(1);
-      expect(badTz.stderr).toBe("cli.ts: --tz: unknown time zone 'Mars/Base' (an IANA name such as America/New_York or UTC)\n");
+      expect(badTz.stderr).toBe("tagw: --tz: unknown time zone 'Mars/Base' (an IANA name such as America/New_York or UTC)\n");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
