@@ -36,6 +36,13 @@ it('a client away across a SIGKILL and restart resumes with recovered:true: the 
     expect(r.status, await r.text()).toBe(200);
   };
 
+  // A second account with no event at all: its socket's snapshot is at seq 0 of its epoch.
+  const bind2 = await fetch(`${url}/ConnectEx`, { method: 'POST', headers: mk, body: JSON.stringify({ user: 'restart-2', password: 'pw', server: 'Sim-P5-Demo' }) });
+  const id2 = ((await bind2.json()) as { id: string }).id;
+  const quiet = await mustOpen(url, { id: id2, apiKey: key, heartbeat: '0' });
+  clients.push(quiet);
+  const quietAt = await quiet.next('ORDERS', 0, 10_000);
+  expect(quietAt.seq).toBe(0);
   const witness = await open();
   const away = await open();
   await away.until((x) => x.of('ORDERS').length >= 1, 10_000, 'the snapshot pair');
@@ -74,6 +81,12 @@ it('a client away across a SIGKILL and restart resumes with recovered:true: the 
   const live = await back.next('TRADE', n, 10_000);
   expect(live.epoch).toBe(cursor.epoch);
   expectAccountStream(back.frames);
+  // The quiet account resumes too: nothing missed, then its resync pair.
+  const quietBack = await mustOpen(url, { id: id2, apiKey: key, heartbeat: '0', since: `${quietAt.epoch}:0` });
+  clients.push(quietBack);
+  await quietBack.until((x) => x.of('ORDERS').length >= 1, 15_000, 'the quiet account\'s resync pair');
+  expect(quietBack.frames[0]).toMatchObject({ type: 'RESUMED', data: { recovered: true } });
+  expect(quietBack.of('POSITIONS')[0]).toMatchObject({ epoch: quietAt.epoch, seq: 1, data: { snapshot: true } });
   // Market data: the counters started again with the process, under a new epoch.
   back.send({ action: 'subscribe', symbol: 'BTCUSD' });
   const q2 = await back.next('QUOTE', n, 10_000);

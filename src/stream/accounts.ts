@@ -55,8 +55,7 @@ export class AccountStreams {
       history.trim(now);
       needsResync = true; // what happened while nobody listened did not arrive as events
     } else {
-      if (stored) this.deps.history.drop(id);
-      history = new AccountHistory(newEpoch(now), 0, this.limits);
+      history = this.freshHistory(id, now);
     }
     return {
       id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
@@ -64,10 +63,21 @@ export class AccountStreams {
     };
   }
 
+  /** A new epoch, stored at once: a client whose snapshot is at seq 0 of it can resume after a restart too. */
+  private freshHistory(id: string, now: number): AccountHistory {
+    const history = new AccountHistory(newEpoch(now), 0, this.limits);
+    try {
+      this.deps.history.drop(id);
+      this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, entries: [], keepFrom: 1 }], now);
+    } catch (err) {
+      this.deps.log.warn('stream epoch not stored', { accountId: id, err: errorMessage(err) });
+    }
+    return history;
+  }
+
   /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
   rotate(acc: AccountState): void {
-    this.deps.history.drop(acc.id);
-    acc.history = new AccountHistory(newEpoch(Date.now()), 0, this.limits);
+    acc.history = this.freshHistory(acc.id, Date.now());
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = 0;
     acc.needsResync = false;
