@@ -4,6 +4,7 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { checkResponse } from './helpers/openapiCheck.js';
 
 let t: TestGateway;
 let doc: any;
@@ -66,5 +67,19 @@ describe('/openapi.json', () => {
       for (const param of op.parameters ?? []) if (param.name === 'ticket' || param.name === 'byTicket') types.add(`${param.schema.type}:${m} ${p}`.split(':')[0]!);
     }
     expect([...types]).toEqual(['integer']);
+  });
+});
+
+describe('the response check of the integration tests (helpers/openapiCheck.ts)', () => {
+  it('fails loudly for a route missing from the document, an undocumented status and a body off its schema', () => {
+    const json = 'application/json';
+    // Every answer the test gateway's request helper got so far was checked; these are not the document's.
+    expect(() => checkResponse(doc, 'GET', '/v1/not-documented', 200, json, '{}')).toThrow(/no GET operation for this path/);
+    expect(() => checkResponse(doc, 'GET', '/OrderSend?id=x', 418, json, '{"error":"X","message":"m"}')).toThrow(/a status orderSend does not document/);
+    expect(() => checkResponse(doc, 'GET', '/v1/proxy/GetQuote', 200, json, '{"symbol":"EURUSD","bid":"1.1"}')).toThrow(/does not match proxyGetQuote's 200 schema/);
+    expect(() => checkResponse(doc, 'GET', '/OrderSend', 400, json, '{"nope":1}')).toThrow(/not the Error schema|does not match/);
+    // What the fallback answers for a path no route serves is the Error schema.
+    expect(() => checkResponse(doc, 'GET', '/nowhere', 404, json, '{"error":"ROUTE_NOT_FOUND","message":"no route"}')).not.toThrow();
+    expect(() => checkResponse(doc, 'GET', '/v1/proxy/GetQuote', 200, json, '{"symbol":"EURUSD","bid":1.1,"ask":1.2,"time":"2026-01-01T00:00:00.000","timeMsc":1}')).not.toThrow();
   });
 });

@@ -15,7 +15,7 @@ type Json = Record<string, unknown>;
 function toJson(schema: z.ZodType, io: 'input' | 'output', defs: Record<string, Json>): Json {
   const js = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }) as Json;
   const { definitions, ...rest } = js as Json & { definitions?: Record<string, Json> };
-  const hoist = (v: Json): Json => JSON.parse(JSON.stringify(v).replaceAll('"$ref":"#/definitions/', '"$ref":"#/components/schemas/')) as Json;
+  const hoist = (v: Json): Json => nullableEnums(JSON.parse(JSON.stringify(v).replaceAll('"$ref":"#/definitions/', '"$ref":"#/components/schemas/')) as Json);
   for (const [name, def] of Object.entries(definitions ?? {})) {
     const d = hoist(def);
     if (defs[name] !== undefined && JSON.stringify(defs[name]) !== JSON.stringify(d)) {
@@ -24,6 +24,18 @@ function toJson(schema: z.ZodType, io: 'input' | 'output', defs: Record<string, 
     defs[name] = d;
   }
   return hoist(rest);
+}
+
+/** OpenAPI 3.0.3: `nullable: true` does not widen an `enum`; a nullable enum must list null itself
+ *  (zod writes it without), or validators refuse the null the route answers. */
+function nullableEnums(v: Json): Json {
+  if (Array.isArray(v)) {
+    v.forEach((x) => nullableEnums(x as Json));
+  } else if (v && typeof v === 'object') {
+    if (v.nullable === true && Array.isArray(v.enum) && !v.enum.includes(null)) v.enum = [...(v.enum as unknown[]), null];
+    for (const x of Object.values(v)) if (x && typeof x === 'object') nullableEnums(x as Json);
+  }
+  return v;
 }
 
 const SECURITY: Record<string, Json[]> = {
@@ -130,6 +142,8 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     // Another method on this path is answered 405 with Allow by the fallback (app.ts mountNotFound);
     // an 'any' route answers every method itself.
     if (r.method !== 'any') errors.add('METHOD_NOT_ALLOWED');
+    // What changes state writes to DATA_DIR first: a full disk is 503 (src/store/storageHealth.ts).
+    if (r.method !== 'get' || r.trading) errors.add('STORAGE_UNAVAILABLE');
     const errorStatuses = new Set<number>([...errors].map((c) => ERROR_STATUS[c]));
     if (r.auth !== 'none') [401, 429].forEach((st) => errorStatuses.add(st));
     if (r.query || r.body) errorStatuses.add(400);

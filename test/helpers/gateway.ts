@@ -7,6 +7,9 @@ import type { Clock } from '../../src/auth/throttle.js';
 import { parseConfig, type ConfigInput } from '../../src/config.js';
 import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createLogger, type Logger } from '../../src/log.js';
+import { buildOpenApi } from '../../src/http/openapi.js';
+import { API_VERSION } from '../../src/http/routes/ops.js';
+import { checkResponse } from './openapiCheck.js';
 
 export interface TestGateway {
   gw: Gateway;
@@ -49,6 +52,7 @@ export async function startTestGateway(
   if (opts.clock) gwOpts.clock = opts.clock;
   const gw = await startGateway(config, gwOpts);
   const url = `http://127.0.0.1:${gw.port}`;
+  let doc: ReturnType<typeof buildOpenApi> | undefined;
   const req: TestGateway['req'] = async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...o.headers };
     let body: string | undefined;
@@ -59,6 +63,8 @@ export async function startTestGateway(
     }
     const r = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
     const text = await r.text();
+    // Every response a test receives is one the OpenAPI document promises (helpers/openapiCheck.ts).
+    checkResponse((doc ??= buildOpenApi(gw.routes, API_VERSION)), method, path, r.status, r.headers.get('content-type'), text);
     let parsed: unknown = undefined;
     try {
       parsed = text ? JSON.parse(text) : undefined;

@@ -18,6 +18,8 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
     }),
     defineRoute({
       method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: "Readiness: store open, every shard up and DATA_DIR's disk not full (503 otherwise)",
+      // Not ready is 503 with the same body, saying which part is not.
+      otherSuccess: [503],
       response: z.object({
         ready: z.boolean(), store: z.boolean(), shards: z.number(), shardsUp: z.boolean(),
         storage: z.object({
