@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../src/cli/errors.js';
 import { table } from '../src/cli/output.js';
 import { mgmt, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { makeCerts } from './helpers/tls.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'tagw.js');
 let t: TestGateway;
@@ -167,6 +168,26 @@ describe('tagw', () => {
     const down = await tagw(['seats', 'list']);
     expect(down.code).toBe(EXIT.UNREACHABLE);
     expect(down.stderr).toMatch(/no gateway answers at http:\/\/127\.0\.0\.1:\d+/);
+  }, 60_000);
+});
+
+describe('tagw over HTTPS', () => {
+  it('reaches a TLS gateway from TLS_CERT_FILE, trusting TAGW_CA_FILE; an untrusted certificate gets no key (3)', async () => {
+    const certs = makeCerts(work);
+    const g = await startTestGateway({ managementKey: undefined, tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.key });
+    try {
+      const env = { PORT: String(g.gw.port), DATA_DIR: g.dataDir, TLS_CERT_FILE: certs.a.cert, TLS_KEY_FILE: certs.a.key };
+      const [ok, untrusted] = await Promise.all([
+        tagw(['--json', 'seats', 'list'], { ...env, TAGW_CA_FILE: certs.ca }),
+        tagw(['seats', 'list'], env),
+      ]);
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(JSON.parse(ok.stdout)).toEqual({ seats: [] });
+      expect(untrusted.code).toBe(EXIT.UNREACHABLE);
+      expect(untrusted.stderr).toMatch(/TLS certificate is not trusted here/);
+    } finally {
+      await g.stop();
+    }
   }, 60_000);
 });
 

@@ -19,7 +19,8 @@ export function statusCommand(program: Command, ctx: () => Ctx): void {
     const c = ctx();
     const client = c.client();
     const health = await client.call<{ status: string }>('GET', '/healthz', undefined, { auth: false });
-    const ready = await fetch(`${client.url}/readyz`).then((r) => r.json() as Promise<{ ready: boolean }>);
+    // 503 while not ready: its body still says why.
+    const ready = await client.call<{ ready: boolean }>('GET', '/readyz', undefined, { auth: false }).catch(() => ({ ready: false }));
     const st = await client.call<Status>('GET', '/v1/status');
     // An older gateway's status has no schema version: the database file says it (read-only).
     const file = dbPath(c.config().dataDir);
