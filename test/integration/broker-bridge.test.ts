@@ -1,0 +1,178 @@
+// The bridge over a real loopback socket: drops, lost replies, reconnect and resync, with
+// the simulator's own state as the reference (no order or deal lost or duplicated).
+import { afterEach, describe, expect, it } from 'vitest';
+import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
+import { BrokerAuthError, BrokerTimeoutError } from '../../src/market/brokerErrors.js';
+import type { Deal, TradeResult } from '../../src/market/orders.js';
+import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
+import { makeSim, T0 } from '../helpers/sim-helpers.js';
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(login = '2001') {
+  const { sim, clock } = makeSim();
+  const handle: SimServerHandle = await startSimServer(sim, { port: 0 });
+  cleanups.push(() => handle.close());
+  const client = new BridgeBrokerConnection({ host: '127.0.0.1', port: handle.port, server: 'Sim-P5-Demo', login, password: 'pw', requestTimeoutMs: 400 });
+  cleanups.push(() => client.disconnect());
+  const deals: Deal[] = [];
+  client.on('deal', (d) => deals.push(d));
+  const states: string[] = [];
+  client.on('state', (s) => states.push(s.state));
+  await client.connect();
+  return { sim, clock, handle, client, deals, states };
+}
+
+function simDeals(sim: ReturnType<typeof makeSim>['sim'], login: string) {
+  return sim.options.store.deals('Sim-P5-Demo', login, 0, Number.MAX_SAFE_INTEGER);
+}
+
+describe('bridge connection over a real socket', () => {
+  it('logs in, reports server info, trades and streams deals', async () => {
+    const { client, deals } = await setup();
+    expect(client.state).toBe('connected');
+    expect(client.server).toMatchObject({ name: 'Sim-P5-Demo', platform: 'P5' });
+    const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1, magic: 9 });
+    expect(r.ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 20));
+    expect(deals.map((d) => d.entry)).toEqual(['in']);
+    expect((await client.openedOrders()).positions).toHaveLength(1);
+  });
+
+  it('refuses a wrong password with BrokerAuthError', async () => {
+    const { handle } = await setup('2002');
+    const bad = new BridgeBrokerConnection({ host: '127.0.0.1', port: handle.port, server: 'Sim-P5-Demo', login: '2002', password: 'nope' });
+    await expect(bad.connect()).rejects.toBeInstanceOf(BrokerAuthError);
+    expect(bad.state).toBe('disconnected');
+  });
+
+  it('survives a socket destroyed mid-stream: nothing lost, nothing duplicated', async () => {
+    const { sim, handle, client, deals, states } = await setup('2003');
+    // Break the wire from inside the broker right when the 5th order executes: its reply
+    // and the later ones are lost in flight.
+    const host = sim.server('Sim-P5-Demo')!;
+    let executed = 0;
+    host.sinks.get(host.accounts.get('2003')!)!.add({
+      positions: () => {},
+      orders: () => {},
+      deal: (d) => {
+        if (d.entry === 'in' && ++executed === 5) handle.dropAll();
+      },
+    });
+    const ids = Array.from({ length: 20 }, (_, i) => `req-${i}`);
+    const outcomes = new Map<string, TradeResult | Error>();
+    const inflight = ids.map((id) =>
+      client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, { requestId: id }).then(
+        (r) => outcomes.set(id, r),
+        (e: Error) => outcomes.set(id, e),
+      ),
+    );
+    await Promise.all(inflight);
+    expect(client.state).toBe('disconnected');
+    const failed = ids.filter((id) => outcomes.get(id) instanceof Error);
+    expect(failed.length).toBeGreaterThan(0);
+    const executedBeforeResend = simDeals(sim, '2003').filter((d) => d.entry === 'in').length;
+    expect(executedBeforeResend).toBeGreaterThanOrEqual(5);
+    for (const id of failed) {
+      const e = outcomes.get(id) as Error;
+      expect(e).toBeInstanceOf(BrokerTimeoutError);
+      expect((e as BrokerTimeoutError).sent).toBe(true);
+      expect((e as BrokerTimeoutError).requestId).toBe(id);
+    }
+    await client.connect();
+    expect(states.slice(-2)).toEqual(['connecting', 'connected']);
+    // Resend the uncertain ones with the same request ids: executed ones are replayed.
+    for (const id of failed) {
+      const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, { requestId: id });
+      expect(r.ok).toBe(true);
+    }
+    await new Promise((res) => setTimeout(res, 30));
+    const positions = (await client.openedOrders()).positions;
+    expect(positions).toHaveLength(ids.length);
+    const reference = simDeals(sim, '2003').filter((d) => d.entry !== 'balance');
+    expect(reference).toHaveLength(ids.length);
+    const seen = deals.map((d) => d.ticket).sort((a, b) => a - b);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).toEqual(reference.map((d) => d.ticket).sort((a, b) => a - b));
+  });
+
+  it('"timeout after send": the trade executes, the reply is lost, the resend is deduplicated', async () => {
+    const { sim, client } = await setup('2004');
+    sim.faults.set({ server: 'Sim-P5-Demo', login: '2004', kind: 'timeoutAfterSend', count: 1 });
+    const err = await client.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.02 }, { requestId: 'lost-1' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BrokerTimeoutError);
+    expect((err as BrokerTimeoutError).sent).toBe(true);
+    expect((err as BrokerTimeoutError).requestId).toBe('lost-1');
+    const lookup = await client.lookupRequest('lost-1');
+    expect(lookup?.result.ok).toBe(true);
+    const again = await client.orderSend({ symbol: 'EURUSD', type: 'Sell', volume: 0.02 }, { requestId: 'lost-1' });
+    expect(again).toEqual(lookup!.result);
+    expect((await client.openedOrders()).positions).toHaveLength(1);
+  });
+
+  it('a trade sent without a request id gets one, reported on the timeout for the resend', async () => {
+    const { sim, client } = await setup('2006');
+    sim.faults.set({ server: 'Sim-P5-Demo', login: '2006', kind: 'timeoutAfterSend', count: 1 });
+    const err = (await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }).catch((e: unknown) => e)) as BrokerTimeoutError;
+    expect(err.requestId).toMatch(/^br-/);
+    const again = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, { requestId: err.requestId! });
+    expect(again.ok).toBe(true);
+    expect((await client.openedOrders()).positions).toHaveLength(1);
+  });
+
+  it('an injected drop closes the socket; reconnect works once the outage is over', async () => {
+    const { sim, clock, client, deals } = await setup('2005');
+    const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.05 }, { requestId: 'a' });
+    expect(r.ok).toBe(true);
+    sim.faults.set({ server: 'Sim-P5-Demo', login: '2005', kind: 'drop', durationMs: 10_000 });
+    await new Promise((res) => setTimeout(res, 30));
+    expect(client.state).toBe('disconnected');
+    // While disconnected, the position is closed at the broker (e.g. by an admin): its deal
+    // must reach the client through the resync.
+    const acc = sim.server('Sim-P5-Demo')!.accounts.get('2005')!;
+    if (!r.ok) throw new Error('unreachable');
+    acc.orderClose({ ticket: r.order.ticket });
+    acc.flush();
+    await expect(client.connect()).rejects.toThrow();
+    clock.set(T0 + 10_001);
+    await client.connect();
+    await new Promise((res) => setTimeout(res, 30));
+    expect(deals.map((d) => d.entry)).toEqual(['in', 'out']);
+    expect((await client.openedOrders()).positions).toHaveLength(0);
+  });
+});
+
+describe('a bridge that lost its state (standalone simulator restarted without --data)', () => {
+  it('streams the new deals even though their tickets repeat tickets of the lost ones', async () => {
+    // First life of the broker: three orders, their deals delivered.
+    const first = makeSim();
+    let handle = await startSimServer(first.sim, { port: 0 });
+    const port = handle.port;
+    const client = new BridgeBrokerConnection({ host: '127.0.0.1', port, server: 'Sim-P5-Demo', login: '2100', password: 'pw', requestTimeoutMs: 1_000 });
+    cleanups.push(() => client.disconnect());
+    const deals: Deal[] = [];
+    client.on('deal', (d) => deals.push(d));
+    await client.connect();
+    for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 30));
+    const before = deals.map((d) => d.ticket);
+    expect(before).toHaveLength(3);
+    await handle.close();
+    for (let i = 0; i < 100 && client.state !== 'disconnected'; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(client.state).toBe('disconnected');
+    // Second life on the same port, state lost, a minute later: ticket numbers start over.
+    const second = makeSim({ t0: T0 + 60_000 });
+    handle = await startSimServer(second.sim, { port });
+    cleanups.push(() => handle.close());
+    await client.connect();
+    for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 30));
+    const reference = simDeals(second.sim, '2100').filter((d) => d.entry === 'in').map((d) => d.ticket);
+    expect(reference.some((t) => before.includes(t))).toBe(true); // the premise: tickets repeat
+    const after = deals.slice(3).filter((d) => d.entry === 'in').map((d) => d.ticket);
+    expect(after).toEqual(reference);
+  });
+});

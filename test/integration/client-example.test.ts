@@ -1,0 +1,76 @@
+// The example bot (examples/market-maker.ts) against a real gateway: it quotes, places limit orders
+// through the SDK, and leaves none of its orders behind when it stops.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMarketMaker } from '../../examples/market-maker.js';
+import { tour } from '../../examples/tour.js';
+import { TagwClient } from '../../src/client/index.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
+import { until } from '../helpers/until.js';
+import WebSocket from 'ws';
+
+let g: TestGateway;
+beforeAll(async () => {
+  g = await startTestGateway();
+});
+afterAll(async () => {
+  await g?.stop();
+});
+
+describe('examples/tour.ts', () => {
+  it('the README tour: key, account, reads, an order, stream frames, a gateway session', async () => {
+    const lines: string[] = [];
+    const { key, accountId } = await tour(g.url, g.managementKey, (l) => lines.push(l));
+    expect(key).toMatch(/^tagw_/);
+    expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session/);
+    expect((await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).OpenedOrders()).length).toBe(1);
+  });
+});
+
+describe('examples/market-maker.ts', () => {
+  it('quotes both sides through the SDK and cancels its orders when it stops', async () => {
+    const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm' })).key;
+    const client = new TagwClient({ baseUrl: g.url, apiKey: key });
+    const id = (await client.connectEx({ user: 'mm', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    const refusals: string[] = [];
+    const summary = await runMarketMaker({ baseUrl: g.url, apiKey: key, accountId: id, runMs: 1_500, log: (m, d) => {
+      if (m === 'order refused') refusals.push((d as { code: string }).code);
+    } });
+    expect(summary.quotes).toBeGreaterThan(0);
+    expect(summary.requotes).toBeGreaterThan(0);
+    expect(summary.ordersPlaced).toBeGreaterThanOrEqual(2);
+    // Only the broker's price rules may refuse one (the market ran through the limit): no request error.
+    expect(refusals.filter((c) => c !== 'TRADE_REQUEST_ERROR')).toEqual([]);
+    expect(summary.refused).toBe(refusals.length);
+    const left = (await client.account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
+    expect(left).toEqual([]);
+  });
+});
+
+describe('examples/market-maker.ts after a lost continuity', () => {
+  it('reconciles its positions and orders when the stream says recovered:false (a stall longer than the history)', async () => {
+    const h = await startTestGateway({ streamHeartbeatMs: 100, streamHistoryMaxEvents: 2 });
+    const proxy = await startTcpProxy(Number(new URL(h.url).port));
+    try {
+      const key = (await new TagwClient({ baseUrl: h.url, managementKey: h.managementKey }).keys.create({ label: 'mm2' })).key;
+      const direct = new TagwClient({ baseUrl: h.url, apiKey: key });
+      const id = (await direct.connectEx({ user: 'mm-a', password: 'pw', server: 'Sim-P5-Demo' })).id;
+      // The bot's stream goes through the proxy, its HTTP calls straight to the gateway.
+      const viaProxy = (input: string | URL | Request, init?: RequestInit) => fetch(String(input).replace(proxy.url, h.url), init);
+      const client = new TagwClient({ baseUrl: proxy.url, apiKey: key, WebSocket, fetch: viaProxy as typeof fetch });
+      const logs: string[] = [];
+      const stop = new AbortController();
+      const running = runMarketMaker({ client, accountId: id, runMs: 20_000, heartbeatTimeoutMs: 500, log: (m) => logs.push(m) }, stop.signal);
+      await until(() => logs.includes('quoting'), 'the bot quoting');
+      proxy.stall();
+      for (let i = 0; i < 3; i++) await direct.account(id).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+      await until(() => logs.includes('reconciled'), 'the bot reconciling');
+      stop.abort();
+      const summary = await running;
+      expect(summary.reconciles).toBeGreaterThanOrEqual(1);
+    } finally {
+      await proxy.close();
+      await h.stop();
+    }
+  });
+});

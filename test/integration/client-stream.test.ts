@@ -1,0 +1,78 @@
+// The SDK's stream and gateway socket against a real gateway over real sockets (`ws` as the
+// WebSocket, as a Node 20 bot would pass it): quotes through `for await`, every TRADE of the account
+// once and in the order /OrderHistory lists the deals, a refused stream ending with the HTTP reason.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { TagwClient, TagwError, type TradeDeal } from '../../src/client/index.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
+
+let g: TestGateway;
+let client: TagwClient;
+let id: string;
+
+beforeAll(async () => {
+  g = await startTestGateway({ streamHeartbeatMs: 200 });
+  const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'sdk-stream' })).key;
+  client = new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket });
+  id = (await client.connectEx({ user: 'sdk-stream', password: 'pw', server: 'Sim-P5-Demo' })).id;
+});
+afterAll(async () => {
+  await g?.stop();
+});
+
+describe('stream', () => {
+  it('for await delivers the snapshots, then quotes of the subscribed symbol', async () => {
+    const types: string[] = [];
+    for await (const f of client.stream(id, { symbols: ['BTCUSD'] })) {
+      types.push(f.type);
+      if (f.type === 'QUOTE') {
+        expect(f.data.symbol).toBe('BTCUSD');
+        expect(f.data.ask).toBeGreaterThan(f.data.bid);
+        break; // ends the stream
+      }
+    }
+    expect(types).toContain('POSITIONS'); // the initial snapshot (P5)
+    expect(types).toContain('SUBSCRIBED');
+  });
+
+  it('TRADE frames: each deal once, in the order of /OrderHistory', async () => {
+    const s = client.stream(id);
+    const trades: TradeDeal[] = [];
+    let snapshot = false;
+    s.on('TRADE', (f) => trades.push(f.data));
+    s.on('POSITIONS', () => (snapshot = true));
+    await until(() => snapshot, 'the initial snapshot');
+    const acct = client.account(id);
+    for (let i = 0; i < 3; i++) await acct.OrderSend({ symbol: 'BTCUSD', operation: i % 2 ? 'Sell' : 'Buy', volume: 0.01 });
+    const history = await acct.OrderHistory({ from: 0, to: Date.now() + 60_000 });
+    const deals = history.deals.filter((d) => d.type !== 'Balance').map((d) => d.ticket);
+    await until(() => trades.length >= 3, 'three TRADE frames');
+    s.close();
+    expect(trades.map((t) => t.ticket)).toEqual(deals.slice(-trades.length));
+    expect(trades).toHaveLength(3);
+  });
+
+  it('a refused stream (unknown account) ends with the HTTP reason instead of retrying', async () => {
+    const s = client.stream('00000000-0000-4000-8000-000000000000');
+    const err = await (async () => {
+      for await (const _ of s) void _;
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TagwError);
+    expect(err).toMatchObject({ status: 404 });
+  });
+});
+
+describe('gateway session socket', () => {
+  it('Subscribe through the session, quotes on /ws', async () => {
+    const session = await client.connect(id);
+    const ws = session.socket();
+    await session.op.Subscribe({ symbol: 'BTCUSD' });
+    for await (const f of ws) {
+      if (f.type === 'QUOTE') {
+        expect(f.data.symbol).toBe('BTCUSD');
+        break;
+      }
+    }
+  });
+});

@@ -1,0 +1,326 @@
+// The operator console in a real headless Chromium against a real gateway: sign-in, keys shown
+// once, seats turning ACTIVE, a broker login going connected, the live view's quotes moving,
+// labels rendered as text, the browser-safety headers enforced by the browser itself. The
+// screenshots of every page land in test-output/dashboard/.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DASHBOARD_CSP } from '../../src/dashboard/assets.js';
+import { launchBrowser, type Browser } from '../helpers/browser.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+let t: TestGateway;
+let browser: Browser;
+let mk: string;
+/** Pages of third parties: one origin on CORS_ORIGINS, one not. */
+let allowedSite: Server;
+let otherSite: Server;
+
+function site(): Promise<Server> {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<!doctype html><title>a trading desk on another origin</title><p>client page</p>');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+const originOf = (s: Server) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+
+/**
+ * Runs in the third-party page: /GetQuote and a trading call with the key, then /v1/stream until
+ * a QUOTE arrives. What the page could read is what the browser let through.
+ */
+const CLIENT = `async ({ gw, id, key }) => {
+  const out = {};
+  try {
+    const r = await fetch(gw + '/GetQuote?id=' + id + '&symbol=BTCUSD', { headers: { 'x-api-key': key } });
+    out.quote = { status: r.status, body: await r.json() };
+    const t = await fetch(gw + '/OrderSend?id=' + id + '&symbol=BTCUSD&operation=Buy&volume=0.01', { headers: { 'x-api-key': key, 'idempotency-key': 'browser-1' } });
+    out.trade = { status: t.status, body: await t.json() };
+  } catch (e) {
+    out.fetchError = String(e);
+  }
+  out.stream = await new Promise((resolve) => {
+    const ws = new WebSocket(gw.replace('http', 'ws') + '/v1/stream?id=' + id + '&apiKey=' + encodeURIComponent(key));
+    const timer = setTimeout(() => { ws.close(); resolve('no quote'); }, 10000);
+    ws.onopen = () => ws.send(JSON.stringify({ action: 'subscribe', symbol: 'BTCUSD' }));
+    ws.onmessage = (m) => {
+      const f = JSON.parse(m.data);
+      if (f.type === 'QUOTE') { clearTimeout(timer); ws.close(); resolve('QUOTE ' + f.data.symbol); }
+    };
+    ws.onerror = () => { clearTimeout(timer); resolve('refused'); };
+  });
+  return out;
+}`;
+
+async function signIn(page: Page, key = mk): Promise<void> {
+  await page.goto(`${t.url}/dashboard`);
+  await page.fill('[data-testid=mk]', key);
+  await page.click('[data-testid=signin]');
+  await page.waitForSelector('[data-testid=nav-overview]');
+}
+
+async function go(page: Page, route: string): Promise<void> {
+  await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
+}
+
+/** Status of an API call with an API key, from the test process (not the browser). */
+async function whoami(key: string): Promise<number> {
+  return (await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status;
+}
+
+beforeAll(async () => {
+  // No fixed management key: the bootstrap one, which can be rotated (an env key cannot).
+  [allowedSite, otherSite] = await Promise.all([site(), site()]);
+  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 1_500, shards: 1, corsOrigins: originOf(allowedSite) });
+  mk = t.managementKey;
+  browser = await launchBrowser();
+}, 30_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.stop();
+  allowedSite?.close();
+  otherSite?.close();
+});
+
+// A browser shares two cores with the gateway and the other test files: generous limits, no timing assertions.
+describe('the operator console in Chromium', { timeout: 60_000 }, () => {
+  it('is served with a strict CSP the browser enforces, and refuses a wrong key', async () => {
+    const r = await t.req('GET', '/dashboard');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-security-policy')).toBe(DASHBOARD_CSP);
+    expect(r.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(r.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    const etag = r.headers.get('etag')!;
+    expect((await t.req('GET', '/dashboard', { headers: { 'if-none-match': etag } })).status).toBe(304);
+    const head = await t.req('HEAD', '/dashboard/js/app.js');
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(Number(head.headers.get('content-length'))).toBeGreaterThan(100);
+    expect((await t.req('GET', '/dashboard/no-such-file.js')).status).toBe(404);
+    expect(r.text).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/); // no inline script in the page
+
+    const page = await browser.page();
+    await page.goto(`${t.url}/dashboard`);
+    await browser.shot(page, '0-sign-in');
+    // An inline script injected into the page does not run (script-src 'self').
+    await page.addScriptTag({ content: 'window.__inlineRan = true' }).catch(() => undefined);
+    expect(await page.evaluate('window.__inlineRan')).toBeUndefined();
+    await page.fill('[data-testid=mk]', 'tagw_m_0000000000000000_not-a-real-key');
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('text=That is not a valid management key.');
+    // The key is in sessionStorage only: no cookie, nothing in the URL.
+    await page.fill('[data-testid=mk]', mk);
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('[data-testid=version]');
+    expect(await page.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(mk);
+    expect(await browser.context.cookies()).toEqual([]);
+    expect(page.url()).not.toContain(mk);
+    await page.waitForSelector('[data-testid=families] td');
+    await browser.shot(page, '1-overview');
+    await page.close();
+  });
+
+  it('creates a private seat that turns ACTIVE, binds a broker login that goes connected, and shows quotes changing', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/seats');
+    await page.selectOption('[data-testid=hosting]', 'private');
+    await page.fill('[data-testid=region]', 'us-east');
+    await page.click('[data-testid=create-seat-btn]');
+    const row = page.locator('[data-testid=seat-row]').first();
+    await row.locator('[data-testid=seat-status]', { hasText: 'BUILDING_SERVER' }).waitFor();
+    await row.locator('[data-testid=seat-status]', { hasText: 'ACTIVE' }).waitFor({ timeout: 10_000 });
+    const seatId = (await row.getAttribute('data-id'))!;
+
+    await row.locator('[data-testid=seat-more]').click();
+    await page.fill('[data-testid=bind-user]', '50001');
+    await page.fill('[data-testid=bind-password]', 'pw-of-50001');
+    await page.fill('[data-testid=bind-server]', 'Sim-P5-Demo');
+    await page.click('[data-testid=bind-submit]');
+    await row.locator('[data-testid=conn-phase]', { hasText: 'connected' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=history] li').first().waitFor();
+    await browser.shot(page, '2-seats');
+    // The password typed is not kept in the page.
+    expect(await page.content()).not.toContain('pw-of-50001');
+
+    await row.locator('[data-testid=open-live]').click();
+    const bid = page.locator('[data-testid=quote-row][data-symbol=BTCUSD] [data-testid=bid]');
+    await bid.waitFor({ timeout: 10_000 });
+    const first = await bid.textContent();
+    await expect.poll(() => bid.textContent(), { timeout: 10_000, interval: 100 }).not.toBe(first);
+    // A bot trades on the account: the position and the deal arrive over the stream.
+    const botKey = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'bot' } })).body.key as string;
+    const order = await t.req('GET', `/OrderSend?id=${seatId}&symbol=BTCUSD&operation=Buy&volume=0.05&clientOrderId=console-1`, { headers: { 'x-api-key': botKey } });
+    expect(order.status, order.text).toBe(200);
+    await page.locator('[data-testid=position-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=trade-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=balance]', { hasText: '.' }).waitFor();
+    await page.locator('[data-testid=chart] canvas').first().waitFor();
+    await page.waitForTimeout(300); // one more paint of the chart and tables for the screenshot
+    await browser.shot(page, '3-live-account');
+    await go(page, '/overview');
+    await page.locator('[data-testid=families] td', { hasText: 'classic' }).waitFor();
+    // A second scrape gives rates and a first point on the throughput chart.
+    await page.locator('[data-testid=families] td.num', { hasText: /^\d+\.\d$/ }).first().waitFor();
+    await page.locator('[data-testid=throughput] canvas').waitFor();
+    await page.locator('[data-testid=throughput][data-points="2"]').waitFor(); // a line, for the screenshot
+    await browser.shot(page, '5-overview-busy');
+    // The live view streams with a read-only key scoped to this account, created for itself.
+    const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
+    const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });
+    expect(who.body).toMatchObject({ readOnly: true, accountScoped: true, seatId });
+    // Signing out revokes it, and forgets every key the tab held.
+    await page.click('[data-testid=signout]');
+    await page.waitForSelector('[data-testid=mk]');
+    expect(await whoami(liveKey)).toBe(401);
+    expect(await page.evaluate('Object.keys(sessionStorage).length')).toBe(0);
+    await page.close();
+  });
+
+  it('creates a key shown once, and renders a label full of markup as text', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/keys');
+    const label = '<img src=x onerror=alert(1)>';
+    await page.fill('[data-testid=key-label]', label);
+    await page.click('[data-testid=create-key-btn]');
+    const secret = await page.locator('[data-testid=secret-value]').textContent();
+    expect(secret).toMatch(/^tagw_k_/);
+    expect(await whoami(secret!)).toBe(200);
+    const cell = page.locator('[data-testid=key-label-cell]', { hasText: label });
+    await cell.waitFor();
+    expect(await cell.textContent()).toBe(label);
+    expect(await page.locator('[data-testid=keys] img').count()).toBe(0);
+    await browser.shot(page, '4-keys-secret-once');
+    await page.click('[data-testid=secret-done]');
+    await page.reload();
+    await page.waitForSelector('[data-testid=key-row]');
+    expect(await page.content()).not.toContain(secret!);
+    expect(browser.problems.filter((p) => p.startsWith('dialog'))).toEqual([]);
+    // Keys of a seat: read-only and account-scoped, offered for the seat chosen.
+    const seats = await t.req('GET', '/v1/seats', { headers: mgmt(mk) });
+    await go(page, `/keys/${seats.body.seats[0].id}`);
+    await page.waitForSelector('[data-testid=key-readonly]');
+    expect(await page.isChecked('[data-testid=key-readonly]')).toBe(true);
+    expect(await page.isChecked('[data-testid=key-scoped]')).toBe(true);
+    await page.close();
+  });
+
+  it('replaces a key: the new one shown once, the old one refused by the API', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    const created = await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'to-replace' } });
+    const oldKey = created.body.key as string;
+    expect(await whoami(oldKey)).toBe(200);
+    await go(page, '/keys');
+    const row = page.locator(`[data-testid=key-row][data-id="${created.body.id}"]`);
+    await row.locator('[data-testid=replace-key]').click();
+    const secret = page.locator('[data-testid=secret-value]');
+    await secret.waitFor();
+    const newKey = (await secret.textContent())!;
+    expect(newKey).not.toBe(oldKey);
+    expect(await whoami(oldKey)).toBe(401);
+    expect(await whoami(newKey)).toBe(200);
+    await page.click('[data-testid=secret-done]');
+    // Revoke the replacement too, in two clicks.
+    const keys = await t.req('GET', '/v1/keys', { headers: mgmt(mk) });
+    const replacement = keys.body.keys.find((k: { label: string; revoked: boolean }) => k.label === 'to-replace' && !k.revoked);
+    const fresh = page.locator(`[data-testid=key-row][data-id="${replacement.id}"]`);
+    await fresh.locator('[data-testid=revoke-key]').click();
+    await fresh.locator('[data-testid=revoke-key]', { hasText: 'Revoke now?' }).click();
+    await expect.poll(() => whoami(newKey), { timeout: 5_000 }).toBe(401);
+    await page.close();
+  });
+
+  it('rotates the management key: the new one shown once, the old tab signed out', async () => {
+    const oldTab = await browser.page();
+    await signIn(oldTab);
+    await oldTab.waitForSelector('[data-testid=version]');
+    const tab = await browser.page();
+    await signIn(tab);
+    await go(tab, '/settings');
+    await tab.waitForSelector('[data-testid=config] tbody tr');
+    await browser.shot(tab, '7-settings');
+    await tab.click('[data-testid=rotate]');
+    await tab.click('[data-testid=rotate]'); // the second click confirms
+    const secret = tab.locator('[data-testid=secret-value]');
+    await secret.waitFor();
+    const newMk = (await secret.textContent())!;
+    expect(newMk).toMatch(/^tagw_m_/);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(mk) })).status).toBe(401);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(newMk) })).status).toBe(200);
+    // The old tab's next poll is refused: it is signed out and forgets the key.
+    await oldTab.waitForSelector('[data-testid=signed-out]', { timeout: 10_000 });
+    await browser.shot(oldTab, '9-signed-out');
+    expect(await oldTab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBeNull();
+    // The rotating tab carries on with the new key.
+    expect(await tab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(newMk);
+    await go(tab, '/audit');
+    await tab.locator('[data-testid=audit] td', { hasText: 'managementKey.rotate' }).waitFor();
+    await browser.shot(tab, '8-audit');
+    mk = newMk;
+    await oldTab.close();
+    await tab.close();
+  });
+
+  it('reconnects an account and deletes a seat in two clicks', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    const seat = (await t.req('POST', '/v1/seats', { headers: mgmt(mk), body: {} })).body.id as string;
+    await go(page, '/seats');
+    const bound = page.locator('[data-testid=seat-row]', { has: page.locator('[data-testid=reconnect]') }).first();
+    await bound.locator('[data-testid=reconnect]').click();
+    await bound.locator('[data-testid=conn-phase]', { hasText: 'connected' }).waitFor();
+    expect(await page.locator('.err').count()).toBe(0);
+    const row = page.locator(`[data-testid=seat-row][data-id="${seat}"]`);
+    await row.locator('[data-testid=delete-seat]').click();
+    await row.locator('[data-testid=delete-seat]', { hasText: 'Delete seat?' }).click();
+    await row.waitFor({ state: 'detached' });
+    expect((await t.req('GET', `/v1/seats/${seat}`, { headers: mgmt(mk) })).status).toBe(404);
+    await page.close();
+  });
+
+  it('shows this week\'s calendar', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/calendar');
+    await page.locator('[data-testid=calendar] tbody tr').first().waitFor();
+    expect(await page.locator('[data-testid=calendar] tbody tr').count()).toBeGreaterThan(0);
+    await browser.shot(page, '6-calendar');
+    await page.close();
+  });
+
+  it('lets a page on a listed origin call /GetQuote and stream with a read-only scoped key, and blocks one not listed', async () => {
+    const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(mk), body: { user: '60001', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    const key = (await t.req('POST', `/v1/seats/${id}/keys`, { headers: mgmt(mk), body: { label: 'browser', readOnly: true, accountScoped: true } })).body.key as string;
+    const args = JSON.stringify({ gw: t.url, id, key });
+
+    const page = await browser.page();
+    await page.goto(originOf(allowedSite));
+    const ok = await page.evaluate(`(${CLIENT})(${args})`) as Record<string, any>;
+    expect(ok.fetchError).toBeUndefined();
+    expect(ok.quote.status).toBe(200);
+    expect(ok.quote.body).toMatchObject({ symbol: 'BTCUSD' });
+    expect(typeof ok.quote.body.bid).toBe('number');
+    // Errors reach the page too, with their code: the read-only key may not trade.
+    expect(ok.trade).toEqual({ status: 403, body: expect.objectContaining({ error: 'READ_ONLY_KEY' }) });
+    expect(ok.stream).toBe('QUOTE BTCUSD');
+
+    await page.goto(originOf(otherSite));
+    const blocked = await page.evaluate(`(${CLIENT})(${args})`) as Record<string, any>;
+    expect(blocked.fetchError).toMatch(/Failed to fetch/);
+    expect(blocked.quote).toBeUndefined();
+    expect(blocked.stream).toBe('refused');
+    await page.close();
+  });
+
+  it('raised no page errors', () => {
+    expect(browser.problems).toEqual([]);
+  });
+});
+

@@ -1,0 +1,142 @@
+// Issue 14 item 5: DATA_DIR on a full file system. A real tmpfs is mounted (we run as root; a test
+// machine that cannot mount fails here, naming what it needs), filled to the last byte, then freed.
+// Full: /OrderSend answers 503 STORAGE_UNAVAILABLE and nothing reaches the broker, a write that hits
+// the disk (a new key) is 503 too, never 500; /readyz and /metrics say so; one log line per episode.
+// Freed: everything recovers by itself.
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { StorageHealth } from '../../src/store/storageHealth.js';
+import { account, op } from '../helpers/gateway-helpers.js';
+import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+let mnt: string;
+let mounted = false;
+let t: TestGateway;
+const logs: Array<{ level: string; msg: string }> = [];
+
+beforeAll(async () => {
+  mnt = mkdtempSync(join(tmpdir(), 'tagw-full-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mnt], { stdio: 'pipe' });
+    mounted = true;
+  } catch (err) {
+    throw new Error(`the disk-full test mounts a 64 MiB tmpfs and needs root (or CAP_SYS_ADMIN) for it: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
+  }
+  mkdirSync(join(mnt, 'data'));
+  const log = createLogger('warn', {}, (line) => logs.push(JSON.parse(line) as { level: string; msg: string }));
+  t = await startTestGateway({ storageCheckMs: 20, storageMinFreeMb: 1 }, { dataDir: join(mnt, 'data'), log });
+}, 60_000);
+afterAll(async () => {
+  await t?.stop();
+  if (mounted) execFileSync('umount', [mnt]);
+  rmSync(mnt, { recursive: true, force: true });
+});
+
+/** Writes a file until the file system has not one byte left. */
+function fill(): string {
+  const f = join(mnt, 'filler');
+  const fd = openSync(f, 'w');
+  for (const b of [Buffer.alloc(1 << 20), Buffer.alloc(4096), Buffer.alloc(1)]) {
+    try {
+      for (;;) writeSync(fd, b);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+    }
+  }
+  closeSync(fd);
+  return f;
+}
+
+const untilReady = async (ready: boolean) => {
+  for (let i = 0; i < 500; i++) {
+    const r = await t.req('GET', '/readyz');
+    if (r.body.ready === ready) return r;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  throw new Error(`/readyz never became ready=${ready}`);
+};
+const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await t.req('GET', '/metrics')).text)?.[1]);
+
+describe('DATA_DIR on a full file system', () => {
+  it('orders are 503 STORAGE_UNAVAILABLE with nothing sent, readyz/metrics show it, one log line; freeing space recovers by itself', async () => {
+    const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'bot' } })).body.key as string;
+    const bound = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'full-1', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    const gw = await account(t, 'P5');
+    const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
+    expect((await untilReady(true)).body.storage).toMatchObject({ available: true });
+
+    // An empty WAL: the next commit must grow it, so a write really meets the full disk.
+    t.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fill();
+    const down = await untilReady(false);
+    expect(down.status).toBe(503);
+    expect(down.body).toMatchObject({ ready: false, store: true, shardsUp: true, storage: { available: false, fullSince: expect.any(Number) } });
+
+    const order = `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=full-1`;
+    for (let i = 0; i < 3; i++) {
+      const r = await api(order);
+      expect(r.status, r.text).toBe(503);
+      expect(r.body.error).toBe('STORAGE_UNAVAILABLE');
+      expect(r.body.message).toMatch(/disk \(DATA_DIR\) is full.*nothing was recorded or sent to the broker/);
+      expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+    }
+    expect((await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`)).status).toBe(503);
+    expect((await op(t, gw, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 })).body.error).toBe('STORAGE_UNAVAILABLE');
+    // Reads still work; nothing reached the broker.
+    expect((await api(`/OpenedOrdersTickets?id=${id}`)).body).toEqual([]);
+    expect((await op(t, gw, 'OpenedOrdersTickets')).body).toEqual([]);
+    // A write that meets the disk (a new key) is 503 as well, never 500 "internal error".
+    let keyAnswer = await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } });
+    for (let i = 0; i < 200 && keyAnswer.status === 201; i++) keyAnswer = await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } });
+    expect(keyAnswer.status, keyAnswer.text).toBe(503);
+    expect(keyAnswer.body.error).toBe('STORAGE_UNAVAILABLE');
+    expect(await metric('tagw_storage_available')).toBe(0);
+    expect(await metric('tagw_storage_full_episodes_total')).toBe(1);
+    expect(logs.filter((l) => l.msg.startsWith('DATA_DIR is full'))).toHaveLength(1);
+    expect(logs.filter((l) => l.msg === 'request failed')).toEqual([]);
+
+    rmSync(filler);
+    expect((await untilReady(true)).body.storage.available).toBe(true);
+    const ok = await api(order);
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.headers.get('idempotent-replay')).toBeNull();
+    expect((await api(`/OpenedOrdersTickets?id=${id}`)).body).toEqual([ok.body.ticket]);
+    expect((await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'after' } })).status).toBe(201);
+    expect(await metric('tagw_storage_available')).toBe(1);
+    expect(await metric('tagw_storage_full_episodes_total')).toBe(1);
+    expect(logs.filter((l) => l.msg.startsWith('DATA_DIR is full'))).toHaveLength(1);
+  }, 60_000);
+});
+
+describe('StorageHealth', () => {
+  it('an episode per crossing of the reserve, logged once each; a reported write failure holds until a later check finds room', () => {
+    const clock = new ManualClock(1_000);
+    let free = 100;
+    const lines: string[] = [];
+    const h = new StorageHealth({ dir: '/x', minFreeBytes: 10, checkMs: 50, now: () => clock.now(), freeBytes: () => free, log: createLogger('info', {}, (l) => lines.push(JSON.parse(l).msg)) });
+    h.check();
+    expect(h.available()).toBe(true);
+    free = 5;
+    expect(h.available()).toBe(true); // looked at 0 ms ago
+    clock.advance(50);
+    for (let i = 0; i < 5; i++) expect(() => h.assertWritable()).toThrow(expect.objectContaining({ code: 'STORAGE_UNAVAILABLE', status: 503 }));
+    free = 100;
+    clock.advance(50);
+    expect(h.available()).toBe(true);
+    h.reportFull('SQLITE_FULL');
+    expect(h.available()).toBe(false);
+    clock.advance(49);
+    expect(h.available()).toBe(false);
+    clock.advance(1);
+    expect(h.available()).toBe(true);
+    expect(h.episodes).toBe(2);
+    expect(lines.filter((l) => l.startsWith('DATA_DIR is full'))).toHaveLength(2);
+    expect(lines.filter((l) => l.startsWith('DATA_DIR has room again'))).toHaveLength(2);
+  });
+});

@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer } from '../../src/auth/bootstrap.js';
+import { loadSimConfig } from '../../src/sim/config.js';
+import { startSimServer } from '../../src/simServer.js';
+import { Simulator } from '../../src/sim/simulator.js';
+import { MemorySimStore } from '../../src/store/simStore.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+let t: TestGateway;
+let key: string;
+let account: string;
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } })).body.key;
+  account = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'faulty', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('simulator fault injection over HTTP', () => {
+  it('an account fault rejects the next trade with the broker reason, then trading resumes', async () => {
+    const f = await t.req('POST', `/v1/accounts/${account}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'reject', count: 1 } });
+    expect(f.status).toBe(201);
+    const rejected = await api(`/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01`);
+    expect(rejected.status).toBe(400);
+    expect(rejected.body.error).toBe('TRADE_REQUEST_ERROR');
+    const ok = await api(`/OrderSend?id=${account}&symbol=BTCUSD&operation=Buy&volume=0.01`);
+    expect(ok.status).toBe(200);
+  });
+
+  it('validates fault bodies', async () => {
+    const h = { headers: mgmt(t.managementKey) };
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'drop' } })).status).toBe(400);
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'explode', durationMs: 5 } })).status).toBe(400);
+    expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'reject' } })).status).toBe(400);
+  });
+
+  it('a server-wide drop takes the connection down, and it comes back', async () => {
+    // A summary read while connected is what /AccountSummary answers (synced:false) during the outage.
+    expect((await api(`/AccountSummary?id=${account}`)).body.synced).toBe(true);
+    const f = await t.req('POST', '/v1/sim/faults', { headers: mgmt(t.managementKey), body: { server: 'Sim-P5-Demo', kind: 'drop', durationMs: 1_000 } });
+    expect(f.status).toBe(201);
+    expect(f.body.shards).toBe(2);
+    const listed = await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) });
+    expect(listed.body.faults.filter((x: { kind: string }) => x.kind === 'drop')).toHaveLength(2);
+    let sawDown = false;
+    for (let i = 0; i < 40 && !sawDown; i++) {
+      const s = await api(`/AccountSummary?id=${account}`);
+      sawDown = s.status === 503 || s.body?.synced === false;
+      if (!sawDown) await wait(25);
+    }
+    expect(sawDown).toBe(true);
+    // Operators see it in /metrics: accounts per connection phase.
+    const phases = async () => {
+      const text = (await t.req('GET', '/metrics')).text;
+      return Object.fromEntries([...text.matchAll(/^tagw_broker_connections\{phase="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+    };
+    let during = await phases();
+    for (let i = 0; i < 40 && !(during.reconnecting! > 0); i++) {
+      await wait(25);
+      during = await phases();
+    }
+    expect(during).toMatchObject({ reconnecting: expect.any(Number), connecting: expect.any(Number), refused: 0 });
+    expect(during.reconnecting).toBeGreaterThan(0);
+    let up = false;
+    for (let i = 0; i < 100 && !up; i++) {
+      await wait(100);
+      const s = await api(`/AccountSummary?id=${account}`);
+      up = s.status === 200 && s.body.synced === true;
+    }
+    expect(up).toBe(true);
+    let after = await phases();
+    for (let i = 0; i < 40 && after.reconnecting! > 0; i++) {
+      await wait(50);
+      after = await phases();
+    }
+    expect(after.reconnecting).toBe(0);
+    expect(after.connected).toBeGreaterThan(0);
+    const cleared = await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) });
+    expect(cleared.status).toBe(200);
+    expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults).toEqual([]);
+  });
+
+  it("after a re-bind to another login, an outage never answers the previous login's summary as last-known values", async () => {
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'lastknown-1', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    expect((await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.05`)).status).toBe(200);
+    const before = await api(`/AccountSummary?id=${id}`);
+    expect(before.body.margin).toBeGreaterThan(0);
+    const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id, user: 'lastknown-2', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebind.status).toBe(200);
+    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'drop', durationMs: 2_000 } })).status).toBe(201);
+    let down: Awaited<ReturnType<typeof api>> | undefined;
+    for (let i = 0; i < 80 && !down; i++) {
+      const s = await api(`/AccountSummary?id=${id}`);
+      if (s.status === 503 || s.body?.synced === false) down = s;
+      else await wait(25);
+    }
+    expect(down).toBeDefined();
+    // The new login has no position: the old login's margin must not be shown for it.
+    if (down!.status === 200) expect(down!.body.margin).toBe(0);
+    else expect(down!.body.error).toBe('NOT_CONNECTED');
+  });
+
+  it('server-wide faults are for the operator only; another customer cannot touch this account', async () => {
+    const other = createCustomer(t.gw.services.tenancy, 'tenant-b');
+    const r = await t.req('POST', '/v1/sim/faults', { headers: mgmt(other.managementKey), body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });
+    expect(r.status).toBe(403);
+    expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(other.managementKey) })).status).toBe(403);
+    const a = await t.req('POST', `/v1/accounts/${account}/faults`, { headers: mgmt(other.managementKey), body: { kind: 'reject', count: 1 } });
+    expect(a.status).toBe(404);
+  });
+});
+
+describe('simulator fault routes in bridge mode', () => {
+  it('answer 400 for every method: the faults live in the simulator process, an empty list would be wrong', async () => {
+    // A standalone simulator takes its faults from its servers file; the gateway cannot list or clear them.
+    const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+    sim.start();
+    const bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
+    const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}` });
+    try {
+      const h = { headers: mgmt(g.managementKey) };
+      const post = await g.req('POST', '/v1/sim/faults', { ...h, body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });
+      expect(post.status).toBe(400);
+      const list = await g.req('GET', '/v1/sim/faults', h);
+      expect(list.status).toBe(400);
+      expect(list.body.message).toContain('embedded simulator');
+      expect((await g.req('DELETE', '/v1/sim/faults', h)).status).toBe(400);
+    } finally {
+      await g.stop();
+      await bridge.close();
+      sim.stop();
+    }
+  }, 30_000);
+});

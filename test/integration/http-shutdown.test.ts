@@ -1,0 +1,128 @@
+// Shutdown over real sockets, with the gateway as its own process (issue 14 item 4): a SIGTERM that
+// lands among 50 concurrent orders answers every connection the kernel accepted, whether its
+// request was in flight (its reply), queued behind the signal (503 SERVICE_UNAVAILABLE with
+// retry-after) or still in the accept backlog (accepted and answered 503); none is reset, and no
+// order executes without its answer (docs/http.md).
+import { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestGateway } from '../helpers/gateway.js';
+import { cleanupProcesses, startProcess as spawnGateway, tempDir } from '../helpers/process.js';
+import { rawConnect, rawGet, type RawConnection } from '../helpers/rawHttp.js';
+
+const KEY = 'shutdown-test-management-key-0123456789';
+afterEach(cleanupProcesses);
+
+async function startProcess(dataDir: string) {
+  const p = spawnGateway({ GATEWAY_MANAGEMENT_KEY: KEY, DRAIN_TIMEOUT_MS: '5000' }, dataDir);
+  const port = Number(new URL(await p.listening).port);
+  return { ...p, port };
+}
+
+async function call(port: number, method: string, path: string, headers: Record<string, string>, body?: unknown) {
+  const r = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  return (await r.json()) as any;
+}
+
+describe('shutdown', () => {
+  it('SIGTERM 5 ms after 50 concurrent orders: every connection is answered (200, or 503 with retry-after and connection: close), none reset; each 200 is an order, no other order exists', async () => {
+    const dataDir = tempDir('tagw-shutdown-');
+    const p = await startProcess(dataDir);
+    const mk = { authorization: `Bearer ${KEY}` };
+    const key = (await call(p.port, 'POST', '/v1/keys', mk, { label: 'shutdown' })).key as string;
+    const id = (await call(p.port, 'POST', '/ConnectEx', { 'x-api-key': key }, { user: 'shut', password: 'pw', server: 'Sim-P5-Demo' })).id as string;
+    expect(id).toBeTruthy();
+
+    const conns: Array<Promise<RawConnection>> = [];
+    const send = (i: number) =>
+      conns.push(rawConnect(p.port).then((c) => {
+        c.write(rawGet(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=shut-${i}`, { 'x-api-key': key }));
+        return c;
+      }));
+    // A keep-alive connection that asks again once the gateway is draining.
+    const kept = await rawConnect(p.port);
+    kept.write(rawGet('/healthz'));
+    await kept.waitFor(1);
+    for (let i = 0; i < 50; i++) send(i);
+    await new Promise((r) => setTimeout(r, 5));
+    p.child.kill('SIGTERM');
+    while (!p.output().includes('shutting down')) await new Promise((r) => setTimeout(r, 5));
+    kept.write(rawGet('/healthz'));
+    const outcomes = await Promise.all(conns.map(async (cp) => {
+      const c = await cp;
+      const how = await Promise.race([c.waitFor(1).then(() => c.closed), c.closed]);
+      return { how, responses: c.responses };
+    }));
+    expect(await p.exited).toBe(0);
+
+    expect(outcomes.filter((o) => o.how === 'reset')).toHaveLength(0);
+    expect(outcomes.filter((o) => o.responses.length !== 1).map((o) => o.responses.length)).toEqual([]);
+    const statuses = outcomes.map((o) => o.responses[0]!.status);
+    expect(statuses.every((s) => s === 200 || s === 503), JSON.stringify(statuses)).toBe(true);
+    for (const o of outcomes.filter((x) => x.responses[0]!.status === 503)) {
+      expect(o.responses[0]!.json).toMatchObject({ error: 'SERVICE_UNAVAILABLE' });
+      expect(Number(o.responses[0]!.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    const [, late] = await kept.waitFor(2);
+    expect(late!.status).toBe(503);
+    expect(late!.headers.connection).toBe('close');
+    expect(late!.headers['retry-after']).toBe('2');
+    expect(await kept.closed).toBe('end');
+    const answered = outcomes.filter((o) => o.responses[0]!.status === 200).map((o) => o.responses[0]!.json.ticket as number);
+
+    // Started again on the same data: the orders at the broker are exactly the ones answered 200.
+    const again = await startProcess(dataDir);
+    const tickets = (await call(again.port, 'GET', `/OpenedOrdersTickets?id=${id}`, { 'x-api-key': key })) as number[];
+    expect([...tickets].sort()).toEqual([...answered].sort());
+    again.child.kill('SIGTERM');
+    expect(await again.exited).toBe(0);
+  }, 60_000);
+
+  // In the gateway's own process, to put connections into the accept backlog for certain: this
+  // thread (the gateway's) is blocked while a worker thread connects and sends, then shuts down.
+  it('connections waiting in the accept backlog when shutdown begins are accepted and answered 503, not reset', async () => {
+    const t = await startTestGateway();
+    try {
+      const n = 25;
+      const sent = new Int32Array(new SharedArrayBuffer(4));
+      const worker = new Worker(BACKLOG_CLIENT, { eval: true, workerData: { port: t.gw.port, n, sent } });
+      const results = new Promise<Array<{ how: string; head: string }>>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      while (Atomics.load(sent, 0) < n) Atomics.wait(sent, 0, Atomics.load(sent, 0), 100);
+      const closing = t.gw.close();
+      const outcomes = await results;
+      await closing;
+      expect(outcomes.filter((o) => o.how === 'reset')).toEqual([]);
+      for (const o of outcomes) {
+        expect(o.head).toMatch(/^HTTP\/1\.1 503/);
+        expect(o.head.toLowerCase()).toContain('retry-after: 2');
+      }
+    } finally {
+      await t.stop();
+    }
+  }, 30_000);
+});
+
+/** Connects n sockets, sends GET /healthz on each, counts them in `sent`; reports how each ended. */
+const BACKLOG_CLIENT = `
+const net = require('node:net');
+const { workerData, parentPort } = require('node:worker_threads');
+const { port, n, sent } = workerData;
+const outcomes = [];
+for (let i = 0; i < n; i++) {
+  const s = net.connect(port, '127.0.0.1', () => {
+    s.write('GET /healthz HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n');
+    Atomics.add(sent, 0, 1);
+    Atomics.notify(sent, 0);
+  });
+  let data = '';
+  let how = 'end';
+  s.on('data', (d) => { data += d.toString('latin1'); });
+  s.on('error', (e) => { how = e.code === 'ECONNRESET' ? 'reset' : e.code; });
+  s.on('close', () => {
+    outcomes.push({ how, head: data.slice(0, data.indexOf('\\r\\n\\r\\n') + 1) });
+    if (outcomes.length === n) parentPort.postMessage(outcomes);
+  });
+}
+`;

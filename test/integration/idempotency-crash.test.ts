@@ -1,0 +1,155 @@
+// Issue 14 item 6: in embedded mode a record left `sent` by a crash is resolved from the embedded
+// simulator's own journal, not blocked 24 h with 409 IDEMPOTENCY_UNCERTAIN. The simulator runs in
+// the shard's thread and journals trades in the gateway's database: after a SIGKILL nothing can
+// still be in transit, so "no trace in the journal" means "never executed" (the id is free), and a
+// trace means "executed" (its result is replayed). 409 stays for a broker in another process (bridge).
+import Database from 'better-sqlite3';
+import fc from 'fast-check';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createActor } from 'xstate';
+import { idempotencyMachine } from '../../actors/idempotency.js';
+import { RETCODE_DONE, type RequestLookup } from '../../src/market/orders.js';
+import { SecretBox } from '../../src/crypto/secretBox.js';
+import { createLogger } from '../../src/log.js';
+import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
+import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
+import { recoveredOutcome } from '../../src/runtime/hosts/accountTrade.js';
+import type { ActorHost } from '../../src/runtime/hosts/context.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { cleanupProcesses, startProcess as spawnGateway, tempDir } from '../helpers/process.js';
+import { shardSettings } from '../../src/runtime/settings.js';
+import { systemClock } from '../../src/util/clock.js';
+
+afterEach(cleanupProcesses);
+
+const MK = 'crash-test-management-key-0123456789';
+
+describe('a gateway SIGKILLed while an idempotent order waits at the embedded simulator', () => {
+  it('after the restart the retry executes it once (200, not 409), then replays it', async () => {
+    const a = spawnGateway({ GATEWAY_MANAGEMENT_KEY: MK });
+    let url = await a.listening;
+    const mk = { authorization: `Bearer ${MK}` };
+    const key = ((await (await fetch(`${url}/v1/keys`, { method: 'POST', headers: mk, body: JSON.stringify({ label: 'bot' }) })).json()) as { key: string }).key;
+    const bind = await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key }, body: JSON.stringify({ user: 'crash-1', password: 'pw', server: 'Sim-P5-Demo' }) });
+    expect(bind.status).toBe(200);
+    const id = ((await bind.json()) as { id: string }).id;
+    // The simulator holds every reply of this login for a minute: the order waits there, unexecuted.
+    const fault = await fetch(`${url}/v1/sim/faults`, { method: 'POST', headers: mk, body: JSON.stringify({ server: 'Sim-P5-Demo', login: 'crash-1', kind: 'latency', latencyMs: 60_000 }) });
+    expect(fault.status, await fault.text()).toBe(201);
+    const order = `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=crash-1`;
+    const hanging = fetch(url + order, { headers: { 'x-api-key': key } }).catch(() => 'connection lost');
+    // Kill once the record is durably `sent` (committed before the order goes to the simulator).
+    const db = new Database(join(a.dir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    const phase = () => (db.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'crash-1'").get() as { phase: string } | undefined)?.phase;
+    while (phase() !== 'sent') await new Promise((r) => setTimeout(r, 20));
+    a.child.kill('SIGKILL');
+    await a.exited;
+    db.close();
+    expect(await hanging).toBe('connection lost');
+
+    const b = spawnGateway({ GATEWAY_MANAGEMENT_KEY: MK }, a.dir);
+    url = await b.listening;
+    const send = () => fetch(url + order, { headers: { 'x-api-key': key } });
+    let r = await send();
+    // 503 while the account's connection comes back after the restart.
+    while (r.status === 503) {
+      await new Promise((res) => setTimeout(res, 50));
+      r = await send();
+    }
+    const body = (await r.json()) as { ticket: number; error?: string };
+    expect(r.status, JSON.stringify(body)).toBe(200);
+    expect(r.headers.get('idempotent-replay')).toBeNull();
+    const tickets = await (await fetch(`${url}/OpenedOrdersTickets?id=${id}`, { headers: { 'x-api-key': key } })).json();
+    expect(tickets).toEqual([body.ticket]);
+    const again = await send();
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+    expect(((await again.json()) as { ticket: number }).ticket).toBe(body.ticket);
+    b.child.kill('SIGTERM');
+    expect(await b.exited).toBe(0);
+  }, 60_000);
+});
+
+describe('a crash after the embedded simulator executed, before the outcome was written', () => {
+  const hosts: ActorHost[] = [];
+  const dbs: Db[] = [];
+  afterEach(() => {
+    for (const h of hosts.splice(0)) h.stop();
+    for (const d of dbs.splice(0)) d.close();
+  });
+
+  it('the restarted shard replays the result the simulator journaled: same ticket, one position', async () => {
+    const dir = tempDir('tagw-idem-sim-');
+    const key = randomBytes(32);
+    const accountId = '44444444-4444-4444-8444-444444444444';
+    // A shard host with the real embedded simulator, on its own connection to the same database.
+    const boot = () => {
+      const db = openDb(dir);
+      dbs.push(db);
+      const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
+      hosts.push(host);
+      host.rehydrate();
+      return host;
+    };
+    const bind = (h: ActorHost) => h.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Sim-P5-Demo', login: 'crash-2', passwordEnc: new SecretBox(key).seal('pw', accountId) });
+    const send = (h: ActorHost) => Promise.resolve(h.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: 'e-1' })) as Promise<TradeReply>;
+    const first = boot();
+    await bind(first);
+    const answered = await send(first);
+    expect(answered).toMatchObject({ status: 200, replay: false });
+    // "Crash" now: the record's outcome is committed a turn after the reply, so on disk it is still
+    // `sent`; a new shard rehydrates from the disk as it is at this moment.
+    expect(dbs[0]!.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'e-1'").get()).toEqual({ phase: 'sent' });
+    const restarted = boot();
+    await bind(restarted);
+    const retry = await send(restarted);
+    expect(retry).toEqual({ ...answered, replay: true });
+    const opened = await restarted.handlers['account.op']!({ accountId, op: 'OpenedOrdersTickets', args: {} });
+    expect(opened).toEqual([JSON.parse(answered.json).ticket]);
+  });
+});
+
+describe('recoveredOutcome (the resolution of a record restored `sent`)', () => {
+  const lookup = (ticket: number): RequestLookup => ({
+    requestId: 'r', timeMsc: 1,
+    result: {
+      ok: true, retcode: RETCODE_DONE, deals: [],
+      order: {
+        kind: 'order', ticket, symbol: 'EURUSD', type: 'Buy', state: 'filled', volume: 0.1, volumeInitial: 0.1, openPrice: 1.1,
+        openTimeMsc: 1_700_000_000_000, sl: 0, tp: 0, magic: 0, comment: '', commission: 0, swap: 0, profit: 0, positionId: ticket,
+      },
+    },
+  });
+  it('property: found → its result (persisted); not found in process → id freed; not found across processes → uncertain (409)', () => {
+    fc.assert(fc.property(fc.option(fc.integer({ min: 1, max: 1e9 }), { nil: undefined }), fc.boolean(), (ticket, inProcess) => {
+      const found = ticket === undefined ? null : lookup(ticket);
+      const log: string[] = [];
+      const m = idempotencyMachine.provide({
+        actions: {
+          persistSent: () => void log.push('sent'),
+          persistResult: () => void log.push('result'),
+          persistUncertain: () => void log.push('uncertain'),
+          forget: () => void log.push('forget'),
+        },
+      });
+      const actor = createActor(m, { input: { accountId: 'a', clientOrderId: 'x', paramsHash: 'h', phase: 'sent', expiresAt: Date.now() + 60_000 } });
+      actor.start();
+      expect(actor.getSnapshot().value).toBe('recovering');
+      actor.send(recoveredOutcome(found, inProcess));
+      const s = actor.getSnapshot();
+      actor.stop();
+      if (found) {
+        expect(s.value).toBe('result');
+        expect(JSON.parse(s.context.result!.json)).toMatchObject({ ticket });
+        expect(log).toEqual(['result']);
+      } else if (inProcess) {
+        expect(s.value).toBe('discarded');
+        expect(log).toEqual(['forget']);
+      } else {
+        expect(s.value).toBe('uncertain');
+        expect(log).toEqual(['uncertain']);
+      }
+    }));
+  });
+});

@@ -1,0 +1,259 @@
+// The management API (issue 17 item 2) over real sockets: key listing without secrets, revoke,
+// replace, management-key rotation, seat removal, last-used times and the audit log.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer } from '../../src/auth/bootstrap.js';
+import { KeyUsage } from '../../src/auth/keyUsage.js';
+import WebSocket from 'ws';
+import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
+import { mgmt, ManualClock, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { mustOpen } from '../helpers/stream-helpers.js';
+
+let t: TestGateway;
+beforeAll(async () => {
+  // Open streams re-check their key only every 10 minutes here: a socket closed at once was closed by the revocation itself.
+  t = await startTestGateway({ streamKeyCheckMs: 600_000, keyUsageFlushMs: 3_600_000 });
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+const h = () => mgmt(t.managementKey);
+const newKey = async (label: string, headers = h()) => (await t.req('POST', '/v1/keys', { headers, body: { label } })).body as { id: string; key: string };
+const whoami = (key: string) => t.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } });
+const bind = async (key: string, user: string) =>
+  (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user, password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+
+describe('listing keys', () => {
+  it('shows label, kind, scope, created and last used, never the secret or its hash', async () => {
+    const full = await newKey('lister-full');
+    const seat = (await t.req('POST', '/v1/seats', { headers: h(), body: {} })).body.id as string;
+    const scoped = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: h(), body: { label: 'lister-scoped', readOnly: true, accountScoped: true } })).body;
+    const before = await t.req('GET', '/v1/keys', { headers: h() });
+    expect(before.status).toBe(200);
+    const row = before.body.keys.find((k: { id: string }) => k.id === full.id);
+    expect(row).toMatchObject({ kind: 'api', label: 'lister-full', readOnly: false, accountScoped: false, seatId: null, lastUsedAt: null, revoked: false });
+    expect(Date.parse(row.createdAt)).not.toBeNaN();
+    const secretOf = (v: string) => v.split('_').pop()!;
+    expect(before.text).not.toContain(secretOf(full.key));
+    expect(before.text).not.toContain(secretOf(scoped.key));
+    expect(before.text).not.toMatch(/"(hash|key)"\s*:/);
+
+    expect((await whoami(full.key)).status).toBe(200);
+    const after = await t.req('GET', '/v1/keys', { headers: h() });
+    const used = after.body.keys.find((k: { id: string }) => k.id === full.id);
+    expect(used.lastUsedAt).not.toBeNull();
+
+    const ofSeat = await t.req('GET', `/v1/seats/${seat}/keys`, { headers: h() });
+    expect(ofSeat.body.keys.map((k: { id: string }) => k.id)).toEqual([scoped.id]);
+    expect(ofSeat.body.keys[0]).toMatchObject({ readOnly: true, accountScoped: true, seatId: seat });
+    const filtered = await t.req('GET', `/v1/keys?seatId=${seat}`, { headers: h() });
+    expect(filtered.body.keys.map((k: { id: string }) => k.id)).toEqual([scoped.id]);
+  });
+
+  it('lists management keys with ?kind=management, and only the customer\'s own keys', async () => {
+    const other = createCustomer(t.gw.services.tenancy, 'lister-other');
+    const theirs = await newKey('theirs', mgmt(other.managementKey));
+    const mine = await t.req('GET', '/v1/keys?kind=all', { headers: h() });
+    expect(mine.body.keys.some((k: { id: string }) => k.id === theirs.id)).toBe(false);
+    const m = await t.req('GET', '/v1/keys?kind=management', { headers: mgmt(other.managementKey) });
+    expect(m.body.keys).toHaveLength(1);
+    expect(m.body.keys[0]).toMatchObject({ kind: 'management', label: 'initial', revoked: false });
+    expect((await t.req('GET', '/v1/keys?kind=secret', { headers: h() })).status).toBe(400);
+  });
+});
+
+describe('revoking and replacing keys', () => {
+  it('a revoked key is refused by the very next request, and its open /v1/stream and /ws sockets close at once', async () => {
+    const k = await newKey('doomed');
+    const keeper = await newKey('keeper');
+    const id = await bind(keeper.key, 'mgmt-revoke');
+    expect((await whoami(k.key)).status).toBe(200); // cached as verified now
+    const stream = await mustOpen(t.url, { apiKey: k.key, id });
+    const other = await mustOpen(t.url, { apiKey: keeper.key, id });
+    const handle = (await t.req('POST', '/v1/connect', { headers: { 'x-api-key': keeper.key }, body: { brokerAccountId: id } })).body.handle as string;
+    const gwWs = new WebSocket(`${t.url.replace('http', 'ws')}/ws?handle=${handle}`, { headers: { 'x-api-key': k.key } });
+    const gwClosed = new Promise<number>((r) => gwWs.once('close', (code) => r(code)));
+    await new Promise((r, j) => (gwWs.once('open', r), gwWs.once('error', j)));
+    const del = await t.req('DELETE', `/v1/keys/${k.id}`, { headers: h() });
+    expect(del.body).toEqual({ id: k.id, revoked: true });
+    expect((await whoami(k.key)).status).toBe(401);
+    const closed = (await stream.until((c) => c.closed, 5_000, 'close'))!;
+    expect(closed.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
+    expect(await gwClosed).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
+    expect(other.closed).toBeNull();
+    other.ws.close();
+  });
+
+  it('replace: the new key is shown once with the same scope; the old one is refused at once; a second replace is 409', async () => {
+    const seat = (await t.req('POST', '/v1/seats', { headers: h(), body: {} })).body.id as string;
+    const old = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: h(), body: { label: 'leaked', readOnly: true, accountScoped: true } })).body;
+    expect((await whoami(old.key)).status).toBe(200);
+    const r = await t.req('POST', `/v1/keys/${old.id}/replace`, { headers: h(), body: {} });
+    expect(r.status).toBe(201);
+    expect(r.body).toMatchObject({ label: 'leaked', readOnly: true, accountScoped: true, seatId: seat, replaced: old.id });
+    expect(r.body.key).toMatch(/^tagw_k_/);
+    expect((await whoami(old.key)).status).toBe(401);
+    const fresh = await whoami(r.body.key);
+    expect(fresh.status).toBe(200);
+    expect(fresh.body).toMatchObject({ keyId: r.body.id, readOnly: true, accountScoped: true, seatId: seat });
+    const again = await t.req('POST', `/v1/keys/${old.id}/replace`, { headers: h(), body: {} });
+    expect(again.status).toBe(409);
+    expect(again.body.error).toBe('CONFLICT');
+    const listed = (await t.req('GET', '/v1/keys', { headers: h() })).body.keys.find((k: { id: string }) => k.id === old.id);
+    expect(listed).toMatchObject({ revoked: true, replacedBy: r.body.id });
+    // The new key is never shown again.
+    expect((await t.req('GET', '/v1/keys', { headers: h() })).text).not.toContain(r.body.key);
+  });
+
+  it("another customer's key cannot be revoked or replaced (404)", async () => {
+    const other = createCustomer(t.gw.services.tenancy, 'replace-other');
+    const theirs = await newKey('theirs', mgmt(other.managementKey));
+    expect((await t.req('DELETE', `/v1/keys/${theirs.id}`, { headers: h() })).status).toBe(404);
+    expect((await t.req('POST', `/v1/keys/${theirs.id}/replace`, { headers: h(), body: {} })).status).toBe(404);
+    expect((await whoami(theirs.key)).status).toBe(200);
+  });
+});
+
+describe('rotating the management key', () => {
+  it('the new key is shown once and works; the old one is refused at once, cached or not', async () => {
+    const c = createCustomer(t.gw.services.tenancy, 'rotator');
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(c.managementKey) })).status).toBe(200); // warm the cache
+    const r = await t.req('POST', '/v1/management-key/rotate', { headers: mgmt(c.managementKey), body: {} });
+    expect(r.status).toBe(201);
+    expect(r.body.key).toMatch(/^tagw_m_/);
+    const old = await t.req('GET', '/v1/seats', { headers: mgmt(c.managementKey) });
+    expect(old.status).toBe(401);
+    expect((await t.req('GET', '/v1/seats', { headers: { 'x-management-key': c.managementKey } })).status).toBe(401);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(r.body.key) })).status).toBe(200);
+    const listed = (await t.req('GET', '/v1/keys?kind=management', { headers: mgmt(r.body.key) })).body.keys;
+    expect(listed.map((k: { id: string; revoked: boolean }) => [k.id === r.body.id, k.revoked])).toEqual([[false, true], [true, false]]);
+  });
+
+  it('a key set with GATEWAY_MANAGEMENT_KEY is not rotated through the API (403)', async () => {
+    const r = await t.req('POST', '/v1/management-key/rotate', { headers: h(), body: {} });
+    expect(r.status).toBe(403);
+    expect(r.body.error).toBe('FORBIDDEN');
+    expect((await t.req('GET', '/v1/seats', { headers: h() })).status).toBe(200);
+  });
+
+  it('rewrites bootstrap.json when it held the rotated key', async () => {
+    const g = await startTestGateway({ managementKey: undefined });
+    try {
+      const file = join(g.dataDir, 'bootstrap.json');
+      const first = JSON.parse(readFileSync(file, 'utf8')).managementKey as string;
+      expect(first).toBe(g.managementKey);
+      const r = await g.req('POST', '/v1/management-key/rotate', { headers: mgmt(first), body: { label: 'rotated' } });
+      expect(r.status).toBe(201);
+      const b = JSON.parse(readFileSync(file, 'utf8'));
+      expect(b).toMatchObject({ managementKey: r.body.key, shown: true });
+      expect((await g.req('GET', '/v1/seats', { headers: mgmt(first) })).status).toBe(401);
+    } finally {
+      await g.stop();
+    }
+  });
+});
+
+describe('removing a seat', () => {
+  it('closes its streams and sessions, revokes its scoped keys, keeps its orders and audit rows', async () => {
+    const full = await newKey('seat-owner');
+    const id = await bind(full.key, 'mgmt-remove');
+    const scoped = (await t.req('POST', `/v1/seats/${id}/keys`, { headers: h(), body: { label: 'scoped', accountScoped: true } })).body;
+    const order = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=before-removal`, { headers: { 'x-api-key': full.key } });
+    expect(order.status).toBe(200);
+    const handle = (await t.req('POST', '/v1/connect', { headers: { 'x-api-key': full.key }, body: { brokerAccountId: id } })).body.handle as string;
+    expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: { 'x-api-key': full.key } })).status).toBe(200);
+    const stream = await mustOpen(t.url, { apiKey: full.key, id });
+    expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(200);
+
+    const del = await t.req('DELETE', `/v1/seats/${id}`, { headers: h() });
+    expect(del.status).toBe(200);
+    expect(del.body).toEqual({ id, removed: true, revokedKeys: [scoped.id] });
+
+    expect((await stream.until((c) => c.closed, 5_000, 'close'))!.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
+    expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
+    expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
+    expect((await whoami(scoped.key)).status).toBe(401);
+    expect((await whoami(full.key)).status).toBe(200); // an unscoped key is the customer's, not the seat's
+    expect((await t.req('GET', `/v1/seats/${id}`, { headers: h() })).status).toBe(404);
+    expect((await t.req('DELETE', `/v1/seats/${id}`, { headers: h() })).status).toBe(404);
+    const seats = (await t.req('GET', '/v1/seats', { headers: h() })).body.seats as Array<{ id: string }>;
+    expect(seats.some((s) => s.id === id)).toBe(false);
+    // History stays: the order's idempotency record and the audit rows naming the seat.
+    const kept = t.gw.services.db.prepare('SELECT client_order_id FROM idempotency WHERE account_id = ?').all(id);
+    expect(kept).toEqual([{ client_order_id: 'before-removal' }]);
+    const audit = (await t.req('GET', '/v1/audit?limit=1000', { headers: h() })).body.entries as Array<{ action: string; target: string }>;
+    expect(audit.filter((e) => e.target === id).map((e) => e.action)).toEqual(['seat.delete']);
+    expect(audit.some((e) => e.action === 'key.create' && e.target === scoped.id)).toBe(true);
+  });
+});
+
+describe('the audit log', () => {
+  it('records who did what to which target, newest first, paged, per customer', async () => {
+    const c = createCustomer(t.gw.services.tenancy, 'audited');
+    const mk = mgmt(c.managementKey);
+    const mkId = c.managementKey.split('_')[2];
+    const seat = (await t.req('POST', '/v1/seats', { headers: mk, body: {} })).body.id as string;
+    const k = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: mk, body: { label: 'a' } })).body;
+    const rep = (await t.req('POST', `/v1/keys/${k.id}/replace`, { headers: mk, body: {} })).body;
+    await t.req('DELETE', `/v1/keys/${rep.id}`, { headers: mk });
+    await t.req('DELETE', '/v1/keys/0000000000000000', { headers: mk }); // failed: not recorded
+    const all = await t.req('GET', '/v1/audit', { headers: mk });
+    expect(all.status).toBe(200);
+    expect(all.body.entries.map((e: { action: string; target: string; keyId: string }) => [e.action, e.target, e.keyId])).toEqual([
+      ['key.revoke', rep.id, mkId],
+      ['key.replace', k.id, mkId],
+      ['key.create', k.id, mkId],
+      ['seat.create', seat, mkId],
+    ]);
+    expect(all.body.entries[1].detail).toEqual({ newKeyId: rep.id });
+    expect(all.text).not.toContain(rep.key);
+    const page1 = await t.req('GET', '/v1/audit?limit=3', { headers: mk });
+    expect(page1.body.entries).toHaveLength(3);
+    const page2 = await t.req('GET', `/v1/audit?limit=3&before=${page1.body.next}`, { headers: mk });
+    expect(page2.body.entries.map((e: { action: string }) => e.action)).toEqual(['seat.create']);
+    expect(page2.body.next).toBeNull();
+    // Nobody else's actions.
+    const mine = (await t.req('GET', '/v1/audit?limit=1000', { headers: h() })).body.entries as Array<{ target: string }>;
+    expect(mine.some((e) => e.target === seat)).toBe(false);
+  });
+
+  it('every management route that changes something names its audit action', () => {
+    const missing = t.gw.routes.filter((r) => r.auth === 'management' && r.method !== 'get' && !r.audit).map((r) => `${r.method} ${r.path}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('the management routes are in the OpenAPI document', async () => {
+    const doc = (await t.req('GET', '/openapi.json')).body;
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/keys', '/v1/keys/{keyId}', '/v1/keys/{keyId}/replace', '/v1/management-key/rotate', '/v1/seats/{id}/keys', '/v1/audit']));
+    expect(doc.paths['/v1/seats/{id}'].delete).toBeDefined();
+    expect(doc.paths['/v1/keys'].get.responses['200'].content['application/json'].schema).toBeDefined();
+  });
+});
+
+describe('last-used times are coalesced', () => {
+  it('many uses of a key are one write at the flush, never one per request', () => {
+    const writes: Array<Array<[string, number]>> = [];
+    const clock = new ManualClock(1_000);
+    const usage = new KeyUsage({ touchKeys: (times) => writes.push([...times]) }, clock);
+    for (let i = 0; i < 1_000; i++) {
+      usage.touch(i % 2 ? 'a' : 'b');
+      clock.advance(1);
+    }
+    expect(writes).toEqual([]);
+    expect(usage.latest('a')).toBe(1_999);
+    expect(usage.flush()).toBe(2);
+    expect(writes).toEqual([[['b', 1_998], ['a', 1_999]]]);
+    expect(usage.flush()).toBe(0);
+    expect(writes).toHaveLength(1);
+  });
+
+  it('the store keeps the latest time: an older batch never moves it back', async () => {
+    const k = await newKey('usage-order');
+    const store = t.gw.services.tenancy;
+    store.touchKeys([[k.id, 5_000]]);
+    store.touchKeys([[k.id, 4_000]]);
+    expect(store.keyById(k.id)!.last_used_at).toBe(5_000);
+  });
+});

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { shardOf } from '../../src/runtime/protocol.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('shard supervision', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    // The build must outlast a shard restart on a slow CI machine (the seat is read while it restarts).
+    t = await startTestGateway({ shards: 2, seatBuildMs: 5_000 });
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it('routes every account to one stable shard', () => {
+    const id = '3f0c7c1e-5b7a-4c55-9d0e-1b2b3c4d5e6f';
+    expect(shardOf(id, 2)).toBe(shardOf(id, 2));
+    const counts = [0, 0, 0, 0];
+    for (let i = 0; i < 4000; i++) counts[shardOf(`acct-${i}`, 4)]!++;
+    for (const c of counts) expect(c).toBeGreaterThan(800);
+  });
+
+  it('a killed shard worker is restarted, its actors rehydrated, and requests resume', async () => {
+    const seat = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
+    expect(seat.body.status).toBe('BUILDING_SERVER');
+    const shard = t.gw.services.shards.shardFor(seat.body.id);
+    const before = await t.gw.services.shards.callShard(shard, 'shard.ping', {});
+    const threadBefore = t.gw.services.shards.threadId(shard);
+    const restartsBefore = t.gw.services.shards.restarts();
+
+    await t.gw.services.shards.kill(shard);
+    // A request issued while the shard is down waits for the restart instead of failing.
+    const during = await t.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(t.managementKey) });
+    expect(during.status).toBe(200);
+    expect(during.body.status).toBe('BUILDING_SERVER');
+    expect(t.gw.services.shards.restarts()).toBe(restartsBefore + 1);
+    expect(t.gw.services.shards.threadId(shard)).not.toBe(threadBefore);
+    const after = await t.gw.services.shards.callShard(shard, 'shard.ping', {});
+    expect(after.actors).toBeGreaterThanOrEqual(1);
+    expect(before.shard).toBe(after.shard);
+
+    // The rehydrated seat actor still completes its build on time.
+    let last = during;
+    for (let i = 0; i < 300 && last.body.status !== 'ACTIVE'; i++) {
+      await wait(50);
+      last = await t.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(t.managementKey) });
+    }
+    expect(last.body.status).toBe('ACTIVE');
+    const ready = await t.req('GET', '/readyz');
+    expect(ready.status).toBe(200);
+  });
+});
+
+describe('restart of the whole gateway', () => {
+  it('a seat that was building when the gateway stopped becomes ACTIVE after it starts again', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tagw-restart-'));
+    try {
+      const a = await startTestGateway({ seatBuildMs: 800 }, { dataDir });
+      const seat = await a.req('POST', '/v1/seats', { headers: mgmt(a.managementKey), body: { privateHosting: true } });
+      expect(seat.body.status).toBe('BUILDING_SERVER');
+      await a.stop();
+      const b = await startTestGateway({ seatBuildMs: 800 }, { dataDir });
+      try {
+        const mid = await b.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(b.managementKey) });
+        expect(mid.status).toBe(200);
+        let last = mid;
+        for (let i = 0; i < 300 && last.body.status !== 'ACTIVE'; i++) {
+          await wait(50);
+          last = await b.req('GET', `/v1/seats/${seat.body.id}`, { headers: mgmt(b.managementKey) });
+        }
+        expect(last.body).toMatchObject({ status: 'ACTIVE', serverBuilding: false });
+        // The preparation time is kept, not restarted: readyAt is what the first start promised.
+        expect(last.body.readyAt).toBe(seat.body.readyAt);
+      } finally {
+        await b.stop();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

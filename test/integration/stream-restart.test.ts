@@ -1,0 +1,64 @@
+// A shard that dies loses the stream state of its accounts: their sockets are closed with 4011 so
+// clients reconnect and resubscribe; after the supervisor restarted the shard, streaming works again.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { mustOpen, openStream, type StreamClient } from '../helpers/stream-helpers.js';
+
+let t: TestGateway;
+let id: string;
+let key: string;
+const clients: StreamClient[] = [];
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  const h = mgmt(t.managementKey);
+  id = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-restart', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+  key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'r' } })).body.key;
+});
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  await t?.stop();
+});
+
+it('closes with 4011 when the account shard restarts; a new socket streams again', async () => {
+  const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(c);
+  c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+  await c.next('QUOTE', 0);
+  const before = await c.next('ORDERS', 0);
+  const shards = t.gw.services.shards;
+  await shards.kill(shards.shardFor(id));
+  await c.until((x) => x.closed, 10_000, 'the socket to close');
+  expect(c.closed!.code).toBe(SOCKET_CLOSE.RUNTIME_RESTARTED.code);
+  // The supervisor restarts the shard; reconnecting works once it is back.
+  let again: StreamClient | undefined;
+  for (let i = 0; i < 50 && !again; i++) {
+    const r = await openStream(t.url, { id, apiKey: key, heartbeat: '0' });
+    if ('refused' in r) await new Promise((res) => setTimeout(res, 100));
+    else again = r;
+  }
+  expect(again).toBeDefined();
+  clients.push(again!);
+  // The account stream cannot vouch for what the dead shard had in flight: a resume is refused and
+  // the stream continues under a new epoch.
+  const resumed = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0', since: `${before.epoch}:${before.seq}` });
+  clients.push(resumed);
+  await resumed.until((x) => x.of('ORDERS').length >= 1, 10_000, 'the snapshots');
+  expect(resumed.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: false, replayed: 0 } });
+  expect(resumed.of('POSITIONS')[0]!.epoch).not.toBe(before.epoch);
+  again!.send({ action: 'subscribe', symbol: 'BTCUSD' });
+  await again!.next('QUOTE', 0);
+});
+
+it('stream gauges are on /metrics; shutting the gateway down closes sockets with 1001', async () => {
+  const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(c);
+  const m = await t.req('GET', '/metrics');
+  expect(m.text).toMatch(/tagw_stream_sockets \d+/);
+  expect(m.text).toContain('tagw_stream_coalescing_sockets');
+  const closing = t.gw.close();
+  await c.until((x) => x.closed, 10_000, 'the socket to close');
+  expect(c.closed!.code).toBe(SOCKET_CLOSE.GOING_AWAY.code);
+  await closing;
+});

@@ -1,0 +1,226 @@
+// TLS: HTTPS and WSS on the gateway's port, the certificate reloaded on SIGHUP with a WSS socket
+// kept open, and the bridge over tls:// with the certificate verified against a pinned CA.
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { ConfigError, parseConfig } from '../../src/config.js';
+import { startGateway } from '../../src/gateway.js';
+import { createLogger } from '../../src/log.js';
+import { loadSimConfig } from '../../src/sim/config.js';
+import { Simulator } from '../../src/sim/simulator.js';
+import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
+import { MemorySimStore } from '../../src/store/simStore.js';
+import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
+import { fingerprintOf, httpsJson, makeCerts, type TestCerts } from '../helpers/tls.js';
+
+let certs: TestCerts;
+let ca: Buffer;
+const certDir = mkdtempSync(join(tmpdir(), 'tagw-tls-'));
+beforeAll(() => {
+  certs = makeCerts(certDir);
+  ca = readFileSync(certs.ca);
+});
+afterAll(() => rmSync(certDir, { recursive: true, force: true }));
+afterEach(cleanupProcesses);
+
+/** A key and a bound simulator account over HTTPS. */
+async function bind(url: string, mk: string): Promise<{ key: string; id: string }> {
+  const k = await httpsJson(url, 'POST', '/v1/keys', { ca, headers: { authorization: `Bearer ${mk}` }, body: { label: 'tls' } });
+  const c = await httpsJson(url, 'POST', '/ConnectEx', { ca, headers: { 'x-api-key': k.body.key }, body: { user: 'tls', password: 'pw', server: 'Sim-P5-Demo' } });
+  expect(c.status, JSON.stringify(c.body)).toBe(200);
+  return { key: k.body.key, id: c.body.id };
+}
+
+/** A /v1/stream socket over WSS subscribed to BTCUSD quotes; `frames` collects frame types. */
+async function openStream(url: string, key: string, id: string, servername?: string) {
+  const ws = new WebSocket(`${url.replace('https', 'wss')}/v1/stream?apiKey=${key}&id=${id}`, { ca, ...(servername ? { servername } : {}) });
+  const frames: string[] = [];
+  ws.on('message', (m) => frames.push((JSON.parse(String(m)) as { type: string }).type));
+  await new Promise<void>((resolve, reject) => { ws.on('open', () => resolve()); ws.on('error', reject); });
+  ws.send(JSON.stringify({ action: 'subscribe', symbol: 'BTCUSD' }));
+  const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+  const next = async (type: string, after = frames.length) => {
+    while (!frames.slice(after).includes(type)) await new Promise((r) => setTimeout(r, 10));
+  };
+  return { ws, frames, closed, next };
+}
+
+describe('HTTPS and WSS', () => {
+  let t: TestGateway;
+  afterAll(() => t?.stop());
+
+  it('serve on one port with the configured certificate; plain HTTP gets no answer there', async () => {
+    t = await startTestGateway({ shards: 1, tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.key });
+    expect(t.gw.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const url = t.gw.url;
+    const health = await httpsJson(url, 'GET', '/healthz', { ca });
+    expect(health).toEqual({ status: 200, body: { status: 'ok' }, fingerprint: fingerprintOf(readFileSync(certs.a.cert)) });
+    const { key, id } = await bind(url, TEST_MANAGEMENT_KEY);
+    const s = await openStream(url, key, id);
+    await s.next('QUOTE');
+    s.ws.close();
+    const plain = await new Promise<string>((resolve) => {
+      const req = httpRequest({ host: '127.0.0.1', port: t.gw.port, path: '/healthz' }, (res) => resolve(`answered ${res.statusCode}`));
+      req.on('error', (e) => resolve(`refused: ${e.message}`));
+      // uWS may also just wait for a TLS handshake that never comes: no answer either way.
+      req.setTimeout(300, () => { req.destroy(); resolve('refused: no answer'); });
+      req.end();
+    });
+    expect(plain).toMatch(/^refused/);
+  });
+
+  it('a key sealed with a passphrase loads with TLS_KEY_PASSPHRASE; a wrong or missing file is a ConfigError naming it', async () => {
+    const g = await startTestGateway({ shards: 1, tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.encryptedKey, tlsKeyPassphrase: certs.passphrase });
+    expect((await httpsJson(g.gw.url, 'GET', '/healthz', { ca })).status).toBe(200);
+    await g.stop();
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.encryptedKey, tlsKeyPassphrase: 'wrong' }, /TLS_KEY_FILE .*a-enc\.key/],
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.b.key }, /TLS_CERT_FILE .*a\.crt \/ TLS_KEY_FILE .*b\.key: .*key values mismatch/],
+      [{ tlsCertFile: join(certDir, 'missing.crt'), tlsKeyFile: certs.a.key }, /TLS_CERT_FILE .*missing\.crt: ENOENT/],
+    ];
+    for (const [tls, message] of cases) {
+      const dataDir = tempDir();
+      const err = await startGateway(parseConfig({ port: 0, dataDir, logLevel: 'silent', ...tls }), { log: createLogger('silent') }).then(
+        async (gw) => { await gw.close(); return undefined; }, (e: unknown) => e as Error);
+      expect(err, JSON.stringify(tls)).toBeInstanceOf(ConfigError);
+      expect(err!.message).toMatch(message);
+    }
+    expect(() => parseConfig({ tlsCertFile: certs.a.cert })).toThrow(/tlsKeyFile: TLS_CERT_FILE and TLS_KEY_FILE go together/);
+  });
+});
+
+describe('SIGHUP reloads the certificate', () => {
+  it('new connections naming the host get the new certificate; an open WSS socket keeps streaming; bad files keep the old one', async () => {
+    const dir = tempDir();
+    const cert = join(dir, 'server.crt');
+    const key = join(dir, 'server.key');
+    copyFileSync(certs.a.cert, cert);
+    copyFileSync(certs.a.key, key);
+    const mk = 'tls-reload-management-key-0123456789';
+    const p = startProcess({ GATEWAY_MANAGEMENT_KEY: mk, TLS_CERT_FILE: cert, TLS_KEY_FILE: key });
+    const url = await p.listening;
+    expect(url).toMatch(/^https:/);
+    expect(p.output()).toContain('"tls":true');
+    expect(p.output()).not.toContain('plain HTTP');
+    const fpA = fingerprintOf(readFileSync(certs.a.cert));
+    const fpB = fingerprintOf(readFileSync(certs.b.cert));
+    expect((await httpsJson(url, 'GET', '/healthz', { ca })).fingerprint).toBe(fpA);
+    const account = await bind(url, mk);
+    const s = await openStream(url, account.key, account.id);
+    await s.next('QUOTE');
+
+    // The renewal: new files in place, then SIGHUP.
+    copyFileSync(certs.b.cert, cert);
+    copyFileSync(certs.b.key, key);
+    p.child.kill('SIGHUP');
+    while (!p.output().includes('TLS certificate reloaded')) await new Promise((r) => setTimeout(r, 20));
+    const sni = { ca, servername: 'localhost' };
+    expect(await httpsJson(url, 'GET', '/healthz', sni)).toEqual({ status: 200, body: { status: 'ok' }, fingerprint: fpB });
+    // Every route is there under the new certificate, authenticated ones too.
+    expect((await httpsJson(url, 'GET', `/AccountSummary?id=${account.id}`, { ...sni, headers: { 'x-api-key': account.key } })).status).toBe(200);
+    // No SNI (a client connecting by bare IP address): the certificate of the start, until a restart.
+    expect((await httpsJson(url, 'GET', '/healthz', { ca })).fingerprint).toBe(fpA);
+    // The socket opened before the reload is still open and still gets quotes.
+    await s.next('QUOTE');
+    expect(s.ws.readyState).toBe(WebSocket.OPEN);
+    // And a new WSS socket on the new certificate streams too.
+    const s2 = await openStream(url, account.key, account.id, 'localhost');
+    await s2.next('QUOTE');
+
+    // A broken file: logged, the certificate in use stays.
+    writeFileSync(cert, 'not a certificate');
+    p.child.kill('SIGHUP');
+    while (!p.output().includes('TLS certificate not reloaded')) await new Promise((r) => setTimeout(r, 20));
+    expect((await httpsJson(url, 'GET', '/healthz', sni)).fingerprint).toBe(fpB);
+    await s.next('QUOTE');
+
+    // The next renewal works the same (the server name registered again, its routes with it).
+    copyFileSync(certs.a.cert, cert);
+    copyFileSync(certs.a.key, key);
+    p.child.kill('SIGHUP');
+    while (p.output().split('TLS certificate reloaded').length < 3) await new Promise((r) => setTimeout(r, 20));
+    expect(await httpsJson(url, 'GET', '/healthz', sni)).toEqual({ status: 200, body: { status: 'ok' }, fingerprint: fpA });
+    expect((await httpsJson(url, 'GET', `/AccountSummary?id=${account.id}`, { ...sni, headers: { 'x-api-key': account.key } })).status).toBe(200);
+    await s2.next('QUOTE');
+
+    p.child.kill('SIGTERM');
+    expect(await s.closed).toBe(1001);
+    expect(await s2.closed).toBe(1001);
+    expect(await p.exited).toBe(0);
+  }, 30_000);
+});
+
+describe('bridge over TLS', () => {
+  let sim: Simulator;
+  let bridge: SimServerHandle;
+  beforeAll(async () => {
+    sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+    bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1', tls: { cert: readFileSync(certs.a.cert), key: readFileSync(certs.a.key) } });
+  });
+  afterAll(async () => {
+    await bridge?.close();
+    sim?.stop();
+  });
+
+  const connectEx = (t: TestGateway, user: string) => t.req('POST', '/v1/keys', { headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: { label: 'b' } })
+    .then((k) => t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k.body.key }, body: { user, password: 'bridge-secret', server: 'Sim-P5-Demo' } }).then((r) => ({ r, key: k.body.key as string })));
+
+  it('tls://host:port with the pinned CA: accounts bind and quote', async () => {
+    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: `tls://127.0.0.1:${bridge.port}`, bridgeCaFile: certs.ca });
+    try {
+      const { r, key } = await connectEx(t, 'over-tls');
+      expect(r.status, r.text).toBe(200);
+      const q = await t.req('GET', `/GetQuote?id=${r.body.id}&symbol=BTCUSD`, { headers: { 'x-api-key': key } });
+      expect(q.status).toBe(200);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  /** A TLS server that records the connections it gets and every byte it receives. */
+  async function recordingBridge(cert: string, key: string) {
+    const seen = { connections: 0, bytes: 0 };
+    const server = createTlsServer({ cert: readFileSync(cert), key: readFileSync(key) }, (s) => {
+      s.on('data', (d: Buffer) => (seen.bytes += d.length));
+      s.on('error', () => {});
+    });
+    server.on('connection', () => seen.connections++);
+    server.on('tlsClientError', () => {});
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    return { seen, port: (server.address() as { port: number }).port, close: () => server.close() };
+  }
+
+  it.each([
+    ['does not chain to the pinned CA', () => certs.rogue, () => ({ bridgeCaFile: certs.ca })],
+    ['is from a private CA and none is pinned (system roots)', () => certs.a, () => ({})],
+  ])('a bridge whose certificate %s is refused before a byte of the login is sent', async (_name, server, pin) => {
+    const rogue = await recordingBridge(server().cert, server().key);
+    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: `tls://127.0.0.1:${rogue.port}`, ...pin() });
+    try {
+      const { r, key } = await connectEx(t, 'refused');
+      // The binding is kept; its connection is attempted in the background and refused.
+      expect(r.status).toBe(200);
+      while (rogue.seen.connections === 0) await new Promise((res) => setTimeout(res, 10));
+      const q = await t.req('GET', `/GetQuote?id=${r.body.id}&symbol=BTCUSD`, { headers: { 'x-api-key': key } });
+      expect(q.body).toMatchObject({ error: 'NOT_CONNECTED' });
+      expect(rogue.seen.bytes).toBe(0);
+    } finally {
+      await t.stop();
+      rogue.close();
+    }
+  });
+
+  it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {
+    const lines: string[] = [];
+    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)) });
+    await gw.close();
+    expect(lines.some((l) => l.includes('bridge without TLS'))).toBe(true);
+    await expect(startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:1', bridgeCaFile: certs.ca }), { log: createLogger('silent') }))
+      .rejects.toThrow(/BRIDGE_CA_FILE needs BRIDGE_URL=tls:\/\//);
+  });
+});

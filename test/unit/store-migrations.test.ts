@@ -1,0 +1,153 @@
+// Schema migrations: numbered, each in its own transaction, refused on a database newer than the
+// code, and reported without being run (`tagw migrate --check`).
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/store/db.js';
+import { checkMigrations, migrationPlan, MIGRATIONS, runMigrations, SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/migrations.js';
+
+const at = (version: number, db = new Database(':memory:')) => {
+  for (let v = 0; v < version; v++) db.exec(MIGRATIONS[v]!.sql);
+  db.pragma(`user_version = ${version}`);
+  return db;
+};
+const schemaOf = (db: Database.Database, name: string) =>
+  (db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(name) as { sql: string } | undefined)?.sql;
+const wholeSchema = (db: Database.Database) =>
+  db.prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").all();
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const tempFile = () => {
+  const d = mkdtempSync(join(tmpdir(), 'tagw-mig-'));
+  dirs.push(d);
+  return join(d, 'tagw.sqlite');
+};
+
+describe('migration 3: idempotency records WITHOUT ROWID', () => {
+  it('moves the records of a version-2 database across, intact, with their expiry index', () => {
+    const db = at(2);
+    db.prepare(`INSERT INTO idempotency VALUES ('acc-1', 'ord-1', 'h1', 'result', 200, '{"ticket":5}', 1, 99), ('acc-1', 'ord-2', 'h2', 'sent', NULL, NULL, 2, 98)`).run();
+    migrate(db);
+    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    expect(schemaOf(db, 'idempotency')).toMatch(/WITHOUT ROWID/);
+    expect(schemaOf(db, 'idempotency_expiry')).toContain('expires_at');
+    expect(db.prepare('SELECT * FROM idempotency ORDER BY client_order_id').all()).toEqual([
+      { account_id: 'acc-1', client_order_id: 'ord-1', params_hash: 'h1', phase: 'result', status: 200, result_json: '{"ticket":5}', created_at: 1, expires_at: 99 },
+      { account_id: 'acc-1', client_order_id: 'ord-2', params_hash: 'h2', phase: 'sent', status: null, result_json: null, created_at: 2, expires_at: 98 },
+    ]);
+    // Still one record per (account, id).
+    expect(() => db.prepare(`INSERT INTO idempotency VALUES ('acc-1', 'ord-1', 'h', 'sent', NULL, NULL, 3, 97)`).run()).toThrow(/UNIQUE|PRIMARY/);
+  });
+});
+
+/** The version of the migration that creates the gateway session tables. */
+const SESSIONS = MIGRATIONS.findIndex((m) => m.name.startsWith('gateway sessions')) + 1;
+
+describe('migration: gateway sessions', () => {
+  it('runs on an older database that already has the tables (created unnumbered by earlier builds)', () => {
+    const db = at(SESSIONS - 1);
+    db.exec(MIGRATIONS[SESSIONS - 1]!.sql);
+    db.prepare(`INSERT INTO gateway_sessions VALUES ('h', 'acc', 'cust', 'P5', 'sealed', 'live', 1, NULL)`).run();
+    expect(runMigrations(db)).toEqual(MIGRATIONS.slice(SESSIONS - 1).map((_, i) => SESSIONS + i));
+    expect(db.prepare('SELECT account_id FROM gateway_sessions').all()).toEqual([{ account_id: 'acc' }]);
+  });
+});
+
+describe('runMigrations', () => {
+  it('from every older version, ends with the schema of a fresh database', () => {
+    const fresh = new Database(':memory:');
+    expect(runMigrations(fresh)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    for (let v = 0; v <= SCHEMA_VERSION; v++) {
+      const db = at(v);
+      expect(runMigrations(db)).toEqual(MIGRATIONS.slice(v).map((_, i) => v + i + 1));
+      expect(wholeSchema(db)).toEqual(wholeSchema(fresh));
+      expect(runMigrations(db)).toEqual([]);
+    }
+  });
+
+  it('a migration that fails leaves the database at the version before it, with nothing of it applied', () => {
+    const db = at(2);
+    db.prepare(`INSERT INTO idempotency VALUES ('acc-1', 'ord-1', 'h1', 'result', 200, '{}', 1, 99)`).run();
+    // Makes migration 3 fail at its first statement (CREATE TABLE idempotency_v3).
+    db.exec('CREATE TABLE idempotency_v3 (x)');
+    expect(() => runMigrations(db)).toThrow(/idempotency_v3 already exists/);
+    expect(db.pragma('user_version', { simple: true })).toBe(2);
+    expect(schemaOf(db, 'idempotency')).not.toMatch(/WITHOUT ROWID/);
+    expect(db.prepare('SELECT count(*) AS n FROM idempotency').get()).toEqual({ n: 1 });
+    expect(schemaOf(db, 'gateway_sessions')).toBeUndefined();
+  });
+
+  it('a step that fails after earlier statements of the same migration rolled them back too', () => {
+    const db = at(SESSIONS - 1);
+    // The sessions migration creates gateway_sessions, then its index: a table named like the
+    // index makes the second statement fail after the first succeeded.
+    db.exec('CREATE TABLE gateway_sessions_live (x)');
+    expect(() => runMigrations(db)).toThrow();
+    expect(db.pragma('user_version', { simple: true })).toBe(SESSIONS - 1);
+    expect(schemaOf(db, 'gateway_sessions')).toBeUndefined();
+  });
+
+  it('refuses a database newer than the code, and leaves it untouched', () => {
+    const file = tempFile();
+    const db = new Database(file);
+    db.pragma('user_version = 99');
+    const err = (() => {
+      try {
+        runMigrations(db);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toBeInstanceOf(SchemaTooNewError);
+    expect((err as Error).message).toContain(`schema version 99 is newer than this build's ${SCHEMA_VERSION}`);
+    expect((err as Error).message).not.toContain('\n');
+    expect(db.pragma('user_version', { simple: true })).toBe(99);
+    expect(wholeSchema(db)).toEqual([]);
+    db.close();
+  });
+
+  it('a second connection (a shard opening the file after main) finds nothing left to run: each migration applied once', () => {
+    const file = tempFile();
+    const a = new Database(file);
+    const b = new Database(file);
+    b.pragma('busy_timeout = 5000');
+    at(1, a);
+    const ranA = runMigrations(a);
+    const ranB = runMigrations(b);
+    expect([...ranA, ...ranB].sort()).toEqual(MIGRATIONS.slice(1).map((_, i) => i + 2));
+    expect(b.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    a.close();
+    b.close();
+  });
+});
+
+describe('migrationPlan / checkMigrations (tagw migrate --check)', () => {
+  it('names what would run and changes nothing', () => {
+    const file = tempFile();
+    const db = at(2, new Database(file));
+    db.close();
+    const plan = checkMigrations(file);
+    expect(plan).toEqual({
+      current: 2, target: SCHEMA_VERSION, tooNew: false,
+      pending: MIGRATIONS.slice(2).map((m, i) => ({ version: 3 + i, name: m.name })),
+    });
+    const after = new Database(file, { readonly: true });
+    expect(after.pragma('user_version', { simple: true })).toBe(2);
+    after.close();
+  });
+
+  it('a missing database would get every migration; a current one none; a newer one is flagged', () => {
+    expect(checkMigrations(join(tmpdir(), 'tagw-no-such-dir', 'tagw.sqlite')).pending).toHaveLength(SCHEMA_VERSION);
+    const db = new Database(':memory:');
+    runMigrations(db);
+    expect(migrationPlan(db)).toMatchObject({ current: SCHEMA_VERSION, pending: [], tooNew: false });
+    db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    expect(migrationPlan(db)).toMatchObject({ pending: [], tooNew: true });
+  });
+});

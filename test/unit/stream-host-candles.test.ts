@@ -1,0 +1,127 @@
+// Shard side of /v1/stream (src/runtime/hosts/streams.ts) with a scripted account runtime: what it
+// forwards to the main thread around an upstream outage. A bar that ended while the connection was
+// down had its close (the first tick of the next bar) at the broker but not here: without care the
+// bar in progress at the drop never got its `closed:true` frame.
+import { describe, expect, it } from 'vitest';
+import type { AccountEvent, AccountRuntime, ConnectionPhase } from '../../src/runtime/hosts/accountRegistry.js';
+import type { ShardContext } from '../../src/runtime/hosts/context.js';
+import { createStreamHost } from '../../src/runtime/hosts/streams.js';
+import type { ShardEvent } from '../../src/runtime/protocol.js';
+import type { BrokerConnection } from '../../src/broker/types.js';
+import type { ServerInfo } from '../../src/market/server.js';
+import type { Candle, CandleEvent, Timeframe } from '../../src/market/timeframes.js';
+import { STREAM_EVENT, type CandleEventData } from '../../src/runtime/hosts/streamCommands.js';
+import { shardSettings } from '../../src/runtime/settings.js';
+import { systemClock } from '../../src/util/clock.js';
+
+const SERVER: ServerInfo = {
+  name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',
+  timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' }
+};
+
+const candle = (time: number, close: number, ticks: number): Candle =>
+  ({ time, serverTime: time, open: 1, high: Math.max(1, close), low: Math.min(1, close), close, ticks, volume: ticks });
+
+function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => Candle[]) {
+  const events: ShardEvent[] = [];
+  const listeners = new Set<(ev: AccountEvent) => void>();
+  let phase: ConnectionPhase = 'connected';
+  const conn = {
+    server: SERVER,
+    symbol: async () => ({ name: 'EURUSD' }),
+    subscribe: async () => undefined,
+    subscribeCandles: async () => undefined,
+    unsubscribe: async () => undefined,
+    unsubscribeCandles: async () => undefined,
+    quote: async () => null,
+    priceHistory: async (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => history(symbol, tf, fromMs, toMs),
+  } as unknown as BrokerConnection;
+  const rt = {
+    accountId: 'acc', customerId: 'c', platform: 'P5', server: SERVER, serverKnown: true,
+    phase: () => phase,
+    whenConnected: async () => conn,
+    on: (l: (ev: AccountEvent) => void) => {
+      listeners.add(l);
+      return () => listeners.delete(l);
+    },
+    lastSummary: undefined,
+    check: () => undefined,
+  } as unknown as AccountRuntime;
+  const ctx = {
+    shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
+    settings: shardSettings(), clock: systemClock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
+    accounts: { get: () => rt, ensure: async () => rt },
+  } as unknown as ShardContext;
+  const host = createStreamHost(ctx);
+  const fire = (ev: AccountEvent) => {
+    if (ev.type === 'phase') phase = ev.phase;
+    for (const l of listeners) l(ev);
+  };
+  const candles = () => events.filter((e) => e.kind === STREAM_EVENT.candle).map((e) => (e.data as CandleEventData).candle);
+  return { host, fire, candles };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 20));
+
+describe('stream host: candles around an upstream outage', () => {
+  it('the bar in progress at the drop, finished during the outage, is forwarded closed (from history) before the next bar', async () => {
+    const min = Math.floor(Date.now() / 60_000) * 60; // the current M1 bar (UTC seconds)
+    const barX = min - 120; // in progress at the drop
+    const barY = min - 60; // wholly inside the outage
+    const { host, fire, candles } = setup((_s, _tf, fromMs) => [candle(barX, 1.5, 60), candle(barY, 1.6, 60), candle(min, 1.7, 5)]
+      .filter((c) => c.time * 1000 >= fromMs));
+    await host.handlers['stream.open']!({ accountId: 'acc' } as never);
+    await host.handlers['stream.sub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 } as never);
+    const ev = (time: number, ticks: number, closed: boolean): AccountEvent =>
+      ({ type: 'candle', candle: { symbol: 'EURUSD', timeframe: 'M1', candle: candle(time, 1.2, ticks), closed } as CandleEvent });
+    fire(ev(barX, 10, false));
+    fire({ type: 'phase', phase: 'reconnecting' });
+    fire({ type: 'phase', phase: 'connected' });
+    fire(ev(min, 6, false)); // the first update after the reconnect, before history answered
+    await settle();
+    const got = candles().map((c) => [c.candle.time, c.closed, c.candle.ticks]);
+    expect(got).toEqual([[barX, false, 10], [barX, true, 60], [barY, true, 60], [min, false, 6]]);
+  });
+
+  it('a short outage inside the bar forwards nothing extra (its close comes as usual)', async () => {
+    const min = Math.floor(Date.now() / 60_000) * 60 + 60; // a bar that has certainly not ended during the test
+    let asked = 0;
+    const { host, fire, candles } = setup(() => {
+      asked++;
+      return [];
+    });
+    await host.handlers['stream.open']!({ accountId: 'acc' } as never);
+    await host.handlers['stream.sub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 } as never);
+    const ev = (ticks: number): AccountEvent =>
+      ({ type: 'candle', candle: { symbol: 'EURUSD', timeframe: 'M1', candle: candle(min, 1.2, ticks), closed: false } as CandleEvent });
+    fire(ev(3));
+    fire({ type: 'phase', phase: 'reconnecting' });
+    fire({ type: 'phase', phase: 'connected' });
+    fire(ev(7));
+    await settle();
+    expect(candles().map((c) => [c.candle.time, c.closed, c.candle.ticks])).toEqual([[min, false, 3], [min, false, 7]]);
+    expect(asked).toBe(0);
+  });
+});
+
+describe('stream host: a stale bar of an earlier subscription', () => {
+  it('is not taken for the bar in progress at a later drop (no old bars forwarded as closed)', async () => {
+    const min = Math.floor(Date.now() / 60_000) * 60;
+    let asked = 0;
+    const { host, fire, candles } = setup(() => {
+      asked++;
+      return [candle(min - 600, 1.1, 60)];
+    });
+    await host.handlers['stream.open']!({ accountId: 'acc' } as never);
+    await host.handlers['stream.sub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 } as never);
+    fire({ type: 'candle', candle: { symbol: 'EURUSD', timeframe: 'M1', candle: candle(min - 600, 1.2, 4), closed: false } });
+    await host.handlers['stream.unsub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'] } as never);
+    // Subscribed again much later; the connection drops before the topic's first update.
+    await host.handlers['stream.sub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 } as never);
+    fire({ type: 'phase', phase: 'reconnecting' });
+    fire({ type: 'phase', phase: 'connected' });
+    await settle();
+    expect(asked).toBe(0);
+    expect(candles().map((c) => [c.candle.time, c.closed])).toEqual([[min - 600, false]]);
+  });
+});
