@@ -142,6 +142,14 @@ describe('architecture (docs/architecture.md)', () => {
     expect(layerOf('src/runtime/b.ts')).toBeGreaterThan(layerOf('src/market/a.ts'));
   });
 
+  it('keeps every test file in test/unit/ (no sockets) or test/integration/, and helpers in test/helpers/', () => {
+    const loose = readdirSync(join(ROOT, 'test')).filter((f) => f.endsWith('.ts'));
+    expect(loose).toEqual([]);
+    const unitWithSockets = sources('test/unit').filter((f) =>
+      /startTestGateway|startProcess|startSimServer|WebSocket|\bfetch\(|createServer|\.listen\(/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(unitWithSockets.filter((f) => !f.endsWith('architecture.test.ts'))).toEqual([]);
+  });
+
   it(`has no source file over ${MAX_LINES} lines in src/ or actors/`, () => {
     const long = [...graph.keys()]
       .map((f) => ({ f, lines: readFileSync(join(ROOT, f), 'utf8').split('\n').length - 1 }))
