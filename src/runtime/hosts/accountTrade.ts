@@ -42,34 +42,25 @@ function parseArgs<O extends TradeOp>(op: O, a: Record<string, unknown>): z.outp
   return r.data as z.output<(typeof TRADE_SCHEMAS)[O]>;
 }
 
+/** The broker call of each trade operation, given its request as its schema reads it. */
+type Run<O extends TradeOp> = (c: BrokerConnection, req: z.output<(typeof TRADE_SCHEMAS)[O]>, o: TradeOptions) => Promise<TradeResult>;
+const RUN: { [O in TradeOp]: Run<O> } = {
+  OrderSend: (c, req, o) => c.orderSend(req, o),
+  OrderModify: (c, req, o) => c.orderModify(req, o),
+  OrderClose: (c, req, o) => c.orderClose(req, o),
+  OrderDelete: (c, req, o) => c.orderDelete(req, o),
+  OrderCloseBy: (c, req, o) => c.orderCloseBy(req, o),
+};
+
 /** Reads a trade request. Platform rules are checked here, before anything is recorded or sent. */
-export function prepare(op: TradeOp, a: Record<string, unknown>, entry: { platform: AccountEntry['platform']; build: number }): Prepared {
+export function prepare<O extends TradeOp>(op: O, a: Record<string, unknown>, entry: { platform: AccountEntry['platform']; build: number }): Prepared {
   assertAvailable(op, entry.platform, entry.build);
-  switch (op) {
-    case 'OrderSend': {
-      const req = parseArgs(op, a);
-      if (isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
-        throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
-      }
-      return { canonical: req, run: (c, o) => c.orderSend(req, o) };
-    }
-    case 'OrderModify': {
-      const req = parseArgs(op, a);
-      return { canonical: req, run: (c, o) => c.orderModify(req, o) };
-    }
-    case 'OrderClose': {
-      const req = parseArgs(op, a);
-      return { canonical: req, run: (c, o) => c.orderClose(req, o) };
-    }
-    case 'OrderDelete': {
-      const req = parseArgs(op, a);
-      return { canonical: req, run: (c, o) => c.orderDelete(req, o) };
-    }
-    case 'OrderCloseBy': {
-      const req = parseArgs(op, a);
-      return { canonical: req, run: (c, o) => c.orderCloseBy(req, o) };
-    }
+  const req = parseArgs(op, a);
+  if ('type' in req && isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
+    throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
   }
+  const run = RUN[op] as Run<O>;
+  return { canonical: req, run: (c, o) => run(c, req, o) };
 }
 
 export function paramsHash(op: TradeOp, canonical: unknown): string {
