@@ -143,7 +143,9 @@ export class ClientProtocol {
       if (sock.candles.has(k)) continue;
       const topic = this.topics.candleTopic(server, symbol, tf);
       topic.refs++;
-      sock.candles.set(k, { topic, partial: true, joinedAt: Date.now() });
+      // On the clock the bars are stamped with: the shards' (offset from this one by
+      // shardClockOffsetMs, which tests use to sit just before a bar boundary).
+      sock.candles.set(k, { topic, partial: true, joinedAt: Date.now() + this.deps.config.shardClockOffsetMs });
       this.accounts.incRef(acc.candleRefs, k);
       added.push(k);
     }
