@@ -21,7 +21,11 @@ export function TimeChart({ series, data, height = 300, xLabel = 'time', yValue,
       // At most windowSec ending at the latest point, at least 30 s (a lone first point is not
       // stretched over years), and no empty past before the first point.
       scales: {
-        x: { time: true, ...(windowSec ? { range: (u, min, max) => [Math.min(max - 30, Math.max(min, max - windowSec)), max] } : {}) },
+        // No point yet: uPlot passes null, which drew a window ending at 1970-01-01 00:00; end it now.
+        x: { time: true, ...(windowSec ? { range: (u, min, max) => {
+          const hi = max ?? Date.now() / 1000;
+          return [Math.min(hi - 30, Math.max(min ?? hi, hi - windowSec)), hi];
+        } } : {}) },
         ...(yFromZero ? { y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } } : {}),
       },
       // Labels as the times are (UTC or broker server time), never the browser's zone or locale.
