@@ -125,7 +125,11 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     }
   } finally {
     stream.close();
-    for (const p of mine(pending)) await acct.OrderDelete({ ticket: p.ticket }).catch(() => undefined);
+    // The book as the gateway has it, not as the stream last told it: the ORDERS frame of an order
+    // placed just before the stop may not have arrived, and that order would be left working.
+    const open = await acct.OpenedOrders().catch(() => null);
+    const book = open ? (open.filter((r) => r.kind === 'order') as unknown as StreamOrderRow[]) : pending;
+    for (const p of mine(book)) await acct.OrderDelete({ ticket: p.ticket }).catch(() => undefined);
   }
   summary.netLots = Number(net().toFixed(8));
   return summary;
