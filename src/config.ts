@@ -1,7 +1,7 @@
 // All settings in one zod schema. Sources, later wins: defaults < JSON file (TAGW_CONFIG) < env vars.
 // The defaults make `npm start` work on a fresh machine.
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { z } from 'zod';
 import { parseOrigins } from './util/origins.js';
 import { isTimeZone } from './news/zone.js';
@@ -101,6 +101,17 @@ export const configSchema = z.object({
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
+  /** Cluster mode (docs/cluster.md) iff both are set: NATS carries forwarding and stream events,
+   *  PostgreSQL the records of value. Either may hold credentials: /v1/status shows them redacted. */
+  natsUrl: z.string().regex(/^(nats|tls):\/\/\S+$/, 'expected nats://host:port (comma-separate several servers)').optional(),
+  databaseUrl: z.string().regex(/^postgres(ql)?:\/\/\S+$/, 'expected postgres://user:password@host:port/database').optional(),
+  /** This node's name in the cluster; default `${hostname}:${port}` (clusterSettings). */
+  nodeId: z.string().min(1).max(200).regex(/^[A-Za-z0-9._:-]+$/, 'letters, digits and . _ : - only (it is part of NATS subjects)').optional(),
+  /** An account's owner must renew its lease within this (renewals every third of it); a node that
+   *  dies loses its accounts to the others after at most this long. */
+  clusterLeaseMs: int(300, 600_000).default(10_000),
+  /** A request for an account with no owner (a takeover) waits this long for one, then 503. */
+  clusterOwnerWaitMs: int(0, 120_000).default(5_000),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -115,6 +126,18 @@ export const configSchema = z.object({
   // backpressure at the hard limit (maxBackpressure), so the slow-client policy would be silently off.
   if (c.streamSoftLimitBytes >= c.streamHardLimitBytes) {
     ctx.addIssue({ code: 'custom', path: ['streamSoftLimitBytes'], message: `must be below streamHardLimitBytes (${c.streamHardLimitBytes})` });
+  }
+  // Half a cluster would run as a lone node believing it is one, or fail at the first forward.
+  if ((c.natsUrl === undefined) !== (c.databaseUrl === undefined)) {
+    ctx.addIssue({ code: 'custom', path: [c.natsUrl ? 'databaseUrl' : 'natsUrl'], message: 'NATS_URL and DATABASE_URL go together (cluster mode needs both)' });
+  }
+  // The embedded simulator lives inside one process: each node would trade against its own broker.
+  if (c.natsUrl !== undefined && c.databaseUrl !== undefined && c.brokerMode === 'embedded') {
+    ctx.addIssue({
+      code: 'custom', path: ['brokerMode'],
+      message: 'cluster mode (NATS_URL and DATABASE_URL) cannot use the embedded simulator: use bridge mode, ' +
+        'BROKER_MODE=bridge BRIDGE_URL=tcp://host:port, with a simulator process (`npm run sim`) or a real bridge that every node reaches',
+    });
   }
 });
 
@@ -136,9 +159,28 @@ const ENV: Record<string, keyof Config> = {
   CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
   BRIDGE_CA_FILE: 'bridgeCaFile',
+  NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
+  CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs',
 };
 
 export class ConfigError extends Error {}
+
+/** What cluster mode runs with, resolved; undefined on a single node (the default). */
+export interface ClusterSettings {
+  natsUrl: string;
+  databaseUrl: string;
+  nodeId: string;
+  leaseMs: number;
+  ownerWaitMs: number;
+}
+
+export function clusterSettings(c: Config): ClusterSettings | undefined {
+  if (c.natsUrl === undefined || c.databaseUrl === undefined) return undefined;
+  return {
+    natsUrl: c.natsUrl, databaseUrl: c.databaseUrl, nodeId: c.nodeId ?? `${hostname()}:${c.port}`,
+    leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs,
+  };
+}
 
 /** A zod error as one line, as every start-up error is: `path: message; ...`. */
 export function issuesLine(err: z.ZodError): string {

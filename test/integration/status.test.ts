@@ -44,6 +44,18 @@ describe('redactedConfig', () => {
     expect(out).toMatchObject({ managementKey: '[redacted]', secretKey: '[redacted]', tlsKeyPassphrase: '[redacted]', tlsKeyFile: '/etc/tagw/key.pem', secretKeyReset: false, bridgeUrl: null });
     expect(JSON.stringify(out)).not.toMatch(/hunter2|mmmmmmmm|abababab/);
   });
+  it("shows cluster engines' addresses without their credentials", () => {
+    const config = parseConfig({
+      natsUrl: 'nats://tok3n@10.0.0.1:4222,nats://u:pw1@10.0.0.2:4222', databaseUrl: 'postgres://tagw:s3cret@db:5432/tagw',
+      brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:4510',
+    });
+    const out = redactedConfig(config);
+    expect(out).toMatchObject({
+      natsUrl: 'nats://[redacted]@10.0.0.1:4222,nats://[redacted]@10.0.0.2:4222', databaseUrl: 'postgres://[redacted]@db:5432/tagw',
+      bridgeUrl: 'tcp://127.0.0.1:4510',
+    });
+    expect(JSON.stringify(out)).not.toMatch(/tok3n|pw1|s3cret/);
+  });
 });
 
 describe('status routes', () => {

@@ -18,12 +18,19 @@ import { PACKAGE_VERSION } from '../../version.js';
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
 const SECRET_NAME = /key$|secret|pass(word|phrase)|token|credential/i;
 
+/** Engine addresses (DATABASE_URL, NATS_URL) may carry a user and password or a token: shown without them. */
+const URL_NAME = /Url$/;
+const USERINFO = /\/\/[^@/\s]*@/g;
+
 export function redactedConfig(config: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   // Every setting, unset optional ones as null (JSON would drop them), so the list is complete.
   for (const k of Object.keys(configSchema.shape)) {
     const v = config[k];
-    out[k] = v === undefined ? null : SECRET_NAME.test(k) && typeof v === 'string' ? '[redacted]' : v;
+    out[k] = v === undefined ? null
+      : SECRET_NAME.test(k) && typeof v === 'string' ? '[redacted]'
+      : URL_NAME.test(k) && typeof v === 'string' ? v.replace(USERINFO, '//[redacted]@')
+      : v;
   }
   return out;
 }

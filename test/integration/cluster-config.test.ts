@@ -1,0 +1,47 @@
+// Cluster mode's settings as an operator meets them: the process refuses half a cluster and the
+// embedded simulator in one, in one line with exit code 2 (docs/cluster.md).
+import { hostname } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { clusterSettings, ConfigError, loadConfig } from '../../src/config.js';
+import { cleanupProcesses, startProcess } from '../helpers/process.js';
+
+afterEach(cleanupProcesses);
+
+const NATS = 'nats://127.0.0.1:4222';
+const PG = 'postgres://tagw:pw@127.0.0.1:5432/tagw';
+const BRIDGE = { BROKER_MODE: 'bridge', BRIDGE_URL: 'tcp://127.0.0.1:4510' };
+
+describe('cluster settings', () => {
+  it('single node unless both engines are named; node id defaults to host and port; lease and wait defaults', () => {
+    expect(clusterSettings(loadConfig({}))).toBeUndefined();
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, PORT: '8123', ...BRIDGE }))).toEqual({
+      natsUrl: NATS, databaseUrl: PG, nodeId: `${hostname()}:8123`, leaseMs: 10_000, ownerWaitMs: 5_000,
+    });
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'node-a', CLUSTER_LEASE_MS: '3000', CLUSTER_OWNER_WAIT_MS: '700', ...BRIDGE })))
+      .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700 });
+  });
+
+  it('names the mistake: half a cluster, embedded simulator, a bad address or node id', () => {
+    expect(() => loadConfig({ NATS_URL: NATS, ...BRIDGE })).toThrow(/databaseUrl: NATS_URL and DATABASE_URL go together/);
+    expect(() => loadConfig({ DATABASE_URL: PG, ...BRIDGE })).toThrow(/natsUrl: NATS_URL and DATABASE_URL go together/);
+    expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: PG })).toThrow(/brokerMode: cluster mode .*npm run sim/);
+    expect(() => loadConfig({ NATS_URL: 'localhost:4222', DATABASE_URL: PG, ...BRIDGE })).toThrow(ConfigError);
+    expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: 'mysql://x', ...BRIDGE })).toThrow(/databaseUrl: expected postgres:/);
+    expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'a b', ...BRIDGE })).toThrow(/nodeId/);
+    expect(() => loadConfig({ CLUSTER_LEASE_MS: '10' })).toThrow(/clusterLeaseMs/);
+  });
+
+  it('the process exits 2 with one line, never echoing the database password', async () => {
+    for (const [env, message] of [
+      [{ NATS_URL: NATS }, /NATS_URL and DATABASE_URL go together/],
+      [{ DATABASE_URL: PG }, /NATS_URL and DATABASE_URL go together/],
+      [{ NATS_URL: NATS, DATABASE_URL: PG }, /cannot use the embedded simulator: use bridge mode, BROKER_MODE=bridge BRIDGE_URL=.*npm run sim/],
+    ] as Array<[Record<string, string>, RegExp]>) {
+      const p = startProcess(env);
+      expect(await p.exited, JSON.stringify(env)).toBe(2);
+      expect(p.output()).toMatch(message);
+      expect(p.output().trim().split('\n')).toHaveLength(1);
+      expect(p.output()).not.toContain(':pw@');
+    }
+  }, 60_000);
+});
