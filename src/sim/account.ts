@@ -15,7 +15,8 @@ import type { SimChange, SimPersistence, StoredAccount, StoredPosition } from '.
 import {
   marketGate, offGrid, pendingChangeProblem, pendingEntryProblem, pendingTrigger, reject, round8, stopsSane, stopsValid,
 } from './orderRules.js';
-import { ChangeBatch, OrderBook, placedOrder } from './accountState.js';
+import { ChangeBatch, OrderBook } from './accountState.js';
+import { openingRecords, placedOrder, positionOrder, type OpeningRequest } from './records.js';
 import { accountSummary, positionProfit, positionSwap, positionView } from './valuation.js';
 
 export interface AccountHost {
@@ -126,48 +127,11 @@ export class SimAccount {
 
   /** Market execution: a new position/ticket, its opening order and 'in' deal. `fromPending`
    *  is the pending order being filled (its ticket becomes the position id). */
-  private openPosition(s: MarketSymbol, side: Side, req: { volume: number; magic?: number; comment?: string }, price: number, sl: number, tp: number, fromPending: Order | null): TradeResult {
+  private openPosition(s: MarketSymbol, side: Side, req: OpeningRequest, price: number, sl: number, tp: number, fromPending: Order | null): TradeResult {
     const now = this.now;
     const ticket = fromPending ? fromPending.ticket : this.host.nextId();
     const commission = round2(-s.info.commissionPerLot * req.volume);
-    const magic = req.magic ?? 0;
-    const comment = req.comment ?? '';
-    const deal: Deal = {
-      ticket: this.host.nextId(),
-      order: ticket,
-      position: ticket,
-      symbol: s.info.name,
-      type: side,
-      entry: 'in',
-      volume: req.volume,
-      price,
-      timeMsc: now,
-      magic,
-      comment,
-      commission,
-      swap: 0,
-      profit: 0,
-    };
-    const pos: StoredPosition = { ticket, symbol: s.info.name, type: side, volume: req.volume, openPrice: price, openTimeMsc: now, sl, tp, magic, comment, commission, swapPaid: 0 };
-    const order: Order = {
-      kind: 'order',
-      ticket,
-      symbol: s.info.name,
-      type: fromPending ? fromPending.type : side,
-      state: 'filled',
-      volume: req.volume,
-      volumeInitial: req.volume,
-      openPrice: price,
-      openTimeMsc: now,
-      sl,
-      tp,
-      magic,
-      comment,
-      commission,
-      swap: 0,
-      profit: 0,
-      positionId: ticket,
-    };
+    const { deal, pos, order } = openingRecords(ticket, this.host.nextId(), s, side, req, price, sl, tp, commission, now, fromPending);
     this.positions.set(ticket, pos);
     this.data.balance = round2(this.data.balance + commission);
     // P4: the ticket stays an active order record until closed; P5: the order is done.
@@ -205,7 +169,7 @@ export class SimAccount {
         this.orders.set(order.ticket, order);
         change.orders = [{ order, doneMs: null }];
       } else {
-        order = { kind: 'order', ticket: pos.ticket, symbol: pos.symbol, type: pos.type, state: 'filled', volume: pos.volume, volumeInitial: pos.volume, openPrice: pos.openPrice, openTimeMsc: pos.openTimeMsc, sl, tp, magic: pos.magic, comment: pos.comment, commission: pos.commission, swap: 0, profit: 0, positionId: pos.ticket };
+        order = positionOrder(pos, sl, tp);
       }
       this.commit(change, [], true, false);
       return { ok: true, order, deals: [], retcode: RETCODE_DONE };

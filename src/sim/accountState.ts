@@ -1,7 +1,7 @@
 // The containers of one simulated account's state between two commits: its order book, and the
 // changes of one operation (a trade request, or one tick's triggers) merged until they are persisted
 // in a single transaction (SimAccount.flush).
-import { isStopLimitType, type Order, type OrderRequest } from '../market/orders.js';
+import type { Order } from '../market/orders.js';
 import type { SimChange } from './persistence.js';
 
 /**
@@ -56,13 +56,3 @@ export class ChangeBatch {
   }
 }
 
-/** The record of a newly placed pending order. */
-export function placedOrder(ticket: number, symbol: string, req: OrderRequest & { price: number }, sl: number, tp: number, now: number): Order {
-  return {
-    kind: 'order', ticket, symbol, type: req.type, state: 'placed', volume: req.volume, volumeInitial: req.volume,
-    openPrice: req.price, openTimeMsc: now, sl, tp,
-    ...(req.stopLimitPrice !== undefined && isStopLimitType(req.type) ? { stopLimitPrice: req.stopLimitPrice } : {}),
-    ...(req.expiration !== undefined ? { expiration: req.expiration } : {}),
-    magic: req.magic ?? 0, comment: req.comment ?? '', commission: 0, swap: 0, profit: 0, positionId: 0,
-  };
-}
