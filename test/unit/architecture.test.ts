@@ -17,6 +17,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
   { name: 'store', paths: ['src/store/'] },
   { name: 'adapters', paths: ['src/broker/', 'src/auth/'] },
   { name: 'runtime', paths: ['src/runtime/'] },
+  { name: 'cluster', paths: ['src/cluster/'] },
   { name: 'edge', paths: ['src/http/', 'src/stream/', 'src/dashboard/', 'src/config.ts', 'src/services.ts', 'src/startupChecks.ts'] },
   { name: 'composition', paths: ['src/gateway.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/', 'src/cli/'] },
 ];

@@ -1,0 +1,110 @@
+// Who owns an account, as one node knows it. The truth is the lease store (PostgreSQL
+// account_leases, fenced by epoch); this is its cache on every node, kept fresh without polling by
+// the owners' announcements on `tagw.leases`, and filled on a miss from the store itself.
+// An announcement older (by epoch) than what the cache holds is ignored: they may arrive out of order.
+import type { Logger } from '../log.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { NatsLink } from './natsLink.js';
+import { SUBJECTS } from './subjects.js';
+
+/** An account's owner and the lease epoch it holds (owner null: nobody holds a live lease). */
+export interface OwnerInfo { owner: string | null; epoch: number }
+
+/** What the router needs to know about ownership (leases implement it; tests use a memory one). */
+export interface OwnerDirectory {
+  /** The node that owns the account now, null while none does (a takeover in progress). */
+  ownerOf(accountId: string): Promise<string | null>;
+  /** Every owner change this node learns of. Returns the unsubscribe. */
+  onChange(listener: (accountId: string, owner: string | null) => void): () => void;
+  /** The node we were sent to does not own the account (or is gone): drop what we knew, ask again. */
+  forget(accountId: string): void;
+}
+
+/** The wire form of an announcement (JSON on `tagw.leases`). */
+interface Announcement { a: string; o: string | null; e: number }
+
+function isAnnouncement(v: unknown): v is Announcement {
+  const x = v as Partial<Announcement> | null;
+  return typeof x === 'object' && x !== null && typeof x.a === 'string' && (x.o === null || typeof x.o === 'string') && typeof x.e === 'number';
+}
+
+export interface OwnerCacheOptions {
+  link: NatsLink;
+  /** The lease store's answer for one account (a cache miss, or after forget()). */
+  lookup: (accountId: string) => Promise<OwnerInfo>;
+  log: Logger;
+}
+
+export class OwnerCache implements OwnerDirectory {
+  /** stale: forgotten (ask the store next time); its epoch still rejects older announcements. */
+  private readonly known = new Map<string, OwnerInfo & { stale: boolean }>();
+  private readonly lookups = new Map<string, Promise<OwnerInfo>>();
+  private readonly listeners = new Set<(accountId: string, owner: string | null) => void>();
+  private readonly sub;
+
+  constructor(private readonly opts: OwnerCacheOptions) {
+    this.sub = opts.link.nc.subscribe(SUBJECTS.leases, {
+      callback: (err, msg) => {
+        if (err) return opts.log.warn('lease announcements ended', { err: errorMessage(err) });
+        let v: unknown;
+        try {
+          v = msg.json();
+        } catch {
+          v = null;
+        }
+        if (isAnnouncement(v)) this.apply(v.a, { owner: v.o, epoch: v.e }, false);
+        else opts.log.warn('malformed lease announcement ignored');
+      },
+    });
+  }
+
+  async ownerOf(accountId: string): Promise<string | null> {
+    const k = this.known.get(accountId);
+    if (k && !k.stale) return k.owner;
+    let p = this.lookups.get(accountId);
+    if (!p) {
+      p = this.opts.lookup(accountId).finally(() => this.lookups.delete(accountId));
+      this.lookups.set(accountId, p);
+    }
+    // An announcement may have come while the store answered: the newer epoch wins.
+    this.apply(accountId, await p, true);
+    return this.known.get(accountId)!.owner;
+  }
+
+  onChange(listener: (accountId: string, owner: string | null) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  forget(accountId: string): void {
+    const k = this.known.get(accountId);
+    if (k) k.stale = true;
+  }
+
+  /** Tells every node (and this one: noEcho) that the account changed owner. Leases call it after
+   *  each acquire, takeover and release. Lost when NATS is down: the others find out on their
+   *  next miss (a forwarded call refused or unanswered makes them forget and look up again). */
+  announce(accountId: string, info: OwnerInfo): void {
+    this.apply(accountId, info, true);
+    if (!this.opts.link.up) return;
+    const a: Announcement = { a: accountId, o: info.owner, e: info.epoch };
+    this.opts.link.nc.publish(SUBJECTS.leases, JSON.stringify(a));
+  }
+
+  /** `sure`: the store's answer (or this node's own change), which also confirms a forgotten entry. */
+  private apply(accountId: string, info: OwnerInfo, sure: boolean): void {
+    const k = this.known.get(accountId);
+    // Older epoch: stale. Same epoch: only its release (owner null) is news; another owner under the
+    // same epoch cannot be (epochs grow with every change of owner).
+    if (k && (info.epoch < k.epoch || (info.epoch === k.epoch && info.owner !== null && info.owner !== k.owner))) return;
+    const changed = !k || k.owner !== info.owner;
+    if (!changed && !sure) return;
+    this.known.set(accountId, { owner: info.owner, epoch: info.epoch, stale: false });
+    if (changed) for (const l of this.listeners) l(accountId, info.owner);
+  }
+
+  close(): void {
+    this.sub.unsubscribe();
+    this.listeners.clear();
+  }
+}

@@ -1,0 +1,179 @@
+// Cluster mode's choke point: every route and the stream hub reach an account through
+// `call(key, op, args, opts)`, the signature of ShardSet.call, so they use this unchanged. The key's
+// owner (OwnerDirectory) decides: this node -> its own shards; another node -> a NATS request on
+// `tagw.node.<owner>.call`, answered there by that node's shards (serve()); nobody (a takeover) ->
+// wait for an owner up to `ownerWaitMs`, then 503 with retry-after. NATS down -> 503 at once.
+// Values cross as tagged JSON (wireCodec.ts), so a result arrives as a shard's reply would.
+import type { Msg, Subscription } from '@nats-io/transport-node';
+import { apiError, fromWire, toWire, type ApiError, type WireError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
+import type { CallOptions } from '../runtime/shardSet.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { NatsLink } from './natsLink.js';
+import type { OwnerDirectory } from './owners.js';
+import { SUBJECTS } from './subjects.js';
+import { decode, encode } from './wireCodec.js';
+
+/** What a node's own shards offer the router (ShardSet has it). */
+export interface LocalShards {
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
+}
+
+/** A forwarded call, as it travels (JSON, wireCodec). */
+export interface CallEnvelope { key: string; op: CommandName; args: unknown; retry?: boolean }
+/** The owner's answer; notOwner: it does not own the key (any more), owner is whom it believes does. */
+export type CallReply =
+  | { ok: true; result: unknown }
+  | { ok: false; error: WireError }
+  | { ok: false; notOwner: true; owner: string | null };
+
+export interface AccountRouterOptions {
+  nodeId: string;
+  link: NatsLink;
+  shards: LocalShards;
+  owners: OwnerDirectory;
+  log: Logger;
+  /** CLUSTER_OWNER_WAIT_MS: how long a call waits for an account without owner. */
+  ownerWaitMs: number;
+  /** Bound of one forwarded call (the owner's own shard timeout is 30 s; a bit more). */
+  forwardTimeoutMs?: number;
+  /** While waiting for an owner, look again at least this often (an announcement may be lost). */
+  recheckMs?: number;
+  /** Monotonic milliseconds (injected in tests). */
+  now?: () => number;
+}
+
+export interface RouterStats {
+  /** Calls sent to another node and answered by it (a result or an error). */
+  forwarded: number;
+  /** Calls other nodes sent here and this node answered. */
+  served: number;
+  /** Calls that found no owner and waited for one. */
+  ownerWaits: number;
+  /** Calls answered 503 because no owner could be reached in time, or NATS was down. */
+  unavailable: number;
+}
+
+type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean };
+
+export class AccountRouter {
+  readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0 };
+  private sub: Subscription | undefined;
+  private readonly now: () => number;
+  private readonly forwardTimeoutMs: number;
+  private readonly recheckMs: number;
+
+  constructor(private readonly opts: AccountRouterOptions) {
+    this.now = opts.now ?? (() => performance.now());
+    this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
+    this.recheckMs = opts.recheckMs ?? 250;
+  }
+
+  /** Starts answering the calls other nodes forward here. */
+  serve(): void {
+    this.sub ??= this.opts.link.nc.subscribe(SUBJECTS.nodeCall(this.opts.nodeId), {
+      callback: (err, msg) => {
+        if (err) this.opts.log.error('forwarded-call subscription ended', { err: errorMessage(err) });
+        else void this.answer(msg);
+      },
+    });
+  }
+
+  async call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
+    const deadline = this.now() + this.opts.ownerWaitMs;
+    let waited = false;
+    let redirected = false;
+    for (;;) {
+      const owner = await this.opts.owners.ownerOf(key);
+      if (owner === this.opts.nodeId) return this.opts.shards.call(key, op, args, opts);
+      if (owner !== null) {
+        const a = await this.forward(owner, { key, op, args, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
+        if (a.done) return a.value as ResultOf<C>;
+        this.opts.owners.forget(key);
+        // Told where the account went: ask again at once, once; otherwise wait for news.
+        if (a.notOwner && !redirected) {
+          redirected = true;
+          continue;
+        }
+      }
+      const left = deadline - this.now();
+      if (left <= 0) throw this.unavailable(`account ${key} has no reachable owner yet (a node is taking it over); retry`);
+      if (!waited) this.stats.ownerWaits++;
+      waited = true;
+      await this.ownerChange(key, Math.min(left, this.recheckMs));
+    }
+  }
+
+  /** One try at the owner: its answer, or why there was none to be had. */
+  private async forward(owner: string, env: CallEnvelope): Promise<Attempt> {
+    if (!this.opts.link.up) throw this.unavailable('the cluster\'s messaging (NATS) is unreachable from this node; retry');
+    let msg: Msg;
+    try {
+      msg = await this.opts.link.nc.request(SUBJECTS.nodeCall(owner), encode(env), { timeout: this.forwardTimeoutMs });
+    } catch (err) {
+      // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
+      if ((err as { isNoResponders?: () => boolean }).isNoResponders?.()) return { done: false, notOwner: false };
+      if ((err as Error).name === 'TimeoutError') {
+        throw this.unavailable(`the node owning account ${env.key} did not answer ${env.op} in time; its outcome is unknown`);
+      }
+      throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
+    }
+    const reply = decode(msg.string()) as CallReply;
+    if (reply.ok) {
+      this.stats.forwarded++;
+      return { done: true, value: reply.result };
+    }
+    if ('notOwner' in reply) return { done: false, notOwner: true };
+    this.stats.forwarded++;
+    throw fromWire(reply.error);
+  }
+
+  /** Resolves on an owner change of `key`, or after `ms`. */
+  private ownerChange(key: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const off = this.opts.owners.onChange((k, owner) => {
+        if (k !== key || owner === null) return;
+        clearTimeout(timer);
+        off();
+        resolve();
+      });
+      const timer = setTimeout(() => {
+        off();
+        resolve();
+      }, ms);
+    });
+  }
+
+  /** The owner's side: run a forwarded call on its own shards, if it owns the key. */
+  private async answer(msg: Msg): Promise<void> {
+    let reply: CallReply;
+    try {
+      const env = decode(msg.string()) as CallEnvelope;
+      if (typeof env?.key !== 'string' || typeof env.op !== 'string') throw apiError('BAD_REQUEST', 'malformed forwarded call');
+      const owner = await this.opts.owners.ownerOf(env.key);
+      if (owner !== this.opts.nodeId) {
+        reply = { ok: false, notOwner: true, owner };
+      } else {
+        const opts: CallOptions = env.retry === undefined ? {} : { retryOnRestart: env.retry };
+        const result = await this.opts.shards.call(env.key, env.op, env.args as never, opts);
+        reply = { ok: true, result };
+      }
+    } catch (err) {
+      reply = { ok: false, error: toWire(err) };
+    }
+    this.stats.served++;
+    if (!msg.respond(encode(reply))) this.opts.log.warn('could not answer a forwarded call (no reply subject)');
+  }
+
+  private unavailable(message: string, cause?: unknown): ApiError {
+    this.stats.unavailable++;
+    return apiError('SERVICE_UNAVAILABLE', message, { headers: { 'retry-after': '1' }, ...(cause === undefined ? {} : { cause }) });
+  }
+
+  /** Stops answering forwarded calls (the owner hands its accounts over before this). */
+  close(): void {
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+  }
+}

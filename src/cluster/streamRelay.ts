@@ -1,0 +1,141 @@
+// Shard events between nodes. The owner of an account publishes what its shards push (the
+// gateway's onEvent hands them here as well as to its own hub): market data on
+// `tagw.md.<server>.<symbol>.<kind>`, once per server and symbol however many local accounts
+// (and shards) forward the same tick, account events on `tagw.acct.<key>.<kind>`. A node
+// subscribes only to what its sockets need, reference-counted (follow/unfollow), and delivers what
+// arrives to the same onEvent path as its own shards' events. One subscription per subject and
+// noEcho on the connection: every event reaches a node once.
+import type { Msg, Subscription } from '@nats-io/transport-node';
+import type { Logger } from '../log.js';
+import { ACCOUNT_PHASE_EVENT } from '../runtime/hosts/accountCommands.js';
+import { STREAM_EVENT } from '../runtime/hosts/streamCommands.js';
+import type { ShardEvent, ShardEventKind } from '../runtime/protocol.js';
+import { THREAD_STATS_EVENT } from '../runtime/threadStats.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { NatsLink } from './natsLink.js';
+import { SUBJECTS } from './subjects.js';
+import { decode, encode } from './wireCodec.js';
+
+/** Kinds that describe this node, not an account: never relayed. */
+const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, ACCOUNT_PHASE_EVENT]);
+
+export interface StreamRelayOptions {
+  link: NatsLink;
+  /** Where received events go: the gateway's onEvent, as for its own shards' events. */
+  onEvent: (ev: ShardEvent) => void;
+  log: Logger;
+}
+
+export interface RelayStats {
+  published: number;
+  /** Market data not published: the same as the last one of its server and symbol (another account's copy). */
+  duplicates: number;
+  /** Market data not published while NATS was down (stale by the time it would arrive). */
+  dropped: number;
+  received: number;
+}
+
+interface Interest { refs: number; sub: Subscription }
+
+export class StreamRelay {
+  readonly stats: RelayStats = { published: 0, duplicates: 0, dropped: 0, received: 0 };
+  private readonly interests = new Map<string, Interest>();
+  /** Last market event published per server, symbol and kind (timeframe for candles). */
+  private readonly lastMarket = new Map<string, { t: number; json: string }>();
+
+  constructor(private readonly opts: StreamRelayOptions) {}
+
+  /** Owner side: publish one event of this node's shards (called for every event; filters itself). */
+  publish(ev: ShardEvent): void {
+    if (LOCAL_KINDS.has(ev.kind)) return;
+    const link = this.opts.link;
+    let subject: string;
+    if (ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle) {
+      if (!link.up) {
+        this.stats.dropped++;
+        return;
+      }
+      const tick = ev.kind === STREAM_EVENT.tick;
+      const symbol = tick ? ev.data.tick.symbol : ev.data.candle.symbol;
+      const t = tick ? ev.data.tick.timeMsc : ev.data.candle.candle.time;
+      const json = encode(ev);
+      const k = `${ev.key}\u0000${symbol}\u0000${tick ? '' : ev.data.candle.timeframe}`;
+      const last = this.lastMarket.get(k);
+      if (last && (t < last.t || json === last.json)) {
+        this.stats.duplicates++;
+        return;
+      }
+      this.lastMarket.set(k, { t, json });
+      subject = SUBJECTS.market(ev.key, symbol, ev.kind);
+      link.nc.publish(subject, json);
+    } else {
+      // Account events go out even while NATS reconnects: the client buffers them until it is back.
+      subject = SUBJECTS.account(ev.key, ev.kind);
+      link.nc.publish(subject, encode(ev));
+    }
+    this.stats.published++;
+  }
+
+  /** Receive the events of an account (or of a gateway session handle: the /ws socket's key).
+   *  Resolves once the NATS server has the interest, so what the owner publishes next arrives. */
+  follow(key: string): Promise<void> {
+    return this.want(SUBJECTS.accountAll(key));
+  }
+
+  unfollow(key: string): void {
+    this.drop(SUBJECTS.accountAll(key));
+  }
+
+  /** Receive the quotes and candles of one symbol of a broker server. */
+  followMarket(server: string, symbol: string): Promise<void> {
+    return this.want(SUBJECTS.marketAll(server, symbol));
+  }
+
+  unfollowMarket(server: string, symbol: string): void {
+    this.drop(SUBJECTS.marketAll(server, symbol));
+  }
+
+  /** Subjects this node receives now, with their reference counts (status, tests). */
+  following(): Map<string, number> {
+    return new Map([...this.interests].map(([s, i]) => [s, i.refs]));
+  }
+
+  private want(subject: string): Promise<void> {
+    const have = this.interests.get(subject);
+    if (have) {
+      have.refs++;
+      return Promise.resolve();
+    }
+    const sub = this.opts.link.nc.subscribe(subject, { callback: (err, msg) => this.receive(err, msg) });
+    this.interests.set(subject, { refs: 1, sub });
+    // While NATS is down the interest is sent on reconnect; nothing to wait for now.
+    return this.opts.link.up ? this.opts.link.nc.flush().catch(() => undefined) : Promise.resolve();
+  }
+
+  private drop(subject: string): void {
+    const have = this.interests.get(subject);
+    if (!have) return;
+    if (--have.refs > 0) return;
+    have.sub.unsubscribe();
+    this.interests.delete(subject);
+  }
+
+  private receive(err: Error | null, msg: Msg): void {
+    if (err) return this.opts.log.warn('stream relay subscription ended', { err: errorMessage(err) });
+    let ev: ShardEvent;
+    try {
+      ev = decode(msg.string()) as ShardEvent;
+      if (typeof ev?.kind !== 'string' || typeof ev.key !== 'string') throw new Error('not a shard event');
+    } catch (e) {
+      return this.opts.log.warn('malformed relayed event ignored', { subject: msg.subject, err: errorMessage(e) });
+    }
+    this.stats.received++;
+    this.opts.onEvent(ev);
+  }
+
+  close(): void {
+    for (const i of this.interests.values()) i.sub.unsubscribe();
+    this.interests.clear();
+    this.lastMarket.clear();
+  }
+}

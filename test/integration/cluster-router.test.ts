@@ -1,0 +1,142 @@
+// The AccountRouter over a real nats-server: three in-process nodes, each with shards faked by a
+// recorder (the real gateways are in cluster-gateways.test.ts), leases in memory.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ApiError, apiError } from '../../src/errors.js';
+import type { LocalShards } from '../../src/cluster/router.js';
+import { startNats, type Engine } from '../helpers/engines.js';
+import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
+import { until } from '../helpers/until.js';
+
+/** Shards that answer with who ran the call, and fail or stall on request. */
+function fakeShards(node: string) {
+  const calls: Array<{ key: string; op: string; args: unknown; retry: boolean | undefined }> = [];
+  let stall: Promise<void> | undefined;
+  const shards: LocalShards = {
+    async call(key, op, args, opts) {
+      calls.push({ key, op, args, retry: opts?.retryOnRestart });
+      if (stall) await stall;
+      const a = args as { args?: { fail?: boolean } };
+      if (a.args?.fail) throw apiError('IDEMPOTENCY_UNCERTAIN', 'outcome unknown', { headers: { 'retry-after': '3' }, details: { clientOrderId: 'c1' } });
+      return { node, key, echo: args, build: undefined, raw: Buffer.from([1, 2]), at: new Date(7) } as never;
+    },
+  };
+  return { shards, calls, stallUntil: (p: Promise<void>) => (stall = p) };
+}
+
+let nats: Engine;
+let leases: MemoryLeases;
+const fakes = { A: fakeShards('A'), B: fakeShards('B'), C: fakeShards('C') };
+let A: TestNode, B: TestNode, C: TestNode;
+let n = 0;
+const acct = () => `acc.${++n} *>`; // dots, wildcards and a space: must stay one subject token
+
+beforeAll(async () => {
+  nats = await startNats();
+  leases = new MemoryLeases();
+  [A, B, C] = await Promise.all((['A', 'B', 'C'] as const).map((id) => startNode(id, nats.url, fakes[id].shards, leases, { ownerWaitMs: 1_500 })));
+});
+afterAll(async () => {
+  await Promise.all([A, B, C].map((x) => x?.close()));
+  await nats?.stop();
+});
+beforeEach(() => {
+  for (const f of Object.values(fakes)) f.calls.length = 0;
+});
+
+describe('AccountRouter', () => {
+  it('runs a call for an account owned here on the local shards, without NATS', async () => {
+    const id = acct();
+    leases.set(id, 'A', A.owners);
+    const before = A.router.stats.forwarded;
+    const r = await A.router.call(id, 'account.status', { accountId: id });
+    expect(r).toMatchObject({ node: 'A', key: id });
+    expect(A.router.stats.forwarded).toBe(before);
+    expect(fakes.A.calls).toHaveLength(1);
+  });
+
+  it('forwards a call for an account owned elsewhere, and the result arrives as a shard reply would', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await C.owners.ownerOf(id)) === 'B', 'C learns the owner');
+    const before = C.router.stats.forwarded;
+    const r = await C.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: { symbol: 'X', volume: 0.01 }, clientOrderId: 'o1' }, { retryOnRestart: false });
+    expect(r).toStrictEqual({
+      node: 'B', key: id, echo: { accountId: id, op: 'OrderSend', args: { symbol: 'X', volume: 0.01 }, clientOrderId: 'o1' },
+      build: undefined, raw: new Uint8Array([1, 2]), at: new Date(7),
+    });
+    expect(fakes.B.calls).toEqual([{ key: id, op: 'account.trade', args: expect.anything(), retry: false }]);
+    expect(C.router.stats.forwarded).toBe(before + 1);
+    expect(B.router.stats.served).toBeGreaterThan(0);
+  });
+
+  it('an error on the owner arrives as the same ApiError (code, status, headers, details)', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    const err = await A.router.call(id, 'account.op', { accountId: id, op: 'x', args: { fail: true } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', status: 409, headers: { 'retry-after': '3' }, details: { clientOrderId: 'c1' } });
+  });
+
+  it('waits for an account without owner, and answers once one takes it', async () => {
+    const id = acct();
+    leases.set(id, null);
+    const pending = A.router.call(id, 'account.status', { accountId: id });
+    await until(() => A.router.stats.ownerWaits > 0, 'the call to wait');
+    leases.set(id, 'C', C.owners);
+    expect(await pending).toMatchObject({ node: 'C' });
+  });
+
+  it('answers 503 with retry-after when nobody takes the account within the bound', async () => {
+    const id = acct();
+    const err = await B.router.call(id, 'account.status', { accountId: id }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+  });
+
+  it('follows the account when its owner changed unannounced (stale cache): the old owner says so', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'B' && (await C.owners.ownerOf(id)) === 'B', 'A and C learn the owner');
+    // The lease moves to C, the announcement is lost (C announces nothing), B knows it lost it.
+    leases.set(id, 'C');
+    B.owners.forget(id);
+    C.owners.forget(id);
+    const r = await A.router.call(id, 'account.status', { accountId: id });
+    expect(r).toMatchObject({ node: 'C' });
+    expect(fakes.B.calls).toHaveLength(0);
+  });
+
+  it('an owner gone mid-flight (no responders): the call waits for the takeover and lands on the new owner', async () => {
+    const id = acct();
+    const fakeD = fakeShards('D');
+    const D = await startNode('D', nats.url, fakeD.shards, leases);
+    leases.set(id, 'D', D.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'D', 'A learns the owner');
+    await D.close(); // killed: no release, no announcement; its lease lingers
+    const pending = A.router.call(id, 'account.status', { accountId: id });
+    await until(() => A.router.stats.ownerWaits > 0, 'the call to wait');
+    leases.set(id, 'B', B.owners); // the lease expired; B took over
+    expect(await pending).toMatchObject({ node: 'B' });
+    expect(fakeD.calls).toHaveLength(0);
+  });
+
+  it('with NATS down a forwarded call is a clean 503 at once, a local one still runs; all recovers by itself', async () => {
+    const remote = acct();
+    const local = acct();
+    leases.set(remote, 'B', B.owners);
+    leases.set(local, 'A', A.owners);
+    await until(async () => (await A.owners.ownerOf(remote)) === 'B', 'A learns the owner');
+    await nats.kill();
+    await until(() => !A.link.up, 'A to see NATS down');
+    const t0 = performance.now();
+    const err = await A.router.call(remote, 'account.status', { accountId: remote }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect(performance.now() - t0).toBeLessThan(1_000); // not the forwarding timeout (31 s)
+    expect(await A.router.call(local, 'account.status', { accountId: local })).toMatchObject({ node: 'A' });
+    await nats.restart();
+    await until(() => A.link.up && B.link.up, 'both nodes back on NATS');
+    await until(async () => {
+      const r = await A.router.call(remote, 'account.status', { accountId: remote }).catch(() => null);
+      return (r as { node?: string } | null)?.node === 'B';
+    }, 'a forwarded call to succeed again');
+  });
+});
