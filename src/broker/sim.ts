@@ -257,23 +257,40 @@ export class SimBrokerConnection implements BrokerConnection {
 
   // ---- trading ---------------------------------------------------------------------------
 
+  get claimsAtomically(): boolean {
+    return this.host.store.bookAtomically !== undefined;
+  }
+
   private async trade(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
+    let claim = opts?.claim;
+    // A held reply (injected latency) waits before executing: the claim is committed before the
+    // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record.
+    if (claim && (!this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0)) {
+      claim();
+      claim = undefined;
+    }
     const acc = await this.ready();
     const requestId = opts?.requestId;
-    if (requestId !== undefined) {
-      const seen = this.host.store.request(this.server.name, this.login, requestId);
-      if (seen) return seen.result;
-    }
     const fault = this.sim.faults.tradeFault(this.server.name, this.login);
-    let result: TradeResult;
-    if (fault === 'reject') {
-      result = { ok: false, reason: 'REJECTED', message: 'request rejected by the broker (injected fault)', retcode: RETCODES.REJECTED };
-    } else {
-      result = op(acc);
-    }
-    const lookup: RequestLookup | undefined = requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined;
-    acc.flush(lookup);
-    await this.host.store.whenDurable();
+    let seen = false;
+    const book = (): TradeResult => {
+      if (requestId !== undefined) {
+        const known = this.host.store.request(this.server.name, this.login, requestId);
+        if (known) {
+          seen = true;
+          return known.result;
+        }
+      }
+      const result: TradeResult = fault === 'reject'
+        ? { ok: false, reason: 'REJECTED', message: 'request rejected by the broker (injected fault)', retcode: RETCODES.REJECTED }
+        : op(acc);
+      acc.flush(requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined);
+      return result;
+    };
+    // Claimed atomically: the claim, the booking and what was queued commit now, in one transaction.
+    const result = claim ? this.host.store.bookAtomically!(claim, book) : book();
+    if (seen) return result;
+    if (!claim) await this.host.store.whenDurable();
     if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
     return result;
   }

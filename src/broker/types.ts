@@ -16,6 +16,10 @@ export interface TradeOptions {
   /** Idempotency id of this request at the broker: a resend with the same id returns the
    *  first outcome instead of trading twice. Kept per account. */
   readonly requestId?: string;
+  /** Only to a connection with `claimsAtomically`: called right before the trade executes, inside
+   *  the transaction that books it, so the caller's writes in it (the idempotency claim) commit
+   *  with the booking, in one commit. Throwing refuses the trade: nothing is executed. */
+  readonly claim?: () => void;
 }
 
 // ---- connection -----------------------------------------------------------------------
@@ -96,6 +100,12 @@ export interface BrokerConnection {
    * "may still arrive". Absent or false for a broker in another process (a bridge).
    */
   readonly inProcess?: boolean;
+  /**
+   * True when the broker books trades in the caller's own database and honours
+   * `TradeOptions.claim` (the embedded simulator with SQLite persistence): the caller's claim and
+   * the booking are then one transaction. Absent for a bridge: the claim is committed before the send.
+   */
+  readonly claimsAtomically?: boolean;
 
   openedOrders(): Promise<OpenedOrders>;
   /** An open position or pending order by ticket. */

@@ -83,6 +83,9 @@ export class SqliteSimStore implements SimPersistence {
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
   private readonly batchTx: () => void;
+  private readonly atomicTx: (before: () => void, book: () => unknown) => { ok: true; value: unknown } | { ok: false; err: unknown };
+  /** Inside bookAtomically: changes wait for its commit, not for a scheduled one. */
+  private booking = false;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
   private readonly checkpointTx: (all: boolean) => void;
   private checkpointsQueued = false;
@@ -110,10 +113,22 @@ export class SqliteSimStore implements SimPersistence {
       journalFrom: p('SELECT time_ms, seq, data FROM sim_journal WHERE server = ? AND login = ? AND seq > ? ORDER BY seq'),
     };
     const st = this.st;
-    this.batchTx = db.transaction(() => {
+    const insertQueued = () => {
       const items = this.queue;
       this.queue = [];
       for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
+    };
+    this.batchTx = db.transaction(insertQueued);
+    this.atomicTx = db.transaction((before: () => void, book: () => unknown) => {
+      before();
+      let out: { ok: true; value: unknown } | { ok: false; err: unknown };
+      try {
+        out = { ok: true, value: book() };
+      } catch (err) {
+        out = { ok: false, err };
+      }
+      insertQueued();
+      return out;
     });
     this.checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
     this.allocTx = db.transaction((server: string, count: number) => {
@@ -249,7 +264,7 @@ export class SqliteSimStore implements SimPersistence {
       // Waiters get the rejection; without one it must not become an unhandled rejection
       // (the failure is reported through onError).
       this.durable.catch(() => undefined);
-      setImmediate(() => {
+      if (!this.booking) setImmediate(() => {
         try {
           this.commitQueued();
         } catch (err) {
@@ -259,6 +274,34 @@ export class SqliteSimStore implements SimPersistence {
         }
       });
     }
+  }
+
+  bookAtomically<T>(before: () => void, book: () => T): T {
+    let began = false;
+    let out;
+    this.booking = true;
+    try {
+      out = this.atomicTx(() => {
+        before();
+        began = true;
+      }, book);
+    } catch (err) {
+      // `before` refused: nothing was booked, and what was queued before waits for its own commit.
+      if (!began) throw err;
+      // The commit failed: waiters of the changes it held get the error (as in commitQueued).
+      const reject = this.rejectDurable;
+      this.durable = this.resolveDurable = this.rejectDurable = null;
+      reject?.(err);
+      throw err;
+    } finally {
+      this.booking = false;
+    }
+    const resolve = this.resolveDurable;
+    this.durable = this.resolveDurable = this.rejectDurable = null;
+    resolve?.();
+    this.scheduleCheckpoints();
+    if (!out.ok) throw out.err;
+    return out.value as T;
   }
 
   /** Commit what is queued now (also called by readers). */

@@ -89,9 +89,9 @@ export function brokerRequestId(accountId: string, clientOrderId: string, expire
  * Sends once and settles the outcome. A reply lost after the send is checked with lookupRequest
  * (by the record's broker request id); if the broker cannot say, the outcome is uncertain.
  */
-async function execute(prep: Prepared, lease: Lease, requestId: string): Promise<StoredResult> {
+async function execute(prep: Prepared, lease: Lease, requestId: string, claim?: () => void): Promise<StoredResult> {
   try {
-    return answer(await prep.run(lease.conn, { requestId }));
+    return answer(await prep.run(lease.conn, claim ? { requestId, claim } : { requestId }));
   } catch (err) {
     if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
     if (err instanceof BrokerTimeoutError) {
@@ -120,6 +120,13 @@ export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: b
 /** A durable record exists for the id: settled records live on disk only, not in memory. */
 class RecordExistsError extends Error {}
 
+/** An atomic send whose claim never happened (`cause`): nothing was recorded or executed. */
+class UnclaimedError extends Error {
+  constructor(override readonly cause: unknown) {
+    super('idempotency claim not made');
+  }
+}
+
 /** How often expired records are deleted from SQLite (by the expiry index). */
 const SWEEP_MS = 60_000;
 
@@ -128,6 +135,8 @@ interface Rec {
   actor: IdemActor;
   /** Settled and let go: its actor is stopped, its last snapshot still answers who held it. */
   evicted?: boolean;
+  /** Lost after an atomic claim: kept in memory, its row may have gone with a failed commit. */
+  pinned?: boolean;
   /** From the claim until the actor has taken the call's outcome. */
   busy: boolean;
   /** The claiming request, until the outcome is known. */
@@ -234,7 +243,7 @@ export class TradeDesk {
 
   /** Lets a settled record go (see the class comment). */
   private evict(rec: Rec): void {
-    if (rec.evicted || rec.busy) return;
+    if (rec.evicted || rec.busy || rec.pinned) return;
     const s = rec.actor.getSnapshot();
     if (s.status !== 'active' || !(s.matches('result') || s.matches('uncertain'))) return;
     rec.evicted = true;
@@ -382,37 +391,95 @@ export class TradeDesk {
       }
       const expiresAt = this.clock.now() + IDEMPOTENCY_TTL_MS;
       const rec = this.start({ account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt });
-      // `send` runs persistSent synchronously: once it returns with the record in `sent`, the
-      // record is committed and the order may go to the broker.
-      rec.actor.send({ type: 'send' });
-      const claimed = rec.actor.getSnapshot();
-      if (claimed.status !== 'active' || !claimed.matches('sent')) {
-        lease.release();
-        if (this.records.get(k) === rec) this.records.delete(k);
-        if (claimed.status === 'error' && claimed.error instanceof RecordExistsError) {
-          // Used before and settled (on disk only): back as an actor, and answered from it above.
-          const row = this.store.get(entry.accountId, clientOrderId);
-          if (row && row.expires_at > this.clock.now()) this.restore(row);
-          else if (row) this.store.remove(entry.accountId, clientOrderId); // expired, not swept yet
-          continue;
+      const requestId = brokerRequestId(entry.accountId, clientOrderId, expiresAt);
+      let ev: Outcome;
+      if (lease.conn.claimsAtomically === true) {
+        try {
+          ev = await this.sendAtomically(rec, prep, lease, requestId);
+        } catch (err) {
+          if (!(err instanceof UnclaimedError)) throw err;
+          // Never claimed, nothing executed: the id has a settled row (back as an actor, answered
+          // above), or the order could not go out. Same-id waiters find the record gone, start over.
+          if (this.records.get(k) === rec) this.records.delete(k);
+          rec.evicted = true;
+          rec.actor.stop();
+          this.idle(rec);
+          if (this.restoreSettled(entry.accountId, clientOrderId)) continue;
+          if (err.cause instanceof NotSentError) throw apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
+          throw err.cause;
         }
-        throw claimed.status === 'error' ? claimed.error : stoppedError();
+      } else {
+        // `send` runs persistSent synchronously: once it returns with the record in `sent`, the
+        // record is committed and the order may go to the broker.
+        rec.actor.send({ type: 'send' });
+        const claimed = rec.actor.getSnapshot();
+        if (claimed.status !== 'active' || !claimed.matches('sent')) {
+          lease.release();
+          if (this.records.get(k) === rec) this.records.delete(k);
+          if (claimed.status === 'error' && claimed.error instanceof RecordExistsError) {
+            this.restoreSettled(entry.accountId, clientOrderId);
+            continue;
+          }
+          throw claimed.status === 'error' ? claimed.error : stoppedError();
+        }
+        rec.busy = true;
+        const outcome = new Promise<Outcome>((resolve, reject) => {
+          rec.reply = { resolve, reject };
+        });
+        execute(prep, lease, requestId).then(
+          (result) => this.outcome(rec, { type: 'done', result }),
+          (err: unknown) => this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
+        );
+        ev = await outcome;
       }
-      rec.busy = true;
-      const outcome = new Promise<Outcome>((resolve, reject) => {
-        rec.reply = { resolve, reject };
-      });
-      execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, expiresAt)).then(
-        (result) => this.outcome(rec, { type: 'done', result }),
-        (err: unknown) => this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
-      );
-      const ev = await outcome;
       if (ev.type === 'done') return { ...ev.result, replay: false };
       if (ev.type === 'lost') {
         throw apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
       }
       throw apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
     }
+  }
+
+  /** A settled record found on disk when claiming its id: back as an actor (expired: removed). */
+  private restoreSettled(accountId: string, clientOrderId: string): boolean {
+    const row = this.store.get(accountId, clientOrderId);
+    if (row && row.expires_at > this.clock.now()) this.restore(row);
+    else if (row) this.store.remove(accountId, clientOrderId); // expired, not swept yet
+    return row !== undefined;
+  }
+
+  /**
+   * A broker booking in our database (claimsAtomically): the claim (`send`, its 'sent' row) runs
+   * inside the transaction that books the order: one commit, and a crash leaves both or neither
+   * (neither: never executed, the simulator died with us). A failure after the claim is `lost`,
+   * kept in memory (its row may have gone with a failed commit) so a retry answers 409.
+   */
+  private async sendAtomically(rec: Rec, prep: Prepared, lease: Lease, requestId: string): Promise<Outcome> {
+    const c = rec.actor.getSnapshot().context;
+    rec.busy = true;
+    const claim = () => {
+      // A row (settled, let go from memory) refuses the claim before the actor is touched.
+      if (this.store.get(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
+      rec.actor.send({ type: 'send' });
+      const s = rec.actor.getSnapshot();
+      if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
+    };
+    const outcome = new Promise<Outcome>((resolve, reject) => {
+      rec.reply = { resolve, reject };
+    });
+    try {
+      const result = await execute(prep, lease, requestId, claim);
+      this.outcome(rec, { type: 'done', result });
+    } catch (err) {
+      if (!rec.actor.getSnapshot().matches('sent')) {
+        rec.reply = undefined;
+        throw new UnclaimedError(err);
+      }
+      const ev: Outcome = err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' };
+      if (ev.type === 'lost') rec.pinned = true;
+      this.outcome(rec, ev, err);
+    }
+    return outcome;
   }
 
   stop(): void {

@@ -1,0 +1,120 @@
+// Issue 19 item 4: with the embedded simulator (it books trades in the shard's own database), an
+// idempotent order's claim commits in the same transaction as the simulator's booking. These
+// tests pin what that buys and what it must not lose: the claim and the booking are on disk
+// together as soon as the order is answered; a commit that fails after the claim leaves neither on
+// disk and the id answers 409 (never a second order); a settled record found on disk refuses the
+// claim inside the transaction, and nothing is executed again.
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../src/crypto/secretBox.js';
+import { ApiError } from '../../src/errors.js';
+import { createLogger } from '../../src/log.js';
+import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
+import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
+import type { ActorHost } from '../../src/runtime/hosts/context.js';
+import { shardSettings } from '../../src/runtime/settings.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { systemClock } from '../../src/util/clock.js';
+
+const hosts: ActorHost[] = [];
+const dbs: { close(): void }[] = [];
+const dirs: string[] = [];
+afterEach(() => {
+  for (const h of hosts.splice(0)) h.stop();
+  for (const d of dbs.splice(0)) d.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const tempDir = (prefix: string) => {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+};
+
+const key = randomBytes(32);
+const accountId = '55555555-5555-4555-8555-555555555555';
+
+async function boot(dir: string): Promise<{ host: ActorHost; db: Db }> {
+  const db = openDb(dir);
+  dbs.push(db);
+  const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
+  hosts.push(host);
+  host.rehydrate();
+  await host.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Sim-P5-Demo', login: 'atomic-1', passwordEnc: new SecretBox(key).seal('pw', accountId) });
+  return { host, db };
+}
+const send = (h: ActorHost, id: string) =>
+  Promise.resolve(h.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: id })) as Promise<TradeReply>;
+const tickets = async (h: ActorHost) => (await h.handlers['account.op']!({ accountId, op: 'OpenedOrdersTickets', args: {} })) as number[];
+/** Commits in a WAL file: frames of the current generation (salts as in the header) whose
+ *  "database size after commit" field is set (https://www.sqlite.org/fileformat.html#wal_file_format). */
+function walCommits(file: string): number {
+  const b = readFileSync(file);
+  if (b.length < 32) return 0;
+  const pageSize = b.readUInt32BE(8);
+  let n = 0;
+  for (let at = 32; at + 24 + pageSize <= b.length; at += 24 + pageSize) {
+    if (b.readUInt32BE(at + 8) !== b.readUInt32BE(16) || b.readUInt32BE(at + 12) !== b.readUInt32BE(20)) break;
+    if (b.readUInt32BE(at + 4) !== 0) n++;
+  }
+  return n;
+}
+const turn = () => new Promise((r) => setImmediate(r));
+
+describe('idempotent orders at the embedded simulator: claim and booking in one transaction', () => {
+  it('once answered, another connection sees the claim and the booking together, written by one commit', async () => {
+    const dir = tempDir('tagw-idem-atomic-');
+    const { host, db } = await boot(dir);
+    db.pragma('wal_autocheckpoint = 0'); // the WAL keeps every commit of this test
+    const commitsBefore = walCommits(join(dir, 'tagw.sqlite-wal'));
+    const reader = new Database(join(dir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    dbs.push(reader);
+    const journalRows = () => (reader.prepare('SELECT count(*) AS n FROM sim_journal').get() as { n: number }).n;
+    const before = journalRows();
+    const answered = await send(host, 'a-1');
+    expect(answered).toMatchObject({ status: 200, replay: false });
+    // No turn has passed: the claim ('sent', its outcome is written a turn later) and the
+    // simulator's journal row were committed by the answer's own transaction.
+    expect(reader.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'a-1'").get()).toEqual({ phase: 'sent' });
+    expect(journalRows()).toBeGreaterThan(before);
+    expect(walCommits(join(dir, 'tagw.sqlite-wal')) - commitsBefore).toBe(1);
+    await turn();
+    expect(reader.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'a-1'").get()).toEqual({ phase: 'result' });
+  });
+
+  it('a commit that fails after the claim leaves neither on disk; the id answers 409, nothing is sent twice', async () => {
+    const dir = tempDir('tagw-idem-atomic-');
+    const { host, db } = await boot(dir);
+    const opened = await tickets(host);
+    // The simulator's journal insert fails inside the booking transaction (as a full disk would).
+    db.exec("CREATE TEMP TRIGGER fail_journal BEFORE INSERT ON sim_journal BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END");
+    const failed = await send(host, 'f-1').then(() => null, (e: unknown) => e);
+    expect(failed).toBeInstanceOf(ApiError);
+    expect((failed as ApiError).code).toBe('TERMINAL_ERROR');
+    expect(db.prepare("SELECT * FROM idempotency WHERE client_order_id = 'f-1'").get()).toBeUndefined();
+    db.exec('DROP TRIGGER fail_journal');
+    for (let i = 0; i < 3; i++) await turn();
+    const retry = await send(host, 'f-1').then(() => null, (e: unknown) => e);
+    expect((retry as ApiError).code).toBe('IDEMPOTENCY_UNCERTAIN');
+    // At most the one order the failed commit may have left in the simulator's memory.
+    expect((await tickets(host)).length - opened.length).toBeLessThanOrEqual(1);
+  });
+
+  it('a settled record on disk refuses the claim inside the transaction: replayed, not executed again', async () => {
+    const dir = tempDir('tagw-idem-atomic-');
+    const { host } = await boot(dir);
+    const first = await send(host, 's-1');
+    for (let i = 0; i < 3; i++) await turn();
+    const count = (await tickets(host)).length;
+    // A restarted host holds no record in memory: the claim meets the row.
+    const restarted = (await boot(dir)).host;
+    const again = await send(restarted, 's-1');
+    expect(again).toEqual({ ...first, replay: true });
+    expect((await tickets(restarted)).length).toBe(count);
+    const same = await send(host, 's-1');
+    expect(same).toEqual({ ...first, replay: true });
+  });
+});
