@@ -1,0 +1,118 @@
+// The stream relay over a real nats-server: node A owns accounts and publishes its shards' events,
+// node B receives only what it follows, once each, into the same onEvent path as its own shards'.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ShardEvent } from '../../src/runtime/protocol.js';
+import type { LocalShards } from '../../src/cluster/router.js';
+import { startNats, type Engine } from '../helpers/engines.js';
+import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
+import { until } from '../helpers/until.js';
+
+const noShards: LocalShards = { call: () => Promise.reject(new Error('no shards here')) };
+let nats: Engine;
+let A: TestNode, B: TestNode;
+let seq = 0;
+
+const positions = (accountId: string): ShardEvent => ({ kind: 'stream.positions', key: accountId, data: { v: ++seq, positions: [] } });
+const tick = (server: string, symbol: string, timeMsc: number, bid = 1.1): ShardEvent =>
+  ({ kind: 'stream.tick', key: server, data: { server, tick: { symbol, bid, ask: bid + 0.0002, timeMsc } } });
+/** Publishes a marker on a followed account and waits for it: what A published before it has arrived (NATS keeps a publisher's order). */
+async function barrier(marker = 'marker'): Promise<void> {
+  const p = positions(marker);
+  A.relay.publish(p);
+  const v = (p.data as { v: number }).v;
+  await until(() => B.events.some((e) => e.key === marker && (e.data as { v: number }).v === v), 'the marker to arrive');
+}
+
+beforeAll(async () => {
+  nats = await startNats();
+  const leases = new MemoryLeases();
+  [A, B] = await Promise.all([startNode('A', nats.url, noShards, leases), startNode('B', nats.url, noShards, leases)]);
+  await B.relay.follow('marker');
+});
+afterAll(async () => {
+  await Promise.all([A, B].map((x) => x?.close()));
+  await nats?.stop();
+});
+beforeEach(() => {
+  A.events.length = 0;
+  B.events.length = 0;
+});
+
+describe('StreamRelay', () => {
+  it('delivers the events of a followed account, once each, and nothing of the others', async () => {
+    const id = 'acc.1 *>'; // one subject token whatever it holds
+    await B.relay.follow(id);
+    const mine = [positions(id), { kind: 'stream.deal', key: id, data: { deal: { ticket: 1 } } } as unknown as ShardEvent];
+    for (const ev of mine) A.relay.publish(ev);
+    A.relay.publish(positions('acc.2'));
+    A.relay.publish(positions('acc'));
+    await barrier();
+    expect(B.events.filter((e) => e.key !== 'marker')).toStrictEqual(mine);
+    B.relay.unfollow(id);
+  });
+
+  it('interest is reference-counted: one subscription, until the last unfollow', async () => {
+    const id = 'acc-ref';
+    await B.relay.follow(id);
+    await B.relay.follow(id);
+    expect(B.relay.following().get('tagw.acct.acc-ref.>')).toBe(2);
+    A.relay.publish(positions(id));
+    await barrier();
+    expect(B.events.filter((e) => e.key === id)).toHaveLength(1);
+    B.relay.unfollow(id);
+    A.relay.publish(positions(id));
+    await barrier();
+    expect(B.events.filter((e) => e.key === id)).toHaveLength(2);
+    B.relay.unfollow(id);
+    expect(B.relay.following().has('tagw.acct.acc-ref.>')).toBe(false);
+    A.relay.publish(positions(id));
+    await barrier();
+    expect(B.events.filter((e) => e.key === id)).toHaveLength(2);
+  });
+
+  it('publishes market data once per server and symbol, however many local accounts forward it', async () => {
+    const server = 'Broker.Live 2';
+    await B.relay.followMarket(server, 'EURUSD');
+    const before = A.relay.stats.duplicates;
+    // Two shards (two accounts on the same server) forward the same ticks; one is older than the last.
+    for (const t of [1000, 1000, 1001, 1001, 999]) A.relay.publish(tick(server, 'EURUSD', t));
+    A.relay.publish(tick(server, 'GBPUSD', 1002)); // not followed
+    A.relay.publish(tick('Other', 'EURUSD', 1003)); // another server: not followed
+    await barrier();
+    const got = B.events.filter((e) => e.kind === 'stream.tick');
+    expect(got.map((e) => [e.key, (e.data as { tick: { symbol: string; timeMsc: number } }).tick.timeMsc])).toEqual([[server, 1000], [server, 1001]]);
+    expect(A.relay.stats.duplicates - before).toBe(3);
+    B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
+  it('a node never receives its own events back (its sockets had them from its shards)', async () => {
+    await A.relay.follow('acc-own');
+    await B.relay.follow('acc-own');
+    A.relay.publish(positions('acc-own'));
+    await barrier();
+    expect(B.events.filter((e) => e.key === 'acc-own')).toHaveLength(1);
+    expect(A.events).toHaveLength(0);
+    A.relay.unfollow('acc-own');
+    B.relay.unfollow('acc-own');
+  });
+
+  it('node-local kinds (thread stats, operator phases) are not relayed', async () => {
+    const before = A.relay.stats.published;
+    A.relay.publish({ kind: 'thread.stats', key: '0', data: { lagP99: 0, lagMax: 0, gcSeconds: 0, gcCount: 0 } });
+    A.relay.publish({ kind: 'acct.phase', key: 'x', data: 'connected' } as ShardEvent);
+    expect(A.relay.stats.published).toBe(before);
+  });
+
+  it('after a NATS restart the interest is back by itself and events flow again, without duplicates', async () => {
+    const id = 'acc-restart';
+    await B.relay.follow(id);
+    await nats.restart();
+    await until(() => A.link.up && B.link.up, 'both nodes back on NATS');
+    await B.link.nc.flush();
+    const ev = positions(id);
+    A.relay.publish(ev);
+    await barrier();
+    expect(B.events.filter((e) => e.key === id)).toStrictEqual([ev]);
+    B.relay.unfollow(id);
+  });
+});
