@@ -77,6 +77,8 @@ const DRAIN_QUIET_MS = 50;
 /**
  * The HTTP part of a shutdown: wait, up to `timeoutMs`, until no request is in flight and none
  * arrived for DRAIN_QUIET_MS (each is answered 503 meanwhile, with the listen socket still open).
+ * Real elapsed time, not the injected clock: it waits on real sockets between real timers (a test
+ * clock standing still would make the shutdown wait forever).
  */
 async function drainHttp(inflight: { count: number; refused: number }, timeoutMs: number, log: Logger): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -125,7 +127,7 @@ async function start(
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
   });
   const tenancy = new TenancyStore(db);
-  const boot = bootstrap(tenancy, config.dataDir, config.managementKey);
+  const boot = bootstrap(tenancy, config.dataDir, config.managementKey, clock.now());
   // Last-used times: kept in memory per request, written in one transaction per period.
   const keyUsage = new KeyUsage(tenancy, clock);
   keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
@@ -190,7 +192,7 @@ async function start(
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
   const streamHub = (stream = new StreamHub({
-    config, auth, throttle, tenancy, shards, log, inflight, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
+    config, auth, throttle, tenancy, shards, log, clock, inflight, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
   }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());

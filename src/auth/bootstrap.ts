@@ -32,7 +32,7 @@ export function createCustomer(store: TenancyStore, name: string, now = Date.now
   return { customerId: c.id, managementKey: createManagementKey(store, c.id, 'initial', now) };
 }
 
-export function bootstrap(store: TenancyStore, dataDir: string, envKey: string | undefined, now = Date.now()): BootstrapResult {
+export function bootstrap(store: TenancyStore, dataDir: string, envKey: string | undefined, now: number): BootstrapResult {
   const bootstrapFile = join(dataDir, 'bootstrap.json');
   const customer = store.customerByName(DEFAULT_CUSTOMER) ?? store.createCustomer(randomUUID(), DEFAULT_CUSTOMER, now);
   if (envKey) return { customerId: customer.id, bootstrapFile };

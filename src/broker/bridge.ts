@@ -24,6 +24,7 @@ import type {
 import type { Platform, ServerInfo, ServerTime, Tick } from '../market/server.js';
 import type { SymbolInfo } from '../market/symbols.js';
 import type { Candle, Timeframe } from '../market/timeframes.js';
+import { systemClock, type Clock } from '../util/clock.js';
 
 export interface BridgeOptions {
   readonly host: string;
@@ -38,6 +39,8 @@ export interface BridgeOptions {
   /** tls:// bridge: TLS with the certificate verified (chain and host name), before the hello
    *  carries the password; `ca` pins the CA (PEM) instead of the system's roots. */
   readonly tls?: { readonly ca?: string | Buffer };
+  /** Phase-change times and the deal lookback of a first resync (default: the system clock). */
+  readonly clock?: Clock;
 }
 
 interface Pending {
@@ -87,8 +90,10 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private maxDealTime = -1;
   private connecting: Promise<void> | null = null;
   private everConnected = false;
+  private readonly clock: Clock;
 
   constructor(private readonly options: BridgeOptions) {
+    this.clock = options.clock ?? systemClock;
     this.login = options.login;
     this.info = {
       name: options.server,
@@ -119,7 +124,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private setState(state: ConnectionState, reason?: string): void {
     if (state === this._state) return;
     this._state = state;
-    this.emit('state', { state, timeMsc: Date.now(), ...(reason !== undefined ? { reason } : {}) });
+    this.emit('state', { state, timeMsc: this.clock.now(), ...(reason !== undefined ? { reason } : {}) });
   }
 
   // ---- connection lifecycle ------------------------------------------------------------
@@ -203,7 +208,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
     const opened = (await this.request('openedOrders', {})) as OpenedOrders;
     this.emit('positions', opened.positions);
     this.emit('orders', opened.orders);
-    const since = this.maxDealTime >= 0 ? this.maxDealTime - DEAL_SLACK_MS : Date.now() - RESYNC_LOOKBACK_MS;
+    const since = this.maxDealTime >= 0 ? this.maxDealTime - DEAL_SLACK_MS : this.clock.now() - RESYNC_LOOKBACK_MS;
     const deals = (await this.request('historyDeals', { fromMs: since, toMs: Number.MAX_SAFE_INTEGER })) as Deal[];
     for (const d of deals) this.onDeal(d);
   }

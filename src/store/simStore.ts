@@ -7,6 +7,7 @@ import type { Deal, Order, RequestLookup } from '../market/orders.js';
 import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPosition } from '../sim/persistence.js';
 import { decodeChange, encodeChange } from './simCodec.js';
 import { configureWal } from './db.js';
+import { systemClock, type Clock } from '../util/clock.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -78,6 +79,8 @@ export class SqliteSimStore implements SimPersistence {
   // is committed. Readers commit first, so reads see every applied change.
   private readonly groupCommit: boolean;
   private readonly checkpointMs: number;
+  /** Checkpoint ages: wall time by default (a write cadence, whatever clock the market runs on). */
+  private readonly clock: Clock;
   private queue: { server: string; login: string; seq: number; time: number; data: string }[] = [];
   private durable: Promise<void> | null = null;
   private resolveDurable: (() => void) | null = null;
@@ -94,11 +97,12 @@ export class SqliteSimStore implements SimPersistence {
 
   constructor(
     private readonly db: Database.Database,
-    options: { groupCommit?: boolean; checkpointMs?: number; onError?: (err: unknown) => void } = {},
+    options: { groupCommit?: boolean; checkpointMs?: number; onError?: (err: unknown) => void; clock?: Clock } = {},
   ) {
     this.onError = options.onError ?? ((err) => console.error('simulator store: commit failed', err));
     this.groupCommit = options.groupCommit ?? true;
     this.checkpointMs = options.checkpointMs ?? 1000;
+    this.clock = options.clock ?? systemClock;
     migrateSimStore(db);
     const p = (sql: string) => db.prepare(sql);
     this.st = {
@@ -155,7 +159,7 @@ export class SqliteSimStore implements SimPersistence {
   /** Write checkpoints of dirty accounts (all of them when `all`, else those older than
    *  checkpointMs). Runs inside the checkpoint transaction. */
   private checkpointDue(all: boolean): void {
-    const now = Date.now();
+    const now = this.clock.now();
     for (const m of this.dirtyMirrors) {
       if (!all && now - m.checkpointedMs < this.checkpointMs) continue;
       const a = m.account;
@@ -207,7 +211,7 @@ export class SqliteSimStore implements SimPersistence {
       lastTimeMs: cp.lastTimeMs,
       refs: new Map(),
       newRefs: [],
-      checkpointedMs: Date.now(),
+      checkpointedMs: this.clock.now(),
     };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
       for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) m.refs.set(id, [t, q]);

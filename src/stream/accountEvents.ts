@@ -17,8 +17,9 @@ import type { HistoryEntry, StreamPosition } from './history.js';
 import type { Outbox } from './outbox.js';
 import type { AccountState, Sock } from './state.js';
 import type { Topics } from './topics.js';
+import type { Clock } from '../util/clock.js';
 
-export interface AccountEventDeps { config: Config; shards: ShardSet; log: Logger; history: StreamHistoryStore }
+export interface AccountEventDeps { config: Config; shards: ShardSet; log: Logger; clock: Clock; history: StreamHistoryStore }
 
 interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
 
@@ -90,7 +91,7 @@ export class AccountEvents {
   // ---- the history and delivery -----------------------------------------------------------------
 
   private record(acc: AccountState, type: FrameType, dataJson: string): void {
-    const entry = acc.history.append(type, dataJson, Date.now());
+    const entry = acc.history.append(type, dataJson, this.deps.clock.now());
     this.pending.push({ acc, epoch: acc.history.epoch, entry });
     if (!this.commitQueued) {
       this.commitQueued = true;
@@ -114,7 +115,7 @@ export class AccountEvents {
     try {
       this.deps.history.write([...byAcc].map(([acc, entries]) => ({
         accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, entries, keepFrom: acc.history.firstSeq,
-      })), Date.now());
+      })), this.deps.clock.now());
     } catch (err) {
       // Live clients still get their frames; a restart may not find them (see docs/stream.md).
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
@@ -153,7 +154,7 @@ export class AccountEvents {
 
   resume(sock: Sock, since: StreamPosition): void {
     this.commit();
-    const r = sock.acc.history.replay(since, Date.now());
+    const r = sock.acc.history.replay(since, this.deps.clock.now());
     if (!r.recovered) {
       if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.requestSnapshot(sock);
       return;
@@ -172,7 +173,7 @@ export class AccountEvents {
   continueReplay(sock: Sock): void {
     if (sock.closed || sock.stream !== 'replaying') return;
     const h = sock.acc.history;
-    const r = h.replay({ epoch: h.epoch, seq: sock.cursor }, Date.now());
+    const r = h.replay({ epoch: h.epoch, seq: sock.cursor }, this.deps.clock.now());
     if (!r.recovered) {
       this.out.end(sock, 'BACKPRESSURE'); // it read so slowly that the history moved past it
       return;

@@ -15,12 +15,15 @@ import { AccountHistory, newEpoch } from './history.js';
 import type { Outbox } from './outbox.js';
 import type { AccountState } from './state.js';
 import type { Topics } from './topics.js';
+import type { Clock } from '../util/clock.js';
 
 export interface AccountStreamDeps {
   config: Config;
   shards: ShardSet;
   tenancy: TenancyStore;
   log: Logger;
+  /** This gateway's clock: history times, ages and expiries. */
+  clock: Clock;
   inflight: { draining: boolean };
   /** Where account histories are kept across restarts. */
   history: StreamHistoryStore;
@@ -46,7 +49,7 @@ export class AccountStreams {
 
   /** A new account state, its history picked up from the store when it was kept until recently. */
   private create(id: string, platform: AccountState['platform'], server: string, phase: AccountState['phase']): AccountState {
-    const now = Date.now();
+    const now = this.deps.clock.now();
     const stored = this.deps.history.load(id);
     let history: AccountHistory;
     let needsResync = false;
@@ -77,7 +80,7 @@ export class AccountStreams {
 
   /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
   rotate(acc: AccountState): void {
-    acc.history = this.freshHistory(acc.id, Date.now());
+    acc.history = this.freshHistory(acc.id, this.deps.clock.now());
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = 0;
     acc.needsResync = false;
@@ -186,7 +189,7 @@ export class AccountStreams {
    * reconnect goes into the history.
    */
   restore(): void {
-    const since = Date.now() - this.limits.maxAgeMs;
+    const since = this.deps.clock.now() - this.limits.maxAgeMs;
     for (const id of this.deps.history.aliveSince(since)) {
       if (this.accounts.has(id)) continue;
       this.deps.shards.call(id, 'stream.open', { accountId: id }).then((open) => {
@@ -213,7 +216,7 @@ export class AccountStreams {
 
   /** Periodic: the kept streams are alive (a restart within the age limit picks them up), history trimmed by age. */
   touch(): void {
-    const now = Date.now();
+    const now = this.deps.clock.now();
     const list: { accountId: string; keepFrom: number }[] = [];
     for (const acc of this.accounts.values()) {
       acc.history.trim(now);
@@ -261,7 +264,7 @@ export class AccountStreams {
   checkShardRestarts(): void {
     const shards = this.deps.shards;
     const r = shards.restarts();
-    const now = Date.now();
+    const now = this.deps.clock.now();
     if (r !== this.seenRestarts) {
       this.seenRestarts = r;
       this.recheckUntil = now + 5_000;

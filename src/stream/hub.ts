@@ -33,7 +33,7 @@ export class StreamHub {
   readonly counters: StreamCounters = {
     ticksIn: 0, ticksDuplicate: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0, syncUpgrades: 0,
   };
-  private readonly topics = new Topics(this.counters);
+  private readonly topics: Topics;
   private readonly out: Outbox;
   private readonly accounts: AccountStreams;
   private readonly events: AccountEvents;
@@ -45,6 +45,8 @@ export class StreamHub {
   private historyTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: StreamHubDeps) {
+    const offsetMs = deps.config.shardClockOffsetMs;
+    this.topics = new Topics(this.counters, deps.clock, offsetMs === 0 ? deps.clock : { now: () => deps.clock.now() + offsetMs });
     this.out = new Outbox(deps.config, this.topics, this.sockets, this.counters);
     this.accounts = new AccountStreams(deps, this.topics, this.out);
     this.events = new AccountEvents(deps, this.accounts, this.topics, this.out);
@@ -235,7 +237,7 @@ export class StreamHub {
   // ---- heartbeats -------------------------------------------------------------------------------
 
   private heartbeats(): void {
-    const now = Date.now();
+    const now = this.deps.clock.now();
     for (const s of this.sockets) {
       // A socket that is behind gets no heartbeat (the next one says the same, newer).
       if (!s.heartbeat || s.closed || s.coalescing) continue;

@@ -114,7 +114,7 @@ export class Outbox {
     if (s.closed) return;
     this.counters.coalescedFlushes++;
     const ws = s.ws;
-    const now = Date.now();
+    const now = this.topics.clock.now();
     ws.cork(() => {
       for (const t of s.quotes.values()) {
         const at = s.leftAt.get(t.key) ?? -1;

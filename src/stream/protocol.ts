@@ -143,9 +143,8 @@ export class ClientProtocol {
       if (sock.candles.has(k)) continue;
       const topic = this.topics.candleTopic(server, symbol, tf);
       topic.refs++;
-      // On the clock the bars are stamped with: the shards' (offset from this one by
-      // shardClockOffsetMs, which tests use to sit just before a bar boundary).
-      sock.candles.set(k, { topic, partial: true, joinedAt: Date.now() + this.deps.config.shardClockOffsetMs });
+      // On the clock the bars are stamped with: the shards' (Topics.shardClock).
+      sock.candles.set(k, { topic, partial: true, joinedAt: this.topics.shardClock.now() });
       this.accounts.incRef(acc.candleRefs, k);
       added.push(k);
     }
@@ -193,7 +192,7 @@ export class ClientProtocol {
           this.topics.ingestTick(server, lastTick);
         } else if (qt.lastTick) {
           const srv = this.topics.servers.get(server);
-          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, Date.now())));
+          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.clock.now())));
         }
       }
       for (const k of added) {

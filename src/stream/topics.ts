@@ -11,12 +11,13 @@ import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
 import { marketFrame } from './frames.js';
 import { newEpoch } from './history.js';
+import type { Clock } from '../util/clock.js';
 import type { AccountState, CandleSub, CandleTopic, QuoteTopic, ServerState, Sock, StreamCounters } from './state.js';
 
 export class Topics {
   app: TemplatedApp | null = null;
   /** The market epoch: QUOTE/CANDLE seq restart with every gateway process, and this says so. */
-  readonly epoch = newEpoch(Date.now());
+  readonly epoch: string;
   /** Servers whose clock is known: only what a connection learned from its broker. */
   readonly servers = new Map<string, ServerState>();
   /** server -> symbol -> topic (nested so the per-tick lookup builds no string). */
@@ -28,7 +29,14 @@ export class Topics {
   publishBudget = Infinity;
   onBudgetSpent: () => void = () => undefined;
 
-  constructor(private readonly counters: StreamCounters) {}
+  /**
+   * `clock`: this gateway's (quote ages, history times). `shardClock`: the shards', which bars are
+   * stamped with (offset from this one by shardClockOffsetMs, which tests use to sit just before a
+   * bar boundary): a bar's end and a socket's join are compared with bar times on it.
+   */
+  constructor(private readonly counters: StreamCounters, readonly clock: Clock, readonly shardClock: Clock) {
+    this.epoch = newEpoch(clock.now());
+  }
 
   private publish(topic: string, msg: string): void {
     this.app!.publish(topic, msg);
@@ -87,7 +95,7 @@ export class Topics {
   /** The topic's last bar has not ended yet (by the clock; its close may simply not have come). */
   isCurrentBar(t: CandleTopic, acc: AccountState): boolean {
     const clock = this.servers.get(acc.server)?.clock;
-    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > Date.now();
+    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > this.shardClock.now();
   }
 
   /** Dedupe, serialize once, publish. */
@@ -107,7 +115,7 @@ export class Topics {
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
     this.counters.quotesPublished++;
-    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, Date.now())));
+    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, this.clock.now())));
   }
 
   ingestCandle(server: string, ev: CandleEvent): void {
@@ -131,7 +139,7 @@ export class Topics {
     if (ev.closed) t.closedBar = bar;
     t.seq++;
     t.last = ev;
-    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: Date.now() };
+    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: this.shardClock.now() };
     if (t.refs === 0 || !this.app) return;
     this.counters.candlesPublished++;
     this.publish(t.key, marketFrame('CANDLE', t.seq, this.epoch, candleData(ev, false)));

@@ -31,7 +31,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     const tls = m[1] === 'tls' ? { tls: caFile ? { ca: readFileSync(caFile) } : {} } : {};
     return {
       factory: (c) => new BridgeBrokerConnection({
-        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}), ...tls,
+        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}), ...tls, clock: ctx.clock,
       }),
       stop: () => {},
     };
