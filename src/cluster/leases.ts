@@ -1,0 +1,110 @@
+// Account leases and node heartbeats in PostgreSQL: the truth about who owns an account. Lease
+// times are PostgreSQL's clock (now()), the one clock all nodes share. Each function is one
+// statement: a lease is acquired only when free or expired and then carries a new epoch; renewal
+// keeps the epoch; every write for an account is fenced by fenceSql().
+import type { Queryable } from './pgPool.js';
+
+export interface Lease {
+  accountId: string;
+  /** Fencing epoch: +1 at every acquisition. A write carrying another epoch is refused. */
+  epoch: number;
+}
+
+export interface LeaseRow {
+  accountId: string;
+  /** null: released, or never taken. */
+  owner: string | null;
+  epoch: number;
+  /** false once expires_at has passed on PostgreSQL's clock. */
+  live: boolean;
+}
+
+const MS = `* interval '1 millisecond'`;
+
+/**
+ * A sub-select that yields one row iff `owner` holds the account's lease with `epoch` and it has not
+ * expired. FOR SHARE locks the lease row until the writing transaction ends, so a takeover (an UPDATE
+ * of that row) waits for the write, and a write that starts after the takeover committed re-reads
+ * the row and finds it no longer ours: after a takeover, no write of the old owner can land.
+ * Placeholders are the caller's parameter numbers.
+ */
+export function fenceSql(p: { account: number; owner: number; epoch: number }): string {
+  return `SELECT 1 FROM account_leases WHERE account_id = $${p.account} AND owner = $${p.owner} AND epoch = $${p.epoch} AND expires_at > now() FOR SHARE`;
+}
+
+function unique(ids: readonly string[]): string[] {
+  return [...new Set(ids)];
+}
+
+/** Acquires each account that is free or expired (new epoch, expiring in leaseMs); returns those it got. */
+export async function acquireLeases(q: Queryable, nodeId: string, accountIds: readonly string[], leaseMs: number): Promise<Lease[]> {
+  if (accountIds.length === 0) return [];
+  const r = await q.query<{ account_id: string; epoch: number }>(
+    `INSERT INTO account_leases (account_id, owner, epoch, expires_at)
+       SELECT id, $1::text, 1, now() + $3::int ${MS} FROM unnest($2::text[]) AS id
+     ON CONFLICT (account_id) DO UPDATE SET owner = excluded.owner, epoch = account_leases.epoch + 1, expires_at = excluded.expires_at
+       WHERE account_leases.owner IS NULL OR account_leases.expires_at <= now()
+     RETURNING account_id, epoch`,
+    [nodeId, unique(accountIds), leaseMs],
+  );
+  return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
+}
+
+/** Extends every lease of `held` still ours (same epoch, not expired) by leaseMs, in one statement;
+ *  returns the ones renewed (a missing one was lost: expired and maybe taken). */
+export async function renewLeases(q: Queryable, nodeId: string, held: readonly Lease[], leaseMs: number): Promise<Lease[]> {
+  if (held.length === 0) return [];
+  const r = await q.query<{ account_id: string; epoch: number }>(
+    `UPDATE account_leases l SET expires_at = now() + $2::int ${MS}
+     FROM unnest($3::text[], $4::bigint[]) AS h(account_id, epoch)
+     WHERE l.account_id = h.account_id AND l.epoch = h.epoch AND l.owner = $1 AND l.expires_at > now()
+     RETURNING l.account_id, l.epoch`,
+    [nodeId, leaseMs, held.map((l) => l.accountId), held.map((l) => l.epoch)],
+  );
+  return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
+}
+
+/** Hands the leases over: free at once for the next owner (whose acquisition bumps the epoch).
+ *  Returns the accounts released (those still ours). */
+export async function releaseLeases(q: Queryable, nodeId: string, held: readonly Lease[]): Promise<string[]> {
+  if (held.length === 0) return [];
+  const r = await q.query<{ account_id: string }>(
+    `UPDATE account_leases l SET owner = NULL, expires_at = now()
+     FROM unnest($2::text[], $3::bigint[]) AS h(account_id, epoch)
+     WHERE l.account_id = h.account_id AND l.epoch = h.epoch AND l.owner = $1
+     RETURNING l.account_id`,
+    [nodeId, held.map((l) => l.accountId), held.map((l) => l.epoch)],
+  );
+  return r.rows.map((row) => row.account_id);
+}
+
+/** The lease rows of these accounts (all of them when omitted): who owns what, for routers and status. */
+export async function leaseRows(q: Queryable, accountIds?: readonly string[]): Promise<LeaseRow[]> {
+  const r = await q.query<{ account_id: string; owner: string | null; epoch: number; live: boolean }>(
+    `SELECT account_id, owner, epoch, (owner IS NOT NULL AND expires_at > now()) AS live FROM account_leases
+     WHERE $1::text[] IS NULL OR account_id = ANY($1::text[]) ORDER BY account_id`,
+    [accountIds ? [...accountIds] : null],
+  );
+  return r.rows.map((row) => ({ accountId: row.account_id, owner: row.owner, epoch: row.epoch, live: row.live }));
+}
+
+/** Records that the node is alive (and where it serves) and returns the nodes alive within `withinMs`
+ *  on PostgreSQL's clock, this one included: one round trip. */
+export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number): Promise<string[]> {
+  const r = await q.query<{ node_id: string }>(
+    `WITH me AS (
+       INSERT INTO cluster_nodes (node_id, url, heartbeat_at) VALUES ($1, $2, now())
+       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at
+       RETURNING node_id)
+     SELECT node_id FROM me
+     UNION SELECT node_id FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS}
+     ORDER BY node_id`,
+    [nodeId, url, withinMs],
+  );
+  return r.rows.map((row) => row.node_id);
+}
+
+/** The node leaves: no longer a target for anyone's rendezvous. */
+export async function removeNode(q: Queryable, nodeId: string): Promise<void> {
+  await q.query('DELETE FROM cluster_nodes WHERE node_id = $1', [nodeId]);
+}

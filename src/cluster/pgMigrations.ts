@@ -1,0 +1,163 @@
+// The cluster's PostgreSQL schema, as numbered migrations recorded in `schema_migrations`. As on
+// SQLite (src/store/migrations.ts): migration N runs once, in order, in one transaction with its
+// row, so a crash mid-upgrade leaves the schema at N-1; never edit a released migration, append.
+// Nodes starting together serialise on an advisory lock; a schema newer than this build refuses.
+import { SchemaTooNewError, type Migration } from '../store/migrations.js';
+import { describePgUrl, withTransaction, type PgPool, type Queryable } from './pgPool.js';
+
+export const PG_MIGRATIONS: readonly Migration[] = [
+  // 1: ownership (nodes, leases with their fencing epoch), idempotency claims (fenced by epoch), and
+  // tenancy mirroring the SQLite tables' columns (customers, keys, seats, seat state, bindings with
+  // sealed passwords, audit log). Times the gateway writes are ms since the epoch (bigint), as on
+  // SQLite; lease and heartbeat times are PostgreSQL's own clock (timestamptz), the one clock every
+  // node agrees on.
+  { name: 'cluster: nodes, account leases, idempotency, tenancy', sql: `
+  CREATE TABLE cluster_nodes (
+    node_id TEXT PRIMARY KEY,
+    url TEXT NOT NULL DEFAULT '',
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    heartbeat_at TIMESTAMPTZ NOT NULL
+  );
+  CREATE TABLE account_leases (
+    account_id TEXT PRIMARY KEY,
+    -- NULL: released (handed over); otherwise valid while expires_at > now()
+    owner TEXT,
+    -- +1 at every acquisition: a write carrying an older epoch is refused (fencing)
+    epoch BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+  );
+  CREATE INDEX account_leases_owner ON account_leases(owner);
+  CREATE TABLE idempotency (
+    account_id TEXT NOT NULL,
+    client_order_id TEXT NOT NULL,
+    params_hash TEXT NOT NULL,
+    -- sent: claimed before the broker call; result: its answer stored; uncertain: the outcome is unknown
+    state TEXT NOT NULL CHECK (state IN ('sent', 'result', 'uncertain')),
+    status INTEGER,
+    result_json TEXT,
+    -- the lease epoch of the owner that last wrote the row
+    epoch BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (account_id, client_order_id)
+  );
+  CREATE INDEX idempotency_expiry ON idempotency(expires_at);
+  CREATE TABLE customers (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX customers_name ON customers(name, created_at);
+  CREATE TABLE keys (
+    id TEXT PRIMARY KEY,
+    customer_id TEXT NOT NULL REFERENCES customers(id),
+    kind TEXT NOT NULL CHECK (kind IN ('management', 'api')),
+    -- SHA-256 of the key's secret part; the secret itself is never stored
+    hash TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    read_only BOOLEAN NOT NULL DEFAULT false,
+    account_scoped BOOLEAN NOT NULL DEFAULT false,
+    seat_id TEXT,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT,
+    last_used_at BIGINT,
+    requests_per_sec DOUBLE PRECISION,
+    orders_per_sec DOUBLE PRECISION,
+    replaced_by TEXT
+  );
+  CREATE INDEX keys_customer ON keys(customer_id);
+  CREATE INDEX keys_seat ON keys(seat_id);
+  CREATE TABLE seats (
+    id TEXT PRIMARY KEY,
+    customer_id TEXT NOT NULL REFERENCES customers(id),
+    private_hosting BOOLEAN NOT NULL,
+    region TEXT,
+    created_at BIGINT NOT NULL,
+    removed_at BIGINT
+  );
+  CREATE INDEX seats_customer ON seats(customer_id);
+  CREATE TABLE seat_state (
+    seat_id TEXT PRIMARY KEY REFERENCES seats(id),
+    status TEXT NOT NULL,
+    ready_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE TABLE account_bindings (
+    seat_id TEXT PRIMARY KEY,
+    customer_id TEXT NOT NULL,
+    platform TEXT NOT NULL CHECK (platform IN ('P4', 'P5')),
+    server TEXT NOT NULL,
+    login TEXT NOT NULL,
+    -- AES-256-GCM sealed (src/crypto/secretBox.ts); the key is each node's TAGW_SECRET_KEY
+    password_enc TEXT NOT NULL,
+    build INTEGER,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE INDEX account_bindings_login ON account_bindings(server, login, created_at);
+  CREATE TABLE audit_log (
+    id BIGSERIAL PRIMARY KEY,
+    customer_id TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    actor_key_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT,
+    detail_json TEXT
+  );
+  CREATE INDEX audit_log_customer ON audit_log(customer_id, id);
+  ` },
+];
+
+export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;
+
+/** The cluster database was migrated by a newer build (main exits 5, as for SQLite). */
+export class PgSchemaTooNewError extends SchemaTooNewError {
+  constructor(where: string, found: number, known: number) {
+    super(where, found, known);
+    this.message = `${where}: cluster schema version ${found} is newer than this build's ${known} (a newer tagw migrated it): run that build on every node`;
+  }
+}
+
+// Any fixed number: the key of the advisory lock that serialises nodes migrating at once.
+const MIGRATION_LOCK = 0x7461_6777;
+
+const CREATE_LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)`;
+
+async function versionOf(q: Queryable): Promise<number> {
+  const r = await q.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations');
+  return r.rows[0]?.v ?? 0;
+}
+
+/** The schema version of the cluster database (0: none yet). */
+export async function pgSchemaVersion(pool: PgPool): Promise<number> {
+  const r = await pool.query<{ t: string | null }>("SELECT to_regclass('schema_migrations')::text AS t");
+  return r.rows[0]?.t ? versionOf(pool) : 0;
+}
+
+/**
+ * Brings the cluster database to PG_SCHEMA_VERSION, one transaction per migration under the advisory
+ * lock (a second node waits, then finds nothing left). A newer schema throws PgSchemaTooNewError and
+ * changes nothing. Returns the versions it applied.
+ */
+export async function runPgMigrations(pool: PgPool, url: string): Promise<number[]> {
+  const applied: number[] = [];
+  for (;;) {
+    const done = await withTransaction(pool, async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await c.query(CREATE_LEDGER);
+      const v = await versionOf(c);
+      if (v > PG_SCHEMA_VERSION) throw new PgSchemaTooNewError(describePgUrl(url), v, PG_SCHEMA_VERSION);
+      if (v === PG_SCHEMA_VERSION) return true;
+      const m = PG_MIGRATIONS[v]!;
+      await c.query(m.sql);
+      await c.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [v + 1, m.name]);
+      applied.push(v + 1);
+      return false;
+    });
+    if (done) return applied;
+  }
+}

