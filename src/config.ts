@@ -13,6 +13,10 @@ const int = (min: number, max: number) => z.coerce.number().int().min(min).max(m
 export const configSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   port: int(0, 65535).default(8080),
+  /** An extra, opt-in listener that answers HTTP/1.1 pipelined requests in order (docs/http.md
+   *  "The pipelining port"); off when unset. Its host defaults to HOST. */
+  pipeliningPort: int(0, 65535).optional(),
+  pipeliningHost: z.string().min(1).optional(),
   dataDir: z.string().min(1).default('./data'),
   /** A fixed management key for scripted set-up; otherwise the first start creates one. */
   managementKey: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -145,7 +149,7 @@ export type Config = z.infer<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
 
 const ENV: Record<string, keyof Config> = {
-  HOST: 'host', PORT: 'port', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
+  HOST: 'host', PORT: 'port', HTTP_PIPELINING_PORT: 'pipeliningPort', HTTP_PIPELINING_HOST: 'pipeliningHost', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',

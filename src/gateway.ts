@@ -25,6 +25,8 @@ import { statusRoutes } from './http/routes/status.js';
 import { ConnectionLog } from './dashboard/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
 import { Listener, tlsFilesOf } from './http/listener.js';
+import { ClientAddress } from './http/clientAddress.js';
+import { PipeliningRelay } from './http/pipeliningRelay.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
@@ -54,6 +56,8 @@ export interface GatewayOptions {
 
 export interface Gateway {
   port: number;
+  /** The pipelining listener's port (HTTP_PIPELINING_PORT), when it runs. */
+  pipeliningPort: number | undefined;
   url: string;
   services: Services;
   metrics: Metrics;
@@ -189,10 +193,12 @@ async function start(
   const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
     audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes };
   const inflight = { count: 0, draining: false, refused: 0 };
+  // The relay secret exists only when the pipelining listener runs (src/http/clientAddress.ts).
+  const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
   const streamHub = (stream = new StreamHub({
-    config, auth, throttle, tenancy, shards, log, clock, inflight, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
+    config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
   }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
@@ -218,7 +224,7 @@ async function start(
   routes.push(...socketRoutes());
   routes.push(...statusRoutes(services, connections, startedAt));
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, trustProxy: config.trustProxy, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
+  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       // The action is done: a failed audit write is logged, not turned into an error reply.
       try {
@@ -230,7 +236,7 @@ async function start(
   };
   const app = listener.app;
   streamHub.mount(app);
-  const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight));
+  const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight, address));
   gatewaySocket.mount(app);
   mountRoutes(app, routes, deps);
   mountDashboard(app, metrics);
@@ -240,6 +246,7 @@ async function start(
   const bound = await listener.listen(config.host, config.port);
   if (bound === false) throw new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`);
   const port = bound;
+  const relay = config.pipeliningPort === undefined ? undefined : await startRelay(config, listener, address, metrics, log);
   const url = `${listener.secure ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (boot.createdKey) {
     // Printed once, by the first start that listens; also in bootstrap.json (mode 0600).
@@ -261,6 +268,7 @@ async function start(
       // after a poll phase (setImmediate), when the backlog was just emptied.
       await new Promise((r) => setImmediate(r));
       listener.close();
+      relay?.server.stopAccepting();
       await shards.close();
       storage.stop();
       keyUsage.stop();
@@ -277,13 +285,33 @@ async function start(
       // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)
       // end with a FIN now rather than at process exit, or never for an in-process gateway.
       listener.closeConnections();
+      relay?.server.endConnections();
       log.info('gateway stopped');
     })());
 
   const reloadTls = async () => {
     if (!listener.secure) return log.info('SIGHUP: no TLS certificate configured, nothing to reload');
     listener.reload();
+    relay?.server.reloadTls();
     log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
   };
-  return { port, url, services, metrics, routes, stream: streamHub, gatewaySocket, createdManagementKey: boot.createdKey, close, reloadTls };
+  return { port, pipeliningPort: relay?.port, url, services, metrics, routes, stream: streamHub, gatewaySocket, createdManagementKey: boot.createdKey, close, reloadTls };
+}
+
+/** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a loopback socket of the app. */
+async function startRelay(config: Config, listener: Listener, address: ClientAddress, metrics: Metrics, log: Logger): Promise<{ server: PipeliningRelay; port: number }> {
+  const upstreamPort = await listener.listenLoopback();
+  const server = new PipeliningRelay({ upstreamPort, tls: tlsFilesOf(config), address, log });
+  const host = config.pipeliningHost ?? config.host;
+  let port: number;
+  try {
+    port = await server.listen(host, config.pipeliningPort!);
+  } catch (err) {
+    listener.close();
+    throw new ConfigError(`cannot listen on ${host}:${config.pipeliningPort} (HTTP_PIPELINING_PORT): ${errorMessage(err)}`);
+  }
+  metrics.counter('tagw_http_pipelining_requests_total', () => server.requests);
+  metrics.gauge('tagw_http_pipelining_connections', () => server.connections);
+  log.info('pipelining listener', { url: `${listener.secure ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}` });
+  return { server, port };
 }

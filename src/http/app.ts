@@ -9,6 +9,7 @@ import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { admit, noteRefusal } from './admission.js';
+import type { ClientAddress } from './clientAddress.js';
 import { CorsPolicy } from './cors.js';
 import type { Family, Metrics } from './metrics.js';
 import { assertOneContentLength, readRequest, type RequestInfo } from './request.js';
@@ -25,7 +26,8 @@ export interface HttpDeps {
   log: Logger;
   /** Request body size and time limits. */
   body: BodyLimits;
-  trustProxy: boolean;
+  /** How client addresses are read (TRUST_PROXY, the pipelining relay's header). */
+  address: ClientAddress;
   /** Access log at debug level (checked before building the record, on the hot path). */
   debugLog?: boolean;
   /** CORS allowlist (CORS_ORIGINS); undefined when empty, and then no Origin is read. */
@@ -96,7 +98,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
       if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
       let info: RequestInfo;
       try {
-        info = readRequest(res, req, n, deps.trustProxy, route.trading === true);
+        info = readRequest(res, req, n, deps.address, route.trading === true);
         assertOneContentLength(req, info.headers['content-length']);
       } catch (err) {
         // Thrown from a uWS callback it would end the process: answered here instead.
@@ -194,7 +196,7 @@ export function methodNotAllowed(path: string, method: string, methods: readonly
 export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonly AnyRoute[] = []): void {
   const allowed = methodsByPath(routes);
   app.any('/*', (res, req) => {
-    const info = readRequest(res, req, 0, deps.trustProxy);
+    const info = readRequest(res, req, 0, deps.address);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
     if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
     sink.requestId = requestIdOf(info.headers['x-request-id']);

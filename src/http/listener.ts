@@ -82,6 +82,8 @@ export class Listener {
   /** Every route and socket behaviour mounted, replayed under each server name of a reload. */
   private readonly registrations: Registration[] = [];
   private listenSocket: us_listen_socket | null = null;
+  /** The loopback socket the pipelining relay connects to (listenLoopback). */
+  private loopbackSocket: us_listen_socket | null = null;
   /** SNI names registered by the last reload. */
   private serverNames: string[] = [];
   /** What routes and socket behaviours are mounted on: the app, with registrations recorded. */
@@ -109,13 +111,25 @@ export class Listener {
   }
 
   /** Listens (exclusively) on host:port; the port actually bound, or false when it cannot. */
-  listen(host: string, port: number): Promise<number | false> {
+  async listen(host: string, port: number): Promise<number | false> {
+    this.listenSocket = await this.bind(host, port);
+    return this.listenSocket ? this.uws.us_socket_local_port(this.listenSocket) : false;
+  }
+
+  /**
+   * A second listen socket of the same app on an ephemeral loopback port, for the pipelining relay
+   * (src/http/pipeliningRelay.ts): the same routes and sockets, whatever HOST the main one has.
+   */
+  async listenLoopback(): Promise<number> {
+    this.loopbackSocket = await this.bind('127.0.0.1', 0);
+    if (!this.loopbackSocket) throw new Error('cannot listen on 127.0.0.1 for the pipelining relay');
+    return this.uws.us_socket_local_port(this.loopbackSocket);
+  }
+
+  private bind(host: string, port: number): Promise<us_listen_socket | null> {
     // The (host, port, options, cb) form exists in this build but not in its typings.
     const listen = this.uwsApp.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => unknown;
-    return new Promise((resolve) => listen.call(this.uwsApp, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (s) => {
-      this.listenSocket = s || null;
-      resolve(s ? this.uws.us_socket_local_port(s) : false);
-    }));
+    return new Promise((resolve) => listen.call(this.uwsApp, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (s) => resolve(s || null)));
   }
 
   /**
@@ -140,8 +154,8 @@ export class Listener {
 
   /** Stops accepting connections (open sockets are closed by their owners, or closeConnections). */
   close(): void {
-    if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket);
-    this.listenSocket = null;
+    for (const s of [this.listenSocket, this.loopbackSocket]) if (s) this.uws.us_listen_socket_close(s);
+    this.listenSocket = this.loopbackSocket = null;
   }
 
   /** Ends every connection still open (FIN). App.close exists in this uWS build but not in its typings. */

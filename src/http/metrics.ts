@@ -23,6 +23,8 @@ const ROUTE_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 /** HELP of the families registered by name elsewhere (gauge/counter/labeledGauge without a help). */
 const HELP: Record<string, string> = {
   tagw_http_inflight_requests: 'HTTP requests being handled now.',
+  tagw_http_pipelining_requests_total: 'Requests received on the pipelining port (HTTP_PIPELINING_PORT), each relayed to the gateway in order.',
+  tagw_http_pipelining_connections: 'Open connections on the pipelining port.',
   tagw_shard_restarts_total: 'Shard worker threads restarted after dying.',
   tagw_storage_available: '1 while DATA_DIR has the configured free space, else 0 (trading answers 503).',
   tagw_storage_free_bytes: 'Free bytes on the DATA_DIR file system (-1: unknown).',

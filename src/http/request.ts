@@ -3,6 +3,7 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { apiError } from '../errors.js';
 import { closing } from './respond.js';
+import { RELAY_HEADER, type ClientAddress } from './clientAddress.js';
 
 export type QueryMap = Record<string, string | string[]>;
 
@@ -167,7 +168,7 @@ export function assertOneContentLength(req: HttpRequest, first: string | undefin
   }
 }
 
-export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, trustProxy: boolean, trading = false): RequestInfo {
+export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, address: ClientAddress, trading = false): RequestInfo {
   const headers: Record<string, string> = {};
   for (const name of HEADER_NAMES) {
     const v = req.getHeader(name);
@@ -184,7 +185,13 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   // Read only when trusted: an untrusted x-forwarded-for is never looked at. The right-most entry
   // is the address our proxy saw and appended; entries left of it came from the client and could
   // be anything (taking the left-most let a client dodge the failed-auth block).
-  const forwarded = trustProxy ? lastEntry(req.getHeader('x-forwarded-for')) : undefined;
+  const forwarded = address.trustProxy ? lastEntry(req.getHeader('x-forwarded-for')) : undefined;
   if (forwarded) headers['x-forwarded-for'] = forwarded;
-  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, headers, params, forwarded);
+  // Relayed by the pipelining listener: its client's address stands for the loopback socket's.
+  let peer: string | undefined;
+  if (address.relays) {
+    const relayed = req.getHeader(RELAY_HEADER);
+    if (relayed !== '') peer = address.relayedPeer(relayed, () => remoteAddress(res));
+  }
+  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, headers, params, forwarded || peer);
 }

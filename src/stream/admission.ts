@@ -9,6 +9,7 @@ import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
 import { admitSocket, noteRefusal } from '../http/admission.js';
 import { sendError } from '../http/app.js';
+import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { readRequest, singleParam } from '../http/request.js';
 import { ResponseSink } from '../http/respond.js';
@@ -24,6 +25,8 @@ import type { Topics } from './topics.js';
 export interface StreamAdmissionDeps extends AccountStreamDeps {
   auth: Authenticator;
   throttle: AuthThrottle;
+  /** How client addresses are read (TRUST_PROXY, the pipelining relay's header). */
+  address: ClientAddress;
 }
 
 export class StreamAdmission {
@@ -41,7 +44,7 @@ export class StreamAdmission {
     const key = req.getHeader('sec-websocket-key');
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
-    const info = readRequest(res, req, 0, this.deps.config.trustProxy);
+    const info = readRequest(res, req, 0, this.deps.address);
     const sink = new ResponseSink(res);
     try {
       assertWebsocketOrigin(req, this.deps.config);

@@ -18,6 +18,7 @@ import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
+import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { admitSocket, noteRefusal } from '../http/admission.js';
 import { readRequest, singleParam } from '../http/request.js';
@@ -43,7 +44,10 @@ export class GatewaySocket {
   private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
   private readonly dir;
 
-  constructor(private readonly s: Services, readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean }) {
+  constructor(
+    private readonly s: Services, readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean },
+    private readonly address: ClientAddress,
+  ) {
     this.dir = handleDirectory(s);
   }
 
@@ -93,7 +97,7 @@ export class GatewaySocket {
     const key = req.getHeader('sec-websocket-key');
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
-    const info = readRequest(res, req, 0, this.s.config.trustProxy);
+    const info = readRequest(res, req, 0, this.address);
     const sink = new ResponseSink(res);
     try {
       assertWebsocketOrigin(req, this.s.config);

@@ -50,9 +50,10 @@ export function parseResponses(buf: Buffer, out: RawResponse[]): Buffer {
   }
 }
 
-export function rawConnect(port: number, host = '127.0.0.1'): Promise<RawConnection> {
+/** `localAddress`: the client's own address (any of 127.0.0.0/8 on Linux), to tell clients apart by IP. */
+export function rawConnect(port: number, host = '127.0.0.1', localAddress?: string): Promise<RawConnection> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, host);
+    const socket = net.connect({ port, host, ...(localAddress ? { localAddress } : {}) });
     socket.setNoDelay(true);
     const responses: RawResponse[] = [];
     let buf: Buffer = Buffer.alloc(0);

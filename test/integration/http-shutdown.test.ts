@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess as spawnGateway, tempDir } from '../helpers/process.js';
 import { rawConnect, rawGet, type RawConnection } from '../helpers/rawHttp.js';
+import { until } from '../helpers/until.js';
 
 const KEY = 'shutdown-test-management-key-0123456789';
 afterEach(cleanupProcesses);
@@ -22,6 +23,22 @@ async function call(port: number, method: string, path: string, headers: Record<
   const r = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
   return (await r.json()) as any;
 }
+
+/** Started again on the same data: the orders at the broker are exactly the `answered` ones. */
+async function expectOrdersAfterRestart(dataDir: string, id: string, key: string, answered: number[]) {
+  const again = await startProcess(dataDir);
+  const tickets = (await call(again.port, 'GET', `/OpenedOrdersTickets?id=${id}`, { 'x-api-key': key })) as number[];
+  expect([...tickets].sort()).toEqual([...answered].sort());
+  again.child.kill('SIGTERM');
+  expect(await again.exited).toBe(0);
+}
+
+/** How each connection ended ('end' or 'reset') once it got `n` responses or closed, and what it got. */
+const endings = (conns: Array<Promise<RawConnection>>, n: number) => Promise.all(conns.map(async (cp) => {
+  const c = await cp;
+  const how = await Promise.race([c.waitFor(n).then(() => c.closed), c.closed]);
+  return { how, responses: c.responses };
+}));
 
 describe('shutdown', () => {
   it('SIGTERM 5 ms after 50 concurrent orders: every connection is answered (200, or 503 with retry-after and connection: close), none reset; each 200 is an order, no other order exists', async () => {
@@ -47,13 +64,8 @@ describe('shutdown', () => {
     p.child.kill('SIGTERM');
     while (!p.output().includes('shutting down')) await new Promise((r) => setTimeout(r, 5));
     kept.write(rawGet('/healthz'));
-    const outcomes = await Promise.all(conns.map(async (cp) => {
-      const c = await cp;
-      const how = await Promise.race([c.waitFor(1).then(() => c.closed), c.closed]);
-      return { how, responses: c.responses };
-    }));
+    const outcomes = await endings(conns, 1);
     expect(await p.exited).toBe(0);
-
     expect(outcomes.filter((o) => o.how === 'reset')).toHaveLength(0);
     expect(outcomes.filter((o) => o.responses.length !== 1).map((o) => o.responses.length)).toEqual([]);
     const statuses = outcomes.map((o) => o.responses[0]!.status);
@@ -69,12 +81,55 @@ describe('shutdown', () => {
     expect(await kept.closed).toBe('end');
     const answered = outcomes.filter((o) => o.responses[0]!.status === 200).map((o) => o.responses[0]!.json.ticket as number);
 
-    // Started again on the same data: the orders at the broker are exactly the ones answered 200.
-    const again = await startProcess(dataDir);
-    const tickets = (await call(again.port, 'GET', `/OpenedOrdersTickets?id=${id}`, { 'x-api-key': key })) as number[];
-    expect([...tickets].sort()).toEqual([...answered].sort());
-    again.child.kill('SIGTERM');
-    expect(await again.exited).toBe(0);
+    await expectOrdersAfterRestart(dataDir, id, key, answered);
+  }, 60_000);
+
+  it('the pipelining port too: SIGTERM among 25 connections of 2 pipelined orders each answers every request (200, or 503 not run), none reset; each 200 is an order, no other', async () => {
+    const dataDir = tempDir('tagw-shutdown-pipe-');
+    const p = spawnGateway({ GATEWAY_MANAGEMENT_KEY: KEY, DRAIN_TIMEOUT_MS: '5000', HTTP_PIPELINING_PORT: '0' }, dataDir);
+    const port = Number(new URL(await p.listening).port);
+    await until(() => /"msg":"pipelining listener"/.test(p.output()), 'the pipelining listener');
+    const pipePort = Number(new URL(/"msg":"pipelining listener","url":"([^"]+)"/.exec(p.output())![1]!).port);
+    const mk = { authorization: `Bearer ${KEY}` };
+    const key = (await call(port, 'POST', '/v1/keys', mk, { label: 'shutdown-pipe' })).key as string;
+    const id = (await call(port, 'POST', '/ConnectEx', { 'x-api-key': key }, { user: 'shut-pipe', password: 'pw', server: 'Sim-P5-Demo' })).id as string;
+    const order = (coid: string) => rawGet(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${coid}`, { 'x-api-key': key });
+
+    const kept = await rawConnect(pipePort);
+    kept.write(rawGet('/healthz'));
+    await kept.waitFor(1);
+    const conns = Array.from({ length: 25 }, (_, i) => rawConnect(pipePort).then((c) => {
+      c.write(order(`sp-${i}-a`) + order(`sp-${i}-b`));
+      return c;
+    }));
+    await new Promise((r) => setTimeout(r, 5));
+    p.child.kill('SIGTERM');
+    await until(() => p.output().includes('shutting down'), 'the shutdown to start');
+    kept.write(rawGet('/healthz') + rawGet('/healthz'));
+    const outcomes = await endings(conns, 2);
+    expect(await p.exited).toBe(0);
+    expect(outcomes.filter((o) => o.how === 'reset')).toHaveLength(0);
+    expect(outcomes.filter((o) => o.responses.length !== 2).map((o) => o.responses.length)).toEqual([]);
+    for (const o of outcomes) {
+      const statuses = o.responses.map((r) => r.status);
+      // Once one was turned away, the one behind it did not run either.
+      expect([[200, 200], [200, 503], [503, 503]], JSON.stringify(statuses)).toContainEqual(statuses);
+      for (const r of o.responses.filter((x) => x.status === 503)) {
+        expect(r.json).toMatchObject({ error: 'SERVICE_UNAVAILABLE' });
+        expect(r.headers['retry-after']).toBe('2');
+      }
+      expect(o.responses[1]!.headers.connection === 'close' || o.responses[0]!.status === 200).toBe(true);
+    }
+    // The kept connection's two requests sent while draining: 503 (the second one, if Node read it
+    // before the first answer closed the connection, 503 not run), then FIN.
+    expect(await kept.closed).toBe('end');
+    const late = kept.responses.slice(1);
+    expect(late.length).toBeGreaterThan(0);
+    expect(late.map((r) => r.status)).toEqual(late.map(() => 503));
+    expect(late.at(-1)!.headers.connection).toBe('close');
+    const answered = outcomes.flatMap((o) => o.responses.filter((r) => r.status === 200).map((r) => r.json.ticket as number));
+
+    await expectOrdersAfterRestart(dataDir, id, key, answered);
   }, 60_000);
 
   // In the gateway's own process, to put connections into the accept backlog for certain: this

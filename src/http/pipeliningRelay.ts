@@ -1,0 +1,254 @@
+// The pipelining listener (HTTP_PIPELINING_PORT, opt-in): Node's own HTTP/1.1 server, whose parser
+// takes pipelined requests and whose responses leave in request order, relaying each request to
+// the gateway's uWS app over loopback keep-alive connections. uWS (this build, and upstream by
+// design) closes a connection on which a request arrives while a reply is pending; here uWS only
+// ever sees one request at a time per relayed connection, so every pipelined request is answered.
+//
+// The requests of one client connection run one after the other, in the order sent (RFC 9112
+// §9.3.2: a pipelined order must not overtake the one before it); different connections run in
+// parallel. The client's address reaches the auth throttle, rate limits and logs through one
+// header with a per-process secret (src/http/clientAddress.ts); what the client sends under that
+// name is dropped. Everything else (auth, body limits, metrics per route, draining) is the uWS
+// app's own handling of the relayed request, the same as on the main port.
+import { readFileSync } from 'node:fs';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import tls from 'node:tls';
+import { apiError, type ApiError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddress.js';
+import type { TlsFiles } from './listener.js';
+
+export interface RelayOptions {
+  /** The uWS app's loopback listen socket (src/http/listener.ts listenLoopback); TLS when `tls` is set. */
+  upstreamPort: number;
+  /** The same certificate as the main listener; undefined: plain HTTP. */
+  tls: TlsFiles | undefined;
+  /** Holds the relay secret. */
+  address: ClientAddress;
+  log: Logger;
+}
+
+/** Hop-by-hop request headers (RFC 9110 §7.6.1), Expect (Node answered 100 Continue already) and the relay's own header. */
+const DROPPED_REQUEST = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'expect', RELAY_HEADER]);
+const DROPPED_RESPONSE = new Set(['connection', 'keep-alive', 'transfer-encoding']);
+
+/** Node keeps idle upstream sockets this long: less than uWS's own 10 s HTTP idle timeout, so a reused socket is never one uWS is closing. */
+const UPSTREAM_IDLE_MS = 5_000;
+/** Matches uWS's idle timeouts on the main port: headers within 10 s, an idle keep-alive connection closed after 10 s. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_MS = 10_000;
+
+/** The raw header pairs of `raw` without the names in `dropped` nor those the Connection header lists. */
+function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): string[] {
+  let listed: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === 'connection') {
+      for (const t of raw[i + 1]!.split(',')) (listed ??= new Set()).add(t.trim().toLowerCase());
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (dropped.has(name) || listed?.has(name)) continue;
+    out.push(raw[i]!, raw[i + 1]!);
+  }
+  return out;
+}
+
+interface Conn {
+  queue: Array<{ req: IncomingMessage; res: ServerResponse }>;
+  busy: boolean;
+  /** No more requests run on this connection (it closed, or an answer closed it). */
+  stopped: boolean;
+}
+
+export class PipeliningRelay {
+  /** Requests received (/metrics). */
+  requests = 0;
+  private readonly server: http.Server;
+  private readonly agent: http.Agent;
+  private readonly request: typeof http.request;
+  private readonly conns = new WeakMap<net.Socket, Conn>();
+  private readonly sockets = new Set<net.Socket>();
+
+  constructor(private readonly o: RelayOptions) {
+    const serverOptions: http.ServerOptions = { keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0, noDelay: true };
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res);
+    this.server = o.tls ? https.createServer({ ...serverOptions, ...secureOptions(o.tls) }, onRequest) : http.createServer(serverOptions, onRequest);
+    // The peer is this process's own listen socket on loopback, bound exclusively: nothing to verify.
+    const agentOptions = { keepAlive: true, timeout: UPSTREAM_IDLE_MS, scheduling: 'lifo' as const, rejectUnauthorized: false };
+    this.agent = o.tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    this.request = o.tls ? https.request : http.request;
+    this.server.on('connection', (s: net.Socket) => {
+      this.sockets.add(s);
+      s.once('close', () => this.sockets.delete(s));
+    });
+    this.server.on('upgrade', (req: IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => refuse(err, socket));
+  }
+
+  /** Open connections (/metrics). */
+  get connections(): number {
+    return this.sockets.size;
+  }
+
+  /** Listens on host:port; the port bound. */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen({ host, port, exclusive: true }, () => {
+        this.server.off('error', reject);
+        resolve((this.server.address() as net.AddressInfo).port);
+      });
+    });
+  }
+
+  /** SIGHUP: the certificate files again, for new connections (checked by the main listener first). */
+  reloadTls(): void {
+    if (this.o.tls) (this.server as https.Server).setSecureContext(secureOptions(this.o.tls));
+  }
+
+  /** Stops accepting (shutdown, once the gateway drained: see src/gateway.ts). */
+  stopAccepting(): void {
+    this.server.close();
+  }
+
+  /** Ends every connection still open (FIN once what is queued was written). */
+  endConnections(): void {
+    for (const s of this.sockets) s.end();
+    this.agent.destroy();
+  }
+
+  private connOf(socket: net.Socket): Conn {
+    let c = this.conns.get(socket);
+    if (!c) this.conns.set(socket, (c = { queue: [], busy: false, stopped: false }));
+    return c;
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    this.requests++;
+    // uWS writes its own Date header: passed on, not doubled.
+    res.sendDate = false;
+    const c = this.connOf(req.socket);
+    // Parsed after an answer that closes the connection: it never runs, and Node closes the
+    // connection once that answer is written.
+    if (c.stopped) return;
+    c.queue.push({ req, res });
+    if (!c.busy) this.next(c);
+  }
+
+  private next(c: Conn): void {
+    const item = c.stopped ? undefined : c.queue.shift();
+    if (!item) {
+      c.busy = false;
+      return;
+    }
+    c.busy = true;
+    this.forward(item.req, item.res, c);
+  }
+
+  /** No more requests run on the connection; the ones queued (never sent to the gateway), to be answered as such. */
+  private stop(c: Conn): ServerResponse[] {
+    c.stopped = true;
+    return c.queue.splice(0).map((q) => q.res);
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse, c: Conn): void {
+    const headers = keptHeaders(req.rawHeaders, DROPPED_REQUEST);
+    headers.push(RELAY_HEADER, this.o.address.relayHeader(uwsAddressText(req.socket.remoteAddress ?? '')));
+    const up = this.request({
+      agent: this.agent, host: '127.0.0.1', port: this.o.upstreamPort, method: req.method, path: req.url,
+      headers: headers as unknown as http.OutgoingHttpHeaders, setHost: false,
+    });
+    let answered = false;
+    up.on('response', (ur) => {
+      answered = true;
+      // The gateway closes after this answer (a 503 while shutting down, a 408, ...): so does this
+      // connection, once the requests queued behind it were answered that they did not run.
+      const behind = /\bclose\b/i.test(ur.headers.connection ?? '') ? this.stop(c) : undefined;
+      const out = keptHeaders(ur.rawHeaders, DROPPED_RESPONSE);
+      if (behind?.length === 0) out.push('connection', 'close');
+      res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);
+      ur.pipe(res);
+      if (behind) notRun(behind, ur.headers['retry-after']);
+    });
+    up.on('error', (err) => {
+      if (answered) return void res.destroy();
+      // The gateway ended the connection without an answer: a request its HTTP parser refuses
+      // (docs/http.md "Request framing"), or a shutdown past its drain.
+      const behind = this.stop(c);
+      this.o.log.debug('pipelining relay: no answer from the gateway', { err: errorMessage(err) });
+      answerError(res, apiError('SERVICE_UNAVAILABLE', 'the gateway ended the request without an answer: its HTTP parser refused it, or it is shutting down; retry it on a new connection'), behind.length === 0);
+      notRun(behind, undefined);
+    });
+    res.once('close', () => {
+      // The client went away before its answer was written: so does the relayed request (the
+      // gateway treats it as any client that left), and nothing queued behind it runs.
+      if (!res.writableFinished) {
+        c.stopped = true;
+        c.queue.length = 0;
+        up.destroy();
+      }
+      this.next(c);
+    });
+    req.pipe(up);
+  }
+
+  /** A WebSocket upgrade: the request, with the relay header, to the gateway, then bytes both ways. */
+  private onUpgrade(req: IncomingMessage, socket: net.Socket, head: Buffer): void {
+    const headers = keptHeaders(req.rawHeaders, new Set([RELAY_HEADER]));
+    headers.push(RELAY_HEADER, this.o.address.relayHeader(uwsAddressText(socket.remoteAddress ?? '')));
+    const lines = [`${req.method} ${req.url} HTTP/1.1`];
+    for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
+    const up = this.o.tls
+      ? tls.connect({ host: '127.0.0.1', port: this.o.upstreamPort, rejectUnauthorized: false })
+      : net.connect({ host: '127.0.0.1', port: this.o.upstreamPort });
+    up.setNoDelay(true);
+    up.write(`${lines.join('\r\n')}\r\n\r\n`);
+    if (head.length > 0) up.write(head);
+    up.pipe(socket);
+    socket.pipe(up);
+    up.on('error', () => socket.destroy());
+    socket.on('error', () => up.destroy());
+    up.on('close', () => socket.end());
+    socket.on('close', () => up.destroy());
+  }
+}
+
+function secureOptions(t: TlsFiles): tls.SecureContextOptions {
+  return {
+    cert: readFileSync(t.certFile), key: readFileSync(t.keyFile),
+    ...(t.caFile ? { ca: readFileSync(t.caFile) } : {}), ...(t.passphrase ? { passphrase: t.passphrase } : {}),
+  };
+}
+
+/** A JSON error answer; `close`: the connection ends after it. */
+function answerError(res: ServerResponse, e: ApiError, close: boolean): void {
+  if (res.headersSent) return void res.destroy();
+  const body = JSON.stringify(e.toBody());
+  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(close ? { connection: 'close' } : {}), ...e.headers });
+  res.end(body);
+}
+
+/**
+ * Answers requests queued behind an answer that closed the connection: 503, not run (they were
+ * never sent to the gateway), with the closing answer's retry-after; the last one closes.
+ */
+function notRun(queued: readonly ServerResponse[], retryAfter: string | undefined): void {
+  queued.forEach((res, i) => answerError(res, apiError('SERVICE_UNAVAILABLE', 'not run: the answer to the request before it on this connection closed the connection; retry it on a new connection', {
+    ...(retryAfter ? { headers: { 'retry-after': retryAfter } } : {}),
+  }), i === queued.length - 1));
+}
+
+/** A request Node's parser refused (framing, header size, header timeout): JSON, then the connection closes. */
+function refuse(err: NodeJS.ErrnoException, socket: net.Socket): void {
+  if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+  const e = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
+    ? apiError('REQUEST_TIMEOUT', 'the request headers did not arrive in time')
+    : apiError('BAD_REQUEST', `malformed HTTP request (${err.code ?? 'parse error'})`);
+  const body = JSON.stringify(e.toBody());
+  socket.end(`HTTP/1.1 ${e.status} ${e.status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
