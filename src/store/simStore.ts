@@ -86,7 +86,7 @@ export class SqliteSimStore implements SimPersistence {
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
   private readonly batchTx: () => void;
-  private readonly atomicTx: (before: () => void, book: () => unknown) => { ok: true; value: unknown } | { ok: false; err: unknown };
+  private readonly atomicTx: Database.Transaction<(before: () => void, book: () => unknown) => { ok: true; value: unknown } | { ok: false; err: unknown }>;
   /** Inside bookAtomically: changes wait for its commit, not for a scheduled one. */
   private booking = false;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
@@ -285,7 +285,10 @@ export class SqliteSimStore implements SimPersistence {
     let out;
     this.booking = true;
     try {
-      out = this.atomicTx(() => {
+      // IMMEDIATE: the write lock first (waiting as busy_timeout says). `before` reads before it
+      // writes, and a deferred transaction's read would fail at once with SQLITE_BUSY_SNAPSHOT
+      // when another shard's connection committed in between.
+      out = this.atomicTx.immediate(() => {
         before();
         began = true;
       }, book);

@@ -8,7 +8,9 @@ import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { ApiError } from '../../src/errors.js';
@@ -101,6 +103,33 @@ describe('idempotent orders at the embedded simulator: claim and booking in one 
     expect((retry as ApiError).code).toBe('IDEMPOTENCY_UNCERTAIN');
     // At most the one order the failed commit may have left in the simulator's memory.
     expect((await tickets(host)).length - opened.length).toBeLessThanOrEqual(1);
+  });
+
+  it('another connection committing all the while (another shard) fails no claim: the booking transaction takes the write lock first', async () => {
+    const dir = tempDir('tagw-idem-atomic-');
+    const { host } = await boot(dir);
+    // Another shard's connection to the same file, committing in a loop on its own thread.
+    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
+    const other = new Worker(`
+      const { parentPort } = require('node:worker_threads');
+      const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(join(dir, 'tagw.sqlite'))});
+      db.pragma('busy_timeout = 5000');
+      db.exec('CREATE TABLE IF NOT EXISTS other_shard (n INTEGER)');
+      const ins = db.prepare('INSERT INTO other_shard VALUES (?)');
+      let stop = false;
+      parentPort.on('message', () => (stop = true));
+      let n = 0;
+      const loop = () => { for (let i = 0; i < 200; i++) ins.run(n++); if (stop) { db.close(); parentPort.postMessage(n); } else setImmediate(loop); };
+      parentPort.postMessage('started');
+      loop();`, { eval: true });
+    await new Promise((r) => other.once('message', r));
+    const answers = [];
+    for (let i = 0; i < 200; i++) answers.push(await send(host, `w-${i}`).then((r) => r.status, (e: unknown) => (e as Error).message));
+    other.postMessage('stop');
+    const commits = await new Promise<number>((r) => other.once('message', r));
+    await other.terminate();
+    expect(commits).toBeGreaterThan(200);
+    expect(answers.filter((a) => a !== 200)).toEqual([]);
   });
 
   it('a settled record on disk refuses the claim inside the transaction: replayed, not executed again', async () => {
