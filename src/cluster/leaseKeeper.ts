@@ -23,6 +23,8 @@ export interface LeaseEvents {
   /** About to hand these over: the node must stop acting on them before this resolves (then the
    *  leases are released and another node may start them). */
   releasing?(accountIds: string[]): Promise<void> | void;
+  /** Handed over: the leases are free now (announce it, so routers stop waiting for this node). */
+  released?(leases: Lease[]): void;
   /** Lost: the node must drop these accounts at once, without another broker call or write. */
   lost?(accountIds: string[], reason: LossReason): void;
 }
@@ -149,7 +151,8 @@ export class LeaseKeeper {
     // Stop acting first, then free the lease: never two nodes acting on one account.
     await this.o.events?.releasing?.(leases.map((l) => l.accountId));
     for (const l of leases) this.leases.delete(l.accountId);
-    await releaseLeases(this.o.db, this.o.nodeId, leases);
+    const freed = new Set(await releaseLeases(this.o.db, this.o.nodeId, leases));
+    this.o.events?.released?.(leases.filter((l) => freed.has(l.accountId)));
   }
 
   private snapshot(): Lease[] {

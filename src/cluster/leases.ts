@@ -88,6 +88,13 @@ export async function leaseRows(q: Queryable, accountIds?: readonly string[]): P
   return r.rows.map((row) => ({ accountId: row.account_id, owner: row.owner, epoch: row.epoch, live: row.live }));
 }
 
+/** The account's live owner (null while none holds an unexpired lease) and the last epoch: the
+ *  lookup behind the owner cache of every node (owners.ts OwnerInfo). Epoch 0: never leased. */
+export async function leaseOwner(q: Queryable, accountId: string): Promise<{ owner: string | null; epoch: number }> {
+  const [row] = await leaseRows(q, [accountId]);
+  return row ? { owner: row.live ? row.owner : null, epoch: row.epoch } : { owner: null, epoch: 0 };
+}
+
 /** Records that the node is alive (and where it serves) and returns the nodes alive within `withinMs`
  *  on PostgreSQL's clock, this one included: one round trip. */
 export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number): Promise<string[]> {

