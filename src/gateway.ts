@@ -52,6 +52,8 @@ import { TenancyStore } from './store/tenancy.js';
 export interface GatewayOptions {
   clock?: Clock;
   log?: Logger;
+  /** Where shard workers are loaded from (ShardSetOptions.workerFile); tests run them from their build. */
+  shardWorkerFile?: string;
 }
 
 export interface Gateway {
@@ -112,7 +114,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   }
   const lock = lockDataDir(config.dataDir);
   try {
-    return await start(config, log, clock, listener, lock);
+    return await start(config, log, clock, listener, lock, opts.shardWorkerFile);
   } catch (err) {
     lock.release();
     throw err;
@@ -120,7 +122,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 }
 
 async function start(
-  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void },
+  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, shardWorkerFile: string | undefined,
 ): Promise<Gateway> {
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
@@ -160,7 +162,7 @@ async function start(
   const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
   const tradeOutcomes = new TradeOutcomes();
   const shards = new ShardSet({
-    shards: config.shards, dataDir: config.dataDir, log,
+    shards: config.shards, dataDir: config.dataDir, log, ...(shardWorkerFile !== undefined ? { workerFile: shardWorkerFile } : {}),
     onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
     // Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap).
     onEvent: (ev) => {

@@ -24,6 +24,9 @@ export interface ShardSetOptions {
   callTimeoutMs?: number;
   /** Each answered command: its shard and round trip in seconds, queueing included (/metrics). */
   onRoundTrip?: (shard: number, seconds: number) => void;
+  /** A compiled shardWorker.js to run instead of this module's sibling (the tests point it at their
+   *  build: a worker loading the sources through tsx spends several times the CPU starting). */
+  workerFile?: string;
 }
 
 export interface CallOptions {
@@ -66,13 +69,13 @@ class Shard {
 
   constructor(readonly index: number, private readonly opts: ShardSetOptions) {
     this.pool = new Piscina({
-      filename: workerFile,
+      filename: opts.workerFile ?? workerFile,
       minThreads: 1,
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       // The host task is long-lived and async: the worker must run its event loop, not spin in Atomics.wait.
       atomics: 'disabled',
-      execArgv: fromSource ? ['--import', 'tsx'] : [],
+      execArgv: fromSource && opts.workerFile === undefined ? ['--import', 'tsx'] : [],
     });
   }
 

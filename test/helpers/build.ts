@@ -5,6 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 export const BUILD_DIR = join(ROOT, '.test-dist');
@@ -44,6 +45,13 @@ export function ensureBuilt(): string {
     }
   }
   return BUILD_DIR;
+}
+
+/** `node` arguments that run this run's built CLI as bin/tagw.js runs it: run(argv), its result as
+ *  the exit code (bin/tagw.js itself compiles the sources through tsx when dist/ is older than them). */
+export function builtCli(): string[] {
+  const url = pathToFileURL(builtEntry('src/cli/main.ts')).href;
+  return ['--input-type=module', '-e', `const { run } = await import(${JSON.stringify(url)}); const c = await run(process.argv.slice(1)); if (c !== undefined) process.exitCode = c;`, '--'];
 }
 
 /** `node <built entry>` arguments for a source entry such as 'src/main.ts'. */

@@ -10,6 +10,11 @@ import { createLogger, type Logger } from '../../src/log.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { API_VERSION } from '../../src/http/routes/ops.js';
 import { checkResponse } from './openapiCheck.js';
+import { builtEntry } from './build.js';
+
+/** Shard workers run from this run's build (helpers/build.ts): through tsx each one spent several
+ *  times the CPU compiling the runtime before it was ready, and a test run starts hundreds. */
+export const SHARD_WORKER = builtEntry('src/runtime/shardWorker.ts');
 
 export interface TestGateway {
   gw: Gateway;
@@ -48,7 +53,7 @@ export async function startTestGateway(
     host: '127.0.0.1', port: 0, dataDir, shards: 2, logLevel: 'silent', managementKey: TEST_MANAGEMENT_KEY,
     seatBuildMs: 300, drainTimeoutMs: 2_000, ...overrides,
   });
-  const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent') };
+  const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent'), shardWorkerFile: SHARD_WORKER };
   if (opts.clock) gwOpts.clock = opts.clock;
   const gw = await startGateway(config, gwOpts);
   const url = `http://127.0.0.1:${gw.port}`;

@@ -7,6 +7,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
+import { builtEntry } from '../helpers/build.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -41,7 +42,7 @@ describe('the standalone simulator and malformed traffic', () => {
   let port = 0;
   let exited = false;
   beforeAll(async () => {
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/simServer.ts', '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(process.execPath, [builtEntry('src/simServer.ts'), '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.on('exit', () => (exited = true));
     let out = '';
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -8,18 +8,16 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/errors.js';
 import { table } from '../../src/cli/output.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { makeCerts } from '../helpers/tls.js';
-import { builtEntry } from '../helpers/build.js';
+import { builtCli } from '../helpers/build.js';
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
 
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'tagw.js');
-/** The built CLI, run as bin/tagw.js runs it: run(argv), its result as the exit code. */
-const BUILT = ['--input-type=module', '-e', `const { run } = await import(${JSON.stringify(pathToFileURL(builtEntry('src/cli/main.ts')).href)}); const c = await run(process.argv.slice(1)); if (c !== undefined) process.exitCode = c;`, '--'];
+const BUILT = builtCli();
 let t: TestGateway;
 const work = mkdtempSync(join(tmpdir(), 'tagw-cli-'));
 

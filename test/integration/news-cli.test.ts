@@ -7,6 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { weekStartOf } from '../../src/news/calendar.js';
+import { builtCli } from '../helpers/build.js';
+
+/** This run's built CLI (cli.test.ts runs the bin/tagw.js launcher itself). */
+const CLI = builtCli();
 
 const dir = mkdtempSync(join(tmpdir(), 'tagw-news-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -19,7 +23,7 @@ const ICS = ['BEGIN:VCALENDAR', 'BEGIN:VEVENT', `DTSTART:${stamp}`, 'SUMMARY:USD
 function cli(args: string[], env: Record<string, string> = {}) {
   const e: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!('CALENDAR_TIME_ZONE' in env)) delete e.CALENDAR_TIME_ZONE;
-  return spawnSync(process.execPath, [join(import.meta.dirname, '..', '..', 'bin', 'tagw.js'), 'calendar', ...args], { encoding: 'utf8', timeout: 30_000, env: e });
+  return spawnSync(process.execPath, [...CLI, 'calendar', ...args], { encoding: 'utf8', timeout: 30_000, env: e });
 }
 const importedTime = (r: ReturnType<typeof cli>) => (JSON.parse(r.stdout) as { events: Array<{ time: string }> }).events[0]!.time;
 const servedTime = (r: ReturnType<typeof cli>) => (JSON.parse(r.stdout) as { events: Array<{ time: string }> }).events[0]!.time;

@@ -9,6 +9,7 @@ import { importCsv, importIcs, importJsonEvents } from '../../src/news/importers
 import { expandRules } from '../../src/news/schedule.js';
 import { weekStartOf } from '../../src/news/calendar.js';
 import { zonedToUtc } from '../../src/news/zone.js';
+import { builtCli, builtEntry } from '../helpers/build.js';
 import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 // Wednesday 4 March 2026, 12:00 UTC: the week of Sun 1 March to Sat 7 March holds the first
@@ -188,7 +189,7 @@ describe('one unreadable entry is skipped, not the whole file', () => {
 
   it('the import CLI skips and reports such entries; a failure is one line, never a stack trace', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-news-'));
-    const cli = (...args: string[]) => spawnSync(process.execPath, [join(import.meta.dirname, '..', '..', 'bin', 'tagw.js'), 'calendar', ...args], { encoding: 'utf8', timeout: 30_000 });
+    const cli = (...args: string[]) => spawnSync(process.execPath, [...builtCli(), 'calendar', ...args], { encoding: 'utf8', timeout: 30_000 });
     try {
       writeFileSync(join(dir, 'outlook.ics'), OUTLOOK_ICS);
       const ok = cli('import', join(dir, 'outlook.ics'));
@@ -219,7 +220,7 @@ describe('calendarTimeZone config', () => {
   it('the gateway process exits 2 with the config error, like other config errors', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tagw-news-'));
     try {
-      const r = spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'src', 'main.ts')], {
+      const r = spawnSync(process.execPath, [builtEntry('src/main.ts')], {
         env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', CALENDAR_TIME_ZONE: 'Mars/Base' },
         encoding: 'utf8', timeout: 30_000,
       });

@@ -14,7 +14,7 @@ import { loadSimConfig } from '../../src/sim/config.js';
 import { Simulator } from '../../src/sim/simulator.js';
 import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { MemorySimStore } from '../../src/store/simStore.js';
-import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { SHARD_WORKER, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 import { fingerprintOf, httpsJson, makeCerts, type TestCerts } from '../helpers/tls.js';
 
@@ -217,7 +217,7 @@ describe('bridge over TLS', () => {
 
   it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {
     const lines: string[] = [];
-    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)) });
+    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER });
     await gw.close();
     expect(lines.some((l) => l.includes('bridge without TLS'))).toBe(true);
     await expect(startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:1', bridgeCaFile: certs.ca }), { log: createLogger('silent') }))
