@@ -2,7 +2,9 @@
 // Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
 // constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
 // simulator and the durable idempotency record) beside the bare route's and beside a floor (a bare
-// route with one worker round trip and two SQLite commits, bench/lib/orderFloor.ts). Load comes from
+// route with one worker round trip and two SQLite commits, bench/lib/orderFloor.ts). The same two
+// routes through the opt-in pipelining port (HTTP_PIPELINING_PORT, src/http/pipeliningRelay.ts)
+// against the main port: what answering pipelined requests costs its users. Load comes from
 // separate client processes (raw keep-alive sockets, TCP_NODELAY, µs histograms).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,7 +28,7 @@ const MK = 'bench-management-key-0123456789';
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
 const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'error', managementKey: MK,
   // The per-key limiter runs on every request (its cost is in the figures) but never refuses: one key carries all the load here.
-  keyRequestsPerSec: 10_000_000, keyOrdersPerSec: 10_000_000, ...(shards ? { shards } : {}) }), {
+  keyRequestsPerSec: 10_000_000, keyOrdersPerSec: 10_000_000, pipeliningPort: 0, ...(shards ? { shards } : {}) }), {
   log: createLogger('error'),
 });
 
@@ -71,6 +73,8 @@ const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
 results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
+results.getQuotePipeliningPort = await throughput(gw.pipeliningPort!, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
+results.accountSummaryPipeliningPort = await throughput(gw.pipeliningPort!, `/AccountSummary?id=${account}`, h);
 results.bareSeq = await sequential(barePort, ['/bare'], {}, orders);
 results.floorSeq = await sequential(barePort, ['/floor'], {}, orders);
 results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`), h, orders);
@@ -94,6 +98,12 @@ const summary = {
   accountSummaryRps: results.accountSummary.rps,
   getQuoteRatio: ratio(results.getQuote.rps, results.bare.rps),
   accountSummaryRatio: ratio(results.accountSummary.rps, results.bare.rps),
+  // The pipelining port's throughput over the main port's, same routes, same 32 connections.
+  pipeliningPort: {
+    getQuoteRps: results.getQuotePipeliningPort.rps, accountSummaryRps: results.accountSummaryPipeliningPort.rps,
+    getQuoteVsMain: ratio(results.getQuotePipeliningPort.rps, results.getQuote.rps),
+    accountSummaryVsMain: ratio(results.accountSummaryPipeliningPort.rps, results.accountSummary.rps),
+  },
   orderSendUs: results.orderSend.latencyUs,
   bareSeqUs: results.bareSeq.latencyUs,
   orderSendP50Ratio: ratio(results.orderSend.latencyUs.p50, results.bareSeq.latencyUs.p50),

@@ -59,10 +59,13 @@ function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): stri
 }
 
 interface Conn {
+  socket: net.Socket;
   queue: Array<{ req: IncomingMessage; res: ServerResponse }>;
   busy: boolean;
   /** No more requests run on this connection (it closed, or an answer closed it). */
   stopped: boolean;
+  /** Node's parser refused what followed the queued requests: answered once they are. */
+  refusal?: NodeJS.ErrnoException;
 }
 
 export class PipeliningRelay {
@@ -75,7 +78,8 @@ export class PipeliningRelay {
   private readonly sockets = new Set<net.Socket>();
 
   constructor(private readonly o: RelayOptions) {
-    const serverOptions: http.ServerOptions = { keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0, noDelay: true };
+    // Host is checked here (forward), so that its absence gets a JSON answer like every refusal.
+    const serverOptions: http.ServerOptions = { keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0, noDelay: true, requireHostHeader: false };
     const onRequest = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res);
     this.server = o.tls ? https.createServer({ ...serverOptions, ...secureOptions(o.tls) }, onRequest) : http.createServer(serverOptions, onRequest);
     // The peer is this process's own listen socket on loopback, bound exclusively: nothing to verify.
@@ -87,7 +91,12 @@ export class PipeliningRelay {
       s.once('close', () => this.sockets.delete(s));
     });
     this.server.on('upgrade', (req: IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
-    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => refuse(err, socket));
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
+      const c = this.conns.get(socket);
+      // Requests before the bad one still run and are answered first, in order.
+      if (c?.busy) c.refusal = err;
+      else refuseFraming(err, socket);
+    });
   }
 
   /** Open connections (/metrics). */
@@ -123,8 +132,9 @@ export class PipeliningRelay {
   }
 
   private connOf(socket: net.Socket): Conn {
+    // The socket is the key: what is queued on it and how it ends.
     let c = this.conns.get(socket);
-    if (!c) this.conns.set(socket, (c = { queue: [], busy: false, stopped: false }));
+    if (!c) this.conns.set(socket, (c = { socket, queue: [], busy: false, stopped: false }));
     return c;
   }
 
@@ -144,6 +154,7 @@ export class PipeliningRelay {
     const item = c.stopped ? undefined : c.queue.shift();
     if (!item) {
       c.busy = false;
+      if (c.refusal && !c.stopped) refuseFraming(c.refusal, c.socket);
       return;
     }
     c.busy = true;
@@ -156,8 +167,22 @@ export class PipeliningRelay {
     return c.queue.splice(0).map((q) => q.res);
   }
 
+  /** Answers `e` instead of relaying; the connection closes after it and the requests queued behind it. */
+  private refuse(res: ServerResponse, c: Conn, e: ApiError): void {
+    const behind = this.stop(c);
+    answerError(res, e, behind.length === 0);
+    notRun(behind, undefined);
+    res.once('close', () => this.next(c));
+  }
+
   private forward(req: IncomingMessage, res: ServerResponse, c: Conn): void {
     const headers = keptHeaders(req.rawHeaders, DROPPED_REQUEST);
+    if (req.headers.host === undefined) {
+      // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client (ApacheBench) may omit it, and
+      // uWS, which speaks 1.1 only, would not answer without one.
+      if (req.httpVersionMinor >= 1) return this.refuse(res, c, apiError('BAD_REQUEST', 'an HTTP/1.1 request needs a Host header'));
+      headers.push('host', 'localhost');
+    }
     headers.push(RELAY_HEADER, this.o.address.relayHeader(uwsAddressText(req.socket.remoteAddress ?? '')));
     const up = this.request({
       agent: this.agent, host: '127.0.0.1', port: this.o.upstreamPort, method: req.method, path: req.url,
@@ -179,8 +204,8 @@ export class PipeliningRelay {
       if (answered) return void res.destroy();
       // The gateway ended the connection without an answer: a request its HTTP parser refuses
       // (docs/http.md "Request framing"), or a shutdown past its drain.
-      const behind = this.stop(c);
       this.o.log.debug('pipelining relay: no answer from the gateway', { err: errorMessage(err) });
+      const behind = this.stop(c);
       answerError(res, apiError('SERVICE_UNAVAILABLE', 'the gateway ended the request without an answer: its HTTP parser refused it, or it is shutting down; retry it on a new connection'), behind.length === 0);
       notRun(behind, undefined);
     });
@@ -244,7 +269,7 @@ function notRun(queued: readonly ServerResponse[], retryAfter: string | undefine
 }
 
 /** A request Node's parser refused (framing, header size, header timeout): JSON, then the connection closes. */
-function refuse(err: NodeJS.ErrnoException, socket: net.Socket): void {
+function refuseFraming(err: NodeJS.ErrnoException, socket: net.Socket): void {
   if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
   const e = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
     ? apiError('REQUEST_TIMEOUT', 'the request headers did not arrive in time')

@@ -127,6 +127,25 @@ describe('the pipelining port', () => {
     expect(await slow.closed).toBe('end');
   }, 30_000);
 
+  it('framing: Node refuses what cannot be framed (400 JSON, then the connection closes), an HTTP/1.0 request is answered, one uWS would refuse is 503 unrun', async () => {
+    const c = await rawConnect(port);
+    c.write(rawGet('/healthz') + 'POST /v1/keys HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    expect(await c.closed).toBe('end');
+    expect(c.responses.map((r) => r.status)).toEqual([200, 400]);
+    expect(c.responses[1]!.json).toMatchObject({ error: 'BAD_REQUEST' });
+
+    const old = await rawConnect(port);
+    old.write('GET /healthz HTTP/1.0\r\n\r\n');
+    expect(await old.closed).toBe('end');
+    expect(old.responses.map((r) => r.json)).toEqual([{ status: 'ok' }]);
+
+    const dav = await rawConnect(port);
+    dav.write(`PROPFIND /healthz HTTP/1.1\r\nHost: t\r\n\r\n${rawGet('/healthz')}`);
+    expect(await dav.closed).toBe('end');
+    expect(dav.responses.map((r) => [r.status, r.json.error])).toEqual([[503, 'SERVICE_UNAVAILABLE'], [503, 'SERVICE_UNAVAILABLE']]);
+    expect(dav.responses[1]!.json.message).toContain('not run');
+  });
+
   it("the failed-auth throttle sees the relayed client's own address, and a forged relay header is no address", async () => {
     // Two clients on two loopback addresses: the one that fails auth is blocked, the other is not.
     const bad = await rawConnect(port, '127.0.0.1', '127.0.0.2');

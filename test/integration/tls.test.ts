@@ -4,7 +4,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { createServer as createTlsServer } from 'node:tls';
+import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, parseConfig } from '../../src/config.js';
@@ -17,6 +17,8 @@ import { MemorySimStore } from '../../src/store/simStore.js';
 import { SHARD_WORKER, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 import { fingerprintOf, httpsJson, makeCerts, type TestCerts } from '../helpers/tls.js';
+import { parseResponses, rawGet, type RawResponse } from '../helpers/rawHttp.js';
+import { until } from '../helpers/until.js';
 
 let certs: TestCerts;
 let ca: Buffer;
@@ -72,6 +74,31 @@ describe('HTTPS and WSS', () => {
       req.end();
     });
     expect(plain).toMatch(/^refused/);
+  });
+
+  it('the pipelining port serves HTTPS and WSS with the same certificate: pipelined requests answered in order', async () => {
+    const g = await startTestGateway({ shards: 1, tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.key, pipeliningPort: 0 });
+    try {
+      const { key, id } = await bind(g.gw.url, TEST_MANAGEMENT_KEY);
+      const socket = tlsConnect({ host: '127.0.0.1', port: g.gw.pipeliningPort!, ca });
+      await new Promise<void>((resolve, reject) => { socket.once('secureConnect', resolve); socket.once('error', reject); });
+      expect(fingerprintOf(Buffer.from(socket.getPeerX509Certificate()!.toString()))).toBe(fingerprintOf(readFileSync(certs.a.cert)));
+      const responses: RawResponse[] = [];
+      let buf: Buffer = Buffer.alloc(0);
+      socket.on('data', (d: Buffer) => (buf = parseResponses(Buffer.concat([buf, d]), responses)));
+      const h = { 'x-api-key': key };
+      socket.write(rawGet(`/AccountSummary?id=${id}`, h) + rawGet('/healthz') + rawGet(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=tls-pipe`, h));
+      await until(() => responses.length === 3, 'three answers');
+      expect(responses.map((r) => r.status)).toEqual([200, 200, 200]);
+      expect(responses[0]!.json.balance).toBeGreaterThan(0);
+      expect(responses[2]!.json.ticket).toBeGreaterThan(0);
+      socket.end();
+      const s = await openStream(`https://127.0.0.1:${g.gw.pipeliningPort}`, key, id);
+      await s.next('QUOTE');
+      s.ws.close();
+    } finally {
+      await g.stop();
+    }
   });
 
   it('a key sealed with a passphrase loads with TLS_KEY_PASSPHRASE; a wrong or missing file is a ConfigError naming it', async () => {
