@@ -73,17 +73,22 @@ describe('history reaches back whole bars only', () => {
   it('the oldest bar is the same whenever it is asked for (no bar cut at the moving history floor)', async () => {
     const { sim, clock } = makeSim();
     const c = await connect(sim, 'Sim-P5-Demo', '8105');
+    // Only the oldest days are asked for: the bars after them are not what this is about, and
+    // aggregating the whole history (35 days) took seconds.
+    const nearFloor = () => clock.now() - (sim.options.config.historyDays - 4) * 86_400_000;
     for (const tf of ['D1', 'H4'] as const) {
-      const a = await c.priceHistory('BTCUSD', tf, 0, Number.MAX_SAFE_INTEGER);
+      const a = await c.priceHistory('BTCUSD', tf, 0, nearFloor());
       clock.advance(1_000);
       sim.advance();
-      const b = await c.priceHistory('BTCUSD', tf, 0, Number.MAX_SAFE_INTEGER);
+      const b = await c.priceHistory('BTCUSD', tf, 0, nearFloor());
+      expect(a.length).toBeGreaterThan(0);
       expect(b[0]).toEqual(a[0]);
       const p4 = await connect(sim, 'Sim-P4-Demo', '8106');
-      const q1 = await p4.quoteHistory('BTCUSD', tf, Number.MAX_SAFE_INTEGER, 10_000);
+      const q1 = await p4.quoteHistory('BTCUSD', tf, nearFloor(), 10_000);
       clock.advance(1_000);
       sim.advance();
-      const q2 = await p4.quoteHistory('BTCUSD', tf, Number.MAX_SAFE_INTEGER, 10_000);
+      const q2 = await p4.quoteHistory('BTCUSD', tf, nearFloor(), 10_000);
+      expect(q1.length).toBeGreaterThan(0);
       expect(q2[0]).toEqual(q1[0]);
     }
   });
