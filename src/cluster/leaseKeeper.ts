@@ -35,12 +35,16 @@ export interface LeaseKeeperOptions {
   /** Where this node serves (shown to operators). */
   url?: string;
   leaseMs: number;
+  /** Monotonic in production (monotonicClock): a wall clock stepped back would stretch a lease. */
   clock: Clock;
   /** Every account that exists in the cluster (the node picks its share by rendezvous). */
   accounts: () => Promise<Iterable<string>> | Iterable<string>;
   events?: LeaseEvents;
   log?: Logger;
 }
+
+/** Milliseconds that never go back (the deadlines' clock; not a time of day). */
+export const monotonicClock: Clock = { now: () => performance.now() };
 
 interface Held {
   epoch: number;
@@ -169,7 +173,7 @@ export class LeaseKeeper {
   /**
    * Stops renewing. With `handover` (SIGTERM) the accounts are handed over (releasing, then released)
    * after the node left the node list, so the others take them at their next round instead of after
-   * the lease. Without it (tests of a crash) the leases are simply abandoned to expire.
+   * the lease. Without it (tests of a crash) the leases are simply abandoned to expire. Never throws.
    */
   async stop(opts: { handover: boolean }): Promise<void> {
     this.stopped = true;
@@ -177,8 +181,13 @@ export class LeaseKeeper {
     this.timer = undefined;
     await this.inFlight;
     if (!opts.handover) return;
-    // Out of the node list first: by the time the leases are free the others already target them.
-    await removeNode(this.o.db, this.o.nodeId);
-    await this.handOver([...this.leases.keys()]);
+    try {
+      // Out of the node list first: by the time the leases are free the others already target them.
+      await removeNode(this.o.db, this.o.nodeId);
+      await this.handOver([...this.leases.keys()]);
+    } catch (err) {
+      // PostgreSQL unreachable: the leases expire instead, and the others take over after the lease.
+      this.o.log?.warn('cluster handover failed; leases left to expire', { err: errorMessage(err), accounts: this.leases.size });
+    }
   }
 }

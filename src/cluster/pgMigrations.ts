@@ -106,6 +106,20 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   );
   CREATE INDEX audit_log_customer ON audit_log(customer_id, id);
   ` },
+  // 2: each tenancy row stamped with the transaction that last wrote it, so every node's SQLite
+  // mirror (tenancyMirror.ts) copies only what changed since its last pass. A stamp, not a counter:
+  // transactions commit out of order, and the mirror re-reads from the oldest one still running.
+  { name: 'tenancy: rows stamped with their writing transaction, for the nodes\' mirrors', sql: `
+  CREATE FUNCTION tagw_stamp_txid() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    NEW.txid := pg_current_xact_id()::text::bigint;
+    RETURN NEW;
+  END $$;
+  ${['customers', 'keys', 'seats', 'seat_state', 'account_bindings', 'audit_log'].map((t) => `
+  ALTER TABLE ${t} ADD COLUMN txid BIGINT NOT NULL DEFAULT 0;
+  CREATE TRIGGER ${t}_txid BEFORE INSERT OR UPDATE ON ${t} FOR EACH ROW EXECUTE FUNCTION tagw_stamp_txid();
+  CREATE INDEX ${t}_txid ON ${t}(txid);`).join('')}
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -2,7 +2,7 @@
 // started once for the file; each test gets its own database).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireLeases, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
-import { LeaseKeeper, type LossReason } from '../../src/cluster/leaseKeeper.js';
+import { LeaseKeeper, monotonicClock, type LossReason } from '../../src/cluster/leaseKeeper.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PG_SCHEMA_VERSION, pgSchemaVersion, PgSchemaTooNewError, runPgMigrations } from '../../src/cluster/pgMigrations.js';
@@ -226,8 +226,8 @@ describe('lease keeper', () => {
   it('running on timers: a killed node loses its accounts to the survivor after the lease; PostgreSQL down then back: leases are dropped as lost and taken again', async () => {
     const { pool } = await freshDb();
     const leaseMs = 900;
-    const A = keeper(pool, 'node-a', ACCOUNTS, { now: () => Date.now() }, leaseMs);
-    const B = keeper(pool, 'node-b', ACCOUNTS, { now: () => Date.now() }, leaseMs);
+    const A = keeper(pool, 'node-a', ACCOUNTS, monotonicClock, leaseMs);
+    const B = keeper(pool, 'node-b', ACCOUNTS, monotonicClock, leaseMs);
     A.k.start();
     B.k.start();
     await until(() => A.k.held().length > 0 && B.k.held().length > 0 && A.k.held().length + B.k.held().length === ACCOUNTS.length, 'the two nodes to split the accounts');
@@ -240,6 +240,8 @@ describe('lease keeper', () => {
     await engine.kill();
     await until(() => B.seen.lost.some((l) => l.reason === 'expired'), 'b to drop its leases while PostgreSQL is down');
     expect(B.k.held()).toEqual([]);
+    // A SIGTERM while PostgreSQL is down: the handover cannot happen, and stopping still completes.
+    await expect(keeper(pool, 'node-c', ACCOUNTS, monotonicClock, leaseMs).k.stop({ handover: true })).resolves.toBeUndefined();
     await engine.restart();
     await until(() => B.k.held().length === ACCOUNTS.length, 'b to take its accounts again once PostgreSQL is back');
     await B.k.stop({ handover: true });

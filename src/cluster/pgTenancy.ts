@@ -1,0 +1,114 @@
+// Tenancy in PostgreSQL, the cluster's record of it: customers, keys (hashes only), seats, seat
+// state, account bindings (sealed passwords) and the audit log. Writes go here first, with the same
+// operations and rules as the SQLite stores (src/store/tenancy.ts, accounts.ts, audit.ts); each
+// node's SQLite follows as a mirror (tenancyMirror.ts) for synchronous reads.
+import type { BindingRow } from '../store/accounts.js';
+import type { NewAuditRow } from '../store/audit.js';
+import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
+import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
+
+export class PgTenancy {
+  constructor(private readonly pool: PgPool) {}
+
+  async createCustomer(id: string, name: string, now: number): Promise<void> {
+    await this.pool.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', [id, name, now]);
+  }
+
+  async insertKey(row: NewKeyRow, q: Queryable = this.pool): Promise<void> {
+    await q.query(
+      `INSERT INTO keys (id, customer_id, kind, hash, label, read_only, account_scoped, seat_id, created_at, requests_per_sec, orders_per_sec)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      [row.id, row.customer_id, row.kind, row.hash, row.label, row.read_only !== 0, row.account_scoped !== 0, row.seat_id, row.created_at,
+        row.requests_per_sec ?? null, row.orders_per_sec ?? null],
+    );
+  }
+
+  /** @returns whether a live key of that customer was revoked */
+  async revokeKey(id: string, customerId: string, now: number, q: Queryable = this.pool): Promise<boolean> {
+    const r = await q.query('UPDATE keys SET revoked_at = $1 WHERE id = $2 AND customer_id = $3 AND revoked_at IS NULL', [now, id, customerId]);
+    return r.rowCount === 1;
+  }
+
+  /** Revokes a live key and stores its successor in one transaction (never both working, never neither).
+   *  @returns false (nothing written) when the old key was not live */
+  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean> {
+    return withTransaction(this.pool, async (c) => {
+      if (!(await this.revokeKey(oldId, customerId, now, c))) return false;
+      await this.insertKey(successor, c);
+      await c.query('UPDATE keys SET replaced_by = $1 WHERE id = $2', [successor.id, oldId]);
+      return true;
+    });
+  }
+
+  /** Last-used times of many keys in one statement; a time never moves backwards. */
+  async touchKeys(times: Iterable<[string, number]>): Promise<void> {
+    const list = [...times];
+    if (list.length === 0) return;
+    await this.pool.query(
+      `UPDATE keys k SET last_used_at = t.at
+       FROM (SELECT id, max(at) AS at FROM unnest($1::text[], $2::bigint[]) AS u(id, at) GROUP BY id) AS t
+       WHERE k.id = t.id AND (k.last_used_at IS NULL OR k.last_used_at < t.at)`,
+      [list.map(([id]) => id), list.map(([, at]) => at)],
+    );
+  }
+
+  /** @returns whether the key (of that customer) exists */
+  async setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
+    const r = await this.pool.query('UPDATE keys SET requests_per_sec = $1, orders_per_sec = $2 WHERE id = $3 AND customer_id = $4',
+      [limits.requestsPerSec, limits.ordersPerSec, id, customerId]);
+    return r.rowCount === 1;
+  }
+
+  async insertSeat(row: Omit<SeatRow, 'removed_at'>): Promise<void> {
+    await this.pool.query('INSERT INTO seats (id, customer_id, private_hosting, region, created_at) VALUES ($1, $2, $3, $4, $5)',
+      [row.id, row.customer_id, row.private_hosting !== 0, row.region, row.created_at]);
+  }
+
+  /** Marks a live seat removed and revokes the keys scoped to it, in one transaction.
+   *  @returns the revoked key ids, or undefined when it was not a live seat of the customer */
+  removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
+    return withTransaction(this.pool, async (c) => {
+      const r = await c.query('UPDATE seats SET removed_at = $1 WHERE id = $2 AND customer_id = $3 AND removed_at IS NULL', [now, id, customerId]);
+      if (r.rowCount !== 1) return undefined;
+      const keys = await c.query<{ id: string }>(
+        `UPDATE keys SET revoked_at = $1 WHERE seat_id = $2 AND customer_id = $3 AND account_scoped AND revoked_at IS NULL RETURNING id`,
+        [now, id, customerId]);
+      return keys.rows.map((k) => k.id);
+    });
+  }
+
+  async upsertSeatState(row: SeatStateRow): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO seat_state (seat_id, status, ready_at, updated_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (seat_id) DO UPDATE SET status = excluded.status, ready_at = excluded.ready_at, updated_at = excluded.updated_at`,
+      [row.seat_id, row.status, row.ready_at, row.updated_at]);
+  }
+
+  async upsertBinding(row: BindingRow): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
+         password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`,
+      [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
+  }
+
+  async setBuild(seatId: string, build: number | null, now: number): Promise<void> {
+    await this.pool.query('UPDATE account_bindings SET build = $1, updated_at = $2 WHERE seat_id = $3', [build, now, seatId]);
+  }
+
+  /** @returns the new row's id */
+  async addAudit(row: NewAuditRow): Promise<number> {
+    const r = await this.pool.query<{ id: number }>(
+      'INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id',
+      [row.customer_id, row.at, row.actor_key_id, row.action, row.target, row.detail_json]);
+    return r.rows[0]!.id;
+  }
+
+  /** Every account of the cluster: bound seats not removed. What each node's LeaseKeeper divides. */
+  async liveAccountIds(): Promise<string[]> {
+    const r = await this.pool.query<{ seat_id: string }>(
+      'SELECT b.seat_id FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL ORDER BY b.seat_id');
+    return r.rows.map((row) => row.seat_id);
+  }
+}

@@ -1,0 +1,84 @@
+// Each node's SQLite as a mirror of the cluster's tenancy in PostgreSQL, so auth, seat and binding
+// reads stay synchronous and local. A pass copies the rows written since the last one: every row
+// carries the id of the transaction that last wrote it (migration 2), and a pass reads, in one
+// snapshot, the rows stamped at or after the oldest transaction still running at the previous
+// pass; a transaction that commits late is therefore never skipped (a row may be copied twice,
+// which an upsert absorbs). Rows are never deleted in tenancy (removal and revocation are stamps),
+// so upserts are the whole of it.
+import type { Db } from '../store/db.js';
+import { withTransaction, type PgPool } from './pgPool.js';
+
+interface Table {
+  name: string;
+  key: string;
+  columns: readonly string[];
+  /** Booleans in PostgreSQL, 0/1 in SQLite. */
+  flags?: readonly string[];
+}
+
+// Parents before children: the SQLite side enforces its foreign keys.
+const TABLES: readonly Table[] = [
+  { name: 'customers', key: 'id', columns: ['id', 'name', 'created_at'] },
+  { name: 'seats', key: 'id', columns: ['id', 'customer_id', 'private_hosting', 'region', 'created_at', 'removed_at'], flags: ['private_hosting'] },
+  { name: 'keys', key: 'id', flags: ['read_only', 'account_scoped'], columns: [
+    'id', 'customer_id', 'kind', 'hash', 'label', 'read_only', 'account_scoped', 'seat_id', 'created_at', 'revoked_at',
+    'last_used_at', 'requests_per_sec', 'orders_per_sec', 'replaced_by'] },
+  { name: 'seat_state', key: 'seat_id', columns: ['seat_id', 'status', 'ready_at', 'updated_at'] },
+  { name: 'account_bindings', key: 'seat_id', columns: [
+    'seat_id', 'customer_id', 'platform', 'server', 'login', 'password_enc', 'build', 'created_at', 'updated_at'] },
+  { name: 'audit_log', key: 'id', columns: ['id', 'customer_id', 'at', 'actor_key_id', 'action', 'target', 'detail_json'] },
+];
+
+function upsertSql(t: Table): string {
+  const cols = t.columns.join(', ');
+  const values = t.columns.map((c) => `@${c}`).join(', ');
+  const set = t.columns.filter((c) => c !== t.key).map((c) => `${c} = excluded.${c}`).join(', ');
+  return `INSERT INTO ${t.name} (${cols}) VALUES (${values}) ON CONFLICT(${t.key}) DO UPDATE SET ${set}`;
+}
+
+export class TenancyMirror {
+  /** The oldest transaction that was running at the last pass: rows stamped before it are copied. */
+  private from = 0;
+  private readonly upserts;
+  private pass: Promise<number> | undefined;
+
+  constructor(private readonly pool: PgPool, private readonly db: Db) {
+    this.upserts = TABLES.map((t) => ({ t, stmt: db.prepare(upsertSql(t)) }));
+  }
+
+  /** Copies what changed since the last pass (everything at the first) into SQLite, in one SQLite
+   *  transaction; a pass already running is joined. @returns the rows copied */
+  sync(): Promise<number> {
+    this.pass ??= this.copy().finally(() => {
+      this.pass = undefined;
+    });
+    return this.pass;
+  }
+
+  private async copy(): Promise<number> {
+    const { next, rows } = await withTransaction(this.pool, async (c) => {
+      // REPEATABLE READ: one snapshot for the horizon and every table, so a child row never comes
+      // without its parent.
+      await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const h = await c.query<{ xmin: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin');
+      const out: Array<Record<string, unknown>[]> = [];
+      for (const t of TABLES) {
+        const r = await c.query(`SELECT ${t.columns.join(', ')} FROM ${t.name} WHERE txid >= $1 ORDER BY ${t.key}`, [this.from]);
+        out.push(r.rows as Record<string, unknown>[]);
+      }
+      return { next: Number(h.rows[0]!.xmin), rows: out };
+    });
+    let copied = 0;
+    this.db.transaction(() => {
+      for (const [i, { t, stmt }] of this.upserts.entries()) {
+        for (const row of rows[i]!) {
+          for (const f of t.flags ?? []) row[f] = row[f] ? 1 : 0;
+          stmt.run(row);
+          copied++;
+        }
+      }
+    })();
+    this.from = next;
+    return copied;
+  }
+}

@@ -1,0 +1,117 @@
+// Tenancy written to PostgreSQL first (src/cluster/pgTenancy.ts) and mirrored into each node's
+// SQLite (src/cluster/tenancyMirror.ts), read back through the SQLite stores the gateway uses.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { TenancyMirror } from '../../src/cluster/tenancyMirror.js';
+import { AccountStore } from '../../src/store/accounts.js';
+import { AuditStore } from '../../src/store/audit.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { TenancyStore } from '../../src/store/tenancy.js';
+import { createDatabase, startPostgres, type Engine } from '../helpers/engines.js';
+
+let engine: Engine;
+let pool: PgPool;
+const dirs: string[] = [];
+const dbs: Db[] = [];
+
+beforeAll(async () => {
+  engine = await startPostgres();
+  const url = await createDatabase(engine.url);
+  pool = openPgPool(url, { onIdleError: () => {} });
+  await runPgMigrations(pool, url);
+}, 60_000);
+afterAll(async () => {
+  for (const db of dbs) db.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await pool?.end();
+  await engine?.stop();
+});
+
+/** A node's local SQLite (DATA_DIR) and its mirror. */
+function node(): { db: Db; mirror: TenancyMirror } {
+  const dir = mkdtempSync(join(tmpdir(), 'tagw-mirror-'));
+  dirs.push(dir);
+  const db = openDb(dir);
+  dbs.push(db);
+  return { db, mirror: new TenancyMirror(pool, db) };
+}
+
+const T = 1_700_000_000_000;
+const key = (id: string, seat: string | null = null) => ({
+  id, customer_id: 'c1', kind: 'api' as const, hash: `sha256-of-${id}`, label: id, read_only: 0, account_scoped: seat ? 1 : 0, seat_id: seat, created_at: T,
+});
+
+describe('tenancy in PostgreSQL, mirrored into every node', () => {
+  it('what one node writes, every node reads from its own SQLite after a mirror pass, with the same rules as on one node', async () => {
+    const pg = new PgTenancy(pool);
+    const a = node();
+    const b = node();
+    await pg.createCustomer('c1', 'operator', T);
+    await pg.insertSeat({ id: 's1', customer_id: 'c1', private_hosting: 1, region: 'eu', created_at: T });
+    await pg.insertSeat({ id: 's2', customer_id: 'c1', private_hosting: 0, region: null, created_at: T });
+    await pg.insertKey(key('k-scoped', 's1'));
+    await pg.insertKey(key('k-old'));
+    await pg.upsertBinding({ seat_id: 's1', customer_id: 'c1', platform: 'P5', server: 'Sim-Demo', login: '1001', password_enc: 'sealed:abc', build: null, created_at: T, updated_at: T });
+    await pg.upsertBinding({ seat_id: 's2', customer_id: 'c1', platform: 'P4', server: 'Sim-Demo', login: '1002', password_enc: 'sealed:def', build: null, created_at: T, updated_at: T });
+    await pg.upsertSeatState({ seat_id: 's1', status: 'READY', ready_at: T, updated_at: T });
+    const auditId = await pg.addAudit({ customer_id: 'c1', at: T, actor_key_id: 'env', action: 'seat.create', target: 's1', detail_json: null });
+    expect(await pg.liveAccountIds()).toEqual(['s1', 's2']);
+
+    expect(await a.mirror.sync()).toBe(9);
+    const ta = new TenancyStore(a.db);
+    expect(ta.keyById('k-scoped')).toMatchObject({ customer_id: 'c1', hash: 'sha256-of-k-scoped', account_scoped: 1, read_only: 0, seat_id: 's1', revoked_at: null });
+    expect(ta.seatById('s1')).toMatchObject({ private_hosting: 1, region: 'eu' });
+    expect(ta.seatState('s1')).toEqual({ seat_id: 's1', status: 'READY', ready_at: T, updated_at: T });
+    expect(new AccountStore(a.db).boundTo('Sim-Demo', '1001')).toMatchObject({ seat_id: 's1', password_enc: 'sealed:abc', platform: 'P5' });
+    expect(new AuditStore(a.db).list('c1', { limit: 10 })).toEqual([expect.objectContaining({ id: auditId, action: 'seat.create' })]);
+
+    // Changes: only the changed rows travel at the next pass.
+    expect(await pg.replaceKey('k-old', 'c1', key('k-new'), T + 1)).toBe(true);
+    expect(await pg.replaceKey('k-old', 'c1', key('k-newer'), T + 2)).toBe(false); // no longer live
+    expect(await pg.removeSeat('s1', 'c1', T + 3)).toEqual(['k-scoped']);
+    expect(await pg.removeSeat('s1', 'c1', T + 4)).toBeUndefined();
+    await pg.touchKeys([['k-new', T + 5], ['k-new', T + 4]]);
+    expect(await pg.setKeyLimits('k-new', 'c1', { requestsPerSec: 10, ordersPerSec: null })).toBe(true);
+    await pg.setBuild('s2', 4100, T + 6);
+    expect(await pg.liveAccountIds()).toEqual(['s2']);
+    expect(await a.mirror.sync()).toBe(5); // k-old, k-new, k-scoped, s1, s2's binding
+    expect(ta.keyById('k-old')).toMatchObject({ revoked_at: T + 1, replaced_by: 'k-new' });
+    expect(ta.keyById('k-new')).toMatchObject({ revoked_at: null, last_used_at: T + 5, requests_per_sec: 10, orders_per_sec: null });
+    expect(ta.keyById('k-scoped')!.revoked_at).toBe(T + 3);
+    expect(ta.seatById('s1')).toBeUndefined(); // removed
+    expect(new AccountStore(a.db).live().map((r) => [r.seat_id, r.build])).toEqual([['s2', 4100]]);
+    expect(await a.mirror.sync()).toBe(0);
+
+    // Another node's first pass copies everything, current.
+    await b.mirror.sync();
+    const tb = new TenancyStore(b.db);
+    for (const id of ['k-old', 'k-new', 'k-scoped']) expect(tb.keyById(id)).toEqual(ta.keyById(id));
+    expect(new AccountStore(b.db).live()).toEqual(new AccountStore(a.db).live());
+  });
+
+  it('a transaction that commits after a pass that began while it ran is still copied by the next pass', async () => {
+    const pg = new PgTenancy(pool);
+    const n = node();
+    await n.mirror.sync();
+    const slow = await pool.connect();
+    try {
+      await slow.query('BEGIN');
+      await slow.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', ['late', 'late customer', T]);
+      await pg.createCustomer('early', 'early customer', T); // starts after, commits first
+      await n.mirror.sync();
+      const customer = n.db.prepare<[string], { name: string }>('SELECT name FROM customers WHERE id = ?');
+      expect(customer.get('early')?.name).toBe('early customer');
+      expect(customer.get('late')).toBeUndefined();
+      await slow.query('COMMIT');
+      await n.mirror.sync();
+      expect(customer.get('late')?.name).toBe('late customer');
+    } finally {
+      slow.release();
+    }
+  });
+});
