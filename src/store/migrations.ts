@@ -165,6 +165,12 @@ export const MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (account_id, seq)
   ) WITHOUT ROWID;
   ` },
+  // 8: per account stream, the last deal it carried (ticket, broker time; ticket 0 with the epoch's
+  // start): after a restart, deals at the broker after it and not in the history go into the stream.
+  { name: 'stream history: last deal of each account stream', sql: `
+  ALTER TABLE stream_epochs ADD COLUMN deal_ticket INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE stream_epochs ADD COLUMN deal_at INTEGER NOT NULL DEFAULT 0;
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

@@ -55,7 +55,8 @@ export class AccountEvents {
         this.record(acc, 'ORDERS', ordersData(ev.data.orders, false, this.topics.clockOf(acc)));
         break;
       case STREAM_EVENT.deal:
-        this.record(acc, 'TRADE', tradeData(ev.data.deal, this.topics.clockOf(acc)));
+        if (acc.heldDeals) acc.heldDeals.push(ev.data.deal); // behind the missed ones a resync is reading
+        else if (acc.deals.take(ev.data.deal)) this.record(acc, 'TRADE', tradeData(ev.data.deal, this.topics.clockOf(acc)));
         break;
       case STREAM_EVENT.phase:
         this.onPhase(acc, ev.data);
@@ -114,7 +115,7 @@ export class AccountEvents {
     }
     try {
       this.deps.history.write([...byAcc].map(([acc, entries]) => ({
-        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, entries, keepFrom: acc.history.firstSeq,
+        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
       })), this.deps.clock.now());
     } catch (err) {
       // Live clients still get their frames; a restart may not find them (see docs/stream.md).
@@ -242,16 +243,27 @@ export class AccountEvents {
     });
   }
 
-  /** A snapshot pair inside the stream (after an outage or a restart), for every socket and the history. */
+  /**
+   * After an outage or a restart, for every socket and the history: the deals made at the broker since
+   * the last one the stream carried that did not arrive as events (TRADE, in broker order), then a
+   * snapshot pair. Live deals wait behind the missed ones meanwhile; if the broker's deal history
+   * cannot be read, the stream cannot vouch for continuity and begins a new epoch.
+   */
   private resync(acc: AccountState): void {
     if (this.resyncing.has(acc)) return;
     this.resyncing.add(acc);
-    this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
+    acc.heldDeals ??= [];
+    const epoch = acc.history.epoch;
+    const args = { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs, dealsAfter: acc.deals.mark };
+    this.deps.shards.call(acc.id, 'stream.snapshot', args).then(
       (snap) => {
         this.resyncing.delete(acc);
         this.topics.noteServer(snap.server);
-        if (this.accounts.accounts.get(acc.id) !== acc) return;
+        if (this.accounts.accounts.get(acc.id) !== acc || acc.history.epoch !== epoch) return;
         const clock = this.topics.clockOf(acc);
+        if (!snap.deals) return void this.breakContinuity(acc);
+        for (const d of acc.deals.missed(snap.deals, acc.heldDeals ?? [])) this.record(acc, 'TRADE', tradeData(d, clock));
+        acc.heldDeals = null;
         acc.needsResync = false;
         acc.positions = snap.positions;
         acc.posV = snap.posV;
@@ -261,9 +273,24 @@ export class AccountEvents {
         if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, true, clock));
       },
       () => {
-        this.resyncing.delete(acc); // not connected: retried when the 'connected' phase comes
+        // Not connected: tried again when the 'connected' phase comes (live deals keep waiting: one
+        // made before them may still be missing), or soon if the account is connected already.
+        this.resyncing.delete(acc);
         acc.needsResync = true;
+        if (acc.phase === 'connected') {
+          setTimeout(() => {
+            if (acc.needsResync && this.accounts.accounts.get(acc.id) === acc) this.resync(acc);
+          }, this.deps.config.streamSnapshotTimeoutMs).unref();
+        }
       },
     ).catch((err: unknown) => this.deps.log.error('stream resync failed', { accountId: acc.id, err: errorMessage(err) }));
+  }
+
+  /** Deals may be missing from the stream: a new epoch, and its sockets reconnect (their resume says recovered:false). */
+  private breakContinuity(acc: AccountState): void {
+    this.deps.log.warn('stream continuity lost: the broker deal history could not be read; new epoch', { accountId: acc.id });
+    this.commit();
+    this.accounts.rotate(acc);
+    for (const s of [...acc.sockets]) this.out.end(s, 'STREAM_GAP');
   }
 }

@@ -11,6 +11,7 @@ import type { ShardSet } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { DealLedger, tradesIn } from './deals.js';
 import { AccountHistory, newEpoch } from './history.js';
 import type { Outbox } from './outbox.js';
 import type { AccountState } from './state.js';
@@ -51,39 +52,45 @@ export class AccountStreams {
   private create(id: string, platform: AccountState['platform'], server: string, phase: AccountState['phase']): AccountState {
     const now = this.deps.clock.now();
     const stored = this.deps.history.load(id);
-    let history: AccountHistory;
+    let kept: { history: AccountHistory; deals: DealLedger };
     let needsResync = false;
     if (stored && stored.aliveAt >= now - this.limits.maxAgeMs) {
-      history = new AccountHistory(stored.epoch, stored.seq, this.limits, stored.entries);
-      history.trim(now);
+      kept = { history: new AccountHistory(stored.epoch, stored.seq, this.limits, stored.entries), deals: new DealLedger(stored.deal, tradesIn(stored.entries)) };
+      kept.history.trim(now);
       needsResync = true; // what happened while nobody listened did not arrive as events
     } else {
-      history = this.freshHistory(id, now);
+      kept = this.freshHistory(id, now);
     }
     return {
       id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
-      history, positions: null, orders: null, posV: 0, ordV: 0, needsResync, retainTimer: null,
+      // A picked-up stream holds live deals from the start: one made before them may be missing until its resync.
+      ...kept, positions: null, orders: null, posV: 0, ordV: 0, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
     };
   }
 
-  /** A new epoch, stored at once: a client whose snapshot is at seq 0 of it can resume after a restart too. */
-  private freshHistory(id: string, now: number): AccountHistory {
+  /**
+   * A new epoch, stored at once: a client whose snapshot is at seq 0 of it can resume after a restart
+   * too. Its deals start now, on the shards' clock (the broker's deal times are on it).
+   */
+  private freshHistory(id: string, now: number): { history: AccountHistory; deals: DealLedger } {
     const history = new AccountHistory(newEpoch(now), 0, this.limits);
+    const deals = new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() });
     try {
       this.deps.history.drop(id);
-      this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, entries: [], keepFrom: 1 }], now);
+      this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, deal: deals.mark, entries: [], keepFrom: 1 }], now);
     } catch (err) {
       this.deps.log.warn('stream epoch not stored', { accountId: id, err: errorMessage(err) });
     }
-    return history;
+    return { history, deals };
   }
 
   /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
   rotate(acc: AccountState): void {
-    acc.history = this.freshHistory(acc.id, this.deps.clock.now());
+    Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now()));
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = 0;
     acc.needsResync = false;
+    acc.heldDeals = null;
   }
 
   /**

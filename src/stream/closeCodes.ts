@@ -19,6 +19,10 @@ export const SOCKET_CLOSE = {
   /** /v1/stream: the account was bound (/ConnectEx id=) to a login on another broker server: other
    *  market, clock, maybe platform. Reconnect and resubscribe. */
   ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker server; reconnect and resubscribe' },
+  /** /v1/stream: after a restart or an outage the broker's deal history could not be read, so deals
+   *  may be missing from the account stream: a new epoch began. Reconnect: the resume answers
+   *  recovered:false, then fresh snapshots; read /OrderHistory for the deals. */
+  STREAM_GAP: { code: 4014, reason: 'account events may have been missed; reconnect and resync' },
   /** /ws: the gateway session ended (Disconnect, or its shard ended it); the handle is gone. */
   SESSION_ENDED: { code: 4013, reason: 'session disconnected' },
 } as const;

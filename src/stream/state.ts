@@ -5,7 +5,8 @@ import type { ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
-import type { Order, Position } from '../market/orders.js';
+import type { Deal, Order, Position } from '../market/orders.js';
+import type { DealLedger } from './deals.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
 import type { AccountHistory, StreamPosition } from './history.js';
 
@@ -64,8 +65,14 @@ export interface AccountState {
   orders: readonly Order[] | null;
   posV: number;
   ordV: number;
-  /** The history was picked up after a restart: a resync pair goes into the stream once connected. */
+  /** The history was picked up after a restart: a resync (missed deals, then a snapshot pair) goes
+   *  into the stream once connected. */
   needsResync: boolean;
+  /** The deals the stream carried (each deal is a TRADE once) and the latest one (accountEvents.ts). */
+  deals: DealLedger;
+  /** Live deals that arrived while a resync reads the broker's deal history: carried after the missed
+   *  ones it finds, in broker order (null: no resync under way). */
+  heldDeals: Deal[] | null;
   /** Kept without sockets (docs/stream.md "History"): released when this fires. */
   retainTimer: NodeJS.Timeout | null;
 }

@@ -4,6 +4,7 @@
 import type { ConnectionPhase } from './accountRegistry.js';
 import type { EventOf } from '../protocol.js';
 import type { Deal, Order, Position } from '../../market/orders.js';
+import type { DealMark } from '../../store/streamHistory.js';
 import type { Platform, ServerInfo, Tick } from '../../market/server.js';
 import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
 
@@ -27,14 +28,18 @@ export interface StreamSnapshotResult {
   ordV: number;
   positions: Position[];
   orders: Order[];
+  /** With `dealsAfter`: the broker's deals from the mark's time on, read before the lists (null: the
+   *  broker's deal history could not be read, so deals may be missing). */
+  deals?: Deal[] | null;
 }
 
 declare module '../protocol.js' {
   interface CommandMap {
     /** A socket of this account opened: start forwarding its account events. NOT_FOUND for an unknown account. */
     'stream.open': { args: { accountId: string }; result: StreamOpenResult };
-    /** Waits for the connection (up to timeoutMs) and returns the current positions and pending orders. */
-    'stream.snapshot': { args: { accountId: string; timeoutMs: number }; result: StreamSnapshotResult };
+    /** Waits for the connection (up to timeoutMs) and returns the current positions and pending orders
+     *  (and with `dealsAfter`, the deals since then: a resync after a restart or an outage). */
+    'stream.snapshot': { args: { accountId: string; timeoutMs: number; dealsAfter?: DealMark }; result: StreamSnapshotResult };
     /** Subscribe a symbol (and candle timeframes) at the broker; returns the latest tick. BAD_REQUEST for an unknown symbol. */
     'stream.sub': { args: { accountId: string; symbol: string; timeframes: Timeframe[]; timeoutMs: number }; result: { lastTick: Tick | null; server: ServerInfo } };
     /** No socket of this account wants the symbol (timeframes omitted) or these timeframes any more. */

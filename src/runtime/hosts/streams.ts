@@ -14,6 +14,7 @@ import {
   type PositionsEventData, type TickEventData,
 } from './streamCommands.js';
 import { errorMessage } from '../../util/errorMessage.js';
+import type { Deal } from '../../market/orders.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 
@@ -214,12 +215,26 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         a.sockets++;
         return { platform: rt.platform, server: rt.server.name, serverInfo: rt.serverKnown ? rt.server : null, phase: rt.phase() };
       },
-      'stream.snapshot': async ({ accountId, timeoutMs }) => {
+      'stream.snapshot': async ({ accountId, timeoutMs, dealsAfter }) => {
         const a = get(accountId);
         const conn = await a.rt.whenConnected(timeoutMs, OWNER);
+        // Deals first: one made after this read arrives as an event (this account's listener is on),
+        // and main carries each deal once.
+        let deals: Deal[] | null | undefined;
+        if (dealsAfter) {
+          try {
+            deals = [...await conn.historyDeals(dealsAfter.timeMsc, Number.MAX_SAFE_INTEGER)];
+          } catch (err) {
+            ctx.log.warn('stream deal history not read', { accountId, err: errorMessage(err) });
+            deals = null;
+          }
+        }
         // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
         const opened = await conn.openedOrders();
-        return { server: conn.server, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders] };
+        return {
+          server: conn.server, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders],
+          ...(deals === undefined ? {} : { deals }),
+        };
       },
       'stream.sub': async ({ accountId, symbol, timeframes, timeoutMs }) => {
         const a = get(accountId);
