@@ -266,7 +266,8 @@ export class SimBrokerConnection implements BrokerConnection {
     // A held reply (injected latency) waits before executing: the claim is committed before the
     // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record.
     if (claim && (!this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0)) {
-      claim();
+      claim.check();
+      claim.write();
       claim = undefined;
     }
     const acc = await this.ready();

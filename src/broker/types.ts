@@ -16,10 +16,18 @@ export interface TradeOptions {
   /** Idempotency id of this request at the broker: a resend with the same id returns the
    *  first outcome instead of trading twice. Kept per account. */
   readonly requestId?: string;
-  /** Only to a connection with `claimsAtomically`: called right before the trade executes, inside
-   *  the transaction that books it, so the caller's writes in it (the idempotency claim) commit
-   *  with the booking, in one commit. Throwing refuses the trade: nothing is executed. */
-  readonly claim?: () => void;
+  /** Only to a connection with `claimsAtomically`: the caller's claim, committed in the
+   *  transaction that books the trade (see AtomicClaim). */
+  readonly claim?: AtomicClaim;
+}
+
+/** An idempotency claim made with the trade's booking (an embedded broker, `claimsAtomically`). */
+export interface AtomicClaim {
+  /** Called before the trade executes; reads only; throws to refuse it (nothing is executed). */
+  check(): void;
+  /** The caller's writes, called after the trade executed in memory, inside the one transaction
+   *  that commits them with its booking. */
+  write(): void;
 }
 
 // ---- connection -----------------------------------------------------------------------

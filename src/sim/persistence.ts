@@ -69,12 +69,13 @@ export interface SimPersistence {
   /** The commit that changes applied so far still wait for, or null when they are all stored
    *  (always null for a store that commits at once). Account events wait for it before they leave. */
   pendingCommit?(): Promise<void> | null;
-  /** Runs `before` (the caller's own writes on this same database: an idempotency claim), then
-   *  `book` (a trade, applying its changes), and commits both, with whatever was queued before, in
-   *  one transaction now instead of at the turn's group commit. `before` throwing rolls back and
-   *  nothing is booked; `book` throwing still commits `before` (it may have applied something),
+  /** Books a trade and commits it with the caller's claim (its writes on this same database) in
+   *  one short transaction now, instead of at the turn's group commit: `claim.check()` first (it
+   *  throws to refuse: nothing is booked), then `book()` (the trade, applied in memory), then one
+   *  IMMEDIATE transaction with `claim.write()` and the booking's journal rows (and whatever was
+   *  queued before). `book` throwing still commits the claim (it may have applied something),
    *  then rethrows. Stores that cannot share the caller's database leave it out. */
-  bookAtomically?<T>(before: () => void, book: () => T): T;
+  bookAtomically?<T>(claim: { check(): void; write(): void }, book: () => T): T;
   /** Commit anything queued and write pending checkpoints (graceful shutdown). */
   flush(): void;
 }

@@ -86,7 +86,7 @@ export class SqliteSimStore implements SimPersistence {
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
   private readonly batchTx: () => void;
-  private readonly atomicTx: Database.Transaction<(before: () => void, book: () => unknown) => { ok: true; value: unknown } | { ok: false; err: unknown }>;
+  private readonly atomicTx: Database.Transaction<(write: () => void) => void>;
   /** Inside bookAtomically: changes wait for its commit, not for a scheduled one. */
   private booking = false;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
@@ -123,16 +123,9 @@ export class SqliteSimStore implements SimPersistence {
       for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
     };
     this.batchTx = db.transaction(insertQueued);
-    this.atomicTx = db.transaction((before: () => void, book: () => unknown) => {
-      before();
-      let out: { ok: true; value: unknown } | { ok: false; err: unknown };
-      try {
-        out = { ok: true, value: book() };
-      } catch (err) {
-        out = { ok: false, err };
-      }
+    this.atomicTx = db.transaction((write: () => void) => {
+      write();
       insertQueued();
-      return out;
     });
     this.checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
     this.allocTx = db.transaction((server: string, count: number) => {
@@ -280,21 +273,20 @@ export class SqliteSimStore implements SimPersistence {
     }
   }
 
-  bookAtomically<T>(before: () => void, book: () => T): T {
-    let began = false;
-    let out;
+  bookAtomically<T>(claim: { check(): void; write(): void }, book: () => T): T {
+    claim.check();
+    let out: { ok: true; value: T } | { ok: false; err: unknown };
     this.booking = true;
     try {
-      // IMMEDIATE: the write lock first (waiting as busy_timeout says). `before` reads before it
-      // writes, and a deferred transaction's read would fail at once with SQLITE_BUSY_SNAPSHOT
-      // when another shard's connection committed in between.
-      out = this.atomicTx.immediate(() => {
-        before();
-        began = true;
-      }, book);
+      try {
+        out = { ok: true, value: book() };
+      } catch (err) {
+        out = { ok: false, err };
+      }
+      // IMMEDIATE: the write lock first (waiting as busy_timeout says), held only for the claim's
+      // row and the journal's, not while the trade runs: other shards' connections write the same file.
+      this.atomicTx.immediate(claim.write);
     } catch (err) {
-      // `before` refused: nothing was booked, and what was queued before waits for its own commit.
-      if (!began) throw err;
       // The commit failed: waiters of the changes it held get the error (as in commitQueued).
       const reject = this.rejectDurable;
       this.durable = this.resolveDurable = this.rejectDurable = null;
@@ -308,7 +300,7 @@ export class SqliteSimStore implements SimPersistence {
     resolve?.();
     this.scheduleCheckpoints();
     if (!out.ok) throw out.err;
-    return out.value as T;
+    return out.value;
   }
 
   /** Commit what is queued now (also called by readers). */

@@ -2,17 +2,12 @@
 // shard. All requests of an account run on this one thread, so "look up the record, else claim
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
-import { hash as digest } from 'node:crypto';
 import { createActor, type Actor } from 'xstate';
 import {
   freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
 } from '../../../actors/idempotency.js';
-import { dialectOf } from '../../broker/dialect.js';
-import type { BrokerConnection, TradeOptions } from '../../broker/types.js';
-import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
-import type { z } from 'zod';
-import { isStopLimitType, type RequestLookup, type TradeResult } from '../../market/orders.js';
-import { TRADE_SCHEMAS } from '../../market/orderSchemas.js';
+import type { BrokerConnection } from '../../broker/types.js';
+import type { RequestLookup } from '../../market/orders.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { systemClock, type Clock } from '../../util/clock.js';
@@ -20,89 +15,16 @@ import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import type { TradeReply } from './accountCommands.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
-import { assertAvailable, utc } from './accountOps.js';
 import { brokerFailure } from '../brokerFailures.js';
+import { answer, brokerRequestId, execute, paramsHash, prepare, type Prepared } from './tradeRequest.js';
+
+export { answer, brokerRequestId, paramsHash, prepare } from './tradeRequest.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 type IdemActor = Actor<typeof idempotencyMachine>;
 type IdemSnapshot = ReturnType<IdemActor['getSnapshot']>;
-
-/** A broker call ready to run, and the canonical form of its parameters (what the hash covers). */
-interface Prepared {
-  canonical: unknown;
-  run(conn: BrokerConnection, opts: TradeOptions): Promise<TradeResult>;
-}
-
-/** A trade request's arguments, read with its schema (src/market/orderSchemas.ts); a bad one is a 400 naming the parameters. */
-function parseArgs<O extends TradeOp>(op: O, a: Record<string, unknown>): z.output<(typeof TRADE_SCHEMAS)[O]> {
-  const r = TRADE_SCHEMAS[op].safeParse(a);
-  if (!r.success) throw apiError('BAD_REQUEST', r.error.issues.map((i) => `parameter '${i.path.join('.') || op}': ${i.message}`).join('; '));
-  return r.data as z.output<(typeof TRADE_SCHEMAS)[O]>;
-}
-
-/** The broker call of each trade operation, given its request as its schema reads it. */
-type Run<O extends TradeOp> = (c: BrokerConnection, req: z.output<(typeof TRADE_SCHEMAS)[O]>, o: TradeOptions) => Promise<TradeResult>;
-const RUN: { [O in TradeOp]: Run<O> } = {
-  OrderSend: (c, req, o) => c.orderSend(req, o),
-  OrderModify: (c, req, o) => c.orderModify(req, o),
-  OrderClose: (c, req, o) => c.orderClose(req, o),
-  OrderDelete: (c, req, o) => c.orderDelete(req, o),
-  OrderCloseBy: (c, req, o) => c.orderCloseBy(req, o),
-};
-
-/** Reads a trade request. Platform rules are checked here, before anything is recorded or sent. */
-export function prepare<O extends TradeOp>(op: O, a: Record<string, unknown>, entry: { platform: AccountEntry['platform']; build: number }): Prepared {
-  assertAvailable(op, entry.platform, entry.build);
-  const req = parseArgs(op, a);
-  if ('type' in req && isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
-    throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
-  }
-  const run = RUN[op] as Run<O>;
-  return { canonical: req, run: (c, o) => run(c, req, o) };
-}
-
-export function paramsHash(op: TradeOp, canonical: unknown): string {
-  const o = canonical as Record<string, unknown>;
-  const sorted = Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
-  // One-shot hash (no Hash object per order); the same digest as createHash, so stored records still match.
-  return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
-}
-
-/** The answer to a trade: fills and broker rejections are both final (and replayed). */
-export function answer(r: TradeResult): StoredResult {
-  if (r.ok) return { status: 200, json: JSON.stringify(utc({ ...r.order, retcode: r.retcode, deals: r.deals })) };
-  return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
-}
-
-/**
- * The request id the broker dedups on. It is unique per idempotency record, not just the
- * clientOrderId: the broker keeps ids per broker login, and one login may be bound to several
- * accounts, or reuse a clientOrderId after its record expired; either must be a new order.
- */
-export function brokerRequestId(accountId: string, clientOrderId: string, expiresAt: number): string {
-  return `${accountId}/${clientOrderId}/${expiresAt.toString(36)}`;
-}
-
-/**
- * Sends once and settles the outcome. A reply lost after the send is checked with lookupRequest
- * (by the record's broker request id); if the broker cannot say, the outcome is uncertain.
- */
-async function execute(prep: Prepared, lease: Lease, requestId: string, claim?: () => void): Promise<StoredResult> {
-  try {
-    return answer(await prep.run(lease.conn, claim ? { requestId, claim } : { requestId }));
-  } catch (err) {
-    if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
-    if (err instanceof BrokerTimeoutError) {
-      const found = await lease.conn.lookupRequest(requestId).catch(() => null);
-      if (found) return answer(found.result);
-    }
-    throw err;
-  } finally {
-    lease.release();
-  }
-}
 
 /**
  * What the broker's answer about a record restored `sent` means. Found: it executed, and its result
@@ -457,12 +379,18 @@ export class TradeDesk {
   private async sendAtomically(rec: Rec, prep: Prepared, lease: Lease, requestId: string): Promise<Outcome> {
     const c = rec.actor.getSnapshot().context;
     rec.busy = true;
-    const claim = () => {
-      // A row (settled, let go from memory) refuses the claim before the actor is touched.
-      if (this.store.get(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
-      rec.actor.send({ type: 'send' });
-      const s = rec.actor.getSnapshot();
-      if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
+    let checked = false;
+    const claim = {
+      // A row (settled, let go from memory) refuses the claim before anything executes.
+      check: () => {
+        if (this.store.get(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
+        checked = true;
+      },
+      write: () => {
+        rec.actor.send({ type: 'send' });
+        const s = rec.actor.getSnapshot();
+        if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
+      },
     };
     const outcome = new Promise<Outcome>((resolve, reject) => {
       rec.reply = { resolve, reject };
@@ -471,12 +399,16 @@ export class TradeDesk {
       const result = await execute(prep, lease, requestId, claim);
       this.outcome(rec, { type: 'done', result });
     } catch (err) {
-      if (!rec.actor.getSnapshot().matches('sent')) {
+      if (!checked) {
         rec.reply = undefined;
         throw new UnclaimedError(err);
       }
       const ev: Outcome = err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' };
-      if (ev.type === 'lost') rec.pinned = true;
+      if (ev.type === 'lost') {
+        rec.pinned = true;
+        // The claim's own write failed, after the trade ran in memory: an uncertain record, in memory only.
+        if (!rec.actor.getSnapshot().matches('sent')) this.start({ account_id: c.accountId, client_order_id: c.clientOrderId, params_hash: c.paramsHash, phase: 'uncertain', expires_at: c.expiresAt }).pinned = true;
+      }
       this.outcome(rec, ev, err);
     }
     return outcome;

@@ -1,0 +1,89 @@
+// A trade request on its way to the broker (SPEC §3, §8): its arguments read with their schema, the
+// canonical form its idempotency hash covers, the broker call, and the answer stored and replayed.
+import { hash as digest } from 'node:crypto';
+import type { z } from 'zod';
+import { NotSentError, type StoredResult } from '../../../actors/idempotency.js';
+import { dialectOf } from '../../broker/dialect.js';
+import type { AtomicClaim, BrokerConnection, TradeOptions } from '../../broker/types.js';
+import { apiError } from '../../errors.js';
+import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
+import { isStopLimitType, type TradeResult } from '../../market/orders.js';
+import { TRADE_SCHEMAS, type TradeOp } from '../../market/orderSchemas.js';
+import type { AccountEntry, Lease } from './accountEntry.js';
+import { assertAvailable, utc } from './accountOps.js';
+
+/** A broker call ready to run, and the canonical form of its parameters (what the hash covers). */
+export interface Prepared {
+  canonical: unknown;
+  run(conn: BrokerConnection, opts: TradeOptions): Promise<TradeResult>;
+}
+
+/** A trade request's arguments, read with its schema (src/market/orderSchemas.ts); a bad one is a 400 naming the parameters. */
+function parseArgs<O extends TradeOp>(op: O, a: Record<string, unknown>): z.output<(typeof TRADE_SCHEMAS)[O]> {
+  const r = TRADE_SCHEMAS[op].safeParse(a);
+  if (!r.success) throw apiError('BAD_REQUEST', r.error.issues.map((i) => `parameter '${i.path.join('.') || op}': ${i.message}`).join('; '));
+  return r.data as z.output<(typeof TRADE_SCHEMAS)[O]>;
+}
+
+/** The broker call of each trade operation, given its request as its schema reads it. */
+type Run<O extends TradeOp> = (c: BrokerConnection, req: z.output<(typeof TRADE_SCHEMAS)[O]>, o: TradeOptions) => Promise<TradeResult>;
+const RUN: { [O in TradeOp]: Run<O> } = {
+  OrderSend: (c, req, o) => c.orderSend(req, o),
+  OrderModify: (c, req, o) => c.orderModify(req, o),
+  OrderClose: (c, req, o) => c.orderClose(req, o),
+  OrderDelete: (c, req, o) => c.orderDelete(req, o),
+  OrderCloseBy: (c, req, o) => c.orderCloseBy(req, o),
+};
+
+/** Reads a trade request. Platform rules are checked here, before anything is recorded or sent. */
+export function prepare<O extends TradeOp>(op: O, a: Record<string, unknown>, entry: { platform: AccountEntry['platform']; build: number }): Prepared {
+  assertAvailable(op, entry.platform, entry.build);
+  const req = parseArgs(op, a);
+  if ('type' in req && isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
+    throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
+  }
+  const run = RUN[op] as Run<O>;
+  return { canonical: req, run: (c, o) => run(c, req, o) };
+}
+
+export function paramsHash(op: TradeOp, canonical: unknown): string {
+  const o = canonical as Record<string, unknown>;
+  const sorted = Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+  // One-shot hash (no Hash object per order); the same digest as createHash, so stored records still match.
+  return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
+}
+
+/** The answer to a trade: fills and broker rejections are both final (and replayed). */
+export function answer(r: TradeResult): StoredResult {
+  if (r.ok) return { status: 200, json: JSON.stringify(utc({ ...r.order, retcode: r.retcode, deals: r.deals })) };
+  return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
+}
+
+/**
+ * The request id the broker dedups on. It is unique per idempotency record, not just the
+ * clientOrderId: the broker keeps ids per broker login, and one login may be bound to several
+ * accounts, or reuse a clientOrderId after its record expired; either must be a new order.
+ */
+export function brokerRequestId(accountId: string, clientOrderId: string, expiresAt: number): string {
+  return `${accountId}/${clientOrderId}/${expiresAt.toString(36)}`;
+}
+
+/**
+ * Sends once and settles the outcome. A reply lost after the send is checked with lookupRequest
+ * (by the record's broker request id); if the broker cannot say, the outcome is uncertain.
+ */
+export async function execute(prep: Prepared, lease: Lease, requestId: string, claim?: AtomicClaim): Promise<StoredResult> {
+  try {
+    return answer(await prep.run(lease.conn, claim ? { requestId, claim } : { requestId }));
+  } catch (err) {
+    if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
+    if (err instanceof BrokerTimeoutError) {
+      const found = await lease.conn.lookupRequest(requestId).catch(() => null);
+      if (found) return answer(found.result);
+    }
+    throw err;
+  } finally {
+    lease.release();
+  }
+}
+
