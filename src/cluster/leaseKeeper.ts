@@ -81,11 +81,13 @@ export class LeaseKeeper {
     return [...this.leases].filter(([, h]) => now < h.validUntil).map(([accountId, h]) => ({ accountId, epoch: h.epoch }));
   }
 
-  /** The account's lease if this node may act on it now: the epoch its fenced writes carry. The owner
-   *  checks this before every broker call. */
-  leaseOf(accountId: string): Lease | undefined {
+  /** The account's lease if this node may act on it now and for `forMs` more (the time a command takes
+   *  to reach the shard that makes the broker call): the epoch its fenced writes carry. The owner
+   *  checks this before every broker call; after a pause (SIGSTOP) it is false at once, whichever of
+   *  the queued request or the renewal timer runs first. */
+  leaseOf(accountId: string, forMs = 0): Lease | undefined {
     const h = this.leases.get(accountId);
-    if (!h || this.o.clock.now() >= h.validUntil) return undefined;
+    if (!h || this.o.clock.now() + forMs >= h.validUntil) return undefined;
     return { accountId, epoch: h.epoch };
   }
 

@@ -165,6 +165,7 @@ describe('lease keeper', () => {
 
     // a, still believing (its clock has not moved), writes with its old epoch: every write refused.
     expect(A.k.leaseOf(staleLease.accountId)).toBeDefined();
+    expect(A.k.leaseOf(staleLease.accountId, leaseMs)).toBeUndefined(); // not for a whole lease more
     expect(await claim(staleLease, 'after-pause')).toEqual({ kind: 'fenced' });
     expect(await ledger.recordOutcome('node-a', staleLease, 'before-pause', 200, '{}')).toBe('fenced');
     expect(await ledger.markUncertain('node-a', staleLease, 'before-pause')).toBe('fenced');

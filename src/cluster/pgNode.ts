@@ -1,0 +1,102 @@
+// A cluster node's PostgreSQL side, assembled: the pool, the schema brought up to date (a newer one
+// refuses: PgSchemaTooNewError, exit 5), the tenancy mirror filled, the idempotency ledger, and the
+// lease keeper dividing the cluster's accounts. The gateway starts it in cluster mode and hands the
+// keeper's events to its shards (start, stop, drop accounts) and to the owner cache (announce).
+import type { Logger } from '../log.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { IdempotencyLedger } from './idempotencyLedger.js';
+import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
+import { leaseOwner } from './leases.js';
+import { runPgMigrations } from './pgMigrations.js';
+import { openPgPool, type PgPool } from './pgPool.js';
+import { PgTenancy } from './pgTenancy.js';
+import { TenancyMirror } from './tenancyMirror.js';
+
+export interface PgNodeOptions {
+  databaseUrl: string;
+  nodeId: string;
+  /** Where this node serves (shown to operators). */
+  url: string;
+  leaseMs: number;
+  /** The node's SQLite (DATA_DIR), the mirror of the cluster's tenancy. */
+  sqlite: Db;
+  log: Logger;
+  /** What the node does when it gains, hands over or loses accounts. `acquired` runs after a mirror
+   *  pass, so the accounts' bindings are in the node's SQLite when it starts them. */
+  events: LeaseEvents;
+  /** Lease deadlines (default monotonic). */
+  deadlineClock?: Clock;
+  /** Idempotency expiry times, as on one node (the gateway's clock). */
+  clock: Clock;
+  /** How often expired idempotency records are deleted (default 60 s). */
+  purgeEveryMs?: number;
+  /** How often the tenancy mirror looks for rows other nodes wrote (default 1 s; a node that
+   *  wrote a row itself, or is told of one, calls mirror.sync() at once). */
+  mirrorEveryMs?: number;
+}
+
+export interface PgNode {
+  pool: PgPool;
+  tenancy: PgTenancy;
+  mirror: TenancyMirror;
+  ledger: IdempotencyLedger;
+  keeper: LeaseKeeper;
+  /** The owner cache's lookup (owners.ts OwnerCacheOptions.lookup). */
+  lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
+  /** Starts the lease rounds, the mirror passes and the purge. */
+  start(): void;
+  /** SIGTERM: hand the accounts over (or abandon them), then close the pool. Never throws. */
+  close(opts: { handover: boolean }): Promise<void>;
+}
+
+export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
+  const pool = openPgPool(o.databaseUrl, {
+    applicationName: `tagw ${o.nodeId}`.slice(0, 63),
+    onIdleError: (err) => o.log.warn('PostgreSQL connection lost', { err: err.message }),
+  });
+  try {
+    const applied = await runPgMigrations(pool, o.databaseUrl);
+    if (applied.length > 0) o.log.info('cluster schema migrated', { versions: applied });
+    const tenancy = new PgTenancy(pool);
+    const mirror = new TenancyMirror(pool, o.sqlite);
+    await mirror.sync();
+    const ledger = new IdempotencyLedger(pool);
+    const { acquired, ...rest } = o.events;
+    const keeper = new LeaseKeeper({
+      db: pool, nodeId: o.nodeId, url: o.url, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
+      accounts: () => tenancy.liveAccountIds(),
+      events: {
+        ...rest,
+        acquired: (leases) => {
+          // Started even when the pass failed (PostgreSQL just went away): an account whose binding
+          // this node never mirrored then fails its start visibly (not bound).
+          void mirror.sync().catch((err: unknown) => o.log.warn('tenancy mirror pass failed', { err: errorMessage(err) }))
+            .finally(() => acquired?.(leases));
+        },
+      },
+    });
+    const timers: NodeJS.Timeout[] = [];
+    const every = (ms: number, what: string, f: () => Promise<unknown>) =>
+      timers.push(setInterval(() => void f().catch((err: unknown) => o.log.warn(`${what} failed`, { err: errorMessage(err) })), ms));
+    return {
+      pool, tenancy, mirror, ledger, keeper,
+      lookupOwner: (accountId) => leaseOwner(pool, accountId),
+      start() {
+        if (timers.length > 0) return;
+        keeper.start();
+        every(o.mirrorEveryMs ?? 1_000, 'tenancy mirror pass', () => mirror.sync());
+        every(o.purgeEveryMs ?? 60_000, 'idempotency purge', () => ledger.purgeExpired(o.clock.now()));
+      },
+      async close(opts) {
+        for (const t of timers.splice(0)) clearInterval(t);
+        await keeper.stop(opts);
+        await pool.end().catch(() => {});
+      },
+    };
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,128 @@
+// Both halves of cluster mode meet below the gateway: each node's PostgreSQL side (startPgNode:
+// leases, tenancy mirror) feeds its NATS side (owner cache, router). Real PostgreSQL and nats-server;
+// shards stand in as recorders of which node ran a call.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NatsLink } from '../../src/cluster/natsLink.js';
+import { OwnerCache } from '../../src/cluster/owners.js';
+import { startPgNode, type PgNode } from '../../src/cluster/pgNode.js';
+import { openPgPool } from '../../src/cluster/pgPool.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
+import { createLogger } from '../../src/log.js';
+import { AccountStore } from '../../src/store/accounts.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { TenancyStore } from '../../src/store/tenancy.js';
+import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { until } from '../helpers/until.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+let pgEngine: Engine;
+let nats: Engine;
+let databaseUrl: string;
+const dirs: string[] = [];
+const ACCOUNTS = Array.from({ length: 30 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`);
+const T = 1_700_000_000_000;
+const log = createLogger('silent');
+
+beforeAll(async () => {
+  [pgEngine, nats] = await Promise.all([startPostgres(), startNats()]);
+  databaseUrl = await createDatabase(pgEngine.url);
+  const pool = openPgPool(databaseUrl);
+  await runPgMigrations(pool, databaseUrl);
+  const tenancy = new PgTenancy(pool);
+  await tenancy.createCustomer('c1', 'operator', T);
+  for (const [i, id] of ACCOUNTS.entries()) {
+    await tenancy.insertSeat({ id, customer_id: 'c1', private_hosting: 0, region: null, created_at: T });
+    await tenancy.upsertBinding({ seat_id: id, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: String(1000 + i), password_enc: 'sealed', build: null, created_at: T, updated_at: T });
+  }
+  await pool.end();
+}, 60_000);
+afterAll(async () => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await nats?.stop();
+  await pgEngine?.stop();
+});
+
+interface Node {
+  id: string;
+  pg: PgNode;
+  router: AccountRouter;
+  sqlite: Db;
+  /** Accounts whose calls this node's shards ran. */
+  ran: string[];
+  close(handover: boolean): Promise<void>;
+}
+
+async function startNode(id: string): Promise<Node> {
+  const dir = mkdtempSync(join(tmpdir(), 'tagw-node-'));
+  dirs.push(dir);
+  const sqlite = openDb(dir);
+  const ran: string[] = [];
+  const link = await NatsLink.connect({ url: nats.url, name: id, log, reconnectWaitMs: 50 });
+  let owners: OwnerCache | undefined;
+  const pg = await startPgNode({
+    databaseUrl, nodeId: id, url: `http://${id}`, leaseMs: 1_500, sqlite, log, clock: { now: () => Date.now() }, mirrorEveryMs: 100,
+    events: {
+      acquired: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: id, epoch: l.epoch }); },
+      released: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: null, epoch: l.epoch }); },
+    },
+  });
+  owners = new OwnerCache({ link, lookup: pg.lookupOwner, log });
+  const shards: LocalShards = {
+    call: async (key: string) => {
+      // The owner's own check before anything reaches a broker: its lease, on its clock.
+      if (!pg.keeper.leaseOf(key)) throw new Error(`${id} ran a call for ${key} without its lease`);
+      ran.push(key);
+      return { node: id } as never;
+    },
+  };
+  const router = new AccountRouter({ nodeId: id, link, shards, owners, log, ownerWaitMs: 5_000, recheckMs: 50 });
+  router.serve();
+  await link.nc.flush();
+  pg.start();
+  return {
+    id, pg, router, sqlite, ran,
+    async close(handover) {
+      await pg.close({ handover });
+      router.close();
+      owners!.close();
+      await link.close();
+      sqlite.close();
+    },
+  };
+}
+
+describe('a cluster node: leases in PostgreSQL, routing over NATS', () => {
+  it('two nodes split the accounts; a call through either runs on the lease holder; after a SIGTERM handover the survivor runs them all', async () => {
+    const a = await startNode('node-a');
+    const b = await startNode('node-b');
+    let aClosed = false;
+    try {
+      await until(() => a.pg.keeper.held().length > 0 && b.pg.keeper.held().length > 0
+        && a.pg.keeper.held().length + b.pg.keeper.held().length === ACCOUNTS.length, 'the nodes to split the accounts');
+      // Every node mirrored every binding (it may be asked to take any account over).
+      for (const n of [a, b]) expect(new AccountStore(n.sqlite).live().map((r) => r.seat_id).sort()).toEqual([...ACCOUNTS].sort());
+      // A key made through one node's PostgreSQL side reaches the other's SQLite by itself.
+      await a.pg.tenancy.insertKey({ id: 'k-late', customer_id: 'c1', kind: 'api', hash: 'h', label: '', read_only: 0, account_scoped: 0, seat_id: null, created_at: T });
+      await until(() => new TenancyStore(b.sqlite).keyById('k-late') !== undefined, 'the key in the other node\'s mirror');
+
+      for (const account of ACCOUNTS) {
+        const holder = a.pg.keeper.leaseOf(account) ? 'node-a' : 'node-b';
+        for (const via of [a, b]) expect(await via.router.call(account, 'stream.close', { accountId: account })).toEqual({ node: holder });
+      }
+      expect(a.router.stats.forwarded + b.router.stats.forwarded).toBe(ACCOUNTS.length);
+
+      const aHad = a.pg.keeper.held().map((l) => l.accountId);
+      await a.close(true);
+      aClosed = true;
+      for (const account of aHad) expect(await b.router.call(account, 'stream.close', { accountId: account })).toEqual({ node: 'node-b' });
+      expect(b.pg.keeper.held()).toHaveLength(ACCOUNTS.length);
+    } finally {
+      if (!aClosed) await a.close(true);
+      await b.close(true);
+    }
+  }, 60_000);
+});
