@@ -1,4 +1,4 @@
-// npm run bench -- http [--seconds N] [--orders N] [--shards N]
+// npm run bench -- http [--seconds N] [--orders N] [--shards N | --shards 1,2,4 | --shards curve]
 // Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
 // constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
 // simulator and the durable idempotency record) beside the bare route's and beside a floor (a bare
@@ -13,7 +13,9 @@ import uws from 'uWebSockets.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
+import { availableParallelism } from 'node:os';
 import { mountOrderFloor } from './lib/orderFloor.js';
+import { threadCpuWindow } from './lib/threadCpu.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
 
 const arg = (name: string, def: number) => {
@@ -22,15 +24,19 @@ const arg = (name: string, def: number) => {
 };
 const seconds = arg('seconds', 3);
 const orders = arg('orders', 3000);
-const shards = arg('shards', 0); // 0: the default (one per core)
+// --shards N: one full run with N shards (0: the default, cores - 1). --shards 1,2,4 or
+// --shards curve (1 to the cores): concurrent orders against the floor only, one gateway per count.
+const shardsArg = (() => {
+  const i = process.argv.indexOf('--shards');
+  return i > 0 ? process.argv[i + 1]! : '0';
+})();
+const curve = shardsArg === 'curve'
+  ? Array.from({ length: availableParallelism() }, (_, i) => i + 1)
+  : shardsArg.includes(',') ? shardsArg.split(',').map(Number) : null;
+const shards = curve ? 0 : Number(shardsArg);
 const MK = 'bench-management-key-0123456789';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
-const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'error', managementKey: MK,
-  // The per-key limiter runs on every request (its cost is in the figures) but never refuses: one key carries all the load here.
-  keyRequestsPerSec: 10_000_000, keyOrdersPerSec: 10_000_000, pipeliningPort: 0, ...(shards ? { shards } : {}) }), {
-  log: createLogger('error'),
-});
 
 // The baseline: a bare uWS route on its own port in this same process and event loop.
 const QUOTE_LIKE = JSON.stringify({ symbol: 'EURUSD', bid: 1.08123, ask: 1.08131, time: '2026-11-22T10:00:00.000Z', timeMsc: 1763805600000 });
@@ -42,32 +48,84 @@ const bareApp = uws.App().get('/bare', (res) => {
 const floor = mountOrderFloor(bareApp, dataDir);
 const barePort = await new Promise<number>((resolve) => bareApp.listen('127.0.0.1', 0, (s) => resolve(uws.us_socket_local_port(s as never))));
 
-async function api(method: string, path: string, headers: Record<string, string>, body?: unknown) {
-  const r = await fetch(`${gw.url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
-  const json = (await r.json()) as Record<string, unknown>;
-  if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
-  return json;
+/** A gateway with `n` shards (0: the default) in this process, a key, and a way to bind accounts. */
+async function benchGateway(n: number, dir: string) {
+  const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir: dir, logLevel: 'error', managementKey: MK,
+    // The per-key limiter runs on every request (its cost is in the figures) but never refuses: one key carries all the load here.
+    keyRequestsPerSec: 10_000_000, keyOrdersPerSec: 10_000_000, pipeliningPort: 0, ...(n ? { shards: n } : {}) }), {
+    log: createLogger('error'),
+  });
+  const api = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
+    const r = await fetch(`${gw.url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    const json = (await r.json()) as Record<string, unknown>;
+    if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bench' })).key as string;
+  let logins = 0;
+  const connect = async () => (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user: `bench-${++logins}`, password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
+  /** `count` fresh accounts, each with a full demo balance. */
+  const accounts = async (count: number) => {
+    const ids: string[] = [];
+    while (ids.length < count) ids.push(await connect());
+    return ids;
+  };
+  return { gw, api, key, h: { 'x-api-key': key }, accounts };
 }
 
-const key = (await api('POST', '/v1/keys', { authorization: `Bearer ${MK}` }, { label: 'bench' })).key as string;
-const connect = async (user: string) => (await api('POST', '/ConnectEx', { 'x-api-key': key }, { user, password: 'bench-pass', server: 'Sim-P5-Demo' })).id as string;
-const account = await connect('bench-1');
-// A demo account's margin holds about 280 open 0.01-lot BTCUSD positions; spread the orders over
-// enough accounts that every one of them fills (a rejection would skip the booking work); each
-// account takes its share of the idempotent buys and of the plain sells.
-const orderAccounts = [account];
-while (orderAccounts.length * 100 < orders) orderAccounts.push(await connect(`bench-${orderAccounts.length + 1}`));
-// Concurrent orders (issue 19 item 5) spread over 100 accounts, so they can run on every shard.
-const concurrentAccounts = [...orderAccounts];
-while (concurrentAccounts.length < 100) concurrentAccounts.push(await connect(`bench-${concurrentAccounts.length + 1}`));
-const h = { 'x-api-key': key };
-// Warm the quote cache path and the account connection.
-await api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
-
-const throughput = (port: number, path: string, headers: Record<string, string> = {}, paths?: string[]) =>
-  spawnLoad({ port, path: paths?.[0] ?? path, ...(paths ? { paths } : {}), headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500 }, 2);
+// A demo account's margin holds about 280 open 0.01-lot BTCUSD positions (a rejection would skip
+// the booking work, flatter the figures and count as an error): every phase that trades gets
+// accounts of its own, at most PER_ACCOUNT orders each, warm-up included.
+const PER_ACCOUNT = 100;
+const throughput = (port: number, path: string, headers: Record<string, string> = {}, paths?: string[], maxRequests?: number) =>
+  spawnLoad({ port, path: paths?.[0] ?? path, ...(paths ? { paths } : {}), headers, connections: 32, durationMs: seconds * 1000, warmupMs: 500, ...(maxRequests ? { maxRequests } : {}) }, 2);
 const sequential = (port: number, paths: string[], headers: Record<string, string>, n: number) =>
   spawnLoad({ port, path: paths[0]!, paths, headers, connections: 1, durationMs: 120_000, warmupMs: 300, maxRequests: n }, 1);
+
+/**
+ * Idempotent orders from 32 connections over 100 fresh accounts (issue 19 item 5), beside the
+ * floor at the same concurrency, with each thread's CPU share over the orders' window: which
+ * thread saturates. The 100 accounts take at most 2 x PER_ACCOUNT orders each: each of the two
+ * load processes stops after its share of what is left once the warm-up's orders are counted.
+ */
+async function concurrentOrders(g: Awaited<ReturnType<typeof benchGateway>>) {
+  const accounts = await g.accounts(100);
+  const floorRun = await throughput(barePort, '/floor');
+  const window = threadCpuWindow();
+  const warmupAllowance = 4_000;
+  const run = await throughput(g.gw.port, '', g.h, accounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=c{seq}`),
+    Math.floor((accounts.length * 2 * PER_ACCOUNT - warmupAllowance) / 2));
+  const cpu = window();
+  const status = (await g.api('GET', '/v1/status', { authorization: `Bearer ${MK}` })) as { shards?: { accounts: number }[] };
+  return { floorRun, run, cpu, accountsPerShard: status.shards?.map((s) => s.accounts) };
+}
+
+if (curve) {
+  const points = [];
+  for (const n of curve) {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
+    const g = await benchGateway(n, dir);
+    const c = await concurrentOrders(g);
+    points.push({ shards: n, orderSendRps: c.run.rps, floorRps: c.floorRun.rps, overFloor: Math.round((c.run.rps / c.floorRun.rps) * 1000) / 1000,
+      errors: c.run.errors + c.floorRun.errors, statuses: c.run.statuses, threadCpu: c.cpu, accountsPerShard: c.accountsPerShard });
+    console.error(JSON.stringify(points.at(-1)));
+    await g.gw.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await floor.close();
+  rmSync(dataDir, { recursive: true, force: true });
+  console.log(JSON.stringify({ bench: 'http-shards', cores: availableParallelism(), points }));
+  process.exit(0);
+}
+
+const g = await benchGateway(shards, dataDir);
+const gw = g.gw;
+const h = g.h;
+const orderAccounts = await g.accounts(Math.ceil(orders / PER_ACCOUNT));
+const plainAccounts = await g.accounts(Math.ceil(orders / PER_ACCOUNT));
+const account = orderAccounts[0]!;
+// Warm the quote cache path and the account connection.
+await g.api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 
 const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
@@ -83,9 +141,10 @@ results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderS
 results.getQuoteSeq = await sequential(gw.port, [`/GetQuote?id=${account}&symbol=BTCUSD`], h, orders);
 results.accountSummarySeq = await sequential(gw.port, [`/AccountSummary?id=${account}`], h, orders);
 // Throughput at the same concurrency: idempotent orders from 32 connections against the floor's.
-results.floorConcurrent = await throughput(barePort, '/floor');
-results.orderSendConcurrent = await throughput(gw.port, '', h, concurrentAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=c{seq}`));
-results.orderSendPlain = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`), h, orders);
+const conc = await concurrentOrders(g);
+results.floorConcurrent = conc.floorRun;
+results.orderSendConcurrent = conc.run;
+results.orderSendPlain = await sequential(gw.port, plainAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`), h, orders);
 
 for (const [name, r] of Object.entries(results)) {
   console.error(`${name.padEnd(15)} ${String(r.rps).padStart(7)} req/s  p50 ${r.latencyUs.p50}µs p99 ${r.latencyUs.p99}µs p99.9 ${r.latencyUs.p999}µs  statuses ${JSON.stringify(r.statuses)}`);
@@ -121,8 +180,11 @@ const summary = {
   concurrentOrders: {
     shards: shards || 'default', orderSendRps: results.orderSendConcurrent.rps, floorRps: results.floorConcurrent.rps,
     overFloor: ratio(results.orderSendConcurrent.rps, results.floorConcurrent.rps), orderSendUs: results.orderSendConcurrent.latencyUs,
+    threadCpu: conc.cpu, accountsPerShard: conc.accountsPerShard,
   },
+  // Any error (a refused or failed request, a rejected order) invalidates the run's figures.
   errors: Object.values(results).reduce((n, r) => n + r.errors, 0),
+  errorsBy: Object.fromEntries(Object.entries(results).filter(([, r]) => r.errors > 0).map(([k, r]) => [k, r.statuses])),
   targets: {
     getQuoteRatioMin: 0.6, orderSendP50MaxUs: 300, orderSendP99MaxUs: 1500,
     met: results.getQuote.rps / results.bare.rps >= 0.6 && results.orderSend.latencyUs.p50 <= 300 && results.orderSend.latencyUs.p99 <= 1500,

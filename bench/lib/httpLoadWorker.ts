@@ -31,7 +31,9 @@ function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; 
   return new Promise((resolve) => {
     const sock: Socket = connect({ port: job.port, host: '127.0.0.1', noDelay: true });
     const fixedHeaders = Object.entries({ host: '127.0.0.1', ...job.headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-    let seq = 0;
+    // Connections start at different places in `paths`, as independent clients would: started
+    // together at 0 they would all hit the same account at the same moment, then the next.
+    let seq = job.paths ? (conn * 7919 + process.pid) % job.paths.length : 0;
     let buf: Buffer = Buffer.alloc(0);
     let started = 0n;
     const send = () => {
