@@ -64,6 +64,22 @@ const isRefusal = (e: unknown) => {
   return code === 'BROKER_AUTH' || code === 'BROKER_REQUEST';
 };
 
+/** One try to connect: on a refusal authFailed, on another failure the backoff wait (`waiting`).
+ *  Connecting starts with it, reconnecting with the wait; both share the two states. */
+const attempt = {
+  invoke: {
+    src: 'connect',
+    input: ({ context }: { context: ConnectionContext }) => ({ accountId: context.accountId, attempt: context.attempt, port: context.port }),
+    onDone: { target: '#connection.connected' },
+    onError: [
+      { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
+      { target: 'waiting', actions: 'recordFailure' },
+    ],
+  },
+} as const;
+/** The backoff before the next attempt; CheckConnect (`check`) cuts it short. */
+const waiting = { after: { backoff: 'attempt' }, on: { check: 'attempt' } } as const;
+
 export const connectionMachine = setup({
   types: {
     input: {} as ConnectionInput,
@@ -115,21 +131,8 @@ export const connectionMachine = setup({
       initial: 'attempt',
       on: { drain: 'draining' },
       states: {
-        attempt: {
-          invoke: {
-            src: 'connect',
-            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt, port: context.port }),
-            onDone: { target: '#connection.connected' },
-            onError: [
-              { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
-              { target: 'waiting', actions: 'recordFailure' },
-            ],
-          },
-        },
-        waiting: {
-          after: { backoff: 'attempt' },
-          on: { check: 'attempt' },
-        },
+        attempt,
+        waiting,
       },
     },
     connected: {
@@ -144,21 +147,8 @@ export const connectionMachine = setup({
       initial: 'waiting',
       on: { drain: 'draining' },
       states: {
-        waiting: {
-          after: { backoff: 'attempt' },
-          on: { check: 'attempt' },
-        },
-        attempt: {
-          invoke: {
-            src: 'connect',
-            input: ({ context }) => ({ accountId: context.accountId, attempt: context.attempt, port: context.port }),
-            onDone: { target: '#connection.connected' },
-            onError: [
-              { guard: 'isAuthError', target: '#connection.authFailed', actions: 'recordFailure' },
-              { target: 'waiting', actions: 'recordFailure' },
-            ],
-          },
-        },
+        waiting,
+        attempt,
       },
     },
     /** The broker refused the login (credentials, or a server it does not know): no automatic retry

@@ -94,15 +94,20 @@ function params<S extends z.ZodRawShape>(shape: S, aliases: Record<string, strin
 
 const volume = qLots;
 
-const p5OrderSend = params({
-  symbol: symbol(),
-  operation: qInt().pipe(z.number().int().min(0).max(ORDER_TYPES.length - 1, `0..${ORDER_TYPES.length - 1}: 0 Buy, 1 Sell, 2 BuyLimit, 3 SellLimit, 4 BuyStop, 5 SellStop, 6 BuyStopLimit, 7 SellStopLimit`)),
-  volume: volume(),
+/** The OrderSend parameters both dialects take alike (between volume and the dialect's own). */
+const sendCommon = () => ({
   price: positive().optional(),
   slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(),
   stoploss: nonNegative().optional(),
   takeprofit: nonNegative().optional(),
   comment: comment().optional(),
+});
+
+const p5OrderSend = params({
+  symbol: symbol(),
+  operation: qInt().pipe(z.number().int().min(0).max(ORDER_TYPES.length - 1, `0..${ORDER_TYPES.length - 1}: 0 Buy, 1 Sell, 2 BuyLimit, 3 SellLimit, 4 BuyStop, 5 SellStop, 6 BuyStopLimit, 7 SellStopLimit`)),
+  volume: volume(),
+  ...sendCommon(),
   stopLimitPrice: positive().optional(),
   expiration: serverTime().optional(),
   expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(),
@@ -126,11 +131,7 @@ const p4OrderSend = params({
     return t as OrderType;
   }),
   volume: volume(),
-  price: positive().optional(),
-  slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(),
-  stoploss: nonNegative().optional(),
-  takeprofit: nonNegative().optional(),
-  comment: comment().optional(),
+  ...sendCommon(),
   magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
   expiration: serverTime().optional(),
   placedType: qString().pipe(z.string().max(32)).optional(),
