@@ -6,9 +6,9 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { classifyExisting, IdempotencyLedger, type ClaimOutcome, type WriteOutcome } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
-import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
-import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
-import { createDatabase, startPostgres, type Engine } from '../helpers/engines.js';
+import type { PgPool } from '../../src/cluster/pgPool.js';
+import { startPostgres, type Engine } from '../helpers/engines.js';
+import { migratedDatabase } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
 let engine: Engine;
@@ -18,9 +18,7 @@ let accounts = 0;
 
 beforeAll(async () => {
   engine = await startPostgres();
-  const url = await createDatabase(engine.url);
-  pool = openPgPool(url, { onIdleError: () => {} });
-  await runPgMigrations(pool, url);
+  ({ pool } = await migratedDatabase(engine));
   ledger = new IdempotencyLedger(pool);
 }, 60_000);
 afterAll(async () => {

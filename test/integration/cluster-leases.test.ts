@@ -9,6 +9,7 @@ import { PG_SCHEMA_VERSION, pgSchemaVersion, PgSchemaTooNewError, runPgMigration
 import { Rendezvous } from '../../src/cluster/rendezvous.js';
 import { SchemaTooNewError } from '../../src/store/migrations.js';
 import { createDatabase, startPostgres, type Engine } from '../helpers/engines.js';
+import { migratedDatabase } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
 let engine: Engine;
@@ -24,11 +25,9 @@ afterAll(async () => {
 
 /** A pool on a fresh, migrated database. */
 async function freshDb(): Promise<{ url: string; pool: PgPool }> {
-  const url = await createDatabase(engine.url);
-  const pool = openPgPool(url, { onIdleError: () => {} });
-  pools.push(pool);
-  await runPgMigrations(pool, url);
-  return { url, pool };
+  const db = await migratedDatabase(engine);
+  pools.push(db.pool);
+  return db;
 }
 function poolOn(url: string): PgPool {
   const pool = openPgPool(url, { onIdleError: () => {} });

@@ -4,15 +4,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
-import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import type { PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { TenancyMirror } from '../../src/cluster/tenancyMirror.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { AuditStore } from '../../src/store/audit.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
-import { createDatabase, startPostgres, type Engine } from '../helpers/engines.js';
+import { startPostgres, type Engine } from '../helpers/engines.js';
+import { migratedDatabase } from '../helpers/postgres.js';
 
 let engine: Engine;
 let pool: PgPool;
@@ -21,9 +21,7 @@ const dbs: Db[] = [];
 
 beforeAll(async () => {
   engine = await startPostgres();
-  const url = await createDatabase(engine.url);
-  pool = openPgPool(url, { onIdleError: () => {} });
-  await runPgMigrations(pool, url);
+  ({ pool } = await migratedDatabase(engine));
 }, 60_000);
 afterAll(async () => {
   for (const db of dbs) db.close();

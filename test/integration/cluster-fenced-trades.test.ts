@@ -1,0 +1,134 @@
+// The owner's trade path in cluster mode (src/cluster/fencedShards.ts) on a real PostgreSQL: the
+// fenced claim before the shard, the outcome after, and what a retry on another node gets. The
+// shards are a recording stand-in for the broker: what matters is which orders reached it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FencedShards } from '../../src/cluster/fencedShards.js';
+import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
+import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
+import type { PgPool } from '../../src/cluster/pgPool.js';
+import type { LocalShards } from '../../src/cluster/router.js';
+import { ApiError, apiError } from '../../src/errors.js';
+import { createLogger } from '../../src/log.js';
+import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
+import type { ArgsOf } from '../../src/runtime/protocol.js';
+import { startPostgres, type Engine } from '../helpers/engines.js';
+import { migratedDatabase } from '../helpers/postgres.js';
+
+let engine: Engine;
+let pool: PgPool;
+let accounts = 0;
+
+beforeAll(async () => {
+  engine = await startPostgres();
+  ({ pool } = await migratedDatabase(engine));
+}, 60_000);
+afterAll(async () => {
+  await pool?.end();
+  await engine?.stop();
+});
+
+type Trade = ArgsOf<'account.trade'>;
+
+/** A node: its leases (held as given, valid until `lapsed`), and shards that record each order. */
+function node(id: string) {
+  const leases = new Map<string, Lease>();
+  const sent: Trade[] = [];
+  let next: ((t: Trade) => Promise<TradeReply>) | undefined;
+  const shards: LocalShards = {
+    call: async (_key, op, args) => {
+      if (op !== 'account.trade') return { passed: op } as never;
+      const t = args as Trade;
+      sent.push(t);
+      if (next) {
+        const f = next;
+        next = undefined;
+        return (await f(t)) as never;
+      }
+      return { status: 200, json: JSON.stringify({ ticket: sent.length, by: id }), replay: false } as never;
+    },
+  };
+  const state = { lapsed: false };
+  const fenced = new FencedShards({
+    nodeId: id, shards, ledger: new IdempotencyLedger(pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
+    keeper: { leaseOf: (a) => (state.lapsed ? undefined : leases.get(a)) },
+  });
+  return {
+    id, leases, sent, fenced, state,
+    /** The next order's shard answer (or failure), once. */
+    answerNext(f: (t: Trade) => Promise<TradeReply>) {
+      next = f;
+    },
+    trade: (accountId: string, clientOrderId?: string, volume = 0.01) => fenced.call(accountId, 'account.trade', {
+      accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume }, ...(clientOrderId === undefined ? {} : { clientOrderId }),
+    }),
+  };
+}
+
+async function ownedBy(n: ReturnType<typeof node>): Promise<string> {
+  const accountId = `acct-${++accounts}`;
+  const [lease] = await acquireLeases(pool, n.id, [accountId], 600_000);
+  n.leases.set(accountId, lease!);
+  return accountId;
+}
+async function takeOver(accountId: string, to: ReturnType<typeof node>): Promise<void> {
+  await pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
+  const [lease] = await acquireLeases(pool, to.id, [accountId], 600_000);
+  to.leases.set(accountId, lease!);
+}
+const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof ApiError ? e.code : String(e)));
+
+describe('fenced trades on the owner', () => {
+  it('claims before the shard and records after: a retry replays without reaching the broker; other parameters are refused', async () => {
+    const a = node('a');
+    const acct = await ownedBy(a);
+    const first = await a.trade(acct, 'o1');
+    expect(first).toMatchObject({ status: 200, replay: false });
+    expect(await a.trade(acct, 'o1')).toEqual({ ...first, replay: true });
+    expect(await code(a.trade(acct, 'o1', 0.02))).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(a.sent.map((t) => t.clientOrderId)).toEqual(['o1']);
+    // No id from the client: one is made, so the order is claimed (and fenced) too.
+    await a.trade(acct);
+    expect(a.sent[1]!.clientOrderId).toMatch(/^c-[0-9a-f-]{36}$/);
+    expect((await new IdempotencyLedger(pool).get(acct, a.sent[1]!.clientOrderId!))?.state).toBe('result');
+    // Not a trade: passed through untouched.
+    expect(await a.fenced.call(acct, 'account.check', { accountId: acct })).toEqual({ passed: 'account.check' });
+  });
+
+  it('a refusal before sending frees the id; an unknown outcome makes every later retry, on any node, a 409', async () => {
+    const a = node('a');
+    const b = node('b');
+    const acct = await ownedBy(a);
+    a.answerNext(() => Promise.reject(apiError('NOT_CONNECTED', 'broker connection down')));
+    expect(await code(a.trade(acct, 'x'))).toBe('NOT_CONNECTED');
+    expect(await a.trade(acct, 'x')).toMatchObject({ status: 200, replay: false }); // sent now, once
+    a.answerNext(() => Promise.reject(new Error('shard crashed mid-call')));
+    expect(await code(a.trade(acct, 'y'))).toBe('Error: shard crashed mid-call');
+    await takeOver(acct, b);
+    expect(await code(b.trade(acct, 'y'))).toBe('IDEMPOTENCY_UNCERTAIN');
+    expect(b.sent).toEqual([]);
+  });
+
+  it('an owner past its lease sends nothing; a takeover during a broker call leaves the order uncertain for the new owner, never sent twice', async () => {
+    const a = node('a');
+    const b = node('b');
+    const acct = await ownedBy(a);
+    a.state.lapsed = true;
+    expect(await code(a.trade(acct, 'late'))).toBe('SERVICE_UNAVAILABLE');
+    a.state.lapsed = false;
+
+    let brokerAnswers!: () => void;
+    a.answerNext(() => new Promise((resolve) => {
+      brokerAnswers = () => resolve({ status: 200, json: '{"ticket":99}', replay: false });
+    }));
+    const slow = a.trade(acct, 'slow');
+    await expect.poll(() => a.sent.length).toBe(1); // at the broker
+    await takeOver(acct, b);
+    expect(await code(b.trade(acct, 'slow'))).toBe('IDEMPOTENCY_UNCERTAIN');
+    brokerAnswers();
+    expect(await slow).toMatchObject({ status: 200, json: '{"ticket":99}' }); // the client that sent it still gets its answer
+    expect(await code(b.trade(acct, 'slow'))).toBe('IDEMPOTENCY_UNCERTAIN'); // a's late outcome was fenced out
+    expect(await code(a.trade(acct, 'after'))).toBe('SERVICE_UNAVAILABLE'); // a's old lease: fenced, nothing sent
+    expect(a.sent.map((t) => t.clientOrderId)).toEqual(['slow']);
+    expect(b.sent).toEqual([]);
+  });
+});
