@@ -1,0 +1,71 @@
+// A second cluster node for bench/cluster.ts, in its own process (its own event loop, as on another
+// machine): a real gateway in bridge mode and an AccountRouter that finds every account owned by
+// node "A" (the parent). On {t:'orders'} it sends OrderSends through its router (forwarded to A)
+// and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NatsLink } from '../../src/cluster/natsLink.js';
+import { OwnerCache } from '../../src/cluster/owners.js';
+import { AccountRouter } from '../../src/cluster/router.js';
+import { parseConfig } from '../../src/config.js';
+import { startGateway } from '../../src/gateway.js';
+import { createLogger } from '../../src/log.js';
+import { Histogram } from './histogram.js';
+
+export type NodeCommand =
+  | { t: 'start'; natsUrl: string; bridgePort: number }
+  | { t: 'orders'; accounts: string[]; n: number; record: boolean }
+  | { t: 'echo'; subject: string; n: number }
+  | { t: 'stop' };
+export type NodeReply = { t: 'ready' } | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number };
+
+const log = createLogger('silent');
+const send = (m: NodeReply) => process.send!(m);
+let seq = 0;
+let node: { router: AccountRouter; link: NatsLink; close(): Promise<void> } | undefined;
+
+process.on('message', (m: NodeCommand) => void (async () => {
+  if (m.t === 'start') {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-node-'));
+    const gw = await startGateway(parseConfig({
+      host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${m.bridgePort}`,
+    }), { log });
+    const link = await NatsLink.connect({ url: m.natsUrl, name: 'B', log });
+    const owners = new OwnerCache({ link, log, lookup: async () => ({ owner: 'A', epoch: 1 }) });
+    const router = new AccountRouter({ nodeId: 'B', link, shards: gw.services.shards, owners, log, ownerWaitMs: 5_000 });
+    node = {
+      router, link,
+      async close() {
+        owners.close();
+        await link.close();
+        await gw.close();
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    };
+    send({ t: 'ready' });
+  } else if (m.t === 'orders') {
+    const h = new Histogram();
+    for (let i = 0; i < m.n; i++) {
+      const accountId = m.accounts[seq++ % m.accounts.length]!;
+      const t0 = performance.now();
+      const r = await node!.router.call(accountId, 'account.trade', {
+        accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: seq % 2 ? 'Sell' : 'Buy', volume: 0.01 },
+      }, { retryOnRestart: false });
+      if (m.record) h.record((performance.now() - t0) * 1000);
+      if (r.status !== 200) throw new Error(`order failed: ${r.json}`);
+    }
+    send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
+  } else if (m.t === 'echo') {
+    const h = new Histogram();
+    for (let i = 0; i < m.n; i++) {
+      const t0 = performance.now();
+      await node!.link.nc.request(m.subject, '{}', { timeout: 5_000 });
+      h.record((performance.now() - t0) * 1000);
+    }
+    send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
+  } else {
+    await node?.close();
+    process.exit(0);
+  }
+})());
