@@ -3,9 +3,8 @@
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
 import { createActor, type Actor } from 'xstate';
-import {
-  freshRecord, idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult,
-} from '../../../actors/idempotency.js';
+import { idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult } from '../../../actors/idempotency.js';
+import { FreshRecord, type FreshRecordActions } from '../../../actors/idempotencyFresh.js';
 import type { BrokerConnection } from '../../broker/types.js';
 import type { RequestLookup } from '../../market/orders.js';
 import { apiError } from '../../errors.js';
@@ -23,8 +22,9 @@ export { answer, brokerRequestId, paramsHash, prepare } from './tradeRequest.js'
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-type IdemActor = Actor<typeof idempotencyMachine>;
-type IdemSnapshot = ReturnType<IdemActor['getSnapshot']>;
+/** A record's machine: an xstate actor, or for a fresh claim its plain twin (actors/idempotencyFresh.ts). */
+type IdemActor = Actor<typeof idempotencyMachine> | FreshRecord;
+type IdemSnapshot = ReturnType<Actor<typeof idempotencyMachine>['getSnapshot']> | FreshRecord;
 
 /**
  * What the broker's answer about a record restored `sent` means. Found: it executed, and its result
@@ -98,24 +98,32 @@ export class TradeDesk {
     };
     this.sweep = setInterval(() => this.purgeExpired(), SWEEP_MS);
     this.sweep.unref();
+    const a = this.actions;
+    a.persistSent = (c) => {
+      // Durable before `send` returns; the host calls the broker only after that.
+      if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, this.clock.now(), c.expiresAt)) {
+        throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
+      }
+    };
+    a.persistResult = (c) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json);
+    a.persistUncertain = (c) => this.store.setUncertain(c.accountId, c.clientOrderId);
+    a.forget = (self, c) => {
+      this.store.remove(c.accountId, c.clientOrderId);
+      const k = this.key(c.accountId, c.clientOrderId);
+      if ((this.records.get(k)?.actor as unknown) === self) this.records.delete(k);
+    };
     this.machine = idempotencyMachine.provide({
       actions: {
-        persistSent: (_a, c: IdempotencyContext) => {
-          // Durable before `send` returns; the host calls the broker only after that.
-          if (!this.store.insertSent(c.accountId, c.clientOrderId, c.paramsHash, this.clock.now(), c.expiresAt)) {
-            throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
-          }
-        },
-        persistResult: (_a, c: IdempotencyContext) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json),
-        persistUncertain: (_a, c: IdempotencyContext) => this.store.setUncertain(c.accountId, c.clientOrderId),
-        forget: ({ self }, c: IdempotencyContext) => {
-          this.store.remove(c.accountId, c.clientOrderId);
-          const k = this.key(c.accountId, c.clientOrderId);
-          if ((this.records.get(k)?.actor as unknown) === self) this.records.delete(k);
-        },
+        persistSent: (_x, c: IdempotencyContext) => a.persistSent(c),
+        persistResult: (_x, c: IdempotencyContext) => a.persistResult(c),
+        persistUncertain: (_x, c: IdempotencyContext) => a.persistUncertain(c),
+        forget: ({ self }, c: IdempotencyContext) => a.forget(self, c),
       },
     });
   }
+
+  /** The machine's actions, for the xstate actors and the plain fresh records alike. */
+  private readonly actions = {} as FreshRecordActions;
 
   private key(accountId: string, id: string) {
     return `${accountId}\u0000${id}`;
@@ -127,9 +135,12 @@ export class TradeDesk {
 
   private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }): Rec {
     const input = { accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, expiresAt: row.expires_at };
-    const actor = row.phase === 'new'
-      ? createActor(this.machine, { snapshot: freshRecord(this.machine, input), input: { ...input, phase: 'new' } })
-      : createActor(this.machine, { input: { ...input, phase: row.phase, ...(row.result ? { result: row.result } : {}) } });
+    if (row.phase === 'new') {
+      const rec: Rec = { actor: new FreshRecord(input, this.actions, this.observer.error), busy: false };
+      this.records.set(this.key(row.account_id, row.client_order_id), rec);
+      return rec;
+    }
+    const actor = createActor(this.machine, { input: { ...input, phase: row.phase, ...(row.result ? { result: row.result } : {}) } });
     actor.subscribe(this.observer);
     const rec: Rec = { actor, busy: false };
     this.records.set(this.key(row.account_id, row.client_order_id), rec);

@@ -1,0 +1,104 @@
+// The plain implementation of a fresh claim's record (actors/idempotencyFresh.ts) against the
+// xstate machine it stands for (actors/idempotency.ts): random event sequences, with actions that
+// may throw (a failed SQLite write), run through both from `new`; after every event both must be in
+// the same state with the same context and status, and have called the same actions with the same
+// contexts in the same order.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { createActor } from 'xstate';
+import { freshRecord, idempotencyMachine, type IdempotencyContext, type IdempotencyEvent } from '../../actors/idempotency.js';
+import { FreshRecord } from '../../actors/idempotencyFresh.js';
+
+type ActionName = 'persistSent' | 'persistResult' | 'persistUncertain' | 'forget';
+const ACTIONS: ActionName[] = ['persistSent', 'persistResult', 'persistUncertain', 'forget'];
+
+/** Records the calls; throws on the calls whose names are in `failing` (each once). */
+function recorder(failing: Set<ActionName>) {
+  const calls: string[] = [];
+  const errors: Error[] = [];
+  const call = (name: ActionName, c: IdempotencyContext) => {
+    calls.push(`${name} ${JSON.stringify(c)}`);
+    if (failing.delete(name)) {
+      const e = new Error(`${name} failed`);
+      errors.push(e);
+      throw e;
+    }
+  };
+  return { calls, errors, call };
+}
+
+const event: fc.Arbitrary<IdempotencyEvent | { type: 'stop' }> = fc.oneof(
+  fc.constant({ type: 'send' as const }),
+  fc.record({ type: fc.constant('done' as const), result: fc.record({ status: fc.constantFrom(200, 400), json: fc.json() }) }),
+  fc.constant({ type: 'failed' as const }),
+  fc.constant({ type: 'lost' as const }),
+  fc.constant({ type: 'notExecuted' as const }),
+  fc.constant({ type: 'stop' as const }),
+);
+
+describe('FreshRecord (plain) and the idempotency machine (xstate) from a fresh claim', () => {
+  it('property: same states, contexts, statuses and action calls on any event sequence, failing actions included', () => {
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 8 }), fc.subarray(ACTIONS), fc.string({ minLength: 1, maxLength: 8 }), (events, failing, id) => {
+        const input = { accountId: 'a', clientOrderId: id, paramsHash: 'h', expiresAt: Date.now() + 60_000 };
+        const x = recorder(new Set(failing));
+        const p = recorder(new Set(failing));
+        const selves: unknown[] = [];
+        const machine = idempotencyMachine.provide({
+          actions: {
+            persistSent: (_a, c: IdempotencyContext) => x.call('persistSent', c),
+            persistResult: (_a, c: IdempotencyContext) => x.call('persistResult', c),
+            persistUncertain: (_a, c: IdempotencyContext) => x.call('persistUncertain', c),
+            forget: ({ self }, c: IdempotencyContext) => {
+              selves.push(self);
+              x.call('forget', c);
+            },
+          },
+        });
+        const xErrors: unknown[] = [];
+        const actor = createActor(machine, { snapshot: freshRecord(machine, input), input: { ...input, phase: 'new' } });
+        actor.subscribe({ error: (e) => xErrors.push(e) });
+        actor.start();
+        const pErrors: unknown[] = [];
+        const plain = new FreshRecord(input, {
+          persistSent: (c) => p.call('persistSent', c),
+          persistResult: (c) => p.call('persistResult', c),
+          persistUncertain: (c) => p.call('persistUncertain', c),
+          forget: (self, c) => {
+            expect(self).toBe(plain);
+            p.call('forget', c);
+          },
+        }, (e) => pErrors.push(e));
+
+        const compare = () => {
+          const xs = actor.getSnapshot();
+          const ps = plain.getSnapshot();
+          expect(ps.status).toBe(xs.status);
+          expect(p.calls).toEqual(x.calls);
+          expect(pErrors.map(String)).toEqual(xErrors.map(String));
+          if (xs.status === 'error') {
+            expect(String(ps.error)).toBe(String(xs.error));
+            return;
+          }
+          expect(ps.value).toBe(xs.value);
+          expect(ps.context).toEqual(xs.context);
+          for (const s of ['new', 'sent', 'result', 'uncertain', 'discarded', 'recovering'] as const) expect(ps.matches(s)).toBe(xs.matches(s));
+        };
+        compare();
+        for (const ev of events) {
+          if (ev.type === 'stop') {
+            actor.stop();
+            plain.stop();
+          } else {
+            // An actor that is not running ignores events (xstate warns about each on the console).
+            if (actor.getSnapshot().status === 'active') actor.send(ev);
+            plain.send(ev);
+          }
+          compare();
+        }
+        for (const s of selves) expect(s).toBe(actor);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+});
