@@ -5,7 +5,7 @@
 // wait for an owner up to `ownerWaitMs`, then 503 with retry-after. NATS down -> 503 at once.
 // Values cross as tagged JSON (wireCodec.ts), so a result arrives as a shard's reply would.
 import type { Msg, Subscription } from '@nats-io/transport-node';
-import { apiError, fromWire, toWire, type ApiError, type WireError } from '../errors.js';
+import { ApiError, apiError, fromWire, toWire, type WireError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
@@ -60,6 +60,9 @@ type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0 };
   private sub: Subscription | undefined;
+  /** Forwarded calls awaiting their reply: each one's abort, for a NATS outage mid-call. */
+  private readonly inFlight = new Set<(err: ApiError) => void>();
+  private offStatus: (() => void) | undefined;
   private readonly now: () => number;
   private readonly forwardTimeoutMs: number;
   private readonly recheckMs: number;
@@ -68,6 +71,16 @@ export class AccountRouter {
     this.now = opts.now ?? (() => performance.now());
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
+    // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
+    // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
+    this.offStatus = opts.link.onStatus((up) => {
+      if (up) return;
+      const waiting = [...this.inFlight];
+      setTimeout(() => {
+        if (this.opts.link.up) return;
+        for (const abort of waiting) if (this.inFlight.has(abort)) abort(this.unavailable('the connection to the cluster\'s messaging (NATS) was lost during the call; its outcome is unknown'));
+      }, opts.ownerWaitMs).unref();
+    });
   }
 
   /** Starts answering the calls other nodes forward here. */
@@ -109,15 +122,21 @@ export class AccountRouter {
   private async forward(owner: string, env: CallEnvelope): Promise<Attempt> {
     if (!this.opts.link.up) throw this.unavailable('the cluster\'s messaging (NATS) is unreachable from this node; retry');
     let msg: Msg;
+    let abort!: (err: ApiError) => void;
+    const aborted = new Promise<never>((_, reject) => (abort = reject));
+    this.inFlight.add(abort);
     try {
-      msg = await this.opts.link.nc.request(SUBJECTS.nodeCall(owner), encode(env), { timeout: this.forwardTimeoutMs });
+      msg = await Promise.race([this.opts.link.nc.request(SUBJECTS.nodeCall(owner), encode(env), { timeout: this.forwardTimeoutMs }), aborted]);
     } catch (err) {
+      if (err instanceof ApiError) throw err;
       // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
       if ((err as { isNoResponders?: () => boolean }).isNoResponders?.()) return { done: false, notOwner: false };
       if ((err as Error).name === 'TimeoutError') {
         throw this.unavailable(`the node owning account ${env.key} did not answer ${env.op} in time; its outcome is unknown`);
       }
       throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
+    } finally {
+      this.inFlight.delete(abort);
     }
     const reply = decode(msg.string()) as CallReply;
     if (reply.ok) {
@@ -175,5 +194,6 @@ export class AccountRouter {
   close(): void {
     this.sub?.unsubscribe();
     this.sub = undefined;
+    this.offStatus?.();
   }
 }

@@ -119,6 +119,26 @@ describe('AccountRouter', () => {
     expect(fakeD.calls).toHaveLength(0);
   });
 
+  it('a forwarded call in flight when NATS goes down is a 503 after the owner wait, not the 31 s call bound', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'B', 'A learns the owner');
+    let release!: () => void;
+    fakes.B.stallUntil(new Promise<void>((r) => (release = r)));
+    const pending = A.router.call(id, 'account.status', { accountId: id }).then((r) => r, (e: unknown) => e);
+    await until(() => fakes.B.calls.length === 1, 'the owner to be running the call');
+    await nats.kill();
+    const t0 = performance.now();
+    const err = await pending;
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect((err as Error).message).toMatch(/outcome is unknown/);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    release();
+    fakes.B.stallUntil(Promise.resolve());
+    await nats.restart();
+    await until(() => A.link.up && B.link.up, 'both nodes back on NATS');
+  });
+
   it('with NATS down a forwarded call is a clean 503 at once, a local one still runs; all recovers by itself', async () => {
     const remote = acct();
     const local = acct();
