@@ -57,6 +57,29 @@ export interface ClaimRequest {
   expiresAt: number;
 }
 
+// Named statements (prepared once per connection): planning these CTEs on every call cost more
+// than running them (bench cluster-pg).
+const FENCE = fenceSql({ account: 1, owner: 2, epoch: 3 });
+const CLAIM_SQL = `WITH fence AS (${FENCE}),
+  ins AS (
+    INSERT INTO idempotency (account_id, client_order_id, params_hash, state, epoch, created_at, expires_at)
+      SELECT $1::text, $4::text, $5::text, 'sent', $3::bigint, $6::bigint, $7::bigint FROM fence
+    ON CONFLICT (account_id, client_order_id) DO UPDATE SET params_hash = excluded.params_hash, state = 'sent',
+      status = NULL, result_json = NULL, epoch = excluded.epoch, created_at = excluded.created_at, expires_at = excluded.expires_at
+      WHERE idempotency.expires_at <= excluded.created_at
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS claimed`;
+// Only the claim's own tenure may settle it: an open claim with the same epoch on the record, and
+// the lease still held at that epoch.
+const settle = (write: string) => `WITH fence AS (${FENCE}),
+  w AS (${write} WHERE account_id = $1 AND client_order_id = $4 AND state = 'sent' AND epoch = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM w) AS written`;
+const WRITE_SQL = {
+  outcome: settle(`UPDATE idempotency SET state = 'result', status = $5::int, result_json = $6::text`),
+  uncertain: settle(`UPDATE idempotency SET state = 'uncertain'`),
+  release: settle('DELETE FROM idempotency'),
+};
+
 export class IdempotencyLedger {
   constructor(private readonly db: Queryable) {}
 
@@ -70,18 +93,10 @@ export class IdempotencyLedger {
     // A record read as absent or expired right after the insert found it present was purged or
     // rewritten meanwhile: claim again (bounded; each pass is one or two statements).
     for (let attempt = 0; attempt < 3; attempt++) {
-      const w = await this.db.query<{ owned: boolean; claimed: boolean }>(
-        `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}),
-         ins AS (
-           INSERT INTO idempotency (account_id, client_order_id, params_hash, state, epoch, created_at, expires_at)
-             SELECT $1::text, $4::text, $5::text, 'sent', $3::bigint, $6::bigint, $7::bigint FROM fence
-           ON CONFLICT (account_id, client_order_id) DO UPDATE SET params_hash = excluded.params_hash, state = 'sent',
-             status = NULL, result_json = NULL, epoch = excluded.epoch, created_at = excluded.created_at, expires_at = excluded.expires_at
-             WHERE idempotency.expires_at <= excluded.created_at
-           RETURNING 1)
-         SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS claimed`,
-        [lease.accountId, r.owner, lease.epoch, r.clientOrderId, r.paramsHash, r.now, r.expiresAt],
-      );
+      const w = await this.db.query<{ owned: boolean; claimed: boolean }>({
+        name: 'tagw_idem_claim', text: CLAIM_SQL,
+        values: [lease.accountId, r.owner, lease.epoch, r.clientOrderId, r.paramsHash, r.now, r.expiresAt],
+      });
       const { owned, claimed } = w.rows[0]!;
       if (!owned) return { kind: 'fenced' };
       if (claimed) return { kind: 'claimed' };
@@ -93,17 +108,17 @@ export class IdempotencyLedger {
 
   /** The broker's answer to a claimed order, recorded if this node still holds the lease it claimed under. */
   recordOutcome(owner: string, lease: Lease, clientOrderId: string, status: number, resultJson: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, `UPDATE idempotency SET state = 'result', status = $5::int, result_json = $6::text`, [status, resultJson]);
+    return this.fencedWrite(owner, lease, clientOrderId, 'outcome', [status, resultJson]);
   }
 
   /** The send's outcome is unknown (the connection dropped mid-call): a retry must answer 409. */
   markUncertain(owner: string, lease: Lease, clientOrderId: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, `UPDATE idempotency SET state = 'uncertain'`, []);
+    return this.fencedWrite(owner, lease, clientOrderId, 'uncertain', []);
   }
 
   /** Clears a claim whose order certainly never reached the broker (refused before sending). */
   release(owner: string, lease: Lease, clientOrderId: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, 'DELETE FROM idempotency', []);
+    return this.fencedWrite(owner, lease, clientOrderId, 'release', []);
   }
 
   async get(accountId: string, clientOrderId: string): Promise<LedgerRow | undefined> {
@@ -119,13 +134,10 @@ export class IdempotencyLedger {
 
   // Only the claim's own tenure may settle it: an open claim with the same epoch on the record, and
   // the lease still held at that epoch.
-  private async fencedWrite(owner: string, lease: Lease, clientOrderId: string, write: string, params: unknown[]): Promise<WriteOutcome> {
-    const r = await this.db.query<{ owned: boolean; written: boolean }>(
-      `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}),
-       w AS (${write} WHERE account_id = $1 AND client_order_id = $4 AND state = 'sent' AND epoch = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
-       SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM w) AS written`,
-      [lease.accountId, owner, lease.epoch, clientOrderId, ...params],
-    );
+  private async fencedWrite(owner: string, lease: Lease, clientOrderId: string, write: keyof typeof WRITE_SQL, params: unknown[]): Promise<WriteOutcome> {
+    const r = await this.db.query<{ owned: boolean; written: boolean }>({
+      name: `tagw_idem_${write}`, text: WRITE_SQL[write], values: [lease.accountId, owner, lease.epoch, clientOrderId, ...params],
+    });
     const { owned, written } = r.rows[0]!;
     return !owned ? 'fenced' : written ? 'written' : 'noClaim';
   }

@@ -52,7 +52,19 @@ interface Held {
   validUntil: number;
 }
 
+/** Counts since start, for /metrics. */
+export interface LeaseStats {
+  acquired: number;
+  /** Acquisitions of an account another node (or an earlier lease of this one) had held: epoch > 1. */
+  takeovers: number;
+  released: number;
+  lost: number;
+  /** Rounds that failed (PostgreSQL unreachable or slow). */
+  failedRounds: number;
+}
+
 export class LeaseKeeper {
+  readonly stats: LeaseStats = { acquired: 0, takeovers: 0, released: 0, lost: 0, failedRounds: 0 };
   private readonly leases = new Map<string, Held>();
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
@@ -104,6 +116,7 @@ export class LeaseKeeper {
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.inFlight ??= this.round().catch((err: unknown) => {
+      this.stats.failedRounds++;
       this.o.log?.warn('cluster lease round failed', { err: errorMessage(err) });
     }).finally(() => {
       this.inFlight = undefined;
@@ -122,6 +135,8 @@ export class LeaseKeeper {
       const sentAt = clock.now();
       const got = await acquireLeases(db, nodeId, plan.acquire, leaseMs);
       for (const l of got) this.leases.set(l.accountId, { epoch: l.epoch, validUntil: sentAt + leaseMs });
+      this.stats.acquired += got.length;
+      this.stats.takeovers += got.filter((l) => l.epoch > 1).length;
       if (got.length > 0) this.o.events?.acquired?.(got);
     }
   }
@@ -158,6 +173,7 @@ export class LeaseKeeper {
     await this.o.events?.releasing?.(leases.map((l) => l.accountId));
     for (const l of leases) this.leases.delete(l.accountId);
     const freed = new Set(await releaseLeases(this.o.db, this.o.nodeId, leases));
+    this.stats.released += freed.size;
     this.o.events?.released?.(leases.filter((l) => freed.has(l.accountId)));
   }
 
@@ -168,6 +184,7 @@ export class LeaseKeeper {
   private drop(accountIds: string[], reason: LossReason): void {
     const gone = accountIds.filter((id) => this.leases.delete(id));
     if (gone.length === 0) return;
+    this.stats.lost += gone.length;
     this.o.log?.warn('cluster leases lost', { accounts: gone.length, reason });
     this.o.events?.lost?.(gone, reason);
   }

