@@ -132,7 +132,8 @@ const ACCOUNTS = Array.from({ length: 40 }, (_, i) => `acct-${i}`);
 describe('lease keeper', () => {
   it('two keepers split the accounts by rendezvous; one paused past its lease loses them all, the other takes them at epoch+1 and every fenced write of the stale one fails', async () => {
     const { pool } = await freshDb();
-    const leaseMs = 1_500;
+    // Long enough that no statement of the rounds below, on a loaded machine, outlasts it by chance.
+    const leaseMs = 2_500;
     const clockA = new TestClock();
     const clockB = new TestClock();
     const A = keeper(pool, 'node-a', ACCOUNTS, clockA, leaseMs);
@@ -243,9 +244,10 @@ describe('lease keeper', () => {
     const takeoverMs = Date.now() - killedAt;
     expect(takeoverMs).toBeGreaterThan(0);
 
+    const lostBefore = B.seen.lost.length; // a renewal late on a loaded machine may have lost some already
     await engine.kill();
-    await until(() => B.seen.lost.some((l) => l.reason === 'expired'), 'b to drop its leases while PostgreSQL is down');
-    expect(B.k.held()).toEqual([]);
+    await until(() => B.k.held().length === 0 && B.seen.lost.slice(lostBefore).some((l) => l.reason === 'expired'),
+      'b to drop its leases while PostgreSQL is down');
     // A SIGTERM while PostgreSQL is down: the handover cannot happen, and stopping still completes.
     await expect(keeper(pool, 'node-c', ACCOUNTS, monotonicClock, leaseMs).k.stop({ handover: true })).resolves.toBeUndefined();
     await engine.restart();

@@ -64,7 +64,7 @@ async function startNode(id: string): Promise<Node> {
   const link = await NatsLink.connect({ url: nats.url, name: id, log, reconnectWaitMs: 50 });
   let owners: OwnerCache | undefined;
   const pg = await startPgNode({
-    databaseUrl, nodeId: id, url: `http://${id}`, leaseMs: 1_500, sqlite, log, clock: { now: () => Date.now() }, mirrorEveryMs: 100,
+    databaseUrl, nodeId: id, url: `http://${id}`, leaseMs: 3_000, sqlite, log, clock: { now: () => Date.now() }, mirrorEveryMs: 100,
     events: {
       acquired: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: id, epoch: l.epoch }); },
       released: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: null, epoch: l.epoch }); },
