@@ -15,10 +15,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { NatsLink } from '../src/cluster/natsLink.js';
-import { OwnerCache, type OwnerInfo } from '../src/cluster/owners.js';
-import { AccountRouter, type LocalShards } from '../src/cluster/router.js';
-import { StreamRelay } from '../src/cluster/streamRelay.js';
+import { startNatsNode } from '../src/cluster/natsNode.js';
+import type { OwnerInfo } from '../src/cluster/owners.js';
+import type { AccountRouter } from '../src/cluster/router.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway, type Gateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
@@ -68,16 +67,21 @@ const ask = (m: NodeCommand) => new Promise<NodeReply>((resolve, reject) => {
 await ask({ t: 'start', natsUrl: nats.url, bridgePort: bridge.port });
 
 const leases = new Map<string, OwnerInfo>();
-const node = async (id: string, shards: LocalShards) => {
-  const link = await NatsLink.connect({ url: nats.url, name: id, log });
-  const owners = new OwnerCache({ link, log, lookup: async (a) => leases.get(a) ?? { owner: null, epoch: 0 } });
-  const router = new AccountRouter({ nodeId: id, link, shards, owners, log, ownerWaitMs: 5_000 });
-  router.serve();
-  return { link, owners, router };
-};
-const A = await node('A', gwA.services.shards);
-// B's in-process side: only the relay end of the quote measure (one process, one clock).
-const B = await node('B', gwA.services.shards);
+const sameNode = new Histogram();
+const crossNode = new Histogram();
+/** Quote sequence number (its bid) -> when the shard-like thread posted it. */
+const sent = new Map<number, number>();
+const node = (nodeId: string, onEvent: (ev: ShardEvent) => void) => startNatsNode({
+  url: nats.url, nodeId, shards: gwA.services.shards, lookupOwner: async (a) => leases.get(a) ?? { owner: null, epoch: 0 }, ownerWaitMs: 5_000, onEvent, log,
+});
+const A = await node('A', () => {});
+// The receiving end of the quote measure, in this process (one clock for both ends).
+const Q = await node('quotes', (ev) => {
+  if (ev.kind !== 'stream.tick') return;
+  const t0 = sent.get(ev.data.tick.bid);
+  if (t0 !== undefined) crossNode.record((performance.timeOrigin + performance.now() - t0) * 1000);
+  sent.delete(ev.data.tick.bid);
+});
 
 // --- OrderSend: local vs forwarded -------------------------------------------------------------
 const total = 2 * ORDERS + 4 * BLOCK;
@@ -127,20 +131,7 @@ if (rtt.t === 'done') natsRtt.merge(rtt.hist);
 echo.unsubscribe();
 
 // --- Quotes: shard thread -> owner's main vs. -> owner's main -> NATS -> another node ---------------
-const sameNode = new Histogram();
-const crossNode = new Histogram();
-const sent = new Map<number, number>();
-const relayB = new StreamRelay({
-  link: B.link, log,
-  onEvent: (ev) => {
-    if (ev.kind !== 'stream.tick') return;
-    const t0 = sent.get(ev.data.tick.bid);
-    if (t0 !== undefined) crossNode.record((performance.timeOrigin + performance.now() - t0) * 1000);
-    sent.delete(ev.data.tick.bid);
-  },
-});
-const relayA = new StreamRelay({ link: A.link, log, onEvent: () => {} });
-await relayB.followMarket('Sim-P5-Demo', 'EURUSD');
+await Q.relay.followMarket('Sim-P5-Demo', 'EURUSD');
 // A shard-like thread posting one tick event per message, stamped on the shared high-resolution clock.
 const worker = new Worker(`
   const { parentPort, workerData } = require('node:worker_threads');
@@ -159,7 +150,7 @@ await new Promise<void>((resolve) => {
       const warm = ev.data.tick.bid <= 500;
       if (!warm) sameNode.record((performance.timeOrigin + performance.now() - m.t0) * 1000);
       if (!warm) sent.set(ev.data.tick.bid, m.t0);
-      relayA.publish(ev);
+      A.relay.publish(ev);
     }
   });
 });
@@ -185,13 +176,8 @@ console.log(JSON.stringify({
   forwarded: forwardedCount, served: A.router.stats.served,
 }));
 
-relayA.close();
-relayB.close();
-for (const n of [A, B]) {
-  n.router.close();
-  n.owners.close();
-  await n.link.close();
-}
+await A.close();
+await Q.close();
 await ask({ t: 'stop' }).catch(() => undefined);
 await gwA.close();
 await bridge.close();

@@ -5,9 +5,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NatsLink } from '../../src/cluster/natsLink.js';
-import { OwnerCache } from '../../src/cluster/owners.js';
-import { AccountRouter } from '../../src/cluster/router.js';
+import type { NatsLink } from '../../src/cluster/natsLink.js';
+import { startNatsNode } from '../../src/cluster/natsNode.js';
+import type { AccountRouter } from '../../src/cluster/router.js';
 import { parseConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/log.js';
@@ -31,14 +31,13 @@ process.on('message', (m: NodeCommand) => void (async () => {
     const gw = await startGateway(parseConfig({
       host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${m.bridgePort}`,
     }), { log });
-    const link = await NatsLink.connect({ url: m.natsUrl, name: 'B', log });
-    const owners = new OwnerCache({ link, log, lookup: async () => ({ owner: 'A', epoch: 1 }) });
-    const router = new AccountRouter({ nodeId: 'B', link, shards: gw.services.shards, owners, log, ownerWaitMs: 5_000 });
+    const nats = await startNatsNode({
+      url: m.natsUrl, nodeId: 'B', shards: gw.services.shards, lookupOwner: async () => ({ owner: 'A', epoch: 1 }), ownerWaitMs: 5_000, onEvent: () => {}, log,
+    });
     node = {
-      router, link,
+      router: nats.router, link: nats.link,
       async close() {
-        owners.close();
-        await link.close();
+        await nats.close();
         await gw.close();
         rmSync(dataDir, { recursive: true, force: true });
       },

@@ -1,10 +1,9 @@
 // Cluster pieces for tests: a node's NATS link, owner cache and router over a real nats-server,
 // and an in-memory lease table standing in for PostgreSQL's account_leases (the truth the caches
 // look up on a miss; every change is announced by the node that makes it, as leases do).
-import { NatsLink } from '../../src/cluster/natsLink.js';
-import { OwnerCache, type OwnerInfo } from '../../src/cluster/owners.js';
-import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
-import { StreamRelay } from '../../src/cluster/streamRelay.js';
+import { startNatsNode, type NatsNode } from '../../src/cluster/natsNode.js';
+import type { OwnerCache, OwnerInfo } from '../../src/cluster/owners.js';
+import type { LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 
@@ -27,32 +26,17 @@ export class MemoryLeases {
   }
 }
 
-export interface TestNode {
+export interface TestNode extends NatsNode {
   id: string;
-  link: NatsLink;
-  owners: OwnerCache;
-  router: AccountRouter;
-  relay: StreamRelay;
+  /** What the relay delivered to this node. */
   events: ShardEvent[];
-  close(): Promise<void>;
 }
 
-export async function startNode(id: string, natsUrl: string, shards: LocalShards, leases: MemoryLeases, opts: { ownerWaitMs?: number; recheckMs?: number } = {}): Promise<TestNode> {
-  const log = createLogger('silent');
-  const link = await NatsLink.connect({ url: natsUrl, name: id, log, reconnectWaitMs: 50 });
-  const owners = new OwnerCache({ link, lookup: leases.lookup, log });
-  const router = new AccountRouter({ nodeId: id, link, shards, owners, log, ownerWaitMs: opts.ownerWaitMs ?? 2_000, recheckMs: opts.recheckMs ?? 50 });
-  router.serve();
+export async function startNode(id: string, natsUrl: string, shards: LocalShards, leases: MemoryLeases, opts: { ownerWaitMs?: number } = {}): Promise<TestNode> {
   const events: ShardEvent[] = [];
-  const relay = new StreamRelay({ link, log, onEvent: (ev) => events.push(ev) });
-  await link.nc.flush();
-  return {
-    id, link, owners, router, relay, events,
-    async close() {
-      relay.close();
-      router.close();
-      owners.close();
-      await link.close();
-    },
-  };
+  const node = await startNatsNode({
+    url: natsUrl, nodeId: id, shards, lookupOwner: leases.lookup, ownerWaitMs: opts.ownerWaitMs ?? 2_000,
+    onEvent: (ev) => events.push(ev), log: createLogger('silent'), reconnectWaitMs: 50,
+  });
+  return { ...node, id, events };
 }

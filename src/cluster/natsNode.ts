@@ -1,0 +1,60 @@
+// A cluster node's NATS side, assembled: the connection, the owner cache (fed by lease
+// announcements, filled from the lease store on a miss), the AccountRouter answering forwarded
+// calls with the node's shards, and the StreamRelay. The gateway starts it in cluster mode beside
+// startPgNode: lease events -> owners.announce; routes and the stream hub -> router.call; every
+// shard event -> relay.publish as well as the local receivers; relay.onEvent -> those receivers.
+import type { Logger } from '../log.js';
+import type { ShardEvent } from '../runtime/protocol.js';
+import { NatsLink } from './natsLink.js';
+import { OwnerCache, type OwnerInfo } from './owners.js';
+import { AccountRouter, type LocalShards, type RouterStats } from './router.js';
+import { StreamRelay, type RelayStats } from './streamRelay.js';
+
+export interface NatsNodeOptions {
+  /** NATS_URL. */
+  url: string;
+  nodeId: string;
+  /** The node's own shards (ShardSet). */
+  shards: LocalShards;
+  /** The lease store's owner of an account (PgNode.lookupOwner). */
+  lookupOwner: (accountId: string) => Promise<OwnerInfo>;
+  /** CLUSTER_OWNER_WAIT_MS. */
+  ownerWaitMs: number;
+  /** Where events relayed from other nodes go: the gateway's shard-event receivers. */
+  onEvent: (ev: ShardEvent) => void;
+  log: Logger;
+  reconnectWaitMs?: number;
+}
+
+export interface NatsNode {
+  link: NatsLink;
+  owners: OwnerCache;
+  router: AccountRouter;
+  relay: StreamRelay;
+  /** Counters for /metrics and status. */
+  stats(): { natsUp: boolean; router: RouterStats; relay: RelayStats };
+  /** After the node handed its accounts over: stop answering, stop relaying, drain the connection. */
+  close(): Promise<void>;
+}
+
+/** Connects (rejects if no NATS server answers now) and starts answering forwarded calls. */
+export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
+  const log = o.log.child({ component: 'cluster-nats' });
+  const link = await NatsLink.connect({ url: o.url, name: o.nodeId, log, ...(o.reconnectWaitMs === undefined ? {} : { reconnectWaitMs: o.reconnectWaitMs }) });
+  const owners = new OwnerCache({ link, lookup: o.lookupOwner, log });
+  const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs });
+  router.serve();
+  const relay = new StreamRelay({ link, log, onEvent: o.onEvent });
+  // The subscriptions are at the server before anyone is told this node is up.
+  await link.nc.flush();
+  return {
+    link, owners, router, relay,
+    stats: () => ({ natsUp: link.up, router: router.stats, relay: relay.stats }),
+    async close() {
+      relay.close();
+      router.close();
+      owners.close();
+      await link.close();
+    },
+  };
+}
