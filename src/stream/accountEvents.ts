@@ -61,6 +61,9 @@ export class AccountEvents {
       case STREAM_EVENT.phase:
         this.onPhase(acc, ev.data);
         break;
+      case STREAM_EVENT.rebound:
+        this.rebound(acc, ev.data.server, ev.data.platform);
+        break;
       default:
         break;
     }
@@ -69,16 +72,8 @@ export class AccountEvents {
   private onPhase(acc: AccountState, d: PhaseEventData): void {
     if (d.server) this.topics.noteServer(d.server);
     if (d.server && d.server.name !== acc.server) {
-      // Bound to a login on another server (/ConnectEx id=): the sockets' topics, clock and maybe
-      // platform are the old server's, and the account stream cannot continue. Clients reconnect; a
-      // socket arriving before the last stream.open is released joins this state, so it describes
-      // the new binding from now on.
-      this.commit();
-      acc.server = d.server.name;
-      acc.platform = d.server.platform;
       acc.phase = d.phase;
-      this.accounts.rotate(acc);
-      for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
+      this.rebound(acc, d.server.name, d.server.platform); // not announced (a binding changed elsewhere)
       return;
     }
     const was = acc.phase;
@@ -87,6 +82,20 @@ export class AccountEvents {
     // After an outage (or a restart) what changed at the broker may not have arrived as events.
     if (was === 'reconnecting' || acc.needsResync) this.resync(acc);
     for (const s of acc.sockets) if (s.stream === 'none') this.requestSnapshot(s);
+  }
+
+  /**
+   * Bound to another broker login (/ConnectEx id=): the account stream cannot continue (another
+   * login's positions and deals; on another server also other topics, clock, maybe platform).
+   * Clients reconnect; a socket arriving before the last stream.open is released joins this state,
+   * so it describes the new binding from now on.
+   */
+  private rebound(acc: AccountState, server: string, platform: AccountState['platform']): void {
+    this.commit();
+    acc.server = server;
+    acc.platform = platform;
+    this.accounts.rotate(acc);
+    for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
   }
 
   // ---- the history and delivery -----------------------------------------------------------------

@@ -16,9 +16,10 @@ export const SOCKET_CLOSE = {
   ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
   /** /v1/stream: the account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
   RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
-  /** /v1/stream: the account was bound (/ConnectEx id=) to a login on another broker server: other
-   *  market, clock, maybe platform. Reconnect and resubscribe. */
-  ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker server; reconnect and resubscribe' },
+  /** /v1/stream: the account was bound (/ConnectEx id=) to another broker login (its account stream
+   *  begins a new epoch); on another server also another market, clock, maybe platform. Reconnect
+   *  and resubscribe. */
+  ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker login; reconnect and resubscribe' },
   /** /v1/stream: after a restart or an outage the broker's deal history could not be read, so deals
    *  may be missing from the account stream: a new epoch began. Reconnect: the resume answers
    *  recovered:false, then fresh snapshots; read /OrderHistory for the deals. */

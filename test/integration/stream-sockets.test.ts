@@ -160,4 +160,27 @@ describe('re-binding an account to a login on another server', () => {
       await b.close();
     }
   });
+
+  // The same server, another login: no phase change need come (the account can stay 'connected'
+  // throughout) and the server name is the same, so nothing told the stream; its sockets went on in
+  // the old epoch with the other login's positions and deals.
+  it('to another login on the same server: 4012 too, and the old position does not resume', async () => {
+    const h = mgmt(t.managementKey);
+    const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'mover-same-a', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    const a = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
+    await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'P5 snapshots');
+    const r = await t.req('POST', '/ConnectEx', { headers: h, body: { id: acc, user: 'mover-same-b', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(r.status, r.text).toBe(200);
+    await a.until((x) => x.closed, 8_000, 'the socket to be closed');
+    expect(a.closed!.code).toBe(SOCKET_CLOSE.ACCOUNT_REBOUND.code);
+    const snap = a.of('ORDERS')[0]!;
+    const c = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0', since: `${snap.epoch}:${snap.seq}` });
+    try {
+      await c.until((x) => x.of('ORDERS').length >= 1, 8_000, 'the snapshot after recovered:false');
+      expect(c.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: false, replayed: 0 } });
+      expect(c.of('ORDERS')[0]!.epoch).not.toBe(snap.epoch);
+    } finally {
+      await c.close();
+    }
+  });
 });

@@ -373,11 +373,15 @@ export class AccountEntry implements AccountRuntime {
       this.slot = null;
       this.generation++;
       if (old) await old.drainAndStop();
-      // Another login (re-bind): the last-known summary was that login's, not this one's.
-      if (spec.credentials.server !== this.spec.credentials.server || spec.credentials.login !== this.spec.credentials.login) this.lastSummary = undefined;
+      // Another login (re-bind): the last-known summary was that login's, not this one's; listeners
+      // learn of it before any event of the new login (a phase change may not come: the account can
+      // stay 'connected' throughout, and the server may be the same).
+      const rebound = spec.credentials.server !== this.spec.credentials.server || spec.credentials.login !== this.spec.credentials.login;
+      if (rebound) this.lastSummary = undefined;
       this.spec = spec;
       this.slot = next;
       this.authFailed = false;
+      if (rebound) this.emit({ type: 'rebound', server: spec.credentials.server, platform: this.platform });
       next.start();
     };
     const p = run();

@@ -18,7 +18,10 @@ export type AccountEvent =
   | { type: 'candle'; candle: BrokerEvents['candle'] }
   /** The account's platform changed: re-bound to a login of the other generation, or a bridge
    *  connection learned the server's own (gateway sessions speak one platform's dialect). */
-  | { type: 'platform'; platform: Platform };
+  | { type: 'platform'; platform: Platform }
+  /** Bound to another broker login (/ConnectEx id=), emitted before the new login's connection
+   *  starts: what the account's events describe from now on is that login (`server` its server's name). */
+  | { type: 'rebound'; server: string; platform: Platform };
 
 export interface AccountRuntime {
   readonly accountId: string;

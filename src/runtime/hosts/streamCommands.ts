@@ -57,6 +57,7 @@ export const STREAM_EVENT = {
   orders: 'stream.orders',
   deal: 'stream.deal',
   phase: 'stream.phase',
+  rebound: 'stream.rebound',
 } as const;
 
 export interface TickEventData { server: string; tick: Tick }
@@ -66,6 +67,8 @@ export interface OrdersEventData { v: number; orders: readonly Order[] }
 export interface DealEventData { deal: Deal }
 /** `server`: the server as the account's connection knows it (absent while it does not: see StreamOpenResult). */
 export interface PhaseEventData { phase: ConnectionPhase; server?: ServerInfo }
+/** Bound to another broker login: `server` is its server's name (its clock follows with the next phase event). */
+export interface ReboundEventData { server: string; platform: Platform }
 
 declare module '../protocol.js' {
   interface ShardEventMap {
@@ -77,6 +80,7 @@ declare module '../protocol.js' {
     'stream.orders': OrdersEventData;
     'stream.deal': DealEventData;
     'stream.phase': PhaseEventData;
+    'stream.rebound': ReboundEventData;
   }
 }
 

@@ -11,7 +11,7 @@ import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
 import { barRangeUtc } from '../../market/bars.js';
 import {
   STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
-  type PositionsEventData, type TickEventData,
+  type PositionsEventData, type ReboundEventData, type TickEventData,
 } from './streamCommands.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { Deal } from '../../market/orders.js';
@@ -186,6 +186,11 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
       case 'deal': {
         const data: DealEventData = { deal: ev.deal };
         ctx.emit({ kind: STREAM_EVENT.deal, key: accountId, data });
+        break;
+      }
+      case 'rebound': {
+        const data: ReboundEventData = { server: ev.server, platform: ev.platform };
+        ctx.emit({ kind: STREAM_EVENT.rebound, key: accountId, data });
         break;
       }
       case 'phase': {
