@@ -300,10 +300,10 @@ async function start(
   return { port, pipeliningPort: relay?.port, url, services, metrics, routes, stream: streamHub, gatewaySocket, createdManagementKey: boot.createdKey, close, reloadTls };
 }
 
-/** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a loopback socket of the app. */
+/** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a private Unix socket of the app. */
 async function startRelay(config: Config, listener: Listener, address: ClientAddress, metrics: Metrics, log: Logger): Promise<{ server: PipeliningRelay; port: number }> {
-  const upstreamPort = await listener.listenLoopback();
-  const server = new PipeliningRelay({ upstreamPort, tls: tlsFilesOf(config), address, log });
+  const upstreamPath = await listener.listenPrivate();
+  const server = new PipeliningRelay({ upstreamPath, tls: tlsFilesOf(config), address, log });
   const host = config.pipeliningHost ?? config.host;
   let port: number;
   try {

@@ -2,7 +2,8 @@
 // address, the right-most X-Forwarded-For entry behind a trusted proxy (TRUST_PROXY), or, for a
 // request the pipelining listener relayed (src/http/pipeliningRelay.ts), the address of the client
 // of that listener. The relay says so in one header carrying a per-process secret; the header is
-// believed only with that secret and only on a loopback connection, so no client can forge it.
+// believed only with that secret and only on a connection through the gateway's private Unix
+// socket (which has no address), so no client can forge it.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** The header the relay sets (and removes from what clients send): `<secret> <client address>`. */
@@ -30,7 +31,8 @@ export class ClientAddress {
 
   /**
    * The client address the relay header `value` names, or undefined when it is not the relay's:
-   * wrong or missing secret, or a connection that is not loopback (`socketAddress`, read only here).
+   * wrong or missing secret, or a connection with an address, so not through the private Unix
+   * socket (`socketAddress`, read only here).
    */
   relayedPeer(value: string, socketAddress: () => string): string | undefined {
     const secret = this.secret;
@@ -38,7 +40,7 @@ export class ClientAddress {
     const space = value.indexOf(' ');
     if (space !== secret.length) return undefined;
     if (!timingSafeEqual(Buffer.from(value.slice(0, space)), secret)) return undefined;
-    if (!isLoopback(socketAddress())) return undefined;
+    if (socketAddress() !== '') return undefined;
     const peer = value.slice(space + 1);
     return peer.length > 0 ? peer : undefined;
   }
@@ -49,9 +51,6 @@ export class ClientAddress {
     return `${this.relaySecret} ${address}`;
   }
 }
-
-const LOOPBACK = new Set(['127.0.0.1', '0000:0000:0000:0000:0000:0000:0000:0001', '0000:0000:0000:0000:0000:ffff:7f00:0001']);
-const isLoopback = (uwsAddress: string) => LOOPBACK.has(uwsAddress);
 
 /**
  * A Node socket address as uWS writes the same address (getRemoteAddressAsText): IPv4 dotted,

@@ -12,7 +12,9 @@
 // certificate of the start until the next restart (docs/operations.md#tls).
 import { X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AppOptions, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type uwsModule from 'uWebSockets.js';
 import { ConfigError, type Config } from '../config.js';
@@ -82,8 +84,9 @@ export class Listener {
   /** Every route and socket behaviour mounted, replayed under each server name of a reload. */
   private readonly registrations: Registration[] = [];
   private listenSocket: us_listen_socket | null = null;
-  /** The loopback socket the pipelining relay connects to (listenLoopback). */
-  private loopbackSocket: us_listen_socket | null = null;
+  /** The Unix socket the pipelining relay connects to (listenPrivate), and its directory. */
+  private privateSocket: us_listen_socket | null = null;
+  private privateDir: string | null = null;
   /** SNI names registered by the last reload. */
   private serverNames: string[] = [];
   /** What routes and socket behaviours are mounted on: the app, with registrations recorded. */
@@ -117,13 +120,16 @@ export class Listener {
   }
 
   /**
-   * A second listen socket of the same app on an ephemeral loopback port, for the pipelining relay
-   * (src/http/pipeliningRelay.ts): the same routes and sockets, whatever HOST the main one has.
+   * A second listen socket of the same app, for the pipelining relay (src/http/pipeliningRelay.ts):
+   * the same routes and sockets, whatever HOST the main one has, on a Unix socket in a directory of
+   * its own (mode 0700: only this user reaches it; cheaper than TCP over loopback). Its path.
    */
-  async listenLoopback(): Promise<number> {
-    this.loopbackSocket = await this.bind('127.0.0.1', 0);
-    if (!this.loopbackSocket) throw new Error('cannot listen on 127.0.0.1 for the pipelining relay');
-    return this.uws.us_socket_local_port(this.loopbackSocket);
+  async listenPrivate(): Promise<string> {
+    const dir = (this.privateDir = mkdtempSync(join(tmpdir(), 'tagw-relay-')));
+    const path = join(dir, 'gateway.sock');
+    this.privateSocket = await new Promise<us_listen_socket | null>((resolve) => this.uwsApp.listen_unix((s) => resolve(s || null), path));
+    if (!this.privateSocket) throw new Error(`cannot listen on ${path} for the pipelining relay`);
+    return path;
   }
 
   private bind(host: string, port: number): Promise<us_listen_socket | null> {
@@ -154,8 +160,10 @@ export class Listener {
 
   /** Stops accepting connections (open sockets are closed by their owners, or closeConnections). */
   close(): void {
-    for (const s of [this.listenSocket, this.loopbackSocket]) if (s) this.uws.us_listen_socket_close(s);
-    this.listenSocket = this.loopbackSocket = null;
+    for (const s of [this.listenSocket, this.privateSocket]) if (s) this.uws.us_listen_socket_close(s);
+    this.listenSocket = this.privateSocket = null;
+    if (this.privateDir) rmSync(this.privateDir, { recursive: true, force: true });
+    this.privateDir = null;
   }
 
   /** Ends every connection still open (FIN). App.close exists in this uWS build but not in its typings. */

@@ -1,6 +1,6 @@
 // The pipelining listener (HTTP_PIPELINING_PORT, opt-in): Node's own HTTP/1.1 server, whose parser
 // takes pipelined requests and whose responses leave in request order, relaying each request to
-// the gateway's uWS app over loopback keep-alive connections. uWS (this build, and upstream by
+// the gateway's uWS app over keep-alive connections to a private Unix socket of that app. uWS (this build, and upstream by
 // design) closes a connection on which a request arrives while a reply is pending; here uWS only
 // ever sees one request at a time per relayed connection, so every pipelined request is answered.
 //
@@ -22,8 +22,8 @@ import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddres
 import type { TlsFiles } from './listener.js';
 
 export interface RelayOptions {
-  /** The uWS app's loopback listen socket (src/http/listener.ts listenLoopback); TLS when `tls` is set. */
-  upstreamPort: number;
+  /** The uWS app's private Unix socket (src/http/listener.ts listenPrivate); TLS when `tls` is set. */
+  upstreamPath: string;
   /** The same certificate as the main listener; undefined: plain HTTP. */
   tls: TlsFiles | undefined;
   /** Holds the relay secret. */
@@ -40,6 +40,12 @@ const UPSTREAM_IDLE_MS = 5_000;
 /** Matches uWS's idle timeouts on the main port: headers within 10 s, an idle keep-alive connection closed after 10 s. */
 const HEADERS_TIMEOUT_MS = 10_000;
 const KEEP_ALIVE_MS = 10_000;
+/**
+ * Requests queued on one connection before it is read no further (Node's own flood guard counts
+ * bytes of answers, and queued requests have none yet); reading resumes below half of it. What
+ * was already read is parsed first, so the queue can pass this by one read's worth (64 KiB).
+ */
+const MAX_QUEUED = 256;
 
 /** The raw header pairs of `raw` without the names in `dropped` nor those the Connection header lists. */
 function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): string[] {
@@ -66,6 +72,8 @@ interface Conn {
   stopped: boolean;
   /** Node's parser refused what followed the queued requests: answered once they are. */
   refusal?: NodeJS.ErrnoException;
+  /** Reading stopped: MAX_QUEUED requests wait. */
+  paused: boolean;
 }
 
 export class PipeliningRelay {
@@ -82,7 +90,7 @@ export class PipeliningRelay {
     const serverOptions: http.ServerOptions = { keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0, noDelay: true, requireHostHeader: false };
     const onRequest = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res);
     this.server = o.tls ? https.createServer({ ...serverOptions, ...secureOptions(o.tls) }, onRequest) : http.createServer(serverOptions, onRequest);
-    // The peer is this process's own listen socket on loopback, bound exclusively: nothing to verify.
+    // The peer is this process's own Unix socket, in a directory only this user can enter: nothing to verify.
     const agentOptions = { keepAlive: true, timeout: UPSTREAM_IDLE_MS, scheduling: 'lifo' as const, rejectUnauthorized: false };
     this.agent = o.tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
     this.request = o.tls ? https.request : http.request;
@@ -134,7 +142,7 @@ export class PipeliningRelay {
   private connOf(socket: net.Socket): Conn {
     // The socket is the key: what is queued on it and how it ends.
     let c = this.conns.get(socket);
-    if (!c) this.conns.set(socket, (c = { socket, queue: [], busy: false, stopped: false }));
+    if (!c) this.conns.set(socket, (c = { socket, queue: [], busy: false, stopped: false, paused: false }));
     return c;
   }
 
@@ -147,6 +155,10 @@ export class PipeliningRelay {
     // connection once that answer is written.
     if (c.stopped) return;
     c.queue.push({ req, res });
+    if (c.queue.length >= MAX_QUEUED && !c.paused) {
+      c.paused = true;
+      handleOf(c.socket)?.readStop();
+    }
     if (!c.busy) this.next(c);
   }
 
@@ -158,6 +170,10 @@ export class PipeliningRelay {
       return;
     }
     c.busy = true;
+    if (c.paused && c.queue.length < MAX_QUEUED / 2) {
+      c.paused = false;
+      handleOf(c.socket)?.readStart();
+    }
     this.forward(item.req, item.res, c);
   }
 
@@ -185,7 +201,7 @@ export class PipeliningRelay {
     }
     headers.push(RELAY_HEADER, this.o.address.relayHeader(uwsAddressText(req.socket.remoteAddress ?? '')));
     const up = this.request({
-      agent: this.agent, host: '127.0.0.1', port: this.o.upstreamPort, method: req.method, path: req.url,
+      agent: this.agent, socketPath: this.o.upstreamPath, method: req.method, path: req.url,
       headers: headers as unknown as http.OutgoingHttpHeaders, setHost: false,
     });
     let answered = false;
@@ -219,7 +235,9 @@ export class PipeliningRelay {
       }
       this.next(c);
     });
-    req.pipe(up);
+    // Most requests have no body: ended at once, without a pipe.
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) up.end();
+    else req.pipe(up);
   }
 
   /** A WebSocket upgrade: the request, with the relay header, to the gateway, then bytes both ways. */
@@ -229,9 +247,8 @@ export class PipeliningRelay {
     const lines = [`${req.method} ${req.url} HTTP/1.1`];
     for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
     const up = this.o.tls
-      ? tls.connect({ host: '127.0.0.1', port: this.o.upstreamPort, rejectUnauthorized: false })
-      : net.connect({ host: '127.0.0.1', port: this.o.upstreamPort });
-    up.setNoDelay(true);
+      ? tls.connect({ path: this.o.upstreamPath, rejectUnauthorized: false })
+      : net.connect({ path: this.o.upstreamPath });
     up.write(`${lines.join('\r\n')}\r\n\r\n`);
     if (head.length > 0) up.write(head);
     up.pipe(socket);
@@ -242,6 +259,13 @@ export class PipeliningRelay {
     socket.on('close', () => up.destroy());
   }
 }
+
+/**
+ * The socket's native handle. Node's HTTP parser reads it directly, so `socket.pause()` does not
+ * stop it (and a paused parser fails on the next read, HPE_PAUSED); stopping the handle's reads
+ * does, once the read being parsed is done. Undefined once the socket is closed.
+ */
+const handleOf = (s: net.Socket) => (s as unknown as { _handle?: { readStop(): number; readStart(): number } | null })._handle ?? undefined;
 
 function secureOptions(t: TlsFiles): tls.SecureContextOptions {
   return {

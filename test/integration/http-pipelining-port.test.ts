@@ -3,7 +3,10 @@
 // pipelined orders all execute, each once, in the order sent. The client's address reaches the
 // failed-auth throttle through the relay, and no client can claim another address; bodies, their
 // limits, WebSocket upgrades, shutdown and /metrics hold as on the main port (docs/http.md).
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientAddress, RELAY_HEADER } from '../../src/http/clientAddress.js';
 import { PipeliningRelay } from '../../src/http/pipeliningRelay.js';
@@ -11,6 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { rawConnect, rawGet } from '../helpers/rawHttp.js';
 import { mustOpen } from '../helpers/stream-helpers.js';
+import { until } from '../helpers/until.js';
 
 const AUTH_FAIL_LIMIT = 3;
 let t: TestGateway;
@@ -73,6 +77,14 @@ describe('the pipelining port', () => {
     expect(await metric('tagw_http_pipelining_requests_total')).toBe(before + n + 1);
     c.end();
   }, 30_000);
+
+  it('a flood of 3000 pipelined requests in one write: all answered, in order (reading pauses while many wait)', async () => {
+    const c = await rawConnect(port);
+    c.write(Array.from({ length: 3000 }, (_, i) => rawGet('/healthz', { 'x-request-id': `flood-${i}` })).join(''));
+    const rs = await c.waitFor(3000);
+    expect(rs.every((r, i) => r.status === 200 && r.headers['x-request-id'] === `flood-${i}`)).toBe(true);
+    c.end();
+  }, 60_000);
 
   it('10 pipelined idempotent orders: 10 answers, 10 orders at the broker; the same 10 again are replays', async () => {
     const id = await newAccount();
@@ -177,20 +189,30 @@ describe('the pipelining port', () => {
   }, 20_000);
 });
 
-describe('what the relay sends the gateway', () => {
-  it("one relay header with its secret and the client's address, whatever the client sent under that name; hop-by-hop headers dropped", async () => {
+/** A relay in front of a stand-in for the gateway (a Node server on a Unix socket) that calls `handle`. */
+async function withRelay(secret: string, handle: http.RequestListener, body: (relay: PipeliningRelay, port: number) => Promise<void>) {
+  const upstream = http.createServer(handle);
+  const dir = mkdtempSync(join(tmpdir(), 'tagw-relay-test-'));
+  await new Promise<void>((r) => upstream.listen(join(dir, 'up.sock'), r));
+  const relay = new PipeliningRelay({ upstreamPath: join(dir, 'up.sock'), tls: undefined, address: new ClientAddress(false, secret), log: createLogger('silent') });
+  try {
+    await body(relay, await relay.listen('127.0.0.1', 0));
+  } finally {
+    relay.stopAccepting();
+    relay.endConnections();
+    upstream.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('the relay alone', () => {
+  it("sends one relay header with its secret and the client's address, whatever the client sent under that name; hop-by-hop headers dropped", async () => {
     const seen: http.IncomingHttpHeaders[] = [];
-    const upstream = http.createServer((req, res) => {
+    const secret = ClientAddress.newRelaySecret();
+    await withRelay(secret, (req, res) => {
       seen.push(req.headers);
       res.end('{}');
-    });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    const secret = ClientAddress.newRelaySecret();
-    const relay = new PipeliningRelay({
-      upstreamPort: (upstream.address() as { port: number }).port, tls: undefined, address: new ClientAddress(false, secret), log: createLogger('silent'),
-    });
-    const relayPort = await relay.listen('127.0.0.1', 0);
-    try {
+    }, async (relay, relayPort) => {
       const c = await rawConnect(relayPort, '127.0.0.1', '127.0.0.4');
       c.write(rawGet('/a', { [RELAY_HEADER]: `${secret} 203.0.113.9`, 'X-TAGW-RELAY-PEER': 'x 203.0.113.10', 'keep-alive': 'timeout=5', 'x-api-key': 'k' }));
       await c.waitFor(1);
@@ -200,10 +222,33 @@ describe('what the relay sends the gateway', () => {
       expect(seen[0]!['keep-alive']).toBeUndefined();
       expect(seen[0]!['x-api-key']).toBe('k');
       expect(relay.requests).toBe(1);
-    } finally {
-      relay.stopAccepting();
-      relay.endConnections();
-      upstream.close();
-    }
+    });
   });
+
+  it('stops reading a connection while many pipelined requests wait (bounded memory), and answers them all once the gateway does', async () => {
+    const held: http.ServerResponse[] = [];
+    let holding = true;
+    await withRelay(ClientAddress.newRelaySecret(), (_req, res) => {
+      if (holding) held.push(res);
+      else res.end('{}');
+    }, async (relay, relayPort) => {
+      const n = 10_000;
+      const c = await rawConnect(relayPort);
+      c.write(Array.from({ length: n }, () => rawGet('/x')).join(''));
+      await until(() => held.length === 1, 'the first request at the stand-in');
+      // Parsed requests stop growing well short of what was sent: the limit (256) plus what one
+      // read (64 KiB) held, give or take a read.
+      let last = -1;
+      let since = Date.now();
+      await until(() => {
+        if (relay.requests !== last) [last, since] = [relay.requests, Date.now()];
+        return Date.now() - since > 200;
+      }, 'the relay to stop reading');
+      expect(relay.requests).toBeLessThan(256 + (2 * 65_536) / rawGet('/x').length);
+      holding = false;
+      held.shift()!.end('{}');
+      expect((await c.waitFor(n)).every((r) => r.status === 200)).toBe(true);
+      c.end();
+    });
+  }, 60_000);
 });
