@@ -1,0 +1,219 @@
+// Issue 20's scenarios as an operator runs them: N gateway PROCESSES in cluster mode (this run's
+// compiled build, each with its own DATA_DIR, one shared secret key and management key), one
+// simulator process in bridge mode, a real nats-server and PostgreSQL. Signals are real: SIGKILL,
+// SIGSTOP/SIGCONT, SIGTERM. The engines are started once per test FILE (startEngines) and shared
+// by the clusters its tests start (one database each, node ids unique per cluster).
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
+import { builtEntry } from './build.js';
+import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
+import { startProcess, type GatewayProcess } from './process.js';
+import type { BrokerOrder } from './orderLedger.js';
+import { until } from './until.js';
+
+export const CLUSTER_MANAGEMENT_KEY = 'cluster-scenarios-management-key';
+/** The key that seals broker passwords: every node must open what another sealed. */
+const SECRET_KEY = 'c1'.repeat(32);
+const SERVER = 'Sim-P5-Demo';
+
+export interface Engines { nats: Engine; pg: Engine; stop(): Promise<void> }
+
+/** NATS and PostgreSQL on free ports, for one test file. */
+export async function startEngines(): Promise<Engines> {
+  const [nats, pgEngine] = await Promise.all([startNats(), startPostgres()]);
+  return { nats, pg: pgEngine, stop: async () => void (await Promise.all([nats.stop(), pgEngine.stop()])) };
+}
+
+export type NodeState = 'running' | 'stopped' | 'down';
+
+export interface ClusterNode {
+  id: string;
+  /** Stable across restarts (the same port is asked for again). */
+  url: string;
+  port: number;
+  dir: string;
+  proc: GatewayProcess;
+  state: NodeState;
+}
+
+export interface ClusterOptions {
+  nodes?: number;
+  /** CLUSTER_LEASE_MS: short, so takeovers happen within a test. */
+  leaseMs?: number;
+  /** CLUSTER_OWNER_WAIT_MS. */
+  ownerWaitMs?: number;
+  /** More environment for every node. */
+  env?: Record<string, string>;
+}
+
+export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
+
+let clusters = 0;
+
+export class ClusterProcs {
+  readonly nodes: ClusterNode[] = [];
+  private readonly db: pg.Pool;
+  private logins = 0;
+
+  private constructor(
+    readonly engines: Engines,
+    readonly databaseUrl: string,
+    readonly sim: { proc: GatewayProcess; port: number },
+    private readonly nodeEnv: Record<string, string>,
+    readonly prefix: string,
+  ) {
+    this.db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    this.db.on('error', () => {}); // PostgreSQL restarts under the scenarios: a dropped idle client is expected
+  }
+
+  static async start(engines: Engines, opts: ClusterOptions = {}): Promise<ClusterProcs> {
+    const prefix = `c${++clusters}`;
+    const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim()]);
+    const env = {
+      NATS_URL: engines.nats.url, DATABASE_URL: databaseUrl,
+      BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${sim.port}`,
+      CLUSTER_LEASE_MS: String(opts.leaseMs ?? 1_500), CLUSTER_OWNER_WAIT_MS: String(opts.ownerWaitMs ?? 4_000),
+      TAGW_SECRET_KEY: SECRET_KEY, GATEWAY_MANAGEMENT_KEY: CLUSTER_MANAGEMENT_KEY,
+      LOG_LEVEL: 'info', DRAIN_TIMEOUT_MS: '3000', RECONNECT_BASE_MS: '50', RECONNECT_CAP_MS: '500',
+      ...opts.env,
+    };
+    const c = new ClusterProcs(engines, databaseUrl, sim, env, prefix);
+    const ids = Array.from({ length: opts.nodes ?? 3 }, (_, i) => `${prefix}-${String.fromCharCode(97 + i)}`);
+    await Promise.all(ids.map((id) => c.launch(id)));
+    return c;
+  }
+
+  node(id: string): ClusterNode {
+    const n = this.nodes.find((x) => x.id === id);
+    if (!n) throw new Error(`no node ${id} (nodes: ${this.nodes.map((x) => x.id).join(', ')})`);
+    return n;
+  }
+
+  running(): ClusterNode[] {
+    return this.nodes.filter((n) => n.state === 'running');
+  }
+
+  /** Starts a node (again: same id, DATA_DIR and port) and waits until it listens. */
+  async launch(id: string): Promise<ClusterNode> {
+    const prev = this.nodes.find((x) => x.id === id);
+    if (prev && prev.state !== 'down') throw new Error(`${id} is ${prev.state}`);
+    const env = { ...this.nodeEnv, NODE_ID: id, ...(prev ? { PORT: String(prev.port) } : {}) };
+    const proc = startProcess(env, prev?.dir);
+    const url = await proc.listening;
+    const port = Number(new URL(url).port);
+    const node: ClusterNode = { id, url, port, dir: proc.dir, proc, state: 'running' };
+    if (prev) Object.assign(prev, node);
+    else this.nodes.push(node);
+    return prev ?? node;
+  }
+
+  /** SIGKILL: no handover, its leases run out. */
+  async kill(id: string): Promise<void> {
+    const n = this.node(id);
+    n.proc.child.kill('SIGKILL');
+    await n.proc.exited;
+    n.state = 'down';
+  }
+
+  /** SIGTERM: hands its accounts over, then exits; resolves with the exit code. */
+  async term(id: string): Promise<number | null> {
+    const n = this.node(id);
+    n.proc.child.kill('SIGTERM');
+    const code = await n.proc.exited;
+    n.state = 'down';
+    return code;
+  }
+
+  /** SIGSTOP: the process is frozen (its sockets stay open, nothing answers). */
+  stop(id: string): void {
+    const n = this.node(id);
+    n.proc.child.kill('SIGSTOP');
+    n.state = 'stopped';
+  }
+
+  cont(id: string): void {
+    const n = this.node(id);
+    n.proc.child.kill('SIGCONT');
+    n.state = 'running';
+  }
+
+  /** The lease row of an account, as PostgreSQL (the truth) has it. */
+  async lease(accountId: string): Promise<LeaseRow> {
+    const r = await this.db.query<{ owner: string | null; epoch: string; live: boolean }>(
+      'SELECT owner, epoch, (owner IS NOT NULL AND expires_at > now()) AS live FROM account_leases WHERE account_id = $1', [accountId]);
+    const row = r.rows[0];
+    return row ? { owner: row.owner, epoch: Number(row.epoch), live: row.live } : { owner: null, epoch: 0, live: false };
+  }
+
+  /** Waits until the account has a live owner (other than `not`, when given) and returns it. */
+  async owner(accountId: string, opts: { not?: string; limitMs?: number } = {}): Promise<LeaseRow & { owner: string }> {
+    let row: LeaseRow | undefined;
+    await until(async () => {
+      row = await this.lease(accountId).catch(() => undefined);
+      return !!row?.live && row.owner !== opts.not;
+    }, `a live owner of ${accountId}${opts.not ? ` other than ${opts.not}` : ''} (last: ${JSON.stringify(row)})`, opts.limitMs ?? 20_000);
+    return row as LeaseRow & { owner: string };
+  }
+
+  /** Creates an API key and binds a new simulator login through one node's routes, then waits until
+   *  the account has an owner and every running node knows the key. */
+  async account(via = this.running()[0]!): Promise<ClusterAccount> {
+    const login = `${this.prefix}-${++this.logins}`;
+    const post = async (path: string, headers: Record<string, string>, body: unknown) => {
+      const r = await fetch(`${via.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      const json = (await r.json()) as Record<string, string>;
+      if (r.status >= 300) throw new Error(`${path} on ${via.id}: ${r.status} ${JSON.stringify(json)}`);
+      return json;
+    };
+    const { key } = await post('/v1/keys', { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` }, { label: login });
+    const { id } = await post('/ConnectEx', { 'x-api-key': key! }, { user: login, password: 'pw', server: SERVER });
+    const acct = { id: id!, key: key!, login };
+    await this.owner(acct.id);
+    for (const n of this.running()) {
+      await until(async () => (await fetch(`${n.url}/AccountSummary?id=${acct.id}`, { headers: { 'x-api-key': acct.key } })).status === 200,
+        `${n.id} to serve ${acct.id}`, 20_000);
+    }
+    return acct;
+  }
+
+  /** The orders the broker executed for a login (the simulator's deal history, read over the bridge
+   *  protocol directly, past every node), with the clientOrderId each carried in its comment. */
+  async brokerOrders(login: string): Promise<BrokerOrder[]> {
+    const c = new BridgeBrokerConnection({ host: '127.0.0.1', port: this.sim.port, server: SERVER, login, password: 'pw', requestTimeoutMs: 10_000 });
+    await c.connect();
+    try {
+      // An executed OrderSend is one 'in' deal; its order is the ticket the client was answered.
+      const deals = await c.historyDeals(0, Date.now() + 7 * 86_400_000);
+      return deals.filter((d) => d.entry === 'in').map((d) => ({ ticket: d.order, clientOrderId: d.comment }));
+    } finally {
+      await c.disconnect();
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const n of this.nodes) if (n.state === 'stopped') this.cont(n.id);
+    await Promise.all(this.nodes.filter((n) => n.state === 'running').map(async (n) => {
+      n.proc.child.kill('SIGTERM');
+      const gone = await Promise.race([n.proc.exited.then(() => true), sleep(8_000).then(() => false)]);
+      if (!gone) n.proc.child.kill('SIGKILL');
+      n.state = 'down';
+    }));
+    this.sim.proc.child.kill('SIGKILL');
+    await this.db.end().catch(() => {});
+  }
+}
+
+export interface ClusterAccount { id: string; key: string; login: string }
+
+async function startSim(): Promise<{ proc: GatewayProcess; port: number }> {
+  const proc = startProcess({}, undefined, [builtEntry('src/simServer.ts'), '--port', '0']);
+  let port = 0;
+  await until(() => {
+    if (proc.child.exitCode !== null) throw new Error(`simulator exited: ${proc.output()}`);
+    const m = /"listening":(\d+)/.exec(proc.output());
+    if (m) port = Number(m[1]);
+    return port > 0;
+  }, 'the simulator process to listen');
+  return { proc, port };
+}
