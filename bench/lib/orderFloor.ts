@@ -8,16 +8,21 @@ import { join } from 'node:path';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
 
-const WORKER = (sqlite: string, file: string) => `
-const { parentPort } = require('node:worker_threads');
-const Database = require(${JSON.stringify(sqlite)});
-const db = new Database(${JSON.stringify(file)});
+/** Source for an eval'd worker: opens `file` as the gateway does (WAL, synchronous=NORMAL) with an
+ *  order's two rows to write: `claim` (the idempotency claim), `book` (a journal row of `deal`). */
+export const floorDbSource = (sqlite: string, file: string) => `
+const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(file)});
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = NORMAL');
-db.exec('CREATE TABLE claims (account TEXT, id TEXT, hash TEXT, PRIMARY KEY (account, id)) WITHOUT ROWID; CREATE TABLE journal (seq INTEGER PRIMARY KEY, data TEXT)');
+db.pragma('busy_timeout = 5000');
+db.exec('CREATE TABLE IF NOT EXISTS claims (account TEXT, id TEXT, hash TEXT, PRIMARY KEY (account, id)) WITHOUT ROWID; CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, data TEXT)');
 const claim = db.prepare('INSERT INTO claims VALUES (?, ?, ?)');
 const book = db.prepare('INSERT INTO journal (data) VALUES (?)');
-const deal = JSON.stringify({ ticket: 1, symbol: 'BTCUSD', type: 'Buy', volume: 0.01, price: 97000.5 });
+const deal = JSON.stringify({ ticket: 1, symbol: 'BTCUSD', type: 'Buy', volume: 0.01, price: 97000.5 });`;
+
+const WORKER = (sqlite: string, file: string) => `
+const { parentPort } = require('node:worker_threads');
+${floorDbSource(sqlite, file)}
 parentPort.once('message', (port) => port.on('message', (id) => {
   claim.run('11111111-1111-4111-8111-000000000001', 'o' + id, 'x'.repeat(43));
   book.run(deal);
