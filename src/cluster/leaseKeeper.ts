@@ -25,8 +25,9 @@ export interface LeaseEvents {
   releasing?(accountIds: string[]): Promise<void> | void;
   /** Handed over: the leases are free now (announce it, so routers stop waiting for this node). */
   released?(leases: Lease[]): void;
-  /** Lost: the node must drop these accounts at once, without another broker call or write. */
-  lost?(accountIds: string[], reason: LossReason): void;
+  /** Lost: the node must drop these accounts at once, without another broker call or write (and
+   *  tell its own router they are not here: announce owner null at that epoch). */
+  lost?(leases: Lease[], reason: LossReason): void;
 }
 
 export interface LeaseKeeperOptions {
@@ -182,7 +183,11 @@ export class LeaseKeeper {
   }
 
   private drop(accountIds: string[], reason: LossReason): void {
-    const gone = accountIds.filter((id) => this.leases.delete(id));
+    const gone: Lease[] = [];
+    for (const id of accountIds) {
+      const h = this.leases.get(id);
+      if (h && this.leases.delete(id)) gone.push({ accountId: id, epoch: h.epoch });
+    }
     if (gone.length === 0) return;
     this.stats.lost += gone.length;
     this.o.log?.warn('cluster leases lost', { accounts: gone.length, reason });

@@ -118,7 +118,7 @@ function keeper(pool: PgPool, nodeId: string, accounts: string[], clock: { now()
     db: pool, nodeId, url: `http://${nodeId}`, leaseMs, clock, accounts: () => accounts,
     events: {
       acquired: (l) => seen.acquired.push(...l),
-      lost: (ids, reason) => seen.lost.push({ ids, reason }),
+      lost: (leases, reason) => seen.lost.push({ ids: leases.map((l) => l.accountId), reason }),
       releasing: (ids) => void seen.released.push(...ids),
       released: (l) => seen.freed.push(...l),
     },

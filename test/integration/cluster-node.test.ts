@@ -2,13 +2,12 @@
 // leases, tenancy mirror) feeds its NATS side (owner cache, router). Real PostgreSQL and nats-server;
 // shards stand in as recorders of which node ran a call.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NatsLink } from '../../src/cluster/natsLink.js';
-import { OwnerCache } from '../../src/cluster/owners.js';
+import { startNatsNode, type NatsNode } from '../../src/cluster/natsNode.js';
 import { startPgNode, type PgNode } from '../../src/cluster/pgNode.js';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
-import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
+import type { AccountRouter, LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { openDb, type Db } from '../../src/store/db.js';
@@ -20,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 let pgEngine: Engine;
-let nats: Engine;
+let natsEngine: Engine;
 let databaseUrl: string;
 const dirs: string[] = [];
 const ACCOUNTS = Array.from({ length: 30 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`);
@@ -28,7 +27,7 @@ const T = 1_700_000_000_000;
 const log = createLogger('silent');
 
 beforeAll(async () => {
-  [pgEngine, nats] = await Promise.all([startPostgres(), startNats()]);
+  [pgEngine, natsEngine] = await Promise.all([startPostgres(), startNats()]);
   databaseUrl = await createDatabase(pgEngine.url);
   const pool = openPgPool(databaseUrl);
   await runPgMigrations(pool, databaseUrl);
@@ -42,7 +41,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
-  await nats?.stop();
+  await natsEngine?.stop();
   await pgEngine?.stop();
 });
 
@@ -61,16 +60,17 @@ async function startNode(id: string): Promise<Node> {
   dirs.push(dir);
   const sqlite = openDb(dir);
   const ran: string[] = [];
-  const link = await NatsLink.connect({ url: nats.url, name: id, log, reconnectWaitMs: 50 });
-  let owners: OwnerCache | undefined;
+  // The two sides wired as the gateway will: lease events announced through the NATS side's owner
+  // cache, whose misses the PostgreSQL side's lookup answers.
+  let nats: NatsNode | undefined;
   const pg = await startPgNode({
     databaseUrl, nodeId: id, url: `http://${id}`, leaseMs: 3_000, sqlite, log, clock: { now: () => Date.now() }, mirrorEveryMs: 100,
     events: {
-      acquired: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: id, epoch: l.epoch }); },
-      released: (leases) => { for (const l of leases) owners?.announce(l.accountId, { owner: null, epoch: l.epoch }); },
+      acquired: (leases) => { for (const l of leases) nats?.owners.announce(l.accountId, { owner: id, epoch: l.epoch }); },
+      released: (leases) => { for (const l of leases) nats?.owners.announce(l.accountId, { owner: null, epoch: l.epoch }); },
+      lost: (leases) => { for (const l of leases) nats?.owners.announce(l.accountId, { owner: null, epoch: l.epoch }); },
     },
   });
-  owners = new OwnerCache({ link, lookup: pg.lookupOwner, log });
   const shards: LocalShards = {
     call: async (key: string) => {
       // The owner's own check before anything reaches a broker: its lease, on its clock.
@@ -79,17 +79,14 @@ async function startNode(id: string): Promise<Node> {
       return { node: id } as never;
     },
   };
-  const router = new AccountRouter({ nodeId: id, link, shards, owners, log, ownerWaitMs: 5_000, recheckMs: 50 });
-  router.serve();
-  await link.nc.flush();
+  nats = await startNatsNode({ url: natsEngine.url, nodeId: id, shards, lookupOwner: pg.lookupOwner, ownerWaitMs: 5_000, onEvent: () => {}, log, reconnectWaitMs: 50 });
   pg.start();
+  const { router } = nats;
   return {
     id, pg, router, sqlite, ran,
     async close(handover) {
       await pg.close({ handover });
-      router.close();
-      owners!.close();
-      await link.close();
+      await nats!.close();
       sqlite.close();
     },
   };
