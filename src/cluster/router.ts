@@ -12,6 +12,7 @@ import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
+import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
 
@@ -20,8 +21,8 @@ export interface LocalShards {
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
 }
 
-/** A forwarded call, as it travels (JSON, wireCodec). */
-export interface CallEnvelope { key: string; op: CommandName; args: unknown; retry?: boolean }
+/** A forwarded call, as it travels (JSON, wireCodec); `from`: the node that forwarded it. */
+export interface CallEnvelope { key: string; op: CommandName; args: unknown; from: string; retry?: boolean }
 /** The owner's answer; notOwner: it does not own the key (any more), owner is whom it believes does. */
 export type CallReply =
   | { ok: true; result: unknown }
@@ -59,6 +60,8 @@ type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0 };
+  /** What each node's sockets hold of the streams of accounts owned here. */
+  readonly interest = new StreamInterest();
   private sub: Subscription | undefined;
   /** Forwarded calls awaiting their reply: each one's abort, for a NATS outage mid-call. */
   private readonly inFlight = new Set<(err: ApiError) => void>();
@@ -99,9 +102,9 @@ export class AccountRouter {
     let redirected = false;
     for (;;) {
       const owner = await this.opts.owners.ownerOf(key);
-      if (owner === this.opts.nodeId) return this.opts.shards.call(key, op, args, opts);
+      if (owner === this.opts.nodeId) return this.runHere(this.opts.nodeId, key, op, args, opts) as Promise<ResultOf<C>>;
       if (owner !== null) {
-        const a = await this.forward(owner, { key, op, args, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
+        const a = await this.forward(owner, { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
         if (a.done) return a.value as ResultOf<C>;
         this.opts.owners.forget(key);
         // Told where the account went: ask again at once, once; otherwise wait for news.
@@ -172,17 +175,60 @@ export class AccountRouter {
       if (typeof env?.key !== 'string' || typeof env.op !== 'string') throw apiError('BAD_REQUEST', 'malformed forwarded call');
       const owner = await this.opts.owners.ownerOf(env.key);
       if (owner !== this.opts.nodeId) {
+        this.interest.dropAccount(env.key);
         reply = { ok: false, notOwner: true, owner };
       } else {
         const opts: CallOptions = env.retry === undefined ? {} : { retryOnRestart: env.retry };
-        const result = await this.opts.shards.call(env.key, env.op, env.args as never, opts);
-        reply = { ok: true, result };
+        reply = { ok: true, result: await this.runHere(String(env.from), env.key, env.op, env.args, opts) };
       }
     } catch (err) {
       reply = { ok: false, error: toWire(err) };
     }
     this.stats.served++;
     if (!msg.respond(encode(reply))) this.opts.log.warn('could not answer a forwarded call (no reply subject)');
+  }
+
+  /** Runs a call on this node's shards for `origin` (this node, or the node that forwarded it).
+   *  Stream interest goes through the ledger (streamInterest.ts), so nodes' hubs compose. */
+  private async runHere(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
+    const shards = this.opts.shards;
+    switch (op) {
+      case 'stream.open': {
+        const r = await shards.call(key, op, args as ArgsOf<'stream.open'>, opts);
+        this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId);
+        return r;
+      }
+      case 'stream.sub': {
+        const a = args as ArgsOf<'stream.sub'>;
+        this.interest.sub(origin, a.accountId, a.symbol, a.timeframes);
+        return shards.call(key, op, a, opts);
+      }
+      case 'stream.unsub': {
+        const a = args as ArgsOf<'stream.unsub'>;
+        const u = this.interest.unsub(origin, a.accountId, a.symbol, a.timeframes);
+        return u ? shards.call(key, op, { accountId: a.accountId, ...u }, opts) : { ok: true };
+      }
+      case 'stream.close': {
+        const a = args as ArgsOf<'stream.close'>;
+        for (const u of this.interest.close(origin, a.accountId)) await shards.call(key, 'stream.unsub', { accountId: a.accountId, ...u });
+        return shards.call(key, op, a, opts);
+      }
+      default:
+        return shards.call(key, op, args as never, opts);
+    }
+  }
+
+  /** A node left the cluster (its heartbeat expired) with sockets on accounts owned here: release
+   *  what its sockets held, as its hub would have. */
+  async forgetNode(nodeId: string): Promise<void> {
+    for (const f of this.interest.forgetNode(nodeId)) {
+      try {
+        for (const u of f.unsubs) await this.opts.shards.call(f.accountId, 'stream.unsub', { accountId: f.accountId, ...u });
+        for (let i = 0; i < f.closes; i++) await this.opts.shards.call(f.accountId, 'stream.close', { accountId: f.accountId });
+      } catch (err) {
+        this.opts.log.warn('could not release a departed node\'s stream', { node: nodeId, accountId: f.accountId, err: errorMessage(err) });
+      }
+    }
   }
 
   private unavailable(message: string, cause?: unknown): ApiError {

@@ -119,6 +119,28 @@ describe('AccountRouter', () => {
     expect(fakeD.calls).toHaveLength(0);
   });
 
+  it('stream interest of several nodes composes on the owner: one node\'s unsub keeps what another holds', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'B' && (await C.owners.ownerOf(id)) === 'B', 'A and C learn the owner');
+    const shardGot = () => fakes.B.calls.map((c) => [c.op, c.args]);
+    await B.router.call(id, 'stream.open', { accountId: id }); // the owner's own sockets
+    await B.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
+    await C.router.call(id, 'stream.open', { accountId: id }); // another node's
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1', 'H1'], timeoutMs: 1_000 });
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'GBPUSD', timeframes: [], timeoutMs: 1_000 });
+    fakes.B.calls.length = 0;
+    await C.router.call(id, 'stream.unsub', { accountId: id, symbol: 'EURUSD' });
+    expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'EURUSD', timeframes: ['H1'] }]]);
+    fakes.B.calls.length = 0;
+    // C goes away without closing: the owner releases what only C held, and C's open.
+    await B.router.forgetNode('C');
+    expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'GBPUSD' }], ['stream.close', { accountId: id }]]);
+    fakes.B.calls.length = 0;
+    await B.router.call(id, 'stream.unsub', { accountId: id, symbol: 'EURUSD' });
+    expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'EURUSD' }]]);
+  });
+
   it('a forwarded call in flight when NATS goes down is a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
     leases.set(id, 'B', B.owners);

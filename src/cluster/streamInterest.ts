@@ -1,0 +1,101 @@
+// On an account's owner: which node wants what of the account's stream. Each node's stream hub
+// counts its own sockets and sends the owner's shard stream.open/close and stream.sub/unsub as if it
+// were the only one; the shard keeps a count of opens but a *set* of symbols and timeframes, so one
+// node's unsub would cut off every other node's sockets. The router passes each node's calls
+// through this ledger: a sub goes to the shard as is, an unsub only for what no other node still
+// wants, a node's last close (or its departure) releases what it alone wanted. Pure logic.
+import type { Timeframe } from '../market/timeframes.js';
+
+/** An unsub the shard must get (timeframes absent: the whole symbol). */
+export interface Unsub { symbol: string; timeframes?: Timeframe[] }
+
+interface Origin { opens: number; symbols: Map<string, Set<Timeframe>> }
+
+export class StreamInterest {
+  /** accountId -> node -> what that node's sockets hold. */
+  private readonly accounts = new Map<string, Map<string, Origin>>();
+
+  private originOf(node: string, accountId: string): Origin {
+    let byNode = this.accounts.get(accountId);
+    if (!byNode) this.accounts.set(accountId, (byNode = new Map()));
+    let o = byNode.get(node);
+    if (!o) byNode.set(node, (o = { opens: 0, symbols: new Map() }));
+    return o;
+  }
+
+  /** Others' wants of a symbol: null when no other node wants it, else their timeframes. */
+  private others(node: string, accountId: string, symbol: string): Set<Timeframe> | null {
+    let out: Set<Timeframe> | null = null;
+    for (const [n, o] of this.accounts.get(accountId) ?? []) {
+      if (n === node) continue;
+      const tfs = o.symbols.get(symbol);
+      if (!tfs) continue;
+      out ??= new Set();
+      for (const tf of tfs) out.add(tf);
+    }
+    return out;
+  }
+
+  /** A stream.open of `node` answered OK. */
+  open(node: string, accountId: string): void {
+    this.originOf(node, accountId).opens++;
+  }
+
+  /** A stream.sub from `node`: recorded; it goes to the shard unchanged. */
+  sub(node: string, accountId: string, symbol: string, timeframes: readonly Timeframe[]): void {
+    const o = this.originOf(node, accountId);
+    const set = o.symbols.get(symbol) ?? new Set<Timeframe>();
+    for (const tf of timeframes) set.add(tf);
+    o.symbols.set(symbol, set);
+  }
+
+  /** A stream.unsub from `node`: what the shard must let go of (null: other nodes still want all of it). */
+  unsub(node: string, accountId: string, symbol: string, timeframes?: readonly Timeframe[]): Unsub | null {
+    const o = this.accounts.get(accountId)?.get(node);
+    const mine = o?.symbols.get(symbol);
+    const dropped = timeframes === undefined ? [...(mine ?? [])] : [...timeframes];
+    if (o && mine) {
+      if (timeframes === undefined) o.symbols.delete(symbol);
+      else for (const tf of timeframes) mine.delete(tf);
+    }
+    const others = this.others(node, accountId, symbol);
+    if (others === null) return timeframes === undefined ? { symbol } : { symbol, timeframes: [...timeframes] };
+    const alone = dropped.filter((tf) => !others.has(tf));
+    return alone.length ? { symbol, timeframes: alone } : null;
+  }
+
+  /** A stream.close from `node` (it goes to the shard): before it, the unsubs of what only this
+   *  node wanted, once it has no open left (the shard keeps them while others hold the account). */
+  close(node: string, accountId: string): Unsub[] {
+    const byNode = this.accounts.get(accountId);
+    const o = byNode?.get(node);
+    if (!byNode || !o) return [];
+    if (--o.opens > 0) return [];
+    const out: Unsub[] = [];
+    for (const symbol of [...o.symbols.keys()]) {
+      const u = this.unsub(node, accountId, symbol);
+      if (u) out.push(u);
+    }
+    byNode.delete(node);
+    if (byNode.size === 0) this.accounts.delete(accountId);
+    return out;
+  }
+
+  /** A node left the cluster without closing: per account, the unsubs and the closes it owes. */
+  forgetNode(node: string): Array<{ accountId: string; unsubs: Unsub[]; closes: number }> {
+    const out: Array<{ accountId: string; unsubs: Unsub[]; closes: number }> = [];
+    for (const [accountId, byNode] of [...this.accounts]) {
+      const o = byNode.get(node);
+      if (!o) continue;
+      const closes = o.opens;
+      o.opens = 1;
+      out.push({ accountId, unsubs: this.close(node, accountId), closes });
+    }
+    return out;
+  }
+
+  /** The account moved to another owner: its shard here let go of everything. */
+  dropAccount(accountId: string): void {
+    this.accounts.delete(accountId);
+  }
+}
