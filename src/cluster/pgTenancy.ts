@@ -2,13 +2,47 @@
 // state, account bindings (sealed passwords) and the audit log. Writes go here first, with the same
 // operations and rules as the SQLite stores (src/store/tenancy.ts, accounts.ts, audit.ts); each
 // node's SQLite follows as a mirror (tenancyMirror.ts) for synchronous reads.
+import { randomUUID } from 'node:crypto';
+import { DEFAULT_CUSTOMER } from '../auth/bootstrap.js';
+import { generateKey, hashSecret } from '../auth/keys.js';
 import type { BindingRow } from '../store/accounts.js';
 import type { NewAuditRow } from '../store/audit.js';
 import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
 import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
 
+// Any fixed number: the key of the advisory lock under which nodes starting together bootstrap once.
+const BOOTSTRAP_LOCK = 0x7461_6762;
+
 export class PgTenancy {
   constructor(private readonly pool: PgPool) {}
+
+  /**
+   * The cluster's operator customer (one for all nodes) and, unless a management key is configured,
+   * its first management key, made once whichever nodes start together. Run before the node's
+   * first mirror pass, so the SQLite bootstrap (src/auth/bootstrap.ts) then finds both and makes
+   * neither. `createdKey`: this call made the key; the caller shows it once and keeps it as the
+   * SQLite bootstrap does (DATA_DIR/bootstrap.json).
+   */
+  bootstrapOperator(managementKeyConfigured: boolean, now: number): Promise<{ customerId: string; createdKey?: string }> {
+    return withTransaction(this.pool, async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
+      const found = await c.query<{ id: string }>('SELECT id FROM customers WHERE name = $1 ORDER BY created_at LIMIT 1', [DEFAULT_CUSTOMER]);
+      let customerId = found.rows[0]?.id;
+      if (!customerId) {
+        customerId = randomUUID();
+        await c.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', [customerId, DEFAULT_CUSTOMER, now]);
+      }
+      if (managementKeyConfigured) return { customerId };
+      const live = await c.query(`SELECT 1 FROM keys WHERE customer_id = $1 AND kind = 'management' AND revoked_at IS NULL LIMIT 1`, [customerId]);
+      if (live.rowCount !== 0) return { customerId };
+      const k = generateKey('management');
+      await this.insertKey({
+        id: k.id, customer_id: customerId, kind: 'management', hash: hashSecret(k.secret), label: 'bootstrap',
+        read_only: 0, account_scoped: 0, seat_id: null, created_at: now,
+      }, c);
+      return { customerId, createdKey: k.value };
+    });
+  }
 
   async createCustomer(id: string, name: string, now: number): Promise<void> {
     await this.pool.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', [id, name, now]);

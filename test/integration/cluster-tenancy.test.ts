@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { TenancyMirror } from '../../src/cluster/tenancyMirror.js';
+import { bootstrap } from '../../src/auth/bootstrap.js';
+import { hashSecret } from '../../src/auth/keys.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { AuditStore } from '../../src/store/audit.js';
 import { openDb, type Db } from '../../src/store/db.js';
@@ -90,6 +92,38 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
     const tb = new TenancyStore(b.db);
     for (const id of ['k-old', 'k-new', 'k-scoped']) expect(tb.keyById(id)).toEqual(ta.keyById(id));
     expect(new AccountStore(b.db).live()).toEqual(new AccountStore(a.db).live());
+  });
+
+  it('nodes starting together bootstrap one operator customer and one management key; the SQLite bootstrap then finds them', async () => {
+    const fresh = await migratedDatabase(engine);
+    try {
+      const [x, y, z] = [new PgTenancy(fresh.pool), new PgTenancy(fresh.pool), new PgTenancy(fresh.pool)];
+      const results = await Promise.all([x.bootstrapOperator(false, T), y.bootstrapOperator(false, T), z.bootstrapOperator(false, T)]);
+      expect(new Set(results.map((r) => r.customerId)).size).toBe(1);
+      const created = results.flatMap((r) => (r.createdKey ? [r.createdKey] : []));
+      expect(created).toHaveLength(1);
+      expect(await x.bootstrapOperator(false, T + 1)).toEqual({ customerId: results[0]!.customerId }); // later starts: nothing new
+      const n = node();
+      await new TenancyMirror(fresh.pool, n.db).sync();
+      const dir = mkdtempSync(join(tmpdir(), 'tagw-boot-'));
+      dirs.push(dir);
+      const local = bootstrap(new TenancyStore(n.db), dir, undefined, T + 2);
+      expect(local).toEqual({ customerId: results[0]!.customerId, bootstrapFile: join(dir, 'bootstrap.json') });
+      const [, id, secret] = /^tagw_m_([0-9a-f]+)_(.+)$/.exec(created[0]!) ?? [];
+      expect(new TenancyStore(n.db).keyById(id!)).toMatchObject({ kind: 'management', hash: hashSecret(secret!), revoked_at: null });
+      // With GATEWAY_MANAGEMENT_KEY configured, no key is made; the customer still is, once.
+      const other = await migratedDatabase(engine);
+      try {
+        const t = new PgTenancy(other.pool);
+        const [a, b] = await Promise.all([t.bootstrapOperator(true, T), t.bootstrapOperator(true, T)]);
+        expect(a).toEqual(b);
+        expect((await other.pool.query('SELECT count(*)::int AS n FROM keys')).rows[0].n).toBe(0);
+      } finally {
+        await other.pool.end();
+      }
+    } finally {
+      await fresh.pool.end();
+    }
   });
 
   it('a transaction that commits after a pass that began while it ran is still copied by the next pass', async () => {
