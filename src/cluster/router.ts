@@ -101,7 +101,7 @@ export class AccountRouter {
     let waited = false;
     let redirected = false;
     for (;;) {
-      const owner = await this.opts.owners.ownerOf(key);
+      const owner = await this.ownerOf(key);
       if (owner === this.opts.nodeId) return this.runHere(this.opts.nodeId, key, op, args, opts) as Promise<ResultOf<C>>;
       if (owner !== null) {
         const a = await this.forward(owner, { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
@@ -118,6 +118,17 @@ export class AccountRouter {
       if (!waited) this.stats.ownerWaits++;
       waited = true;
       await this.ownerChange(key, Math.min(left, this.recheckMs));
+    }
+  }
+
+  /** The owner cache's answer; the lease store failing behind it is a 503 like NATS's, not a 500. */
+  private async ownerOf(key: string): Promise<string | null> {
+    try {
+      return await this.opts.owners.ownerOf(key);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      this.opts.log.warn('owner lookup failed', { accountId: key, err: errorMessage(err) });
+      throw this.unavailable('the cluster\'s lease store could not say which node owns this account; retry', err);
     }
   }
 
@@ -173,7 +184,7 @@ export class AccountRouter {
     try {
       const env = decode(msg.string()) as CallEnvelope;
       if (typeof env?.key !== 'string' || typeof env.op !== 'string') throw apiError('BAD_REQUEST', 'malformed forwarded call');
-      const owner = await this.opts.owners.ownerOf(env.key);
+      const owner = await this.ownerOf(env.key);
       if (owner !== this.opts.nodeId) {
         this.interest.dropAccount(env.key);
         reply = { ok: false, notOwner: true, owner };

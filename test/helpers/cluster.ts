@@ -10,9 +10,12 @@ import type { ShardEvent } from '../../src/runtime/protocol.js';
 export class MemoryLeases {
   private readonly rows = new Map<string, OwnerInfo>();
   lookups = 0;
+  /** Set: lookups fail with it (the store is down). */
+  failure: Error | undefined;
 
   lookup = async (accountId: string): Promise<OwnerInfo> => {
     this.lookups++;
+    if (this.failure) throw this.failure;
     return this.rows.get(accountId) ?? { owner: null, epoch: 0 };
   };
 

@@ -92,6 +92,20 @@ describe('AccountRouter', () => {
     expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
   });
 
+  it('the lease store failing behind the owner cache is a 503 with retry-after, not a 500', async () => {
+    const id = acct();
+    leases.failure = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    try {
+      const err = await A.router.call(id, 'account.status', { accountId: id }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+      expect((err as Error).message).not.toMatch(/ECONNREFUSED|5432/);
+    } finally {
+      leases.failure = undefined;
+    }
+    leases.set(id, 'A', A.owners);
+    expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'A' });
+  });
+
   it('follows the account when its owner changed unannounced (stale cache): the old owner says so', async () => {
     const id = acct();
     leases.set(id, 'B', B.owners);
