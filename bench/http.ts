@@ -189,6 +189,15 @@ const summary = {
     getQuoteRatioMin: 0.6, orderSendP50MaxUs: 300, orderSendP99MaxUs: 1500,
     met: results.getQuote.rps / results.bare.rps >= 0.6 && results.orderSend.latencyUs.p50 <= 300 && results.orderSend.latencyUs.p99 <= 1500,
   },
+  // Issue 19: idempotent orders within 2x the floor at p50 and p99, concurrent orders at least half
+  // the floor's throughput; only a run without errors counts.
+  targetsOverFloor: (() => {
+    const p50 = results.orderSend.latencyUs.p50 / results.floorSeq.latencyUs.p50;
+    const p99 = results.orderSend.latencyUs.p99 / results.floorSeq.latencyUs.p99;
+    const conc = results.orderSendConcurrent.rps / results.floorConcurrent.rps;
+    const errors = Object.values(results).reduce((n, r) => n + r.errors, 0);
+    return { p50Max: 2, p99Max: 2, concurrentMin: 0.5, met: errors === 0 && p50 <= 2 && p99 <= 2 && conc >= 0.5 };
+  })(),
 };
 await gw.close();
 await floor.close();
