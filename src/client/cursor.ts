@@ -73,6 +73,11 @@ export class StreamCursor {
     return this.pos ? { ...this.pos } : undefined;
   }
 
+  /** The current epoch (undefined before the first account event), without a copy of the position. */
+  get epoch(): string | undefined {
+    return this.pos?.epoch;
+  }
+
   since(): string | undefined {
     return this.pos ? formatSince(this.pos) : undefined;
   }
@@ -106,7 +111,14 @@ export class StreamCursor {
   }
 
   private moveTo(f: StreamPosition & { type: string }): void {
-    this.pos = { epoch: f.epoch, seq: f.seq };
-    this.typesAtPos = new Set([f.type]);
+    // Updated in place (`position` hands out copies): no allocation per account event.
+    if (this.pos) {
+      this.pos.epoch = f.epoch;
+      this.pos.seq = f.seq;
+    } else {
+      this.pos = { epoch: f.epoch, seq: f.seq };
+    }
+    this.typesAtPos.clear();
+    this.typesAtPos.add(f.type);
   }
 }

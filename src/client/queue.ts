@@ -18,10 +18,11 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
 
   push(frame: F): void {
     if (this.ended) return;
-    for (const key of [frame.type, '*']) {
-      const set = this.frameListeners.get(key);
-      if (set) for (const l of set) l(frame);
-    }
+    // Per frame on the hot path: no allocation (a replay delivers thousands in one go).
+    const typed = this.frameListeners.get(frame.type);
+    if (typed) for (const l of typed) l(frame);
+    const any = this.frameListeners.get('*');
+    if (any) for (const l of any) l(frame);
     if (!this.iterated && this.frameListeners.size > 0) return;
     const w = this.waiters.shift();
     if (w) w({ value: frame, done: false });

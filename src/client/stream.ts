@@ -148,7 +148,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
       return;
     }
     if (isPositioned(f)) {
-      const before = this.cursor.position;
+      const beforeEpoch = this.cursor.epoch;
       const verdict = this.cursor.accept(f);
       if (verdict === 'duplicate') {
         this.duplicatesDropped++;
@@ -156,14 +156,14 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
       }
       if (verdict === 'gap') {
         if (++this.gapsInARow <= (this.o.maxGapRetries ?? 3)) {
-          this.socket.restart(`gap after ${before?.epoch}:${before?.seq}, got ${f.seq}`);
+          this.socket.restart(`gap after ${this.cursor.since()}, got ${f.seq}`); // a gap leaves the position where it was
           return;
         }
         this.cursor.resumed(false);
         this.cursor.accept(f);
         this.lostContinuity('the gateway kept skipping account events; resynchronize');
-      } else if (!this.expectRebase && before && before.epoch !== f.epoch) {
-        this.lostContinuity(`epoch changed from ${before.epoch} to ${f.epoch}`);
+      } else if (!this.expectRebase && beforeEpoch !== undefined && beforeEpoch !== f.epoch) {
+        this.lostContinuity(`epoch changed from ${beforeEpoch} to ${f.epoch}`);
       }
       this.gapsInARow = 0;
       this.expectRebase = false;
