@@ -129,8 +129,10 @@ describe('SIGHUP reloads the certificate', () => {
     copyFileSync(certs.a.cert, cert);
     copyFileSync(certs.a.key, key);
     const mk = 'tls-reload-management-key-0123456789';
-    const p = startProcess({ GATEWAY_MANAGEMENT_KEY: mk, TLS_CERT_FILE: cert, TLS_KEY_FILE: key });
+    const p = startProcess({ GATEWAY_MANAGEMENT_KEY: mk, TLS_CERT_FILE: cert, TLS_KEY_FILE: key, HTTP_PIPELINING_PORT: '0' });
     const url = await p.listening;
+    await until(() => p.output().includes('"msg":"pipelining listener"'), 'the pipelining listener');
+    const pipeUrl = /"msg":"pipelining listener","url":"([^"]+)"/.exec(p.output())![1]!;
     expect(url).toMatch(/^https:/);
     expect(p.output()).toContain('"tls":true');
     expect(p.output()).not.toContain('plain HTTP');
@@ -152,6 +154,8 @@ describe('SIGHUP reloads the certificate', () => {
     expect((await httpsJson(url, 'GET', `/AccountSummary?id=${account.id}`, { ...sni, headers: { 'x-api-key': account.key } })).status).toBe(200);
     // No SNI (a client connecting by bare IP address): the certificate of the start, until a restart.
     expect((await httpsJson(url, 'GET', '/healthz', { ca })).fingerprint).toBe(fpA);
+    // The pipelining port (Node's TLS) takes the new certificate for every new connection, SNI or not.
+    expect((await httpsJson(pipeUrl, 'GET', '/healthz', { ca })).fingerprint).toBe(fpB);
     // The socket opened before the reload is still open and still gets quotes.
     await s.next('QUOTE');
     expect(s.ws.readyState).toBe(WebSocket.OPEN);
@@ -164,6 +168,7 @@ describe('SIGHUP reloads the certificate', () => {
     p.child.kill('SIGHUP');
     while (!p.output().includes('TLS certificate not reloaded')) await new Promise((r) => setTimeout(r, 20));
     expect((await httpsJson(url, 'GET', '/healthz', sni)).fingerprint).toBe(fpB);
+    expect((await httpsJson(pipeUrl, 'GET', '/healthz', { ca })).fingerprint).toBe(fpB);
     await s.next('QUOTE');
 
     // The next renewal works the same (the server name registered again, its routes with it).
