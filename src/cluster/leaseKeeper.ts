@@ -70,6 +70,9 @@ export class LeaseKeeper {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
   private stopped = false;
+  /** Accounts being handed over: still renewed (ours until released), no longer acted on. */
+  private readonly handingOver = new Set<string>();
+  private readonly handovers = new Set<Promise<void>>();
 
   constructor(private readonly o: LeaseKeeperOptions) {}
 
@@ -91,7 +94,7 @@ export class LeaseKeeper {
   /** The leases this node may act on now (within their deadline by its own clock). */
   held(): Lease[] {
     const now = this.o.clock.now();
-    return [...this.leases].filter(([, h]) => now < h.validUntil).map(([accountId, h]) => ({ accountId, epoch: h.epoch }));
+    return [...this.leases].filter(([id, h]) => now < h.validUntil && !this.handingOver.has(id)).map(([accountId, h]) => ({ accountId, epoch: h.epoch }));
   }
 
   /** The account's lease if this node may act on it now and for `forMs` more (the time a command takes
@@ -100,7 +103,7 @@ export class LeaseKeeper {
    *  the queued request or the renewal timer runs first. */
   leaseOf(accountId: string, forMs = 0): Lease | undefined {
     const h = this.leases.get(accountId);
-    if (!h || this.o.clock.now() + forMs >= h.validUntil) return undefined;
+    if (!h || this.o.clock.now() + forMs >= h.validUntil || this.handingOver.has(accountId)) return undefined;
     return { accountId, epoch: h.epoch };
   }
 
@@ -113,7 +116,8 @@ export class LeaseKeeper {
   }
 
   /** One round: heartbeat, renew, rebalance. A round already out is joined, not doubled. Errors
-   *  (PostgreSQL down) are logged; the deadlines then decide. */
+   *  (PostgreSQL down) are logged; the deadlines then decide. Resolves once the round and the
+   *  handovers it started are done; the next round does not wait for those handovers. */
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.inFlight ??= this.round().catch((err: unknown) => {
@@ -123,7 +127,11 @@ export class LeaseKeeper {
       this.inFlight = undefined;
       this.checkDeadlines();
     });
-    return this.inFlight;
+    return this.inFlight.then(() => this.settled());
+  }
+
+  private async settled(): Promise<void> {
+    await Promise.all([...this.handovers]);
   }
 
   private async round(): Promise<void> {
@@ -131,7 +139,15 @@ export class LeaseKeeper {
     const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs);
     await this.renew();
     const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()));
-    if (plan.release.length > 0) await this.handOver(plan.release);
+    // In the background: stopping an account may take a while (calls in flight), and meanwhile this
+    // node's other leases must go on being renewed.
+    const release = plan.release.filter((id) => !this.handingOver.has(id));
+    if (release.length > 0) {
+      const h = this.handOver(release).catch((err: unknown) => {
+        this.o.log?.warn('cluster handover failed; retried next round', { err: errorMessage(err), accounts: release.length });
+      }).finally(() => this.handovers.delete(h));
+      this.handovers.add(h);
+    }
     if (plan.acquire.length > 0 && !this.stopped) {
       const sentAt = clock.now();
       const got = await acquireLeases(db, nodeId, plan.acquire, leaseMs);
@@ -167,15 +183,21 @@ export class LeaseKeeper {
   private async handOver(accountIds: string[]): Promise<void> {
     const leases = accountIds.flatMap((id) => {
       const h = this.leases.get(id);
-      return h ? [{ accountId: id, epoch: h.epoch }] : [];
+      return h && !this.handingOver.has(id) ? [{ accountId: id, epoch: h.epoch }] : [];
     });
     if (leases.length === 0) return;
-    // Stop acting first, then free the lease: never two nodes acting on one account.
-    await this.o.events?.releasing?.(leases.map((l) => l.accountId));
-    for (const l of leases) this.leases.delete(l.accountId);
-    const freed = new Set(await releaseLeases(this.o.db, this.o.nodeId, leases));
-    this.stats.released += freed.size;
-    this.o.events?.released?.(leases.filter((l) => freed.has(l.accountId)));
+    for (const l of leases) this.handingOver.add(l.accountId);
+    try {
+      // Stop acting first (leaseOf answers no from now on), then free the lease: never two nodes
+      // acting on one account.
+      await this.o.events?.releasing?.(leases.map((l) => l.accountId));
+      for (const l of leases) if (this.leases.get(l.accountId)?.epoch === l.epoch) this.leases.delete(l.accountId);
+      const freed = new Set(await releaseLeases(this.o.db, this.o.nodeId, leases));
+      this.stats.released += freed.size;
+      this.o.events?.released?.(leases.filter((l) => freed.has(l.accountId)));
+    } finally {
+      for (const l of leases) this.handingOver.delete(l.accountId);
+    }
   }
 
   private snapshot(): Lease[] {
@@ -204,6 +226,7 @@ export class LeaseKeeper {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.inFlight;
+    await this.settled();
     if (!opts.handover) return;
     try {
       // Out of the node list first: by the time the leases are free the others already target them.

@@ -200,6 +200,39 @@ describe('lease keeper', () => {
     expect(await claim(A.k.leaseOf(staleLease.accountId)!, 'new-epoch')).toEqual({ kind: 'claimed' });
   }, 40_000);
 
+  it('a slow handover neither lets the node act on the accounts it is giving away nor holds up the renewal of the rest', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 2_000;
+    let stopped!: () => void;
+    const releasing: string[] = [];
+    const A = new LeaseKeeper({
+      db: pool, nodeId: 'node-a', leaseMs, clock: new TestClock(), accounts: () => ACCOUNTS,
+      // Stopping the accounts takes longer than the lease (calls in flight, say).
+      events: { releasing: (ids) => new Promise<void>((resolve) => { releasing.push(...ids); stopped = resolve; }) },
+    });
+    const B = keeper(pool, 'node-b', ACCOUNTS, new TestClock(), leaseMs);
+    await A.tick();
+    await B.k.tick();
+    const handover = A.tick(); // starts handing b's share over, and waits on it
+    await until(() => releasing.length > 0, 'the handover to begin');
+    const kept = ACCOUNTS.filter((a) => !releasing.includes(a));
+    for (const id of releasing) expect(A.leaseOf(id), 'an account being handed over').toBeUndefined();
+    // Rounds go on meanwhile (not awaited: each waits for the handover too), past a whole lease.
+    const until2Leases = Date.now() + 2 * leaseMs;
+    while (Date.now() < until2Leases) {
+      void A.tick();
+      await B.k.tick();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // a's heartbeat and renewals went on: b took none of a's share, and a still holds it.
+    expect(B.k.held()).toEqual([]);
+    expect(ids(A.held())).toEqual([...kept].sort());
+    stopped();
+    await handover;
+    await B.k.tick();
+    expect(ids(B.k.held())).toEqual([...releasing].sort());
+  }, 30_000);
+
   it('a lease PostgreSQL no longer lists as ours is reported revoked at the next renewal', async () => {
     const { pool } = await freshDb();
     const A = keeper(pool, 'node-a', ['only'], new TestClock(), 60_000);
