@@ -16,7 +16,11 @@
 // histograms merged here. Per size both client sets stay connected and the two sides take turns of
 // 250 ms (measureInterleaved), so the machine's stalls hit both alike. Default run (quick, ~40 s):
 // 10 and 100 sockets; --full adds 1,000 and 5,000. --rounds N: rounds of the slow-reader scenario.
-import { fork, type ChildProcess } from 'node:child_process';
+//
+// Then (unless --no-sdk) bench/client.ts in a process of its own, its result under `sdk`: quote
+// latency through tagw/client against a raw `ws` consumer, and resuming 1,000 missed account events
+// through each (issue 18's goal: SDK/raw <= 1.1 at p50 and p99).
+import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -387,6 +391,7 @@ async function main() {
   await gw.close();
   uws.us_listen_socket_close(bareListen);
   rmSync(dataDir, { recursive: true, force: true });
+  const sdk = args.includes('--no-sdk') ? undefined : await sdkBench();
   console.log(JSON.stringify({
     bench: 'stream', mode: full ? 'full' : 'quick', measureSec, clientProcesses: CLIENT_PROCS, sizes: results,
     slowReaders,
@@ -394,8 +399,21 @@ async function main() {
     biggest: { sockets: big.sockets, limitedBy: limit, serverCpuPct: big.gateway.serverCpuPct, clientCpuPct: big.gateway.clientCpuPct, rssMb: big.gateway.rssMb },
     hub: { ticksIn: stats.ticksIn, duplicates: stats.ticksDuplicate, coalescedFlushes: stats.coalescedFlushes, backpressureCloses: stats.backpressureCloses },
     note: 'ticks injected at the hub ingest (shard->main hop excluded); 2-core machine shared with other work: noisy',
+    ...(sdk ? { sdk } : {}),
   }));
   process.exit(0);
+}
+
+/** bench/client.ts's result (its last line), run after this bench's gateway is gone. */
+function sdkBench(): Promise<unknown> {
+  const file = join(fileURLToPath(new URL('.', import.meta.url)), 'client.ts');
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--import', 'tsx', file], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => {
+      if (err) return reject(err);
+      process.stderr.write('stream bench: SDK against raw ws done\n');
+      resolve(JSON.parse(stdout.trim().split('\n').at(-1)!));
+    });
+  });
 }
 
 await main();
