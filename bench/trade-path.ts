@@ -7,7 +7,8 @@
 // Latency: one order at a time with one idle event-loop turn between orders, as a shard has
 // between requests (work a host defers until after the reply is not counted there).
 // Cost: the same orders back to back, no gap: wall µs per order, deferred work included.
-// recordActorLifecycleHotP50Us: one idempotency record's xstate lifecycle alone, in a tight loop.
+// recordActorLifecycleHotP50Us: one idempotency record's xstate lifecycle alone, in a tight loop;
+// freshRecordLifecycleHotP50Us: the same for the plain record a fresh claim uses now.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +22,7 @@ import { startCheckpointer } from '../src/store/checkpointer.js';
 import { dbPath, openDb } from '../src/store/db.js';
 import { createActor } from 'xstate';
 import { freshRecord, idempotencyMachine } from '../actors/idempotency.js';
+import { FreshRecord } from '../actors/idempotencyFresh.js';
 import { Histogram } from './lib/histogram.js';
 import { shardSettings } from '../src/runtime/settings.js';
 import { systemClock } from '../src/util/clock.js';
@@ -130,6 +132,19 @@ for (let i = 0; i < 25_000; i++) {
   if (i >= 5_000) lifecycle.record((performance.now() - t0) * 1000);
 }
 
+// The same lifecycle of the plain record the desk uses for a fresh claim (actors/idempotencyFresh.ts).
+const noopActions = { persistSent: () => {}, persistResult: () => {}, persistUncertain: () => {}, forget: () => {} };
+const plainLifecycle = new Histogram();
+for (let i = 0; i < 25_000; i++) {
+  const input = { accountId: 'bench', clientOrderId: `p${i}`, paramsHash: 'h', expiresAt: Date.now() + 60_000 };
+  const t0 = performance.now();
+  const rec = new FreshRecord(input, noopActions, () => {});
+  rec.send({ type: 'send' });
+  rec.send({ type: 'done', result: { status: 200, json: '{}' } });
+  rec.stop();
+  if (i >= 5_000) plainLifecycle.record((performance.now() - t0) * 1000);
+}
+
 const p = (h: Histogram) => ({ p50: h.percentile(50), p99: h.percentile(99), p999: h.percentile(99.9), mean: Math.round(h.mean()) });
 const a = p(plain);
 const b = p(idem);
@@ -140,6 +155,6 @@ console.log(JSON.stringify({
   bench: 'trade-path', orders, unit: 'us', noIdem: a, idem: b,
   costPerOrderUs: { noIdem: Math.round(plainCost), idem: Math.round(idemCost) },
   idemAddedP50Us: b.p50 - a.p50, idemOverNoIdemP50: +(b.p50 / a.p50).toFixed(2), idemOverNoIdemP99: +(b.p99 / a.p99).toFixed(2),
-  recordActorLifecycleHotP50Us: lifecycle.percentile(50),
+  recordActorLifecycleHotP50Us: lifecycle.percentile(50), freshRecordLifecycleHotP50Us: plainLifecycle.percentile(50),
 }));
 process.exit(0);
