@@ -9,8 +9,8 @@ import { errorMessage } from '../util/errorMessage.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
 import { leaseOwner } from './leases.js';
-import { runPgMigrations } from './pgMigrations.js';
-import { openPgPool, type PgPool } from './pgPool.js';
+import { PgSchemaTooNewError, runPgMigrations } from './pgMigrations.js';
+import { describePgUrl, openPgPool, type PgPool } from './pgPool.js';
 import { PgTenancy } from './pgTenancy.js';
 import { TenancyMirror } from './tenancyMirror.js';
 
@@ -51,13 +51,29 @@ export interface PgNode {
   close(opts: { handover: boolean }): Promise<void>;
 }
 
+/**
+ * PostgreSQL could not be reached or refused this node at start. Shaped as a system error (code,
+ * syscall, path) so main reports it in one line, exit 1, naming the server without the password.
+ */
+export class PgUnavailableError extends Error {
+  readonly syscall = 'connect';
+  constructor(readonly path: string, readonly code: string) {
+    super(`cannot connect ${path}: ${code}`);
+  }
+}
+
 export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
   const pool = openPgPool(o.databaseUrl, {
     applicationName: `tagw ${o.nodeId}`.slice(0, 63),
     onIdleError: (err) => o.log.warn('PostgreSQL connection lost', { err: err.message }),
   });
   try {
-    const applied = await runPgMigrations(pool, o.databaseUrl);
+    const applied = await runPgMigrations(pool, o.databaseUrl).catch((err: unknown) => {
+      if (err instanceof PgSchemaTooNewError) throw err;
+      // ECONNREFUSED and the like carry a code; the server's refusals (a wrong password) a message.
+      const e = err as { code?: unknown; message?: unknown };
+      throw new PgUnavailableError(`PostgreSQL ${describePgUrl(o.databaseUrl)}`, typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? e.code : String(e.message ?? err));
+    });
     if (applied.length > 0) o.log.info('cluster schema migrated', { versions: applied });
     const tenancy = new PgTenancy(pool);
     const mirror = new TenancyMirror(pool, o.sqlite);

@@ -3,7 +3,7 @@
 // shards stand in as recorders of which node ran a call.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsNode, type NatsNode } from '../../src/cluster/natsNode.js';
-import { startPgNode, type PgNode } from '../../src/cluster/pgNode.js';
+import { PgUnavailableError, startPgNode, type PgNode } from '../../src/cluster/pgNode.js';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
@@ -12,7 +12,7 @@ import { createLogger } from '../../src/log.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
-import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { createDatabase, freePort, startNats, startPostgres, type Engine } from '../helpers/engines.js';
 import { until } from '../helpers/until.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -93,6 +93,27 @@ async function startNode(id: string): Promise<Node> {
 }
 
 describe('a cluster node: leases in PostgreSQL, routing over NATS', () => {
+  it('PostgreSQL unreachable or refusing at start: one line naming the server, never the password', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-node-'));
+    dirs.push(dir);
+    const sqlite = openDb(dir);
+    const start = (url: string) => startPgNode({ databaseUrl: url, nodeId: 'n', url: '', leaseMs: 3_000, sqlite, log, clock: { now: () => Date.now() }, events: {} })
+      .then(() => undefined, (e: unknown) => e);
+    const u = new URL(databaseUrl);
+    try {
+      const down = await start(`postgres://tagw:s3cret@127.0.0.1:${await freePort()}/tagw`);
+      expect(down).toBeInstanceOf(PgUnavailableError);
+      expect(down).toMatchObject({ syscall: 'connect', code: 'ECONNREFUSED' });
+      u.password = 'wrong-s3cret';
+      const refused = await start(u.toString());
+      expect((refused as Error).message).toMatch(/^cannot connect PostgreSQL postgres:\/\/127\.0\.0\.1:\d+\/\w+: password authentication failed/);
+      for (const e of [down, refused]) expect(JSON.stringify({ m: (e as Error).message, p: (e as PgUnavailableError).path })).not.toContain('s3cret');
+    } finally {
+      sqlite.close();
+    }
+  });
+
+
   it('two nodes split the accounts; a call through either runs on the lease holder; after a SIGTERM handover the survivor runs them all', async () => {
     const a = await startNode('node-a');
     const b = await startNode('node-b');
