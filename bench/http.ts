@@ -129,10 +129,19 @@ await g.api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
 
 const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
-results.getQuote = await throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
-results.accountSummary = await throughput(gw.port, `/AccountSummary?id=${account}`, h);
-results.getQuotePipeliningPort = await throughput(gw.pipeliningPort!, `/GetQuote?id=${account}&symbol=BTCUSD`, h);
-results.accountSummaryPipeliningPort = await throughput(gw.pipeliningPort!, `/AccountSummary?id=${account}`, h);
+/** This process's CPU time (main thread and shards; the load clients are other processes) per request of `run`, in µs: steadier than req/s on a loaded machine. */
+const cpuPerRequest: Record<string, number> = {};
+async function withCpu(name: string, run: () => Promise<MergedLoad>): Promise<MergedLoad> {
+  const start = process.cpuUsage();
+  const r = await run();
+  const used = process.cpuUsage(start);
+  cpuPerRequest[name] = Math.round(((used.user + used.system) / Math.max(1, r.requests)) * 10) / 10;
+  return r;
+}
+results.getQuote = await withCpu('getQuote', () => throughput(gw.port, `/GetQuote?id=${account}&symbol=BTCUSD`, h));
+results.accountSummary = await withCpu('accountSummary', () => throughput(gw.port, `/AccountSummary?id=${account}`, h));
+results.getQuotePipeliningPort = await withCpu('getQuotePipeliningPort', () => throughput(gw.pipeliningPort!, `/GetQuote?id=${account}&symbol=BTCUSD`, h));
+results.accountSummaryPipeliningPort = await withCpu('accountSummaryPipeliningPort', () => throughput(gw.pipeliningPort!, `/AccountSummary?id=${account}`, h));
 results.bareSeq = await sequential(barePort, ['/bare'], {}, orders);
 results.floorSeq = await sequential(barePort, ['/floor'], {}, orders);
 results.orderSend = await sequential(gw.port, orderAccounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=b{seq}`), h, orders);
@@ -162,6 +171,9 @@ const summary = {
     getQuoteRps: results.getQuotePipeliningPort.rps, accountSummaryRps: results.accountSummaryPipeliningPort.rps,
     getQuoteVsMain: ratio(results.getQuotePipeliningPort.rps, results.getQuote.rps),
     accountSummaryVsMain: ratio(results.accountSummaryPipeliningPort.rps, results.accountSummary.rps),
+    // The gateway's CPU per request (µs, warm-up included) on each port, and their ratio.
+    cpuUsPerRequest: cpuPerRequest,
+    getQuoteCpuVsMain: ratio(cpuPerRequest.getQuotePipeliningPort!, cpuPerRequest.getQuote!),
   },
   orderSendUs: results.orderSend.latencyUs,
   bareSeqUs: results.bareSeq.latencyUs,
