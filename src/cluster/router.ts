@@ -12,6 +12,7 @@ import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
+import { partSize, ReplyParts, type PartRequest, type PartsHandle } from './replyParts.js';
 import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
@@ -27,7 +28,9 @@ export interface CallEnvelope { key: string; op: CommandName; args: unknown; fro
 export type CallReply =
   | { ok: true; result: unknown }
   | { ok: false; error: WireError }
-  | { ok: false; notOwner: true; owner: string | null };
+  | { ok: false; notOwner: true; owner: string | null }
+  /** Too large for one message: fetch `parts` parts of the encoded reply (replyParts.ts). */
+  | { ok: 'parts'; id: string; parts: number };
 
 export interface AccountRouterOptions {
   nodeId: string;
@@ -62,7 +65,9 @@ export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0 };
   /** What each node's sockets hold of the streams of accounts owned here. */
   readonly interest = new StreamInterest();
-  private sub: Subscription | undefined;
+  private subs: Subscription[] = [];
+  /** Large replies waiting for their parts to be fetched. */
+  private readonly parts: ReplyParts;
   /** Forwarded calls awaiting their reply: each one's abort, for a NATS outage mid-call. */
   private readonly inFlight = new Set<(err: ApiError) => void>();
   private offStatus: (() => void) | undefined;
@@ -74,6 +79,7 @@ export class AccountRouter {
     this.now = opts.now ?? (() => performance.now());
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
+    this.parts = new ReplyParts(this.forwardTimeoutMs);
     // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
     // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
     this.offStatus = opts.link.onStatus((up) => {
@@ -88,12 +94,30 @@ export class AccountRouter {
 
   /** Starts answering the calls other nodes forward here. */
   serve(): void {
-    this.sub ??= this.opts.link.nc.subscribe(SUBJECTS.nodeCall(this.opts.nodeId), {
+    if (this.subs.length) return;
+    const nc = this.opts.link.nc;
+    this.subs.push(nc.subscribe(SUBJECTS.nodeCall(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) this.opts.log.error('forwarded-call subscription ended', { err: errorMessage(err) });
         else void this.answer(msg);
       },
-    });
+    }));
+    this.subs.push(nc.subscribe(SUBJECTS.nodePart(this.opts.nodeId), {
+      callback: (err, msg) => {
+        if (err) return this.opts.log.error('reply-part subscription ended', { err: errorMessage(err) });
+        let chunk: Uint8Array | null = null;
+        try {
+          chunk = this.parts.take(msg.json<PartRequest>());
+        } catch {
+          chunk = null;
+        }
+        try {
+          msg.respond(chunk ?? new Uint8Array(0));
+        } catch (e) {
+          this.opts.log.warn('could not send a reply part', { err: errorMessage(e) });
+        }
+      },
+    }));
   }
 
   async call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
@@ -152,14 +176,29 @@ export class AccountRouter {
     } finally {
       this.inFlight.delete(abort);
     }
-    const reply = decode(msg.string()) as CallReply;
-    if (reply.ok) {
+    let reply = decode(msg.string()) as CallReply;
+    if (reply.ok === 'parts') reply = await this.fetchParts(owner, reply);
+    if (reply.ok === true) {
       this.stats.forwarded++;
       return { done: true, value: reply.result };
     }
     if ('notOwner' in reply) return { done: false, notOwner: true };
+    if (!('error' in reply)) throw this.unavailable('the owner node answered in parts within parts; retry');
     this.stats.forwarded++;
     throw fromWire(reply.error);
+  }
+
+  /** The parts of a large reply, in order, joined and decoded. */
+  private async fetchParts(owner: string, h: PartsHandle): Promise<CallReply> {
+    const chunks: Uint8Array[] = [];
+    for (let i = 0; i < h.parts; i++) {
+      const req: PartRequest = { id: h.id, i };
+      const m = await this.opts.link.nc.request(SUBJECTS.nodePart(owner), JSON.stringify(req), { timeout: this.forwardTimeoutMs })
+        .catch((err: unknown) => { throw this.unavailable('a large reply could not be fetched from the owner node; retry', err); });
+      if (m.data.length === 0) throw this.unavailable('the owner node no longer had a large reply when it was fetched; retry');
+      chunks.push(m.data);
+    }
+    return decode(Buffer.concat(chunks).toString('utf8')) as CallReply;
   }
 
   /** Resolves on an owner change of `key`, or after `ms`. */
@@ -196,7 +235,19 @@ export class AccountRouter {
       reply = { ok: false, error: toWire(err) };
     }
     this.stats.served++;
-    if (!msg.respond(encode(reply))) this.opts.log.warn('could not answer a forwarded call (no reply subject)');
+    let out: Uint8Array | string = encode(reply);
+    const size = partSize(this.opts.link.nc.info?.max_payload);
+    if (out.length * 3 > size) {
+      // Possibly past the server's message limit (UTF-8 is up to 3 bytes a char): measure.
+      const bytes = Buffer.from(out, 'utf8');
+      out = bytes.length > size ? JSON.stringify({ ok: 'parts', ...this.parts.keep(bytes, size) }) : bytes;
+    }
+    try {
+      if (!msg.respond(out)) this.opts.log.warn('could not answer a forwarded call (no reply subject)');
+    } catch (err) {
+      // Closed or draining connection: the caller's wait ends with its own bound.
+      this.opts.log.warn('could not answer a forwarded call', { op: reply.ok === true ? 'result' : 'error', err: errorMessage(err) });
+    }
   }
 
   /** Runs a call on this node's shards for `origin` (this node, or the node that forwarded it).
@@ -249,8 +300,9 @@ export class AccountRouter {
 
   /** Stops answering forwarded calls (the owner hands its accounts over before this). */
   close(): void {
-    this.sub?.unsubscribe();
-    this.sub = undefined;
+    for (const sub of this.subs) sub.unsubscribe();
+    this.subs = [];
+    this.parts.clear();
     this.offStatus?.();
   }
 }

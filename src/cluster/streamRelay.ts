@@ -30,7 +30,8 @@ export interface RelayStats {
   published: number;
   /** Market data not published: the same as the last one of its server and symbol (another account's copy). */
   duplicates: number;
-  /** Market data not published while NATS was down (stale by the time it would arrive). */
+  /** Not published: market data while NATS was down (stale by the time it would arrive), or an
+   *  event NATS refused (closed connection, past the message size). */
   dropped: number;
   received: number;
 }
@@ -50,6 +51,7 @@ export class StreamRelay {
     if (LOCAL_KINDS.has(ev.kind)) return;
     const link = this.opts.link;
     let subject: string;
+    let json: string;
     if (ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle) {
       if (!link.up) {
         this.stats.dropped++;
@@ -58,7 +60,7 @@ export class StreamRelay {
       const tick = ev.kind === STREAM_EVENT.tick;
       const symbol = tick ? ev.data.tick.symbol : ev.data.candle.symbol;
       const t = tick ? ev.data.tick.timeMsc : ev.data.candle.candle.time;
-      const json = encode(ev);
+      json = encode(ev);
       const k = `${ev.key}\u0000${symbol}\u0000${tick ? '' : ev.data.candle.timeframe}`;
       const last = this.lastMarket.get(k);
       if (last && (t < last.t || json === last.json)) {
@@ -67,13 +69,19 @@ export class StreamRelay {
       }
       this.lastMarket.set(k, { t, json });
       subject = SUBJECTS.market(ev.key, symbol, ev.kind);
-      link.nc.publish(subject, json);
     } else {
       // Account events go out even while NATS reconnects: the client buffers them until it is back.
       subject = SUBJECTS.account(ev.key, ev.kind);
-      link.nc.publish(subject, encode(ev));
+      json = encode(ev);
     }
-    this.stats.published++;
+    try {
+      link.nc.publish(subject, json);
+      this.stats.published++;
+    } catch (err) {
+      // Closed connection, or an event past the server's message size: never the shard-event path's problem.
+      this.stats.dropped++;
+      this.opts.log.warn('stream event not relayed', { kind: ev.kind, err: errorMessage(err) });
+    }
   }
 
   /** Receive the events of an account (or of a gateway session handle: the /ws socket's key).

@@ -34,6 +34,8 @@ export function untoken(t: string): string {
 export const SUBJECTS = {
   /** Requests for the accounts a node owns (src/cluster/router.ts). */
   nodeCall: (nodeId: string) => `tagw.node.${token(nodeId)}.call`,
+  /** The parts of a reply too large for one message (src/cluster/replyParts.ts). */
+  nodePart: (nodeId: string) => `tagw.node.${token(nodeId)}.part`,
   /** Owner changes (src/cluster/owners.ts). */
   leases: 'tagw.leases',
   /** Market data of a broker server's symbol, once per server and symbol (src/cluster/streamRelay.ts). */

@@ -96,6 +96,13 @@ describe('StreamRelay', () => {
     B.relay.unfollow('acc-own');
   });
 
+  it('an event NATS refuses (past the message size) is counted as dropped, never thrown into the shard-event path', () => {
+    const before = A.relay.stats.dropped;
+    const huge = { kind: 'stream.positions', key: 'acc-huge', data: { v: 1, positions: Array.from({ length: 20_000 }, (_, i) => ({ ticket: i, comment: 'x'.repeat(100) })) } } as unknown as ShardEvent;
+    expect(() => A.relay.publish(huge)).not.toThrow();
+    expect(A.relay.stats.dropped).toBe(before + 1);
+  });
+
   it('node-local kinds (thread stats, operator phases) are not relayed', async () => {
     const before = A.relay.stats.published;
     A.relay.publish({ kind: 'thread.stats', key: '0', data: { lagP99: 0, lagMax: 0, gcSeconds: 0, gcCount: 0 } });

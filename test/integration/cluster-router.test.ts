@@ -15,7 +15,8 @@ function fakeShards(node: string) {
     async call(key, op, args, opts) {
       calls.push({ key, op, args, retry: opts?.retryOnRestart });
       if (stall) await stall;
-      const a = args as { args?: { fail?: boolean } };
+      const a = args as { args?: { fail?: boolean; big?: number } };
+      if (a.args?.big) return { node, rows: Array.from({ length: a.args.big }, (_, i) => ({ i, text: `déal ${i} ${'x'.repeat(200)}` })) } as never;
       if (a.args?.fail) throw apiError('IDEMPOTENCY_UNCERTAIN', 'outcome unknown', { headers: { 'retry-after': '3' }, details: { clientOrderId: 'c1' } });
       return { node, key, echo: args, build: undefined, raw: Buffer.from([1, 2]), at: new Date(7) } as never;
     },
@@ -67,6 +68,16 @@ describe('AccountRouter', () => {
     expect(fakes.B.calls).toEqual([{ key: id, op: 'account.trade', args: expect.anything(), retry: false }]);
     expect(C.router.stats.forwarded).toBe(before + 1);
     expect(B.router.stats.served).toBeGreaterThan(0);
+  });
+
+  it('a reply larger than one NATS message (1 MiB) arrives whole, fetched in parts', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    const r = await C.router.call(id, 'account.op', { accountId: id, op: 'OrderHistory', args: { big: 15_000 } }) as { node: string; rows: Array<{ i: number; text: string }> };
+    expect(r.node).toBe('B');
+    expect(r.rows).toHaveLength(15_000);
+    expect(Buffer.byteLength(JSON.stringify(r))).toBeGreaterThan(3 * 1_048_576);
+    expect(r.rows[14_999]).toEqual({ i: 14_999, text: `déal 14999 ${'x'.repeat(200)}` });
   });
 
   it('an error on the owner arrives as the same ApiError (code, status, headers, details)', async () => {
