@@ -43,6 +43,9 @@ export interface PgNode {
   mirror: TenancyMirror;
   ledger: IdempotencyLedger;
   keeper: LeaseKeeper;
+  /** A tenancy write in cluster mode: PostgreSQL first, then a mirror pass, so this node's SQLite
+   *  (what its routes read next) has it when this resolves. The others get it at their next pass. */
+  writeTenancy<T>(write: (t: PgTenancy) => Promise<T>): Promise<T>;
   /** The owner cache's lookup (owners.ts OwnerCacheOptions.lookup). */
   lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
   /** Starts the lease rounds, the mirror passes and the purge. */
@@ -99,6 +102,11 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     return {
       pool, tenancy, mirror, ledger, keeper,
       lookupOwner: (accountId) => leaseOwner(pool, accountId),
+      async writeTenancy(write) {
+        const out = await write(tenancy);
+        await mirror.sync();
+        return out;
+      },
       start() {
         if (timers.length > 0) return;
         keeper.start();

@@ -123,8 +123,10 @@ describe('a cluster node: leases in PostgreSQL, routing over NATS', () => {
         && a.pg.keeper.held().length + b.pg.keeper.held().length === ACCOUNTS.length, 'the nodes to split the accounts');
       // Every node mirrored every binding (it may be asked to take any account over).
       for (const n of [a, b]) expect(new AccountStore(n.sqlite).live().map((r) => r.seat_id).sort()).toEqual([...ACCOUNTS].sort());
-      // A key made through one node's PostgreSQL side reaches the other's SQLite by itself.
-      await a.pg.tenancy.insertKey({ id: 'k-late', customer_id: 'c1', kind: 'api', hash: 'h', label: '', read_only: 0, account_scoped: 0, seat_id: null, created_at: T });
+      // A key made through one node is in its own SQLite as the write returns, and reaches the
+      // other's by itself.
+      await a.pg.writeTenancy((t) => t.insertKey({ id: 'k-late', customer_id: 'c1', kind: 'api', hash: 'h', label: '', read_only: 0, account_scoped: 0, seat_id: null, created_at: T }));
+      expect(new TenancyStore(a.sqlite).keyById('k-late')).toMatchObject({ customer_id: 'c1', kind: 'api' });
       await until(() => new TenancyStore(b.sqlite).keyById('k-late') !== undefined, 'the key in the other node\'s mirror');
 
       for (const account of ACCOUNTS) {
