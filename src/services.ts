@@ -4,7 +4,7 @@ import type { Clock } from './auth/throttle.js';
 import type { Config } from './config.js';
 import type { SecretBox } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
-import type { ShardSet } from './runtime/shardSet.js';
+import type { Shards } from './runtime/shardSet.js';
 import type { Db } from './store/db.js';
 import type { KeyRateLimiter } from './auth/keyRateLimit.js';
 import type { KeyUsage } from './auth/keyUsage.js';
@@ -18,7 +18,7 @@ export interface Services {
   db: Db;
   tenancy: TenancyStore;
   auth: Authenticator;
-  shards: ShardSet;
+  shards: Shards;
   log: Logger;
   clock: Clock;
   /** Seals broker passwords and session handles with the key checked at start. */

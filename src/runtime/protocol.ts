@@ -48,6 +48,10 @@ export interface ShardInit {
   /** Settings a shard needs, plain data (cloned into the worker). */
   settings: ShardSettings;
   port: MessagePort;
+  /** Cluster mode: the accounts this node holds leases for (the shard runs only these, and those it
+   *  adopts later: ownershipCommands.ts). Absent on a single node: the shard runs every account that
+   *  hashes to it. */
+  owned?: string[];
 }
 
 /** FNV-1a: stable across processes and restarts, so an account always lands on the same shard. */

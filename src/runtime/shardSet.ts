@@ -27,6 +27,9 @@ export interface ShardSetOptions {
   /** A compiled shardWorker.js to run instead of this module's sibling (the tests point it at their
    *  build: a worker loading the sources through tsx spends several times the CPU starting). */
   workerFile?: string;
+  /** Cluster mode: the accounts this node holds leases for, asked at every (re)start of a shard,
+   *  which then runs only those (and those adopted later). Absent: every account of the shard. */
+  ownedKeys?: () => string[];
 }
 
 export interface CallOptions {
@@ -85,6 +88,7 @@ class Shard {
     port1.on('message', (m: ShardToMain) => this.onMessage(m));
     const init: ShardInit = {
       shard: this.index, shards: this.opts.shards, dataDir: this.opts.dataDir, settings: this.opts.settings, port: port2,
+      ...(this.opts.ownedKeys ? { owned: this.opts.ownedKeys() } : {}),
     };
     this.pool.run(init, { transferList: [port2] as never }).then(
       () => this.onExit(null),
@@ -192,6 +196,10 @@ class Shard {
     await this.pool.destroy();
   }
 }
+
+/** What routes and the stream hub use of the shards: a ShardSet, or in cluster mode the node's
+ *  router in front of it (`call` reaches the account's owner; the rest stays on this node). */
+export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
 
 export class ShardSet {
   private readonly shards: Shard[];

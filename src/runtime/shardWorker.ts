@@ -12,6 +12,7 @@ import { createAccountHost } from './hosts/accounts.js';
 import { createSeatHost } from './hosts/seats.js';
 import { createSessionHost } from './hosts/sessions.js';
 import { createStreamHost } from './hosts/streams.js';
+import './hosts/ownershipCommands.js';
 import { startThreadStats, THREAD_STATS_EVENT, THREAD_STATS_MS } from './threadStats.js';
 import { shardOf, type MainToShard, type ReplyMsg, type RequestMsg, type ShardEvent, type ShardInit, type ShardToMain } from './protocol.js';
 
@@ -46,13 +47,16 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     }
   };
 
+  // Cluster mode: the accounts whose leases this node holds; they change by shard.adopt / shard.release.
+  const owned = init.owned === undefined ? undefined : new Set(init.owned);
   const ctx: ShardContext = {
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
     emit(ev) {
       events.push(ev);
       queueFlush();
     },
-    owns: (key) => shardOf(key, shards) === shard,
+    owns: owned === undefined ? (key) => shardOf(key, shards) === shard : (key) => owned.has(key) && shardOf(key, shards) === shard,
+    leased: owned !== undefined,
   };
   const hosts = HOST_FACTORIES.map((f) => f(ctx));
   const stats = startThreadStats();
@@ -61,6 +65,19 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   statsTimer.unref();
   const handlers: Handlers = Object.assign({}, ...hosts.map((h) => h.handlers)) as Handlers;
   handlers['shard.ping'] = () => ({ shard, actors: hosts.reduce((n, h) => n + h.actorCount(), 0), pid: process.pid });
+  // The hosts' rehydrate() starts what the shard owns and is not running yet, so adopting is
+  // widening owns() and rehydrating again.
+  handlers['shard.adopt'] = ({ accountIds }) => {
+    if (!owned) return { started: 0 };
+    for (const id of accountIds) owned.add(id);
+    return { started: hosts.reduce((n, h) => n + h.rehydrate(), 0) };
+  };
+  handlers['shard.release'] = ({ accountIds }) => {
+    if (!owned) return { stopped: 0 };
+    const ids = new Set(accountIds);
+    for (const id of ids) owned.delete(id);
+    return { stopped: hosts.reduce((n, h) => n + (h.release?.(ids) ?? 0), 0) };
+  };
 
   const rehydrated = hosts.reduce((n, h) => n + h.rehydrate(), 0);
   log.info('shard started', { rehydrated });

@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
-import type { ShardSet } from '../runtime/shardSet.js';
+import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { AccountStreams } from './accounts.js';
@@ -19,7 +19,7 @@ import type { AccountState, Sock } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
 
-export interface AccountEventDeps { config: Config; shards: ShardSet; log: Logger; clock: Clock; history: StreamHistoryStore }
+export interface AccountEventDeps { config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore }
 
 interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
 

@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Timeframe } from '../market/timeframes.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
-import type { ShardSet } from '../runtime/shardSet.js';
+import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -20,7 +20,7 @@ import type { Clock } from '../util/clock.js';
 
 export interface AccountStreamDeps {
   config: Config;
-  shards: ShardSet;
+  shards: Shards;
   tenancy: TenancyStore;
   log: Logger;
   /** This gateway's clock: history times, ages and expiries. */

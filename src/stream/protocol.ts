@@ -6,7 +6,7 @@ import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Tick } from '../market/server.js';
 import { parseTimeframe, type Timeframe } from '../market/timeframes.js';
-import type { ShardSet } from '../runtime/shardSet.js';
+import type { Shards } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { AccountEvents } from './accountEvents.js';
 import type { AccountStreams } from './accounts.js';
@@ -27,7 +27,7 @@ const ClientMessage = z.object({
   timeframes: z.array(z.union([z.string(), z.number()])).max(9).optional(),
 }).refine((m) => m.symbol !== undefined || m.symbols !== undefined, { message: "'symbol' (or 'symbols') is required" });
 
-export interface ClientProtocolDeps { config: Config; shards: ShardSet; log: Logger }
+export interface ClientProtocolDeps { config: Config; shards: Shards; log: Logger }
 
 export class ClientProtocol {
   constructor(

@@ -429,15 +429,28 @@ export class TradeDesk {
     clearInterval(this.sweep);
     // Outcomes already answered are written first (a graceful stop loses nothing).
     this.flush();
-    for (const rec of this.records.values()) {
-      rec.actor.stop();
-      const reply = rec.reply;
-      const waiters = rec.waiters;
-      rec.reply = rec.waiters = undefined;
-      rec.busy = false;
-      reply?.reject(stoppedError());
-      if (waiters) for (const w of waiters) w.reject(stoppedError());
-    }
+    for (const rec of this.records.values()) this.halt(rec);
     this.records.clear();
+  }
+
+  /** Cluster mode: these accounts went to another node; their records here stop (the cluster's
+   *  ledger in PostgreSQL is what the next owner answers retries from). */
+  release(accountIds: ReadonlySet<string>): void {
+    this.flush();
+    for (const [k, rec] of this.records) {
+      if (!accountIds.has(k.slice(0, k.indexOf('\u0000')))) continue;
+      this.halt(rec);
+      this.records.delete(k);
+    }
+  }
+
+  private halt(rec: Rec): void {
+    rec.actor.stop();
+    const reply = rec.reply;
+    const waiters = rec.waiters;
+    rec.reply = rec.waiters = undefined;
+    rec.busy = false;
+    reply?.reject(stoppedError());
+    if (waiters) for (const w of waiters) w.reject(stoppedError());
   }
 }

@@ -93,7 +93,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
    * minute. They start in slices between other work instead; an account asked for before its
    * turn starts at once (entryOf / ensure), and its connection phase says where it is meanwhile.
    */
-  let restoring: { cancel(): void } | undefined;
+  const restoring = new Set<{ cancel(): void }>();
   const restoreInBackground = (rows: BindingRow[]): { cancel(): void } => {
     let next = 0;
     let timer: NodeJS.Immediate | undefined;
@@ -101,7 +101,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       const end = Math.min(rows.length, next + RESTORE_SLICE);
       for (; next < end; next++) {
         const row = rows[next]!;
-        if (entries.has(row.seat_id)) continue;
+        if (entries.has(row.seat_id) || !ctx.owns(row.seat_id)) continue;
         try {
           startEntry(row);
         } catch (err) {
@@ -109,9 +109,21 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         }
       }
       timer = next < rows.length ? setImmediate(slice) : undefined;
+      if (!timer) restoring.delete(handle);
     };
-    if (rows.length > 0) timer = setImmediate(slice);
-    return { cancel: () => timer && clearImmediate(timer) };
+    const handle = { cancel: () => timer && clearImmediate(timer) };
+    if (rows.length > 0) {
+      timer = setImmediate(slice);
+      restoring.add(handle);
+    }
+    return handle;
+  };
+  // Cluster mode: an account whose lease this node does not hold is never started here (the
+  // router sent the call on a stale owner; the caller retries on the real one).
+  const assertOwned = (id: string) => {
+    if (ctx.leased && !ctx.owns(id)) {
+      throw apiError('SERVICE_UNAVAILABLE', `account ${id} is not held by this node (it is moving between nodes); retry`, { headers: { 'retry-after': '1' } });
+    }
   };
 
   const registry: AccountRegistry = {
@@ -119,6 +131,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     async ensure(id) {
       const e = entries.get(id);
       if (e) return e;
+      assertOwned(id);
       const row = ctx.owns(id) ? store.getLive(id) : undefined;
       if (!row) throw apiError('NOT_FOUND', 'account not found');
       return startEntry(row);
@@ -130,6 +143,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   const entryOf = (id: string): AccountEntry => {
     const e = entries.get(id);
     if (e) return e;
+    assertOwned(id);
     const row = store.get(id);
     if (!row) throw apiError('NOT_CONNECTED', 'this account has no broker login bound yet: call /ConnectEx with id=<accountUUID>');
     // A removed seat's connection is not started again (a request that passed a main-thread cache).
@@ -269,13 +283,25 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.trade': async ({ accountId, op, args, clientOrderId }) => desk.trade(entryOf(accountId), op, args, clientOrderId),
     },
     rehydrate() {
-      const rows = store.live().filter((row) => ctx.owns(row.seat_id));
-      restoring = restoreInBackground(rows);
+      const rows = store.live().filter((row) => ctx.owns(row.seat_id) && !entries.has(row.seat_id));
+      restoreInBackground(rows);
       return rows.length + desk.rehydrate(ctx.owns, now());
+    },
+    release(ids) {
+      desk.release(ids);
+      let n = 0;
+      for (const id of ids) {
+        const e = entries.get(id);
+        if (!e) continue;
+        entries.delete(id);
+        e.stop();
+        n++;
+      }
+      return n;
     },
     actorCount: () => entries.size + desk.count(),
     stop() {
-      restoring?.cancel();
+      for (const r of restoring) r.cancel();
       desk.stop();
       for (const e of entries.values()) e.stop();
       entries.clear();

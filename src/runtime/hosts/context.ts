@@ -16,8 +16,10 @@ export interface ShardContext {
   /** Now, for every host of the shard (systemClock in a worker; tests pass their own). */
   clock: Clock;
   emit(ev: ShardEvent): void;
-  /** True when `key` hashes to this shard. */
+  /** True when `key` hashes to this shard (and, in cluster mode, this node holds its lease). */
   owns(key: string): boolean;
+  /** Cluster mode: accounts run only while their lease is held here (owns() says which). */
+  leased?: boolean;
   /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
   accounts?: AccountRegistry;
 }
@@ -30,4 +32,6 @@ export interface ActorHost {
   rehydrate(): number;
   actorCount(): number;
   stop(): void;
+  /** Cluster mode: drop these accounts' actors (their lease went to another node); returns how many. */
+  release?(accountIds: ReadonlySet<string>): number;
 }

@@ -467,6 +467,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       return n;
     },
     actorCount: () => byHash.size,
+    // Cluster mode: the account went to another node (not disconnected: as stop(), for those accounts).
+    release: (ids) => [...byHash.values()].filter((l) => ids.has(l.accountId) && (l.detach(), l.actor.stop(), byHash.delete(l.handleHash), byAccount.delete(l.accountId))).length,
     stop() {
       // Stopping is not disconnecting: the sessions stay live in storage and resume on start.
       for (const l of byHash.values()) {

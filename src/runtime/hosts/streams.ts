@@ -291,6 +291,11 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     // Stream subscriptions are not persisted: after a shard restart clients reconnect and resubscribe.
     rehydrate: () => 0,
     actorCount: () => 0,
+    release(ids) {
+      for (const id of ids) accounts.get(id)?.off();
+      for (const id of ids) accounts.delete(id);
+      return 0;
+    },
     stop() {
       for (const a of accounts.values()) a.off();
       accounts.clear();

@@ -1,0 +1,232 @@
+// A gateway's cluster side, composed (docs/cluster.md): the PostgreSQL side (startPgNode: schema,
+// tenancy mirror, ledger, lease keeper), the NATS link, the owner cache, the router whose local side
+// is FencedShards over the node's ShardSet, and the stream relay. Leases drive the shards: an
+// acquired account is adopted (started from its mirrored binding) before the node announces it;
+// one handed over is released before its lease is freed; a lost one is released at once (queued on
+// its shard ahead of any later command, and FencedShards refuses its trades from that moment).
+import type { Logger } from '../log.js';
+import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../runtime/protocol.js';
+import type { CallOptions, Shards, ShardSet } from '../runtime/shardSet.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { FencedShards } from './fencedShards.js';
+import { clusterOverview, type Lease, type NodeRow } from './leases.js';
+import { startNatsNode, type NatsNode } from './natsNode.js';
+import { startPgNode, type PgNode } from './pgNode.js';
+import type { AccountRouter, LocalShards } from './router.js';
+import type { StreamRelay } from './streamRelay.js';
+import '../runtime/hosts/ownershipCommands.js';
+
+/** clusterSettings() of src/config.ts. */
+export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number }
+
+export interface ClusterNodeOptions {
+  settings: ClusterNodeSettings;
+  /** Where this node serves (cluster_nodes.url, shown to operators). */
+  url: string;
+  /** The node's SQLite: the mirror of the cluster's tenancy. */
+  sqlite: Db;
+  log: Logger;
+  clock: Clock;
+  /** Events other nodes relayed here: the same path as this node's own shards' events. */
+  onEvent: (ev: ShardEvent) => void;
+  /** Lease deadlines (tests inject one; default monotonic). */
+  deadlineClock?: Clock;
+  mirrorEveryMs?: number;
+}
+
+/** What /metrics and /v1/status show of the node. */
+export interface ClusterStatus {
+  nodeId: string;
+  natsUp: boolean;
+  /** Accounts whose lease this node holds now. */
+  ownedHere: number;
+  leases: PgNode['keeper']['stats'];
+  routing: AccountRouter['stats'];
+  relay: StreamRelay['stats'];
+}
+
+/** Shards as routes see them in cluster mode: an account's calls go to its owner; commands for a
+ *  shard index, and seat timers (no lease: a seat is an account only once bound), stay here. */
+class RoutedShards implements Shards {
+  constructor(private readonly set: ShardSet, private readonly router: AccountRouter) {}
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
+    return op.startsWith('seat.') ? this.set.call(key, op, args, opts) : this.router.call(key, op, args, opts);
+  }
+  callShard<C extends CommandName>(shard: number, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
+    return this.set.callShard(shard, op, args, opts);
+  }
+  shardFor(key: string): number { return this.set.shardFor(key); }
+  get size(): number { return this.set.size; }
+  allReady(): boolean { return this.set.allReady(); }
+  restarts(): number { return this.set.restarts(); }
+  queueDepths(): number[] { return this.set.queueDepths(); }
+  health(): ReturnType<ShardSet['health']> { return this.set.health(); }
+  kill(shard: number): Promise<void> { return this.set.kill(shard); }
+  threadId(shard: number): number | undefined { return this.set.threadId(shard); }
+}
+
+/**
+ * The node's shards as the owner's side sees them: a call for an account whose lease was just
+ * acquired but whose shard has not been told yet (the tenancy mirror pass before adopting) waits
+ * for the adoption, up to the owner wait, instead of finding the account not held.
+ */
+class Adoptions implements LocalShards {
+  private readonly ids = new Set<string>();
+  private readonly waiters = new Map<string, Array<() => void>>();
+  constructor(private readonly set: ShardSet, private readonly keeper: PgNode['keeper'], private readonly waitMs: number) {}
+
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
+    if (this.ids.has(key) || !this.keeper.leaseOf(key)) return this.set.call(key, op, args, opts);
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.waitMs);
+      this.waiters.set(key, [...(this.waiters.get(key) ?? []), () => { clearTimeout(timer); resolve(); }]);
+    }).then(() => this.set.call(key, op, args, opts));
+  }
+
+  add(ids: string[]): void {
+    for (const id of ids) {
+      this.ids.add(id);
+      for (const w of this.waiters.get(id) ?? []) w();
+      this.waiters.delete(id);
+    }
+  }
+
+  delete(ids: string[]): void {
+    for (const id of ids) this.ids.delete(id);
+  }
+}
+
+export class ClusterNode {
+  readonly nodeId: string;
+  private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards } | undefined;
+  private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
+    this.nodeId = o.settings.nodeId;
+  }
+
+  /**
+   * Connects PostgreSQL and fills the tenancy mirror (before the gateway reads its SQLite or
+   * listens). Then attach() the node's ShardSet (made with `ownedKeys: () => node.owned()`) and
+   * start() to take leases.
+   */
+  static async open(o: ClusterNodeOptions): Promise<ClusterNode> {
+    // The keeper's events need the node, made once the pool exists; none fires before start().
+    let node: ClusterNode | undefined;
+    const pg = await startPgNode({
+      databaseUrl: o.settings.databaseUrl, nodeId: o.settings.nodeId, url: o.url, leaseMs: o.settings.leaseMs, sqlite: o.sqlite, log: o.log, clock: o.clock,
+      ...(o.deadlineClock ? { deadlineClock: o.deadlineClock } : {}), ...(o.mirrorEveryMs ? { mirrorEveryMs: o.mirrorEveryMs } : {}),
+      events: {
+        acquired: (leases) => void node?.adopt(leases),
+        releasing: (ids) => node?.release(ids, 'handed over'),
+        released: (leases) => node?.announceNone(leases),
+        lost: (leases, reason) => {
+          void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);
+          node?.announceNone(leases);
+        },
+      },
+    });
+    node = new ClusterNode(o, pg);
+    return node;
+  }
+
+  /** Connects NATS with the node's own shards as the owner's side of the router (adoption, lease
+   *  check and fenced claim first). Rejects when no NATS server answers. */
+  async attach(set: ShardSet): Promise<void> {
+    const { nodeId, ownerWaitMs, natsUrl } = this.o.settings;
+    const adopted = new Adoptions(set, this.pg.keeper, ownerWaitMs);
+    const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log });
+    let nats: NatsNode;
+    try {
+      nats = await startNatsNode({ url: natsUrl, nodeId, shards: fenced, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+    } catch (err) {
+      await this.pg.close({ handover: false });
+      throw err;
+    }
+    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router) };
+  }
+
+  private get w(): NonNullable<ClusterNode['wired']> {
+    if (!this.wired) throw new Error('cluster node used before attach()');
+    return this.wired;
+  }
+
+  /** What Services.shards is in cluster mode. */
+  get shards(): Shards {
+    return this.w.shards;
+  }
+
+  get router(): AccountRouter {
+    return this.w.nats.router;
+  }
+
+  get relay(): StreamRelay {
+    return this.w.nats.relay;
+  }
+
+  /** An event of this node's shards, for the nodes whose sockets follow it (before attach: none do). */
+  publish(ev: ShardEvent): void {
+    this.wired?.nats.relay.publish(ev);
+  }
+
+  private announceNone(leases: Lease[]): void {
+    for (const l of leases) this.wired?.nats.owners.announce(l.accountId, { owner: null, epoch: l.epoch });
+  }
+
+  /** The accounts this node holds leases for (ShardSetOptions.ownedKeys: a restarted shard runs these). */
+  owned(): string[] {
+    return this.pg.keeper.held().map((l) => l.accountId);
+  }
+
+  /** Starts answering forwarded calls and taking leases. */
+  start(): void {
+    this.pg.start();
+  }
+
+  /** Each local shard gets its share of `accountIds` (one command per shard). */
+  private perShard(accountIds: readonly string[], op: 'shard.adopt' | 'shard.release'): Promise<unknown> {
+    const by = new Map<number, string[]>();
+    for (const id of accountIds) {
+      const s = this.w.set.shardFor(id);
+      by.set(s, [...(by.get(s) ?? []), id]);
+    }
+    return Promise.all([...by].map(([s, ids]) => this.w.set.callShard(s, op, { accountIds: ids })));
+  }
+
+  /** Acquired: the shards start the accounts (the command is queued before any forwarded call the
+   *  announcement brings), then every node learns the new owner. */
+  private async adopt(leases: Array<{ accountId: string; epoch: number }>): Promise<void> {
+    const started = this.perShard(leases.map((l) => l.accountId), 'shard.adopt');
+    this.w.adopted.add(leases.map((l) => l.accountId));
+    for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });
+    await started.catch((err: unknown) => this.o.log.error('could not start acquired accounts', { accounts: leases.length, err: errorMessage(err) }));
+  }
+
+  private async release(ids: string[], why: string): Promise<void> {
+    this.w.adopted.delete(ids);
+    this.o.log.info('accounts leave this node', { accounts: ids.length, why });
+    await this.perShard(ids, 'shard.release').catch((err: unknown) => this.o.log.error('could not stop released accounts', { accounts: ids.length, err: errorMessage(err) }));
+  }
+
+  status(): ClusterStatus {
+    return {
+      nodeId: this.nodeId, natsUp: this.w.nats.link.up, ownedHere: this.pg.keeper.held().length,
+      leases: this.pg.keeper.stats, routing: this.w.nats.router.stats, relay: this.w.nats.relay.stats,
+    };
+  }
+
+  /** Every node PostgreSQL knows of, with its live lease count (/v1/status). */
+  overview(): Promise<{ nodes: NodeRow[]; unowned: number }> {
+    return clusterOverview(this.pg.pool);
+  }
+
+  /**
+   * SIGTERM (`handover`): after the HTTP drain, the accounts are handed over (each stops here before
+   * its lease is freed), then the node stops answering forwarded calls and leaves NATS. Without
+   * handover (a test's crash) the leases are left to expire. Never throws.
+   */
+  async close(opts: { handover: boolean }): Promise<void> {
+    await this.pg.close(opts);
+    await this.wired?.nats.close().catch(() => undefined);
+  }
+}

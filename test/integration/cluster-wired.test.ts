@@ -1,0 +1,105 @@
+// Gateways started with NATS_URL + DATABASE_URL are cluster nodes (src/cluster/clusterNode.ts wired
+// by src/gateway.ts): real nats-server, embedded PostgreSQL, one simulator server over loopback
+// TCP, two in-process gateways in bridge mode. Tenancy is seeded in PostgreSQL; each node mirrors it,
+// takes its share of the leases, and runs only the accounts it holds.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKey, hashSecret } from '../../src/auth/keys.js';
+import { openPgPool } from '../../src/cluster/pgPool.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { SecretBox } from '../../src/crypto/secretBox.js';
+import { loadSimConfig } from '../../src/sim/config.js';
+import { Simulator } from '../../src/sim/simulator.js';
+import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
+import { MemorySimStore } from '../../src/store/simStore.js';
+import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { openedTickets, orderSend } from '../helpers/trading.js';
+import { until } from '../helpers/until.js';
+
+let nats: Engine, postgres: Engine;
+let bridge: SimServerHandle;
+let databaseUrl: string;
+const secretKey = randomBytes(32);
+const apiKey = generateKey('api');
+const account = randomUUID();
+const nodes: TestGateway[] = [];
+
+async function startNode(nodeId: string): Promise<TestGateway> {
+  const gw = await startTestGateway({
+    brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey: secretKey.toString('hex'),
+    natsUrl: nats.url, databaseUrl, nodeId, clusterLeaseMs: 1_500, clusterOwnerWaitMs: 5_000,
+  });
+  nodes.push(gw);
+  return gw;
+}
+
+/** Actors running in a node's shards (accounts, sessions, records): what it started. */
+async function actors(gw: TestGateway): Promise<number> {
+  const pings = await Promise.all(Array.from({ length: gw.gw.services.shards.size }, (_, i) => gw.gw.services.shards.callShard(i, 'shard.ping', {})));
+  return pings.reduce((n, p) => n + p.actors, 0);
+}
+
+beforeAll(async () => {
+  const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+  sim.start();
+  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
+  [nats, postgres] = await Promise.all([startNats(), startPostgres()]);
+  databaseUrl = await createDatabase(postgres.url);
+  const pool = openPgPool(databaseUrl);
+  await runPgMigrations(pool, databaseUrl);
+  const t = new PgTenancy(pool);
+  const now = Date.now();
+  await t.createCustomer('c1', 'bots', now);
+  await t.insertKey({ id: apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+  await t.insertSeat({ id: account, customer_id: 'c1', private_hosting: 0, region: null, created_at: now });
+  await t.upsertSeatState({ seat_id: account, status: 'ACTIVE', ready_at: now, updated_at: now });
+  await t.upsertBinding({
+    seat_id: account, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: 'bot',
+    password_enc: new SecretBox(secretKey).seal('pw', account), build: null, created_at: now, updated_at: now,
+  });
+  await pool.end();
+}, 60_000);
+afterAll(async () => {
+  for (const n of nodes) await n.stop().catch(() => undefined);
+  await bridge?.close();
+  await nats?.stop();
+  await postgres?.stop();
+});
+
+describe('gateways as cluster nodes', () => {
+  it('an order through a node that does not own the account is placed once, by the owner; only the owner runs the account; a SIGTERM hands it over', async () => {
+    const a = await startNode('node-a');
+    const b = await startNode('node-b');
+    await until(() => [a, b].some((n) => n.gw.cluster!.owned().includes(account)), 'a node to take the account\'s lease');
+    const [owner, other] = a.gw.cluster!.owned().includes(account) ? [a, b] : [b, a];
+    // The other node mirrored the binding but did not start it: its shards run nothing.
+    expect(await actors(other)).toBe(0);
+
+    const first = await orderSend(other.url, apiKey.value, account, 'wired-1');
+    expect(first).toMatchObject({ status: 200, replay: false });
+    const again = await orderSend(other.url, apiKey.value, account, 'wired-1');
+    expect(again).toMatchObject({ status: 200, replay: true, ticket: first.ticket });
+    expect(await openedTickets(owner.url, apiKey.value, account)).toEqual([first.ticket]);
+    expect(other.gw.cluster!.router.stats.forwarded).toBeGreaterThanOrEqual(2);
+    expect(owner.gw.cluster!.router.stats.served).toBeGreaterThanOrEqual(2);
+    // Its own shard refuses to start the account (a call on a stale owner must not open a second
+    // broker connection): the seat's timer is all the other node runs.
+    const local = other.gw.services.shards;
+    await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    expect(await actors(other)).toBe(1);
+
+    // SIGTERM's close: the owner hands the account over before it exits; the survivor runs it,
+    // and the earlier order's retry replays there (the ledger is PostgreSQL's, not the node's).
+    await owner.stop();
+    nodes.splice(nodes.indexOf(owner), 1);
+    await until(() => other.gw.cluster!.owned().includes(account), 'the survivor to take the account over');
+    const replayed = await orderSend(other.url, apiKey.value, account, 'wired-1');
+    expect(replayed).toMatchObject({ status: 200, replay: true, ticket: first.ticket });
+    const second = await orderSend(other.url, apiKey.value, account, 'wired-2');
+    expect(second.status).toBe(200);
+    expect(await openedTickets(other.url, apiKey.value, account)).toEqual([first.ticket!, second.ticket!].sort((x, y) => x - y));
+    expect(other.gw.cluster!.status().leases.acquired).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+});
