@@ -38,6 +38,8 @@ function certainlyNotSent(err: unknown): boolean {
   return err instanceof ApiError && (NOT_SENT.has(err.code) || (err.status >= 400 && err.status < 500 && err.code !== 'IDEMPOTENCY_UNCERTAIN'));
 }
 
+/** The claim could not be written (PostgreSQL unreachable or too slow): nothing was sent. */
+const noLedger = () => apiError('SERVICE_UNAVAILABLE', 'the cluster database cannot be reached, so the order was not sent; retry', { headers: { 'retry-after': '1' } });
 const notOwner = (accountId: string) => apiError('SERVICE_UNAVAILABLE', `this node no longer holds account ${accountId} (it is being taken over); retry`, { headers: { 'retry-after': '1' } });
 
 export class FencedShards implements LocalShards {
@@ -58,6 +60,10 @@ export class FencedShards implements LocalShards {
     const now = this.o.clock.now();
     const claim = await this.o.ledger.claim({
       owner: this.o.nodeId, lease, clientOrderId, paramsHash: paramsHash(a.op, parsed.data), now, expiresAt: now + IDEMPOTENCY_TTL_MS,
+    }).catch((err: unknown) => {
+      // A driver error (refused, reset, timed out) is a 503 like any unreachable engine, not a 500.
+      this.o.log.warn('idempotency claim failed: order not sent', { accountId: key, err: errorMessage(err) });
+      throw noLedger();
     });
     switch (claim.kind) {
       case 'fenced': throw notOwner(key);

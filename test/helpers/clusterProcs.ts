@@ -3,9 +3,15 @@
 // simulator process in bridge mode, a real nats-server and PostgreSQL. Signals are real: SIGKILL,
 // SIGSTOP/SIGCONT, SIGTERM. The engines are started once per test FILE (startEngines) and shared
 // by the clusters its tests start (one database each, node ids unique per cluster).
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import { DEFAULT_CUSTOMER } from '../../src/auth/bootstrap.js';
+import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { SecretBox } from '../../src/crypto/secretBox.js';
 import { builtEntry } from './build.js';
 import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
 import { startProcess, type GatewayProcess } from './process.js';
@@ -53,7 +59,6 @@ let clusters = 0;
 
 export class ClusterProcs {
   readonly nodes: ClusterNode[] = [];
-  private readonly db: pg.Pool;
   private logins = 0;
 
   private constructor(
@@ -62,10 +67,10 @@ export class ClusterProcs {
     readonly sim: { proc: GatewayProcess; port: number },
     private readonly nodeEnv: Record<string, string>,
     readonly prefix: string,
-  ) {
-    this.db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-    this.db.on('error', () => {}); // PostgreSQL restarts under the scenarios: a dropped idle client is expected
-  }
+    /** PostgreSQL restarts under the scenarios: a dropped idle client is expected (no handler). */
+    private readonly db: PgPool,
+    private readonly customerId: string,
+  ) {}
 
   static async start(engines: Engines, opts: ClusterOptions = {}): Promise<ClusterProcs> {
     const prefix = `c${++clusters}`;
@@ -78,7 +83,13 @@ export class ClusterProcs {
       LOG_LEVEL: 'info', DRAIN_TIMEOUT_MS: '3000', RECONNECT_BASE_MS: '50', RECONNECT_CAP_MS: '500',
       ...opts.env,
     };
-    const c = new ClusterProcs(engines, databaseUrl, sim, env, prefix);
+    // The cluster's customer, in PostgreSQL before any node starts: each node's first mirror pass
+    // copies it, so every node's bootstrap finds the same 'default' customer for the management key.
+    const db = openPgPool(databaseUrl, { max: 2 });
+    await runPgMigrations(db, databaseUrl);
+    const customerId = randomUUID();
+    await new PgTenancy(db).createCustomer(customerId, DEFAULT_CUSTOMER, Date.now());
+    const c = new ClusterProcs(engines, databaseUrl, sim, env, prefix, db, customerId);
     const ids = Array.from({ length: opts.nodes ?? 3 }, (_, i) => `${prefix}-${String.fromCharCode(97 + i)}`);
     await Promise.all(ids.map((id) => c.launch(id)));
     return c;
@@ -146,6 +157,14 @@ export class ClusterProcs {
     return row ? { owner: row.owner, epoch: Number(row.epoch), live: row.live } : { owner: null, epoch: 0, live: false };
   }
 
+  /** The account's idempotency records in PostgreSQL: the epoch of the lease under which each was
+   *  last written (fencing: never one older than the lease at the time). */
+  async claims(accountId: string): Promise<Array<{ clientOrderId: string; state: string; epoch: number }>> {
+    const r = await this.db.query<{ client_order_id: string; state: string; epoch: number }>(
+      'SELECT client_order_id, state, epoch FROM idempotency WHERE account_id = $1 ORDER BY client_order_id', [accountId]);
+    return r.rows.map((row) => ({ clientOrderId: row.client_order_id, state: row.state, epoch: Number(row.epoch) }));
+  }
+
   /** Waits until the account has a live owner (other than `not`, when given) and returns it. */
   async owner(accountId: string, opts: { not?: string; limitMs?: number } = {}): Promise<LeaseRow & { owner: string }> {
     let row: LeaseRow | undefined;
@@ -156,23 +175,31 @@ export class ClusterProcs {
     return row as LeaseRow & { owner: string };
   }
 
-  /** Creates an API key and binds a new simulator login through one node's routes, then waits until
-   *  the account has an owner and every running node knows the key. */
-  async account(via = this.running()[0]!): Promise<ClusterAccount> {
+  /**
+   * A new simulator login as an account of the cluster, with an API key for it, written to
+   * PostgreSQL (the cluster's tenancy record: seat, seat state, binding with the password sealed by
+   * the shared key, key hash) as the tenancy routes will write it once they write through
+   * PostgreSQL (docs/cluster.md, not built yet). Waits until a node owns the account and every
+   * running node serves it with that key (their mirrors copied the rows).
+   */
+  async account(): Promise<ClusterAccount> {
     const login = `${this.prefix}-${++this.logins}`;
-    const post = async (path: string, headers: Record<string, string>, body: unknown) => {
-      const r = await fetch(`${via.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-      const json = (await r.json()) as Record<string, string>;
-      if (r.status >= 300) throw new Error(`${path} on ${via.id}: ${r.status} ${JSON.stringify(json)}`);
-      return json;
-    };
-    const { key } = await post('/v1/keys', { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` }, { label: login });
-    const { id } = await post('/ConnectEx', { 'x-api-key': key! }, { user: login, password: 'pw', server: SERVER });
-    const acct = { id: id!, key: key!, login };
-    await this.owner(acct.id);
+    const id = randomUUID();
+    const key = generateKey('api');
+    const now = Date.now();
+    const t = new PgTenancy(this.db);
+    await t.insertSeat({ id, customer_id: this.customerId, private_hosting: 0, region: null, created_at: now });
+    await t.upsertSeatState({ seat_id: id, status: 'ACTIVE', ready_at: now, updated_at: now });
+    await t.upsertBinding({
+      seat_id: id, customer_id: this.customerId, platform: 'P5', server: SERVER, login,
+      password_enc: new SecretBox(Buffer.from(SECRET_KEY, 'hex')).seal('pw', id), build: null, created_at: now, updated_at: now,
+    });
+    await t.insertKey({ id: key.id, customer_id: this.customerId, kind: 'api', hash: hashSecret(key.secret), label: login, read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+    const acct = { id, key: key.value, login };
+    await this.owner(id);
     for (const n of this.running()) {
-      await until(async () => (await fetch(`${n.url}/AccountSummary?id=${acct.id}`, { headers: { 'x-api-key': acct.key } })).status === 200,
-        `${n.id} to serve ${acct.id}`, 20_000);
+      await until(async () => (await fetch(`${n.url}/AccountSummary?id=${id}`, { headers: { 'x-api-key': acct.key } })).status === 200,
+        `${n.id} to serve ${id}`, 20_000);
     }
     return acct;
   }

@@ -11,12 +11,16 @@ export interface Answer extends Attempt {
   contentType?: string;
   body?: unknown;
   replay: boolean;
+  /** Date.now() when the request was sent and when its answer (or failure) came. */
+  sentAt: number;
+  answeredAt: number;
 }
 
 /** One /OrderSend through `node`, the clientOrderId also in the comment (the broker keeps it: the
  *  ledger's key). A request that gets no answer is 'refused'. */
 export async function orderVia(node: Pick<ClusterNode, 'id' | 'url'>, acct: ClusterAccount, clientOrderId: string, timeoutMs = 20_000): Promise<Answer> {
   const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', clientOrderId, comment: clientOrderId });
+  const sentAt = Date.now();
   try {
     const r = await fetch(`${node.url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key }, signal: AbortSignal.timeout(timeoutMs) });
     const text = await r.text();
@@ -28,14 +32,14 @@ export async function orderVia(node: Pick<ClusterNode, 'id' | 'url'>, acct: Clus
     }
     const ticket = (body as { ticket?: unknown } | null)?.ticket;
     return {
-      clientOrderId, node: node.id, status: r.status, body, replay: r.headers.get('idempotent-replay') === 'true',
+      clientOrderId, node: node.id, status: r.status, body, replay: r.headers.get('idempotent-replay') === 'true', sentAt, answeredAt: Date.now(),
       ...(typeof ticket === 'number' ? { ticket } : {}),
       ...(r.headers.get('x-tagw-node') ? { answeredBy: r.headers.get('x-tagw-node')! } : {}),
       ...(r.headers.get('retry-after') ? { retryAfter: r.headers.get('retry-after')! } : {}),
       ...(r.headers.get('content-type') ? { contentType: r.headers.get('content-type')! } : {}),
     };
   } catch {
-    return { clientOrderId, node: node.id, status: 'refused', replay: false };
+    return { clientOrderId, node: node.id, status: 'refused', replay: false, sentAt, answeredAt: Date.now() };
   }
 }
 
@@ -87,4 +91,27 @@ export function startTraffic(cluster: ClusterProcs, acct: ClusterAccount, opts: 
       await Promise.all(loops);
     },
   };
+}
+
+/** A clean refusal while an engine is down or an account changes owner: 503, a JSON error with a
+ *  code, and retry-after. Returns what is wrong with it, or undefined. */
+export function unclean503(a: Answer): string | undefined {
+  if (a.status !== 503) return undefined;
+  const code = (a.body as { error?: unknown } | null)?.error;
+  if (!a.contentType?.includes('application/json') || typeof code !== 'string') return `503 without a JSON error from ${a.node}: ${JSON.stringify(a.body)}`;
+  if (!a.retryAfter) return `503 ${code} without retry-after from ${a.node}`;
+  return undefined;
+}
+
+/** A final answer the scenarios accept: 200, or 409 IDEMPOTENCY_UNCERTAIN (the owner died while the
+ *  order was at the broker: the client must look at its history). */
+export function acceptableFinal(a: Answer): boolean {
+  return a.status === 200 || (a.status === 409 && (a.body as { error?: unknown } | null)?.error === 'IDEMPOTENCY_UNCERTAIN');
+}
+
+/** From `t` to the first 200 answer to a request sent at or after `t` (what a client sees of a
+ *  takeover or outage), or undefined. */
+export function firstAcceptedAfter(log: readonly Answer[], t: number): number | undefined {
+  const ok = log.filter((a) => a.status === 200 && a.sentAt >= t).map((a) => a.answeredAt);
+  return ok.length ? Math.min(...ok) - t : undefined;
 }

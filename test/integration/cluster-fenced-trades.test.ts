@@ -5,13 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
-import type { PgPool } from '../../src/cluster/pgPool.js';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { ApiError, apiError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import type { ArgsOf } from '../../src/runtime/protocol.js';
-import { startPostgres, type Engine } from '../helpers/engines.js';
+import { freePort, startPostgres, type Engine } from '../helpers/engines.js';
 import { migratedDatabase } from '../helpers/postgres.js';
 
 let engine: Engine;
@@ -130,5 +130,26 @@ describe('fenced trades on the owner', () => {
     expect(await code(a.trade(acct, 'after'))).toBe('SERVICE_UNAVAILABLE'); // a's old lease: fenced, nothing sent
     expect(a.sent.map((t) => t.clientOrderId)).toEqual(['slow']);
     expect(b.sent).toEqual([]);
+  });
+
+  it('PostgreSQL unreachable: the claim fails, the order is not sent, and the answer is a 503 with retry-after (not a 500)', async () => {
+    const u = new URL(engine.url);
+    u.port = String(await freePort()); // nothing listens there
+    const gone = openPgPool(u.toString(), { connectTimeoutMs: 500 });
+    const sent: string[] = [];
+    const fenced = new FencedShards({
+      nodeId: 'a', ledger: new IdempotencyLedger(gone), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
+      keeper: { leaseOf: (accountId): Lease => ({ accountId, epoch: 1 }) },
+      shards: { call: async (_k, _op, args) => { sent.push((args as Trade).clientOrderId!); return { status: 200, json: '{}', replay: false } as never; } },
+    });
+    try {
+      const err = await fenced.call('acct-x', 'account.trade', { accountId: 'acct-x', op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: 'p1' })
+        .then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+      expect(sent).toEqual([]);
+    } finally {
+      await gone.end();
+    }
   });
 });
