@@ -217,7 +217,7 @@ export class PipeliningRelay {
       if (behind) notRun(behind, ur.headers['retry-after']);
     });
     up.on('error', (err) => {
-      if (answered) return void res.destroy();
+      if (answered || res.destroyed) return void res.destroy();
       // The gateway ended the connection without an answer: a request its HTTP parser refuses
       // (docs/http.md "Request framing"), or a shutdown past its drain.
       this.o.log.debug('pipelining relay: no answer from the gateway', { err: errorMessage(err) });

@@ -180,6 +180,25 @@ describe('the pipelining port', () => {
     good.end();
   });
 
+  it('clients that leave mid-request or mid-body: the port keeps serving, nothing stays in flight', async () => {
+    const id = await newAccount();
+    const f = await t.req('POST', `/v1/accounts/${id}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'latency', latencyMs: 200 } });
+    expect(f.status, f.text).toBe(201);
+    for (let i = 0; i < 6; i++) {
+      const c = await rawConnect(port);
+      if (i % 2) c.write(rawGet(`/AccountSummary?id=${id}`, h()) + rawGet('/healthz'));
+      else c.write(`POST /v1/keys HTTP/1.1\r\nHost: t\r\nauthorization: ${mgmt(t.managementKey).authorization}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"la`);
+      await new Promise((r) => setTimeout(r, 20 + i * 20));
+      if (i % 3 === 0) c.socket.resetAndDestroy();
+      else c.socket.destroy();
+    }
+    await until(async () => (await metric('tagw_http_inflight_requests')) === 1, 'nothing in flight but the /metrics request');
+    const c = await rawConnect(port);
+    c.write(rawGet('/healthz'));
+    expect((await c.waitFor(1))[0]!.json).toEqual({ status: 'ok' });
+    c.end();
+  }, 20_000);
+
   it('WebSocket upgrades are relayed: /v1/stream opens and streams', async () => {
     const id = await newAccount();
     const s = await mustOpen(`http://127.0.0.1:${port}`, { id, apiKey: key, heartbeat: '0' });
