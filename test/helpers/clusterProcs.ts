@@ -5,6 +5,7 @@
 // by the clusters its tests start (one database each, node ids unique per cluster).
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll } from 'vitest';
 import { DEFAULT_CUSTOMER } from '../../src/auth/bootstrap.js';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
@@ -14,7 +15,7 @@ import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { builtEntry } from './build.js';
 import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
-import { startProcess, type GatewayProcess } from './process.js';
+import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
 import type { BrokerOrder } from './orderLedger.js';
 import { until } from './until.js';
 
@@ -29,6 +30,25 @@ export interface Engines { nats: Engine; pg: Engine; stop(): Promise<void> }
 export async function startEngines(): Promise<Engines> {
   const [nats, pgEngine] = await Promise.all([startNats(), startPostgres()]);
   return { nats, pg: pgEngine, stop: async () => void (await Promise.all([nats.stop(), pgEngine.stop()])) };
+}
+
+/** A test file's engines and cluster: started before its tests, stopped after them. */
+export function useCluster(opts: ClusterOptions = {}): { readonly engines: Engines; readonly cluster: ClusterProcs } {
+  let engines: Engines | undefined;
+  let cluster: ClusterProcs | undefined;
+  beforeAll(async () => {
+    engines = await startEngines();
+    cluster = await ClusterProcs.start(engines, opts);
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.close();
+    cleanupProcesses();
+    await engines?.stop();
+  }, 60_000);
+  return {
+    get engines() { return engines!; },
+    get cluster() { return cluster!; },
+  };
 }
 
 export type NodeState = 'running' | 'stopped' | 'down';
