@@ -1,31 +1,22 @@
 // The owner's trade path in cluster mode (src/cluster/fencedShards.ts) on a real PostgreSQL: the
 // fenced claim before the shard, the outcome after, and what a retry on another node gets. The
 // shards are a recording stand-in for the broker: what matters is which orders reached it.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
-import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { openPgPool } from '../../src/cluster/pgPool.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { ApiError, apiError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import type { ArgsOf } from '../../src/runtime/protocol.js';
-import { freePort, startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { freePort } from '../helpers/engines.js';
+import { postgresForFile } from '../helpers/postgres.js';
 
-let engine: Engine;
-let pool: PgPool;
+const server = postgresForFile();
 let accounts = 0;
 
-beforeAll(async () => {
-  engine = await startPostgres();
-  ({ pool } = await migratedDatabase(engine));
-}, 60_000);
-afterAll(async () => {
-  await pool?.end();
-  await engine?.stop();
-});
 
 type Trade = ArgsOf<'account.trade'>;
 
@@ -49,7 +40,7 @@ function node(id: string) {
   };
   const state = { lapsed: false };
   const fenced = new FencedShards({
-    nodeId: id, shards, ledger: new IdempotencyLedger(pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
+    nodeId: id, shards, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
     keeper: { leaseOf: (a) => (state.lapsed ? undefined : leases.get(a)) },
   });
   return {
@@ -66,13 +57,13 @@ function node(id: string) {
 
 async function ownedBy(n: ReturnType<typeof node>): Promise<string> {
   const accountId = `acct-${++accounts}`;
-  const [lease] = await acquireLeases(pool, n.id, [accountId], 600_000);
+  const [lease] = await acquireLeases(server.pool, n.id, [accountId], 600_000);
   n.leases.set(accountId, lease!);
   return accountId;
 }
 async function takeOver(accountId: string, to: ReturnType<typeof node>): Promise<void> {
-  await pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
-  const [lease] = await acquireLeases(pool, to.id, [accountId], 600_000);
+  await server.pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
+  const [lease] = await acquireLeases(server.pool, to.id, [accountId], 600_000);
   to.leases.set(accountId, lease!);
 }
 const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof ApiError ? e.code : String(e)));
@@ -89,7 +80,7 @@ describe('fenced trades on the owner', () => {
     // No id from the client: one is made, so the order is claimed (and fenced) too.
     await a.trade(acct);
     expect(a.sent[1]!.clientOrderId).toMatch(/^c-[0-9a-f-]{36}$/);
-    expect((await new IdempotencyLedger(pool).get(acct, a.sent[1]!.clientOrderId!))?.state).toBe('result');
+    expect((await new IdempotencyLedger(server.pool).get(acct, a.sent[1]!.clientOrderId!))?.state).toBe('result');
     // Not a trade: passed through untouched.
     expect(await a.fenced.call(acct, 'account.check', { accountId: acct })).toEqual({ passed: 'account.check' });
   });
@@ -133,7 +124,7 @@ describe('fenced trades on the owner', () => {
   });
 
   it('PostgreSQL unreachable: the claim fails, the order is not sent, and the answer is a 503 with retry-after (not a 500)', async () => {
-    const u = new URL(engine.url);
+    const u = new URL(server.engine.url);
     u.port = String(await freePort()); // nothing listens there
     const gone = openPgPool(u.toString(), { connectTimeoutMs: 500 });
     const sent: string[] = [];

@@ -3,27 +3,18 @@
 // takeovers between them: a node fenced out after a takeover never writes again.
 import fc from 'fast-check';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { classifyExisting, IdempotencyLedger, type ClaimOutcome, type WriteOutcome } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
-import type { PgPool } from '../../src/cluster/pgPool.js';
-import { startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { postgresForFile } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
-let engine: Engine;
-let pool: PgPool;
+const server = postgresForFile();
 let ledger: IdempotencyLedger;
 let accounts = 0;
 
-beforeAll(async () => {
-  engine = await startPostgres();
-  ({ pool } = await migratedDatabase(engine));
-  ledger = new IdempotencyLedger(pool);
-}, 60_000);
-afterAll(async () => {
-  await pool?.end();
-  await engine?.stop();
+beforeAll(() => {
+  ledger = new IdempotencyLedger(server.pool);
 });
 
 const DAY = 86_400_000;
@@ -31,12 +22,12 @@ const NOW = 1_700_000_000_000;
 
 /** Expires the account's lease (as if its owner was paused past it) and gives it to `node`. */
 async function takeOver(accountId: string, node: string): Promise<Lease> {
-  await pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
-  const [lease] = await acquireLeases(pool, node, [accountId], 600_000);
+  await server.pool.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
+  const [lease] = await acquireLeases(server.pool, node, [accountId], 600_000);
   return lease!;
 }
 async function newAccount(owner: string): Promise<Lease> {
-  const [lease] = await acquireLeases(pool, owner, [`acct-${++accounts}`], 600_000);
+  const [lease] = await acquireLeases(server.pool, owner, [`acct-${++accounts}`], 600_000);
   return lease!;
 }
 const claim = (owner: string, lease: Lease, id: string, paramsHash = 'p', now = NOW, db: IdempotencyLedger = ledger) =>
@@ -89,7 +80,7 @@ describe('idempotency ledger', () => {
 
   it('a takeover waits for a write of the old owner that is in progress: that write lands before it, never after', async () => {
     const a = await newAccount('a');
-    const client: pg.PoolClient = await pool.connect();
+    const client: pg.PoolClient = await server.pool.connect();
     const order: string[] = [];
     try {
       await client.query('BEGIN');
@@ -99,7 +90,7 @@ describe('idempotency ledger', () => {
         return l;
       });
       await until(async () => {
-        const r = await pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE account_leases%'`);
+        const r = await server.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE account_leases%'`);
         return r.rows[0].n === 1;
       }, 'the takeover to wait on the lease row the write holds');
       await client.query('COMMIT');
@@ -180,7 +171,7 @@ describe('idempotency ledger', () => {
           else if (open) Object.assign(row!, o.op === 'outcome' ? { state: 'result', status } : { state: 'uncertain' });
         }
       }
-      const stored = await pool.query<{ client_order_id: string; params_hash: string; state: string; epoch: number; status: number | null }>(
+      const stored = await server.pool.query<{ client_order_id: string; params_hash: string; state: string; epoch: number; status: number | null }>(
         'SELECT client_order_id, params_hash, state, epoch, status FROM idempotency WHERE account_id = $1 ORDER BY client_order_id', [account]);
       expect(stored.rows).toEqual([...rows].sort(([x], [y]) => x - y)
         .map(([i, r]) => ({ client_order_id: `o${i}`, params_hash: r.params, state: r.state, epoch: r.epoch, status: r.status })));

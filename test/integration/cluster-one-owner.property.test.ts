@@ -5,25 +5,14 @@
 // hold an account PostgreSQL gives to another. Afterwards, quiet rounds settle every account on
 // exactly one node.
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LeaseKeeper, monotonicClock } from '../../src/cluster/leaseKeeper.js';
 import { leaseRows } from '../../src/cluster/leases.js';
-import type { PgPool } from '../../src/cluster/pgPool.js';
-import { startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { postgresForFile } from '../helpers/postgres.js';
 
-let engine: Engine;
-let pool: PgPool;
+const server = postgresForFile();
 let run = 0;
 
-beforeAll(async () => {
-  engine = await startPostgres();
-  ({ pool } = await migratedDatabase(engine));
-}, 60_000);
-afterAll(async () => {
-  await pool?.end();
-  await engine?.stop();
-});
 
 const LEASE_MS = 500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -42,7 +31,7 @@ describe('one owner per account', () => {
     );
     await fc.assert(fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 14 }), async (steps) => {
       const accounts = Array.from({ length: 12 }, (_, i) => `r${++run}-${i}`);
-      const make = (i: number) => new LeaseKeeper({ db: pool, nodeId: `n${run}-${i}`, leaseMs: LEASE_MS, clock: monotonicClock, accounts: () => accounts });
+      const make = (i: number) => new LeaseKeeper({ db: server.pool, nodeId: `n${run}-${i}`, leaseMs: LEASE_MS, clock: monotonicClock, accounts: () => accounts });
       const keepers: Array<LeaseKeeper | undefined> = [0, 1, 2].map(make);
       const violations: string[] = [];
       const check = () => {
@@ -65,7 +54,7 @@ describe('one owner per account', () => {
           } else keepers[s.node] ??= make(s.node);
           check();
           // What a node holds, PostgreSQL gives to it (at the epoch it holds).
-          const rows = new Map((await leaseRows(pool, accounts)).map((r) => [r.accountId, r]));
+          const rows = new Map((await leaseRows(server.pool, accounts)).map((r) => [r.accountId, r]));
           for (const [i, k] of keepers.entries()) {
             for (const l of k?.held() ?? []) {
               const row = rows.get(l.accountId);

@@ -3,8 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PgPool } from '../../src/cluster/pgPool.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { TenancyMirror } from '../../src/cluster/tenancyMirror.js';
 import { bootstrap } from '../../src/auth/bootstrap.js';
@@ -13,23 +12,15 @@ import { AccountStore } from '../../src/store/accounts.js';
 import { AuditStore } from '../../src/store/audit.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
-import { startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { migratedDatabase, postgresForFile } from '../helpers/postgres.js';
 
-let engine: Engine;
-let pool: PgPool;
+const server = postgresForFile();
 const dirs: string[] = [];
 const dbs: Db[] = [];
 
-beforeAll(async () => {
-  engine = await startPostgres();
-  ({ pool } = await migratedDatabase(engine));
-}, 60_000);
-afterAll(async () => {
+afterAll(() => {
   for (const db of dbs) db.close();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
-  await pool?.end();
-  await engine?.stop();
 });
 
 /** A node's local SQLite (DATA_DIR) and its mirror. */
@@ -38,7 +29,7 @@ function node(): { db: Db; mirror: TenancyMirror } {
   dirs.push(dir);
   const db = openDb(dir);
   dbs.push(db);
-  return { db, mirror: new TenancyMirror(pool, db) };
+  return { db, mirror: new TenancyMirror(server.pool, db) };
 }
 
 const T = 1_700_000_000_000;
@@ -48,7 +39,7 @@ const key = (id: string, seat: string | null = null) => ({
 
 describe('tenancy in PostgreSQL, mirrored into every node', () => {
   it('what one node writes, every node reads from its own SQLite after a mirror pass, with the same rules as on one node', async () => {
-    const pg = new PgTenancy(pool);
+    const pg = new PgTenancy(server.pool);
     const a = node();
     const b = node();
     await pg.createCustomer('c1', 'operator', T);
@@ -95,7 +86,7 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
   });
 
   it('nodes starting together bootstrap one operator customer and one management key; the SQLite bootstrap then finds them', async () => {
-    const fresh = await migratedDatabase(engine);
+    const fresh = await migratedDatabase(server.engine);
     try {
       const [x, y, z] = [new PgTenancy(fresh.pool), new PgTenancy(fresh.pool), new PgTenancy(fresh.pool)];
       const results = await Promise.all([x.bootstrapOperator(false, T), y.bootstrapOperator(false, T), z.bootstrapOperator(false, T)]);
@@ -112,7 +103,7 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
       const [, id, secret] = /^tagw_m_([0-9a-f]+)_(.+)$/.exec(created[0]!) ?? [];
       expect(new TenancyStore(n.db).keyById(id!)).toMatchObject({ kind: 'management', hash: hashSecret(secret!), revoked_at: null });
       // With GATEWAY_MANAGEMENT_KEY configured, no key is made; the customer still is, once.
-      const other = await migratedDatabase(engine);
+      const other = await migratedDatabase(server.engine);
       try {
         const t = new PgTenancy(other.pool);
         const [a, b] = await Promise.all([t.bootstrapOperator(true, T), t.bootstrapOperator(true, T)]);
@@ -127,10 +118,10 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
   });
 
   it('a transaction that commits after a pass that began while it ran is still copied by the next pass', async () => {
-    const pg = new PgTenancy(pool);
+    const pg = new PgTenancy(server.pool);
     const n = node();
     await n.mirror.sync();
-    const slow = await pool.connect();
+    const slow = await server.pool.connect();
     try {
       await slow.query('BEGIN');
       await slow.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', ['late', 'late customer', T]);
