@@ -208,6 +208,29 @@ describe('the pipelining port', () => {
   }, 20_000);
 });
 
+describe('the pipelining port behind a trusted proxy (TRUST_PROXY)', () => {
+  it('the right-most X-Forwarded-For entry is the client, as on the main port', async () => {
+    const g = await startTestGateway({ pipeliningPort: 0, trustProxy: true, authFailLimit: AUTH_FAIL_LIMIT });
+    try {
+      const bad = (xff: string) => rawGet('/AccountSummary?id=x', { 'x-api-key': 'tagw_wrong', 'x-forwarded-for': xff });
+      const c = await rawConnect(g.gw.pipeliningPort!);
+      // The proxy appended 192.0.2.1; what the client wrote before it is not its address.
+      c.write(Array.from({ length: AUTH_FAIL_LIMIT + 1 }, (_, i) => bad(`10.9.9.${i}, 192.0.2.1`)).join(''));
+      expect((await c.waitFor(AUTH_FAIL_LIMIT + 1)).map((r) => r.status)).toEqual([...Array(AUTH_FAIL_LIMIT).fill(401), 429]);
+      // Another client behind the same proxy is not blocked, on either port; the blocked one is, on both.
+      c.write(bad('192.0.2.2') + bad('192.0.2.1'));
+      expect((await c.waitFor(AUTH_FAIL_LIMIT + 3)).slice(-2).map((r) => r.status)).toEqual([401, 429]);
+      const m = await rawConnect(g.gw.port);
+      m.write(bad('192.0.2.1'));
+      expect((await m.waitFor(1))[0]!.status).toBe(429);
+      c.end();
+      m.end();
+    } finally {
+      await g.stop();
+    }
+  }, 30_000);
+});
+
 /** A relay in front of a stand-in for the gateway (a Node server on a Unix socket) that calls `handle`. */
 async function withRelay(secret: string, handle: http.RequestListener, body: (relay: PipeliningRelay, port: number) => Promise<void>) {
   const upstream = http.createServer(handle);
