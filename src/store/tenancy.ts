@@ -45,7 +45,8 @@ export class TenancyStore {
         ON CONFLICT(seat_id) DO UPDATE SET status = excluded.status, ready_at = excluded.ready_at, updated_at = excluded.updated_at`),
       seatState: db.prepare<[string], SeatStateRow>('SELECT * FROM seat_state WHERE seat_id = ?'),
       // Removed seats' actors are not started again after a restart.
-      allSeatStates: db.prepare<[], SeatStateRow>('SELECT st.* FROM seat_state st JOIN seats s ON s.id = st.seat_id WHERE s.removed_at IS NULL'),
+      buildingSeatStates: db.prepare<[], SeatStateRow>(`SELECT st.* FROM seat_state st JOIN seats s ON s.id = st.seat_id
+        WHERE st.status <> 'ACTIVE' AND s.removed_at IS NULL`),
     };
   }
 
@@ -130,7 +131,8 @@ export class TenancyStore {
   seatState(id: string): SeatStateRow | undefined {
     return this.q.seatState.get(id);
   }
-  allSeatStates(): SeatStateRow[] {
-    return this.q.allSeatStates.all();
+  /** Seats not ACTIVE yet (a private seat's server being prepared): the ones with an actor to restore. */
+  buildingSeatStates(): SeatStateRow[] {
+    return this.q.buildingSeatStates.all();
   }
 }

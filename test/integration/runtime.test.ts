@@ -57,6 +57,39 @@ describe('shard supervision', () => {
 });
 
 describe('restart of the whole gateway', () => {
+  it('an ACTIVE seat holds no actor, before or after a restart, and still reads ACTIVE', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tagw-restart-'));
+    const actors = async (g: TestGateway) => {
+      const pings = await Promise.all(Array.from({ length: g.gw.services.shards.size }, (_, i) => g.gw.services.shards.callShard(i, 'shard.ping', {})));
+      return pings.reduce((n, p) => n + p.actors, 0);
+    };
+    try {
+      const a = await startTestGateway({}, { dataDir });
+      const before = await actors(a);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const seat = await a.req('POST', '/v1/seats', { headers: mgmt(a.managementKey), body: {} });
+        expect(seat.body.status).toBe('ACTIVE');
+        ids.push(seat.body.id);
+      }
+      expect(await actors(a)).toBe(before);
+      await a.stop();
+      const b = await startTestGateway({}, { dataDir });
+      try {
+        expect(await actors(b)).toBe(0);
+        for (const id of ids) {
+          const r = await b.req('GET', `/v1/seats/${id}`, { headers: mgmt(b.managementKey) });
+          expect(r.body).toMatchObject({ id, status: 'ACTIVE' });
+        }
+        expect(await actors(b)).toBe(0);
+      } finally {
+        await b.stop();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('a seat that was building when the gateway stopped becomes ACTIVE after it starts again', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tagw-restart-'));
     try {

@@ -1,8 +1,8 @@
 // Hosts seat actors in a shard. Every actor is subscribed with an error handler: an unhandled
 // actor error would otherwise be rethrown from a timer and kill the worker.
 import { createActor, type Actor } from 'xstate';
-import { seatMachine, type SeatContext } from '../../../actors/seat.js';
-import { TenancyStore } from '../../store/tenancy.js';
+import { seatMachine, type SeatContext, type SeatStatus } from '../../../actors/seat.js';
+import { TenancyStore, type SeatStateRow } from '../../store/tenancy.js';
 import type { SeatView } from '../protocol.js';
 import type { ActorHost, ShardContext } from './context.js';
 
@@ -17,21 +17,34 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
     },
   });
 
-  const start = (seatId: string, readyAt: number) => {
+  /** A seat's actor lives only while it is building: once ACTIVE (a final state, persisted on
+   *  entry) its row says all there is, so an idle seat holds no actor and a restart starts none. */
+  const start = (seatId: string, readyAt: number): SeatView => {
     const actor = createActor(machine, { input: { seatId, readyAt } });
-    actor.subscribe({ error: (err) => ctx.log.error('seat actor failed', { seatId, err }) });
+    actor.subscribe({
+      error: (err) => ctx.log.error('seat actor failed', { seatId, err }),
+      complete: () => {
+        if (actors.get(seatId) === actor) actors.delete(seatId);
+      },
+    });
     actors.set(seatId, actor);
     actor.start();
-    return actor;
+    return view(actor);
   };
   const view = (a: Actor<typeof seatMachine>): SeatView => {
     const c = a.getSnapshot().context;
     return { seatId: c.seatId, status: c.status, readyAt: c.readyAt };
   };
+  const fromRow = (row: SeatStateRow): SeatView => ({ seatId: row.seat_id, status: row.status as SeatStatus, readyAt: row.ready_at });
 
   return {
     handlers: {
-      'seat.create': ({ seatId, readyAt }) => view(actors.get(seatId) ?? start(seatId, readyAt)),
+      'seat.create': ({ seatId, readyAt }) => {
+        const a = actors.get(seatId);
+        if (a) return view(a);
+        const row = store.seatState(seatId);
+        return row?.status === 'ACTIVE' ? fromRow(row) : start(seatId, row?.ready_at ?? readyAt);
+      },
       'seat.remove': ({ seatId }) => {
         const a = actors.get(seatId);
         actors.delete(seatId);
@@ -42,12 +55,14 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
         const a = actors.get(seatId);
         if (a) return view(a);
         const row = store.seatState(seatId);
-        return row ? view(start(seatId, row.ready_at)) : null;
+        if (!row) return null;
+        return row.status === 'ACTIVE' ? fromRow(row) : start(seatId, row.ready_at);
       },
     },
     rehydrate() {
       let n = 0;
-      for (const row of store.allSeatStates()) {
+      // Only seats still building have an actor to restore (their timer); the rest are rows.
+      for (const row of store.buildingSeatStates()) {
         if (!ctx.owns(row.seat_id) || actors.has(row.seat_id)) continue;
         start(row.seat_id, row.ready_at);
         n++;
