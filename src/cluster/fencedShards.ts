@@ -25,7 +25,9 @@ export interface FencedShardsOptions {
   ledger: IdempotencyLedger;
   /** Idempotency record times (the gateway's clock, as on one node). */
   clock: Clock;
-  /** The lease must still hold this long when a trade is handed to the shard (default 1 s). */
+  /** The lease must still hold this long when a trade is handed to the shard, which sends it at
+   *  once (default 250 ms). Kept well under a renewal period: with a short lease (1.5 s, renewed
+   *  every 0.5 s) a margin of a second refused trades between renewals while the node held the lease. */
   dispatchMarginMs?: number;
   log: Logger;
 }
@@ -51,7 +53,7 @@ export class FencedShards implements LocalShards {
   }
 
   private async trade(key: string, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {
-    const lease = this.o.keeper.leaseOf(key, this.o.dispatchMarginMs ?? 1_000);
+    const lease = this.o.keeper.leaseOf(key, this.o.dispatchMarginMs ?? 250);
     if (!lease) throw notOwner(key);
     const parsed = TRADE_SCHEMAS[a.op]?.safeParse(a.args);
     // Unreadable: the shard answers 400 with the parameters named, and sends nothing.

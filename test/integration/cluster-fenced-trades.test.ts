@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
+import { LeaseKeeper } from '../../src/cluster/leaseKeeper.js';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { ApiError, apiError } from '../../src/errors.js';
@@ -69,6 +70,25 @@ async function takeOver(accountId: string, to: ReturnType<typeof node>): Promise
 const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof ApiError ? e.code : String(e)));
 
 describe('fenced trades on the owner', () => {
+  it('with a short lease, a trade goes while the lease holds for the dispatch margin, also between renewals; not in its last moments', async () => {
+    const clock = { t: 5_000, now() { return this.t; } };
+    const accountId = `acct-${++accounts}`;
+    const keeper = new LeaseKeeper({ db: server.pool, nodeId: 'k', leaseMs: 1_500, clock, accounts: () => [accountId] });
+    await keeper.tick(); // valid until 6_500 on this clock; renewals due every 500 ms
+    const sent: string[] = [];
+    const fenced = new FencedShards({
+      nodeId: 'k', keeper, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
+      shards: { call: async (_k, _op, args) => (sent.push((args as Trade).clientOrderId!), { status: 200, json: '{}', replay: false }) as never },
+    });
+    const trade = (id: string) => fenced.call(accountId, 'account.trade', { accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: id });
+    clock.t = 5_600; // a renewal 100 ms late: 900 ms of lease left
+    expect(await trade('between-renewals')).toMatchObject({ status: 200 });
+    clock.t = 6_300; // 200 ms left: less than the margin
+    expect(await code(trade('last-moment'))).toBe('SERVICE_UNAVAILABLE');
+    expect(sent).toEqual(['between-renewals']);
+    await keeper.stop({ handover: true });
+  });
+
   it('claims before the shard and records after: a retry replays without reaching the broker; other parameters are refused', async () => {
     const a = node('a');
     const acct = await ownedBy(a);
