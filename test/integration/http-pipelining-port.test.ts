@@ -232,11 +232,12 @@ describe('the pipelining port behind a trusted proxy (TRUST_PROXY)', () => {
 });
 
 /** A relay in front of a stand-in for the gateway (a Node server on a Unix socket) that calls `handle`. */
-async function withRelay(secret: string, handle: http.RequestListener, body: (relay: PipeliningRelay, port: number) => Promise<void>) {
+async function withRelay(secret: string, handle: http.RequestListener, body: (relay: PipeliningRelay, port: number) => Promise<void>, logLines: string[] = []) {
   const upstream = http.createServer(handle);
   const dir = mkdtempSync(join(tmpdir(), 'tagw-relay-test-'));
   await new Promise<void>((r) => upstream.listen(join(dir, 'up.sock'), r));
-  const relay = new PipeliningRelay({ upstreamPath: join(dir, 'up.sock'), tls: undefined, address: new ClientAddress(false, secret), log: createLogger('silent') });
+  const log = createLogger('debug', {}, (line) => logLines.push(line));
+  const relay = new PipeliningRelay({ upstreamPath: join(dir, 'up.sock'), tls: undefined, address: new ClientAddress(false, secret), log });
   try {
     await body(relay, await relay.listen('127.0.0.1', 0));
   } finally {
@@ -265,6 +266,21 @@ describe('the relay alone', () => {
       expect(seen[0]!['x-api-key']).toBe('k');
       expect(relay.requests).toBe(1);
     });
+  });
+
+  it('an upstream that drops the request: 503 JSON, unrun ones behind it said so, and the secret in no log line nor answer', async () => {
+    const secret = ClientAddress.newRelaySecret();
+    const lines: string[] = [];
+    await withRelay(secret, (req) => req.socket.destroy(), async (_relay, relayPort) => {
+      const c = await rawConnect(relayPort);
+      c.write(rawGet('/a') + rawGet('/b'));
+      expect(await c.closed).toBe('end');
+      expect(c.responses.map((r) => [r.status, r.json.error])).toEqual([[503, 'SERVICE_UNAVAILABLE'], [503, 'SERVICE_UNAVAILABLE']]);
+      expect(c.responses[1]!.json.message).toContain('not run');
+      expect(c.responses.map((r) => r.body + JSON.stringify(r.headers)).join('')).not.toContain(secret);
+    }, lines);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.join('\n')).not.toContain(secret);
   });
 
   it('stops reading a connection while many pipelined requests wait (bounded memory), and answers them all once the gateway does', async () => {
