@@ -35,6 +35,9 @@ export interface PgNodeOptions {
   /** How often the tenancy mirror looks for rows other nodes wrote (default 1 s; a node that
    *  wrote a row itself, or is told of one, calls mirror.sync() at once). */
   mirrorEveryMs?: number;
+  /** Connections for claims, tenancy and the mirror (default 10). The lease rounds have two of
+   *  their own, so a burst of orders never holds up a renewal. */
+  poolMax?: number;
 }
 
 export interface PgNode {
@@ -66,10 +69,11 @@ export class PgUnavailableError extends Error {
 }
 
 export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
-  const pool = openPgPool(o.databaseUrl, {
-    applicationName: `tagw ${o.nodeId}`.slice(0, 63),
-    onIdleError: (err) => o.log.warn('PostgreSQL connection lost', { err: err.message }),
-  });
+  const onIdleError = (err: Error) => o.log.warn('PostgreSQL connection lost', { err: err.message });
+  const pool = openPgPool(o.databaseUrl, { applicationName: `tagw ${o.nodeId}`.slice(0, 63), max: o.poolMax ?? 10, onIdleError });
+  // Renewals must not queue behind orders: waiting for a connection could outlast the lease.
+  const leasePool = openPgPool(o.databaseUrl, { applicationName: `tagw ${o.nodeId} leases`.slice(0, 63), max: 2, onIdleError });
+  const endPools = () => Promise.all([pool.end(), leasePool.end()]).catch(() => {});
   try {
     const applied = await runPgMigrations(pool, o.databaseUrl).catch((err: unknown) => {
       if (err instanceof PgSchemaTooNewError) throw err;
@@ -83,9 +87,10 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     await mirror.sync();
     const ledger = new IdempotencyLedger(pool);
     const { acquired, ...rest } = o.events;
+    const leaseTenancy = new PgTenancy(leasePool);
     const keeper = new LeaseKeeper({
-      db: pool, nodeId: o.nodeId, url: o.url, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
-      accounts: () => tenancy.liveAccountIds(),
+      db: leasePool, nodeId: o.nodeId, url: o.url, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
+      accounts: () => leaseTenancy.liveAccountIds(),
       events: {
         ...rest,
         acquired: (leases) => {
@@ -116,11 +121,11 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
       async close(opts) {
         for (const t of timers.splice(0)) clearInterval(t);
         await keeper.stop(opts);
-        await pool.end().catch(() => {});
+        await endPools();
       },
     };
   } catch (err) {
-    await pool.end().catch(() => {});
+    await endPools();
     throw err;
   }
 }
