@@ -171,6 +171,11 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE stream_epochs ADD COLUMN deal_ticket INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE stream_epochs ADD COLUMN deal_at INTEGER NOT NULL DEFAULT 0;
   ` },
+  // 9: the seats still building, the only ones a restart starts an actor for: found without reading
+  // every seat (issue 19, a start that does nothing per idle account).
+  { name: 'seats still building', sql: `
+  CREATE INDEX seat_state_building ON seat_state(seat_id) WHERE status <> 'ACTIVE';
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */
