@@ -5,13 +5,12 @@
 //   simulator server, the other node in its own process, a real nats-server, leases in memory; the
 //   two kinds alternate in blocks.
 //   An empty NATS request/reply between the two nodes' processes is printed too: forwarding's floor.
-// - A quote's path from a shard thread to a node's main thread (MessagePort, as shards post events)
-//   vs. the same plus the relay to another node (publish on NATS, delivered to its onEvent). The
-//   socket write after that is the same on either node and is not counted, so the end-to-end ratio
-//   a client sees is closer to 1 than this one.
-import { fork } from 'node:child_process';
+// - A quote from a shard-like thread to a /v1/stream client: through the owner's hub (same node) vs.
+//   through the relay to another node's hub (cross node), real sockets, client processes.
+import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -30,6 +29,31 @@ import { startNats } from '../test/helpers/engines.js';
 import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
+import type { ClientJob } from './streamClient.js';
+import { StreamHist, type HistData } from './streamHist.js';
+
+const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
+
+/** One /v1/stream socket in a client process of the stream bench, subscribed to `symbol`. */
+async function quoteClient(url: string, symbol: string): Promise<ChildProcess> {
+  const c = fork(fileURLToPath(new URL('./streamClient.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const job: ClientJob = { url, sockets: 1, symbols: [symbol], mode: 'gateway' };
+  await new Promise<void>((resolve, reject) => {
+    c.once('message', (m: { t: string; message?: string }) => (m.t === 'ready' ? resolve() : reject(new Error(m.message))));
+    c.send({ t: 'job', job });
+  });
+  return c;
+}
+
+async function report(c: ChildProcess): Promise<StreamHist> {
+  const r = await new Promise<{ hist: HistData }>((resolve) => {
+    c.once('message', (m: { hist: HistData }) => resolve(m));
+    c.send({ t: 'report' });
+  });
+  const h = new StreamHist();
+  h.merge(r.hist);
+  return h;
+}
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -64,23 +88,19 @@ const ask = (m: NodeCommand) => new Promise<NodeReply>((resolve, reject) => {
   child.once('exit', (code) => reject(new Error(`node B exited ${code}`)));
   child.send(m);
 });
-await ask({ t: 'start', natsUrl: nats.url, bridgePort: bridge.port });
+// A failure anywhere leaves no nats-server or node B behind.
+const fail = (err: unknown) => {
+  console.error(err);
+  child.kill('SIGKILL');
+  void nats.kill().finally(() => process.exit(1));
+};
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+await ask({ t: 'start', natsUrl: nats.url, bridgePort: bridge.port, managementKey: MGMT });
 
 const leases = new Map<string, OwnerInfo>();
-const sameNode = new Histogram();
-const crossNode = new Histogram();
-/** Quote sequence number (its bid) -> when the shard-like thread posted it. */
-const sent = new Map<number, number>();
-const node = (nodeId: string, onEvent: (ev: ShardEvent) => void) => startNatsNode({
-  url: nats.url, nodeId, shards: gwA.services.shards, lookupOwner: async (a) => leases.get(a) ?? { owner: null, epoch: 0 }, ownerWaitMs: 5_000, onEvent, log,
-});
-const A = await node('A', () => {});
-// The receiving end of the quote measure, in this process (one clock for both ends).
-const Q = await node('quotes', (ev) => {
-  if (ev.kind !== 'stream.tick') return;
-  const t0 = sent.get(ev.data.tick.bid);
-  if (t0 !== undefined) crossNode.record((performance.timeOrigin + performance.now() - t0) * 1000);
-  sent.delete(ev.data.tick.bid);
+const A = await startNatsNode({
+  url: nats.url, nodeId: 'A', shards: gwA.services.shards, lookupOwner: async (a) => leases.get(a) ?? { owner: null, epoch: 0 }, ownerWaitMs: 5_000, onEvent: () => {}, log,
 });
 
 // --- OrderSend: local vs forwarded -------------------------------------------------------------
@@ -130,40 +150,53 @@ const rtt = await ask({ t: 'echo', subject: 'bench.echo', n: ORDERS });
 if (rtt.t === 'done') natsRtt.merge(rtt.hist);
 echo.unsubscribe();
 
-// --- Quotes: shard thread -> owner's main vs. -> owner's main -> NATS -> another node ---------------
-await Q.relay.followMarket('Sim-P5-Demo', 'EURUSD');
-// A shard-like thread posting one tick event per message, stamped on the shared high-resolution clock.
+// --- Quotes, tick to client socket: on the owner vs. on another node ------------------------------
+// A shard-like thread posts tick events (stamped on the shared wall clock, volume -1 marks them);
+// node A's main thread hands each to its own hub (a socket there: same node) and to the relay; node
+// B (its own process) hands what arrives to its hub (a socket there: cross node). The client
+// processes are the stream bench's (bench/streamClient.ts): latency = receipt - stamp.
+const SERVER = 'Sim-P5-Demo';
+const SYMBOL = 'EURUSD';
+const started = await ask({ t: 'quotes', server: SERVER, symbol: SYMBOL });
+if (started.t !== 'ready') throw new Error('node B did not follow the quotes');
+const streamUrl = async (base: string, user: string) => {
+  const { key, id } = await bindAccount(base, MGMT, user);
+  return `${base.replace(/^http/, 'ws')}/v1/stream?id=${id}&apiKey=${encodeURIComponent(key)}&heartbeat=0`;
+};
+const clientA = await quoteClient(await streamUrl(`http://127.0.0.1:${gwA.port}`, 'quotes-a'), SYMBOL);
+const clientB = await quoteClient(await streamUrl(started.url, 'quotes-b'), SYMBOL);
 const worker = new Worker(`
   const { parentPort, workerData } = require('node:worker_threads');
   let i = 0;
   const timer = setInterval(() => {
     if (++i > workerData.n) { clearInterval(timer); parentPort.postMessage(null); return; }
-    const ev = { kind: 'stream.tick', key: 'Sim-P5-Demo', data: { server: 'Sim-P5-Demo', tick: { symbol: 'EURUSD', bid: i, ask: i + 0.0002, timeMsc: i } } };
-    parentPort.postMessage({ t0: performance.timeOrigin + performance.now(), batch: [ev] });
+    const tick = { symbol: workerData.symbol, bid: 2000 + (i % 100) / 100, ask: 2000.5, timeMsc: performance.timeOrigin + performance.now(), volume: -1 };
+    parentPort.postMessage({ kind: 'stream.tick', key: workerData.server, data: { server: workerData.server, tick } });
   }, 1);
-`, { eval: true, workerData: { n: QUOTES + 500 } });
+`, { eval: true, workerData: { n: QUOTES, server: SERVER, symbol: SYMBOL } });
+clientA.send({ t: 'measure' });
+clientB.send({ t: 'measure' });
 await new Promise<void>((resolve) => {
-  worker.on('message', (m: { t0: number; batch: ShardEvent[] } | null) => {
-    if (m === null) return resolve();
-    for (const ev of m.batch) {
-      if (ev.kind !== 'stream.tick') continue;
-      const warm = ev.data.tick.bid <= 500;
-      if (!warm) sameNode.record((performance.timeOrigin + performance.now() - m.t0) * 1000);
-      if (!warm) sent.set(ev.data.tick.bid, m.t0);
-      A.relay.publish(ev);
-    }
+  worker.on('message', (ev: ShardEvent | null) => {
+    if (ev === null) return resolve();
+    if (ev.kind !== 'stream.tick') return;
+    gwA.stream.onShardEvent(ev);
+    A.relay.publish(ev);
   });
 });
-await new Promise((r) => setTimeout(r, 200)); // the last relayed ticks arrive
+await new Promise((r) => setTimeout(r, 300)); // the last relayed ticks arrive
 await worker.terminate();
+const [sameNode, crossNode] = await Promise.all([report(clientA), report(clientB)]);
+for (const c of [clientA, clientB]) c.send({ t: 'close' });
 
-const p = (h: Histogram) => ({ p50: h.percentile(50), p99: h.percentile(99) });
+const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
 const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 console.log('local OrderSend    ', local.summary());
 console.log('forwarded OrderSend', forwarded.summary());
 console.log('NATS round trip    ', natsRtt.summary());
 console.log('quote same node    ', sameNode.summary());
 console.log('quote cross node   ', crossNode.summary());
+console.log('load', uptime().trim());
 console.log(JSON.stringify({
   bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: ORDERS, quotes: crossNode.count,
   orderSend: { local: p(local), forwarded: p(forwarded) },
@@ -177,7 +210,6 @@ console.log(JSON.stringify({
 }));
 
 await A.close();
-await Q.close();
 await ask({ t: 'stop' }).catch(() => undefined);
 await gwA.close();
 await bridge.close();

@@ -1,12 +1,14 @@
 // A second cluster node for bench/cluster.ts, in its own process (its own event loop, as on another
 // machine): a real gateway in bridge mode and an AccountRouter that finds every account owned by
 // node "A" (the parent). On {t:'orders'} it sends OrderSends through its router (forwarded to A)
-// and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent.
+// and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent;
+// on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsLink } from '../../src/cluster/natsLink.js';
 import { startNatsNode } from '../../src/cluster/natsNode.js';
+import type { StreamRelay } from '../../src/cluster/streamRelay.js';
 import type { AccountRouter } from '../../src/cluster/router.js';
 import { parseConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
@@ -14,35 +16,38 @@ import { createLogger } from '../../src/log.js';
 import { Histogram } from './histogram.js';
 
 export type NodeCommand =
-  | { t: 'start'; natsUrl: string; bridgePort: number }
+  | { t: 'start'; natsUrl: string; bridgePort: number; managementKey: string }
   | { t: 'orders'; accounts: string[]; n: number; record: boolean }
   | { t: 'echo'; subject: string; n: number }
+  | { t: 'quotes'; server: string; symbol: string }
   | { t: 'stop' };
-export type NodeReply = { t: 'ready' } | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number };
+export type NodeReply = { t: 'ready'; url: string } | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number };
 
 const log = createLogger('silent');
 const send = (m: NodeReply) => process.send!(m);
 let seq = 0;
-let node: { router: AccountRouter; link: NatsLink; close(): Promise<void> } | undefined;
+let node: { router: AccountRouter; link: NatsLink; relay: StreamRelay; url: string; close(): Promise<void> } | undefined;
 
 process.on('message', (m: NodeCommand) => void (async () => {
   if (m.t === 'start') {
     const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-node-'));
     const gw = await startGateway(parseConfig({
-      host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${m.bridgePort}`,
+      host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', brokerMode: 'bridge', managementKey: m.managementKey, bridgeUrl: `tcp://127.0.0.1:${m.bridgePort}`,
     }), { log });
     const nats = await startNatsNode({
-      url: m.natsUrl, nodeId: 'B', shards: gw.services.shards, lookupOwner: async () => ({ owner: 'A', epoch: 1 }), ownerWaitMs: 5_000, onEvent: () => {}, log,
+      url: m.natsUrl, nodeId: 'B', shards: gw.services.shards, lookupOwner: async () => ({ owner: 'A', epoch: 1 }), ownerWaitMs: 5_000, log,
+      // Market data relayed from the owner goes to this gateway's hub, as its own shards' would.
+      onEvent: (ev) => { if (ev.kind === 'stream.tick' || ev.kind === 'stream.candle') gw.stream.onShardEvent(ev); },
     });
     node = {
-      router: nats.router, link: nats.link,
+      router: nats.router, link: nats.link, relay: nats.relay, url: `http://127.0.0.1:${gw.port}`,
       async close() {
         await nats.close();
         await gw.close();
         rmSync(dataDir, { recursive: true, force: true });
       },
     };
-    send({ t: 'ready' });
+    send({ t: 'ready', url: node.url });
   } else if (m.t === 'orders') {
     const h = new Histogram();
     for (let i = 0; i < m.n; i++) {
@@ -55,6 +60,9 @@ process.on('message', (m: NodeCommand) => void (async () => {
       if (r.status !== 200) throw new Error(`order failed: ${r.json}`);
     }
     send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
+  } else if (m.t === 'quotes') {
+    await node!.relay.followMarket(m.server, m.symbol);
+    send({ t: 'ready', url: node!.url });
   } else if (m.t === 'echo') {
     const h = new Histogram();
     for (let i = 0; i < m.n; i++) {
