@@ -73,26 +73,36 @@ export function persistSecretKey(config: Config, key: Buffer): void {
 /**
  * The stored broker passwords must open with the key. None opening means the key changed: refused
  * unless SECRET_KEY_RESET=1 (then those accounts must be bound again with /ConnectEx, which
- * re-seals their password). Some not opening is logged.
+ * re-seals their password). The check stops at the first password that opens, so a start with the
+ * right key reads one page of bindings, not every account; passwords that do not open are named
+ * one by one, and counted, by the shards as they restore those accounts
+ * (src/runtime/hosts/accounts.ts).
  */
 export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: Logger): void {
-  const rows = new AccountStore(db).live();
-  if (rows.length === 0) return;
+  const store = new AccountStore(db);
   const box = new SecretBox(key);
+  let after = '';
   let unreadable = 0;
-  for (const r of rows) {
-    try {
-      box.open(r.password_enc, r.seat_id);
-    } catch {
-      unreadable++;
+  for (;;) {
+    const rows = store.livePage(after, 256);
+    for (const r of rows) {
+      try {
+        box.open(r.password_enc, r.seat_id);
+        if (unreadable > 0) log.error('broker passwords that this secret key cannot open: bind those accounts again with /ConnectEx', { unreadable });
+        return;
+      } catch {
+        unreadable++;
+      }
     }
+    if (rows.length < 256) break;
+    after = rows[rows.length - 1]!.seat_id;
   }
   if (unreadable === 0) return;
-  if (unreadable === rows.length && !config.secretKeyReset) {
+  if (!config.secretKeyReset) {
     throw new ConfigError(
-      `the secret key opens none of the ${rows.length} broker passwords stored in ${config.dataDir} (TAGW_SECRET_KEY or secret.key changed?): ` +
+      `the secret key opens none of the ${unreadable} broker passwords stored in ${config.dataDir} (TAGW_SECRET_KEY or secret.key changed?): ` +
       'restore the key they were sealed with, or set SECRET_KEY_RESET=1 to start anyway and bind those accounts again with /ConnectEx',
     );
   }
-  log.error('broker passwords that this secret key cannot open: bind those accounts again with /ConnectEx', { unreadable, accounts: rows.length });
+  log.error('broker passwords that this secret key cannot open: bind those accounts again with /ConnectEx', { unreadable });
 }

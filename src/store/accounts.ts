@@ -25,6 +25,9 @@ export class AccountStore {
       get: db.prepare<[string], BindingRow>('SELECT * FROM account_bindings WHERE seat_id = ?'),
       // Bindings of seats that still exist (a binding is written before its seat row on /ConnectEx).
       live: db.prepare<[], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL`),
+      // The same in pages by seat id (the primary key's order): a restart reads its accounts a page at a time.
+      livePage: db.prepare<[string, number], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id
+        WHERE b.seat_id > ? AND s.removed_at IS NULL ORDER BY b.seat_id LIMIT ?`),
       removed: db.prepare<[string], { one: number }>('SELECT 1 AS one FROM seats WHERE id = ? AND removed_at IS NOT NULL'),
       setBuild: db.prepare('UPDATE account_bindings SET build = ?, updated_at = ? WHERE seat_id = ?'),
       boundTo: db.prepare<[string, string], BindingRow>(`SELECT b.* FROM account_bindings b JOIN seats s ON s.id = b.seat_id
@@ -46,6 +49,10 @@ export class AccountStore {
   }
   live(): BindingRow[] {
     return this.q.live.all();
+  }
+  /** Up to `limit` live bindings whose seat id sorts after `after` ('' for the first page), in seat id order. */
+  livePage(after: string, limit: number): BindingRow[] {
+    return this.q.livePage.all(after, limit);
   }
   /** The live account a broker login is bound to, if any. */
   boundTo(server: string, login: string): BindingRow | undefined {

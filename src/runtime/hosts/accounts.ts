@@ -94,28 +94,36 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
    * turn starts at once (entryOf / ensure), and its connection phase says where it is meanwhile.
    */
   const restoring = new Set<{ cancel(): void }>();
-  const restoreInBackground = (rows: BindingRow[]): { cancel(): void } => {
-    let next = 0;
+  const restoreInBackground = (): { cancel(): void } => {
+    let after = '';
+    let restored = 0;
+    let failed = 0;
     let timer: NodeJS.Immediate | undefined;
     const slice = () => {
-      const end = Math.min(rows.length, next + RESTORE_SLICE);
-      for (; next < end; next++) {
-        const row = rows[next]!;
+      // The bindings are read a page per turn too: nothing per account runs before the shard answers.
+      const rows = store.livePage(after, RESTORE_SLICE);
+      for (const row of rows) {
+        after = row.seat_id;
         if (entries.has(row.seat_id) || !ctx.owns(row.seat_id)) continue;
         try {
           startEntry(row);
+          restored++;
         } catch (err) {
+          failed++;
           ctx.log.error('cannot restore account connection', { accountId: row.seat_id, err });
         }
       }
-      timer = next < rows.length ? setImmediate(slice) : undefined;
-      if (!timer) restoring.delete(handle);
+      timer = rows.length === RESTORE_SLICE ? setImmediate(slice) : undefined;
+      if (!timer) {
+        restoring.delete(handle);
+        // Failures are mostly passwords the secret key does not open (startupChecks.ts stops at the first that does).
+        if (failed > 0) ctx.log.error('accounts restored; some could not be (see each one above: bind them again with /ConnectEx)', { restored, failed });
+        else if (restored > 0) ctx.log.info('accounts restored', { restored });
+      }
     };
     const handle = { cancel: () => timer && clearImmediate(timer) };
-    if (rows.length > 0) {
-      timer = setImmediate(slice);
-      restoring.add(handle);
-    }
+    timer = setImmediate(slice);
+    restoring.add(handle);
     return handle;
   };
   // Cluster mode: an account whose lease this node does not hold is never started here (the
@@ -283,9 +291,10 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.trade': async ({ accountId, op, args, clientOrderId }) => desk.trade(entryOf(accountId), op, args, clientOrderId),
     },
     rehydrate() {
-      const rows = store.live().filter((row) => ctx.owns(row.seat_id) && !entries.has(row.seat_id));
-      restoreInBackground(rows);
-      return rows.length + desk.rehydrate(ctx.owns, now());
+      // The accounts start after this returns (restoreInBackground); counted here are the
+      // idempotency records with work left, restored before the shard answers.
+      restoreInBackground();
+      return desk.rehydrate(ctx.owns, now());
     },
     release(ids) {
       desk.release(ids);
