@@ -4,7 +4,8 @@
 // cost of a creation does not grow with the accounts already there), RSS growth per account from the
 // first size to the last, the gateway's idle CPU with every account connected, /GetQuote latency
 // while accounts are being created, and the cold start at the last size: SIGTERM, start again on
-// the same DATA_DIR, time until it listens and until an account answers. The gateway runs as its
+// the same DATA_DIR, time until it listens, until the last account answers /GetQuote, and until every
+// account is connected again (restored in the background). The gateway runs as its
 // own process (as an operator runs it), so its RSS and CPU are its own.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -116,19 +117,31 @@ const w0 = performance.now();
 await new Promise((r) => setTimeout(r, 10_000));
 const idleCpuPercent = Math.round(((cpuSeconds(pid()) - c0) / ((performance.now() - w0) / 1000)) * 1000) / 10;
 
-// Cold start on the same DATA_DIR with every account bound.
+// Cold start on the same DATA_DIR with every account bound: serving is the first /GetQuote the last
+// account created answers (its connection started on demand if the background restore has not
+// reached it); restored is when /metrics counts every account connected again.
 gw.child.kill('SIGTERM');
 await gw.exited;
 gw = await startGateway();
 const restartT0 = performance.now() - gw.listenMs;
 const last = ids[ids.length - 1]!;
 for (;;) {
-  const r = await fetch(`${gw.url}/AccountSummary?id=${last}`, { headers: h });
+  const r = await fetch(`${gw.url}/GetQuote?id=${last}&symbol=BTCUSD`, { headers: h });
   await r.arrayBuffer();
   if (r.status === 200) break;
-  await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 20));
 }
 const servingMs = performance.now() - restartT0;
+const readyz = await fetch(`${gw.url}/readyz`).then((r) => r.status);
+let restoredMs: number | null = null;
+while (performance.now() - restartT0 < 300_000) {
+  const m = /tagw_broker_connections\{phase="connected"\} (\d+)/.exec(await fetch(`${gw.url}/metrics`).then((r) => r.text()));
+  if (m && Number(m[1]) >= ids.length) {
+    restoredMs = performance.now() - restartT0;
+    break;
+  }
+  await new Promise((r) => setTimeout(r, 250));
+}
 gw.child.kill('SIGTERM');
 await gw.exited;
 rmSync(dataDir, { recursive: true, force: true });
@@ -145,7 +158,7 @@ const summary = {
   creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
   rssPerAccountKiB,
   idleCpuPercentOfCore: idleCpuPercent,
-  coldStart: { accounts: ids.length, listenMs: Math.round(gw.listenMs), servingMs: Math.round(servingMs) },
+  coldStart: { accounts: ids.length, listenMs: Math.round(gw.listenMs), servingMs: Math.round(servingMs), readyzAtServing: readyz, restoredMs: restoredMs === null ? null : Math.round(restoredMs) },
   getQuoteDuringRampUs: q,
   targets: { creationRateLastOverFirstMin: 0.8, rssPerAccountKiBMax: 12, coldStartServingMsMax: 10_000 },
 };
