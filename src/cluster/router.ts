@@ -57,14 +57,20 @@ export interface RouterStats {
   ownerWaits: number;
   /** Calls answered 503 because no owner could be reached in time, or NATS was down. */
   unavailable: number;
+  /** Streams of this node's sockets opened again at an account's new owner. */
+  streamReplays: number;
 }
 
 type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean };
 
 export class AccountRouter {
-  readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0 };
+  readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
   /** What each node's sockets hold of the streams of accounts owned here. */
   readonly interest = new StreamInterest();
+  /** What this node's own sockets hold, wherever the accounts are owned, and at which owner. */
+  private readonly held = new StreamInterest();
+  private readonly heldAt = new Map<string, string>();
+  private readonly offOwners: () => void;
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
   private readonly parts: ReplyParts;
@@ -80,6 +86,11 @@ export class AccountRouter {
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
     this.parts = new ReplyParts(this.forwardTimeoutMs);
+    this.offOwners = opts.owners.onChange((accountId, owner) => {
+      if (owner !== opts.nodeId) this.interest.dropAccount(accountId);
+      const at = this.heldAt.get(accountId);
+      if (owner !== null && at !== undefined && at !== owner) void this.replay(accountId, owner);
+    });
     // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
     // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
     this.offStatus = opts.link.onStatus((up) => {
@@ -121,15 +132,24 @@ export class AccountRouter {
   }
 
   async call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
+    // A close counts even when it fails: the next owner must not reopen what nobody holds.
+    if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? '');
+    const r = await this.route(key, op, args, opts);
+    if (op !== 'stream.close' && op.startsWith('stream.')) this.hold(key, op, args, r.owner);
+    return r.value as ResultOf<C>;
+  }
+
+  /** Runs the call where the key's owner is; its answer and that owner. */
+  private async route(key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<{ value: unknown; owner: string }> {
     const deadline = this.now() + this.opts.ownerWaitMs;
     let waited = false;
     let redirected = false;
     for (;;) {
       const owner = await this.ownerOf(key);
-      if (owner === this.opts.nodeId) return this.runHere(this.opts.nodeId, key, op, args, opts) as Promise<ResultOf<C>>;
+      if (owner === this.opts.nodeId) return { value: await this.runHere(this.opts.nodeId, key, op, args, opts), owner };
       if (owner !== null) {
         const a = await this.forward(owner, { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
-        if (a.done) return a.value as ResultOf<C>;
+        if (a.done) return { value: a.value, owner };
         this.opts.owners.forget(key);
         // Told where the account went: ask again at once, once; otherwise wait for news.
         if (a.notOwner && !redirected) {
@@ -142,6 +162,39 @@ export class AccountRouter {
       if (!waited) this.stats.ownerWaits++;
       waited = true;
       await this.ownerChange(key, Math.min(left, this.recheckMs));
+    }
+  }
+
+  /** Notes what this node's own hub holds of an account's stream (any owner): replayed at the next owner. */
+  private hold(key: string, op: CommandName, args: unknown, owner: string): void {
+    const me = this.opts.nodeId;
+    if (op === 'stream.open') this.held.open(me, key);
+    else if (op === 'stream.close') this.held.close(me, key);
+    else if (op === 'stream.sub') {
+      const a = args as ArgsOf<'stream.sub'>;
+      this.held.sub(me, key, a.symbol, a.timeframes);
+    } else if (op === 'stream.unsub') {
+      const a = args as ArgsOf<'stream.unsub'>;
+      this.held.unsub(me, key, a.symbol, a.timeframes);
+    } else return;
+    if (this.held.holding(me, key)) this.heldAt.set(key, owner);
+    else this.heldAt.delete(key);
+  }
+
+  /** The account changed owner: the new owner's shard knows nothing of this node's sockets; open
+   *  and subscribe there what they hold, so its events (relayed) reach them again. */
+  private async replay(accountId: string, owner: string): Promise<void> {
+    const h = this.held.holding(this.opts.nodeId, accountId);
+    if (!h) return;
+    this.heldAt.set(accountId, owner);
+    try {
+      for (let i = 0; i < h.opens; i++) await this.route(accountId, 'stream.open', { accountId }, {});
+      for (const [symbol, timeframes] of h.symbols) {
+        await this.route(accountId, 'stream.sub', { accountId, symbol, timeframes, timeoutMs: this.opts.ownerWaitMs }, {});
+      }
+      this.stats.streamReplays++;
+    } catch (err) {
+      this.opts.log.warn('could not reopen a stream at the account\'s new owner', { accountId, owner, err: errorMessage(err) });
     }
   }
 
@@ -304,5 +357,6 @@ export class AccountRouter {
     this.subs = [];
     this.parts.clear();
     this.offStatus?.();
+    this.offOwners();
   }
 }

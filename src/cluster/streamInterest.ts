@@ -94,6 +94,13 @@ export class StreamInterest {
     return out;
   }
 
+  /** What `node` holds of the account's stream now (undefined: nothing). */
+  holding(node: string, accountId: string): { opens: number; symbols: Array<[string, Timeframe[]]> } | undefined {
+    const o = this.accounts.get(accountId)?.get(node);
+    if (!o || (o.opens <= 0 && o.symbols.size === 0)) return undefined;
+    return { opens: o.opens, symbols: [...o.symbols].map(([s, tfs]) => [s, [...tfs]]) };
+  }
+
   /** The account moved to another owner: its shard here let go of everything. */
   dropAccount(accountId: string): void {
     this.accounts.delete(accountId);

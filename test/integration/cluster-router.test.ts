@@ -166,6 +166,32 @@ describe('AccountRouter', () => {
     expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'EURUSD' }]]);
   });
 
+  it('when the account changes owner, a node reopens its sockets\' stream at the new owner (remote or itself)', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await C.owners.ownerOf(id)) === 'B', 'C learns the owner');
+    await C.router.call(id, 'stream.open', { accountId: id });
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'GBPUSD', timeframes: [], timeoutMs: 1_000 });
+    await C.router.call(id, 'stream.unsub', { accountId: id, symbol: 'GBPUSD' });
+    const streamOps = (f: ReturnType<typeof fakeShards>) => f.calls.filter((c) => c.key === id).map((c) => [c.op, (c.args as { symbol?: string }).symbol]);
+    const replays = C.router.stats.streamReplays;
+    leases.set(id, 'A', A.owners); // B handed it over (or died): A's shard knows nothing of C's sockets
+    await until(() => C.router.stats.streamReplays === replays + 1, 'C to reopen at A');
+    expect(streamOps(fakes.A)).toEqual([['stream.open', undefined], ['stream.sub', 'EURUSD']]);
+    leases.set(id, 'C', C.owners); // now C itself owns it: its own shard gets them
+    await until(() => C.router.stats.streamReplays === replays + 2, 'C to reopen on itself');
+    expect(streamOps(fakes.C)).toEqual([['stream.open', undefined], ['stream.sub', 'EURUSD']]);
+    await C.router.call(id, 'stream.close', { accountId: id });
+    fakes.B.calls.length = 0;
+    leases.set(id, 'B', B.owners); // nothing held any more: nothing reopened
+    await until(async () => (await C.owners.ownerOf(id)) === 'B', 'C learns the owner');
+    // A reopen would have been sent (from the same connection) before this call.
+    await C.router.call(id, 'account.status', { accountId: id });
+    expect(streamOps(fakes.B)).toEqual([['account.status', undefined]]);
+    expect(C.router.stats.streamReplays).toBe(replays + 2);
+  });
+
   it('a forwarded call in flight when NATS goes down is a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
     leases.set(id, 'B', B.owners);
