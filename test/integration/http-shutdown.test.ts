@@ -60,6 +60,9 @@ describe('shutdown', () => {
     kept.write(rawGet('/healthz'));
     await kept.waitFor(1);
     for (let i = 0; i < 50; i++) send(i);
+    // Every request written before the signal: a test process starved by a loaded machine could
+    // otherwise still be connecting when the gateway, having drained, stops accepting.
+    await Promise.all(conns);
     await new Promise((r) => setTimeout(r, 5));
     p.child.kill('SIGTERM');
     while (!p.output().includes('shutting down')) await new Promise((r) => setTimeout(r, 5));
@@ -102,6 +105,7 @@ describe('shutdown', () => {
       c.write(order(`sp-${i}-a`) + order(`sp-${i}-b`));
       return c;
     }));
+    await Promise.all(conns); // every request written before the signal (see the test above)
     await new Promise((r) => setTimeout(r, 5));
     p.child.kill('SIGTERM');
     await until(() => p.output().includes('shutting down'), 'the shutdown to start');
