@@ -4,7 +4,10 @@
 import type { AuthMode, Authenticator, Principal } from '../auth/authenticator.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError } from '../errors.js';
-import { singleParam, type QueryMap } from './request.js';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import type { ClientAddress } from './clientAddress.js';
+import { readRequest, singleParam, type QueryMap, type RequestInfo } from './request.js';
+import { ResponseSink } from './respond.js';
 
 export interface AdmissionDeps {
   auth: Authenticator;
@@ -27,6 +30,18 @@ export function admit(deps: AdmissionDeps, ip: string, mode: AuthMode, headers: 
     if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
   }
   return deps.auth.authenticate(mode, headers, v1);
+}
+
+/** What a WebSocket upgrade is answered from, read inside uWS's upgrade handler (the request is
+ *  gone after it): the handshake headers (readRequest copies only those routes use), the request,
+ *  and the sink a refusal is written to. Shared by /v1/stream and /ws. */
+export function readUpgrade(res: HttpResponse, req: HttpRequest, address: ClientAddress): {
+  key: string; protocol: string; extensions: string; info: RequestInfo; sink: ResponseSink;
+} {
+  return {
+    key: req.getHeader('sec-websocket-key'), protocol: req.getHeader('sec-websocket-protocol'), extensions: req.getHeader('sec-websocket-extensions'),
+    info: readRequest(res, req, 0, address), sink: new ResponseSink(res),
+  };
 }
 
 /** A WebSocket upgrade: the API key may also come as ?apiKey= (SPEC §5.3); the header wins when both are sent. */

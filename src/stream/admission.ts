@@ -7,12 +7,12 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
-import { admitSocket, noteRefusal } from '../http/admission.js';
+import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';
 import { sendError } from '../http/app.js';
 import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
-import { readRequest, singleParam } from '../http/request.js';
-import { ResponseSink } from '../http/respond.js';
+import { singleParam, type RequestInfo } from '../http/request.js';
+import type { ResponseSink } from '../http/respond.js';
 import { assertAliasAgrees } from '../http/schemas.js';
 import { canonicalAccountId } from '../util/accountId.js';
 import { parseSince } from './history.js';
@@ -40,12 +40,7 @@ export class StreamAdmission {
   ) {}
 
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    // The upgrade headers are read here: readRequest copies only the headers routes use.
-    const key = req.getHeader('sec-websocket-key');
-    const protocol = req.getHeader('sec-websocket-protocol');
-    const extensions = req.getHeader('sec-websocket-extensions');
-    const info = readRequest(res, req, 0, this.deps.address);
-    const sink = new ResponseSink(res);
+    const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.deps.address);
     try {
       assertWebsocketOrigin(req, this.deps.config);
     } catch (err) {
@@ -56,7 +51,7 @@ export class StreamAdmission {
   }
 
   private async admit(
-    info: ReturnType<typeof readRequest>, sink: ResponseSink, context: us_socket_context_t,
+    info: RequestInfo, sink: ResponseSink, context: us_socket_context_t,
     key: string, protocol: string, extensions: string,
   ): Promise<void> {
     const d = this.deps;

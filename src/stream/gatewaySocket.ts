@@ -20,9 +20,8 @@ import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/app.js';
 import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
-import { admitSocket, noteRefusal } from '../http/admission.js';
-import { readRequest, singleParam } from '../http/request.js';
-import { ResponseSink } from '../http/respond.js';
+import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';
+import { singleParam } from '../http/request.js';
 import { SOCKET_CLOSE } from './closeCodes.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
@@ -94,11 +93,7 @@ export class GatewaySocket {
   }
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const key = req.getHeader('sec-websocket-key');
-    const protocol = req.getHeader('sec-websocket-protocol');
-    const extensions = req.getHeader('sec-websocket-extensions');
-    const info = readRequest(res, req, 0, this.address);
-    const sink = new ResponseSink(res);
+    const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.address);
     try {
       assertWebsocketOrigin(req, this.s.config);
       const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info.ip, info.headers, info.query);
