@@ -56,6 +56,9 @@ export const configSchema = z.object({
   reconnectCapMs: int(1, 3_600_000).default(30_000),
   /** How long a request waits for its account's broker connection before 503 NOT_CONNECTED. */
   brokerWaitMs: int(0, 120_000).default(2_000),
+  /** A bind (ConnectEx, POST /v1/broker-accounts) or an account upgrade: how long it waits for the
+   *  first connect before answering with the phase it is in. */
+  bindWaitMs: int(0, 120_000).default(3_000),
   /** CheckConnect: how long it waits for the reconnect it triggered. */
   checkWaitMs: int(0, 120_000).default(1_000),
   /** A gateway session resumed after a restart: how long it waits, once, for last-known account values. */
@@ -154,7 +157,7 @@ const ENV: Record<string, keyof Config> = {
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', RECONNECT_BASE_MS: 'reconnectBaseMs', RECONNECT_CAP_MS: 'reconnectCapMs',
-  BROKER_WAIT_MS: 'brokerWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
+  BROKER_WAIT_MS: 'brokerWaitMs', BIND_WAIT_MS: 'bindWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',

@@ -198,7 +198,7 @@ async function start(
       simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
       timing: {
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
-        brokerWaitMs: config.brokerWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
+        brokerWaitMs: config.brokerWaitMs, bindWaitMs: config.bindWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
       },
       clockOffsetMs: config.shardClockOffsetMs,
     },

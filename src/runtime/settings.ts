@@ -9,6 +9,8 @@ export interface ShardTiming {
   reconnectCapMs: number;
   /** How long an operation waits for the account's broker connection before 503 NOT_CONNECTED (ms). */
   brokerWaitMs: number;
+  /** A bind or an account upgrade: how long it waits for the first connect before answering (ms). */
+  bindWaitMs: number;
   /** CheckConnect: how long it waits for the reconnect it triggered (ms). */
   checkWaitMs: number;
   /** A gateway session resumed after a restart: how long it waits, once, for last-known account values (ms). */
@@ -35,6 +37,7 @@ export const DEFAULT_SHARD_TIMING: ShardTiming = {
   reconnectBaseMs: 250,
   reconnectCapMs: 30_000,
   brokerWaitMs: 2_000,
+  bindWaitMs: 3_000,
   checkWaitMs: 1_000,
   resumeWaitMs: 30_000,
 };

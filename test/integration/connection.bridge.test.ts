@@ -82,7 +82,8 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
   const port = (probe.address() as { port: number }).port;
   await new Promise<void>((r) => probe.close(() => r()));
-  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}` });
+  // Short waits for the connection: each bind below answers 'connecting' after bindWaitMs (3 s by default).
+  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, bindWaitMs: 300, checkWaitMs: 500 });
   let later: SimServerHandle | undefined;
   try {
     const key = (await g.req('POST', '/v1/keys', { headers: mgmt(g.managementKey), body: { label: 'd' } })).body.key;

@@ -229,7 +229,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     } else {
       existing = startEntry(row);
     }
-    await settle(existing, a.waitMs ?? 3_000);
+    await settle(existing, a.waitMs ?? ctx.settings.timing.bindWaitMs);
     if (existing.authFailed) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
     return status(existing);
   };
@@ -252,13 +252,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const nextBuild = build === undefined ? row.build : build;
         if (build !== undefined) store.setBuild(accountId, build, now());
         await e.replace({ credentials: e.credentials, build: nextBuild });
-        await settle(e, 3_000);
+        await settle(e, ctx.settings.timing.bindWaitMs);
         return status(e);
       },
       'account.check': async ({ accountId }) => {
         const e = entryOf(accountId);
         e.check();
-        await settle(e, 1_000);
+        await settle(e, ctx.settings.timing.checkWaitMs);
         return { ...status(e), connected: e.phase() === 'connected' };
       },
       'account.fault': ({ accountId, fault }) => {
