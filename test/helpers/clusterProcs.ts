@@ -55,7 +55,7 @@ export type NodeState = 'running' | 'stopped' | 'down';
 
 export interface ClusterNode {
   id: string;
-  /** Stable across restarts (the same port is asked for again). */
+  /** The same port is asked for again at a restart (another one if it was taken meanwhile). */
   url: string;
   port: number;
   dir: string;
@@ -130,8 +130,14 @@ export class ClusterProcs {
     const prev = this.nodes.find((x) => x.id === id);
     if (prev && prev.state !== 'down') throw new Error(`${id} is ${prev.state}`);
     const env = { ...this.nodeEnv, NODE_ID: id, ...(prev ? { PORT: String(prev.port) } : {}) };
-    const proc = startProcess(env, prev?.dir);
-    const url = await proc.listening;
+    let proc = startProcess(env, prev?.dir);
+    let url = await proc.listening.catch((err: Error) => err);
+    if (url instanceof Error && prev && url.message.includes('cannot listen')) {
+      // The old port was taken meanwhile (as a client socket's local port): another one.
+      proc = startProcess({ ...env, PORT: '0' }, prev.dir);
+      url = await proc.listening;
+    }
+    if (url instanceof Error) throw url;
     const port = Number(new URL(url).port);
     const node: ClusterNode = { id, url, port, dir: proc.dir, proc, state: 'running' };
     if (prev) Object.assign(prev, node);
@@ -218,8 +224,19 @@ export class ClusterProcs {
     const acct = { id, key: key.value, login };
     await this.owner(id);
     for (const n of this.running()) {
-      await until(async () => (await fetch(`${n.url}/AccountSummary?id=${id}`, { headers: { 'x-api-key': acct.key } })).status === 200,
-        `${n.id} to serve ${id}`, 20_000);
+      // The key first, through the management key: polling with a key not mirrored yet would count
+      // as failed authentications and get this address throttled.
+      const keyIds = async () => ((await (await fetch(`${n.url}/v1/keys?kind=api`, { headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } })).json()) as { keys?: Array<{ id: string }> }).keys?.map((k) => k.id) ?? [];
+      await until(async () => (await keyIds()).includes(key.id), `${n.id} to mirror the key of ${id}`, 20_000);
+      let last = '';
+      await until(async () => {
+        const r = await fetch(`${n.url}/AccountSummary?id=${id}`, { headers: { 'x-api-key': acct.key } });
+        last = `${r.status} ${await r.text()}`;
+        if (r.status !== 200) await sleep(200);
+        return r.status === 200;
+      }, `${n.id} to serve ${id}`, 20_000).catch(async (err: Error) => {
+        throw new Error(`${err.message}; last answer ${last}; lease now ${JSON.stringify(await this.lease(id))}`);
+      });
     }
     return acct;
   }

@@ -73,7 +73,8 @@ export interface Traffic {
 }
 
 /** `clients` concurrent clients, each sending idempotent orders one after another (ids
- *  `<tag>-<client>-<n>`) through the nodes in turn, retrying each until it has a final answer. */
+ *  `<tag>-<client>-<n>`) through the nodes in turn, retrying each until it has a final answer.
+ *  Paced (`pauseMs` between orders): a simulator account's margin holds about 250 of these buys. */
 export function startTraffic(cluster: ClusterProcs, acct: ClusterAccount, opts: { tag: string; clients?: number; pauseMs?: number }): Traffic {
   const log: Answer[] = [];
   const finals: Answer[] = [];
@@ -81,7 +82,7 @@ export function startTraffic(cluster: ClusterProcs, acct: ClusterAccount, opts: 
   const loops = Array.from({ length: opts.clients ?? 3 }, async (_, c) => {
     for (let n = 0; running; n++) {
       finals.push(await retryingOrder(cluster, acct, `${opts.tag}-${c}-${n}`, log, { start: c + n }));
-      await new Promise((r) => setTimeout(r, opts.pauseMs ?? 20));
+      await new Promise((r) => setTimeout(r, opts.pauseMs ?? 250));
     }
   });
   return {
@@ -114,4 +115,14 @@ export function acceptableFinal(a: Answer): boolean {
 export function firstAcceptedAfter(log: readonly Answer[], t: number): number | undefined {
   const ok = log.filter((a) => a.status === 200 && a.sentAt >= t).map((a) => a.answeredAt);
   return ok.length ? Math.min(...ok) - t : undefined;
+}
+
+/** Attempts counted by node and answer (status and error code), for failure messages. */
+export function tally(log: readonly Answer[]): string {
+  const n = new Map<string, number>();
+  for (const a of log) {
+    const k = `${a.node}:${a.status}${typeof (a.body as { error?: unknown } | null)?.error === 'string' ? ` ${(a.body as { error: string }).error}` : ''}`;
+    n.set(k, (n.get(k) ?? 0) + 1);
+  }
+  return [...n].map(([k, v]) => `${k} x${v}`).join(', ');
 }
