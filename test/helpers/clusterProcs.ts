@@ -201,6 +201,12 @@ export class ClusterProcs {
     return row as LeaseRow & { owner: string };
   }
 
+  /** The account's live owner and the other running nodes. */
+  async roles(accountId: string): Promise<{ owner: string; others: string[] }> {
+    const { owner } = await this.owner(accountId);
+    return { owner, others: this.running().map((n) => n.id).filter((id) => id !== owner) };
+  }
+
   /**
    * A new simulator login as an account of the cluster, with an API key for it, written to
    * PostgreSQL (the cluster's tenancy record: seat, seat state, binding with the password sealed by
