@@ -211,8 +211,9 @@ describe('process', () => {
       [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
       [{ STREAM_SOFT_LIMIT_BYTES: '10000000', STREAM_HARD_LIMIT_BYTES: '5000' }, 2, /invalid configuration: streamSoftLimitBytes: must be below streamHardLimitBytes \(5000\)/],
     ];
-    for (const [env, code, message] of cases) {
-      const p = start(env);
+    // All at once: each is its own process and DATA_DIR, and most of its time is starting node.
+    const runs = cases.map(([env, code, message]) => [env, code, message, start(env)] as const);
+    for (const [env, code, message, p] of runs) {
       expect(await p.exited, JSON.stringify(env)).toBe(code);
       expect(p.output(), JSON.stringify(env)).toMatch(message);
       expect(p.output(), JSON.stringify(env)).not.toMatch(/\n\s+at /);
@@ -230,13 +231,16 @@ describe('process', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'secret.key'), 'not-a-key\n');
     const badKey = start({}, dir);
+    // The others at the same time, each in its own DATA_DIR.
+    const runs = cases.map(([name, prepare, message]) => {
+      const d = tempDir();
+      prepare(d);
+      return [name, message, start({}, d)] as const;
+    });
     expect(await badKey.exited).toBe(2);
     expect(badKey.output()).toMatch(/secret\.key: secretKey must be 32 bytes/);
     expect(badKey.output()).not.toContain('TAGW_SECRET_KEY');
-    for (const [name, prepare, message] of cases) {
-      const dir = tempDir();
-      prepare(dir);
-      const p = start({}, dir);
+    for (const [name, message, p] of runs) {
       expect(await p.exited, name).toBe(1);
       expect(p.output(), name).toMatch(message);
       expect(p.output(), name).not.toMatch(/\n\s+at /);
@@ -246,7 +250,7 @@ describe('process', () => {
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{"servers": 5}');
-    for (const [args, message] of [
+    const cases: Array<[string[], RegExp]> = [
       [['--port', 'abc'], /--port abc: expected a port number/],
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
       [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
@@ -255,8 +259,10 @@ describe('process', () => {
       [['--port', '0', 'extra'], /unexpected argument extra/],
       [['--tls-cert', join(dir, 'bad.json')], /--tls-cert and --tls-key go together/],
       [['--tls-cert', join(dir, 'bad.json'), '--tls-key', join(dir, 'bad.json')], /--tls-cert .*bad\.json .*: /],
-    ] as Array<[string[], RegExp]>) {
-      const p = start({}, undefined, [builtEntry('src/simServer.ts'), ...args]);
+    ];
+    // All at once (each its own process).
+    const runs = cases.map(([args, message]) => [args, message, start({}, undefined, [builtEntry('src/simServer.ts'), ...args])] as const);
+    for (const [args, message, p] of runs) {
       expect(await p.exited, args.join(' ')).toBe(2);
       expect(p.output()).toMatch(message);
       expect(p.output()).not.toMatch(/\n\s+at /);
