@@ -2,8 +2,8 @@
 // SQLite (src/store/migrations.ts): migration N runs once, in order, in one transaction with its
 // row, so a crash mid-upgrade leaves the schema at N-1; never edit a released migration, append.
 // Nodes starting together serialise on an advisory lock; a schema newer than this build refuses.
-import { SchemaTooNewError, type Migration } from '../store/migrations.js';
-import { describePgUrl, withTransaction, type PgPool, type Queryable } from './pgPool.js';
+import { SchemaTooNewError, type Migration, type MigrationPlan } from '../store/migrations.js';
+import { describePgUrl, openPgPool, withTransaction, type PgPool, type Queryable } from './pgPool.js';
 
 export const PG_MIGRATIONS: readonly Migration[] = [
   // 1: ownership (nodes, leases with their fencing epoch), idempotency claims (fenced by epoch), and
@@ -150,6 +150,25 @@ async function versionOf(q: Queryable): Promise<number> {
 export async function pgSchemaVersion(pool: PgPool): Promise<number> {
   const r = await pool.query<{ t: string | null }>("SELECT to_regclass('schema_migrations')::text AS t");
   return r.rows[0]?.t ? versionOf(pool) : 0;
+}
+
+/**
+ * `tagw migrate --check` for the cluster database: its version and what a node's start would run,
+ * read only (a short-lived pool of one connection). Rejects with one line naming the server, never
+ * the password, when it cannot be read.
+ */
+export async function checkPgMigrations(url: string): Promise<MigrationPlan & { database: string }> {
+  const database = describePgUrl(url);
+  const pool = openPgPool(url, { max: 1, connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, applicationName: 'tagw migrate --check', onIdleError: () => {} });
+  try {
+    const current = await pgSchemaVersion(pool);
+    const pending = PG_MIGRATIONS.slice(current).map((m, i) => ({ version: current + i + 1, name: m.name }));
+    return { database, current, target: PG_SCHEMA_VERSION, pending, tooNew: current > PG_SCHEMA_VERSION };
+  } catch (err) {
+    throw new Error(`cannot read the cluster database ${database}: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    await pool.end().catch(() => {});
+  }
 }
 
 /**

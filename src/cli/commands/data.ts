@@ -1,11 +1,14 @@
 // tagw backup FILE, tagw restore FILE, tagw migrate --check: local operations on DATA_DIR's
-// database (src/store/backup.ts, src/store/migrations.ts), no HTTP. Backup runs beside a serving
-// gateway; restore needs it stopped.
+// database (src/store/backup.ts, src/store/migrations.ts; migrate --check also reads the cluster's
+// PostgreSQL when DATABASE_URL is set), no HTTP. Backup runs beside a serving gateway; restore
+// needs it stopped.
 import type { Command } from 'commander';
 import { BackupError, backupDatabase, restoreDatabase } from '../../store/backup.js';
 import { DataDirInUseError } from '../../store/dataDirLock.js';
 import { dbPath } from '../../store/db.js';
-import { checkMigrations, SchemaTooNewError } from '../../store/migrations.js';
+import { checkMigrations, SchemaTooNewError, type MigrationPlan } from '../../store/migrations.js';
+import { checkPgMigrations } from '../../cluster/pgMigrations.js';
+import { errorMessage } from '../../util/errorMessage.js';
 import type { Ctx } from '../context.js';
 import { CliError, EXIT } from '../errors.js';
 import { fields, table } from '../output.js';
@@ -16,6 +19,13 @@ function asCliError(e: unknown): unknown {
   if (e instanceof SchemaTooNewError) return new CliError(EXIT.SCHEMA_TOO_NEW, e.message);
   if (e instanceof BackupError) return new CliError(EXIT.FAILED, e.message);
   return e;
+}
+
+function planText(database: string, p: MigrationPlan): string {
+  return fields([
+    ['database', database], ['schema version', p.current], ['this build', p.target],
+    ['state', p.tooNew ? 'NEWER than this build: it refuses to start on it' : p.pending.length ? `${p.pending.length} migration(s) would run` : 'up to date'],
+  ]) + (p.pending.length ? `\n${table(p.pending, [{ header: 'VERSION', value: (m) => m.version }, { header: 'MIGRATION', value: (m) => m.name }])}` : '');
 }
 
 const keyLine = (k: { location: string; fingerprint: string | null }) => `${k.location}${k.fingerprint ? ` (fingerprint ${k.fingerprint})` : ' (no key yet)'}`;
@@ -48,16 +58,21 @@ export function dataCommands(program: Command, ctx: () => Ctx): void {
     });
 
   program.command('migrate').description('schema migrations (the gateway runs them at start)')
-    .option('--check', 'show what would run on DATA_DIR\'s database, change nothing')
-    .action((o: { check?: boolean }) => {
+    .option('--check', 'show what would run on DATA_DIR\'s database (and the cluster database when DATABASE_URL is set), change nothing')
+    .action(async (o: { check?: boolean }) => {
       if (!o.check) throw new CliError(EXIT.USAGE, 'the gateway migrates its database when it starts; `tagw migrate --check` shows what that would run');
       const c = ctx();
-      const file = dbPath(c.config().dataDir);
+      const { dataDir, databaseUrl } = c.config();
+      const file = dbPath(dataDir);
       const plan = checkMigrations(file);
-      c.out.print({ database: file, ...plan }, (d) => fields([
-        ['database', d.database], ['schema version', d.current], ['this build', d.target],
-        ['state', d.tooNew ? 'NEWER than this build: it refuses to start on it' : d.pending.length ? `${d.pending.length} migration(s) would run` : 'up to date'],
-      ]) + (d.pending.length ? `\n${table(d.pending, [{ header: 'VERSION', value: (m) => m.version }, { header: 'MIGRATION', value: (m) => m.name }])}` : ''));
+      // Cluster mode: PostgreSQL's schema too (a node refuses a newer one, exit 5, as for SQLite).
+      const cluster = databaseUrl === undefined ? undefined
+        : await checkPgMigrations(databaseUrl).catch((e: unknown) => { throw new CliError(EXIT.FAILED, errorMessage(e)); });
+      c.out.print({ database: file, ...plan, ...(cluster ? { cluster } : {}) }, (d) => [
+        planText(d.database, d),
+        ...(d.cluster ? [`\nCluster database (DATABASE_URL):\n${planText(d.cluster.database, d.cluster)}`] : []),
+      ].join('\n'));
       if (plan.tooNew) throw new CliError(EXIT.SCHEMA_TOO_NEW, `${file}: schema version ${plan.current} is newer than this build's ${plan.target}`);
+      if (cluster?.tooNew) throw new CliError(EXIT.SCHEMA_TOO_NEW, `${cluster.database}: cluster schema version ${cluster.current} is newer than this build's ${cluster.target}`);
     });
 }
