@@ -1,0 +1,167 @@
+// The account stream's history in JetStream (cluster mode, docs/cluster.md "Streams and resume"):
+// the owner of an account writes each numbered frame (epoch, seq: the same bytes its sockets get)
+// to the stream TAGW_HISTORY on `tagw.hist.<account>`; a client resuming on any node is replayed
+// from here, and a new owner after a takeover reads the last number to continue the epoch. The
+// limits are the single node's history settings (max age, max messages per account), file storage,
+// so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
+// last_by_subj; no batch get, which needs 2.11).
+import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import type { DealMark } from '../store/streamHistory.js';
+import { token } from './subjects.js';
+
+// The shapes of stream/history.ts (the edge layer, above this one), restated: structurally the same.
+export interface StreamPosition { epoch: string; seq: number }
+export interface HistoryEntry { seq: number; at: number; frame: string }
+export interface HistoryLimits { maxEvents: number; maxAgeMs: number }
+export type Replay = { recovered: true; entries: HistoryEntry[] } | { recovered: false };
+
+export const HISTORY_STREAM = 'TAGW_HISTORY';
+export const historySubject = (accountId: string): string => `tagw.hist.${token(accountId)}`;
+
+const H_EPOCH = 'Tagw-Epoch';
+const H_SEQ = 'Tagw-Seq';
+const H_DEAL = 'Tagw-Deal';
+
+/** One numbered frame as the owner writes it (seq 0 with an empty frame: an epoch's start). */
+export interface NumberedFrame { epoch: string; seq: number; frame: string; deal: DealMark }
+
+/** Where an account's stream stands in JetStream: what a new owner continues from. */
+export interface HistoryHead extends StreamPosition { deal: DealMark; at: number }
+
+export interface JetStreamHistoryOptions {
+  nc: NatsConnection;
+  limits: HistoryLimits;
+  /** Stream replicas (1 on a single nats-server; 3 on a JetStream cluster). */
+  replicas?: number;
+  /** How long a publish waits for the stream's ack (ms). */
+  ackTimeoutMs?: number;
+}
+
+interface Parsed { epoch: string; seq: number; deal: DealMark; stored: StoredMsg }
+
+function parse(m: StoredMsg): Parsed | null {
+  const epoch = m.header?.get(H_EPOCH);
+  const seq = Number(m.header?.get(H_SEQ));
+  if (!epoch || !Number.isSafeInteger(seq)) return null;
+  const [ticket, timeMsc] = (m.header.get(H_DEAL) || '0:0').split(':').map(Number);
+  return { epoch, seq, deal: { ticket: ticket ?? 0, timeMsc: timeMsc ?? 0 }, stored: m };
+}
+
+export class JetStreamHistory {
+  private constructor(
+    private readonly js: JetStreamClient, private readonly jsm: JetStreamManager,
+    private readonly opts: JetStreamHistoryOptions,
+  ) {}
+
+  /** Creates the stream, or updates its limits to this node's settings (the last node to start wins). */
+  static async open(opts: JetStreamHistoryOptions): Promise<JetStreamHistory> {
+    const jsm = await jetstreamManager(opts.nc);
+    const config = {
+      name: HISTORY_STREAM,
+      subjects: ['tagw.hist.*'],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      max_msgs_per_subject: opts.limits.maxEvents + 1, // + the epoch's start marker
+      max_age: opts.limits.maxAgeMs * 1_000_000, // nanoseconds
+      num_replicas: opts.replicas ?? 1,
+      allow_direct: true,
+      // Msg ids (account, epoch, seq) make a retried publish harmless within this window.
+      duplicate_window: Math.min(opts.limits.maxAgeMs, 120_000) * 1_000_000,
+    };
+    try {
+      await jsm.streams.info(HISTORY_STREAM);
+      await jsm.streams.update(HISTORY_STREAM, config);
+    } catch (err) {
+      if (!/stream not found/i.test(String((err as Error).message))) throw err;
+      await jsm.streams.add(config);
+    }
+    return new JetStreamHistory(jetstream(opts.nc), jsm, opts);
+  }
+
+  /**
+   * Writes the frames (in order, pipelined) and resolves once the stream stored every one: only then
+   * may they be sent to sockets, so no client is ever ahead of what any node can replay.
+   */
+  async append(accountId: string, frames: readonly NumberedFrame[]): Promise<void> {
+    const subject = historySubject(accountId);
+    const timeout = this.opts.ackTimeoutMs ?? 5_000;
+    await Promise.all(frames.map((f) => {
+      const h = headers();
+      h.set(H_EPOCH, f.epoch);
+      h.set(H_SEQ, String(f.seq));
+      h.set(H_DEAL, `${f.deal.ticket}:${f.deal.timeMsc}`);
+      return this.js.publish(subject, f.frame, { headers: h, msgID: `${accountId}:${f.epoch}:${f.seq}`, timeout });
+    }));
+  }
+
+  /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it. */
+  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void> {
+    return this.append(accountId, [{ epoch, seq: 0, frame: '', deal }]);
+  }
+
+  /** The account's latest number in JetStream (undefined: nothing kept, e.g. all of it aged out). */
+  async head(accountId: string): Promise<HistoryHead | undefined> {
+    const m = await this.jsm.direct.getMessage(HISTORY_STREAM, { last_by_subj: historySubject(accountId) });
+    const p = m && parse(m);
+    return p ? { epoch: p.epoch, seq: p.seq, deal: p.deal, at: m.time.getTime() } : undefined;
+  }
+
+  /**
+   * Everything after `since`, if JetStream still holds all of it (same epoch, nothing after it
+   * expired). The first frame after `since` is found by bisecting stream sequences with direct gets
+   * (the account's messages are a subsequence of the stream, the epoch's ascend), then read with an
+   * ordered consumer from there.
+   */
+  async replay(accountId: string, since: StreamPosition): Promise<Replay> {
+    const subject = historySubject(accountId);
+    const last = await this.jsm.direct.getMessage(HISTORY_STREAM, { last_by_subj: subject });
+    const head = last && parse(last);
+    if (!head || head.epoch !== since.epoch || since.seq > head.seq) return { recovered: false };
+    const want = head.seq - since.seq;
+    if (want === 0) return { recovered: true, entries: [] };
+    const after = (p: Parsed | null) => p !== null && p.epoch === since.epoch && p.seq > since.seq;
+    // Smallest stream seq x whose next account message is after `since` (head's is: hi holds).
+    let lo = 1;
+    let hi = head.stored.seq;
+    let first: Parsed = head;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const m = await this.jsm.direct.getMessage(HISTORY_STREAM, { seq: mid, next_by_subj: subject });
+      const p = m && parse(m);
+      if (after(p)) {
+        first = p!;
+        hi = Math.min(mid, p!.stored.seq);
+      } else lo = Math.max(mid + 1, (p?.stored.seq ?? mid) + 1);
+    }
+    if (first.seq !== since.seq + 1) return { recovered: false }; // frames after `since` aged out
+    const entries = await this.read(subject, first.stored.seq, want);
+    const whole = entries.length === want && entries.every((e, i) => e.seq === since.seq + 1 + i);
+    return whole ? { recovered: true, entries } : { recovered: false };
+  }
+
+  /** `count` frames of `subject` from stream seq `start` on. */
+  private async read(subject: string, start: number, count: number): Promise<HistoryEntry[]> {
+    const c = await this.js.consumers.get(HISTORY_STREAM, {
+      filter_subjects: subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start,
+    });
+    const out: HistoryEntry[] = [];
+    try {
+      while (out.length < count) {
+        const it = await c.fetch({ max_messages: Math.min(count - out.length, 1_000), expires: this.opts.ackTimeoutMs ?? 5_000 });
+        let got = 0;
+        for await (const m of it) {
+          got++;
+          const seq = Number(m.headers?.get(H_SEQ));
+          if (seq === 0) continue; // an epoch's start marker
+          out.push({ seq, at: m.info.timestampNanos / 1e6, frame: m.string() });
+          if (out.length === count) break;
+        }
+        if (got === 0) break; // nothing more (expired meanwhile)
+      }
+    } finally {
+      await c.delete().catch(() => undefined);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,133 @@
+// The account stream history in JetStream (src/cluster/jsHistory.ts) over a real nats-server -js:
+// what one node writes another replays exactly (same bytes, in order), interleaved with other
+// accounts; limits by count; an unknown epoch or a position never reached is not recovered; the
+// history survives a nats-server kill and restart (file storage); a property against a model.
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JetStreamHistory, type NumberedFrame } from '../../src/cluster/jsHistory.js';
+import { accountFrame } from '../../src/stream/frames.js';
+import { startNats, type Engine } from '../helpers/engines.js';
+import { until } from '../helpers/until.js';
+
+let nats: Engine;
+let ncA: NatsConnection, ncB: NatsConnection;
+let A: JetStreamHistory, B: JetStreamHistory;
+const limits = { maxEvents: 50, maxAgeMs: 60_000 };
+const deal = { ticket: 0, timeMsc: 0 };
+let n = 0;
+const uniq = (p: string) => `${p}-${++n}`;
+
+const frames = (epoch: string, from: number, to: number): NumberedFrame[] => {
+  const out: NumberedFrame[] = [];
+  for (let s = from; s <= to; s++) out.push({ epoch, seq: s, frame: accountFrame('TRADE', s, epoch, `{"ticket":${s}}`), deal: { ticket: s, timeMsc: s * 10 } });
+  return out;
+};
+
+beforeAll(async () => {
+  nats = await startNats();
+  [ncA, ncB] = await Promise.all([connect({ servers: nats.url }), connect({ servers: nats.url })]);
+  A = await JetStreamHistory.open({ nc: ncA, limits });
+  B = await JetStreamHistory.open({ nc: ncB, limits });
+});
+afterAll(async () => {
+  await Promise.all([ncA, ncB].map((nc) => nc?.close()));
+  await nats?.stop();
+});
+
+describe('JetStreamHistory', () => {
+  it('replays on another node exactly the frames after the position, the same bytes, in order', async () => {
+    const acc = uniq('acc');
+    const other = uniq('acc');
+    await A.startEpoch(acc, 'e1', deal);
+    for (let s = 1; s <= 20; s += 5) {
+      await A.append(acc, frames('e1', s, s + 4));
+      await A.append(other, frames('x', s, s + 4)); // interleaved in the stream
+    }
+    const r = await B.replay(acc, { epoch: 'e1', seq: 7 });
+    expect(r.recovered).toBe(true);
+    if (!r.recovered) return;
+    expect(r.entries.map((e) => e.frame)).toEqual(frames('e1', 8, 20).map((f) => f.frame));
+    expect(await B.replay(acc, { epoch: 'e1', seq: 20 })).toEqual({ recovered: true, entries: [] });
+    const fromStart = await B.replay(acc, { epoch: 'e1', seq: 0 });
+    expect(fromStart.recovered && fromStart.entries.map((e) => e.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
+  it('does not recover another epoch, a position never reached, or an account with no history', async () => {
+    const acc = uniq('acc');
+    await A.startEpoch(acc, 'old', deal);
+    await A.append(acc, frames('old', 1, 3));
+    await A.startEpoch(acc, 'new', deal);
+    await A.append(acc, frames('new', 1, 2));
+    expect(await B.replay(acc, { epoch: 'old', seq: 1 })).toEqual({ recovered: false });
+    expect(await B.replay(acc, { epoch: 'new', seq: 3 })).toEqual({ recovered: false });
+    expect(await B.replay(uniq('none'), { epoch: 'new', seq: 0 })).toEqual({ recovered: false });
+    const r = await B.replay(acc, { epoch: 'new', seq: 0 });
+    expect(r.recovered && r.entries.map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it('keeps maxEvents per account: a position before what is kept is not recovered, one inside is', async () => {
+    const acc = uniq('acc');
+    await A.startEpoch(acc, 'e', deal);
+    await A.append(acc, frames('e', 1, 80));
+    expect(await B.replay(acc, { epoch: 'e', seq: 10 })).toEqual({ recovered: false });
+    const r = await B.replay(acc, { epoch: 'e', seq: 30 });
+    expect(r.recovered && r.entries.length).toBe(50);
+  });
+
+  it('gives a new owner the last number and deal mark; a retried publish is not stored twice', async () => {
+    const acc = uniq('acc');
+    await A.startEpoch(acc, 'e', deal);
+    await A.append(acc, frames('e', 1, 4));
+    await B.append(acc, frames('e', 4, 4)); // the same frame again (a retry)
+    const head = await B.head(acc);
+    expect(head).toMatchObject({ epoch: 'e', seq: 4, deal: { ticket: 4, timeMsc: 40 } });
+    const r = await B.replay(acc, { epoch: 'e', seq: 0 });
+    expect(r.recovered && r.entries.map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+    expect(await B.head(uniq('none'))).toBeUndefined();
+  });
+
+  it('fast-check: any interleaving of accounts and epochs replays as a model history would', async () => {
+    await fc.assert(fc.asyncProperty(
+      fc.array(fc.record({ acc: fc.integer({ min: 0, max: 2 }), op: fc.constantFrom('append', 'append', 'append', 'epoch'), k: fc.integer({ min: 1, max: 4 }) }), { minLength: 1, maxLength: 25 }),
+      fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 200 }), fc.boolean(),
+      async (ops, pick, sinceRaw, sameEpoch) => {
+        const run = uniq('p');
+        const model = [0, 1, 2].map((i) => ({ id: `${run}-${i}`, epochs: [`${run}e0`], frames: [] as NumberedFrame[], seq: 0 }));
+        for (const m of model) await A.startEpoch(m.id, m.epochs[0]!, deal);
+        for (const o of ops) {
+          const m = model[o.acc]!;
+          if (o.op === 'epoch') {
+            m.epochs.push(`${run}e${m.epochs.length}`);
+            m.seq = 0;
+            m.frames = [];
+            await A.startEpoch(m.id, m.epochs.at(-1)!, deal);
+          } else {
+            const f = frames(m.epochs.at(-1)!, m.seq + 1, m.seq + o.k);
+            m.seq += o.k;
+            m.frames.push(...f);
+            await A.append(m.id, f);
+          }
+        }
+        const m = model[pick]!;
+        const epoch = sameEpoch ? m.epochs.at(-1)! : m.epochs[0]!;
+        const since = { epoch, seq: sinceRaw % (m.seq + 3) };
+        const r = await B.replay(m.id, since);
+        const current = epoch === m.epochs.at(-1);
+        if (!current || since.seq > m.seq) expect(r).toEqual({ recovered: false });
+        else expect(r.recovered && r.entries.map((e) => e.frame)).toEqual(m.frames.filter((f) => f.seq > since.seq).map((f) => f.frame));
+      },
+    ), { numRuns: 25 });
+  });
+
+  it('survives a nats-server kill and restart (file storage)', async () => {
+    const acc = uniq('acc');
+    await A.startEpoch(acc, 'e', deal);
+    await A.append(acc, frames('e', 1, 5));
+    await nats.kill();
+    await nats.restart();
+    await until(async () => (await B.head(acc).catch(() => undefined))?.seq === 5, 'the history back after the restart', 15_000);
+    const r = await B.replay(acc, { epoch: 'e', seq: 2 });
+    expect(r.recovered && r.entries.map((e) => e.seq)).toEqual([3, 4, 5]);
+  });
+});
