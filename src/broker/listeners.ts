@@ -2,17 +2,19 @@
 import type { BrokerEventName, BrokerEvents, Unsubscribe } from './types.js';
 
 export class BrokerListeners {
-  private readonly sets: { [E in BrokerEventName]: Set<(data: BrokerEvents[E]) => void> } = {
-    tick: new Set(), positions: new Set(), orders: new Set(), deal: new Set(), candle: new Set(), state: new Set(),
-  };
+  // A set per event, created by its first listener: an idle account's connection has listeners of a
+  // few events only, and each empty Set still costs its table (issue 19, memory per idle account).
+  private readonly sets: { [E in BrokerEventName]?: Set<(data: BrokerEvents[E]) => void> } = {};
 
   on<E extends BrokerEventName>(event: E, listener: (data: BrokerEvents[E]) => void): Unsubscribe {
-    const set = this.sets[event] as Set<(data: BrokerEvents[E]) => void>;
+    const sets = this.sets as { [K in BrokerEventName]?: Set<(data: BrokerEvents[E]) => void> };
+    const set = (sets[event] ??= new Set());
     set.add(listener);
     return () => set.delete(listener);
   }
 
   emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
-    for (const l of this.sets[event] as Set<(data: BrokerEvents[E]) => void>) l(data);
+    const set = this.sets[event] as Set<(data: BrokerEvents[E]) => void> | undefined;
+    if (set) for (const l of set) l(data);
   }
 }

@@ -40,9 +40,10 @@ export class SimBrokerConnection implements BrokerConnection {
   private account: SimAccount | null = null;
   private readonly host: SimServer;
   private readonly listeners = new BrokerListeners();
-  private readonly tickSubs = new Map<MarketSymbol, (t: Tick) => void>();
-  private readonly candleSubs = new Map<MarketSymbol, Set<number>>();
-  private readonly candleListeners = new Map<MarketSymbol, BarListener>();
+  // Created on first use: most accounts subscribe to nothing, and an empty Map still costs its table.
+  private tickSubs: Map<MarketSymbol, (t: Tick) => void> | undefined;
+  /** Per symbol, the timeframes wanted and the bar listener delivering them. */
+  private candles: Map<MarketSymbol, { wanted: Set<number>; listener: BarListener }> | undefined;
   private readonly sink: AccountSink;
   /** Listeners of positions, orders and deals (see on()). */
   private accountListeners = 0;
@@ -137,7 +138,7 @@ export class SimBrokerConnection implements BrokerConnection {
         this.drop('connection lost (injected drop)');
       }
     });
-    for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.add(l);
+    if (this.tickSubs) for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.add(l);
     this.setState('connected');
   }
 
@@ -150,7 +151,7 @@ export class SimBrokerConnection implements BrokerConnection {
 
   private detach(): void {
     this.detachSink();
-    for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
+    if (this.tickSubs) for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
     this.unFault?.();
     this.unFault = null;
     if (this.dropTimer) clearTimeout(this.dropTimer);
@@ -159,8 +160,8 @@ export class SimBrokerConnection implements BrokerConnection {
 
   async disconnect(): Promise<void> {
     this.detach();
-    for (const s of [...this.candleSubs.keys()]) this.detachCandles(s);
-    this.tickSubs.clear();
+    if (this.candles) for (const s of [...this.candles.keys()]) this.detachCandles(s);
+    this.tickSubs = undefined;
     this.setState('disconnected', 'closed by client');
   }
 
@@ -368,9 +369,9 @@ export class SimBrokerConnection implements BrokerConnection {
     await this.ready();
     const list = symbols.map((n) => this.sym(n));
     for (const s of list) {
-      if (this.tickSubs.has(s)) continue;
+      if (this.tickSubs?.has(s)) continue;
       const l = (t: Tick) => this.emit('tick', t);
-      this.tickSubs.set(s, l);
+      (this.tickSubs ??= new Map()).set(s, l);
       this.host.tickListeners[s.index]!.add(l);
     }
   }
@@ -378,10 +379,10 @@ export class SimBrokerConnection implements BrokerConnection {
   async unsubscribe(symbols: readonly string[]): Promise<void> {
     for (const n of symbols) {
       const s = this.host.market.bySymbol.get(n);
-      const l = s && this.tickSubs.get(s);
+      const l = s && this.tickSubs?.get(s);
       if (!s || !l) continue;
       this.host.tickListeners[s.index]!.delete(l);
-      this.tickSubs.delete(s);
+      this.tickSubs!.delete(s);
     }
   }
 
@@ -391,10 +392,9 @@ export class SimBrokerConnection implements BrokerConnection {
     let maxTf = 0;
     for (const tf of timeframes) maxTf = Math.max(maxTf, TIMEFRAMES.indexOf(tf));
     const bars = this.host.market.enableBars(s, TIMEFRAMES[maxTf]!);
-    let set = this.candleSubs.get(s);
+    let set = this.candles?.get(s)?.wanted;
     if (!set) {
       set = new Set();
-      this.candleSubs.set(s, set);
       const clock = this.host.market.clock;
       const wanted = set;
       const listener: BarListener = (k, start, o, closed) => {
@@ -403,24 +403,23 @@ export class SimBrokerConnection implements BrokerConnection {
         }
       };
       bars.listeners.add(listener);
-      this.candleListeners.set(s, listener);
+      (this.candles ??= new Map()).set(s, { wanted: set, listener });
     }
     for (const tf of timeframes) set.add(TIMEFRAMES.indexOf(tf));
   }
 
   async unsubscribeCandles(symbol: string, timeframes?: readonly Timeframe[]): Promise<void> {
     const s = this.host.market.bySymbol.get(symbol);
-    const set = s && this.candleSubs.get(s);
+    const set = s && this.candles?.get(s)?.wanted;
     if (!s || !set) return;
     if (timeframes) for (const tf of timeframes) set.delete(TIMEFRAMES.indexOf(tf));
     if (!timeframes || set.size === 0) this.detachCandles(s);
   }
 
   private detachCandles(s: MarketSymbol): void {
-    const l = this.candleListeners.get(s);
-    if (l) s.bars?.listeners.delete(l);
-    this.candleListeners.delete(s);
-    this.candleSubs.delete(s);
+    const c = this.candles?.get(s);
+    if (c) s.bars?.listeners.delete(c.listener);
+    this.candles?.delete(s);
   }
 }
 

@@ -148,7 +148,8 @@ interface Waiter {
 
 export class AccountEntry implements AccountRuntime {
   private slot: Slot | null = null;
-  private readonly listeners = new Set<(ev: AccountEvent) => void>();
+  /** Listeners of the account's events (stream sockets, gateway sessions); none while idle. */
+  private listeners: Set<(ev: AccountEvent) => void> | undefined;
   /** Slots not yet disposed: the current one, and during a switch the draining and the next one. */
   private readonly slots = new Set<Slot>();
   private waiters: Waiter[] = [];
@@ -163,9 +164,12 @@ export class AccountEntry implements AccountRuntime {
   /** Symbols and candle timeframes subscribed through this account, restored on a replacement connection. */
   // Who holds each broker subscription: several hosts of the account (/v1/stream sockets,
   // gateway sessions) may want the same symbol, and the broker unsubscribe must wait for the last.
-  private readonly tickHolders = new Map<string, Set<string>>();
+  // Both created by the first subscription (an idle account has none; an empty Map costs its table).
+  private ticks: Map<string, Set<string>> | undefined;
+  private get tickHolders() { return (this.ticks ??= new Map()); }
   /** symbol -> timeframe -> holders */
-  private readonly candleHolders = new Map<string, Map<string, Set<string>>>();
+  private candles: Map<string, Map<string, Set<string>>> | undefined;
+  private get candleHolders() { return (this.candles ??= new Map()); }
   authFailed = false;
   /** The current slot, or the replacement being prepared during a switch. */
   private lastSlot: Slot | undefined;
@@ -229,7 +233,7 @@ export class AccountEntry implements AccountRuntime {
     // Re-bound to another server (known only once this connection logs in): the old one is not it.
     else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
     this.slots.add(slot);
-    slot.listenAccountEvents(this.listeners.size > 0);
+    slot.listenAccountEvents((this.listeners?.size ?? 0) > 0);
     if (before) this.platformChanged(before);
     return slot;
   }
@@ -277,7 +281,7 @@ export class AccountEntry implements AccountRuntime {
   }
 
   emit(ev: AccountEvent): void {
-    for (const l of this.listeners) {
+    if (this.listeners) for (const l of this.listeners) {
       try {
         l(ev);
       } catch (err) {
@@ -287,10 +291,11 @@ export class AccountEntry implements AccountRuntime {
   }
 
   on(listener: (ev: AccountEvent) => void): () => void {
-    this.listeners.add(listener);
-    if (this.listeners.size === 1) for (const slot of this.slots) slot.listenAccountEvents(true);
+    const listeners = (this.listeners ??= new Set());
+    listeners.add(listener);
+    if (listeners.size === 1) for (const slot of this.slots) slot.listenAccountEvents(true);
     return () => {
-      if (this.listeners.delete(listener) && this.listeners.size === 0) for (const slot of this.slots) slot.listenAccountEvents(false);
+      if (listeners.delete(listener) && listeners.size === 0) for (const slot of this.slots) slot.listenAccountEvents(false);
     };
   }
 
@@ -479,10 +484,10 @@ export class AccountEntry implements AccountRuntime {
 
   /** Called after each successful connect of a slot. */
   restoreSubscriptions(conn: BrokerConnection): void {
-    if (this.tickHolders.size > 0) {
-      conn.subscribe([...this.tickHolders.keys()]).catch((err: unknown) => this.deps.log.warn('resubscribe failed', { accountId: this.accountId, err }));
+    if (this.ticks && this.ticks.size > 0) {
+      conn.subscribe([...this.ticks.keys()]).catch((err: unknown) => this.deps.log.warn('resubscribe failed', { accountId: this.accountId, err }));
     }
-    for (const [symbol, byTf] of this.candleHolders) {
+    if (this.candles) for (const [symbol, byTf] of this.candles) {
       conn.subscribeCandles(symbol, [...byTf.keys()] as BrokerEvents['candle']['timeframe'][])
         .catch((err: unknown) => this.deps.log.warn('candle resubscribe failed', { accountId: this.accountId, err }));
     }
