@@ -2,7 +2,7 @@
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
 import { resolve as resolvePath } from 'node:path';
 import { Authenticator } from './auth/authenticator.js';
-import { bootstrap, markKeyShown } from './auth/bootstrap.js';
+import { bootstrap, keepCreatedKey, markKeyShown } from './auth/bootstrap.js';
 import { KeyRateLimiter } from './auth/keyRateLimit.js';
 import { KeyUsage } from './auth/keyUsage.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
@@ -50,6 +50,7 @@ import { lockDataDir } from './store/dataDirLock.js';
 import { dbPath, openDb } from './store/db.js';
 import { StreamHistoryStore } from './store/streamHistory.js';
 import { TenancyStore } from './store/tenancy.js';
+import { sqliteTenancyWrites } from './store/tenancyWrites.js';
 
 export interface GatewayOptions {
   clock?: Clock;
@@ -145,9 +146,13 @@ async function start(
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
   });
   const tenancy = new TenancyStore(db);
+  if (cluster) {
+    const op = await cluster.bootstrapOperator(config.managementKey !== undefined, clock.now());
+    if (op.createdKey !== undefined) keepCreatedKey(config.dataDir, op.customerId, op.createdKey);
+  }
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey, clock.now());
   // Last-used times: kept in memory per request, written in one transaction per period.
-  const keyUsage = new KeyUsage(tenancy, clock);
+  const keyUsage = new KeyUsage(cluster ? cluster.usageSink : tenancy, clock);
   keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
   const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined, keyUsage);
   const rateLimits = new KeyRateLimiter({
@@ -210,8 +215,10 @@ async function start(
   const storage = new StorageHealth({
     dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
   }).start();
-  const services: Services = { config, db, tenancy, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
-    audit: new AuditStore(db), keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes };
+  const audit = new AuditStore(db);
+  const tenancyWrites = cluster ? cluster.tenancy : sqliteTenancyWrites(tenancy, audit);
+  const services: Services = { config, db, tenancy, tenancyWrites, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
+    audit, keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes };
   const inflight = { count: 0, draining: false, refused: 0 };
   // The relay secret exists only when the pipelining listener runs (src/http/clientAddress.ts).
   const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
@@ -236,7 +243,22 @@ async function start(
 
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
-  routes.push(...managementRoutes(services, { ofKey: (id) => { streamHub.closeKey(id); gwSocket?.closeKey(id); }, ofAccount: (id) => { streamHub.closeAccount(id); connections.forget(id); } }));
+  const closeSockets = { ofKey: (id: string) => { streamHub.closeKey(id); gwSocket?.closeKey(id); }, ofAccount: (id: string) => { streamHub.closeAccount(id); connections.forget(id); } };
+  routes.push(...managementRoutes(services, closeSockets));
+  // Cluster mode: a key revoked or a seat removed through any node stops working here too, at once.
+  if (cluster) {
+    cluster.onTenancyNotice = (n) => {
+      for (const k of n.keys ?? []) {
+        auth.evict(k);
+        rateLimits.forget(k);
+        closeSockets.ofKey(k);
+      }
+      for (const a of n.accounts ?? []) {
+        tenancy.seatRemoved(a);
+        closeSockets.ofAccount(a);
+      }
+    };
+  }
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
@@ -246,11 +268,14 @@ async function start(
 
   const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
+      const row = { customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null };
+      const failed = (err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) });
       // The action is done: a failed audit write is logged, not turned into an error reply.
+      if (cluster) return void tenancyWrites.addAudit(row).catch(failed);
       try {
-        services.audit.add({ customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null });
+        services.audit.add(row);
       } catch (err) {
-        log.error('audit log write failed', { action, target, err: errorMessage(err) });
+        failed(err);
       }
     },
   };

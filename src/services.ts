@@ -11,12 +11,16 @@ import type { KeyUsage } from './auth/keyUsage.js';
 import type { AuditStore } from './store/audit.js';
 import type { StorageHealth } from './store/storageHealth.js';
 import type { TenancyStore } from './store/tenancy.js';
+import type { TenancyWrites } from './store/tenancyWrites.js';
 import type { TradeOutcomes } from './http/tradeOutcomes.js';
 
 export interface Services {
   config: Config;
   db: Db;
+  /** Reads (synchronous, this node's SQLite). */
   tenancy: TenancyStore;
+  /** Writes: SQLite on one node, PostgreSQL first in cluster mode (store/tenancyWrites.ts). */
+  tenancyWrites: TenancyWrites;
   auth: Authenticator;
   shards: Shards;
   log: Logger;

@@ -48,6 +48,12 @@ export function bootstrap(store: TenancyStore, dataDir: string, envKey: string |
   return { customerId: customer.id, createdKey: value, bootstrapFile };
 }
 
+/** Cluster mode: a management key another store (PostgreSQL) made for this start, kept in
+ *  bootstrap.json as the SQLite bootstrap keeps its own; bootstrap() then shows it once. */
+export function keepCreatedKey(dataDir: string, customerId: string, managementKey: string): void {
+  writeBootstrap(join(dataDir, 'bootstrap.json'), { customerId, managementKey, shown: false });
+}
+
 interface BootstrapFile { customerId: string; managementKey: string; shown?: boolean }
 
 /** Owner-only, and replaced whole (a new file renamed over it): a file left by an earlier start

@@ -10,6 +10,8 @@ import type { CallOptions, Shards, ShardSet } from '../runtime/shardSet.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
+import type { TenancyWrites } from '../store/tenancyWrites.js';
+import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
@@ -100,7 +102,9 @@ class Adoptions implements LocalShards {
 
 export class ClusterNode {
   readonly nodeId: string;
-  private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards } | undefined;
+  private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
+  /** What this node does after a tenancy write (its own or another node's): set by the gateway. */
+  onTenancyNotice: (n: TenancyNotice) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
   }
@@ -143,7 +147,8 @@ export class ClusterNode {
       await this.pg.close({ handover: false });
       throw err;
     }
-    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router) };
+    const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
+    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router), tenancy };
   }
 
   private get w(): NonNullable<ClusterNode['wired']> {
@@ -154,6 +159,29 @@ export class ClusterNode {
   /** What Services.shards is in cluster mode. */
   get shards(): Shards {
     return this.w.shards;
+  }
+
+  /** Where routes write tenancy in cluster mode (PostgreSQL first, every node told). */
+  get tenancy(): TenancyWrites {
+    return this.w.tenancy;
+  }
+
+  /** Keys' last use, written to PostgreSQL (the mirror brings it back); failures are logged. */
+  readonly usageSink = {
+    touchKeys: (times: Iterable<[string, number]>): void => {
+      void this.pg.tenancy.touchKeys([...times]).catch((err: unknown) => this.o.log.warn('could not record keys\' last use', { err: errorMessage(err) }));
+    },
+  };
+
+  /**
+   * Before the node's SQLite bootstrap: the cluster's operator customer (and, with no management key
+   * configured, its first management key) made once in PostgreSQL (PgTenancy.bootstrapOperator),
+   * then mirrored here, so the SQLite bootstrap finds both. `createdKey`: this node made the key.
+   */
+  async bootstrapOperator(managementKeyConfigured: boolean, now: number): Promise<{ customerId: string; createdKey?: string }> {
+    const op = await this.pg.tenancy.bootstrapOperator(managementKeyConfigured, now);
+    await this.pg.mirror.sync();
+    return op;
   }
 
   get router(): AccountRouter {
@@ -227,6 +255,7 @@ export class ClusterNode {
    */
   async close(opts: { handover: boolean }): Promise<void> {
     await this.pg.close(opts);
+    this.wired?.tenancy.close();
     await this.wired?.nats.close().catch(() => undefined);
   }
 }

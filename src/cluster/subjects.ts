@@ -36,6 +36,8 @@ export const SUBJECTS = {
   nodeCall: (nodeId: string) => `tagw.node.${token(nodeId)}.call`,
   /** The parts of a reply too large for one message (src/cluster/replyParts.ts). */
   nodePart: (nodeId: string) => `tagw.node.${token(nodeId)}.part`,
+  /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */
+  tenancy: 'tagw.tenancy',
   /** Owner changes (src/cluster/owners.ts). */
   leases: 'tagw.leases',
   /** Market data of a broker server's symbol, once per server and symbol (src/cluster/streamRelay.ts). */

@@ -108,8 +108,12 @@ export class TenancyStore {
       for (const k of keys) this.revokeKey(k, customerId, now);
       return keys;
     })();
-    if (revoked) for (const l of this.seatRemovedListeners) l(id);
+    if (revoked) this.seatRemoved(id);
     return revoked;
+  }
+  /** A seat removed elsewhere (cluster mode: another node, or PostgreSQL first): the caches forget it. */
+  seatRemoved(id: string): void {
+    for (const l of this.seatRemovedListeners) l(id);
   }
   private readonly seatRemovedListeners: Array<(seatId: string) => void> = [];
   /** Caches of seat rows (this thread's) drop a removed seat at once instead of at their TTL. */

@@ -31,10 +31,42 @@ export interface BindInput {
 /** Seals the password and has the account's shard verify and bind the login. Used by /ConnectEx and POST /v1/seats. */
 export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
   const passwordEnc = s.secretBox.seal(b.password, b.accountId);
-  return s.shards.call(b.accountId, 'account.bind', {
+  const bind = () => s.shards.call(b.accountId, 'account.bind', {
     accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
     ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
   }, { retryOnRestart: true });
+  return s.tenancyWrites.clustered ? bindInCluster(s, b, passwordEnc, bind) : bind();
+}
+
+/**
+ * Cluster mode: an account runs on the node holding its lease, and a lease exists only for a
+ * binding in PostgreSQL. A new account's binding goes there first (the seat row before it), the
+ * nodes are nudged, and the bind call waits for the owner through the router; a login rebound on
+ * an existing account is written there once its owner verified it (a refused password must not
+ * replace a working one).
+ */
+async function bindInCluster(s: Services, b: BindInput, passwordEnc: string, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
+  const prev = new AccountStore(s.db).get(b.accountId);
+  const row = (now: number) => ({
+    seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? prev?.platform ?? 'P5', server: b.server, login: b.user,
+    password_enc: passwordEnc, build: b.build ?? null, created_at: prev?.created_at ?? now, updated_at: now,
+  });
+  if (!prev) await s.tenancyWrites.createBinding(row(s.clock.now()));
+  const status = await bind();
+  if (prev) await s.tenancyWrites.createBinding({ ...row(s.clock.now()), platform: status.platform });
+  return status;
+}
+
+/** Cluster mode: the seat exists in PostgreSQL before its binding; a refused login removes it again. */
+async function seatFirst<R>(s: Services, accountId: string, customerId: string, createSeat: () => Promise<R>, bind: () => Promise<unknown>): Promise<R> {
+  const created = await createSeat();
+  try {
+    await bind();
+  } catch (err) {
+    await s.tenancyWrites.removeSeat(accountId, customerId, s.clock.now()).catch(() => undefined);
+    throw err;
+  }
+  return created;
 }
 
 /** The same fields, optional, for POST /v1/seats: all of user, password and server, or none. */
@@ -63,7 +95,9 @@ export async function bindSeatBroker<R>(
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
   return withLoginLock(b.server!, b.user!, async () => {
-    await bindUnlocked(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
+    const bind = () => bindUnlocked(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
+    if (s.tenancyWrites.clustered) return seatFirst(s, accountId, customerId, createSeat, bind);
+    await bind();
     return createSeat();
   });
 }
@@ -133,10 +167,19 @@ export function accountForLogin(
       return { id: bound.seat_id, status: null, created: false };
     }
     const id = randomUUID();
+    const createSeat = async () => {
+      const now = s.clock.now();
+      await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now });
+      const st = await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+      await s.tenancyWrites.seatState({ seat_id: id, status: st.status, ready_at: now, updated_at: now });
+    };
+    if (s.tenancyWrites.clustered) {
+      let status: AccountStatus | undefined;
+      await seatFirst(s, id, b.customerId, createSeat, async () => (status = await bindBroker(s, { ...b, accountId: id })));
+      return { id, status: status!, created: true };
+    }
     const status = await bindBroker(s, { ...b, accountId: id });
-    const now = s.clock.now();
-    s.tenancy.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now });
-    await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+    await createSeat();
     return { id, status, created: true };
   });
 }

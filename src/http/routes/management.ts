@@ -101,10 +101,10 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       method: 'delete', path: '/v1/keys/:keyId', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'key.revoke',
       summary: 'Revoke an API key: the next request with it answers 401, and its open streams close (4001)',
       response: z.object({ id: z.string(), revoked: z.literal(true) }), errors: ['NOT_FOUND'],
-      handler: ({ params, principal }) => {
+      handler: async ({ params, principal }) => {
         const row = ownedApiKey(s, principal!.customerId, params[0]!);
         // Revoking a revoked key again is a no-op with the same answer (a retried DELETE).
-        s.tenancy.revokeKey(row.id, principal!.customerId, s.clock.now());
+        await s.tenancyWrites.revokeKey(row.id, principal!.customerId, s.clock.now());
         forget(row.id);
         return { body: { id: row.id, revoked: true } };
       },
@@ -114,13 +114,13 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       summary: 'Replace a lost or leaked API key: a new key with the same label, scope and limits, shown once; the old one is revoked in the same transaction',
       body: z.object({ label: z.string().min(1).max(100).optional().describe('Label of the new key (default: the old one\'s)') }).strict(),
       response: ReplacedKey, successStatus: 201, errors: ['BAD_REQUEST', 'NOT_FOUND', 'CONFLICT'],
-      handler: ({ params, body, principal }) => {
+      handler: async ({ params, body, principal }) => {
         const old = ownedApiKey(s, principal!.customerId, params[0]!);
         if (old.revoked_at !== null) throw apiError('CONFLICT', `key ${old.id} is already revoked${old.replaced_by ? ` (replaced by ${old.replaced_by})` : ''}`);
         const k = generateKey('api');
         const now = s.clock.now();
         const label = body.label ?? old.label;
-        const ok = s.tenancy.replaceKey(old.id, principal!.customerId, {
+        const ok = await s.tenancyWrites.replaceKey(old.id, principal!.customerId, {
           id: k.id, customer_id: old.customer_id, kind: 'api', hash: hashSecret(k.secret), label,
           read_only: old.read_only, account_scoped: old.account_scoped, seat_id: old.seat_id, created_at: now,
           requests_per_sec: old.requests_per_sec, orders_per_sec: old.orders_per_sec,
@@ -146,9 +146,9 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         ordersPerSec: z.number().min(0).max(10_000_000).nullable(),
       }).strict(),
       response: KeyInfo, errors: ['BAD_REQUEST', 'NOT_FOUND'],
-      handler: ({ params, body, principal }) => {
+      handler: async ({ params, body, principal }) => {
         const row = ownedApiKey(s, principal!.customerId, params[0]!);
-        s.tenancy.setKeyLimits(row.id, principal!.customerId, body);
+        await s.tenancyWrites.setKeyLimits(row.id, principal!.customerId, body);
         s.rateLimits.forget(row.id);
         return { body: keyJson(s, s.tenancy.keyById(row.id)!), audit: { target: row.id, detail: body } };
       },
@@ -159,14 +159,14 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       description: 'DATA_DIR/bootstrap.json is rewritten with the new key when it held the old one (so the tagw CLI keeps working). A key set with GATEWAY_MANAGEMENT_KEY is changed there (403 here).',
       body: z.object({ label: z.string().min(1).max(100).optional() }).strict(),
       response: RotatedKey, successStatus: 201, errors: ['BAD_REQUEST', 'FORBIDDEN', 'CONFLICT'],
-      handler: ({ body, principal }) => {
+      handler: async ({ body, principal }) => {
         const p = principal!;
         if (p.keyId === 'env') throw apiError('FORBIDDEN', 'this management key comes from GATEWAY_MANAGEMENT_KEY: change it there and restart the gateway');
         const old = s.tenancy.keyById(p.keyId)!;
         const k = generateKey('management');
         const now = s.clock.now();
         const label = body.label ?? old.label;
-        const ok = s.tenancy.replaceKey(old.id, p.customerId, {
+        const ok = await s.tenancyWrites.replaceKey(old.id, p.customerId, {
           id: k.id, customer_id: p.customerId, kind: 'management', hash: hashSecret(k.secret), label,
           read_only: 0, account_scoped: 0, seat_id: null, created_at: now,
         }, now);
@@ -185,7 +185,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       response: z.object({ id: z.string(), removed: z.literal(true), revokedKeys: z.array(z.string()) }), errors: ['NOT_FOUND'],
       handler: async ({ params, principal }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        const revoked = s.tenancy.removeSeat(seat.id, principal!.customerId, s.clock.now());
+        const revoked = await s.tenancyWrites.removeSeat(seat.id, principal!.customerId, s.clock.now());
         if (!revoked) throw apiError('NOT_FOUND', 'account not found');
         for (const k of revoked) forget(k);
         closeSockets.ofAccount(seat.id);

@@ -86,9 +86,10 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
             id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
             region: body.region ?? null, created_at: now, removed_at: null,
           };
-          s.tenancy.insertSeat(row);
+          await s.tenancyWrites.insertSeat(row);
           const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
           const state = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
+          await s.tenancyWrites.seatState({ seat_id: row.id, status: state.status, ready_at: readyAt, updated_at: now });
           return { status: 201, body: seatJson(row, state) };
         });
       },
@@ -116,9 +117,9 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       summary: 'Create an API key for the customer, optionally read-only and/or scoped to this seat',
       description: 'The key is returned once. An accountScoped key works only with ?id= of this seat; a readOnly key answers 403 on trading calls.',
       body: KeyBody, response: CreatedKey, successStatus: 201, errors: ['BAD_REQUEST', 'NOT_FOUND'],
-      handler: ({ params, body, principal }) => {
+      handler: async ({ params, body, principal }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        const key = issueApiKey(s, principal!.customerId, body, seat.id);
+        const key = await issueApiKey(s, principal!.customerId, body, seat.id);
         return { status: 201, body: key, audit: { target: key.id, detail: { seatId: seat.id, readOnly: key.readOnly, accountScoped: key.accountScoped } } };
       },
     }),
@@ -126,8 +127,8 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'key.create',
       summary: 'Create a full-access API key (the dashboard equivalent: not scoped, not read-only)',
       body: z.object({ label: z.string().min(1).max(100) }).strict(), response: CreatedKey, successStatus: 201,
-      handler: ({ body, principal }) => {
-        const key = issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null);
+      handler: async ({ body, principal }) => {
+        const key = await issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null);
         return { status: 201, body: key, audit: { target: key.id } };
       },
     }),
@@ -142,12 +143,12 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
   ];
 }
 
-function issueApiKey(s: Services, customerId: string, o: { label: string; readOnly: boolean; accountScoped: boolean }, seatId: string | null) {
+async function issueApiKey(s: Services, customerId: string, o: { label: string; readOnly: boolean; accountScoped: boolean }, seatId: string | null) {
   const k = generateKey('api');
   const now = s.clock.now();
   // An unscoped key is not tied to the seat it was created under: it works for every account of the customer.
   const boundSeat = o.accountScoped ? seatId : null;
-  s.tenancy.insertKey({
+  await s.tenancyWrites.insertKey({
     id: k.id, customer_id: customerId, kind: 'api', hash: hashSecret(k.secret), label: o.label,
     read_only: o.readOnly ? 1 : 0, account_scoped: o.accountScoped ? 1 : 0, seat_id: boundSeat, created_at: now,
   });

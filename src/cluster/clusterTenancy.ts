@@ -1,0 +1,131 @@
+// Tenancy writes in cluster mode (the TenancyWrites port): PostgreSQL first (PgNode.writeTenancy,
+// which also mirrors into this node's SQLite before it resolves), then a notice on `tagw.tenancy`
+// that every other live node answers once it mirrored too. So a key created through node A
+// authenticates on node B as soon as A answered, and a revoked key (or removed seat) is refused, and
+// its open sockets closed, on every node. Nodes NATS cannot reach catch up at their next mirror pass.
+// A new account's binding also nudges every node's lease keeper, so its owner takes it within
+// milliseconds rather than at the next round.
+import type { Subscription } from '@nats-io/transport-node';
+import type { Logger } from '../log.js';
+import type { BindingRow } from '../store/accounts.js';
+import type { NewAuditRow } from '../store/audit.js';
+import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
+import type { TenancyWrites } from '../store/tenancyWrites.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { clusterOverview } from './leases.js';
+import type { NatsLink } from './natsLink.js';
+import type { PgNode } from './pgNode.js';
+import type { PgTenancy } from './pgTenancy.js';
+import { SUBJECTS } from './subjects.js';
+
+/** What the other nodes do after mirroring: forget cached keys, close their sockets, take leases. */
+export interface TenancyNotice {
+  /** Keys revoked (evict from the auth cache, close their sockets). */
+  keys?: string[];
+  /** Seats removed (close their sockets). */
+  accounts?: string[];
+  /** A new account exists: run a lease round now. */
+  nudge?: boolean;
+}
+
+export interface ClusterTenancyOptions {
+  nodeId: string;
+  pg: PgNode;
+  link: NatsLink;
+  leaseMs: number;
+  log: Logger;
+  /** This node's part after a notice (its own writes included): auth cache, sockets. */
+  apply: (n: TenancyNotice) => void;
+  /** How long a write waits for the other nodes' mirrors (default 1 s; then it answers anyway). */
+  noticeWaitMs?: number;
+}
+
+export class ClusterTenancy implements TenancyWrites {
+  readonly clustered = true;
+  private readonly sub: Subscription;
+
+  constructor(private readonly o: ClusterTenancyOptions) {
+    this.sub = o.link.nc.subscribe(SUBJECTS.tenancy, {
+      callback: (err, msg) => {
+        if (err) return o.log.warn('tenancy notices ended', { err: errorMessage(err) });
+        let n: TenancyNotice = {};
+        try {
+          n = msg.json<TenancyNotice>();
+        } catch {
+          o.log.warn('malformed tenancy notice ignored');
+        }
+        void this.o.pg.mirror.sync()
+          .catch((e: unknown) => o.log.warn('tenancy mirror pass failed', { err: errorMessage(e) }))
+          .then(() => {
+            this.o.apply(n);
+            if (n.nudge) this.nudge();
+          })
+          .finally(() => msg.respond(''));
+      },
+    });
+  }
+
+  /** Lease rounds now: one joins a round in flight, the next sees the new account for sure. */
+  private nudge(): void {
+    const k = this.o.pg.keeper;
+    void k.tick().then(() => k.tick());
+  }
+
+  private async write<T>(f: (t: PgTenancy) => Promise<T>, notice: (out: T) => TenancyNotice | undefined): Promise<T> {
+    const out = await this.o.pg.writeTenancy(f);
+    const n = notice(out);
+    if (n) {
+      this.o.apply(n);
+      if (n.nudge) this.nudge();
+    }
+    await this.tell(n ?? {});
+    return out;
+  }
+
+  /** Waits (bounded) until every other live node mirrored the write. */
+  private async tell(n: TenancyNotice): Promise<void> {
+    const { link, pg, leaseMs, log, nodeId } = this.o;
+    if (!link.up) return;
+    try {
+      const { nodes } = await clusterOverview(pg.pool);
+      const others = nodes.filter((x) => x.heartbeatAgeMs < leaseMs && x.nodeId !== nodeId).length;
+      if (others === 0) return;
+      const replies = await link.nc.requestMany(SUBJECTS.tenancy, JSON.stringify(n), { strategy: 'count', maxMessages: others, maxWait: this.o.noticeWaitMs ?? 1_000 });
+      for await (const _ of replies) { /* each node's answer: it mirrored */ }
+    } catch (err) {
+      log.warn('other nodes not told of a tenancy write; they mirror it at their next pass', { err: errorMessage(err) });
+    }
+  }
+
+  insertKey(row: NewKeyRow): Promise<void> {
+    return this.write((t) => t.insertKey(row), () => undefined);
+  }
+  revokeKey(id: string, customerId: string, now: number): Promise<boolean> {
+    return this.write((t) => t.revokeKey(id, customerId, now), (ok) => (ok ? { keys: [id] } : undefined));
+  }
+  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean> {
+    return this.write((t) => t.replaceKey(oldId, customerId, successor, now), (ok) => (ok ? { keys: [oldId] } : undefined));
+  }
+  setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
+    return this.write((t) => t.setKeyLimits(id, customerId, limits), () => undefined);
+  }
+  insertSeat(row: Omit<SeatRow, 'removed_at'>): Promise<void> {
+    return this.write((t) => t.insertSeat(row), () => undefined);
+  }
+  seatState(row: SeatStateRow): Promise<void> {
+    return this.write((t) => t.upsertSeatState(row), () => undefined);
+  }
+  removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
+    return this.write((t) => t.removeSeat(id, customerId, now), (keys) => (keys ? { keys, accounts: [id] } : undefined));
+  }
+  createBinding(row: BindingRow): Promise<void> {
+    return this.write((t) => t.upsertBinding(row), () => ({ nudge: true }));
+  }
+  async addAudit(row: NewAuditRow): Promise<void> {
+    await this.write((t) => t.addAudit(row), () => undefined);
+  }
+
+  close(): void {
+    this.sub.unsubscribe();
+  }
+}
