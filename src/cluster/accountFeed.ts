@@ -1,0 +1,141 @@
+// Numbering by the owner, delivery on every node (docs/cluster.md "Streams and resume"). The owner
+// of an account numbers its events once and writes the numbered frames to JetStream (jsHistory.ts);
+// every message stored there is also delivered to plain subscribers of its subject, so a node that
+// follows the account takes the owner's frames, not raw events, and sends the same seq everywhere.
+//
+// AccountFeed: one node's view of one account's numbered frames. It subscribes first, then (for a
+// resume) replays from JetStream what came after the client's position, then delivers what arrived
+// meanwhile past that: no gap, no duplicate. A live frame that skips a number (messages lost while
+// NATS reconnected) is repaired from JetStream; a new epoch is reported.
+// takeOver(): what a new owner continues from.
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Logger } from '../log.js';
+import type { DealMark } from '../store/streamHistory.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { historySubject, type JetStreamHistory, type StreamPosition } from './jsHistory.js';
+
+export interface FeedFrame { epoch: string; seq: number; frame: string }
+
+/** How a feed began: for a resume, whether everything after `since` was there (then `replayed` frames came first). */
+export interface FeedStart { recovered: boolean; replayed: number; position: StreamPosition | null }
+
+export interface AccountFeedOptions {
+  nc: NatsConnection;
+  history: JetStreamHistory;
+  accountId: string;
+  /** A resume position, or null: start from where the stream is now (the caller sends a snapshot). */
+  since: StreamPosition | null;
+  /** Each frame once, in order (replayed ones first). */
+  onFrame: (f: FeedFrame) => void;
+  /** The stream went on in another epoch (a new owner could not continue), or a gap could not be
+   *  repaired: the position before it is gone; clients re-sync. The feed continues in `epoch`. */
+  onBreak: (epoch: string) => void;
+  log: Logger;
+}
+
+export class AccountFeed {
+  private cursor: StreamPosition | null = null;
+  /** Live frames in arrival order, processed one at a time (a repair is awaited in between). */
+  private queue: FeedFrame[] = [];
+  private running = false;
+  private started = false;
+  private closed = false;
+  private sub: Subscription | undefined;
+
+  private constructor(private readonly o: AccountFeedOptions) {}
+
+  static async open(o: AccountFeedOptions): Promise<{ feed: AccountFeed; start: FeedStart }> {
+    const feed = new AccountFeed(o);
+    const start = await feed.begin();
+    return { feed, start };
+  }
+
+  /** The last frame delivered (or the position the feed started from). */
+  get position(): StreamPosition | null {
+    return this.cursor;
+  }
+
+  private async begin(): Promise<FeedStart> {
+    const { nc, history, accountId, since } = this.o;
+    this.sub = nc.subscribe(historySubject(accountId), {
+      callback: (err, msg) => {
+        if (err || this.closed) return;
+        const epoch = msg.headers?.get('Tagw-Epoch');
+        const seq = Number(msg.headers?.get('Tagw-Seq'));
+        if (!epoch || !Number.isSafeInteger(seq)) return;
+        this.queue.push({ epoch, seq, frame: msg.string() });
+        if (this.started) void this.drain();
+      },
+    });
+    await nc.flush(); // the interest is at the server: whatever is stored from now on reaches us
+    let start: FeedStart;
+    const r = since ? await history.replay(accountId, since) : { recovered: false as const };
+    if (since && r.recovered) {
+      this.cursor = { ...since };
+      for (const e of r.entries) this.deliver({ epoch: since.epoch, seq: e.seq, frame: e.frame });
+      start = { recovered: true, replayed: r.entries.length, position: this.cursor };
+    } else {
+      const head = await history.head(accountId);
+      this.cursor = head ? { epoch: head.epoch, seq: head.seq } : null;
+      start = { recovered: false, replayed: 0, position: this.cursor };
+    }
+    this.started = true;
+    await this.drain();
+    return start;
+  }
+
+  private deliver(f: FeedFrame): void {
+    this.cursor = { epoch: f.epoch, seq: f.seq };
+    if (f.seq > 0) this.o.onFrame(f); // seq 0: an epoch's start marker, no frame
+  }
+
+  private async drain(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (this.queue.length > 0 && !this.closed) await this.accept(this.queue.shift()!);
+    } catch (err) {
+      this.o.log.error('account feed stopped', { accountId: this.o.accountId, err: errorMessage(err) });
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async accept(f: FeedFrame): Promise<void> {
+    const c = this.cursor;
+    if (!c) return this.deliver(f); // no history before it: the stream starts here for us
+    if (f.epoch !== c.epoch) {
+      this.o.onBreak(f.epoch);
+      return this.deliver(f);
+    }
+    if (f.seq <= c.seq) return; // replayed already, or a republished frame
+    if (f.seq === c.seq + 1) return this.deliver(f);
+    // Skipped numbers: fetch them from JetStream (f itself is stored there too).
+    const r = await this.o.history.replay(this.o.accountId, c);
+    if (!r.recovered) {
+      this.o.onBreak(f.epoch);
+      this.cursor = { epoch: f.epoch, seq: f.seq - 1 };
+      return this.deliver(f);
+    }
+    for (const e of r.entries) if (e.seq > this.cursor!.seq) this.deliver({ epoch: c.epoch, seq: e.seq, frame: e.frame });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.sub?.unsubscribe();
+    this.queue = [];
+  }
+}
+
+/** Where a new owner's numbering begins: the epoch continues when JetStream holds its last number
+ *  (every frame any client got was stored before it was sent); otherwise a new epoch, announced by
+ *  its start marker, and resumers from the old one get recovered:false. */
+export async function takeOver(
+  history: JetStreamHistory, accountId: string, newEpoch: () => string, startDeal: DealMark,
+): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }> {
+  const head = await history.head(accountId);
+  if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true };
+  const epoch = newEpoch();
+  await history.startEpoch(accountId, epoch, startDeal);
+  return { epoch, seq: 0, deal: startDeal, continued: false };
+}
