@@ -13,6 +13,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
+import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
@@ -52,9 +53,11 @@ export interface ClusterStatus {
 /** Shards as routes see them in cluster mode: an account's calls go to its owner; commands for a
  *  shard index, and seat timers (no lease: a seat is an account only once bound), stay here. */
 class RoutedShards implements Shards {
-  constructor(private readonly set: ShardSet, private readonly router: AccountRouter) {}
+  constructor(private readonly set: ShardSet, private readonly router: AccountRouter, private readonly follower: StreamFollower) {}
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
-    return op.startsWith('seat.') ? this.set.call(key, op, args, opts) : this.router.call(key, op, args, opts);
+    if (op.startsWith('seat.')) return this.set.call(key, op, args, opts);
+    // The stream hub's commands also start (or stop) this node's relay subscriptions for them.
+    return this.follower.call(key, op, args, () => this.router.call(key, op, args, opts));
   }
   callShard<C extends CommandName>(shard: number, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
     return this.set.callShard(shard, op, args, opts);
@@ -148,7 +151,7 @@ export class ClusterNode {
       throw err;
     }
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
-    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router), tenancy };
+    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
   }
 
   private get w(): NonNullable<ClusterNode['wired']> {

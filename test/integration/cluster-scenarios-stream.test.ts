@@ -1,0 +1,54 @@
+// Issue 20's stream scenario with three gateway processes in cluster mode, a simulator process,
+// real nats-server and PostgreSQL: a /v1/stream socket on a node that does not own the account
+// sees the frames a socket on the owner sees.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { orderVia } from '../helpers/clusterTraffic.js';
+import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
+
+const env = useCluster();
+let acct: ClusterAccount;
+beforeAll(async () => {
+  acct = await env.cluster.account();
+}, 60_000);
+
+describe('three nodes: streams', () => {
+  it('a /v1/stream socket on a node that does not own the account sees the frames a socket on the owner sees: quotes, then ORDERS and TRADE of an order', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const sockets: Record<string, StreamClient> = {};
+    for (const id of [owner, others[0]!]) {
+      sockets[id] = await mustOpen(env.cluster.node(id).url, { id: acct.id }, { 'x-api-key': acct.key });
+    }
+    const onOwner = sockets[owner]!;
+    const remote = sockets[others[0]!]!;
+    try {
+      for (const s of [onOwner, remote]) {
+        await s.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
+        s.send({ action: 'subscribe', symbol: 'BTCUSD' });
+        await s.next('SUBSCRIBED', 0, 15_000);
+      }
+      // Quotes: the remote socket gets the owner's ticks (the same quotes, not copies made elsewhere).
+      const quote = (f: Frame) => JSON.stringify([f.data.symbol, f.data.bid, f.data.ask, f.data.timeMsc ?? f.data.time]);
+      await remote.until((c) => c.of('QUOTE').length >= 3, 15_000, 'three quotes on the remote socket');
+      const seenRemote = remote.of('QUOTE').slice(-3).map(quote);
+      await onOwner.until((c) => seenRemote.every((q) => c.of('QUOTE').map(quote).includes(q)), 15_000, 'the remote socket\'s quotes on the owner\'s socket');
+
+      // An order through the third node: both sockets see its POSITIONS change and its TRADE, the same account frames.
+      const marks = { [owner]: onOwner.frames.length, [others[0]!]: remote.frames.length };
+      const sent = await orderVia(env.cluster.node(others[1]!), acct, 'stream-1');
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+      const trades: Record<string, Frame> = {};
+      for (const [id, s] of Object.entries(sockets)) {
+        trades[id] = await s.until((c) => c.frames.slice(marks[id]).find((f) => f.type === 'TRADE'), 15_000, `TRADE on ${id}`);
+        await s.until((c) => c.frames.slice(marks[id]).find((f) => f.type === 'POSITIONS'), 15_000, `POSITIONS on ${id}`);
+      }
+      expect(trades[owner]!.data).toMatchObject({ order: sent.ticket, comment: 'stream-1' });
+      expect(trades[others[0]!]!.data).toStrictEqual(trades[owner]!.data);
+      const accountFrames = (s: StreamClient, from: number) => s.frames.slice(from).filter((f) => ['POSITIONS', 'ORDERS', 'TRADE'].includes(f.type)).map((f) => ({ type: f.type, data: f.data }));
+      await remote.until(() => accountFrames(remote, marks[others[0]!]!).length >= accountFrames(onOwner, marks[owner]!).length, 10_000, 'as many account frames as on the owner');
+      expect(accountFrames(remote, marks[others[0]!]!)).toStrictEqual(accountFrames(onOwner, marks[owner]!));
+    } finally {
+      await Promise.all(Object.values(sockets).map((s) => s.close()));
+    }
+  }, 90_000);
+});
