@@ -1,4 +1,4 @@
-// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N]
+// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N] [--source]
 // The scale of one node (issue 19): accounts created through /ConnectEx in steps up to each size
 // (creations/s of each step's first and last thousand: the last within 0.8x of the first means the
 // cost of a creation does not grow with the accounts already there), RSS growth per account from the
@@ -7,7 +7,7 @@
 // the same DATA_DIR, time until it listens, until the last account answers /GetQuote, and until every
 // account is connected again (restored in the background). The gateway runs as its
 // own process (as an operator runs it), so its RSS and CPU are its own.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,9 +26,16 @@ const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-scale-'));
 
 interface Gateway { child: ChildProcess; url: string; exited: Promise<void> }
 
+// As an operator runs it (`npm start`): the build, compiled once here. `--source` runs src/ through
+// tsx instead, which compiles at every start (seconds of the cold start) and names every function
+// it compiles (~2 KiB more per idle account).
+const fromSource = process.argv.includes('--source');
+if (!fromSource) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+const entry = fromSource ? ['--import', 'tsx', join(ROOT, 'src', 'main.ts')] : [join(ROOT, 'dist', 'src', 'main.js')];
+
 async function startGateway(): Promise<Gateway & { listenMs: number }> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], {
+  const child = spawn(process.execPath, entry, {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, GATEWAY_MANAGEMENT_KEY: MK, LOG_LEVEL: 'info',
       KEY_REQUESTS_PER_SEC: '10000000', KEY_ORDERS_PER_SEC: '10000000', ...(shards ? { SHARDS: shards } : {}) },
@@ -77,8 +84,14 @@ const createOne = async (n: number) => {
 // /GetQuote while the ramp runs: one request at a time on the first account.
 const quoteHist = new Histogram();
 let probing = true;
+/** Paused while a step's idle CPU is sampled. */
+let probePaused = false;
 async function probeQuotes(id: string) {
   while (probing) {
+    if (probePaused) {
+      await new Promise((r) => setTimeout(r, 50));
+      continue;
+    }
     const t = performance.now();
     const r = await fetch(`${gw.url}/GetQuote?id=${id}&symbol=BTCUSD`, { headers: h });
     await r.arrayBuffer();
@@ -89,7 +102,15 @@ async function probeQuotes(id: string) {
 
 await createOne(0);
 const probe = probeQuotes(ids[0]!);
-const steps: { size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number; rssMiB: number }[] = [];
+const steps: { size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number; rssMiB: number; idleCpuPercent: number }[] = [];
+/** The process's CPU, as % of one core, over `ms` with no requests (after 2 s of rest). */
+async function idleCpu(ms: number): Promise<number> {
+  await new Promise((r) => setTimeout(r, 2000));
+  const c0 = cpuSeconds(pid());
+  const w0 = performance.now();
+  await new Promise((r) => setTimeout(r, ms));
+  return Math.round(((cpuSeconds(pid()) - c0) / ((performance.now() - w0) / 1000)) * 1000) / 10;
+}
 for (const size of sizes) {
   const from = ids.length;
   const stamps: number[] = [];
@@ -104,18 +125,19 @@ for (const size of sizes) {
   const n = stamps.length;
   const rate = (a: number, b: number) => (b > a ? Math.round(((b - a) / ((stamps[b - 1]! - (a > 0 ? stamps[a - 1]! : t0)) / 1000))) : 0);
   const k = Math.min(1000, n);
-  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssMiB: Math.round(rssBytes(pid()) / 1048576) });
+  const rssMiB = Math.round(rssBytes(pid()) / 1048576);
+  // Idle at every size: what still runs per account per interval would grow with the size.
+  probePaused = true;
+  const idleCpuPercent = await idleCpu(5000);
+  probePaused = false;
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssMiB, idleCpuPercent });
   console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
 }
 probing = false;
 await probe;
 
-// Idle: every account bound and connected, no requests.
-await new Promise((r) => setTimeout(r, 3000));
-const c0 = cpuSeconds(pid());
-const w0 = performance.now();
-await new Promise((r) => setTimeout(r, 10_000));
-const idleCpuPercent = Math.round(((cpuSeconds(pid()) - c0) / ((performance.now() - w0) / 1000)) * 1000) / 10;
+// Idle: every account bound and connected, no requests (the last step's sample, longer).
+const idleCpuPercent = await idleCpu(10_000);
 
 // Cold start on the same DATA_DIR with every account bound: serving is the first /GetQuote the last
 // account created answers (its connection started on demand if the background restore has not
@@ -152,12 +174,15 @@ const rssPerAccountKiB = lastStep.size > first.size ? Math.round(((lastStep.rssM
 const q = quoteHist.summary();
 const summary = {
   bench: 'scale',
+  build: fromSource ? 'src (tsx)' : 'dist',
   sizes,
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
   creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
   rssPerAccountKiB,
   idleCpuPercentOfCore: idleCpuPercent,
+  // Idle CPU at the last size over the first: what runs per account per interval makes it grow.
+  idleCpuLastOverFirst: steps[0]!.idleCpuPercent > 0 ? Math.round((lastStep.idleCpuPercent / steps[0]!.idleCpuPercent) * 100) / 100 : null,
   coldStart: { accounts: ids.length, listenMs: Math.round(gw.listenMs), servingMs: Math.round(servingMs), readyzAtServing: readyz, restoredMs: restoredMs === null ? null : Math.round(restoredMs) },
   getQuoteDuringRampUs: q,
   targets: { creationRateLastOverFirstMin: 0.8, rssPerAccountKiBMax: 12, coldStartServingMsMax: 10_000 },
