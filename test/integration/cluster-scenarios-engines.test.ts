@@ -46,7 +46,7 @@ async function restartUnderTraffic(name: 'nats' | 'pg'): Promise<void> {
   await traffic.stop();
   check(traffic, probes, await env.cluster.brokerOrders(acct.login));
   console.log(JSON.stringify({
-    scenario: `${name} restart`, downMs: upAt - downAt, acceptedAfterRestartMs: firstAcceptedAfter(traffic.log, upAt),
+    scenario: `${name} restart`, downMs: upAt - downAt, acceptedAfterRestartMs: firstAcceptedAfter([...traffic.log, ...probes], upAt),
     attempts: traffic.log.length, unavailable: traffic.log.filter((a) => a.status === 503).length,
   }));
 }

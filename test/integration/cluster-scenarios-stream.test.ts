@@ -13,7 +13,7 @@ beforeAll(async () => {
 }, 60_000);
 
 describe('three nodes: streams', () => {
-  it('a /v1/stream socket on a node that does not own the account sees the frames a socket on the owner sees: quotes, then ORDERS and TRADE of an order', async () => {
+  it('a /v1/stream socket on a node that does not own the account sees the frames a socket on the owner sees: quotes, then the account frames (POSITIONS, TRADE) of an order', async () => {
     const { owner, others } = await env.cluster.roles(acct.id);
     const sockets: Record<string, StreamClient> = {};
     for (const id of [owner, others[0]!]) {
