@@ -1,10 +1,11 @@
 // The owner's side of a call, in cluster mode: what the router hands its local calls to (LocalShards).
-// A trade reaches the node's shards only while this node holds the account's lease (by its own
-// clock, with room for the dispatch) and after a fenced claim in PostgreSQL, so the idempotency
-// contract holds across nodes: a retry on any node replays, waits or answers 409, and an owner that
-// lost the account cannot send. Every trade gets a claim (a generated id when the client gave none),
-// so fencing covers every order. Other commands pass through.
-import { randomUUID } from 'node:crypto';
+// Every command that can reach the account's broker (commandReach.ts) runs only while this node holds
+// the account's lease (by its own clock, with room for the dispatch); a trade of either family
+// (`account.trade`, a trading `session.op`) also only after a fenced claim in PostgreSQL, so the
+// idempotency contract holds across nodes: a retry on any node replays, waits or answers 409, and
+// an owner that lost the account (paused past its lease, cut off) cannot act. Every trade gets a
+// claim (a generated id when the caller gave none), so fencing covers every order.
+import { hash as digest, randomUUID } from 'node:crypto';
 import { ApiError, apiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { TRADE_SCHEMAS } from '../market/orderSchemas.js';
@@ -14,6 +15,7 @@ import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { reachOf } from './commandReach.js';
 import type { IdempotencyLedger } from './idempotencyLedger.js';
 import type { Lease } from './leases.js';
 import type { LocalShards } from './router.js';
@@ -25,14 +27,15 @@ export interface FencedShardsOptions {
   ledger: IdempotencyLedger;
   /** Idempotency record times (the gateway's clock, as on one node). */
   clock: Clock;
-  /** The lease must still hold this long when a trade is handed to the shard, which sends it at
-   *  once (default 250 ms). Kept well under a renewal period: with a short lease (1.5 s, renewed
-   *  every 0.5 s) a margin of a second refused trades between renewals while the node held the lease. */
+  /** The lease must still hold this long when a command is handed to the shard, which makes the
+   *  broker call at once (default 250 ms). Kept well under a renewal period: with a short lease (1.5 s,
+   *  renewed every 0.5 s) a margin of a second refused trades between renewals while the node held it. */
   dispatchMarginMs?: number;
   log: Logger;
 }
 
 type TradeArgs = ArgsOf<'account.trade'>;
+type SessionOpArgs = ArgsOf<'session.op'>;
 
 // Refusals a shard makes before anything is sent: the claim is freed so a corrected retry can go.
 const NOT_SENT = new Set(['NOT_CONNECTED', 'STORAGE_UNAVAILABLE', 'NOT_ON_THIS_TERMINAL']);
@@ -43,25 +46,94 @@ function certainlyNotSent(err: unknown): boolean {
 /** The claim could not be written (PostgreSQL unreachable or too slow): nothing was sent. */
 const noLedger = () => apiError('SERVICE_UNAVAILABLE', 'the cluster database cannot be reached, so the order was not sent; retry', { headers: { 'retry-after': '1' } });
 const notOwner = (accountId: string) => apiError('SERVICE_UNAVAILABLE', `this node no longer holds account ${accountId} (it is being taken over); retry`, { headers: { 'retry-after': '1' } });
+const uncertain = (id: string) => apiError('IDEMPOTENCY_UNCERTAIN', `the order with clientOrderId ${id} may have been executed (its node stopped before the broker answered); it is not sent again`);
+
+/** A gateway session's order: its parameters arrive validated by the route (proxySchemas.ts), so
+ *  they are hashed as they are, under the operation's name in its own namespace. */
+function sessionParamsHash(op: string, args: Record<string, unknown>): string {
+  const sorted = Object.fromEntries(Object.keys(args).sort().map((k) => [k, args[k]]));
+  return digest('sha256', JSON.stringify([`session:${op}`, sorted]), 'base64url');
+}
+
+/** How one family's order goes through the claim: the id, the hash, the send, and its record. */
+interface Order<R> {
+  clientOrderId: string;
+  paramsHash: string;
+  send(clientOrderId: string): Promise<R>;
+  /** The answer as recorded (replayed to retries). */
+  record(r: R): { status: number; json: string };
+  replay(status: number, json: string): R;
+  /** Same id, same parameters, still out on this node in this lease. */
+  inFlight(): Promise<R>;
+}
 
 export class FencedShards implements LocalShards {
+  /** Gateway session orders out on this node, by account and id: a retry meanwhile waits for them
+   *  (the session host keeps no idempotency record of its own, unlike account.trade's). */
+  private readonly sessionOrders = new Map<string, Promise<unknown>>();
+
   constructor(private readonly o: FencedShardsOptions) {}
 
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
-    if (op !== 'account.trade') return this.o.shards.call(key, op, args, opts);
-    return this.trade(key, args as TradeArgs, opts) as Promise<ResultOf<C>>;
+    const reach = reachOf(op, args);
+    if (reach === 'local') return this.o.shards.call(key, op, args, opts);
+    const lease = this.o.keeper.leaseOf(key, this.o.dispatchMarginMs ?? 250);
+    if (!lease) return Promise.reject(notOwner(key));
+    if (reach === 'broker') return this.o.shards.call(key, op, args, opts);
+    if (op === 'session.op') return this.sessionTrade(key, lease, args as SessionOpArgs, opts) as Promise<ResultOf<C>>;
+    return this.trade(key, lease, args as TradeArgs, opts) as Promise<ResultOf<C>>;
   }
 
-  private async trade(key: string, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {
-    const lease = this.o.keeper.leaseOf(key, this.o.dispatchMarginMs ?? 250);
-    if (!lease) throw notOwner(key);
+  private trade(key: string, lease: Lease, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {
     const parsed = TRADE_SCHEMAS[a.op]?.safeParse(a.args);
     // Unreadable: the shard answers 400 with the parameters named, and sends nothing.
     if (!parsed?.success) return this.o.shards.call(key, 'account.trade', a, opts);
+    const send = (clientOrderId: string) => this.o.shards.call(key, 'account.trade', { ...a, clientOrderId }, opts);
     const clientOrderId = a.clientOrderId ?? `c-${randomUUID()}`;
+    return this.claimed(key, lease, {
+      clientOrderId, paramsHash: paramsHash(a.op, parsed.data), send,
+      record: (r) => ({ status: r.status, json: r.json }),
+      replay: (status, json) => ({ status, json, replay: true }),
+      // Its shard makes the retry wait for the one out and replay it.
+      inFlight: () => send(clientOrderId),
+    });
+  }
+
+  private async sessionTrade(key: string, lease: Lease, a: SessionOpArgs, opts?: CallOptions): Promise<unknown> {
+    const clientOrderId = a.clientOrderId ?? `c-${randomUUID()}`;
+    const slot = `${key}\u0000${clientOrderId}`;
+    let mine: Promise<unknown> | undefined;
+    const replay = (json: string) => JSON.parse(json) as unknown;
+    try {
+      return await this.claimed(key, lease, {
+        clientOrderId, paramsHash: sessionParamsHash(a.op, a.args),
+        send: (id) => {
+          mine = this.o.shards.call(key, 'session.op', { ...a, clientOrderId: id }, opts);
+          this.sessionOrders.set(slot, mine);
+          return mine;
+        },
+        record: (r) => ({ status: 200, json: JSON.stringify(r ?? null) }),
+        replay: (_status, json) => replay(json),
+        // Gone from the map: it finished after the claim was read, so its outcome is recorded now.
+        inFlight: async () => {
+          const out = this.sessionOrders.get(slot);
+          if (out) return out;
+          const row = await this.o.ledger.get(key, clientOrderId);
+          if (row?.state === 'result' && row.result_json !== null) return replay(row.result_json);
+          throw uncertain(clientOrderId);
+        },
+      });
+    } finally {
+      // Kept until the outcome is recorded, so a retry in between waits for it instead of a 409.
+      if (mine && this.sessionOrders.get(slot) === mine) this.sessionOrders.delete(slot);
+    }
+  }
+
+  private async claimed<R>(key: string, lease: Lease, order: Order<R>): Promise<R> {
+    const { clientOrderId } = order;
     const now = this.o.clock.now();
     const claim = await this.o.ledger.claim({
-      owner: this.o.nodeId, lease, clientOrderId, paramsHash: paramsHash(a.op, parsed.data), now, expiresAt: now + IDEMPOTENCY_TTL_MS,
+      owner: this.o.nodeId, lease, clientOrderId, paramsHash: order.paramsHash, now, expiresAt: now + IDEMPOTENCY_TTL_MS,
     }).catch((err: unknown) => {
       // A driver error (refused, reset, timed out) is a 503 like any unreachable engine, not a 500.
       this.o.log.warn('idempotency claim failed: order not sent', { accountId: key, err: errorMessage(err) });
@@ -69,16 +141,15 @@ export class FencedShards implements LocalShards {
     });
     switch (claim.kind) {
       case 'fenced': throw notOwner(key);
-      case 'replay': return { status: claim.status, json: claim.resultJson, replay: true };
+      case 'replay': return order.replay(claim.status, claim.resultJson);
       case 'mismatch': throw apiError('IDEMPOTENCY_KEY_REUSED', `clientOrderId ${clientOrderId} was used with other parameters`);
-      case 'uncertain': throw apiError('IDEMPOTENCY_UNCERTAIN', `the order with clientOrderId ${clientOrderId} may have been executed (its node stopped before the broker answered); it is not sent again`);
-      // This node's own request with the id is out: its shard makes the retry wait for it and replay.
-      case 'inFlight': return this.o.shards.call(key, 'account.trade', { ...a, clientOrderId }, opts);
+      case 'uncertain': throw uncertain(clientOrderId);
+      case 'inFlight': return order.inFlight();
       case 'claimed': break;
     }
-    let reply: TradeReply;
+    let reply: R;
     try {
-      reply = await this.o.shards.call(key, 'account.trade', { ...a, clientOrderId }, opts);
+      reply = await order.send(clientOrderId);
     } catch (err) {
       await (certainlyNotSent(err) ? this.o.ledger.release(this.o.nodeId, lease, clientOrderId) : this.o.ledger.markUncertain(this.o.nodeId, lease, clientOrderId))
         .catch((e: unknown) => this.o.log.warn('idempotency record not settled after a failed trade', { err: errorMessage(e) }));
@@ -86,7 +157,8 @@ export class FencedShards implements LocalShards {
     }
     // The broker answered: the client gets it whatever happens to the record. A fenced write (the
     // lease moved on meanwhile) leaves the record 'sent', so the new owner answers retries 409.
-    const written = await this.o.ledger.recordOutcome(this.o.nodeId, lease, clientOrderId, reply.status, reply.json)
+    const { status, json } = order.record(reply);
+    const written = await this.o.ledger.recordOutcome(this.o.nodeId, lease, clientOrderId, status, json)
       .catch((e: unknown) => errorMessage(e));
     if (written !== 'written') this.o.log.warn('idempotency outcome not recorded', { accountId: key, outcome: written });
     return reply;

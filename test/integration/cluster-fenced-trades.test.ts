@@ -2,6 +2,7 @@
 // fenced claim before the shard, the outcome after, and what a retry on another node gets. The
 // shards are a recording stand-in for the broker: what matters is which orders reached it.
 import { describe, expect, it } from 'vitest';
+import { COMMAND_REACH, reachOf } from '../../src/cluster/commandReach.js';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
@@ -11,7 +12,7 @@ import type { LocalShards } from '../../src/cluster/router.js';
 import { ApiError, apiError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
-import type { ArgsOf } from '../../src/runtime/protocol.js';
+import type { ArgsOf, CommandName } from '../../src/runtime/protocol.js';
 import { freePort } from '../helpers/engines.js';
 import { postgresForFile } from '../helpers/postgres.js';
 
@@ -164,3 +165,97 @@ describe('fenced trades on the owner', () => {
     }
   });
 });
+
+describe('every broker-touching command on the owner', () => {
+  /** Shards that record every call that reached them; a session order answers a ticket. */
+  function recording() {
+    const calls: Array<{ op: CommandName; args: Record<string, unknown> }> = [];
+    const shards: LocalShards = {
+      call: async (_key, op, args) => {
+        calls.push({ op, args: args as Record<string, unknown> });
+        return (op === 'session.op' ? { ticket: 1000 + calls.length } : { passed: op }) as never;
+      },
+    };
+    return { calls, shards };
+  }
+  const order = (accountId: string, clientOrderId?: string, volume = 0.01): ArgsOf<'session.op'> => ({
+    accountId, handleHash: 'h1', op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume }, ...(clientOrderId === undefined ? {} : { clientOrderId }),
+  });
+
+  it('a gateway session order (session.op) is claimed in PostgreSQL; its retry replays without reaching the broker; a read is not claimed', async () => {
+    const a = node('a');
+    const acct = await ownedBy(a);
+    const { calls, shards } = recording();
+    const fenced = new FencedShards({ nodeId: 'a', shards, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'), keeper: { leaseOf: (id) => a.leases.get(id) } });
+    const first = await fenced.call(acct, 'session.op', order(acct, 'g1'));
+    expect(first).toEqual({ ticket: 1001 });
+    const ledger = new IdempotencyLedger(server.pool);
+    expect(await ledger.get(acct, 'g1')).toMatchObject({ state: 'result', status: 200, epoch: a.leases.get(acct)!.epoch });
+    expect(await fenced.call(acct, 'session.op', order(acct, 'g1'))).toEqual(first); // replayed
+    expect(await code(fenced.call(acct, 'session.op', order(acct, 'g1', 0.02)))).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(calls).toHaveLength(1);
+    // No id (the gateway routes take none): one is made, so the order is claimed and fenced too.
+    await fenced.call(acct, 'session.op', order(acct));
+    const made = calls[1]!.args.clientOrderId as string;
+    expect(made).toMatch(/^c-[0-9a-f-]{36}$/);
+    expect((await ledger.get(acct, made))?.state).toBe('result');
+    // A read goes through once the lease is checked, with no record.
+    await fenced.call(acct, 'session.op', { accountId: acct, handleHash: 'h1', op: 'GetQuote', args: { symbol: 'BTCUSD' } });
+    expect(calls.map((c) => c.op)).toEqual(['session.op', 'session.op', 'session.op']);
+    expect(calls[2]!.args.clientOrderId).toBeUndefined();
+    const rows = await server.pool.query('SELECT count(*)::int AS n FROM idempotency WHERE account_id = $1', [acct]);
+    expect(rows.rows[0].n).toBe(2);
+  });
+
+  it('a session order still out: a retry with its id waits for it and gets the same answer, sent once', async () => {
+    const a = node('a');
+    const acct = await ownedBy(a);
+    let release!: () => void;
+    const sent: unknown[] = [];
+    const shards: LocalShards = {
+      call: async (_k, _op, args) => {
+        sent.push(args);
+        await new Promise<void>((r) => { release = r; });
+        return { ticket: 7 } as never;
+      },
+    };
+    const fenced = new FencedShards({ nodeId: 'a', shards, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'), keeper: { leaseOf: (id) => a.leases.get(id) } });
+    const first = fenced.call(acct, 'session.op', order(acct, 'w1'));
+    await expect.poll(() => sent.length).toBe(1);
+    const retry = fenced.call(acct, 'session.op', order(acct, 'w1'));
+    release();
+    expect(await Promise.all([first, retry])).toEqual([{ ticket: 7 }, { ticket: 7 }]);
+    expect(sent).toHaveLength(1);
+  });
+
+  it('a stale owner (its lease lapsed by its own clock) refuses every broker-touching command with 503 and makes no call; local ones still run', async () => {
+    const clock = { t: 10_000, now() { return this.t; } };
+    const accountId = `acct-${++accounts}`;
+    const keeper = new LeaseKeeper({ db: server.pool, nodeId: 'stale', leaseMs: 1_500, clock, accounts: () => [accountId] });
+    await keeper.tick();
+    const { calls, shards } = recording();
+    const fenced = new FencedShards({ nodeId: 'stale', shards, keeper, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent') });
+    // One argument record that every command accepts the shape of (a session order for session.op).
+    const argsFor = (op: CommandName) => ({ ...order(accountId, `s-${op}`), symbol: 'BTCUSD', timeframes: [], timeoutMs: 10, accountIds: [accountId], seatId: 's', readyAt: 0, fault: {} }) as never;
+    const ops = Object.keys(COMMAND_REACH) as CommandName[];
+    const touching = ops.filter((op) => reachOf(op, argsFor(op)) !== 'local');
+    expect(touching).toEqual(expect.arrayContaining(['account.trade', 'session.op', 'account.op', 'stream.sub', 'session.connect']));
+
+    // While held: they all run (the trades claimed).
+    for (const op of touching) await fenced.call(accountId, op, argsFor(op));
+    expect(calls.map((c) => c.op)).toEqual(touching);
+
+    // Paused past the lease (SIGSTOP, then SIGCONT): by its own clock the lease has lapsed.
+    clock.t += 1_600;
+    calls.length = 0;
+    for (const op of touching) {
+      const err = await fenced.call(accountId, op, argsFor(op)).then(() => undefined, (e: unknown) => e);
+      expect(err, op).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    }
+    expect(calls).toEqual([]);
+    for (const op of ops.filter((o) => !touching.includes(o))) await fenced.call(accountId, op, argsFor(op));
+    expect(calls.every((c) => reachOf(c.op, c.args as never) === 'local')).toBe(true);
+    await keeper.stop({ handover: false });
+  });
+});
+

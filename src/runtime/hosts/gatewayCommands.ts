@@ -31,6 +31,10 @@ export interface SessionOpArgs {
   handleHash: string;
   op: string;
   args: Record<string, unknown>;
+  /** Cluster mode, a trading op: the id its fenced claim in PostgreSQL is recorded under (made on
+   *  the owner when absent; the gateway routes take none from clients). The same call repeated
+   *  with it replays the recorded answer. The shard ignores it. */
+  clientOrderId?: string;
 }
 
 /** ShardEvent kinds of the gateway socket: a frame for a handle's /ws sockets, or its end. */
