@@ -10,6 +10,7 @@ import { clusterSettings, ConfigError, type Config } from './config.js';
 import { ClusterNode } from './cluster/clusterNode.js';
 import { mountNotFound, mountPreflight, mountRoutes, type HttpDeps } from './http/app.js';
 import { CorsPolicy } from './http/cors.js';
+import { registerClusterMetrics } from './http/clusterStatus.js';
 import { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
 import { classicRoutes } from './http/routes/classic.js';
@@ -218,7 +219,7 @@ async function start(
   const audit = new AuditStore(db);
   const tenancyWrites = cluster ? cluster.tenancy : sqliteTenancyWrites(tenancy, audit);
   const services: Services = { config, db, tenancy, tenancyWrites, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
-    audit, keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes };
+    audit, keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes, cluster };
   const inflight = { count: 0, draining: false, refused: 0 };
   // The relay secret exists only when the pipelining listener runs (src/http/clientAddress.ts).
   const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
@@ -229,6 +230,7 @@ async function start(
   }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
+  if (cluster) registerClusterMetrics(metrics, cluster);
   metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));
   metrics.gauge('tagw_storage_free_bytes', () => storage.status().freeBytes ?? -1);
   metrics.counter('tagw_storage_full_episodes_total', () => storage.episodes);
@@ -266,7 +268,7 @@ async function start(
   routes.push(...socketRoutes());
   routes.push(...statusRoutes(services, connections, startedAt));
 
-  const deps: HttpDeps = { auth, throttle, metrics, log, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
+  const deps: HttpDeps = { auth, throttle, metrics, log, node: clusterCfg?.nodeId, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       const row = { customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null };
       const failed = (err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) });

@@ -1,6 +1,7 @@
 // What route handlers may use. Built once in the composition root (src/gateway.ts).
 import type { Authenticator } from './auth/authenticator.js';
 import type { Clock } from './auth/throttle.js';
+import type { ClusterNode } from './cluster/clusterNode.js';
 import type { Config } from './config.js';
 import type { SecretBox } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
@@ -39,6 +40,8 @@ export interface Services {
   storage: StorageHealth;
   /** Where this start keeps its management key file (rewritten when that key is rotated). */
   bootstrapFile: string;
+  /** Cluster mode: this node's cluster side (status); undefined on a single node. */
+  cluster?: ClusterNode | undefined;
   /** Trade answers by outcome (/metrics); absent in tests that build Services by hand. */
   tradeOutcomes?: TradeOutcomes;
 }

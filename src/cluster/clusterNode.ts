@@ -106,6 +106,9 @@ class Adoptions implements LocalShards {
 export class ClusterNode {
   readonly nodeId: string;
   private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
+  /** The cluster as last read from PostgreSQL (every third of the lease): for /metrics and status. */
+  private seen: { nodes: NodeRow[]; unowned: number } = { nodes: [], unowned: 0 };
+  private seenTimer: NodeJS.Timeout | undefined;
   /** What this node does after a tenancy write (its own or another node's): set by the gateway. */
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
@@ -212,6 +215,9 @@ export class ClusterNode {
   /** Starts answering forwarded calls and taking leases. */
   start(): void {
     this.pg.start();
+    const look = () => void this.overview().then((o) => (this.seen = o), () => undefined);
+    look();
+    this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
   }
 
   /** Each local shard gets its share of `accountIds` (one command per shard). */
@@ -246,6 +252,16 @@ export class ClusterNode {
     };
   }
 
+  /** Nodes whose heartbeat is younger than the lease, as last read. */
+  liveNodes(): NodeRow[] {
+    return this.seen.nodes.filter((n) => n.heartbeatAgeMs < this.o.settings.leaseMs);
+  }
+
+  /** Accounts no node holds (a takeover in progress), as last read. */
+  unowned(): number {
+    return this.seen.unowned;
+  }
+
   /** Every node PostgreSQL knows of, with its live lease count (/v1/status). */
   overview(): Promise<{ nodes: NodeRow[]; unowned: number }> {
     return clusterOverview(this.pg.pool);
@@ -257,6 +273,7 @@ export class ClusterNode {
    * handover (a test's crash) the leases are left to expire. Never throws.
    */
   async close(opts: { handover: boolean }): Promise<void> {
+    clearInterval(this.seenTimer);
     await this.pg.close(opts);
     this.wired?.tenancy.close();
     await this.wired?.nats.close().catch(() => undefined);

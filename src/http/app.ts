@@ -38,6 +38,8 @@ export interface HttpDeps {
   audit?: (entry: AuditEntry) => void;
   /** Told when a request failed because DATA_DIR is full (its episode starts there if not already). */
   storage?: { reportFull(reason: string): void };
+  /** Cluster mode: this node's id, on every response as x-tagw-node. */
+  node?: string | undefined;
   /** Tracks requests in flight so shutdown can drain them. */
   inflight: { count: number; draining: boolean };
 }
@@ -95,6 +97,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
       // uWS gives an OPTIONS to an 'any' route before the preflight handler: answered the same way.
       if (method === 'options') return preflight(res, req, deps, methodsOf);
       const sink = new ResponseSink(res, false, method === 'head');
+      sink.node = deps.node;
       if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
       let info: RequestInfo;
       try {
@@ -170,6 +173,7 @@ function preflight(res: HttpResponse, req: HttpRequest, deps: HttpDeps, methodsO
   const origin = deps.cors?.allows(req.getHeader('origin'));
   const sink = new ResponseSink(res);
   sink.cors = origin;
+  sink.node = deps.node;
   const methods = methodsOf(path);
   if (methods.length === 0) {
     sendError(sink, apiError('ROUTE_NOT_FOUND', `no route for OPTIONS ${path}`));
@@ -198,6 +202,7 @@ export function mountNotFound(app: TemplatedApp, deps: HttpDeps, routes: readonl
   app.any('/*', (res, req) => {
     const info = readRequest(res, req, 0, deps.address);
     const sink = new ResponseSink(res, true, info.method === 'HEAD');
+    sink.node = deps.node;
     if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
     sink.requestId = requestIdOf(info.headers['x-request-id']);
     const methods = allowed(info.path);

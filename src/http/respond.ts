@@ -39,6 +39,8 @@ export class ResponseSink {
   done = false;
   /** The request's Origin when it is on the CORS allowlist: the response carries CORS headers for it. */
   cors: string | undefined = undefined;
+  /** Cluster mode: this node's id, sent as x-tagw-node (which node answered). */
+  node: string | undefined = undefined;
   /** Sent back as x-request-id (src/http/requestId.ts). */
   requestId: string | undefined = undefined;
   private watching = false;
@@ -107,6 +109,7 @@ export class ResponseSink {
       if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
       if (this.cors !== undefined) writeCorsHeaders(this.res, this.cors);
       if (this.requestId !== undefined) this.res.writeHeader('x-request-id', this.requestId);
+      if (this.node !== undefined) this.res.writeHeader('x-tagw-node', this.node);
       if (this.head) {
         // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
         // response unfinished. (No HEAD reaches a route that closes the connection.)

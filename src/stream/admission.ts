@@ -2,6 +2,7 @@
 // the same draining/throttle/key checks as every HTTP route (http/admission.ts), then the account's
 // seat, binding and stream state. Most upgrades happen at once inside uWS's upgrade handler; the
 // rest after asking the shard (see upgradeNow for why the difference matters).
+import { clusterSettings } from '../config.js';
 import type { HttpRequest, HttpResponse, us_socket_context_t } from 'uWebSockets.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { assertAccountScope } from '../auth/rights.js';
@@ -33,14 +34,20 @@ export class StreamAdmission {
   /** The socket `open` just made during a synchronous upgrade (see upgradeNow); set by the hub's open handler. */
   justOpened: Sock | undefined;
 
+  /** Cluster mode: this node's id, on a refused upgrade's answer (x-tagw-node). */
+  private readonly node: string | undefined;
+
   constructor(
     private readonly deps: StreamAdmissionDeps, private readonly accounts: AccountStreams, private readonly topics: Topics,
     private readonly out: Outbox, private readonly counters: StreamCounters,
     private readonly guard: (what: string, fn: () => void) => void,
-  ) {}
+  ) {
+    this.node = clusterSettings(deps.config)?.nodeId;
+  }
 
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.deps.address);
+    sink.node = this.node;
     try {
       assertWebsocketOrigin(req, this.deps.config);
     } catch (err) {

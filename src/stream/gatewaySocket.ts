@@ -13,6 +13,7 @@
 // always fits (uWS drops any frame over its limit, and the client would see 1006): the backlog is
 // checked every streamSweepMs, and at once whenever the bytes published since the last check pass
 // half the reserve (no socket can have grown by more than that).
+import { clusterSettings } from '../config.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
@@ -43,11 +44,15 @@ export class GatewaySocket {
   private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
   private readonly dir;
 
+  /** Cluster mode: this node's id, on a refused upgrade's answer (x-tagw-node). */
+  private readonly node: string | undefined;
+
   constructor(
     private readonly s: Services, readonly throttle: AuthThrottle, private readonly inflight: { draining: boolean },
     private readonly address: ClientAddress,
   ) {
     this.dir = handleDirectory(s);
+    this.node = clusterSettings(s.config)?.nodeId;
   }
 
   private keyTimer: NodeJS.Timeout | null = null;
@@ -94,6 +99,7 @@ export class GatewaySocket {
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.address);
+    sink.node = this.node;
     try {
       assertWebsocketOrigin(req, this.s.config);
       const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info.ip, info.headers, info.query);

@@ -131,6 +131,19 @@ describe('gateways as cluster nodes', () => {
     const owners = [x, y].filter((n) => n.gw.cluster!.owned().includes(id));
     expect(owners).toHaveLength(1);
 
+    // Which node answered, on every response; what each node shows of the cluster.
+    expect(bound.headers.get('x-tagw-node')).toBe('node-c');
+    expect((await x.req('GET', '/v1/nope')).headers.get('x-tagw-node')).toBe(x.gw.cluster!.nodeId);
+    const owner = owners[0]!;
+    const status = await owner.req('GET', '/v1/status', { headers: mk });
+    expect(status.body.cluster).toMatchObject({ nodeId: owner.gw.cluster!.nodeId, natsUp: true, ownedHere: owner.gw.cluster!.owned().length });
+    expect(status.body.cluster.nodes.filter((n: { live: boolean }) => n.live).map((n: { nodeId: string }) => n.nodeId).sort()).toEqual([x, y].map((n) => n.gw.cluster!.nodeId).sort());
+    await until(async () => /^tagw_cluster_nodes_live 2$/m.test((await owner.req('GET', '/metrics')).text), 'both nodes live in /metrics');
+    const metrics = (await owner.req('GET', '/metrics')).text;
+    expect(metrics).toMatch(new RegExp(`^tagw_cluster_accounts_owned ${owner.gw.cluster!.owned().length}$`, 'm'));
+    expect(metrics).toMatch(/^tagw_cluster_calls_total\{outcome="served"\} [1-9]/m);
+    expect(metrics).toMatch(/^tagw_cluster_leases_total\{event="acquired"\} [1-9]/m);
+
     const socket = await mustOpen(y.url, { apiKey: key, id });
     const revoked = await x.req('DELETE', `/v1/keys/${created.body.id as string}`, { headers: mk });
     expect(revoked.status).toBe(200);

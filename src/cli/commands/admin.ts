@@ -10,6 +10,8 @@ interface Status {
   version: string; apiVersion: string; uptimeSec: number; startedAt: string; schemaVersion?: number;
   shards: Array<{ index: number; ready: boolean; restarts: number; accounts: number }>;
   seats: number; accounts: Record<string, number>;
+  /** Cluster mode only (older gateways and single nodes: absent or null). */
+  cluster?: { nodeId: string; ownedHere: number; unowned: number; nodes: Array<{ nodeId: string; live: boolean; accounts: number }> } | null;
 }
 
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
@@ -30,6 +32,10 @@ export function statusCommand(program: Command, ctx: () => Ctx): void {
       ['gateway', d.url], ['health', d.health], ['ready', d.ready ? 'yes' : 'no'], ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
       ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
+      ...(d.cluster ? [
+        ['node', `${d.cluster.nodeId} (owns ${d.cluster.ownedHere} accounts)`],
+        ['cluster', `${d.cluster.nodes.filter((n) => n.live).length} live nodes: ${d.cluster.nodes.filter((n) => n.live).map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${d.cluster.unowned} accounts without owner`],
+      ] as Array<[string, unknown]> : []),
     ]) + `\nShards:\n${table(d.shards, [
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
       { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },

@@ -12,6 +12,7 @@ import { AccountStore } from '../../store/accounts.js';
 import { schemaVersionOf } from '../../store/migrations.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { API_VERSION } from './ops.js';
+import { clusterStatusBody, ClusterStatusBody } from '../clusterStatus.js';
 import { PACKAGE_VERSION } from '../../version.js';
 
 
@@ -50,9 +51,10 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
         shards: z.array(z.object({ index: z.number(), ready: z.boolean(), restarts: z.number(), accounts: z.number() })),
         seats: z.number(), accounts: z.record(z.string(), z.number()),
         config: z.record(z.string(), z.unknown()),
+        cluster: ClusterStatusBody,
       }),
       errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'FORBIDDEN'],
-      handler: ({ principal }) => {
+      handler: async ({ principal }) => {
         if (principal!.customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', "the gateway's status is for its operator's management key");
         const seats = s.tenancy.seatsOf(principal!.customerId);
         const perShard = new Array<number>(s.shards.size).fill(0);
@@ -65,6 +67,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
             shards: s.shards.health().map((h) => ({ ...h, accounts: perShard[h.index] ?? 0 })),
             seats: seats.length, accounts: connections.counts(OPERATOR_PHASES),
             config: redactedConfig(s.config),
+            cluster: await clusterStatusBody(s.cluster, s.config.clusterLeaseMs),
           },
         };
       },

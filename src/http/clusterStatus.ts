@@ -1,0 +1,39 @@
+// What cluster mode adds to /metrics and /v1/status (docs/cluster.md): live nodes, accounts owned
+// here, lease changes, forwarded calls and takeovers. Nothing is registered on a single node.
+import { z } from 'zod';
+import type { ClusterNode } from '../cluster/clusterNode.js';
+import type { Metrics } from './metrics.js';
+
+export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): void {
+  const st = () => node.status();
+  metrics.gauge('tagw_cluster_nodes_live', () => node.liveNodes().length, 'Cluster nodes whose heartbeat is younger than the lease (as last read from PostgreSQL).');
+  metrics.gauge('tagw_cluster_accounts_owned', () => st().ownedHere, 'Accounts whose lease this node holds.');
+  metrics.gauge('tagw_cluster_accounts_unowned', () => node.unowned(), 'Accounts no node holds now (a takeover in progress).');
+  metrics.gauge('tagw_cluster_nats_up', () => (st().natsUp ? 1 : 0), 'Whether this node is connected to NATS.');
+  metrics.labeledCounter('tagw_cluster_leases_total', ['event'], () => {
+    const l = st().leases;
+    return [[['acquired'], l.acquired], [['handed_over'], l.released], [['lost'], l.lost]];
+  }, 'Lease changes on this node: acquired, handed over (released to another node), lost (not renewed in time).');
+  metrics.counter('tagw_cluster_takeovers_total', () => st().leases.takeovers, 'Accounts this node acquired that another node (or an earlier lease) had held.');
+  metrics.labeledCounter('tagw_cluster_calls_total', ['outcome'], () => {
+    const r = st().routing;
+    return [[['forwarded'], r.forwarded], [['served'], r.served], [['unavailable'], r.unavailable], [['owner_wait'], r.ownerWaits]];
+  }, 'Account calls between nodes: forwarded to the owner, served for another node, answered 503 (no owner reachable in time, or NATS down), waited for an owner.');
+}
+
+export const ClusterStatusBody = z.object({
+  nodeId: z.string(),
+  natsUp: z.boolean(),
+  ownedHere: z.number().int().describe('Accounts whose lease this node holds'),
+  unowned: z.number().int().describe('Accounts no node holds now (a takeover in progress)'),
+  nodes: z.array(z.object({ nodeId: z.string(), url: z.string(), live: z.boolean(), heartbeatAgeMs: z.number(), accounts: z.number().int() })),
+}).nullable().describe('Cluster mode (docs/cluster.md): this node, the nodes PostgreSQL knows of and their accounts; null on a single node');
+
+export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: number): Promise<z.infer<typeof ClusterStatusBody>> {
+  if (!node) return null;
+  const o = await node.overview();
+  return {
+    nodeId: node.nodeId, natsUp: node.status().natsUp, ownedHere: node.status().ownedHere, unowned: o.unowned,
+    nodes: o.nodes.map((n) => ({ ...n, live: n.heartbeatAgeMs < leaseMs })),
+  };
+}
