@@ -18,15 +18,16 @@ describe('three nodes: routing', () => {
     const first = await orderVia(b!, acct, 'route-1');
     log.push(first);
     expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.answeredBy).toBe(b!.id); // x-tagw-node: the node reached, not the owner
     expect(first.replay).toBe(false);
     expect(first.ticket).toBeGreaterThan(0);
     const again = await orderVia(c!, acct, 'route-1');
     log.push(again);
-    expect(again).toMatchObject({ status: 200, ticket: first.ticket, replay: true });
+    expect(again).toMatchObject({ status: 200, ticket: first.ticket, replay: true, answeredBy: c!.id });
     // The owner itself answers the same order the same way.
     const onOwner = await orderVia(env.cluster.node(owner), acct, 'route-1');
     log.push(onOwner);
-    expect(onOwner).toMatchObject({ status: 200, ticket: first.ticket, replay: true });
+    expect(onOwner).toMatchObject({ status: 200, ticket: first.ticket, replay: true, answeredBy: owner });
     const broker = await env.cluster.brokerOrders(acct.login);
     expect(broker).toStrictEqual([{ ticket: first.ticket, clientOrderId: 'route-1' }]);
     assertLedger(log, broker);
