@@ -38,6 +38,12 @@ describe('three nodes: a paused owner is fenced', () => {
     env.cluster.cont(old.owner);
     const frozenAnswers = await Promise.all(toFrozen);
     log.push(...frozenAnswers);
+    // On resuming, the node found its own deadline past and dropped the account (a lost lease).
+    const lost = async () => {
+      const text = await (await fetch(`${frozen.url}/metrics`)).text();
+      return Number(/^tagw_cluster_leases_total\{event="lost"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    await until(async () => (await lost()) >= 1, `${old.owner} to count its lease of ${acct.id} lost`, 20_000);
     // Whatever the resumed node answered, nothing was done under its old lease: every record
     // written since the takeover carries a newer epoch, and the new owner's records are unchanged.
     const claims = await env.cluster.claims(acct.id);
