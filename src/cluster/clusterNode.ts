@@ -13,6 +13,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
+import { nudgeOnRelease } from './leaseKeeper.js';
 import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
@@ -153,6 +154,8 @@ export class ClusterNode {
       await this.pg.close({ handover: false });
       throw err;
     }
+    // A "no owner" announcement: the account's target takes it now, not at its next round.
+    nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
   }

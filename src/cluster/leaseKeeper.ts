@@ -73,6 +73,7 @@ export class LeaseKeeper {
   /** Accounts being handed over: still renewed (ours until released), no longer acted on. */
   private readonly handingOver = new Set<string>();
   private readonly handovers = new Set<Promise<void>>();
+  private nudgePending = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {}
 
@@ -128,6 +129,23 @@ export class LeaseKeeper {
       this.checkDeadlines();
     });
     return this.inFlight.then(() => this.settled());
+  }
+
+  /**
+   * An account was released or lost elsewhere (a "no owner" announcement): run a round now rather
+   * than at the next period, so its target takes it at once (a node that is not the target
+   * acquires nothing in it). A round already out may have read the leases before the release, so
+   * the nudged round follows it. Coalesced: a node handing over all it holds costs one round.
+   */
+  nudge(): void {
+    if (this.stopped || this.nudgePending) return;
+    this.nudgePending = true;
+    setImmediate(() => {
+      void (this.inFlight ?? Promise.resolve()).then(() => {
+        this.nudgePending = false;
+        return this.tick();
+      });
+    });
   }
 
   private async settled(): Promise<void> {
@@ -237,4 +255,12 @@ export class LeaseKeeper {
       this.o.log?.warn('cluster handover failed; leases left to expire', { err: errorMessage(err), accounts: this.leases.size });
     }
   }
+}
+
+/** Nudges the keeper whenever the node learns that an account has no owner (released or lost by
+ *  another node), so the takeover does not wait for the next period. Returns the unsubscribe. */
+export function nudgeOnRelease(owners: { onChange(listener: (accountId: string, owner: string | null) => void): () => void }, keeper: Pick<LeaseKeeper, 'nudge'>): () => void {
+  return owners.onChange((_accountId, owner) => {
+    if (owner === null) keeper.nudge();
+  });
 }
