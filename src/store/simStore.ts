@@ -39,11 +39,16 @@ type JournalRef = [number, number];
 /** Request ids are deduplicated for a day. */
 const REQUEST_TTL_MS = 86_400_000;
 
+/** A lazily created map's values, none when it was never created. */
+const valuesOf = <V>(m: Map<number, V> | undefined): V[] => (m ? [...m.values()] : []);
+
 /** The in-memory mirror of one account, checkpointed into sim_state. */
 interface Mirror {
   account: StoredAccount;
-  positions: Map<number, StoredPosition>;
-  activeOrders: Map<number, Order>;
+  // The maps are created by their first entry: most accounts hold no position, order or request
+  // id, and an empty Map still costs its table (issue 19, memory per idle account).
+  positions: Map<number, StoredPosition> | undefined;
+  activeOrders: Map<number, Order> | undefined;
   seq: number;
   /** time_ms of the last journal row (replay starts there). */
   lastTimeMs: number;
@@ -52,7 +57,7 @@ interface Mirror {
    *  that outlive young-generation collections they made every scavenge copy them (in-process
    *  idempotent orders: p99 ~2.9 ms with them, ~1.1 ms without). A lookup reads the row; that
    *  happens only when an id comes again (a retry after a lost reply, a restart's recovery). */
-  refs: Map<string, JournalRef>;
+  refs: Map<string, JournalRef> | undefined;
   /** Requests not yet in a checkpointed batch. */
   newRefs: [string, number, number][];
   checkpointedMs: number;
@@ -156,7 +161,7 @@ export class SqliteSimStore implements SimPersistence {
     for (const m of this.dirtyMirrors) {
       if (!all && now - m.checkpointedMs < this.checkpointMs) continue;
       const a = m.account;
-      const cp: Checkpoint = { account: a, positions: [...m.positions.values()], activeOrders: [...m.activeOrders.values()], seq: m.seq, lastTimeMs: m.lastTimeMs };
+      const cp: Checkpoint = { account: a, positions: valuesOf(m.positions), activeOrders: valuesOf(m.activeOrders), seq: m.seq, lastTimeMs: m.lastTimeMs };
       this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
       // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
       // time so a load reads only the last day's batches).
@@ -165,7 +170,7 @@ export class SqliteSimStore implements SimPersistence {
         this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), JSON.stringify(m.newRefs));
         m.newRefs = [];
       }
-      if (m.refs.size > 20_000) {
+      if (m.refs && m.refs.size > 20_000) {
         const horizon = m.lastTimeMs - REQUEST_TTL_MS;
         for (const [id, r] of m.refs) if (r[0] < horizon) m.refs.delete(id);
       }
@@ -198,16 +203,16 @@ export class SqliteSimStore implements SimPersistence {
     const cp = JSON.parse(row.data) as Checkpoint;
     const m: Mirror = {
       account: cp.account,
-      positions: new Map(cp.positions.map((p) => [p.ticket, p])),
-      activeOrders: new Map(cp.activeOrders.map((o) => [o.ticket, o])),
+      positions: cp.positions.length > 0 ? new Map(cp.positions.map((p) => [p.ticket, p])) : undefined,
+      activeOrders: cp.activeOrders.length > 0 ? new Map(cp.activeOrders.map((o) => [o.ticket, o])) : undefined,
       seq: cp.seq,
       lastTimeMs: cp.lastTimeMs,
-      refs: new Map(),
+      refs: undefined,
       newRefs: [],
       checkpointedMs: this.clock.now(),
     };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
-      for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) m.refs.set(id, [t, q]);
+      for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new Map()).set(id, [t, q]);
     }
     // Replay what was journaled after the checkpoint.
     for (const r of this.st.journalFrom.all(server, login, cp.seq) as { time_ms: number; seq: number; data: string }[]) {
@@ -217,13 +222,13 @@ export class SqliteSimStore implements SimPersistence {
     this.mirrors.set(this.key(server, login), m);
     return {
       account: structuredClone(m.account),
-      positions: [...m.positions.values()].map((p) => ({ ...p })),
-      activeOrders: [...m.activeOrders.values()],
+      positions: valuesOf(m.positions).map((p) => ({ ...p })),
+      activeOrders: valuesOf(m.activeOrders),
     };
   }
 
   createAccount(a: StoredAccount): void {
-    const m: Mirror = { account: { ...a }, positions: new Map(), activeOrders: new Map(), seq: 0, lastTimeMs: a.createdMs, refs: new Map(), newRefs: [], checkpointedMs: 0 };
+    const m: Mirror = { account: { ...a }, positions: undefined, activeOrders: undefined, seq: 0, lastTimeMs: a.createdMs, refs: undefined, newRefs: [], checkpointedMs: 0 };
     this.mirrors.set(this.key(a.server, a.login), m);
     this.dirtyMirrors.add(m);
     // The checkpoint row is what makes the account exist: write it at once.
@@ -232,11 +237,11 @@ export class SqliteSimStore implements SimPersistence {
 
   private applyToMirror(m: Mirror, c: SimChange, time: number, seq: number): void {
     if (c.balance !== undefined) m.account.balance = c.balance;
-    if (c.orders) for (const o of c.orders) o.doneMs === null ? m.activeOrders.set(o.order.ticket, o.order) : m.activeOrders.delete(o.order.ticket);
-    if (c.positions) for (const p of c.positions) m.positions.set(p.ticket, { ...p });
-    if (c.closedPositions) for (const t of c.closedPositions) m.positions.delete(t);
-    if (c.request && !m.refs.has(c.request.requestId)) {
-      m.refs.set(c.request.requestId, [time, seq]);
+    if (c.orders) for (const o of c.orders) o.doneMs === null ? (m.activeOrders ??= new Map()).set(o.order.ticket, o.order) : m.activeOrders?.delete(o.order.ticket);
+    if (c.positions) for (const p of c.positions) (m.positions ??= new Map()).set(p.ticket, { ...p });
+    if (c.closedPositions) for (const t of c.closedPositions) m.positions?.delete(t);
+    if (c.request && !m.refs?.has(c.request.requestId)) {
+      (m.refs ??= new Map()).set(c.request.requestId, [time, seq]);
       m.newRefs.push([c.request.requestId, time, seq]);
     }
     this.dirtyMirrors.add(m);
@@ -385,7 +390,7 @@ export class SqliteSimStore implements SimPersistence {
     // Checked on every trade with an id: an unknown id (the usual case) must not force the group commit.
     const m = this.mirrors.get(this.key(server, login));
     if (!m) return null;
-    const ref = m.refs.get(requestId);
+    const ref = m.refs?.get(requestId);
     if (!ref) return null;
     // A known id: its row may still be queued (applied this turn).
     this.commitQueued();
