@@ -50,6 +50,7 @@ import { AuditStore } from './store/audit.js';
 import { lockDataDir } from './store/dataDirLock.js';
 import { dbPath, openDb } from './store/db.js';
 import { StreamHistoryStore } from './store/streamHistory.js';
+import { ClusterStreamHistory } from './cluster/clusterStreamHistory.js';
 import { TenancyStore } from './store/tenancy.js';
 import { sqliteTenancyWrites } from './store/tenancyWrites.js';
 
@@ -225,8 +226,14 @@ async function start(
   const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
+  // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
+  const shared = cluster && await ClusterStreamHistory.open({
+    nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },
+    owns: (id) => cluster.owns(id), log,
+  });
   const streamHub = (stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
+    ...(shared ? { shared } : {}),
   }));
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());

@@ -129,13 +129,18 @@ export class AccountFeed {
 
 /** Where a new owner's numbering begins: the epoch continues when JetStream holds its last number
  *  (every frame any client got was stored before it was sent); otherwise a new epoch, announced by
- *  its start marker, and resumers from the old one get recovered:false. */
+ *  its start marker (written only if the account still has no message: nodes racing agree on one),
+ *  and resumers from the old one get recovered:false. A follower with nothing to follow yet uses it
+ *  too, so its sockets' snapshot is in the epoch the owner will continue. */
 export async function takeOver(
   history: JetStreamHistory, accountId: string, newEpoch: () => string, startDeal: DealMark,
 ): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }> {
-  const head = await history.head(accountId);
-  if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true };
-  const epoch = newEpoch();
-  await history.startEpoch(accountId, epoch, startDeal);
-  return { epoch, seq: 0, deal: startDeal, continued: false };
+  for (let attempt = 0; ; attempt++) {
+    const head = await history.head(accountId);
+    if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true };
+    const epoch = newEpoch();
+    if (await history.startFirstEpoch(accountId, epoch, startDeal)) return { epoch, seq: 0, deal: startDeal, continued: false };
+    // Another node started one meanwhile: continue it (read again; it may also have aged out at once).
+    if (attempt >= 3) throw new Error(`no epoch could be started or read for account ${accountId}`);
+  }
 }

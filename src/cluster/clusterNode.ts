@@ -201,6 +201,16 @@ export class ClusterNode {
     return this.w.nats.relay;
   }
 
+  /** The node's NATS connection (the stream history in JetStream uses it too). */
+  get natsConnection(): NatsNode['link']['nc'] {
+    return this.w.nats.link.nc;
+  }
+
+  /** This node holds the account's lease now (it numbers the account's stream events). */
+  owns(accountId: string): boolean {
+    return this.pg.keeper.leaseOf(accountId) !== undefined;
+  }
+
   /** An event of this node's shards, for the nodes whose sockets follow it (before attach: none do). */
   publish(ev: ShardEvent): void {
     this.wired?.nats.relay.publish(ev);

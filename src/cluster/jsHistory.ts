@@ -5,7 +5,7 @@
 // limits are the single node's history settings (max age, max messages per account), file storage,
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
-import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { DealMark } from '../store/streamHistory.js';
 import { token } from './subjects.js';
@@ -98,6 +98,22 @@ export class JetStreamHistory {
   /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it. */
   startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void> {
     return this.append(accountId, [{ epoch, seq: 0, frame: '', deal }]);
+  }
+
+  /** Starts `epoch` only if the account has no message at all (one atomic publish: of nodes that
+   *  race to start one, one wins); false when another was there. */
+  async startFirstEpoch(accountId: string, epoch: string, deal: DealMark): Promise<boolean> {
+    const h = headers();
+    h.set(H_EPOCH, epoch);
+    h.set(H_SEQ, '0');
+    h.set(H_DEAL, `${deal.ticket}:${deal.timeMsc}`);
+    try {
+      await this.js.publish(historySubject(accountId), '', { headers: h, expect: { lastSubjectSequence: 0 }, timeout: this.opts.ackTimeoutMs ?? 5_000 });
+      return true;
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return false;
+      throw err;
+    }
   }
 
   /** The account's latest number in JetStream (undefined: nothing kept, e.g. all of it aged out). */

@@ -15,11 +15,13 @@ import { ordersData, positionsData, tradeData } from '../runtime/frameData.js';
 import { accountFrame, type FrameType } from './frames.js';
 import type { HistoryEntry, StreamPosition } from './history.js';
 import type { Outbox } from './outbox.js';
+import { asSnapshot, type SharedHistory } from './shared.js';
+import { SharedAccounts } from './sharedAccounts.js';
 import type { AccountState, Sock } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
 
-export interface AccountEventDeps { config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore }
+export interface AccountEventDeps { config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore; shared?: SharedHistory }
 
 interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
 
@@ -27,18 +29,36 @@ export class AccountEvents {
   private pending: Pending[] = [];
   private commitQueued = false;
   private readonly resyncing = new Set<AccountState>();
+  /** Cluster mode only (docs/cluster.md "Streams and resume"). */
+  readonly shared: SharedAccounts | undefined;
 
   constructor(
     private readonly deps: AccountEventDeps, private readonly accounts: AccountStreams,
     private readonly topics: Topics, private readonly out: Outbox,
   ) {
     accounts.onOpened = (acc) => this.resync(acc);
+    const shared = deps.shared;
+    if (shared) {
+      const limits = { maxEvents: deps.config.streamHistoryMaxEvents, maxAgeMs: deps.config.streamHistoryMaxAgeMs };
+      const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, limits, log: deps.log }, accounts, out, this);
+      accounts.onRotated = (acc) => s.epochStarted(acc);
+      accounts.onReleased = (acc) => s.release(acc);
+      this.shared = s;
+    }
   }
 
   /** Shard events keyed by account (positions, orders, deals, connection phase). */
   onEvent(ev: StreamEvent): void {
-    const acc = this.accounts.accounts.get(ev.key);
+    let acc = this.accounts.accounts.get(ev.key);
+    if (!acc && this.shared) {
+      // Cluster mode: the owner numbers an account's events whichever node's sockets follow it.
+      if (ev.kind === STREAM_EVENT.phase && ev.data.server) this.topics.noteServer(ev.data.server);
+      acc = this.shared.adopt(ev);
+    }
     if (!acc) return;
+    // Cluster mode: only the owner numbers (a follower sends the owner's frames); held while the role is taken.
+    if (this.shared && (ev.kind === STREAM_EVENT.positions || ev.kind === STREAM_EVENT.orders || ev.kind === STREAM_EVENT.deal)
+      && this.shared!.intercept(acc, ev)) return;
     switch (ev.kind) {
       case STREAM_EVENT.positions:
         // Versions at or below the known list are older than it (a snapshot read after them).
@@ -101,6 +121,7 @@ export class AccountEvents {
   // ---- the history and delivery -----------------------------------------------------------------
 
   private record(acc: AccountState, type: FrameType, dataJson: string): void {
+    if (this.shared && !this.shared.numbers(acc)) return;
     const entry = acc.history.append(type, dataJson, this.deps.clock.now());
     this.pending.push({ acc, epoch: acc.history.epoch, entry });
     if (!this.commitQueued) {
@@ -122,6 +143,7 @@ export class AccountEvents {
       if (!list) byAcc.set(p.acc, (list = []));
       list.push(p.entry);
     }
+    if (this.shared) return this.shared.commit([...byAcc]); // stored in JetStream, sent once stored
     try {
       this.deps.history.write([...byAcc].map(([acc, entries]) => ({
         accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
@@ -130,14 +152,17 @@ export class AccountEvents {
       // Live clients still get their frames; a restart may not find them (see docs/stream.md).
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
     }
-    for (const [acc, entries] of byAcc) {
-      for (const s of acc.sockets) {
-        if (s.stream !== 'live') continue;
-        for (const e of entries) {
-          if (e.seq <= s.cursor) continue;
-          if (!this.out.sendText(s, e.frame)) break;
-          s.cursor = e.seq;
-        }
+    for (const [acc, entries] of byAcc) this.deliver(acc, entries);
+  }
+
+  /** Entries of the account's stream to its live sockets, each from past its cursor. */
+  deliver(acc: AccountState, entries: readonly HistoryEntry[]): void {
+    for (const s of acc.sockets) {
+      if (s.stream !== 'live') continue;
+      for (const e of entries) {
+        if (e.seq <= s.cursor) continue;
+        if (!this.out.sendText(s, e.frame)) break;
+        s.cursor = e.seq;
       }
     }
   }
@@ -146,6 +171,7 @@ export class AccountEvents {
 
   /** A socket's account stream begins: held for a resume message, resumed, or fresh. */
   start(sock: Sock): void {
+    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) return;
     if (sock.since === 'message') sock.stream = 'held';
     else if (sock.since) this.resume(sock, sock.since);
     else this.startFresh(sock);
@@ -165,6 +191,8 @@ export class AccountEvents {
   resume(sock: Sock, since: StreamPosition): void {
     this.commit();
     const r = sock.acc.history.replay(since, this.deps.clock.now());
+    // Cluster mode: what this node's memory does not reach back to may be in the shared history.
+    if (!r.recovered && this.shared && since.epoch === sock.acc.history.epoch) return this.shared.resume(sock, since);
     if (!r.recovered) {
       if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.requestSnapshot(sock);
       return;
@@ -204,7 +232,11 @@ export class AccountEvents {
   requestSnapshot(sock: Sock): void {
     sock.stream = 'waiting';
     const acc = sock.acc;
-    if (acc.positions !== null && (acc.platform === 'P4' || acc.orders !== null)) {
+    // A follower's lists come from the owner (the stream's latest, or the owner's shard), not its own.
+    const follower = acc.shared?.role === 'follower';
+    const last = acc.shared?.lastData;
+    if (follower ? last?.POSITIONS !== undefined && (acc.platform === 'P4' || last.ORDERS !== undefined)
+      : acc.positions !== null && (acc.platform === 'P4' || acc.orders !== null)) {
       this.sendSnapshot(sock);
       return;
     }
@@ -246,9 +278,12 @@ export class AccountEvents {
     const clock = this.topics.clockOf(acc);
     sock.cursor = h.seq;
     sock.stream = 'live';
+    const last = acc.shared?.role === 'follower' ? acc.shared.lastData : {};
+    const pos = last.POSITIONS === undefined ? positionsData(acc.positions ?? [], true, clock) : asSnapshot(last.POSITIONS);
+    const ord = () => last.ORDERS === undefined ? ordersData(acc.orders ?? [], true, clock) : asSnapshot(last.ORDERS);
     sock.ws.cork(() => {
-      if (!this.out.sendText(sock, accountFrame('POSITIONS', h.seq, h.epoch, positionsData(acc.positions ?? [], true, clock)))) return;
-      if (acc.platform === 'P5') this.out.sendText(sock, accountFrame('ORDERS', h.seq, h.epoch, ordersData(acc.orders ?? [], true, clock)));
+      if (!this.out.sendText(sock, accountFrame('POSITIONS', h.seq, h.epoch, pos))) return;
+      if (acc.platform === 'P5') this.out.sendText(sock, accountFrame('ORDERS', h.seq, h.epoch, ord()));
     });
   }
 
@@ -258,8 +293,8 @@ export class AccountEvents {
    * snapshot pair. Live deals wait behind the missed ones meanwhile; if the broker's deal history
    * cannot be read, the stream cannot vouch for continuity and begins a new epoch.
    */
-  private resync(acc: AccountState): void {
-    if (this.resyncing.has(acc)) return;
+  resync(acc: AccountState): void {
+    if (this.resyncing.has(acc) || (acc.shared && acc.shared.role !== 'owner')) return;
     this.resyncing.add(acc);
     acc.heldDeals ??= [];
     const epoch = acc.history.epoch;

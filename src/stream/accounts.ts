@@ -14,6 +14,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import { DealLedger, tradesIn } from './deals.js';
 import { AccountHistory, newEpoch } from './history.js';
 import type { Outbox } from './outbox.js';
+import type { SharedHistory } from './shared.js';
 import type { AccountState } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
@@ -28,6 +29,8 @@ export interface AccountStreamDeps {
   inflight: { draining: boolean };
   /** Where account histories are kept across restarts. */
   history: StreamHistoryStore;
+  /** Cluster mode: the account stream numbered by its owner, kept in JetStream (none: one node, SQLite). */
+  shared?: SharedHistory;
   /** The broker login bound to an account, from this thread's own database connection. */
   bindingOf?: (accountId: string) => { platform: 'P4' | 'P5'; server: string } | undefined;
 }
@@ -37,6 +40,9 @@ export class AccountStreams {
   readonly activeSeats = new Set<string>();
   /** Called when an account's stream is open at the shard with no resync done yet (accountEvents). */
   onOpened: (acc: AccountState) => void = () => undefined;
+  /** Cluster mode: an account began another epoch here, or its state left this node (sharedAccounts.ts). */
+  onRotated: (acc: AccountState) => void = () => undefined;
+  onReleased: (acc: AccountState) => void = () => undefined;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {}
 
@@ -51,7 +57,8 @@ export class AccountStreams {
   /** A new account state, its history picked up from the store when it was kept until recently. */
   private create(id: string, platform: AccountState['platform'], server: string, phase: AccountState['phase']): AccountState {
     const now = this.deps.clock.now();
-    const stored = this.deps.history.load(id);
+    // Cluster mode: a placeholder until the account's role is taken (the owner's numbering, or its feed).
+    const stored = this.deps.shared ? undefined : this.deps.history.load(id);
     let kept: { history: AccountHistory; deals: DealLedger };
     let needsResync = false;
     if (stored && stored.aliveAt >= now - this.limits.maxAgeMs) {
@@ -75,6 +82,7 @@ export class AccountStreams {
   private freshHistory(id: string, now: number): { history: AccountHistory; deals: DealLedger } {
     const history = new AccountHistory(newEpoch(now), 0, this.limits);
     const deals = new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() });
+    if (this.deps.shared) return { history, deals };
     try {
       this.deps.history.drop(id);
       this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, deal: deals.mark, entries: [], keepFrom: 1 }], now);
@@ -91,6 +99,7 @@ export class AccountStreams {
     acc.posV = acc.ordV = 0;
     acc.needsResync = false;
     acc.heldDeals = null;
+    this.onRotated(acc);
   }
 
   /**
@@ -107,6 +116,16 @@ export class AccountStreams {
       this.activeSeats.add(id);
     }
     return this.create(id, binding.platform, binding.server, 'connecting');
+  }
+
+  /** Cluster mode: an account this node owns whose events come with no socket here (other nodes'
+   *  sockets follow it): its state is kept to number them. Undefined while its server is unknown. */
+  headless(id: string): AccountState | undefined {
+    const binding = this.deps.bindingOf?.(id);
+    if (!binding || !this.topics.servers.has(binding.server)) return undefined;
+    const acc = this.create(id, binding.platform, binding.server, 'connected');
+    this.accounts.set(id, acc);
+    return acc;
   }
 
   /** A stream.open answered: the account's state here, one open more. */
@@ -187,6 +206,7 @@ export class AccountStreams {
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;
       this.accounts.delete(acc.id);
+      this.onReleased(acc);
     }
   }
 
@@ -196,6 +216,7 @@ export class AccountStreams {
    * reconnect goes into the history.
    */
   restore(): void {
+    if (this.deps.shared) return; // the history is the cluster's (JetStream), not this node's
     const since = this.deps.clock.now() - this.limits.maxAgeMs;
     for (const id of this.deps.history.aliveSince(since)) {
       if (this.accounts.has(id)) continue;
@@ -229,7 +250,7 @@ export class AccountStreams {
       acc.history.trim(now);
       list.push({ accountId: acc.id, keepFrom: acc.history.firstSeq });
     }
-    if (list.length) this.deps.history.touch(list, now);
+    if (list.length && !this.deps.shared) this.deps.history.touch(list, now);
   }
 
   // ---- reference counts of what the account's sockets want at the broker ------------------------
@@ -285,7 +306,10 @@ export class AccountStreams {
       this.rotate(acc);
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;
-      if (acc.sockets.size === 0) this.accounts.delete(acc.id);
+      if (acc.sockets.size === 0) {
+        this.accounts.delete(acc.id);
+        this.onReleased(acc);
+      }
       for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
     }
   }

@@ -53,6 +53,15 @@ export class AccountHistory {
     return e;
   }
 
+  /** A frame numbered elsewhere (cluster mode: by the account's owner), the next of this history. */
+  put(seq: number, frame: string, now: number): HistoryEntry {
+    this.last = seq;
+    const e: HistoryEntry = { seq, at: now, frame };
+    this.entries.push(e);
+    this.trim(now);
+    return e;
+  }
+
   /** Drops what is over the count or older than the age limit. */
   trim(now: number): void {
     const { maxEvents, maxAgeMs } = this.limits;

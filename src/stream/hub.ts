@@ -109,6 +109,7 @@ export class StreamHub {
     });
     this.sweepTimer = setInterval(() => this.guard('sweep', () => {
       this.accounts.checkShardRestarts();
+      this.events.shared?.checkRoles(); // cluster mode: leases that came or went
       this.out.sweep();
     }), cfg.streamSweepMs);
     this.sweepTimer.unref();

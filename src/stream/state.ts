@@ -9,6 +9,7 @@ import type { Deal, Order, Position } from '../market/orders.js';
 import type { DealLedger } from './deals.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
 import type { AccountHistory, StreamPosition } from './history.js';
+import type { SharedState } from './shared.js';
 
 /** A server's clock, as its broker reported it (never a placeholder: see Topics.noteServer). */
 export interface ServerState { info: ServerInfo; clock: ServerClock }
@@ -75,6 +76,8 @@ export interface AccountState {
   heldDeals: Deal[] | null;
   /** Kept without sockets (docs/stream.md "History"): released when this fires. */
   retainTimer: NodeJS.Timeout | null;
+  /** Cluster mode: the account's part in the stream numbered by its owner (sharedAccounts.ts). */
+  shared?: SharedState;
 }
 
 export interface CandleSub { topic: CandleTopic; partial: boolean; joinedAt: number }

@@ -87,6 +87,15 @@ describe('JetStreamHistory', () => {
     expect(await B.head(uniq('none'))).toBeUndefined();
   });
 
+  it('of nodes racing to start an account\'s first epoch, exactly one does; with a message there, none does', async () => {
+    const acc = uniq('acc');
+    const won = await Promise.all(['x', 'y', 'z'].map((e, i) => (i % 2 ? A : B).startFirstEpoch(acc, e, deal)));
+    expect(won.filter(Boolean)).toHaveLength(1);
+    const head = await B.head(acc);
+    expect(head).toMatchObject({ epoch: ['x', 'y', 'z'][won.indexOf(true)], seq: 0 });
+    expect(await A.startFirstEpoch(acc, 'late', deal)).toBe(false);
+  });
+
   it('fast-check: any interleaving of accounts and epochs replays as a model history would', async () => {
     await fc.assert(fc.asyncProperty(
       fc.array(fc.record({ acc: fc.integer({ min: 0, max: 2 }), op: fc.constantFrom('append', 'append', 'append', 'epoch'), k: fc.integer({ min: 1, max: 4 }) }), { minLength: 1, maxLength: 25 }),

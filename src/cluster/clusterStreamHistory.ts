@@ -1,0 +1,51 @@
+// The stream edge's shared history (src/stream/shared.ts) in cluster mode: JetStream for the
+// numbered frames (jsHistory.ts), a feed per followed account (accountFeed.ts), the lease keeper
+// for who numbers. docs/cluster.md "Streams and resume".
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '../log.js';
+import type { DealMark } from '../store/streamHistory.js';
+import { AccountFeed, takeOver, type FeedFrame } from './accountFeed.js';
+import { JetStreamHistory, type HistoryLimits, type NumberedFrame, type Replay, type StreamPosition } from './jsHistory.js';
+
+export interface ClusterStreamHistoryOptions {
+  nc: NatsConnection;
+  limits: HistoryLimits;
+  /** This node holds the account's lease now. */
+  owns: (accountId: string) => boolean;
+  log: Logger;
+}
+
+export class ClusterStreamHistory {
+  private constructor(private readonly js: JetStreamHistory, private readonly o: ClusterStreamHistoryOptions) {}
+
+  static async open(o: ClusterStreamHistoryOptions): Promise<ClusterStreamHistory> {
+    return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits }), o);
+  }
+
+  owns(accountId: string): boolean {
+    return this.o.owns(accountId);
+  }
+
+  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): ReturnType<typeof takeOver> {
+    return takeOver(this.js, accountId, () => newEpoch, startDeal);
+  }
+
+  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void> {
+    return this.js.startEpoch(accountId, epoch, deal);
+  }
+
+  append(accountId: string, frames: readonly NumberedFrame[]): Promise<void> {
+    return this.js.append(accountId, frames);
+  }
+
+  replay(accountId: string, since: StreamPosition): Promise<Replay> {
+    return this.js.replay(accountId, since);
+  }
+
+  async follow(
+    accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string) => void,
+  ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean }> {
+    const { feed, start } = await AccountFeed.open({ nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak, log: this.o.log });
+    return { feed, position: start.position, recovered: start.recovered };
+  }
+}

@@ -1,0 +1,55 @@
+// Cluster mode's account stream (docs/cluster.md "Streams and resume"): one numbering per account
+// for the whole cluster, made by the account's owner and kept in JetStream, so every node sends the
+// same seq and a client resumes on any node. The port the stream edge uses; src/cluster/
+// clusterStreamHistory.ts implements it. Without it (one node) nothing here is used.
+import type { DealMark } from '../store/streamHistory.js';
+import type { StreamEvent } from '../runtime/hosts/streamCommands.js';
+import type { Replay, StreamPosition } from './history.js';
+
+export interface SharedFrame { epoch: string; seq: number; frame: string }
+
+export interface SharedHistory {
+  /** This node holds the account's lease: it numbers the account's events. */
+  owns(accountId: string): boolean;
+  /** Where a new owner numbers from: the stored epoch continued, or `newEpoch` started. */
+  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }>;
+  /** The owner began another epoch (rebound, continuity lost). */
+  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void>;
+  /** Stores numbered frames; resolves once all are stored (only then are they sent). */
+  append(accountId: string, frames: ReadonlyArray<SharedFrame & { deal: DealMark }>): Promise<void>;
+  replay(accountId: string, since: StreamPosition): Promise<Replay>;
+  /** The owner's frames as they are stored, after `since` (replayed first) or from now on. */
+  follow(
+    accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string) => void,
+  ): Promise<{ feed: { close(): void }; position: StreamPosition | null; recovered: boolean }>;
+}
+
+/** An account's part in the shared stream on this node (AccountState.shared). */
+export interface SharedState {
+  role: 'owner' | 'follower';
+  /** While the role is being taken (takeOver, or a feed opening): sockets' streams and the
+   *  shard's account events wait for it. */
+  ready: Promise<void> | null;
+  /** The history is still the placeholder made before the first role was taken. */
+  placeholder: boolean;
+  held: StreamEvent[];
+  /** Frames the feed delivered before the history was set from its position. */
+  early: SharedFrame[] | null;
+  feed: { close(): void } | null;
+  /** The latest POSITIONS / ORDERS data the stream carried: a follower's snapshots, consistent with its seq. */
+  lastData: { POSITIONS?: string; ORDERS?: string };
+}
+
+const DATA = '"data":';
+
+/** The frame's type and data (frames are built by accountFrame: type first, data last). */
+export function frameParts(frame: string): { type: string; data: string } {
+  const type = frame.slice(9, frame.indexOf('"', 9));
+  const at = frame.indexOf(DATA);
+  return { type, data: at < 0 ? '' : frame.slice(at + DATA.length, -1) };
+}
+
+/** A full-list change's data as a snapshot's (`"snapshot":false` -> true; the lists are the same). */
+export function asSnapshot(data: string): string {
+  return data.startsWith('{"snapshot":false') ? `{"snapshot":true${data.slice(17)}` : data;
+}

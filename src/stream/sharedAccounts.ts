@@ -1,0 +1,234 @@
+// Cluster mode's account streams on this node (docs/cluster.md "Streams and resume"). The owner of
+// an account numbers its events (accountEvents.ts, as on one node) from where the shared history
+// stands (takeOver), stores each batch there and sends it after the store acknowledged it. Any
+// other node takes the owner's numbered frames from a feed into its own AccountHistory and sends
+// them, so every node sends the same seq; a resume that this node's memory cannot serve is replayed
+// from the shared history. Roles follow the lease (checkRoles, on the sweep timer).
+import type { Logger } from '../log.js';
+import { STREAM_EVENT, type StreamEvent } from '../runtime/hosts/streamCommands.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
+import type { AccountStreams } from './accounts.js';
+import { DealLedger } from './deals.js';
+import { AccountHistory, newEpoch, type HistoryEntry, type HistoryLimits, type StreamPosition } from './history.js';
+import type { Outbox } from './outbox.js';
+import { frameParts, type SharedFrame, type SharedHistory, type SharedState } from './shared.js';
+import type { AccountState, Sock } from './state.js';
+
+export interface SharedAccountsDeps {
+  shared: SharedHistory;
+  clock: Clock;
+  /** The shards' clock: a fresh epoch's deals start at its now. */
+  shardClock: Clock;
+  limits: HistoryLimits;
+  log: Logger;
+}
+
+/** What SharedAccounts needs of AccountEvents. */
+export interface StreamDelivery {
+  /** Sends entries to the account's live sockets (each past its cursor). */
+  deliver(acc: AccountState, entries: readonly HistoryEntry[]): void;
+  onEvent(ev: StreamEvent): void;
+  requestSnapshot(sock: Sock): void;
+  continueReplay(sock: Sock): void;
+  /** The account's resync with the broker (missed deals, then a snapshot pair), as after a restart. */
+  resync(acc: AccountState): void;
+}
+
+export class SharedAccounts {
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly deps: SharedAccountsDeps, private readonly accounts: AccountStreams,
+    private readonly out: Outbox, private readonly events: StreamDelivery,
+  ) {}
+
+  /** Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred. */
+  gate(acc: AccountState, fn: () => void): boolean {
+    if (!acc.shared) this.takeRole(acc);
+    const ready = acc.shared!.ready;
+    if (!ready) return false;
+    void ready.then(fn);
+    return true;
+  }
+
+  /** An account event of a shard: held while the role is taken; true when this node must not number it. */
+  intercept(acc: AccountState, ev: StreamEvent): boolean {
+    if (!acc.shared) this.takeRole(acc);
+    const s = acc.shared!;
+    if (s.ready) {
+      s.held.push(ev);
+      return true;
+    }
+    return s.role !== 'owner';
+  }
+
+  /** Numbering happens on the owner only, and not while its role is being taken. */
+  numbers(acc: AccountState): boolean {
+    return acc.shared?.role === 'owner' && !acc.shared.ready;
+  }
+
+  /** The owner's committed batches: stored in order, each sent once stored (never ahead of the history). */
+  commit(batches: ReadonlyArray<[AccountState, HistoryEntry[]]>): void {
+    const stores = batches.map(([acc, entries]) => {
+      if (acc.shared?.role !== 'owner') return Promise.resolve();
+      const deal = acc.deals.mark;
+      const epoch = acc.history.epoch;
+      return this.deps.shared.append(acc.id, entries.map((e) => ({ epoch, seq: e.seq, frame: e.frame, deal }))).catch((err: unknown) => {
+        // Live clients still get their frames (as on one node when the disk fails); other nodes may not.
+        this.deps.log.error('shared stream history write failed', { accountId: acc.id, err: errorMessage(err) });
+      });
+    });
+    const all = Promise.all(stores);
+    this.chain = this.chain.then(() => all).then(() => {
+      for (const [acc, entries] of batches) this.events.deliver(acc, entries);
+    }).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
+  }
+
+  /** The owner began another epoch: announced to the other nodes. */
+  epochStarted(acc: AccountState): void {
+    if (acc.shared?.role !== 'owner') return;
+    this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark).catch((err: unknown) =>
+      this.deps.log.error('shared stream epoch not stored', { accountId: acc.id, err: errorMessage(err) }));
+  }
+
+  /** An account event for an account with no state here: kept (to be numbered) when this node owns it. */
+  adopt(ev: StreamEvent): AccountState | undefined {
+    if (ev.kind !== STREAM_EVENT.positions && ev.kind !== STREAM_EVENT.orders && ev.kind !== STREAM_EVENT.deal) return undefined;
+    if (!this.deps.shared.owns(ev.key)) return undefined;
+    const acc = this.accounts.headless(ev.key);
+    if (acc) this.takeRole(acc);
+    return acc;
+  }
+
+  /** Periodic: an account whose lease came or went changes role; one kept only to number it goes. */
+  checkRoles(): void {
+    for (const acc of [...this.accounts.accounts.values()]) {
+      const s = acc.shared;
+      if (!s || s.ready) continue;
+      const owns = this.deps.shared.owns(acc.id);
+      if (!owns && acc.opens === 0 && acc.sockets.size === 0 && !acc.retainTimer) {
+        this.accounts.accounts.delete(acc.id);
+        this.release(acc);
+      } else if ((s.role === 'owner') !== owns) this.takeRole(acc);
+    }
+  }
+
+  /** The account's state leaves this node. */
+  release(acc: AccountState): void {
+    acc.shared?.feed?.close();
+    if (acc.shared) acc.shared.feed = null;
+  }
+
+  private takeRole(acc: AccountState): void {
+    const owner = this.deps.shared.owns(acc.id);
+    const s: SharedState = acc.shared ?? { role: owner ? 'owner' : 'follower', ready: null, placeholder: true, held: [], early: null, feed: null, lastData: {} };
+    acc.shared = s;
+    s.role = owner ? 'owner' : 'follower';
+    s.ready = (owner ? this.becomeOwner(acc, s) : this.becomeFollower(acc, s)).catch((err: unknown) => {
+      this.deps.log.error('account stream role not taken', { accountId: acc.id, role: s.role, err: errorMessage(err) });
+      this.restart(acc, newEpoch(this.deps.clock.now()), 0);
+    }).then(() => {
+      s.ready = null;
+      const held = s.held;
+      s.held = [];
+      for (const ev of held) this.events.onEvent(ev);
+    });
+  }
+
+  private async becomeOwner(acc: AccountState, s: SharedState): Promise<void> {
+    s.feed?.close();
+    s.feed = null;
+    const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+    const h = acc.history;
+    if (!s.placeholder && t.epoch === h.epoch && t.seq > h.seq) {
+      // Stored after what this node's feed delivered: take it before numbering on.
+      const r = await this.deps.shared.replay(acc.id, { epoch: h.epoch, seq: h.seq });
+      if (r.recovered) for (const e of r.entries) this.apply(acc, { epoch: h.epoch, seq: e.seq, frame: e.frame });
+    }
+    if (s.placeholder || t.epoch !== acc.history.epoch || t.seq !== acc.history.seq) this.restart(acc, t.epoch, t.seq);
+    acc.deals = new DealLedger(t.deal);
+    s.placeholder = false;
+    if (t.continued) {
+      // What happened at the broker since the last stored number did not arrive as events here.
+      acc.needsResync = true;
+      acc.heldDeals ??= [];
+      if (acc.phase === 'connected') this.events.resync(acc);
+    }
+  }
+
+  private async becomeFollower(acc: AccountState, s: SharedState): Promise<void> {
+    s.early = [];
+    const since = s.placeholder ? null : { epoch: acc.history.epoch, seq: acc.history.seq };
+    // A new epoch goes through the same path as frames (behind any that wait), as its seq 0.
+    const f = await this.deps.shared.follow(acc.id, since, (fr) => this.onFrame(acc, fr), (epoch) => this.onFrame(acc, { epoch, seq: 0, frame: '' }));
+    s.feed?.close();
+    s.feed = f.feed;
+    if (s.placeholder || !f.recovered) {
+      // Nothing stored yet (the owner has not numbered anything): the epoch it will continue.
+      const at: StreamPosition = f.position
+        ?? await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+      this.restart(acc, at.epoch, at.seq);
+    }
+    s.placeholder = false;
+    const early = s.early;
+    s.early = null;
+    for (const fr of early) this.apply(acc, fr);
+  }
+
+  private onFrame(acc: AccountState, f: SharedFrame): void {
+    if (acc.shared?.early) acc.shared.early.push(f);
+    else this.apply(acc, f);
+  }
+
+  /** An owner's frame on this node: into the history, then to the live sockets. */
+  private apply(acc: AccountState, f: SharedFrame): void {
+    const h = acc.history;
+    if (f.seq === 0) {
+      if (f.epoch !== h.epoch) this.restart(acc, f.epoch, 0);
+      return;
+    }
+    if (f.epoch === h.epoch && f.seq <= h.seq) return;
+    if (f.epoch !== h.epoch || f.seq !== h.seq + 1) this.restart(acc, f.epoch, f.seq - 1); // the feed repairs gaps it can
+    const e = acc.history.put(f.seq, f.frame, this.deps.clock.now());
+    const { type, data } = frameParts(f.frame);
+    if (type === 'POSITIONS' || type === 'ORDERS') acc.shared!.lastData[type] = data;
+    this.events.deliver(acc, [e]);
+  }
+
+  /** This node's history starts over at (epoch, seq): sockets that had the old one reconnect. */
+  private restart(acc: AccountState, epoch: string, seq: number): void {
+    const had = acc.shared?.placeholder === false;
+    acc.history = new AccountHistory(epoch, seq, this.deps.limits);
+    if (acc.shared) acc.shared.lastData = {};
+    if (had) for (const s of [...acc.sockets]) if (s.stream !== 'held') this.out.end(s, 'STREAM_GAP');
+  }
+
+  /** A resume this node's memory cannot serve: from the shared history, then this node's memory, then live. */
+  resume(sock: Sock, since: StreamPosition): void {
+    sock.stream = 'waiting';
+    const acc = sock.acc;
+    const failed = () => {
+      if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.events.requestSnapshot(sock);
+    };
+    this.deps.shared.replay(acc.id, since).then((r) => {
+      if (sock.closed || sock.stream !== 'waiting') return;
+      const h = acc.history;
+      const last = since.seq + (r.recovered ? r.entries.length : 0);
+      if (!r.recovered || h.epoch !== since.epoch || last < h.firstSeq - 1) return failed();
+      const tail = Math.max(0, h.seq - last);
+      if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.entries.length + tail}}`)) return;
+      sock.ws.cork(() => {
+        for (const e of r.entries) sock.ws.send(e.frame);
+      });
+      sock.cursor = last;
+      if (tail === 0) sock.stream = 'live';
+      else {
+        sock.stream = 'replaying';
+        this.events.continueReplay(sock);
+      }
+    }, () => {
+      if (!sock.closed && sock.stream === 'waiting') failed();
+    }).catch((err: unknown) => this.deps.log.error('shared resume failed', { accountId: acc.id, err: errorMessage(err) }));
+  }
+}
