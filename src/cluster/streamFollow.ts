@@ -1,16 +1,18 @@
 // A node listens on NATS for what its own sockets stream (docs/cluster.md "Streams"): the stream
 // hub's commands for an account (open, sub, unsub, close) reach the owner through the router, and
 // the events they start come back over the relay only if this node follows the account's subjects
-// and the market's. The hub sends one open and one close per account however many sockets it
-// has, and a sub per symbol (again when timeframes are added), so following is one reference per
-// account and per (account, symbol). When this node owns the account the subscriptions stay idle
-// (a node does not receive its own publications) and carry on after the account moves away.
+// and the market's. Like the owner's shard, this counts the hub's opens of an account (one per
+// socket, and one for a stream held for resume after its last socket) and keeps a set of its
+// symbols (a sub per socket's subscribe, an unsub once no socket wants the symbol): the account
+// is followed from its first open to its last close, a symbol from its first sub to its unsub.
+// When this node owns the account the subscriptions stay idle (a node does not receive its own
+// publications) and carry on after the account moves away.
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { StreamRelay } from './streamRelay.js';
 
 type Relay = Pick<StreamRelay, 'follow' | 'unfollow' | 'followMarket' | 'unfollowMarket'>;
 
-interface Followed { server: string; symbols: Set<string> }
+interface Followed { server: string; opens: number; symbols: Set<string> }
 
 export class StreamFollower {
   private readonly accounts = new Map<string, Followed>();
@@ -32,33 +34,35 @@ export class StreamFollower {
         try {
           return await send();
         } finally {
-          // A close counts even when it failed (the owner forgets the socket with the node).
-          for (const symbol of [...(this.accounts.get(key)?.symbols ?? [])]) this.dropSymbol(key, symbol);
-          if (this.accounts.delete(key)) this.relay.unfollow(key);
+          // A close counts even when it failed (as the router counts it: nothing unwanted is reopened).
+          this.release(key);
         }
       default: return send();
     }
   }
 
   private async open(key: string, send: () => Promise<ResultOf<'stream.open'>>): Promise<ResultOf<'stream.open'>> {
-    // Subscribed before the owner starts sending: its first events after the open are not missed.
-    const already = this.accounts.has(key);
-    if (!already) await this.relay.follow(key);
+    // Counted and subscribed before the owner starts sending: its first events are not missed, and
+    // a close of another open meanwhile does not drop the subscription.
+    let f = this.accounts.get(key);
+    if (f) f.opens++;
+    else {
+      this.accounts.set(key, (f = { server: '', opens: 1, symbols: new Set() }));
+      await this.relay.follow(key);
+    }
     try {
       const r = await send();
-      const f = this.accounts.get(key);
-      if (f) f.server = r.server;
-      else this.accounts.set(key, { server: r.server, symbols: new Set() });
+      f.server = r.server;
       return r;
     } catch (err) {
-      if (!already) this.relay.unfollow(key);
+      this.release(key);
       throw err;
     }
   }
 
   private async sub(key: string, symbol: string, send: () => Promise<ResultOf<'stream.sub'>>): Promise<ResultOf<'stream.sub'>> {
     const f = this.accounts.get(key);
-    const fresh = f !== undefined && !f.symbols.has(symbol);
+    const fresh = f !== undefined && f.server !== '' && !f.symbols.has(symbol);
     if (fresh) {
       f.symbols.add(symbol);
       await this.relay.followMarket(f.server, symbol);
@@ -69,6 +73,15 @@ export class StreamFollower {
       if (fresh) this.dropSymbol(key, symbol);
       throw err;
     }
+  }
+
+  /** One open fewer; the last one takes the account's and its symbols' subscriptions with it. */
+  private release(key: string): void {
+    const f = this.accounts.get(key);
+    if (!f || --f.opens > 0) return;
+    for (const symbol of [...f.symbols]) this.dropSymbol(key, symbol);
+    this.accounts.delete(key);
+    this.relay.unfollow(key);
   }
 
   private dropSymbol(key: string, symbol: string): void {

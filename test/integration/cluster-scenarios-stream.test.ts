@@ -1,10 +1,11 @@
-// Issue 20's stream scenario with three gateway processes in cluster mode, a simulator process,
+// Issue 20's stream scenarios with three gateway processes in cluster mode, a simulator process,
 // real nats-server and PostgreSQL: a /v1/stream socket on a node that does not own the account
-// sees the frames a socket on the owner sees.
+// sees the frames a socket on the owner sees; sockets on the survivors of a killed owner keep
+// streaming from the new owner.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
-import { orderVia } from '../helpers/clusterTraffic.js';
-import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
+import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.js';
+import { expectAccountStream, mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
 
 const env = useCluster();
 let acct: ClusterAccount;
@@ -49,6 +50,34 @@ describe('three nodes: streams', () => {
       expect(accountFrames(remote, marks[others[0]!]!)).toStrictEqual(accountFrames(onOwner, marks[owner]!));
     } finally {
       await Promise.all(Object.values(sockets).map((s) => s.close()));
+    }
+  }, 90_000);
+
+  it('SIGKILL of the owner: sockets on both survivors (the new owner and the other) keep their account stream without a gap and get the trade of an order placed after the takeover', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const sockets = await Promise.all(others.map((id) => mustOpen(env.cluster.node(id).url, { id: acct.id }, { 'x-api-key': acct.key })));
+    try {
+      for (const s of sockets) {
+        await s.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
+        s.send({ action: 'subscribe', symbol: 'BTCUSD' });
+        await s.next('SUBSCRIBED', 0, 15_000);
+        await s.until((c) => c.of('QUOTE').length >= 3, 15_000, 'quotes before the kill');
+      }
+      await env.cluster.kill(owner);
+      const next = await env.cluster.owner(acct.id, { not: owner });
+      const log: Answer[] = [];
+      const sent = await retryingOrder(env.cluster, acct, 'stream-after-kill', log);
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+      for (const [i, s] of sockets.entries()) {
+        const role = others[i] === next.owner ? 'the new owner' : 'the other survivor';
+        await s.until((c) => c.of('TRADE').find((f) => f.data.comment === 'stream-after-kill'), 20_000, `the TRADE on ${role}`);
+        const quotes = s.of('QUOTE').length;
+        await s.until((c) => c.of('QUOTE').length >= quotes + 3, 15_000, `quotes after the takeover on ${role}`);
+        expect(s.closed, role).toBeNull();
+        expectAccountStream(s.frames);
+      }
+    } finally {
+      await Promise.all(sockets.map((s) => s.close()));
     }
   }, 90_000);
 });

@@ -56,4 +56,18 @@ describe('StreamFollower', () => {
       'send stream.close', 'unfollow acc', 'send stream.snapshot',
     ]);
   });
+
+  it('counts opens as the owner\'s shard does: a close while another open (a second socket, a stream held for resume) remains keeps every subscription', async () => {
+    const { calls, run, open } = setup();
+    await open();
+    await run('stream.sub', { symbol: 'BTCUSD', timeframes: [] });
+    await open(); // a second socket
+    await run('stream.sub', { symbol: 'BTCUSD', timeframes: [] });
+    await run('stream.close', {}); // the held stream released as the new socket arrives
+    expect(calls.splice(0)).toStrictEqual([
+      'follow acc', 'send stream.open', 'followMarket Srv BTCUSD', 'send stream.sub', 'send stream.open', 'send stream.sub', 'send stream.close',
+    ]);
+    await run('stream.close', {});
+    expect(calls).toStrictEqual(['send stream.close', 'unfollowMarket Srv BTCUSD', 'unfollow acc']);
+  });
 });
