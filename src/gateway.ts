@@ -297,6 +297,9 @@ async function start(
   mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
 
+  // Cluster mode: the first lease round before the node answers (it is then a live node that
+  // other nodes' tenancy writes wait for, and it runs the accounts it acquired).
+  await cluster?.start();
   const bound = await listener.listen(config.host, config.port);
   if (bound === false) throw new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`);
   const port = bound;
@@ -351,8 +354,6 @@ async function start(
     relay?.server.reloadTls();
     log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
   };
-  // Leases are taken once the node answers: what it acquires, others may forward to it at once.
-  cluster?.start();
   return { port, pipeliningPort: relay?.port, url, services, metrics, routes, stream: streamHub, gatewaySocket, cluster, createdManagementKey: boot.createdKey, close, reloadTls };
 }
 

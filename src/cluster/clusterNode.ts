@@ -158,6 +158,17 @@ export class ClusterNode {
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
+    // An account let go by its owner (handover, or a loss it announced): a lease round here now, so
+    // its next owner takes it within milliseconds instead of at its next round.
+    let nudging = false;
+    nats.owners.onChange((_, owner) => {
+      if (owner !== null || nudging) return;
+      nudging = true;
+      setImmediate(() => {
+        nudging = false;
+        void this.pg.keeper.tick();
+      });
+    });
   }
 
   private get w(): NonNullable<ClusterNode['wired']> {
@@ -225,12 +236,14 @@ export class ClusterNode {
     return this.pg.keeper.held().map((l) => l.accountId);
   }
 
-  /** Starts answering forwarded calls and taking leases. */
-  start(): void {
+  /** Starts the lease rounds; resolves after the first (its heartbeat is in PostgreSQL, so every
+   *  tenancy write from then on waits for this node's mirror too). */
+  async start(): Promise<void> {
     this.pg.start();
     const look = () => void this.overview().then((o) => (this.seen = o), () => undefined);
     look();
     this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
+    await this.pg.keeper.tick();
   }
 
   /** Each local shard gets its share of `accountIds` (one command per shard). */
