@@ -158,17 +158,6 @@ export class ClusterNode {
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
-    // An account let go by its owner (handover, or a loss it announced): a lease round here now, so
-    // its next owner takes it within milliseconds instead of at its next round.
-    let nudging = false;
-    nats.owners.onChange((_, owner) => {
-      if (owner !== null || nudging) return;
-      nudging = true;
-      setImmediate(() => {
-        nudging = false;
-        void this.pg.keeper.tick();
-      });
-    });
   }
 
   private get w(): NonNullable<ClusterNode['wired']> {

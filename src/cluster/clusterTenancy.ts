@@ -65,10 +65,9 @@ export class ClusterTenancy implements TenancyWrites {
     });
   }
 
-  /** Lease rounds now: one joins a round in flight, the next sees the new account for sure. */
+  /** A lease round now (after one already out, which may have missed the new account). */
   private nudge(): void {
-    const k = this.o.pg.keeper;
-    void k.tick().then(() => k.tick());
+    this.o.pg.keeper.nudge();
   }
 
   private async write<T>(f: (t: PgTenancy) => Promise<T>, notice: (out: T) => TenancyNotice | undefined): Promise<T> {
