@@ -5,7 +5,7 @@
 // lease on it finish; new requests wait in `waiters`; when its lease count reaches 0 the actor
 // disconnects and stops, and only then the replacement slot is created and connects. So an
 // account never has two live broker connections, and nothing in flight is cut off.
-import { createActor, waitFor, type Actor } from 'xstate';
+import { waitFor } from 'xstate';
 import { connectionMachine, phaseOf, type ConnectionPort } from '../../../actors/connection.js';
 import type { BrokerConnection, BrokerCredentials, BrokerEvents } from '../../broker/types.js';
 import type { AccountSummary } from '../../market/account.js';
@@ -14,8 +14,7 @@ import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { OperatorPhase } from './accountCommands.js';
 import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
-
-type ConnActor = Actor<typeof connectionMachine>;
+import { ParkedActor } from './parkedActor.js';
 
 export interface SlotSpec {
   credentials: BrokerCredentials;
@@ -40,7 +39,8 @@ export interface EntryDeps {
 class Slot {
   inflight = 0;
   draining = false;
-  readonly actor: ConnActor;
+  /** The connection machine; parked as its snapshot while connected and idle (parkedActor.ts). */
+  private readonly m: ParkedActor<typeof connectionMachine>;
   private readonly unsubs: Array<() => void> = [];
 
   constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
@@ -57,14 +57,15 @@ class Slot {
         entry.restoreSubscriptions(conn);
       },
       disconnect: () => conn.disconnect(),
-      notify: (phase) => entry.onPhase(this, phase),
+      // Connected and idle: the machine rests as its snapshot until its next event.
+      notify: (phase) => (entry.onPhase(this, phase), phase === 'connected' && this.m.parkSoon()),
     };
-    this.actor = createActor(connectionMachine, { input: { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port } });
-    this.actor.subscribe({ error: (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }) });
+    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port },
+      (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }), (s) => s.matches('connected') && !this.draining);
     this.unsubs.push(
       conn.on('state', (s) => {
-        if (s.state === 'disconnected' && this.actor.getSnapshot().matches('connected')) {
-          this.actor.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
+        if (s.state === 'disconnected' && this.m.getSnapshot().matches('connected')) {
+          this.m.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
         }
       }),
       conn.on('tick', (tick) => entry.emit({ type: 'tick', tick })),
@@ -94,7 +95,7 @@ class Slot {
   }
 
   start(): void {
-    this.actor.start();
+    this.m.actor.start();
   }
 
   /** Terminal build: the pinned one, else the server's (a bridge learns it only once connected). */
@@ -104,24 +105,24 @@ class Slot {
 
   /** Connected and taking new work. */
   get usable(): boolean {
-    return !this.draining && this.actor.getSnapshot().matches('connected');
+    return !this.draining && this.m.getSnapshot().matches('connected');
   }
 
   state(): string {
-    const v = this.actor.getSnapshot().value;
+    const v = this.m.getSnapshot().value;
     return typeof v === 'string' ? v : Object.entries(v).map(([k, s]) => `${k}.${String(s)}`).join(',');
   }
 
   release(): void {
     this.inflight--;
-    if (this.draining && this.inflight === 0) this.actor.send({ type: 'drained' });
+    if (this.draining && this.inflight === 0) this.m.send({ type: 'drained' });
   }
 
   async drainAndStop(): Promise<void> {
     this.draining = true;
-    this.actor.send({ type: 'drain' });
-    if (this.inflight === 0) this.actor.send({ type: 'drained' });
-    await waitFor(this.actor, (s) => s.status === 'done', { timeout: Infinity });
+    this.m.send({ type: 'drain' });
+    if (this.inflight === 0) this.m.send({ type: 'drained' });
+    await waitFor(this.m.actor, (s) => s.status === 'done', { timeout: Infinity });
     this.dispose();
   }
 
@@ -130,8 +131,11 @@ class Slot {
     this.unsubs.length = 0;
     this.listenAccountEvents(false);
     this.entry.slotGone(this);
-    this.actor.stop();
+    this.m.stop();
   }
+
+  /** CheckConnect: cuts a reconnect wait short. */
+  check = (): void => this.m.send({ type: 'check' });
 }
 
 export interface Lease {
@@ -365,7 +369,7 @@ export class AccountEntry implements AccountRuntime {
 
   /** CheckConnect: cut a reconnect wait short (or retry after an auth failure) and report. */
   check(): void {
-    this.slot?.actor.send({ type: 'check' });
+    this.slot?.check();
   }
 
   /** Rolling upgrade / re-bind: drain the current connection, then connect the replacement. */
