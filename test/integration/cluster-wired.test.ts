@@ -151,4 +151,23 @@ describe('gateways as cluster nodes', () => {
     await until(() => socket.closed !== null, 'the revoked key\'s socket on the other node to close');
     expect(socket.closed!.code).toBe(4001);
   }, 90_000);
+
+  it('a lease lost (PostgreSQL gave the account to another owner) drops the account from its shard at once: no broker call for it from then on', async () => {
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
+    const local = owner.gw.services.shards;
+    expect((await local.callShard(local.shardFor(account), 'account.status', { accountId: account })).phase).toBe('connected');
+    const pool = openPgPool(databaseUrl);
+    try {
+      // What a takeover after a pause looks like from the old owner: the row names another node at a newer epoch.
+      await pool.query("UPDATE account_leases SET owner = 'node-elsewhere', epoch = epoch + 1, expires_at = now() + interval '1 hour' WHERE account_id = $1", [account]);
+      await until(() => !owner.gw.cluster!.owned().includes(account), 'the owner to find its lease revoked');
+      await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+      expect(owner.gw.cluster!.status().leases.lost).toBeGreaterThanOrEqual(1);
+      // A trade through it is not sent: the router finds the account owned by a node that does not answer, waits, then 503.
+      const r = await orderSend(owner.url, apiKey.value, account, 'after-loss');
+      expect(r.status).toBe(503);
+    } finally {
+      await pool.end();
+    }
+  }, 90_000);
 });
