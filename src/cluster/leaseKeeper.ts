@@ -6,7 +6,7 @@
 import type { Logger } from '../log.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { acquireLeases, heartbeat, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
+import { acquireLeases, heartbeat, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
 import type { Queryable } from './pgPool.js';
 import { planLeases } from './rendezvous.js';
 
@@ -42,6 +42,11 @@ export interface LeaseKeeperOptions {
   accounts: () => Promise<Iterable<string>> | Iterable<string>;
   events?: LeaseEvents;
   log?: Logger;
+  /** Cold start (no other node holds a live lease): after start() the node only heartbeats for this
+   *  long before its first acquisition (default: a renewal period, a third of the lease), so nodes
+   *  that start together see each other and each takes only its own share, instead of the first
+   *  taking every account and handing most over. A node joining a serving cluster does not wait. */
+  settleMs?: number;
 }
 
 /** Milliseconds that never go back (the deadlines' clock; not a time of day). */
@@ -74,6 +79,9 @@ export class LeaseKeeper {
   private readonly handingOver = new Set<string>();
   private readonly handovers = new Set<Promise<void>>();
   private nudgePending = false;
+  /** Between start() and the end of the settle period: rounds heartbeat only. */
+  private settling = false;
+  private settleTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: LeaseKeeperOptions) {}
 
@@ -82,14 +90,29 @@ export class LeaseKeeper {
     return Math.max(1, Math.floor(this.o.leaseMs / 3));
   }
 
-  /** Ticks now and then every period, checking deadlines even while a slow tick is still out. */
+  /** Registers the node's heartbeat now, acquires after the settle period, then ticks every period
+   *  (checking deadlines even while a slow tick is still out). */
   start(): void {
     if (this.timer) return;
+    const settleMs = this.o.settleMs ?? this.periodMs;
+    this.settling = settleMs > 0;
     void this.tick();
+    if (this.settling) {
+      // After any round still out (it read the node list while settling).
+      this.settleTimer = setTimeout(() => {
+        this.endSettling();
+        this.nudge();
+      }, settleMs);
+    }
     this.timer = setInterval(() => {
       this.checkDeadlines();
       void this.tick();
     }, this.periodMs);
+  }
+
+  private endSettling(): void {
+    this.settling = false;
+    clearTimeout(this.settleTimer);
   }
 
   /** The leases this node may act on now (within their deadline by its own clock). */
@@ -155,6 +178,12 @@ export class LeaseKeeper {
   private async round(): Promise<void> {
     const { db, nodeId, leaseMs, clock } = this.o;
     const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs);
+    // Settling (just started): heard by the others, nothing held yet, nothing taken; unless other
+    // nodes already serve (not a cold start): then a joining node takes its share at once.
+    if (this.settling) {
+      if (!(await othersHoldLeases(db, nodeId))) return;
+      this.endSettling();
+    }
     await this.renew();
     const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()));
     // In the background: stopping an account may take a while (calls in flight), and meanwhile this
@@ -241,6 +270,7 @@ export class LeaseKeeper {
    */
   async stop(opts: { handover: boolean }): Promise<void> {
     this.stopped = true;
+    clearTimeout(this.settleTimer);
     clearInterval(this.timer);
     this.timer = undefined;
     await this.inFlight;

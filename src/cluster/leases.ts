@@ -50,6 +50,15 @@ export async function acquireLeases(q: Queryable, nodeId: string, accountIds: re
   return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
 }
 
+/** Does another node hold a live lease? (No: the cluster is starting cold, nobody serves yet.) */
+export async function othersHoldLeases(q: Queryable, nodeId: string): Promise<boolean> {
+  const r = await q.query<{ any: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM account_leases WHERE owner IS NOT NULL AND owner <> $1 AND expires_at > now()) AS any',
+    [nodeId],
+  );
+  return r.rows[0]?.any ?? false;
+}
+
 /** Extends every lease of `held` still ours (same epoch, not expired) by leaseMs, in one statement;
  *  returns the ones renewed (a missing one was lost: expired and maybe taken). */
 export async function renewLeases(q: Queryable, nodeId: string, held: readonly Lease[], leaseMs: number): Promise<Lease[]> {
