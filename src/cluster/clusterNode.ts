@@ -9,7 +9,9 @@ import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../runtime/proto
 import type { CallOptions, Shards, ShardSet } from '../runtime/shardSet.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
+import { SessionStore, type SessionRow } from '../store/sessions.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { SUBJECTS } from './subjects.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
@@ -158,6 +160,31 @@ export class ClusterNode {
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
+    // Gateway sessions live in the SQLite of the node that owned the account when they were made:
+    // it tells the others the session's row (handleDirectory falls back to findSession).
+    const sessions = new SessionStore(this.o.sqlite);
+    nats.link.nc.subscribe(SUBJECTS.sessionFind, {
+      callback: (err, msg) => {
+        if (err) return;
+        const row = sessions.byHash(msg.string());
+        msg.respond(row?.state === 'live' ? JSON.stringify(row) : '');
+      },
+    });
+  }
+
+  /** A live gateway session another node made (by its handle's hash), or undefined. Every other
+   *  live node answers (bounded at 1 s); NATS down: undefined. */
+  async findSession(hash: string): Promise<SessionRow | undefined> {
+    const { link } = this.w.nats;
+    const others = this.liveNodes().filter((n) => n.nodeId !== this.nodeId).length;
+    if (!link.up || others === 0) return undefined;
+    try {
+      const replies = await link.nc.requestMany(SUBJECTS.sessionFind, hash, { strategy: 'count', maxMessages: others, maxWait: 1_000 });
+      for await (const m of replies) if (m.data.length > 0) return m.json<SessionRow>();
+    } catch (err) {
+      this.o.log.warn('gateway session lookup across nodes failed', { err: errorMessage(err) });
+    }
+    return undefined;
   }
 
   private get w(): NonNullable<ClusterNode['wired']> {

@@ -38,6 +38,8 @@ export const SUBJECTS = {
   nodePart: (nodeId: string) => `tagw.node.${token(nodeId)}.part`,
   /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */
   tenancy: 'tagw.tenancy',
+  /** Which node knows a gateway session handle (its hash): the one whose SQLite has it answers the row. */
+  sessionFind: 'tagw.session.find',
   /** Owner changes (src/cluster/owners.ts). */
   leases: 'tagw.leases',
   /** Market data of a broker server's symbol, once per server and symbol (src/cluster/streamRelay.ts). */

@@ -131,6 +131,15 @@ describe('gateways as cluster nodes', () => {
     const owners = [x, y].filter((n) => n.gw.cluster!.owned().includes(id));
     expect(owners).toHaveLength(1);
 
+    // A gateway session made through the owner (its SQLite holds the row) is used through the
+    // other node, which asks the cluster for the handle it does not know.
+    const nonOwner = owners[0] === x ? y : x;
+    const conn = await owners[0]!.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: id } });
+    expect(conn.status).toBe(200);
+    const viaOther = await nonOwner.req('GET', `/v1/proxy/AccountSummary?handle=${conn.body.handle as string}`, { headers: { 'x-api-key': key } });
+    expect(viaOther.status).toBe(200);
+    expect(viaOther.body).toHaveProperty('balance');
+
     // Which node answered, on every response; what each node shows of the cluster.
     expect(bound.headers.get('x-tagw-node')).toBe('node-c');
     expect((await x.req('GET', '/v1/nope')).headers.get('x-tagw-node')).toBe(x.gw.cluster!.nodeId);

@@ -46,6 +46,12 @@ export class HandleDirectory {
     }
     return row?.state === 'live' ? row : undefined;
   }
+  /** Cluster mode, a miss here: the node that made the session tells its row (then cached). */
+  async findElsewhere(hash: string, cluster: { findSession(hash: string): Promise<SessionRow | undefined> }): Promise<SessionRow | undefined> {
+    const row = await cluster.findSession(hash);
+    if (row) this.cache.set(hash, row);
+    return row;
+  }
   set(row: SessionRow): void {
     this.cache.set(row.handle_hash, row);
   }

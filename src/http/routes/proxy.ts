@@ -51,7 +51,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     if (Array.isArray(raw.handle) && typeof handle !== 'string') throw apiError('BAD_REQUEST', "parameter 'handle': given more than once with different values");
     if (typeof handle !== 'string' || handle === '') throw apiError('BAD_REQUEST', "parameter 'handle' is required (from POST /v1/connect)");
     const hash = handleHash(handle);
-    const session = dir.get(hash);
+    const session = dir.get(hash) ?? (s.cluster ? await dir.findElsewhere(hash, s.cluster) : undefined);
     // Another customer's handle is as unknown as a made-up one.
     if (!session || session.customer_id !== principal.customerId) {
       throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected: POST /v1/connect for a new one');
