@@ -40,7 +40,12 @@ export class AccountEvents {
     const shared = deps.shared;
     if (shared) {
       const limits = { maxEvents: deps.config.streamHistoryMaxEvents, maxAgeMs: deps.config.streamHistoryMaxAgeMs };
-      const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, limits, log: deps.log }, accounts, out, this);
+      const ensureClock = async (acc: AccountState): Promise<void> => {
+        if (topics.servers.has(acc.server)) return;
+        const snap = await deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: deps.config.streamSnapshotTimeoutMs });
+        topics.noteServer(snap.server);
+      };
+      const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, limits, log: deps.log, ensureClock }, accounts, out, this);
       accounts.onRotated = (acc) => s.epochStarted(acc);
       accounts.onReleased = (acc) => s.release(acc);
       this.shared = s;

@@ -119,10 +119,10 @@ export class AccountStreams {
   }
 
   /** Cluster mode: an account this node owns whose events come with no socket here (other nodes'
-   *  sockets follow it): its state is kept to number them. Undefined while its server is unknown. */
+   *  sockets follow it): its state is kept to number them (its server's clock is learned before). */
   headless(id: string): AccountState | undefined {
     const binding = this.deps.bindingOf?.(id);
-    if (!binding || !this.topics.servers.has(binding.server)) return undefined;
+    if (!binding) return undefined;
     const acc = this.create(id, binding.platform, binding.server, 'connected');
     this.accounts.set(id, acc);
     return acc;

@@ -22,6 +22,8 @@ export interface SharedAccountsDeps {
   shardClock: Clock;
   limits: HistoryLimits;
   log: Logger;
+  /** Learns the account's server clock from its shard when this node has not seen it (frames carry server times). */
+  ensureClock: (acc: AccountState) => Promise<void>;
 }
 
 /** What SharedAccounts needs of AccountEvents. */
@@ -125,7 +127,18 @@ export class SharedAccounts {
     const s: SharedState = acc.shared ?? { role: owner ? 'owner' : 'follower', ready: null, placeholder: true, held: [], early: null, feed: null, lastData: {} };
     acc.shared = s;
     s.role = owner ? 'owner' : 'follower';
-    s.ready = (owner ? this.becomeOwner(acc, s) : this.becomeFollower(acc, s)).catch((err: unknown) => {
+    const attempt = async () => {
+      for (let i = 0; ; i++) {
+        try {
+          return await (owner ? this.becomeOwner(acc, s) : this.becomeFollower(acc, s));
+        } catch (err) {
+          if (i >= 4) throw err;
+          this.deps.log.warn('account stream role not taken yet; trying again', { accountId: acc.id, err: errorMessage(err) });
+          await new Promise((r) => setTimeout(r, 250 * (i + 1)));
+        }
+      }
+    };
+    s.ready = attempt().catch((err: unknown) => {
       this.deps.log.error('account stream role not taken', { accountId: acc.id, role: s.role, err: errorMessage(err) });
       this.restart(acc, newEpoch(this.deps.clock.now()), 0);
     }).then(() => {
@@ -137,6 +150,7 @@ export class SharedAccounts {
   }
 
   private async becomeOwner(acc: AccountState, s: SharedState): Promise<void> {
+    await this.deps.ensureClock(acc);
     s.feed?.close();
     s.feed = null;
     const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });

@@ -1,6 +1,7 @@
 // Issue 20 item 5: /v1/stream on any node sees the owner's numbering, and a client resumes on any
 // node from the history in JetStream (docs/cluster.md "Streams and resume"). Three gateway
 // processes, a simulator process, real nats-server (-js) and PostgreSQL.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { useCluster } from '../helpers/clusterProcs.js';
 import { expectAccountStream, mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
@@ -90,4 +91,68 @@ describe('three nodes: one account stream', () => {
     expect(cut(after(resumed, at.epoch!, at.seq))).toEqual(cut(after(watcher, at.epoch!, at.seq)));
     await Promise.all([watcher, resumed].map((c) => c.close()));
   }, 150_000);
+
+  it('fast-check: random schedules of orders, disconnects and reconnects to any node: every account frame once, in order, every resume recovered', async () => {
+    const acct = await env.cluster.account();
+    // The nodes still running (the test before killed one): indexes wrap around them.
+    const running = env.cluster.running().map((n) => n.url);
+    const nodes = [0, 1, 2].map((i) => running[i % running.length]!);
+    const q = { apiKey: acct.key, id: acct.id };
+    let run = 0;
+    const op = fc.oneof(
+      fc.record({ t: fc.constant('order' as const), via: fc.integer({ min: 0, max: 2 }) }),
+      fc.record({ t: fc.constant('drop' as const) }),
+      fc.record({ t: fc.constant('connect' as const), to: fc.integer({ min: 0, max: 2 }) }),
+    );
+    await fc.assert(fc.asyncProperty(fc.array(op, { minLength: 2, maxLength: 8 }), fc.integer({ min: 0, max: 2 }), async (ops, firstNode) => {
+      run++;
+      const got: Frame[] = []; // the client's account frames, all its connections, snapshot pair first
+      const orders: number[] = [];
+      let sock: StreamClient | undefined;
+      let seen = 0;
+      const take = () => {
+        const fresh = sock!.frames.slice(seen);
+        seen = sock!.frames.length;
+        got.push(...fresh.filter((f) => ACCOUNT.has(f.type)));
+      };
+      const connect = async (to: number) => {
+        const at = got.at(-1);
+        sock = await mustOpen(nodes[to]!, at ? { ...q, since: `${at.epoch}:${at.seq}` } : q);
+        seen = 0;
+        if (at) expect((await sock.next('RESUMED', 0, 20_000)).data).toMatchObject({ recovered: true });
+        else await sock.next('POSITIONS', 0, 20_000);
+      };
+      const drop = async () => {
+        if (!sock) return;
+        take();
+        await sock.close();
+        take();
+        sock = undefined;
+      };
+      await connect(firstNode);
+      for (const o of ops) {
+        if (o.t === 'order') {
+          const r = await orderSend(nodes[o.via]!, acct.key, acct.id, `prop-${run}-${orders.length}`);
+          expect(r.status).toBe(200);
+          orders.push(r.ticket!);
+        } else if (o.t === 'drop') await drop();
+        else if (!sock) await connect(o.to);
+      }
+      if (!sock) await connect(firstNode);
+      try {
+        await sock!.until((c) => c.of('TRADE').length + got.filter((f) => f.type === 'TRADE').length >= orders.length, 20_000, 'every order\'s TRADE');
+      } catch (e) {
+        const { owner } = await env.cluster.roles(acct.id);
+        console.log('diagnostics: owner', owner, 'nodes', env.cluster.running().map((n) => n.id), 'got', JSON.stringify(got).slice(0, 2000));
+        for (const n of env.cluster.running()) console.log('diagnostics:', n.id, n.proc.output().split('\n').filter((l) => /warn|error|stream|feed|shared/i.test(l)).slice(-30).join('\n'));
+        throw e;
+      }
+      await drop();
+      // One epoch; after the snapshot pair every frame one above the one before: none twice, none missing.
+      expect(new Set(got.map((f) => f.epoch)).size).toBe(1);
+      const stream = got.slice(got[1]?.type === 'ORDERS' && got[1].data.snapshot === true ? 2 : 1);
+      stream.forEach((f, i) => expect(f.seq).toBe(got[0]!.seq + 1 + i));
+      expect(stream.filter((f) => f.type === 'TRADE').map((f) => f.data.order)).toEqual(orders);
+    }), { numRuns: 6, endOnFailure: true }); // no shrinking: each run costs seconds of a whole cluster
+  }, 240_000);
 });
