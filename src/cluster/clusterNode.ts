@@ -176,9 +176,11 @@ export class ClusterNode {
    *  live node answers (bounded at 1 s); NATS down: undefined. */
   async findSession(hash: string): Promise<SessionRow | undefined> {
     const { link } = this.w.nats;
-    const others = this.liveNodes().filter((n) => n.nodeId !== this.nodeId).length;
-    if (!link.up || others === 0) return undefined;
+    if (!link.up) return undefined;
     try {
+      // Asked now, not as last read: a node that just joined may hold the session.
+      const others = (await this.overview()).nodes.filter((n) => n.heartbeatAgeMs < this.o.settings.leaseMs && n.nodeId !== this.nodeId).length;
+      if (others === 0) return undefined;
       const replies = await link.nc.requestMany(SUBJECTS.sessionFind, hash, { strategy: 'count', maxMessages: others, maxWait: 1_000 });
       for await (const m of replies) if (m.data.length > 0) return m.json<SessionRow>();
     } catch (err) {
