@@ -13,6 +13,12 @@
 // always fits (uWS drops any frame over its limit, and the client would see 1006): the backlog is
 // checked every streamSweepMs, and at once whenever the bytes published since the last check pass
 // half the reserve (no socket can have grown by more than that).
+//
+// Cluster mode: a handle this node does not know is asked of the others (tagw.session.find, as the
+// proxy routes do), and every node with sockets of a handle follows its events (gw.frame, gw.end,
+// keyed by the handle's hash) through the stream relay from before the upgrade until its last
+// socket closes: the owner's pushes reach a socket on any node, and still do after the account
+// moves (a node receives no echo of its own publications, so the owner's follow stays idle).
 import { clusterSettings } from '../config.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
 import { assertAccountScope } from '../auth/rights.js';
@@ -26,12 +32,13 @@ import { singleParam } from '../http/request.js';
 import { SOCKET_CLOSE } from './closeCodes.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
+import type { SessionRow } from '../store/sessions.js';
 import { GATEWAY_EVENT, type GatewayEvent } from '../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../services.js';
 
 export const GATEWAY_SOCKET_PATH = '/ws';
 
-interface UserData { hash: string; keyId: string }
+interface UserData { hash: string; keyId: string; followed: boolean }
 
 const topic = (hash: string) => `gw/${hash}`;
 
@@ -89,7 +96,8 @@ export class GatewaySocket {
         else ws.send(JSON.stringify({ type: 'ERROR', data: { error: 'BAD_REQUEST', message: 'this socket takes no messages; use the /v1/proxy Subscribe* operations' } }));
       },
       close: (ws) => {
-        const { hash } = ws.getUserData();
+        const { hash, followed } = ws.getUserData();
+        if (followed) this.s.cluster?.relay.unfollow(hash);
         const set = this.sockets.get(hash);
         set?.delete(ws);
         if (set && set.size === 0) this.sockets.delete(hash);
@@ -100,25 +108,53 @@ export class GatewaySocket {
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.address);
     sink.node = this.node;
+    const refuse = (err: unknown) => {
+      const e = toApiError(err);
+      noteRefusal(this, info.ip, e);
+      sendError(sink, e, true);
+    };
     try {
       assertWebsocketOrigin(req, this.s.config);
       const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info.ip, info.headers, info.query);
       const handle = singleParam(info.query, 'handle');
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
-      const hash = handleHash(handle);
-      const session = this.dir.get(hash);
-      if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
-      assertAccountScope(principal, session.account_id);
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
-      const userData: UserData = { hash, keyId: principal.keyId };
-      sink.done = true;
-      // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
-      // the upgrade (the pinned uWS build can close a socket upgraded inside cork(): issue 1928).
-      res.upgrade(userData, key, protocol, extensions, context);
+      const hash = handleHash(handle);
+      const check = (session: SessionRow | undefined): void => {
+        if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
+        assertAccountScope(principal, session.account_id);
+      };
+      const cluster = this.s.cluster;
+      if (!cluster) {
+        check(this.dir.get(hash));
+        sink.done = true;
+        // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
+        // the upgrade (the pinned uWS build can close a socket upgraded inside cork(): issue 1928).
+        res.upgrade({ hash, keyId: principal.keyId, followed: false } satisfies UserData, key, protocol, extensions, context);
+        return;
+      }
+      // Cluster mode: the row may be another node's, and the relay's interest must be in place
+      // before the socket can expect frames; both are awaited, so the upgrade is corked.
+      void (async () => {
+        let followed = false;
+        try {
+          const session = this.dir.get(hash) ?? (await this.dir.findElsewhere(hash, cluster));
+          check(session);
+          await cluster.relay.follow(hash);
+          followed = true;
+          if (!sink.open) {
+            cluster.relay.unfollow(hash);
+            return;
+          }
+          sink.done = true;
+          sink.res.cork(() => sink.res.upgrade({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context));
+        } catch (err) {
+          if (followed) cluster.relay.unfollow(hash);
+          refuse(err);
+        }
+      })();
     } catch (err) {
-      const e = toApiError(err);
-      noteRefusal(this, info.ip, e);
-      sendError(sink, e);
+      refuse(err);
     }
   }
 

@@ -5,6 +5,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
+import { SUBJECTS } from '../../src/cluster/subjects.js';
+import { handleHash } from '../../src/http/routes/gateway.js';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
@@ -15,6 +17,7 @@ import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { MemorySimStore } from '../../src/store/simStore.js';
 import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { op, openWs } from '../helpers/gateway-helpers.js';
 import { mustOpen } from '../helpers/stream-helpers.js';
 import { openedTickets, orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
@@ -139,6 +142,16 @@ describe('gateways as cluster nodes', () => {
     const viaOther = await nonOwner.req('GET', `/v1/proxy/AccountSummary?handle=${conn.body.handle as string}`, { headers: { 'x-api-key': key } });
     expect(viaOther.status).toBe(200);
     expect(viaOther.body).toHaveProperty('balance');
+    // Its /ws socket on the other node receives the owner's pushes (followed over NATS by the
+    // handle's hash); the subscription is made through that node too.
+    const handle = conn.body.handle as string;
+    const sock = await openWs(nonOwner, handle, key);
+    expect((await op(nonOwner, { id, key, handle }, 'Subscribe', { symbol: 'BTCUSD' })).status).toBe(200);
+    expect((await sock.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000)).data).toHaveProperty('bid');
+    const subject = SUBJECTS.accountAll(handleHash(handle));
+    expect(nonOwner.gw.cluster!.relay.following().get(subject)).toBe(1);
+    sock.ws.close();
+    await until(() => !nonOwner.gw.cluster!.relay.following().has(subject), 'the last socket of the handle closed: its events are no longer followed');
 
     // Which node answered, on every response; what each node shows of the cluster.
     expect(bound.headers.get('x-tagw-node')).toBe('node-c');
