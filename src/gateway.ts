@@ -293,7 +293,7 @@ async function start(
   const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight, address));
   gatewaySocket.mount(app);
   mountRoutes(app, routes, deps);
-  mountDashboard(app, metrics);
+  mountDashboard(app, metrics, clusterCfg?.nodeId);
   mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
 

@@ -120,8 +120,8 @@ export class ClusterTenancy implements TenancyWrites {
   removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
     return this.write((t) => t.removeSeat(id, customerId, now), (keys) => (keys ? { keys, accounts: [id] } : undefined));
   }
-  createBinding(row: BindingRow): Promise<void> {
-    return this.write((t) => t.upsertBinding(row), () => ({ nudge: true }));
+  createBinding(row: BindingRow): Promise<boolean> {
+    return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined));
   }
   async addAudit(row: NewAuditRow): Promise<void> {
     await this.write((t) => t.addAudit(row), () => undefined);

@@ -118,13 +118,29 @@ export class PgTenancy {
       [row.seat_id, row.status, row.ready_at, row.updated_at]);
   }
 
-  async upsertBinding(row: BindingRow): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-       ON CONFLICT (seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
-         password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`,
-      [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
+  /**
+   * Writes an account's binding unless its login is bound to another live account (one account per
+   * broker login, across nodes): the check and the write in one transaction under an advisory lock
+   * on the login, so two nodes binding it at once serialise and the second finds the first.
+   * @returns false when the login is bound elsewhere (nothing written)
+   */
+  upsertBinding(row: BindingRow): Promise<boolean> {
+    return withTransaction(this.pool, async (c) => {
+      // The key: a hash of the login (a collision only serialises two logins' bindings).
+      await c.query("SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 20))", [row.server, row.login]);
+      const taken = await c.query(
+        `SELECT 1 FROM account_bindings b JOIN seats s ON s.id = b.seat_id
+         WHERE s.removed_at IS NULL AND b.server = $1 AND b.login = $2 AND b.seat_id <> $3 LIMIT 1`,
+        [row.server, row.login, row.seat_id]);
+      if (taken.rowCount) return false;
+      await c.query(
+        `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
+           password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`,
+        [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
+      return true;
+    });
   }
 
   async setBuild(seatId: string, build: number | null, now: number): Promise<void> {

@@ -106,7 +106,9 @@ function send(res: HttpResponse, status: string, headers: Record<string, string>
  * revalidated (no-cache): file names carry no content hash, so a newer gateway's files are picked
  * up at once, and a revalidation costs one small request.
  */
-export function mountDashboard(app: TemplatedApp, metrics: Metrics, assets: Map<string, Asset> = loadAssets()): void {
+export function mountDashboard(app: TemplatedApp, metrics: Metrics, node?: string, assets: Map<string, Asset> = loadAssets()): void {
+  // Cluster mode: which node answered, as on every other answer.
+  const nodeHeader: Record<string, string> = node === undefined ? {} : { 'x-tagw-node': node };
   const handler = (res: HttpResponse, req: { getUrl(): string; getHeader(name: string): string; getMethod(): string }) => {
     const started = performance.now();
     const head = req.getMethod() === 'head';
@@ -115,13 +117,13 @@ export function mountDashboard(app: TemplatedApp, metrics: Metrics, assets: Map<
     let status: number;
     if (!a) {
       status = 404;
-      send(res, '404 Not Found', { 'content-type': 'application/json' }, Buffer.from(JSON.stringify({ error: 'ROUTE_NOT_FOUND', message: `no dashboard file ${path}` })), head);
+      send(res, '404 Not Found', { 'content-type': 'application/json', ...nodeHeader }, Buffer.from(JSON.stringify({ error: 'ROUTE_NOT_FOUND', message: `no dashboard file ${path}` })), head);
     } else if (req.getHeader('if-none-match') === a.etag) {
       status = 304;
-      send(res, '304 Not Modified', { etag: a.etag, 'cache-control': 'no-cache' }, undefined, head);
+      send(res, '304 Not Modified', { etag: a.etag, 'cache-control': 'no-cache', ...nodeHeader }, undefined, head);
     } else {
       status = 200;
-      send(res, '200 OK', { 'content-type': a.type, etag: a.etag, 'cache-control': 'no-cache' }, a.body, head);
+      send(res, '200 OK', { 'content-type': a.type, etag: a.etag, 'cache-control': 'no-cache', ...nodeHeader }, a.body, head);
     }
     metrics.observe('ops', status, (performance.now() - started) / 1000);
   };

@@ -121,6 +121,17 @@ export class ResponseSink {
     });
   }
 
+  /**
+   * Writes the 101's status and x-tagw-node ahead of uWS's upgrade(), which writes its status only
+   * when none was (a header written first would make it a 200). Call it inside the upgrade handler
+   * or a cork, right before `res.upgrade`.
+   */
+  upgradeHeaders(): void {
+    if (this.node === undefined) return;
+    this.res.writeStatus('101 Switching Protocols');
+    this.res.writeHeader('x-tagw-node', this.node);
+  }
+
   json(status: number, body: unknown, headers?: Record<string, string>, close = false): void {
     this.send(status, JSON.stringify(body), headers, 'application/json', close);
   }

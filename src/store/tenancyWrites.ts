@@ -22,8 +22,9 @@ export interface TenancyWrites {
   /** @returns the ids of the keys scoped to it that were revoked, or undefined when no such live seat */
   removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined>;
   /** A new account's binding (sealed password), before its first start. On one node the shard
-   *  writes it while it binds: nothing to do here. */
-  createBinding(row: BindingRow): Promise<void>;
+   *  writes it while it binds: nothing to do here (its login lock has checked the login).
+   *  @returns false when the login is bound to another live account (cluster: nothing written) */
+  createBinding(row: BindingRow): Promise<boolean>;
   addAudit(row: NewAuditRow): Promise<void>;
 }
 
@@ -37,7 +38,7 @@ export function sqliteTenancyWrites(t: TenancyStore, audit: AuditStore): Tenancy
     insertSeat: async (row) => t.insertSeat(row),
     seatState: async () => {},
     removeSeat: async (id, customerId, now) => t.removeSeat(id, customerId, now),
-    createBinding: async () => {},
+    createBinding: async () => true,
     addAudit: async (row) => {
       audit.add(row);
     },

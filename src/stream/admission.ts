@@ -110,7 +110,10 @@ export class StreamAdmission {
       }
       sink.done = true;
       const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since };
-      sink.res.cork(() => sink.res.upgrade(userData, key, protocol, extensions, context));
+      sink.res.cork(() => {
+        sink.upgradeHeaders();
+        sink.res.upgrade(userData, key, protocol, extensions, context);
+      });
     } catch (err) {
       const e = toApiError(err);
       if (e.code === 'INTERNAL_ERROR') d.log.error('stream upgrade failed', { err: e.cause ?? e });
@@ -141,6 +144,7 @@ export class StreamAdmission {
     // socket is passed back through this field rather than through userData.
     this.justOpened = undefined;
     try {
+      sink.upgradeHeaders();
       sink.res.upgrade(userData, key, protocol, extensions, context);
     } catch (err) {
       acc.opens--;

@@ -147,7 +147,10 @@ export class GatewaySocket {
             return;
           }
           sink.done = true;
-          sink.res.cork(() => sink.res.upgrade({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context));
+          sink.res.cork(() => {
+            sink.upgradeHeaders();
+            sink.res.upgrade({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context);
+          });
         } catch (err) {
           if (followed) cluster.relay.unfollow(hash);
           refuse(err);

@@ -5,10 +5,10 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Platform } from '../../market/server.js';
 import type { SecretBox } from '../../crypto/secretBox.js';
-import { apiError } from '../../errors.js';
+import { apiError, toApiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
-import { AccountStore } from '../../store/accounts.js';
+import { AccountStore, type BindingRow } from '../../store/accounts.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -51,9 +51,11 @@ async function bindInCluster(s: Services, b: BindInput, passwordEnc: string, bin
     seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? prev?.platform ?? 'P5', server: b.server, login: b.user,
     password_enc: passwordEnc, build: b.build ?? null, created_at: prev?.created_at ?? now, updated_at: now,
   });
-  if (!prev) await s.tenancyWrites.createBinding(row(s.clock.now()));
+  // PostgreSQL checks the login again: another node may have bound it at the same moment.
+  const inUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
+  if (!prev && !(await s.tenancyWrites.createBinding(row(s.clock.now())))) throw inUse();
   const status = await bind();
-  if (prev) await s.tenancyWrites.createBinding({ ...row(s.clock.now()), platform: status.platform });
+  if (prev && !(await s.tenancyWrites.createBinding({ ...row(s.clock.now()), platform: status.platform }))) throw inUse();
   return status;
 }
 
@@ -94,7 +96,7 @@ export async function bindSeatBroker<R>(
     return createSeat();
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
-  return withLoginLock(b.server!, b.user!, async () => {
+  return withLoginLock(s, b.server!, b.user!, async () => {
     const bind = () => bindUnlocked(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
     if (s.tenancyWrites.clustered) return seatFirst(s, accountId, customerId, createSeat, bind);
     await bind();
@@ -106,16 +108,20 @@ export async function bindSeatBroker<R>(
 // broker connection lives in the account's shard: two accounts of one login could sit in two
 // shards and drive two diverging copies of that login (and, restarted, one copy's state would
 // overwrite the other's). So a login already bound answers with its account (same customer) or
-// 409 (another customer), and bindings of one login are serialized in this (main) thread.
-const loginLocks = new Map<string, Promise<unknown>>();
-function withLoginLock<T>(server: string, login: string, f: () => Promise<T>): Promise<T> {
+// 409 (another customer), and bindings of one login are serialized in this (main) thread, per
+// gateway (a process runs one; tests run several, each as its own node). Across cluster nodes
+// PostgreSQL checks it again (PgTenancy.upsertBinding).
+const loginLocks = new WeakMap<Services, Map<string, Promise<unknown>>>();
+function withLoginLock<T>(s: Services, server: string, login: string, f: () => Promise<T>): Promise<T> {
+  let locks = loginLocks.get(s);
+  if (!locks) loginLocks.set(s, (locks = new Map()));
   const k = `${server}\u0000${login}`;
-  const prev = loginLocks.get(k) ?? Promise.resolve();
+  const prev = locks.get(k) ?? Promise.resolve();
   const run = prev.then(f, f);
   const tail = run.catch(() => undefined);
-  loginLocks.set(k, tail);
+  locks.set(k, tail);
   void tail.then(() => {
-    if (loginLocks.get(k) === tail) loginLocks.delete(k);
+    if (locks.get(k) === tail) locks.delete(k);
   });
   return run;
 }
@@ -144,28 +150,9 @@ export interface LoginAccount { id: string; status: AccountStatus | null; create
 export function accountForLogin(
   s: Services, b: Omit<BindInput, 'accountId'>,
 ): Promise<LoginAccount> {
-  return withLoginLock(b.server, b.user, async () => {
+  return withLoginLock(s, b.server, b.user, async () => {
     const bound = new AccountStore(s.db).boundTo(b.server, b.user);
-    if (bound) {
-      if (bound.customer_id !== b.customerId) {
-        throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
-      }
-      const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
-      if (stored === undefined) {
-        // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
-        // the platform), and the password is sealed again with the current key.
-        const status = await bindUnlocked(s, { ...b, accountId: bound.seat_id });
-        return { id: bound.seat_id, status, created: false };
-      }
-      if (!samePassword(stored, b.password)) {
-        throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
-      }
-      // The same check a new login gets in its shard: a given platform must match the server's.
-      if (b.platform !== undefined && b.platform !== bound.platform) {
-        throw apiError('BAD_REQUEST', `server ${b.server} is a ${bound.platform} server, not ${b.platform}`);
-      }
-      return { id: bound.seat_id, status: null, created: false };
-    }
+    if (bound) return boundAccount(s, b, bound);
     const id = randomUUID();
     const createSeat = async () => {
       const now = s.clock.now();
@@ -175,7 +162,15 @@ export function accountForLogin(
     };
     if (s.tenancyWrites.clustered) {
       let status: AccountStatus | undefined;
-      await seatFirst(s, id, b.customerId, createSeat, async () => (status = await bindBroker(s, { ...b, accountId: id })));
+      try {
+        await seatFirst(s, id, b.customerId, createSeat, async () => (status = await bindBroker(s, { ...b, accountId: id })));
+      } catch (err) {
+        // Another node bound the login first (PostgreSQL kept one binding, and this node's mirror
+        // has it now): the answer one node gives for a login found bound.
+        const first = toApiError(err).code === 'BROKER_LOGIN_IN_USE' ? new AccountStore(s.db).boundTo(b.server, b.user) : undefined;
+        if (first) return boundAccount(s, b, first);
+        throw err;
+      }
       return { id, status: status!, created: true };
     }
     const status = await bindBroker(s, { ...b, accountId: id });
@@ -184,9 +179,31 @@ export function accountForLogin(
   });
 }
 
+/** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
+async function boundAccount(s: Services, b: Omit<BindInput, 'accountId'>, bound: BindingRow): Promise<LoginAccount> {
+  if (bound.customer_id !== b.customerId) {
+    throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
+  }
+  const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
+  if (stored === undefined) {
+    // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
+    // the platform), and the password is sealed again with the current key.
+    const status = await bindUnlocked(s, { ...b, accountId: bound.seat_id });
+    return { id: bound.seat_id, status, created: false };
+  }
+  if (!samePassword(stored, b.password)) {
+    throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+  }
+  // The same check a new login gets in its shard: a given platform must match the server's.
+  if (b.platform !== undefined && b.platform !== bound.platform) {
+    throw apiError('BAD_REQUEST', `server ${b.server} is a ${bound.platform} server, not ${b.platform}`);
+  }
+  return { id: bound.seat_id, status: null, created: false };
+}
+
 /** Re-binding a given account: the login must not be bound to a different account. */
 export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
-  return withLoginLock(b.server, b.user, () => bindUnlocked(s, b));
+  return withLoginLock(s, b.server, b.user, () => bindUnlocked(s, b));
 }
 
 function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {

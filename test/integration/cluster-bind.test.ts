@@ -1,0 +1,100 @@
+// Binding broker logins through two cluster nodes at once, and which node answered on the answers
+// that are not routes (a WebSocket's 101, the dashboard's files): real nats-server, embedded
+// PostgreSQL, a simulator server over loopback TCP, two in-process gateways in bridge mode.
+import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKey, hashSecret } from '../../src/auth/keys.js';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { loadSimConfig } from '../../src/sim/config.js';
+import { Simulator } from '../../src/sim/simulator.js';
+import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
+import { MemorySimStore } from '../../src/store/simStore.js';
+import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+let nats: Engine, postgres: Engine;
+let bridge: SimServerHandle;
+let pool: PgPool;
+const apiKey = generateKey('api');
+const otherKey = generateKey('api');
+const nodes: TestGateway[] = [];
+
+beforeAll(async () => {
+  const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+  sim.start();
+  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
+  [nats, postgres] = await Promise.all([startNats(), startPostgres()]);
+  const databaseUrl = await createDatabase(postgres.url);
+  pool = openPgPool(databaseUrl);
+  await runPgMigrations(pool, databaseUrl);
+  const t = new PgTenancy(pool);
+  const now = Date.now();
+  for (const [customer, key] of [['c1', apiKey], ['c2', otherKey]] as const) {
+    await t.createCustomer(customer, customer, now);
+    await t.insertKey({ id: key.id, customer_id: customer, kind: 'api', hash: hashSecret(key.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+  }
+  const secretKey = randomBytes(32).toString('hex');
+  for (const nodeId of ['bind-a', 'bind-b']) {
+    nodes.push(await startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey,
+      natsUrl: nats.url, databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+    }));
+  }
+}, 60_000);
+afterAll(async () => {
+  for (const n of nodes) await n.stop().catch(() => undefined);
+  await pool?.end();
+  await bridge?.close();
+  await nats?.stop();
+  await postgres?.stop();
+});
+
+const liveBindings = async (login: string) => (await pool.query<{ seat_id: string }>(
+  'SELECT b.seat_id FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL AND b.login = $1', [login])).rows.map((r) => r.seat_id);
+
+describe('cluster: one account per broker login, across nodes', () => {
+  it('the same login bound through two nodes at the same moment makes one account, and both answer it', async () => {
+    const [a, b] = nodes as [TestGateway, TestGateway];
+    const body = { user: 'twice', password: 'pw', server: 'Sim-P5-Demo' };
+    const [x, y] = await Promise.all([a, b].map((n) => n.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body })));
+    expect([x!.status, y!.status]).toEqual([200, 200]);
+    expect(x!.body.id).toBe(y!.body.id);
+    expect(await liveBindings('twice')).toEqual([x!.body.id]);
+    // Exactly what one node answers for a login already bound: the same account again, 409 to another customer.
+    expect((await b.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body })).body.id).toBe(x!.body.id);
+    const other = await a.req('POST', '/ConnectEx', { headers: { 'x-api-key': otherKey.value }, body });
+    expect(other.status).toBe(409);
+    expect(other.body.error).toBe('BROKER_LOGIN_IN_USE');
+  }, 60_000);
+
+  it('two customers binding one login through two nodes at once: one account, the other customer 409', async () => {
+    const [a, b] = nodes as [TestGateway, TestGateway];
+    const body = { user: 'contested', password: 'pw', server: 'Sim-P5-Demo' };
+    const answers = await Promise.all([[a, apiKey], [b, otherKey]].map(([n, k]) => (n as TestGateway).req('POST', '/ConnectEx', { headers: { 'x-api-key': (k as typeof apiKey).value }, body })));
+    expect(answers.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect(answers.find((r) => r.status === 409)!.body.error).toBe('BROKER_LOGIN_IN_USE');
+    expect(await liveBindings('contested')).toEqual([answers.find((r) => r.status === 200)!.body.id]);
+  }, 60_000);
+});
+
+describe('cluster: x-tagw-node beyond the routes', () => {
+  it('is on a successful WebSocket upgrade (101) and on the dashboard\'s files', async () => {
+    const a = nodes[0]!;
+    const bound = await a.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'ws-node', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const ws = new WebSocket(`${a.url.replace('http', 'ws')}/v1/stream?id=${bound.body.id as string}`, { headers: { 'x-api-key': apiKey.value } });
+    const upgrade = await new Promise<{ status: number | undefined; node: unknown }>((resolve, reject) => {
+      ws.once('upgrade', (res) => resolve({ status: res.statusCode, node: res.headers['x-tagw-node'] }));
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode ?? '?'}`)));
+      ws.once('error', reject);
+    });
+    ws.close();
+    expect(upgrade).toEqual({ status: 101, node: 'bind-a' });
+    for (const path of ['/dashboard', '/dashboard/nope.js']) {
+      expect((await a.req('GET', path)).headers.get('x-tagw-node')).toBe('bind-a');
+    }
+  }, 60_000);
+});
