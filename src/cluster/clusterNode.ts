@@ -15,6 +15,7 @@ import { SUBJECTS } from './subjects.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
+import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
 import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
@@ -109,6 +110,8 @@ class Adoptions implements LocalShards {
 export class ClusterNode {
   readonly nodeId: string;
   private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
+  /** Gateway sessions in PostgreSQL: written by the owner, read by any node, restored by the next owner. */
+  private readonly sessions: SessionRecords;
   /** The cluster as last read from PostgreSQL (every third of the lease): for /metrics and status. */
   private seen: { nodes: NodeRow[]; unowned: number } = { nodes: [], unowned: 0 };
   private seenTimer: NodeJS.Timeout | undefined;
@@ -116,6 +119,7 @@ export class ClusterNode {
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
+    this.sessions = new SessionRecords({ pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log });
   }
 
   /**
@@ -151,7 +155,7 @@ export class ClusterNode {
     const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log });
     let nats: NatsNode;
     try {
-      nats = await startNatsNode({ url: natsUrl, nodeId, shards: fenced, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+      nats = await startNatsNode({ url: natsUrl, nodeId, shards: this.sessions.wrap(fenced), lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
     } catch (err) {
       await this.pg.close({ handover: false });
       throw err;
@@ -172,9 +176,14 @@ export class ClusterNode {
     });
   }
 
-  /** A live gateway session another node made (by its handle's hash), or undefined. Every other
-   *  live node answers (bounded at 1 s); NATS down: undefined. */
+  /** A live gateway session another node made (by its handle's hash), or undefined: PostgreSQL's
+   *  record, else (its copy failed) every other live node answers (bounded at 1 s); NATS down: undefined. */
   async findSession(hash: string): Promise<SessionRow | undefined> {
+    const recorded = await this.sessions.byHash(hash).catch((err: unknown) => {
+      this.o.log.warn('gateway session lookup in the cluster database failed', { err: errorMessage(err) });
+      return undefined;
+    });
+    if (recorded) return recorded;
     const { link } = this.w.nats;
     if (!link.up) return undefined;
     try {
@@ -277,6 +286,9 @@ export class ClusterNode {
   /** Acquired: the shards start the accounts (the command is queued before any forwarded call the
    *  announcement brings), then every node learns the new owner. */
   private async adopt(leases: Array<{ accountId: string; epoch: number }>): Promise<void> {
+    // Their gateway sessions first: the shard resumes what its SQLite holds when it starts them.
+    await this.sessions.restore(leases.map((l) => l.accountId))
+      .catch((err: unknown) => this.o.log.warn('gateway sessions of acquired accounts not restored', { accounts: leases.length, err: errorMessage(err) }));
     const started = this.perShard(leases.map((l) => l.accountId), 'shard.adopt');
     this.w.adopted.add(leases.map((l) => l.accountId));
     for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });

@@ -120,6 +120,23 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   CREATE TRIGGER ${t}_txid BEFORE INSERT OR UPDATE ON ${t} FOR EACH ROW EXECUTE FUNCTION tagw_stamp_txid();
   CREATE INDEX ${t}_txid ON ${t}(txid);`).join('')}
   ` },
+  // 3: gateway sessions (the SQLite tables of store/sessions.ts, subscriptions as one JSON object),
+  // written by the account's owner under its lease (sessionRecords.ts): any node resolves a handle,
+  // and a new owner restores the account's live sessions.
+  { name: 'gateway sessions, for every node and the next owner', sql: `
+  CREATE TABLE gateway_sessions (
+    handle_hash TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    customer_id TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    handle_sealed TEXT NOT NULL,
+    state TEXT NOT NULL,
+    connected_at BIGINT NOT NULL,
+    invalidated_at BIGINT,
+    subscriptions_json TEXT NOT NULL DEFAULT '{}'
+  );
+  CREATE INDEX gateway_sessions_live ON gateway_sessions(account_id) WHERE state = 'live';
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

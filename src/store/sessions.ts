@@ -27,6 +27,7 @@ export class SessionStore {
         ON CONFLICT(handle_hash) DO UPDATE SET state = excluded.state, invalidated_at = excluded.invalidated_at`),
       byHash: db.prepare<[string], SessionRow>('SELECT * FROM gateway_sessions WHERE handle_hash = ?'),
       live: db.prepare<[], SessionRow>("SELECT * FROM gateway_sessions WHERE state = 'live'"),
+      liveOf: db.prepare<[string], SessionRow>("SELECT * FROM gateway_sessions WHERE account_id = ? AND state = 'live'"),
       delSubs: db.prepare('DELETE FROM gateway_subscriptions WHERE handle_hash = ?'),
       insSub: db.prepare('INSERT INTO gateway_subscriptions (handle_hash, sub_key, spec_json) VALUES (?, ?, ?)'),
       subs: db.prepare<[string], { sub_key: string; spec_json: string }>('SELECT sub_key, spec_json FROM gateway_subscriptions WHERE handle_hash = ? ORDER BY sub_key'),
@@ -41,6 +42,10 @@ export class SessionStore {
   }
   live(): SessionRow[] {
     return this.q.live.all();
+  }
+  /** The live sessions of an account (cluster mode copies them to PostgreSQL). */
+  liveOf(accountId: string): SessionRow[] {
+    return this.q.liveOf.all(accountId);
   }
   /** Replaces the stored subscription set of a session in one transaction. */
   setSubscriptions(hash: string, specs: Record<string, unknown>): void {

@@ -99,6 +99,11 @@ describe('gateways as cluster nodes', () => {
     const local = other.gw.services.shards;
     await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
     expect(await actors(other)).toBe(0);
+    // A gateway session made and subscribed through the owner only: the survivor never saw it.
+    const made = await owner.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: account } });
+    expect(made.status).toBe(200);
+    const session = { id: account, key: apiKey.value, handle: made.body.handle as string };
+    expect((await op(owner, session, 'Subscribe', { symbol: 'BTCUSD' })).status).toBe(200);
 
     // SIGTERM's close: the owner hands the account over before it exits; the survivor runs it,
     // and the earlier order's retry replays there (the ledger is PostgreSQL's, not the node's).
@@ -111,6 +116,14 @@ describe('gateways as cluster nodes', () => {
     expect(second.status).toBe(200);
     expect(await openedTickets(other.url, apiKey.value, account)).toEqual([first.ticket!, second.ticket!].sort((x, y) => x - y));
     expect(other.gw.cluster!.status().leases.acquired).toBeGreaterThanOrEqual(1);
+    // The session moved with the account (PostgreSQL's copy restored into the survivor's SQLite
+    // before its shard started the account): same handle, same subscription, pushes on /ws there.
+    const subs = await op(other, session, 'SubscribedSymbols');
+    expect(subs.status).toBe(200);
+    expect(subs.body.symbols).toEqual(['BTCUSD']);
+    const sock = await openWs(other, session.handle, apiKey.value);
+    expect((await sock.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000)).data).toHaveProperty('bid');
+    sock.ws.close();
   }, 90_000);
 
   it('tenancy written through one node holds on the others at once: a new key, a new account (/ConnectEx) traded through another node; a revoked key is refused there and its socket closed', async () => {

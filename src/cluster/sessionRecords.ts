@@ -1,0 +1,119 @@
+// Gateway sessions in cluster mode (docs/cluster.md "Gateway sessions"). The session host keeps its
+// rows in its node's SQLite (store/sessions.ts) as on one node; the account's owner also copies an
+// account's live sessions and their subscriptions to PostgreSQL after every command that can change
+// them, fenced by its lease like every other write of the account. So any node resolves a handle
+// (byHash), and a node that acquires the account writes them into its SQLite before its shard
+// starts the account (restore), which resumes them as after a restart.
+import type { Logger } from '../log.js';
+import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
+import type { CallOptions } from '../runtime/shardSet.js';
+import type { Db } from '../store/db.js';
+import { SessionStore, type SessionRow } from '../store/sessions.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
+import { fenceSql, type Lease } from './leases.js';
+import type { PgPool } from './pgPool.js';
+import type { LocalShards } from './router.js';
+
+interface PgSessionRow extends SessionRow { subscriptions_json: string }
+
+const COLUMNS = 'handle_hash, account_id, customer_id, platform, handle_sealed, state, connected_at, invalidated_at, subscriptions_json';
+
+// One statement: the account's live set as the owner has it (upserted), every other session of the
+// account still live here ended; nothing at all unless the lease holds at that epoch.
+const SYNC_SQL = `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}),
+  gone AS (UPDATE gateway_sessions SET state = 'invalidated', invalidated_at = $4::bigint
+    WHERE account_id = $1 AND state = 'live' AND NOT (handle_hash = ANY($5::text[])) AND EXISTS (SELECT 1 FROM fence) RETURNING 1),
+  up AS (INSERT INTO gateway_sessions (${COLUMNS})
+    SELECT ${COLUMNS} FROM json_populate_recordset(NULL::gateway_sessions, $6::json) WHERE EXISTS (SELECT 1 FROM fence)
+    ON CONFLICT (handle_hash) DO UPDATE SET state = excluded.state, invalidated_at = excluded.invalidated_at, subscriptions_json = excluded.subscriptions_json
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS owned`;
+
+/** Operations that change a session's record: the (un)subscribes and Disconnect. */
+const CHANGES = /^((Un)?[Ss]ubscribe|Disconnect$)/;
+function changesSessions(op: CommandName, args: unknown): boolean {
+  if (op === 'session.connect' || op === 'session.closeAccount') return true;
+  if (op !== 'session.op') return false;
+  const name = (args as ArgsOf<'session.op'>).op;
+  return name !== 'SubscribedSymbols' && CHANGES.test(name);
+}
+
+export interface SessionRecordsOptions {
+  pool: PgPool;
+  sqlite: Db;
+  nodeId: string;
+  keeper: { leaseOf(accountId: string): Lease | undefined };
+  clock: Clock;
+  log: Logger;
+}
+
+export class SessionRecords {
+  private readonly store: SessionStore;
+  constructor(private readonly o: SessionRecordsOptions) {
+    this.store = new SessionStore(o.sqlite);
+  }
+
+  /** The owner's side of calls (wraps FencedShards): a session command's effect goes to PostgreSQL
+   *  before its reply, so a node asked next (or the next owner) finds it. */
+  wrap(shards: LocalShards): LocalShards {
+    return {
+      call: async <C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> => {
+        const r = await shards.call(key, op, args, opts);
+        if (changesSessions(op, args)) await this.sync(key);
+        return r;
+      },
+    };
+  }
+
+  /** Copies the account's live sessions (from this node's SQLite) to PostgreSQL, fenced. Never throws:
+   *  the command was done; a failed copy is logged (the next change of the account copies again). */
+  async sync(accountId: string): Promise<'written' | 'fenced' | 'failed'> {
+    const lease = this.o.keeper.leaseOf(accountId);
+    if (!lease) return 'fenced';
+    const live = this.store.liveOf(accountId).map((row) => ({
+      ...row,
+      subscriptions_json: JSON.stringify(Object.fromEntries(this.store.subscriptions(row.handle_hash).map((s) => [s.key, s.spec]))),
+    }));
+    try {
+      const r = await this.o.pool.query<{ owned: boolean }>(SYNC_SQL, [
+        accountId, this.o.nodeId, lease.epoch, this.o.clock.now(), live.map((l) => l.handle_hash), JSON.stringify(live),
+      ]);
+      return r.rows[0]?.owned ? 'written' : 'fenced';
+    } catch (err) {
+      this.o.log.warn('gateway sessions not copied to the cluster database', { accountId, err: errorMessage(err) });
+      return 'failed';
+    }
+  }
+
+  /** A live session by its handle's hash, whichever node made it. */
+  async byHash(hash: string): Promise<SessionRow | undefined> {
+    const r = await this.o.pool.query<PgSessionRow>(`SELECT ${COLUMNS} FROM gateway_sessions WHERE handle_hash = $1 AND state = 'live'`, [hash]);
+    const row = r.rows[0];
+    if (!row) return undefined;
+    const { subscriptions_json: _subs, ...session } = row;
+    return { ...session, connected_at: Number(row.connected_at), invalidated_at: row.invalidated_at === null ? null : Number(row.invalidated_at) };
+  }
+
+  /**
+   * Acquired accounts, before their shard starts them: their live sessions as PostgreSQL has them
+   * go into this node's SQLite (with their subscriptions), and a session live here but not there
+   * (ended on another node since this one last owned the account) is ended here.
+   */
+  async restore(accountIds: readonly string[]): Promise<number> {
+    if (accountIds.length === 0) return 0;
+    const r = await this.o.pool.query<PgSessionRow>(`SELECT ${COLUMNS} FROM gateway_sessions WHERE account_id = ANY($1::text[]) AND state = 'live'`, [accountIds]);
+    const now = this.o.clock.now();
+    const keep = new Set(r.rows.map((row) => row.handle_hash));
+    this.o.sqlite.transaction(() => {
+      for (const id of accountIds) {
+        for (const row of this.store.liveOf(id)) if (!keep.has(row.handle_hash)) this.store.upsert({ ...row, state: 'invalidated', invalidated_at: now });
+      }
+      for (const { subscriptions_json, ...row } of r.rows) {
+        this.store.upsert({ ...row, connected_at: Number(row.connected_at), invalidated_at: null });
+        this.store.setSubscriptions(row.handle_hash, JSON.parse(subscriptions_json) as Record<string, unknown>);
+      }
+    })();
+    return r.rows.length;
+  }
+}
