@@ -120,16 +120,23 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     log.warn('bridge without TLS: broker passwords cross the network in clear; use BRIDGE_URL=tls://host:port (docs/operations.md#tls)');
   }
   const lock = lockDataDir(config.dataDir);
+  const opened: Opened = {};
   try {
-    return await start(config, log, clock, listener, lock, opts.shardWorkerFile);
+    return await start(config, log, clock, listener, lock, opts.shardWorkerFile, opened);
   } catch (err) {
+    // Cluster mode: a start that failed after the cluster side opened (the port in use, say)
+    // leaves no PostgreSQL pool or NATS connection behind, nor leases it took.
+    await opened.cluster?.close({ handover: true });
     lock.release();
     throw err;
   }
 }
 
+/** What a failed start closes. */
+interface Opened { cluster?: ClusterNode }
+
 async function start(
-  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, shardWorkerFile: string | undefined,
+  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, shardWorkerFile: string | undefined, opened: Opened,
 ): Promise<Gateway> {
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
@@ -141,6 +148,7 @@ async function start(
   const cluster = clusterCfg && await ClusterNode.open({
     settings: clusterCfg, url: `http://${config.host}:${config.port}`, sqlite: db, log, clock, onEvent: (ev) => dispatch(ev),
   });
+  if (cluster) opened.cluster = cluster;
   checkSealedPasswords(db, secretKey, config, log);
   persistSecretKey(config, secretKey);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).

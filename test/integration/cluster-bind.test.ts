@@ -2,22 +2,27 @@
 // that are not routes (a WebSocket's 101, the dashboard's files): real nats-server, embedded
 // PostgreSQL, a simulator server over loopback TCP, two in-process gateways in bridge mode.
 import { randomBytes } from 'node:crypto';
+import { connect } from '@nats-io/transport-node';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
+import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { loadSimConfig } from '../../src/sim/config.js';
 import { Simulator } from '../../src/sim/simulator.js';
 import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { MemorySimStore } from '../../src/store/simStore.js';
 import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
 
 let nats: Engine, postgres: Engine;
 let bridge: SimServerHandle;
 let pool: PgPool;
+let databaseUrl: string;
+const secretKey = randomBytes(32).toString('hex');
 const apiKey = generateKey('api');
 const otherKey = generateKey('api');
 const nodes: TestGateway[] = [];
@@ -27,7 +32,7 @@ beforeAll(async () => {
   sim.start();
   bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
   [nats, postgres] = await Promise.all([startNats(), startPostgres()]);
-  const databaseUrl = await createDatabase(postgres.url);
+  databaseUrl = await createDatabase(postgres.url);
   pool = openPgPool(databaseUrl);
   await runPgMigrations(pool, databaseUrl);
   const t = new PgTenancy(pool);
@@ -36,7 +41,6 @@ beforeAll(async () => {
     await t.createCustomer(customer, customer, now);
     await t.insertKey({ id: key.id, customer_id: customer, kind: 'api', hash: hashSecret(key.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   }
-  const secretKey = randomBytes(32).toString('hex');
   for (const nodeId of ['bind-a', 'bind-b']) {
     nodes.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey,
@@ -96,5 +100,24 @@ describe('cluster: x-tagw-node beyond the routes', () => {
     for (const path of ['/dashboard', '/dashboard/nope.js']) {
       expect((await a.req('GET', path)).headers.get('x-tagw-node')).toBe('bind-a');
     }
+  }, 60_000);
+});
+
+describe('cluster: a start that fails after the cluster side opened', () => {
+  it('closes its PostgreSQL pools and its NATS connection', async () => {
+    const taken = nodes[0]!.gw.port; // listen fails: after the mirror, NATS and the first lease round
+    await expect(startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1, secretKey, port: taken,
+      natsUrl: nats.url, databaseUrl, nodeId: 'bind-fail', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+    })).rejects.toThrow(/cannot listen/);
+    await until(async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'tagw bind-fail%'")).rowCount === 0, 'the failed node\'s PostgreSQL connections to close');
+    const nc = await connect({ servers: nats.url });
+    try {
+      // Nothing answers the failed node's calls: its connection (and subscription) is gone.
+      await expect(nc.request(SUBJECTS.nodeCall('bind-fail'), '{}', { timeout: 2_000 })).rejects.toThrow(/no responders/i);
+    } finally {
+      await nc.close();
+    }
+    expect((await pool.query("SELECT 1 FROM cluster_nodes WHERE node_id = 'bind-fail'")).rowCount).toBe(0);
   }, 60_000);
 });
