@@ -119,7 +119,9 @@ export class AccountEvents {
     this.commit();
     acc.server = server;
     acc.platform = platform;
-    this.accounts.rotate(acc);
+    // Cluster mode: a follower takes the new epoch from its owner's frames, not a local one (whose
+    // sockets the owner's epoch would then end again).
+    if (acc.shared?.role !== 'follower') this.accounts.rotate(acc);
     for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
   }
 

@@ -302,6 +302,9 @@ export class AccountStreams {
       const current = shards.threadId(shards.shardFor(acc.id));
       if (current === acc.threadId) continue;
       acc.threadId = current;
+      // Cluster mode: an account this node only follows runs on its owner's shard, not here; its
+      // stream goes on as the owner numbers it (a local epoch would end its sockets twice).
+      if (acc.shared?.role === 'follower') continue;
       acc.opens = 0; // the new thread holds no stream.open of ours
       this.rotate(acc);
       if (acc.retainTimer) clearTimeout(acc.retainTimer);

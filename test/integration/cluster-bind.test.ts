@@ -1,6 +1,7 @@
-// Binding broker logins through two cluster nodes at once, and which node answered on the answers
-// that are not routes (a WebSocket's 101, the dashboard's files): real nats-server, embedded
-// PostgreSQL, a simulator server over loopback TCP, two in-process gateways in bridge mode.
+// Gaps of cluster mode closed after it was wired: binding broker logins through two nodes at once,
+// which node answered on a WebSocket 101 and the dashboard, a failed start's cleanup, and a
+// follower node's stream across its own shard restart and a relayed rebound. Real nats-server,
+// embedded PostgreSQL, a simulator server over loopback TCP, two in-process gateways in bridge mode.
 import { randomBytes } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import WebSocket from 'ws';
@@ -16,7 +17,10 @@ import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { MemorySimStore } from '../../src/store/simStore.js';
 import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
+import { orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
+import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
 
 let nats: Engine, postgres: Engine;
 let bridge: SimServerHandle;
@@ -119,5 +123,61 @@ describe('cluster: a start that fails after the cluster side opened', () => {
       await nc.close();
     }
     expect((await pool.query("SELECT 1 FROM cluster_nodes WHERE node_id = 'bind-fail'")).rowCount).toBe(0);
+  }, 60_000);
+});
+
+describe('cluster: a follower node\'s own shard restart, and a rebound relayed to it', () => {
+  const sockets: StreamClient[] = [];
+  afterAll(async () => {
+    await Promise.all(sockets.map((c) => c.close()));
+  });
+
+  it('a restart of the follower\'s shard does not end the sockets of an account it only follows, nor start an epoch there', async () => {
+    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'followed', password: 'pw', server: 'Sim-P5-Demo' } });
+    const id = bound.body.id as string;
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+    const follower = nodes.find((n) => n !== owner)!;
+    const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(c);
+    const before = await c.next('ORDERS', 0, 15_000);
+    const shards = follower.gw.services.shards;
+    const thread = shards.threadId(shards.shardFor(id));
+    await shards.kill(shards.shardFor(id));
+    // The stream hub compares threads on its sweep (every STREAM_SWEEP_MS, 20 ms): the new thread is what it sees.
+    await until(() => { const t = shards.threadId(shards.shardFor(id)); return t !== undefined && t !== thread; }, 'the follower\'s shard to restart');
+    // An order through the owner: its TRADE reaches the follower's socket in the same epoch.
+    const sent = await orderSend(owner.url, apiKey.value, id, 'after-restart');
+    expect(sent.status).toBe(200);
+    const trade = await c.next('TRADE', 0, 15_000);
+    expect(trade.epoch).toBe(before.epoch);
+    expect(c.closed).toBeNull();
+  }, 60_000);
+
+  it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
+    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-1', password: 'pw', server: 'Sim-P5-Demo' } });
+    const id = bound.body.id as string;
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+    const follower = nodes.find((n) => n !== owner)!;
+    const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(c);
+    await c.next('ORDERS', 0, 15_000);
+    const rebound = await owner.req('POST', `/ConnectEx?id=${id}`, { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-2', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebound.status).toBe(200);
+    await c.until((x) => x.closed, 15_000, 'the follower\'s socket to close');
+    expect(c.closed!.code).toBe(SOCKET_CLOSE.ACCOUNT_REBOUND.code);
+    // At once, before the owner sends anything: the follower's stream is the owner's, never one of its own
+    // (whose sockets the owner's next frame would end with 4014).
+    const again = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(again);
+    await again.next('ORDERS', 0, 15_000);
+    expect(await orderSend(owner.url, apiKey.value, id, 'after-rebound')).toMatchObject({ status: 200 });
+    await again.next('TRADE', 0, 15_000);
+    const ownerSock = await mustOpen(owner.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(ownerSock);
+    const ownerEpoch = (await ownerSock.next('ORDERS', 0, 15_000)).epoch;
+    expect(new Set(again.frames.map((f) => f.epoch))).toEqual(new Set([ownerEpoch]));
+    expect(again.closed).toBeNull();
   }, 60_000);
 });
