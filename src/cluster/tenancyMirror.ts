@@ -40,19 +40,34 @@ export class TenancyMirror {
   /** The oldest transaction that was running at the last pass: rows stamped before it are copied. */
   private from = 0;
   private readonly upserts;
-  private pass: Promise<number> | undefined;
+  private running: Promise<number> | undefined;
+  /** The pass that starts when the running one ends, shared by every caller meanwhile. */
+  private queued: Promise<number> | undefined;
 
   constructor(private readonly pool: PgPool, private readonly db: Db) {
     this.upserts = TABLES.map((t) => ({ t, stmt: db.prepare(upsertSql(t)) }));
   }
 
   /** Copies what changed since the last pass (everything at the first) into SQLite, in one SQLite
-   *  transaction; a pass already running is joined. @returns the rows copied */
+   *  transaction. A pass already running may have taken its snapshot before the caller's write
+   *  committed, so the caller gets the next pass, not that one (one pass at a time: an older
+   *  snapshot must not be copied over a newer one). @returns the rows copied */
   sync(): Promise<number> {
-    this.pass ??= this.copy().finally(() => {
-      this.pass = undefined;
+    if (this.queued) return this.queued;
+    if (!this.running) return this.start();
+    this.queued = this.running.catch(() => 0).then(() => {
+      this.queued = undefined;
+      return this.start();
     });
-    return this.pass;
+    return this.queued;
+  }
+
+  private start(): Promise<number> {
+    const pass: Promise<number> = this.copy().finally(() => {
+      if (this.running === pass) this.running = undefined;
+    });
+    this.running = pass;
+    return pass;
   }
 
   private async copy(): Promise<number> {

@@ -131,9 +131,9 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
   afterAll(async () => {
     await Promise.all(sockets.map((c) => c.close()));
   });
-
-  it('a restart of the follower\'s shard does not end the sockets of an account it only follows, nor start an epoch there', async () => {
-    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'followed', password: 'pw', server: 'Sim-P5-Demo' } });
+  /** A new account, its owner, and a socket on the other node (which follows it) past its snapshot. */
+  async function followed(login: string) {
+    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: login, password: 'pw', server: 'Sim-P5-Demo' } });
     const id = bound.body.id as string;
     await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
     const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
@@ -141,6 +141,11 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
     sockets.push(c);
     const before = await c.next('ORDERS', 0, 15_000);
+    return { id, owner, follower, c, before };
+  }
+
+  it('a restart of the follower\'s shard does not end the sockets of an account it only follows, nor start an epoch there', async () => {
+    const { id, owner, follower, c, before } = await followed('followed');
     const shards = follower.gw.services.shards;
     const thread = shards.threadId(shards.shardFor(id));
     await shards.kill(shards.shardFor(id));
@@ -155,14 +160,7 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
   }, 60_000);
 
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
-    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-1', password: 'pw', server: 'Sim-P5-Demo' } });
-    const id = bound.body.id as string;
-    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
-    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
-    const follower = nodes.find((n) => n !== owner)!;
-    const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
-    sockets.push(c);
-    await c.next('ORDERS', 0, 15_000);
+    const { id, owner, follower, c } = await followed('rebound-1');
     const rebound = await owner.req('POST', `/ConnectEx?id=${id}`, { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-2', password: 'pw', server: 'Sim-P5-Demo' } });
     expect(rebound.status).toBe(200);
     await c.until((x) => x.closed, 15_000, 'the follower\'s socket to close');

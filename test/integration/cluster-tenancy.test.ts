@@ -13,6 +13,7 @@ import { AuditStore } from '../../src/store/audit.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
 import { migratedDatabase, postgresForFile } from '../helpers/postgres.js';
+import { until } from '../helpers/until.js';
 
 const server = postgresForFile();
 const dirs: string[] = [];
@@ -135,6 +136,28 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
       expect(customer.get('late')?.name).toBe('late customer');
     } finally {
       slow.release();
+    }
+  });
+
+  it('a pass asked for after a write copies it, even while an earlier pass (its snapshot older than the write) still runs', async () => {
+    const pg = new PgTenancy(server.pool);
+    const n = node();
+    await n.mirror.sync();
+    // Holds a pass after it took its snapshot: it reads audit_log last, which this transaction locks.
+    const holder = await server.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE');
+      const earlier = n.mirror.sync();
+      await until(async () => (await server.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM audit_log%'")).rowCount === 1, 'the pass to wait on the lock');
+      await pg.insertKey(key('k-after')); // committed after the running pass's snapshot
+      const asked = n.mirror.sync(); // what writeTenancy does after its write
+      await holder.query('COMMIT');
+      await earlier;
+      await asked;
+      expect(new TenancyStore(n.db).keyById('k-after')).toMatchObject({ customer_id: 'c1' });
+    } finally {
+      holder.release();
     }
   });
 });
