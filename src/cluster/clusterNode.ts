@@ -15,6 +15,7 @@ import { SUBJECTS } from './subjects.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
+import { BindingRecords } from './bindingRecords.js';
 import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
 import { StreamFollower } from './streamFollow.js';
@@ -112,6 +113,8 @@ export class ClusterNode {
   private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
   /** Gateway sessions in PostgreSQL: written by the owner, read by any node, restored by the next owner. */
   private readonly sessions: SessionRecords;
+  /** Platform and build changes made by this node's shards, copied to PostgreSQL. */
+  private readonly bindings: BindingRecords;
   /** The cluster as last read from PostgreSQL (every third of the lease): for /metrics and status. */
   private seen: { nodes: NodeRow[]; unowned: number } = { nodes: [], unowned: 0 };
   private seenTimer: NodeJS.Timeout | undefined;
@@ -119,7 +122,9 @@ export class ClusterNode {
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
-    this.sessions = new SessionRecords({ pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log });
+    const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
+    this.sessions = new SessionRecords(records);
+    this.bindings = new BindingRecords(records);
   }
 
   /**
@@ -155,7 +160,7 @@ export class ClusterNode {
     const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log });
     let nats: NatsNode;
     try {
-      nats = await startNatsNode({ url: natsUrl, nodeId, shards: this.sessions.wrap(fenced), lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+      nats = await startNatsNode({ url: natsUrl, nodeId, shards: this.sessions.wrap(this.bindings.wrap(fenced)), lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
     } catch (err) {
       await this.pg.close({ handover: false });
       throw err;

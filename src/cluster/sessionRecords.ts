@@ -4,16 +4,12 @@
 // them, fenced by its lease like every other write of the account. So any node resolves a handle
 // (byHash), and a node that acquires the account writes them into its SQLite before its shard
 // starts the account (restore), which resumes them as after a restart.
-import type { Logger } from '../log.js';
-import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
-import type { CallOptions } from '../runtime/shardSet.js';
-import type { Db } from '../store/db.js';
+import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
-import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { fenceSql, type Lease } from './leases.js';
-import type { PgPool } from './pgPool.js';
+import { fenceSql } from './leases.js';
 import type { LocalShards } from './router.js';
+import { syncAfter, type OwnerRecordsOptions } from './ownerRecords.js';
 
 interface PgSessionRow extends SessionRow { subscriptions_json: string }
 
@@ -39,14 +35,7 @@ function changesSessions(op: CommandName, args: unknown): boolean {
   return name !== 'SubscribedSymbols' && CHANGES.test(name);
 }
 
-export interface SessionRecordsOptions {
-  pool: PgPool;
-  sqlite: Db;
-  nodeId: string;
-  keeper: { leaseOf(accountId: string): Lease | undefined };
-  clock: Clock;
-  log: Logger;
-}
+export type SessionRecordsOptions = OwnerRecordsOptions;
 
 export class SessionRecords {
   private readonly store: SessionStore;
@@ -57,13 +46,7 @@ export class SessionRecords {
   /** The owner's side of calls (wraps FencedShards): a session command's effect goes to PostgreSQL
    *  before its reply, so a node asked next (or the next owner) finds it. */
   wrap(shards: LocalShards): LocalShards {
-    return {
-      call: async <C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> => {
-        const r = await shards.call(key, op, args, opts);
-        if (changesSessions(op, args)) await this.sync(key);
-        return r;
-      },
-    };
+    return syncAfter(shards, changesSessions, (key) => this.sync(key));
   }
 
   /** Copies the account's live sessions (from this node's SQLite) to PostgreSQL, fenced. Never throws:

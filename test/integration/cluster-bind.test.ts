@@ -29,6 +29,7 @@ let databaseUrl: string;
 const secretKey = randomBytes(32).toString('hex');
 const apiKey = generateKey('api');
 const otherKey = generateKey('api');
+const mgmtKey = generateKey('management');
 const nodes: TestGateway[] = [];
 
 beforeAll(async () => {
@@ -45,6 +46,7 @@ beforeAll(async () => {
     await t.createCustomer(customer, customer, now);
     await t.insertKey({ id: key.id, customer_id: customer, kind: 'api', hash: hashSecret(key.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   }
+  await t.insertKey({ id: mgmtKey.id, customer_id: 'c1', kind: 'management', hash: hashSecret(mgmtKey.secret), label: 'ops', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   for (const nodeId of ['bind-a', 'bind-b']) {
     nodes.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey,
@@ -177,5 +179,24 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     const ownerEpoch = (await ownerSock.next('ORDERS', 0, 15_000)).epoch;
     expect(new Set(again.frames.map((f) => f.epoch))).toEqual(new Set([ownerEpoch]));
     expect(again.closed).toBeNull();
+  }, 60_000);
+});
+
+describe('cluster: binding changes made in the owner\'s shard reach PostgreSQL', () => {
+  const binding = async (id: string) => (await pool.query<{ platform: string; build: number | null }>('SELECT platform, build FROM account_bindings WHERE seat_id = $1', [id])).rows[0];
+
+  it('the platform its broker server reports at the bind, and the build /Upgrade sets, through a node that does not own the account', async () => {
+    // No platform given: the row starts as P5 and the owner's shard learns P4 from the server.
+    const bound = await nodes[1]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'p4-login', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    expect(await binding(id)).toEqual({ platform: 'P4', build: null });
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+    const other = nodes.find((n) => n !== owner)!;
+    const up = await other.req('POST', `/v1/accounts/${id}/upgrade`, { headers: { authorization: `Bearer ${mgmtKey.value}` }, body: { build: 2_000 } });
+    expect(up.status).toBe(200);
+    expect(await binding(id)).toEqual({ platform: 'P4', build: 2_000 });
+    // Every node's mirror has it: a new owner starts the account with them.
+    await until(() => nodes.every((n) => n.gw.services.db.prepare<[string], { build: number | null }>('SELECT build FROM account_bindings WHERE seat_id = ?').get(id)?.build === 2_000), 'the build in every node\'s mirror');
   }, 60_000);
 });
