@@ -95,14 +95,23 @@ describe('cluster: x-tagw-node beyond the routes', () => {
     const a = nodes[0]!;
     const bound = await a.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'ws-node', password: 'pw', server: 'Sim-P5-Demo' } });
     expect(bound.status).toBe(200);
-    const ws = new WebSocket(`${a.url.replace('http', 'ws')}/v1/stream?id=${bound.body.id as string}`, { headers: { 'x-api-key': apiKey.value } });
-    const upgrade = await new Promise<{ status: number | undefined; node: unknown }>((resolve, reject) => {
-      ws.once('upgrade', (res) => resolve({ status: res.statusCode, node: res.headers['x-tagw-node'] }));
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode ?? '?'}`)));
-      ws.once('error', reject);
-    });
-    ws.close();
-    expect(upgrade).toEqual({ status: 101, node: 'bind-a' });
+    const upgraded = async (path: string) => {
+      const ws = new WebSocket(`${a.url.replace('http', 'ws')}${path}`, { headers: { 'x-api-key': apiKey.value } });
+      try {
+        return await new Promise<{ status: number | undefined; node: unknown }>((resolve, reject) => {
+          ws.once('upgrade', (res) => resolve({ status: res.statusCode, node: res.headers['x-tagw-node'] }));
+          ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode ?? '?'}`)));
+          ws.once('error', reject);
+        });
+      } finally {
+        ws.close();
+      }
+    };
+    expect(await upgraded(`/v1/stream?id=${bound.body.id as string}`)).toEqual({ status: 101, node: 'bind-a' });
+    // A gateway session's /ws on the node that did not make it (it looks the handle up elsewhere).
+    const conn = await nodes[1]!.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: bound.body.id } });
+    expect(conn.status).toBe(200);
+    expect(await upgraded(`/ws?handle=${conn.body.handle as string}`)).toEqual({ status: 101, node: 'bind-a' });
     for (const path of ['/dashboard', '/dashboard/nope.js']) {
       expect((await a.req('GET', path)).headers.get('x-tagw-node')).toBe('bind-a');
     }
