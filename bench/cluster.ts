@@ -1,4 +1,4 @@
-// npm run bench -- cluster [--orders N] [--quotes N]
+// npm run bench -- cluster [--orders N] [--quotes N] [--accounts N] [--lease-ms MS]
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -7,6 +7,9 @@
 //   An empty NATS request/reply between the two nodes' processes is printed too: forwarding's floor.
 // - A quote from a shard-like thread to a /v1/stream client: through the owner's hub (same node) vs.
 //   through the relay to another node's hub (cross node), real sockets, client processes.
+// - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
+//   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
+//   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`.
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -29,6 +32,7 @@ import { startNats } from '../test/helpers/engines.js';
 import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
+import { measureTakeover } from './lib/clusterTakeover.js';
 import type { ClientJob } from './streamClient.js';
 import { StreamHist, type HistData } from './streamHist.js';
 
@@ -61,6 +65,8 @@ const arg = (name: string, def: number) => {
 };
 const ORDERS = arg('orders', 1000);
 const QUOTES = arg('quotes', 5000);
+const ACCOUNTS = arg('accounts', 12);
+const LEASE_MS = arg('lease-ms', 1_500);
 const BLOCK = 100;
 const PER_ACCOUNT = 200; // a demo account's margin lasts a few hundred 0.01 BTCUSD positions
 const MGMT = 'bench-management-key-0123456789abcdef';
@@ -189,6 +195,16 @@ await worker.terminate();
 const [sameNode, crossNode] = await Promise.all([report(clientA), report(clientB)]);
 for (const c of [clientA, clientB]) c.send({ t: 'close' });
 
+const servedByA = A.router.stats.served;
+await A.close();
+await ask({ t: 'stop' }).catch(() => undefined);
+await gwA.close();
+await bridge.close();
+await nats.stop();
+for (const d of dirs) rmSync(d, { recursive: true, force: true });
+
+process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of an owner\n');
+const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS });
 const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
 const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 console.log('local OrderSend    ', local.summary());
@@ -206,13 +222,9 @@ console.log(JSON.stringify({
   quote: { sameNode: p(sameNode), crossNode: p(crossNode) },
   quoteCrossOverSameP50: ratio(crossNode.percentile(50), sameNode.percentile(50)),
   quoteCrossOverSameP99: ratio(crossNode.percentile(99), sameNode.percentile(99)),
-  forwarded: forwardedCount, served: A.router.stats.served,
+  forwarded: forwardedCount, served: servedByA,
+  takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attemptsDuringTakeover },
+  accountsPerNode: takeover.accountsPerNode,
 }));
 
-await A.close();
-await ask({ t: 'stop' }).catch(() => undefined);
-await gwA.close();
-await bridge.close();
-await nats.stop();
-for (const d of dirs) rmSync(d, { recursive: true, force: true });
 process.exit(0);

@@ -1,0 +1,55 @@
+// bench/cluster.ts's takeover part, as an operator meets it: three gateway PROCESSES in cluster mode
+// (the compiled build), a simulator process, a real nats-server and PostgreSQL (the scenarios'
+// harness, test/helpers/clusterProcs.ts). Accounts per node: how N accounts' leases spread over the
+// nodes. Takeover: SIGKILL the owner of an account, then orders through a survivor (one after
+// another, no pause) until one is answered 200: kill -> that answer, with the lease setting used.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ClusterProcs, startEngines } from '../../test/helpers/clusterProcs.js';
+import { orderVia } from '../../test/helpers/clusterTraffic.js';
+import { cleanupProcesses } from '../../test/helpers/process.js';
+
+export interface TakeoverFigures {
+  leaseMs: number;
+  nodes: number;
+  accounts: number;
+  /** Accounts whose live lease each node holds (node ids by order of start: a, b, c). */
+  accountsPerNode: number[];
+  /** SIGKILL of the owner -> the first 200 to an OrderSend on the account through a survivor. */
+  takeoverMs: number;
+  /** Orders tried through the survivor in that time (503s while nobody owned the account). */
+  attemptsDuringTakeover: number;
+}
+
+export async function measureTakeover(opts: { leaseMs: number; accounts: number }): Promise<TakeoverFigures> {
+  const engines = await startEngines();
+  let cluster: ClusterProcs | undefined;
+  try {
+    cluster = await ClusterProcs.start(engines, { nodes: 3, leaseMs: opts.leaseMs });
+    const accts = [];
+    for (let i = 0; i < opts.accounts; i++) accts.push(await cluster.account());
+    const owners = await Promise.all(accts.map((a) => cluster!.owner(a.id)));
+    const accountsPerNode = cluster.nodes.map((n) => owners.filter((o) => o.owner === n.id).length);
+
+    const acct = accts[0]!;
+    const { owner } = owners[0]!;
+    const survivor = cluster.running().find((n) => n.id !== owner)!;
+    const warm = await orderVia(survivor, acct, 'takeover-warm');
+    if (warm.status !== 200) throw new Error(`order before the kill answered ${warm.status}: ${JSON.stringify(warm.body)}`);
+    const killedAt = performance.now();
+    await cluster.kill(owner);
+    let attempts = 0;
+    for (;;) {
+      attempts++;
+      const a = await orderVia(survivor, acct, `takeover-${attempts}`);
+      if (a.status === 200) break;
+      if (performance.now() - killedAt > 60_000) throw new Error(`no order accepted within 60 s of the kill (last ${a.status})`);
+      if (a.status === 'refused') await sleep(10);
+    }
+    const takeoverMs = Math.round(performance.now() - killedAt);
+    return { leaseMs: opts.leaseMs, nodes: 3, accounts: opts.accounts, accountsPerNode, takeoverMs, attemptsDuringTakeover: attempts };
+  } finally {
+    await cluster?.close();
+    cleanupProcesses();
+    await engines.stop();
+  }
+}
