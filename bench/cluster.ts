@@ -223,7 +223,7 @@ console.log(JSON.stringify({
   quoteCrossOverSameP50: ratio(crossNode.percentile(50), sameNode.percentile(50)),
   quoteCrossOverSameP99: ratio(crossNode.percentile(99), sameNode.percentile(99)),
   forwarded: forwardedCount, served: servedByA,
-  takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attemptsDuringTakeover },
+  takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attempts },
   accountsPerNode: takeover.accountsPerNode,
 }));
 

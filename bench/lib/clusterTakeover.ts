@@ -16,8 +16,9 @@ export interface TakeoverFigures {
   accountsPerNode: number[];
   /** SIGKILL of the owner -> the first 200 to an OrderSend on the account through a survivor. */
   takeoverMs: number;
-  /** Orders tried through the survivor in that time (503s while nobody owned the account). */
-  attemptsDuringTakeover: number;
+  /** Each order tried through the survivor until then: its answer (status, 'refused' when none came
+   *  within 20 s) and how long it took, ms. A 503 is the owner wait running out. */
+  attempts: Array<[number | 'refused', number]>;
 }
 
 export async function measureTakeover(opts: { leaseMs: number; accounts: number }): Promise<TakeoverFigures> {
@@ -37,16 +38,16 @@ export async function measureTakeover(opts: { leaseMs: number; accounts: number 
     if (warm.status !== 200) throw new Error(`order before the kill answered ${warm.status}: ${JSON.stringify(warm.body)}`);
     const killedAt = performance.now();
     await cluster.kill(owner);
-    let attempts = 0;
+    const attempts: TakeoverFigures['attempts'] = [];
     for (;;) {
-      attempts++;
-      const a = await orderVia(survivor, acct, `takeover-${attempts}`);
+      const a = await orderVia(survivor, acct, `takeover-${attempts.length}`);
+      attempts.push([a.status, a.answeredAt - a.sentAt]);
       if (a.status === 200) break;
       if (performance.now() - killedAt > 60_000) throw new Error(`no order accepted within 60 s of the kill (last ${a.status})`);
       if (a.status === 'refused') await sleep(10);
     }
     const takeoverMs = Math.round(performance.now() - killedAt);
-    return { leaseMs: opts.leaseMs, nodes: 3, accounts: opts.accounts, accountsPerNode, takeoverMs, attemptsDuringTakeover: attempts };
+    return { leaseMs: opts.leaseMs, nodes: 3, accounts: opts.accounts, accountsPerNode, takeoverMs, attempts };
   } finally {
     await cluster?.close();
     cleanupProcesses();
