@@ -5,11 +5,11 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
-    // Three files at once on two cores: most integration files wait (processes starting, engines, timers)
-    // more than they compute. Whole suite on this machine, load 5-8 from other work: 2 workers 282 s,
-    // 3 workers 209 s and 171 s, all green; 4 workers 153 s and 133 s, but with failures (cluster-tenancy
-    // and cluster-wired on timing, in a run whose sources also changed midway), so 3 until 4 has clean runs.
-    maxWorkers: 3,
+    // Four files at once on two cores: most integration files wait (processes starting, engines, timers)
+    // more than they compute. Whole suite (vitest only) on this machine: 2 workers 209-282 s; 3 workers
+    // 161-171 s; 4 workers, quiet (no other work), 133 s and 138 s, all green (two earlier 4-worker runs
+    // failed on timing while other work loaded the machine and sources changed midway).
+    maxWorkers: 4,
     pool: 'forks',
     // Files share their worker's module cache (not a fresh process each): the gateway's module graph is
     // loaded once per worker instead of once per file (a quarter of the suite's CPU). So a test file
