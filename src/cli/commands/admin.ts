@@ -14,6 +14,15 @@ interface Status {
   cluster?: { nodeId: string; ownedHere: number; unowned: number; nodes: Array<{ nodeId: string; live: boolean; accounts: number }> } | null;
 }
 
+/** The node and its live peers (cluster mode): the live list is read once. */
+export function clusterFields(c: NonNullable<Status['cluster']>): Array<[string, unknown]> {
+  const live = c.nodes.filter((n) => n.live);
+  return [
+    ['node', `${c.nodeId} (owns ${c.ownedHere} accounts)`],
+    ['cluster', `${live.length} live nodes: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${c.unowned} accounts without owner`],
+  ];
+}
+
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
 
 export function statusCommand(program: Command, ctx: () => Ctx): void {
@@ -32,10 +41,7 @@ export function statusCommand(program: Command, ctx: () => Ctx): void {
       ['gateway', d.url], ['health', d.health], ['ready', d.ready ? 'yes' : 'no'], ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
       ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
-      ...(d.cluster ? [
-        ['node', `${d.cluster.nodeId} (owns ${d.cluster.ownedHere} accounts)`],
-        ['cluster', `${d.cluster.nodes.filter((n) => n.live).length} live nodes: ${d.cluster.nodes.filter((n) => n.live).map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${d.cluster.unowned} accounts without owner`],
-      ] as Array<[string, unknown]> : []),
+      ...(d.cluster ? clusterFields(d.cluster) : []),
     ]) + `\nShards:\n${table(d.shards, [
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
       { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },
