@@ -1,11 +1,17 @@
 // Cluster pieces for tests: a node's NATS link, owner cache and router over a real nats-server,
 // and an in-memory lease table standing in for PostgreSQL's account_leases (the truth the caches
-// look up on a miss; every change is announced by the node that makes it, as leases do).
+// look up on a miss; every change is announced by the node that makes it, as leases do); the
+// engines gateways in cluster mode need, started together.
 import { startNatsNode, type NatsNode } from '../../src/cluster/natsNode.js';
+import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
+import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
+import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import type { OwnerCache, OwnerInfo } from '../../src/cluster/owners.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
+import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
+import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
 
 export class MemoryLeases {
   private readonly rows = new Map<string, OwnerInfo>();
@@ -42,4 +48,34 @@ export async function startNode(id: string, natsUrl: string, shards: LocalShards
     onEvent: (ev) => events.push(ev), log: createLogger('silent'), reconnectWaitMs: 50,
   });
   return { ...node, id, events };
+}
+
+export interface ClusterEngines {
+  /** The simulator behind a bridge: every node's `bridgeUrl` is `sim.url`. */
+  sim: BridgeSim;
+  nats: Engine;
+  postgres: Engine;
+  /** A new database on `postgres`, migrated. */
+  databaseUrl: string;
+  pool: PgPool;
+  /** Tenancy writes for the test's fixtures (customers, keys, seats, bindings). */
+  tenancy: PgTenancy;
+  /** The pool, the simulator and both engines (stop the gateways first). */
+  stop(): Promise<void>;
+}
+
+/** What cluster-mode gateways need: a bridged simulator, nats-server and PostgreSQL with a migrated database. */
+export async function startClusterEngines(): Promise<ClusterEngines> {
+  const [sim, nats, postgres] = await Promise.all([startBridgeSim(), startNats(), startPostgres()]);
+  const databaseUrl = await createDatabase(postgres.url);
+  const pool = openPgPool(databaseUrl);
+  await runPgMigrations(pool, databaseUrl);
+  return {
+    sim, nats, postgres, databaseUrl, pool, tenancy: new PgTenancy(pool),
+    async stop() {
+      await pool.end();
+      await sim.close();
+      await Promise.all([nats.stop(), postgres.stop()]);
+    },
+  };
 }

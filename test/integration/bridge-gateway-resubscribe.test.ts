@@ -9,10 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { account, op, openWs, type WsClient } from '../helpers/gateway-helpers.js';
 
@@ -20,26 +17,20 @@ import { account, op, openWs, type WsClient } from '../helpers/gateway-helpers.j
 const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 500, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000 };
 const OUTAGE_MS = 3 * TIMING.resumeWaitMs;
 
-let sim: Simulator;
-let bridge: SimServerHandle | undefined;
-let port = 0;
+let bs: BridgeSim;
 let gw: TestGateway | undefined;
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bridge-resub-'));
 const sockets: WsClient[] = [];
 
-const startGateway = () => startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, ...TIMING }, { dataDir });
+const startGateway = () => startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url, ...TIMING }, { dataDir });
 
 beforeAll(async () => {
-  sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  port = bridge.port;
+  bs = await startBridgeSim();
 }, 30_000);
 afterAll(async () => {
   for (const s of sockets) s.ws.terminate();
   await gw?.stop();
-  await bridge?.close();
-  sim?.stop();
+  await bs?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -50,14 +41,13 @@ it('re-places saved Subscribe/SubscribeOhlc at the broker when the connection re
   expect((await op(gw, a, 'SubscribeOhlc', { symbol: 'BTCUSD', timeframe: 1, interval: 1 })).status).toBe(200);
 
   await gw.stop();
-  await bridge!.close();
-  bridge = undefined;
+  await bs.stopBridge();
   gw = await startGateway();
   const during = await openWs(gw, a.handle, a.key);
   sockets.push(during);
   await new Promise((r) => setTimeout(r, OUTAGE_MS));
 
-  bridge = await startSimServer(sim, { port, host: '127.0.0.1' });
+  await bs.restartBridge();
   for (let i = 0; i < 40; i++) {
     // CheckConnect cuts the reconnect backoff short.
     if ((await op(gw, a, 'CheckConnect')).body?.connected) break;

@@ -10,10 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { toServerTime } from '../../src/market/serverClock.js';
 import { loadSimConfig } from '../../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
 
 const config = loadSimConfig();
@@ -23,29 +21,23 @@ const offsetAt = (utcMs: number) => toServerTime(utcMs, P5.timeZone) - utcMs;
 /** A `time` string without zone (server clock) as ms. */
 const serverMs = (iso: string) => Date.parse(`${iso}Z`);
 
-let sim: Simulator;
-let bridge: SimServerHandle | undefined;
-let port = 0;
+let bs: BridgeSim;
 let gw: TestGateway | undefined;
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bridge-clock-'));
 const sockets: StreamClient[] = [];
 
 const startGateway = () => startTestGateway(
-  { brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, streamHeartbeatMs: 300 },
+  { brokerMode: 'bridge', bridgeUrl: bs.url, streamHeartbeatMs: 300 },
   { dataDir },
 );
 
 beforeAll(async () => {
-  sim = new Simulator({ config, store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  port = bridge.port;
+  bs = await startBridgeSim({ config });
 }, 30_000);
 afterAll(async () => {
   for (const s of sockets) await s.close();
   await gw?.stop();
-  await bridge?.close();
-  sim?.stop();
+  await bs?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -90,14 +82,13 @@ it('keeps /v1/stream on the broker server clock when a socket was opened before 
 
   // Restart the gateway while the simulator is down: the account's connection keeps retrying.
   await gw.stop();
-  await bridge!.close();
-  bridge = undefined;
+  await bs.stopBridge();
   gw = await startGateway();
   const early = await open(key, id);
   const hb = await early.next('HEARTBEAT');
   expect(hb.data.connection).toBe('connecting');
 
-  bridge = await startSimServer(sim, { port, host: '127.0.0.1' });
+  await bs.restartBridge();
   for (let i = 0; i < 40; i++) {
     // CheckConnect cuts the reconnect backoff short.
     if ((await gw.req('GET', `/CheckConnect?id=${id}`, { headers: h })).body?.connected) break;

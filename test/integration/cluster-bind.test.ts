@@ -7,25 +7,15 @@ import { connect } from '@nats-io/transport-node';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
-import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
-import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
-import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
-import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
 
-let nats: Engine, postgres: Engine;
-let bridge: SimServerHandle;
-let pool: PgPool;
-let databaseUrl: string;
+let engines: ClusterEngines;
 const secretKey = randomBytes(32).toString('hex');
 const apiKey = generateKey('api');
 const otherKey = generateKey('api');
@@ -33,14 +23,8 @@ const mgmtKey = generateKey('management');
 const nodes: TestGateway[] = [];
 
 beforeAll(async () => {
-  const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  [nats, postgres] = await Promise.all([startNats(), startPostgres()]);
-  databaseUrl = await createDatabase(postgres.url);
-  pool = openPgPool(databaseUrl);
-  await runPgMigrations(pool, databaseUrl);
-  const t = new PgTenancy(pool);
+  engines = await startClusterEngines();
+  const t = engines.tenancy;
   const now = Date.now();
   for (const [customer, key] of [['c1', apiKey], ['c2', otherKey]] as const) {
     await t.createCustomer(customer, customer, now);
@@ -49,20 +33,17 @@ beforeAll(async () => {
   await t.insertKey({ id: mgmtKey.id, customer_id: 'c1', kind: 'management', hash: hashSecret(mgmtKey.secret), label: 'ops', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   for (const nodeId of ['bind-a', 'bind-b']) {
     nodes.push(await startTestGateway({
-      brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey,
-      natsUrl: nats.url, databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey,
+      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
     }));
   }
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await pool?.end();
-  await bridge?.close();
-  await nats?.stop();
-  await postgres?.stop();
+  await engines?.stop();
 });
 
-const liveBindings = async (login: string) => (await pool.query<{ seat_id: string }>(
+const liveBindings = async (login: string) => (await engines.pool.query<{ seat_id: string }>(
   'SELECT b.seat_id FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL AND b.login = $1', [login])).rows.map((r) => r.seat_id);
 
 describe('cluster: one account per broker login, across nodes', () => {
@@ -122,18 +103,18 @@ describe('cluster: a start that fails after the cluster side opened', () => {
   it('closes its PostgreSQL pools and its NATS connection', async () => {
     const taken = nodes[0]!.gw.port; // listen fails: after the mirror, NATS and the first lease round
     await expect(startTestGateway({
-      brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1, secretKey, port: taken,
-      natsUrl: nats.url, databaseUrl, nodeId: 'bind-fail', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey, port: taken,
+      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'bind-fail', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
     })).rejects.toThrow(/cannot listen/);
-    await until(async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'tagw bind-fail%'")).rowCount === 0, 'the failed node\'s PostgreSQL connections to close');
-    const nc = await connect({ servers: nats.url });
+    await until(async () => (await engines.pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'tagw bind-fail%'")).rowCount === 0, 'the failed node\'s PostgreSQL connections to close');
+    const nc = await connect({ servers: engines.nats.url });
     try {
       // Nothing answers the failed node's calls: its connection (and subscription) is gone.
       await expect(nc.request(SUBJECTS.nodeCall('bind-fail'), '{}', { timeout: 2_000 })).rejects.toThrow(/no responders/i);
     } finally {
       await nc.close();
     }
-    expect((await pool.query("SELECT 1 FROM cluster_nodes WHERE node_id = 'bind-fail'")).rowCount).toBe(0);
+    expect((await engines.pool.query("SELECT 1 FROM cluster_nodes WHERE node_id = 'bind-fail'")).rowCount).toBe(0);
   }, 60_000);
 });
 
@@ -192,7 +173,7 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
 });
 
 describe('cluster: binding changes made in the owner\'s shard reach PostgreSQL', () => {
-  const binding = async (id: string) => (await pool.query<{ platform: string; build: number | null }>('SELECT platform, build FROM account_bindings WHERE seat_id = $1', [id])).rows[0];
+  const binding = async (id: string) => (await engines.pool.query<{ platform: string; build: number | null }>('SELECT platform, build FROM account_bindings WHERE seat_id = $1', [id])).rows[0];
 
   it('the platform its broker server reports at the bind, and the build /Upgrade sets, through a node that does not own the account', async () => {
     // No platform given: the row starts as P5 and the owner's shard learns P4 from the server.

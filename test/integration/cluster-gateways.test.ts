@@ -2,27 +2,22 @@
 // an order sent through the node that does not own the account reaches the broker once, through
 // the owner's shards, and its retry is the owner's idempotent replay. Leases in memory.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { startNats, type Engine } from '../helpers/engines.js';
 import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { bindAccount, openedTickets } from '../helpers/trading.js';
 
 let nats: Engine;
-let bridge: SimServerHandle;
+let bs: BridgeSim;
 let gwA: TestGateway, gwB: TestGateway;
 let A: TestNode, B: TestNode;
 let account: { key: string; id: string };
 
 beforeAll(async () => {
-  const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
+  bs = await startBridgeSim();
   nats = await startNats();
-  const bridged = { brokerMode: 'bridge' as const, bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1 };
+  const bridged = { brokerMode: 'bridge' as const, bridgeUrl: bs.url, shards: 1 };
   [gwA, gwB] = await Promise.all([startTestGateway(bridged), startTestGateway(bridged)]);
   const leases = new MemoryLeases();
   [A, B] = await Promise.all([
@@ -35,7 +30,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([A, B].map((n) => n?.close()));
   await Promise.all([gwA, gwB].map((g) => g?.stop()));
-  await bridge?.close();
+  await bs?.close();
   await nats?.stop();
 });
 

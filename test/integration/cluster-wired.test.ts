@@ -7,24 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
-import { openPgPool } from '../../src/cluster/pgPool.js';
-import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
-import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
-import { createDatabase, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { op, openWs } from '../helpers/gateway-helpers.js';
 import { mustOpen } from '../helpers/stream-helpers.js';
 import { openedTickets, orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 
-let nats: Engine, postgres: Engine;
-let bridge: SimServerHandle;
-let databaseUrl: string;
+let engines: ClusterEngines;
 const secretKey = randomBytes(32);
 const apiKey = generateKey('api');
 const account = randomUUID();
@@ -35,8 +26,8 @@ const nodes: TestGateway[] = [];
 // (SIGTERM) do not wait for it.
 async function startNode(nodeId: string): Promise<TestGateway> {
   const gw = await startTestGateway({
-    brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 2, secretKey: secretKey.toString('hex'),
-    natsUrl: nats.url, databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey: secretKey.toString('hex'),
+    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
   });
   nodes.push(gw);
   return gw;
@@ -49,14 +40,8 @@ async function actors(gw: TestGateway): Promise<number> {
 }
 
 beforeAll(async () => {
-  const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  [nats, postgres] = await Promise.all([startNats(), startPostgres()]);
-  databaseUrl = await createDatabase(postgres.url);
-  const pool = openPgPool(databaseUrl);
-  await runPgMigrations(pool, databaseUrl);
-  const t = new PgTenancy(pool);
+  engines = await startClusterEngines();
+  const t = engines.tenancy;
   const now = Date.now();
   await t.createCustomer('c1', 'bots', now);
   await t.insertKey({ id: apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
@@ -66,13 +51,10 @@ beforeAll(async () => {
     seat_id: account, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: 'bot',
     password_enc: new SecretBox(secretKey).seal('pw', account), build: null, created_at: now, updated_at: now,
   });
-  await pool.end();
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await bridge?.close();
-  await nats?.stop();
-  await postgres?.stop();
+  await engines?.stop();
 });
 
 describe('gateways as cluster nodes', () => {
@@ -192,18 +174,14 @@ describe('gateways as cluster nodes', () => {
     const local = owner.gw.services.shards;
     // Just acquired (a node that joined takes its share): started once the mirror pass is done.
     await until(async () => (await local.callShard(local.shardFor(account), 'account.status', { accountId: account }).catch(() => undefined))?.phase === 'connected', 'the owner to run the account');
-    const pool = openPgPool(databaseUrl);
-    try {
-      // What a takeover after a pause looks like from the old owner: the row names another node at a newer epoch.
-      await pool.query("UPDATE account_leases SET owner = 'node-elsewhere', epoch = epoch + 1, expires_at = now() + interval '1 hour' WHERE account_id = $1", [account]);
-      await until(() => !owner.gw.cluster!.owned().includes(account), 'the owner to find its lease revoked');
-      await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
-      expect(owner.gw.cluster!.status().leases.lost).toBeGreaterThanOrEqual(1);
-      // A trade through it is not sent: the router finds the account owned by a node that does not answer, waits, then 503.
-      const r = await orderSend(owner.url, apiKey.value, account, 'after-loss');
-      expect(r.status).toBe(503);
-    } finally {
-      await pool.end();
-    }
+    const { pool } = engines;
+    // What a takeover after a pause looks like from the old owner: the row names another node at a newer epoch.
+    await pool.query("UPDATE account_leases SET owner = 'node-elsewhere', epoch = epoch + 1, expires_at = now() + interval '1 hour' WHERE account_id = $1", [account]);
+    await until(() => !owner.gw.cluster!.owned().includes(account), 'the owner to find its lease revoked');
+    await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    expect(owner.gw.cluster!.status().leases.lost).toBeGreaterThanOrEqual(1);
+    // A trade through it is not sent: the router finds the account owned by a node that does not answer, waits, then 503.
+    const r = await orderSend(owner.url, apiKey.value, account, 'after-loss');
+    expect(r.status).toBe(503);
   }, 90_000);
 });

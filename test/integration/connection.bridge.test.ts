@@ -3,25 +3,18 @@
 // and binding: what the bridge refuses fails the bind as in embedded mode; an unreachable bridge does not.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 
-let sim: Simulator;
-let bridge: SimServerHandle;
+let bs: BridgeSim;
 let t: TestGateway;
 beforeAll(async () => {
-  sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}` });
+  bs = await startBridgeSim();
+  t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url });
 }, 30_000);
 afterAll(async () => {
   await t?.stop();
-  await bridge?.close();
-  sim?.stop();
+  await bs?.close();
 });
 
 it('binds, reads, trades idempotently and survives a dropped bridge socket', async () => {
@@ -35,7 +28,7 @@ it('binds, reads, trades idempotently and survives a dropped bridge socket', asy
   expect((await t.req('GET', `/BalanceHistory?id=${id}`, { headers: h })).status).toBe(501);
   const o = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`, { headers: h });
   expect(o.status, o.text).toBe(200);
-  bridge.dropAll();
+  bs.bridge!.dropAll();
   let again = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`, { headers: h });
   for (let i = 0; i < 30 && again.status === 503; i++) {
     await t.req('GET', `/CheckConnect?id=${id}`, { headers: h });
@@ -66,7 +59,7 @@ it('a broker server the bridge does not know answers 400 at once and creates not
 });
 
 it('a login the bridge refuses answers 400 BROKER_AUTH_FAILED and creates nothing', async () => {
-  sim.server('Sim-P5-Demo')!.login('br-auth', 'right-pw');
+  bs.sim.server('Sim-P5-Demo')!.login('br-auth', 'right-pw');
   const before = await seatCount(t);
   const b = await t.req('POST', '/v1/broker-accounts', {
     headers: mgmt(t.managementKey), body: { platform: 'P5', user: 'br-auth', password: 'wrong-pw', server: 'Sim-P5-Demo' },
@@ -77,14 +70,11 @@ it('a login the bridge refuses answers 400 BROKER_AUTH_FAILED and creates nothin
 });
 
 it('an unreachable bridge does not fail the bind: the platform given (else P5) is kept until the server tells', async () => {
-  // A port nothing listens on (yet).
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise<void>((r) => probe.close(() => r()));
+  // A bridge's port that nothing listens on (yet).
+  const later = await startBridgeSim();
+  await later.stopBridge();
   // Short waits for the connection: each bind below answers 'connecting' after bindWaitMs (3 s by default).
-  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, bindWaitMs: 300, checkWaitMs: 500 });
-  let later: SimServerHandle | undefined;
+  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: later.url, bindWaitMs: 300, checkWaitMs: 500 });
   try {
     const key = (await g.req('POST', '/v1/keys', { headers: mgmt(g.managementKey), body: { label: 'd' } })).body.key;
     const h = { 'x-api-key': key };
@@ -101,7 +91,7 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
     const nowhere = await g.req('POST', '/ConnectEx', { headers: h, body: { user: 'down-3', password: 'pw', server: 'NoSuchServer' } });
     expect(nowhere.status, nowhere.text).toBe(200);
 
-    later = await startSimServer(sim, { port, host: '127.0.0.1' });
+    await later.restartBridge();
     for (const id of [b.body.id as string, c.body.id as string]) {
       let st = await g.req('GET', `/CheckConnect?id=${id}`, { headers: h });
       for (let i = 0; i < 40 && !st.body.connected; i++) st = await g.req('GET', `/CheckConnect?id=${id}`, { headers: h });
@@ -122,7 +112,7 @@ it('an unreachable bridge does not fail the bind: the platform given (else P5) i
     expect(q.status, q.text).toBe(200);
   } finally {
     await g.stop();
-    await later?.close();
+    await later.close();
   }
 }, 60_000);
 

@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../../src/auth/bootstrap.js';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { startSimServer } from '../../src/simServer.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startBridgeSim } from '../helpers/sim-helpers.js';
 
 let t: TestGateway;
 let key: string;
@@ -118,10 +115,8 @@ describe('simulator fault injection over HTTP', () => {
 describe('simulator fault routes in bridge mode', () => {
   it('answer 400 for every method: the faults live in the simulator process, an empty list would be wrong', async () => {
     // A standalone simulator takes its faults from its servers file; the gateway cannot list or clear them.
-    const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-    sim.start();
-    const bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-    const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}` });
+    const bs = await startBridgeSim();
+    const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url });
     try {
       const h = { headers: mgmt(g.managementKey) };
       const post = await g.req('POST', '/v1/sim/faults', { ...h, body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });
@@ -132,8 +127,7 @@ describe('simulator fault routes in bridge mode', () => {
       expect((await g.req('DELETE', '/v1/sim/faults', h)).status).toBe(400);
     } finally {
       await g.stop();
-      await bridge.close();
-      sim.stop();
+      await bs.close();
     }
   }, 30_000);
 });

@@ -10,43 +10,34 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { SimBrokerConnection } from '../../src/broker/sim.js';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { bindAccount } from '../helpers/trading.js';
 
 const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 200, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000 };
 const ACCOUNT = new Set(['POSITIONS', 'ORDERS', 'TRADE']);
 
-let sim: Simulator;
-let bridge: SimServerHandle | undefined;
-let port = 0;
+let bs: BridgeSim;
 const dirs: string[] = [];
 const gateways: TestGateway[] = [];
 const clients: StreamClient[] = [];
 
 beforeAll(async () => {
-  sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-  sim.start();
-  bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
-  port = bridge.port;
+  bs = await startBridgeSim();
 }, 30_000);
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close()));
   for (const g of gateways.splice(0)) await g.stop();
-  bridge ??= await startSimServer(sim, { port, host: '127.0.0.1' });
+  await bs.restartBridge();
 });
 afterAll(async () => {
-  await bridge?.close();
-  sim?.stop();
+  await bs?.close();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 async function gateway(dataDir: string): Promise<TestGateway> {
-  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${port}`, streamHeartbeatMs: 200, ...TIMING }, { dataDir });
+  const g = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url, streamHeartbeatMs: 200, ...TIMING }, { dataDir });
   gateways.push(g);
   return g;
 }
@@ -59,7 +50,7 @@ async function open(g: TestGateway, key: string, id: string, q: Record<string, s
 
 /** A deal made at the broker by another terminal of the same login (the gateway sees no request). */
 async function dealAtBroker(user: string, volume: number): Promise<number> {
-  const conn = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: user, password: 'pw' });
+  const conn = new SimBrokerConnection(bs.sim, { server: 'Sim-P5-Demo', login: user, password: 'pw' });
   await conn.connect();
   const r = await conn.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume });
   if (!r.ok) throw new Error(`order refused: ${JSON.stringify(r)}`);
@@ -113,10 +104,9 @@ it('a deal made at the broker while the gateway was down: after the restart the 
 it('a deal made at the broker during an upstream outage is one TRADE (the bridge adapter and the resync both find it)', async () => {
   const { user, g, key, id, c } = await boundStream('outage');
 
-  await bridge!.close();
-  bridge = undefined;
+  await bs.stopBridge();
   const ticket = await dealAtBroker(user, 0.02);
-  bridge = await startSimServer(sim, { port, host: '127.0.0.1' });
+  await bs.restartBridge();
   await c.until((x) => x.of('ORDERS').filter((f) => f.data.snapshot).length >= 2, 15_000, 'the resync pair after the outage');
   // Anything still on its way after the resync would be a duplicate: a live deal is the fence.
   const r = await fetch(`${g.url}/OrderSend?id=${id}&symbol=BTCUSD&operation=Sell&volume=0.01`, { headers: { 'x-api-key': key } });

@@ -10,12 +10,9 @@ import WebSocket from 'ws';
 import { ConfigError, parseConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/log.js';
-import { loadSimConfig } from '../../src/sim/config.js';
-import { Simulator } from '../../src/sim/simulator.js';
-import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
 import { SHARD_WORKER, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { fingerprintOf, httpsJson, makeCerts, type TestCerts } from '../helpers/tls.js';
 import { parseResponses, rawGet, type RawResponse } from '../helpers/rawHttp.js';
 import { until } from '../helpers/until.js';
@@ -188,22 +185,19 @@ describe('SIGHUP reloads the certificate', () => {
 });
 
 describe('bridge over TLS', () => {
-  let sim: Simulator;
-  let bridge: SimServerHandle;
+  let bs: BridgeSim;
   beforeAll(async () => {
-    sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
-    bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1', tls: { cert: readFileSync(certs.a.cert), key: readFileSync(certs.a.key) } });
+    bs = await startBridgeSim({ start: false, tls: { cert: readFileSync(certs.a.cert), key: readFileSync(certs.a.key) } });
   });
   afterAll(async () => {
-    await bridge?.close();
-    sim?.stop();
+    await bs?.close();
   });
 
   const connectEx = (t: TestGateway, user: string) => t.req('POST', '/v1/keys', { headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: { label: 'b' } })
     .then((k) => t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k.body.key }, body: { user, password: 'bridge-secret', server: 'Sim-P5-Demo' } }).then((r) => ({ r, key: k.body.key as string })));
 
   it('tls://host:port with the pinned CA: accounts bind and quote', async () => {
-    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: `tls://127.0.0.1:${bridge.port}`, bridgeCaFile: certs.ca });
+    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: bs.url, bridgeCaFile: certs.ca });
     try {
       const { r, key } = await connectEx(t, 'over-tls');
       expect(r.status, r.text).toBe(200);
@@ -251,7 +245,7 @@ describe('bridge over TLS', () => {
 
   it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {
     const lines: string[] = [];
-    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER });
+    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bs.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER });
     await gw.close();
     expect(lines.some((l) => l.includes('bridge without TLS'))).toBe(true);
     await expect(startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:1', bridgeCaFile: certs.ca }), { log: createLogger('silent') }))

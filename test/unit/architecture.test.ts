@@ -147,7 +147,7 @@ describe('architecture (docs/architecture.md)', () => {
     const loose = readdirSync(join(ROOT, 'test')).filter((f) => f.endsWith('.ts'));
     expect(loose).toEqual([]);
     const unitWithSockets = sources('test/unit').filter((f) =>
-      /startTestGateway|startProcess|startSimServer|WebSocket|\bfetch\(|createServer|\.listen\(/.test(readFileSync(join(ROOT, f), 'utf8')));
+      /startTestGateway|startProcess|startSimServer|startBridgeSim|WebSocket|\bfetch\(|createServer|\.listen\(/.test(readFileSync(join(ROOT, f), 'utf8')));
     expect(unitWithSockets.filter((f) => !f.endsWith('architecture.test.ts'))).toEqual([]);
   });
 
