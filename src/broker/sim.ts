@@ -268,7 +268,7 @@ export class SimBrokerConnection implements BrokerConnection {
     // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record.
     if (claim && (!this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0)) {
       claim.check();
-      claim.write();
+      claim.write(undefined);
       claim = undefined;
     }
     const acc = await this.ready();

@@ -26,8 +26,9 @@ export interface AtomicClaim {
   /** Called before the trade executes; reads only; throws to refuse it (nothing is executed). */
   check(): void;
   /** The caller's writes, called after the trade executed in memory, inside the one transaction
-   *  that commits them with its booking. */
-  write(): void;
+   *  that commits them with its booking: `booked` is the trade's result (undefined when the
+   *  booking threw), so the caller can store its outcome in the same commit. */
+  write(booked: TradeResult | undefined): void;
 }
 
 // ---- connection -----------------------------------------------------------------------

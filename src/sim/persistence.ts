@@ -72,10 +72,10 @@ export interface SimPersistence {
   /** Books a trade and commits it with the caller's claim (its writes on this same database) in
    *  one short transaction now, instead of at the turn's group commit: `claim.check()` first (it
    *  throws to refuse: nothing is booked), then `book()` (the trade, applied in memory), then one
-   *  IMMEDIATE transaction with `claim.write()` and the booking's journal rows (and whatever was
-   *  queued before). `book` throwing still commits the claim (it may have applied something),
-   *  then rethrows. Stores that cannot share the caller's database leave it out. */
-  bookAtomically?<T>(claim: { check(): void; write(): void }, book: () => T): T;
+   *  IMMEDIATE transaction with `claim.write(booked)` and the booking's journal rows (and whatever
+   *  was queued before). `book` throwing still commits the claim (it may have applied something;
+   *  `write` gets undefined), then rethrows. Stores that cannot share the caller's database leave it out. */
+  bookAtomically?<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): T;
   /** Commit anything queued and write pending checkpoints (graceful shutdown). */
   flush(): void;
 }

@@ -278,7 +278,7 @@ export class SqliteSimStore implements SimPersistence {
     }
   }
 
-  bookAtomically<T>(claim: { check(): void; write(): void }, book: () => T): T {
+  bookAtomically<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): T {
     claim.check();
     let out: { ok: true; value: T } | { ok: false; err: unknown };
     this.booking = true;
@@ -290,7 +290,8 @@ export class SqliteSimStore implements SimPersistence {
       }
       // IMMEDIATE: the write lock first (waiting as busy_timeout says), held only for the claim's
       // row and the journal's, not while the trade runs: other shards' connections write the same file.
-      this.atomicTx.immediate(claim.write);
+      const booked = out.ok ? out.value : undefined;
+      this.atomicTx.immediate(() => claim.write(booked));
     } catch (err) {
       // The commit failed: waiters of the changes it held get the error (as in commitQueued).
       const reject = this.rejectDurable;

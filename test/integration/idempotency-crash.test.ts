@@ -98,9 +98,12 @@ describe('a crash after the embedded simulator executed, before the outcome was 
     await bind(first);
     const answered = await send(first);
     expect(answered).toMatchObject({ status: 200, replay: false });
-    // "Crash" now: the record's outcome is committed a turn after the reply, so on disk it is still
-    // `sent`; a new shard rehydrates from the disk as it is at this moment.
-    expect(dbs[0]!.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'e-1'").get()).toEqual({ phase: 'sent' });
+    // "Crash" now: the outcome was committed with the booking, so on disk the record is already
+    // `result`. A record left `sent` (a claim committed before a held reply, or by a build that
+    // wrote outcomes a turn after the reply) must recover from the simulator's journal instead:
+    // the row is put back to `sent` to take that path; a new shard rehydrates from the disk as it is.
+    expect(dbs[0]!.prepare("SELECT phase, result_json FROM idempotency WHERE client_order_id = 'e-1'").get()).toEqual({ phase: 'result', result_json: answered.json });
+    dbs[0]!.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL WHERE client_order_id = 'e-1'").run();
     const restarted = boot();
     await bind(restarted);
     const retry = await send(restarted);

@@ -67,7 +67,7 @@ function walCommits(file: string): number {
 const turn = () => new Promise((r) => setImmediate(r));
 
 describe('idempotent orders at the embedded simulator: claim and booking in one transaction', () => {
-  it('once answered, another connection sees the claim and the booking together, written by one commit', async () => {
+  it('once answered, another connection sees the claim, its outcome and the booking together, written by one commit and nothing after', async () => {
     const dir = tempDir('tagw-idem-atomic-');
     const { host, db } = await boot(dir);
     db.pragma('wal_autocheckpoint = 0'); // the WAL keeps every commit of this test
@@ -78,13 +78,15 @@ describe('idempotent orders at the embedded simulator: claim and booking in one 
     const before = journalRows();
     const answered = await send(host, 'a-1');
     expect(answered).toMatchObject({ status: 200, replay: false });
-    // No turn has passed: the claim ('sent', its outcome is written a turn later) and the
+    // No turn has passed: the claim, its outcome ('result', with the answer's bytes) and the
     // simulator's journal row were committed by the answer's own transaction.
-    expect(reader.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'a-1'").get()).toEqual({ phase: 'sent' });
+    expect(reader.prepare("SELECT phase, result_json FROM idempotency WHERE client_order_id = 'a-1'").get()).toEqual({ phase: 'result', result_json: answered.json });
     expect(journalRows()).toBeGreaterThan(before);
     expect(walCommits(join(dir, 'tagw.sqlite-wal')) - commitsBefore).toBe(1);
+    // Nothing is left to write after the reply: no second commit for the order.
     await turn();
-    expect(reader.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'a-1'").get()).toEqual({ phase: 'result' });
+    await turn();
+    expect(walCommits(join(dir, 'tagw.sqlite-wal')) - commitsBefore).toBe(1);
   });
 
   it('a commit that fails after the claim leaves neither on disk; the id answers 409, nothing is sent twice', async () => {

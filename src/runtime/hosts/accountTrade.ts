@@ -6,7 +6,7 @@ import { createActor, type Actor } from 'xstate';
 import { idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult } from '../../../actors/idempotency.js';
 import { FreshRecord, type FreshRecordActions } from '../../../actors/idempotencyFresh.js';
 import type { BrokerConnection } from '../../broker/types.js';
-import type { RequestLookup } from '../../market/orders.js';
+import type { RequestLookup, TradeResult } from '../../market/orders.js';
 import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { systemClock, type Clock } from '../../util/clock.js';
@@ -397,10 +397,17 @@ export class TradeDesk {
         if (this.store.get(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
         checked = true;
       },
-      write: () => {
+      // The booking's result is known before its commit: the record takes it in the same
+      // transaction (sent, then result), so nothing is left to write after the reply.
+      write: (booked: TradeResult | undefined) => {
         rec.actor.send({ type: 'send' });
         const s = rec.actor.getSnapshot();
         if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
+        if (booked !== undefined) {
+          rec.actor.send({ type: 'done', result: answer(booked) });
+          const r = rec.actor.getSnapshot();
+          if (r.status !== 'active' || !r.matches('result')) throw r.status === 'error' ? r.error : stoppedError();
+        }
       },
     };
     const outcome = new Promise<Outcome>((resolve, reject) => {
@@ -408,6 +415,14 @@ export class TradeDesk {
     });
     try {
       const result = await execute(prep, lease, requestId, claim);
+      const s = rec.actor.getSnapshot();
+      if (s.matches('result')) {
+        // Settled in the booking's transaction: answered now, with the stored bytes.
+        rec.reply = undefined;
+        this.idle(rec);
+        this.evict(rec);
+        return { type: 'done', result: s.context.result! };
+      }
       this.outcome(rec, { type: 'done', result });
     } catch (err) {
       if (!checked) {

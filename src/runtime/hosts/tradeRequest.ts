@@ -53,8 +53,18 @@ export function paramsHash(op: TradeOp, canonical: unknown): string {
   return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
 }
 
+/** Answers already made, by result: an atomic booking stores its answer inside the transaction,
+ *  and the same result then comes back through `execute`. */
+const answered = new WeakMap<TradeResult, StoredResult>();
+
 /** The answer to a trade: fills and broker rejections are both final (and replayed). */
 export function answer(r: TradeResult): StoredResult {
+  let a = answered.get(r);
+  if (a === undefined) answered.set(r, (a = makeAnswer(r)));
+  return a;
+}
+
+function makeAnswer(r: TradeResult): StoredResult {
   if (r.ok) return { status: 200, json: JSON.stringify(utc({ ...r.order, retcode: r.retcode, deals: r.deals })) };
   return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
 }
