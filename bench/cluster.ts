@@ -10,6 +10,9 @@
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
 //   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`.
+// - Handover (bench/lib/clusterHandover.ts): a SIGTERM handover between two lease keepers, the
+//   survivor nudged by the release announcements vs. on its periodic rounds alone (lease 3 s, 40
+//   accounts, `--handover-runs` runs of each, alternating).
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -33,6 +36,7 @@ import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
 import { measureTakeover } from './lib/clusterTakeover.js';
+import { measureHandover } from './lib/clusterHandover.js';
 import type { ClientJob } from './streamClient.js';
 import { StreamHist, type HistData } from './streamHist.js';
 
@@ -67,6 +71,7 @@ const ORDERS = arg('orders', 1000);
 const QUOTES = arg('quotes', 5000);
 const ACCOUNTS = arg('accounts', 12);
 const LEASE_MS = arg('lease-ms', 1_500);
+const HANDOVER_RUNS = arg('handover-runs', 3);
 const BLOCK = 100;
 const PER_ACCOUNT = 200; // a demo account's margin lasts a few hundred 0.01 BTCUSD positions
 const MGMT = 'bench-management-key-0123456789abcdef';
@@ -205,6 +210,8 @@ for (const d of dirs) rmSync(d, { recursive: true, force: true });
 
 process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of an owner\n');
 const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS });
+process.stderr.write('handover: two lease keepers, SIGTERM, with and without the nudge\n');
+const handover = await measureHandover({ leaseMs: 3_000, accounts: 40, runs: HANDOVER_RUNS });
 const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
 const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 console.log('local OrderSend    ', local.summary());
@@ -225,6 +232,7 @@ console.log(JSON.stringify({
   forwarded: forwardedCount, served: servedByA,
   takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attempts },
   accountsPerNode: takeover.accountsPerNode,
+  handover,
 }));
 
 process.exit(0);

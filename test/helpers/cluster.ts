@@ -2,11 +2,13 @@
 // and an in-memory lease table standing in for PostgreSQL's account_leases (the truth the caches
 // look up on a miss; every change is announced by the node that makes it, as leases do); the
 // engines gateways in cluster mode need, started together.
+import { LeaseKeeper, monotonicClock, nudgeOnRelease } from '../../src/cluster/leaseKeeper.js';
+import { NatsLink } from '../../src/cluster/natsLink.js';
 import { startNatsNode, type NatsNode } from '../../src/cluster/natsNode.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
-import type { OwnerCache, OwnerInfo } from '../../src/cluster/owners.js';
+import { OwnerCache, type OwnerInfo } from '../../src/cluster/owners.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
@@ -76,6 +78,41 @@ export async function startClusterEngines(): Promise<ClusterEngines> {
       await pool.end();
       await sim.close();
       await Promise.all([nats.stop(), postgres.stop()]);
+    },
+  };
+}
+
+export interface KeeperNode {
+  keeper: LeaseKeeper;
+  /** How many leases the keeper holds. */
+  holds(): number;
+  /** Stops the keeper (no handover), its owner cache and NATS link. */
+  close(): Promise<void>;
+}
+
+/** A lease keeper on `pool` that announces its acquisitions and releases on its own NATS connection
+ *  through an OwnerCache; `nudge`: a "no owner" announcement runs its round at once, as ClusterNode wires it. */
+export async function startKeeperNode(opts: { natsUrl: string; id: string; pool: PgPool; accounts: readonly string[]; leaseMs: number; nudge: boolean }): Promise<KeeperNode> {
+  const log = createLogger('silent');
+  const { id } = opts;
+  const link = await NatsLink.connect({ url: opts.natsUrl, name: id, log });
+  const owners = new OwnerCache({ link, log, lookup: async () => ({ owner: null, epoch: 0 }) });
+  const keeper: LeaseKeeper = new LeaseKeeper({
+    db: opts.pool, nodeId: id, leaseMs: opts.leaseMs, clock: monotonicClock, accounts: () => opts.accounts, log,
+    events: {
+      acquired: (ls) => ls.forEach((l) => owners.announce(l.accountId, { owner: id, epoch: l.epoch })),
+      released: (ls) => ls.forEach((l) => owners.announce(l.accountId, { owner: null, epoch: l.epoch })),
+    },
+  });
+  if (opts.nudge) nudgeOnRelease(owners, keeper);
+  await link.nc.flush();
+  return {
+    keeper,
+    holds: () => keeper.held().length,
+    close: async () => {
+      await keeper.stop({ handover: false });
+      owners.close();
+      await link.close();
     },
   };
 }
