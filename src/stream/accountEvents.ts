@@ -213,21 +213,43 @@ export class AccountEvents {
   /**
    * Sends what the socket still misses, up to the hard limit; the rest on the next drain (a long
    * replay may be larger than one socket buffer). Live frames wait behind it, so the order holds;
-   * the socket is live once it has everything.
+   * the socket is live once it has everything. Cluster mode: a replay from the shared history
+   * (sock.backlog) goes first, paced the same way, then what this node's memory holds after it.
    */
   continueReplay(sock: Sock): void {
     if (sock.closed || sock.stream !== 'replaying') return;
+    const ws = sock.ws;
+    const fits = (frame: string): boolean => {
+      const buffered = ws.getBufferedAmount();
+      return buffered === 0 || buffered + frame.length <= this.out.hard;
+    };
+    const b = sock.backlog;
+    if (b) {
+      ws.cork(() => {
+        for (; b.next < b.entries.length; b.next++) {
+          const e = b.entries[b.next]!;
+          if (!fits(e.frame)) return;
+          ws.send(e.frame);
+          sock.cursor = e.seq;
+        }
+      });
+      if (b.next < b.entries.length) return; // the rest on the next drain
+      sock.backlog = null;
+    }
     const h = sock.acc.history;
+    if (sock.cursor >= h.seq) {
+      // A shared-history replay may reach past what this node's feed delivered yet: live frames skip those.
+      sock.stream = 'live';
+      return;
+    }
     const r = h.replay({ epoch: h.epoch, seq: sock.cursor }, this.deps.clock.now());
     if (!r.recovered) {
       this.out.end(sock, 'BACKPRESSURE'); // it read so slowly that the history moved past it
       return;
     }
-    const ws = sock.ws;
     ws.cork(() => {
       for (const e of r.entries) {
-        const buffered = ws.getBufferedAmount();
-        if (buffered > 0 && buffered + e.frame.length > this.out.hard) return;
+        if (!fits(e.frame)) return;
         ws.send(e.frame);
         sock.cursor = e.seq;
       }

@@ -232,15 +232,11 @@ export class SharedAccounts {
       if (!r.recovered || h.epoch !== since.epoch || last < h.firstSeq - 1) return failed();
       const tail = Math.max(0, h.seq - last);
       if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.entries.length + tail}}`)) return;
-      sock.ws.cork(() => {
-        for (const e of r.entries) sock.ws.send(e.frame);
-      });
-      sock.cursor = last;
-      if (tail === 0) sock.stream = 'live';
-      else {
-        sock.stream = 'replaying';
-        this.events.continueReplay(sock);
-      }
+      // Paced by the socket's buffer as a replay from memory is: the rest as it drains.
+      sock.cursor = since.seq;
+      sock.backlog = { entries: r.entries, next: 0 };
+      sock.stream = 'replaying';
+      this.events.continueReplay(sock);
     }, () => {
       if (!sock.closed && sock.stream === 'waiting') failed();
     }).catch((err: unknown) => this.deps.log.error('shared resume failed', { accountId: acc.id, err: errorMessage(err) }));

@@ -8,7 +8,7 @@ import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 import type { Deal, Order, Position } from '../market/orders.js';
 import type { DealLedger } from './deals.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
-import type { AccountHistory, StreamPosition } from './history.js';
+import type { AccountHistory, HistoryEntry, StreamPosition } from './history.js';
 import type { SharedState } from './shared.js';
 
 /** A server's clock, as its broker reported it (never a placeholder: see Topics.noteServer). */
@@ -102,6 +102,9 @@ export interface Sock {
   stream: 'held' | 'none' | 'waiting' | 'replaying' | 'live';
   /** The last account seq this socket got (or that its snapshot covered). */
   cursor: number;
+  /** Cluster mode: frames of a resume replayed from the shared history (JetStream) not sent yet;
+   *  sent as the socket drains, before what this node's memory holds after them. */
+  backlog: { entries: readonly HistoryEntry[]; next: number } | null;
   /** What the client asked for at the upgrade. */
   since: StreamPosition | 'message' | null;
   /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a

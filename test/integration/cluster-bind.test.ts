@@ -1,12 +1,18 @@
 // Gaps of cluster mode closed after it was wired: binding broker logins through two nodes at once,
 // which node answered on a WebSocket 101 and the dashboard, a failed start's cleanup, and a
-// follower node's stream across its own shard restart and a relayed rebound. Real nats-server,
-// embedded PostgreSQL, a simulator server over loopback TCP, two in-process gateways in bridge mode.
+// follower node's stream across its own shard restart and a rebound, a resume replayed from
+// JetStream to a slow reader. Real nats-server, embedded PostgreSQL, a simulator server over
+// loopback TCP, two in-process gateways in bridge mode.
+import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
+import { HISTORY_STREAM, historySubject } from '../../src/cluster/jsHistory.js';
+import type { Deal } from '../../src/market/orders.js';
+import { STREAM_EVENT } from '../../src/runtime/hosts/streamCommands.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -21,6 +27,8 @@ const apiKey = generateKey('api');
 const otherKey = generateKey('api');
 const mgmtKey = generateKey('management');
 const nodes: TestGateway[] = [];
+/** Small socket limits, so a replay of a few thousand frames is many socket buffers. */
+const HARD_LIMIT = 256 * 1024;
 
 beforeAll(async () => {
   engines = await startClusterEngines();
@@ -35,6 +43,7 @@ beforeAll(async () => {
     nodes.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey,
       natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      streamSoftLimitBytes: 16 * 1024, streamHardLimitBytes: HARD_LIMIT,
     }));
   }
 }, 60_000);
@@ -189,4 +198,64 @@ describe('cluster: binding changes made in the owner\'s shard reach PostgreSQL',
     // Every node's mirror has it: a new owner starts the account with them.
     await until(() => nodes.every((n) => n.gw.services.db.prepare<[string], { build: number | null }>('SELECT build FROM account_bindings WHERE seat_id = ?').get(id)?.build === 2_000), 'the build in every node\'s mirror');
   }, 60_000);
+});
+
+describe('cluster: a resume replayed from JetStream to a slow reader', () => {
+  const socketOf = (c: StreamClient) => (c.ws as unknown as { _socket: Socket })._socket;
+  const buffered = async (n: TestGateway) => Number(/^tagw_stream_buffered_bytes (\d+)$/m.exec((await n.req('GET', '/metrics')).text)?.[1]);
+  const pad = 'x'.repeat(1_000);
+  const deal = (ticket: number): Deal => ({
+    ticket, order: ticket, position: ticket, symbol: 'BTCUSD', type: 'Buy', entry: 'in', volume: 0.01, price: 60_000,
+    timeMsc: Date.now(), magic: 1, comment: pad, commission: 0, swap: 0, profit: 0,
+  });
+
+  it('is sent as the socket drains (its buffer stays under the hard limit), every missed frame once, in order, then live', async () => {
+    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'paced', password: 'pw', server: 'Sim-P5-Demo' } });
+    const id = bound.body.id as string;
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+    const other = nodes.find((n) => n !== owner)!;
+    const q = { id, apiKey: apiKey.value, heartbeat: '0' };
+    const first = await mustOpen(owner.url, q);
+    const cursor = await first.next('ORDERS', 0, 15_000);
+    await first.close();
+    // ~8 MB of TRADEs numbered by the owner and stored in JetStream while the client is away (the
+    // socket limit is 256 KiB); the other node never held them: its resume is replayed from JetStream.
+    const n = 6_000;
+    for (let i = 0; i < n; i++) owner.gw.stream.onShardEvent({ kind: STREAM_EVENT.deal, key: id, data: { deal: deal(5_000_000 + i) } });
+    const nc = await connect({ servers: engines.nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const head = async () => Number((await jsm.direct.getMessage(HISTORY_STREAM, { last_by_subj: historySubject(id) }))?.header.get('Tagw-Seq'));
+      await until(async () => (await head()) >= cursor.seq + n, 'the owner to store every TRADE in JetStream', 30_000);
+    } finally {
+      await nc.close();
+    }
+
+    const c = await mustOpen(other.url, { ...q, since: `${cursor.epoch}:${cursor.seq}` });
+    sockets.push(c);
+    socketOf(c).pause();
+    // While the client reads nothing: what the server buffers for it stays bounded.
+    let most = 0;
+    await until(async () => (most = Math.max(most, await buffered(other))) > 0, 'the replay to start', 15_000);
+    for (let i = 0; i < 40; i++) {
+      most = Math.max(most, await buffered(other));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    socketOf(c).resume();
+    await c.until((x) => x.of('TRADE').length >= n, 30_000, 'every missed TRADE');
+    expect(c.frames[0]).toMatchObject({ type: 'RESUMED', data: { recovered: true } });
+    expect(c.of('TRADE').map((f) => f.data.ticket)).toEqual(Array.from({ length: n }, (_, i) => 5_000_000 + i));
+    expect(c.of('TRADE').map((f) => f.seq)).toEqual(Array.from({ length: n }, (_, i) => cursor.seq + 1 + i));
+    expect(most).toBeLessThanOrEqual(HARD_LIMIT + 2 * 1_024);
+    // Then live: the owner's next frame.
+    owner.gw.stream.onShardEvent({ kind: STREAM_EVENT.deal, key: id, data: { deal: deal(6_000_000) } });
+    await c.until((x) => x.of('TRADE').length > n, 15_000, 'the live TRADE');
+    expect(c.of('TRADE').at(-1)!.seq).toBe(cursor.seq + n + 1);
+    expect(c.closed).toBeNull();
+  }, 90_000);
+  const sockets: StreamClient[] = [];
+  afterAll(async () => {
+    await Promise.all(sockets.map((c) => c.close()));
+  });
 });
