@@ -17,7 +17,8 @@ import {
 } from './orderRules.js';
 import { ChangeBatch, OrderBook } from './accountState.js';
 import { openingRecords, placedOrder, positionOrder, type OpeningRequest } from './records.js';
-import { accountSummary, positionProfit, positionSwap, positionView } from './valuation.js';
+import { accountSummary, affords, clearOfStopOut, positionProfit, positionSwap, positionView } from './valuation.js';
+import { PositionBook } from './positionBook.js';
 
 export interface AccountHost {
   readonly market: Market;
@@ -31,7 +32,8 @@ export interface AccountHost {
 }
 
 export class SimAccount {
-  readonly positions = new Map<number, StoredPosition>();
+  /** Open positions, with running totals per symbol (what margin checks and ticks ask in O(1)). */
+  readonly positions: PositionBook;
   /** Pending orders (state 'placed') and, on P4, the order record of each open ticket. */
   readonly orders = new OrderBook();
   private lastEquityMinute = -1;
@@ -43,6 +45,7 @@ export class SimAccount {
     positions: readonly StoredPosition[],
     activeOrders: readonly Order[],
   ) {
+    this.positions = PositionBook.forClock((t) => host.market.clock.toServer(t));
     for (const p of positions) this.positions.set(p.ticket, p);
     for (const o of activeOrders) this.orders.set(o.ticket, o);
   }
@@ -74,9 +77,9 @@ export class SimAccount {
   positionView(p: StoredPosition): Position {
     return positionView(this.market, this.data, p);
   }
-  private freeMarginAfter(extraMargin: number): number {
-    const sum = this.summary();
-    return sum.equity - sum.margin - extraMargin;
+  /** Is there free margin for `extraMargin` more? As the full summary says, in O(symbols held). */
+  private affords(extraMargin: number): boolean {
+    return affords(this.market, this.data, this.positions, extraMargin);
   }
 
   positionList(): Position[] {
@@ -114,7 +117,7 @@ export class SimAccount {
         return reject('INVALID_STOPS', `stops must be at least ${s.info.stopsLevel} points from the market`);
       }
       const margin = marginFor(this.market, s.info, req.volume, price, this.data.leverage, this.data.currency);
-      if (this.freeMarginAfter(margin) < 0) return reject('NO_MONEY', 'not enough money');
+      if (!this.affords(margin)) return reject('NO_MONEY', 'not enough money');
       return this.openPosition(s, side, req, price, sl, tp, null);
     }
     const problem = pendingEntryProblem(this.market, this.now, s, req, sl, tp);
@@ -335,7 +338,7 @@ export class SimAccount {
    *  pair's tick that changes a cross position's value is picked up by the stop-out check on
    *  the position's own next tick.) */
   hasSymbol(name: string): boolean {
-    for (const p of this.positions.values()) if (p.symbol === name) return true;
+    if (this.positions.count(name) > 0) return true;
     for (const o of this.orders.values()) if (o.symbol === name) return true;
     return false;
   }
@@ -356,16 +359,22 @@ export class SimAccount {
       }
     }
     if (this.positions.size > 0) {
-      for (const p of [...this.positions.values()]) {
-        if (p.symbol !== name) continue;
-        const price = p.type === 'Buy' ? bid : ask;
-        const hitSl = p.sl !== 0 && (p.type === 'Buy' ? bid <= p.sl : ask >= p.sl);
-        const hitTp = p.tp !== 0 && (p.type === 'Buy' ? bid >= p.tp : ask <= p.tp);
-        if (hitSl) this.closePart(p, p.volume, price, `[sl ${p.sl}]`);
-        else if (hitTp) this.closePart(p, p.volume, price, `[tp ${p.tp}]`);
-      }
+      // The symbol's positions are scanned only when a stop may trigger (bounds kept by the book).
+      if (this.positions.stopsMayTrigger(name, bid, ask)) this.triggerStops(name, bid, ask);
       this.checkStopOut();
     }
+  }
+
+  private triggerStops(name: string, bid: number, ask: number): void {
+    for (const p of [...this.positions.values()]) {
+      if (p.symbol !== name) continue;
+      const price = p.type === 'Buy' ? bid : ask;
+      const hitSl = p.sl !== 0 && (p.type === 'Buy' ? bid <= p.sl : ask >= p.sl);
+      const hitTp = p.tp !== 0 && (p.type === 'Buy' ? bid >= p.tp : ask <= p.tp);
+      if (hitSl) this.closePart(p, p.volume, price, `[sl ${p.sl}]`);
+      else if (hitTp) this.closePart(p, p.volume, price, `[tp ${p.tp}]`);
+    }
+    this.positions.refreshStops(name);
   }
 
   private triggerPending(s: MarketSymbol, o: Order, bid: number, ask: number): void {
@@ -383,7 +392,7 @@ export class SimAccount {
     const price = side === 'Buy' ? ask : bid;
     const margin = marginFor(this.market, s.info, o.volume, price, this.data.leverage, this.data.currency);
     if (!this.market.tradeOpenAt(s, this.now)) return;
-    if (this.freeMarginAfter(margin) < 0) {
+    if (!this.affords(margin)) {
       this.finishPending(o, 'rejected');
       return;
     }
@@ -409,6 +418,7 @@ export class SimAccount {
   /** Stop-out: while margin level < stopOut, close the position with the worst profit. */
   checkStopOut(): void {
     for (;;) {
+      if (clearOfStopOut(this.market, this.data, this.positions, this.host.config.account.stopOut)) return;
       const sum = this.summary();
       if (sum.margin <= 0 || sum.marginLevel >= this.host.config.account.stopOut) return;
       let worst: StoredPosition | null = null;

@@ -41,6 +41,21 @@ export function marginFor(market: Market, info: SymbolInfo, volume: number, pric
   return amount * info.marginRate * conversionRate(market, currency, account);
 }
 
+/** marginFor over several positions of one symbol at once, from their total lots and their total
+ *  lots x open price (the formula is linear in both): equal to the sum of marginFor per position
+ *  up to float rounding. */
+export function marginOfTotals(market: Market, info: SymbolInfo, lots: number, lotsTimesPrice: number, leverage: number, account: string): number {
+  let amount: number;
+  let currency = info.marginCurrency;
+  if (info.marginInitial > 0) amount = lots * info.marginInitial;
+  else if (info.marginCalcMode === 'Forex') amount = (lots * info.contractSize) / leverage;
+  else {
+    currency = info.currency;
+    amount = (lotsTimesPrice * info.contractSize) / (info.marginCalcMode === 'CFD' ? 1 : leverage);
+  }
+  return amount * info.marginRate * conversionRate(market, currency, account);
+}
+
 /** Profit of `volume` lots from open to close, in account currency. */
 export function profitFor(market: Market, info: SymbolInfo, side: Side, volume: number, open: number, close: number, account: string): number {
   const diff = side === 'Buy' ? close - open : open - close;
@@ -55,18 +70,29 @@ export function openPrice(market: Market, s: MarketSymbol, side: Side): number {
   return side === 'Buy' ? market.ask(s) : market.bid(s);
 }
 
+/** Weight of the rollover at the start of server day `d` (days since the epoch; day 0 was a
+ *  Thursday): Tuesday..Saturday 1, Thursday 3 (the weekend), Sunday and Monday 0. */
+const ROLLOVER_PREFIX = [3, 4, 5, 5, 5, 6, 7]; // cumulative weights of d mod 7 = 0 (Thu) .. 6 (Wed)
+
+/** Swap charges from a fixed origin up to and including server day `d`: the nights between two
+ *  days are the difference of their indexes, so a sum over positions is linear in the open days. */
+export function rolloverIndex(d: number): number {
+  const w = Math.floor(d / 7);
+  return 7 * w + ROLLOVER_PREFIX[d - 7 * w]!;
+}
+
+/** Server day (days since the epoch on the server clock) of a UTC instant. */
+export function serverDay(utcMs: number, toServer: (utc: number) => number): number {
+  return Math.floor(toServer(utcMs) / DAY);
+}
+
 /** Number of swap charges between two UTC instants: one per server-clock rollover at the
  *  start of Tuesday..Saturday, the one at the start of Thursday counting three times
  *  (the weekend), as MT brokers do. */
 export function swapNights(openUtc: number, nowUtc: number, toServer: (utc: number) => number): number {
-  const d0 = Math.floor(toServer(openUtc) / DAY);
-  const d1 = Math.floor(toServer(nowUtc) / DAY);
-  let n = 0;
-  for (let d = d0 + 1; d <= d1; d++) {
-    const dow = (d + 4) % 7;
-    if (dow >= 2 && dow <= 6) n += dow === 4 ? 3 : 1;
-  }
-  return n;
+  const d0 = serverDay(openUtc, toServer);
+  const d1 = serverDay(nowUtc, toServer);
+  return d1 > d0 ? rolloverIndex(d1) - rolloverIndex(d0) : 0;
 }
 
 /** Swap in account currency: nights * swap points * point * contractSize * volume. */

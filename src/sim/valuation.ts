@@ -2,9 +2,12 @@
 // swap, margin, the account summary and the Position records the broker interface shows. Pure.
 import type { AccountSummary } from '../market/account.js';
 import type { Position } from '../market/orders.js';
-import { closePrice, marginFor, profitFor, round2, swapFor, swapNights } from './accounting.js';
+import {
+  closePrice, conversionRate, marginFor, marginOfTotals, profitFor, rolloverIndex, round2, serverDay, swapFor, swapNights,
+} from './accounting.js';
 import type { Market } from './market.js';
 import type { StoredAccount, StoredPosition } from './persistence.js';
+import type { PositionBook } from './positionBook.js';
 
 const sym = (market: Market, name: string) => market.bySymbol.get(name)!;
 
@@ -51,6 +54,73 @@ export function accountSummary(market: Market, account: StoredAccount, positions
     leverage: account.leverage,
     currency: account.currency,
   };
+}
+
+/** An account's equity and margin from its book's running totals, in O(symbols held): what
+ *  accountSummary gives before it rounds (each position's profit and swap to the cent, then the
+ *  totals), and `slack`, how far the two can differ (half a cent per rounded figure, plus float
+ *  rounding, generously). null where the totals do not apply: a position opened on a later server
+ *  day than the instant valued (another symbol's tick earlier in the same segment window), or a
+ *  price or conversion rate missing. */
+export interface Funds {
+  readonly equity: number;
+  readonly margin: number;
+  readonly slack: number;
+}
+
+export function fundsEstimate(market: Market, account: StoredAccount, book: PositionBook): Funds | null {
+  const day = serverDay(market.now, (t) => market.clock.toServer(t));
+  if (book.size > 0 && day < book.maxOpenDay) return null;
+  const rNow = rolloverIndex(day);
+  let floating = 0;
+  let margin = 0;
+  let scale = Math.abs(account.balance) + Math.abs(account.credit);
+  for (const [name, t] of book.totals) {
+    const b = t.buy;
+    const se = t.sell;
+    if (b.n + se.n === 0) continue;
+    const s = sym(market, name);
+    const info = s.info;
+    const perPrice = info.contractSize * conversionRate(market, info.currency, account.currency);
+    const bid = market.bid(s);
+    const ask = market.ask(s);
+    const perNight = info.point * perPrice;
+    const swapBuy = info.swapLong * perNight * (rNow * b.lots - b.lotsRollover);
+    const swapSell = info.swapShort * perNight * (rNow * se.lots - se.lotsRollover);
+    const m = marginOfTotals(market, info, b.lots + se.lots, b.lotsOpen + se.lotsOpen, account.leverage, account.currency);
+    floating += (bid * b.lots - b.lotsOpen + (se.lotsOpen - ask * se.lots)) * perPrice + swapBuy + swapSell - b.swapPaid - se.swapPaid;
+    margin += m;
+    scale += (Math.abs(bid * b.lots) + Math.abs(b.lotsOpen) + Math.abs(ask * se.lots) + Math.abs(se.lotsOpen)) * Math.abs(perPrice)
+      + Math.abs(swapBuy) + Math.abs(swapSell) + Math.abs(b.swapPaid) + Math.abs(se.swapPaid) + Math.abs(m);
+  }
+  const equity = account.balance + account.credit + floating;
+  if (!Number.isFinite(equity) || !Number.isFinite(margin) || !Number.isFinite(scale)) return null;
+  return { equity, margin, slack: 0.01 * book.size + 0.011 + 1e-9 * scale };
+}
+
+/** Would accountSummary's free margin less `extra` be at least 0 (not negative)? From the running
+ *  totals when they decide it beyond their slack; else the full valuation decides, so the answer is
+ *  always the one the full summary gives. */
+export function affords(market: Market, account: StoredAccount, book: PositionBook, extra: number): boolean {
+  const f = fundsEstimate(market, account, book);
+  if (f) {
+    const free = f.equity - f.margin - extra;
+    if (free - f.slack >= 0) return true;
+    if (free + f.slack < 0) return false;
+  }
+  const sum = accountSummary(market, account, book.values());
+  return !(sum.equity - sum.margin - extra < 0);
+}
+
+/** Is the account certainly clear of stop-out (no margin, or a margin level at or above `stopOut`
+ *  whatever the rounding)? false means: ask the full summary. */
+export function clearOfStopOut(market: Market, account: StoredAccount, book: PositionBook, stopOut: number): boolean {
+  if (book.size === 0) return true;
+  const f = fundsEstimate(market, account, book);
+  if (!f) return false;
+  const eLow = f.equity - f.slack;
+  const mLow = f.margin - f.slack;
+  return mLow > 0 && eLow >= 0 && (eLow / (f.margin + f.slack)) * 100 >= stopOut + 0.01;
 }
 
 export function positionView(market: Market, account: StoredAccount, p: StoredPosition): Position {

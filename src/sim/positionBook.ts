@@ -1,0 +1,209 @@
+// An account's open positions with running totals per symbol and side, kept up to date as
+// positions open, change and close, so that what an order or a tick asks of the account (is there
+// margin for this? is the account below stop-out? can any stop of this symbol trigger?) costs per
+// symbol held, not per position. The totals are linear in the positions (lots, lots x open price,
+// lots x the rollover index of the open day); valuation.ts prices them at the market.
+import { rolloverIndex, serverDay } from './accounting.js';
+import type { StoredPosition } from './persistence.js';
+
+/** Sums over the open positions of one symbol and side. */
+export interface SideTotals {
+  n: number;
+  lots: number;
+  /** Σ lots × open price */
+  lotsOpen: number;
+  /** Σ lots × rolloverIndex(open day): swap nights of all of them = index(today) × lots − this */
+  lotsRollover: number;
+  /** Σ swapPaid */
+  swapPaid: number;
+}
+
+/** The totals of one symbol, and bounds of its stops: no buy's SL is above `buySlMax`, etc. The
+ *  bounds only widen as stops are set; a scan of the symbol's positions makes them exact again
+ *  (refreshStops). So a tick beyond none of them can trigger no stop, and needs no scan. */
+export interface SymbolTotals {
+  readonly buy: SideTotals;
+  readonly sell: SideTotals;
+  buySlMax: number;
+  buyTpMin: number;
+  sellSlMin: number;
+  sellTpMax: number;
+}
+
+const sideZero = (): SideTotals => ({ n: 0, lots: 0, lotsOpen: 0, lotsRollover: 0, swapPaid: 0 });
+const noStops = (t: SymbolTotals) => {
+  t.buySlMax = t.sellTpMax = -Infinity;
+  t.buyTpMin = t.sellSlMin = Infinity;
+};
+
+/** What one position added to its side's totals (taken off again, exactly, when it leaves). */
+interface Receipt {
+  readonly side: SideTotals;
+  readonly lots: number;
+  readonly lotsOpen: number;
+  readonly lotsRollover: number;
+  readonly swapPaid: number;
+}
+
+/**
+ * The positions map. Whoever gets a position from it (get, set) may change it in place (a partial
+ * close changes its volume, a modify its stops): such positions are re-read at the next question
+ * (settle), so the totals follow without the engine having to announce each change. Iterating
+ * (values) hands out positions to read only.
+ */
+export class PositionBook extends Map<number, StoredPosition> {
+  private readonly totalsBySymbol = new Map<string, SymbolTotals>();
+  private readonly receipts = new Map<number, Receipt>();
+  private readonly touched = new Set<number>();
+  private maxDay = -Infinity;
+  /** Changes since the totals were summed afresh: float rounding accumulates in running sums, so
+   *  they are rebuilt after about twice as many changes as positions (amortized O(1) per change;
+   *  the drift stays bounded by what a few hundred operations can add). */
+  private drift = 0;
+
+  /** `dayOf`: the server day of a UTC instant (swap nights are counted in server days). */
+  constructor(private readonly dayOf: (utcMs: number) => number) {
+    super();
+  }
+
+  static forClock(toServer: (utc: number) => number): PositionBook {
+    return new PositionBook((t) => serverDay(t, toServer));
+  }
+
+  /** The totals per symbol, up to date. */
+  get totals(): ReadonlyMap<string, SymbolTotals> {
+    this.settle();
+    return this.totalsBySymbol;
+  }
+
+  /** Latest open day of the positions held (an upper bound): valued at an earlier server day (a
+   *  tick of another symbol earlier in the same segment window), swap is not linear in the totals. */
+  get maxOpenDay(): number {
+    this.settle();
+    return this.maxDay;
+  }
+
+  /** How many positions of a symbol are open. */
+  count(symbol: string): number {
+    const t = this.totals.get(symbol);
+    return t ? t.buy.n + t.sell.n : 0;
+  }
+
+  override get(ticket: number): StoredPosition | undefined {
+    const p = super.get(ticket);
+    if (p) this.touched.add(ticket);
+    return p;
+  }
+
+  override set(ticket: number, p: StoredPosition): this {
+    super.set(ticket, p);
+    this.touched.add(ticket);
+    return this;
+  }
+
+  override delete(ticket: number): boolean {
+    if (!super.delete(ticket)) return false;
+    this.touched.add(ticket);
+    return true;
+  }
+
+  override clear(): void {
+    super.clear();
+    this.rebuild();
+  }
+
+  /** Could a tick at these prices trigger any SL or TP of the symbol? */
+  stopsMayTrigger(symbol: string, bid: number, ask: number): boolean {
+    const t = this.totals.get(symbol);
+    if (!t) return false;
+    return bid <= t.buySlMax || bid >= t.buyTpMin || ask >= t.sellSlMin || ask <= t.sellTpMax;
+  }
+
+  /** Make a symbol's stop bounds exact (after a scan of its positions). */
+  refreshStops(symbol: string): void {
+    const t = this.totals.get(symbol);
+    if (!t) return;
+    noStops(t);
+    for (const p of this.values()) if (p.symbol === symbol) widenStops(t, p);
+  }
+
+  /** Re-read the positions handed out since the last question, and rebuild when due. */
+  private settle(): void {
+    if (this.touched.size > 0) {
+      for (const ticket of this.touched) {
+        this.unaccount(ticket);
+        const p = super.get(ticket);
+        if (p) this.account(ticket, p);
+      }
+      this.touched.clear();
+    }
+    if (this.drift > 2 * this.size + 64) this.rebuild();
+  }
+
+  private unaccount(ticket: number): void {
+    const r = this.receipts.get(ticket);
+    if (!r) return;
+    this.receipts.delete(ticket);
+    const s = r.side;
+    if (--s.n === 0) {
+      // Exact zero: nothing of the removed positions' rounding survives.
+      s.lots = s.lotsOpen = s.lotsRollover = s.swapPaid = 0;
+    } else {
+      s.lots -= r.lots;
+      s.lotsOpen -= r.lotsOpen;
+      s.lotsRollover -= r.lotsRollover;
+      s.swapPaid -= r.swapPaid;
+    }
+    this.drift++;
+  }
+
+  private account(ticket: number, p: StoredPosition): void {
+    let t = this.totalsBySymbol.get(p.symbol);
+    if (!t) this.totalsBySymbol.set(p.symbol, (t = symbolTotals()));
+    const day = this.dayOf(p.openTimeMsc);
+    const r: Receipt = {
+      side: p.type === 'Buy' ? t.buy : t.sell,
+      lots: p.volume, lotsOpen: p.volume * p.openPrice, lotsRollover: p.volume * rolloverIndex(day), swapPaid: p.swapPaid,
+    };
+    const s = r.side;
+    s.n++;
+    s.lots += r.lots;
+    s.lotsOpen += r.lotsOpen;
+    s.lotsRollover += r.lotsRollover;
+    s.swapPaid += r.swapPaid;
+    this.receipts.set(ticket, r);
+    if (day > this.maxDay) this.maxDay = day;
+    widenStops(t, p);
+    this.drift++;
+  }
+
+  /** Sum the totals afresh from the positions held. */
+  private rebuild(): void {
+    for (const t of this.totalsBySymbol.values()) {
+      Object.assign(t.buy, sideZero());
+      Object.assign(t.sell, sideZero());
+      noStops(t);
+    }
+    this.receipts.clear();
+    this.touched.clear();
+    this.maxDay = -Infinity;
+    for (const [ticket, p] of this.entries()) this.account(ticket, p);
+    this.drift = 0;
+  }
+}
+
+function symbolTotals(): SymbolTotals {
+  const t = { buy: sideZero(), sell: sideZero(), buySlMax: 0, buyTpMin: 0, sellSlMin: 0, sellTpMax: 0 };
+  noStops(t);
+  return t;
+}
+
+function widenStops(t: SymbolTotals, p: StoredPosition): void {
+  if (p.type === 'Buy') {
+    if (p.sl !== 0 && p.sl > t.buySlMax) t.buySlMax = p.sl;
+    if (p.tp !== 0 && p.tp < t.buyTpMin) t.buyTpMin = p.tp;
+  } else {
+    if (p.sl !== 0 && p.sl < t.sellSlMin) t.sellSlMin = p.sl;
+    if (p.tp !== 0 && p.tp > t.sellTpMax) t.sellTpMax = p.tp;
+  }
+}
