@@ -12,9 +12,9 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { historySubject, type JetStreamHistory, type StreamPosition } from './jsHistory.js';
+import { H_WHY, historySubject, type JetStreamHistory, type StreamPosition } from './jsHistory.js';
 
-export interface FeedFrame { epoch: string; seq: number; frame: string }
+export interface FeedFrame { epoch: string; seq: number; frame: string; /** an epoch marker's reason */ why?: 'rebound' }
 
 /** How a feed began: for a resume, whether everything after `since` was there (then `replayed` frames came first). */
 export interface FeedStart { recovered: boolean; replayed: number; position: StreamPosition | null }
@@ -28,8 +28,9 @@ export interface AccountFeedOptions {
   /** Each frame once, in order (replayed ones first). */
   onFrame: (f: FeedFrame) => void;
   /** The stream went on in another epoch (a new owner could not continue), or a gap could not be
-   *  repaired: the position before it is gone; clients re-sync. The feed continues in `epoch`. */
-  onBreak: (epoch: string) => void;
+   *  repaired: the position before it is gone; clients re-sync. The feed continues in `epoch`.
+   *  `why`: the owner began it because the account was bound to another login. */
+  onBreak: (epoch: string, why?: 'rebound') => void;
   log: Logger;
 }
 
@@ -55,6 +56,12 @@ export class AccountFeed {
     return this.cursor;
   }
 
+  /** A feed that began with nothing stored continues from where its owner placed the stream since
+   *  (an epoch it read or started): a later epoch's marker is then reported as a break. */
+  seek(position: StreamPosition): void {
+    this.cursor ??= { ...position };
+  }
+
   private async begin(): Promise<FeedStart> {
     const { nc, history, accountId, since } = this.o;
     this.sub = nc.subscribe(historySubject(accountId), {
@@ -63,7 +70,8 @@ export class AccountFeed {
         const epoch = msg.headers?.get('Tagw-Epoch');
         const seq = Number(msg.headers?.get('Tagw-Seq'));
         if (!epoch || !Number.isSafeInteger(seq)) return;
-        this.queue.push({ epoch, seq, frame: msg.string() });
+        const why = seq === 0 && msg.headers?.get(H_WHY) === 'rebound' ? 'rebound' as const : undefined;
+        this.queue.push({ epoch, seq, frame: msg.string(), ...(why ? { why } : {}) });
         if (this.started) void this.drain();
       },
     });
@@ -105,7 +113,7 @@ export class AccountFeed {
     const c = this.cursor;
     if (!c) return this.deliver(f); // no history before it: the stream starts here for us
     if (f.epoch !== c.epoch) {
-      this.o.onBreak(f.epoch);
+      this.o.onBreak(f.epoch, f.why);
       return this.deliver(f);
     }
     if (f.seq <= c.seq) return; // replayed already, or a republished frame

@@ -30,8 +30,8 @@ export class ClusterStreamHistory {
     return takeOver(this.js, accountId, () => newEpoch, startDeal);
   }
 
-  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void> {
-    return this.js.startEpoch(accountId, epoch, deal);
+  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound = false): Promise<void> {
+    return this.js.startEpoch(accountId, epoch, deal, rebound ? 'rebound' : undefined);
   }
 
   append(accountId: string, frames: readonly NumberedFrame[]): Promise<void> {
@@ -43,9 +43,9 @@ export class ClusterStreamHistory {
   }
 
   async follow(
-    accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string) => void,
+    accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
   ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean }> {
-    const { feed, start } = await AccountFeed.open({ nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak, log: this.o.log });
+    const { feed, start } = await AccountFeed.open({ nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why) => onBreak(epoch, why === 'rebound'), log: this.o.log });
     return { feed, position: start.position, recovered: start.recovered };
   }
 }

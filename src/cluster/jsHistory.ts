@@ -22,9 +22,11 @@ export const historySubject = (accountId: string): string => `tagw.hist.${token(
 const H_EPOCH = 'Tagw-Epoch';
 const H_SEQ = 'Tagw-Seq';
 const H_DEAL = 'Tagw-Deal';
+/** On an epoch's start marker: why the owner began it ('rebound': the account was bound to another login). */
+export const H_WHY = 'Tagw-Why';
 
 /** One numbered frame as the owner writes it (seq 0 with an empty frame: an epoch's start). */
-export interface NumberedFrame { epoch: string; seq: number; frame: string; deal: DealMark }
+export interface NumberedFrame { epoch: string; seq: number; frame: string; deal: DealMark; why?: 'rebound' }
 
 /** Where an account's stream stands in JetStream: what a new owner continues from. */
 export interface HistoryHead extends StreamPosition { deal: DealMark; at: number }
@@ -91,13 +93,15 @@ export class JetStreamHistory {
       h.set(H_EPOCH, f.epoch);
       h.set(H_SEQ, String(f.seq));
       h.set(H_DEAL, `${f.deal.ticket}:${f.deal.timeMsc}`);
+      if (f.why) h.set(H_WHY, f.why);
       return this.js.publish(subject, f.frame, { headers: h, msgID: `${accountId}:${f.epoch}:${f.seq}`, timeout });
     }));
   }
 
-  /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it. */
-  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void> {
-    return this.append(accountId, [{ epoch, seq: 0, frame: '', deal }]);
+  /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it;
+   *  followers end their sockets with the code `why` calls for. */
+  startEpoch(accountId: string, epoch: string, deal: DealMark, why?: 'rebound'): Promise<void> {
+    return this.append(accountId, [{ epoch, seq: 0, frame: '', deal, ...(why ? { why } : {}) }]);
   }
 
   /** Starts `epoch` only if the account has no message at all (one atomic publish: of nodes that

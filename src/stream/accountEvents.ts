@@ -46,7 +46,7 @@ export class AccountEvents {
         topics.noteServer(snap.server);
       };
       const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, limits, log: deps.log, ensureClock }, accounts, out, this);
-      accounts.onRotated = (acc) => s.epochStarted(acc);
+      accounts.onRotated = (acc, rebound) => s.epochStarted(acc, rebound);
       accounts.onReleased = (acc) => s.release(acc);
       this.shared = s;
     }
@@ -62,8 +62,8 @@ export class AccountEvents {
     }
     if (!acc) return;
     // Cluster mode: only the owner numbers (a follower sends the owner's frames); held while the role is taken.
-    if (this.shared && (ev.kind === STREAM_EVENT.positions || ev.kind === STREAM_EVENT.orders || ev.kind === STREAM_EVENT.deal)
-      && this.shared!.intercept(acc, ev)) return;
+    if (this.shared && (ev.kind === STREAM_EVENT.positions || ev.kind === STREAM_EVENT.orders || ev.kind === STREAM_EVENT.deal
+      || ev.kind === STREAM_EVENT.rebound) && this.shared.intercept(acc, ev)) return;
     switch (ev.kind) {
       case STREAM_EVENT.positions:
         // Versions at or below the known list are older than it (a snapshot read after them).
@@ -119,9 +119,11 @@ export class AccountEvents {
     this.commit();
     acc.server = server;
     acc.platform = platform;
-    // Cluster mode: a follower takes the new epoch from its owner's frames, not a local one (whose
-    // sockets the owner's epoch would then end again).
-    if (acc.shared?.role !== 'follower') this.accounts.rotate(acc);
+    // Cluster mode: a follower takes the new epoch from its owner (the epoch's marker in JetStream
+    // says 'rebound' and ends its sockets with 4012 then), not a local one: so its sockets close
+    // once, at the owner's epoch change, and a socket opened after it streams the new epoch.
+    if (acc.shared?.role === 'follower') return;
+    this.accounts.rotate(acc, true);
     for (const s of [...acc.sockets]) this.out.end(s, 'ACCOUNT_REBOUND');
   }
 

@@ -41,7 +41,7 @@ export class AccountStreams {
   /** Called when an account's stream is open at the shard with no resync done yet (accountEvents). */
   onOpened: (acc: AccountState) => void = () => undefined;
   /** Cluster mode: an account began another epoch here, or its state left this node (sharedAccounts.ts). */
-  onRotated: (acc: AccountState) => void = () => undefined;
+  onRotated: (acc: AccountState, rebound: boolean) => void = () => undefined;
   onReleased: (acc: AccountState) => void = () => undefined;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {}
@@ -93,13 +93,13 @@ export class AccountStreams {
   }
 
   /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
-  rotate(acc: AccountState): void {
+  rotate(acc: AccountState, rebound = false): void {
     Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now()));
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = 0;
     acc.needsResync = false;
     acc.heldDeals = null;
-    this.onRotated(acc);
+    this.onRotated(acc, rebound);
   }
 
   /**

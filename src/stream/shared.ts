@@ -6,22 +6,28 @@ import type { DealMark } from '../store/streamHistory.js';
 import type { StreamEvent } from '../runtime/hosts/streamCommands.js';
 import type { Replay, StreamPosition } from './history.js';
 
-export interface SharedFrame { epoch: string; seq: number; frame: string }
+export interface SharedFrame { epoch: string; seq: number; frame: string; /** an epoch marker (seq 0) of a rebound */ rebound?: boolean }
 
 export interface SharedHistory {
   /** This node holds the account's lease: it numbers the account's events. */
   owns(accountId: string): boolean;
   /** Where a new owner numbers from: the stored epoch continued, or `newEpoch` started. */
   takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }>;
-  /** The owner began another epoch (rebound, continuity lost). */
-  startEpoch(accountId: string, epoch: string, deal: DealMark): Promise<void>;
+  /** The owner began another epoch (continuity lost; `rebound`: the account was bound to another login). */
+  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean): Promise<void>;
   /** Stores numbered frames; resolves once all are stored (only then are they sent). */
   append(accountId: string, frames: ReadonlyArray<SharedFrame & { deal: DealMark }>): Promise<void>;
   replay(accountId: string, since: StreamPosition): Promise<Replay>;
   /** The owner's frames as they are stored, after `since` (replayed first) or from now on. */
   follow(
-    accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string) => void,
-  ): Promise<{ feed: { close(): void }; position: StreamPosition | null; recovered: boolean }>;
+    accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
+  ): Promise<{ feed: SharedFeed; position: StreamPosition | null; recovered: boolean }>;
+}
+
+export interface SharedFeed {
+  close(): void;
+  /** The feed began with nothing stored (position null): the epoch the node took since. */
+  seek(position: StreamPosition): void;
 }
 
 /** An account's part in the shared stream on this node (AccountState.shared). */
@@ -35,7 +41,7 @@ export interface SharedState {
   held: StreamEvent[];
   /** Frames the feed delivered before the history was set from its position. */
   early: SharedFrame[] | null;
-  feed: { close(): void } | null;
+  feed: SharedFeed | null;
   /** The latest POSITIONS / ORDERS data the stream carried: a follower's snapshots, consistent with its seq. */
   lastData: { POSITIONS?: string; ORDERS?: string };
 }

@@ -54,7 +54,8 @@ export class SharedAccounts {
     return true;
   }
 
-  /** An account event of a shard: held while the role is taken; true when this node must not number it. */
+  /** An account event of a shard (a list, a deal, a rebound): held while the role is taken; true
+   *  when this node must not number it. A rebound goes on to both roles. */
   intercept(acc: AccountState, ev: StreamEvent): boolean {
     if (!acc.shared) this.takeRole(acc);
     const s = acc.shared!;
@@ -62,7 +63,7 @@ export class SharedAccounts {
       s.held.push(ev);
       return true;
     }
-    return s.role !== 'owner';
+    return ev.kind !== STREAM_EVENT.rebound && s.role !== 'owner';
   }
 
   /** Numbering happens on the owner only, and not while its role is being taken. */
@@ -82,21 +83,27 @@ export class SharedAccounts {
       });
     });
     const all = Promise.all(stores);
+    const epochs = batches.map(([acc]) => acc.history.epoch);
     this.chain = this.chain.then(() => all).then(() => {
-      for (const [acc, entries] of batches) this.events.deliver(acc, entries);
+      // Not into an epoch begun meanwhile (a rebound): its sockets have another numbering.
+      batches.forEach(([acc, entries], i) => {
+        if (acc.history.epoch === epochs[i]) this.events.deliver(acc, entries);
+      });
     }).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
   }
 
-  /** The owner began another epoch: announced to the other nodes. */
-  epochStarted(acc: AccountState): void {
+  /** The owner began another epoch: announced to the other nodes (a rebound as such: their sockets close with 4012). */
+  epochStarted(acc: AccountState, rebound: boolean): void {
     if (acc.shared?.role !== 'owner') return;
-    this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark).catch((err: unknown) =>
+    this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark, rebound).catch((err: unknown) =>
       this.deps.log.error('shared stream epoch not stored', { accountId: acc.id, err: errorMessage(err) }));
   }
 
-  /** An account event for an account with no state here: kept (to be numbered) when this node owns it. */
+  /** An account event for an account with no state here: kept (to be numbered) when this node owns
+   *  it. A rebound too: other nodes' sockets must see its new epoch, which the owner starts. */
   adopt(ev: StreamEvent): AccountState | undefined {
-    if (ev.kind !== STREAM_EVENT.positions && ev.kind !== STREAM_EVENT.orders && ev.kind !== STREAM_EVENT.deal) return undefined;
+    if (ev.kind !== STREAM_EVENT.positions && ev.kind !== STREAM_EVENT.orders && ev.kind !== STREAM_EVENT.deal
+      && ev.kind !== STREAM_EVENT.rebound) return undefined;
     if (!this.deps.shared.owns(ev.key)) return undefined;
     const acc = this.accounts.headless(ev.key);
     if (acc) this.takeRole(acc);
@@ -175,13 +182,15 @@ export class SharedAccounts {
     s.early = [];
     const since = s.placeholder ? null : { epoch: acc.history.epoch, seq: acc.history.seq };
     // A new epoch goes through the same path as frames (behind any that wait), as its seq 0.
-    const f = await this.deps.shared.follow(acc.id, since, (fr) => this.onFrame(acc, fr), (epoch) => this.onFrame(acc, { epoch, seq: 0, frame: '' }));
+    const f = await this.deps.shared.follow(acc.id, since, (fr) => this.onFrame(acc, fr),
+      (epoch, rebound) => this.onFrame(acc, { epoch, seq: 0, frame: '', ...(rebound ? { rebound } : {}) }));
     s.feed?.close();
     s.feed = f.feed;
     if (s.placeholder || !f.recovered) {
       // Nothing stored yet (the owner has not numbered anything): the epoch it will continue.
       const at: StreamPosition = f.position
         ?? await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+      f.feed.seek(at);
       this.restart(acc, at.epoch, at.seq);
     }
     s.placeholder = false;
@@ -199,7 +208,7 @@ export class SharedAccounts {
   private apply(acc: AccountState, f: SharedFrame): void {
     const h = acc.history;
     if (f.seq === 0) {
-      if (f.epoch !== h.epoch) this.restart(acc, f.epoch, 0);
+      if (f.epoch !== h.epoch) this.restart(acc, f.epoch, 0, f.rebound ? 'ACCOUNT_REBOUND' : 'STREAM_GAP');
       return;
     }
     if (f.epoch === h.epoch && f.seq <= h.seq) return;
@@ -211,11 +220,11 @@ export class SharedAccounts {
   }
 
   /** This node's history starts over at (epoch, seq): sockets that had the old one reconnect. */
-  private restart(acc: AccountState, epoch: string, seq: number): void {
+  private restart(acc: AccountState, epoch: string, seq: number, why: 'STREAM_GAP' | 'ACCOUNT_REBOUND' = 'STREAM_GAP'): void {
     const had = acc.shared?.placeholder === false;
     acc.history = new AccountHistory(epoch, seq, this.deps.limits);
     if (acc.shared) acc.shared.lastData = {};
-    if (had) for (const s of [...acc.sockets]) if (s.stream !== 'held') this.out.end(s, 'STREAM_GAP');
+    if (had) for (const s of [...acc.sockets]) if (s.stream !== 'held') this.out.end(s, why);
   }
 
   /** A resume this node's memory cannot serve: from the shared history, then this node's memory, then live. */

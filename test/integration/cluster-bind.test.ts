@@ -161,7 +161,8 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
   }, 60_000);
 
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
-    const { id, owner, follower, c } = await followed('rebound-1');
+    // The owner has no socket of the account: it must still begin the new epoch (in JetStream) for the follower's.
+    const { id, owner, follower, c, before } = await followed('rebound-1');
     const rebound = await owner.req('POST', `/ConnectEx?id=${id}`, { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-2', password: 'pw', server: 'Sim-P5-Demo' } });
     expect(rebound.status).toBe(200);
     await c.until((x) => x.closed, 15_000, 'the follower\'s socket to close');
@@ -177,7 +178,40 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     sockets.push(ownerSock);
     const ownerEpoch = (await ownerSock.next('ORDERS', 0, 15_000)).epoch;
     expect(new Set(again.frames.map((f) => f.epoch))).toEqual(new Set([ownerEpoch]));
+    expect(ownerEpoch).not.toBe(before.epoch); // another login's positions and deals: another epoch
     expect(again.closed).toBeNull();
+    // A client of the old login's stream cannot resume into the new one, on either node.
+    for (const n of [follower, owner]) {
+      const old = await mustOpen(n.url, { id, apiKey: apiKey.value, heartbeat: '0', since: `${before.epoch}:${before.seq}` });
+      sockets.push(old);
+      expect((await old.next('RESUMED', 0, 15_000)).data).toMatchObject({ recovered: false });
+    }
+  }, 60_000);
+
+  it('a rebound with sockets on the owner and on a follower: both close once with 4012, and sockets opened after it stream one new epoch on both nodes', async () => {
+    const { id, owner, follower, c, before } = await followed('rebound-3');
+    const onOwner = await mustOpen(owner.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(onOwner);
+    expect((await onOwner.next('ORDERS', 0, 15_000)).epoch).toBe(before.epoch);
+    const rebound = await follower.req('POST', `/ConnectEx?id=${id}`, { headers: { 'x-api-key': apiKey.value }, body: { user: 'rebound-4', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(rebound.status).toBe(200);
+    for (const x of [c, onOwner]) {
+      await x.until((y) => y.closed, 15_000, 'the socket to close');
+      expect(x.closed!.code).toBe(SOCKET_CLOSE.ACCOUNT_REBOUND.code);
+    }
+    const after = await Promise.all([follower, owner].map(async (n) => {
+      const x = await mustOpen(n.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+      sockets.push(x);
+      await x.next('ORDERS', 0, 15_000);
+      return x;
+    }));
+    expect(await orderSend(follower.url, apiKey.value, id, 'after-rebound-3')).toMatchObject({ status: 200 });
+    await Promise.all(after.map((x) => x.next('TRADE', 0, 15_000)));
+    const epochs = after.map((x) => new Set(x.frames.filter((f) => f.epoch).map((f) => f.epoch)));
+    expect(epochs[0]!.size).toBe(1);
+    expect(epochs[1]).toEqual(epochs[0]);
+    expect([...epochs[0]!][0]).not.toBe(before.epoch);
+    expect(after.map((x) => x.closed)).toEqual([null, null]);
   }, 60_000);
 });
 
