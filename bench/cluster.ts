@@ -30,7 +30,7 @@ import type { ShardEvent } from '../src/runtime/protocol.js';
 import { loadSimConfig } from '../src/sim/config.js';
 import { Simulator } from '../src/sim/simulator.js';
 import { startSimServer } from '../src/simServer.js';
-import { MemorySimStore } from '../src/store/simStore.js';
+import { MemorySimStore } from '../src/store/memorySimStore.js';
 import { startNats } from '../test/helpers/engines.js';
 import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';

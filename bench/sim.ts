@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseSimConfig, loadSimConfig } from '../src/sim/config.js';
 import { ManualClock, Simulator } from '../src/sim/simulator.js';
-import { MemorySimStore, SqliteSimStore } from '../src/store/simStore.js';
+import { SqliteSimStore } from '../src/store/simStore.js';
+import { MemorySimStore } from '../src/store/memorySimStore.js';
 import { SimBrokerConnection } from '../src/broker/sim.js';
 
 const T0 = Date.UTC(2026, 10, 18, 12, 0, 0);

@@ -17,7 +17,8 @@ import type { Timeframe } from './market/timeframes.js';
 import { startCheckpointer } from './store/checkpointer.js';
 import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './sim/config.js';
 import { Simulator } from './sim/simulator.js';
-import { MemorySimStore, SqliteSimStore } from './store/simStore.js';
+import { SqliteSimStore } from './store/simStore.js';
+import { MemorySimStore } from './store/memorySimStore.js';
 import { oneLine } from './startupChecks.js';
 
 type Args = Record<string, unknown>;

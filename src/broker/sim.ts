@@ -8,7 +8,9 @@ import { Simulator, type AccountSink, type Clock, type SimServer } from '../sim/
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/config.js';
-import { MemorySimStore, SqliteSimStore } from '../store/simStore.js';
+import { SqliteSimStore } from '../store/simStore.js';
+import { MemorySimStore } from '../store/memorySimStore.js';
+import type { CommitGroup } from '../store/commitGroup.js';
 import { utcOffsetMinutes } from '../market/serverClock.js';
 import { dialectOf } from './dialect.js';
 import type {
@@ -290,7 +292,7 @@ export class SimBrokerConnection implements BrokerConnection {
       return result;
     };
     // Claimed atomically: the claim, the booking and what was queued commit now, in one transaction.
-    const result = claim ? this.host.store.bookAtomically!(claim, book) : book();
+    const result = claim ? await this.host.store.bookAtomically!(claim, book) : book();
     if (seen) return result;
     if (!claim) await this.host.store.whenDurable();
     if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
@@ -431,6 +433,8 @@ export interface CreateSimulatorOptions {
   readonly clock?: Clock;
   /** Drive the market from a timer every N ms (default 20); false for manual advance(). */
   readonly driveMs?: number | false;
+  /** Bookings made while it is open share one commit (SqliteSimStore). */
+  readonly commitGroup?: CommitGroup;
 }
 
 /** One simulator for this thread: config (and replay files) from disk, SQLite or memory
@@ -438,7 +442,7 @@ export interface CreateSimulatorOptions {
 export function createSimulator(options: CreateSimulatorOptions = {}): Simulator {
   const path = options.configPath ?? DEFAULT_CONFIG_PATH;
   const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
-  const store = options.db ? new SqliteSimStore(options.db) : new MemorySimStore();
+  const store = options.db ? new SqliteSimStore(options.db, options.commitGroup ? { commitGroup: options.commitGroup } : {}) : new MemorySimStore();
   const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
   if (options.driveMs !== false) sim.start(options.driveMs ?? 20);
   return sim;

@@ -161,14 +161,21 @@ class Shard {
   private queueFlush(): void {
     if (this.flushQueued || !this.ready) return;
     this.flushQueued = true;
-    queueMicrotask(() => {
-      this.flushQueued = false;
-      if (!this.port || !this.ready || this.outbox.length === 0) return;
-      const msg: MainToShard = { t: 'req', batch: this.outbox };
-      this.outbox = [];
-      this.port.postMessage(msg);
-    });
+    // A lone call leaves at once (a microtask). With others in flight, the shard is busy anyway:
+    // the calls of this turn gather and leave together at its end (setImmediate, after uWS's
+    // callbacks and the requests they started), one message and one shard wake-up for all, whose
+    // bookings then share a commit (src/store/commitGroup.ts).
+    if (this.pending.size <= 1) queueMicrotask(this.flush);
+    else setImmediate(this.flush);
   }
+
+  private readonly flush = (): void => {
+    this.flushQueued = false;
+    if (!this.port || !this.ready || this.outbox.length === 0) return;
+    const msg: MainToShard = { t: 'req', batch: this.outbox };
+    this.outbox = [];
+    this.port.postMessage(msg);
+  };
 
   /** Kills the worker thread abruptly (operations and tests of the supervisor). */
   async kill(): Promise<void> {

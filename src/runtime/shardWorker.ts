@@ -7,6 +7,7 @@ import { toWire } from '../errors.js';
 import { createLogger } from '../log.js';
 import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
+import { CommitGroup } from '../store/commitGroup.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
 import { createSeatHost } from './hosts/seats.js';
@@ -49,7 +50,9 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
 
   // Cluster mode: the accounts whose leases this node holds; they change by shard.adopt / shard.release.
   const owned = init.owned === undefined ? undefined : new Set(init.owned);
+  const commitGroup = new CommitGroup();
   const ctx: ShardContext = {
+    commitGroup,
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
     emit(ev) {
       events.push(ev);
@@ -118,6 +121,9 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   return new Promise((resolve) => {
     port.on('message', (msg: MainToShard) => {
       if (msg.t === 'req') {
+        // Several requests at once (the main thread sends a turn's calls together under load):
+        // their bookings share one commit, and their replies leave in one message.
+        if (msg.batch.length > 1) commitGroup.openForTurn();
         for (const r of msg.batch) handle(r);
       } else if (msg.t === 'stop') {
         for (const h of hosts) h.stop();

@@ -74,8 +74,9 @@ export interface SimPersistence {
    *  throws to refuse: nothing is booked), then `book()` (the trade, applied in memory), then one
    *  IMMEDIATE transaction with `claim.write(booked)` and the booking's journal rows (and whatever
    *  was queued before). `book` throwing still commits the claim (it may have applied something;
-   *  `write` gets undefined), then rethrows. Stores that cannot share the caller's database leave it out. */
-  bookAtomically?<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): T;
+   *  `write` gets undefined), then rethrows. Resolves once committed: at once, or with the other
+   *  bookings of a batch (a commit group). Stores that cannot share the caller's database leave it out. */
+  bookAtomically?<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): Promise<T>;
   /** Commit anything queued and write pending checkpoints (graceful shutdown). */
   flush(): void;
 }

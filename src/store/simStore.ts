@@ -8,6 +8,7 @@ import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPos
 import { decodeChange, encodeChange } from './simCodec.js';
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
+import type { CommitGroup } from './commitGroup.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -90,10 +91,15 @@ export class SqliteSimStore implements SimPersistence {
   private durable: Promise<void> | null = null;
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
-  private readonly batchTx: () => void;
-  private readonly atomicTx: Database.Transaction<(write: () => void) => void>;
+  /** Commits the claims of atomic bookings (first) and the queued journal rows, in one transaction. */
+  private readonly commitTx: Database.Transaction<() => void>;
+  /** Claims of atomic bookings not committed yet: every commit of the queue takes them along, so a
+   *  booking's journal rows are never durable without its claim. */
+  private claims: Array<() => void> = [];
   /** Inside bookAtomically: changes wait for its commit, not for a scheduled one. */
   private booking = false;
+  private readonly commitGroup: CommitGroup | undefined;
+  private groupCommitQueued = false;
   private readonly allocTx: Database.Transaction<(server: string, count: number) => number>;
   private readonly checkpointTx: (all: boolean) => void;
   private checkpointsQueued = false;
@@ -102,8 +108,9 @@ export class SqliteSimStore implements SimPersistence {
 
   constructor(
     private readonly db: Database.Database,
-    options: { groupCommit?: boolean; checkpointMs?: number; onError?: (err: unknown) => void; clock?: Clock } = {},
+    options: { groupCommit?: boolean; checkpointMs?: number; onError?: (err: unknown) => void; clock?: Clock; commitGroup?: CommitGroup } = {},
   ) {
+    this.commitGroup = options.commitGroup;
     this.onError = options.onError ?? ((err) => console.error('simulator store: commit failed', err));
     this.groupCommit = options.groupCommit ?? true;
     this.checkpointMs = options.checkpointMs ?? 1000;
@@ -127,9 +134,10 @@ export class SqliteSimStore implements SimPersistence {
       this.queue = [];
       for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
     };
-    this.batchTx = db.transaction(insertQueued);
-    this.atomicTx = db.transaction((write: () => void) => {
-      write();
+    this.commitTx = db.transaction(() => {
+      const claims = this.claims;
+      this.claims = [];
+      for (const write of claims) write();
       insertQueued();
     });
     this.checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
@@ -259,6 +267,55 @@ export class SqliteSimStore implements SimPersistence {
       return;
     }
     if (this.durable === null) {
+      this.durableChanges();
+      // Trade replies waiting on whenDurable() get a failure; tick-triggered changes have no
+      // waiter, so it is reported instead of crashing the thread from a timer.
+      if (!this.booking) setImmediate(() => this.commitReporting());
+    }
+  }
+
+  bookAtomically<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): Promise<T> {
+    claim.check();
+    let out: { ok: true; value: T } | { ok: false; err: unknown };
+    this.booking = true;
+    try {
+      out = { ok: true, value: book() };
+    } catch (err) {
+      out = { ok: false, err };
+    } finally {
+      this.booking = false;
+    }
+    const booked = out.ok ? out.value : undefined;
+    this.claims.push(() => claim.write(booked));
+    const settle = (): T => {
+      if (!out.ok) throw out.err;
+      return out.value;
+    };
+    if (this.commitGroup?.isOpen) {
+      // A batch is being worked through: commit with its other bookings at the end of the turn.
+      const durable = this.durableChanges();
+      if (!this.groupCommitQueued) {
+        this.groupCommitQueued = true;
+        this.commitGroup.onClose(() => {
+          this.groupCommitQueued = false;
+          this.commitReporting();
+        });
+      }
+      return durable.then(settle);
+    }
+    try {
+      // IMMEDIATE: the write lock first (waiting as busy_timeout says), held only for the claim's
+      // row and the journal's, not while the trade runs: other shards' connections write the same file.
+      this.commitQueued();
+      return Promise.resolve(settle());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** The promise of the changes applied so far (made when the first of them is queued). */
+  private durableChanges(): Promise<void> {
+    if (this.durable === null) {
       this.durable = new Promise<void>((resolve, reject) => {
         this.resolveDurable = resolve;
         this.rejectDurable = reject;
@@ -266,57 +323,29 @@ export class SqliteSimStore implements SimPersistence {
       // Waiters get the rejection; without one it must not become an unhandled rejection
       // (the failure is reported through onError).
       this.durable.catch(() => undefined);
-      if (!this.booking) setImmediate(() => {
-        try {
-          this.commitQueued();
-        } catch (err) {
-          // Trade replies waiting on whenDurable() got the error; tick-triggered changes
-          // have no waiter, so report it instead of crashing the thread from a timer.
-          this.onError(err);
-        }
-      });
     }
+    return this.durable;
   }
 
-  bookAtomically<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): T {
-    claim.check();
-    let out: { ok: true; value: T } | { ok: false; err: unknown };
-    this.booking = true;
+  /** commitQueued from a timer or a turn's end: waiters get a failure, onError reports it. */
+  private commitReporting(): void {
     try {
-      try {
-        out = { ok: true, value: book() };
-      } catch (err) {
-        out = { ok: false, err };
-      }
-      // IMMEDIATE: the write lock first (waiting as busy_timeout says), held only for the claim's
-      // row and the journal's, not while the trade runs: other shards' connections write the same file.
-      const booked = out.ok ? out.value : undefined;
-      this.atomicTx.immediate(() => claim.write(booked));
+      this.commitQueued();
     } catch (err) {
-      // The commit failed: waiters of the changes it held get the error (as in commitQueued).
-      const reject = this.rejectDurable;
-      this.durable = this.resolveDurable = this.rejectDurable = null;
-      reject?.(err);
-      throw err;
-    } finally {
-      this.booking = false;
+      this.onError(err);
     }
-    const resolve = this.resolveDurable;
-    this.durable = this.resolveDurable = this.rejectDurable = null;
-    resolve?.();
-    this.scheduleCheckpoints();
-    if (!out.ok) throw out.err;
-    return out.value;
   }
 
   /** Commit what is queued now (also called by readers). */
   commitQueued(): void {
-    if (this.queue.length === 0) return;
+    if (this.queue.length === 0 && this.claims.length === 0) return;
     const resolve = this.resolveDurable;
     const reject = this.rejectDurable;
     this.durable = this.resolveDurable = this.rejectDurable = null;
     try {
-      this.batchTx();
+      // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
+      if (this.claims.length > 0) this.commitTx.immediate();
+      else this.commitTx();
       resolve?.();
     } catch (err) {
       reject?.(err);
@@ -416,78 +445,4 @@ function journalTime(c: SimChange, fallback: number): number {
   if (c.equity) t = Math.max(t, c.equity.timeMsc);
   if (c.request) t = Math.max(t, c.request.timeMsc);
   return t;
-}
-
-/** Same contract, in memory, for pure tests and benchmarks without I/O. Records are copied
- *  in and out so callers cannot alias stored state (as with SQLite). */
-export class MemorySimStore implements SimPersistence {
-  private readonly counters = new Map<string, number>();
-  private readonly accounts = new Map<string, { account: StoredAccount; positions: Map<number, StoredPosition>; orders: Map<number, { order: Order; doneMs: number | null }>; deals: Deal[]; requests: Map<string, RequestLookup>; equity: EquityPoint[] }>();
-
-  whenDurable(): Promise<void> {
-    return Promise.resolve();
-  }
-  flush(): void {}
-  allocateIds(server: string, count: number): number {
-    const first = this.counters.get(server) ?? 100_001;
-    this.counters.set(server, first + count);
-    return first;
-  }
-  private acct(server: string, login: string) {
-    const a = this.accounts.get(`${server}\u0000${login}`);
-    if (!a) throw new Error(`unknown simulator account ${server}/${login}`);
-    return a;
-  }
-  loadAccount(server: string, login: string): LoadedAccount | null {
-    const a = this.accounts.get(`${server}\u0000${login}`);
-    if (!a) return null;
-    return {
-      account: clone(a.account),
-      positions: [...a.positions.values()].map(clone),
-      activeOrders: [...a.orders.values()].filter((o) => o.doneMs === null).map((o) => clone(o.order)),
-    };
-  }
-  createAccount(account: StoredAccount): void {
-    this.accounts.set(`${account.server}\u0000${account.login}`, {
-      account: clone(account),
-      positions: new Map(),
-      orders: new Map(),
-      deals: [],
-      requests: new Map(),
-      equity: [],
-    });
-  }
-  apply(server: string, login: string, c: SimChange): void {
-    const a = this.acct(server, login);
-    if (c.balance !== undefined) a.account.balance = c.balance;
-    if (c.orders) for (const o of c.orders) a.orders.set(o.order.ticket, { order: clone(o.order), doneMs: o.doneMs });
-    if (c.positions) for (const p of c.positions) a.positions.set(p.ticket, clone(p));
-    if (c.closedPositions) for (const t of c.closedPositions) a.positions.delete(t);
-    if (c.deals) for (const d of c.deals) a.deals.push(clone(d));
-    if (c.request && !a.requests.has(c.request.requestId)) a.requests.set(c.request.requestId, clone(c.request));
-    if (c.equity) a.equity.push({ ...c.equity });
-  }
-  deals(server: string, login: string, fromMs: number, toMs: number): Deal[] {
-    return this.acct(server, login)
-      .deals.filter((d) => d.timeMsc >= fromMs && d.timeMsc < toMs)
-      .sort((x, y) => x.timeMsc - y.timeMsc || x.ticket - y.ticket)
-      .map(clone);
-  }
-  historyOrders(server: string, login: string, fromMs: number, toMs: number): Order[] {
-    return [...this.acct(server, login).orders.values()]
-      .filter((o) => o.doneMs !== null && o.doneMs >= fromMs && o.doneMs < toMs)
-      .sort((x, y) => x.doneMs! - y.doneMs! || x.order.ticket - y.order.ticket)
-      .map((o) => clone(o.order));
-  }
-  equity(server: string, login: string, fromMs: number): EquityPoint[] {
-    return this.acct(server, login).equity.filter((e) => e.timeMsc >= fromMs).map((e) => ({ ...e }));
-  }
-  request(server: string, login: string, requestId: string): RequestLookup | null {
-    const r = this.acct(server, login).requests.get(requestId);
-    return r ? clone(r) : null;
-  }
-}
-
-function clone<T>(v: T): T {
-  return JSON.parse(JSON.stringify(v)) as T;
 }

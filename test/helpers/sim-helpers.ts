@@ -4,7 +4,7 @@ import { parseSimConfig, type SimConfig } from '../../src/sim/config.js';
 import { loadSimConfig } from '../../src/sim/config.js';
 import { ManualClock, Simulator } from '../../src/sim/simulator.js';
 import type { SimPersistence } from '../../src/sim/persistence.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
+import { MemorySimStore } from '../../src/store/memorySimStore.js';
 import { SimBrokerConnection } from '../../src/broker/sim.js';
 import { startSimServer, type SimServerHandle, type SimServerOptions } from '../../src/simServer.js';
 

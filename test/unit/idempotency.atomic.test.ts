@@ -20,6 +20,7 @@ import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
 import type { ActorHost } from '../../src/runtime/hosts/context.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { openDb, type Db } from '../../src/store/db.js';
+import { CommitGroup } from '../../src/store/commitGroup.js';
 import { systemClock } from '../../src/util/clock.js';
 
 const hosts: ActorHost[] = [];
@@ -39,10 +40,13 @@ const tempDir = (prefix: string) => {
 const key = randomBytes(32);
 const accountId = '55555555-5555-4555-8555-555555555555';
 
-async function boot(dir: string): Promise<{ host: ActorHost; db: Db }> {
+async function boot(dir: string, commitGroup?: CommitGroup): Promise<{ host: ActorHost; db: Db }> {
   const db = openDb(dir);
   dbs.push(db);
-  const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
+  const host = createAccountHost({
+    shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true,
+    ...(commitGroup ? { commitGroup } : {}),
+  });
   hosts.push(host);
   host.rehydrate();
   await host.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Sim-P5-Demo', login: 'atomic-1', passwordEnc: new SecretBox(key).seal('pw', accountId) });
@@ -147,5 +151,54 @@ describe('idempotent orders at the embedded simulator: claim and booking in one 
     expect((await tickets(restarted)).length).toBe(count);
     const same = await send(host, 's-1');
     expect(same).toEqual({ ...first, replay: true });
+  });
+});
+
+// A batch of requests reaching the shard in one message opens the shard's commit group: the
+// batch's idempotent orders book in memory one by one and commit together at the end of the turn.
+describe('idempotent orders of one batch: one commit for all (commit group)', () => {
+  const phase = (db: Db, id: string) => db.prepare('SELECT phase FROM idempotency WHERE client_order_id = ?').get(id) as { phase: string } | undefined;
+
+  it('commit once at the end of the turn, then answer all; every record holds its result, every retry replays', async () => {
+    const dir = tempDir('tagw-idem-group-');
+    const group = new CommitGroup();
+    const { host, db } = await boot(dir, group);
+    db.pragma('wal_autocheckpoint = 0');
+    const opened = await tickets(host);
+    const commitsBefore = walCommits(join(dir, 'tagw.sqlite-wal'));
+    const reader = new Database(join(dir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    dbs.push(reader);
+    group.openForTurn();
+    const ids = ['g-1', 'g-2', 'g-3', 'g-4', 'g-5'];
+    const answers = Promise.all(ids.map((id) => send(host, id)));
+    // The batch's microtasks ran (every order booked in memory), the turn has not ended: nothing committed.
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(ids.map((id) => reader.prepare('SELECT phase FROM idempotency WHERE client_order_id = ?').get(id))).toEqual(ids.map(() => undefined));
+    const replies = await answers;
+    expect(replies.map((r) => [r.status, r.replay])).toEqual(ids.map(() => [200, false]));
+    expect(walCommits(join(dir, 'tagw.sqlite-wal')) - commitsBefore).toBe(1);
+    expect(ids.map((id) => phase(db, id))).toEqual(ids.map(() => ({ phase: 'result' })));
+    expect((await tickets(host)).length - opened.length).toBe(ids.length);
+    for (const [i, id] of ids.entries()) expect(await send(host, id)).toEqual({ ...replies[i]!, replay: true });
+    expect((await tickets(host)).length - opened.length).toBe(ids.length);
+  });
+
+  it('a group commit that fails: every order of the batch answers TERMINAL_ERROR, none is on disk, retries answer 409, nothing is sent twice', async () => {
+    const dir = tempDir('tagw-idem-group-');
+    const group = new CommitGroup();
+    const { host, db } = await boot(dir, group);
+    const opened = await tickets(host);
+    db.exec("CREATE TEMP TRIGGER fail_journal BEFORE INSERT ON sim_journal BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END");
+    group.openForTurn();
+    const ids = ['h-1', 'h-2', 'h-3'];
+    const failed = await Promise.all(ids.map((id) => send(host, id).then(() => null, (e: unknown) => e)));
+    expect(failed.map((e) => (e as ApiError).code)).toEqual(ids.map(() => 'TERMINAL_ERROR'));
+    expect(ids.map((id) => phase(db, id))).toEqual(ids.map(() => undefined));
+    db.exec('DROP TRIGGER fail_journal');
+    for (let i = 0; i < 3; i++) await turn();
+    const retries = await Promise.all(ids.map((id) => send(host, id).then(() => null, (e: unknown) => e)));
+    expect(retries.map((e) => (e as ApiError).code)).toEqual(ids.map(() => 'IDEMPOTENCY_UNCERTAIN'));
+    // At most the orders the failed commit may have left in the simulator's memory.
+    expect((await tickets(host)).length - opened.length).toBeLessThanOrEqual(ids.length);
   });
 });

@@ -3,7 +3,7 @@ import { BrokerNotSupportedError } from '../../src/market/brokerErrors.js';
 import type { CandleEvent } from '../../src/market/timeframes.js';
 import { parseSimConfig } from '../../src/sim/config.js';
 import { ManualClock, Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
+import { MemorySimStore } from '../../src/store/memorySimStore.js';
 import { connect, makeSim, T0, testConfig } from '../helpers/sim-helpers.js';
 
 async function advanceUntil(sim: ReturnType<typeof makeSim>['sim'], clock: ReturnType<typeof makeSim>['clock'], done: () => boolean, stepMs = 1000, max = 3600) {

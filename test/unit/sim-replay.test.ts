@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSimConfig } from '../../src/sim/config.js';
 import { parseTickCsv } from '../../src/sim/replay.js';
 import { ManualClock, Simulator } from '../../src/sim/simulator.js';
-import { MemorySimStore } from '../../src/store/simStore.js';
+import { MemorySimStore } from '../../src/store/memorySimStore.js';
 import { SimBrokerConnection } from '../../src/broker/sim.js';
 import { T0, testConfig } from '../helpers/sim-helpers.js';
 

@@ -4,6 +4,7 @@ import type { Logger } from '../../log.js';
 import type { Clock } from '../../util/clock.js';
 import type { ShardSettings } from '../settings.js';
 import type { Db } from '../../store/db.js';
+import type { CommitGroup } from '../../store/commitGroup.js';
 import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../protocol.js';
 import type { AccountRegistry } from './accountRegistry.js';
 
@@ -20,6 +21,8 @@ export interface ShardContext {
   owns(key: string): boolean;
   /** Cluster mode: accounts run only while their lease is held here (owns() says which). */
   leased?: boolean;
+  /** Open while the shard works through a batch of requests: bookings then share one commit. */
+  commitGroup?: CommitGroup;
   /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
   accounts?: AccountRegistry;
 }

@@ -1,0 +1,42 @@
+// How calls leave the main thread for a shard: a lone call at once; calls made while others are in
+// flight gather until the end of the turn and leave in one message (one wake-up of the shard, and
+// there one commit for the batch's bookings: src/store/commitGroup.ts). uWS runs each request's
+// handler in its own callback (and a trading call after a setImmediate), so "the same turn" means
+// separate callbacks, as setImmediate makes them here.
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { shardSettings } from '../../src/runtime/settings.js';
+import { ShardSet } from '../../src/runtime/shardSet.js';
+
+const workerFile = fileURLToPath(new URL('../helpers/batchEchoShard.mjs', import.meta.url));
+const sets: ShardSet[] = [];
+afterEach(async () => {
+  for (const s of sets.splice(0)) await s.close();
+});
+
+async function start(): Promise<ShardSet> {
+  const set = new ShardSet({ shards: 1, dataDir: '/nonexistent', settings: shardSettings({}), log: createLogger('silent'), workerFile });
+  sets.push(set);
+  await set.start();
+  return set;
+}
+const batchOf = (p: Promise<unknown>) => p.then((r) => (r as { batch: number }).batch);
+
+describe('ShardSet: calls to a shard', () => {
+  it('a lone call leaves at once, alone', async () => {
+    const set = await start();
+    expect(await batchOf(set.callShard(0, 'shard.ping', {}))).toBe(1);
+    expect(await batchOf(set.callShard(0, 'shard.ping', {}))).toBe(1);
+  });
+
+  it('calls from separate callbacks while one is in flight leave together at the end of the turn', async () => {
+    const set = await start();
+    const first = batchOf(set.callShard(0, 'shard.ping', {}));
+    const rest = await Promise.all(
+      Array.from({ length: 6 }, () => new Promise<number>((resolve) => setImmediate(() => resolve(batchOf(set.callShard(0, 'shard.ping', {})))))),
+    );
+    expect(await first).toBe(1);
+    expect(rest).toEqual([6, 6, 6, 6, 6, 6]);
+  });
+});
