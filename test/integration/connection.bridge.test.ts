@@ -42,6 +42,24 @@ it('binds, reads, trades idempotently and survives a dropped bridge socket', asy
 
 const seatCount = async (g: TestGateway) => (await g.req('GET', '/v1/seats', { headers: mgmt(g.managementKey) })).body.seats.length as number;
 
+it('re-bound to a login of the other platform, the account ends its gateway session (a bridge learns the platform at the login)', async () => {
+  const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 's' } })).body.key;
+  const h = { 'x-api-key': key };
+  const c = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'br-p5', password: 'pw', server: 'Sim-P5-Demo' } });
+  expect(c.status, c.text).toBe(200);
+  const session = await t.req('POST', '/v1/connect', { headers: h, body: { brokerAccountId: c.body.id } });
+  expect(session.status, session.text).toBe(200);
+  const handle = encodeURIComponent(session.body.handle);
+  expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: h })).status).toBe(200);
+  // The new connection's placeholder turns into the P4 server at its login: the P5 session must not outlive it
+  // (it did, until the next /v1/connect: its P5 dialect served a P4 account).
+  const rebind = await t.req('POST', `/ConnectEx?id=${c.body.id}`, { headers: h, body: { user: 'br-p4', password: 'pw', server: 'Sim-P4-Demo' } });
+  expect(rebind.status, rebind.text).toBe(200);
+  const stale = await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: h });
+  expect(stale.status, stale.text).toBe(404);
+  expect(stale.body.error).toBe('SESSION_NOT_FOUND');
+});
+
 it('a broker server the bridge does not know answers 400 at once and creates nothing, as in embedded mode', async () => {
   const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'u' } })).body.key;
   const before = await seatCount(t);

@@ -180,6 +180,7 @@ export class AccountEntry implements AccountRuntime {
   /** The server as a connection of this account reported it; undefined while none has (a bridge
    *  connection learns it at its first login): never a placeholder. */
   private knownServer: ServerInfo | undefined;
+  private toldPlatform: Platform | undefined; // the platform listeners last heard of
 
   constructor(
     readonly accountId: string,
@@ -210,10 +211,9 @@ export class AccountEntry implements AccountRuntime {
     if (slot !== this.lastSlot) return;
     const info = slot.conn.server;
     const changed = this.knownServer !== info;
-    const before = this.platform;
     this.knownServer = info;
     if (changed) this.deps.onServer?.(this.accountId, info);
-    this.platformChanged(before);
+    this.platformChanged();
   }
   get build(): number {
     return this.lastSlot!.build;
@@ -231,21 +231,22 @@ export class AccountEntry implements AccountRuntime {
   private makeSlot(spec: SlotSpec): Slot {
     const conn = this.deps.factory(spec.credentials);
     const slot = new Slot(this, conn, spec.build, this.deps);
-    const before = this.lastSlot ? this.platform : undefined;
     this.lastSlot = slot;
     if (conn.serverKnown !== false) this.knownServer = conn.server;
     // Re-bound to another server (known only once this connection logs in): the old one is not it.
     else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
     this.slots.add(slot);
     slot.listenAccountEvents((this.listeners?.size ?? 0) > 0);
-    if (before) this.platformChanged(before);
+    this.platformChanged();
     return slot;
   }
 
-  /** Tells listeners when the account's platform is no longer `before` (re-bind, server learned). */
-  private platformChanged(before: Platform): void {
+  /** Tells listeners when the platform is not the one they last heard of (re-bind, server learned); not
+   *  `platform` read before: a bridge's placeholder becomes the server at its login, so is the new one. */
+  private platformChanged(): void {
     const now = this.platform;
-    if (now !== before) this.emit({ type: 'platform', platform: now });
+    if (this.toldPlatform !== undefined && now !== this.toldPlatform) this.emit({ type: 'platform', platform: now });
+    this.toldPlatform = now;
   }
 
   /** A slot was disposed: it gets no listener changes any more. */
