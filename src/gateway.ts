@@ -34,7 +34,7 @@ import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
 import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
-import { ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
+import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet, type Shards } from './runtime/shardSet.js';
 import { TradeOutcomes } from './http/tradeOutcomes.js';
@@ -192,6 +192,8 @@ async function start(
   dispatch = (ev) => {
     switch (ev.kind) {
       case ACCOUNT_PHASE_EVENT: connections.note(ev.key, ev.data); break;
+      // Its SQLite has the change already (cluster mode: ClusterNode.publish copies it to PostgreSQL).
+      case ACCOUNT_BINDING_EVENT: break;
       case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: gwSocket?.onShardEvent(ev); break;
       case THREAD_STATS_EVENT: threadStats.set(`shard-${ev.key}`, ev.data); break;
       default: stream?.onShardEvent(ev);

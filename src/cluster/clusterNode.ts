@@ -24,6 +24,8 @@ import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
 import type { AccountRouter, LocalShards } from './router.js';
 import type { StreamRelay } from './streamRelay.js';
+import { ACCOUNT_BINDING_EVENT } from '../runtime/hosts/accountCommands.js';
+import { GATEWAY_EVENT } from '../runtime/hosts/gatewayCommands.js';
 import '../runtime/hosts/ownershipCommands.js';
 
 /** clusterSettings() of src/config.ts. */
@@ -106,6 +108,11 @@ class Adoptions implements LocalShards {
   delete(ids: string[]): void {
     for (const id of ids) this.ids.delete(id);
   }
+
+  /** The account runs on this node's shards (started, not handed over or lost since). */
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
 }
 
 export class ClusterNode {
@@ -113,8 +120,10 @@ export class ClusterNode {
   private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
   /** Gateway sessions in PostgreSQL: written by the owner, read by any node, restored by the next owner. */
   private readonly sessions: SessionRecords;
-  /** Platform and build changes made by this node's shards, copied to PostgreSQL. */
+  /** Binding changes made by this node's shards (login, platform, build), copied to PostgreSQL. */
   private readonly bindings: BindingRecords;
+  /** This node's SQLite sessions (the shards write them): whose account a handle is. */
+  private readonly sessionRows: SessionStore;
   /** The cluster as last read from PostgreSQL (every third of the lease): for /metrics and status. */
   private seen: { nodes: NodeRow[]; unowned: number } = { nodes: [], unowned: 0 };
   private seenTimer: NodeJS.Timeout | undefined;
@@ -125,6 +134,7 @@ export class ClusterNode {
     const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
     this.sessions = new SessionRecords(records);
     this.bindings = new BindingRecords(records);
+    this.sessionRows = new SessionStore(o.sqlite);
   }
 
   /**
@@ -169,13 +179,14 @@ export class ClusterNode {
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
+    // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
+    this.pg.mirror.runsHere = (id) => adopted.has(id);
     // Gateway sessions live in the SQLite of the node that owned the account when they were made:
     // it tells the others the session's row (handleDirectory falls back to findSession).
-    const sessions = new SessionStore(this.o.sqlite);
     nats.link.nc.subscribe(SUBJECTS.sessionFind, {
       callback: (err, msg) => {
         if (err) return;
-        const row = sessions.byHash(msg.string());
+        const row = this.sessionRows.byHash(msg.string());
         msg.respond(row?.state === 'live' ? JSON.stringify(row) : '');
       },
     });
@@ -254,8 +265,18 @@ export class ClusterNode {
     return this.pg.keeper.leaseOf(accountId) !== undefined;
   }
 
-  /** An event of this node's shards, for the nodes whose sockets follow it (before attach: none do). */
+  /**
+   * An event of this node's shards, for the nodes whose sockets follow it (before attach: none do).
+   * What a shard changed by itself, outside any command, goes to PostgreSQL from here: a platform
+   * its broker server corrected, a gateway session it ended (the account re-bound to a login of the
+   * other platform, found at that login), so no node resolves that handle afterwards.
+   */
   publish(ev: ShardEvent): void {
+    if (ev.kind === ACCOUNT_BINDING_EVENT) void this.bindings.sync(ev.key);
+    else if (ev.kind === GATEWAY_EVENT.end) {
+      const account = this.sessionRows.byHash(ev.key)?.account_id;
+      if (account !== undefined && this.owns(account)) void this.sessions.sync(account);
+    }
     this.wired?.nats.relay.publish(ev);
   }
 

@@ -123,6 +123,14 @@ export class ClusterTenancy implements TenancyWrites {
   createBinding(row: BindingRow): Promise<boolean> {
     return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined));
   }
+  reserveLogin(accountId: string, server: string, login: string): Promise<boolean> {
+    // Nothing the mirrors copy: no pass, no notice.
+    return this.o.pg.tenancy.claimLogin(accountId, server, login);
+  }
+  async releaseLogin(accountId: string, server: string, login: string): Promise<void> {
+    // A write and its notice: every node mirrors the binding the owner copied before it answered.
+    await this.write((t) => t.releaseLogin(accountId, server, login), () => undefined);
+  }
   async addAudit(row: NewAuditRow): Promise<void> {
     await this.write((t) => t.addAudit(row), () => undefined);
   }

@@ -9,6 +9,9 @@ import type { Lease } from './leases.js';
 import type { PgPool } from './pgPool.js';
 import type { LocalShards } from './router.js';
 
+/** What a copy to PostgreSQL did: `fenced` = this node does not hold the account's lease (nothing written). */
+export type CopyOutcome = 'written' | 'fenced' | 'failed';
+
 export interface OwnerRecordsOptions {
   pool: PgPool;
   sqlite: Db;

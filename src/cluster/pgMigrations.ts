@@ -137,6 +137,18 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   );
   CREATE INDEX gateway_sessions_live ON gateway_sessions(account_id) WHERE state = 'live';
   ` },
+  // 4: a broker login held for an account while its owner's shard re-binds it (pgTenancy.ts
+  // claimLogin): another account binding that login meanwhile, on any node, is refused before its
+  // own shard is asked. Expires by PostgreSQL's clock, so a node that died mid-bind frees it.
+  { name: 'broker logins held during a re-bind', sql: `
+  CREATE TABLE login_claims (
+    server TEXT NOT NULL,
+    login TEXT NOT NULL,
+    seat_id TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (server, login)
+  );
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

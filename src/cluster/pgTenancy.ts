@@ -12,6 +12,8 @@ import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
 
 // Any fixed number: the key of the advisory lock under which nodes starting together bootstrap once.
 const BOOTSTRAP_LOCK = 0x7461_6762;
+/** How long a login stays held for a re-bind: longer than any bind takes (a forwarded call's bound is 31 s). */
+export const LOGIN_CLAIM_MS = 120_000;
 
 export class PgTenancy {
   constructor(private readonly pool: PgPool) {}
@@ -119,20 +121,15 @@ export class PgTenancy {
   }
 
   /**
-   * Writes an account's binding unless its login is bound to another live account (one account per
-   * broker login, across nodes): the check and the write in one transaction under an advisory lock
-   * on the login, so two nodes binding it at once serialise and the second finds the first.
+   * Writes an account's binding unless its login is bound to another live account, or held for one
+   * being re-bound to it (one account per broker login, across nodes): the check and the write in
+   * one transaction under an advisory lock on the login, so two nodes binding it at once serialise
+   * and the second finds the first.
    * @returns false when the login is bound elsewhere (nothing written)
    */
   upsertBinding(row: BindingRow): Promise<boolean> {
     return withTransaction(this.pool, async (c) => {
-      // The key: a hash of the login (a collision only serialises two logins' bindings).
-      await c.query("SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 20))", [row.server, row.login]);
-      const taken = await c.query(
-        `SELECT 1 FROM account_bindings b JOIN seats s ON s.id = b.seat_id
-         WHERE s.removed_at IS NULL AND b.server = $1 AND b.login = $2 AND b.seat_id <> $3 LIMIT 1`,
-        [row.server, row.login, row.seat_id]);
-      if (taken.rowCount) return false;
+      if (await this.loginTaken(c, row.server, row.login, row.seat_id)) return false;
       await c.query(
         `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -141,6 +138,46 @@ export class PgTenancy {
         [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
       return true;
     });
+  }
+
+  /**
+   * Holds a broker login for an existing account about to be re-bound to it, unless another live
+   * account has it bound or held: checked and written under the login's advisory lock, before the
+   * account's owner binds it, so of two accounts re-bound to one login at once exactly one gets it
+   * and the other's shard is never asked. The owner then copies the new binding here itself
+   * (BindingRecords); `releaseLogin` ends the hold. A hold outlives no bind: it expires after `ms`
+   * by PostgreSQL's clock (a node that died mid-bind).
+   * @returns false when the login is bound or held for another account (nothing written)
+   */
+  claimLogin(seatId: string, server: string, login: string, ms = LOGIN_CLAIM_MS): Promise<boolean> {
+    return withTransaction(this.pool, async (c) => {
+      if (await this.loginTaken(c, server, login, seatId)) return false;
+      await c.query(
+        `INSERT INTO login_claims (server, login, seat_id, expires_at) VALUES ($1, $2, $3, now() + $4 * interval '1 millisecond')
+         ON CONFLICT (server, login) DO UPDATE SET seat_id = excluded.seat_id, expires_at = excluded.expires_at`,
+        [server, login, seatId, ms]);
+      return true;
+    });
+  }
+
+  /** Ends the account's hold on a login (its re-bind answered, either way). */
+  async releaseLogin(seatId: string, server: string, login: string): Promise<void> {
+    await this.pool.query('DELETE FROM login_claims WHERE server = $1 AND login = $2 AND seat_id = $3', [server, login, seatId]);
+  }
+
+  /** Takes the login's advisory lock (until the transaction ends), then: is it bound to, or held
+   *  for, a live account other than `seatId`? */
+  private async loginTaken(c: Queryable, server: string, login: string, seatId: string): Promise<boolean> {
+    // The key: a hash of the login (a collision only serialises two logins' bindings).
+    await c.query("SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 20))", [server, login]);
+    const taken = await c.query(
+      `SELECT 1 FROM account_bindings b JOIN seats s ON s.id = b.seat_id
+       WHERE s.removed_at IS NULL AND b.server = $1 AND b.login = $2 AND b.seat_id <> $3
+       UNION ALL
+       SELECT 1 FROM login_claims WHERE server = $1 AND login = $2 AND seat_id <> $3 AND expires_at > now()
+       LIMIT 1`,
+      [server, login, seatId]);
+    return (taken.rowCount ?? 0) > 0;
   }
 
   async setBuild(seatId: string, build: number | null, now: number): Promise<void> {

@@ -7,9 +7,10 @@
 import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { LatestRuns } from '../util/latestRuns.js';
 import { fenceSql } from './leases.js';
 import type { LocalShards } from './router.js';
-import { syncAfter, type OwnerRecordsOptions } from './ownerRecords.js';
+import { syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
 interface PgSessionRow extends SessionRow { subscriptions_json: string }
 
@@ -29,7 +30,8 @@ const SYNC_SQL = `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}
 /** Operations that change a session's record: the (un)subscribes and Disconnect. */
 const CHANGES = /^((Un)?[Ss]ubscribe|Disconnect$)/;
 function changesSessions(op: CommandName, args: unknown): boolean {
-  if (op === 'session.connect' || op === 'session.closeAccount') return true;
+  // A bind ends the account's session when the login is of the other platform (its dialect).
+  if (op === 'session.connect' || op === 'session.closeAccount' || op === 'account.bind') return true;
   if (op !== 'session.op') return false;
   const name = (args as ArgsOf<'session.op'>).op;
   return name !== 'SubscribedSymbols' && CHANGES.test(name);
@@ -39,6 +41,7 @@ export type SessionRecordsOptions = OwnerRecordsOptions;
 
 export class SessionRecords {
   private readonly store: SessionStore;
+  private readonly copies = new LatestRuns<CopyOutcome>((id) => this.copy(id));
   constructor(private readonly o: SessionRecordsOptions) {
     this.store = new SessionStore(o.sqlite);
   }
@@ -49,9 +52,16 @@ export class SessionRecords {
     return syncAfter(shards, changesSessions, (key) => this.sync(key));
   }
 
-  /** Copies the account's live sessions (from this node's SQLite) to PostgreSQL, fenced. Never throws:
-   *  the command was done; a failed copy is logged (the next change of the account copies again). */
-  async sync(accountId: string): Promise<'written' | 'fenced' | 'failed'> {
+  /** Copies the account's live sessions (from this node's SQLite) to PostgreSQL, fenced: after its
+   *  session commands, and when its shard ended a session by itself (ClusterNode.publish). One copy
+   *  at a time per account, each reading SQLite as it is then, so an older copy never lands after a
+   *  newer one (a session ended here live again there). Never throws: the command was done; a failed
+   *  copy is logged (the next change of the account copies again). */
+  sync(accountId: string): Promise<CopyOutcome> {
+    return this.copies.request(accountId);
+  }
+
+  private async copy(accountId: string): Promise<CopyOutcome> {
     const lease = this.o.keeper.leaseOf(accountId);
     if (!lease) return 'fenced';
     const live = this.store.liveOf(accountId).map((row) => ({

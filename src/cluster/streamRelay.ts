@@ -7,7 +7,7 @@
 // noEcho on the connection: every event reaches a node once.
 import type { Msg, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
-import { ACCOUNT_PHASE_EVENT } from '../runtime/hosts/accountCommands.js';
+import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from '../runtime/hosts/accountCommands.js';
 import { STREAM_EVENT } from '../runtime/hosts/streamCommands.js';
 import type { ShardEvent, ShardEventKind } from '../runtime/protocol.js';
 import { THREAD_STATS_EVENT } from '../runtime/threadStats.js';
@@ -17,7 +17,7 @@ import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
 
 /** Kinds that describe this node, not an account: never relayed. */
-const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, ACCOUNT_PHASE_EVENT]);
+const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, ACCOUNT_PHASE_EVENT, ACCOUNT_BINDING_EVENT]);
 
 export interface StreamRelayOptions {
   link: NatsLink;

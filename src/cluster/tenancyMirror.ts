@@ -6,6 +6,7 @@
 // which an upsert absorbs). Rows are never deleted in tenancy (removal and revocation are stamps),
 // so upserts are the whole of it.
 import type { Db } from '../store/db.js';
+import { LatestRuns } from '../util/latestRuns.js';
 import { withTransaction, type PgPool } from './pgPool.js';
 
 interface Table {
@@ -40,9 +41,15 @@ export class TenancyMirror {
   /** The oldest transaction that was running at the last pass: rows stamped before it are copied. */
   private from = 0;
   private readonly upserts;
-  private running: Promise<number> | undefined;
-  /** The pass that starts when the running one ends, shared by every caller meanwhile. */
-  private queued: Promise<number> | undefined;
+  /** One pass at a time (an older snapshot must not be copied over a newer one). */
+  private readonly passes = new LatestRuns(() => this.copy());
+  /**
+   * Accounts whose binding this node's shards write (they run them): their SQLite row is the newest
+   * there is (BindingRecords copies it to PostgreSQL), so a pass never copies PostgreSQL's over it:
+   * a snapshot taken just before the shard wrote would otherwise undo the write for a moment, and
+   * the owner's next copy would take the old row back to PostgreSQL. Set by the cluster node.
+   */
+  runsHere: (accountId: string) => boolean = () => false;
 
   constructor(private readonly pool: PgPool, private readonly db: Db) {
     this.upserts = TABLES.map((t) => ({ t, stmt: db.prepare(upsertSql(t)) }));
@@ -50,24 +57,9 @@ export class TenancyMirror {
 
   /** Copies what changed since the last pass (everything at the first) into SQLite, in one SQLite
    *  transaction. A pass already running may have taken its snapshot before the caller's write
-   *  committed, so the caller gets the next pass, not that one (one pass at a time: an older
-   *  snapshot must not be copied over a newer one). @returns the rows copied */
+   *  committed, so the caller gets the next pass, not that one. @returns the rows copied */
   sync(): Promise<number> {
-    if (this.queued) return this.queued;
-    if (!this.running) return this.start();
-    this.queued = this.running.catch(() => 0).then(() => {
-      this.queued = undefined;
-      return this.start();
-    });
-    return this.queued;
-  }
-
-  private start(): Promise<number> {
-    const pass: Promise<number> = this.copy().finally(() => {
-      if (this.running === pass) this.running = undefined;
-    });
-    this.running = pass;
-    return pass;
+    return this.passes.request('');
   }
 
   private async copy(): Promise<number> {
@@ -87,6 +79,7 @@ export class TenancyMirror {
     this.db.transaction(() => {
       for (const [i, { t, stmt }] of this.upserts.entries()) {
         for (const row of rows[i]!) {
+          if (t.name === 'account_bindings' && this.runsHere(row.seat_id as string)) continue;
           for (const f of t.flags ?? []) row[f] = row[f] ? 1 : 0;
           stmt.run(row);
           copied++;

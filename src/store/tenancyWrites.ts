@@ -25,6 +25,13 @@ export interface TenancyWrites {
    *  writes it while it binds: nothing to do here (its login lock has checked the login).
    *  @returns false when the login is bound to another live account (cluster: nothing written) */
   createBinding(row: BindingRow): Promise<boolean>;
+  /** An existing account is about to be re-bound to a login: hold it for the account, unless another
+   *  live account has it. On one node the route's login lock and the SQLite check do it (true).
+   *  @returns false when the login is bound or held for another account */
+  reserveLogin(accountId: string, server: string, login: string): Promise<boolean>;
+  /** The re-bind answered (either way): release the hold, and (cluster) bring every node's mirror up
+   *  to the binding the account's owner recorded. */
+  releaseLogin(accountId: string, server: string, login: string): Promise<void>;
   addAudit(row: NewAuditRow): Promise<void>;
 }
 
@@ -39,6 +46,8 @@ export function sqliteTenancyWrites(t: TenancyStore, audit: AuditStore): Tenancy
     seatState: async () => {},
     removeSeat: async (id, customerId, now) => t.removeSeat(id, customerId, now),
     createBinding: async () => true,
+    reserveLogin: async () => true,
+    releaseLogin: async () => {},
     addAudit: async (row) => {
       audit.add(row);
     },

@@ -9,6 +9,7 @@ import { apiError, toApiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
+import { errorMessage } from '../../util/errorMessage.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -41,22 +42,32 @@ export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
 /**
  * Cluster mode: an account runs on the node holding its lease, and a lease exists only for a
  * binding in PostgreSQL. A new account's binding goes there first (the seat row before it), the
- * nodes are nudged, and the bind call waits for the owner through the router; a login rebound on
- * an existing account is written there once its owner verified it (a refused password must not
- * replace a working one).
+ * nodes are nudged, and the bind call waits for the owner through the router. A login re-bound on
+ * an existing account is held for it in PostgreSQL first (another account re-bound to the same
+ * login at the same moment, on any node, gets 409 before its shard is asked); the owner's shard then
+ * verifies and binds it, and the owner copies the binding to PostgreSQL before it answers
+ * (BindingRecords: a refused password never replaces a working one there). Nothing here writes that
+ * binding: a write from here could land after an /Upgrade the owner made meanwhile.
  */
 async function bindInCluster(s: Services, b: BindInput, passwordEnc: string, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
-  const prev = new AccountStore(s.db).get(b.accountId);
-  const row = (now: number) => ({
-    seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? prev?.platform ?? 'P5', server: b.server, login: b.user,
-    password_enc: passwordEnc, build: b.build ?? null, created_at: prev?.created_at ?? now, updated_at: now,
-  });
   // PostgreSQL checks the login again: another node may have bound it at the same moment.
   const inUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
-  if (!prev && !(await s.tenancyWrites.createBinding(row(s.clock.now())))) throw inUse();
-  const status = await bind();
-  if (prev && !(await s.tenancyWrites.createBinding({ ...row(s.clock.now()), platform: status.platform }))) throw inUse();
-  return status;
+  if (new AccountStore(s.db).get(b.accountId)) {
+    if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) throw inUse();
+    try {
+      return await bind();
+    } finally {
+      await s.tenancyWrites.releaseLogin(b.accountId, b.server, b.user)
+        .catch((err: unknown) => s.log.warn('a held broker login not released; it expires by itself', { accountId: b.accountId, err: errorMessage(err) }));
+    }
+  }
+  const now = s.clock.now();
+  const created = await s.tenancyWrites.createBinding({
+    seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? 'P5', server: b.server, login: b.user,
+    password_enc: passwordEnc, build: b.build ?? null, created_at: now, updated_at: now,
+  });
+  if (!created) throw inUse();
+  return bind();
 }
 
 /** Cluster mode: the seat exists in PostgreSQL before its binding; a refused login removes it again. */

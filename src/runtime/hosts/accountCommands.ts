@@ -39,6 +39,10 @@ export const ACCOUNT_PHASE_EVENT = 'acct.phase';
 /** A connection phase as operators see it: `refused` is a login the broker refused (no retry). */
 export type OperatorPhase = ConnectionPhase | 'refused';
 export const OPERATOR_PHASES: readonly OperatorPhase[] = ['connecting', 'connected', 'reconnecting', 'refused'];
+/** Shard event (key: account id) when the shard changed an account's binding in its SQLite outside
+ *  a command: its broker server corrected the platform at a login after the bind. One node has
+ *  nothing to do; in cluster mode the owner copies the binding to PostgreSQL. */
+export const ACCOUNT_BINDING_EVENT = 'acct.binding';
 
 
 export interface FaultArgs {
@@ -77,5 +81,7 @@ declare module '../protocol.js' {
   interface ShardEventMap {
     /** key: the account id. */
     'acct.phase': OperatorPhase;
+    /** key: the account id. */
+    'acct.binding': null;
   }
 }

@@ -7,7 +7,7 @@ import type { BrokerConnection, BrokerCredentials } from '../../broker/types.js'
 import { BrokerAuthError, BrokerError, BrokerRequestError } from '../../market/brokerErrors.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
-import { ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
+import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
@@ -60,6 +60,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       if (row && row.server === server.name && row.platform !== server.platform) {
         ctx.log.warn('account platform corrected by its broker server', { accountId, was: row.platform, is: server.platform });
         store.upsert({ ...row, platform: server.platform, updated_at: now() });
+        ctx.emit({ kind: ACCOUNT_BINDING_EVENT, key: accountId, data: null });
       }
     },
   });
