@@ -1,6 +1,9 @@
 // Simulator throughput on one core: (1) ticks generated with all nine timeframes of live
 // bars updated, (2) market orders validated, executed and booked with SQLite persistence
-// (WAL, synchronous=NORMAL, one transaction per trade) in a temp dir.
+// (WAL, synchronous=NORMAL, one transaction per trade) in a temp dir, (3) what one market order
+// costs an account holding 100 open positions against one holding 1 (same run, interleaved):
+// the order with its margin check (`op`), its booking into the journal (`flush`), and a checkpoint
+// of the account (`checkpoint`: written about once a second per account that changed).
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -96,6 +99,71 @@ async function orderBench(clients: number, maxOpen: number, ms: number): Promise
   }
 }
 
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** An account holding `held` open BTCUSD positions of 0.01 lots, ready to time orders on. */
+function heldAccount(held: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'tagw-bench-held-'));
+  const db = new Database(join(dir, 'sim.db'));
+  SqliteSimStore.configure(db);
+  const store = new SqliteSimStore(db);
+  const clock = new ManualClock(T0);
+  const sim = new Simulator({ config: parseSimConfig({ ...loadSimConfig(), seed: 3 }), store, clock });
+  const acc = sim.server('Sim-P5-Demo')!.login('9001', 'bench');
+  for (let i = 0; i < held; i++) {
+    if (!acc.orderSend({ symbol: 'BTCUSD', type: i % 2 ? 'Sell' : 'Buy', volume: 0.01 }).ok) throw new Error('setup order refused');
+    acc.flush();
+  }
+  store.checkpoint();
+  const us = { op: [] as number[], flush: [] as number[], checkpoint: [] as number[] };
+  let n = 0;
+  /** One order timed (then closed again, untimed, so the account keeps holding `held`). */
+  const order = () => {
+    const t0 = performance.now();
+    const r = acc.orderSend({ symbol: 'BTCUSD', type: n % 2 ? 'Sell' : 'Buy', volume: 0.01 });
+    const t1 = performance.now();
+    acc.flush({ requestId: `h${n++}`, timeMsc: clock.now(), result: r });
+    const t2 = performance.now();
+    if (!r.ok) throw new Error(r.message);
+    store.commitQueued();
+    const t3 = performance.now();
+    store.checkpoint();
+    const t4 = performance.now();
+    us.op.push((t1 - t0) * 1000);
+    us.flush.push((t2 - t1) * 1000);
+    us.checkpoint.push((t4 - t3) * 1000);
+    acc.orderClose({ ticket: r.order.positionId });
+    acc.flush();
+    store.commitQueued();
+    clock.advance(1);
+  };
+  const close = () => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { us, order, close };
+}
+
+/** Median µs per order part at 1 and at `held` positions, interleaved in blocks (noise hits both). */
+function heldBench(held: number, orders: number) {
+  const none = heldAccount(1);
+  const many = heldAccount(held);
+  for (let i = 0; i < 200; i++) none.order(), many.order(); // warm-up
+  for (const a of [none, many]) a.us.op.length = a.us.flush.length = a.us.checkpoint.length = 0;
+  for (let done = 0; done < orders; done += 100) {
+    for (let i = 0; i < 100; i++) none.order();
+    for (let i = 0; i < 100; i++) many.order();
+  }
+  none.close();
+  many.close();
+  const figures = (a: typeof none) => ({ op: +median(a.us.op).toFixed(1), flush: +median(a.us.flush).toFixed(1), checkpoint: +median(a.us.checkpoint).toFixed(1) });
+  const at0 = figures(none);
+  const atN = figures(many);
+  console.log(`one order, median µs: at 1 position ${JSON.stringify(at0)}, at ${held} ${JSON.stringify(atN)}`);
+  return { at0, atN, opOverAt1: +(atN.op / at0.op).toFixed(2), flushOverAt1: +(atN.flush / at0.flush).toFixed(2), checkpointOverAt1: +(atN.checkpoint / at0.checkpoint).toFixed(2) };
+}
+
+const held = heldBench(100, 3000);
 const t = tickBench();
 const single = await orderBench(1, 10, 1500);
 // A shard hosts many accounts; 64 trading at once is what the group commit is for.
@@ -115,6 +183,9 @@ console.log(
     ordersPerSecRounds: rounds,
     ordersPerSecOneClient: single.ordersPerSec,
     concurrentAccounts: 64,
+    orderUsAt1Position: held.at0,
+    orderUsAt100Positions: held.atN,
+    orderAt100OverAt1: { op: held.opOverAt1, flush: held.flushOverAt1, checkpoint: held.checkpointOverAt1 },
     ticks: t.ticks,
     orders,
   }),

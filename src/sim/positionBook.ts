@@ -57,8 +57,8 @@ export class PositionBook extends Map<number, StoredPosition> {
   private readonly touched = new Set<number>();
   private maxDay = -Infinity;
   /** Changes since the totals were summed afresh: float rounding accumulates in running sums, so
-   *  they are rebuilt after about twice as many changes as positions (amortized O(1) per change;
-   *  the drift stays bounded by what a few hundred operations can add). */
+   *  they are rebuilt after about eight times as many changes as positions (amortized O(1) per change;
+   *  the drift stays bounded by what that many operations can add). */
   private drift = 0;
 
   /** `dayOf`: the server day of a UTC instant (swap nights are counted in server days). */
@@ -137,7 +137,7 @@ export class PositionBook extends Map<number, StoredPosition> {
       }
       this.touched.clear();
     }
-    if (this.drift > 2 * this.size + 64) this.rebuild();
+    if (this.drift > 8 * this.size + 64) this.rebuild();
   }
 
   private unaccount(ticket: number): void {

@@ -13,16 +13,6 @@ const POSITION_KEYS = ['ticket', 'symbol', 'type', 'volume', 'openPrice', 'openT
 
 type Packed = unknown[];
 
-function pack(obj: object, keys: readonly string[]): Packed {
-  const rec = obj as Record<string, unknown>;
-  const out: unknown[] = new Array(keys.length);
-  for (let i = 0; i < keys.length; i++) {
-    const v = rec[keys[i]!];
-    out[i] = v === undefined ? null : v;
-  }
-  return out;
-}
-
 function unpack<T>(arr: Packed, keys: readonly string[], extra: Record<string, unknown> = {}): T {
   const out: Record<string, unknown> = { ...extra };
   for (let i = 0; i < keys.length; i++) {
@@ -32,9 +22,19 @@ function unpack<T>(arr: Packed, keys: readonly string[], extra: Record<string, u
   return out as T;
 }
 
-const packOrder = (o: Order) => pack(o, ORDER_KEYS);
+// Written out field by field (in ORDER_KEYS / DEAL_KEYS / POSITION_KEYS order, what `unpack` reads):
+// the generic pack's keyed reads cost about half of an order's encoding.
+const packOrder = (o: Order): Packed => [
+  o.ticket, o.symbol, o.type, o.state, o.volume, o.volumeInitial, o.openPrice, o.openTimeMsc, o.closePrice ?? null, o.closeTimeMsc ?? null,
+  o.sl, o.tp, o.stopLimitPrice ?? null, o.expiration ?? null, o.magic, o.comment, o.commission, o.swap, o.profit, o.positionId,
+];
 const unpackOrder = (a: Packed) => unpack<Order>(a, ORDER_KEYS, { kind: 'order' });
-const packDeal = (d: Deal) => pack(d, DEAL_KEYS);
+const packDeal = (d: Deal): Packed => [
+  d.ticket, d.order, d.position, d.symbol, d.type, d.entry, d.volume, d.price, d.timeMsc, d.magic, d.comment, d.commission, d.swap, d.profit,
+];
+const packPosition = (p: StoredPosition): Packed => [
+  p.ticket, p.symbol, p.type, p.volume, p.openPrice, p.openTimeMsc, p.sl, p.tp, p.magic, p.comment, p.commission, p.swapPaid,
+];
 const unpackDeal = (a: Packed) => unpack<Deal>(a, DEAL_KEYS);
 
 /** Encoded shape: [balance, orders, positions, closedPositions, deals, request, equity]. */
@@ -57,7 +57,7 @@ export function encodeChange(c: SimChange): string {
   return JSON.stringify([
     c.balance ?? null,
     orders.length ? orders.map((o) => [packOrder(o.order), o.doneMs, o.wasActive === undefined ? null : o.wasActive ? 1 : 0]) : 0,
-    c.positions?.length ? c.positions.map((p) => pack(p, POSITION_KEYS)) : 0,
+    c.positions?.length ? c.positions.map(packPosition) : 0,
     c.closedPositions?.length ? c.closedPositions : 0,
     deals.length ? deals.map(packDeal) : 0,
     request,
