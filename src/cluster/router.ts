@@ -12,6 +12,7 @@ import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
+import { NoReplyError, ReplyInbox } from './replyInbox.js';
 import { partSize, ReplyParts, type PartRequest, type PartsHandle } from './replyParts.js';
 import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
@@ -74,6 +75,8 @@ export class AccountRouter {
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
   private readonly parts: ReplyParts;
+  /** Where the replies to this node's forwarded calls arrive. */
+  private readonly inbox: ReplyInbox;
   /** Forwarded calls awaiting their reply: each one's abort, for a NATS outage mid-call. */
   private readonly inFlight = new Set<(err: ApiError) => void>();
   private offStatus: (() => void) | undefined;
@@ -86,6 +89,7 @@ export class AccountRouter {
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
     this.parts = new ReplyParts(this.forwardTimeoutMs);
+    this.inbox = new ReplyInbox(opts.link.nc);
     this.offOwners = opts.owners.onChange((accountId, owner) => {
       if (owner !== opts.nodeId) this.interest.dropAccount(accountId);
       const at = this.heldAt.get(accountId);
@@ -217,12 +221,12 @@ export class AccountRouter {
     const aborted = new Promise<never>((_, reject) => (abort = reject));
     this.inFlight.add(abort);
     try {
-      msg = await Promise.race([this.opts.link.nc.request(SUBJECTS.nodeCall(owner), encode(env), { timeout: this.forwardTimeoutMs }), aborted]);
+      msg = await Promise.race([this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs), aborted]);
     } catch (err) {
       if (err instanceof ApiError) throw err;
       // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
-      if ((err as { isNoResponders?: () => boolean }).isNoResponders?.()) return { done: false, notOwner: false };
-      if ((err as Error).name === 'TimeoutError') {
+      if (err instanceof NoReplyError && err.reason === 'noResponders') return { done: false, notOwner: false };
+      if (err instanceof NoReplyError && err.reason === 'timeout') {
         throw this.unavailable(`the node owning account ${env.key} did not answer ${env.op} in time; its outcome is unknown`);
       }
       throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
@@ -355,6 +359,7 @@ export class AccountRouter {
   close(): void {
     for (const sub of this.subs) sub.unsubscribe();
     this.subs = [];
+    this.inbox.close();
     this.parts.clear();
     this.offStatus?.();
     this.offOwners();

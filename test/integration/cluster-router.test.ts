@@ -2,7 +2,8 @@
 // recorder (the real gateways are in cluster-gateways.test.ts), leases in memory.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, apiError } from '../../src/errors.js';
-import type { LocalShards } from '../../src/cluster/router.js';
+import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
+import { createLogger } from '../../src/log.js';
 import { startNats, type Engine } from '../helpers/engines.js';
 import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
@@ -142,6 +143,33 @@ describe('AccountRouter', () => {
     leases.set(id, 'B', B.owners); // the lease expired; B took over
     expect(await pending).toMatchObject({ node: 'B' });
     expect(fakeD.calls).toHaveLength(0);
+  });
+
+  it('an owner that does not answer within the call bound is a 503 (outcome unknown); a closed router fails its waiting calls', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'B', 'A learns the owner');
+    // A second router on A's connection, with a short bound (the gateway's is 31 s).
+    const quick = new AccountRouter({ nodeId: 'A2', link: A.link, shards: fakes.A.shards, owners: A.owners, log: createLogger('silent'), ownerWaitMs: 1_500, forwardTimeoutMs: 300 });
+    let release!: () => void;
+    fakes.B.stallUntil(new Promise<void>((r) => (release = r)));
+    try {
+      const err = await quick.call(id, 'account.status', { accountId: id }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+      expect((err as Error).message).toMatch(/did not answer account\.status in time; its outcome is unknown/);
+      const waiting = quick.call(id, 'account.status', { accountId: id }).catch((e: unknown) => e);
+      await until(() => fakes.B.calls.length === 2, 'the owner to be running the second call');
+      quick.close();
+      const closed = await waiting;
+      expect(closed).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503 });
+      expect((closed as Error).message).toMatch(/failed during account\.status/); // at once, not the bound
+    } finally {
+      release();
+      fakes.B.stallUntil(Promise.resolve());
+      quick.close();
+    }
+    // The owner answering late to a closed inbox harms nothing; the node's own router still forwards.
+    expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
   });
 
   it('stream interest of several nodes composes on the owner: one node\'s unsub keeps what another holds', async () => {
