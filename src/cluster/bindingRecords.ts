@@ -9,11 +9,10 @@
 import { apiError } from '../errors.js';
 import { AccountStore } from '../store/accounts.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { LatestRuns } from '../util/latestRuns.js';
 import { fenceSql } from './leases.js';
 import type { CommandName } from '../runtime/protocol.js';
 import type { LocalShards } from './router.js';
-import { syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
+import { OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
 // One statement: nothing unless the lease holds at that epoch; no stamp when nothing differs.
 const SYNC_SQL = `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}),
@@ -28,7 +27,8 @@ const CHANGES: ReadonlySet<CommandName> = new Set<CommandName>(['account.bind', 
 
 export class BindingRecords {
   private readonly store: AccountStore;
-  private readonly copies = new LatestRuns<CopyOutcome>((id) => this.copy(id));
+  /** Copies to PostgreSQL; `copies.retryFailed()` makes the failed ones again (ClusterNode, every third of the lease). */
+  readonly copies = new OwnerCopies((id) => this.copy(id));
   constructor(private readonly o: OwnerRecordsOptions) {
     this.store = new AccountStore(o.sqlite);
   }
@@ -45,7 +45,7 @@ export class BindingRecords {
   }
 
   /** Copies the account's binding (from this node's SQLite) to PostgreSQL, fenced. Never throws: a
-   *  failed copy is logged. */
+   *  failed copy is logged and made again every third of the lease until it lands (OwnerCopies). */
   sync(accountId: string): Promise<CopyOutcome> {
     return this.copies.request(accountId);
   }

@@ -293,7 +293,12 @@ export class ClusterNode {
    *  tenancy write from then on waits for this node's mirror too). */
   async start(): Promise<void> {
     this.pg.start();
-    const look = () => void this.overview().then((o) => (this.seen = o), () => undefined);
+    const look = () => {
+      void this.overview().then((o) => (this.seen = o), () => undefined);
+      // Copies the database did not take (it was away): again, until they land or the lease moves on.
+      this.bindings.copies.retryFailed();
+      this.sessions.copies.retryFailed();
+    };
     look();
     this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
     await this.pg.keeper.tick();

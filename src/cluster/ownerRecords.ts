@@ -5,6 +5,7 @@ import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
+import { LatestRuns } from '../util/latestRuns.js';
 import type { Lease } from './leases.js';
 import type { PgPool } from './pgPool.js';
 import type { LocalShards } from './router.js';
@@ -33,4 +34,38 @@ export function syncAfter(
       return r;
     },
   };
+}
+
+/**
+ * An owner's copies of one kind of record to PostgreSQL: one at a time per account, each reading
+ * SQLite as it is then (LatestRuns: the newest lands last), and a copy that failed (the database
+ * unreachable) is made again at every `retryFailed` until it lands or the lease moved on, so a
+ * change made while the database was away reaches it once it is back, not only at the account's
+ * next change.
+ */
+export class OwnerCopies {
+  private readonly failed = new Set<string>();
+  private readonly runs: LatestRuns<CopyOutcome>;
+
+  constructor(copy: (accountId: string) => Promise<CopyOutcome>) {
+    this.runs = new LatestRuns(async (id) => {
+      const out = await copy(id);
+      if (out === 'failed') this.failed.add(id);
+      else this.failed.delete(id);
+      return out;
+    });
+  }
+
+  request(accountId: string): Promise<CopyOutcome> {
+    return this.runs.request(accountId);
+  }
+
+  /** Accounts whose last copy failed. */
+  get pending(): number {
+    return this.failed.size;
+  }
+
+  retryFailed(): void {
+    for (const id of this.failed) void this.runs.request(id);
+  }
 }

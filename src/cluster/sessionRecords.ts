@@ -7,10 +7,9 @@
 import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { LatestRuns } from '../util/latestRuns.js';
 import { fenceSql } from './leases.js';
 import type { LocalShards } from './router.js';
-import { syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
+import { OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
 interface PgSessionRow extends SessionRow { subscriptions_json: string }
 
@@ -41,7 +40,8 @@ export type SessionRecordsOptions = OwnerRecordsOptions;
 
 export class SessionRecords {
   private readonly store: SessionStore;
-  private readonly copies = new LatestRuns<CopyOutcome>((id) => this.copy(id));
+  /** Copies to PostgreSQL; `copies.retryFailed()` makes the failed ones again (ClusterNode, every third of the lease). */
+  readonly copies = new OwnerCopies((id) => this.copy(id));
   constructor(private readonly o: SessionRecordsOptions) {
     this.store = new SessionStore(o.sqlite);
   }
@@ -56,7 +56,7 @@ export class SessionRecords {
    *  session commands, and when its shard ended a session by itself (ClusterNode.publish). One copy
    *  at a time per account, each reading SQLite as it is then, so an older copy never lands after a
    *  newer one (a session ended here live again there). Never throws: the command was done; a failed
-   *  copy is logged (the next change of the account copies again). */
+   *  copy is logged and made again every third of the lease until it lands (OwnerCopies). */
   sync(accountId: string): Promise<CopyOutcome> {
     return this.copies.request(accountId);
   }
