@@ -164,8 +164,9 @@ export class AccountEvents {
     for (const [acc, entries] of byAcc) this.deliver(acc, entries);
   }
 
-  /** Entries of the account's stream to its live sockets, each from past its cursor. */
+  /** Entries of the account's stream (stored) to its live sockets, each from past its cursor. */
   deliver(acc: AccountState, entries: readonly HistoryEntry[]): void {
+    if (entries.length > 0) acc.history.markSent(entries.at(-1)!.seq);
     for (const s of acc.sockets) {
       if (s.stream !== 'live') continue;
       for (const e of entries) {
@@ -193,7 +194,7 @@ export class AccountEvents {
       return;
     }
     this.commit();
-    sock.cursor = sock.acc.history.seq;
+    sock.cursor = sock.acc.history.sent; // what is still being stored follows as it is delivered
     sock.stream = 'live';
   }
 
@@ -238,9 +239,10 @@ export class AccountEvents {
       if (b.next < b.entries.length) return; // the rest on the next drain
       sock.backlog = null;
     }
+    // Up to what was delivered (stored): the rest reaches the socket with its delivery. A
+    // shared-history replay may reach past what this node's feed delivered yet: live frames skip those.
     const h = sock.acc.history;
-    if (sock.cursor >= h.seq) {
-      // A shared-history replay may reach past what this node's feed delivered yet: live frames skip those.
+    if (sock.cursor >= h.sent) {
       sock.stream = 'live';
       return;
     }
@@ -251,12 +253,12 @@ export class AccountEvents {
     }
     ws.cork(() => {
       for (const e of r.entries) {
-        if (!fits(e.frame)) return;
+        if (e.seq > h.sent || !fits(e.frame)) return;
         ws.send(e.frame);
         sock.cursor = e.seq;
       }
     });
-    if (sock.cursor === h.seq) sock.stream = 'live';
+    if (sock.cursor >= h.sent) sock.stream = 'live';
   }
 
   /** The socket's snapshot: from the lists the stream carried, or the shard's when not known yet. */
@@ -306,6 +308,15 @@ export class AccountEvents {
     this.commit();
     const acc = sock.acc;
     const h = acc.history;
+    if (h.sent < h.seq && this.shared) {
+      // Cluster owner: the lists are as of numbered frames not stored in JetStream yet. A snapshot
+      // at that seq would place the client past what a new owner continues from (it would skip
+      // that owner's own frames of those numbers): it waits for the store (one ack, or its timeout).
+      this.shared.afterStores(() => {
+        if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
+      });
+      return;
+    }
     const clock = this.topics.clockOf(acc);
     sock.cursor = h.seq;
     sock.stream = 'live';

@@ -31,13 +31,27 @@ export class AccountHistory {
   /** Index of the first live entry (entries before it were trimmed; compacted now and then). */
   private head = 0;
 
+  /** The seq up to which frames have gone to live sockets: stored first (SQLite, or in cluster
+   *  mode JetStream's ack, which comes later than the numbering). No socket is placed past it. */
+  private delivered: number;
+
   constructor(readonly epoch: string, private last: number, private readonly limits: HistoryLimits, entries: HistoryEntry[] = []) {
     this.entries = entries;
+    this.delivered = last;
   }
 
   /** The seq of the latest event of this epoch (0: none yet). */
   get seq(): number {
     return this.last;
+  }
+
+  get sent(): number {
+    return this.delivered;
+  }
+
+  /** Frames up to `seq` were stored and went to the live sockets. */
+  markSent(seq: number): void {
+    if (seq > this.delivered) this.delivered = Math.min(seq, this.last);
   }
 
   /** The oldest seq still held (seq + 1 when none is). */

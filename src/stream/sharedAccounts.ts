@@ -92,6 +92,11 @@ export class SharedAccounts {
     }).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
   }
 
+  /** Runs `fn` once the batches committed so far are stored and delivered. */
+  afterStores(fn: () => void): void {
+    this.chain = this.chain.then(fn).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
+  }
+
   /** The owner began another epoch: announced to the other nodes (a rebound as such: their sockets close with 4012). */
   epochStarted(acc: AccountState, rebound: boolean): void {
     if (acc.shared?.role !== 'owner') return;

@@ -14,7 +14,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { builtEntry } from './build.js';
-import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
+import { createDatabase, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
 import type { BrokerOrder } from './orderLedger.js';
 import { until } from './until.js';
@@ -24,7 +24,7 @@ export const CLUSTER_MANAGEMENT_KEY = 'cluster-scenarios-management-key';
 const SECRET_KEY = 'c1'.repeat(32);
 const SERVER = 'Sim-P5-Demo';
 
-export interface Engines { nats: Engine; pg: Engine; stop(): Promise<void> }
+export interface Engines { nats: NatsEngine; pg: Engine; stop(): Promise<void> }
 
 /** NATS and PostgreSQL on free ports, for one test file. */
 export async function startEngines(): Promise<Engines> {
@@ -41,6 +41,7 @@ export function useCluster(opts: ClusterOptions = {}): { readonly engines: Engin
     cluster = await ClusterProcs.start(engines, opts);
   }, 120_000);
   afterAll(async () => {
+    engines?.nats.thaw();
     await cluster?.close();
     cleanupProcesses();
     await engines?.stop();

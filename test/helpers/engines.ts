@@ -141,7 +141,13 @@ function accepts(port: number): Promise<boolean> {
 }
 
 /** nats-server with JetStream (`-js -sd <tmp>`) on a free loopback port. */
-export async function startNats(): Promise<Engine> {
+/** nats-server can also be frozen (SIGSTOP: connections stay open, nothing is answered or stored) and thawed. */
+export interface NatsEngine extends Engine {
+  freeze(): void;
+  thaw(): void;
+}
+
+export async function startNats(): Promise<NatsEngine> {
   const bin = binary('nats-server', 'apt-get install nats-server');
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'tagw-nats-'));
@@ -179,6 +185,8 @@ export async function startNats(): Promise<Engine> {
       await halt('SIGTERM');
       await launch();
     },
+    freeze: () => void proc?.kill('SIGSTOP'),
+    thaw: () => void proc?.kill('SIGCONT'),
   };
 }
 

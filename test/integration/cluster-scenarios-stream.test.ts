@@ -1,7 +1,7 @@
 // Issue 20's stream scenarios with three gateway processes in cluster mode, a simulator process,
 // real nats-server and PostgreSQL: a /v1/stream socket on a node that does not own the account
 // sees the frames a socket on the owner sees; sockets on the survivors of a killed owner keep
-// streaming from the new owner.
+// streaming from the new owner; a snapshot taken while the owner's frames wait for JetStream.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.js';
@@ -77,6 +77,57 @@ describe('three nodes: streams', () => {
         expectAccountStream(s.frames);
       }
     } finally {
+      await Promise.all(sockets.map((s) => s.close()));
+    }
+  }, 90_000);
+
+  it('a socket opened on the owner while its frames wait for JetStream (nats-server frozen), the owner then killed: the client loses no frame of what follows', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const node = (id: string) => env.cluster.node(id);
+    const watcher = await mustOpen(node(others[0]!).url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
+    const sockets = [watcher];
+    try {
+      await watcher.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the watcher\'s snapshot');
+      // The owner numbers the account's frames (its role taken, JetStream read) before the freeze.
+      const first = await orderVia(node(owner), acct, 'before-window');
+      expect(first.status).toBe(200);
+      await watcher.until((c) => c.of('TRADE').find((f) => f.data.order === first.ticket), 15_000, 'the first TRADE on the watcher');
+      // Orders on the owner while JetStream stores nothing: it numbers their frames (more of them
+      // than a new owner's resync makes of the same deals) but cannot store them.
+      env.engines.nats.freeze();
+      let client: StreamClient;
+      try {
+        for (let i = 0; i < 4; i++) expect((await orderVia(node(owner), acct, `window-${i}`)).status).toBe(200);
+        client = await mustOpen(node(owner).url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
+        sockets.push(client);
+        await new Promise((r) => setTimeout(r, 500)); // the snapshot a socket gets at once, if any
+        await env.cluster.kill(owner); // its frames never reach JetStream
+      } finally {
+        env.engines.nats.thaw();
+      }
+      const cursor = client.frames.filter((f) => ['POSITIONS', 'ORDERS', 'TRADE'].includes(f.type)).at(-1);
+      await env.cluster.owner(acct.id, { not: owner });
+      // Orders after the takeover: the new owner numbers past any position the client could hold.
+      const after: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const sent = await retryingOrder(env.cluster, acct, `after-window-${i}`, []);
+        expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+        after.push(sent.ticket!);
+      }
+      await watcher.until((c) => c.of('TRADE').find((f) => f.data.order === after.at(-1)), 20_000, 'the last TRADE on the watcher');
+      // The client comes back where its stream stood: every TRADE after it (or a snapshot newer than them).
+      const back = await mustOpen(node(others[0]!).url, { id: acct.id, heartbeat: '0', ...(cursor ? { since: `${cursor.epoch}:${cursor.seq}` } : {}) }, { 'x-api-key': acct.key });
+      sockets.push(back);
+      if (cursor) {
+        const resumed = await back.next('RESUMED', 0, 15_000);
+        if (resumed.data.recovered) {
+          await back.until((c) => after.every((t) => c.of('TRADE').some((f) => f.data.order === t)), 15_000, `every TRADE after the client's position ${cursor.epoch}:${cursor.seq}`);
+          return;
+        }
+      }
+      await back.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'a fresh snapshot');
+    } finally {
+      env.engines.nats.thaw();
       await Promise.all(sockets.map((s) => s.close()));
     }
   }, 90_000);
