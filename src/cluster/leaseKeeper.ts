@@ -1,12 +1,12 @@
 // A node's leases over time. Every third of the lease it heartbeats, renews all it holds in one
-// statement, and follows the rendezvous plan: acquires accounts it should own, hands over those that
-// now belong to another live node. Its own clock (injected) bounds how long it trusts a lease: one
+// statement, and follows the plan (rendezvous.ts: bounded-load rendezvous from who holds what):
+// acquires accounts it should own, hands over those that now belong to another live node. Its own clock (injected) bounds how long it trusts a lease: one
 // not renewed within the lease of the moment the renewal was sent is dropped as lost, before
 // PostgreSQL's expiry lets another node take it (the owner refuses to act on it from then on).
 import type { Logger } from '../log.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { acquireLeases, heartbeat, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
+import { acquireLeases, heartbeat, leaseRows, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
 import type { Queryable } from './pgPool.js';
 import { planLeases } from './rendezvous.js';
 
@@ -38,7 +38,7 @@ export interface LeaseKeeperOptions {
   leaseMs: number;
   /** Monotonic in production (monotonicClock): a wall clock stepped back would stretch a lease. */
   clock: Clock;
-  /** Every account that exists in the cluster (the node picks its share by rendezvous). */
+  /** Every account that exists in the cluster (the nodes divide them: rendezvous.ts). */
   accounts: () => Promise<Iterable<string>> | Iterable<string>;
   events?: LeaseEvents;
   log?: Logger;
@@ -185,7 +185,10 @@ export class LeaseKeeper {
       this.endSettling();
     }
     await this.renew();
-    const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()));
+    // Who holds what now: the plan keeps accounts where they are and moves only a node's surplus.
+    const holders = new Map<string, string>();
+    for (const r of await leaseRows(db)) if (r.live && r.owner !== null) holders.set(r.accountId, r.owner);
+    const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()), holders);
     // In the background: stopping an account may take a while (calls in flight), and meanwhile this
     // node's other leases must go on being renewed.
     const release = plan.release.filter((id) => !this.handingOver.has(id));

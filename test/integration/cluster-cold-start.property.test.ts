@@ -1,11 +1,11 @@
 // Cold start of a cluster (LeaseKeeper's settle period): nodes that start within the settle window
-// each take only their rendezvous share at once, with no handover; without the settle period the
+// each take only their share at once (an even split), with no handover; without the settle period the
 // first node takes every account and hands most over. Real PostgreSQL, real timers.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseRows } from '../../src/cluster/leases.js';
 import { LeaseKeeper, monotonicClock } from '../../src/cluster/leaseKeeper.js';
-import { Rendezvous } from '../../src/cluster/rendezvous.js';
+import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { createLogger } from '../../src/log.js';
 import { startPostgres, type Engine } from '../helpers/engines.js';
 import { migratedDatabase } from '../helpers/postgres.js';
@@ -54,9 +54,9 @@ async function coldStart(offsets: number[], settleMs: number) {
 }
 
 describe('cold start', () => {
-  it('property: three keepers starting within the settle window split the accounts by rendezvous at once, with no handover', async () => {
-    const hrw = new Rendezvous(NODES);
-    const target = new Map(NODES.map((n) => [n, new Set(ACCOUNTS.filter((a) => hrw.ownerOf(a) === n))]));
+  it('property: three keepers starting within the settle window split the accounts evenly at once, with no handover', async () => {
+    const split = targetOwners(NODES, ACCOUNTS, new Map());
+    const target = new Map(NODES.map((n) => [n, new Set(ACCOUNTS.filter((a) => split.get(a) === n))]));
     await fc.assert(fc.asyncProperty(
       // The later two start up to half the settle period after the first (the other half covers
       // their heartbeat reaching PostgreSQL on a loaded machine).
@@ -68,8 +68,8 @@ describe('cold start', () => {
         expect(r.maxEpoch).toBe(1); // every lease acquired once: nobody took an account over
       },
     ), { numRuns: 4 });
-    // The split is even: each node's rendezvous share of 90 accounts.
-    for (const n of NODES) expect(target.get(n)!.size).toBeGreaterThanOrEqual(20);
+    // The split is even: 30 each of 90 accounts.
+    for (const n of NODES) expect(target.get(n)!.size).toBe(30);
   }, 120_000);
 
   it('without the settle period the first node takes everything and hands most of it over (what the settle period prevents)', async () => {
