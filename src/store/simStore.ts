@@ -6,6 +6,7 @@ import type { EquityPoint } from '../market/account.js';
 import type { Deal, Order, RequestLookup } from '../market/orders.js';
 import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPosition } from '../sim/persistence.js';
 import { decodeChange, encodeChange } from './simCodec.js';
+import { CHECKPOINT, CheckpointRowStore, type CheckpointRows } from './simCheckpoint.js';
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { CommitGroup } from './commitGroup.js';
@@ -62,20 +63,15 @@ interface Mirror {
   /** Requests not yet in a checkpointed batch. */
   newRefs: [string, number, number][];
   checkpointedMs: number;
-}
-interface Checkpoint {
-  account: StoredAccount;
-  positions: StoredPosition[];
-  activeOrders: Order[];
-  seq: number;
-  lastTimeMs: number;
+  /** The rows of the last checkpoint (simCheckpoint.ts): a checkpoint writes only what changed. */
+  rows?: CheckpointRows | undefined;
 }
 
-const CHECKPOINT = 'A';
 const REQUEST = 'R';
 
 export class SqliteSimStore implements SimPersistence {
   private readonly st;
+  private readonly checkpoints: CheckpointRowStore;
   private readonly mirrors = new Map<string, Mirror>();
   /** Mirrors with changes not checkpointed yet: a checkpoint pass runs after every commit, and
    *  walking every account there made each order, and each new account, cost O(accounts). */
@@ -116,6 +112,7 @@ export class SqliteSimStore implements SimPersistence {
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.clock = options.clock ?? systemClock;
     migrateSimStore(db);
+    this.checkpoints = new CheckpointRowStore(db);
     const p = (sql: string) => db.prepare(sql);
     this.st = {
       counterGet: p('SELECT next FROM sim_counters WHERE server = ?'),
@@ -169,8 +166,7 @@ export class SqliteSimStore implements SimPersistence {
     for (const m of this.dirtyMirrors) {
       if (!all && now - m.checkpointedMs < this.checkpointMs) continue;
       const a = m.account;
-      const cp: Checkpoint = { account: a, positions: valuesOf(m.positions), activeOrders: valuesOf(m.activeOrders), seq: m.seq, lastTimeMs: m.lastTimeMs };
-      this.st.stateUpsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(cp));
+      this.checkpoints.write(m);
       // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
       // time so a load reads only the last day's batches).
       if (m.newRefs.length > 0) {
@@ -208,17 +204,8 @@ export class SqliteSimStore implements SimPersistence {
     this.commitQueued();
     const row = this.st.stateGet.get(server, login, CHECKPOINT, '') as { data: string } | undefined;
     if (!row) return null;
-    const cp = JSON.parse(row.data) as Checkpoint;
-    const m: Mirror = {
-      account: cp.account,
-      positions: cp.positions.length > 0 ? new Map(cp.positions.map((p) => [p.ticket, p])) : undefined,
-      activeOrders: cp.activeOrders.length > 0 ? new Map(cp.activeOrders.map((o) => [o.ticket, o])) : undefined,
-      seq: cp.seq,
-      lastTimeMs: cp.lastTimeMs,
-      refs: undefined,
-      newRefs: [],
-      checkpointedMs: this.clock.now(),
-    };
+    const cp = this.checkpoints.read(server, login, row.data);
+    const m: Mirror = { ...cp, refs: undefined, newRefs: [], checkpointedMs: this.clock.now() };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
       for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new Map()).set(id, [t, q]);
     }
