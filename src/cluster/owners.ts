@@ -33,16 +33,26 @@ export interface OwnerCacheOptions {
   /** The lease store's answer for one account (a cache miss, or after forget()). */
   lookup: (accountId: string) => Promise<OwnerInfo>;
   log: Logger;
+  /** "No owner" is trusted this long, then asked of the store again (default 250 ms): the next
+   *  owner's announcement may be lost (its NATS link down as it acquired), and nothing else would
+   *  correct it, as no call goes to a node to be refused. */
+  noOwnerMs?: number;
+  /** Monotonic milliseconds (injected in tests). */
+  now?: () => number;
 }
 
 export class OwnerCache implements OwnerDirectory {
-  /** stale: forgotten (ask the store next time); its epoch still rejects older announcements. */
-  private readonly known = new Map<string, OwnerInfo & { stale: boolean }>();
+  /** stale: forgotten (ask the store next time); its epoch still rejects older announcements.
+   *  at: when it was learned (a "no owner" goes stale by itself). */
+  private readonly known = new Map<string, OwnerInfo & { stale: boolean; at: number }>();
   private readonly lookups = new Map<string, Promise<OwnerInfo>>();
   private readonly listeners = new Set<(accountId: string, owner: string | null) => void>();
   private readonly sub;
 
+  private readonly now: () => number;
+
   constructor(private readonly opts: OwnerCacheOptions) {
+    this.now = opts.now ?? (() => performance.now());
     this.sub = opts.link.nc.subscribe(SUBJECTS.leases, {
       callback: (err, msg) => {
         if (err) return opts.log.warn('lease announcements ended', { err: errorMessage(err) });
@@ -60,7 +70,7 @@ export class OwnerCache implements OwnerDirectory {
 
   async ownerOf(accountId: string): Promise<string | null> {
     const k = this.known.get(accountId);
-    if (k && !k.stale) return k.owner;
+    if (k && !k.stale && (k.owner !== null || this.now() - k.at < (this.opts.noOwnerMs ?? 250))) return k.owner;
     let p = this.lookups.get(accountId);
     if (!p) {
       p = this.opts.lookup(accountId).finally(() => this.lookups.delete(accountId));
@@ -99,7 +109,7 @@ export class OwnerCache implements OwnerDirectory {
     if (k && (info.epoch < k.epoch || (info.epoch === k.epoch && info.owner !== null && info.owner !== k.owner))) return;
     const changed = !k || k.owner !== info.owner;
     if (!changed && !sure) return;
-    this.known.set(accountId, { owner: info.owner, epoch: info.epoch, stale: false });
+    this.known.set(accountId, { owner: info.owner, epoch: info.epoch, stale: false, at: this.now() });
     if (changed) for (const l of this.listeners) l(accountId, info.owner);
   }
 

@@ -220,6 +220,15 @@ export class AccountRouter {
     let abort!: (err: ApiError) => void;
     const aborted = new Promise<never>((_, reject) => (abort = reject));
     this.inFlight.add(abort);
+    // A node SIGKILLed a moment ago may still get the request (nats-server routes to its connection
+    // until it notices the close) and never answer. Once another node holds the account, the old
+    // one has the owner wait to answer (a live one finishing a slow call still does), then 503.
+    const offMoved = this.opts.owners.onChange((k, o) => {
+      if (k !== env.key || o === null || o === owner) return;
+      setTimeout(() => {
+        if (this.inFlight.has(abort)) abort(this.unavailable(`account ${env.key} moved to another node while ${env.op} was at the old one, which did not answer; its outcome is unknown`));
+      }, this.opts.ownerWaitMs).unref();
+    });
     try {
       msg = await Promise.race([this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs), aborted]);
     } catch (err) {
@@ -232,6 +241,7 @@ export class AccountRouter {
       throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
     } finally {
       this.inFlight.delete(abort);
+      offMoved();
     }
     let reply = decode(msg.string()) as CallReply;
     if (reply.ok === 'parts') reply = await this.fetchParts(owner, reply);

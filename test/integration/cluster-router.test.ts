@@ -1,6 +1,8 @@
 // The AccountRouter over a real nats-server: three in-process nodes, each with shards faked by a
 // recorder (the real gateways are in cluster-gateways.test.ts), leases in memory.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { ApiError, apiError } from '../../src/errors.js';
 import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
@@ -98,6 +100,17 @@ describe('AccountRouter', () => {
     expect(await pending).toMatchObject({ node: 'C' });
   });
 
+  it('a takeover whose announcement was lost (the new owner\'s NATS reconnecting): a call waiting on "no owner" looks the owner up again and lands there', async () => {
+    const id = acct();
+    leases.set(id, 'C', C.owners);
+    leases.set(id, null, C.owners); // C handed it over: every node caches "no owner"
+    await until(async () => (await A.owners.ownerOf(id)) === null && (await B.owners.ownerOf(id)) === null, 'A and B learn it has no owner');
+    leases.set(id, 'B'); // B acquired it while its link was down: the announcement never went out
+    // Before, the cached "no owner" was answered until the owner wait ran out: a 503 (and again for
+    // every later call, until some announcement of this account came).
+    expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
+  });
+
   it('answers 503 with retry-after when nobody takes the account within the bound', async () => {
     const id = acct();
     const err = await B.router.call(id, 'account.status', { accountId: id }).catch((e: unknown) => e);
@@ -170,6 +183,43 @@ describe('AccountRouter', () => {
     }
     // The owner answering late to a closed inbox harms nothing; the node's own router still forwards.
     expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
+  });
+
+  it('an owner killed as the call was sent (nats-server still delivers to its subscription; nobody answers): once another node takes the account, a 503 after the owner wait, not the 31 s call bound', async () => {
+    const id = acct();
+    // What nats-server does for a moment after a SIGKILL, before it notices the closed connection:
+    // the dead node's subject still has a subscriber, so the request is delivered and never answered.
+    const ghost = await connect({ servers: nats.url });
+    const delivered: string[] = [];
+    ghost.subscribe(SUBJECTS.nodeCall('E'), { callback: (_e, m) => void delivered.push(m.subject) });
+    await ghost.flush();
+    leases.set(id, 'E', B.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'E', 'A learns the owner');
+    let outcome: unknown;
+    void A.router.call(id, 'account.status', { accountId: id }).then((r) => (outcome = r), (e: unknown) => (outcome = e));
+    await until(() => delivered.length === 1, 'the call to reach the dead owner\'s subscription');
+    leases.set(id, 'B', B.owners); // its lease expired; B took the account over
+    await until(() => outcome !== undefined, 'the call to end once the account moved (it hung until the 31 s bound)', 10_000);
+    expect(outcome).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect((outcome as Error).message).toMatch(/outcome is unknown/);
+    // The client's retry lands on the new owner.
+    expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
+    await ghost.close();
+  });
+
+  it('an owner that answers after the account moved on still gets its answer through (within the owner wait)', async () => {
+    const id = acct();
+    leases.set(id, 'C', C.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+    let release!: () => void;
+    fakes.C.stallUntil(new Promise<void>((r) => (release = r)));
+    const pending = A.router.call(id, 'account.status', { accountId: id });
+    await until(() => fakes.C.calls.length === 1, 'the owner to be running the call');
+    leases.set(id, 'B', B.owners); // C lost the lease (paused, cut off) while running it
+    await until(async () => (await A.owners.ownerOf(id)) === 'B', 'A learns the new owner');
+    release();
+    expect(await pending).toMatchObject({ node: 'C' });
+    fakes.C.stallUntil(Promise.resolve());
   });
 
   it('stream interest of several nodes composes on the owner: one node\'s unsub keeps what another holds', async () => {
