@@ -45,7 +45,7 @@ export class SimAccount {
     positions: readonly StoredPosition[],
     activeOrders: readonly Order[],
   ) {
-    this.positions = PositionBook.forClock((t) => host.market.clock.toServer(t));
+    this.positions = new PositionBook(host.market.clock);
     for (const p of positions) this.positions.set(p.ticket, p);
     for (const o of activeOrders) this.orders.set(o.ticket, o);
   }

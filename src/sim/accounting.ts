@@ -81,17 +81,22 @@ export function rolloverIndex(d: number): number {
   return 7 * w + ROLLOVER_PREFIX[d - 7 * w]!;
 }
 
+/** A broker server's clock (market.clock): UTC to server-clock epoch ms. */
+export interface ToServer {
+  toServer(utcMs: number): number;
+}
+
 /** Server day (days since the epoch on the server clock) of a UTC instant. */
-export function serverDay(utcMs: number, toServer: (utc: number) => number): number {
-  return Math.floor(toServer(utcMs) / DAY);
+export function serverDay(utcMs: number, clock: ToServer): number {
+  return Math.floor(clock.toServer(utcMs) / DAY);
 }
 
 /** Number of swap charges between two UTC instants: one per server-clock rollover at the
  *  start of Tuesday..Saturday, the one at the start of Thursday counting three times
  *  (the weekend), as MT brokers do. */
 export function swapNights(openUtc: number, nowUtc: number, toServer: (utc: number) => number): number {
-  const d0 = serverDay(openUtc, toServer);
-  const d1 = serverDay(nowUtc, toServer);
+  const d0 = Math.floor(toServer(openUtc) / DAY);
+  const d1 = Math.floor(toServer(nowUtc) / DAY);
   return d1 > d0 ? rolloverIndex(d1) - rolloverIndex(d0) : 0;
 }
 

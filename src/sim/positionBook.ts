@@ -3,7 +3,7 @@
 // margin for this? is the account below stop-out? can any stop of this symbol trigger?) costs per
 // symbol held, not per position. The totals are linear in the positions (lots, lots x open price,
 // lots x the rollover index of the open day); valuation.ts prices them at the market.
-import { rolloverIndex, serverDay } from './accounting.js';
+import { rolloverIndex, serverDay, type ToServer } from './accounting.js';
 import type { StoredPosition } from './persistence.js';
 
 /** Sums over the open positions of one symbol and side. */
@@ -30,6 +30,7 @@ export interface SymbolTotals {
   sellTpMax: number;
 }
 
+const NO_TOTALS: ReadonlyMap<string, SymbolTotals> = new Map();
 const sideZero = (): SideTotals => ({ n: 0, lots: 0, lotsOpen: 0, lotsRollover: 0, swapPaid: 0 });
 const noStops = (t: SymbolTotals) => {
   t.buySlMax = t.sellTpMax = -Infinity;
@@ -52,28 +53,26 @@ interface Receipt {
  * (values) hands out positions to read only.
  */
 export class PositionBook extends Map<number, StoredPosition> {
-  private readonly totalsBySymbol = new Map<string, SymbolTotals>();
-  private readonly receipts = new Map<number, Receipt>();
-  private readonly touched = new Set<number>();
+  // Created with the first position: most accounts hold none, and an empty Map still costs its
+  // table (issue 19, memory per idle account).
+  private totalsBySymbol: Map<string, SymbolTotals> | undefined;
+  private receipts: Map<number, Receipt> | undefined;
+  private touched: Set<number> | undefined;
   private maxDay = -Infinity;
   /** Changes since the totals were summed afresh: float rounding accumulates in running sums, so
    *  they are rebuilt after about eight times as many changes as positions (amortized O(1) per change;
    *  the drift stays bounded by what that many operations can add). */
   private drift = 0;
 
-  /** `dayOf`: the server day of a UTC instant (swap nights are counted in server days). */
-  constructor(private readonly dayOf: (utcMs: number) => number) {
+  /** `clock`: the server's (swap nights are counted in server days). */
+  constructor(private readonly clock: ToServer) {
     super();
-  }
-
-  static forClock(toServer: (utc: number) => number): PositionBook {
-    return new PositionBook((t) => serverDay(t, toServer));
   }
 
   /** The totals per symbol, up to date. */
   get totals(): ReadonlyMap<string, SymbolTotals> {
     this.settle();
-    return this.totalsBySymbol;
+    return this.totalsBySymbol ?? NO_TOTALS;
   }
 
   /** Latest open day of the positions held (an upper bound): valued at an earlier server day (a
@@ -91,19 +90,19 @@ export class PositionBook extends Map<number, StoredPosition> {
 
   override get(ticket: number): StoredPosition | undefined {
     const p = super.get(ticket);
-    if (p) this.touched.add(ticket);
+    if (p) (this.touched ??= new Set()).add(ticket);
     return p;
   }
 
   override set(ticket: number, p: StoredPosition): this {
     super.set(ticket, p);
-    this.touched.add(ticket);
+    (this.touched ??= new Set()).add(ticket);
     return this;
   }
 
   override delete(ticket: number): boolean {
     if (!super.delete(ticket)) return false;
-    this.touched.add(ticket);
+    (this.touched ??= new Set()).add(ticket);
     return true;
   }
 
@@ -129,7 +128,7 @@ export class PositionBook extends Map<number, StoredPosition> {
 
   /** Re-read the positions handed out since the last question, and rebuild when due. */
   private settle(): void {
-    if (this.touched.size > 0) {
+    if (this.touched !== undefined && this.touched.size > 0) {
       for (const ticket of this.touched) {
         this.unaccount(ticket);
         const p = super.get(ticket);
@@ -141,9 +140,9 @@ export class PositionBook extends Map<number, StoredPosition> {
   }
 
   private unaccount(ticket: number): void {
-    const r = this.receipts.get(ticket);
+    const r = this.receipts?.get(ticket);
     if (!r) return;
-    this.receipts.delete(ticket);
+    this.receipts!.delete(ticket);
     const s = r.side;
     if (--s.n === 0) {
       // Exact zero: nothing of the removed positions' rounding survives.
@@ -158,9 +157,10 @@ export class PositionBook extends Map<number, StoredPosition> {
   }
 
   private account(ticket: number, p: StoredPosition): void {
-    let t = this.totalsBySymbol.get(p.symbol);
-    if (!t) this.totalsBySymbol.set(p.symbol, (t = symbolTotals()));
-    const day = this.dayOf(p.openTimeMsc);
+    const totals = (this.totalsBySymbol ??= new Map());
+    let t = totals.get(p.symbol);
+    if (!t) totals.set(p.symbol, (t = symbolTotals()));
+    const day = serverDay(p.openTimeMsc, this.clock);
     const r: Receipt = {
       side: p.type === 'Buy' ? t.buy : t.sell,
       lots: p.volume, lotsOpen: p.volume * p.openPrice, lotsRollover: p.volume * rolloverIndex(day), swapPaid: p.swapPaid,
@@ -171,7 +171,7 @@ export class PositionBook extends Map<number, StoredPosition> {
     s.lotsOpen += r.lotsOpen;
     s.lotsRollover += r.lotsRollover;
     s.swapPaid += r.swapPaid;
-    this.receipts.set(ticket, r);
+    (this.receipts ??= new Map()).set(ticket, r);
     if (day > this.maxDay) this.maxDay = day;
     widenStops(t, p);
     this.drift++;
@@ -179,13 +179,13 @@ export class PositionBook extends Map<number, StoredPosition> {
 
   /** Sum the totals afresh from the positions held. */
   private rebuild(): void {
-    for (const t of this.totalsBySymbol.values()) {
+    for (const t of this.totalsBySymbol?.values() ?? []) {
       Object.assign(t.buy, sideZero());
       Object.assign(t.sell, sideZero());
       noStops(t);
     }
-    this.receipts.clear();
-    this.touched.clear();
+    this.receipts?.clear();
+    this.touched?.clear();
     this.maxDay = -Infinity;
     for (const [ticket, p] of this.entries()) this.account(ticket, p);
     this.drift = 0;

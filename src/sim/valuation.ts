@@ -69,7 +69,7 @@ export interface Funds {
 }
 
 export function fundsEstimate(market: Market, account: StoredAccount, book: PositionBook): Funds | null {
-  const day = serverDay(market.now, (t) => market.clock.toServer(t));
+  const day = serverDay(market.now, market.clock);
   if (book.size > 0 && day < book.maxOpenDay) return null;
   const rNow = rolloverIndex(day);
   let floating = 0;
