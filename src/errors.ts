@@ -93,13 +93,41 @@ export function isStorageFull(err: unknown): boolean {
   return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
+// A PostgreSQL that is not there, going away or not accepting yet (cluster mode): SQLSTATE class 08
+// (connection exception), 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now; the
+// socket failing under node-postgres; and node-postgres' own words for a connection that never came
+// or broke (pg/lib/client.js, pg-pool). A bare socket code reaches this mapping only from the
+// cluster's PostgreSQL: broker and NATS failures are mapped where they happen.
+const DB_GONE_STATE = /^(08[0-9A-Z]{3}|57P0[123])$/;
+const SOCKET_FAILURE: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED', 'EAI_AGAIN']);
+const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed and is not queryable)/;
+
+/** Whether an error is the cluster database being unreachable (down, restarting, cut off), not a
+ *  fault of the request or the code. Follows `cause` and an AggregateError's `errors` (a host name
+ *  with several addresses fails with one error per address). */
+export function isDatabaseUnreachable(err: unknown, depth = 0): boolean {
+  if (depth > 4 || typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && (DB_GONE_STATE.test(e.code) || SOCKET_FAILURE.has(e.code))) return true;
+  if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
+  if (Array.isArray(e.errors) && e.errors.some((x) => isDatabaseUnreachable(x, depth + 1))) return true;
+  return isDatabaseUnreachable(e.cause, depth + 1);
+}
+
 /** Anything thrown that is not an ApiError is an internal fault: its text is logged, never shown.
- *  Except a full disk, which the operator can fix and the client can retry after: 503. */
+ *  Except a full disk, which the operator can fix and the client can retry after: 503; and the
+ *  cluster database unreachable, answered as the cluster answers its messaging (NATS) being down:
+ *  503 with retry-after, its message naming no server, user or password. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (isStorageFull(err)) {
     return new ApiError('STORAGE_UNAVAILABLE', "the gateway's disk (DATA_DIR) is full: the request could not be recorded, so it was not carried out; retry once the operator has freed space", {
       cause: err, headers: { 'retry-after': '5' },
+    });
+  }
+  if (isDatabaseUnreachable(err)) {
+    return new ApiError('SERVICE_UNAVAILABLE', "the cluster's database (PostgreSQL) cannot be reached from this node; retry once it is back", {
+      cause: err, headers: { 'retry-after': '1' },
     });
   }
   return new ApiError('INTERNAL_ERROR', 'internal error', { cause: err });
