@@ -63,6 +63,9 @@ export const configSchema = z.object({
   checkWaitMs: int(0, 120_000).default(1_000),
   /** A gateway session resumed after a restart: how long it waits, once, for last-known account values. */
   resumeWaitMs: int(0, 3_600_000).default(30_000),
+  /** The shards' subscription upkeep at the broker (releases, resubscribes after a reconnect, closed
+   *  candles missed during one): how long each waits for the account's connection. */
+  subscriptionWaitMs: int(0, 120_000).default(1_000),
   /** Tests: the shards' clock (and their embedded simulators') runs this far from the system clock. */
   shardClockOffsetMs: z.coerce.number().int().min(-86_400_000).max(86_400_000).default(0),
   /** Free space DATA_DIR's file system must keep (MiB); below it trading calls answer 503
@@ -157,7 +160,7 @@ const ENV: Record<string, keyof Config> = {
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', RECONNECT_BASE_MS: 'reconnectBaseMs', RECONNECT_CAP_MS: 'reconnectCapMs',
-  BROKER_WAIT_MS: 'brokerWaitMs', BIND_WAIT_MS: 'bindWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
+  BROKER_WAIT_MS: 'brokerWaitMs', BIND_WAIT_MS: 'bindWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', SUBSCRIPTION_WAIT_MS: 'subscriptionWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',

@@ -216,6 +216,7 @@ async function start(
       timing: {
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
         brokerWaitMs: config.brokerWaitMs, bindWaitMs: config.bindWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
+        subscriptionWaitMs: config.subscriptionWaitMs,
       },
       clockOffsetMs: config.shardClockOffsetMs,
     },

@@ -15,6 +15,10 @@ export interface ShardTiming {
   checkWaitMs: number;
   /** A gateway session resumed after a restart: how long it waits, once, for last-known account values (ms). */
   resumeWaitMs: number;
+  /** The shard's own subscription upkeep at the broker (releasing what no socket or session wants
+   *  any more, resubscribing a stream's symbols after a reconnect, reading the candles that closed
+   *  during one): how long each waits for the account's connection before it gives up (ms). */
+  subscriptionWaitMs: number;
 }
 
 export interface ShardSettings {
@@ -40,6 +44,7 @@ export const DEFAULT_SHARD_TIMING: ShardTiming = {
   bindWaitMs: 3_000,
   checkWaitMs: 1_000,
   resumeWaitMs: 30_000,
+  subscriptionWaitMs: 1_000,
 };
 
 /** Settings with the defaults of everything not given (tests, benchmarks, hosts started without a gateway). */

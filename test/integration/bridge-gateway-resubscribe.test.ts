@@ -14,7 +14,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { account, op, openWs, type WsClient } from '../helpers/gateway-helpers.js';
 
 /** Every wait for the connection, and the reconnect backoff, well under the outage. */
-const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 500, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000 };
+const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 500, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000, subscriptionWaitMs: 500 };
 const OUTAGE_MS = 3 * TIMING.resumeWaitMs;
 
 let bs: BridgeSim;

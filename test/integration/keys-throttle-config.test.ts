@@ -65,6 +65,8 @@ describe('config', () => {
   });
   it('reads env vars and names the bad field', () => {
     expect(loadConfig({ PORT: '9001', ALLOW_UWS_FALLBACK: '1', TRUST_PROXY: 'true' })).toMatchObject({ port: 9001, allowUwsFallback: true, trustProxy: true });
+    expect(loadConfig({}).subscriptionWaitMs).toBe(1_000);
+    expect(loadConfig({ SUBSCRIPTION_WAIT_MS: '250' }).subscriptionWaitMs).toBe(250);
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(ConfigError);
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/port/);
     expect(() => loadConfig({ GATEWAY_MANAGEMENT_KEY: 'short' })).toThrow(/managementKey/);

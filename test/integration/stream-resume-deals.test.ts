@@ -15,7 +15,7 @@ import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpe
 import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { bindAccount } from '../helpers/trading.js';
 
-const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 200, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000 };
+const TIMING = { reconnectBaseMs: 50, reconnectCapMs: 200, brokerWaitMs: 1_000, checkWaitMs: 500, resumeWaitMs: 1_000, subscriptionWaitMs: 500 };
 const ACCOUNT = new Set(['POSITIONS', 'ORDERS', 'TRADE']);
 
 let bs: BridgeSim;

@@ -11,7 +11,7 @@ import type { BrokerConnection } from '../../src/broker/types.js';
 import type { ServerInfo } from '../../src/market/server.js';
 import type { Candle, CandleEvent, Timeframe } from '../../src/market/timeframes.js';
 import { STREAM_EVENT, type CandleEventData } from '../../src/runtime/hosts/streamCommands.js';
-import { shardSettings } from '../../src/runtime/settings.js';
+import { shardSettings, type ShardTiming } from '../../src/runtime/settings.js';
 import { systemClock } from '../../src/util/clock.js';
 
 const SERVER: ServerInfo = {
@@ -22,8 +22,10 @@ const SERVER: ServerInfo = {
 const candle = (time: number, close: number, ticks: number): Candle =>
   ({ time, serverTime: time, open: 1, high: Math.max(1, close), low: Math.min(1, close), close, ticks, volume: ticks });
 
-function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => Candle[]) {
+function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => Candle[], timing: Partial<ShardTiming> = {}) {
   const events: ShardEvent[] = [];
+  /** Each wait for the connection the host asked for: its bound and the holder it asked as. */
+  const waits: Array<[number | undefined, string | undefined]> = [];
   const listeners = new Set<(ev: AccountEvent) => void>();
   let phase: ConnectionPhase = 'connected';
   const conn = {
@@ -39,7 +41,10 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
   const rt = {
     accountId: 'acc', customerId: 'c', platform: 'P5', server: SERVER, serverKnown: true,
     phase: () => phase,
-    whenConnected: async () => conn,
+    whenConnected: async (ms?: number, owner?: string) => {
+      waits.push([ms, owner]);
+      return conn;
+    },
     on: (l: (ev: AccountEvent) => void) => {
       listeners.add(l);
       return () => listeners.delete(l);
@@ -49,7 +54,7 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
   } as unknown as AccountRuntime;
   const ctx = {
     shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: shardSettings(), clock: systemClock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
+    settings: shardSettings({ timing }), clock: systemClock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
     accounts: { get: () => rt, ensure: async () => rt },
   } as unknown as ShardContext;
   const host = createStreamHost(ctx);
@@ -58,7 +63,7 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
     for (const l of listeners) l(ev);
   };
   const candles = () => events.filter((e) => e.kind === STREAM_EVENT.candle).map((e) => (e.data as CandleEventData).candle);
-  return { host, fire, candles };
+  return { host, fire, candles, waits };
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 20));
@@ -123,5 +128,24 @@ describe('stream host: a stale bar of an earlier subscription', () => {
     await settle();
     expect(asked).toBe(0);
     expect(candles().map((c) => [c.candle.time, c.closed])).toEqual([[min - 600, false]]);
+  });
+});
+
+describe('stream host: its own broker upkeep waits SUBSCRIPTION_WAIT_MS for the connection', () => {
+  it('the closed-candle recovery and the resubscribe after a reconnect, and the release after an unsub', async () => {
+    const min = Math.floor(Date.now() / 60_000) * 60;
+    const { host, fire, waits } = setup(() => [candle(min - 120, 1.5, 60)], { subscriptionWaitMs: 345 });
+    await host.handlers['stream.open']!({ accountId: 'acc' } as never);
+    // A client's own wait: the bound it sent.
+    await host.handlers['stream.sub']!({ accountId: 'acc', symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 5_000 } as never);
+    expect(waits).toEqual([[5_000, 'stream']]);
+    fire({ type: 'candle', candle: { symbol: 'EURUSD', timeframe: 'M1', candle: candle(min - 120, 1.2, 10), closed: false } });
+    fire({ type: 'phase', phase: 'reconnecting' });
+    fire({ type: 'phase', phase: 'connected' });
+    await settle();
+    await host.handlers['stream.unsub']!({ accountId: 'acc', symbol: 'EURUSD' } as never);
+    await settle();
+    // Recovery of the bar that closed meanwhile, resubscribe, release: the setting, not a fixed second.
+    expect(waits.slice(1)).toEqual([[345, 'stream'], [345, 'stream'], [345, 'stream']]);
   });
 });

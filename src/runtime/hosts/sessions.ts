@@ -138,7 +138,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   async function unplace(rt: AccountRuntime, spec: SubscriptionSpec, refs: Map<string, BrokerLease>): Promise<void> {
     if (refs.has(leaseKey(spec))) return; // wanted again meanwhile: the new lease shares the placement
     // Held per owner by the account: the broker keeps the symbol while the /v1/stream host holds it.
-    const conn = await rt.whenConnected(1_000, 'gateway');
+    const conn = await rt.whenConnected(timing.subscriptionWaitMs, 'gateway');
     if (spec.kind === 'ohlc') await conn.unsubscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
     else await conn.unsubscribe([spec.symbol]);
   }

@@ -101,7 +101,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     }
     for (const { k, symbol, tf, from } of todo) {
       try {
-        const conn = await a.rt.whenConnected(1_000, OWNER);
+        const conn = await a.rt.whenConnected(ctx.settings.timing.subscriptionWaitMs, OWNER);
         const bars = await conn.priceHistory(symbol, tf, from * 1000, ctx.clock.now());
         const end = ctx.clock.now();
         for (const c of bars) {
@@ -144,7 +144,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   ) => {
     try {
       if (a.rt.phase() !== 'connected') return;
-      const conn = await a.rt.whenConnected(1_000, OWNER);
+      const conn = await a.rt.whenConnected(ctx.settings.timing.subscriptionWaitMs, OWNER);
       const ticks = symbols.filter((s) => !accounts.get(accountId)?.symbols.has(s));
       if (ticks.length) await conn.unsubscribe(ticks);
       for (const s of [...ticks, ...candleSymbols]) if (!accounts.get(accountId)?.candles.has(s)) await conn.unsubscribeCandles(s);
@@ -157,7 +157,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   /** (Re)subscribes everything the account's sockets want; called after every (re)connect. */
   const resubscribe = async (accountId: string, a: StreamAccount) => {
     try {
-      const conn = await a.rt.whenConnected(1_000, OWNER);
+      const conn = await a.rt.whenConnected(ctx.settings.timing.subscriptionWaitMs, OWNER);
       if (a.symbols.size) await conn.subscribe([...a.symbols]);
       for (const [symbol, tfs] of a.candles) if (tfs.size) await conn.subscribeCandles(symbol, [...tfs]);
     } catch (err) {
