@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
-import type { BrokerConnection, BrokerEventName, BrokerEvents, ConnectionState, TradeOptions, Unsubscribe } from './types.js';
+import { passwordOf, type BrokerConnection, type BrokerEventName, type BrokerEvents, type ConnectionState, type Password, type TradeOptions, type Unsubscribe } from './types.js';
 import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
 import { BrokerDisconnectedError, BrokerTimeoutError } from '../market/brokerErrors.js';
 import type {
@@ -31,7 +31,8 @@ export interface BridgeOptions {
   readonly port: number;
   readonly server: string;
   readonly login: string;
-  readonly password: string;
+  /** Asked at each login (the first connect and every reconnect), never kept by the connection. */
+  readonly password: Password;
   /** Platform until the hello reply tells (the gateway knows it from the broker account). */
   readonly platform?: Platform;
   readonly requestTimeoutMs?: number;
@@ -149,7 +150,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
         version: BRIDGE_PROTOCOL_VERSION,
         server: this.options.server,
         login: this.options.login,
-        password: this.options.password,
+        password: passwordOf(this.options.password),
       })) as { version: number; server: ServerInfo };
       this.info = hello.server;
       this.known = true;

@@ -13,9 +13,9 @@ import { MemorySimStore } from '../store/memorySimStore.js';
 import type { CommitGroup } from '../store/commitGroup.js';
 import { utcOffsetMinutes } from '../market/serverClock.js';
 import { dialectOf } from './dialect.js';
-import type {
-  BrokerConnection, BrokerConnectionFactory, BrokerCredentials, BrokerEventName, BrokerEvents,
-  ConnectionState, TradeOptions, Unsubscribe,
+import {
+  passwordOf, type BrokerConnection, type BrokerConnectionFactory, type BrokerCredentials, type BrokerEventName, type BrokerEvents,
+  type ConnectionState, type TradeOptions, type Unsubscribe,
 } from './types.js';
 import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
 import { BrokerAuthError, BrokerDisconnectedError, BrokerNotSupportedError, BrokerRequestError, BrokerTimeoutError } from '../market/brokerErrors.js';
@@ -129,7 +129,7 @@ export class SimBrokerConnection implements BrokerConnection {
     }
     try {
       this.sim.advance();
-      this.account = this.host.login(this.login, this.credentials.password);
+      this.account = this.host.login(this.login, passwordOf(this.credentials.password));
     } catch (err) {
       this.setState('disconnected', err instanceof BrokerAuthError ? 'authentication failed' : 'login failed');
       throw err;

@@ -53,10 +53,19 @@ export interface BrokerEvents {
 export type BrokerEventName = keyof BrokerEvents;
 export type Unsubscribe = () => void;
 
+/** A broker password, or a function that gives it at the moment a connection logs in: the gateway's
+ *  shards keep it sealed and unseal it only then, so no account holds it in plain text. */
+export type Password = string | (() => string);
+
+/** The password itself, for a login: unsealed now when it is kept sealed (drop it after use). */
+export function passwordOf(p: Password): string {
+  return typeof p === 'function' ? p() : p;
+}
+
 export interface BrokerCredentials {
   readonly server: string;
   readonly login: string;
-  readonly password: string;
+  readonly password: Password;
   /** The platform the login was bound as: what a connection that learns its server only at login
    *  (the bridge) reports until then. The in-process simulator knows its servers and ignores it. */
   readonly platform?: Platform;

@@ -3,7 +3,7 @@
 // idempotent trading. First in HOST_FACTORIES, so ctx.accounts is set before other hosts start.
 import { apiError, ApiError } from '../../errors.js';
 import { SecretBox } from '../../crypto/secretBox.js';
-import type { BrokerConnection, BrokerCredentials } from '../../broker/types.js';
+import { passwordOf, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { BrokerAuthError, BrokerError, BrokerRequestError } from '../../market/brokerErrors.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
@@ -65,14 +65,21 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     },
   });
 
+  /** The binding's credentials with the password kept sealed: a connection unseals it each time it
+   *  logs in and drops it after, so no account holds it in plain text while it lives. Opened once
+   *  here, so a key that cannot open it fails the start or bind, as before. */
   const credentialsOf = (row: Pick<BindingRow, 'seat_id' | 'server' | 'login' | 'password_enc' | 'platform'>): BrokerCredentials => {
     if (!box) throw apiError('INTERNAL_ERROR', 'no secret key configured in this shard');
-    let password: string;
-    try {
-      password = box.open(row.password_enc, row.seat_id);
-    } catch (err) {
-      throw apiError('TERMINAL_ERROR', "the account's stored broker credentials cannot be read (secret key changed?); bind it again with /ConnectEx", { cause: err });
-    }
+    const sealed = row.password_enc;
+    const aad = row.seat_id;
+    const password = (): string => {
+      try {
+        return box.open(sealed, aad);
+      } catch (err) {
+        throw apiError('TERMINAL_ERROR', "the account's stored broker credentials cannot be read (secret key changed?); bind it again with /ConnectEx", { cause: err });
+      }
+    };
+    password();
     return { server: row.server, login: row.login, password, platform: row.platform };
   };
 
@@ -196,7 +203,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     // The same login with another password is tried first too: replacing the binding straight
     // away stored a refused password over the working one (400 to the caller, and every request
     // after it 503 'the broker refused the stored login', restarts included).
-    const samePassword = sameLogin && existing!.credentials.password === credentials.password;
+    const samePassword = sameLogin && passwordOf(existing!.credentials.password) === passwordOf(credentials.password);
     if (!samePassword) {
       try {
         await probe.connect();
