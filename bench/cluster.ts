@@ -36,6 +36,7 @@ import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
 import { measureTakeover } from './lib/clusterTakeover.js';
+import { SchedTally } from './lib/procSched.js';
 import { measureHandover } from './lib/clusterHandover.js';
 import type { ClientJob } from './streamClient.js';
 import { StreamHist, type HistData } from './streamHist.js';
@@ -143,9 +144,25 @@ await remote(false);
 const local = new Histogram();
 const forwarded = new Histogram();
 let forwardedCount = 0;
+// CPU per order of each process on the path: this one (the owner, with the simulator), node B's,
+// nats-server's (all threads; Linux only).
+const natsPid = (() => {
+  try {
+    return Number(execFileSync('pgrep', ['-P', String(process.pid), '-x', 'nats-server'], { encoding: 'utf8' }).trim().split('\n')[0]) || undefined;
+  } catch {
+    return undefined;
+  }
+})();
+const schedPids = { owner: process.pid, forwarder: child.pid, nats: natsPid };
+const localSched = new SchedTally(schedPids);
+const forwardedSched = new SchedTally(schedPids);
 for (let done = 0; done < ORDERS; done += BLOCK) {
+  const endLocal = localSched.start();
   for (let i = 0; i < BLOCK; i++) await send(A.router, local);
+  endLocal();
+  const endForwarded = forwardedSched.start();
   const r = await remote(true);
+  endForwarded();
   forwarded.merge(r.hist);
   forwardedCount = r.forwarded;
   process.stderr.write(`orders: ${done + BLOCK}/${ORDERS} of each kind\r`);
@@ -229,6 +246,8 @@ console.log(JSON.stringify({
   quote: { sameNode: p(sameNode), crossNode: p(crossNode) },
   quoteCrossOverSameP50: ratio(crossNode.percentile(50), sameNode.percentile(50)),
   quoteCrossOverSameP99: ratio(crossNode.percentile(99), sameNode.percentile(99)),
+  // µs per order: CPU and run-queue wait of each process on the path (Linux schedstat).
+  perOrderUs: { local: localSched.perUnit(ORDERS), forwarded: forwardedSched.perUnit(ORDERS) },
   forwarded: forwardedCount, served: servedByA,
   takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attempts },
   accountsPerNode: takeover.accountsPerNode,
