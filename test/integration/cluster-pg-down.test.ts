@@ -61,8 +61,7 @@ describe('tenancy writes in cluster mode while PostgreSQL is unreachable', () =>
     expect(spare.status).toBe(201);
     const bound = await gw.req('POST', '/v1/seats', { headers: mk, body: { user: 'pgdown-a', password: 'pw-a', server: 'Sim-P5-Demo' } });
     expect(bound.status, bound.text).toBe(201);
-    // Bound, so it has an owner to stop its actors when it is removed (a seat without a login has
-    // none in cluster mode: its removal waits CLUSTER_OWNER_WAIT_MS for one, a limit of its own).
+    // Bound: its removal also stops its account on its owner.
     const other = await gw.req('POST', '/v1/seats', { headers: mk, body: { user: 'pgdown-e', password: 'pw-e', server: 'Sim-P5-Demo' } });
     expect(other.status, other.text).toBe(201);
 

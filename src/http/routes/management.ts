@@ -8,6 +8,7 @@ import { rewriteBootstrapKey } from '../../auth/bootstrap.js';
 import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
 import type { Services } from '../../services.js';
+import { AccountStore } from '../../store/accounts.js';
 import type { KeyRow } from '../../store/tenancy.js';
 import { qInt } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
@@ -190,8 +191,12 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         for (const k of revoked) forget(k);
         closeSockets.ofAccount(seat.id);
         // The seat is gone for every request from here (the store says so); the shard's actors stop after.
-        await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id });
-        await s.shards.call(seat.id, 'account.remove', { accountId: seat.id });
+        // In cluster mode an account without a broker login runs on no node, so it has no owner to
+        // ask: the call would wait CLUSTER_OWNER_WAIT_MS for one and answer 503 for a seat removed.
+        if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
+          await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id });
+          await s.shards.call(seat.id, 'account.remove', { accountId: seat.id });
+        }
         await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id });
         return { body: { id: seat.id, removed: true, revokedKeys: revoked }, audit: { target: seat.id, detail: { revokedKeys: revoked } } };
       },
