@@ -17,7 +17,7 @@ import {
 } from './orderRules.js';
 import { ChangeBatch, OrderBook } from './accountState.js';
 import { openingRecords, placedOrder, positionOrder, type OpeningRequest } from './records.js';
-import { accountSummary, affords, clearOfStopOut, positionProfit, positionSwap, positionView } from './valuation.js';
+import { accountSummary, affords, clearOfStopOut, positionProfit, positionSwap, positionView, Valuer } from './valuation.js';
 import { PositionBook } from './positionBook.js';
 
 export interface AccountHost {
@@ -83,7 +83,8 @@ export class SimAccount {
   }
 
   positionList(): Position[] {
-    return [...this.positions.values()].map((p) => this.positionView(p));
+    const v = new Valuer(this.market, this.data);
+    return [...this.positions.values()].map((p) => v.view(p));
   }
   pendingList(): Order[] {
     return [...this.orders.values()].filter((o) => o.state === 'placed');
@@ -423,10 +424,11 @@ export class SimAccount {
       if (sum.margin <= 0 || sum.marginLevel >= this.host.config.account.stopOut) return;
       let worst: StoredPosition | null = null;
       let worstProfit = Infinity;
+      const v = new Valuer(this.market, this.data);
       for (const p of this.positions.values()) {
         // A closed market has no price to close at: its positions wait for the reopening.
         if (!this.market.tradeOpenAt(this.sym(p.symbol)!, this.now)) continue;
-        const pr = this.positionProfit(p);
+        const pr = v.profit(p);
         if (pr < worstProfit) {
           worstProfit = pr;
           worst = p;

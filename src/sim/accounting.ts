@@ -23,22 +23,23 @@ export function conversionRate(market: Market, currency: string, account: string
  *  marginInitial > 0: volume * marginInitial                (margin currency)
  *  all times marginRate, then converted. */
 export function marginFor(market: Market, info: SymbolInfo, volume: number, price: number, leverage: number, account: string): number {
+  return marginAt(info, volume, price, leverage, conversionRate(market, marginCurrencyOf(info), account));
+}
+
+/** The currency marginFor computes in before converting: the margin currency, or the profit
+ *  currency for the price-based modes. */
+export function marginCurrencyOf(info: SymbolInfo): string {
+  return info.marginInitial > 0 || info.marginCalcMode === 'Forex' ? info.marginCurrency : info.currency;
+}
+
+/** marginFor with the conversion rate of marginCurrencyOf(info) given. */
+export function marginAt(info: SymbolInfo, volume: number, price: number, leverage: number, rate: number): number {
   let amount: number;
-  let currency: string;
-  if (info.marginInitial > 0) {
-    amount = volume * info.marginInitial;
-    currency = info.marginCurrency;
-  } else if (info.marginCalcMode === 'Forex') {
-    amount = (volume * info.contractSize) / leverage;
-    currency = info.marginCurrency;
-  } else if (info.marginCalcMode === 'CFD') {
-    amount = volume * info.contractSize * price;
-    currency = info.currency;
-  } else {
-    amount = (volume * info.contractSize * price) / leverage;
-    currency = info.currency;
-  }
-  return amount * info.marginRate * conversionRate(market, currency, account);
+  if (info.marginInitial > 0) amount = volume * info.marginInitial;
+  else if (info.marginCalcMode === 'Forex') amount = (volume * info.contractSize) / leverage;
+  else if (info.marginCalcMode === 'CFD') amount = volume * info.contractSize * price;
+  else amount = (volume * info.contractSize * price) / leverage;
+  return amount * info.marginRate * rate;
 }
 
 /** marginFor over several positions of one symbol at once, from their total lots and their total
@@ -46,20 +47,21 @@ export function marginFor(market: Market, info: SymbolInfo, volume: number, pric
  *  up to float rounding. */
 export function marginOfTotals(market: Market, info: SymbolInfo, lots: number, lotsTimesPrice: number, leverage: number, account: string): number {
   let amount: number;
-  let currency = info.marginCurrency;
   if (info.marginInitial > 0) amount = lots * info.marginInitial;
   else if (info.marginCalcMode === 'Forex') amount = (lots * info.contractSize) / leverage;
-  else {
-    currency = info.currency;
-    amount = (lotsTimesPrice * info.contractSize) / (info.marginCalcMode === 'CFD' ? 1 : leverage);
-  }
-  return amount * info.marginRate * conversionRate(market, currency, account);
+  else amount = (lotsTimesPrice * info.contractSize) / (info.marginCalcMode === 'CFD' ? 1 : leverage);
+  return amount * info.marginRate * conversionRate(market, marginCurrencyOf(info), account);
 }
 
 /** Profit of `volume` lots from open to close, in account currency. */
 export function profitFor(market: Market, info: SymbolInfo, side: Side, volume: number, open: number, close: number, account: string): number {
+  return profitAt(info, side, volume, open, close, conversionRate(market, info.currency, account));
+}
+
+/** profitFor with the profit currency's conversion rate given. */
+export function profitAt(info: SymbolInfo, side: Side, volume: number, open: number, close: number, rate: number): number {
   const diff = side === 'Buy' ? close - open : open - close;
-  return diff * volume * info.contractSize * conversionRate(market, info.currency, account);
+  return diff * volume * info.contractSize * rate;
 }
 
 /** The price a position of this side closes at. */
@@ -103,8 +105,14 @@ export function swapNights(openUtc: number, nowUtc: number, toServer: (utc: numb
 /** Swap in account currency: nights * swap points * point * contractSize * volume. */
 export function swapFor(market: Market, info: SymbolInfo, side: Side, volume: number, nights: number, account: string): number {
   if (nights === 0) return 0;
+  return swapAt(info, side, volume, nights, conversionRate(market, info.currency, account));
+}
+
+/** swapFor with the profit currency's conversion rate given. */
+export function swapAt(info: SymbolInfo, side: Side, volume: number, nights: number, rate: number): number {
+  if (nights === 0) return 0;
   const pts = side === 'Buy' ? info.swapLong : info.swapShort;
-  return nights * pts * info.point * info.contractSize * volume * conversionRate(market, info.currency, account);
+  return nights * pts * info.point * info.contractSize * volume * rate;
 }
 
 export function round2(v: number): number {

@@ -3,43 +3,97 @@
 import type { AccountSummary } from '../market/account.js';
 import type { Position } from '../market/orders.js';
 import {
-  closePrice, conversionRate, marginFor, marginOfTotals, profitFor, rolloverIndex, round2, serverDay, swapFor, swapNights,
+  closePrice, conversionRate, marginAt, marginCurrencyOf, marginOfTotals, profitAt, rolloverIndex, round2, serverDay, swapAt,
 } from './accounting.js';
-import type { Market } from './market.js';
+import type { Market, MarketSymbol } from './market.js';
 import type { StoredAccount, StoredPosition } from './persistence.js';
 import type { PositionBook } from './positionBook.js';
 
 const sym = (market: Market, name: string) => market.bySymbol.get(name)!;
 
-function sameServerDay(market: Market, utcMs: number): boolean {
-  const c = market.clock;
-  return Math.floor(c.toServer(utcMs) / 86_400_000) === Math.floor(c.toServer(market.now) / 86_400_000);
+/**
+ * Values one account's positions at the market's current prices. What is the same for every
+ * position of a symbol (the quote, the conversion rates) and the server day are looked up once:
+ * the account summary values every position (25 us at 100 positions with the lookups per position).
+ * Same formulas, same order of operations as accounting.ts, so the same figures to the bit.
+ */
+export class Valuer {
+  private name = '';
+  private s: MarketSymbol | undefined;
+  private rate = 0;
+  private marginRate = 0;
+  private readonly today: number;
+
+  constructor(
+    private readonly market: Market,
+    private readonly account: StoredAccount,
+  ) {
+    this.today = serverDay(market.now, market.clock);
+  }
+
+  /** Rates of the symbols met so far, by symbol index: positions of several symbols interleave. */
+  private readonly rates: ([number, number] | undefined)[] = [];
+
+  private at(symbol: string): MarketSymbol {
+    if (symbol !== this.name || this.s === undefined) {
+      const s = sym(this.market, symbol);
+      const cur = this.account.currency;
+      const r = (this.rates[s.index] ??= [conversionRate(this.market, s.info.currency, cur), conversionRate(this.market, marginCurrencyOf(s.info), cur)]);
+      this.name = symbol;
+      this.s = s;
+      this.rate = r[0];
+      this.marginRate = r[1];
+    }
+    return this.s;
+  }
+
+  /** Swap accrued since the position opened, less what partial closes realized already. */
+  swap(p: StoredPosition): number {
+    const s = this.at(p.symbol);
+    const opened = serverDay(p.openTimeMsc, this.market.clock);
+    if (p.swapPaid === 0 && opened === this.today) return 0;
+    const nights = this.today > opened ? rolloverIndex(this.today) - rolloverIndex(opened) : 0; // swapNights
+    return round2(swapAt(s.info, p.type, p.volume, nights, this.rate) - p.swapPaid);
+  }
+
+  profit(p: StoredPosition): number {
+    const s = this.at(p.symbol);
+    return round2(profitAt(s.info, p.type, p.volume, p.openPrice, closePrice(this.market, s, p.type), this.rate));
+  }
+
+  margin(p: StoredPosition): number {
+    return marginAt(this.at(p.symbol).info, p.volume, p.openPrice, this.account.leverage, this.marginRate);
+  }
+
+  view(p: StoredPosition): Position {
+    const s = this.at(p.symbol);
+    return {
+      kind: 'position', ticket: p.ticket, symbol: p.symbol, type: p.type, volume: p.volume, openPrice: p.openPrice,
+      openTimeMsc: p.openTimeMsc, currentPrice: closePrice(this.market, s, p.type), sl: p.sl, tp: p.tp, magic: p.magic,
+      comment: p.comment, commission: p.commission, swap: this.swap(p), profit: this.profit(p),
+    };
+  }
 }
 
-/** Swap accrued since the position opened, less what partial closes realized already. */
 export function positionSwap(market: Market, account: StoredAccount, p: StoredPosition): number {
-  if (p.swapPaid === 0 && sameServerDay(market, p.openTimeMsc)) return 0;
-  const s = sym(market, p.symbol);
-  const nights = swapNights(p.openTimeMsc, market.now, (t) => market.clock.toServer(t));
-  return round2(swapFor(market, s.info, p.type, p.volume, nights, account.currency) - p.swapPaid);
+  return new Valuer(market, account).swap(p);
 }
 
 export function positionProfit(market: Market, account: StoredAccount, p: StoredPosition): number {
-  const s = sym(market, p.symbol);
-  return round2(profitFor(market, s.info, p.type, p.volume, p.openPrice, closePrice(market, s, p.type), account.currency));
+  return new Valuer(market, account).profit(p);
 }
 
-export function positionMargin(market: Market, account: StoredAccount, p: StoredPosition): number {
-  const s = sym(market, p.symbol);
-  return marginFor(market, s.info, p.volume, p.openPrice, account.leverage, account.currency);
+export function positionView(market: Market, account: StoredAccount, p: StoredPosition): Position {
+  return new Valuer(market, account).view(p);
 }
 
 export function accountSummary(market: Market, account: StoredAccount, positions: Iterable<StoredPosition>): AccountSummary {
+  const v = new Valuer(market, account);
   let profit = 0;
   let margin = 0;
   for (const p of positions) {
-    profit += positionProfit(market, account, p) + positionSwap(market, account, p);
-    margin += positionMargin(market, account, p);
+    profit += v.profit(p) + v.swap(p);
+    margin += v.margin(p);
   }
   const equity = account.balance + account.credit + profit;
   margin = round2(margin);
@@ -121,25 +175,4 @@ export function clearOfStopOut(market: Market, account: StoredAccount, book: Pos
   const eLow = f.equity - f.slack;
   const mLow = f.margin - f.slack;
   return mLow > 0 && eLow >= 0 && (eLow / (f.margin + f.slack)) * 100 >= stopOut + 0.01;
-}
-
-export function positionView(market: Market, account: StoredAccount, p: StoredPosition): Position {
-  const s = sym(market, p.symbol);
-  return {
-    kind: 'position',
-    ticket: p.ticket,
-    symbol: p.symbol,
-    type: p.type,
-    volume: p.volume,
-    openPrice: p.openPrice,
-    openTimeMsc: p.openTimeMsc,
-    currentPrice: closePrice(market, s, p.type),
-    sl: p.sl,
-    tp: p.tp,
-    magic: p.magic,
-    comment: p.comment,
-    commission: p.commission,
-    swap: positionSwap(market, account, p),
-    profit: positionProfit(market, account, p),
-  };
 }
