@@ -5,7 +5,7 @@
 // database reached through a TCP proxy that cuts and refuses connections; and the errors
 // node-postgres really throws when the database goes away, as src/errors.ts maps them.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPgPool } from '../../src/cluster/pgPool.js';
@@ -104,7 +104,7 @@ describe('tenancy writes in cluster mode while PostgreSQL is unreachable', () =>
 describe('what node-postgres throws when the database goes away', () => {
   let stalled: Server;
   let stalledPort: number;
-  const held = new Set<import('node:net').Socket>();
+  const held = new Set<Socket>();
   beforeAll(async () => {
     // Accepts connections and never answers: a frozen engine, or a network that drops everything.
     stalled = createServer((sock) => void held.add(sock));
@@ -136,6 +136,18 @@ describe('what node-postgres throws when the database goes away', () => {
     expect(await mapped(() => refused.query('SELECT 1'))).toEqual(unavailable);
     await refused.end();
 
+    // Accepted, then closed at once (a server on its way down): pg's 'Connection terminated'.
+    const accepted: Socket[] = [];
+    const closer = createServer((sock) => void accepted.push(sock.end()));
+    await new Promise<void>((r) => closer.listen(0, '127.0.0.1', r));
+    const closes = openPgPool(urlAt((closer.address() as { port: number }).port), { onIdleError: () => {} });
+    const closed = await closes.query('SELECT 1').then(() => undefined, (e: unknown) => e as Error);
+    expect(closed?.message).toMatch(/^Connection terminated/);
+    expect(await mapped(() => Promise.reject(closed))).toEqual(unavailable);
+    await closes.end();
+    for (const sock of accepted) sock.destroy();
+    await new Promise<void>((r) => closer.close(() => r()));
+
     const neverAnswers = openPgPool(urlAt(stalledPort), { onIdleError: () => {}, connectTimeoutMs: 200 });
     expect(await mapped(() => neverAnswers.query('SELECT 1'))).toEqual(unavailable);
     await neverAnswers.end();
@@ -148,17 +160,21 @@ describe('what node-postgres throws when the database goes away', () => {
     await busy.end();
 
     const cutProxy = await startTcpProxy(engines.postgres.port);
-    const cutPool = openPgPool(urlAt(cutProxy.port), { onIdleError: () => {}, queryTimeoutMs: 300 });
-    await cutPool.query('SELECT 1');
-    const sleeping = mapped(() => cutPool.query('SELECT pg_sleep(10)'));
+    const cutPool = openPgPool(urlAt(cutProxy.port), { onIdleError: () => {}, queryTimeoutMs: 30_000 });
+    const sleeping = cutPool.query('SELECT pg_sleep(10)').then(() => undefined, (e: unknown) => e as Error);
     await until(async () => (await engines.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'")).rows[0].n > 0, 'the query to run');
     cutProxy.cut();
-    expect(await sleeping).toEqual(unavailable);
+    const cut = await sleeping;
+    expect(cut?.message).toMatch(/ECONNRESET|^Connection terminated/); // a reset, or a close, by the way it is cut
+    expect(await mapped(() => Promise.reject(cut))).toEqual(unavailable);
     // Stalled: the connection stays open, nothing comes back (query_timeout).
-    await cutPool.query('SELECT 1');
+    const stallPool = openPgPool(urlAt(cutProxy.port), { onIdleError: () => {}, queryTimeoutMs: 300 });
+    await stallPool.query('SELECT 1');
     cutProxy.stall();
-    expect(await mapped(() => cutPool.query('SELECT 1'))).toEqual(unavailable);
-    await cutPool.end().catch(() => undefined);
+    const stalledQuery = await stallPool.query('SELECT 1').then(() => undefined, (e: unknown) => e as Error);
+    expect(stalledQuery?.message).toBe('Query read timeout');
+    expect(await mapped(() => Promise.reject(stalledQuery))).toEqual(unavailable);
+    await Promise.all([cutPool, stallPool].map((p) => p.end().catch(() => undefined)));
     await cutProxy.close();
 
     // The server ends the connection (pg_terminate_backend: 57P01, what a shutdown sends).
