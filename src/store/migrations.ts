@@ -176,6 +176,11 @@ export const MIGRATIONS: readonly Migration[] = [
   { name: 'seats still building', sql: `
   CREATE INDEX seat_state_building ON seat_state(seat_id) WHERE status <> 'ACTIVE';
   ` },
+  // 10: no table changes. The embedded simulator's checkpoints are version 2 (src/store/simCheckpoint.ts):
+  // open positions and active orders in sim_state rows of their own. A build before this one reads
+  // only the account row and would start its accounts without their positions: the version bump
+  // makes it refuse the DATA_DIR (exit 5) instead.
+  { name: 'simulator checkpoints v2 (positions and orders in rows of their own)', sql: `SELECT 1;` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

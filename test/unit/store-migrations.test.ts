@@ -120,7 +120,7 @@ describe('runMigrations', () => {
     at(1, a);
     const ranA = runMigrations(a);
     const ranB = runMigrations(b);
-    expect([...ranA, ...ranB].sort()).toEqual(MIGRATIONS.slice(1).map((_, i) => i + 2));
+    expect([...ranA, ...ranB].sort((x, y) => x - y)).toEqual(MIGRATIONS.slice(1).map((_, i) => i + 2));
     expect(b.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     a.close();
     b.close();
@@ -149,5 +149,19 @@ describe('migrationPlan / checkMigrations (tagw migrate --check)', () => {
     expect(migrationPlan(db)).toMatchObject({ current: SCHEMA_VERSION, pending: [], tooNew: false });
     db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     expect(migrationPlan(db)).toMatchObject({ pending: [], tooNew: true });
+  });
+});
+
+describe('migration 10: the simulator checkpoint format is part of the schema version', () => {
+  // Builds up to schema 9 read only version-1 checkpoints (positions inline in the account row):
+  // on a version-2 checkpoint they would start every account without its open positions. The
+  // bump makes such a build refuse the DATA_DIR (SchemaTooNewError, exit 5) instead.
+  it('a migrated database is newer than every build that reads only version-1 checkpoints', () => {
+    const db = new Database(':memory:');
+    runMigrations(db);
+    const v2 = MIGRATIONS.findIndex((m) => m.name.startsWith('simulator checkpoints v2')) + 1;
+    expect(v2).toBe(10);
+    expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(v2);
+    db.close();
   });
 });
