@@ -16,6 +16,7 @@ import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
 import { BindingRecords } from './bindingRecords.js';
+import { CallDrain } from './callDrain.js';
 import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
 import { StreamFollower } from './streamFollow.js';
@@ -117,7 +118,7 @@ class Adoptions implements LocalShards {
 
 export class ClusterNode {
   readonly nodeId: string;
-  private wired: { set: ShardSet; adopted: Adoptions; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
+  private wired: { set: ShardSet; adopted: Adoptions; calls: CallDrain; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
   /** Gateway sessions in PostgreSQL: written by the owner, read by any node, restored by the next owner. */
   private readonly sessions: SessionRecords;
   /** Binding changes made by this node's shards (login, platform, build), copied to PostgreSQL. */
@@ -150,7 +151,7 @@ export class ClusterNode {
       ...(o.deadlineClock ? { deadlineClock: o.deadlineClock } : {}), ...(o.mirrorEveryMs ? { mirrorEveryMs: o.mirrorEveryMs } : {}),
       events: {
         acquired: (leases) => void node?.adopt(leases),
-        releasing: (ids) => node?.release(ids, 'handed over'),
+        releasing: (ids) => node?.handOver(ids),
         released: (leases) => node?.announceNone(leases),
         lost: (leases, reason) => {
           void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);
@@ -168,9 +169,10 @@ export class ClusterNode {
     const { nodeId, ownerWaitMs, natsUrl } = this.o.settings;
     const adopted = new Adoptions(set, this.pg.keeper, ownerWaitMs);
     const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log });
+    const calls = new CallDrain(this.sessions.wrap(this.bindings.wrap(fenced)));
     let nats: NatsNode;
     try {
-      nats = await startNatsNode({ url: natsUrl, nodeId, shards: this.sessions.wrap(this.bindings.wrap(fenced)), lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+      nats = await startNatsNode({ url: natsUrl, nodeId, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
     } catch (err) {
       await this.pg.close({ handover: false });
       throw err;
@@ -178,7 +180,7 @@ export class ClusterNode {
     // A "no owner" announcement: the account's target takes it now, not at its next round.
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
-    this.wired = { set, adopted, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
+    this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
     // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
     this.pg.mirror.runsHere = (id) => adopted.has(id);
     // Gateway sessions live in the SQLite of the node that owned the account when they were made:
@@ -324,6 +326,13 @@ export class ClusterNode {
     this.w.adopted.add(leases.map((l) => l.accountId));
     for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });
     await started.catch((err: unknown) => this.o.log.error('could not start acquired accounts', { accounts: leases.length, err: errorMessage(err) }));
+  }
+
+  /** Handing over: the calls already running on these accounts (an order at the broker) finish
+   *  first, up to the owner wait (the keeper refuses new ones from now on), then they stop here. */
+  private async handOver(ids: string[]): Promise<void> {
+    await this.w.calls.drain(ids, this.o.settings.ownerWaitMs);
+    await this.release(ids, 'handed over');
   }
 
   private async release(ids: string[], why: string): Promise<void> {

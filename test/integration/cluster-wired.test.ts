@@ -169,6 +169,28 @@ describe('gateways as cluster nodes', () => {
     expect(socket.closed!.code).toBe(4001);
   }, 90_000);
 
+  it('an order at the broker when its owner hands the account over (SIGTERM) is answered, and replays on the new owner: the handover waits for it', async () => {
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
+    const other = nodes.find((n) => n !== owner)!;
+    const local = owner.gw.services.shards;
+    await until(async () => (await local.callShard(local.shardFor(account), 'account.status', { accountId: account }).catch(() => undefined))?.phase === 'connected', 'the owner to run the account');
+    // A slow broker: the order is still out when the handover starts.
+    const slow = engines.sim.sim.faults.set({ server: 'Sim-P5-Demo', login: 'bot', kind: 'latency', latencyMs: 1_500 });
+    try {
+      const pending = orderSend(other.url, apiKey.value, account, 'in-flight-1'); // forwarded: the owner's HTTP drain does not wait for it
+      await until(async () => (await engines.pool.query("SELECT 1 FROM idempotency WHERE account_id = $1 AND client_order_id = 'in-flight-1'", [account])).rowCount === 1, 'the owner to claim the order');
+      await owner.stop();
+      nodes.splice(nodes.indexOf(owner), 1);
+      // Before, the handover stopped the account's records at once: the order was cut off (500, its claim left 'sent', a retry 409).
+      const sent = await pending;
+      expect(sent).toMatchObject({ status: 200, replay: false });
+      await until(() => other.gw.cluster!.owned().includes(account), 'the survivor to take the account over');
+      expect(await orderSend(other.url, apiKey.value, account, 'in-flight-1')).toMatchObject({ status: 200, replay: true, ticket: sent.ticket });
+    } finally {
+      engines.sim.sim.faults.clear(slow.id);
+    }
+  }, 90_000);
+
   it('a lease lost (PostgreSQL gave the account to another owner) drops the account from its shard at once: no broker call for it from then on', async () => {
     const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
     const local = owner.gw.services.shards;
