@@ -202,3 +202,26 @@ describe('idempotent orders of one batch: one commit for all (commit group)', ()
     expect((await tickets(host)).length - opened.length).toBeLessThanOrEqual(ids.length);
   });
 });
+
+describe('a record stopped while its order is in flight', () => {
+  it('answers 503 with retry-after (not a bare 500), and the retry with the same id is answered once', async () => {
+    const dir = tempDir('tagw-idem-stop-');
+    const { host } = await boot(dir);
+    const opened = await tickets(host);
+    // A held reply: the claim commits, then the order waits at the "broker".
+    await host.handlers['account.fault']!({ accountId, fault: { kind: 'latency', latencyMs: 300 } });
+    const inFlight = send(host, 'm-1').then(() => null, (e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 50));
+    // Cluster mode: the account's lease went to another node (handover or loss).
+    host.release!(new Set([accountId]));
+    const err = (await inFlight) as ApiError;
+    expect(err).toBeInstanceOf(ApiError);
+    expect([err.code, err.status, err.headers?.['retry-after']]).toEqual(['SERVICE_UNAVAILABLE', 503, '1']);
+    await new Promise((r) => setTimeout(r, 400));
+    // The account comes back here (or, in a cluster, retries reach the next owner): answered once.
+    const again = (await boot(dir)).host;
+    const retry = await send(again, 'm-1');
+    expect(retry.status).toBe(200);
+    expect((await tickets(again)).length - opened.length).toBe(1);
+  });
+});

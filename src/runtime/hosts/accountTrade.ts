@@ -69,7 +69,12 @@ interface Rec {
 
 type Outcome = Exclude<IdempotencyEvent, { type: 'send' }>;
 
-const stoppedError = () => new Error('idempotency record stopped before it settled');
+/** The record stopped before it settled: its shard stopped, or (cluster mode) the account moved to
+ *  another node while the request was in flight. The id stays claimed, on disk or in the cluster's
+ *  ledger, so a retry with it is safe wherever it lands: 503, retry. */
+const stoppedError = () => apiError('SERVICE_UNAVAILABLE', 'the account stopped here (the gateway is stopping, or the account moved to another node) while this request was in flight; retry with the same clientOrderId: it is answered once, wherever it lands', {
+  headers: { 'retry-after': '1' },
+});
 
 /**
  * The records of a shard's accounts. Only records with work to do are actors in memory: a claim
@@ -413,6 +418,9 @@ export class TradeDesk {
     const outcome = new Promise<Outcome>((resolve, reject) => {
       rec.reply = { resolve, reject };
     });
+    // Rejected by halt() while the booking is still awaited below; returned (and so handled) after
+    // it. Unhandled meanwhile, the rejection would end the shard's thread.
+    outcome.catch(() => undefined);
     try {
       const result = await execute(prep, lease, requestId, claim);
       const s = rec.actor.getSnapshot();
