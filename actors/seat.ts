@@ -19,6 +19,11 @@ export interface SeatContext extends SeatInput {
   status: SeatStatus;
 }
 
+/** A seat's status at `now`: what the machine resolves to when it starts. */
+export function seatStatusAt(readyAt: number, now: number): SeatStatus {
+  return readyAt <= now ? 'ACTIVE' : 'BUILDING_SERVER';
+}
+
 export const seatMachine = setup({
   types: {
     input: {} as SeatInput,
@@ -30,7 +35,7 @@ export const seatMachine = setup({
     persist: (_args, _params: SeatContext) => {},
   },
   guards: {
-    isPrepared: ({ context }) => context.readyAt <= Date.now(),
+    isPrepared: ({ context }) => seatStatusAt(context.readyAt, Date.now()) === 'ACTIVE',
   },
   delays: {
     remainingBuildTime: ({ context }) => Math.max(0, context.readyAt - Date.now()),

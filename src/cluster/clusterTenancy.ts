@@ -4,12 +4,16 @@
 // authenticates on node B as soon as A answered, and a revoked key (or removed seat) is refused, and
 // its open sockets closed, on every node. Nodes NATS cannot reach catch up at their next mirror pass.
 // A new account's binding also nudges every node's lease keeper, so its owner takes it within
-// milliseconds rather than at the next round.
+// milliseconds rather than at the next round. A create (key, seat, binding) whose commit happened is
+// answered as made even when PostgreSQL went away before the mirror pass after it: this node writes
+// it into its SQLite with the single-node statements (`adopt`), the others mirror it later; a 503
+// there would make a client that retries hold two keys or seats.
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
-import type { BindingRow } from '../store/accounts.js';
+import { AccountStore, type BindingRow } from '../store/accounts.js';
 import type { NewAuditRow } from '../store/audit.js';
-import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
+import type { Db } from '../store/db.js';
+import { TenancyStore, type NewKeyRow, type SeatRow, type SeatStateRow } from '../store/tenancy.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { clusterOverview } from './leases.js';
@@ -70,8 +74,8 @@ export class ClusterTenancy implements TenancyWrites {
     this.o.pg.keeper.nudge();
   }
 
-  private async write<T>(f: (t: PgTenancy) => Promise<T>, notice: (out: T) => TenancyNotice | undefined): Promise<T> {
-    const out = await this.o.pg.writeTenancy(f);
+  private async write<T>(f: (t: PgTenancy) => Promise<T>, notice: (out: T) => TenancyNotice | undefined, adopt?: (out: T, sqlite: Db) => void): Promise<T> {
+    const out = await this.o.pg.writeTenancy(f, adopt);
     const n = notice(out);
     if (n) {
       this.o.apply(n);
@@ -100,28 +104,37 @@ export class ClusterTenancy implements TenancyWrites {
   }
 
   insertKey(row: NewKeyRow): Promise<void> {
-    return this.write((t) => t.insertKey(row), () => undefined);
+    return this.write((t) => t.insertKey(row), () => undefined, (_, db) => {
+      const local = new TenancyStore(db);
+      if (!local.keyById(row.id)) local.insertKey(row);
+    });
   }
   revokeKey(id: string, customerId: string, now: number): Promise<boolean> {
     return this.write((t) => t.revokeKey(id, customerId, now), (ok) => (ok ? { keys: [id] } : undefined));
   }
   replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean> {
-    return this.write((t) => t.replaceKey(oldId, customerId, successor, now), (ok) => (ok ? { keys: [oldId] } : undefined));
+    return this.write((t) => t.replaceKey(oldId, customerId, successor, now), (ok) => (ok ? { keys: [oldId] } : undefined), (ok, db) => {
+      const local = new TenancyStore(db);
+      if (ok && !local.keyById(successor.id) && !local.replaceKey(oldId, customerId, successor, now)) local.insertKey(successor);
+    });
   }
   setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
     return this.write((t) => t.setKeyLimits(id, customerId, limits), () => undefined);
   }
-  insertSeat(row: Omit<SeatRow, 'removed_at'>): Promise<void> {
-    return this.write((t) => t.insertSeat(row), () => undefined);
-  }
-  seatState(row: SeatStateRow): Promise<void> {
-    return this.write((t) => t.upsertSeatState(row), () => undefined);
+  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow): Promise<void> {
+    return this.write((t) => t.createSeat(row, state), () => undefined, (_, db) => {
+      const local = new TenancyStore(db);
+      if (!local.seatById(row.id)) local.insertSeat(row);
+      local.upsertSeatState(state);
+    });
   }
   removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
     return this.write((t) => t.removeSeat(id, customerId, now), (keys) => (keys ? { keys, accounts: [id] } : undefined));
   }
   createBinding(row: BindingRow): Promise<boolean> {
-    return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined));
+    return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined), (written, db) => {
+      if (written) new AccountStore(db).upsert(row);
+    });
   }
   reserveLogin(accountId: string, server: string, login: string): Promise<boolean> {
     // Nothing the mirrors copy: no pass, no notice.

@@ -47,8 +47,11 @@ export interface PgNode {
   ledger: IdempotencyLedger;
   keeper: LeaseKeeper;
   /** A tenancy write in cluster mode: PostgreSQL first, then a mirror pass, so this node's SQLite
-   *  (what its routes read next) has it when this resolves. The others get it at their next pass. */
-  writeTenancy<T>(write: (t: PgTenancy) => Promise<T>): Promise<T>;
+   *  (what its routes read next) has it when this resolves. The others get it at their next pass.
+   *  A create passes `adopt`: when the pass fails after the write committed (PostgreSQL went away in
+   *  between), `adopt` writes the create into this node's SQLite itself and the write resolves, so
+   *  the client gets its 201 and a retry makes no second one. Without it the pass's error is thrown. */
+  writeTenancy<T>(write: (t: PgTenancy) => Promise<T>, adopt?: (out: T, sqlite: Db) => void): Promise<T>;
   /** The owner cache's lookup (owners.ts OwnerCacheOptions.lookup). */
   lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
   /** Starts the lease rounds, the mirror passes and the purge. */
@@ -107,9 +110,17 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     return {
       pool, tenancy, mirror, ledger, keeper,
       lookupOwner: (accountId) => leaseOwner(pool, accountId),
-      async writeTenancy(write) {
+      async writeTenancy(write, adopt) {
+        // A failure here: the write did not commit, or its outcome is unknown (the connection was
+        // lost during COMMIT); either way the caller answers 503 (docs/cluster.md, failures).
         const out = await write(tenancy);
-        await mirror.sync();
+        try {
+          await mirror.sync();
+        } catch (err) {
+          if (!adopt) throw err;
+          o.sqlite.transaction(() => adopt(out, o.sqlite))();
+          o.log.warn('a tenancy create committed but the mirror pass after it failed: this node wrote it into its SQLite, and every node mirrors it at its next pass', { err: errorMessage(err) });
+        }
         return out;
       },
       start() {

@@ -46,6 +46,11 @@ export function openPgPool(url: string, opts: PgPoolOptions = {}): PgPool {
  *  rollback failed (its connection is broken) is destroyed, not returned to the pool. */
 export async function withTransaction<T>(pool: PgPool, f: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A connection lost while the client is out of the pool (PostgreSQL went away mid-transaction) is
+  // also an 'error' event on it, which without a listener would end the process; the failed query
+  // carries the same error to the caller, so the event itself needs nothing more.
+  const lost = () => {};
+  client.on('error', lost);
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
@@ -58,6 +63,7 @@ export async function withTransaction<T>(pool: PgPool, f: (client: pg.PoolClient
     });
     throw err;
   } finally {
+    client.removeListener('error', lost);
     client.release(broken);
   }
 }

@@ -95,9 +95,18 @@ export class PgTenancy {
     return r.rowCount === 1;
   }
 
-  async insertSeat(row: Omit<SeatRow, 'removed_at'>): Promise<void> {
-    await this.pool.query('INSERT INTO seats (id, customer_id, private_hosting, region, created_at) VALUES ($1, $2, $3, $4, $5)',
+  async insertSeat(row: Omit<SeatRow, 'removed_at'>, q: Queryable = this.pool): Promise<void> {
+    await q.query('INSERT INTO seats (id, customer_id, private_hosting, region, created_at) VALUES ($1, $2, $3, $4, $5)',
       [row.id, row.customer_id, row.private_hosting !== 0, row.region, row.created_at]);
+  }
+
+  /** A new seat with its first state, in one transaction: one commit makes the whole seat, so a
+   *  seat never exists without the state every node's seat timer reads. */
+  createSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow): Promise<void> {
+    return withTransaction(this.pool, async (c) => {
+      await this.insertSeat(row, c);
+      await this.upsertSeatState(state, c);
+    });
   }
 
   /** Marks a live seat removed and revokes the keys scoped to it, in one transaction.
@@ -113,8 +122,8 @@ export class PgTenancy {
     });
   }
 
-  async upsertSeatState(row: SeatStateRow): Promise<void> {
-    await this.pool.query(
+  async upsertSeatState(row: SeatStateRow, q: Queryable = this.pool): Promise<void> {
+    await q.query(
       `INSERT INTO seat_state (seat_id, status, ready_at, updated_at) VALUES ($1, $2, $3, $4)
        ON CONFLICT (seat_id) DO UPDATE SET status = excluded.status, ready_at = excluded.ready_at, updated_at = excluded.updated_at`,
       [row.seat_id, row.status, row.ready_at, row.updated_at]);

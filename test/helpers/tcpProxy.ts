@@ -1,7 +1,12 @@
 // A TCP proxy between a client and a gateway, for failure tests: it forwards until told to stall
 // (connections stay open, nothing passes: what a dead NAT or a hung peer looks like), can point new
-// connections at another port (a restarted gateway), and cut everything. Listens on port 0.
+// connections at another port (a restarted gateway), and cut everything. A watcher sees every
+// chunk before it passes and may drop it (a cut at an exact point of a protocol). Listens on port 0.
 import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/** Sees a chunk from the client ('up') or the target ('down') of connection `conn` (numbered from
+ *  1) before it passes; 'drop': it never does. */
+export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | void;
 
 export interface TcpProxy {
   url: string;
@@ -10,25 +15,46 @@ export interface TcpProxy {
   target(port: number): void;
   /** Current connections stop passing bytes (both ways) but stay open; new ones work. */
   stall(): void;
-  /** Current connections are reset. */
-  cut(): void;
+  /** Current connections are reset; 'end': the client side is closed after what already passed
+   *  (so a reply forwarded just before arrives whole), the target side at once. */
+  cut(how?: 'reset' | 'end'): void;
+  /** From now on every chunk goes through `w` (undefined: none). */
+  watch(w: ProxyWatcher | undefined): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   let target = targetPort;
-  const pairs = new Set<{ a: Socket; b: Socket }>();
+  let watcher: ProxyWatcher | undefined;
+  let conns = 0;
+  /** ending: cut with 'end', the client side closes by itself once what passed has arrived. */
+  type Pair = { a: Socket; b: Socket; stalled: boolean; ending: boolean };
+  const pairs = new Set<Pair>();
   /** Stalled connections: out of `pairs` (a later stall or cut leaves them be), closed with the proxy. */
-  const stalled = new Set<{ a: Socket; b: Socket }>();
+  const stalled = new Set<Pair>();
+  /** Cut with 'end': closed with the proxy if the client keeps them open. */
+  const ending = new Set<Pair>();
   const server: Server = createServer((a) => {
     const b = connect(target, '127.0.0.1');
-    const pair = { a, b };
+    const pair: Pair = { a, b, stalled: false, ending: false };
+    const conn = ++conns;
     pairs.add(pair);
-    a.pipe(b);
-    b.pipe(a);
+    // By hand rather than pipe(): the watcher sees (and may drop) each chunk before it is written.
+    const forward = (from: Socket, to: Socket, dir: 'up' | 'down') => {
+      from.on('data', (chunk: Buffer) => {
+        if (pair.stalled || to.destroyed || watcher?.(dir, chunk, conn) === 'drop') return;
+        if (!to.write(chunk)) {
+          from.pause();
+          to.once('drain', () => pair.stalled || from.resume());
+        }
+      });
+      from.on('end', () => to.end());
+    };
+    forward(a, b, 'up');
+    forward(b, a, 'down');
     const end = () => {
       pairs.delete(pair);
-      a.destroy();
+      if (!pair.ending) a.destroy();
       b.destroy();
     };
     a.on('error', end).on('close', end);
@@ -43,24 +69,30 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       target = p;
     },
     stall: () => {
-      for (const { a, b } of pairs) {
-        a.unpipe(b);
-        b.unpipe(a);
-        a.pause();
-        b.pause();
-        stalled.add({ a, b });
+      for (const pair of pairs) {
+        pair.stalled = true;
+        pair.a.pause();
+        pair.b.pause();
+        stalled.add(pair);
       }
       pairs.clear();
     },
-    cut: () => {
-      for (const { a, b } of pairs) {
-        a.resetAndDestroy();
-        b.destroy();
+    cut: (how = 'reset') => {
+      for (const pair of pairs) {
+        pair.ending = how === 'end';
+        if (pair.ending) {
+          pair.a.end();
+          ending.add(pair);
+        } else pair.a.resetAndDestroy();
+        pair.b.destroy();
       }
       pairs.clear();
+    },
+    watch: (w) => {
+      watcher = w;
     },
     close: async () => {
-      for (const { a, b } of [...pairs, ...stalled]) {
+      for (const { a, b } of [...pairs, ...stalled, ...ending]) {
         a.destroy();
         b.destroy();
       }

@@ -3,6 +3,7 @@
 // with AES-256-GCM (aad = the account id) and only the sealed form reaches the shard and SQLite.
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { seatStatusAt } from '../../../actors/seat.js';
 import type { Platform } from '../../market/server.js';
 import type { SecretBox } from '../../crypto/secretBox.js';
 import { apiError, toApiError } from '../../errors.js';
@@ -167,9 +168,9 @@ export function accountForLogin(
     const id = randomUUID();
     const createSeat = async () => {
       const now = s.clock.now();
-      await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now });
-      const st = await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
-      await s.tenancyWrites.seatState({ seat_id: id, status: st.status, ready_at: now, updated_at: now });
+      await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now },
+        { seat_id: id, status: seatStatusAt(now, now), ready_at: now, updated_at: now });
+      await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
     };
     if (s.tenancyWrites.clustered) {
       let status: AccountStatus | undefined;

@@ -2,6 +2,7 @@
 // answer 404 exactly like unknown ones, so seat ids cannot be probed across tenants.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { seatStatusAt } from '../../../actors/seat.js';
 import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
 import type { SeatView } from '../../runtime/protocol.js';
@@ -86,10 +87,10 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
             id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
             region: body.region ?? null, created_at: now, removed_at: null,
           };
-          await s.tenancyWrites.insertSeat(row);
           const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
+          // Cluster mode: the seat and its state in one commit, the one that makes the seat.
+          await s.tenancyWrites.insertSeat(row, { seat_id: row.id, status: seatStatusAt(readyAt, now), ready_at: readyAt, updated_at: now });
           const state = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
-          await s.tenancyWrites.seatState({ seat_id: row.id, status: state.status, ready_at: readyAt, updated_at: now });
           return { status: 201, body: seatJson(row, state) };
         });
       },
