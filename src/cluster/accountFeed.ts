@@ -111,6 +111,9 @@ export class AccountFeed {
 
   private async accept(f: FeedFrame): Promise<void> {
     const c = this.cursor;
+    // A plain subscriber also gets what JetStream refused to store: the marker of a node that lost
+    // the race to start the account's first epoch (startFirstEpoch). Not an epoch of the stream.
+    if ((!c || f.epoch !== c.epoch) && f.seq === 0 && (await this.o.history.head(this.o.accountId))?.epoch !== f.epoch) return;
     if (!c) return this.deliver(f); // no history before it: the stream starts here for us
     if (f.epoch !== c.epoch) {
       this.o.onBreak(f.epoch, f.why);

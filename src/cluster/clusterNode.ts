@@ -130,6 +130,8 @@ export class ClusterNode {
   private seenTimer: NodeJS.Timeout | undefined;
   /** What this node does after a tenancy write (its own or another node's): set by the gateway. */
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
+  /** Accounts this node acquired, once its shards started them: set by the gateway (the stream edge). */
+  onAcquired: (accountIds: string[]) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
     const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
@@ -326,6 +328,7 @@ export class ClusterNode {
     this.w.adopted.add(leases.map((l) => l.accountId));
     for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });
     await started.catch((err: unknown) => this.o.log.error('could not start acquired accounts', { accounts: leases.length, err: errorMessage(err) }));
+    this.onAcquired(leases.map((l) => l.accountId));
   }
 
   /** Handing over: the calls already running on these accounts (an order at the broker) finish

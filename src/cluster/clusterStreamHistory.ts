@@ -12,6 +12,8 @@ export interface ClusterStreamHistoryOptions {
   limits: HistoryLimits;
   /** This node holds the account's lease now. */
   owns: (accountId: string) => boolean;
+  /** Registers what runs when this node acquired accounts (their shards started them). */
+  onAcquired: (listener: (accountIds: string[]) => void) => void;
   log: Logger;
 }
 
@@ -24,6 +26,14 @@ export class ClusterStreamHistory {
 
   owns(accountId: string): boolean {
     return this.o.owns(accountId);
+  }
+
+  onAcquired(listener: (accountIds: string[]) => void): void {
+    this.o.onAcquired(listener);
+  }
+
+  async kept(accountId: string): Promise<boolean> {
+    return (await this.js.head(accountId)) !== undefined;
   }
 
   takeOver(accountId: string, newEpoch: string, startDeal: DealMark): ReturnType<typeof takeOver> {

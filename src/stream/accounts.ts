@@ -219,15 +219,23 @@ export class AccountStreams {
     if (this.deps.shared) return; // the history is the cluster's (JetStream), not this node's
     const since = this.deps.clock.now() - this.limits.maxAgeMs;
     for (const id of this.deps.history.aliveSince(since)) {
-      if (this.accounts.has(id)) continue;
-      this.deps.shards.call(id, 'stream.open', { accountId: id }).then((open) => {
-        if (this.stopped) return void this.releaseNow(id);
-        const acc = this.noteOpen(id, open);
-        if (acc.sockets.size === 0 && acc.opens === 1) this.releaseIfUnused(id); // starts the hold
-        else this.releaseNow(id);
-      }).catch((err: unknown) => {
-        this.deps.log.warn('stream history not picked up', { accountId: id, err: errorMessage(err) });
-      });
+      if (!this.accounts.has(id)) void this.keep(id);
+    }
+  }
+
+  /** Opens the account's stream and holds it as after its last socket closed (a restart picked it
+   *  up; in cluster mode, this node acquired an account whose stream is kept). */
+  async keep(id: string): Promise<AccountState | undefined> {
+    try {
+      const open = await this.deps.shards.call(id, 'stream.open', { accountId: id });
+      if (this.stopped) return void this.releaseNow(id);
+      const acc = this.noteOpen(id, open);
+      if (acc.sockets.size === 0 && acc.opens === 1) this.releaseIfUnused(id); // starts the hold
+      else this.releaseNow(id);
+      return acc;
+    } catch (err) {
+      this.deps.log.warn('stream history not picked up', { accountId: id, err: errorMessage(err) });
+      return undefined;
     }
   }
 

@@ -11,6 +11,10 @@ export interface SharedFrame { epoch: string; seq: number; frame: string; /** an
 export interface SharedHistory {
   /** This node holds the account's lease: it numbers the account's events. */
   owns(accountId: string): boolean;
+  /** Runs `listener` with the accounts this node acquires (once its shards run them). */
+  onAcquired(listener: (accountIds: string[]) => void): void;
+  /** The account's stream is kept: a client may still resume in it (its history did not age out). */
+  kept(accountId: string): Promise<boolean>;
   /** Where a new owner numbers from: the stored epoch continued, or `newEpoch` started. */
   takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }>;
   /** The owner began another epoch (continuity lost; `rebound`: the account was bound to another login). */

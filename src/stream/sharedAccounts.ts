@@ -43,7 +43,30 @@ export class SharedAccounts {
   constructor(
     private readonly deps: SharedAccountsDeps, private readonly accounts: AccountStreams,
     private readonly out: Outbox, private readonly events: StreamDelivery,
-  ) {}
+  ) {
+    deps.shared.onAcquired((ids) => {
+      for (const id of ids) void this.acquired(id);
+    });
+  }
+
+  /**
+   * This node acquired the account. If its stream is kept (a client may resume in it) and this node
+   * holds no state for it, the stream is opened and held here as after its last socket closed, and
+   * numbered: the old owner's hold of it may have gone with the old owner (killed, or its sockets
+   * closed by a SIGTERM), and without one no event of the account would be numbered, a deal made
+   * meanwhile never a TRADE (a resume would answer recovered:true without it). Taking the role
+   * resyncs with the broker (missed deals, then a snapshot pair).
+   */
+  private async acquired(id: string): Promise<void> {
+    try {
+      if (this.accounts.accounts.has(id) || !(await this.deps.shared.kept(id))) return;
+      if (this.accounts.accounts.has(id) || !this.deps.shared.owns(id)) return;
+      const acc = await this.accounts.keep(id);
+      if (acc && !acc.shared) this.takeRole(acc);
+    } catch (err) {
+      this.deps.log.warn('acquired account stream not kept', { accountId: id, err: errorMessage(err) });
+    }
+  }
 
   /** Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred. */
   gate(acc: AccountState, fn: () => void): boolean {

@@ -148,6 +148,22 @@ describe('numbering by the owner over JetStream', () => {
     late.close();
   });
 
+  it('the marker of a node that lost the race to start the first epoch (JetStream refused it; plain subscribers get it) is no epoch: no break', async () => {
+    const acc = uniq('acc');
+    const c = client();
+    expect(await c.open(nodes[2]!, acc, null)).toMatchObject({ position: null });
+    const won = uniq('won');
+    expect(await nodes[0]!.history.startFirstEpoch(acc, won, zeroDeal)).toBe(true);
+    expect(await nodes[1]!.history.startFirstEpoch(acc, uniq('lost'), zeroDeal)).toBe(false);
+    const owner = await Owner.on(nodes[0]!, acc);
+    expect(owner.epoch).toBe(won);
+    await owner.emit(2);
+    await until(() => c.got.length === 2, 'both frames');
+    expect(c.breaks).toEqual([]);
+    expect(c.got.map((f) => `${f.epoch}:${f.seq}`)).toEqual([`${won}:1`, `${won}:2`]);
+    c.close();
+  });
+
   it('fast-check: any schedule of events, disconnects, node switches and takeovers delivers every frame once, in order', async () => {
     const op = fc.oneof(
       fc.record({ t: fc.constant('emit' as const), k: fc.integer({ min: 1, max: 5 }) }),
