@@ -121,11 +121,14 @@ export class ClusterTenancy implements TenancyWrites {
   setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
     return this.write((t) => t.setKeyLimits(id, customerId, limits), () => undefined);
   }
-  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow): Promise<void> {
-    return this.write((t) => t.createSeat(row, state), () => undefined, (_, db) => {
+  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow): Promise<boolean> {
+    // A new account: its owner takes it at once.
+    return this.write((t) => t.createSeat(row, state, binding), (made) => (made && binding ? { nudge: true } : undefined), (made, db) => {
+      if (!made) return;
       const local = new TenancyStore(db);
       if (!local.seatById(row.id)) local.insertSeat(row);
       local.upsertSeatState(state);
+      if (binding) new AccountStore(db).upsert(binding);
     });
   }
   removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {

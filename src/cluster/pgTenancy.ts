@@ -100,12 +100,17 @@ export class PgTenancy {
       [row.id, row.customer_id, row.private_hosting !== 0, row.region, row.created_at]);
   }
 
-  /** A new seat with its first state, in one transaction: one commit makes the whole seat, so a
-   *  seat never exists without the state every node's seat timer reads. */
-  createSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow): Promise<void> {
+  /** A new seat with its first state and, for a new account, its binding, in one transaction: one
+   *  commit makes the whole seat, so a seat never exists without the state every node's seat timer
+   *  reads, nor a new account without its binding.
+   *  @returns false when the binding's login is taken (upsertBinding's check; nothing written) */
+  createSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow): Promise<boolean> {
     return withTransaction(this.pool, async (c) => {
+      if (binding && await this.loginTaken(c, binding.server, binding.login, binding.seat_id)) return false;
       await this.insertSeat(row, c);
       await this.upsertSeatState(state, c);
+      if (binding) await this.writeBinding(c, binding);
+      return true;
     });
   }
 
@@ -139,14 +144,18 @@ export class PgTenancy {
   upsertBinding(row: BindingRow): Promise<boolean> {
     return withTransaction(this.pool, async (c) => {
       if (await this.loginTaken(c, row.server, row.login, row.seat_id)) return false;
-      await c.query(
-        `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
-           password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`,
-        [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
+      await this.writeBinding(c, row);
       return true;
     });
+  }
+
+  private async writeBinding(c: Queryable, row: BindingRow): Promise<void> {
+    await c.query(
+      `INSERT INTO account_bindings (seat_id, customer_id, platform, server, login, password_enc, build, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (seat_id) DO UPDATE SET platform = excluded.platform, server = excluded.server, login = excluded.login,
+         password_enc = excluded.password_enc, build = excluded.build, updated_at = excluded.updated_at`,
+      [row.seat_id, row.customer_id, row.platform, row.server, row.login, row.password_enc, row.build, row.created_at, row.updated_at]);
   }
 
   /**

@@ -15,9 +15,11 @@ export interface TenancyWrites {
   /** @returns false (nothing written) when the old key was not live */
   replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean>;
   setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean>;
-  /** A new seat and its first state (when it becomes ready), for every node's seat timer. On one
-   *  node the shard's seat actor writes the state: only the seat row is written here. */
-  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow): Promise<void>;
+  /** A new seat and its first state (when it becomes ready), for every node's seat timer, and in
+   *  cluster mode a new account's binding: one commit. On one node the shard's seat actor writes the
+   *  state and its account actor the binding: only the seat row is written here.
+   *  @returns false when the binding's login is bound or held for another live account (nothing written) */
+  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow): Promise<boolean>;
   /** @returns the ids of the keys scoped to it that were revoked, or undefined when no such live seat */
   removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined>;
   /** A new account's binding (sealed password), before its first start. On one node the shard
@@ -41,7 +43,10 @@ export function sqliteTenancyWrites(t: TenancyStore, audit: AuditStore): Tenancy
     revokeKey: async (id, customerId, now) => t.revokeKey(id, customerId, now),
     replaceKey: async (oldId, customerId, successor, now) => t.replaceKey(oldId, customerId, successor, now),
     setKeyLimits: async (id, customerId, limits) => t.setKeyLimits(id, customerId, limits),
-    insertSeat: async (row) => t.insertSeat(row),
+    insertSeat: async (row) => {
+      t.insertSeat(row);
+      return true;
+    },
     removeSeat: async (id, customerId, now) => t.removeSeat(id, customerId, now),
     createBinding: async () => true,
     reserveLogin: async () => true,

@@ -106,6 +106,7 @@ function cutAround(sql: string, when: 'after-commit' | 'before-commit' | 'reply-
 const countRows = async (sql: string, args: unknown[]) => (await engines.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, args)).rows[0]!.n;
 const keysLabelled = (label: string) => countRows('keys WHERE label = $1', [label]);
 const seatsOf = async () => countRows('seats', []);
+const liveSeats = async () => countRows('seats WHERE removed_at IS NULL', []);
 const mirrorWarned = () => logs.some((l) => l.includes('a tenancy create committed but the mirror pass after it failed'));
 
 describe('a tenancy create when PostgreSQL goes away right after its commit', () => {
@@ -184,9 +185,29 @@ describe('a new account (/ConnectEx) when PostgreSQL goes away right after its b
     expect((await bound()).rows).toEqual([{ seat_id: retried.body.id }]);
   }, 60_000);
 
+  it('cut before the commit of the seat with its binding (one transaction): 503, no seat left behind, and the retry makes one account', async () => {
+    const made = await gw.req('POST', '/v1/keys', { headers: mk, body: { label: 'connect-before' } });
+    expect(made.status).toBe(201);
+    const api = { 'x-api-key': made.body.key as string };
+    const login = { user: 'commit-c', password: 'pw-c', server: 'Sim-P5-Demo' };
+    const before = await liveSeats();
+    cutAround('INSERT INTO account_bindings', 'before-commit');
+    const first = await gw.req('POST', '/ConnectEx', { headers: api, body: login });
+    expect({ status: first.status, error: first.body?.error }).toEqual({ status: 503, error: 'SERVICE_UNAVAILABLE' });
+    // A seat committed on its own before its binding would stay (its removal fails too): a second
+    // seat after the retry.
+    expect(await liveSeats()).toBe(before);
+
+    proxy.watch(undefined);
+    proxy.target(engines.postgres.port);
+    let retried = first;
+    await until(async () => (retried = await gw.req('POST', '/ConnectEx', { headers: api, body: login })).status !== 503, 'the retry to get through', 20_000);
+    expect({ status: retried.status, text: retried.text }).toMatchObject({ status: 200 });
+    expect(await liveSeats()).toBe(before + 1);
+  }, 60_000);
+
   it('POST /v1/seats with a login: 503, and its retry 409 BROKER_LOGIN_IN_USE; the one seat made is listed, bound to the login', async () => {
     const login = { user: 'commit-b', password: 'pw-b', server: 'Sim-P5-Demo' };
-    const liveSeats = () => countRows('seats WHERE removed_at IS NULL', []);
     const before = await liveSeats();
     cutAround('INSERT INTO account_bindings', 'after-commit');
     const first = await gw.req('POST', '/v1/seats', { headers: mk, body: login });

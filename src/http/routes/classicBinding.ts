@@ -30,31 +30,45 @@ export interface BindInput {
   build?: number | undefined;
 }
 
+/** The account's binding with the password sealed, and the call that has its shard verify and bind the login. */
+function sealed(s: Services, b: BindInput): { row: BindingRow; bind: () => Promise<AccountStatus> } {
+  const passwordEnc = s.secretBox.seal(b.password, b.accountId);
+  const now = s.clock.now();
+  return {
+    row: {
+      seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? 'P5', server: b.server, login: b.user,
+      password_enc: passwordEnc, build: b.build ?? null, created_at: now, updated_at: now,
+    },
+    bind: () => s.shards.call(b.accountId, 'account.bind', {
+      accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
+      ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
+    }, { retryOnRestart: true }),
+  };
+}
+
 /** Seals the password and has the account's shard verify and bind the login. Used by /ConnectEx and POST /v1/seats. */
 export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
-  const passwordEnc = s.secretBox.seal(b.password, b.accountId);
-  const bind = () => s.shards.call(b.accountId, 'account.bind', {
-    accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
-    ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
-  }, { retryOnRestart: true });
-  return s.tenancyWrites.clustered ? bindInCluster(s, b, passwordEnc, bind) : bind();
+  const { row, bind } = sealed(s, b);
+  return s.tenancyWrites.clustered ? bindInCluster(s, b, row, bind) : bind();
 }
+
+export const loginInUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
 
 /**
  * Cluster mode: an account runs on the node holding its lease, and a lease exists only for a
- * binding in PostgreSQL. A new account's binding goes there first (the seat row before it), the
- * nodes are nudged, and the bind call waits for the owner through the router. A login re-bound on
+ * binding in PostgreSQL. A new account's binding goes there first (a seat made with it: in the
+ * seat's own commit, seatFirst; a seat that had none: here), the nodes are nudged, and the bind call
+ * waits for the owner through the router. A login re-bound on
  * an existing account is held for it in PostgreSQL first (another account re-bound to the same
  * login at the same moment, on any node, gets 409 before its shard is asked); the owner's shard then
  * verifies and binds it, and the owner copies the binding to PostgreSQL before it answers
  * (BindingRecords: a refused password never replaces a working one there). Nothing here writes that
  * binding: a write from here could land after an /Upgrade the owner made meanwhile.
  */
-async function bindInCluster(s: Services, b: BindInput, passwordEnc: string, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
+async function bindInCluster(s: Services, b: BindInput, row: BindingRow, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
   // PostgreSQL checks the login again: another node may have bound it at the same moment.
-  const inUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
   if (new AccountStore(s.db).get(b.accountId)) {
-    if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) throw inUse();
+    if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) throw loginInUse();
     try {
       return await bind();
     } finally {
@@ -62,25 +76,29 @@ async function bindInCluster(s: Services, b: BindInput, passwordEnc: string, bin
         .catch((err: unknown) => s.log.warn('a held broker login not released; it expires by itself', { accountId: b.accountId, err: errorMessage(err) }));
     }
   }
-  const now = s.clock.now();
-  const created = await s.tenancyWrites.createBinding({
-    seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? 'P5', server: b.server, login: b.user,
-    password_enc: passwordEnc, build: b.build ?? null, created_at: now, updated_at: now,
-  });
-  if (!created) throw inUse();
+  if (!(await s.tenancyWrites.createBinding(row))) throw loginInUse();
   return bind();
 }
 
-/** Cluster mode: the seat exists in PostgreSQL before its binding; a refused login removes it again. */
-async function seatFirst<R>(s: Services, accountId: string, customerId: string, createSeat: () => Promise<R>, bind: () => Promise<unknown>): Promise<R> {
-  const created = await createSeat();
+/**
+ * Makes a new seat; given a binding (cluster mode), the seat, its state and the binding are one
+ * commit, and a login PostgreSQL finds bound or held for another account makes nothing
+ * (`loginInUse`). One commit: PostgreSQL going away between a seat's commit and its binding's
+ * would leave a seat the client never got, and its retry would make a second one.
+ */
+export type CreateSeat<R> = (binding?: BindingRow) => Promise<R>;
+
+/** Cluster mode: the seat with its binding in PostgreSQL first (one commit), then its owner binds
+ *  the login; a refused login removes the seat again. */
+async function seatFirst<R>(s: Services, b: BindInput, createSeat: CreateSeat<R>): Promise<{ created: R; status: AccountStatus }> {
+  const { row, bind } = sealed(s, b);
+  const created = await createSeat(row);
   try {
-    await bind();
+    return { created, status: await bind() };
   } catch (err) {
-    await s.tenancyWrites.removeSeat(accountId, customerId, s.clock.now()).catch(() => undefined);
+    await s.tenancyWrites.removeSeat(b.accountId, b.customerId, s.clock.now()).catch(() => undefined);
     throw err;
   }
-  return created;
 }
 
 /** The same fields, optional, for POST /v1/seats: all of user, password and server, or none. */
@@ -100,7 +118,7 @@ export const SeatBrokerFields = {
 export async function bindSeatBroker<R>(
   s: Services, accountId: string, customerId: string,
   b: { user?: string | undefined; password?: string | undefined; server?: string | undefined; platform?: Platform | undefined; build?: number | undefined },
-  createSeat: () => Promise<R>,
+  createSeat: CreateSeat<R>,
 ): Promise<R> {
   const given = [b.user, b.password, b.server].filter((x) => x !== undefined).length;
   if (given === 0) {
@@ -108,10 +126,13 @@ export async function bindSeatBroker<R>(
     return createSeat();
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
-  return withLoginLock(s, b.server!, b.user!, async () => {
-    const bind = () => bindUnlocked(s, { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build });
-    if (s.tenancyWrites.clustered) return seatFirst(s, accountId, customerId, createSeat, bind);
-    await bind();
+  const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build };
+  return withLoginLock(s, input.server, input.user, async () => {
+    if (s.tenancyWrites.clustered) {
+      if (boundElsewhere(s, input)) throw loginInUse();
+      return (await seatFirst(s, input, createSeat)).created;
+    }
+    await bindUnlocked(s, input);
     return createSeat();
   });
 }
@@ -166,16 +187,17 @@ export function accountForLogin(
     const bound = new AccountStore(s.db).boundTo(b.server, b.user);
     if (bound) return boundAccount(s, b, bound);
     const id = randomUUID();
-    const createSeat = async () => {
+    const createSeat: CreateSeat<void> = async (binding) => {
       const now = s.clock.now();
-      await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now },
-        { seat_id: id, status: seatStatusAt(now, now), ready_at: now, updated_at: now });
+      const made = await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now },
+        { seat_id: id, status: seatStatusAt(now, now), ready_at: now, updated_at: now }, binding);
+      if (!made) throw loginInUse();
       await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
     };
     if (s.tenancyWrites.clustered) {
-      let status: AccountStatus | undefined;
+      let status: AccountStatus;
       try {
-        await seatFirst(s, id, b.customerId, createSeat, async () => (status = await bindBroker(s, { ...b, accountId: id })));
+        ({ status } = await seatFirst(s, { ...b, accountId: id }, createSeat));
       } catch (err) {
         // Another node bound the login first (PostgreSQL kept one binding, and this node's mirror
         // has it now): the answer one node gives for a login found bound.
@@ -183,7 +205,7 @@ export function accountForLogin(
         if (first) return boundAccount(s, b, first);
         throw err;
       }
-      return { id, status: status!, created: true };
+      return { id, status, created: true };
     }
     const status = await bindBroker(s, { ...b, accountId: id });
     await createSeat();
@@ -194,7 +216,7 @@ export function accountForLogin(
 /** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
 async function boundAccount(s: Services, b: Omit<BindInput, 'accountId'>, bound: BindingRow): Promise<LoginAccount> {
   if (bound.customer_id !== b.customerId) {
-    throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
+    throw loginInUse();
   }
   const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
   if (stored === undefined) {
@@ -218,10 +240,13 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
   return withLoginLock(s, b.server, b.user, () => bindUnlocked(s, b));
 }
 
-function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
+/** Whether the login is bound to an account other than `b.accountId` (this node's SQLite). */
+function boundElsewhere(s: Services, b: BindInput): boolean {
   const bound = new AccountStore(s.db).boundTo(b.server, b.user);
-  if (bound && bound.seat_id !== b.accountId) {
-    throw apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
-  }
+  return bound !== undefined && bound.seat_id !== b.accountId;
+}
+
+function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
+  if (boundElsewhere(s, b)) throw loginInUse();
   return bindBroker(s, b);
 }

@@ -10,7 +10,7 @@ import type { Services } from '../../services.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { bindSeatBroker, SeatBrokerFields } from './classicBinding.js';
+import { bindSeatBroker, loginInUse, SeatBrokerFields } from './classicBinding.js';
 
 /** Billing constants (SPEC §1): USD per account per month. */
 export const SEAT_PRICE = { shared: 14, private: 17, currency: 'USD' } as const;
@@ -81,17 +81,18 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR'],
       handler: async ({ body, principal }) => {
         const id = randomUUID();
-        return bindSeatBroker(s, id, principal!.customerId, body, async () => {
+        return bindSeatBroker(s, id, principal!.customerId, body, async (binding) => {
           const now = s.clock.now();
           const row: SeatRow = {
             id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
             region: body.region ?? null, created_at: now, removed_at: null,
           };
           const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
-          // Cluster mode: the seat and its state in one commit, the one that makes the seat.
-          await s.tenancyWrites.insertSeat(row, { seat_id: row.id, status: seatStatusAt(readyAt, now), ready_at: readyAt, updated_at: now });
-          const state = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
-          return { status: 201, body: seatJson(row, state) };
+          // Cluster mode: the seat, its state (and binding) in one commit, the one that makes the seat.
+          const state = { seat_id: row.id, status: seatStatusAt(readyAt, now), ready_at: readyAt, updated_at: now };
+          if (!(await s.tenancyWrites.insertSeat(row, state, binding))) throw loginInUse();
+          const view = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
+          return { status: 201, body: seatJson(row, view) };
         });
       },
     }),
