@@ -86,12 +86,14 @@ export class SharedAccounts {
       s.held.push(ev);
       return true;
     }
-    return ev.kind !== STREAM_EVENT.rebound && s.role !== 'owner';
+    return ev.kind !== STREAM_EVENT.rebound && !this.numbers(acc);
   }
 
-  /** Numbering happens on the owner only, and not while its role is being taken. */
+  /** Numbering happens on the owner only, not while its role is being taken, and not once its
+   *  lease is gone (handed over or lost): the role follows at the next sweep, and the next owner,
+   *  which may number from JetStream's head already, resyncs what happened meanwhile. */
   numbers(acc: AccountState): boolean {
-    return acc.shared?.role === 'owner' && !acc.shared.ready;
+    return acc.shared?.role === 'owner' && !acc.shared.ready && this.deps.shared.owns(acc.id);
   }
 
   /** The owner's committed batches: stored in order, each sent once stored (never ahead of the history). */
@@ -122,7 +124,7 @@ export class SharedAccounts {
 
   /** The owner began another epoch: announced to the other nodes (a rebound as such: their sockets close with 4012). */
   epochStarted(acc: AccountState, rebound: boolean): void {
-    if (acc.shared?.role !== 'owner') return;
+    if (acc.shared?.role !== 'owner' || !this.deps.shared.owns(acc.id)) return;
     this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark, rebound).catch((err: unknown) =>
       this.deps.log.error('shared stream epoch not stored', { accountId: acc.id, err: errorMessage(err) }));
   }

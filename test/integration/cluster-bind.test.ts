@@ -234,14 +234,15 @@ describe('cluster: binding changes made in the owner\'s shard reach PostgreSQL',
   }, 60_000);
 });
 
+const pad = 'x'.repeat(1_000);
+const deal = (ticket: number): Deal => ({
+  ticket, order: ticket, position: ticket, symbol: 'BTCUSD', type: 'Buy', entry: 'in', volume: 0.01, price: 60_000,
+  timeMsc: Date.now(), magic: 1, comment: pad, commission: 0, swap: 0, profit: 0,
+});
+
 describe('cluster: a resume replayed from JetStream to a slow reader', () => {
   const socketOf = (c: StreamClient) => (c.ws as unknown as { _socket: Socket })._socket;
   const buffered = async (n: TestGateway) => Number(/^tagw_stream_buffered_bytes (\d+)$/m.exec((await n.req('GET', '/metrics')).text)?.[1]);
-  const pad = 'x'.repeat(1_000);
-  const deal = (ticket: number): Deal => ({
-    ticket, order: ticket, position: ticket, symbol: 'BTCUSD', type: 'Buy', entry: 'in', volume: 0.01, price: 60_000,
-    timeMsc: Date.now(), magic: 1, comment: pad, commission: 0, swap: 0, profit: 0,
-  });
 
   it('is sent as the socket drains (its buffer stays under the hard limit), every missed frame once, in order, then live', async () => {
     const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'paced', password: 'pw', server: 'Sim-P5-Demo' } });
@@ -292,4 +293,50 @@ describe('cluster: a resume replayed from JetStream to a slow reader', () => {
   afterAll(async () => {
     await Promise.all(sockets.map((c) => c.close()));
   });
+});
+
+describe('cluster: an owner whose lease is gone', () => {
+  it('numbers no account event from that moment (not only at its next sweep): nothing of it reaches JetStream or another node', async () => {
+    // A node whose stream sweep (where roles follow the lease) does not run during the test.
+    const slow = await startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey,
+      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'bind-slow', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      streamSweepMs: 10_000, // the most allowed; the test needs a few ms between two sweeps
+    });
+    nodes.push(slow);
+    // An account it owns (rendezvous decides: new logins until one lands there).
+    let id = '';
+    for (let i = 0; i < 20 && !id; i++) {
+      const bound = await slow.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: `slow-${i}`, password: 'pw', server: 'Sim-P5-Demo' } });
+      expect(bound.status).toBe(200);
+      const a = bound.body.id as string;
+      await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(a)), 'an owner for the account');
+      if (slow.gw.cluster!.owned().includes(a)) id = a;
+    }
+    expect(id).not.toBe('');
+    const q = { id, apiKey: apiKey.value, heartbeat: '0' };
+    const watcher = await mustOpen(nodes[0]!.url, q);
+    const onOwner = await mustOpen(slow.url, q);
+    await Promise.all([watcher, onOwner].map((c) => c.next('ORDERS', 0, 15_000)));
+    expect(await orderSend(slow.url, apiKey.value, id, 'slow-1')).toMatchObject({ status: 200 });
+    await Promise.all([watcher, onOwner].map((c) => c.next('TRADE', 0, 15_000)));
+    const nc = await connect({ servers: engines.nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const head = async () => (await jsm.direct.getMessage(HISTORY_STREAM, { last_by_subj: historySubject(id) }))?.header.get('Tagw-Seq');
+      await until(async () => (await head()) === String(watcher.frames.filter((f) => f.seq).at(-1)!.seq), 'JetStream at the watcher\'s seq');
+      const before = await head();
+      // Another node took the account over (what a takeover after a pause looks like from here).
+      await engines.pool.query("UPDATE account_leases SET owner = 'node-elsewhere', epoch = epoch + 1, expires_at = now() + interval '1 hour' WHERE account_id = $1", [id]);
+      await until(() => !slow.gw.cluster!.owned().includes(id), 'the owner to find its lease gone');
+      const seen = watcher.frames.length;
+      slow.gw.stream.onShardEvent({ kind: STREAM_EVENT.deal, key: id, data: { deal: { ...deal(7_000_000), comment: 'late' } } });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await head()).toBe(before);
+      expect(watcher.frames.slice(seen).filter((f) => f.type === 'TRADE')).toEqual([]);
+    } finally {
+      await nc.close();
+      await Promise.all([watcher, onOwner].map((c) => c.close()));
+    }
+  }, 90_000);
 });
