@@ -7,8 +7,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { account, op, openWs } from '../helpers/gateway-helpers.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
-/** The simulator's clock: this much ahead of the system clock, so it starts LEAD_MS before a minute. */
-const LEAD_MS = 12_000;
+/** The simulator's clock: this much ahead of the system clock, so it starts LEAD_MS before a minute.
+ *  The test waits out LEAD_MS + 2 s less its setup (gateway, account, socket, first CANDLE: 0.7 s on a
+ *  quiet machine). Setup longer than LEAD_MS costs a minute (the next bar), not a failure. */
+const LEAD_MS = 6_000;
 const offsetMs = ((60_000 - (Date.now() % 60_000) - LEAD_MS) % 60_000 + 60_000) % 60_000;
 const simNow = () => Date.now() + offsetMs;
 
