@@ -230,7 +230,8 @@ export class ClusterProcs {
     await t.insertKey({ id: key.id, customer_id: this.customerId, kind: 'api', hash: hashSecret(key.secret), label: login, read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
     const acct = { id, key: key.value, login };
     await this.owner(id);
-    for (const n of this.running()) {
+    // Every node at once: their mirrors copy the rows independently.
+    await Promise.all(this.running().map(async (n) => {
       // The key first, through the management key: polling with a key not mirrored yet would count
       // as failed authentications and get this address throttled.
       const keyIds = async () => ((await (await fetch(`${n.url}/v1/keys?kind=api`, { headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } })).json()) as { keys?: Array<{ id: string }> }).keys?.map((k) => k.id) ?? [];
@@ -244,7 +245,7 @@ export class ClusterProcs {
       }, `${n.id} to serve ${id}`, 20_000).catch(async (err: Error) => {
         throw new Error(`${err.message}; last answer ${last}; lease now ${JSON.stringify(await this.lease(id))}`);
       });
-    }
+    }));
     return acct;
   }
 

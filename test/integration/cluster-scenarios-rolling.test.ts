@@ -13,7 +13,7 @@ const env = useCluster({ leaseMs: 5_000 });
 
 describe('three nodes: rolling restart', () => {
   it('each node in turn stops (SIGTERM, exit 0) and starts again while clients trade three accounts: nothing lost, nothing doubled', async () => {
-    const accts = [await env.cluster.account(), await env.cluster.account(), await env.cluster.account()];
+    const accts = await Promise.all([env.cluster.account(), env.cluster.account(), env.cluster.account()]);
     const traffic = accts.map((a, i) => startTraffic(env.cluster, a, { tag: `roll${i}`, clients: 1, pauseMs: 400 }));
     const accepted = () => traffic.reduce((n, t) => n + t.finals.filter((a) => a.status === 200).length, 0);
     const moves: Array<{ node: string; exit: number | null; handedOverMs: number }> = [];
