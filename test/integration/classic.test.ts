@@ -432,7 +432,8 @@ describe('§7 statuses', () => {
     const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k503' } })).body.key;
     const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-503', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
     expect((await api(`/AccountSummary?id=${id}`, k)).body.synced).toBe(true);
-    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 6_000 } });
+    // Long enough for the three requests below (milliseconds each), not more: the test waits it out.
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 2_500 } });
     const during = await api(`/CheckConnect?id=${id}`, k);
     expect(during.body).toMatchObject({ connected: false, connection: 'reconnecting' });
     const s = await api(`/AccountSummary?id=${id}`, k);
