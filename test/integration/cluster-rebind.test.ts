@@ -25,12 +25,12 @@ beforeAll(async () => {
   await t.createCustomer('c1', 'c1', now);
   await t.insertKey({ id: apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   await t.insertKey({ id: mgmtKey.id, customer_id: 'c1', kind: 'management', hash: hashSecret(mgmtKey.secret), label: 'ops', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
-  for (const nodeId of ['rebind-a', 'rebind-b']) {
-    nodes.push(await startTestGateway({
-      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey, reconnectBaseMs: 50, reconnectCapMs: 300,
-      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
-    }));
-  }
+  // Both nodes at once (each migrates PostgreSQL or finds it done). A bind waits for its first connect
+  // only briefly: the last test binds with the bridge stopped and would otherwise wait 3 s for nothing.
+  nodes.push(...await Promise.all(['rebind-a', 'rebind-b'].map((nodeId) => startTestGateway({
+    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey, reconnectBaseMs: 50, reconnectCapMs: 300, bindWaitMs: 500,
+    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+  }))));
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
@@ -106,8 +106,7 @@ describe('cluster: a login held for an account being re-bound (PgTenancy)', () =
 describe('cluster: a login re-bound on an existing account', () => {
   it('two accounts re-bound to one login at the same moment through two nodes: one gets it, the other 409 and keeps its login everywhere', async () => {
     const [a, b] = nodes as [TestGateway, TestGateway];
-    const first = await account(a, 'r3-first');
-    const second = await account(b, 'r3-second');
+    const [first, second] = await Promise.all([account(a, 'r3-first'), account(b, 'r3-second')]);
     // Each bind that reaches the shards waits for the other (up to 2 s): both are in flight together.
     let arrived = 0;
     let bothIn: () => void = () => {};
