@@ -226,9 +226,10 @@ describe('bridge over TLS', () => {
     ['is from a private CA and none is pinned (system roots)', () => certs.a, () => ({})],
   ])('a bridge whose certificate %s is refused before a byte of the login is sent', async (_name, server, pin) => {
     const rogue = await recordingBridge(server().cert, server().key);
-    // ConnectEx answers once the binding settles or bindWaitMs passes; a refused connection never
-    // settles, so a short wait (the default is 3 s) keeps the same answer without idling.
-    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: `tls://127.0.0.1:${rogue.port}`, bindWaitMs: 200, ...pin() });
+    // ConnectEx answers once the binding settles or bindWaitMs passes, GetQuote NOT_CONNECTED once
+    // brokerWaitMs passes; a refused connection never settles, so short waits (the defaults are 3 s
+    // and 2 s) keep the same answers without idling.
+    const t = await startTestGateway({ shards: 1, brokerMode: 'bridge', bridgeUrl: `tls://127.0.0.1:${rogue.port}`, bindWaitMs: 200, brokerWaitMs: 200, ...pin() });
     try {
       const { r, key } = await connectEx(t, 'refused');
       // The binding is kept; its connection is attempted in the background and refused.
