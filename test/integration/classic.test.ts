@@ -432,8 +432,10 @@ describe('§7 statuses', () => {
     const k = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k503' } })).body.key;
     const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-503', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
     expect((await api(`/AccountSummary?id=${id}`, k)).body.synced).toBe(true);
-    // Long enough for the three requests below (milliseconds each), not more: the test waits it out.
-    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 2_500 } });
+    // Outlasts the three requests below: CheckConnect waits CHECK_WAIT_MS (1 s) for its reconnect, and
+    // OpenedOrders BROKER_WAIT_MS (2 s) before its 503; 1.5 s more for a loaded machine, not more (the
+    // test waits the rest out).
+    await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'drop', durationMs: 4_500 } });
     const during = await api(`/CheckConnect?id=${id}`, k);
     expect(during.body).toMatchObject({ connected: false, connection: 'reconnecting' });
     const s = await api(`/AccountSummary?id=${id}`, k);
