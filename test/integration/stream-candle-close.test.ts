@@ -5,8 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type Frame, type StreamClient, simServerOffsetMs } from '../helpers/stream-helpers.js';
 
-/** The simulator's clock: this much ahead of the system clock, so it starts LEAD_MS before a minute. */
-const LEAD_MS = 12_000;
+/** The simulator's clock: this much ahead of the system clock, so it starts LEAD_MS before a minute.
+ *  The test waits out LEAD_MS less its setup (gateway, bind, socket, first CANDLE: about 1 s on a
+ *  quiet machine). Setup longer than LEAD_MS costs a minute (the next bar closes), not a failure. */
+const LEAD_MS = 6_000;
 const clockOffsetMs = ((60_000 - (Date.now() % 60_000) - LEAD_MS) % 60_000 + 60_000) % 60_000;
 
 let t: TestGateway;
