@@ -26,7 +26,8 @@ const frames = (epoch: string, from: number, to: number): NumberedFrame[] => {
 
 beforeAll(async () => {
   nats = await startNats();
-  [ncA, ncB] = await Promise.all([connect({ servers: nats.url }), connect({ servers: nats.url })]);
+  // Reconnects 0.2 s apart, not the client's default 2 s: the kill-and-restart case waits for one.
+  [ncA, ncB] = await Promise.all([0, 1].map(() => connect({ servers: nats.url, reconnectTimeWait: 200 })));
   A = await JetStreamHistory.open({ nc: ncA, limits });
   B = await JetStreamHistory.open({ nc: ncB, limits });
 });
@@ -133,8 +134,13 @@ describe('JetStreamHistory', () => {
     const acc = uniq('acc');
     await A.startEpoch(acc, 'e', deal);
     await A.append(acc, frames('e', 1, 5));
+    // B asked before its client is back would wait out the request's 5 s timeout: wait for the reconnect.
+    const reconnected = (async () => {
+      for await (const st of ncB.status()) if (st.type === 'reconnect') return;
+    })();
     await nats.kill();
     await nats.restart();
+    await reconnected;
     await until(async () => (await B.head(acc).catch(() => undefined))?.seq === 5, 'the history back after the restart', 15_000);
     const r = await B.replay(acc, { epoch: 'e', seq: 2 });
     expect(r.recovered && r.entries.map((e) => e.seq)).toEqual([3, 4, 5]);
