@@ -10,7 +10,9 @@ const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
 
 beforeAll(async () => {
-  t = await startTestGateway();
+  // A request for an account whose connection is down answers after 0.3 s, not the default 2 s
+  // (BROKER_WAIT_MS): the outage cases poll while it is down.
+  t = await startTestGateway({ brokerWaitMs: 300 });
   key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } })).body.key;
   account = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'faulty', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
 });
