@@ -302,6 +302,7 @@ export class ClusterNode {
       // Copies the database did not take (it was away): again, until they land or the lease moves on.
       this.bindings.copies.retryFailed();
       this.sessions.copies.retryFailed();
+      void this.wired?.tenancy.audit.retry();
     };
     look();
     this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
@@ -351,6 +352,19 @@ export class ClusterNode {
     };
   }
 
+  /** Audit rows kept while PostgreSQL was unreachable, not written yet (/metrics). */
+  auditPending(): number {
+    return this.wired?.tenancy.audit.pending ?? 0;
+  }
+
+  /** One more try for the audit rows kept; those still unwritten are named (by count) in the log. */
+  private async flushAudit(): Promise<void> {
+    const audit = this.wired?.tenancy.audit;
+    if (!audit?.pending) return;
+    await audit.retry();
+    if (audit.pending > 0) this.o.log.error('audit rows not written: the cluster database was unreachable when the node closed', { rows: audit.pending });
+  }
+
   /** Nodes whose heartbeat is younger than the lease, as last read. */
   liveNodes(): NodeRow[] {
     return this.seen.nodes.filter((n) => n.heartbeatAgeMs < this.o.settings.leaseMs);
@@ -373,6 +387,7 @@ export class ClusterNode {
    */
   async close(opts: { handover: boolean }): Promise<void> {
     clearInterval(this.seenTimer);
+    await this.flushAudit();
     await this.pg.close(opts);
     this.wired?.tenancy.close();
     await this.wired?.nats.close().catch(() => undefined);

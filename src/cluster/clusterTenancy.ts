@@ -7,7 +7,8 @@
 // milliseconds rather than at the next round. A create (key, seat, binding) whose commit happened is
 // answered as made even when PostgreSQL went away before the mirror pass after it: this node writes
 // it into its SQLite with the single-node statements (`adopt`), the others mirror it later; a 503
-// there would make a client that retries hold two keys or seats.
+// there would make a client that retries hold two keys or seats. Audit rows go through an outbox
+// (auditOutbox.ts): one made while PostgreSQL is unreachable is written once it is back.
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { AccountStore, type BindingRow } from '../store/accounts.js';
@@ -16,6 +17,7 @@ import type { Db } from '../store/db.js';
 import { TenancyStore, type NewKeyRow, type SeatRow, type SeatStateRow } from '../store/tenancy.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { AuditOutbox } from './auditOutbox.js';
 import { clusterOverview } from './leases.js';
 import type { NatsLink } from './natsLink.js';
 import type { PgNode } from './pgNode.js';
@@ -47,8 +49,10 @@ export interface ClusterTenancyOptions {
 export class ClusterTenancy implements TenancyWrites {
   readonly clustered = true;
   private readonly sub: Subscription;
+  readonly audit: AuditOutbox;
 
   constructor(private readonly o: ClusterTenancyOptions) {
+    this.audit = new AuditOutbox({ write: async (row) => void await this.write((t) => t.addAudit(row), () => undefined), log: o.log });
     this.sub = o.link.nc.subscribe(SUBJECTS.tenancy, {
       callback: (err, msg) => {
         if (err) return o.log.warn('tenancy notices ended', { err: errorMessage(err) });
@@ -76,6 +80,8 @@ export class ClusterTenancy implements TenancyWrites {
 
   private async write<T>(f: (t: PgTenancy) => Promise<T>, notice: (out: T) => TenancyNotice | undefined, adopt?: (out: T, sqlite: Db) => void): Promise<T> {
     const out = await this.o.pg.writeTenancy(f, adopt);
+    // The database answers again: audit rows kept while it did not follow.
+    if (this.audit.pending > 0) void this.audit.flush();
     const n = notice(out);
     if (n) {
       this.o.apply(n);
@@ -147,8 +153,9 @@ export class ClusterTenancy implements TenancyWrites {
     // A write and its notice: every node mirrors the binding the owner copied before it answered.
     await this.write((t) => t.releaseLogin(accountId, server, login), () => undefined);
   }
-  async addAudit(row: NewAuditRow): Promise<void> {
-    await this.write((t) => t.addAudit(row), () => undefined);
+  /** Resolves once written, or kept in the outbox (the database unreachable); rejects on other failures. */
+  addAudit(row: NewAuditRow): Promise<void> {
+    return this.audit.add(row);
   }
 
   close(): void {
