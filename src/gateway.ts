@@ -289,14 +289,9 @@ async function start(
   const deps: HttpDeps = { auth, throttle, metrics, log, node: clusterCfg?.nodeId, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: ({ principal, action, target, detail }) => {
       const row = { customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null };
-      const failed = (err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) });
-      // The action is done: a failed audit write is logged, not turned into an error reply.
-      if (cluster) return void tenancyWrites.addAudit(row).catch(failed);
-      try {
-        services.audit.add(row);
-      } catch (err) {
-        failed(err);
-      }
+      // The action is done: a failed audit write is logged, not turned into an error reply. (On one
+      // node the port writes SQLite at once; in cluster mode through the audit outbox.)
+      void tenancyWrites.addAudit(row).catch((err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) }));
     },
   };
   const app = listener.app;
