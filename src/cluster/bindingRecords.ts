@@ -8,11 +8,10 @@
 // and every node's mirror (and the next owner, which starts the account from it) has it.
 import { apiError } from '../errors.js';
 import { AccountStore } from '../store/accounts.js';
-import { errorMessage } from '../util/errorMessage.js';
 import { fenceSql } from './leases.js';
 import type { CommandName } from '../runtime/protocol.js';
 import type { LocalShards } from './router.js';
-import { OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
+import { fencedCopy, OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
 // One statement: nothing unless the lease holds at that epoch; no stamp when nothing differs.
 const SYNC_SQL = `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}),
@@ -50,18 +49,13 @@ export class BindingRecords {
     return this.copies.request(accountId);
   }
 
-  private async copy(accountId: string): Promise<CopyOutcome> {
-    const lease = this.o.keeper.leaseOf(accountId);
-    const row = this.store.get(accountId);
-    if (!lease || !row) return 'fenced';
-    try {
-      const r = await this.o.pool.query<{ owned: boolean }>(SYNC_SQL, [
-        accountId, this.o.nodeId, lease.epoch, row.server, row.login, row.password_enc, row.platform, row.build, row.updated_at,
-      ]);
-      return r.rows[0]?.owned ? 'written' : 'fenced';
-    } catch (err) {
-      this.o.log.warn('account binding change not copied to the cluster database', { accountId, err: errorMessage(err) });
-      return 'failed';
-    }
+  private copy(accountId: string): Promise<CopyOutcome> {
+    return fencedCopy(this.o, accountId, 'account binding change', (lease) => {
+      const row = this.store.get(accountId);
+      return row && {
+        sql: SYNC_SQL,
+        params: [accountId, this.o.nodeId, lease.epoch, row.server, row.login, row.password_enc, row.platform, row.build, row.updated_at],
+      };
+    });
   }
 }

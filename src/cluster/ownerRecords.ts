@@ -5,6 +5,7 @@ import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
 import { LatestRuns } from '../util/latestRuns.js';
 import type { Lease } from './leases.js';
 import type { PgPool } from './pgPool.js';
@@ -34,6 +35,27 @@ export function syncAfter(
       return r;
     },
   };
+}
+
+/**
+ * One fenced copy statement of the account's owner: `statement` gives the SQL (a statement that
+ * answers `owned`: whether the lease held at that epoch) and its parameters, or undefined when there
+ * is nothing to copy. Without the lease here, or with nothing to copy: `fenced`. A failure is logged
+ * (`what` was not copied) and answered `failed`, never thrown.
+ */
+export async function fencedCopy(
+  o: OwnerRecordsOptions, accountId: string, what: string, statement: (lease: Lease) => { sql: string; params: unknown[] } | undefined,
+): Promise<CopyOutcome> {
+  const lease = o.keeper.leaseOf(accountId);
+  const s = lease && statement(lease);
+  if (!s) return 'fenced';
+  try {
+    const r = await o.pool.query<{ owned: boolean }>(s.sql, s.params);
+    return r.rows[0]?.owned ? 'written' : 'fenced';
+  } catch (err) {
+    o.log.warn(`${what} not copied to the cluster database`, { accountId, err: errorMessage(err) });
+    return 'failed';
+  }
 }
 
 /**

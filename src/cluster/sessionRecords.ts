@@ -6,10 +6,9 @@
 // starts the account (restore), which resumes them as after a restart.
 import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
-import { errorMessage } from '../util/errorMessage.js';
 import { fenceSql } from './leases.js';
 import type { LocalShards } from './router.js';
-import { OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
+import { fencedCopy, OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
 interface PgSessionRow extends SessionRow { subscriptions_json: string }
 
@@ -61,22 +60,14 @@ export class SessionRecords {
     return this.copies.request(accountId);
   }
 
-  private async copy(accountId: string): Promise<CopyOutcome> {
-    const lease = this.o.keeper.leaseOf(accountId);
-    if (!lease) return 'fenced';
-    const live = this.store.liveOf(accountId).map((row) => ({
-      ...row,
-      subscriptions_json: JSON.stringify(Object.fromEntries(this.store.subscriptions(row.handle_hash).map((s) => [s.key, s.spec]))),
-    }));
-    try {
-      const r = await this.o.pool.query<{ owned: boolean }>(SYNC_SQL, [
-        accountId, this.o.nodeId, lease.epoch, this.o.clock.now(), live.map((l) => l.handle_hash), JSON.stringify(live),
-      ]);
-      return r.rows[0]?.owned ? 'written' : 'fenced';
-    } catch (err) {
-      this.o.log.warn('gateway sessions not copied to the cluster database', { accountId, err: errorMessage(err) });
-      return 'failed';
-    }
+  private copy(accountId: string): Promise<CopyOutcome> {
+    return fencedCopy(this.o, accountId, 'gateway sessions', (lease) => {
+      const live = this.store.liveOf(accountId).map((row) => ({
+        ...row,
+        subscriptions_json: JSON.stringify(Object.fromEntries(this.store.subscriptions(row.handle_hash).map((s) => [s.key, s.spec]))),
+      }));
+      return { sql: SYNC_SQL, params: [accountId, this.o.nodeId, lease.epoch, this.o.clock.now(), live.map((l) => l.handle_hash), JSON.stringify(live)] };
+    });
   }
 
   /** A live session by its handle's hash, whichever node made it. */
