@@ -10,10 +10,13 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { OwnerCache, type OwnerInfo } from '../../src/cluster/owners.js';
 import type { LocalShards } from '../../src/cluster/router.js';
+import { randomBytes } from 'node:crypto';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
+import { startTestGateway, type TestGateway } from './gateway.js';
 import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
+import { startTcpProxy, type TcpProxy } from './tcpProxy.js';
 
 export class MemoryLeases {
   private readonly rows = new Map<string, OwnerInfo>();
@@ -113,6 +116,39 @@ export async function startKeeperNode(opts: { natsUrl: string; id: string; pool:
       await keeper.stop({ handover: false });
       owners.close();
       await link.close();
+    },
+  };
+}
+
+export interface ProxiedClusterGateway {
+  engines: ClusterEngines;
+  /** Between the gateway and PostgreSQL: the test cuts, refuses and watches its connections. */
+  proxy: TcpProxy;
+  /** The database's connection string through the proxy (it carries the engine's password). */
+  databaseUrl: string;
+  gw: TestGateway;
+  /** The gateway, then the proxy, then the engines. */
+  stop(): Promise<void>;
+}
+
+/** One cluster-mode gateway (bridge mode, one shard, a 9 s lease) on fresh engines, reaching
+ *  PostgreSQL through a TCP proxy the test controls; its log lines go to `logs`. */
+export async function startProxiedClusterGateway(nodeId: string, opts: { clusterOwnerWaitMs: number; logs: string[] }): Promise<ProxiedClusterGateway> {
+  const engines = await startClusterEngines();
+  const proxy = await startTcpProxy(engines.postgres.port);
+  const u = new URL(engines.databaseUrl);
+  u.port = String(proxy.port);
+  const databaseUrl = u.toString();
+  const gw = await startTestGateway({
+    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
+    natsUrl: engines.nats.url, databaseUrl, nodeId, clusterLeaseMs: 9_000, clusterOwnerWaitMs: opts.clusterOwnerWaitMs,
+  }, { log: createLogger('debug', {}, (line) => opts.logs.push(line)) });
+  return {
+    engines, proxy, databaseUrl, gw,
+    async stop() {
+      await gw.stop().catch(() => undefined);
+      await proxy.close();
+      await engines.stop();
     },
   };
 }

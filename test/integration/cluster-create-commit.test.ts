@@ -6,15 +6,14 @@
 // A real gateway in cluster mode on nats-server and embedded PostgreSQL, the database reached
 // through a TCP proxy that reads PostgreSQL's wire protocol to cut at those exact points. The audit
 // rows of creates answered while PostgreSQL was away reach it once it is back (the audit outbox).
-import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { startProxiedClusterGateway, type ClusterEngines, type ProxiedClusterGateway } from '../helpers/cluster.js';
 import { freePort } from '../helpers/engines.js';
-import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
-import { startTcpProxy, type ProxyWatcher, type TcpProxy } from '../helpers/tcpProxy.js';
+import { TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import type { ProxyWatcher, TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
+let cluster: ProxiedClusterGateway;
 let engines: ClusterEngines;
 let proxy: TcpProxy;
 let gw: TestGateway;
@@ -23,15 +22,9 @@ const logs: string[] = [];
 const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
-  proxy = await startTcpProxy(engines.postgres.port);
+  cluster = await startProxiedClusterGateway('create-commit', { clusterOwnerWaitMs: 1_500, logs });
+  ({ engines, proxy, gw } = cluster);
   dead = await freePort();
-  const u = new URL(engines.databaseUrl);
-  u.port = String(proxy.port);
-  gw = await startTestGateway({
-    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
-    natsUrl: engines.nats.url, databaseUrl: u.toString(), nodeId: 'create-commit', clusterLeaseMs: 9_000, clusterOwnerWaitMs: 1_500,
-  }, { log: createLogger('debug', {}, (line) => logs.push(line)) });
 }, 90_000);
 afterEach(() => {
   // PostgreSQL back for the next case: nothing watched, new connections reach it.
@@ -39,9 +32,7 @@ afterEach(() => {
   proxy.target(engines.postgres.port);
 });
 afterAll(async () => {
-  await gw?.stop().catch(() => undefined);
-  await proxy?.close();
-  await engines?.stop();
+  await cluster?.stop();
 });
 
 /** Whether the server's bytes on a connection carry a ReadyForQuery with no transaction open

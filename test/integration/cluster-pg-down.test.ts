@@ -4,19 +4,18 @@
 // the database is back. A real gateway in cluster mode on nats-server and embedded PostgreSQL, the
 // database reached through a TCP proxy that cuts and refuses connections; and the errors
 // node-postgres really throws when the database goes away, as src/errors.ts maps them.
-import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import { toApiError } from '../../src/errors.js';
-import { createLogger } from '../../src/log.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { startProxiedClusterGateway, type ClusterEngines, type ProxiedClusterGateway } from '../helpers/cluster.js';
 import { freePort } from '../helpers/engines.js';
-import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway, type TestResponse } from '../helpers/gateway.js';
+import { TEST_MANAGEMENT_KEY, type TestGateway, type TestResponse } from '../helpers/gateway.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
+let cluster: ProxiedClusterGateway;
 let engines: ClusterEngines;
 let proxy: TcpProxy;
 let gw: TestGateway;
@@ -26,20 +25,11 @@ const logs: string[] = [];
 const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
-  proxy = await startTcpProxy(engines.postgres.port);
-  const u = new URL(engines.databaseUrl);
-  u.port = String(proxy.port);
-  viaProxy = u.toString();
-  gw = await startTestGateway({
-    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
-    natsUrl: engines.nats.url, databaseUrl: viaProxy, nodeId: 'pg-down', clusterLeaseMs: 9_000, clusterOwnerWaitMs: 15_000,
-  }, { log: createLogger('debug', {}, (line) => logs.push(line)) });
+  cluster = await startProxiedClusterGateway('pg-down', { clusterOwnerWaitMs: 15_000, logs });
+  ({ engines, proxy, gw, databaseUrl: viaProxy } = cluster);
 }, 90_000);
 afterAll(async () => {
-  await gw?.stop().catch(() => undefined);
-  await proxy?.close();
-  await engines?.stop();
+  await cluster?.stop();
 });
 
 /** Whether a text holds the database's password (as a word of its own: the tests' temp dirs are
