@@ -19,14 +19,18 @@ export interface AdmissionDeps {
 /** Seconds a client turned away by a shutdown should wait: about what a restart takes. */
 export const SHUTDOWN_RETRY_AFTER_S = 2;
 
-/** Draining and throttle checks, then authentication; undefined for routes without auth. */
-export function admit(deps: AdmissionDeps, ip: string, mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
+/**
+ * Draining and throttle checks, then authentication; undefined for routes without auth. The
+ * client's address is read (`client.ip`, a copy out of uWS per read) only while some address is
+ * blocked: almost never, so the hot path does not pay for it.
+ */
+export function admit(deps: AdmissionDeps, client: Pick<RequestInfo, 'ip'>, mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
   if (deps.inflight.draining) {
     deps.inflight.refused = (deps.inflight.refused ?? 0) + 1;
     throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close', 'retry-after': String(SHUTDOWN_RETRY_AFTER_S) } });
   }
   if (mode !== 'none' && deps.throttle.anyBlocked()) {
-    const wait = deps.throttle.blockedFor(ip);
+    const wait = deps.throttle.blockedFor(client.ip);
     if (wait > 0) throw apiError('AUTH_THROTTLED', 'too many failed auth attempts, slow down', { headers: { 'retry-after': String(wait) } });
   }
   return deps.auth.authenticate(mode, headers, v1);
@@ -45,12 +49,12 @@ export function readUpgrade(res: HttpResponse, req: HttpRequest, address: Client
 }
 
 /** A WebSocket upgrade: the API key may also come as ?apiKey= (SPEC §5.3); the header wins when both are sent. */
-export function admitSocket(deps: AdmissionDeps, ip: string, headers: Record<string, string>, query: QueryMap): Principal {
+export function admitSocket(deps: AdmissionDeps, client: Pick<RequestInfo, 'ip'>, headers: Record<string, string>, query: QueryMap): Principal {
   const apiKey = headers['x-api-key'] ?? singleParam(query, 'apiKey');
-  return admit(deps, ip, 'api', apiKey === undefined ? headers : { ...headers, 'x-api-key': apiKey }, true)!;
+  return admit(deps, client, 'api', apiKey === undefined ? headers : { ...headers, 'x-api-key': apiKey }, true)!;
 }
 
 /** A refusal: a 401 counts toward the failed-auth throttle of the client's IP. */
-export function noteRefusal(deps: Pick<AdmissionDeps, 'throttle'>, ip: string, e: ApiError): void {
-  if (e.status === 401) deps.throttle.fail(ip);
+export function noteRefusal(deps: Pick<AdmissionDeps, 'throttle'>, client: Pick<RequestInfo, 'ip'>, e: ApiError): void {
+  if (e.status === 401) deps.throttle.fail(client.ip);
 }

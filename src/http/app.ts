@@ -257,7 +257,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
     // the process. Awaited further down, it still throws there.
     bodyPromise?.catch(() => undefined);
-    const principal = admit(deps, req.ip, route.auth, req.headers, req.path.startsWith('/v1/'));
+    const principal = admit(deps, req, route.auth, req.headers, req.path.startsWith('/v1/'));
     // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
     if (route.trading && principal) assertCanTrade(principal);
     if (principal?.kind === 'api' && deps.limits) {
@@ -309,7 +309,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       deps.log.error('request failed', { route: route.path, code: e.code, requestId: sink.requestId, err: e.cause ?? e });
     }
     if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
-    noteRefusal(deps, req.ip, e);
+    noteRefusal(deps, req, e);
     sendError(sink, e, closesConnection(e));
   } finally {
     deps.inflight.count--;

@@ -64,7 +64,7 @@ export class StreamAdmission {
     const d = this.deps;
     let opened: string | null = null;
     try {
-      const principal = admitSocket(d, info.ip, info.headers, info.query);
+      const principal = admitSocket(d, info, info.headers, info.query);
       const q = info.query;
       const idParam = singleParam(q, 'id');
       const aliasParam = singleParam(q, 'accountId');
@@ -117,7 +117,7 @@ export class StreamAdmission {
     } catch (err) {
       const e = toApiError(err);
       if (e.code === 'INTERNAL_ERROR') d.log.error('stream upgrade failed', { err: e.cause ?? e });
-      noteRefusal(d, info.ip, e);
+      noteRefusal(d, info, e);
       if (opened) this.accounts.releaseIfUnused(opened);
       sendError(sink, e, true);
     }

@@ -110,12 +110,12 @@ export class GatewaySocket {
     sink.node = this.node;
     const refuse = (err: unknown) => {
       const e = toApiError(err);
-      noteRefusal(this, info.ip, e);
+      noteRefusal(this, info, e);
       sendError(sink, e, true);
     };
     try {
       assertWebsocketOrigin(req, this.s.config);
-      const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info.ip, info.headers, info.query);
+      const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info, info.headers, info.query);
       const handle = singleParam(info.query, 'handle');
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
