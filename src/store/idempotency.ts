@@ -16,6 +16,8 @@ export interface IdemRow {
   expires_at: number;
 }
 
+const COLUMNS = 'account_id, client_order_id, params_hash, phase, status, result_json, created_at, expires_at';
+
 export class IdempotencyStore {
   private readonly q;
   private readonly tx: (f: () => void) => void;
@@ -24,12 +26,12 @@ export class IdempotencyStore {
     this.q = {
       insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
         VALUES (?, ?, ?, 'sent', ?, ?)`),
-      get: db.prepare<[string, string], IdemRow>('SELECT * FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
+      get: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE account_id = ? AND client_order_id = ?`),
       setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE account_id = ? AND client_order_id = ?`),
       setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
       remove: db.prepare('DELETE FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
       purge: db.prepare('DELETE FROM idempotency WHERE expires_at <= ?'),
-      unsettled: db.prepare<[number], IdemRow>("SELECT * FROM idempotency WHERE phase = 'sent' AND expires_at > ?"),
+      unsettled: db.prepare<[number], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE phase = 'sent' AND expires_at > ?`),
     };
   }
 

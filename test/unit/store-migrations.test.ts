@@ -32,8 +32,7 @@ describe('migration 3: idempotency records WITHOUT ROWID', () => {
   it('moves the records of a version-2 database across, intact, with their expiry index', () => {
     const db = at(2);
     db.prepare(`INSERT INTO idempotency VALUES ('acc-1', 'ord-1', 'h1', 'result', 200, '{"ticket":5}', 1, 99), ('acc-1', 'ord-2', 'h2', 'sent', NULL, NULL, 2, 98)`).run();
-    migrate(db);
-    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    db.exec(MIGRATIONS[2]!.sql);
     expect(schemaOf(db, 'idempotency')).toMatch(/WITHOUT ROWID/);
     expect(schemaOf(db, 'idempotency_expiry')).toContain('expires_at');
     expect(db.prepare('SELECT * FROM idempotency ORDER BY client_order_id').all()).toEqual([
@@ -42,6 +41,29 @@ describe('migration 3: idempotency records WITHOUT ROWID', () => {
     ]);
     // Still one record per (account, id).
     expect(() => db.prepare(`INSERT INTO idempotency VALUES ('acc-1', 'ord-1', 'h', 'sent', NULL, NULL, 3, 97)`).run()).toThrow(/UNIQUE|PRIMARY/);
+  });
+});
+
+describe('migration 11: idempotency records appended, found by a unique index', () => {
+  const COLUMNS = 'account_id, client_order_id, params_hash, phase, status, result_json, created_at, expires_at';
+  it('moves the records across intact, in the order they were written, still one per (account, id)', () => {
+    const db = at(10);
+    db.prepare(`INSERT INTO idempotency VALUES ('acc-2', 'ord-1', 'h3', 'uncertain', NULL, NULL, 3, 97), ('acc-1', 'ord-1', 'h1', 'result', 200, '{"ticket":5}', 1, 99), ('acc-1', 'ord-2', 'h2', 'sent', NULL, NULL, 2, 98)`).run();
+    migrate(db);
+    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    expect(schemaOf(db, 'idempotency')).not.toMatch(/WITHOUT ROWID/);
+    expect(schemaOf(db, 'idempotency_key')).toMatch(/UNIQUE INDEX idempotency_key ON idempotency\(account_id, client_order_id\)/);
+    expect(schemaOf(db, 'idempotency_expiry')).toContain('expires_at');
+    expect(db.prepare(`SELECT ${COLUMNS} FROM idempotency ORDER BY rowid`).all()).toEqual([
+      { account_id: 'acc-1', client_order_id: 'ord-1', params_hash: 'h1', phase: 'result', status: 200, result_json: '{"ticket":5}', created_at: 1, expires_at: 99 },
+      { account_id: 'acc-1', client_order_id: 'ord-2', params_hash: 'h2', phase: 'sent', status: null, result_json: null, created_at: 2, expires_at: 98 },
+      { account_id: 'acc-2', client_order_id: 'ord-1', params_hash: 'h3', phase: 'uncertain', status: null, result_json: null, created_at: 3, expires_at: 97 },
+    ]);
+    const insert = db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, 'h', 'sent', NULL, NULL, 4, 96)`);
+    expect(() => insert.run('acc-1', 'ord-1')).toThrow(/UNIQUE/);
+    // A new record goes after the others (the right-most leaf).
+    insert.run('acc-0', 'ord-0');
+    expect(db.prepare("SELECT rowid AS id FROM idempotency WHERE account_id = 'acc-0'").get()).toEqual({ id: 4 });
   });
 });
 
