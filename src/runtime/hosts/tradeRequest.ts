@@ -10,7 +10,8 @@ import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/broker
 import { isStopLimitType, type TradeResult } from '../../market/orders.js';
 import { TRADE_SCHEMAS, type TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
-import { assertAvailable, utc } from './accountOps.js';
+import { assertAvailable } from './accountOps.js';
+import { filledAnswerJson } from './answerJson.js';
 
 /** A broker call ready to run, and the canonical form of its parameters (what the hash covers). */
 export interface Prepared {
@@ -65,7 +66,7 @@ export function answer(r: TradeResult): StoredResult {
 }
 
 function makeAnswer(r: TradeResult): StoredResult {
-  if (r.ok) return { status: 200, json: JSON.stringify(utc({ ...r.order, retcode: r.retcode, deals: r.deals })) };
+  if (r.ok) return { status: 200, json: filledAnswerJson(r.order, r.retcode, r.deals) };
   return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
 }
 
