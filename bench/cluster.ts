@@ -1,4 +1,4 @@
-// npm run bench -- cluster [--orders N] [--quotes N] [--accounts N] [--lease-ms MS]
+// npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--accounts N] [--lease-ms MS]
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -73,6 +73,9 @@ const QUOTES = arg('quotes', 5000);
 const ACCOUNTS = arg('accounts', 12);
 const LEASE_MS = arg('lease-ms', 1_500);
 const HANDOVER_RUNS = arg('handover-runs', 3);
+// Orders of each kind before measuring: V8 compiles the path's code (on its own threads) for the
+// first thousand or so, which otherwise lands in the measured blocks' CPU per order.
+const WARMUP = arg('warmup', 1000);
 const BLOCK = 100;
 const PER_ACCOUNT = 200; // a demo account's margin lasts a few hundred 0.01 BTCUSD positions
 const MGMT = 'bench-management-key-0123456789abcdef';
@@ -116,7 +119,7 @@ const A = await startNatsNode({
 });
 
 // --- OrderSend: local vs forwarded -------------------------------------------------------------
-const total = 2 * ORDERS + 4 * BLOCK;
+const total = 2 * ORDERS + 2 * WARMUP + 4 * BLOCK;
 const accounts: string[] = [];
 for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {
   const { id } = await bindAccount(`http://127.0.0.1:${gwA.port}`, MGMT, `bench${i}`);
@@ -139,8 +142,10 @@ const remote = async (record: boolean) => {
   if (r.t !== 'done') throw new Error('node B did not run the orders');
   return r;
 };
-for (let i = 0; i < BLOCK; i++) await send(A.router, null); // warm-up: JIT, connections, caches
-await remote(false);
+for (let done = 0; done < Math.max(WARMUP, BLOCK); done += BLOCK) { // warm-up: JIT, connections, caches
+  for (let i = 0; i < BLOCK; i++) await send(A.router, null);
+  await remote(false);
+}
 const local = new Histogram();
 const forwarded = new Histogram();
 let forwardedCount = 0;
