@@ -87,8 +87,49 @@ export class SimServer implements AccountHost {
   }
 
   track(account: SimAccount): void {
-    if (account.busy) this.busy.add(account);
-    else this.busy.delete(account);
+    if (account.busy) {
+      this.busy.add(account);
+      this.touched.add(account);
+      if (account.orders.nextExpiryMs < this.nextExpiryMs) this.nextExpiryMs = account.orders.nextExpiryMs;
+    } else {
+      this.busy.delete(account);
+    }
+  }
+
+  // The clock's visits (expirations, equity samples) walk every busy account only when one may
+  // be due: at a new minute of market time, or once the earliest expiration has come. Between
+  // those, only accounts tracked since the last walk can have anything due (a first equity sample
+  // this minute). Walking them all at every step cost O(accounts holding positions) per order,
+  // as every request advances the clock.
+  /** Busy accounts tracked since the last walk. */
+  private readonly touched = new Set<SimAccount>();
+  /** A lower bound of every busy account's next expiration (an account's only falls in a change it flushes, which tracks it). */
+  private nextExpiryMs = Infinity;
+  /** The minute of market time of the last walk. */
+  private walkedMinute = NaN;
+
+  /** Expirations due and equity samples on the clock (after the market reached `now`). */
+  visitClock(now: number): void {
+    const minute = Math.floor(this.market.now / 60_000);
+    if (minute === this.walkedMinute && now < this.nextExpiryMs) {
+      if (this.touched.size === 0) return;
+      for (const acc of this.touched) if (this.busy.has(acc)) acc.sampleEquity();
+      this.touched.clear();
+      return;
+    }
+    let next = Infinity;
+    for (const acc of this.busy) {
+      // Expirations are due on the clock, not on a tick of the order's symbol.
+      if (now >= acc.orders.nextExpiryMs) {
+        acc.expireDue(now);
+        acc.flush();
+      }
+      acc.sampleEquity();
+      if (acc.orders.nextExpiryMs < next) next = acc.orders.nextExpiryMs;
+    }
+    this.touched.clear();
+    this.nextExpiryMs = next;
+    this.walkedMinute = minute;
   }
 
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
@@ -187,14 +228,7 @@ export class Simulator {
     const now = this.clock.now();
     for (const s of this.servers.values()) {
       s.market.advanceTo(now);
-      for (const acc of s.busy) {
-        // Expirations are due on the clock, not on a tick of the order's symbol.
-        if (now >= acc.orders.nextExpiryMs) {
-          acc.expireDue(now);
-          acc.flush();
-        }
-        acc.sampleEquity();
-      }
+      s.visitClock(now);
     }
   }
 
