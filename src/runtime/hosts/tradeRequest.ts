@@ -8,7 +8,7 @@ import type { AtomicClaim, BrokerConnection, TradeOptions } from '../../broker/t
 import { apiError } from '../../errors.js';
 import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/brokerErrors.js';
 import { isStopLimitType, type TradeResult } from '../../market/orders.js';
-import { TRADE_SCHEMAS, type TradeOp } from '../../market/orderSchemas.js';
+import { quickOrderSend, TRADE_SCHEMAS, type TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
 import { assertAvailable } from './accountOps.js';
 import { filledAnswerJson } from './answerJson.js';
@@ -21,6 +21,8 @@ export interface Prepared {
 
 /** A trade request's arguments, read with its schema (src/market/orderSchemas.ts); a bad one is a 400 naming the parameters. */
 function parseArgs<O extends TradeOp>(op: O, a: Record<string, unknown>): z.output<(typeof TRADE_SCHEMAS)[O]> {
+  const quick = op === 'OrderSend' ? quickOrderSend(a) : undefined;
+  if (quick !== undefined) return quick as z.output<(typeof TRADE_SCHEMAS)[O]>;
   const r = TRADE_SCHEMAS[op].safeParse(a);
   if (!r.success) throw apiError('BAD_REQUEST', r.error.issues.map((i) => `parameter '${i.path.join('.') || op}': ${i.message}`).join('; '));
   return r.data as z.output<(typeof TRADE_SCHEMAS)[O]>;
