@@ -51,10 +51,17 @@ export function prepare<O extends TradeOp>(op: O, a: Record<string, unknown>, en
 
 export function paramsHash(op: TradeOp, canonical: unknown): string {
   const o = canonical as Record<string, unknown>;
-  const sorted = Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+  const keys = Object.keys(o);
+  // A market order's keys (symbol, type, volume; stoploss, takeprofit) are in order already: the
+  // plain object is then its own sorted copy (same keys, same order), and building one was most of
+  // the hash's cost.
+  let inOrder = Object.getPrototypeOf(o) === Object.prototype;
+  for (let i = 1; inOrder && i < keys.length; i++) inOrder = keys[i - 1]! < keys[i]!;
+  const sorted = inOrder ? o : Object.fromEntries(keys.sort().map((k) => [k, o[k]]));
   // One-shot hash (no Hash object per order); the same digest as createHash, so stored records still match.
   return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
 }
+
 
 /** Answers already made, by result: an atomic booking stores its answer inside the transaction,
  *  and the same result then comes back through `execute`. */
