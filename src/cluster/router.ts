@@ -63,6 +63,8 @@ export interface RouterStats {
 }
 
 type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean };
+/** What a forwarded call waiting for its reply is about. */
+interface Forwarded { key: string; owner: string; op: CommandName }
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
@@ -75,10 +77,9 @@ export class AccountRouter {
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
   private readonly parts: ReplyParts;
-  /** Where the replies to this node's forwarded calls arrive. */
-  private readonly inbox: ReplyInbox;
-  /** Forwarded calls awaiting their reply: each one's abort, for a NATS outage mid-call. */
-  private readonly inFlight = new Set<(err: ApiError) => void>();
+  /** Where the replies to this node's forwarded calls arrive; each waiting call tagged with its
+   *  account, the owner it went to and its op, so a NATS outage or a move can end it. */
+  private readonly inbox: ReplyInbox<Forwarded>;
   private offStatus: (() => void) | undefined;
   private readonly now: () => number;
   private readonly forwardTimeoutMs: number;
@@ -89,20 +90,22 @@ export class AccountRouter {
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
     this.parts = new ReplyParts(this.forwardTimeoutMs);
-    this.inbox = new ReplyInbox(opts.link.nc);
+    this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, this.now);
     this.offOwners = opts.owners.onChange((accountId, owner) => {
       if (owner !== opts.nodeId) this.interest.dropAccount(accountId);
       const at = this.heldAt.get(accountId);
       if (owner !== null && at !== undefined && at !== owner) void this.replay(accountId, owner);
+      if (owner !== null) this.movedWhileAway(accountId, owner);
     });
     // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
     // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
     this.offStatus = opts.link.onStatus((up) => {
       if (up) return;
-      const waiting = [...this.inFlight];
+      const waiting = this.inbox.waitingIds();
+      if (waiting.length === 0) return;
       setTimeout(() => {
         if (this.opts.link.up) return;
-        for (const abort of waiting) if (this.inFlight.has(abort)) abort(this.unavailable('the connection to the cluster\'s messaging (NATS) was lost during the call; its outcome is unknown'));
+        this.inbox.abort(waiting, () => this.unavailable('the connection to the cluster\'s messaging (NATS) was lost during the call; its outcome is unknown'));
       }, opts.ownerWaitMs).unref();
     });
   }
@@ -217,20 +220,8 @@ export class AccountRouter {
   private async forward(owner: string, env: CallEnvelope): Promise<Attempt> {
     if (!this.opts.link.up) throw this.unavailable('the cluster\'s messaging (NATS) is unreachable from this node; retry');
     let msg: Msg;
-    let abort!: (err: ApiError) => void;
-    const aborted = new Promise<never>((_, reject) => (abort = reject));
-    this.inFlight.add(abort);
-    // A node SIGKILLed a moment ago may still get the request (nats-server routes to its connection
-    // until it notices the close) and never answer. Once another node holds the account, the old
-    // one has the owner wait to answer (a live one finishing a slow call still does), then 503.
-    const offMoved = this.opts.owners.onChange((k, o) => {
-      if (k !== env.key || o === null || o === owner) return;
-      setTimeout(() => {
-        if (this.inFlight.has(abort)) abort(this.unavailable(`account ${env.key} moved to another node while ${env.op} was at the old one, which did not answer; its outcome is unknown`));
-      }, this.opts.ownerWaitMs).unref();
-    });
     try {
-      msg = await Promise.race([this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs), aborted]);
+      msg = await this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, { key: env.key, owner, op: env.op });
     } catch (err) {
       if (err instanceof ApiError) throw err;
       // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
@@ -239,9 +230,6 @@ export class AccountRouter {
         throw this.unavailable(`the node owning account ${env.key} did not answer ${env.op} in time; its outcome is unknown`);
       }
       throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
-    } finally {
-      this.inFlight.delete(abort);
-      offMoved();
     }
     let reply = decode(msg.string()) as CallReply;
     if (reply.ok === 'parts') reply = await this.fetchParts(owner, reply);
@@ -253,6 +241,17 @@ export class AccountRouter {
     if (!('error' in reply)) throw this.unavailable('the owner node answered in parts within parts; retry');
     this.stats.forwarded++;
     throw fromWire(reply.error);
+  }
+
+  /** A node SIGKILLed a moment ago may still get a request (nats-server routes to its connection
+   *  until it notices the close) and never answer. Once another node holds the account, the old one
+   *  has the owner wait to answer the calls it has (a live one finishing a slow call still does), then 503. */
+  private movedWhileAway(accountId: string, owner: string): void {
+    const stranded = this.inbox.waitingIds((f) => f.key === accountId && f.owner !== owner);
+    if (stranded.length === 0) return;
+    setTimeout(() => {
+      this.inbox.abort(stranded, (f) => this.unavailable(`account ${f.key} moved to another node while ${f.op} was at the old one, which did not answer; its outcome is unknown`));
+    }, this.opts.ownerWaitMs).unref();
   }
 
   /** The parts of a large reply, in order, joined and decoded. */

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { ApiError, apiError } from '../../src/errors.js';
+import { NoReplyError, ReplyInbox } from '../../src/cluster/replyInbox.js';
 import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
 import { startNats, type Engine } from '../helpers/engines.js';
@@ -309,5 +310,41 @@ describe('AccountRouter', () => {
       const r = await A.router.call(remote, 'account.status', { accountId: remote }).catch(() => null);
       return (r as { node?: string } | null)?.node === 'B';
     }, 'a forwarded call to succeed again');
+  });
+});
+
+describe('ReplyInbox', () => {
+  it('one timer bounds every waiting call at its own deadline, the earliest first whatever the order sent; an answered call never fails; calls end by tag or at close', async () => {
+    const nc = await connect({ servers: nats.url });
+    nc.subscribe('inbox-test.silent', { callback: () => {} });
+    nc.subscribe('inbox-test.echo', { callback: (_e, m) => void m.respond(m.data) });
+    await nc.flush();
+    const inbox = new ReplyInbox<string>(nc);
+    const t0 = performance.now();
+    const ended: Array<{ tag: string; how: string; ms: number }> = [];
+    const track = (tag: string, p: Promise<unknown>) => p.then(
+      () => void ended.push({ tag, how: 'reply', ms: performance.now() - t0 }),
+      (e: unknown) => void ended.push({ tag, how: e instanceof NoReplyError ? e.reason : String(e), ms: performance.now() - t0 }),
+    );
+    // The longer bound first: the timer armed for it must be brought forward for the shorter one.
+    await Promise.all([
+      track('long', inbox.request('inbox-test.silent', 'x', 2_000, 'long')),
+      track('short', inbox.request('inbox-test.silent', 'x', 200, 'short')),
+      track('answered', inbox.request('inbox-test.echo', 'hi', 100, 'answered')),
+    ]);
+    expect(ended.map((e) => [e.tag, e.how])).toEqual([['answered', 'reply'], ['short', 'timeout'], ['long', 'timeout']]);
+    // Each at its own bound: never before it, and the short one not kept until the long one's.
+    expect(ended[1]!.ms).toBeGreaterThanOrEqual(200);
+    expect(ended[1]!.ms).toBeLessThan(1_500);
+    expect(ended[2]!.ms).toBeGreaterThanOrEqual(2_000);
+    expect(inbox.pending).toBe(0);
+    const a = inbox.request('inbox-test.silent', 'x', 30_000, 'a');
+    const b = inbox.request('inbox-test.silent', 'x', 30_000, 'b');
+    inbox.abort(inbox.waitingIds((t) => t === 'a'), (t) => new Error(`ended ${t}`));
+    await expect(a).rejects.toThrow('ended a');
+    expect(inbox.pending).toBe(1);
+    inbox.close();
+    await expect(b).rejects.toMatchObject({ reason: 'closed' });
+    await nc.close();
   });
 });
