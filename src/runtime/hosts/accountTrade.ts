@@ -364,7 +364,7 @@ export class TradeDesk {
         const outcome = new Promise<Outcome>((resolve, reject) => {
           rec.reply = { resolve, reject };
         });
-        execute(prep, lease, requestId).then(
+        execute(prep, lease, requestId).then(answer).then(
           (result) => this.outcome(rec, { type: 'done', result }),
           (err: unknown) => this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
         );
@@ -431,7 +431,7 @@ export class TradeDesk {
         this.evict(rec);
         return { type: 'done', result: s.context.result! };
       }
-      this.outcome(rec, { type: 'done', result });
+      this.outcome(rec, { type: 'done', result: answer(result) });
     } catch (err) {
       if (!checked) {
         rec.reply = undefined;

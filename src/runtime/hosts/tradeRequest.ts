@@ -62,19 +62,10 @@ export function paramsHash(op: TradeOp, canonical: unknown): string {
   return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
 }
 
-
-/** Answers already made, by result: an atomic booking stores its answer inside the transaction,
- *  and the same result then comes back through `execute`. */
-const answered = new WeakMap<TradeResult, StoredResult>();
-
-/** The answer to a trade: fills and broker rejections are both final (and replayed). */
+/** The answer to a trade: fills and broker rejections are both final (and replayed). Made once
+ *  per result: an atomic booking makes it inside its transaction, and `execute` hands back the
+ *  result, not an answer, so nothing is made twice (a WeakMap of answers cost more than it saved). */
 export function answer(r: TradeResult): StoredResult {
-  let a = answered.get(r);
-  if (a === undefined) answered.set(r, (a = makeAnswer(r)));
-  return a;
-}
-
-function makeAnswer(r: TradeResult): StoredResult {
   if (r.ok) return { status: 200, json: filledAnswerJson(r.order, r.retcode, r.deals) };
   return { status: 400, json: JSON.stringify({ error: 'TRADE_REQUEST_ERROR', message: r.message, reason: r.reason, retcode: r.retcode }) };
 }
@@ -89,17 +80,18 @@ export function brokerRequestId(accountId: string, clientOrderId: string, expire
 }
 
 /**
- * Sends once and settles the outcome. A reply lost after the send is checked with lookupRequest
- * (by the record's broker request id); if the broker cannot say, the outcome is uncertain.
+ * Sends once and settles the outcome: the broker's result (its `answer` is the caller's to make). A
+ * reply lost after the send is checked with lookupRequest (by the record's broker request id); if
+ * the broker cannot say, the outcome is uncertain.
  */
-export async function execute(prep: Prepared, lease: Lease, requestId: string, claim?: AtomicClaim): Promise<StoredResult> {
+export async function execute(prep: Prepared, lease: Lease, requestId: string, claim?: AtomicClaim): Promise<TradeResult> {
   try {
-    return answer(await prep.run(lease.conn, claim ? { requestId, claim } : { requestId }));
+    return await prep.run(lease.conn, claim ? { requestId, claim } : { requestId });
   } catch (err) {
     if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
     if (err instanceof BrokerTimeoutError) {
       const found = await lease.conn.lookupRequest(requestId).catch(() => null);
-      if (found) return answer(found.result);
+      if (found) return found.result;
     }
     throw err;
   } finally {
