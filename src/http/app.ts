@@ -86,8 +86,10 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
   for (const route of routes) {
     const n = paramCount(route.path);
     // Not for trading calls: each carries a new clientOrderId or ticket, so kept copies would only
-    // live long enough to be promoted by the GC, never be hit.
-    const memo = route.query ? new QueryMemo(route.query, { keep: !route.secretQuery && !route.trading }) : undefined;
+    // live long enough to be promoted by the GC, never be hit; unless the route names the parameter
+    // that varies, and the rest of its query is kept.
+    const keep = !route.secretQuery && (!route.trading || route.queryVaries !== undefined);
+    const memo = route.query ? new QueryMemo(route.query, { keep, varies: route.queryVaries }) : undefined;
     // Only 'any' routes (and the fallback below) see HEAD: uWS matches get() to GET alone.
     const anyMethod = route.method === 'any';
     /** The route's label in /metrics: its template, never the raw URL (ids stay out of label values). */

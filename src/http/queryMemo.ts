@@ -3,7 +3,10 @@
 // the split and the schema. Results are frozen, since one object now serves many requests:
 // handlers copy before they change anything. Bounded: long strings are not kept, and the map
 // starts over when full (cheaper than LRU bookkeeping on every hit; a polling bot refills it at once).
+// A route whose calls differ in one parameter each time (an order's clientOrderId) names it
+// (`varies`): the rest of the query is kept, and only that parameter is validated per call.
 import type { z } from 'zod';
+import { splitParam } from './request.js';
 
 export const MEMO_MAX_ENTRIES = 1024;
 export const MEMO_MAX_QUERY = 512;
@@ -16,12 +19,21 @@ function freeze<T>(v: T): T {
   return v;
 }
 
+/**
+ * A parameter that differs in every call (an idempotency id): `schema` validates it alone, as an
+ * object with that one optional key, giving what the route's schema gives for it. It must not take
+ * part in the route schema's refinements across parameters (the rest is validated without it).
+ */
+export interface VaryingParam { param: string; schema: z.ZodType<Record<string, unknown>> }
+
 export class QueryMemo {
   private readonly map = new Map<string, unknown>();
   private readonly keep: boolean;
+  private readonly varies: VaryingParam | undefined;
   /** `keep: false`: validate only, remember nothing (a query carrying a secret). */
-  constructor(private readonly schema: z.ZodType, opts: { keep?: boolean } = {}) {
+  constructor(private readonly schema: z.ZodType, opts: { keep?: boolean; varies?: VaryingParam | undefined } = {}) {
     this.keep = opts.keep ?? true;
+    this.varies = opts.varies;
   }
 
   get size(): number {
@@ -30,14 +42,42 @@ export class QueryMemo {
 
   /** The validated query, or the zod error; `parsed` splits the raw string only on a miss. */
   parse(raw: string, parsed: () => unknown): { ok: true; data: unknown } | { ok: false; error: z.ZodError } {
+    if (this.varies) return this.parseVarying(this.varies, raw, parsed);
     const hit = this.map.get(raw);
     if (hit !== undefined) return { ok: true, data: hit };
     const r = this.schema.safeParse(parsed());
     if (!r.success) return { ok: false, error: r.error };
-    if (this.keep && raw.length <= MEMO_MAX_QUERY) {
-      if (this.map.size >= MEMO_MAX_ENTRIES) this.map.clear();
-      this.map.set(raw, freeze(r.data));
+    this.remember(raw, r.data);
+    return { ok: true, data: r.data };
+  }
+
+  /**
+   * Kept by the query without the varying parameter. A miss validates the whole query, so its
+   * errors are the route schema's own, and keeps its result without that parameter (the same as
+   * validating the rest alone: the parameter is validated by itself and refines nothing else).
+   */
+  private parseVarying(v: VaryingParam, raw: string, parsed: () => unknown): { ok: true; data: unknown } | { ok: false; error: z.ZodError } {
+    const split = splitParam(raw, v.param);
+    const hit = split && this.map.get(split.rest);
+    if (split && hit !== undefined) {
+      if (split.value === undefined) return { ok: true, data: hit };
+      const own = v.schema.safeParse({ [v.param]: split.value });
+      if (!own.success) return { ok: false, error: own.error };
+      return { ok: true, data: { ...(hit as object), ...own.data } };
+    }
+    const r = this.schema.safeParse(parsed());
+    if (!r.success) return { ok: false, error: r.error };
+    if (split) {
+      const rest = { ...(r.data as Record<string, unknown>) };
+      delete rest[v.param];
+      this.remember(split.rest, rest);
     }
     return { ok: true, data: r.data };
+  }
+
+  private remember(raw: string, data: unknown): void {
+    if (!this.keep || raw.length > MEMO_MAX_QUERY) return;
+    if (this.map.size >= MEMO_MAX_ENTRIES) this.map.clear();
+    this.map.set(raw, freeze(data));
   }
 }

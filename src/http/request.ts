@@ -46,6 +46,46 @@ export function parseQuery(raw: string): QueryMap {
 }
 
 /**
+ * The raw query without parameter `name`, and that parameter's value (decoded as parseQuery does;
+ * undefined when absent): for a query that differs between calls only in that parameter (an
+ * idempotency id), so the rest can be validated once. Undefined when `name` comes more than once
+ * or another key is percent-encoded (it might spell `name`): then only the whole query says what it means.
+ */
+export function splitParam(raw: string, name: string): { rest: string; value: string | undefined } | undefined {
+  // Where the parameter's segment starts: at the start or after '&', its name followed by '=', '&' or the end.
+  let at = -1;
+  for (let i = raw.indexOf(name); i >= 0; i = raw.indexOf(name, i + 1)) {
+    const after = i + name.length;
+    if ((i === 0 || raw.charCodeAt(i - 1) === AMP) && (after === raw.length || raw.charCodeAt(after) === EQ || raw.charCodeAt(after) === AMP)) {
+      if (at >= 0) return undefined;
+      at = i;
+    }
+  }
+  if (raw.indexOf('%') >= 0 && anyKeyEncoded(raw)) return undefined;
+  if (at < 0) return { rest: raw, value: undefined };
+  const after = at + name.length;
+  let end = raw.indexOf('&', after);
+  if (end < 0) end = raw.length;
+  const value = after < end ? decode(raw.slice(after + 1, end)) : '';
+  const rest = at === 0 ? raw.slice(end + 1) : end === raw.length ? raw.slice(0, at - 1) : raw.slice(0, at - 1) + raw.slice(end);
+  return { rest, value };
+}
+const AMP = 38; // '&'
+const EQ = 61; // '='
+
+function anyKeyEncoded(raw: string): boolean {
+  for (let start = 0; start < raw.length;) {
+    let end = raw.indexOf('&', start);
+    if (end < 0) end = raw.length;
+    const eq = raw.indexOf('=', start);
+    const pct = raw.indexOf('%', start);
+    if (pct >= 0 && pct < end && (eq < 0 || eq >= end || pct < eq)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+/**
  * One value of a single-valued parameter, for handlers that read the query without a schema (the
  * WebSocket upgrades): given twice with different values it is a 400 naming it, as the query
  * schemas answer (`one` in schemas.ts), never "the first one wins"; the same value twice is that value.

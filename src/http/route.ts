@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { AuthMode, Principal } from '../auth/authenticator.js';
 import type { ErrorCode } from '../errors.js';
 import type { Family } from './metrics.js';
+import type { VaryingParam } from './queryMemo.js';
 import type { RequestInfo } from './request.js';
 import type { Reply } from './respond.js';
 
@@ -45,6 +46,9 @@ export interface RouteDef<Q = unknown, B = unknown> {
   /** Other success statuses, with the same response body (e.g. 200 for "already exists" beside 201). */
   otherSuccess?: number[];
   errors?: ErrorCode[];
+  /** A query parameter that differs in every call (an order's clientOrderId): validated queries are
+   *  kept by the rest of the query, so a bot's repeated order is validated once (queryMemo.ts). */
+  queryVaries?: VaryingParam;
   /** The query carries a secret (a broker password): its validated form is not memoized (kept in memory past the request). */
   secretQuery?: boolean;
   /** A trading call (SPEC §5.5): a read-only key gets 403 before anything else is looked at. */

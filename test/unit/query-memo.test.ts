@@ -1,9 +1,11 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { parseQuery } from '../../src/http/request.js';
+import { parseQuery, splitParam } from '../../src/http/request.js';
 import { MEMO_MAX_ENTRIES, MEMO_MAX_QUERY, QueryMemo } from '../../src/http/queryMemo.js';
+import { ORDER_SEND_VARIES, tradeQuery } from '../../src/http/routes/classic.js';
 import { qList, qNumber, qString } from '../../src/http/schemas.js';
-import { methodsByPath, validatedQuery } from '../../src/http/app.js';
+import { methodsByPath, queryError, validatedQuery } from '../../src/http/app.js';
 
 function counted() {
   let runs = 0;
@@ -63,6 +65,69 @@ describe('QueryMemo (validated queries by raw string)', () => {
     for (let i = 0; i <= MEMO_MAX_ENTRIES; i++) parse(memo, `id=a${i}`);
     expect(memo.size).toBeLessThanOrEqual(MEMO_MAX_ENTRIES);
     expect(memo.size).toBeGreaterThan(0);
+  });
+});
+
+describe('QueryMemo with a varying parameter (/OrderSend and its clientOrderId)', () => {
+  const schema = tradeQuery('OrderSend');
+  /** What the route answers without any memo: the whole query validated, its error as the 400 says it. */
+  const direct = (raw: string) => {
+    const r = schema.safeParse(parseQuery(raw));
+    return r.success ? { ok: true, data: r.data } : { ok: false, error: queryError(r.error).message };
+  };
+  const viaMemo = (memo: QueryMemo, raw: string) => {
+    const r = parse(memo, raw);
+    return r.ok ? { ok: true, data: r.data } : { ok: false, error: queryError(r.error).message };
+  };
+
+  it('validates the rest of a repeated order once, and each clientOrderId by itself', () => {
+    let runs = 0;
+    const counting = z.preprocess((v) => (runs++, v), schema);
+    const memo = new QueryMemo(counting, { varies: ORDER_SEND_VARIES });
+    const rest = 'id=11111111-1111-4111-8111-000000000001&symbol=BTCUSD&operation=Buy&volume=0.01';
+    expect(viaMemo(memo, `${rest}&clientOrderId=a1`)).toEqual(direct(`${rest}&clientOrderId=a1`));
+    expect(viaMemo(memo, `${rest}&clientOrderId=a2`)).toEqual(direct(`${rest}&clientOrderId=a2`));
+    expect(viaMemo(memo, `clientOrderId=a%2D3&${rest}`)).toEqual(direct(`clientOrderId=a%2D3&${rest}`));
+    expect(viaMemo(memo, rest)).toEqual(direct(rest));
+    expect(runs).toBe(1);
+    // A clientOrderId the route refuses is refused on a hit too, with the route's message.
+    const bad = viaMemo(memo, `${rest}&clientOrderId=`);
+    expect(bad).toEqual(direct(`${rest}&clientOrderId=`));
+    expect(bad.ok).toBe(true); // '' is a string: the shard answers for its format
+    expect(runs).toBe(1);
+  });
+
+  it('answers every query exactly as validating the whole of it does, hit or miss', () => {
+    const id = fc.constantFrom('id=11111111-1111-4111-8111-000000000001', 'accountId=11111111-1111-4111-8111-000000000001', 'id=', 'id=x&accountId=y');
+    const other = fc.constantFrom(
+      'symbol=BTCUSD', 'symbol=EURUSD&symbol=GBPUSD', 'operation=Buy', 'operation=7', 'operation=', 'volume=0.01', 'volume=abc', 'lots=0.02',
+      'lots=0.01&volume=0.02', 'comment=hello%20there', 'comment=a+b', 'magic=-1', 'magic=12', 'stopLoss=1', 'stoploss=1', 'expiration=2026-02-30',
+      'stoplimit=1&stopLimitPrice=2', 'client%4FrderId=zz', 'clientorderid=q', 'price=1e3', '', 'comment=clientOrderId', 'comment=%26clientOrderId%3Dx', 'clientOrderIdX=1', 'comment', 'client%4FrderId=c1', 'comment=clientOrderId=c1',
+    );
+    const coid = fc.constantFrom('clientOrderId=c1', 'clientOrderId=c2', 'clientOrderId=c%201', 'clientOrderId', 'clientOrderId=', 'clientOrderId=c1&clientOrderId=c1', 'clientOrderId=c1&clientOrderId=c2', 'clientOrderId=%ZZ');
+    // Mostly a valid order, so that rests are kept and later queries hit them.
+    const rest = fc.tuple(id, fc.array(other, { maxLength: 2 })).map(([i, more]) => [i, 'symbol=BTCUSD', 'operation=Buy', 'volume=0.01', ...more] as const);
+    const shuffled = rest.chain((parts) => fc.shuffledSubarray([...parts], { minLength: parts.length }));
+    const query = fc.tuple(fc.integer({ min: 0, max: 2 }), fc.option(coid, { nil: undefined }), fc.integer({ min: 0, max: 5 }));
+    fc.assert(fc.property(fc.array(shuffled, { minLength: 1, maxLength: 3 }), fc.array(query, { minLength: 1, maxLength: 25 }), (rests, queries) => {
+      const memo = new QueryMemo(schema, { varies: ORDER_SEND_VARIES });
+      for (const [which, c, at] of queries) {
+        const parts: string[] = [...rests[which % rests.length]!];
+        if (c !== undefined) parts.splice(at % (parts.length + 1), 0, c);
+        const raw = parts.join('&');
+        expect(viaMemo(memo, raw), raw).toEqual(direct(raw));
+      }
+    }), { numRuns: 600 });
+  });
+
+  it('splits only a query where the parameter comes once and no other key is percent-encoded', () => {
+    expect(splitParam('a=1&clientOrderId=x%2Dy&b=2', 'clientOrderId')).toEqual({ rest: 'a=1&b=2', value: 'x-y' });
+    expect(splitParam('a=1', 'clientOrderId')).toEqual({ rest: 'a=1', value: undefined });
+    expect(splitParam('clientOrderId', 'clientOrderId')).toEqual({ rest: '', value: '' });
+    expect(splitParam('clientOrderIdX=1&a=2', 'clientOrderId')).toEqual({ rest: 'clientOrderIdX=1&a=2', value: undefined });
+    expect(splitParam('clientOrderId=1&clientOrderId=1', 'clientOrderId')).toBeUndefined();
+    expect(splitParam('client%4FrderId=1&clientOrderId=2', 'clientOrderId')).toBeUndefined();
+    expect(splitParam('a=%41&clientOrderId=2', 'clientOrderId')).toEqual({ rest: 'a=%41', value: '2' });
   });
 });
 

@@ -156,6 +156,11 @@ export const TRADE_FIELDS = {
 } satisfies Record<TradeOp, z.ZodRawShape>;
 const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 
+/** A trade operation's query schema: strict, with its aliases. */
+export const tradeQuery = (op: TradeOp) => withAliases({ ...idFields, ...tradeFields[op] }, true);
+/** /OrderSend's clientOrderId, validated alone (QueryMemo's varying parameter). */
+export const ORDER_SEND_VARIES = { param: 'clientOrderId', schema: z.object({ clientOrderId: TRADE_FIELDS.OrderSend.clientOrderId }) };
+
 const TRADE_SUMMARY: Record<TradeOp, string> = {
   OrderSend: 'Place a market or pending order; idempotent with clientOrderId / Idempotency-Key',
   OrderModify: 'Change SL/TP (and price/expiration of a pending order)',
@@ -239,11 +244,14 @@ export function classicRoutes(s: Services): AnyRoute[] {
 
   for (const op of Object.keys(tradeFields) as TradeOp[]) {
     routes.push(defineRoute({
+      // A bot sends the same order with a new clientOrderId each time; the other trade operations
+      // name a ticket, new in every call, so keeping their queries would buy nothing.
+      ...(op === 'OrderSend' ? { queryVaries: ORDER_SEND_VARIES } : {}),
       method: 'get', path: `/${op}`, family: 'classic', auth: 'api', tags: ['classic', 'trading'], summary: TRADE_SUMMARY[op], trading: true,
       description: 'Times in the response are UTC. A query parameter the route does not take (e.g. stopLoss for stoploss) is 400 INVALID_PARAMETER and nothing is sent. A broker rejection answers 400 TRADE_REQUEST_ERROR with the broker reason; it is final and replayed for the same clientOrderId (header Idempotent-Replay: true).',
       // Strict: a parameter the route does not take is a 400 INVALID_PARAMETER, nothing sent
       // (`stopLoss=` for `stoploss=` opened a position without its stop-loss). Read routes stay lenient.
-      query: withAliases({ ...idFields, ...tradeFields[op] }, true), response: CLASSIC_RESPONSES[op]!,
+      query: tradeQuery(op), response: CLASSIC_RESPONSES[op]!,
       errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL', 'STORAGE_UNAVAILABLE'],
       handler: async ({ query: q, principal, req }) => {
         const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
