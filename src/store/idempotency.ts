@@ -21,11 +21,15 @@ const COLUMNS = 'account_id, client_order_id, params_hash, phase, status, result
 export class IdempotencyStore {
   private readonly q;
   private readonly tx: (f: () => void) => void;
+  /** Inside `writeOnce`: the records claimed there, not written yet. */
+  private held: IdemRow[] | null = null;
   constructor(db: Db) {
     this.tx = db.transaction((f: () => void) => f());
     this.q = {
       insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
         VALUES (?, ?, ?, 'sent', ?, ?)`),
+      insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+      exists: db.prepare<[string, string], unknown>('SELECT 1 FROM idempotency WHERE account_id = ? AND client_order_id = ?').pluck(),
       get: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE account_id = ? AND client_order_id = ?`),
       setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE account_id = ? AND client_order_id = ?`),
       setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
@@ -40,22 +44,62 @@ export class IdempotencyStore {
     this.tx(f);
   }
 
+  /**
+   * Runs `f`, which claims records and may settle them, inside a transaction the caller holds, and
+   * writes each record it claimed once, in the phase it has when `f` returns: a claim settled in
+   * the same transaction (the embedded broker's booking) is one insert of its final row instead of
+   * an insert of 'sent' and an update of it. A claim that collides with a record is found here,
+   * after `f`, and throws (the caller checked before claiming: it means the transaction must not commit).
+   */
+  writeOnce(f: () => void): void {
+    const held: IdemRow[] = (this.held = []);
+    try {
+      f();
+    } finally {
+      this.held = null;
+    }
+    for (const r of held) {
+      if (this.q.insert.run(r.account_id, r.client_order_id, r.params_hash, r.phase, r.status, r.result_json, r.created_at, r.expires_at).changes !== 1) {
+        throw new Error(`idempotency record ${r.client_order_id} already exists`);
+      }
+    }
+  }
+
+  private heldRow(accountId: string, id: string): IdemRow | undefined {
+    return this.held?.find((r) => r.client_order_id === id && r.account_id === accountId);
+  }
+
   /** Durably claims the id. False when a record already exists (the caller must read it). */
   insertSent(accountId: string, id: string, paramsHash: string, now: number, expiresAt: number): boolean {
+    if (this.held) {
+      this.held.push({ account_id: accountId, client_order_id: id, params_hash: paramsHash, phase: 'sent', status: null, result_json: null, created_at: now, expires_at: expiresAt });
+      return true;
+    }
     return this.q.insertSent.run(accountId, id, paramsHash, now, expiresAt).changes === 1;
+  }
+  /** Whether a record holds the id (read from the unique index alone). */
+  exists(accountId: string, id: string): boolean {
+    return this.q.exists.get(accountId, id) !== undefined;
   }
   get(accountId: string, id: string): IdemRow | undefined {
     return this.q.get.get(accountId, id);
   }
   setResult(accountId: string, id: string, status: number, resultJson: string): void {
-    this.q.setResult.run(status, resultJson, accountId, id);
+    const h = this.heldRow(accountId, id);
+    if (h) Object.assign(h, { phase: 'result', status, result_json: resultJson });
+    else this.q.setResult.run(status, resultJson, accountId, id);
   }
   setUncertain(accountId: string, id: string): void {
-    this.q.setUncertain.run(accountId, id);
+    const h = this.heldRow(accountId, id);
+    if (h) {
+      if (h.phase === 'sent') h.phase = 'uncertain';
+    } else this.q.setUncertain.run(accountId, id);
   }
   /** Only for a request that certainly never reached the broker. */
   remove(accountId: string, id: string): void {
-    this.q.remove.run(accountId, id);
+    const h = this.heldRow(accountId, id);
+    if (h) this.held!.splice(this.held!.indexOf(h), 1);
+    else this.q.remove.run(accountId, id);
   }
   purgeExpired(now: number): number {
     return this.q.purge.run(now).changes;

@@ -138,6 +138,19 @@ describe('idempotent orders at the embedded simulator: claim and booking in one 
     expect(answers.filter((a) => a !== 200)).toEqual([]);
   });
 
+  it('the record is written once, in its final state: one insert of the result, no update of a \'sent\' row', async () => {
+    const dir = tempDir('tagw-idem-atomic-');
+    const { host, db } = await boot(dir);
+    // Every write to the records, as the statement saw it (temp triggers: this connection only).
+    db.exec(`CREATE TEMP TABLE writes (op TEXT, phase TEXT);
+      CREATE TEMP TRIGGER idem_ins AFTER INSERT ON idempotency BEGIN INSERT INTO writes VALUES ('insert', NEW.phase); END;
+      CREATE TEMP TRIGGER idem_upd AFTER UPDATE ON idempotency BEGIN INSERT INTO writes VALUES ('update', NEW.phase); END;`);
+    const answered = await send(host, 'o-1');
+    for (let i = 0; i < 3; i++) await turn();
+    expect(db.prepare('SELECT op, phase FROM writes').all()).toEqual([{ op: 'insert', phase: 'result' }]);
+    expect(db.prepare("SELECT phase, result_json FROM idempotency WHERE client_order_id = 'o-1'").get()).toEqual({ phase: 'result', result_json: answered.json });
+  });
+
   it('a settled record on disk refuses the claim inside the transaction: replayed, not executed again', async () => {
     const dir = tempDir('tagw-idem-atomic-');
     const { host } = await boot(dir);

@@ -399,12 +399,12 @@ export class TradeDesk {
     const claim = {
       // A row (settled, let go from memory) refuses the claim before anything executes.
       check: () => {
-        if (this.store.get(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
+        if (this.store.exists(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
         checked = true;
       },
       // The booking's result is known before its commit: the record takes it in the same
-      // transaction (sent, then result), so nothing is left to write after the reply.
-      write: (booked: TradeResult | undefined) => {
+      // transaction (sent, then result), written once as it ends, so nothing is left after the reply.
+      write: (booked: TradeResult | undefined) => this.store.writeOnce(() => {
         rec.actor.send({ type: 'send' });
         const s = rec.actor.getSnapshot();
         if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
@@ -413,7 +413,7 @@ export class TradeDesk {
           const r = rec.actor.getSnapshot();
           if (r.status !== 'active' || !r.matches('result')) throw r.status === 'error' ? r.error : stoppedError();
         }
-      },
+      }),
     };
     const outcome = new Promise<Outcome>((resolve, reject) => {
       rec.reply = { resolve, reject };
