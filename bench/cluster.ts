@@ -1,4 +1,5 @@
 // npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--accounts N] [--lease-ms MS]
+//   [--http-orders N] [--http-warmup N]
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -9,7 +10,9 @@
 //   through the relay to another node's hub (cross node), real sockets, client processes.
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
-//   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`.
+//   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`. Before
+//   the kill, OrderSend over HTTP on those processes: to each account's owner vs. through another
+//   node (`httpOrderSend`: what a client sees, PostgreSQL ledger and all; bench/lib/clusterHttpOrders.ts).
 // - Handover (bench/lib/clusterHandover.ts): a SIGTERM handover between two lease keepers, the
 //   survivor nudged by the release announcements vs. on its periodic rounds alone (lease 3 s, 40
 //   accounts, `--handover-runs` runs of each, alternating).
@@ -76,6 +79,9 @@ const HANDOVER_RUNS = arg('handover-runs', 3);
 // Orders of each kind before measuring: V8 compiles the path's code (on its own threads) for the
 // first thousand or so, which otherwise lands in the measured blocks' CPU per order.
 const WARMUP = arg('warmup', 1000);
+// OrderSend over HTTP on the cluster-mode gateway processes, to the owner vs. through another node.
+const HTTP_ORDERS = arg('http-orders', 300);
+const HTTP_WARMUP = arg('http-warmup', 100);
 const BLOCK = 100;
 const PER_ACCOUNT = 200; // a demo account's margin lasts a few hundred 0.01 BTCUSD positions
 const MGMT = 'bench-management-key-0123456789abcdef';
@@ -231,7 +237,7 @@ await nats.stop();
 for (const d of dirs) rmSync(d, { recursive: true, force: true });
 
 process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of an owner\n');
-const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS });
+const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS, httpOrders: HTTP_ORDERS, httpWarmup: HTTP_WARMUP });
 process.stderr.write('handover: two lease keepers, SIGTERM, with and without the nudge\n');
 const handover = await measureHandover({ leaseMs: 3_000, accounts: 40, runs: HANDOVER_RUNS });
 const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
@@ -254,6 +260,7 @@ console.log(JSON.stringify({
   // µs per order: CPU and run-queue wait of each process on the path (Linux schedstat).
   perOrderUs: { local: localSched.perUnit(ORDERS), forwarded: forwardedSched.perUnit(ORDERS) },
   forwarded: forwardedCount, served: servedByA,
+  httpOrderSend: takeover.httpOrderSend,
   takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attempts },
   accountsPerNode: takeover.accountsPerNode,
   handover,

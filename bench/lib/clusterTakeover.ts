@@ -1,12 +1,13 @@
 // bench/cluster.ts's takeover part, as an operator meets it: three gateway PROCESSES in cluster mode
 // (the compiled build), a simulator process, a real nats-server and PostgreSQL (the scenarios'
 // harness, test/helpers/clusterProcs.ts). Accounts per node: how N accounts' leases spread over the
-// nodes. Takeover: SIGKILL the owner of an account, then orders through a survivor (one after
+// nodes. OrderSend over HTTP, to the owner vs. through another node (clusterHttpOrders.ts). Takeover: SIGKILL the owner of an account, then orders through a survivor (one after
 // another, no pause) until one is answered 200: kill -> that answer, with the lease setting used.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterProcs, startEngines } from '../../test/helpers/clusterProcs.js';
 import { orderVia } from '../../test/helpers/clusterTraffic.js';
 import { cleanupProcesses } from '../../test/helpers/process.js';
+import { measureHttpOrders, type HttpOrderFigures } from './clusterHttpOrders.js';
 
 export interface TakeoverFigures {
   leaseMs: number;
@@ -19,9 +20,11 @@ export interface TakeoverFigures {
   /** Each order tried through the survivor until then: its answer (status, 'refused' when none came
    *  within 20 s) and how long it took, ms. A 503 is the owner wait running out. */
   attempts: Array<[number | 'refused', number]>;
+  /** OrderSend over HTTP to the owner vs. through another node, before the kill (clusterHttpOrders.ts). */
+  httpOrderSend: HttpOrderFigures;
 }
 
-export async function measureTakeover(opts: { leaseMs: number; accounts: number }): Promise<TakeoverFigures> {
+export async function measureTakeover(opts: { leaseMs: number; accounts: number; httpOrders: number; httpWarmup: number }): Promise<TakeoverFigures> {
   const engines = await startEngines();
   let cluster: ClusterProcs | undefined;
   try {
@@ -30,6 +33,11 @@ export async function measureTakeover(opts: { leaseMs: number; accounts: number 
     for (let i = 0; i < opts.accounts; i++) accts.push(await cluster.account());
     const owners = await Promise.all(accts.map((a) => cluster!.owner(a.id)));
     const accountsPerNode = cluster.nodes.map((n) => owners.filter((o) => o.owner === n.id).length);
+    const c = cluster;
+    const httpOrderSend = await measureHttpOrders({
+      accts: accts.map((acct, i) => ({ acct, owner: c.node(owners[i]!.owner), others: c.running().filter((n) => n.id !== owners[i]!.owner) })),
+      nodes: c.running(), simPid: c.sim.proc.child.pid, orders: opts.httpOrders, warmup: opts.httpWarmup, tag: 'http',
+    });
 
     const acct = accts[0]!;
     const { owner } = owners[0]!;
@@ -47,7 +55,7 @@ export async function measureTakeover(opts: { leaseMs: number; accounts: number 
       if (a.status === 'refused') await sleep(10);
     }
     const takeoverMs = Math.round(performance.now() - killedAt);
-    return { leaseMs: opts.leaseMs, nodes: 3, accounts: opts.accounts, accountsPerNode, takeoverMs, attempts };
+    return { leaseMs: opts.leaseMs, nodes: 3, accounts: opts.accounts, accountsPerNode, takeoverMs, attempts, httpOrderSend };
   } finally {
     await cluster?.close();
     cleanupProcesses();
