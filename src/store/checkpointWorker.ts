@@ -2,25 +2,75 @@
 // back into the database file with PASSIVE checkpoints, which never take the write lock and never
 // wait for a writer. Trade commits on the shards then only append to the WAL; the copy and its
 // fsync happen here instead of inside whichever commit crossed the auto-checkpoint threshold.
+//
+// It also restarts the WAL. Once every frame is copied back, SQLite has the next writer start the
+// WAL over from its beginning, and that writer writes a new WAL header and fsyncs it inside its
+// commit (the header must be on disk before frames that overwrite the old ones). Left to itself,
+// that writer is a shard committing an order, and with orders a little apart every one of them
+// paid it (one order every 50 ms, 200 orders: an fsync in all 200 commits, commit p50 559 µs,
+// order p50 2.08 ms; with this thread restarting: none, 179 µs, 1.75 ms). So when a checkpoint
+// has copied everything and nobody committed meanwhile, this thread is that next writer: a
+// one-frame write of its own (the file's application_id, written back unchanged), whose commit
+// carries the restart and its fsync. Until someone else commits, the next checkpoint is skipped,
+// so that frame stays in the WAL and no shard finds it fully copied. (Under sustained writes there
+// is no such pause; see WAL_BACKSTOP_PAGES in db.ts.)
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
 
-export interface CheckpointWorkerData { file: string; intervalMs: number }
-export type CheckpointStats = { runs: number; failures: number; walFrames: number; checkpointedFrames: number; lastError?: string };
+export interface CheckpointWorkerData { file: string; intervalMs: number; walSizeLimitBytes: number }
+export type CheckpointStats = { runs: number; failures: number; walFrames: number; checkpointedFrames: number; restarts: number; lastError?: string };
 
-const { file, intervalMs } = workerData as CheckpointWorkerData;
+const { file, intervalMs, walSizeLimitBytes } = workerData as CheckpointWorkerData;
 const db = new Database(file);
 db.pragma('busy_timeout = 0');
 db.pragma('wal_autocheckpoint = 0');
-const stats: CheckpointStats = { runs: 0, failures: 0, walFrames: 0, checkpointedFrames: 0 };
+// As the gateway's own connections: the restart's commit syncs the WAL header (not every commit),
+// and cuts the WAL file back as theirs would.
+db.pragma('synchronous = NORMAL');
+db.pragma(`journal_size_limit = ${walSizeLimitBytes}`);
+const stats: CheckpointStats = { runs: 0, failures: 0, walFrames: 0, checkpointedFrames: 0, restarts: 0 };
+/** data_version right after this thread's restart: while it is unchanged nobody else committed. */
+let quietSince: number | undefined;
+const dataVersion = () => db.pragma('data_version', { simple: true }) as number;
 
-const run = () => {
+/** Be the WAL's next writer (see the top) with a write that changes nothing, if nobody committed
+ *  since `seen` (before the checkpoint): otherwise frames were appended that the checkpoint did
+ *  not copy, this write would only append too, and holding the lock would only delay a writer. */
+const restart = (seen: number) => {
   try {
+    db.exec('BEGIN IMMEDIATE');
+  } catch {
+    return; // a writer holds the lock: it appends to the WAL, which is then in use again
+  }
+  try {
+    if (dataVersion() !== seen) {
+      db.exec('ROLLBACK');
+      return;
+    }
+    const id = db.pragma('application_id', { simple: true }) as number;
+    db.pragma(`application_id = ${id}`);
+    db.exec('COMMIT');
+    stats.restarts++;
+    quietSince = dataVersion();
+  } catch (err) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw err;
+  }
+};
+
+const run = (last = false) => {
+  try {
+    // Only this thread's restart frame is in the WAL: copying it would hand the next restart
+    // (and its fsync) to whoever writes next.
+    const seen = dataVersion();
+    if (quietSince !== undefined && seen === quietSince) return;
+    quietSince = undefined;
     const [r] = db.pragma('wal_checkpoint(PASSIVE)') as Array<{ busy: number; log: number; checkpointed: number }>;
     stats.runs++;
     if (r) {
       stats.walFrames = r.log;
       stats.checkpointedFrames = r.checkpointed;
+      if (!last && r.log > 0 && r.checkpointed === r.log) restart(seen);
     }
   } catch (err) {
     // SQLITE_BUSY (another checkpoint in progress) and the like: the next run tries again.
@@ -28,13 +78,14 @@ const run = () => {
     stats.lastError = err instanceof Error ? err.message : String(err);
   }
 };
-const timer = setInterval(run, intervalMs);
+const timer = setInterval(() => run(), intervalMs);
 
 parentPort!.on('message', (m: { t: 'stats' } | { t: 'stop' }) => {
   if (m.t === 'stats') parentPort!.postMessage({ t: 'stats', stats });
   else {
     clearInterval(timer);
-    run();
+    quietSince = undefined;
+    run(true);
     db.close();
     parentPort!.postMessage({ t: 'stopped', stats });
     parentPort!.close();

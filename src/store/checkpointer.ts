@@ -5,6 +5,7 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { CheckpointStats, CheckpointWorkerData } from './checkpointWorker.js';
+import { WAL_SIZE_LIMIT_BYTES } from './db.js';
 
 const selfUrl = import.meta.url;
 const fromSource = selfUrl.endsWith('.ts');
@@ -17,7 +18,7 @@ export interface Checkpointer {
 }
 
 export function startCheckpointer(file: string, opts: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
-  const data: CheckpointWorkerData = { file, intervalMs: opts.intervalMs ?? 20 };
+  const data: CheckpointWorkerData = { file, intervalMs: opts.intervalMs ?? 20, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES };
   // From the sources (tests, tsx) the thread registers tsx's loader, then imports the .ts entry
   // (a .ts file as a Worker's entry is not loaded through `--import tsx`).
   const worker = fromSource
@@ -33,17 +34,19 @@ export function startCheckpointer(file: string, opts: { intervalMs?: number; onE
     dead
       ? Promise.resolve(undefined)
       : new Promise((resolve) => {
+          const onExit = () => resolve(undefined);
           const onMsg = (m: { t: string; stats: CheckpointStats }) => {
             if (m.t !== answer) return;
             worker.off('message', onMsg);
+            worker.off('exit', onExit);
             resolve(m.stats);
           };
           worker.on('message', onMsg);
-          worker.once('exit', () => resolve(undefined));
+          worker.once('exit', onExit);
           worker.postMessage({ t: msg });
         });
   return {
-    stats: async () => (await ask('stats', 'stats')) ?? { runs: 0, failures: 0, walFrames: 0, checkpointedFrames: 0, lastError: 'checkpointer not running' },
+    stats: async () => (await ask('stats', 'stats')) ?? { runs: 0, failures: 0, walFrames: 0, checkpointedFrames: 0, restarts: 0, lastError: 'checkpointer not running' },
     stop: () => ask('stop', 'stopped'),
   };
 }

@@ -1,7 +1,7 @@
 // The background WAL checkpointer: a real worker thread on a real SQLite file copies committed
 // frames back into the database while the writer only appends (its own automatic checkpoint is a
 // far-off backstop), so no trade commit carries a checkpoint.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,6 +16,19 @@ afterEach(async () => {
   db?.close();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** The WAL header's salts: a writer that restarts the WAL writes a new header (and fsyncs it). */
+const walSalt = () => readFileSync(`${dbPath(dir)}-wal`).subarray(16, 24).toString('hex');
+const statsUntil = async (c: Checkpointer, ok: (s: Awaited<ReturnType<Checkpointer['stats']>>) => boolean) => {
+  const deadline = Date.now() + 15_000;
+  let s = await c.stats();
+  while (!ok(s) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+    s = await c.stats();
+  }
+  expect(ok(s), JSON.stringify(s)).toBe(true);
+  return s;
+};
 
 const walInfo = (d: Db) => (d.pragma('wal_checkpoint(PASSIVE)') as Array<{ busy: number; log: number; checkpointed: number }>)[0]!;
 
@@ -47,5 +60,32 @@ describe('background WAL checkpointer', () => {
     expect(last).toBeDefined();
     expect(last!.checkpointedFrames).toBe(last!.walFrames);
     expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 350 });
+  });
+
+  it('restarts the WAL itself once every frame is copied back, so a writer after a pause only appends (no WAL header and fsync in its commit)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tagw-ckpt-'));
+    db = openDb(dir);
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+    const ins = db.prepare('INSERT INTO t (v) VALUES (?)');
+    for (let i = 0; i < 20; i++) ins.run('x');
+    // A long interval: the writer's commit and the salt reads around it fall between two runs.
+    cp = startCheckpointer(dbPath(dir), { intervalMs: 150 });
+    const c = cp;
+    let s = await statsUntil(c, (x) => x.restarts >= 1);
+    for (let i = 0; i < 3; i++) {
+      // The checkpointer restarted the WAL and idles (nobody committed since): its frame stays in the
+      // WAL, not copied, so the WAL is not fully copied back when the writer commits.
+      const before = walSalt();
+      ins.run(`after pause ${i}`);
+      expect(walSalt(), 'the writer restarted the WAL').toBe(before);
+      const restarts = s.restarts;
+      s = await statsUntil(c, (x) => x.restarts > restarts);
+    }
+    expect(s.failures).toBe(0);
+    // Idle, it writes nothing more: no restart without someone else's commit first.
+    const idle = s.restarts;
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await c.stats()).restarts).toBe(idle);
+    expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 23 });
   });
 });
