@@ -238,7 +238,20 @@ export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, mem
  * connection is gone by then, rather than executed with nobody left to tell. (A microtask is too
  * early: uWS.js drains them after each callback, before it parses the next request.)
  */
-export const afterThisRead = () => new Promise<void>((resolve) => setImmediate(resolve));
+export const afterThisRead = () =>
+  new Promise<void>((resolve) => {
+    // One immediate for every request of the read (uWS parses them all in one poll phase): they
+    // resume together, so the shard calls they make leave in one message (shardSet.ts queueFlush),
+    // not the first alone and the rest a loop turn later.
+    if (readWaiters.length === 0) setImmediate(releaseRead);
+    readWaiters.push(resolve);
+  });
+let readWaiters: Array<() => void> = [];
+function releaseRead(): void {
+  const waiters = readWaiters;
+  readWaiters = [];
+  for (const f of waiters) f();
+}
 
 /** What changes something (trading calls, orders, GETs marked so, every method but GET and HEAD) runs only on a connection that survived its read. */
 const changesState = (route: AnyRoute, req: RequestInfo) =>

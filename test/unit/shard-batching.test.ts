@@ -5,6 +5,7 @@
 // separate callbacks, as setImmediate makes them here.
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { afterThisRead } from '../../src/http/app.js';
 import { createLogger } from '../../src/log.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { ShardSet } from '../../src/runtime/shardSet.js';
@@ -38,5 +39,20 @@ describe('ShardSet: calls to a shard', () => {
     );
     expect(await first).toBe(1);
     expect(rest).toEqual([6, 6, 6, 6, 6, 6]);
+  });
+
+  it('the trading calls of one read resume together after it, so theirs leave in one message even with nothing in flight', async () => {
+    const set = await start();
+    // As uWS runs the handlers of the requests of one read: each waits for the read to end, then calls.
+    const order: string[] = [];
+    const calls = Array.from({ length: 5 }, (_, i) => {
+      if (i === 2) setImmediate(() => order.push('other immediate'));
+      return afterThisRead().then(() => {
+        order.push(`request ${i}`);
+        return batchOf(set.callShard(0, 'shard.ping', {}));
+      });
+    });
+    expect(await Promise.all(calls)).toEqual([5, 5, 5, 5, 5]);
+    expect(order).toEqual(['request 0', 'request 1', 'request 2', 'request 3', 'request 4', 'other immediate']);
   });
 });
