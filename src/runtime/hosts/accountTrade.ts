@@ -39,6 +39,9 @@ export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: b
   return brokerInProcess ? { type: 'notExecuted' } : { type: 'lost' };
 }
 
+/** A stored answer as the reply (written out: `{ ...result, replay }` takes V8's slow path on Node 20). */
+const tradeReply = (r: StoredResult, replay: boolean): TradeReply => ({ status: r.status, json: r.json, replay });
+
 /** A durable record exists for the id: settled records live on disk only, not in memory. */
 class RecordExistsError extends Error {}
 
@@ -215,7 +218,7 @@ export class TradeDesk {
     let s = await this.settled(rec);
     if (s.matches('recovering')) s = await this.recover(rec, entry);
     this.evict(rec);
-    if (s.matches('result')) return { ...s.context.result!, replay: true };
+    if (s.matches('result')) return tradeReply(s.context.result!, true);
     if (s.matches('uncertain')) {
       throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is unknown (its reply was lost after it was sent): check /OpenedOrders and /OrderHistory, then use a new id');
     }
@@ -301,7 +304,7 @@ export class TradeDesk {
     if (clientOrderId === undefined) {
       const lease = await entry.acquire();
       try {
-        return { ...answer(await prep.run(lease.conn, {})), replay: false };
+        return tradeReply(answer(await prep.run(lease.conn, {})), false);
       } catch (err) {
         throw brokerFailure(err, 'trade');
       } finally {
@@ -370,7 +373,7 @@ export class TradeDesk {
         );
         ev = await outcome;
       }
-      if (ev.type === 'done') return { ...ev.result, replay: false };
+      if (ev.type === 'done') return tradeReply(ev.result, false);
       if (ev.type === 'lost') {
         throw apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
       }
