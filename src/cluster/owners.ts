@@ -10,12 +10,18 @@ import { SUBJECTS } from './subjects.js';
 /** An account's owner and the lease epoch it holds (owner null: nobody holds a live lease). */
 export interface OwnerInfo { owner: string | null; epoch: number }
 
+export type OwnerListener = (accountId: string, owner: string | null, epoch: number) => void;
+
 /** What the router needs to know about ownership (leases implement it; tests use a memory one). */
 export interface OwnerDirectory {
   /** The node that owns the account now, null while none does (a takeover in progress). */
   ownerOf(accountId: string): Promise<string | null>;
-  /** Every owner change this node learns of. Returns the unsubscribe. */
-  onChange(listener: (accountId: string, owner: string | null) => void): () => void;
+  /** Every owner change this node learns of, a new lease epoch of the same owner included (it
+   *  re-acquired the account: restarted, or lost the lease and took it back, so its shards started
+   *  the account afresh). Returns the unsubscribe. */
+  onChange(listener: OwnerListener): () => void;
+  /** The owner and epoch this node knows of now (undefined: never looked up or announced). */
+  known(accountId: string): OwnerInfo | undefined;
   /** The node we were sent to does not own the account (or is gone): drop what we knew, ask again. */
   forget(accountId: string): void;
 }
@@ -44,9 +50,9 @@ export interface OwnerCacheOptions {
 export class OwnerCache implements OwnerDirectory {
   /** stale: forgotten (ask the store next time); its epoch still rejects older announcements.
    *  at: when it was learned (a "no owner" goes stale by itself). */
-  private readonly known = new Map<string, OwnerInfo & { stale: boolean; at: number }>();
+  private readonly entries = new Map<string, OwnerInfo & { stale: boolean; at: number }>();
   private readonly lookups = new Map<string, Promise<OwnerInfo>>();
-  private readonly listeners = new Set<(accountId: string, owner: string | null) => void>();
+  private readonly listeners = new Set<OwnerListener>();
   private readonly sub;
 
   private readonly now: () => number;
@@ -69,7 +75,7 @@ export class OwnerCache implements OwnerDirectory {
   }
 
   async ownerOf(accountId: string): Promise<string | null> {
-    const k = this.known.get(accountId);
+    const k = this.entries.get(accountId);
     if (k && !k.stale && (k.owner !== null || this.now() - k.at < (this.opts.noOwnerMs ?? 250))) return k.owner;
     let p = this.lookups.get(accountId);
     if (!p) {
@@ -78,16 +84,21 @@ export class OwnerCache implements OwnerDirectory {
     }
     // An announcement may have come while the store answered: the newer epoch wins.
     this.apply(accountId, await p, true);
-    return this.known.get(accountId)!.owner;
+    return this.entries.get(accountId)!.owner;
   }
 
-  onChange(listener: (accountId: string, owner: string | null) => void): () => void {
+  onChange(listener: OwnerListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
+  known(accountId: string): OwnerInfo | undefined {
+    const k = this.entries.get(accountId);
+    return k && { owner: k.owner, epoch: k.epoch };
+  }
+
   forget(accountId: string): void {
-    const k = this.known.get(accountId);
+    const k = this.entries.get(accountId);
     if (k) k.stale = true;
   }
 
@@ -103,14 +114,17 @@ export class OwnerCache implements OwnerDirectory {
 
   /** `sure`: the store's answer (or this node's own change), which also confirms a forgotten entry. */
   private apply(accountId: string, info: OwnerInfo, sure: boolean): void {
-    const k = this.known.get(accountId);
+    const k = this.entries.get(accountId);
     // Older epoch: stale. Same epoch: only its release (owner null) is news; another owner under the
     // same epoch cannot be (epochs grow with every change of owner).
     if (k && (info.epoch < k.epoch || (info.epoch === k.epoch && info.owner !== null && info.owner !== k.owner))) return;
-    const changed = !k || k.owner !== info.owner;
+    // A later epoch is news even from the same owner: it re-acquired the account (a restart under
+    // the same NODE_ID within the lease, or a lease lost and taken back), so its shards know
+    // nothing of other nodes' streams of it.
+    const changed = !k || k.owner !== info.owner || k.epoch !== info.epoch;
     if (!changed && !sure) return;
-    this.known.set(accountId, { owner: info.owner, epoch: info.epoch, stale: false, at: this.now() });
-    if (changed) for (const l of this.listeners) l(accountId, info.owner);
+    this.entries.set(accountId, { owner: info.owner, epoch: info.epoch, stale: false, at: this.now() });
+    if (changed) for (const l of this.listeners) l(accountId, info.owner, info.epoch);
   }
 
   close(): void {

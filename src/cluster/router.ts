@@ -11,7 +11,7 @@ import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
-import type { OwnerDirectory } from './owners.js';
+import type { OwnerDirectory, OwnerInfo } from './owners.js';
 import { NoReplyError, ReplyInbox } from './replyInbox.js';
 import { partSize, ReplyParts, type PartRequest, type PartsHandle } from './replyParts.js';
 import { StreamInterest } from './streamInterest.js';
@@ -63,8 +63,11 @@ export interface RouterStats {
 }
 
 type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean };
-/** What a forwarded call waiting for its reply is about. */
-interface Forwarded { key: string; owner: string; op: CommandName }
+/** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
+ *  knew when it sent the call (0: none known). */
+interface Forwarded { key: string; owner: string; op: CommandName; epoch: number }
+/** An owner, at the lease epoch this node knew of it. */
+type At = OwnerInfo & { owner: string };
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
@@ -72,7 +75,7 @@ export class AccountRouter {
   readonly interest = new StreamInterest();
   /** What this node's own sockets hold, wherever the accounts are owned, and at which owner. */
   private readonly held = new StreamInterest();
-  private readonly heldAt = new Map<string, string>();
+  private readonly heldAt = new Map<string, At>();
   private readonly offOwners: () => void;
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
@@ -91,11 +94,14 @@ export class AccountRouter {
     this.recheckMs = opts.recheckMs ?? 250;
     this.parts = new ReplyParts(this.forwardTimeoutMs);
     this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, this.now);
-    this.offOwners = opts.owners.onChange((accountId, owner) => {
+    this.offOwners = opts.owners.onChange((accountId, owner, epoch) => {
       if (owner !== opts.nodeId) this.interest.dropAccount(accountId);
+      if (owner === null) return;
       const at = this.heldAt.get(accountId);
-      if (owner !== null && at !== undefined && at !== owner) void this.replay(accountId, owner);
-      if (owner !== null) this.movedWhileAway(accountId, owner);
+      // Another owner, or the same one at a later epoch (restarted under its NODE_ID, or its lease
+      // lost and taken back): either way its shards started the account knowing no other node's sockets.
+      if (at !== undefined && (at.owner !== owner || at.epoch < epoch)) void this.replay(accountId, { owner, epoch });
+      this.movedWhileAway(accountId, { owner, epoch });
     });
     // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
     // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
@@ -140,9 +146,9 @@ export class AccountRouter {
 
   async call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
     // A close counts even when it fails: the next owner must not reopen what nobody holds.
-    if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? '');
+    if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
     const r = await this.route(key, op, args, opts);
-    if (op !== 'stream.close' && op.startsWith('stream.')) this.hold(key, op, args, r.owner);
+    if (op !== 'stream.close' && op.startsWith('stream.')) this.hold(key, op, args, { owner: r.owner, epoch: this.epochOf(key, r.owner) });
     return r.value as ResultOf<C>;
   }
 
@@ -172,8 +178,15 @@ export class AccountRouter {
     }
   }
 
-  /** Notes what this node's own hub holds of an account's stream (any owner): replayed at the next owner. */
-  private hold(key: string, op: CommandName, args: unknown, owner: string): void {
+  /** The owner's lease epoch as this node knows it (0: unknown, or the cache moved on to another owner). */
+  private epochOf(key: string, owner: string): number {
+    const k = this.opts.owners.known(key);
+    return k?.owner === owner ? k.epoch : 0;
+  }
+
+  /** Notes what this node's own hub holds of an account's stream (any owner): replayed at the next
+   *  owner, or at the same one's next epoch. */
+  private hold(key: string, op: CommandName, args: unknown, at: At): void {
     const me = this.opts.nodeId;
     if (op === 'stream.open') this.held.open(me, key);
     else if (op === 'stream.close') this.held.close(me, key);
@@ -184,16 +197,17 @@ export class AccountRouter {
       const a = args as ArgsOf<'stream.unsub'>;
       this.held.unsub(me, key, a.symbol, a.timeframes);
     } else return;
-    if (this.held.holding(me, key)) this.heldAt.set(key, owner);
+    if (this.held.holding(me, key)) this.heldAt.set(key, at);
     else this.heldAt.delete(key);
   }
 
-  /** The account changed owner: the new owner's shard knows nothing of this node's sockets; open
-   *  and subscribe there what they hold, so its events (relayed) reach them again. */
-  private async replay(accountId: string, owner: string): Promise<void> {
+  /** The account changed owner (or its owner's lease epoch): the owner's shard knows nothing of this
+   *  node's sockets; open and subscribe there what they hold, so its events (relayed) reach them again. */
+  private async replay(accountId: string, at: At): Promise<void> {
+    const { owner } = at;
     const h = this.held.holding(this.opts.nodeId, accountId);
     if (!h) return;
-    this.heldAt.set(accountId, owner);
+    this.heldAt.set(accountId, at);
     try {
       for (let i = 0; i < h.opens; i++) await this.route(accountId, 'stream.open', { accountId }, {});
       for (const [symbol, timeframes] of h.symbols) {
@@ -221,7 +235,7 @@ export class AccountRouter {
     if (!this.opts.link.up) throw this.unavailable('the cluster\'s messaging (NATS) is unreachable from this node; retry');
     let msg: Msg;
     try {
-      msg = await this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, { key: env.key, owner, op: env.op });
+      msg = await this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, { key: env.key, owner, op: env.op, epoch: this.epochOf(env.key, owner) });
     } catch (err) {
       if (err instanceof ApiError) throw err;
       // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
@@ -244,10 +258,11 @@ export class AccountRouter {
   }
 
   /** A node SIGKILLed a moment ago may still get a request (nats-server routes to its connection
-   *  until it notices the close) and never answer. Once another node holds the account, the old one
-   *  has the owner wait to answer the calls it has (a live one finishing a slow call still does), then 503. */
-  private movedWhileAway(accountId: string, owner: string): void {
-    const stranded = this.inbox.waitingIds((f) => f.key === accountId && f.owner !== owner);
+   *  until it notices the close) and never answer. Once another node holds the account (or the same
+   *  node id again, restarted, at a later epoch), the old one has the owner wait to answer the calls
+   *  it has (a live one finishing a slow call still does), then 503. */
+  private movedWhileAway(accountId: string, at: At): void {
+    const stranded = this.inbox.waitingIds((f) => f.key === accountId && (f.owner !== at.owner || f.epoch < at.epoch));
     if (stranded.length === 0) return;
     setTimeout(() => {
       this.inbox.abort(stranded, (f) => this.unavailable(`account ${f.key} moved to another node while ${f.op} was at the old one, which did not answer; its outcome is unknown`));

@@ -1,7 +1,7 @@
 // The AccountRouter over a real nats-server: three in-process nodes, each with shards faked by a
 // recorder (the real gateways are in cluster-gateways.test.ts), leases in memory.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { ApiError, apiError } from '../../src/errors.js';
 import { NoReplyError, ReplyInbox } from '../../src/cluster/replyInbox.js';
@@ -47,6 +47,24 @@ afterAll(async () => {
 beforeEach(() => {
   for (const f of Object.values(fakes)) f.calls.length = 0;
 });
+
+/**
+ * A call from A to `owner` (made the account's owner), which died as the call was sent: what
+ * nats-server does for a moment after a SIGKILL, before it notices the closed connection. The dead
+ * node's subject still has a subscriber (`ghost`), so the request is delivered and never answered.
+ */
+async function callToGhost(id: string, owner: string): Promise<{ ghost: NatsConnection; readonly outcome: unknown }> {
+  const ghost = await connect({ servers: nats.url });
+  const delivered: string[] = [];
+  ghost.subscribe(SUBJECTS.nodeCall(owner), { callback: (_e, m) => void delivered.push(m.subject) });
+  await ghost.flush();
+  leases.set(id, owner, B.owners);
+  await until(async () => (await A.owners.ownerOf(id)) === owner, 'A learns the owner');
+  const r = { ghost, outcome: undefined as unknown };
+  void A.router.call(id, 'account.status', { accountId: id }).then((v) => (r.outcome = v), (e: unknown) => (r.outcome = e));
+  await until(() => delivered.length === 1, 'the call to reach the dead owner\'s subscription');
+  return r;
+}
 
 describe('AccountRouter', () => {
   it('runs a call for an account owned here on the local shards, without NATS', async () => {
@@ -188,24 +206,25 @@ describe('AccountRouter', () => {
 
   it('an owner killed as the call was sent (nats-server still delivers to its subscription; nobody answers): once another node takes the account, a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
-    // What nats-server does for a moment after a SIGKILL, before it notices the closed connection:
-    // the dead node's subject still has a subscriber, so the request is delivered and never answered.
-    const ghost = await connect({ servers: nats.url });
-    const delivered: string[] = [];
-    ghost.subscribe(SUBJECTS.nodeCall('E'), { callback: (_e, m) => void delivered.push(m.subject) });
-    await ghost.flush();
-    leases.set(id, 'E', B.owners);
-    await until(async () => (await A.owners.ownerOf(id)) === 'E', 'A learns the owner');
-    let outcome: unknown;
-    void A.router.call(id, 'account.status', { accountId: id }).then((r) => (outcome = r), (e: unknown) => (outcome = e));
-    await until(() => delivered.length === 1, 'the call to reach the dead owner\'s subscription');
+    const stranded = await callToGhost(id, 'E');
     leases.set(id, 'B', B.owners); // its lease expired; B took the account over
-    await until(() => outcome !== undefined, 'the call to end once the account moved (it hung until the 31 s bound)', 10_000);
-    expect(outcome).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
-    expect((outcome as Error).message).toMatch(/outcome is unknown/);
+    await until(() => stranded.outcome !== undefined, 'the call to end once the account moved (it hung until the 31 s bound)', 10_000);
+    expect(stranded.outcome).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect((stranded.outcome as Error).message).toMatch(/outcome is unknown/);
     // The client's retry lands on the new owner.
     expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
-    await ghost.close();
+    await stranded.ghost.close();
+  });
+
+  it('an owner killed as the call was sent and back under the same id at a later epoch (restarted within the lease): the call ends with a 503 after the owner wait, not the 31 s call bound', async () => {
+    const id = acct();
+    const stranded = await callToGhost(id, 'F');
+    const epoch = leases.set(id, 'F', B.owners).epoch; // F restarted and took its account back
+    await until(() => A.owners.known(id)?.epoch === epoch, 'A learns the new epoch');
+    await until(() => stranded.outcome !== undefined, 'the call to end once its owner came back at a new epoch (it hung until the 31 s bound)', 10_000);
+    expect(stranded.outcome).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect((stranded.outcome as Error).message).toMatch(/outcome is unknown/);
+    await stranded.ghost.close();
   });
 
   it('an owner that answers after the account moved on still gets its answer through (within the owner wait)', async () => {
@@ -269,6 +288,26 @@ describe('AccountRouter', () => {
     await C.router.call(id, 'account.status', { accountId: id });
     expect(streamOps(fakes.B)).toEqual([['account.status', undefined]]);
     expect(C.router.stats.streamReplays).toBe(replays + 2);
+  });
+
+  it('when the owner takes the account back at a later epoch (restarted under its NODE_ID, or its lease lost and retaken), every node reopens its sockets\' stream there, the owner on its own shards too', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await C.owners.ownerOf(id)) === 'B', 'C learns the owner');
+    await B.router.call(id, 'stream.open', { accountId: id }); // the owner's own sockets
+    await C.router.call(id, 'stream.open', { accountId: id });
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
+    const streamOps = () => fakes.B.calls.filter((c) => c.key === id).map((c) => [c.op, (c.args as { symbol?: string }).symbol]);
+    fakes.B.calls.length = 0;
+    const replays = { B: B.router.stats.streamReplays, C: C.router.stats.streamReplays };
+    leases.set(id, 'B', B.owners); // the same owner, epoch 2: its shard started the account afresh
+    await until(() => C.router.stats.streamReplays === replays.C + 1 && B.router.stats.streamReplays === replays.B + 1, 'B and C to reopen at B');
+    expect(streamOps().filter(([op]) => op === 'stream.open')).toHaveLength(2);
+    expect(streamOps().filter(([op]) => op === 'stream.sub')).toEqual([['stream.sub', 'EURUSD']]);
+    // The same epoch announced again (a repeated announcement) reopens nothing.
+    B.owners.announce(id, { owner: 'B', epoch: 2 });
+    await C.router.call(id, 'account.status', { accountId: id });
+    expect(C.router.stats.streamReplays).toBe(replays.C + 1);
   });
 
   it('a forwarded call in flight when NATS goes down is a 503 after the owner wait, not the 31 s call bound', async () => {
