@@ -24,7 +24,13 @@ function freeze<T>(v: T): T {
  * object with that one optional key, giving what the route's schema gives for it. It must not take
  * part in the route schema's refinements across parameters (the rest is validated without it).
  */
-export interface VaryingParam { param: string; schema: z.ZodType<Record<string, unknown>> }
+export interface VaryingParam {
+  param: string;
+  schema: z.ZodType<Record<string, unknown>>;
+  /** The schema takes any one string as it is (a plain string parameter): a call's value is then
+   *  used without running it (zod's per-call overhead was most of a hit's cost). */
+  anyString?: boolean;
+}
 
 export class QueryMemo {
   private readonly map = new Map<string, unknown>();
@@ -61,15 +67,26 @@ export class QueryMemo {
     const hit = split && this.map.get(split.rest);
     if (split && hit !== undefined) {
       if (split.value === undefined) return { ok: true, data: hit };
-      const own = v.schema.safeParse({ [v.param]: split.value });
-      if (!own.success) return { ok: false, error: own.error };
-      return { ok: true, data: { ...(hit as object), ...own.data } };
+      let value: unknown = split.value;
+      if (!v.anyString) {
+        const input: Record<string, unknown> = {};
+        input[v.param] = split.value;
+        const own = v.schema.safeParse(input);
+        if (!own.success) return { ok: false, error: own.error };
+        value = own.data[v.param];
+      }
+      const data: Record<string, unknown> = { ...(hit as Record<string, unknown>) };
+      data[v.param] = value;
+      return { ok: true, data };
     }
     const r = this.schema.safeParse(parsed());
     if (!r.success) return { ok: false, error: r.error };
     if (split) {
-      const rest = { ...(r.data as Record<string, unknown>) };
-      delete rest[v.param];
+      // Copied without the parameter rather than deleting it: a delete would leave the kept object
+      // in V8's slow (dictionary) mode, and every hit copies it.
+      const all = r.data as Record<string, unknown>;
+      const rest: Record<string, unknown> = {};
+      for (const k in all) if (k !== v.param) rest[k] = all[k];
       this.remember(split.rest, rest);
     }
     return { ok: true, data: r.data };

@@ -97,7 +97,10 @@ describe('QueryMemo with a varying parameter (/OrderSend and its clientOrderId)'
     expect(runs).toBe(1);
   });
 
-  it('answers every query exactly as validating the whole of it does, hit or miss', () => {
+  it.each([
+    ['taken as it is (anyString)', ORDER_SEND_VARIES],
+    ['run through its schema', { ...ORDER_SEND_VARIES, anyString: false }],
+  ])('answers every query exactly as validating the whole of it does, hit or miss: the varying parameter %s', (_, varies) => {
     const id = fc.constantFrom('id=11111111-1111-4111-8111-000000000001', 'accountId=11111111-1111-4111-8111-000000000001', 'id=', 'id=x&accountId=y');
     const other = fc.constantFrom(
       'symbol=BTCUSD', 'symbol=EURUSD&symbol=GBPUSD', 'operation=Buy', 'operation=7', 'operation=', 'volume=0.01', 'volume=abc', 'lots=0.02',
@@ -110,7 +113,7 @@ describe('QueryMemo with a varying parameter (/OrderSend and its clientOrderId)'
     const shuffled = rest.chain((parts) => fc.shuffledSubarray([...parts], { minLength: parts.length }));
     const query = fc.tuple(fc.integer({ min: 0, max: 2 }), fc.option(coid, { nil: undefined }), fc.integer({ min: 0, max: 5 }));
     fc.assert(fc.property(fc.array(shuffled, { minLength: 1, maxLength: 3 }), fc.array(query, { minLength: 1, maxLength: 25 }), (rests, queries) => {
-      const memo = new QueryMemo(schema, { varies: ORDER_SEND_VARIES });
+      const memo = new QueryMemo(schema, { varies });
       for (const [which, c, at] of queries) {
         const parts: string[] = [...rests[which % rests.length]!];
         if (c !== undefined) parts.splice(at % (parts.length + 1), 0, c);

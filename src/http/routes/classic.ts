@@ -159,7 +159,7 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 /** A trade operation's query schema: strict, with its aliases. */
 export const tradeQuery = (op: TradeOp) => withAliases({ ...idFields, ...tradeFields[op] }, true);
 /** /OrderSend's clientOrderId, validated alone (QueryMemo's varying parameter). */
-export const ORDER_SEND_VARIES = { param: 'clientOrderId', schema: z.object({ clientOrderId: TRADE_FIELDS.OrderSend.clientOrderId }) };
+export const ORDER_SEND_VARIES = { param: 'clientOrderId', schema: z.object({ clientOrderId: TRADE_FIELDS.OrderSend.clientOrderId }), anyString: true };
 
 const TRADE_SUMMARY: Record<TradeOp, string> = {
   OrderSend: 'Place a market or pending order; idempotent with clientOrderId / Idempotency-Key',
