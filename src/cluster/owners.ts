@@ -21,7 +21,9 @@ export interface OwnerDirectory {
    *  the account afresh). Returns the unsubscribe. */
   onChange(listener: OwnerListener): () => void;
   /** The owner and epoch this node knows of now (undefined: never looked up or announced). */
-  known(accountId: string): OwnerInfo | undefined;
+  known(accountId: string): Readonly<OwnerInfo> | undefined;
+  /** What an owner said of itself in a reply: taken as an announcement would be (a later epoch is news). */
+  learn(accountId: string, info: OwnerInfo): void;
   /** The node we were sent to does not own the account (or is gone): drop what we knew, ask again. */
   forget(accountId: string): void;
 }
@@ -92,9 +94,12 @@ export class OwnerCache implements OwnerDirectory {
     return () => this.listeners.delete(listener);
   }
 
-  known(accountId: string): OwnerInfo | undefined {
-    const k = this.entries.get(accountId);
-    return k && { owner: k.owner, epoch: k.epoch };
+  known(accountId: string): Readonly<OwnerInfo> | undefined {
+    return this.entries.get(accountId); // no copy: read on every forwarded call
+  }
+
+  learn(accountId: string, info: OwnerInfo): void {
+    this.apply(accountId, info, false);
   }
 
   forget(accountId: string): void {

@@ -27,7 +27,9 @@ export interface LocalShards {
 export interface CallEnvelope { key: string; op: CommandName; args: unknown; from: string; retry?: boolean }
 /** The owner's answer; notOwner: it does not own the key (any more), owner is whom it believes does. */
 export type CallReply =
-  | { ok: true; result: unknown }
+  /** epoch: the owner's lease epoch, on the replies to stream commands (the caller notes where its
+   *  sockets' streams are open: a restarted owner's shard must get them again). */
+  | { ok: true; result: unknown; epoch?: number }
   | { ok: false; error: WireError }
   | { ok: false; notOwner: true; owner: string | null }
   /** Too large for one message: fetch `parts` parts of the encoded reply (replyParts.ts). */
@@ -62,7 +64,7 @@ export interface RouterStats {
   streamReplays: number;
 }
 
-type Attempt = { done: true; value: unknown } | { done: false; notOwner: boolean };
+type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean };
 /** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
  *  knew when it sent the call (0: none known). */
 interface Forwarded { key: string; owner: string; op: CommandName; epoch: number }
@@ -148,12 +150,15 @@ export class AccountRouter {
     // A close counts even when it fails: the next owner must not reopen what nobody holds.
     if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
     const r = await this.route(key, op, args, opts);
+    // An owner's epoch this node had not heard of yet (it restarted, its announcement still on the
+    // way): learned before noting this call, so the reopen it starts is of the streams held before.
+    if (r.epoch !== undefined) this.opts.owners.learn(key, { owner: r.owner, epoch: r.epoch });
     if (op !== 'stream.close' && op.startsWith('stream.')) this.hold(key, op, args, { owner: r.owner, epoch: this.epochOf(key, r.owner) });
     return r.value as ResultOf<C>;
   }
 
   /** Runs the call where the key's owner is; its answer and that owner. */
-  private async route(key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<{ value: unknown; owner: string }> {
+  private async route(key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<{ value: unknown; owner: string; epoch?: number }> {
     const deadline = this.now() + this.opts.ownerWaitMs;
     let waited = false;
     let redirected = false;
@@ -162,7 +167,7 @@ export class AccountRouter {
       if (owner === this.opts.nodeId) return { value: await this.runHere(this.opts.nodeId, key, op, args, opts), owner };
       if (owner !== null) {
         const a = await this.forward(owner, { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
-        if (a.done) return { value: a.value, owner };
+        if (a.done) return { value: a.value, owner, ...(a.epoch === undefined ? {} : { epoch: a.epoch }) };
         this.opts.owners.forget(key);
         // Told where the account went: ask again at once, once; otherwise wait for news.
         if (a.notOwner && !redirected) {
@@ -249,7 +254,7 @@ export class AccountRouter {
     if (reply.ok === 'parts') reply = await this.fetchParts(owner, reply);
     if (reply.ok === true) {
       this.stats.forwarded++;
-      return { done: true, value: reply.result };
+      return { done: true, value: reply.result, ...(reply.epoch === undefined ? {} : { epoch: reply.epoch }) };
     }
     if ('notOwner' in reply) return { done: false, notOwner: true };
     if (!('error' in reply)) throw this.unavailable('the owner node answered in parts within parts; retry');
@@ -310,7 +315,9 @@ export class AccountRouter {
         reply = { ok: false, notOwner: true, owner };
       } else {
         const opts: CallOptions = env.retry === undefined ? {} : { retryOnRestart: env.retry };
-        reply = { ok: true, result: await this.runHere(String(env.from), env.key, env.op, env.args, opts) };
+        const result = await this.runHere(String(env.from), env.key, env.op, env.args, opts);
+        const epoch = env.op.startsWith('stream.') ? this.opts.owners.known(env.key)?.epoch : undefined;
+        reply = epoch === undefined ? { ok: true, result } : { ok: true, result, epoch };
       }
     } catch (err) {
       reply = { ok: false, error: toWire(err) };

@@ -310,6 +310,30 @@ describe('AccountRouter', () => {
     expect(C.router.stats.streamReplays).toBe(replays.C + 1);
   });
 
+  it('a stream command that reaches the owner at an epoch this node has not heard of yet (the announcement still on the way) reopens the streams held before it, once: not the new one again', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    await until(async () => (await C.owners.ownerOf(id)) === 'B', 'C learns the owner');
+    await C.router.call(id, 'stream.open', { accountId: id });
+    await C.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
+    // B takes the account back at epoch 2 and knows it; C has not been told yet.
+    const { epoch } = leases.set(id, 'B');
+    B.owners.forget(id);
+    expect(C.owners.known(id)?.epoch).toBe(epoch - 1);
+    fakes.B.calls.length = 0;
+    const replays = C.router.stats.streamReplays;
+    await C.router.call(id, 'stream.open', { accountId: id }); // another socket on C
+    await until(() => C.router.stats.streamReplays === replays + 1, 'C to reopen at B what it held before');
+    expect(C.owners.known(id)?.epoch).toBe(epoch);
+    // The announcement arrives after: nothing more to reopen.
+    B.owners.announce(id, { owner: 'B', epoch });
+    await C.router.call(id, 'account.status', { accountId: id });
+    const ops = fakes.B.calls.filter((c) => c.key === id).map((c) => c.op);
+    expect(ops.filter((op) => op === 'stream.open')).toHaveLength(2); // the new socket's and the one reopened: one each
+    expect(ops.filter((op) => op === 'stream.sub')).toHaveLength(1);
+    expect(C.router.stats.streamReplays).toBe(replays + 1);
+  });
+
   it('a forwarded call in flight when NATS goes down is a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
     leases.set(id, 'B', B.owners);
