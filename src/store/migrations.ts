@@ -206,6 +206,12 @@ export const MIGRATIONS: readonly Migration[] = [
   CREATE UNIQUE INDEX idempotency_key ON idempotency(account_id, client_order_id);
   CREATE INDEX idempotency_expiry ON idempotency(expires_at);
   ` },
+  // 12: no table changes here. The embedded simulator finds an account's journal rows after its
+  // checkpoint from a mark in sim_dirty instead of an index of the journal by account (one b-tree
+  // leaf less in every trade's commit; src/store/simDirty.ts, which moves a database across when a
+  // shard opens it). A build before this one writes rows without marks, which a restart of this
+  // one would not replay: the version bump makes it refuse the DATA_DIR (exit 5) instead.
+  { name: 'simulator journal rows after a checkpoint marked in sim_dirty (no journal index by account)', sql: `SELECT 1;` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

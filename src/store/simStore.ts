@@ -10,6 +10,7 @@ import { CHECKPOINT, CheckpointRowStore, type CheckpointRows } from './simCheckp
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { CommitGroup } from './commitGroup.js';
+import { DirtyMarks, migrateDirtyMarks, type JournalRef } from './simDirty.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -20,7 +21,8 @@ import type { CommitGroup } from './commitGroup.js';
  *    it is the source of truth for deals, finished orders and equity points.
  *  - sim_state: per account, a checkpoint document (account, open positions, active
  *    orders, last journal seq) and request ids ('R' rows), written every second or so, not
- *    per trade. Loading an account reads the checkpoint and replays the journal after it. */
+ *    per trade. Loading an account reads the checkpoint and replays the journal after it.
+ *  - sim_dirty: per account with rows after its checkpoint, where they start (simDirty.ts). */
 export function migrateSimStore(db: Database.Database): void {
   db.exec(`
     CREATE TABLE IF NOT EXISTS sim_counters (server TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
@@ -30,14 +32,12 @@ export function migrateSimStore(db: Database.Database): void {
     CREATE TABLE IF NOT EXISTS sim_journal (
       server TEXT NOT NULL, time_ms INTEGER NOT NULL, login TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
       PRIMARY KEY (server, time_ms, login, seq)) WITHOUT ROWID;
-    -- An account's rows after its checkpoint (loadAccount). Without it the replay searched by time
-    -- alone and read every account's rows since that time: a restart cost O(N²) in accounts.
-    CREATE INDEX IF NOT EXISTS sim_journal_account ON sim_journal(server, login, seq);
   `);
+  // An account's rows after its checkpoint are found from its mark in sim_dirty (an index of the
+  // journal by account did it before, at one more b-tree leaf per trade).
+  migrateDirtyMarks(db);
 }
 
-/** A journal row: [time_ms, seq]. */
-type JournalRef = [number, number];
 /** Request ids are deduplicated for a day. */
 const REQUEST_TTL_MS = 86_400_000;
 
@@ -65,6 +65,10 @@ interface Mirror {
   checkpointedMs: number;
   /** The rows of the last checkpoint (simCheckpoint.ts): a checkpoint writes only what changed. */
   rows?: CheckpointRows | undefined;
+  /** The first journal row since the last checkpoint (none: the checkpoint covers every row). */
+  dirtyFrom?: JournalRef | undefined;
+  /** Its mark (sim_dirty) is committed: rows after the checkpoint are found at a restart. */
+  marked?: boolean;
 }
 
 const REQUEST = 'R';
@@ -83,7 +87,12 @@ export class SqliteSimStore implements SimPersistence {
   private readonly checkpointMs: number;
   /** Checkpoint ages: wall time by default (a write cadence, whatever clock the market runs on). */
   private readonly clock: Clock;
-  private queue: { server: string; login: string; seq: number; time: number; data: string }[] = [];
+  private queue: { m: Mirror; server: string; login: string; seq: number; time: number; data: string }[] = [];
+  private readonly marks: DirtyMarks;
+  /** Mirrors marked by the commit in progress (unmarked again when it fails). */
+  private marking: Mirror[] = [];
+  /** Mirrors written by the checkpoint transaction in progress (their marks cleared with it). */
+  private checkpointed: Mirror[] = [];
   private durable: Promise<void> | null = null;
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
@@ -100,6 +109,8 @@ export class SqliteSimStore implements SimPersistence {
   private readonly checkpointTx: (all: boolean) => void;
   private checkpointsQueued = false;
   private checkpointsPostponed = false;
+  /** A pass for accounts left dirty by the last one (not due yet) when no commit comes to run it. */
+  private lateCheckpoints: NodeJS.Timeout | undefined;
   private readonly onError: (err: unknown) => void;
 
   constructor(
@@ -113,6 +124,7 @@ export class SqliteSimStore implements SimPersistence {
     this.clock = options.clock ?? systemClock;
     migrateSimStore(db);
     this.checkpoints = new CheckpointRowStore(db);
+    this.marks = new DirtyMarks(db);
     const p = (sql: string) => db.prepare(sql);
     this.st = {
       counterGet: p('SELECT next FROM sim_counters WHERE server = ?'),
@@ -123,13 +135,20 @@ export class SqliteSimStore implements SimPersistence {
       stateGet: p('SELECT data FROM sim_state WHERE server = ? AND login = ? AND kind = ? AND key = ?'),
       journalInsert: p('INSERT INTO sim_journal (server, time_ms, login, seq, data) VALUES (?, ?, ?, ?, ?)'),
       journalRange: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND time_ms < ? AND login = ? ORDER BY time_ms, seq'),
-      journalFrom: p('SELECT time_ms, seq, data FROM sim_journal WHERE server = ? AND login = ? AND seq > ? ORDER BY seq'),
     };
     const st = this.st;
     const insertQueued = () => {
       const items = this.queue;
       this.queue = [];
-      for (const it of items) st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
+      for (const it of items) {
+        st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
+        // The account's first row since its checkpoint: its mark goes in the same commit.
+        if (!it.m.marked) {
+          this.marks.mark(it.server, it.login, it.m.dirtyFrom ?? [it.time, it.seq]);
+          it.m.marked = true;
+          this.marking.push(it.m);
+        }
+      }
     };
     this.commitTx = db.transaction(() => {
       const claims = this.claims;
@@ -137,7 +156,14 @@ export class SqliteSimStore implements SimPersistence {
       for (const write of claims) write();
       insertQueued();
     });
-    this.checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
+    const checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
+    this.checkpointTx = (all: boolean) => {
+      this.checkpointed = [];
+      checkpointTx(all);
+      // Committed: these accounts have no row after their checkpoint any more.
+      for (const m of this.checkpointed) m.dirtyFrom = undefined;
+      this.checkpointed = [];
+    };
     this.allocTx = db.transaction((server: string, count: number) => {
       const row = st.counterGet.get(server) as { next: number } | undefined;
       const first = row?.next ?? 100_001;
@@ -167,6 +193,11 @@ export class SqliteSimStore implements SimPersistence {
       if (!all && now - m.checkpointedMs < this.checkpointMs) continue;
       const a = m.account;
       this.checkpoints.write(m);
+      if (m.marked) {
+        this.marks.clear(a.server, a.login);
+        m.marked = false;
+      }
+      this.checkpointed.push(m);
       // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
       // time so a load reads only the last day's batches).
       if (m.newRefs.length > 0) {
@@ -209,10 +240,17 @@ export class SqliteSimStore implements SimPersistence {
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
       for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new Map()).set(id, [t, q]);
     }
-    // Replay what was journaled after the checkpoint.
-    for (const r of this.st.journalFrom.all(server, login, cp.seq) as { time_ms: number; seq: number; data: string }[]) {
-      this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq);
-      m.seq = r.seq;
+    // Replay what was journaled after the checkpoint; the mark stays until a checkpoint covers it.
+    const replay = this.marks.rowsToReplay(server, login);
+    if (replay) {
+      for (const r of replay.rows) {
+        if (r.seq <= cp.seq) continue;
+        this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq);
+        m.seq = r.seq;
+      }
+      m.dirtyFrom = replay.from;
+      m.marked = true;
+      this.dirtyMirrors.add(m);
     }
     this.mirrors.set(this.key(server, login), m);
     return {
@@ -247,8 +285,9 @@ export class SqliteSimStore implements SimPersistence {
     m.seq++;
     const time = Math.max(m.lastTimeMs, journalTime(change, m.lastTimeMs));
     m.lastTimeMs = time;
+    m.dirtyFrom ??= [time, m.seq];
     this.applyToMirror(m, change, time, m.seq);
-    this.queue.push({ server, login, seq: m.seq, time, data: encodeChange(change) });
+    this.queue.push({ m, server, login, seq: m.seq, time, data: encodeChange(change) });
     if (!this.groupCommit) {
       this.commitQueued();
       return;
@@ -333,8 +372,12 @@ export class SqliteSimStore implements SimPersistence {
       // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
       if (this.claims.length > 0) this.commitTx.immediate();
       else this.commitTx();
+      this.marking = [];
       resolve?.();
     } catch (err) {
+      // Their marks went with the failed commit: the next commit of each writes it again.
+      for (const m of this.marking) m.marked = false;
+      this.marking = [];
       reject?.(err);
       throw err;
     }
@@ -367,7 +410,23 @@ export class SqliteSimStore implements SimPersistence {
       } catch (err) {
         this.onError(err);
       }
+      this.checkpointLater();
     });
+  }
+
+  /**
+   * Accounts a pass left dirty (checkpointed less than checkpointMs ago) wait for the next commit's
+   * pass; on a shard that went quiet that could be never, and their marks (sim_dirty) would keep a
+   * restart reading the journal from then on, every shard's rows included. One timer while any is
+   * dirty: a quiet shard checkpoints them and stops; idle, nothing runs.
+   */
+  private checkpointLater(): void {
+    if (this.lateCheckpoints || this.dirtyMirrors.size === 0 || !this.db.open) return;
+    this.lateCheckpoints = setTimeout(() => {
+      this.lateCheckpoints = undefined;
+      this.scheduleCheckpoints();
+    }, Math.min(this.checkpointMs, 0x7fffffff));
+    this.lateCheckpoints.unref();
   }
 
   whenDurable(): Promise<void> {
