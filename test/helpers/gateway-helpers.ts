@@ -58,7 +58,7 @@ export interface WsClient {
   waitFor(pred: (f: { type: string; data: any }) => boolean, timeoutMs?: number): Promise<{ type: string; data: any }>;
 }
 
-export async function openWs(t: TestGateway, handle: string, key: string): Promise<WsClient> {
+export async function openWs(t: Pick<TestGateway, 'url'>, handle: string, key: string): Promise<WsClient> {
   const ws = new WebSocket(`${t.url.replace('http', 'ws')}/ws?handle=${encodeURIComponent(handle)}`, { headers: { 'x-api-key': key } });
   const frames: WsClient['frames'] = [];
   const waiters: Array<() => void> = [];

@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import { expectAccountStream, mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
+import { openWs } from '../helpers/gateway-helpers.js';
 import { until } from '../helpers/until.js';
 
 const env = useCluster({ nodes: 2 });
@@ -68,11 +69,22 @@ async function streamsOn(sockets: Record<string, StreamClient>, owner: string, c
 }
 
 describe('two nodes: the owner takes its account back at a later lease epoch', () => {
-  it('SIGKILL of the owner, the same node restarted takes the lease back: a socket on the other node keeps its stream (no close, no gap), the TRADE of a later order and the quotes it subscribed', async () => {
+  it('SIGKILL of the owner, the same node restarted takes the lease back: a /v1/stream socket on the other node keeps its stream (no close, no gap), the TRADE of a later order and the quotes it subscribed; a /ws socket there keeps its session\'s quotes', async () => {
     const { owner, others } = await env.cluster.roles(acct.id);
     const other = others[0]!;
     const sock = await quoting(other);
+    // A gateway session made and subscribed through the other node, its /ws socket there too.
+    const made = await fetch(`${url(other)}/v1/connect`, {
+      method: 'POST', headers: { 'x-api-key': acct.key, 'content-type': 'application/json' }, body: JSON.stringify({ brokerAccountId: acct.id }),
+    });
+    const { handle } = await made.json() as { handle: string };
+    expect(made.status).toBe(200);
+    const subscribed = await fetch(`${url(other)}/v1/proxy/Subscribe?handle=${encodeURIComponent(handle)}&symbol=BTCUSD`, { headers: { 'x-api-key': acct.key } });
+    expect(subscribed.status).toBe(200);
+    const ws = await openWs({ url: url(other) }, handle, acct.key);
+    const wsQuote = (from: number) => ws.waitFor((f) => ws.frames.indexOf(f) >= from && f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 20_000);
     try {
+      await wsQuote(0);
       await retaken(owner, other, async () => {
         await env.cluster.kill(owner);
         await env.cluster.launch(owner);
@@ -80,7 +92,10 @@ describe('two nodes: the owner takes its account back at a later lease epoch', (
       // Before, no quote came: the other node reopened nothing, as the owner's id had not changed
       // (its account frames came only while the restarted owner's own hold of the kept stream lasted).
       await streamsOn({ [other]: sock }, owner, 'after-restart');
+      // The session's pushes come from the owner's restored copy of it (as with a new owner).
+      await wsQuote(ws.frames.length);
     } finally {
+      ws.ws.close();
       await sock.close();
     }
   }, 120_000);
