@@ -156,6 +156,9 @@ export const TRADE_FIELDS = {
 } satisfies Record<TradeOp, z.ZodRawShape>;
 const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 
+/** Query parameters that address the call rather than describe the trade (`stoplimit` is folded into stopLimitPrice). */
+const NOT_TRADE_ARGS = new Set(['id', 'accountId', 'clientOrderId', 'stoplimit']);
+
 /** A trade operation's query schema: strict, with its aliases. */
 export const tradeQuery = (op: TradeOp) => withAliases({ ...idFields, ...tradeFields[op] }, true);
 /** /OrderSend's clientOrderId, validated alone (QueryMemo's varying parameter). */
@@ -254,9 +257,11 @@ export function classicRoutes(s: Services): AnyRoute[] {
       query: tradeQuery(op), response: CLASSIC_RESPONSES[op]!,
       errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL', 'STORAGE_UNAVAILABLE'],
       handler: async ({ query: q, principal, req }) => {
-        const row = await access.resolve(principal!, q as { id?: string; accountId?: string }, true);
-        const args: Record<string, unknown> = { ...(q as Record<string, unknown>) };
-        const fromQuery = args.clientOrderId as string | undefined;
+        // Awaited only when the seat's status must be asked: an await of a plain value costs a turn of the microtask queue.
+        const found = access.resolve(principal!, q as { id?: string; accountId?: string }, true);
+        const row = found instanceof Promise ? await found : found;
+        const query = q as Record<string, unknown>;
+        const fromQuery = query.clientOrderId as string | undefined;
         const fromHeader = req.headers['idempotency-key'];
         if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader) {
           throw apiError('BAD_REQUEST', 'clientOrderId and Idempotency-Key differ: send one of them');
@@ -264,9 +269,11 @@ export function classicRoutes(s: Services): AnyRoute[] {
         const clientOrderId = fromQuery ?? fromHeader;
         // A full disk: refused before the idempotency record or the broker sees it.
         s.storage.assertWritable();
-        for (const k of ['id', 'accountId', 'clientOrderId']) delete args[k];
-        if (args.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = args.stoplimit;
-        delete args.stoplimit;
+        // Copied without the routing keys rather than deleting them: deletes leave the object in
+        // V8's slow dictionary mode, which the post to the shard then serializes.
+        const args: Record<string, unknown> = {};
+        for (const k in query) if (!NOT_TRADE_ARGS.has(k)) args[k] = query[k];
+        if (query.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = query.stoplimit;
         const r = await s.shards.call(row.id, 'account.trade', {
           accountId: row.id, op, args, ...(clientOrderId !== undefined ? { clientOrderId } : {}),
         }, { retryOnRestart: false }).catch((error: unknown) => {
