@@ -17,6 +17,7 @@ import { createLogger } from '../src/log.js';
 import type { Deal } from '../src/market/orders.js';
 import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { nowMs, TurnHist } from './streamHist.js';
+import { loaderArgs, moduleBeside } from './lib/launch.js';
 
 const arg = (name: string, d: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -41,7 +42,8 @@ async function main() {
   const symbols = ['EURUSD', 'GBPUSD', 'USDJPY', 'XAUUSD', 'US500', 'BTCUSD'];
 
   // ---- 1. quote latency, interleaved turns ----------------------------------------------------
-  const child = fork(join(import.meta.dirname, 'clientLoad.ts'), [], { execArgv: ['--import', 'tsx'] });
+  const load = moduleBeside('./clientLoad.ts', import.meta.url);
+  const child = fork(load, [], { execArgv: loaderArgs(load) });
   const next = (t: string) => new Promise<any>((resolve) => {
     const on = (m: { t: string }) => {
       if (m.t === t) {

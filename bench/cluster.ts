@@ -21,7 +21,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { startNatsNode } from '../src/cluster/natsNode.js';
 import type { OwnerInfo } from '../src/cluster/owners.js';
@@ -38,6 +37,7 @@ import { startNats } from '../test/helpers/engines.js';
 import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
+import { loaderArgs, moduleBeside } from './lib/launch.js';
 import { measureTakeover } from './lib/clusterTakeover.js';
 import { SchedTally } from './lib/procSched.js';
 import { measureHandover } from './lib/clusterHandover.js';
@@ -48,7 +48,8 @@ const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
 
 /** One /v1/stream socket in a client process of the stream bench, subscribed to `symbol`. */
 async function quoteClient(url: string, symbol: string): Promise<ChildProcess> {
-  const c = fork(fileURLToPath(new URL('./streamClient.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const file = moduleBeside('./streamClient.ts', import.meta.url);
+  const c = fork(file, [], { execArgv: loaderArgs(file), stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const job: ClientJob = { url, sockets: 1, symbols: [symbol], mode: 'gateway' };
   await new Promise<void>((resolve, reject) => {
     c.once('message', (m: { t: string; message?: string }) => (m.t === 'ready' ? resolve() : reject(new Error(m.message))));
@@ -103,7 +104,8 @@ const gateway = async (): Promise<Gateway> => {
 };
 const gwA = await gateway();
 // Node B in its own process (its own event loop, as on another machine): bench/lib/clusterNode.ts.
-const child = fork(fileURLToPath(new URL('./lib/clusterNode.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const nodeB = moduleBeside('./lib/clusterNode.ts', import.meta.url);
+const child = fork(nodeB, [], { execArgv: loaderArgs(nodeB), stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
 const ask = (m: NodeCommand) => new Promise<NodeReply>((resolve, reject) => {
   child.once('message', (r) => resolve(r as NodeReply));
   child.once('exit', (code) => reject(new Error(`node B exited ${code}`)));

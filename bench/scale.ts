@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Histogram } from './lib/histogram.js';
+import { moduleBeside } from './lib/launch.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -21,17 +22,21 @@ const sizes = arg('sizes', '1000,20000,50000').split(',').map(Number);
 const concurrency = Number(arg('concurrency', '16'));
 const shards = arg('shards', '');
 const MK = 'bench-scale-management-key-0123456789';
-const ROOT = join(import.meta.dirname, '..');
+// Run from `npm run bench`'s build (dist-bench/bench/scale.js) or from bench/scale.ts through tsx.
+const built = !import.meta.url.endsWith('.ts');
+const ROOT = join(import.meta.dirname, ...(built ? ['..', '..'] : ['..']));
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-scale-'));
 
 interface Gateway { child: ChildProcess; url: string; exited: Promise<void> }
 
-// As an operator runs it (`npm start`): the build, compiled once here. `--source` runs src/ through
-// tsx instead, which compiles at every start (seconds of the cold start) and names every function
-// it compiles (~2 KiB more per idle account).
+// As an operator runs it (`npm start`): tsc's build, the one `npm run bench` made beside this module
+// (dist-bench/src/main.js), or dist/ compiled here when this bench runs from its source. `--source`
+// runs src/ through tsx instead, which compiles at every start (seconds of the cold start) and names
+// every function it compiles (~2 KiB more per idle account).
 const fromSource = process.argv.includes('--source');
-if (!fromSource) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
-const entry = fromSource ? ['--import', 'tsx', join(ROOT, 'src', 'main.ts')] : [join(ROOT, 'dist', 'src', 'main.js')];
+if (!fromSource && !built) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+const entry = fromSource ? ['--import', 'tsx', join(ROOT, 'src', 'main.ts')]
+  : [built ? moduleBeside('../src/main.ts', import.meta.url) : join(ROOT, 'dist', 'src', 'main.js')];
 
 async function startGateway(): Promise<Gateway & { listenMs: number }> {
   const t0 = performance.now();
@@ -174,7 +179,7 @@ const rssPerAccountKiB = lastStep.size > first.size ? Math.round(((lastStep.rssM
 const q = quoteHist.summary();
 const summary = {
   bench: 'scale',
-  build: fromSource ? 'src (tsx)' : 'dist',
+  build: fromSource ? 'src (tsx)' : built ? 'dist-bench' : 'dist',
   sizes,
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.

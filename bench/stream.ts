@@ -24,8 +24,8 @@ import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import uws from 'uWebSockets.js';
+import { loaderArgs, moduleBeside } from './lib/launch.js';
 import { ServerClock } from '../src/market/serverClock.js';
 import type { ServerInfo, Tick } from '../src/market/server.js';
 import { parseConfig } from '../src/config.js';
@@ -55,7 +55,7 @@ const PER_SOCKET_FPS = 1_000;
 const MAX_TOTAL_FPS = 100_000;
 const MGMT = 'bench-management-key-0123456789abcdef';
 const EXTRA_SYMBOLS = ['ETHUSD', 'LTCUSD', 'XRPUSD'];
-const CLIENT = fileURLToPath(new URL('./streamClient.ts', import.meta.url));
+const CLIENT = moduleBeside('./streamClient.ts', import.meta.url);
 
 interface Side { turnP99s?: number[]; burst?: number; coalescingSockets?: number; hist?: StreamHist; lagHist?: StreamHist; lat: ReturnType<StreamHist['summary']>; generatorLagUs: ReturnType<StreamHist['summary']>; fps: number; expectedFps: number; serverCpuPct: number; clientCpuPct: number; rssMb: number }
 
@@ -71,7 +71,7 @@ class Clients {
     const per = Math.ceil(sockets / CLIENT_PROCS);
     const started: Promise<void>[] = [];
     for (let i = 0, left = sockets; i < CLIENT_PROCS && left > 0; i++, left -= per) {
-      const p = fork(CLIENT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const p = fork(CLIENT, [], { execArgv: loaderArgs(CLIENT), stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       this.procs.push(p);
       const n = Math.min(per, left);
       started.push(new Promise((resolve, reject) => {
@@ -406,9 +406,9 @@ async function main() {
 
 /** bench/client.ts's result (its last line), run after this bench's gateway is gone. */
 function sdkBench(): Promise<unknown> {
-  const file = join(fileURLToPath(new URL('.', import.meta.url)), 'client.ts');
+  const file = moduleBeside('./client.ts', import.meta.url);
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--import', 'tsx', file], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => {
+    execFile(process.execPath, [...loaderArgs(file), file], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => {
       if (err) return reject(err);
       process.stderr.write('stream bench: SDK against raw ws done\n');
       resolve(JSON.parse(stdout.trim().split('\n').at(-1)!));

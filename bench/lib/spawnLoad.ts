@@ -1,11 +1,11 @@
 // Runs a load job in separate client processes so the client does not compete with the server's
 // event loop, and merges their histograms.
 import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { loaderArgs, moduleBeside } from './launch.js';
 import { Histogram } from './histogram.js';
 import type { LoadJob, LoadResult } from './httpLoadWorker.js';
 
-const WORKER = fileURLToPath(new URL('./httpLoadWorker.ts', import.meta.url));
+const WORKER = moduleBeside('./httpLoadWorker.ts', import.meta.url);
 
 export interface MergedLoad {
   requests: number;
@@ -19,7 +19,7 @@ export async function spawnLoad(job: LoadJob, processes: number): Promise<Merged
   const results = await Promise.all(
     Array.from({ length: processes }, () =>
       new Promise<LoadResult>((resolve, reject) => {
-        const child = fork(WORKER, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+        const child = fork(WORKER, [], { execArgv: loaderArgs(WORKER), stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
         child.once('message', (m) => resolve(m as LoadResult));
         child.once('error', reject);
         child.once('exit', (code) => code !== 0 && reject(new Error(`load client exited ${code}`)));

@@ -11,8 +11,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const ROOT = join(import.meta.dirname, '..', '..');
-export const BUILD_DIR = join(ROOT, '.test-dist');
+// Loaded from a build instead (the benches run theirs, dist-bench/, which compiles src/ with this
+// file): that build holds every entry already, so it is the one used and nothing is built.
+const compiled = !import.meta.url.endsWith('.ts');
+/** The repository's root, from the sources (test/helpers/) or from a build one level down. */
+export const ROOT = join(import.meta.dirname, ...(compiled ? ['..', '..', '..'] : ['..', '..']));
+export const BUILD_DIR = compiled ? join(import.meta.dirname, '..', '..') : join(ROOT, '.test-dist');
 const STAMP = join(BUILD_DIR, '.sources');
 const LOCK = `${BUILD_DIR}.lock`;
 
@@ -48,7 +52,7 @@ let checked = false;
 
 /** Builds (or waits for the worker that builds) .test-dist/ from the current sources, then returns its path. */
 export function ensureBuilt(): string {
-  if (checked) return BUILD_DIR;
+  if (checked || compiled) return BUILD_DIR;
   const key = sourcesKey();
   const deadline = Date.now() + 180_000;
   while (builtFrom() !== key) {

@@ -4,9 +4,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builtEntry } from './build.js';
+import { builtEntry, ROOT } from './build.js';
 
-export const ROOT = join(import.meta.dirname, '..', '..');
+export { ROOT };
 export const MAIN = join(ROOT, 'src', 'main.ts');
 /** The gateway's entry in this run's build, built while the test file loads (outside any test's timeout). */
 export const BUILT_MAIN = builtEntry('src/main.ts');
