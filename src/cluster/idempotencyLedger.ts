@@ -4,6 +4,7 @@
 // that was paused or cut off past its lease cannot claim, record or clear anything once another
 // node took the account. Results are values, not exceptions; a failed statement (PostgreSQL down)
 // rejects and the caller answers 503 without calling the broker.
+import { GroupCommit } from './groupCommit.js';
 import { fenceSql, type Lease } from './leases.js';
 import type { Queryable } from './pgPool.js';
 
@@ -80,8 +81,100 @@ const WRITE_SQL = {
   release: settle('DELETE FROM idempotency'),
 };
 
+// The same statements for several orders at once (GroupCommit): each row of `req` is one call's
+// parameters and gets the answer the one-row statement would give it. The fence locks its lease rows
+// in account order and NOWAIT: a batch never waits on a lease row (a renewal, a takeover holds it),
+// so it can never close a cycle of waits with them; such a batch fails and each call runs alone,
+// waiting as before. Its keys are distinct and none is open on this node (see `unsettled`).
+const BATCH_FENCE = `fence AS (SELECT l.account_id, l.owner, l.epoch FROM account_leases l
+    WHERE (l.account_id, l.owner, l.epoch) IN (SELECT account_id, owner, epoch FROM req) AND l.expires_at > now()
+    ORDER BY l.account_id FOR SHARE NOWAIT)`;
+const OWNED = 'EXISTS (SELECT 1 FROM fence f WHERE f.account_id = r.account_id AND f.owner = r.owner AND f.epoch = r.epoch) AS owned';
+const CLAIM_MANY_SQL = `WITH req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+    WITH ORDINALITY AS r(account_id, owner, epoch, client_order_id, params_hash, created_at, expires_at, ord)),
+  ${BATCH_FENCE},
+  ins AS (
+    INSERT INTO idempotency (account_id, client_order_id, params_hash, state, epoch, created_at, expires_at)
+      SELECT r.account_id, r.client_order_id, r.params_hash, 'sent', r.epoch, r.created_at, r.expires_at FROM req r JOIN fence USING (account_id, owner, epoch)
+    ON CONFLICT (account_id, client_order_id) DO UPDATE SET params_hash = excluded.params_hash, state = 'sent',
+      status = NULL, result_json = NULL, epoch = excluded.epoch, created_at = excluded.created_at, expires_at = excluded.expires_at
+      WHERE idempotency.expires_at <= excluded.created_at
+    RETURNING account_id, client_order_id)
+  SELECT ${OWNED}, EXISTS (SELECT 1 FROM ins i WHERE i.account_id = r.account_id AND i.client_order_id = r.client_order_id) AS claimed
+  FROM req r ORDER BY r.ord`;
+const OUTCOME_MANY_SQL = `WITH req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[])
+    WITH ORDINALITY AS r(account_id, owner, epoch, client_order_id, status, result_json, ord)),
+  ${BATCH_FENCE},
+  w AS (UPDATE idempotency i SET state = 'result', status = q.status, result_json = q.result_json
+    FROM req q JOIN fence USING (account_id, owner, epoch)
+    WHERE i.account_id = q.account_id AND i.client_order_id = q.client_order_id AND i.state = 'sent' AND i.epoch = q.epoch
+    RETURNING i.account_id, i.client_order_id)
+  SELECT ${OWNED}, EXISTS (SELECT 1 FROM w WHERE w.account_id = r.account_id AND w.client_order_id = r.client_order_id) AS written
+  FROM req r ORDER BY r.ord`;
+
+interface ClaimCall { owner: string; lease: Lease; clientOrderId: string; paramsHash: string; now: number; expiresAt: number }
+interface OutcomeCall { owner: string; lease: Lease; clientOrderId: string; status: number; resultJson: string }
+
+/** A batch that must not wait or could not: a lease row locked (NOWAIT), or a cycle PostgreSQL broke;
+ *  or one not sent because two of its calls name the same record (each runs alone, in turn). */
+const LOCK_NOT_AVAILABLE = '55P03';
+const DEADLOCK = '40P01';
+class SameRecordTwice extends Error {}
+const retryAlone = (err: unknown) => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return err instanceof SameRecordTwice || code === LOCK_NOT_AVAILABLE || code === DEADLOCK;
+};
+const recordKey = (accountId: string, clientOrderId: string) => `${accountId}\u0000${clientOrderId}`;
+function distinct(cs: Array<{ lease: Lease; clientOrderId: string }>): void {
+  if (new Set(cs.map((c) => recordKey(c.lease.accountId, c.clientOrderId))).size !== cs.length) throw new SameRecordTwice();
+}
+
 export class IdempotencyLedger {
-  constructor(private readonly db: Queryable) {}
+  /**
+   * Records (account, id) with a claim of this node under way, and those it claimed and has not
+   * settled. A claim for one of them (a retry while its order is out) runs alone, never in a batch:
+   * a batch then only inserts ids no other statement of this node holds, so it waits on no row that
+   * another batch of this node holds (and should it ever, PostgreSQL breaks the cycle and the
+   * batch's calls run alone).
+   */
+  private readonly claiming = new Map<string, number>();
+  private readonly unsettled = new Set<string>();
+  private readonly claims: GroupCommit<ClaimCall, { owned: boolean; claimed: boolean }>;
+  private readonly outcomes: GroupCommit<OutcomeCall, WriteOutcome>;
+
+  constructor(private readonly db: Queryable) {
+    this.claims = new GroupCommit({
+      one: (c) => this.claimOne(c),
+      many: async (cs) => (distinct(cs), await this.db.query<{ owned: boolean; claimed: boolean }>({
+        name: 'tagw_idem_claim_many', text: CLAIM_MANY_SQL,
+        values: [cs.map((c) => c.lease.accountId), cs.map((c) => c.owner), cs.map((c) => c.lease.epoch), cs.map((c) => c.clientOrderId),
+          cs.map((c) => c.paramsHash), cs.map((c) => c.now), cs.map((c) => c.expiresAt)],
+      })).rows,
+      retryAlone,
+    });
+    this.outcomes = new GroupCommit({
+      one: (c) => this.fencedWrite(c.owner, c.lease, c.clientOrderId, 'outcome', [c.status, c.resultJson]),
+      many: async (cs) => (distinct(cs), await this.db.query<{ owned: boolean; written: boolean }>({
+        name: 'tagw_idem_outcome_many', text: OUTCOME_MANY_SQL,
+        values: [cs.map((c) => c.lease.accountId), cs.map((c) => c.owner), cs.map((c) => c.lease.epoch), cs.map((c) => c.clientOrderId),
+          cs.map((c) => c.status), cs.map((c) => c.resultJson)],
+      })).rows.map(({ owned, written }) => (!owned ? 'fenced' : written ? 'written' : 'noClaim')),
+      retryAlone,
+    });
+  }
+
+  /** Statements that carried several calls, and how many (benches, tests). */
+  get batching(): { claims: GroupCommit<ClaimCall, unknown>['stats']; outcomes: GroupCommit<OutcomeCall, unknown>['stats'] } {
+    return { claims: this.claims.stats, outcomes: this.outcomes.stats };
+  }
+
+  private claimOne(r: ClaimCall): Promise<{ owned: boolean; claimed: boolean }> {
+    const { lease } = r;
+    return this.db.query<{ owned: boolean; claimed: boolean }>({
+      name: 'tagw_idem_claim', text: CLAIM_SQL,
+      values: [lease.accountId, r.owner, lease.epoch, r.clientOrderId, r.paramsHash, r.now, r.expiresAt],
+    }).then((w) => w.rows[0]!);
+  }
 
   /**
    * Claims the id for an order about to be sent. One fenced statement inserts the 'sent' record (or
@@ -90,35 +183,49 @@ export class IdempotencyLedger {
    */
   async claim(r: ClaimRequest): Promise<ClaimOutcome> {
     const { lease } = r;
-    // A record read as absent or expired right after the insert found it present was purged or
-    // rewritten meanwhile: claim again (bounded; each pass is one or two statements).
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const w = await this.db.query<{ owned: boolean; claimed: boolean }>({
-        name: 'tagw_idem_claim', text: CLAIM_SQL,
-        values: [lease.accountId, r.owner, lease.epoch, r.clientOrderId, r.paramsHash, r.now, r.expiresAt],
-      });
-      const { owned, claimed } = w.rows[0]!;
-      if (!owned) return { kind: 'fenced' };
-      if (claimed) return { kind: 'claimed' };
-      const row = await this.get(lease.accountId, r.clientOrderId);
-      if (row && row.expires_at > r.now) return classifyExisting(row, r.paramsHash, lease.epoch);
+    const key = recordKey(lease.accountId, r.clientOrderId);
+    const alone = this.claiming.has(key) || this.unsettled.has(key);
+    this.claiming.set(key, (this.claiming.get(key) ?? 0) + 1);
+    try {
+      // A record read as absent or expired right after the insert found it present was purged or
+      // rewritten meanwhile: claim again (bounded; each pass is one or two statements).
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const w = await (alone || attempt > 0 ? this.claimOne(r) : this.claims.submit(r));
+        if (!w.owned) return { kind: 'fenced' };
+        if (w.claimed) {
+          // Open until it is settled (recordOutcome, markUncertain, release).
+          this.unsettled.add(key);
+          return { kind: 'claimed' };
+        }
+        const row = await this.get(lease.accountId, r.clientOrderId);
+        if (row && row.expires_at > r.now) return classifyExisting(row, r.paramsHash, lease.epoch);
+      }
+      throw new Error(`idempotency record ${lease.accountId}/${r.clientOrderId} kept changing under its claim`);
+    } finally {
+      const n = this.claiming.get(key)! - 1;
+      if (n > 0) this.claiming.set(key, n);
+      else this.claiming.delete(key);
     }
-    throw new Error(`idempotency record ${lease.accountId}/${r.clientOrderId} kept changing under its claim`);
   }
 
   /** The broker's answer to a claimed order, recorded if this node still holds the lease it claimed under. */
   recordOutcome(owner: string, lease: Lease, clientOrderId: string, status: number, resultJson: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, 'outcome', [status, resultJson]);
+    return this.settled(lease, clientOrderId, this.outcomes.submit({ owner, lease, clientOrderId, status, resultJson }));
   }
 
   /** The send's outcome is unknown (the connection dropped mid-call): a retry must answer 409. */
   markUncertain(owner: string, lease: Lease, clientOrderId: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, 'uncertain', []);
+    return this.settled(lease, clientOrderId, this.fencedWrite(owner, lease, clientOrderId, 'uncertain', []));
   }
 
   /** Clears a claim whose order certainly never reached the broker (refused before sending). */
   release(owner: string, lease: Lease, clientOrderId: string): Promise<WriteOutcome> {
-    return this.fencedWrite(owner, lease, clientOrderId, 'release', []);
+    return this.settled(lease, clientOrderId, this.fencedWrite(owner, lease, clientOrderId, 'release', []));
+  }
+
+  /** The claim of this node is no longer open once its settling write answered (or failed). */
+  private settled(lease: Lease, clientOrderId: string, write: Promise<WriteOutcome>): Promise<WriteOutcome> {
+    return write.finally(() => this.unsettled.delete(recordKey(lease.accountId, clientOrderId)));
   }
 
   async get(accountId: string, clientOrderId: string): Promise<LedgerRow | undefined> {
