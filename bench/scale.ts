@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Histogram } from './lib/histogram.js';
-import { moduleBeside } from './lib/launch.js';
+import { loaderArgs, moduleBeside } from './lib/launch.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -35,7 +35,8 @@ interface Gateway { child: ChildProcess; url: string; exited: Promise<void> }
 // every function it compiles (~2 KiB more per idle account).
 const fromSource = process.argv.includes('--source');
 if (!fromSource && !built) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
-const entry = fromSource ? ['--import', 'tsx', join(ROOT, 'src', 'main.ts')]
+const sourceMain = join(ROOT, 'src', 'main.ts');
+const entry = fromSource ? [...loaderArgs(sourceMain), sourceMain]
   : [built ? moduleBeside('../src/main.ts', import.meta.url) : join(ROOT, 'dist', 'src', 'main.js')];
 
 async function startGateway(): Promise<Gateway & { listenMs: number }> {
