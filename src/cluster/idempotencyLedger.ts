@@ -61,6 +61,12 @@ export interface ClaimRequest {
 // Named statements (prepared once per connection): planning these CTEs on every call cost more
 // than running them (bench cluster-pg).
 const FENCE = fenceSql({ account: 1, owner: 2, epoch: 3 });
+// A claim that did not insert also answers the record it met, as the statement's snapshot has it, so
+// a retry (replay, in flight, other parameters) costs one round trip, not a second SELECT. A record
+// committed while the statement ran (the insert waited for it) is not in that snapshot: those
+// columns come back null and the claim reads the record with a SELECT, as before.
+const EXISTING = 'e.params_hash, e.state, e.status, e.result_json, e.epoch, e.expires_at';
+const EXISTING_JOIN = 'LEFT JOIN idempotency e ON e.account_id = r.account_id AND e.client_order_id = r.client_order_id';
 const CLAIM_SQL = `WITH fence AS (${FENCE}),
   ins AS (
     INSERT INTO idempotency (account_id, client_order_id, params_hash, state, epoch, created_at, expires_at)
@@ -69,7 +75,8 @@ const CLAIM_SQL = `WITH fence AS (${FENCE}),
       status = NULL, result_json = NULL, epoch = excluded.epoch, created_at = excluded.created_at, expires_at = excluded.expires_at
       WHERE idempotency.expires_at <= excluded.created_at
     RETURNING 1)
-  SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS claimed`;
+  SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS claimed, ${EXISTING}
+  FROM (SELECT $1::text AS account_id, $4::text AS client_order_id) r ${EXISTING_JOIN}`;
 // Only the claim's own tenure may settle it: an open claim with the same epoch on the record, and
 // the lease still held at that epoch.
 const settle = (write: string) => `WITH fence AS (${FENCE}),
@@ -100,8 +107,8 @@ const CLAIM_MANY_SQL = `WITH req AS (SELECT * FROM unnest($1::text[], $2::text[]
       status = NULL, result_json = NULL, epoch = excluded.epoch, created_at = excluded.created_at, expires_at = excluded.expires_at
       WHERE idempotency.expires_at <= excluded.created_at
     RETURNING account_id, client_order_id)
-  SELECT ${OWNED}, EXISTS (SELECT 1 FROM ins i WHERE i.account_id = r.account_id AND i.client_order_id = r.client_order_id) AS claimed
-  FROM req r ORDER BY r.ord`;
+  SELECT ${OWNED}, EXISTS (SELECT 1 FROM ins i WHERE i.account_id = r.account_id AND i.client_order_id = r.client_order_id) AS claimed, ${EXISTING}
+  FROM req r ${EXISTING_JOIN} ORDER BY r.ord`;
 const OUTCOME_MANY_SQL = `WITH req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[])
     WITH ORDINALITY AS r(account_id, owner, epoch, client_order_id, status, result_json, ord)),
   ${BATCH_FENCE},
@@ -112,6 +119,10 @@ const OUTCOME_MANY_SQL = `WITH req AS (SELECT * FROM unnest($1::text[], $2::text
   SELECT ${OWNED}, EXISTS (SELECT 1 FROM w WHERE w.account_id = r.account_id AND w.client_order_id = r.client_order_id) AS written
   FROM req r ORDER BY r.ord`;
 
+/** What a claim statement answers: whether the lease held and the record was inserted; if not, the
+ *  record it met (all null when none, or none in its snapshot). */
+type MetRecord = Pick<LedgerRow, 'params_hash' | 'state' | 'status' | 'result_json' | 'epoch' | 'expires_at'>;
+type ClaimRow = { owned: boolean; claimed: boolean } & { [K in keyof MetRecord]: MetRecord[K] | null };
 interface ClaimCall { owner: string; lease: Lease; clientOrderId: string; paramsHash: string; now: number; expiresAt: number }
 interface OutcomeCall { owner: string; lease: Lease; clientOrderId: string; status: number; resultJson: string }
 
@@ -139,13 +150,13 @@ export class IdempotencyLedger {
    */
   private readonly claiming = new Map<string, number>();
   private readonly unsettled = new Set<string>();
-  private readonly claims: GroupCommit<ClaimCall, { owned: boolean; claimed: boolean }>;
+  private readonly claims: GroupCommit<ClaimCall, ClaimRow>;
   private readonly outcomes: GroupCommit<OutcomeCall, WriteOutcome>;
 
   constructor(private readonly db: Queryable) {
     this.claims = new GroupCommit({
       one: (c) => this.claimOne(c),
-      many: async (cs) => (distinct(cs), await this.db.query<{ owned: boolean; claimed: boolean }>({
+      many: async (cs) => (distinct(cs), await this.db.query<ClaimRow>({
         name: 'tagw_idem_claim_many', text: CLAIM_MANY_SQL,
         values: [cs.map((c) => c.lease.accountId), cs.map((c) => c.owner), cs.map((c) => c.lease.epoch), cs.map((c) => c.clientOrderId),
           cs.map((c) => c.paramsHash), cs.map((c) => c.now), cs.map((c) => c.expiresAt)],
@@ -168,9 +179,9 @@ export class IdempotencyLedger {
     return { claims: this.claims.stats, outcomes: this.outcomes.stats };
   }
 
-  private claimOne(r: ClaimCall): Promise<{ owned: boolean; claimed: boolean }> {
+  private claimOne(r: ClaimCall): Promise<ClaimRow> {
     const { lease } = r;
-    return this.db.query<{ owned: boolean; claimed: boolean }>({
+    return this.db.query<ClaimRow>({
       name: 'tagw_idem_claim', text: CLAIM_SQL,
       values: [lease.accountId, r.owner, lease.epoch, r.clientOrderId, r.paramsHash, r.now, r.expiresAt],
     }).then((w) => w.rows[0]!);
@@ -178,7 +189,7 @@ export class IdempotencyLedger {
 
   /**
    * Claims the id for an order about to be sent. One fenced statement inserts the 'sent' record (or
-   * overwrites an expired one); when the id is taken the record is read and classified. Never
+   * overwrites an expired one); when the id is taken the same statement answers the record it met, which is classified. Never
    * 'claimed' unless this node held the lease at that epoch when the record was written.
    */
   async claim(r: ClaimRequest): Promise<ClaimOutcome> {
@@ -188,7 +199,8 @@ export class IdempotencyLedger {
     this.claiming.set(key, (this.claiming.get(key) ?? 0) + 1);
     try {
       // A record read as absent or expired right after the insert found it present was purged or
-      // rewritten meanwhile: claim again (bounded; each pass is one or two statements).
+      // rewritten meanwhile: claim again (bounded; each pass is one statement, or two when the
+      // record met was committed while the claim ran).
       for (let attempt = 0; attempt < 3; attempt++) {
         const w = await (alone || attempt > 0 ? this.claimOne(r) : this.claims.submit(r));
         if (!w.owned) return { kind: 'fenced' };
@@ -197,7 +209,7 @@ export class IdempotencyLedger {
           this.unsettled.add(key);
           return { kind: 'claimed' };
         }
-        const row = await this.get(lease.accountId, r.clientOrderId);
+        const row: MetRecord | undefined = w.state !== null ? w as MetRecord : await this.get(lease.accountId, r.clientOrderId);
         if (row && row.expires_at > r.now) return classifyExisting(row, r.paramsHash, lease.epoch);
       }
       throw new Error(`idempotency record ${lease.accountId}/${r.clientOrderId} kept changing under its claim`);

@@ -82,6 +82,32 @@ describe('idempotency ledger, group commit', () => {
     }
   });
 
+  it('a retry\'s claim answers from the record its statement met: one statement for a replay, in flight, other parameters, uncertain', async () => {
+    let statements = 0;
+    const db = { query: (q: never) => (statements++, server.pool.query(q)) } as unknown as Queryable;
+    const ledger = new IdempotencyLedger(db);
+    const lease = await newAccount('a');
+    const count = async (f: () => Promise<unknown>) => {
+      const before = statements;
+      const out = await f();
+      return [out, statements - before];
+    };
+    expect(await count(() => claim(ledger, 'a', lease, 'r1'))).toEqual([{ kind: 'claimed' }, 1]);
+    expect(await count(() => claim(ledger, 'a', lease, 'r1'))).toEqual([{ kind: 'inFlight' }, 1]);
+    expect(await count(() => claim(ledger, 'a', lease, 'r1', 'other'))).toEqual([{ kind: 'mismatch' }, 1]);
+    await ledger.recordOutcome('a', lease, 'r1', 400, '{"error":"TRADE_REQUEST_ERROR"}');
+    expect(await count(() => claim(ledger, 'a', lease, 'r1'))).toEqual([{ kind: 'replay', status: 400, resultJson: '{"error":"TRADE_REQUEST_ERROR"}' }, 1]);
+    await claim(ledger, 'a', lease, 'r2');
+    await ledger.markUncertain('a', lease, 'r2');
+    expect(await count(() => claim(ledger, 'a', lease, 'r2'))).toEqual([{ kind: 'uncertain' }, 1]);
+    // In a batch too: the replay and the new claim leave together behind a held first claim.
+    const first = claim(ledger, 'a', lease, 'r3');
+    const both = await count(() => Promise.all([claim(ledger, 'a', lease, 'r1'), claim(ledger, 'a', lease, 'r4')]));
+    expect(await first).toEqual({ kind: 'claimed' });
+    expect(both).toEqual([[{ kind: 'replay', status: 400, resultJson: '{"error":"TRADE_REQUEST_ERROR"}' }, { kind: 'claimed' }], 1]);
+    expect(ledger.batching.claims.batches).toBe(1);
+  });
+
   it('property: calls made at once (same ids, other parameters, another node\'s account) answer as if one at a time', async () => {
     const call = fc.record({ acct: fc.nat(2), id: fc.nat(3), params: fc.nat(1) });
     await fc.assert(fc.asyncProperty(fc.array(call, { minLength: 1, maxLength: 20 }), async (cs) => {
