@@ -2,6 +2,8 @@
 // account. The 'sent' row is committed BEFORE the request goes to the broker: after a crash a
 // 'sent' row without a result means "may have executed" and is never sent again.
 import type { Db } from './db.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { ClaimedIds } from './claimedIds.js';
 
 export type IdemPhase = 'sent' | 'result' | 'uncertain';
 
@@ -23,13 +25,20 @@ export class IdempotencyStore {
   private readonly tx: (f: () => void) => void;
   /** Inside `writeOnce`: the records claimed there, not written yet. */
   private held: IdemRow[] | null = null;
-  constructor(db: Db) {
+  /** Ids that may have a record (claimedIds.ts), complete for the accounts in `known`. */
+  private readonly claimed: ClaimedIds;
+  /** Accounts whose records from before this store (an earlier process) are in `claimed`. */
+  private readonly known = new Set<string>();
+  /** Only the shard that owns an account writes its records: all of them go through this store. */
+  constructor(db: Db, clock: Clock = systemClock) {
+    this.claimed = new ClaimedIds(clock);
     this.tx = db.transaction((f: () => void) => f());
     this.q = {
       insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
         VALUES (?, ?, ?, 'sent', ?, ?)`),
       insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
       exists: db.prepare<[string, string], unknown>('SELECT 1 FROM idempotency WHERE account_id = ? AND client_order_id = ?').pluck(),
+      ofAccount: db.prepare<[string], { client_order_id: string; expires_at: number }>('SELECT client_order_id, expires_at FROM idempotency WHERE account_id = ?'),
       get: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE account_id = ? AND client_order_id = ?`),
       setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE account_id = ? AND client_order_id = ?`),
       setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
@@ -71,14 +80,21 @@ export class IdempotencyStore {
 
   /** Durably claims the id. False when a record already exists (the caller must read it). */
   insertSent(accountId: string, id: string, paramsHash: string, now: number, expiresAt: number): boolean {
+    this.claimed.add(accountId, id, expiresAt);
     if (this.held) {
       this.held.push({ account_id: accountId, client_order_id: id, params_hash: paramsHash, phase: 'sent', status: null, result_json: null, created_at: now, expires_at: expiresAt });
       return true;
     }
     return this.q.insertSent.run(accountId, id, paramsHash, now, expiresAt).changes === 1;
   }
-  /** Whether a record holds the id (read from the unique index alone). */
+  /** Whether a record holds the id: read from the unique index, unless no record can (ClaimedIds). */
   exists(accountId: string, id: string): boolean {
+    if (!this.known.has(accountId)) {
+      // Once per account: the records an earlier process wrote.
+      for (const r of this.q.ofAccount.iterate(accountId)) this.claimed.add(accountId, r.client_order_id, r.expires_at);
+      this.known.add(accountId);
+    }
+    if (!this.claimed.mayHold(accountId, id)) return false;
     return this.q.exists.get(accountId, id) !== undefined;
   }
   get(accountId: string, id: string): IdemRow | undefined {

@@ -26,7 +26,7 @@ export interface AccountHostOptions {
 
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
   const store = new AccountStore(ctx.db);
-  const desk = new TradeDesk(new IdempotencyStore(ctx.db), ctx.log, ctx.clock);
+  const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock), ctx.log, ctx.clock);
   const hex = ctx.settings.secretKeyHex;
   const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
   const now = opts.now ?? (() => ctx.clock.now());
