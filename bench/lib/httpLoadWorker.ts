@@ -1,7 +1,9 @@
 // A load-generating child process: raw keep-alive HTTP/1.1 over net sockets with TCP_NODELAY,
 // closed loop (one request in flight per connection), µs latency histogram. Node's own http
 // client would be the bottleneck long before the server; this one costs a write and a parse.
+import { realpathSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { Histogram } from './histogram.js';
 
 export interface LoadJob {
@@ -17,6 +19,9 @@ export interface LoadJob {
   warmupMs: number;
   /** Stop after this many measured requests (all connections together). */
   maxRequests?: number;
+  /** Send at most this many requests, warm-up included, and stop when all are answered: a budget
+   *  of orders the accounts can take whatever the rate (a faster gateway sends more in its warm-up). */
+  maxSent?: number;
 }
 
 export interface LoadResult {
@@ -27,7 +32,9 @@ export interface LoadResult {
   hist: ReturnType<Histogram['toJSON']>;
 }
 
-function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; stop: boolean; hist: Histogram; requests: number; errors: number; statuses: Map<number, number> }): Promise<void> {
+interface LoadState { measuring: boolean; stop: boolean; hist: Histogram; requests: number; errors: number; statuses: Map<number, number>; sent: number; answered: number }
+
+function runConnection(job: LoadJob, conn: number, state: LoadState): Promise<void> {
   return new Promise((resolve) => {
     const sock: Socket = connect({ port: job.port, host: '127.0.0.1', noDelay: true });
     const fixedHeaders = Object.entries({ host: '127.0.0.1', ...job.headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
@@ -37,10 +44,11 @@ function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; 
     let buf: Buffer = Buffer.alloc(0);
     let started = 0n;
     const send = () => {
-      if (state.stop) {
+      if (state.stop || (job.maxSent !== undefined && state.sent >= job.maxSent)) {
         sock.end();
         return;
       }
+      state.sent++;
       const base = job.paths ? job.paths[seq % job.paths.length]! : job.path;
       const path = base.includes('{seq}') ? base.replace('{seq}', `${process.pid}-${conn}-${seq}`) : base;
       seq++;
@@ -60,6 +68,7 @@ function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; 
         const status = Number(head.slice(9, 12));
         buf = buf.subarray(end + 4 + len);
         const us = Number(process.hrtime.bigint() - started) / 1000;
+        if (job.maxSent !== undefined && ++state.answered >= job.maxSent) state.stop = true;
         if (state.measuring) {
           state.hist.record(us);
           state.requests++;
@@ -79,7 +88,7 @@ function runConnection(job: LoadJob, conn: number, state: { measuring: boolean; 
 }
 
 export async function runLoad(job: LoadJob): Promise<LoadResult> {
-  const state = { measuring: false, stop: false, hist: new Histogram(), requests: 0, errors: 0, statuses: new Map<number, number>() };
+  const state: LoadState = { measuring: false, stop: false, hist: new Histogram(), requests: 0, errors: 0, statuses: new Map<number, number>(), sent: 0, answered: 0 };
   const conns = Array.from({ length: job.connections }, (_, i) => runConnection(job, i, state));
   await new Promise((r) => setTimeout(r, job.warmupMs));
   state.measuring = true;
@@ -103,8 +112,9 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   return { requests: state.requests, errors: state.errors, statuses: Object.fromEntries(state.statuses), seconds, hist: state.hist.toJSON() };
 }
 
-// As a child process: receive a job over IPC, send the result back.
-if (process.send) {
+// As a child process started on this file (not merely imported by one with an IPC channel, such as
+// a test worker): receive a job over IPC, send the result back.
+if (process.send && process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   process.once('message', (job: LoadJob) => {
     void runLoad(job).then((r) => {
       process.send!(r, () => process.exit(0));
