@@ -58,6 +58,8 @@ export interface SimPersistence {
   allocateIds(server: string, count: number): number;
   loadAccount(server: string, login: string): LoadedAccount | null;
   createAccount(account: StoredAccount): void;
+  /** The change's records are the store's to keep: the engine never changes them afterwards (the
+   *  positions it changes in place reach a change as copies). */
   apply(server: string, login: string, change: SimChange): void;
   deals(server: string, login: string, fromMs: number, toMs: number): Deal[];
   historyOrders(server: string, login: string, fromMs: number, toMs: number): Order[];

@@ -11,34 +11,84 @@
 // rewritten as version 2 at its next checkpoint (all its rows, in one transaction with the 'A' row).
 import type Database from 'better-sqlite3';
 import type { Order } from '../market/orders.js';
-import type { StoredAccount, StoredPosition } from '../sim/persistence.js';
+import type { SimChange, StoredAccount, StoredPosition } from '../sim/persistence.js';
 
 export const CHECKPOINT = 'A';
 const POSITION = 'P';
 const ORDER = 'O';
 
-/** What a row holds now (the mirror replaces a record's object whenever it changes) and its key. */
-interface Written<T> {
-  rec: T;
-  readonly key: string;
-}
-
-/** The rows of one account's last checkpoint; created with its first position or order. */
+/** The rows of one account's last checkpoint: each record's row key (its counter, written as
+ *  rowKey) by ticket. A number per entry, not a record and its key string: these live as long as
+ *  the position, and every young-generation scavenge copies what survives (issue 19). */
 export interface CheckpointRows {
-  readonly positions: Map<number, Written<StoredPosition>>;
-  readonly orders: Map<number, Written<Order>>;
+  readonly positions: Map<number, number>;
+  readonly orders: Map<number, number>;
   /** Last key counter used. */
   next: number;
 }
 
-/** The part of an account's in-memory mirror a checkpoint writes. */
+/** A record changed since the last checkpoint, or null: it left (and has a row to delete). */
+export type Pending<T> = Map<number, T | null>;
+
+/** The part of an account's in-memory mirror a checkpoint writes: what changed since the last one
+ *  (in the order the records first changed) and the rows written so far. The records themselves
+ *  are not kept once written: the engine holds them, and a restart reads them from the rows. */
 export interface CheckpointState {
   account: StoredAccount;
-  positions: Map<number, StoredPosition> | undefined;
-  activeOrders: Map<number, Order> | undefined;
+  positions: Pending<StoredPosition> | undefined;
+  activeOrders: Pending<Order> | undefined;
   seq: number;
   lastTimeMs: number;
   rows?: CheckpointRows | undefined;
+}
+
+/** A checkpoint as read: its state (nothing pending for version 2; everything for version 1, which
+ *  has no rows yet) and the open records it holds, in the engine's order. */
+export interface ReadCheckpoint {
+  state: CheckpointState;
+  positions: Map<number, StoredPosition>;
+  activeOrders: Map<number, Order>;
+}
+
+/** A change's positions and orders noted as pending; `open`: an account being loaded, its open
+ *  records (kept up to date too). The change's records are kept as they are: the engine never
+ *  changes them afterwards (SimPersistence.apply). */
+export function notePending(m: CheckpointState, c: SimChange, open?: ReadCheckpoint): void {
+  if (c.orders) {
+    for (const { order, doneMs } of c.orders) {
+      if (doneMs === null) {
+        m.activeOrders = noteChanged(m.activeOrders, order.ticket, order);
+        open?.activeOrders.set(order.ticket, order);
+      } else {
+        m.activeOrders = noteLeft(m.activeOrders, m.rows?.orders, order.ticket);
+        open?.activeOrders.delete(order.ticket);
+      }
+    }
+  }
+  if (c.positions) {
+    for (const p of c.positions) {
+      m.positions = noteChanged(m.positions, p.ticket, p);
+      open?.positions.set(p.ticket, p);
+    }
+  }
+  if (c.closedPositions) {
+    for (const t of c.closedPositions) {
+      m.positions = noteLeft(m.positions, m.rows?.positions, t);
+      open?.positions.delete(t);
+    }
+  }
+}
+
+/** Note a change of an account's record in its pending map (created by its first entry). */
+function noteChanged<T>(pending: Pending<T> | undefined, ticket: number, rec: T): Pending<T> {
+  return (pending ?? new Map<number, T | null>()).set(ticket, rec);
+}
+
+/** Note that a record left: its row goes at the next checkpoint, if it has one. */
+function noteLeft<T>(pending: Pending<T> | undefined, written: Map<number, number> | undefined, ticket: number): Pending<T> | undefined {
+  if (written?.has(ticket)) return (pending ?? new Map<number, T | null>()).set(ticket, null);
+  pending?.delete(ticket);
+  return pending;
 }
 
 interface AccountRow {
@@ -66,64 +116,62 @@ export class CheckpointRowStore {
   }
 
   /** Write an account's checkpoint (inside the caller's transaction): its row, and the rows of
-   *  the positions and orders that changed or left since the last one. */
+   *  the positions and orders that changed or left since the last one. The pending records are
+   *  dropped once written. */
   write(m: CheckpointState): void {
     const a = m.account;
-    if (m.positions?.size || m.activeOrders?.size || m.rows) {
+    if (m.positions?.size || m.activeOrders?.size) {
       const rows = (m.rows ??= { positions: new Map(), orders: new Map(), next: 0 });
-      this.sync(a, POSITION, m.positions, rows.positions, rows);
-      this.sync(a, ORDER, m.activeOrders, rows.orders, rows);
+      if (m.positions) this.sync(a, POSITION, m.positions, rows.positions, rows);
+      if (m.activeOrders) this.sync(a, ORDER, m.activeOrders, rows.orders, rows);
+      m.positions = m.activeOrders = undefined;
     }
     const row: AccountRow = { v: 2, account: a, seq: m.seq, lastTimeMs: m.lastTimeMs };
     this.st.upsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(row));
   }
 
-  private sync<T>(a: StoredAccount, kind: string, current: Map<number, T> | undefined, written: Map<number, Written<T>>, rows: CheckpointRows): void {
-    if (current) {
-      for (const [ticket, rec] of current) {
-        let w = written.get(ticket);
-        if (w?.rec === rec) continue;
-        if (w) w.rec = rec;
-        else written.set(ticket, (w = { rec, key: rowKey(++rows.next) }));
-        this.st.upsert.run(a.server, a.login, kind, w.key, JSON.stringify(rec));
-      }
-    }
-    // Every current ticket is in `written` now: more there means some left.
-    if (written.size > (current?.size ?? 0)) {
-      for (const [ticket, w] of written) {
-        if (current?.has(ticket)) continue;
-        this.st.remove.run(a.server, a.login, kind, w.key);
+  private sync<T>(a: StoredAccount, kind: string, pending: Pending<T>, written: Map<number, number>, rows: CheckpointRows): void {
+    for (const [ticket, rec] of pending) {
+      const key = written.get(ticket);
+      if (rec === null) {
+        if (key === undefined) continue;
+        this.st.remove.run(a.server, a.login, kind, rowKey(key));
         written.delete(ticket);
+        continue;
       }
+      let k = key;
+      if (k === undefined) written.set(ticket, (k = ++rows.next));
+      this.st.upsert.run(a.server, a.login, kind, rowKey(k), JSON.stringify(rec));
     }
   }
 
-  /** An account's state from its checkpoint row (either version) and, for version 2, its rows. */
-  read(server: string, login: string, data: string): CheckpointState {
+  /** An account's checkpoint from its row (either version) and, for version 2, its rows. */
+  read(server: string, login: string, data: string): ReadCheckpoint {
     const cp = JSON.parse(data) as AccountRow;
     const state: CheckpointState = { account: cp.account, positions: undefined, activeOrders: undefined, seq: cp.seq, lastTimeMs: cp.lastTimeMs };
     if (cp.v === undefined) {
       // Version 1: no rows written yet; the next checkpoint writes them all.
-      if (cp.positions?.length) state.positions = new Map(cp.positions.map((p) => [p.ticket, p]));
-      if (cp.activeOrders?.length) state.activeOrders = new Map(cp.activeOrders.map((o) => [o.ticket, o]));
-      return state;
+      const positions = new Map((cp.positions ?? []).map((p) => [p.ticket, p]));
+      const activeOrders = new Map((cp.activeOrders ?? []).map((o) => [o.ticket, o]));
+      if (positions.size) state.positions = new Map(positions);
+      if (activeOrders.size) state.activeOrders = new Map(activeOrders);
+      return { state, positions, activeOrders };
     }
     const rows: CheckpointRows = { positions: new Map(), orders: new Map(), next: 0 };
-    const load = <T extends { ticket: number }>(kind: string, written: Map<number, Written<T>>): Map<number, T> | undefined => {
-      const list = this.st.rows.all(server, login, kind) as { key: string; data: string }[];
-      if (list.length === 0) return undefined;
+    const load = <T extends { ticket: number }>(kind: string, written: Map<number, number>): Map<number, T> => {
       const out = new Map<number, T>();
-      for (const r of list) {
+      for (const r of this.st.rows.all(server, login, kind) as { key: string; data: string }[]) {
         const rec = JSON.parse(r.data) as T;
+        const key = Number(r.key);
         out.set(rec.ticket, rec);
-        written.set(rec.ticket, { rec, key: r.key });
-        rows.next = Math.max(rows.next, Number(r.key));
+        written.set(rec.ticket, key);
+        rows.next = Math.max(rows.next, key);
       }
       return out;
     };
-    state.positions = load(POSITION, rows.positions);
-    state.activeOrders = load(ORDER, rows.orders);
+    const positions = load<StoredPosition>(POSITION, rows.positions);
+    const activeOrders = load<Order>(ORDER, rows.orders);
     if (rows.next > 0) state.rows = rows;
-    return state;
+    return { state, positions, activeOrders };
   }
 }

@@ -6,7 +6,7 @@ import type { EquityPoint } from '../market/account.js';
 import type { Deal, Order, RequestLookup } from '../market/orders.js';
 import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPosition } from '../sim/persistence.js';
 import { decodeChange, encodeChange } from './simCodec.js';
-import { CHECKPOINT, CheckpointRowStore, type CheckpointRows } from './simCheckpoint.js';
+import { CHECKPOINT, CheckpointRowStore, notePending, type CheckpointRows, type Pending, type ReadCheckpoint } from './simCheckpoint.js';
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { CommitGroup } from './commitGroup.js';
@@ -41,16 +41,16 @@ export function migrateSimStore(db: Database.Database): void {
 /** Request ids are deduplicated for a day. */
 const REQUEST_TTL_MS = 86_400_000;
 
-/** A lazily created map's values, none when it was never created. */
-const valuesOf = <V>(m: Map<number, V> | undefined): V[] => (m ? [...m.values()] : []);
-
 /** The in-memory mirror of one account, checkpointed into sim_state. */
 interface Mirror {
   account: StoredAccount;
-  // The maps are created by their first entry: most accounts hold no position, order or request
-  // id, and an empty Map still costs its table (issue 19, memory per idle account).
-  positions: Map<number, StoredPosition> | undefined;
-  activeOrders: Map<number, Order> | undefined;
+  // Positions and active orders changed since the last checkpoint (simCheckpoint.ts), not all of
+  // them: a copy of every open position lived as long as the position, and each one the bench
+  // opened was copied by every young-generation scavenge until promoted (issue 19, the p99). The
+  // maps are created by their first entry and dropped by the checkpoint: an empty Map still costs
+  // its table (issue 19, memory per idle account).
+  positions: Pending<StoredPosition> | undefined;
+  activeOrders: Pending<Order> | undefined;
   seq: number;
   /** time_ms of the last journal row (replay starts there). */
   lastTimeMs: number;
@@ -235,7 +235,8 @@ export class SqliteSimStore implements SimPersistence {
     this.commitQueued();
     const row = this.st.stateGet.get(server, login, CHECKPOINT, '') as { data: string } | undefined;
     if (!row) return null;
-    const cp = this.checkpoints.read(server, login, row.data);
+    const read = this.checkpoints.read(server, login, row.data);
+    const cp = read.state;
     const m: Mirror = { ...cp, refs: undefined, newRefs: [], checkpointedMs: this.clock.now() };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
       for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new Map()).set(id, [t, q]);
@@ -245,7 +246,7 @@ export class SqliteSimStore implements SimPersistence {
     if (replay) {
       for (const r of replay.rows) {
         if (r.seq <= cp.seq) continue;
-        this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq);
+        this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq, read);
         m.seq = r.seq;
       }
       m.dirtyFrom = replay.from;
@@ -255,8 +256,8 @@ export class SqliteSimStore implements SimPersistence {
     this.mirrors.set(this.key(server, login), m);
     return {
       account: structuredClone(m.account),
-      positions: valuesOf(m.positions).map((p) => ({ ...p })),
-      activeOrders: valuesOf(m.activeOrders),
+      positions: [...read.positions.values()].map((p) => ({ ...p })),
+      activeOrders: [...read.activeOrders.values()],
     };
   }
 
@@ -268,11 +269,10 @@ export class SqliteSimStore implements SimPersistence {
     this.checkpoint();
   }
 
-  private applyToMirror(m: Mirror, c: SimChange, time: number, seq: number): void {
+  /** `open`: an account being loaded, its open records (kept up to date too). */
+  private applyToMirror(m: Mirror, c: SimChange, time: number, seq: number, open?: ReadCheckpoint): void {
     if (c.balance !== undefined) m.account.balance = c.balance;
-    if (c.orders) for (const o of c.orders) o.doneMs === null ? (m.activeOrders ??= new Map()).set(o.order.ticket, o.order) : m.activeOrders?.delete(o.order.ticket);
-    if (c.positions) for (const p of c.positions) (m.positions ??= new Map()).set(p.ticket, { ...p });
-    if (c.closedPositions) for (const t of c.closedPositions) m.positions?.delete(t);
+    notePending(m, c, open);
     if (c.request && !m.refs?.has(c.request.requestId)) {
       (m.refs ??= new Map()).set(c.request.requestId, [time, seq]);
       m.newRefs.push([c.request.requestId, time, seq]);
