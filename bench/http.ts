@@ -101,6 +101,11 @@ async function concurrentOrders(g: Awaited<ReturnType<typeof benchGateway>>) {
   return { floorRun, run, cpu, accountsPerShard: status.shards?.map((s) => s.accounts) };
 }
 
+function cpuPerOrder(c: Awaited<ReturnType<typeof concurrentOrders>>) {
+  const us = (s: number | undefined) => (s === undefined ? null : Math.round((s / c.run.sent) * 1e7) / 10);
+  return { main: us(c.cpu.cpuSeconds.main), busiestOther: us(c.cpu.cpuSeconds.others[0]) };
+}
+
 if (curve) {
   const points = [];
   for (const n of curve) {
@@ -108,7 +113,7 @@ if (curve) {
     const g = await benchGateway(n, dir);
     const c = await concurrentOrders(g);
     points.push({ shards: n, orderSendRps: c.run.rps, floorRps: c.floorRun.rps, overFloor: Math.round((c.run.rps / c.floorRun.rps) * 1000) / 1000,
-      errors: c.run.errors + c.floorRun.errors, statuses: c.run.statuses, threadCpu: c.cpu, accountsPerShard: c.accountsPerShard });
+      errors: c.run.errors + c.floorRun.errors, statuses: c.run.statuses, threadCpu: c.cpu, cpuUsPerOrder: cpuPerOrder(c), accountsPerShard: c.accountsPerShard });
     console.error(JSON.stringify(points.at(-1)));
     await g.gw.close();
     rmSync(dir, { recursive: true, force: true });
@@ -207,6 +212,9 @@ const summary = {
     shards: shards || 'default', orderSendRps: results.orderSendConcurrent.rps, floorRps: results.floorConcurrent.rps,
     overFloor: ratio(results.orderSendConcurrent.rps, results.floorConcurrent.rps), orderSendUs: results.orderSendConcurrent.latencyUs,
     threadCpu: conc.cpu, accountsPerShard: conc.accountsPerShard,
+    // CPU per order of the main thread and of the busiest other (the shard with one shard), over
+    // every order of the window (warm-up included): the figure a loaded machine changes least.
+    cpuUsPerOrder: cpuPerOrder(conc),
   },
   // Any error (a refused or failed request, a rejected order) invalidates the run's figures.
   errors: Object.values(results).reduce((n, r) => n + r.errors, 0),

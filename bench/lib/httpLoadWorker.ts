@@ -26,6 +26,8 @@ export interface LoadJob {
 
 export interface LoadResult {
   requests: number;
+  /** Requests sent, warm-up included. */
+  sent: number;
   errors: number;
   statuses: Record<string, number>;
   seconds: number;
@@ -109,7 +111,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   state.measuring = false;
   state.stop = true;
   await Promise.race([Promise.all(conns), new Promise((r) => setTimeout(r, 2_000))]);
-  return { requests: state.requests, errors: state.errors, statuses: Object.fromEntries(state.statuses), seconds, hist: state.hist.toJSON() };
+  return { requests: state.requests, sent: state.sent, errors: state.errors, statuses: Object.fromEntries(state.statuses), seconds, hist: state.hist.toJSON() };
 }
 
 // As a child process started on this file (not merely imported by one with an IPC channel, such as

@@ -9,6 +9,8 @@ const WORKER = moduleBeside('./httpLoadWorker.ts', import.meta.url);
 
 export interface MergedLoad {
   requests: number;
+  /** Requests sent, warm-ups included. */
+  sent: number;
   errors: number;
   statuses: Record<string, number>;
   rps: number;
@@ -30,14 +32,16 @@ export async function spawnLoad(job: LoadJob, processes: number): Promise<Merged
   const hist = new Histogram();
   const statuses: Record<string, number> = {};
   let requests = 0;
+  let sent = 0;
   let errors = 0;
   let rps = 0;
   for (const r of results) {
     hist.merge(r.hist);
     requests += r.requests;
+    sent += r.sent;
     errors += r.errors;
     rps += r.requests / r.seconds;
     for (const [k, v] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
   }
-  return { requests, errors, statuses, rps: Math.round(rps), latencyUs: hist.summary() };
+  return { requests, sent, errors, statuses, rps: Math.round(rps), latencyUs: hist.summary() };
 }

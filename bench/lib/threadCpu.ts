@@ -31,6 +31,9 @@ export interface ThreadCpu {
   main: number;
   /** The other threads' shares, busiest first (those above 2 %). */
   others: number[];
+  /** CPU seconds over the window: the main thread's, and the others' in the order of `others`
+   *  (divided by the work done in the window: CPU per unit, which survives a loaded machine). */
+  cpuSeconds: { main: number; others: number[] };
 }
 
 /** Starts a window; the returned function ends it. */
@@ -39,9 +42,11 @@ export function threadCpuWindow(): () => ThreadCpu {
   const before = sample();
   return () => {
     const seconds = (performance.now() - t0) / 1000;
-    const share = (tid: number, ticks: number) => Math.round(((ticks - (before.get(tid) ?? 0)) / TICKS_PER_S / seconds) * 100) / 100;
+    const cpu = (tid: number, ticks: number) => (ticks - (before.get(tid) ?? 0)) / TICKS_PER_S;
+    const share = (s: number) => Math.round((s / seconds) * 100) / 100;
     const after = sample();
-    const others = [...after].filter(([tid]) => tid !== process.pid).map(([tid, t]) => share(tid, t)).filter((x) => x > 0.02).sort((a, b) => b - a);
-    return { main: share(process.pid, after.get(process.pid) ?? 0), others };
+    const others = [...after].filter(([tid]) => tid !== process.pid).map(([tid, t]) => cpu(tid, t)).filter((s) => share(s) > 0.02).sort((a, b) => b - a);
+    const main = cpu(process.pid, after.get(process.pid) ?? 0);
+    return { main: share(main), others: others.map(share), cpuSeconds: { main, others } };
   };
 }

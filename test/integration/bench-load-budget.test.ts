@@ -22,6 +22,7 @@ describe('bench load budget', () => {
     const t0 = performance.now();
     const r = await runLoad({ port: (server.address() as AddressInfo).port, path: '/x', connections: 4, warmupMs: 50, durationMs: 20_000, maxSent: 400 });
     expect(received).toBe(400);
+    expect(r.sent).toBe(400);
     // The warm-up's answers are not measured; the measured ones are the rest of the budget.
     expect(r.requests).toBeGreaterThan(0);
     expect(r.requests).toBeLessThanOrEqual(400);
