@@ -1,7 +1,7 @@
 // The containers of one simulated account's state between two commits: its order book, and the
 // changes of one operation (a trade request, or one tick's triggers) merged until they are persisted
 // in a single transaction (SimAccount.flush).
-import type { Order } from '../market/orders.js';
+import type { Deal, Order } from '../market/orders.js';
 import type { SimChange } from './persistence.js';
 
 /**
@@ -20,9 +20,13 @@ export class OrderBook extends Map<number, Order> {
 type Batch = Required<Pick<SimChange, 'orders' | 'positions' | 'closedPositions' | 'deals'>> & SimChange;
 const emptyBatch = (): Batch => ({ orders: [], positions: [], closedPositions: [], deals: [] });
 
+const noDeals: readonly Deal[] = [];
+
 /** Changes merged since the last flush, and whether positions or pending orders changed. */
 export class ChangeBatch {
-  private batch = emptyBatch();
+  /** Made by an operation's first change and handed over by take(): an empty one made ahead waited
+   *  for the account's next operation, long enough to be copied by young-generation scavenges. */
+  private batch: Batch | undefined;
   private dirty = false;
   private positionsChanged = false;
   private ordersChanged = false;
@@ -30,12 +34,12 @@ export class ChangeBatch {
   get pending(): boolean {
     return this.dirty;
   }
-  get deals() {
-    return this.batch.deals;
+  get deals(): readonly Deal[] {
+    return this.batch?.deals ?? noDeals;
   }
 
   add(change: SimChange, positionsChanged: boolean, ordersChanged: boolean): void {
-    const b = this.batch;
+    const b = (this.batch ??= emptyBatch());
     if (change.balance !== undefined) b.balance = change.balance;
     if (change.orders) b.orders.push(...change.orders);
     if (change.positions) b.positions.push(...change.positions.map((p) => ({ ...p })));
@@ -49,8 +53,8 @@ export class ChangeBatch {
 
   /** The merged change (to persist) and what it changed; the batch starts empty again. */
   take(): { change: Batch; positionsChanged: boolean; ordersChanged: boolean } {
-    const out = { change: this.batch, positionsChanged: this.positionsChanged, ordersChanged: this.ordersChanged };
-    this.batch = emptyBatch();
+    const out = { change: this.batch ?? emptyBatch(), positionsChanged: this.positionsChanged, ordersChanged: this.ordersChanged };
+    this.batch = undefined;
     this.dirty = this.positionsChanged = this.ordersChanged = false;
     return out;
   }

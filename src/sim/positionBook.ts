@@ -37,7 +37,8 @@ const noStops = (t: SymbolTotals) => {
   t.buyTpMin = t.sellSlMin = Infinity;
 };
 
-/** What one position added to its side's totals (taken off again, exactly, when it leaves). */
+/** What one position added to its side's totals (taken off again, exactly, when it leaves or
+ *  changes): worked out again from the position as it was accounted, at its first touch since. */
 interface Receipt {
   readonly side: SideTotals;
   readonly lots: number;
@@ -48,14 +49,18 @@ interface Receipt {
 
 /**
  * The positions map. Whoever gets a position from it (get, set) may change it in place (a partial
- * close changes its volume, a modify its stops): such positions are re-read at the next question
- * (settle), so the totals follow without the engine having to announce each change. Iterating
- * (values) hands out positions to read only.
+ * close changes its volume, a modify its stops) until the next question: such positions are re-read
+ * then (settle), so the totals follow without the engine having to announce each change. Iterating
+ * (values) hands out positions to read only. What a position added to the totals is taken when it
+ * is touched (get, set, delete), before the caller can change it, not kept from when it was
+ * accounted: a receipt per open position lived as long as the position (issue 19, what every
+ * young-generation scavenge copies).
  */
 export class PositionBook extends Map<number, StoredPosition> {
   // Created with the first position: most accounts hold none, and an empty Map still costs its
   // table (issue 19, memory per idle account).
   private totalsBySymbol: Map<string, SymbolTotals> | undefined;
+  /** Of the positions touched since the last question that were accounted then. */
   private receipts: Map<number, Receipt> | undefined;
   private touched: Set<number> | undefined;
   private maxDay = -Infinity;
@@ -90,20 +95,32 @@ export class PositionBook extends Map<number, StoredPosition> {
 
   override get(ticket: number): StoredPosition | undefined {
     const p = super.get(ticket);
-    if (p) (this.touched ??= new Set()).add(ticket);
+    if (p) this.touch(ticket, p);
     return p;
   }
 
   override set(ticket: number, p: StoredPosition): this {
+    this.touch(ticket, super.get(ticket));
     super.set(ticket, p);
-    (this.touched ??= new Set()).add(ticket);
     return this;
   }
 
   override delete(ticket: number): boolean {
-    if (!super.delete(ticket)) return false;
-    (this.touched ??= new Set()).add(ticket);
+    const p = super.get(ticket);
+    if (!p) return false;
+    this.touch(ticket, p);
+    super.delete(ticket);
     return true;
+  }
+
+  /** A position about to be handed out, replaced or removed: at its first touch since the last
+   *  question, what it added to the totals (it is as it was accounted: untouched positions are
+   *  not changed). `p`: the position held now, if any. */
+  private touch(ticket: number, p: StoredPosition | undefined): void {
+    const touched = (this.touched ??= new Set());
+    if (touched.has(ticket)) return;
+    touched.add(ticket);
+    if (p) (this.receipts ??= new Map()).set(ticket, this.receiptOf(p));
   }
 
   override clear(): void {
@@ -132,7 +149,7 @@ export class PositionBook extends Map<number, StoredPosition> {
       for (const ticket of this.touched) {
         this.unaccount(ticket);
         const p = super.get(ticket);
-        if (p) this.account(ticket, p);
+        if (p) this.account(p);
       }
       this.touched.clear();
     }
@@ -156,24 +173,29 @@ export class PositionBook extends Map<number, StoredPosition> {
     this.drift++;
   }
 
-  private account(ticket: number, p: StoredPosition): void {
+  /** What a position adds to its side's totals (the same arithmetic when it is taken off). */
+  private receiptOf(p: StoredPosition): Receipt {
     const totals = (this.totalsBySymbol ??= new Map());
     let t = totals.get(p.symbol);
     if (!t) totals.set(p.symbol, (t = symbolTotals()));
     const day = serverDay(p.openTimeMsc, this.clock);
-    const r: Receipt = {
+    return {
       side: p.type === 'Buy' ? t.buy : t.sell,
       lots: p.volume, lotsOpen: p.volume * p.openPrice, lotsRollover: p.volume * rolloverIndex(day), swapPaid: p.swapPaid,
     };
+  }
+
+  private account(p: StoredPosition): void {
+    const r = this.receiptOf(p);
     const s = r.side;
     s.n++;
     s.lots += r.lots;
     s.lotsOpen += r.lotsOpen;
     s.lotsRollover += r.lotsRollover;
     s.swapPaid += r.swapPaid;
-    (this.receipts ??= new Map()).set(ticket, r);
+    const day = serverDay(p.openTimeMsc, this.clock);
     if (day > this.maxDay) this.maxDay = day;
-    widenStops(t, p);
+    widenStops(this.totalsBySymbol!.get(p.symbol)!, p);
     this.drift++;
   }
 
@@ -187,7 +209,7 @@ export class PositionBook extends Map<number, StoredPosition> {
     this.receipts?.clear();
     this.touched?.clear();
     this.maxDay = -Infinity;
-    for (const [ticket, p] of this.entries()) this.account(ticket, p);
+    for (const p of super.values()) this.account(p);
     this.drift = 0;
   }
 }
