@@ -11,6 +11,7 @@ import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { CommitGroup } from './commitGroup.js';
 import { DirtyMarks, migrateDirtyMarks, type JournalRef } from './simDirty.js';
+import { RequestRefs } from './requestRefs.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -59,7 +60,7 @@ interface Mirror {
    *  that outlive young-generation collections they made every scavenge copy them (in-process
    *  idempotent orders: p99 ~2.9 ms with them, ~1.1 ms without). A lookup reads the row; that
    *  happens only when an id comes again (a retry after a lost reply, a restart's recovery). */
-  refs: Map<string, JournalRef> | undefined;
+  refs: RequestRefs | undefined;
   /** Requests not yet in a checkpointed batch: their ids (refs has where each is). An [id, time,
    *  seq] array per order lived until the checkpoint, ~1 s, past a young-generation scavenge. */
   newRefs: string[];
@@ -211,10 +212,7 @@ export class SqliteSimStore implements SimPersistence {
         this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), JSON.stringify(batch));
         m.newRefs = [];
       }
-      if (m.refs && m.refs.size > 20_000) {
-        const horizon = m.lastTimeMs - REQUEST_TTL_MS;
-        for (const [id, r] of m.refs) if (r[0] < horizon) m.refs.delete(id);
-      }
+      if (m.refs && m.refs.size > 20_000) m.refs.prune(m.lastTimeMs - REQUEST_TTL_MS);
       this.dirtyMirrors.delete(m);
       m.checkpointedMs = now;
     }
@@ -245,7 +243,7 @@ export class SqliteSimStore implements SimPersistence {
     const cp = read.state;
     const m: Mirror = { ...cp, refs: undefined, newRefs: [], checkpointedMs: this.clock.now() };
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
-      for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new Map()).set(id, [t, q]);
+      for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new RequestRefs()).set(id, t, q);
     }
     // Replay what was journaled after the checkpoint; the mark stays until a checkpoint covers it.
     const replay = this.marks.rowsToReplay(server, login);
@@ -280,7 +278,7 @@ export class SqliteSimStore implements SimPersistence {
     if (c.balance !== undefined) m.account.balance = c.balance;
     notePending(m, c, open);
     if (c.request && !m.refs?.has(c.request.requestId)) {
-      (m.refs ??= new Map()).set(c.request.requestId, [time, seq]);
+      (m.refs ??= new RequestRefs()).set(c.request.requestId, time, seq);
       m.newRefs.push(c.request.requestId);
     }
     this.dirtyMirrors.add(m);

@@ -1,0 +1,38 @@
+// The simulator store's request ids by journal row (src/store/requestRefs.ts) replace a
+// Map<string, [time, seq]>: for random sequences of sets (new ids and ids again), prunes and
+// growth past their arrays, every id answers what the Map answers, and the sizes agree.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { RequestRefs } from '../../src/store/requestRefs.js';
+
+const T0 = 1_795_003_200_000;
+const op = fc.oneof(
+  fc.record({ k: fc.constant('set' as const), id: fc.integer({ min: 0, max: 300 }), t: fc.integer({ min: 0, max: 1_000_000 }), q: fc.nat({ max: 1e9 }) }),
+  fc.record({ k: fc.constant('prune' as const), h: fc.integer({ min: 0, max: 1_000_000 }) }),
+);
+
+describe('request ids by journal row', () => {
+  it('answer as the Map they replace, across sets, prunes and growth', () => {
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 400 }), (ops) => {
+        const refs = new RequestRefs();
+        const model = new Map<string, [number, number]>();
+        for (const x of ops) {
+          if (x.k === 'set') {
+            refs.set(`id-${x.id}`, T0 + x.t, x.q);
+            model.set(`id-${x.id}`, [T0 + x.t, x.q]);
+          } else {
+            refs.prune(T0 + x.h);
+            for (const [id, r] of model) if (r[0] < T0 + x.h) model.delete(id);
+          }
+          expect(refs.size).toBe(model.size);
+        }
+        for (let i = 0; i <= 300; i++) {
+          expect(refs.get(`id-${i}`)).toEqual(model.get(`id-${i}`));
+          expect(refs.has(`id-${i}`)).toBe(model.has(`id-${i}`));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
