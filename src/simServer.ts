@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { SimBrokerConnection } from './broker/sim.js';
-import { BRIDGE_PROTOCOL_VERSION, encodeError, isFrameObject, LineReader, type HelloArgs, type RequestFrame } from './broker/bridgeProtocol.js';
+import { BRIDGE_PROTOCOL_VERSION, encodeError, isFrameObject, LineReader, POSITIONS_DELTA, PositionsDeltaEncoder, type HelloArgs, type RequestFrame } from './broker/bridgeProtocol.js';
 import type { BrokerEventName } from './broker/types.js';
 import { BrokerRequestError, BrokerTimeoutError } from './market/brokerErrors.js';
 import type { Timeframe } from './market/timeframes.js';
@@ -158,10 +158,15 @@ function serveSocket(sim: Simulator, socket: Socket): void {
         const c = new SimBrokerConnection(sim, { server: hello.server, login: hello.login, password: hello.password });
         await c.connect();
         conn = c;
-        for (const e of EVENTS) offs.push(c.on(e, (data) => send({ event: e, data })));
+        const delta = Array.isArray(hello.features) && hello.features.includes(POSITIONS_DELTA) ? new PositionsDeltaEncoder() : null;
+        for (const e of EVENTS) {
+          offs.push(e === 'positions' && delta
+            ? c.on('positions', (list) => send({ event: POSITIONS_DELTA, data: delta.encode(list) }))
+            : c.on(e, (data) => send({ event: e, data })));
+        }
         // An injected drop closes the wire, as a real outage would.
         offs.push(c.on('state', (s) => s.state === 'disconnected' && socket.destroy()));
-        send({ id: frame.id, result: { version: BRIDGE_PROTOCOL_VERSION, server: c.server } });
+        send({ id: frame.id, result: { version: BRIDGE_PROTOCOL_VERSION, server: c.server, ...(delta ? { features: [POSITIONS_DELTA] } : {}) } });
       } catch (err) {
         send({ id: frame.id, error: encodeError(err) });
         socket.end();

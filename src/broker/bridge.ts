@@ -13,7 +13,10 @@ import { BrokerListeners } from './listeners.js';
 import { randomUUID } from 'node:crypto';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, TRADE_OPS, type ErrorBody } from './bridgeProtocol.js';
+import {
+  BRIDGE_PROTOCOL_VERSION, decodeError, isFrameObject, LineReader, POSITIONS_DELTA, PositionsDeltaDecoder, TRADE_OPS, type ErrorBody,
+  type PositionsDelta,
+} from './bridgeProtocol.js';
 import { passwordOf, type BrokerConnection, type BrokerEventName, type BrokerEvents, type ConnectionState, type Password, type TradeOptions, type Unsubscribe } from './types.js';
 import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
 import { BrokerDisconnectedError, BrokerTimeoutError } from '../market/brokerErrors.js';
@@ -59,12 +62,13 @@ const DEAL_SLACK_MS = 60_000;
 /** How far back deals are re-read after a reconnect when none was seen yet (ms). */
 const RESYNC_LOOKBACK_MS = 7 * 86_400_000;
 
-const EVENT_NAMES: ReadonlySet<string> = new Set(['tick', 'positions', 'orders', 'deal', 'candle']);
+const EVENT_NAMES: ReadonlySet<string> = new Set(['tick', 'positions', POSITIONS_DELTA, 'orders', 'deal', 'candle']);
 
 /** The frame shapes of docs/bridge-protocol.md: an event with its data, or a reply to a numeric id. */
 function wellFormed(f: Record<string, unknown>): boolean {
   if (f.event !== undefined) {
     if (typeof f.event !== 'string' || !EVENT_NAMES.has(f.event) || !isObjectOrArray(f.data)) return false;
+    if (f.event === POSITIONS_DELTA) return Array.isArray((f.data as PositionsDelta).upsert) && Array.isArray((f.data as PositionsDelta).removed);
     return f.event !== 'deal' || typeof (f.data as { ticket?: unknown }).ticket === 'number';
   }
   if (typeof f.id !== 'number') return false;
@@ -92,6 +96,8 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private connecting: Promise<void> | null = null;
   private everConnected = false;
   private readonly clock: Clock;
+  /** This socket's positions, when its server sends them as deltas (a new one per login). */
+  private positionsDelta = new PositionsDeltaDecoder();
 
   constructor(private readonly options: BridgeOptions) {
     this.clock = options.clock ?? systemClock;
@@ -145,12 +151,14 @@ export class BridgeBrokerConnection implements BrokerConnection {
       throw new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}${this.options.tls ? ` over TLS (${(err as Error).message})` : ''}`, { cause: err });
     });
     this.socket = socket;
+    this.positionsDelta = new PositionsDeltaDecoder();
     try {
       const hello = (await this.request('hello', {
         version: BRIDGE_PROTOCOL_VERSION,
         server: this.options.server,
         login: this.options.login,
         password: passwordOf(this.options.password),
+        features: [POSITIONS_DELTA],
       })) as { version: number; server: ServerInfo };
       this.info = hello.server;
       this.known = true;
@@ -259,7 +267,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
   // ---- requests --------------------------------------------------------------------------
 
   private onLine(line: string): void {
-    let frame: { id?: number; result?: unknown; error?: ErrorBody; event?: BrokerEventName; data?: unknown };
+    let frame: { id?: number; result?: unknown; error?: ErrorBody; event?: BrokerEventName | typeof POSITIONS_DELTA; data?: unknown };
     try {
       const parsed: unknown = JSON.parse(line);
       if (!isFrameObject(parsed) || !wellFormed(parsed)) throw new Error('not a bridge frame');
@@ -272,6 +280,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
     }
     if (frame.event !== undefined) {
       if (frame.event === 'deal') this.onDeal(frame.data as Deal);
+      else if (frame.event === POSITIONS_DELTA) this.emit('positions', this.positionsDelta.apply(frame.data as PositionsDelta));
       else this.emit(frame.event, frame.data as never);
       return;
     }

@@ -5,7 +5,7 @@ import {
   BrokerAuthError, BrokerDisconnectedError, BrokerError, BrokerNotSupportedError, BrokerRequestError,
   BrokerTimeoutError,
 } from '../market/brokerErrors.js';
-import type { RejectReason } from '../market/orders.js';
+import type { Position, RejectReason } from '../market/orders.js';
 import type { Platform } from '../market/server.js';
 
 export const BRIDGE_PROTOCOL_VERSION = 1;
@@ -15,6 +15,50 @@ export interface HelloArgs {
   readonly server: string;
   readonly login: string;
   readonly password: string;
+  /** Optional extensions the client understands (a server that knows none ignores them). */
+  readonly features?: readonly string[];
+}
+
+/** Extension: `positionsDelta` events (only the positions that changed, and the tickets closed)
+ *  instead of a full `positions` snapshot after every trade, which grew with the open positions
+ *  (~230 bytes each, encoded, sent and parsed per trade). Asked in the hello's `features`, granted
+ *  in its reply's; a peer that does not know it keeps full snapshots (protocol version unchanged). */
+export const POSITIONS_DELTA = 'positionsDelta';
+export interface PositionsDelta {
+  readonly upsert: readonly Position[];
+  readonly removed: readonly number[];
+}
+
+/** Server side, one per socket: what changed since the last list sent on it. */
+export class PositionsDeltaEncoder {
+  /** ticket -> the position's JSON as last sent. */
+  private readonly sent = new Map<number, string>();
+  encode(list: readonly Position[]): PositionsDelta {
+    const upsert: Position[] = [];
+    const now = new Set<number>();
+    for (const p of list) {
+      now.add(p.ticket);
+      const json = JSON.stringify(p);
+      if (this.sent.get(p.ticket) === json) continue;
+      this.sent.set(p.ticket, json);
+      upsert.push(p);
+    }
+    const removed: number[] = [];
+    for (const ticket of this.sent.keys()) if (!now.has(ticket)) removed.push(ticket);
+    for (const ticket of removed) this.sent.delete(ticket);
+    return { upsert, removed };
+  }
+}
+
+/** Client side, one per login (a new socket starts from nothing, as its server's encoder does). */
+export class PositionsDeltaDecoder {
+  private readonly positions = new Map<number, Position>();
+  /** The full list after `delta`, in the order positions first appeared. */
+  apply(delta: PositionsDelta): Position[] {
+    for (const ticket of delta.removed) this.positions.delete(ticket);
+    for (const p of delta.upsert) this.positions.set(p.ticket, p);
+    return [...this.positions.values()];
+  }
 }
 
 export interface RequestFrame {

@@ -6,6 +6,7 @@ import { BrokerAuthError, BrokerTimeoutError } from '../../src/market/brokerErro
 import type { Deal, TradeResult } from '../../src/market/orders.js';
 import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { makeSim, T0 } from '../helpers/sim-helpers.js';
+import { until } from '../helpers/until.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -174,5 +175,67 @@ describe('a bridge that lost its state (standalone simulator restarted without -
     expect(reference.some((t) => before.includes(t))).toBe(true); // the premise: tickets repeat
     const after = deals.slice(3).filter((d) => d.entry === 'in').map((d) => d.ticket);
     expect(after).toEqual(reference);
+  });
+});
+
+describe('positions as deltas (hello feature positionsDelta)', () => {
+  /** Bytes the client reads from its socket from now on. */
+  function wireCounter(client: BridgeBrokerConnection) {
+    let bytes = 0;
+    (client as unknown as { socket: import('node:net').Socket }).socket.on('data', (d: string) => (bytes += d.length));
+    return { take: () => { const b = bytes; bytes = 0; return b; } };
+  }
+
+  it('sends a trade the changed positions only, and the client still emits the full list', async () => {
+    const { sim, client } = await setup('2101');
+    const lists: { ticket: number }[][] = [];
+    client.on('positions', (l) => lists.push(l.map((p) => ({ ticket: p.ticket }))));
+    for (let i = 0; i < 30; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    const wire = wireCounter(client);
+    const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    expect(r.ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 20));
+    // 31 open positions are ~7 KB as a snapshot; the trade's frames stay far below it.
+    expect(wire.take()).toBeLessThan(2500);
+    const open = (await client.openedOrders()).positions.map((p) => p.ticket);
+    expect(open).toHaveLength(31);
+    expect(lists.at(-1)!.map((p) => p.ticket).sort()).toEqual([...open].sort());
+    // A close removes the ticket from the emitted list.
+    expect((await client.orderClose({ ticket: open[0]! })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 20));
+    expect(lists.at(-1)!.map((p) => p.ticket).sort()).toEqual(open.slice(1).sort());
+    expect(sim.server('Sim-P5-Demo')).toBeDefined();
+  });
+
+  it('starts from an empty view at each login (a reconnect gets its positions anew)', async () => {
+    const { handle, client } = await setup('2102');
+    for (let i = 0; i < 3; i++) await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    handle.dropAll();
+    await until(() => client.state === 'disconnected', 'the drop seen');
+    await client.connect();
+    const lists: number[][] = [];
+    client.on('positions', (l) => lists.push(l.map((p) => p.ticket)));
+    await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    await until(() => lists.length > 0 && lists.at(-1)!.length === 4, 'four positions emitted');
+    expect(lists.at(-1)!.sort()).toEqual((await client.openedOrders()).positions.map((p) => p.ticket).sort());
+  });
+
+  it('keeps full snapshots for a client that does not ask for deltas', async () => {
+    const { handle, client } = await setup('2103');
+    for (let i = 0; i < 3; i++) await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    const { connect } = await import('node:net');
+    const raw = connect({ host: '127.0.0.1', port: handle.port });
+    raw.setEncoding('utf8');
+    let text = '';
+    raw.on('data', (d: string) => (text += d));
+    cleanups.push(() => void raw.destroy());
+    raw.write(JSON.stringify({ id: 1, op: 'hello', args: { version: 1, server: 'Sim-P5-Demo', login: '2103', password: 'pw' } }) + '\n');
+    await until(() => text.includes('"id":1'), 'the hello reply');
+    expect(text).not.toContain('features');
+    raw.write(JSON.stringify({ id: 2, op: 'orderSend', args: { req: { symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, opts: { requestId: 'raw-1' } } }) + '\n');
+    await until(() => text.includes('"event":"positions"'), 'a positions snapshot');
+    const frame = text.split('\n').map((l) => (l ? JSON.parse(l) : {})).find((f) => f.event === 'positions');
+    expect(frame.data).toHaveLength(4);
+    expect(text).not.toContain('positionsDelta');
   });
 });
