@@ -31,16 +31,16 @@ export interface PositionsDelta {
 
 /** Server side, one per socket: what changed since the last list sent on it. */
 export class PositionsDeltaEncoder {
-  /** ticket -> the position's JSON as last sent. */
-  private readonly sent = new Map<number, string>();
+  /** ticket -> the position as last sent. */
+  private readonly sent = new Map<number, Position>();
   encode(list: readonly Position[]): PositionsDelta {
     const upsert: Position[] = [];
     const now = new Set<number>();
     for (const p of list) {
       now.add(p.ticket);
-      const json = JSON.stringify(p);
-      if (this.sent.get(p.ticket) === json) continue;
-      this.sent.set(p.ticket, json);
+      const last = this.sent.get(p.ticket);
+      if (last && sameRecord(last, p)) continue;
+      this.sent.set(p.ticket, p);
       upsert.push(p);
     }
     const removed: number[] = [];
@@ -48,6 +48,15 @@ export class PositionsDeltaEncoder {
     for (const ticket of removed) this.sent.delete(ticket);
     return { upsert, removed };
   }
+}
+
+/** Field by field (a Position's fields are primitives): a JSON encoding of each position per
+ *  trade to compare cost as much as the snapshot it replaces. */
+function sameRecord(a: Position, b: Position): boolean {
+  const keys = Object.keys(b);
+  if (Object.keys(a).length !== keys.length) return false;
+  for (const k of keys) if ((a as unknown as Record<string, unknown>)[k] !== (b as unknown as Record<string, unknown>)[k]) return false;
+  return true;
 }
 
 /** Client side, one per login (a new socket starts from nothing, as its server's encoder does). */
