@@ -105,6 +105,26 @@ describe('sim_dirty marks', () => {
     c.db.close();
   });
 
+  it('a change without a time of its own, made after a restart that replayed later rows, is replayed by the next restart', () => {
+    // The restart's replay reads rows from the oldest mark's time on: a row journaled after the
+    // restart must not be timed before the rows it replayed (it would be skipped by the next one).
+    const file = tempFile();
+    const account = { server: 'S', login: '4041', passwordHash: 'h', salt: 's', name: 'n', currency: 'USD', leverage: 100, createdMs: T0, balance: 1000, credit: 0 };
+    const a = open(file, 1e12);
+    a.store.createAccount(account); // checkpointed at T0
+    a.store.apply('S', '4041', { balance: 1100, equity: { timeMsc: T0 + 60_000, balance: 1100, equity: 1100 } as never });
+    a.store.commitQueued();
+    a.db.close(); // a crash: the row at T0 + 60 s and its mark, no checkpoint
+    const b = open(file, 1e12);
+    expect(b.store.loadAccount('S', '4041')?.account.balance).toBe(1100);
+    b.store.apply('S', '4041', { balance: 1200 }); // no time of its own
+    b.store.commitQueued();
+    b.db.close(); // a second crash before any checkpoint
+    const c = open(file, 1e12);
+    expect(c.store.loadAccount('S', '4041')?.account.balance).toBe(1200);
+    c.db.close();
+  });
+
   it('a shard that went quiet still checkpoints its dirty accounts (one timer), so no mark stays behind', async () => {
     const file = tempFile();
     const clock = new ManualClock(T0);
