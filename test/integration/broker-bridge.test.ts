@@ -7,6 +7,7 @@ import type { Deal, TradeResult } from '../../src/market/orders.js';
 import { startSimServer, type SimServerHandle } from '../../src/simServer.js';
 import { makeSim, T0 } from '../helpers/sim-helpers.js';
 import { until } from '../helpers/until.js';
+import type { Socket } from 'node:net';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -237,5 +238,37 @@ describe('positions as deltas (hello feature positionsDelta)', () => {
     const frame = text.split('\n').map((l) => (l ? JSON.parse(l) : {})).find((f) => f.event === 'positions');
     expect(frame.data).toHaveLength(4);
     expect(text).not.toContain('positionsDelta');
+  });
+});
+
+describe('a trade\'s frames on the wire', () => {
+  it('leave the simulator in one write (deal, positions and reply corked together)', async () => {
+    const { sim } = makeSim();
+    const handle = await startSimServer(sim, { port: 0 });
+    cleanups.push(() => handle.close());
+    // Count the writes reaching the simulator side's socket (a corked batch is one _writev).
+    let writes = 0;
+    handle.server.on('connection', (s: Socket) => {
+      const w = s as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
+      const write = w._write.bind(s);
+      const writev = w._writev.bind(s);
+      w._write = (...a) => { writes++; write(...a); };
+      w._writev = (...a) => { writes++; writev(...a); };
+    });
+    const client = new BridgeBrokerConnection({ host: '127.0.0.1', port: handle.port, server: 'Sim-P5-Demo', login: '2201', password: 'pw' });
+    cleanups.push(() => client.disconnect());
+    const deals: number[] = [];
+    const lists: number[] = [];
+    client.on('deal', (d) => deals.push(d.ticket));
+    client.on('positions', (l) => lists.push(l.length));
+    await client.connect();
+    await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
+    await new Promise((res) => setTimeout(res, 20));
+    writes = 0;
+    expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
+    await new Promise((res) => setTimeout(res, 20));
+    expect(deals).toHaveLength(2);
+    expect(lists.at(-1)).toBe(2);
+    expect(writes).toBe(1);
   });
 });
