@@ -252,8 +252,7 @@ export class SqliteSimStore implements SimPersistence {
         if (r.seq <= cp.seq) continue;
         this.applyToMirror(m, decodeChange(r.data), r.time_ms, r.seq, read);
         m.seq = r.seq;
-        // The next row is timed from here: a change without a time of its own must not be
-        // journaled before the rows replayed now (the next restart reads from a mark's time on).
+        // A timeless change must not be journaled before the rows replayed (restarts read from a mark's time on).
         m.lastTimeMs = Math.max(m.lastTimeMs, r.time_ms);
       }
       m.dirtyFrom = replay.from;
