@@ -17,6 +17,7 @@ import { ClusterTenancy, type TenancyNotice } from './clusterTenancy.js';
 import { FencedShards } from './fencedShards.js';
 import { BindingRecords } from './bindingRecords.js';
 import { CallDrain } from './callDrain.js';
+import { Departures } from './departures.js';
 import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
 import { StreamFollower } from './streamFollow.js';
@@ -128,6 +129,8 @@ export class ClusterNode {
   /** The cluster as last read from PostgreSQL (every third of the lease): for /metrics and status. */
   private seen: { nodes: NodeRow[]; unowned: number } = { nodes: [], unowned: 0 };
   private seenTimer: NodeJS.Timeout | undefined;
+  /** Nodes that left: what their sockets held of the streams of accounts owned here is released. */
+  private readonly departures: Departures;
   /** What this node does after a tenancy write (its own or another node's): set by the gateway. */
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   /** Accounts this node acquired, once its shards started them: set by the gateway (the stream edge). */
@@ -138,6 +141,7 @@ export class ClusterNode {
     this.sessions = new SessionRecords(records);
     this.bindings = new BindingRecords(records);
     this.sessionRows = new SessionStore(o.sqlite);
+    this.departures = new Departures(this.nodeId);
   }
 
   /**
@@ -298,7 +302,12 @@ export class ClusterNode {
   async start(): Promise<void> {
     this.pg.start();
     const look = () => {
-      void this.overview().then((o) => (this.seen = o), () => undefined);
+      void this.overview().then((o) => {
+        this.seen = o;
+        // A node gone (SIGKILL, or SIGTERM before its sockets' closes reached us): its hub will not
+        // close what its sockets opened on the accounts owned here; release it as that hub would.
+        for (const id of this.departures.seen(this.liveNodes().map((n) => n.nodeId))) void this.wired?.nats.router.forgetNode(id);
+      }, () => this.departures.failed());
       // Copies the database did not take (it was away): again, until they land or the lease moves on.
       this.bindings.copies.retryFailed();
       this.sessions.copies.retryFailed();

@@ -191,6 +191,32 @@ describe('gateways as cluster nodes', () => {
     }
   }, 90_000);
 
+  it('a node that dies (no handover, no close of its sockets\' streams) is released by the owner once its heartbeat expires: the owner\'s shard no longer holds its stream open or its symbols', async () => {
+    if (nodes.length === 0) await startNode('node-e'); // run alone (-t): an owner for the account
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(account)), 'a node to own the account');
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
+    const dying = await startNode('node-dies');
+    const interest = () => owner.gw.cluster!.router.interest.holding('node-dies', account);
+    const socket = await mustOpen(dying.url, { id: account }, { 'x-api-key': apiKey.value });
+    try {
+      await socket.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
+      socket.send({ action: 'subscribe', symbol: 'BTCUSD' });
+      await socket.next('SUBSCRIBED', 0, 15_000);
+      // The account stayed with its owner (the new node took nothing of it), which holds the dying node's open and symbol.
+      expect(owner.gw.cluster!.owned()).toContain(account);
+      expect(interest()?.opens).toBe(1);
+      expect(interest()?.symbols.map(([s]) => s)).toEqual(['BTCUSD']);
+      // A SIGKILL as the cluster sees it: no more heartbeats, its NATS connection gone, its sockets' closes never sent.
+      await dying.gw.cluster!.close({ handover: false });
+      await until(() => interest() === undefined, 'the owner to release the dead node\'s stream after its heartbeat expired', 30_000);
+      expect(owner.gw.cluster!.liveNodes().map((n) => n.nodeId)).not.toContain('node-dies');
+    } finally {
+      await socket.close();
+      nodes.splice(nodes.indexOf(dying), 1);
+      await dying.stop().catch(() => undefined);
+    }
+  }, 90_000);
+
   it('a lease lost (PostgreSQL gave the account to another owner) drops the account from its shard at once: no broker call for it from then on', async () => {
     const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
     const local = owner.gw.services.shards;
