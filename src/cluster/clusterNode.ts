@@ -159,6 +159,9 @@ export class ClusterNode {
         acquired: (leases) => void node?.adopt(leases),
         releasing: (ids) => node?.handOver(ids),
         released: (leases) => node?.announceNone(leases),
+        // Judged departed meanwhile (PostgreSQL alone cut off past the lease): the owners released
+        // its sockets' streams; open them again there.
+        rejoined: () => void node?.wired?.nats.router.rejoin(),
         lost: (leases, reason) => {
           void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);
           node?.announceNone(leases);

@@ -28,6 +28,9 @@ export interface LeaseEvents {
   /** Lost: the node must drop these accounts at once, without another broker call or write (and
    *  tell its own router they are not here: announce owner null at that epoch). */
   lost?(leases: Lease[], reason: LossReason): void;
+  /** A heartbeat landed after none did for a lease or more: the other nodes may have judged this
+   *  one departed (and released what its sockets held of their accounts' streams). */
+  rejoined?(): void;
 }
 
 export interface LeaseKeeperOptions {
@@ -78,6 +81,8 @@ export class LeaseKeeper {
   /** Accounts being handed over: still renewed (ours until released), no longer acted on. */
   private readonly handingOver = new Set<string>();
   private readonly handovers = new Set<Promise<void>>();
+  /** When the last heartbeat that landed was sent (this node's clock). */
+  private lastBeat: number | undefined;
   private nudgePending = false;
   /** Between start() and the end of the settle period: rounds heartbeat only. */
   private settling = false;
@@ -177,7 +182,10 @@ export class LeaseKeeper {
 
   private async round(): Promise<void> {
     const { db, nodeId, leaseMs, clock } = this.o;
+    const sent = clock.now();
     const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs);
+    if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
+    this.lastBeat = sent;
     // Settling (just started): heard by the others, nothing held yet, nothing taken; unless other
     // nodes already serve (not a cold start): then a joining node takes its share at once.
     if (this.settling) {

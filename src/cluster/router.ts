@@ -128,6 +128,13 @@ export class AccountRouter {
         else void this.answer(msg);
       },
     }));
+    // A node back from a lapse: what its sockets held here goes (as for a departed node) before it replays them.
+    this.subs.push(nc.subscribe(SUBJECTS.nodeForget(this.opts.nodeId), {
+      callback: (err, msg) => {
+        if (err) return;
+        void this.forgetNode(msg.string()).finally(() => msg.respond('ok'));
+      },
+    }));
     this.subs.push(nc.subscribe(SUBJECTS.nodePart(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) return this.opts.log.error('reply-part subscription ended', { err: errorMessage(err) });
@@ -377,6 +384,31 @@ export class AccountRouter {
         for (let i = 0; i < f.closes; i++) await this.opts.shards.call(f.accountId, 'stream.close', { accountId: f.accountId });
       } catch (err) {
         this.opts.log.warn('could not release a departed node\'s stream', { node: nodeId, accountId: f.accountId, err: errorMessage(err) });
+      }
+    }
+  }
+
+  /**
+   * This node's heartbeat lapsed for a lease or more: the owners may have judged it departed and
+   * released what its sockets held (forgetNode). Each remote owner is asked to forget it (a no-op
+   * if it already did), then this node's holds there are opened again, so the owner's ledger holds
+   * exactly them, once, whether or not it had released them.
+   */
+  async rejoin(): Promise<void> {
+    const me = this.opts.nodeId;
+    const byOwner = new Map<string, string[]>();
+    for (const [accountId, at] of this.heldAt) if (at.owner !== me && at.owner !== '') byOwner.set(at.owner, [...(byOwner.get(at.owner) ?? []), accountId]);
+    for (const [owner, accounts] of byOwner) {
+      try {
+        await this.opts.link.nc.request(SUBJECTS.nodeForget(owner), me, { timeout: this.opts.ownerWaitMs });
+      } catch (err) {
+        // Not answering (gone, or NATS down): its successor starts the accounts knowing no sockets; the move replays them.
+        this.opts.log.warn('a lapsed node could not ask an owner to forget it', { owner, err: errorMessage(err) });
+        continue;
+      }
+      for (const accountId of accounts) {
+        const at = this.heldAt.get(accountId);
+        if (at?.owner === owner) await this.replay(accountId, at);
       }
     }
   }

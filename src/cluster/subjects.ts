@@ -36,6 +36,9 @@ export const SUBJECTS = {
   nodeCall: (nodeId: string) => `tagw.node.${token(nodeId)}.call`,
   /** The parts of a reply too large for one message (src/cluster/replyParts.ts). */
   nodePart: (nodeId: string) => `tagw.node.${token(nodeId)}.part`,
+  /** A node back after a lapse of its heartbeat asks an owner to release what its sockets held
+   *  there before it opens them again (AccountRouter.rejoin). */
+  nodeForget: (nodeId: string) => `tagw.node.${token(nodeId)}.forget`,
   /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */
   tenancy: 'tagw.tenancy',
   /** Which node knows a gateway session handle (its hash): the one whose SQLite has it answers the row. */
