@@ -10,7 +10,6 @@ import { handleHash } from '../../src/http/routes/gateway.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
-import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { op, openWs } from '../helpers/gateway-helpers.js';
 import { mustOpen } from '../helpers/stream-helpers.js';
@@ -35,16 +34,22 @@ async function startNode(nodeId: string, databaseUrl = engines.databaseUrl): Pro
   return gw;
 }
 
-/** An id for a node joining to follow `account` with which the lease plan, as predicted here, leaves
- *  the account at `owner` (the account's id is random); `prefix` itself when none is found. */
-async function idLeavingAccount(prefix: string, owner: TestGateway): Promise<string> {
-  const live = nodes.map((n) => n.gw.cluster!.nodeId);
-  // As the keeper plans: every account leased so far, held by whoever's lease is live.
-  const rows = (await engines.pool.query<{ account_id: string; owner: string | null; live: boolean }>('SELECT account_id, owner, expires_at > now() AS live FROM account_leases')).rows;
-  const held = new Map(rows.filter((r) => r.live && r.owner !== null).map((r) => [r.account_id, r.owner!]));
-  const ownerId = owner.gw.cluster!.nodeId;
-  const id = Array.from({ length: 50 }, (_, i) => `${prefix}-${i}`).find((c) => targetOwners([...live, c], [...rows.map((r) => r.account_id), account], held).get(account) === ownerId);
-  return id ?? prefix;
+let followed = 0;
+/** A new account (/ConnectEx through `follower`, once every node sees `follower` live, so the lease
+ *  plan that places it is the one that stays) owned by another node than `follower`: a node joining
+ *  to follow the file's account could instead be the plan's place for it (its id is random). */
+async function accountFollowedFrom(follower: TestGateway): Promise<{ id: string; owner: TestGateway }> {
+  const fid = follower.gw.cluster!.nodeId;
+  await until(() => nodes.every((n) => n.gw.cluster!.liveNodes().some((l) => l.nodeId === fid)), 'every node to see the follower live');
+  for (let i = 0; i < 8; i++) {
+    const bound = await follower.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: `followed-${++followed}`, password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'a node to own the new account');
+    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+    if (owner !== follower) return { id, owner };
+  }
+  throw new Error('eight new accounts in a row went to the following node');
 }
 
 /** Actors running in a node's shards (accounts, sessions, records): what it started. */
@@ -207,9 +212,8 @@ describe('gateways as cluster nodes', () => {
 
   it('a node that dies (no handover, no close of its sockets\' streams) is released by the owner once its heartbeat expires: the owner\'s shard no longer holds its stream open or its symbols', async () => {
     if (nodes.length === 0) await startNode('node-e'); // run alone (-t): an owner for the account
-    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(account)), 'a node to own the account');
-    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
     const dying = await startNode('node-dies');
+    const { id: account, owner } = await accountFollowedFrom(dying);
     const interest = () => owner.gw.cluster!.router.interest.holding('node-dies', account);
     const socket = await mustOpen(dying.url, { id: account }, { 'x-api-key': apiKey.value });
     try {
@@ -233,14 +237,13 @@ describe('gateways as cluster nodes', () => {
 
   it('a node cut off from PostgreSQL alone past the lease, judged departed by the owner, opens its sockets\' streams there again when it is back: a later order reaches its socket', async () => {
     if (nodes.length === 0) await startNode('node-e'); // run alone (-t): an owner for the account
-    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(account)), 'a node to own the account');
-    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(account))!;
     const proxy = await startTcpProxy(engines.postgres.port);
     const u = new URL(engines.databaseUrl);
     u.port = String(proxy.port);
-    // A node that cannot reach PostgreSQL could not take the account: it must stay with its owner.
-    const id = await idLeavingAccount('node-lapses', owner);
+    const id = 'node-lapses';
     const lapsing = await startNode(id, u.toString());
+    // A node that cannot reach PostgreSQL could not keep an account: the followed one is another's.
+    const { id: account, owner } = await accountFollowedFrom(lapsing);
     const interest = () => owner.gw.cluster!.router.interest.holding(id, account);
     const socket = await mustOpen(lapsing.url, { id: account }, { 'x-api-key': apiKey.value });
     try {
