@@ -3,7 +3,7 @@
 // lease keeper dividing the cluster's accounts. The gateway starts it in cluster mode and hands the
 // keeper's events to its shards (start, stop, drop accounts) and to the owner cache (announce).
 import type { Logger } from '../log.js';
-import type { Db } from '../store/db.js';
+import { writeTransaction, type Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
@@ -118,7 +118,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
           await mirror.sync();
         } catch (err) {
           if (!adopt) throw err;
-          o.sqlite.transaction(() => adopt(out, o.sqlite))();
+          writeTransaction(o.sqlite, () => adopt(out, o.sqlite));
           o.log.warn('a tenancy create committed but the mirror pass after it failed: this node wrote it into its SQLite, and every node mirrors it at its next pass', { err: errorMessage(err) });
         }
         return out;

@@ -4,6 +4,7 @@
 // them, fenced by its lease like every other write of the account. So any node resolves a handle
 // (byHash), and a node that acquires the account writes them into its SQLite before its shard
 // starts the account (restore), which resumes them as after a restart.
+import { writeTransaction } from '../store/db.js';
 import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
 import { fenceSql } from './leases.js';
@@ -89,7 +90,7 @@ export class SessionRecords {
     const r = await this.o.pool.query<PgSessionRow>(`SELECT ${COLUMNS} FROM gateway_sessions WHERE account_id = ANY($1::text[]) AND state = 'live'`, [accountIds]);
     const now = this.o.clock.now();
     const keep = new Set(r.rows.map((row) => row.handle_hash));
-    this.o.sqlite.transaction(() => {
+    writeTransaction(this.o.sqlite, () => {
       for (const id of accountIds) {
         for (const row of this.store.liveOf(id)) if (!keep.has(row.handle_hash)) this.store.upsert({ ...row, state: 'invalidated', invalidated_at: now });
       }
@@ -97,7 +98,7 @@ export class SessionRecords {
         this.store.upsert({ ...row, connected_at: Number(row.connected_at), invalidated_at: null });
         this.store.setSubscriptions(row.handle_hash, JSON.parse(subscriptions_json) as Record<string, unknown>);
       }
-    })();
+    });
     return r.rows.length;
   }
 }

@@ -76,3 +76,13 @@ export function migrate(db: Db): number {
   runMigrations(db);
   return SCHEMA_VERSION;
 }
+
+/**
+ * Runs `f` in a transaction that takes the write lock at BEGIN (IMMEDIATE, waiting as busy_timeout
+ * says). For a transaction that reads before it writes: a DEFERRED one would read from a snapshot,
+ * and if another connection (a shard, the WAL checkpointer's restart write) commits before its first
+ * write, SQLite answers that write SQLITE_BUSY at once, without the busy handler.
+ */
+export function writeTransaction<T>(db: Db, f: () => T): T {
+  return db.transaction(f).immediate();
+}
