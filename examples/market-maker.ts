@@ -127,9 +127,15 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     stream.close();
     // The book as the gateway has it, not as the stream last told it: the ORDERS frame of an order
     // placed just before the stop may not have arrived, and that order would be left working.
-    const open = await acct.OpenedOrders().catch(() => null);
-    const book = open ? (open.filter((r) => r.kind === 'order') as unknown as StreamOrderRow[]) : pending;
-    for (const p of mine(book)) await acct.OrderDelete({ ticket: p.ticket }).catch(() => undefined);
+    // A delete that fails (the broker reconnecting, a 503) is tried again on the next pass.
+    for (let pass = 0; pass < 3; pass++) {
+      const open = await acct.OpenedOrders().catch(() => null);
+      const book = mine(open ? (open.filter((r) => r.kind === 'order') as unknown as StreamOrderRow[]) : pending);
+      if (open && book.length === 0) break;
+      for (const p of book) {
+        await acct.OrderDelete({ ticket: p.ticket }).catch((e: unknown) => log('cancel failed', { ticket: p.ticket, code: (e as { code?: string }).code, error: (e as Error).message }));
+      }
+    }
   }
   summary.netLots = Number(net().toFixed(8));
   return summary;

@@ -37,7 +37,13 @@ it('binds, reads, trades idempotently and survives a dropped bridge socket', asy
   expect(again.status).toBe(200);
   expect(again.headers.get('idempotent-replay')).toBe('true');
   expect(again.body.ticket).toBe(o.body.ticket);
-  expect((await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h })).body).toEqual([o.body.ticket]);
+  // The replay came from the record; a read needs the broker, which may still be reconnecting (503 NOT_CONNECTED).
+  let tickets = await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h });
+  for (let i = 0; i < 30 && tickets.status === 503; i++) {
+    await t.req('GET', `/CheckConnect?id=${id}`, { headers: h });
+    tickets = await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h });
+  }
+  expect(tickets.body).toEqual([o.body.ticket]);
 }, 30_000);
 
 const seatCount = async (g: TestGateway) => (await g.req('GET', '/v1/seats', { headers: mgmt(g.managementKey) })).body.seats.length as number;
