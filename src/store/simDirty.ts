@@ -6,6 +6,7 @@
 // the checkpoint that covers it (in its transaction). An account without a mark has no row after
 // its checkpoint. The marks of a shard's busy accounts share a leaf or two of this small table.
 import type Database from 'better-sqlite3';
+import { writeTransaction } from './db.js';
 
 /** A journal row: [time_ms, seq]. */
 export type JournalRef = [number, number];
@@ -78,12 +79,12 @@ export function migrateDirtyMarks(db: Database.Database): void {
     PRIMARY KEY (server, login)) WITHOUT ROWID;`);
   const hasIndex = () => (db.pragma('index_list(sim_journal)') as { name: string }[]).some((i) => i.name === 'sim_journal_account');
   if (!hasIndex()) return;
-  db.transaction(() => {
+  writeTransaction(db, () => {
     if (!hasIndex()) return;
     db.exec(`INSERT OR REPLACE INTO sim_dirty (server, login, time_ms, seq)
       SELECT j.server, j.login, min(j.time_ms), min(j.seq) FROM sim_state s
       JOIN sim_journal j INDEXED BY sim_journal_account ON j.server = s.server AND j.login = s.login AND j.seq > json_extract(s.data, '$.seq')
       WHERE s.kind = 'A' AND s.key = '' GROUP BY j.server, j.login;
       DROP INDEX sim_journal_account;`);
-  }).immediate();
+  });
 }
