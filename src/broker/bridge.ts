@@ -28,6 +28,7 @@ import type { Platform, ServerInfo, ServerTime, Tick } from '../market/server.js
 import type { SymbolInfo } from '../market/symbols.js';
 import type { Candle, Timeframe } from '../market/timeframes.js';
 import { systemClock, type Clock } from '../util/clock.js';
+import { KeyedTable } from '../util/keyedTable.js';
 
 export interface BridgeOptions {
   readonly host: string;
@@ -84,7 +85,8 @@ export class BridgeBrokerConnection implements BrokerConnection {
   private _state: ConnectionState = 'disconnected';
   private socket: Socket | null = null;
   private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  /** Not a Map: see KeyedTable (keys always new, soon deleted: a call in flight each). */
+  private readonly pending = new KeyedTable<number, Pending>(true);
   private readonly listeners = new BrokerListeners();
   private readonly tickSymbols = new Set<string>();
   private readonly candleSubs = new Map<string, Set<Timeframe>>();

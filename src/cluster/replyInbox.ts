@@ -7,6 +7,7 @@
 // a millisecond and their bound is 31 s. Each call carries a tag of the caller's (what it is about)
 // by which the caller can end it early (abort). The owner's side is unchanged: msg.respond().
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { KeyedTable } from '../util/keyedTable.js';
 
 /** Why no reply came: nobody listens on the subject (the server says so at once), the bound
  *  passed, or the inbox was closed with the call waiting. */
@@ -32,7 +33,8 @@ export class ReplyInbox<T = undefined> {
   private readonly prefix = createInbox();
   private sub: Subscription | undefined;
   private next = 0;
-  private readonly waiting = new Map<string, Waiting<T>>();
+  /** Not a Map: see KeyedTable (keys always new, soon deleted: a call in flight each). */
+  private readonly waiting = new KeyedTable<string, Waiting<T>>();
   private timer: NodeJS.Timeout | undefined;
   /** When the armed timer fires (monotonic ms). */
   private timerAt = Infinity;
