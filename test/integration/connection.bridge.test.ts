@@ -29,21 +29,21 @@ it('binds, reads, trades idempotently and survives a dropped bridge socket', asy
   const o = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`, { headers: h });
   expect(o.status, o.text).toBe(200);
   bs.bridge!.dropAll();
-  let again = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`, { headers: h });
-  for (let i = 0; i < 30 && again.status === 503; i++) {
-    await t.req('GET', `/CheckConnect?id=${id}`, { headers: h });
-    again = await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`, { headers: h });
-  }
+  // While the broker reconnects a call may answer 503 (NOT_CONNECTED): ask again, nudging the reconnect.
+  const whileReconnecting = async (path: string) => {
+    let r = await t.req('GET', path, { headers: h });
+    for (let i = 0; i < 30 && r.status === 503; i++) {
+      await t.req('GET', `/CheckConnect?id=${id}`, { headers: h });
+      r = await t.req('GET', path, { headers: h });
+    }
+    return r;
+  };
+  const again = await whileReconnecting(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=br-o1`);
   expect(again.status).toBe(200);
   expect(again.headers.get('idempotent-replay')).toBe('true');
   expect(again.body.ticket).toBe(o.body.ticket);
-  // The replay came from the record; a read needs the broker, which may still be reconnecting (503 NOT_CONNECTED).
-  let tickets = await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h });
-  for (let i = 0; i < 30 && tickets.status === 503; i++) {
-    await t.req('GET', `/CheckConnect?id=${id}`, { headers: h });
-    tickets = await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: h });
-  }
-  expect(tickets.body).toEqual([o.body.ticket]);
+  // The replay came from the record; a read needs the broker, which may still be reconnecting.
+  expect((await whileReconnecting(`/OpenedOrdersTickets?id=${id}`)).body).toEqual([o.body.ticket]);
 }, 30_000);
 
 const seatCount = async (g: TestGateway) => (await g.req('GET', '/v1/seats', { headers: mgmt(g.managementKey) })).body.seats.length as number;
