@@ -33,10 +33,13 @@ describe('ShardSet: calls to a shard', () => {
 
   it('calls from separate callbacks while one is in flight leave together at the end of the turn', async () => {
     const set = await start();
-    const first = batchOf(set.callShard(0, 'shard.ping', {}));
+    // The first call stays in flight until released (a fast reply would otherwise land before the
+    // immediates run, and the first of them would leave alone).
+    const first = batchOf(set.callShard(0, 'shard.hold', {}));
     const rest = await Promise.all(
       Array.from({ length: 6 }, () => new Promise<number>((resolve) => setImmediate(() => resolve(batchOf(set.callShard(0, 'shard.ping', {})))))),
     );
+    expect(await batchOf(set.callShard(0, 'shard.release', {}))).toBe(1);
     expect(await first).toBe(1);
     expect(rest).toEqual([6, 6, 6, 6, 6, 6]);
   });
