@@ -10,6 +10,14 @@ import { createLogger } from '../../src/log.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { ShardSet } from '../../src/runtime/shardSet.js';
 
+// The echo shard's two test-only commands (declaration merging, as feature modules extend the map).
+declare module '../../src/runtime/protocol.js' {
+  interface CommandMap {
+    'shard.hold': { args: Record<string, never>; result: { batch: number } };
+    'shard.release': { args: Record<string, never>; result: { batch: number } };
+  }
+}
+
 const workerFile = fileURLToPath(new URL('../helpers/batchEchoShard.mjs', import.meta.url));
 const sets: ShardSet[] = [];
 afterEach(async () => {
