@@ -10,14 +10,6 @@ import { createLogger } from '../../src/log.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { ShardSet } from '../../src/runtime/shardSet.js';
 
-// The echo shard's two test-only commands (declaration merging, as feature modules extend the map).
-declare module '../../src/runtime/protocol.js' {
-  interface CommandMap {
-    'shard.hold': { args: Record<string, never>; result: { batch: number } };
-    'shard.release': { args: Record<string, never>; result: { batch: number } };
-  }
-}
-
 const workerFile = fileURLToPath(new URL('../helpers/batchEchoShard.mjs', import.meta.url));
 const sets: ShardSet[] = [];
 afterEach(async () => {
@@ -43,11 +35,11 @@ describe('ShardSet: calls to a shard', () => {
     const set = await start();
     // The first call stays in flight until released (a fast reply would otherwise land before the
     // immediates run, and the first of them would leave alone).
-    const first = batchOf(set.callShard(0, 'shard.hold', {}));
+    const first = batchOf(set.callShard(0, 'seat.get', { seatId: 'hold' }));
     const rest = await Promise.all(
       Array.from({ length: 6 }, () => new Promise<number>((resolve) => setImmediate(() => resolve(batchOf(set.callShard(0, 'shard.ping', {})))))),
     );
-    expect(await batchOf(set.callShard(0, 'shard.release', {}))).toBe(1);
+    expect(await batchOf(set.callShard(0, 'seat.get', { seatId: 'release' }))).toBe(1);
     expect(await first).toBe(1);
     expect(rest).toEqual([6, 6, 6, 6, 6, 6]);
   });
