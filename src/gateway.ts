@@ -290,8 +290,9 @@ async function start(
     audit: ({ principal, action, target, detail }) => {
       const row = { customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null };
       // The action is done: a failed audit write is logged, not turned into an error reply. (On one
-      // node the port writes SQLite at once; in cluster mode through the audit outbox.)
-      void tenancyWrites.addAudit(row).catch((err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) }));
+      // node the port writes SQLite at once; in cluster mode through the audit outbox: the answer
+      // waits until the row is in PostgreSQL, or on this node's disk while PostgreSQL is away.)
+      return tenancyWrites.addAudit(row).catch((err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) }));
     },
   };
   const app = listener.app;

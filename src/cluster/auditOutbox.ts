@@ -1,33 +1,34 @@
-// Audit rows in cluster mode whose write to PostgreSQL failed because the database was unreachable
-// (a create answered after PostgreSQL dropped, any management action during a blip): kept here, in
-// the order they were made, and written again until they land, so the audit log (a record of value)
-// does not lose them. Written one at a time, oldest first; `flush` is called by every new row, after
-// any successful tenancy write and by the node's timer (a third of the lease), and once at close.
-// Bounded: beyond `limit` rows the oldest is dropped, counted, and the count logged at the next
-// `retry`. A row failing for another reason is logged and dropped, as before.
+// Audit rows in cluster mode, on their way to PostgreSQL (the audit log is a record of value). A row
+// is written into this node's SQLite first (AuditQueueStore, synchronously, before the action is
+// answered), then to PostgreSQL, and leaves the queue once PostgreSQL has it. So nothing is lost when
+// the node dies (SIGKILL, a crash) before or while writing it, or while PostgreSQL is unreachable:
+// what is still queued is written at the node's next start (the first `retry`). Each row carries a
+// reference made here, unique in PostgreSQL: a write repeated after a crash between PostgreSQL's
+// commit and the queue's delete adds nothing. Written one at a time, oldest first; `flush` runs for
+// every new row, after any successful tenancy write, on the node's timer (a third of the lease) and
+// once at close. A row failing for another reason than an unreachable database is logged and
+// dropped, as before (kept, it would block every row behind it).
+import { randomUUID } from 'node:crypto';
 import { isDatabaseUnreachable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { NewAuditRow } from '../store/audit.js';
+import type { AuditQueueStore } from '../store/auditQueue.js';
 import { errorMessage } from '../util/errorMessage.js';
 
 export interface AuditOutboxOptions {
-  write: (row: NewAuditRow) => Promise<void>;
+  /** The durable queue (the node's SQLite). */
+  queue: Pick<AuditQueueStore, 'add' | 'first' | 'remove' | 'size'>;
+  /** Writes one row to PostgreSQL; a row whose reference is there already is not written again. */
+  write: (row: NewAuditRow, ref: string) => Promise<void>;
   log: Logger;
-  /** Rows kept at most (default 10,000). */
-  limit?: number;
 }
 
-interface Entry {
-  row: NewAuditRow;
-  /** The caller of `add`, until its row is written, kept, or refused. */
-  settle?: { resolve: () => void; reject: (err: unknown) => void };
-}
+/** The caller of `add`, until its row is written, kept, or refused. */
+interface Settle { resolve: () => void; reject: (err: unknown) => void }
 
 export class AuditOutbox {
-  private readonly queue: Entry[] = [];
+  private readonly waiting = new Map<string, Settle>();
   private running: Promise<void> | undefined;
-  /** Rows dropped (outbox full) not yet logged. */
-  private dropped = 0;
   /** Whether a write failed for an unreachable database and the outbox has not drained since. */
   private parked = false;
 
@@ -35,47 +36,48 @@ export class AuditOutbox {
 
   /** Rows waiting for the database. */
   get pending(): number {
-    return this.queue.length;
+    return this.o.queue.size;
   }
 
-  /** Resolves once the row is written or kept for later; rejects when its write failed otherwise. */
+  /** On disk when this returns (a failing disk rejects); resolves once the row is in PostgreSQL or
+   *  kept for later (the database unreachable); rejects when its write failed otherwise. */
   add(row: NewAuditRow): Promise<void> {
+    const ref = randomUUID();
+    try {
+      this.o.queue.add(ref, row);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise((resolve, reject) => {
-      this.queue.push({ row, settle: { resolve, reject } });
-      if (this.queue.length > (this.o.limit ?? 10_000)) {
-        this.queue.shift()!.settle?.resolve();
-        this.dropped++;
-      }
+      this.waiting.set(ref, { resolve, reject });
       void this.flush();
     });
   }
 
-  /** The timer's (and close's) call: logs rows dropped since the last one, then writes what waits. */
+  /** The timer's (and close's, and the start's) call: writes what waits. */
   retry(): Promise<void> {
-    if (this.dropped > 0) {
-      this.o.log.error('audit rows dropped: the outbox was full while the cluster database was unreachable', { dropped: this.dropped, limit: this.o.limit ?? 10_000 });
-      this.dropped = 0;
-    }
     return this.flush();
   }
 
   /** Writes the waiting rows in order; one pass at a time (a call during one joins it). */
   flush(): Promise<void> {
-    if (!this.running && this.queue.length > 0) this.running = this.drain();
+    if (!this.running && this.o.queue.first()) this.running = this.drain();
     return this.running ?? Promise.resolve();
   }
 
   private async drain(): Promise<void> {
     let written = 0;
     try {
-      for (let head = this.queue[0]; head; head = this.queue[0]) {
+      for (let head = this.o.queue.first(); head; head = this.o.queue.first()) {
         try {
-          await this.o.write(head.row);
+          await this.o.write(head.row, head.ref);
+          this.o.queue.remove(head.ref);
           written++;
-          this.remove(head)?.resolve();
+          this.settle(head.ref)?.resolve();
         } catch (err) {
           if (isDatabaseUnreachable(err)) return this.park();
-          const settle = this.remove(head);
+          this.o.queue.remove(head.ref);
+          const settle = this.settle(head.ref);
           if (settle) settle.reject(err);
           else this.o.log.error('audit log write failed', { action: head.row.action, target: head.row.target, err: errorMessage(err) });
         }
@@ -88,22 +90,17 @@ export class AuditOutbox {
     }
   }
 
-  /** The database is away: every waiting caller is answered (its row kept), the timer tries again. */
+  /** The database is away: every waiting caller is answered (its row kept on disk), the timer tries again. */
   private park(): void {
-    if (!this.parked) this.o.log.warn('audit rows kept until the cluster database is reachable again', { rows: this.queue.length });
+    if (!this.parked) this.o.log.warn('audit rows kept until the cluster database is reachable again', { rows: this.pending });
     this.parked = true;
-    for (const e of this.queue) {
-      e.settle?.resolve();
-      e.settle = undefined;
-    }
+    for (const s of this.waiting.values()) s.resolve();
+    this.waiting.clear();
   }
 
-  /** Takes the entry out (the full outbox may have dropped it meanwhile); its caller, if still waiting. */
-  private remove(e: Entry): Entry['settle'] {
-    const i = this.queue.indexOf(e);
-    if (i >= 0) this.queue.splice(i, 1);
-    const settle = e.settle;
-    e.settle = undefined;
-    return settle;
+  private settle(ref: string): Settle | undefined {
+    const s = this.waiting.get(ref);
+    this.waiting.delete(ref);
+    return s;
   }
 }

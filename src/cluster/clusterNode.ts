@@ -188,7 +188,7 @@ export class ClusterNode {
     }
     // A "no owner" announcement: the account's target takes it now, not at its next round.
     nudgeOnRelease(nats.owners, this.pg.keeper);
-    const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, apply: (n) => this.onTenancyNotice(n) });
+    const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, sqlite: this.o.sqlite, apply: (n) => this.onTenancyNotice(n) });
     this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
     // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
     this.pg.mirror.runsHere = (id) => adopted.has(id);
@@ -364,7 +364,7 @@ export class ClusterNode {
     };
   }
 
-  /** Audit rows kept while PostgreSQL was unreachable, not written yet (/metrics). */
+  /** Audit rows not in PostgreSQL yet (kept on disk while it was unreachable; /metrics). */
   auditPending(): number {
     return this.wired?.tenancy.audit.pending ?? 0;
   }
@@ -374,7 +374,7 @@ export class ClusterNode {
     const audit = this.wired?.tenancy.audit;
     if (!audit?.pending) return;
     await audit.retry();
-    if (audit.pending > 0) this.o.log.error('audit rows not written: the cluster database was unreachable when the node closed', { rows: audit.pending });
+    if (audit.pending > 0) this.o.log.warn('audit rows not written yet: the cluster database was unreachable when the node closed; they stay in its SQLite and are written at its next start', { rows: audit.pending });
   }
 
   /** Nodes whose heartbeat is younger than the lease, as last read. */

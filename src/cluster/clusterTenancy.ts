@@ -8,11 +8,13 @@
 // answered as made even when PostgreSQL went away before the mirror pass after it: this node writes
 // it into its SQLite with the single-node statements (`adopt`), the others mirror it later; a 503
 // there would make a client that retries hold two keys or seats. Audit rows go through an outbox
-// (auditOutbox.ts): one made while PostgreSQL is unreachable is written once it is back.
+// (auditOutbox.ts): on this node's disk before the action is answered, in PostgreSQL once it can be
+// reached (at once, or when it is back, or at the node's next start after a crash).
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { AccountStore, type BindingRow } from '../store/accounts.js';
 import type { NewAuditRow } from '../store/audit.js';
+import { AuditQueueStore } from '../store/auditQueue.js';
 import type { Db } from '../store/db.js';
 import { TenancyStore, type NewKeyRow, type SeatRow, type SeatStateRow } from '../store/tenancy.js';
 import type { TenancyWrites } from '../store/tenancyWrites.js';
@@ -40,6 +42,8 @@ export interface ClusterTenancyOptions {
   link: NatsLink;
   leaseMs: number;
   log: Logger;
+  /** The node's SQLite: audit rows wait there for PostgreSQL. */
+  sqlite: Db;
   /** This node's part after a notice (its own writes included): auth cache, sockets. */
   apply: (n: TenancyNotice) => void;
   /** How long a write waits for the other nodes' mirrors (default 2 s; then it answers anyway). */
@@ -52,7 +56,8 @@ export class ClusterTenancy implements TenancyWrites {
   readonly audit: AuditOutbox;
 
   constructor(private readonly o: ClusterTenancyOptions) {
-    this.audit = new AuditOutbox({ write: async (row) => void await this.write((t) => t.addAudit(row), () => undefined), log: o.log });
+    // The row and this node's mirror of it; the other nodes copy it at their next pass (nothing to tell them).
+    this.audit = new AuditOutbox({ queue: new AuditQueueStore(o.sqlite), write: async (row, ref) => void await o.pg.writeTenancy((t) => t.addAudit(row, ref)), log: o.log });
     this.sub = o.link.nc.subscribe(SUBJECTS.tenancy, {
       callback: (err, msg) => {
         if (err) return o.log.warn('tenancy notices ended', { err: errorMessage(err) });
@@ -153,7 +158,7 @@ export class ClusterTenancy implements TenancyWrites {
     // A write and its notice: every node mirrors the binding the owner copied before it answered.
     await this.write((t) => t.releaseLogin(accountId, server, login), () => undefined);
   }
-  /** Resolves once written, or kept in the outbox (the database unreachable); rejects on other failures. */
+  /** On this node's disk at once; resolves once in PostgreSQL, or kept (the database unreachable); rejects on other failures. */
   addAudit(row: NewAuditRow): Promise<void> {
     return this.audit.add(row);
   }

@@ -149,6 +149,13 @@ export const PG_MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (server, login)
   );
   ` },
+  // 5: an audit row's reference, made on the node that audited the action (auditOutbox.ts): the node
+  // keeps the row on its disk until PostgreSQL has it, and a write repeated after a crash between
+  // PostgreSQL's commit and the node's own bookkeeping finds the reference and adds nothing.
+  { name: 'audit rows carry the reference their node gave them', sql: `
+  ALTER TABLE audit_log ADD COLUMN ref TEXT;
+  CREATE UNIQUE INDEX audit_log_ref ON audit_log(ref) WHERE ref IS NOT NULL;
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -202,12 +202,14 @@ export class PgTenancy {
     await this.pool.query('UPDATE account_bindings SET build = $1, updated_at = $2 WHERE seat_id = $3', [build, now, seatId]);
   }
 
-  /** @returns the new row's id */
-  async addAudit(row: NewAuditRow): Promise<number> {
+  /** `ref`: the node's reference of the row (auditOutbox.ts); a row with a reference already written
+   *  is not written again. @returns the new row's id (undefined: that reference was there) */
+  async addAudit(row: NewAuditRow, ref?: string): Promise<number | undefined> {
     const r = await this.pool.query<{ id: number }>(
-      'INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id',
-      [row.customer_id, row.at, row.actor_key_id, row.action, row.target, row.detail_json]);
-    return r.rows[0]!.id;
+      `INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json, ref) VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (ref) WHERE ref IS NOT NULL DO NOTHING RETURNING id`,
+      [row.customer_id, row.at, row.actor_key_id, row.action, row.target, row.detail_json, ref ?? null]);
+    return r.rows[0]?.id;
   }
 
   /** Every account of the cluster: bound seats not removed. What each node's LeaseKeeper divides. */

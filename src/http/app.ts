@@ -34,8 +34,9 @@ export interface HttpDeps {
   cors?: CorsPolicy;
   /** Per-API-key requests/s and orders/s (429 RATE_LIMITED). */
   limits?: KeyRateLimiter;
-  /** Records a successful management action (routes with `audit`). */
-  audit?: (entry: AuditEntry) => void;
+  /** Records a successful management action (routes with `audit`); the answer waits for it (in
+   *  cluster mode: PostgreSQL has it, or this node's disk while PostgreSQL is away). Never rejects. */
+  audit?: (entry: AuditEntry) => void | Promise<void>;
   /** Told when a request failed because DATA_DIR is full (its episode starts there if not already). */
   storage?: { reportFull(reason: string): void };
   /** Cluster mode: this node's id, on every response as x-tagw-node. */
@@ -313,7 +314,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
     }
     status = reply.status ?? 200;
     if (route.audit && principal && deps.audit) {
-      deps.audit({ principal, action: route.audit, target: reply.audit?.target ?? req.params[0] ?? idOf(reply.body), detail: reply.audit?.detail });
+      await deps.audit({ principal, action: route.audit, target: reply.audit?.target ?? req.params[0] ?? idOf(reply.body), detail: reply.audit?.detail });
     }
     if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
     else sink.json(status, reply.body, reply.headers);

@@ -14,7 +14,7 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
     const l = st().leases;
     return [[['acquired'], l.acquired], [['handed_over'], l.released], [['lost'], l.lost]];
   }, 'Lease changes on this node: acquired, handed over (released to another node), lost (not renewed in time).');
-  metrics.gauge('tagw_cluster_audit_outbox_rows', () => node.auditPending(), 'Audit rows made while PostgreSQL was unreachable, kept on this node until they are written.');
+  metrics.gauge('tagw_cluster_audit_outbox_rows', () => node.auditPending(), 'Audit rows not in PostgreSQL yet: kept in this node\'s SQLite while it was unreachable, written when it is back (or at the node\'s next start).');
   metrics.counter('tagw_cluster_takeovers_total', () => st().leases.takeovers, 'Accounts this node acquired that another node (or an earlier lease) had held.');
   metrics.labeledCounter('tagw_cluster_calls_total', ['outcome'], () => {
     const r = st().routing;

@@ -212,6 +212,17 @@ export const MIGRATIONS: readonly Migration[] = [
   // shard opens it). A build before this one writes rows without marks, which a restart of this
   // one would not replay: the version bump makes it refuse the DATA_DIR (exit 5) instead.
   { name: 'simulator journal rows after a checkpoint marked in sim_dirty (no journal index by account)', sql: `SELECT 1;` },
+  // 13: cluster mode's audit rows on their way to PostgreSQL (src/store/auditQueue.ts): on disk from
+  // the moment the action is answered until PostgreSQL has them, so a node killed meanwhile writes
+  // them at its next start. `ref` is the row's id in PostgreSQL too (a write repeated after a crash
+  // lands once). Unused on one node.
+  { name: 'cluster audit rows waiting for PostgreSQL', sql: `
+  CREATE TABLE cluster_audit_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ref TEXT NOT NULL UNIQUE,
+    row_json TEXT NOT NULL
+  );
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

@@ -72,6 +72,8 @@ export interface ClusterOptions {
   ownerWaitMs?: number;
   /** More environment for every node. */
   env?: Record<string, string>;
+  /** The nodes reach PostgreSQL at this port (a test's proxy in front of it); the test's own reads do not. */
+  pgPort?: number;
 }
 
 export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
@@ -96,8 +98,10 @@ export class ClusterProcs {
   static async start(engines: Engines, opts: ClusterOptions = {}): Promise<ClusterProcs> {
     const prefix = `c${++clusters}`;
     const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim()]);
+    const nodesDb = new URL(databaseUrl);
+    if (opts.pgPort !== undefined) nodesDb.port = String(opts.pgPort);
     const env = {
-      NATS_URL: engines.nats.url, DATABASE_URL: databaseUrl,
+      NATS_URL: engines.nats.url, DATABASE_URL: nodesDb.toString(),
       BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${sim.port}`,
       CLUSTER_LEASE_MS: String(opts.leaseMs ?? 1_500), CLUSTER_OWNER_WAIT_MS: String(opts.ownerWaitMs ?? 4_000),
       TAGW_SECRET_KEY: SECRET_KEY, GATEWAY_MANAGEMENT_KEY: CLUSTER_MANAGEMENT_KEY,

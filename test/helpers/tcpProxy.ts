@@ -5,8 +5,9 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
 /** Sees a chunk from the client ('up') or the target ('down') of connection `conn` (numbered from
- *  1) before it passes; 'drop': it never does. */
-export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | void;
+ *  1) before it passes; 'drop': it never does; `{ delayMs }`: it and whatever follows it that way
+ *  pass that much later, in order (unless the connection closed meanwhile). */
+export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | void;
 
 export interface TcpProxy {
   url: string;
@@ -41,8 +42,19 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     pairs.add(pair);
     // By hand rather than pipe(): the watcher sees (and may drop) each chunk before it is written.
     const forward = (from: Socket, to: Socket, dir: 'up' | 'down') => {
+      let delayed: Buffer[] | undefined;
       from.on('data', (chunk: Buffer) => {
-        if (pair.stalled || to.destroyed || watcher?.(dir, chunk, conn) === 'drop') return;
+        if (delayed) return void delayed.push(chunk);
+        const seen = pair.stalled || to.destroyed ? 'drop' : watcher?.(dir, chunk, conn);
+        if (seen === 'drop') return;
+        if (seen) {
+          const held = (delayed = [chunk]);
+          setTimeout(() => {
+            delayed = undefined;
+            for (const c of held) if (!to.destroyed) to.write(c);
+          }, seen.delayMs);
+          return;
+        }
         if (!to.write(chunk)) {
           from.pause();
           to.once('drain', () => pair.stalled || from.resume());
