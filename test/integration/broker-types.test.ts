@@ -5,6 +5,7 @@ import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import { dialectOf } from '../../src/broker/dialect.js';
 import { ORDER_TYPES, orderTypeCode, parseOrderType } from '../../src/market/orders.js';
 import { parseTimeframe } from '../../src/market/timeframes.js';
+import { builtEntry } from '../helpers/build.js';
 import { connect, makeSim } from '../helpers/sim-helpers.js';
 
 describe('broker contract helpers', () => {
@@ -46,8 +47,8 @@ describe('latency fault', () => {
 });
 
 describe('standalone simulator process', () => {
-  it('npm run sim starts a bridge server a client can trade on', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/simServer.ts', '--port', '0', '--seed', '9'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  it('npm run sim (the compiled build) starts a bridge server a client can trade on', async () => {
+    const child = spawn(process.execPath, [builtEntry('src/simServer.ts'), '--port', '0', '--seed', '9'], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const lines = createInterface({ input: child.stdout! });
       const first = await new Promise<string>((resolve) => lines.once('line', resolve));
