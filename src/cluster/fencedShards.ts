@@ -8,9 +8,10 @@
 import { hash as digest, randomUUID } from 'node:crypto';
 import { ApiError, apiError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { TRADE_SCHEMAS } from '../market/orderSchemas.js';
+import { quickOrderSend, TRADE_SCHEMAS } from '../market/orderSchemas.js';
 import type { TradeReply } from '../runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS, paramsHash } from '../runtime/hosts/accountTrade.js';
+import { assertClientOrderId } from '../runtime/hosts/tradeRequest.js';
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import type { Clock } from '../util/clock.js';
@@ -59,18 +60,26 @@ function sessionParamsHash(op: string, args: Record<string, unknown>): string {
 interface Order<R> {
   clientOrderId: string;
   paramsHash: string;
-  send(clientOrderId: string): Promise<R>;
+  /** To the shard, which keeps no record of its own: `expiresAt` is the claim's, for its broker request id. */
+  send(clientOrderId: string, expiresAt: number): Promise<R>;
   /** The answer as recorded (replayed to retries). */
   record(r: R): { status: number; json: string };
   replay(status: number, json: string): R;
-  /** Same id, same parameters, still out on this node in this lease. */
-  inFlight(): Promise<R>;
 }
 
+/** Answers whose outcome could not be written (PostgreSQL away), kept for retries in the same lease. */
+const UNRECORDED_MAX = 1_000;
+
 export class FencedShards implements LocalShards {
-  /** Gateway session orders out on this node, by account and id: a retry meanwhile waits for them
-   *  (the session host keeps no idempotency record of its own, unlike account.trade's). */
-  private readonly sessionOrders = new Map<string, Promise<unknown>>();
+  /**
+   * Orders of this node under way, by account and id, from before their claim until their outcome
+   * is recorded. A retry with the same id meanwhile (from any node: they forward it here) waits for
+   * it, then claims, and so meets its record: replay, 409 or 422. The shard keeps no record of its
+   * own in cluster mode, so nothing but this may stand between a retry and a second send.
+   */
+  private readonly underWay = new Map<string, Promise<unknown>>();
+  /** Sent and answered, the outcome not written: the record stays `sent` at this epoch. */
+  private readonly unrecorded = new Map<string, { status: number; json: string }>();
 
   constructor(private readonly o: FencedShardsOptions) {}
 
@@ -85,55 +94,54 @@ export class FencedShards implements LocalShards {
   }
 
   private trade(key: string, lease: Lease, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {
-    const parsed = TRADE_SCHEMAS[a.op]?.safeParse(a.args);
+    // The shard's own reading (prepare): the quick one for a plain OrderSend, the same canonical form.
+    const quick = a.op === 'OrderSend' && a.args !== null && typeof a.args === 'object' ? quickOrderSend(a.args) : undefined;
+    const parsed = quick !== undefined ? { success: true as const, data: quick } : TRADE_SCHEMAS[a.op]?.safeParse(a.args);
     // Unreadable: the shard answers 400 with the parameters named, and sends nothing.
     if (!parsed?.success) return this.o.shards.call(key, 'account.trade', a, opts);
-    const send = (clientOrderId: string) => this.o.shards.call(key, 'account.trade', { ...a, clientOrderId }, opts);
-    const clientOrderId = a.clientOrderId ?? `c-${randomUUID()}`;
+    if (a.clientOrderId !== undefined) {
+      try {
+        assertClientOrderId(a.clientOrderId);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
     return this.claimed(key, lease, {
-      clientOrderId, paramsHash: paramsHash(a.op, parsed.data), send,
+      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, paramsHash: paramsHash(a.op, parsed.data),
+      send: (clientOrderId, ledgerExpiresAt) => this.o.shards.call(key, 'account.trade', { ...a, clientOrderId, ledgerExpiresAt }, opts),
       record: (r) => ({ status: r.status, json: r.json }),
       replay: (status, json) => ({ status, json, replay: true }),
-      // Its shard makes the retry wait for the one out and replay it.
-      inFlight: () => send(clientOrderId),
     });
   }
 
-  private async sessionTrade(key: string, lease: Lease, a: SessionOpArgs, opts?: CallOptions): Promise<unknown> {
-    const clientOrderId = a.clientOrderId ?? `c-${randomUUID()}`;
-    const slot = `${key}\u0000${clientOrderId}`;
-    let mine: Promise<unknown> | undefined;
-    const replay = (json: string) => JSON.parse(json) as unknown;
+  private sessionTrade(key: string, lease: Lease, a: SessionOpArgs, opts?: CallOptions): Promise<unknown> {
+    return this.claimed<unknown>(key, lease, {
+      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, paramsHash: sessionParamsHash(a.op, a.args),
+      send: (clientOrderId) => this.o.shards.call(key, 'session.op', { ...a, clientOrderId }, opts),
+      record: (r) => ({ status: 200, json: JSON.stringify(r ?? null) }),
+      replay: (_status, json) => JSON.parse(json) as unknown,
+    });
+  }
+
+  /** One order at a time per (account, id) on this node: a later one waits for the one under way. */
+  private async claimed<R>(key: string, lease: Lease, order: Order<R>): Promise<R> {
+    const slot = `${key}\u0000${order.clientOrderId}`;
+    for (let out = this.underWay.get(slot); out; out = this.underWay.get(slot)) await out.catch(() => undefined);
+    const mine = this.claimAndSend(key, slot, lease, order);
+    this.underWay.set(slot, mine);
     try {
-      return await this.claimed(key, lease, {
-        clientOrderId, paramsHash: sessionParamsHash(a.op, a.args),
-        send: (id) => {
-          mine = this.o.shards.call(key, 'session.op', { ...a, clientOrderId: id }, opts);
-          this.sessionOrders.set(slot, mine);
-          return mine;
-        },
-        record: (r) => ({ status: 200, json: JSON.stringify(r ?? null) }),
-        replay: (_status, json) => replay(json),
-        // Gone from the map: it finished after the claim was read, so its outcome is recorded now.
-        inFlight: async () => {
-          const out = this.sessionOrders.get(slot);
-          if (out) return out;
-          const row = await this.o.ledger.get(key, clientOrderId);
-          if (row?.state === 'result' && row.result_json !== null) return replay(row.result_json);
-          throw uncertain(clientOrderId);
-        },
-      });
+      return await mine;
     } finally {
-      // Kept until the outcome is recorded, so a retry in between waits for it instead of a 409.
-      if (mine && this.sessionOrders.get(slot) === mine) this.sessionOrders.delete(slot);
+      if (this.underWay.get(slot) === mine) this.underWay.delete(slot);
     }
   }
 
-  private async claimed<R>(key: string, lease: Lease, order: Order<R>): Promise<R> {
+  private async claimAndSend<R>(key: string, slot: string, lease: Lease, order: Order<R>): Promise<R> {
     const { clientOrderId } = order;
     const now = this.o.clock.now();
+    const expiresAt = now + IDEMPOTENCY_TTL_MS;
     const claim = await this.o.ledger.claim({
-      owner: this.o.nodeId, lease, clientOrderId, paramsHash: order.paramsHash, now, expiresAt: now + IDEMPOTENCY_TTL_MS,
+      owner: this.o.nodeId, lease, clientOrderId, paramsHash: order.paramsHash, now, expiresAt,
     }).catch((err: unknown) => {
       // A driver error (refused, reset, timed out) is a 503 like any unreachable engine, not a 500.
       this.o.log.warn('idempotency claim failed: order not sent', { accountId: key, err: errorMessage(err) });
@@ -144,12 +152,12 @@ export class FencedShards implements LocalShards {
       case 'replay': return order.replay(claim.status, claim.resultJson);
       case 'mismatch': throw apiError('IDEMPOTENCY_KEY_REUSED', `clientOrderId ${clientOrderId} was used with other parameters`);
       case 'uncertain': throw uncertain(clientOrderId);
-      case 'inFlight': return order.inFlight();
+      case 'inFlight': return this.unsettled(slot, key, order);
       case 'claimed': break;
     }
     let reply: R;
     try {
-      reply = await order.send(clientOrderId);
+      reply = await order.send(clientOrderId, expiresAt);
     } catch (err) {
       await (certainlyNotSent(err) ? this.o.ledger.release(this.o.nodeId, lease, clientOrderId) : this.o.ledger.markUncertain(this.o.nodeId, lease, clientOrderId))
         .catch((e: unknown) => this.o.log.warn('idempotency record not settled after a failed trade', { err: errorMessage(e) }));
@@ -157,10 +165,30 @@ export class FencedShards implements LocalShards {
     }
     // The broker answered: the client gets it whatever happens to the record. A fenced write (the
     // lease moved on meanwhile) leaves the record 'sent', so the new owner answers retries 409.
-    const { status, json } = order.record(reply);
-    const written = await this.o.ledger.recordOutcome(this.o.nodeId, lease, clientOrderId, status, json)
+    const recorded = order.record(reply);
+    const written = await this.o.ledger.recordOutcome(this.o.nodeId, lease, clientOrderId, recorded.status, recorded.json)
       .catch((e: unknown) => errorMessage(e));
-    if (written !== 'written') this.o.log.warn('idempotency outcome not recorded', { accountId: key, outcome: written });
+    if (written !== 'written') {
+      this.o.log.warn('idempotency outcome not recorded', { accountId: key, outcome: written });
+      // Not fenced (PostgreSQL failed): a retry here in this lease finds the record 'sent' at this
+      // epoch, and gets this answer instead of a 409.
+      if (written !== 'fenced') this.keepUnrecorded(slot, recorded);
+    }
     return reply;
+  }
+
+  /** The record is this node's, `sent` in this lease, and no order of it is under way here: its
+   *  outcome could not be written. The answer if kept, else what the record says now. */
+  private async unsettled<R>(slot: string, key: string, order: Order<R>): Promise<R> {
+    const kept = this.unrecorded.get(slot);
+    if (kept) return order.replay(kept.status, kept.json);
+    const row = await this.o.ledger.get(key, order.clientOrderId);
+    if (row?.state === 'result' && row.result_json !== null) return order.replay(row.status ?? 200, row.result_json);
+    throw uncertain(order.clientOrderId);
+  }
+
+  private keepUnrecorded(slot: string, recorded: { status: number; json: string }): void {
+    if (this.unrecorded.size >= UNRECORDED_MAX) this.unrecorded.delete(this.unrecorded.keys().next().value!);
+    this.unrecorded.set(slot, recorded);
   }
 }

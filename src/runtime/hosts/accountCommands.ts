@@ -68,7 +68,10 @@ declare module '../protocol.js' {
     /** Stops the connection of an account whose seat was removed. */
     'account.remove': { args: { accountId: string }; result: { stopped: boolean } };
     'account.op': { args: { accountId: string; op: string; args: Record<string, unknown> }; result: unknown };
-    'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string }; result: TradeReply };
+    /** `ledgerExpiresAt` (cluster mode, with `clientOrderId`): the order's idempotency record is the
+     *  cluster ledger's, claimed and fenced in PostgreSQL before this call and expiring then; the shard
+     *  keeps none of its own and sends with that record's broker request id. */
+    'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string; ledgerExpiresAt?: number }; result: TradeReply };
     'account.upgrade': { args: { accountId: string; build?: number | null }; result: AccountStatus };
     'account.check': { args: { accountId: string }; result: AccountStatus & { connected: boolean } };
     /** Simulator fault injection on this account's login (tests, benchmarks). */

@@ -16,12 +16,11 @@ import type { TradeOp } from '../../market/orderSchemas.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
 import { brokerFailure } from '../brokerFailures.js';
-import { answer, brokerRequestId, execute, paramsHash, prepare, type Prepared } from './tradeRequest.js';
+import { answer, assertClientOrderId, brokerRequestId, execute, lostError, notSentError, paramsHash, prepare, type Prepared } from './tradeRequest.js';
 
-export { answer, brokerRequestId, paramsHash, prepare } from './tradeRequest.js';
+export { answer, brokerRequestId, CLIENT_ORDER_ID, paramsHash, prepare } from './tradeRequest.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
-export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 /** A record's machine: an xstate actor, or for a fresh claim its plain twin (actors/idempotencyFresh.ts). */
 type IdemActor = Actor<typeof idempotencyMachine> | FreshRecord;
@@ -313,9 +312,7 @@ export class TradeDesk {
         lease.release();
       }
     }
-    if (!CLIENT_ORDER_ID.test(clientOrderId)) {
-      throw apiError('BAD_REQUEST', 'clientOrderId / Idempotency-Key must be 1 to 64 characters from A-Z a-z 0-9 _ . : -');
-    }
+    assertClientOrderId(clientOrderId);
     const hash = paramsHash(op, prep.canonical);
     const k = this.key(entry.accountId, clientOrderId);
     for (;;) {
@@ -348,7 +345,7 @@ export class TradeDesk {
           rec.actor.stop();
           this.idle(rec);
           if (this.restoreSettled(entry.accountId, clientOrderId)) continue;
-          if (err.cause instanceof NotSentError) throw apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
+          if (err.cause instanceof NotSentError) throw notSentError();
           throw err.cause;
         }
       } else {
@@ -377,9 +374,9 @@ export class TradeDesk {
       }
       if (ev.type === 'done') return tradeReply(ev.result, false);
       if (ev.type === 'lost') {
-        throw apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
+        throw lostError();
       }
-      throw apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
+      throw notSentError();
     }
   }
 

@@ -13,6 +13,7 @@ import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
 import { summaryOrLastKnown, type AccountRegistry } from './accountRegistry.js';
 import { TradeDesk } from './accountTrade.js';
+import { brokerRequestId, tradeRecordedElsewhere } from './tradeRequest.js';
 import type { ActorHost, ShardContext } from './context.js';
 
 /** Accounts started per turn of the shard's event loop while a restart restores them. */
@@ -296,7 +297,10 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
           lease.release();
         }
       },
-      'account.trade': async ({ accountId, op, args, clientOrderId }) => desk.trade(entryOf(accountId), op, args, clientOrderId),
+      // Cluster mode: the record is the ledger's in PostgreSQL (FencedShards); none is kept here.
+      'account.trade': async ({ accountId, op, args, clientOrderId, ledgerExpiresAt }) => (clientOrderId !== undefined && ledgerExpiresAt !== undefined
+        ? tradeRecordedElsewhere(entryOf(accountId), op, args, brokerRequestId(accountId, clientOrderId, ledgerExpiresAt))
+        : desk.trade(entryOf(accountId), op, args, clientOrderId)),
     },
     rehydrate() {
       // The accounts start after this returns (restoreInBackground); counted here are the

@@ -10,6 +10,7 @@ import { BrokerDisconnectedError, BrokerTimeoutError } from '../../market/broker
 import { isStopLimitType, type TradeResult } from '../../market/orders.js';
 import { quickOrderSend, TRADE_SCHEMAS, type TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
+import type { TradeReply } from './accountCommands.js';
 import { assertAvailable } from './accountOps.js';
 import { filledAnswerJson } from './answerJson.js';
 
@@ -99,3 +100,35 @@ export async function execute(prep: Prepared, lease: Lease, requestId: string, c
   }
 }
 
+
+export const CLIENT_ORDER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/** A clientOrderId the gateway accepts, checked before anything is claimed or sent. */
+export function assertClientOrderId(clientOrderId: string): void {
+  if (!CLIENT_ORDER_ID.test(clientOrderId)) {
+    throw apiError('BAD_REQUEST', 'clientOrderId / Idempotency-Key must be 1 to 64 characters from A-Z a-z 0-9 _ . : -');
+  }
+}
+
+export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
+export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
+
+/**
+ * A trade whose idempotency record is kept outside the shard (cluster mode: the ledger in PostgreSQL
+ * claimed it, fenced, before this call, writes its outcome after, and answers retries with the id,
+ * keeping them from this call while it is out): no record here, no hash. It goes with the record's
+ * broker request id, so a lost reply is looked up as a recorded one's is, and it fails as one does:
+ * not sent (NOT_CONNECTED, the claim is freed) or sent with its outcome unknown (TERMINAL_ERROR).
+ */
+export async function tradeRecordedElsewhere(entry: AccountEntry, op: TradeOp, args: Record<string, unknown>, requestId: string): Promise<TradeReply> {
+  const prep = prepare(op, args, entry);
+  const lease = await entry.acquire();
+  let result: TradeResult;
+  try {
+    result = await execute(prep, lease, requestId);
+  } catch (err) {
+    throw err instanceof NotSentError ? notSentError() : lostError();
+  }
+  const a = answer(result);
+  return { status: a.status, json: a.json, replay: false };
+}
