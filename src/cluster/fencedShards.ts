@@ -165,7 +165,17 @@ export class FencedShards implements LocalShards {
     }
     // The broker answered: the client gets it whatever happens to the record. A fenced write (the
     // lease moved on meanwhile) leaves the record 'sent', so the new owner answers retries 409.
-    const recorded = order.record(reply);
+    let recorded: { status: number; json: string };
+    try {
+      recorded = order.record(reply);
+    } catch (err) {
+      // An answer that cannot be recorded (a reply not of its shape): the claim is settled all the
+      // same, as an order whose outcome is unknown; else it stayed open ('sent') for good and the
+      // ledger kept its key for the life of the process.
+      await this.o.ledger.markUncertain(this.o.nodeId, lease, clientOrderId)
+        .catch((e: unknown) => this.o.log.warn('idempotency record not settled after an unrecordable answer', { err: errorMessage(e) }));
+      throw err;
+    }
     const written = await this.o.ledger.recordOutcome(this.o.nodeId, lease, clientOrderId, recorded.status, recorded.json)
       .catch((e: unknown) => errorMessage(e));
     if (written !== 'written') {

@@ -174,6 +174,11 @@ export class IdempotencyLedger {
     });
   }
 
+  /** Claims of this node not settled yet (orders out at the broker; tests). */
+  get openClaims(): number {
+    return this.unsettled.size;
+  }
+
   /** Statements that carried several calls, and how many (benches, tests). */
   get batching(): { claims: GroupCommit<ClaimCall, unknown>['stats']; outcomes: GroupCommit<OutcomeCall, unknown>['stats'] } {
     return { claims: this.claims.stats, outcomes: this.outcomes.stats };

@@ -41,12 +41,13 @@ function node(id: string) {
     },
   };
   const state = { lapsed: false };
+  const ledger = new IdempotencyLedger(server.pool);
   const fenced = new FencedShards({
-    nodeId: id, shards, ledger: new IdempotencyLedger(server.pool), clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
+    nodeId: id, shards, ledger, clock: { now: () => 1_700_000_000_000 }, log: createLogger('silent'),
     keeper: { leaseOf: (a) => (state.lapsed ? undefined : leases.get(a)) },
   });
   return {
-    id, leases, sent, fenced, state,
+    id, leases, sent, fenced, state, ledger,
     /** The next order's shard answer (or failure), once. */
     answerNext(f: (t: Trade) => Promise<TradeReply>) {
       next = f;
@@ -71,6 +72,18 @@ async function takeOver(accountId: string, to: ReturnType<typeof node>): Promise
 const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof ApiError ? e.code : String(e)));
 
 describe('fenced trades on the owner', () => {
+  it('a broker answer that cannot be recorded (a reply not of its shape) still settles the claim: uncertain, nothing left open on the node, a retry answers 409 and sends nothing', async () => {
+    const a = node('unrecordable');
+    const accountId = await ownedBy(a);
+    a.answerNext(async () => undefined as never);
+    expect(await code(a.trade(accountId, 'odd-1'))).not.toBe('ok');
+    expect((await a.ledger.get(accountId, 'odd-1'))?.state).toBe('uncertain');
+    expect(a.ledger.openClaims).toBe(0);
+    // Before, the record stayed 'sent' at this epoch and the node's ledger kept its claim open.
+    expect(await code(a.trade(accountId, 'odd-1'))).toBe('IDEMPOTENCY_UNCERTAIN');
+    expect(a.sent).toHaveLength(1);
+  });
+
   it('with a short lease, a trade goes while the lease holds for the dispatch margin, also between renewals; not in its last moments', async () => {
     const clock = { t: 5_000, now() { return this.t; } };
     const accountId = `acct-${++accounts}`;
