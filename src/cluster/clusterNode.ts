@@ -181,7 +181,7 @@ export class ClusterNode {
     const calls = new CallDrain(this.sessions.wrap(this.bindings.wrap(fenced)));
     let nats: NatsNode;
     try {
-      nats = await startNatsNode({ url: natsUrl, nodeId, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+      nats = await startNatsNode({ url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
     } catch (err) {
       await this.pg.close({ handover: false });
       throw err;
@@ -310,6 +310,9 @@ export class ClusterNode {
         // A node gone (SIGKILL, or SIGTERM before its sockets' closes reached us): its hub will not
         // close what its sockets opened on the accounts owned here; release it as that hub would.
         for (const id of this.departures.seen(this.liveNodes().map((n) => n.nodeId))) void this.wired?.nats.router.forgetNode(id);
+        // A node started again under its id within the lease (never judged departed): what its
+        // earlier process's sockets held here goes, as for a departed node.
+        for (const n of this.liveNodes()) void this.wired?.nats.router.supersede(n.nodeId, n.incarnation);
       }, () => this.departures.failed());
       // Copies the database did not take (it was away): again, until they land or the lease moves on.
       this.bindings.copies.retryFailed();

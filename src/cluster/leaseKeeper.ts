@@ -38,6 +38,8 @@ export interface LeaseKeeperOptions {
   nodeId: string;
   /** Where this node serves (shown to operators). */
   url?: string;
+  /** This process's start (leases.ts newIncarnation), written with each heartbeat. */
+  incarnation?: number;
   leaseMs: number;
   /** Monotonic in production (monotonicClock): a wall clock stepped back would stretch a lease. */
   clock: Clock;
@@ -183,7 +185,7 @@ export class LeaseKeeper {
   private async round(): Promise<void> {
     const { db, nodeId, leaseMs, clock } = this.o;
     const sent = clock.now();
-    const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs);
+    const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation);
     if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
     this.lastBeat = sent;
     // Settling (just started): heard by the others, nothing held yet, nothing taken; unless other

@@ -104,18 +104,24 @@ export async function leaseOwner(q: Queryable, accountId: string): Promise<{ own
   return row ? { owner: row.live ? row.owner : null, epoch: row.epoch } : { owner: null, epoch: 0 };
 }
 
-/** Records that the node is alive (and where it serves) and returns the nodes alive within `withinMs`
- *  on PostgreSQL's clock, this one included: one round trip. */
-export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number): Promise<string[]> {
+/** A new incarnation number for a node's start (higher than every one before, cluster-wide). */
+export async function newIncarnation(q: Queryable): Promise<number> {
+  const r = await q.query<{ n: number }>("SELECT nextval('cluster_incarnations') AS n");
+  return r.rows[0]!.n;
+}
+
+/** Records that the node is alive (where it serves, its incarnation) and returns the nodes alive
+ *  within `withinMs` on PostgreSQL's clock, this one included: one round trip. */
+export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number): Promise<string[]> {
   const r = await q.query<{ node_id: string }>(
     `WITH me AS (
-       INSERT INTO cluster_nodes (node_id, url, heartbeat_at) VALUES ($1, $2, now())
-       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at
+       INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation) VALUES ($1, $2, now(), $4::bigint)
+       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation
        RETURNING node_id)
      SELECT node_id FROM me
      UNION SELECT node_id FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS}
      ORDER BY node_id`,
-    [nodeId, url, withinMs],
+    [nodeId, url, withinMs, incarnation ?? null],
   );
   return r.rows.map((row) => row.node_id);
 }
@@ -127,19 +133,23 @@ export interface NodeRow {
   heartbeatAgeMs: number;
   /** Accounts it holds an unexpired lease on. */
   accounts: number;
+  /** Its process's start (newIncarnation), as its last heartbeat wrote it. */
+  incarnation?: number;
 }
 
 /** Every node in the table with its live lease count, and the accounts nobody holds (a takeover in
  *  progress, or no node alive): what `status` and /metrics show about the cluster. */
 export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[]; unowned: number }> {
-  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number }>(
-    `SELECT n.node_id, n.url, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
+  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number; incarnation: number | null }>(
+    `SELECT n.node_id, n.url, n.incarnation, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
        (SELECT count(*)::int FROM account_leases l WHERE l.owner = n.node_id AND l.expires_at > now()) AS accounts
      FROM cluster_nodes n ORDER BY n.node_id`);
   const unowned = await q.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM account_leases WHERE owner IS NULL OR expires_at <= now()');
   return {
-    nodes: nodes.rows.map((r) => ({ nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts })),
+    nodes: nodes.rows.map((r) => ({
+      nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),
+    })),
     unowned: unowned.rows[0]!.n,
   };
 }

@@ -14,6 +14,8 @@ export interface NatsNodeOptions {
   /** NATS_URL. */
   url: string;
   nodeId: string;
+  /** This process's start (PgNode.incarnation): the owners tell it from the node's earlier processes. */
+  incarnation?: number;
   /** The node's own shards (ShardSet). */
   shards: LocalShards;
   /** The lease store's owner of an account (PgNode.lookupOwner). */
@@ -22,6 +24,9 @@ export interface NatsNodeOptions {
   ownerWaitMs: number;
   /** Where events relayed from other nodes go: the gateway's shard-event receivers. */
   onEvent: (ev: ShardEvent) => void;
+  /** Publish market data only while another node's sockets want its symbol (a gateway: its stream
+   *  commands pass the router's ledger). Default: all of it. */
+  marketOnInterest?: boolean;
   log: Logger;
   reconnectWaitMs?: number;
 }
@@ -42,9 +47,12 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   const log = o.log.child({ component: 'cluster-nats' });
   const link = await NatsLink.connect({ url: o.url, name: o.nodeId, log, ...(o.reconnectWaitMs === undefined ? {} : { reconnectWaitMs: o.reconnectWaitMs }) });
   const owners = new OwnerCache({ link, lookup: o.lookupOwner, log });
-  const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs });
+  const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs, ...(o.incarnation === undefined ? {} : { incarnation: o.incarnation }) });
   router.serve();
-  const relay = new StreamRelay({ link, log, onEvent: o.onEvent });
+  // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
+  // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
+  const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;
+  const relay = new StreamRelay({ link, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}) });
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();
   return {

@@ -156,6 +156,14 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   ALTER TABLE audit_log ADD COLUMN ref TEXT;
   CREATE UNIQUE INDEX audit_log_ref ON audit_log(ref) WHERE ref IS NOT NULL;
   ` },
+  // 6: each start of a node is an incarnation, numbered by one sequence for the cluster (always
+  // higher than any before, whatever the node's id): a node started again under its NODE_ID within
+  // the lease is told apart from the process before it, whose sockets' streams the owners release
+  // (router.ts supersede). Written with every heartbeat.
+  { name: 'node incarnations', sql: `
+  CREATE SEQUENCE cluster_incarnations;
+  ALTER TABLE cluster_nodes ADD COLUMN incarnation BIGINT;
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -8,7 +8,7 @@ import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
-import { leaseOwner } from './leases.js';
+import { leaseOwner, newIncarnation } from './leases.js';
 import { PgSchemaTooNewError, runPgMigrations } from './pgMigrations.js';
 import { describePgUrl, openPgPool, type PgPool } from './pgPool.js';
 import { PgTenancy } from './pgTenancy.js';
@@ -41,6 +41,8 @@ export interface PgNodeOptions {
 }
 
 export interface PgNode {
+  /** This process's start, numbered by the cluster (leases.ts newIncarnation). */
+  incarnation: number;
   pool: PgPool;
   tenancy: PgTenancy;
   mirror: TenancyMirror;
@@ -89,10 +91,11 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     const mirror = new TenancyMirror(pool, o.sqlite);
     await mirror.sync();
     const ledger = new IdempotencyLedger(pool);
+    const incarnation = await newIncarnation(pool);
     const { acquired, ...rest } = o.events;
     const leaseTenancy = new PgTenancy(leasePool);
     const keeper = new LeaseKeeper({
-      db: leasePool, nodeId: o.nodeId, url: o.url, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
+      db: leasePool, nodeId: o.nodeId, url: o.url, incarnation, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
       accounts: () => leaseTenancy.liveAccountIds(),
       events: {
         ...rest,
@@ -108,7 +111,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     const every = (ms: number, what: string, f: () => Promise<unknown>) =>
       timers.push(setInterval(() => void f().catch((err: unknown) => o.log.warn(`${what} failed`, { err: errorMessage(err) })), ms));
     return {
-      pool, tenancy, mirror, ledger, keeper,
+      incarnation, pool, tenancy, mirror, ledger, keeper,
       lookupOwner: (accountId) => leaseOwner(pool, accountId),
       async writeTenancy(write, adopt) {
         // A failure here: the write did not commit, or its outcome is unknown (the connection was

@@ -23,8 +23,9 @@ export interface LocalShards {
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
 }
 
-/** A forwarded call, as it travels (JSON, wireCodec); `from`: the node that forwarded it. */
-export interface CallEnvelope { key: string; op: CommandName; args: unknown; from: string; retry?: boolean }
+/** A forwarded call, as it travels (JSON, wireCodec); `from`: the node that forwarded it, `inc`: its
+ *  incarnation (the process's start, for stream commands). */
+export interface CallEnvelope { key: string; op: CommandName; args: unknown; from: string; inc?: number; retry?: boolean }
 /** The owner's answer; notOwner: it does not own the key (any more), owner is whom it believes does. */
 export type CallReply =
   /** epoch: the owner's lease epoch, on the replies to stream commands (the caller notes where its
@@ -37,6 +38,8 @@ export type CallReply =
 
 export interface AccountRouterOptions {
   nodeId: string;
+  /** This process's start (leases.ts newIncarnation), sent with stream commands. */
+  incarnation?: number;
   link: NatsLink;
   shards: LocalShards;
   owners: OwnerDirectory;
@@ -73,11 +76,15 @@ type At = OwnerInfo & { owner: string };
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
-  /** What each node's sockets hold of the streams of accounts owned here. */
-  readonly interest = new StreamInterest();
+  /** What each node's sockets hold of the streams of accounts owned here (and which symbols other
+   *  nodes' sockets want: the relay publishes only those). */
+  readonly interest: StreamInterest;
   /** What this node's own sockets hold, wherever the accounts are owned, and at which owner. */
   private readonly held = new StreamInterest();
   private readonly heldAt = new Map<string, At>();
+  /** The latest incarnation of each node whose stream commands reached this one (or that the node
+   *  list showed), and the release of its earlier process's holds while that runs. */
+  private readonly incarnations = new Map<string, { inc: number; forgetting: Promise<void> }>();
   private readonly offOwners: () => void;
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
@@ -91,6 +98,7 @@ export class AccountRouter {
   private readonly recheckMs: number;
 
   constructor(private readonly opts: AccountRouterOptions) {
+    this.interest = new StreamInterest(opts.nodeId);
     this.now = opts.now ?? (() => performance.now());
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
@@ -173,7 +181,9 @@ export class AccountRouter {
       const owner = await this.ownerOf(key);
       if (owner === this.opts.nodeId) return { value: await this.runHere(this.opts.nodeId, key, op, args, opts), owner };
       if (owner !== null) {
-        const a = await this.forward(owner, { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) });
+        const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
+        if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
+        const a = await this.forward(owner, env);
         if (a.done) return { value: a.value, owner, ...(a.epoch === undefined ? {} : { epoch: a.epoch }) };
         this.opts.owners.forget(key);
         // Told where the account went: ask again at once, once; otherwise wait for news.
@@ -322,6 +332,10 @@ export class AccountRouter {
         reply = { ok: false, notOwner: true, owner };
       } else {
         const opts: CallOptions = env.retry === undefined ? {} : { retryOnRestart: env.retry };
+        // A stream command of a node's new process: what its earlier one held here goes first.
+        if (env.inc !== undefined && !(await this.supersede(String(env.from), env.inc))) {
+          throw this.unavailable(`a stream command of an earlier process of node ${String(env.from)}, which was started again; retry`);
+        }
         const result = await this.runHere(String(env.from), env.key, env.op, env.args, opts);
         const epoch = env.op.startsWith('stream.') ? this.opts.owners.known(env.key)?.epoch : undefined;
         reply = epoch === undefined ? { ok: true, result } : { ok: true, result, epoch };
@@ -373,6 +387,27 @@ export class AccountRouter {
       default:
         return shards.call(key, op, args as never, opts);
     }
+  }
+
+  /**
+   * `node` runs as incarnation `inc` (its process's start: cluster_nodes, or its stream commands). A
+   * later one than known: the node was started again under its id, within the lease, so never judged
+   * departed; what its earlier process's sockets held of the accounts owned here is released (as for
+   * a departed node) before any command of the new one runs. Resolves false for an earlier one than
+   * known (a stray command of the dead process: not run).
+   */
+  async supersede(node: string, inc: number | undefined): Promise<boolean> {
+    if (inc === undefined || node === this.opts.nodeId) return true;
+    const known = this.incarnations.get(node);
+    if (known && inc <= known.inc) {
+      await known.forgetting;
+      return inc === known.inc;
+    }
+    // First heard of: nothing of it here yet (its commands all carry its incarnation).
+    const forgetting = known ? this.forgetNode(node) : Promise.resolve();
+    this.incarnations.set(node, { inc, forgetting });
+    await forgetting;
+    return true;
   }
 
   /** A node left the cluster (its heartbeat expired) with sockets on accounts owned here: release

@@ -3,7 +3,9 @@
 // were the only one; the shard keeps a count of opens but a *set* of symbols and timeframes, so one
 // node's unsub would cut off every other node's sockets. The router passes each node's calls
 // through this ledger: a sub goes to the shard as is, an unsub only for what no other node still
-// wants, a node's last close (or its departure) releases what it alone wanted. Pure logic.
+// wants, a node's last close (or its departure) releases what it alone wanted. Given this node's id,
+// it also counts which symbols some other node's sockets hold (wantedElsewhere): the owner publishes
+// a symbol's market data on NATS only while one does. Pure logic.
 import type { Timeframe } from '../market/timeframes.js';
 
 /** An unsub the shard must get (timeframes absent: the whole symbol). */
@@ -14,6 +16,23 @@ interface Origin { opens: number; symbols: Map<string, Set<Timeframe>> }
 export class StreamInterest {
   /** accountId -> node -> what that node's sockets hold. */
   private readonly accounts = new Map<string, Map<string, Origin>>();
+  /** symbol -> how many (account, node other than `self`) hold it. */
+  private readonly elsewhere = new Map<string, number>();
+
+  /** `self`: this node's id, whose own holds wantedElsewhere does not count (none given: all count). */
+  constructor(private readonly self?: string) {}
+
+  /** Whether any other node's sockets hold the symbol on an account of this ledger. */
+  wantedElsewhere(symbol: string): boolean {
+    return this.elsewhere.has(symbol);
+  }
+
+  private count(node: string, symbol: string, d: 1 | -1): void {
+    if (node === this.self) return;
+    const n = (this.elsewhere.get(symbol) ?? 0) + d;
+    if (n > 0) this.elsewhere.set(symbol, n);
+    else this.elsewhere.delete(symbol);
+  }
 
   private originOf(node: string, accountId: string): Origin {
     let byNode = this.accounts.get(accountId);
@@ -44,9 +63,12 @@ export class StreamInterest {
   /** A stream.sub from `node`: recorded; it goes to the shard unchanged. */
   sub(node: string, accountId: string, symbol: string, timeframes: readonly Timeframe[]): void {
     const o = this.originOf(node, accountId);
-    const set = o.symbols.get(symbol) ?? new Set<Timeframe>();
+    let set = o.symbols.get(symbol);
+    if (!set) {
+      o.symbols.set(symbol, (set = new Set<Timeframe>()));
+      this.count(node, symbol, 1);
+    }
     for (const tf of timeframes) set.add(tf);
-    o.symbols.set(symbol, set);
   }
 
   /** A stream.unsub from `node`: what the shard must let go of (null: other nodes still want all of it). */
@@ -55,8 +77,10 @@ export class StreamInterest {
     const mine = o?.symbols.get(symbol);
     const dropped = timeframes === undefined ? [...(mine ?? [])] : [...timeframes];
     if (o && mine) {
-      if (timeframes === undefined) o.symbols.delete(symbol);
-      else for (const tf of timeframes) mine.delete(tf);
+      if (timeframes === undefined) {
+        o.symbols.delete(symbol);
+        this.count(node, symbol, -1);
+      } else for (const tf of timeframes) mine.delete(tf);
     }
     const others = this.others(node, accountId, symbol);
     if (others === null) return timeframes === undefined ? { symbol } : { symbol, timeframes: [...timeframes] };
@@ -103,6 +127,7 @@ export class StreamInterest {
 
   /** The account moved to another owner: its shard here let go of everything. */
   dropAccount(accountId: string): void {
+    for (const [node, o] of this.accounts.get(accountId) ?? []) for (const symbol of o.symbols.keys()) this.count(node, symbol, -1);
     this.accounts.delete(accountId);
   }
 }

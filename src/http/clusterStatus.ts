@@ -35,6 +35,6 @@ export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: 
   const o = await node.overview();
   return {
     nodeId: node.nodeId, natsUp: node.status().natsUp, ownedHere: node.status().ownedHere, unowned: o.unowned,
-    nodes: o.nodes.map((n) => ({ ...n, live: n.heartbeatAgeMs < leaseMs })),
+    nodes: o.nodes.map((n) => ({ nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts })),
   };
 }

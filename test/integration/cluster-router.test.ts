@@ -264,6 +264,31 @@ describe('AccountRouter', () => {
     expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'EURUSD' }]]);
   });
 
+  it('a node\'s new process (a later incarnation, same id): the owner releases what the earlier one held before its first stream command runs, and refuses the earlier one\'s commands after', async () => {
+    const id = acct();
+    leases.set(id, 'B', B.owners);
+    const [old, fresh] = await Promise.all([1, 2].map((incarnation) => startNode('D', nats.url, fakeShards('D').shards, leases, { ownerWaitMs: 1_500, incarnation })));
+    try {
+      await until(async () => (await old!.owners.ownerOf(id)) === 'B' && (await fresh!.owners.ownerOf(id)) === 'B', 'both learn the owner');
+      await old!.router.call(id, 'stream.open', { accountId: id });
+      await old!.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
+      fakes.B.calls.length = 0;
+      await fresh!.router.call(id, 'stream.open', { accountId: id });
+      expect(fakes.B.calls.map((c) => [c.op, c.args])).toEqual([
+        ['stream.unsub', { accountId: id, symbol: 'EURUSD' }], ['stream.close', { accountId: id }], ['stream.open', { accountId: id }],
+      ]);
+      fakes.B.calls.length = 0;
+      const late = await old!.router.call(id, 'stream.sub', { accountId: id, symbol: 'GBPUSD', timeframes: [], timeoutMs: 1_000 }).catch((e: unknown) => e);
+      expect(late).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+      expect(fakes.B.calls).toEqual([]);
+      // The node list showing the same incarnation again changes nothing.
+      expect(await B.router.supersede('D', 2)).toBe(true);
+      expect(fakes.B.calls).toEqual([]);
+    } finally {
+      await Promise.all([old?.close(), fresh?.close()]);
+    }
+  });
+
   it('when the account changes owner, a node reopens its sockets\' stream at the new owner (remote or itself)', async () => {
     const id = acct();
     leases.set(id, 'B', B.owners);

@@ -59,7 +59,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 describe('StreamInterest (owner side, several nodes)', () => {
   it('the shard holds exactly the union of what the nodes\' hubs hold, whatever they do', () => {
     fc.assert(fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
-      const ledger = new StreamInterest();
+      // Seen from node A, the owner: which symbols other nodes want (what its relay publishes).
+      const ledger = new StreamInterest('A');
       const shard = new ShardModel();
       const hubs = NODES.map((): Hub => ({ opens: 0, symbolRefs: new Map(), candleRefs: new Map() }));
       const acct = 'acc';
@@ -116,7 +117,11 @@ describe('StreamInterest (owner side, several nodes)', () => {
         expect(shard.sockets).toBe(hubs.reduce((n, h) => n + h.opens, 0));
         expect(shard.symbols).toEqual(wantSymbols);
         expect(shard.candles).toEqual(wantCandles);
+        for (const sym of SYMBOLS) expect(ledger.wantedElsewhere(sym), sym).toBe(hubs.slice(1).some((h) => h.symbolRefs.has(sym)));
       }
+      // The account moved away: nothing of it is wanted here any more.
+      ledger.dropAccount(acct);
+      for (const sym of SYMBOLS) expect(ledger.wantedElsewhere(sym)).toBe(false);
     }), { numRuns: 1000 });
   });
 
