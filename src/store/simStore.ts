@@ -4,14 +4,15 @@
 import type Database from 'better-sqlite3';
 import type { EquityPoint } from '../market/account.js';
 import type { Deal, Order, RequestLookup } from '../market/orders.js';
-import type { LoadedAccount, SimChange, SimPersistence, StoredAccount, StoredPosition } from '../sim/persistence.js';
+import type { LoadedAccount, SimChange, SimPersistence, StoredAccount } from '../sim/persistence.js';
 import { decodeChange, encodeChange } from './simCodec.js';
-import { CHECKPOINT, CheckpointRowStore, notePending, type CheckpointRows, type Pending, type ReadCheckpoint } from './simCheckpoint.js';
+import { CHECKPOINT, CheckpointRowStore, notePending, type ReadCheckpoint } from './simCheckpoint.js';
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { CommitGroup } from './commitGroup.js';
-import { DirtyMarks, migrateDirtyMarks, type JournalRef } from './simDirty.js';
+import { DirtyMarks, migrateDirtyMarks } from './simDirty.js';
 import { RequestRefs } from './requestRefs.js';
+import { newMirror, type Mirror } from './simMirror.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -41,37 +42,6 @@ export function migrateSimStore(db: Database.Database): void {
 
 /** Request ids are deduplicated for a day. */
 const REQUEST_TTL_MS = 86_400_000;
-
-/** The in-memory mirror of one account, checkpointed into sim_state. */
-interface Mirror {
-  account: StoredAccount;
-  // Positions and active orders changed since the last checkpoint (simCheckpoint.ts), not all of
-  // them: a copy of every open position lived as long as the position, and each one the bench
-  // opened was copied by every young-generation scavenge until promoted (issue 19, the p99). The
-  // maps are created by their first entry and dropped by the checkpoint: an empty Map still costs
-  // its table (issue 19, memory per idle account).
-  positions: Pending<StoredPosition> | undefined;
-  activeOrders: Pending<Order> | undefined;
-  seq: number;
-  /** time_ms of the last journal row (replay starts there). */
-  lastTimeMs: number;
-  /** Every request id of the last day: where its journal row (which holds its outcome) is. Only
-   *  the reference is kept: outcomes held in memory cost ~1 KB per order for a day, and as objects
-   *  that outlive young-generation collections they made every scavenge copy them (in-process
-   *  idempotent orders: p99 ~2.9 ms with them, ~1.1 ms without). A lookup reads the row; that
-   *  happens only when an id comes again (a retry after a lost reply, a restart's recovery). */
-  refs: RequestRefs | undefined;
-  /** Requests not yet in a checkpointed batch: their ids (refs has where each is). An [id, time,
-   *  seq] array per order lived until the checkpoint, ~1 s, past a young-generation scavenge. */
-  newRefs: string[];
-  checkpointedMs: number;
-  /** The rows of the last checkpoint (simCheckpoint.ts): a checkpoint writes only what changed. */
-  rows?: CheckpointRows | undefined;
-  /** The first journal row since the last checkpoint (none: the checkpoint covers every row). */
-  dirtyFrom?: JournalRef | undefined;
-  /** Its mark (sim_dirty) is committed: rows after the checkpoint are found at a restart. */
-  marked?: boolean;
-}
 
 const REQUEST = 'R';
 
@@ -241,7 +211,10 @@ export class SqliteSimStore implements SimPersistence {
     if (!row) return null;
     const read = this.checkpoints.read(server, login, row.data);
     const cp = read.state;
-    const m: Mirror = { ...cp, refs: undefined, newRefs: [], checkpointedMs: this.clock.now() };
+    const m = newMirror(cp.account, cp.seq, cp.lastTimeMs, this.clock.now());
+    m.positions = cp.positions;
+    m.activeOrders = cp.activeOrders;
+    m.rows = cp.rows;
     for (const row of this.st.requestBatches.all(server, login, batchKey(cp.lastTimeMs - REQUEST_TTL_MS, 0)) as { data: string }[]) {
       for (const [id, t, q] of JSON.parse(row.data) as [string, number, number][]) (m.refs ??= new RequestRefs()).set(id, t, q);
     }
@@ -268,7 +241,7 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   createAccount(a: StoredAccount): void {
-    const m: Mirror = { account: { ...a }, positions: undefined, activeOrders: undefined, seq: 0, lastTimeMs: a.createdMs, refs: undefined, newRefs: [], checkpointedMs: 0 };
+    const m = newMirror({ ...a }, 0, a.createdMs, 0);
     this.mirrors.set(this.key(a.server, a.login), m);
     this.dirtyMirrors.add(m);
     // The checkpoint row is what makes the account exist: write it at once.
