@@ -240,7 +240,8 @@ async function start(
   // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
   const shared = cluster && await ClusterStreamHistory.open({
     nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },
-    owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; }, log,
+    owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; },
+    onReopened: (listener) => { cluster.router.onStreamReopened = listener; }, log,
   });
   const streamHub = (stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),

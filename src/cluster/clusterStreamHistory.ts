@@ -14,6 +14,8 @@ export interface ClusterStreamHistoryOptions {
   owns: (accountId: string) => boolean;
   /** Registers what runs when this node acquired accounts (their shards started them). */
   onAcquired: (listener: (accountIds: string[]) => void) => void;
+  /** Registers what runs when an account's shard stream opens again after all closed (router.ts). */
+  onReopened: (listener: (accountId: string) => void) => void;
   log: Logger;
 }
 
@@ -30,6 +32,10 @@ export class ClusterStreamHistory {
 
   onAcquired(listener: (accountIds: string[]) => void): void {
     this.o.onAcquired(listener);
+  }
+
+  onReopened(listener: (accountId: string) => void): void {
+    this.o.onReopened(listener);
   }
 
   async kept(accountId: string): Promise<boolean> {

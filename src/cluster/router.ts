@@ -85,6 +85,9 @@ export class AccountRouter {
   /** The latest incarnation of each node whose stream commands reached this one (or that the node
    *  list showed), and the release of its earlier process's holds while that runs. */
   private readonly incarnations = new Map<string, { inc: number; forgetting: Promise<void> }>();
+  /** An account's stream was opened again at this owner's shard after every node had closed it (or
+   *  been forgotten): what happened at the broker meanwhile was not emitted. The stream edge resyncs. */
+  onStreamReopened: (accountId: string) => void = () => {};
   private readonly offOwners: () => void;
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
@@ -366,7 +369,8 @@ export class AccountRouter {
     switch (op) {
       case 'stream.open': {
         const r = await shards.call(key, op, args as ArgsOf<'stream.open'>, opts);
-        this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId);
+        // In the reply's turn: before any event the reopened shard stream sends.
+        if (this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId)) this.onStreamReopened(key);
         return r;
       }
       case 'stream.sub': {

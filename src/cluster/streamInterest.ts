@@ -18,6 +18,9 @@ export class StreamInterest {
   private readonly accounts = new Map<string, Map<string, Origin>>();
   /** symbol -> how many (account, node other than `self`) hold it. */
   private readonly elsewhere = new Map<string, number>();
+  /** Accounts whose every hold was closed (or forgotten) here: their shard stream is closed, and
+   *  events meanwhile were not emitted. */
+  private readonly closed = new Set<string>();
 
   /** `self`: this node's id, whose own holds wantedElsewhere does not count (none given: all count). */
   constructor(private readonly self?: string) {}
@@ -55,9 +58,11 @@ export class StreamInterest {
     return out;
   }
 
-  /** A stream.open of `node` answered OK. */
-  open(node: string, accountId: string): void {
+  /** A stream.open of `node` answered OK. @returns whether it reopened the account's stream, closed
+   *  here by every node before (the shard emitted none of its events meanwhile). */
+  open(node: string, accountId: string): boolean {
     this.originOf(node, accountId).opens++;
+    return this.closed.delete(accountId);
   }
 
   /** A stream.sub from `node`: recorded; it goes to the shard unchanged. */
@@ -101,7 +106,10 @@ export class StreamInterest {
       if (u) out.push(u);
     }
     byNode.delete(node);
-    if (byNode.size === 0) this.accounts.delete(accountId);
+    if (byNode.size === 0) {
+      this.accounts.delete(accountId);
+      this.closed.add(accountId);
+    }
     return out;
   }
 
@@ -129,5 +137,6 @@ export class StreamInterest {
   dropAccount(accountId: string): void {
     for (const [node, o] of this.accounts.get(accountId) ?? []) for (const symbol of o.symbols.keys()) this.count(node, symbol, -1);
     this.accounts.delete(accountId);
+    this.closed.delete(accountId);
   }
 }

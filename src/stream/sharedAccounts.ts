@@ -47,6 +47,22 @@ export class SharedAccounts {
     deps.shared.onAcquired((ids) => {
       for (const id of ids) void this.acquired(id);
     });
+    deps.shared.onReopened((id) => this.reopened(id));
+  }
+
+  /**
+   * The account's shard stream on this node (its owner) was closed by every socket of every node (a
+   * node judged departed after a lapse, its holds released) and is open again (its replay): the
+   * deals made meanwhile were never emitted. The numbering state kept here resyncs with the broker
+   * (missed deals as TRADEs, then a snapshot pair), as after a takeover; live deals wait behind.
+   */
+  private reopened(id: string): void {
+    const acc = this.accounts.accounts.get(id);
+    // Taking the role resyncs by itself; a follower's numbers are the owner's.
+    if (!acc?.shared || acc.shared.role !== 'owner' || acc.shared.ready || acc.shared.placeholder) return;
+    acc.needsResync = true;
+    acc.heldDeals ??= [];
+    if (acc.phase === 'connected') this.events.resync(acc);
   }
 
   /**

@@ -12,10 +12,15 @@
 // owner's shard kept its symbols subscribed and their ticks published, with no socket left anywhere.
 // Each start is now an incarnation (cluster_nodes, numbered by PostgreSQL); the owner releases the
 // earlier one's holds when it sees a later one.
+//
+// A node judged departed after a lapse (frozen past the lease) has its holds released at the owner,
+// whose shard closes the account's stream if nobody else holds it; the node, back, opens it again.
+// The deals made in between were never emitted: the owner now resyncs with the broker at the reopen.
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { orderVia } from '../helpers/clusterTraffic.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { until } from '../helpers/until.js';
 
@@ -112,4 +117,25 @@ describe('a node started again under its NODE_ID within the lease', () => {
     expect(second.closed).toBeNull();
     await second.close();
   }, 90_000);
+});
+
+describe('a node judged departed after a lapse, back', () => {
+  it('gets the TRADE of an order made while the owner had released its socket\'s stream (the owner resyncs at the reopen)', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const other = others[0]!;
+    const sock = await quoting(other);
+    env.cluster.stop(other);
+    try {
+      // Past the lease the owner judges it departed and lets its holds go: BTCUSD leaves NATS.
+      await quiet(2_000, 40_000, 'the owner to release the frozen node\'s stream');
+      const sent = await orderVia(env.cluster.node(owner), acct, 'during-lapse');
+      expect(sent.status).toBe(200);
+    } finally {
+      env.cluster.cont(other);
+    }
+    const trade = await sock.until((c) => c.of('TRADE').find((f) => f.data.comment === 'during-lapse'), 30_000, 'the TRADE of the order made during the lapse');
+    expect(sock.closed).toBeNull();
+    expect(trade.data.comment).toBe('during-lapse');
+    await sock.close();
+  }, 120_000);
 });
