@@ -17,8 +17,14 @@ export interface Checkpointer {
   stop(): Promise<CheckpointStats | undefined>;
 }
 
-export function startCheckpointer(file: string, opts: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
-  const data: CheckpointWorkerData = { file, intervalMs: opts.intervalMs ?? 20, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES };
+/** A run that finds this many new WAL frames (1 MiB) means writes without a pause: the next waits busyIntervalMs. */
+const BUSY_FRAMES = 256;
+
+export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
+  const intervalMs = opts.intervalMs ?? 20;
+  const data: CheckpointWorkerData = {
+    file, intervalMs, busyIntervalMs: Math.max(intervalMs, opts.busyIntervalMs ?? 100), busyFrames: opts.busyFrames ?? BUSY_FRAMES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
+  };
   // From the sources (tests, tsx) the thread registers tsx's loader, then imports the .ts entry
   // (a .ts file as a Worker's entry is not loaded through `--import tsx`).
   const worker = fromSource

@@ -88,4 +88,39 @@ describe('background WAL checkpointer', () => {
     expect((await c.stats()).restarts).toBe(idle);
     expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 23 });
   });
+
+  it('runs less often while writes go on without a pause (busyIntervalMs), and at intervalMs again once they pause', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tagw-ckpt-'));
+    db = openDb(dir);
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+    const ins = db.prepare('INSERT INTO t (v) VALUES (?)');
+    cp = startCheckpointer(dbPath(dir), { intervalMs: 10, busyIntervalMs: 1500, busyFrames: 8 });
+    const c = cp;
+    await statsUntil(c, (x) => x.runs >= 1);
+    // Sustained writes: a page-sized row per commit, well over 8 frames between two runs.
+    const busyRuns = async (ms: number) => {
+      const before = (await c.stats()).runs;
+      const end = Date.now() + ms;
+      while (Date.now() < end) {
+        for (let i = 0; i < 50; i++) ins.run('x'.repeat(3000));
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      return (await c.stats()).runs - before;
+    };
+    const busy = await busyRuns(2000);
+    // At 10 ms it would have run ~200 times; at 1,500 ms once busy, a few.
+    expect(busy).toBeLessThanOrEqual(5);
+    // Quiet again: back to every 10 ms, so the WAL is restarted soon after a lone commit (not 1,500 ms later).
+    const afterBusy = (await c.stats()).restarts;
+    let s = await statsUntil(c, (x) => x.restarts > afterBusy);
+    await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 3; i++) {
+      s = await c.stats();
+      const t0 = Date.now();
+      ins.run('one more');
+      s = await statsUntil(c, (x) => x.restarts > s.restarts);
+      expect(Date.now() - t0).toBeLessThan(1000);
+    }
+    expect(s.failures).toBe(0);
+  });
 });
