@@ -16,6 +16,8 @@ export type OwnerListener = (accountId: string, owner: string | null, epoch: num
 export interface OwnerDirectory {
   /** The node that owns the account now, null while none does (a takeover in progress). */
   ownerOf(accountId: string): Promise<string | null>;
+  /** What ownerOf would answer at once from the cache (no store lookup needed), else undefined. */
+  fresh(accountId: string): string | null | undefined;
   /** Every owner change this node learns of, a new lease epoch of the same owner included (it
    *  re-acquired the account: restarted, or lost the lease and took it back, so its shards started
    *  the account afresh). Returns the unsubscribe. */
@@ -76,9 +78,14 @@ export class OwnerCache implements OwnerDirectory {
     });
   }
 
-  async ownerOf(accountId: string): Promise<string | null> {
+  fresh(accountId: string): string | null | undefined {
     const k = this.entries.get(accountId);
-    if (k && !k.stale && (k.owner !== null || this.now() - k.at < (this.opts.noOwnerMs ?? 250))) return k.owner;
+    return k && !k.stale && (k.owner !== null || this.now() - k.at < (this.opts.noOwnerMs ?? 250)) ? k.owner : undefined;
+  }
+
+  async ownerOf(accountId: string): Promise<string | null> {
+    const cached = this.fresh(accountId);
+    if (cached !== undefined) return cached;
     let p = this.lookups.get(accountId);
     if (!p) {
       p = this.opts.lookup(accountId).finally(() => this.lookups.delete(accountId));

@@ -73,6 +73,8 @@ type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; n
 interface Forwarded { key: string; owner: string; op: CommandName; epoch: number }
 /** An owner, at the lease epoch this node knew of it. */
 type At = OwnerInfo & { owner: string };
+/** Which owner answered a routed call, and the epoch it said it holds (stream commands). */
+interface Routed { owner: string; epoch?: number }
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
@@ -164,30 +166,50 @@ export class AccountRouter {
     }));
   }
 
-  async call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
-    // A close counts even when it fails: the next owner must not reopen what nobody holds.
-    if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
-    const r = await this.route(key, op, args, opts);
-    // An owner's epoch this node had not heard of yet (it restarted, its announcement still on the
-    // way): learned before noting this call, so the reopen it starts is of the streams held before.
-    if (r.epoch !== undefined) this.opts.owners.learn(key, { owner: r.owner, epoch: r.epoch });
-    if (op !== 'stream.close' && op.startsWith('stream.')) this.hold(key, op, args, { owner: r.owner, epoch: this.epochOf(key, r.owner) });
-    return r.value as ResultOf<C>;
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
+    // Not a stream command (an order, a read): nothing to note before or after, so the caller awaits
+    // route's own promise (each async layer between them costs microtask turns on every call).
+    if (!op.startsWith('stream.')) return this.route(key, op, args, opts) as Promise<ResultOf<C>>;
+    return this.callStream(key, op, args, opts);
   }
 
-  /** Runs the call where the key's owner is; its answer and that owner. */
-  private async route(key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<{ value: unknown; owner: string; epoch?: number }> {
+  private async callStream<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions): Promise<ResultOf<C>> {
+    // A close counts even when it fails: the next owner must not reopen what nobody holds.
+    if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
+    const at: Routed = { owner: '' };
+    const value = await this.route(key, op, args, opts, at);
+    // An owner's epoch this node had not heard of yet (it restarted, its announcement still on the
+    // way): learned before noting this call, so the reopen it starts is of the streams held before.
+    if (at.epoch !== undefined) this.opts.owners.learn(key, { owner: at.owner, epoch: at.epoch });
+    if (op !== 'stream.close') this.hold(key, op, args, { owner: at.owner, epoch: this.epochOf(key, at.owner) });
+    return value as ResultOf<C>;
+  }
+
+  /** Runs the call where the key's owner is; its answer. `at`, if given, is told which owner gave
+   *  it (and the epoch that owner said it holds, if it said). */
+  private async route(key: string, op: CommandName, args: unknown, opts: CallOptions, at?: Routed): Promise<unknown> {
     const deadline = this.now() + this.opts.ownerWaitMs;
     let waited = false;
     let redirected = false;
     for (;;) {
-      const owner = await this.ownerOf(key);
-      if (owner === this.opts.nodeId) return { value: await this.runHere(this.opts.nodeId, key, op, args, opts), owner };
+      // The cache's answer when it has one (no await: the common case); the lease store's otherwise.
+      const cached = this.opts.owners.fresh(key);
+      const owner = cached !== undefined ? cached : await this.ownerOf(key);
+      if (owner === this.opts.nodeId) {
+        if (at) at.owner = owner;
+        return await this.runHere(this.opts.nodeId, key, op, args, opts);
+      }
       if (owner !== null) {
         const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
         if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
         const a = await this.forward(owner, env);
-        if (a.done) return { value: a.value, owner, ...(a.epoch === undefined ? {} : { epoch: a.epoch }) };
+        if (a.done) {
+          if (at) {
+            at.owner = owner;
+            if (a.epoch !== undefined) at.epoch = a.epoch;
+          }
+          return a.value;
+        }
         this.opts.owners.forget(key);
         // Told where the account went: ask again at once, once; otherwise wait for news.
         if (a.notOwner && !redirected) {
@@ -329,7 +351,8 @@ export class AccountRouter {
     try {
       const env = decode(msg.string()) as CallEnvelope;
       if (typeof env?.key !== 'string' || typeof env.op !== 'string') throw apiError('BAD_REQUEST', 'malformed forwarded call');
-      const owner = await this.ownerOf(env.key);
+      const cached = this.opts.owners.fresh(env.key);
+      const owner = cached !== undefined ? cached : await this.ownerOf(env.key);
       if (owner !== this.opts.nodeId) {
         this.interest.dropAccount(env.key);
         reply = { ok: false, notOwner: true, owner };
@@ -364,7 +387,13 @@ export class AccountRouter {
 
   /** Runs a call on this node's shards for `origin` (this node, or the node that forwarded it).
    *  Stream interest goes through the ledger (streamInterest.ts), so nodes' hubs compose. */
-  private async runHere(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
+  private runHere(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
+    // Not a stream command: the shard's own promise (no async layer of this router's in between).
+    if (!op.startsWith('stream.')) return this.opts.shards.call(key, op, args as never, opts);
+    return this.runStream(origin, key, op, args, opts);
+  }
+
+  private async runStream(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
     const shards = this.opts.shards;
     switch (op) {
       case 'stream.open': {
