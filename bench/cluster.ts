@@ -5,7 +5,10 @@
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
 //   simulator server, the other node in its own process, a real nats-server, leases in memory; the
 //   two kinds alternate in blocks.
-//   An empty NATS request/reply between the two nodes' processes is printed too: forwarding's floor.
+//   Between them, in the same blocks: an empty NATS request/reply between the two nodes' processes,
+//   sent as the router sends its calls (a ReplyInbox): forwarding's floor, and forwarding's cost over
+//   local against it (`forwardOverheadOverNatsRtt`); and an empty round trip over a plain TCP socket
+//   between the same processes (`tcpRoundTrip`: no broker in between).
 // - A quote from a shard-like thread to a /v1/stream client: through the owner's hub (same node) vs.
 //   through the relay to another node's hub (cross node), real sockets, client processes.
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
@@ -18,6 +21,7 @@
 //   accounts, `--handover-runs` runs of each, alternating).
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -150,12 +154,34 @@ const remote = async (record: boolean) => {
   if (r.t !== 'done') throw new Error('node B did not run the orders');
   return r;
 };
+// The floors, measured in the same blocks as the orders: an empty NATS request/reply from node B's
+// process to node A's (through a ReplyInbox, as the router's calls), and an empty TCP round trip
+// between the same two processes (node A's event loop answers both).
+const echo = A.link.nc.subscribe('bench.echo', { callback: (_e, m) => void m.respond(m.data) });
+await A.link.nc.flush();
+const tcpSockets = new Set<Socket>();
+const tcpEcho = createServer((s) => {
+  tcpSockets.add(s);
+  s.setNoDelay(true);
+  s.on('data', (d) => s.write(d));
+});
+await new Promise<void>((resolve) => tcpEcho.listen(0, '127.0.0.1', resolve));
+const tcpPort = (tcpEcho.address() as { port: number }).port;
+const floor = async (t: 'echo' | 'ping', into: Histogram | null) => {
+  const r = await ask(t === 'echo' ? { t, subject: 'bench.echo', n: BLOCK } : { t, port: tcpPort, n: BLOCK });
+  if (r.t !== 'done') throw new Error(`node B did not run the ${t} round trips`);
+  into?.merge(r.hist);
+};
 for (let done = 0; done < Math.max(WARMUP, BLOCK); done += BLOCK) { // warm-up: JIT, connections, caches
   for (let i = 0; i < BLOCK; i++) await send(A.router, null);
   await remote(false);
+  await floor('echo', null);
+  await floor('ping', null);
 }
 const local = new Histogram();
 const forwarded = new Histogram();
+const natsRtt = new Histogram();
+const tcpRtt = new Histogram();
 let forwardedCount = 0;
 // CPU per order of each process on the path: this one (the owner, with the simulator), node B's,
 // nats-server's (all threads; Linux only).
@@ -178,18 +204,14 @@ for (let done = 0; done < ORDERS; done += BLOCK) {
   endForwarded();
   forwarded.merge(r.hist);
   forwardedCount = r.forwarded;
+  await floor('echo', natsRtt);
+  await floor('ping', tcpRtt);
   process.stderr.write(`orders: ${done + BLOCK}/${ORDERS} of each kind\r`);
 }
 process.stderr.write('\n');
-
-// The floor under forwarding: an empty NATS request/reply from node B's process to node A's.
-const echo = A.link.nc.subscribe('bench.echo', { callback: (_e, m) => void m.respond(m.data) });
-await A.link.nc.flush();
-await ask({ t: 'echo', subject: 'bench.echo', n: BLOCK });
-const natsRtt = new Histogram();
-const rtt = await ask({ t: 'echo', subject: 'bench.echo', n: ORDERS });
-if (rtt.t === 'done') natsRtt.merge(rtt.hist);
 echo.unsubscribe();
+for (const s of tcpSockets) s.destroy();
+await new Promise<void>((resolve) => tcpEcho.close(() => resolve()));
 
 // --- Quotes, tick to client socket: on the owner vs. on another node ------------------------------
 // A shard-like thread posts tick events (stamped on the shared wall clock, volume -1 marks them);
@@ -247,6 +269,7 @@ const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 console.log('local OrderSend    ', local.summary());
 console.log('forwarded OrderSend', forwarded.summary());
 console.log('NATS round trip    ', natsRtt.summary());
+console.log('TCP round trip     ', tcpRtt.summary());
 console.log('quote same node    ', sameNode.summary());
 console.log('quote cross node   ', crossNode.summary());
 console.log('load', uptime().trim());
@@ -256,6 +279,13 @@ console.log(JSON.stringify({
   forwardedOverLocalP50: ratio(forwarded.percentile(50), local.percentile(50)),
   forwardedOverLocalP99: ratio(forwarded.percentile(99), local.percentile(99)),
   natsRoundTrip: p(natsRtt),
+  // What forwarding adds to a local order, in empty NATS round trips (its floor: 1 would be the
+  // two hops alone); ≤ 1.5x local needs (forwarded - local) ≤ local / 2.
+  forwardOverheadOverNatsRtt: {
+    p50: ratio(forwarded.percentile(50) - local.percentile(50), natsRtt.percentile(50)),
+    p99: ratio(forwarded.percentile(99) - local.percentile(99), natsRtt.percentile(99)),
+  },
+  tcpRoundTrip: p(tcpRtt),
   quote: { sameNode: p(sameNode), crossNode: p(crossNode) },
   quoteCrossOverSameP50: ratio(crossNode.percentile(50), sameNode.percentile(50)),
   quoteCrossOverSameP99: ratio(crossNode.percentile(99), sameNode.percentile(99)),

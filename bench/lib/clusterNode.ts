@@ -1,13 +1,17 @@
 // A second cluster node for bench/cluster.ts, in its own process (its own event loop, as on another
 // machine): a real gateway in bridge mode and an AccountRouter that finds every account owned by
 // node "A" (the parent). On {t:'orders'} it sends OrderSends through its router (forwarded to A)
-// and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent;
-// on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out.
+// and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent
+// (through a ReplyInbox, as the router sends its calls: forwarding's floor); on {t:'ping'} empty round
+// trips over a plain TCP socket to the parent (no broker between: what a direct transport would
+// cost); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsLink } from '../../src/cluster/natsLink.js';
 import { startNatsNode } from '../../src/cluster/natsNode.js';
+import { ReplyInbox } from '../../src/cluster/replyInbox.js';
 import type { StreamRelay } from '../../src/cluster/streamRelay.js';
 import type { AccountRouter } from '../../src/cluster/router.js';
 import { parseConfig } from '../../src/config.js';
@@ -19,6 +23,7 @@ export type NodeCommand =
   | { t: 'start'; natsUrl: string; bridgePort: number; managementKey: string }
   | { t: 'orders'; accounts: string[]; n: number; record: boolean }
   | { t: 'echo'; subject: string; n: number }
+  | { t: 'ping'; port: number; n: number }
   | { t: 'quotes'; server: string; symbol: string }
   | { t: 'stop' };
 export type NodeReply = { t: 'ready'; url: string } | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number };
@@ -27,6 +32,28 @@ const log = createLogger('silent');
 const send = (m: NodeReply) => process.send!(m);
 let seq = 0;
 let node: { router: AccountRouter; link: NatsLink; relay: StreamRelay; url: string; close(): Promise<void> } | undefined;
+let inbox: ReplyInbox | undefined;
+let pinger: { socket: Socket; ping(): Promise<void> } | undefined;
+
+/** A TCP connection to the parent's echo server; ping() sends 2 bytes and waits for them back. */
+async function tcpPinger(port: number): Promise<{ socket: Socket; ping(): Promise<void> }> {
+  const socket = connect(port, '127.0.0.1');
+  socket.setNoDelay(true);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let waiting: (() => void) | null = null;
+  let got = 0;
+  socket.on('data', (d) => {
+    got += d.length;
+    if (got >= 2 && waiting) {
+      got -= 2;
+      const w = waiting;
+      waiting = null;
+      w();
+    }
+  });
+  const bytes = Buffer.from('{}');
+  return { socket, ping: () => new Promise<void>((resolve) => { waiting = resolve; socket.write(bytes); }) };
+}
 
 process.on('message', (m: NodeCommand) => void (async () => {
   if (m.t === 'start') {
@@ -65,13 +92,25 @@ process.on('message', (m: NodeCommand) => void (async () => {
     send({ t: 'ready', url: node!.url });
   } else if (m.t === 'echo') {
     const h = new Histogram();
+    inbox ??= new ReplyInbox(node!.link.nc);
     for (let i = 0; i < m.n; i++) {
       const t0 = performance.now();
-      await node!.link.nc.request(m.subject, '{}', { timeout: 5_000 });
+      await inbox.request(m.subject, '{}', 5_000, undefined);
+      h.record((performance.now() - t0) * 1000);
+    }
+    send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
+  } else if (m.t === 'ping') {
+    const h = new Histogram();
+    pinger ??= await tcpPinger(m.port);
+    for (let i = 0; i < m.n; i++) {
+      const t0 = performance.now();
+      await pinger.ping();
       h.record((performance.now() - t0) * 1000);
     }
     send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
   } else {
+    inbox?.close();
+    pinger?.socket.destroy();
     await node?.close();
     process.exit(0);
   }
