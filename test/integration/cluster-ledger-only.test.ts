@@ -7,12 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger, type WriteOutcome } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
 import type { LocalShards } from '../../src/cluster/router.js';
-import { ApiError } from '../../src/errors.js';
+import { ApiError, apiError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS } from '../../src/runtime/hosts/accountTrade.js';
@@ -93,6 +94,59 @@ describe('the owner without a record in its shard', () => {
     expect(await o.trade('unrecorded-1')).toEqual({ status: 200, json: '{"ticket":1}', replay: true });
     expect(o.sent).toHaveLength(1);
   });
+});
+
+describe('orders with the same ids at once on the owner (property)', () => {
+  type Fate = 'ok' | 'notSent' | 'lost';
+  const order = fc.record({ id: fc.constantFrom('p1', 'p2', 'p3'), volume: fc.constantFrom(0.01, 0.02), delayMs: fc.integer({ min: 0, max: 3 }) });
+  it('an id reaches the shard again only after a send that certainly did not go; every 200 is that send\'s answer; other parameters meet 422 or 409, never the shard', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(order, { minLength: 1, maxLength: 8 }), fc.array(fc.constantFrom<Fate>('ok', 'ok', 'notSent', 'lost'), { minLength: 8, maxLength: 8 }), fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 8, maxLength: 8 }),
+      async (orders, fates, latencies) => {
+        const accountId = `acct-lo-${++accounts}`;
+        const [lease] = await acquireLeases(engines.pool, 'a', [accountId], 600_000);
+        const sent: Array<{ id: string; volume: number; fate: Fate; ticket: number }> = [];
+        const shards: LocalShards = {
+          call: async (_key, _op, args) => {
+            const t = args as Trade;
+            const n = sent.length;
+            const fate = fates[n % fates.length]!;
+            sent.push({ id: t.clientOrderId!, volume: (t.args as { volume: number }).volume, fate, ticket: 100 + n });
+            await new Promise((r) => setTimeout(r, latencies[n % latencies.length]!));
+            if (fate === 'notSent') throw apiError('NOT_CONNECTED', 'not sent');
+            if (fate === 'lost') throw apiError('TERMINAL_ERROR', 'reply lost');
+            return { status: 200, json: JSON.stringify({ ticket: 100 + n }), replay: false } as TradeReply as never;
+          },
+        };
+        const fenced = new FencedShards({ nodeId: 'a', shards, ledger: new IdempotencyLedger(engines.pool), clock: { now: () => NOW }, log: createLogger('silent'), keeper: { leaseOf: (): Lease => lease! } });
+        const answers = await Promise.all(orders.map(async (o) => {
+          await new Promise((r) => setTimeout(r, o.delayMs));
+          return fenced.call(accountId, 'account.trade', { accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: o.volume }, clientOrderId: o.id })
+            .then((r) => ({ ok: r }), (e: unknown) => ({ err: e instanceof ApiError ? e.code : String(e) }));
+        }));
+        for (const id of ['p1', 'p2', 'p3']) {
+          const sends = sent.filter((x) => x.id === id);
+          // Only certainly-unsent sends may be followed by another one.
+          sends.slice(0, -1).forEach((x) => expect(x.fate).toBe('notSent'));
+          const went = sends.find((x) => x.fate !== 'notSent');
+          orders.forEach((o, i) => {
+            if (o.id !== id) return;
+            const a = answers[i]!;
+            if ('ok' in a) {
+              // A 200 is the one send that went, with this order's parameters.
+              expect(went?.fate).toBe('ok');
+              expect(a.ok.json).toBe(JSON.stringify({ ticket: went!.ticket }));
+              expect(o.volume).toBe(went!.volume);
+            } else if (a.err === 'IDEMPOTENCY_KEY_REUSED') {
+              expect(went).toBeDefined(); // a record of other parameters: a send that went
+            } else {
+              expect(['NOT_CONNECTED', 'TERMINAL_ERROR', 'IDEMPOTENCY_UNCERTAIN']).toContain(a.err);
+            }
+          });
+          // Exactly one answer was not a replay for the send that went through.
+          if (went?.fate === 'ok') expect(answers.filter((a, i) => orders[i]!.id === id && 'ok' in a && !a.ok.replay)).toHaveLength(1);
+        }
+      }), { numRuns: 40 });
+  }, 120_000);
 });
 
 describe('a cluster node and its shards', () => {
