@@ -103,9 +103,9 @@ class Slot {
     return this.pinnedBuild ?? this.conn.server.build;
   }
 
-  /** Connected and taking new work. */
+  /** Connected and taking new work (top-level and atomic: its value, not matches(), which builds a state path per call, once an order). */
   get usable(): boolean {
-    return !this.draining && this.m.getSnapshot().matches('connected');
+    return !this.draining && this.m.getSnapshot().value === 'connected';
   }
 
   state(): string {
