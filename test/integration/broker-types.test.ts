@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import { dialectOf } from '../../src/broker/dialect.js';
 import { ORDER_TYPES, orderTypeCode, parseOrderType } from '../../src/market/orders.js';
@@ -31,18 +31,28 @@ describe('broker contract helpers', () => {
 });
 
 describe('latency fault', () => {
+  // Decided on fake timers (setTimeout only; the simulator's clock is already a ManualClock): a reply
+  // is held until the fault's latency has passed on the timer, and after clear() it is no longer held.
+  afterEach(() => void vi.useRealTimers());
   it('delays replies by the configured time', async () => {
     const { sim } = makeSim();
     const c = await connect(sim);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     sim.faults.set({ server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 60 });
-    const t = performance.now();
-    await c.accountSummary();
-    expect(performance.now() - t).toBeGreaterThanOrEqual(55);
+    let answered = false;
+    const held = c.accountSummary().then(() => void (answered = true));
+    await vi.advanceTimersByTimeAsync(59);
+    expect(answered, 'answered before the latency passed').toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await held;
+    expect(answered).toBe(true);
     expect(sim.faults.list().map((f) => f.kind)).toEqual(['latency']);
     expect(sim.faults.clear()).toBe(1);
-    const t2 = performance.now();
-    await c.accountSummary();
-    expect(performance.now() - t2).toBeLessThan(50);
+    // Cleared: the reply comes without any timer running (a delayed one would wait for a timer forever).
+    const timers = vi.getTimerCount();
+    const free = c.accountSummary();
+    expect(vi.getTimerCount(), 'a delay timer armed after clear()').toBe(timers);
+    await free;
   });
 });
 
