@@ -25,7 +25,8 @@ export interface CheckpointWorkerData {
   busyFrames: number;
   walSizeLimitBytes: number;
 }
-export type CheckpointStats = { runs: number; failures: number; walFrames: number; checkpointedFrames: number; restarts: number; lastError?: string };
+/** nextWaitMs: the wait the timer was given before the next run (what a run found decides it). */
+export type CheckpointStats = { runs: number; failures: number; walFrames: number; checkpointedFrames: number; restarts: number; nextWaitMs?: number; lastError?: string };
 
 const { file, intervalMs, busyIntervalMs, busyFrames, walSizeLimitBytes } = workerData as CheckpointWorkerData;
 const db = new Database(file);
@@ -112,7 +113,8 @@ const run = (last = false): boolean => {
 // (prof-orders CONC=32 N=20000 ACCTS=100, three alternating pairs); a commit never waits for it.
 let timer: NodeJS.Timeout | undefined;
 const schedule = (wasBusy: boolean) => {
-  timer = setTimeout(() => schedule(run()), wasBusy ? busyIntervalMs : intervalMs);
+  stats.nextWaitMs = wasBusy ? busyIntervalMs : intervalMs;
+  timer = setTimeout(() => schedule(run()), stats.nextWaitMs);
 };
 schedule(false);
 
