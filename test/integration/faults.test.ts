@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startBridgeSim } from '../helpers/sim-helpers.js';
+import { until } from '../helpers/until.js';
 
 let t: TestGateway;
 let key: string;
 let account: string;
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
 
 beforeAll(async () => {
@@ -41,47 +41,35 @@ describe('simulator fault injection over HTTP', () => {
   it('a server-wide drop takes the connection down, and it comes back', async () => {
     // A summary read while connected is what /AccountSummary answers (synced:false) during the outage.
     expect((await api(`/AccountSummary?id=${account}`)).body.synced).toBe(true);
-    const f = await t.req('POST', '/v1/sim/faults', { headers: mgmt(t.managementKey), body: { server: 'Sim-P5-Demo', kind: 'drop', durationMs: 1_000 } });
+    // The outage is held until this test has seen it, then cleared: with a 1 s drop, whether the
+    // polls below saw it before it ended was up to how fast a loaded machine answered them.
+    const f = await t.req('POST', '/v1/sim/faults', { headers: mgmt(t.managementKey), body: { server: 'Sim-P5-Demo', kind: 'drop', durationMs: 60_000 } });
     expect(f.status).toBe(201);
     expect(f.body.shards).toBe(2);
     const listed = await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) });
     expect(listed.body.faults.filter((x: { kind: string }) => x.kind === 'drop')).toHaveLength(2);
-    let sawDown = false;
-    for (let i = 0; i < 40 && !sawDown; i++) {
+    await until(async () => {
       const s = await api(`/AccountSummary?id=${account}`);
-      sawDown = s.status === 503 || s.body?.synced === false;
-      if (!sawDown) await wait(25);
-    }
-    expect(sawDown).toBe(true);
+      return s.status === 503 || s.body?.synced === false;
+    }, 'the account to answer as down');
     // Operators see it in /metrics: accounts per connection phase.
     const phases = async () => {
       const text = (await t.req('GET', '/metrics')).text;
       return Object.fromEntries([...text.matchAll(/^tagw_broker_connections\{phase="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
     };
     let during = await phases();
-    for (let i = 0; i < 40 && !(during.reconnecting! > 0); i++) {
-      await wait(25);
-      during = await phases();
-    }
+    await until(async () => (during = await phases()).reconnecting! > 0, 'an account reconnecting in /metrics');
     expect(during).toMatchObject({ reconnecting: expect.any(Number), connecting: expect.any(Number), refused: 0 });
-    expect(during.reconnecting).toBeGreaterThan(0);
-    let up = false;
-    for (let i = 0; i < 100 && !up; i++) {
-      await wait(100);
-      const s = await api(`/AccountSummary?id=${account}`);
-      up = s.status === 200 && s.body.synced === true;
-    }
-    expect(up).toBe(true);
-    let after = await phases();
-    for (let i = 0; i < 40 && after.reconnecting! > 0; i++) {
-      await wait(50);
-      after = await phases();
-    }
-    expect(after.reconnecting).toBe(0);
-    expect(after.connected).toBeGreaterThan(0);
     const cleared = await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) });
     expect(cleared.status).toBe(200);
     expect((await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults).toEqual([]);
+    await until(async () => {
+      const s = await api(`/AccountSummary?id=${account}`);
+      return s.status === 200 && s.body.synced === true;
+    }, 'the account to be back (synced)');
+    let after = await phases();
+    await until(async () => (after = await phases()).reconnecting === 0, 'no account reconnecting in /metrics');
+    expect(after.connected).toBeGreaterThan(0);
   });
 
   it("after a re-bind to another login, an outage never answers the previous login's summary as last-known values", async () => {
@@ -91,14 +79,15 @@ describe('simulator fault injection over HTTP', () => {
     expect(before.body.margin).toBeGreaterThan(0);
     const rebind = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { id, user: 'lastknown-2', password: 'pw', server: 'Sim-P5-Demo' } });
     expect(rebind.status).toBe(200);
-    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'drop', durationMs: 2_000 } })).status).toBe(201);
+    // Held until seen (a 2 s drop could end before a loaded machine's polls saw it), then cleared.
+    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: mgmt(t.managementKey), body: { kind: 'drop', durationMs: 60_000 } })).status).toBe(201);
     let down: Awaited<ReturnType<typeof api>> | undefined;
-    for (let i = 0; i < 80 && !down; i++) {
+    await until(async () => {
       const s = await api(`/AccountSummary?id=${id}`);
       if (s.status === 503 || s.body?.synced === false) down = s;
-      else await wait(25);
-    }
-    expect(down).toBeDefined();
+      return down !== undefined;
+    }, 'the account to answer as down');
+    expect((await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) })).status).toBe(200);
     // The new login has no position: the old login's margin must not be shown for it.
     if (down!.status === 200) expect(down!.body.margin).toBe(0);
     else expect(down!.body.error).toBe('NOT_CONNECTED');
