@@ -72,7 +72,7 @@ async function whoami(key: string): Promise<number> {
 beforeAll(async () => {
   // No fixed management key: the bootstrap one, which can be rotated (an env key cannot).
   [allowedSite, otherSite] = await Promise.all([site(), site()]);
-  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 1_500, shards: 1, corsOrigins: originOf(allowedSite) });
+  t = await startTestGateway({ managementKey: undefined, seatBuildMs: 5_000, shards: 1, corsOrigins: originOf(allowedSite) });
   mk = t.managementKey;
   browser = await launchBrowser();
 }, 30_000);
@@ -131,8 +131,9 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.fill('[data-testid=region]', 'us-east');
     await page.click('[data-testid=create-seat-btn]');
     const row = page.locator('[data-testid=seat-row]').first();
+    // The build (5 s) outlasts the page's first render of the row on a loaded machine (1.5 s did not always).
     await row.locator('[data-testid=seat-status]', { hasText: 'BUILDING_SERVER' }).waitFor();
-    await row.locator('[data-testid=seat-status]', { hasText: 'ACTIVE' }).waitFor({ timeout: 10_000 });
+    await row.locator('[data-testid=seat-status]', { hasText: 'ACTIVE' }).waitFor({ timeout: 20_000 });
     const seatId = (await row.getAttribute('data-id'))!;
 
     await row.locator('[data-testid=seat-more]').click();
@@ -178,7 +179,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect(await whoami(liveKey)).toBe(401);
     expect(await page.evaluate('Object.keys(sessionStorage).length')).toBe(0);
     await page.close();
-  });
+  }, 60_000); // a 5 s build and a dozen page waits: past the 20 s default on a loaded machine
 
   it('creates a key shown once, and renders a label full of markup as text', async () => {
     const page = await browser.page();

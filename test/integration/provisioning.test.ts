@@ -3,10 +3,13 @@ import { connect } from 'node:net';
 import WebSocket from 'ws';
 import { createCustomer } from '../../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
 
 let t: TestGateway;
 beforeAll(async () => {
-  t = await startTestGateway({ seatBuildMs: 400 });
+  // A private seat's build outlasts the reads that must see it building on a loaded machine (with
+  // 400 ms, the POST's answer and the next GET could take longer).
+  t = await startTestGateway({ seatBuildMs: 3_000 });
 });
 afterAll(async () => {
   await t.stop();
@@ -31,10 +34,10 @@ describe('seats', () => {
     const mid = await t.req('GET', `/v1/seats/${r.body.id}`, { headers: mgmt(t.managementKey) });
     expect(mid.body.status).toBe('BUILDING_SERVER');
     let last = mid;
-    for (let i = 0; i < 50 && last.body.status !== 'ACTIVE'; i++) {
-      await wait(50);
+    await until(async () => {
       last = await t.req('GET', `/v1/seats/${r.body.id}`, { headers: mgmt(t.managementKey) });
-    }
+      return last.body.status === 'ACTIVE';
+    }, 'the seat to be ACTIVE after its preparation time');
     expect(last.body).toMatchObject({ status: 'ACTIVE', serverBuilding: false });
   });
 
