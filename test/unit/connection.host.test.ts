@@ -17,6 +17,7 @@ import type { ShardContext } from '../../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { systemClock } from '../../src/util/clock.js';
+import { until } from '../helpers/until.js';
 
 const server: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
 
@@ -82,7 +83,9 @@ it('rolling upgrade: in-flight work finishes on the old connection, then the new
   const inflight = Promise.resolve(host.handlers['account.op']!({ accountId: id, op: 'AccountSummary', args: {} }));
   await new Promise((r) => setImmediate(r));
   const upgrade = Promise.resolve(host.handlers['account.upgrade']!({ accountId: id, build: 4000 }));
-  await new Promise((r) => setTimeout(r, 20));
+  // Until the replacement is made (the old slot set aside): from then on a request waits for it. After
+  // a 20 ms sleep instead, a loaded machine could send `during` to the old connection still in use.
+  await until(() => up.made === 3, 'the replacement connection to be made');
   // The old connection is still up: its request has not finished.
   expect(up.log).toEqual([]);
   const during = Promise.resolve(host.handlers['account.op']!({ accountId: id, op: 'AccountSummary', args: {} }));
