@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { connectionMachine, type ConnectionPort } from '../../actors/connection.js';
 import { ParkedActor } from '../../src/runtime/hosts/parkedActor.js';
+import { until } from '../helpers/until.js';
 
 const turn = () => new Promise((r) => setImmediate(r));
 
@@ -45,7 +46,8 @@ describe('a parked connection machine', () => {
     expect(p.isParked).toBe(false);
     expect(p.getSnapshot().context.lastError).toBe('gone');
     expect(notices).toEqual(['connecting', 'connected', 'reconnecting']);
-    for (let i = 0; i < 50 && !(p.isParked && p.getSnapshot().matches('connected')); i++) await new Promise((r) => setTimeout(r, 5));
+    // The reconnect runs on a real (1-2 ms) backoff timer: awaited as a condition, not 50 polls of 5 ms.
+    await until(() => p.isParked && p.getSnapshot().matches('connected'), 'the machine to reconnect and park again');
     expect(p.isParked).toBe(true);
     expect(connects()).toBe(2);
     expect(notices).toEqual(['connecting', 'connected', 'reconnecting', 'connected']);

@@ -13,6 +13,7 @@ import type { Candle, CandleEvent, Timeframe } from '../../src/market/timeframes
 import { STREAM_EVENT, type CandleEventData } from '../../src/runtime/hosts/streamCommands.js';
 import { shardSettings, type ShardTiming } from '../../src/runtime/settings.js';
 import { systemClock } from '../../src/util/clock.js';
+import { until } from '../helpers/until.js';
 
 const SERVER: ServerInfo = {
   name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',
@@ -83,6 +84,8 @@ describe('stream host: candles around an upstream outage', () => {
     fire({ type: 'phase', phase: 'reconnecting' });
     fire({ type: 'phase', phase: 'connected' });
     fire(ev(min, 6, false)); // the first update after the reconnect, before history answered
+    // The closed bars come once history answered: awaited, not a 20 ms sleep a loaded machine outlasts.
+    await until(() => candles().length >= 4, 'the closed bars from history');
     await settle();
     const got = candles().map((c) => [c.candle.time, c.closed, c.candle.ticks]);
     expect(got).toEqual([[barX, false, 10], [barX, true, 60], [barY, true, 60], [min, false, 6]]);
@@ -142,9 +145,10 @@ describe('stream host: its own broker upkeep waits SUBSCRIPTION_WAIT_MS for the 
     fire({ type: 'candle', candle: { symbol: 'EURUSD', timeframe: 'M1', candle: candle(min - 120, 1.2, 10), closed: false } });
     fire({ type: 'phase', phase: 'reconnecting' });
     fire({ type: 'phase', phase: 'connected' });
-    await settle();
+    await until(() => waits.length >= 3, 'the recovery and the resubscribe to wait for the connection');
     await host.handlers['stream.unsub']!({ accountId: 'acc', symbol: 'EURUSD' } as never);
-    await settle();
+    await until(() => waits.length >= 4, 'the release to wait for the connection');
+    await settle(); // and nothing more
     // Recovery of the bar that closed meanwhile, resubscribe, release: the setting, not a fixed second.
     expect(waits.slice(1)).toEqual([[345, 'stream'], [345, 'stream'], [345, 'stream']]);
   });
