@@ -39,7 +39,7 @@ describe('bridge connection over a real socket', () => {
     expect(client.server).toMatchObject({ name: 'Sim-P5-Demo', platform: 'P5' });
     const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.1, magic: 9 });
     expect(r.ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => deals.length >= 1, 'the deal event');
     expect(deals.map((d) => d.entry)).toEqual(['in']);
     expect((await client.openedOrders()).positions).toHaveLength(1);
   });
@@ -91,11 +91,11 @@ describe('bridge connection over a real socket', () => {
       const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 }, { requestId: id });
       expect(r.ok).toBe(true);
     }
-    await new Promise((res) => setTimeout(res, 30));
     const positions = (await client.openedOrders()).positions;
     expect(positions).toHaveLength(ids.length);
     const reference = simDeals(sim, '2003').filter((d) => d.entry !== 'balance');
     expect(reference).toHaveLength(ids.length);
+    await until(() => deals.length >= reference.length, 'every deal event (a duplicate fails below)');
     const seen = deals.map((d) => d.ticket).sort((a, b) => a - b);
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen).toEqual(reference.map((d) => d.ticket).sort((a, b) => a - b));
@@ -130,8 +130,7 @@ describe('bridge connection over a real socket', () => {
     const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.05 }, { requestId: 'a' });
     expect(r.ok).toBe(true);
     sim.faults.set({ server: 'Sim-P5-Demo', login: '2005', kind: 'drop', durationMs: 10_000 });
-    await new Promise((res) => setTimeout(res, 30));
-    expect(client.state).toBe('disconnected');
+    await until(() => client.state === 'disconnected', 'the drop seen');
     // While disconnected, the position is closed at the broker (e.g. by an admin): its deal
     // must reach the client through the resync.
     const acc = sim.server('Sim-P5-Demo')!.accounts.get('2005')!;
@@ -141,7 +140,7 @@ describe('bridge connection over a real socket', () => {
     await expect(client.connect()).rejects.toThrow();
     clock.set(T0 + 10_001);
     await client.connect();
-    await new Promise((res) => setTimeout(res, 30));
+    await until(() => deals.length >= 2, 'the close\'s deal through the resync');
     expect(deals.map((d) => d.entry)).toEqual(['in', 'out']);
     expect((await client.openedOrders()).positions).toHaveLength(0);
   });
@@ -159,19 +158,18 @@ describe('a bridge that lost its state (standalone simulator restarted without -
     client.on('deal', (d) => deals.push(d));
     await client.connect();
     for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 30));
+    await until(() => deals.length >= 3, 'the three deal events');
     const before = deals.map((d) => d.ticket);
     expect(before).toHaveLength(3);
     await handle.close();
-    for (let i = 0; i < 100 && client.state !== 'disconnected'; i++) await new Promise((res) => setTimeout(res, 10));
-    expect(client.state).toBe('disconnected');
+    await until(() => client.state === 'disconnected', 'the closed server seen');
     // Second life on the same port, state lost, a minute later: ticket numbers start over.
     const second = makeSim({ t0: T0 + 60_000 });
     handle = await startSimServer(second.sim, { port });
     cleanups.push(() => handle.close());
     await client.connect();
     for (let i = 0; i < 3; i++) expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 30));
+    await until(() => deals.slice(3).filter((d) => d.entry === 'in').length >= 3, 'the second life\'s three deal events');
     const reference = simDeals(second.sim, '2100').filter((d) => d.entry === 'in').map((d) => d.ticket);
     expect(reference.some((t) => before.includes(t))).toBe(true); // the premise: tickets repeat
     const after = deals.slice(3).filter((d) => d.entry === 'in').map((d) => d.ticket);
@@ -195,7 +193,7 @@ describe('positions as deltas (hello feature positionsDelta)', () => {
     const wire = wireCounter(client);
     const r = await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
     expect(r.ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => lists.at(-1)?.length === 31, 'the trade\'s positions event');
     // 31 open positions are ~7 KB as a snapshot; the trade's frames stay far below it.
     expect(wire.take()).toBeLessThan(2500);
     const open = (await client.openedOrders()).positions.map((p) => p.ticket);
@@ -203,7 +201,7 @@ describe('positions as deltas (hello feature positionsDelta)', () => {
     expect(lists.at(-1)!.map((p) => p.ticket).sort()).toEqual([...open].sort());
     // A close removes the ticket from the emitted list.
     expect((await client.orderClose({ ticket: open[0]! })).ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => lists.at(-1)?.length === 30, 'the close\'s positions event');
     expect(lists.at(-1)!.map((p) => p.ticket).sort()).toEqual(open.slice(1).sort());
     expect(sim.server('Sim-P5-Demo')).toBeDefined();
   });
@@ -263,10 +261,11 @@ describe('a trade\'s frames on the wire', () => {
     client.on('positions', (l) => lists.push(l.length));
     await client.connect();
     await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 });
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => deals.length === 1 && lists.at(-1) === 1, 'the first trade\'s events');
     writes = 0;
     expect((await client.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).ok).toBe(true);
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => deals.length >= 2 && lists.at(-1) === 2, 'the second trade\'s events');
+    await new Promise((res) => setTimeout(res, 20)); // and no further write
     expect(deals).toHaveLength(2);
     expect(lists.at(-1)).toBe(2);
     expect(writes).toBe(1);
