@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '../helpers/until.js';
 import { DataDirInUseError, lockDataDir } from '../../src/store/dataDirLock.js';
 
 const LOCK_MODULE = fileURLToPath(new URL('../../src/store/dataDirLock.ts', import.meta.url));
@@ -66,15 +67,16 @@ describe('DATA_DIR lock', () => {
     process.kill(h.pid, 'SIGKILL');
     // The kernel frees the lock once the process's last thread is gone, while it stays a zombie.
     let lock: { release(): void } | undefined;
-    for (let i = 0; i < 300 && !lock; i++) {
+    await until(() => {
       try {
         lock = lockDataDir(dir);
+        return true;
       } catch (err) {
         if (!(err instanceof DataDirInUseError)) throw err;
-        await new Promise((r) => setTimeout(r, 10));
+        return false;
       }
-    }
-    expect(lock, 'the lock of a killed process was never freed').toBeDefined();
+    }, 'the lock of a killed process to be freed');
+    expect(lock).toBeDefined();
     expect(stateOf(h.pid)).toBe('Z');
     lock!.release();
   }, 30_000);

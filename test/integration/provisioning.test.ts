@@ -156,12 +156,7 @@ describe('errors', () => {
       await wait(50);
       sock.destroy();
     }
-    let n = await inflight();
-    for (let i = 0; i < 40 && n !== 1; i++) {
-      await wait(25);
-      n = await inflight();
-    }
-    expect(n).toBe(1);
+    await until(async () => (await inflight()) === 1, 'the abandoned requests to leave the in-flight count');
   });
 
   it('an unknown route is a JSON 404', async () => {

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../helpers/until.js';
 import { parseConfig } from '../../src/config.js';
 import { ConnectionLog, HISTORY_LENGTH } from '../../src/dashboard/connectionLog.js';
 import { redactedConfig } from '../../src/http/routes/status.js';
@@ -95,10 +96,10 @@ describe('status routes', () => {
     const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(t.managementKey), body: { user: '777123', password: 'pw', server: 'Sim-P4-Demo' } });
     expect(bound.status).toBe(200);
     let r = await t.req('GET', '/v1/accounts/connections', { headers: mgmt(t.managementKey) });
-    for (let i = 0; i < 100 && r.body.accounts.find((a: { id: string }) => a.id === bound.body.id)?.phase !== 'connected'; i++) {
-      await new Promise((res) => setTimeout(res, 20));
+    await until(async () => {
       r = await t.req('GET', '/v1/accounts/connections', { headers: mgmt(t.managementKey) });
-    }
+      return r.body.accounts.find((a: { id: string }) => a.id === bound.body.id)?.phase === 'connected';
+    }, 'the bound account to be connected');
     const byId = Object.fromEntries(r.body.accounts.map((a: { id: string }) => [a.id, a]));
     expect(byId[seat.body.id]).toMatchObject({ platform: null, server: null, phase: null, synced: false, history: [] });
     expect(byId[bound.body.id]).toMatchObject({ platform: 'P4', server: 'Sim-P4-Demo', phase: 'connected', synced: true, lastError: null });

@@ -1,6 +1,7 @@
 // A shard that dies loses the stream state of its accounts: their sockets are closed with 4011 so
 // clients reconnect and resubscribe; after the supervisor restarted the shard, streaming works again.
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { until } from '../helpers/until.js';
 import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, openStream, type StreamClient } from '../helpers/stream-helpers.js';
@@ -33,11 +34,11 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   expect(c.closed!.code).toBe(SOCKET_CLOSE.RUNTIME_RESTARTED.code);
   // The supervisor restarts the shard; reconnecting works once it is back.
   let again: StreamClient | undefined;
-  for (let i = 0; i < 50 && !again; i++) {
+  await until(async () => {
     const r = await openStream(t.url, { id, apiKey: key, heartbeat: '0' });
-    if ('refused' in r) await new Promise((res) => setTimeout(res, 100));
-    else again = r;
-  }
+    if (!('refused' in r)) again = r;
+    return again !== undefined;
+  }, 'a stream to open once the shard is back', 30_000);
   expect(again).toBeDefined();
   clients.push(again!);
   // The account stream cannot vouch for what the dead shard had in flight: a resume is refused and
