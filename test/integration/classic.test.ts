@@ -3,6 +3,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
 
 let t: TestGateway;
 let key: string;
@@ -386,15 +387,16 @@ describe('§7 statuses', () => {
     const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': k }, body: { user: 'c-409', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
     await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 5_000 } });
     const inflight = api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
-    await wait(300);
+    // Killed once the order is claimed (sent to the simulator, waiting out its latency). After a fixed
+    // 300 ms a loaded machine could kill the shard before the order reached it: the request then waited
+    // for the restart and was answered 200.
+    const claimed = t.gw.services.db.prepare("SELECT phase FROM idempotency WHERE account_id = ? AND client_order_id = 'u-1'");
+    await until(() => (claimed.get(id) as { phase: string } | undefined)?.phase === 'sent', 'the order claimed and sent');
     await t.gw.services.shards.kill(t.gw.services.shards.shardFor(id));
     const first = await inflight;
     expect(first.status).toBe(503);
     let r = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
-    for (let i = 0; i < 50 && r.status === 503; i++) {
-      await wait(100);
-      r = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k);
-    }
+    if (r.status === 503) await until(async () => (r = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=u-1`, k)).status !== 503, 'the restarted shard to take the retry');
     // Before: 409 IDEMPOTENCY_UNCERTAIN for 24 h, for an order that certainly did not exist. The
     // 409 stays where it is honest: a broker in another process (test/idempotency.*.test.ts, bridge).
     expect(r.status, r.text).toBe(200);
@@ -411,10 +413,7 @@ describe('§7 statuses', () => {
     t.gw.services.db.prepare("UPDATE account_bindings SET password_enc = 'v1.AAAA.AAAA.AAAA' WHERE seat_id = ?").run(id);
     await t.gw.services.shards.kill(t.gw.services.shards.shardFor(id));
     let r = await api(`/AccountSummary?id=${id}`, k);
-    for (let i = 0; i < 50 && r.status === 503; i++) {
-      await wait(100);
-      r = await api(`/AccountSummary?id=${id}`, k);
-    }
+    await until(async () => (r = await api(`/AccountSummary?id=${id}`, k)).status !== 503, 'the restarted shard to answer');
     expect(r.status).toBe(500);
     expect(r.body.error).toBe('TERMINAL_ERROR');
   });
