@@ -535,8 +535,14 @@ describe('rolling upgrade', () => {
     expect((await api(`/TickValueWithSize?id=${id}&symbols=EURUSD`, k)).status).toBe(200);
     await t.gw.services.shards.call(id, 'account.fault', { accountId: id, fault: { kind: 'latency', latencyMs: 800 } });
     const order: string[] = [];
+    const shards = t.gw.services.shards;
+    const depth = () => shards.queueDepths()[shards.shardFor(id)]!;
+    const idle = depth();
     const slow = api(`/AccountSummary?id=${id}`, k).then((r) => { order.push('request'); return r; });
-    await wait(150);
+    // The upgrade is sent once the request is at the shard (its command queued before the upgrade's,
+    // which the shard then takes after it). After a fixed 150 ms a loaded machine could still be
+    // parsing the request, and the upgrade went first.
+    await until(() => depth() > idle, 'the request to be sent to its shard');
     const up = t.req('POST', `/v1/accounts/${id}/upgrade`, { headers: mgmt(t.managementKey), body: { build: 2_000 } }).then((r) => { order.push('upgrade'); return r; });
     const [r, u] = await Promise.all([slow, up]);
     expect(r.status).toBe(200);
