@@ -107,7 +107,7 @@ it('keeps /v1/stream on the broker server clock when a socket was opened before 
   const quote = await late.next('QUOTE', 0, 10_000);
   expect(quote.data.timeMsc - quote.data.timeMscUtc).toBe(offsetAt(quote.data.timeMscUtc));
   expect(serverMs(quote.data.time)).toBe(quote.data.timeMsc);
-  const beat = await late.until((c) => c.of('HEARTBEAT').find((f) => f.data.symbols[0]?.lastTickTimeMsc), 5_000, 'a heartbeat with a tick');
+  const beat = await late.until((c) => c.of('HEARTBEAT').find((f) => f.data.symbols[0]?.lastTickTimeMsc), 10_000, 'a heartbeat with a tick');
   const sym = beat.data.symbols[0];
   expect(sym.lastTickTimeMsc - sym.lastTickTimeMscUtc).toBe(offsetAt(sym.lastTickTimeMscUtc));
 

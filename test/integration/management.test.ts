@@ -81,7 +81,7 @@ describe('revoking and replacing keys', () => {
     const del = await t.req('DELETE', `/v1/keys/${k.id}`, { headers: h() });
     expect(del.body).toEqual({ id: k.id, revoked: true });
     expect((await whoami(k.key)).status).toBe(401);
-    const closed = (await stream.until((c) => c.closed, 5_000, 'close'))!;
+    const closed = (await stream.until((c) => c.closed, 10_000, 'close'))!;
     expect(closed.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     expect(await gwClosed).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     expect(other.closed).toBeNull();
@@ -173,7 +173,7 @@ describe('removing a seat', () => {
     expect(del.status).toBe(200);
     expect(del.body).toEqual({ id, removed: true, revokedKeys: [scoped.id] });
 
-    expect((await stream.until((c) => c.closed, 5_000, 'close'))!.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
+    expect((await stream.until((c) => c.closed, 10_000, 'close'))!.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
     expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
     expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
     expect((await whoami(scoped.key)).status).toBe(401);

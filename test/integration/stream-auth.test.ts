@@ -102,7 +102,7 @@ describe('/v1/stream upgrade refusals', () => {
     if ('refused' in a || 'refused' in b) throw new Error('expected both sockets to open');
     const del = await t.req('DELETE', `/v1/keys/${doomed.id}`, { headers: h });
     expect(del.status).toBe(200);
-    await a.until((x) => x.closed, 5_000, 'the socket of the revoked key to close');
+    await a.until((x) => x.closed, 10_000, 'the socket of the revoked key to close');
     expect(a.closed!.code).toBe(SOCKET_CLOSE.KEY_REVOKED.code);
     await new Promise((r) => setTimeout(r, 300));
     expect(b.closed).toBeNull();

@@ -49,7 +49,7 @@ it('dedupes across shards, closes each bar once, drops late updates; partial onl
     candle(f, 3, false), // a late update of the finished bar
     candle(f + 60, 1, false),
   ]) inject(ev);
-  await a.until((x) => x.frames.slice(n).some((fr) => fr.type === 'CANDLE' && fr.data.timeUtc === f + 60), 5_000, 'the next bar');
+  await a.until((x) => x.frames.slice(n).some((fr) => fr.type === 'CANDLE' && fr.data.timeUtc === f + 60), 10_000, 'the next bar');
   const got = a.frames.slice(n).filter((fr) => fr.type === 'CANDLE' && fr.data.timeUtc >= f);
   expect(got.map((fr) => [fr.data.timeUtc - f, fr.data.ticks, fr.data.closed])).toEqual([
     [0, 1, false], [0, 2, false], [0, 2, true], [60, 1, false],
@@ -69,10 +69,10 @@ it('dedupes across shards, closes each bar once, drops late updates; partial onl
   inject(candle(f + 60, 2, false));
   inject(candle(f + 60, 2, true));
   inject(candle(f + 120, 1, false));
-  await b.until((x) => x.of('CANDLE').some((fr) => fr.data.timeUtc === f + 120), 5_000, 'the bar after');
+  await b.until((x) => x.of('CANDLE').some((fr) => fr.data.timeUtc === f + 120), 10_000, 'the bar after');
   const bs = b.of('CANDLE').filter((fr) => fr.data.timeUtc >= f + 60).map((fr) => [fr.data.timeUtc - f, fr.data.closed, fr.data.partial]);
   expect(bs).toEqual([[60, false, true], [60, false, true], [60, true, true], [120, false, false]]);
   // Meanwhile `a` saw the same bar without the flag.
-  await a.until((x) => x.of('CANDLE').some((fr) => fr.data.timeUtc === f + 120), 5_000, 'a: the bar after');
+  await a.until((x) => x.of('CANDLE').some((fr) => fr.data.timeUtc === f + 120), 10_000, 'a: the bar after');
   expect(a.of('CANDLE').filter((fr) => fr.data.timeUtc >= f + 60).every((fr) => fr.data.partial === false)).toBe(true);
 });
