@@ -12,13 +12,17 @@ import type { ServerInfo } from '../../src/market/server.js';
 import type { Candle, CandleEvent, Timeframe } from '../../src/market/timeframes.js';
 import { STREAM_EVENT, type CandleEventData } from '../../src/runtime/hosts/streamCommands.js';
 import { shardSettings, type ShardTiming } from '../../src/runtime/settings.js';
-import { systemClock } from '../../src/util/clock.js';
 import { until } from '../helpers/until.js';
 
 const SERVER: ServerInfo = {
   name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',
   timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' }
 };
+
+/** The host's clock, still in the middle of a minute: which bar is "in progress" cannot change
+ *  during a test (with the system clock, a minute turning mid-test on a slow run moved it). */
+const NOW_MS = Math.floor(Date.now() / 60_000) * 60_000 + 30_000;
+const clock = { now: () => NOW_MS };
 
 const candle = (time: number, close: number, ticks: number): Candle =>
   ({ time, serverTime: time, open: 1, high: Math.max(1, close), low: Math.min(1, close), close, ticks, volume: ticks });
@@ -55,7 +59,7 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
   } as unknown as AccountRuntime;
   const ctx = {
     shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: shardSettings({ timing }), clock: systemClock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
+    settings: shardSettings({ timing }), clock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
     accounts: { get: () => rt, ensure: async () => rt },
   } as unknown as ShardContext;
   const host = createStreamHost(ctx);
@@ -71,7 +75,7 @@ const settle = () => new Promise((r) => setTimeout(r, 20));
 
 describe('stream host: candles around an upstream outage', () => {
   it('the bar in progress at the drop, finished during the outage, is forwarded closed (from history) before the next bar', async () => {
-    const min = Math.floor(Date.now() / 60_000) * 60; // the current M1 bar (UTC seconds)
+    const min = Math.floor(NOW_MS / 60_000) * 60; // the current M1 bar (UTC seconds)
     const barX = min - 120; // in progress at the drop
     const barY = min - 60; // wholly inside the outage
     const { host, fire, candles } = setup((_s, _tf, fromMs) => [candle(barX, 1.5, 60), candle(barY, 1.6, 60), candle(min, 1.7, 5)]
@@ -92,7 +96,7 @@ describe('stream host: candles around an upstream outage', () => {
   });
 
   it('a short outage inside the bar forwards nothing extra (its close comes as usual)', async () => {
-    const min = Math.floor(Date.now() / 60_000) * 60 + 60; // a bar that has certainly not ended during the test
+    const min = Math.floor(NOW_MS / 60_000) * 60 + 60; // a bar that has certainly not ended during the test
     let asked = 0;
     const { host, fire, candles } = setup(() => {
       asked++;
@@ -114,7 +118,7 @@ describe('stream host: candles around an upstream outage', () => {
 
 describe('stream host: a stale bar of an earlier subscription', () => {
   it('is not taken for the bar in progress at a later drop (no old bars forwarded as closed)', async () => {
-    const min = Math.floor(Date.now() / 60_000) * 60;
+    const min = Math.floor(NOW_MS / 60_000) * 60;
     let asked = 0;
     const { host, fire, candles } = setup(() => {
       asked++;
@@ -136,7 +140,7 @@ describe('stream host: a stale bar of an earlier subscription', () => {
 
 describe('stream host: its own broker upkeep waits SUBSCRIPTION_WAIT_MS for the connection', () => {
   it('the closed-candle recovery and the resubscribe after a reconnect, and the release after an unsub', async () => {
-    const min = Math.floor(Date.now() / 60_000) * 60;
+    const min = Math.floor(NOW_MS / 60_000) * 60;
     const { host, fire, waits } = setup(() => [candle(min - 120, 1.5, 60)], { subscriptionWaitMs: 345 });
     await host.handlers['stream.open']!({ accountId: 'acc' } as never);
     // A client's own wait: the bound it sent.
