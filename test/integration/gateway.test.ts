@@ -253,8 +253,12 @@ describe('/ws pushes', () => {
     expect((await op(t, a, 'UnsubscribeOhlc', { symbol: 'BTCUSD' })).status).toBe(200);
     expect((await op(t, a, 'UnsubscribeOrderBook', { symbols: 'BTCUSD' })).status).toBe(200);
     expect((await op(t, a, 'SubscribedSymbols')).body).toMatchObject({ quotes: [], ohlc: [], orderBook: [], symbols: [] });
-    // Frames already in flight may still land; after that nothing more arrives.
+    // Frames already in flight may still land; after that nothing more arrives. The shard sent its
+    // frames before its replies to the unsubscribes, and the PONG is written after every frame main
+    // had: a barrier, where a 300 ms pause alone was a guess a loaded machine could outlast.
     await new Promise((r) => setTimeout(r, 300));
+    c.ws.send('ping');
+    await c.waitFor((f) => f.type === 'PONG');
     const before = c.frames.length;
     await new Promise((r) => setTimeout(r, 1_500));
     expect(c.frames.slice(before)).toEqual([]);
