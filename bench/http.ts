@@ -131,6 +131,9 @@ const h = g.h;
 // build's pace): a small --orders gets enough accounts that they stay within 2 x PER_ACCOUNT.
 const seqAccounts = Math.max(Math.ceil(orders / PER_ACCOUNT), Math.ceil((orders + SEQ_WARMUP_ORDERS) / (2 * PER_ACCOUNT)));
 const coldAccounts = await g.accounts(seqAccounts);
+// The warm-up after the cold orders (see orderSendWarm below): WARM_ROUNDS x orders more, not reported.
+const WARM_ROUNDS = 2;
+const warmAccounts = await g.accounts(Math.ceil((WARM_ROUNDS * orders + SEQ_WARMUP_ORDERS) / (2 * PER_ACCOUNT)));
 const orderAccounts = await g.accounts(seqAccounts);
 const plainAccounts = await g.accounts(seqAccounts);
 const account = orderAccounts[0]!;
@@ -157,10 +160,15 @@ results.floorSeq = await sequential(barePort, ['/floor'], {}, orders);
 // The first orders after the start run while V8 still compiles the order path: its TurboFan jobs
 // hold a core for 2-5 ms at a time on background threads, and a woken gateway thread queued behind
 // one waits that long (traced: half the slowest 1% of these orders). Measured apart (orderSendCold);
-// the order's figures against the floor are those of the next orders, the path compiled, as the
-// floor's tiny path is from its first requests.
+// the order's figures against the floor are those of later orders, the path compiled, as the
+// floor's tiny path is from its first requests. 3,000 orders were not enough for that: V8 tiers a
+// small function up to TurboFan after thousands of calls, so code run once an order (and code run per
+// tick or per checkpoint) was still being compiled in the 3,000 after them: 22-30 jobs, V8's compiler
+// threads 5.4-6.5% of a CPU, the main cause of 4-13 of the slowest 30 orders (perf sched, four runs);
+// after 9,000: 1.1-3.4%, 0-1 of the 30 (three runs). So WARM_ROUNDS x orders more go first, unreported.
 const orderPaths = (ids: string[], tag: string) => ids.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${tag}{seq}`);
 results.orderSendCold = await sequential(gw.port, orderPaths(coldAccounts, 'w'), h, orders);
+results.orderSendWarm = await sequential(gw.port, orderPaths(warmAccounts, 'v'), h, WARM_ROUNDS * orders);
 results.orderSend = await sequential(gw.port, orderPaths(orderAccounts, 'b'), h, orders);
 // The same round trip taken apart: the HTTP edge alone (cached quote, no shard), one shard hop
 // (account summary), and an order without an idempotency record.
@@ -195,6 +203,8 @@ const summary = {
   orderSendUs: results.orderSend.latencyUs,
   // The same orders, the first after the start (V8 compiling the order path meanwhile, see above).
   orderSendColdUs: results.orderSendCold.latencyUs,
+  // Orders sent between the cold ones and the measured ones (V8's warm-up, above; its errors count below).
+  orderSendWarmupOrders: results.orderSendWarm.sent,
   bareSeqUs: results.bareSeq.latencyUs,
   orderSendP50Ratio: ratio(results.orderSend.latencyUs.p50, results.bareSeq.latencyUs.p50),
   // Bare route + worker round trip + two SQLite commits: no gateway logic at all.
