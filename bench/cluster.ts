@@ -1,4 +1,4 @@
-// npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--accounts N] [--lease-ms MS]
+// npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--quote-warmup N] [--accounts N] [--lease-ms MS]
 //   [--http-orders N] [--http-warmup N]
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
@@ -10,7 +10,9 @@
 //   local against it (`forwardOverheadOverNatsRtt`); and an empty round trip over a plain TCP socket
 //   between the same processes (`tcpRoundTrip`: no broker in between).
 // - A quote from a shard-like thread to a /v1/stream client: through the owner's hub (same node) vs.
-//   through the relay to another node's hub (cross node), real sockets, client processes.
+//   through the relay to another node's hub (cross node), real sockets, client processes; the same
+//   ticks to both, and each path alone, alternating tick by tick, stamped along each path
+//   (bench/lib/clusterQuotes.ts).
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
 //   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`. Before
@@ -19,20 +21,18 @@
 // - Handover (bench/lib/clusterHandover.ts): a SIGTERM handover between two lease keepers, the
 //   survivor nudged by the release announcements vs. on its periodic rounds alone (lease 3 s, 40
 //   accounts, `--handover-runs` runs of each, alternating).
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { startNatsNode } from '../src/cluster/natsNode.js';
 import type { OwnerInfo } from '../src/cluster/owners.js';
 import type { AccountRouter } from '../src/cluster/router.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway, type Gateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
-import type { ShardEvent } from '../src/runtime/protocol.js';
 import { loadSimConfig } from '../src/sim/config.js';
 import { Simulator } from '../src/sim/simulator.js';
 import { startSimServer } from '../src/simServer.js';
@@ -45,39 +45,19 @@ import { loaderArgs, moduleBeside } from './lib/launch.js';
 import { measureTakeover } from './lib/clusterTakeover.js';
 import { SchedTally } from './lib/procSched.js';
 import { measureHandover } from './lib/clusterHandover.js';
-import type { ClientJob } from './streamClient.js';
-import { StreamHist, type HistData } from './streamHist.js';
+import { measureQuotes } from './lib/clusterQuotes.js';
 
 const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
-
-/** One /v1/stream socket in a client process of the stream bench, subscribed to `symbol`. */
-async function quoteClient(url: string, symbol: string): Promise<ChildProcess> {
-  const file = moduleBeside('./streamClient.ts', import.meta.url);
-  const c = fork(file, [], { execArgv: loaderArgs(file), stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const job: ClientJob = { url, sockets: 1, symbols: [symbol], mode: 'gateway' };
-  await new Promise<void>((resolve, reject) => {
-    c.once('message', (m: { t: string; message?: string }) => (m.t === 'ready' ? resolve() : reject(new Error(m.message))));
-    c.send({ t: 'job', job });
-  });
-  return c;
-}
-
-async function report(c: ChildProcess): Promise<StreamHist> {
-  const r = await new Promise<{ hist: HistData }>((resolve) => {
-    c.once('message', (m: { hist: HistData }) => resolve(m));
-    c.send({ t: 'report' });
-  });
-  const h = new StreamHist();
-  h.merge(r.hist);
-  return h;
-}
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : def;
 };
 const ORDERS = arg('orders', 1000);
-const QUOTES = arg('quotes', 5000);
+// Ticks at one a millisecond, round three symbols (bench/lib/clusterQuotes.ts): 30,000 leave each
+// comparison 100 ticks past its p99 and 10 past its p99.9.
+const QUOTES = arg('quotes', 30_000);
+const QUOTE_WARMUP = arg('quote-warmup', 2_000);
 const ACCOUNTS = arg('accounts', 12);
 const LEASE_MS = arg('lease-ms', 1_500);
 const HANDOVER_RUNS = arg('handover-runs', 3);
@@ -213,44 +193,10 @@ echo.unsubscribe();
 for (const s of tcpSockets) s.destroy();
 await new Promise<void>((resolve) => tcpEcho.close(() => resolve()));
 
-// --- Quotes, tick to client socket: on the owner vs. on another node ------------------------------
-// A shard-like thread posts tick events (stamped on the shared wall clock, volume -1 marks them);
-// node A's main thread hands each to its own hub (a socket there: same node) and to the relay; node
-// B (its own process) hands what arrives to its hub (a socket there: cross node). The client
-// processes are the stream bench's (bench/streamClient.ts): latency = receipt - stamp.
-const SERVER = 'Sim-P5-Demo';
-const SYMBOL = 'EURUSD';
-const started = await ask({ t: 'quotes', server: SERVER, symbol: SYMBOL });
-if (started.t !== 'ready') throw new Error('node B did not follow the quotes');
-const streamUrl = async (base: string, user: string) => {
-  const { key, id } = await bindAccount(base, MGMT, user);
-  return `${base.replace(/^http/, 'ws')}/v1/stream?id=${id}&apiKey=${encodeURIComponent(key)}&heartbeat=0`;
-};
-const clientA = await quoteClient(await streamUrl(`http://127.0.0.1:${gwA.port}`, 'quotes-a'), SYMBOL);
-const clientB = await quoteClient(await streamUrl(started.url, 'quotes-b'), SYMBOL);
-const worker = new Worker(`
-  const { parentPort, workerData } = require('node:worker_threads');
-  let i = 0;
-  const timer = setInterval(() => {
-    if (++i > workerData.n) { clearInterval(timer); parentPort.postMessage(null); return; }
-    const tick = { symbol: workerData.symbol, bid: 2000 + (i % 100) / 100, ask: 2000.5, timeMsc: performance.timeOrigin + performance.now(), volume: -1 };
-    parentPort.postMessage({ kind: 'stream.tick', key: workerData.server, data: { server: workerData.server, tick } });
-  }, 1);
-`, { eval: true, workerData: { n: QUOTES, server: SERVER, symbol: SYMBOL } });
-clientA.send({ t: 'measure' });
-clientB.send({ t: 'measure' });
-await new Promise<void>((resolve) => {
-  worker.on('message', (ev: ShardEvent | null) => {
-    if (ev === null) return resolve();
-    if (ev.kind !== 'stream.tick') return;
-    gwA.stream.onShardEvent(ev);
-    A.relay.publish(ev);
-  });
+// --- Quotes, tick to client socket: on the owner vs. on another node (bench/lib/clusterQuotes.ts) ---
+const quotes = await measureQuotes({
+  gateway: gwA, relay: A.relay, managementKey: MGMT, ask, nodePid: child.pid, natsPid, quotes: QUOTES, warmup: QUOTE_WARMUP,
 });
-await new Promise((r) => setTimeout(r, 300)); // the last relayed ticks arrive
-await worker.terminate();
-const [sameNode, crossNode] = await Promise.all([report(clientA), report(clientB)]);
-for (const c of [clientA, clientB]) c.send({ t: 'close' });
 
 const servedByA = A.router.stats.served;
 await A.close();
@@ -270,11 +216,12 @@ console.log('local OrderSend    ', local.summary());
 console.log('forwarded OrderSend', forwarded.summary());
 console.log('NATS round trip    ', natsRtt.summary());
 console.log('TCP round trip     ', tcpRtt.summary());
-console.log('quote same node    ', sameNode.summary());
-console.log('quote cross node   ', crossNode.summary());
+console.log('quote same node    ', quotes.shared.sameNode, 'alone', quotes.alone.sameNode);
+console.log('quote cross node   ', quotes.shared.crossNode, 'alone', quotes.alone.crossNode);
+console.log('quote steps (µs)   ', JSON.stringify(quotes.steps));
 console.log('load', uptime().trim());
 console.log(JSON.stringify({
-  bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: ORDERS, quotes: crossNode.count,
+  bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: ORDERS, quotes: quotes.quotes,
   orderSend: { local: p(local), forwarded: p(forwarded) },
   forwardedOverLocalP50: ratio(forwarded.percentile(50), local.percentile(50)),
   forwardedOverLocalP99: ratio(forwarded.percentile(99), local.percentile(99)),
@@ -286,9 +233,13 @@ console.log(JSON.stringify({
     p99: ratio(forwarded.percentile(99) - local.percentile(99), natsRtt.percentile(99)),
   },
   tcpRoundTrip: p(tcpRtt),
-  quote: { sameNode: p(sameNode), crossNode: p(crossNode) },
-  quoteCrossOverSameP50: ratio(crossNode.percentile(50), sameNode.percentile(50)),
-  quoteCrossOverSameP99: ratio(crossNode.percentile(99), sameNode.percentile(99)),
+  quote: quotes,
+  // The same ticks to a socket on the owner and one on another node (a symbol both want).
+  quoteCrossOverSameP50: quotes.shared.crossOverSame.p50,
+  quoteCrossOverSameP99: quotes.shared.crossOverSame.p99,
+  quoteCrossOverSameP999: quotes.shared.crossOverSame.p999,
+  // Each path by itself, alternating tick by tick: what the cross-node path adds.
+  quoteAloneCrossOverSame: quotes.alone.crossOverSame,
   // µs per order: CPU and run-queue wait of each process on the path (Linux schedstat).
   perOrderUs: { local: localSched.perUnit(ORDERS), forwarded: forwardedSched.perUnit(ORDERS) },
   forwarded: forwardedCount, served: servedByA,

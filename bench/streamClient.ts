@@ -16,6 +16,8 @@ export interface ClientJob {
   /** Slow sockets also subscribe candles of the first symbol in this timeframe (a topic only they
    *  have, through which the bench fills their buffers without loading the readers). */
   slowTimeframe?: string;
+  /** Keep each measured frame's stamp and receipt (the cluster bench pairs them across paths). */
+  trace?: boolean;
 }
 
 type Parent = { t: 'job'; job: ClientJob } | { t: 'measure' } | { t: 'turn'; id: number } | { t: 'report' } | { t: 'close' };
@@ -24,6 +26,8 @@ const hist = new StreamHist();
 /** Per measuring turn of the interleaved bench (its parent names the turn as it starts). */
 const turns = new Map<number, TurnHist>();
 let turn: TurnHist | null = null;
+/** With job.trace: [stamp ms, receipt ms] of each measured frame, flattened. */
+let trace: number[] | null = null;
 let frames = 0;
 let measuring = false;
 let measureStart = 0;
@@ -42,7 +46,9 @@ function onMessage(buf: Buffer, start: number, end: number): void {
   let k = j;
   while (k < end && buf[k] !== 44 && buf[k] !== 125) k++;
   const sent = Number(buf.toString('latin1', j, k));
-  const us = (nowMs() - sent) * 1000;
+  const now = nowMs();
+  const us = (now - sent) * 1000;
+  trace?.push(sent, now);
   hist.record(us);
   turn?.record(us);
   frames++;
@@ -89,6 +95,7 @@ process.on('message', (m: Parent) => {
   void (async () => {
     if (m.t === 'job') {
       try {
+        if (m.job.trace) trace = [];
         await open(m.job);
         process.send!({ t: 'ready' });
       } catch (e) {
@@ -98,6 +105,7 @@ process.on('message', (m: Parent) => {
       hist.reset();
       turns.clear();
       turn = null;
+      if (trace) trace = [];
       frames = 0;
       measuring = true;
       measureStart = nowMs();
@@ -112,6 +120,7 @@ process.on('message', (m: Parent) => {
       process.send!({
         t: 'report', hist: hist.toData(), frames, seconds, cpuPct: ((cpu.user + cpu.system) / 1e6 / seconds) * 100,
         turns: [...turns].map(([id, h]) => [id, h.toData()]),
+        ...(trace ? { trace } : {}),
       });
     } else if (m.t === 'close') {
       for (const ws of sockets) ws.terminate();

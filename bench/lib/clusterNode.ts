@@ -4,10 +4,13 @@
 // and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent
 // (through a ReplyInbox, as the router sends its calls: forwarding's floor); on {t:'ping'} empty round
 // trips over a plain TCP socket to the parent (no broker between: what a direct transport would
-// cost); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out.
+// cost); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out,
+// stamping each of the bench's measured ticks as it arrives and once its hub wrote it, and its GC
+// pauses meanwhile ({t:'quoteTrace'} sends them).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { join } from 'node:path';
 import type { NatsLink } from '../../src/cluster/natsLink.js';
 import { startNatsNode } from '../../src/cluster/natsNode.js';
@@ -25,12 +28,24 @@ export type NodeCommand =
   | { t: 'echo'; subject: string; n: number }
   | { t: 'ping'; port: number; n: number }
   | { t: 'quotes'; server: string; symbol: string }
+  | { t: 'quoteTrace' }
   | { t: 'stop' };
-export type NodeReply = { t: 'ready'; url: string } | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number };
+export type NodeReply =
+  | { t: 'ready'; url: string }
+  | { t: 'done'; hist: ReturnType<Histogram['toJSON']>; forwarded: number }
+  | { t: 'trace'; data: number[]; gc: number[] };
 
 const log = createLogger('silent');
 const send = (m: NodeReply) => process.send!(m);
 let seq = 0;
+/** [tick stamp, relayed tick received (decoded), hub done] of each measured tick (volume -1), flattened, in ms. */
+let quoteTrace: number[] = [];
+/** [start, duration] of each GC pause while quotes flow, flattened, in ms. */
+let gcTrace: number[] = [];
+const gcObserver = new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcTrace.push(performance.timeOrigin + e.startTime, e.duration);
+});
+const nowMs = () => performance.timeOrigin + performance.now();
 let node: { router: AccountRouter; link: NatsLink; relay: StreamRelay; url: string; close(): Promise<void> } | undefined;
 let inbox: ReplyInbox | undefined;
 let pinger: { socket: Socket; ping(): Promise<void> } | undefined;
@@ -64,7 +79,12 @@ process.on('message', (m: NodeCommand) => void (async () => {
     const nats = await startNatsNode({
       url: m.natsUrl, nodeId: 'B', shards: gw.services.shards, lookupOwner: async () => ({ owner: 'A', epoch: 1 }), ownerWaitMs: 5_000, log,
       // Market data relayed from the owner goes to this gateway's hub, as its own shards' would.
-      onEvent: (ev) => { if (ev.kind === 'stream.tick' || ev.kind === 'stream.candle') gw.stream.onShardEvent(ev); },
+      onEvent: (ev) => {
+        if (ev.kind !== 'stream.tick' && ev.kind !== 'stream.candle') return;
+        const t0 = nowMs();
+        gw.stream.onShardEvent(ev);
+        if (ev.kind === 'stream.tick' && ev.data.tick.volume === -1) quoteTrace.push(ev.data.tick.timeMsc, t0, nowMs());
+      },
     });
     node = {
       router: nats.router, link: nats.link, relay: nats.relay, url: `http://127.0.0.1:${gw.port}`,
@@ -88,8 +108,14 @@ process.on('message', (m: NodeCommand) => void (async () => {
     }
     send({ t: 'done', hist: h.toJSON(), forwarded: node!.router.stats.forwarded });
   } else if (m.t === 'quotes') {
+    quoteTrace = [];
+    gcTrace = [];
+    gcObserver.observe({ entryTypes: ['gc'] });
     await node!.relay.followMarket(m.server, m.symbol);
     send({ t: 'ready', url: node!.url });
+  } else if (m.t === 'quoteTrace') {
+    gcObserver.disconnect();
+    send({ t: 'trace', data: quoteTrace, gc: gcTrace });
   } else if (m.t === 'echo') {
     const h = new Histogram();
     inbox ??= new ReplyInbox(node!.link.nc);
