@@ -181,13 +181,15 @@ export function classicRoutes(s: Services): AnyRoute[] {
     const body = await s.shards.call(row.id, 'account.op', { accountId: row.id, op: 'GetQuote', args: { symbol } });
     const raw = JSON.stringify(body);
     if (quoteCache.size > 100_000) quoteCache.clear();
-    quoteCache.set(`${row.id}|${symbol}`, { at: performance.now(), raw });
+    quoteCache.set(`${row.id}|${symbol}`, { at: s.clock.now(), raw });
     return { body: null, raw, contentType: 'application/json' };
   };
   const quoteReply = (row: SeatRow, q: { symbol: string; cached?: string | undefined }) => {
     if (q.cached !== '0') {
       const hit = quoteCache.get(`${row.id}|${q.symbol}`);
-      if (hit && performance.now() - hit.at < QUOTE_CACHE_MS) return { body: null, raw: hit.raw, contentType: 'application/json' };
+      // Aged by the injected clock (a test can hold it still); one stepped back serves no entry from its future.
+      const age = hit ? s.clock.now() - hit.at : -1;
+      if (hit && age >= 0 && age < QUOTE_CACHE_MS) return { body: null, raw: hit.raw, contentType: 'application/json' };
     }
     return fetchQuote(row, q.symbol);
   };
