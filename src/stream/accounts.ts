@@ -43,6 +43,8 @@ export class AccountStreams {
   /** Cluster mode: an account began another epoch here, or its state left this node (sharedAccounts.ts). */
   onRotated: (acc: AccountState, rebound: boolean) => void = () => undefined;
   onReleased: (acc: AccountState) => void = () => undefined;
+  /** An account entered `accounts` (the hub's sweep runs while any is there). */
+  onActive: () => void = () => undefined;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {}
 
@@ -125,6 +127,7 @@ export class AccountStreams {
     if (!binding) return undefined;
     const acc = this.create(id, binding.platform, binding.server, 'connected');
     this.accounts.set(id, acc);
+    this.onActive();
     return acc;
   }
 
@@ -135,6 +138,7 @@ export class AccountStreams {
     if (!acc) {
       acc = this.create(id, open.platform, open.server, open.phase);
       this.accounts.set(id, acc);
+      this.onActive();
     } else {
       acc.phase = open.phase;
     }

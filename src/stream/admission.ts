@@ -84,7 +84,10 @@ export class StreamAdmission {
       if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
       const known = this.accounts.accounts.get(id) ?? this.accounts.fromRecords(id);
       if (known && this.accounts.activeSeats.has(id)) {
-        if (!this.accounts.accounts.has(id)) this.accounts.accounts.set(id, known);
+        if (!this.accounts.accounts.has(id)) {
+          this.accounts.accounts.set(id, known);
+          this.accounts.onActive();
+        }
         this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since });
         return;
       }

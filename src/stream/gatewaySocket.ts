@@ -30,6 +30,7 @@ import { assertWebsocketOrigin } from '../http/cors.js';
 import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';
 import { singleParam } from '../http/request.js';
 import { SOCKET_CLOSE } from './closeCodes.js';
+import { DemandTimer } from '../util/demandTimer.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
 import type { SessionRow } from '../store/sessions.js';
@@ -63,16 +64,24 @@ export class GatewaySocket {
   }
 
   private keyTimer: NodeJS.Timeout | null = null;
-  private sweepTimer: NodeJS.Timeout | null = null;
+  /** Armed by a publish: with nothing published since the last check there is nothing to check. */
+  private sweeper: DemandTimer | null = null;
   private publishedBytes = 0;
+
+  /** Whether a backlog check is scheduled (only after a publish). */
+  get sweeping(): boolean {
+    return this.sweeper?.armed ?? false;
+  }
 
   mount(app: TemplatedApp): void {
     this.app = app;
     // Open sockets re-check their API key, as /v1/stream does: a revoked key stops receiving.
     this.keyTimer = setInterval(() => this.checkKeys(), this.s.config.streamKeyCheckMs);
     this.keyTimer.unref();
-    this.sweepTimer = setInterval(() => this.sweep(), this.s.config.streamSweepMs);
-    this.sweepTimer.unref();
+    this.sweeper = new DemandTimer(this.s.config.streamSweepMs, () => {
+      this.sweep();
+      return false; // the next publish arms it again
+    });
     app.ws<UserData>(GATEWAY_SOCKET_PATH, {
       // The socket takes no commands, but any message up to this size gets an ERROR frame rather
       // than a dropped connection (uWS closes one over the limit without a close frame).
@@ -173,6 +182,7 @@ export class GatewaySocket {
       this.app.publish(topic(ev.key), msg, false);
       this.publishedBytes += msg.length;
       if (this.publishedBytes > RESERVE / 2) this.sweep();
+      else this.sweeper?.arm();
     } else if (ev.kind === GATEWAY_EVENT.end) {
       const set = this.sockets.get(ev.key);
       if (!set) return;
@@ -211,8 +221,8 @@ export class GatewaySocket {
 
   close(): void {
     if (this.keyTimer) clearInterval(this.keyTimer);
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.keyTimer = this.sweepTimer = null;
+    this.sweeper?.stop();
+    this.keyTimer = null;
     for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(SOCKET_CLOSE.GOING_AWAY.code, SOCKET_CLOSE.GOING_AWAY.reason);
     this.sockets.clear();
   }

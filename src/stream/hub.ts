@@ -4,6 +4,7 @@
 // streams and snapshots). docs/stream.md is the client's view of all of it.
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Metrics } from '../http/metrics.js';
+import { DemandTimer } from '../util/demandTimer.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { AccountEvents } from './accountEvents.js';
 import { AccountStreams } from './accounts.js';
@@ -39,7 +40,7 @@ export class StreamHub {
   private readonly events: AccountEvents;
   private readonly protocol: ClientProtocol;
   private readonly admission: StreamAdmission;
-  private sweepTimer: NodeJS.Timeout | null = null;
+  private sweeper: DemandTimer | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private keyTimer: NodeJS.Timeout | null = null;
   private historyTimer: NodeJS.Timeout | null = null;
@@ -57,6 +58,11 @@ export class StreamHub {
   /** The epoch of QUOTE/CANDLE frames of this process (benchmarks build identical frames with it). */
   get marketEpoch(): string {
     return this.topics.epoch;
+  }
+
+  /** Whether the backpressure / restart sweep is scheduled (it is not while nothing streams). */
+  get sweeping(): boolean {
+    return this.sweeper?.armed ?? false;
   }
 
   stats(): StreamStats {
@@ -107,12 +113,18 @@ export class StreamHub {
       }),
       close: (ws) => this.guard('close', () => this.onClose(ws)),
     });
-    this.sweepTimer = setInterval(() => this.guard('sweep', () => {
-      this.accounts.checkShardRestarts();
-      this.events.shared?.checkRoles(); // cluster mode: leases that came or went
-      this.out.sweep();
-    }), cfg.streamSweepMs);
-    this.sweepTimer.unref();
+    // Only while an account has stream state here (sockets, a held stream) or frames await their
+    // backpressure check: an idle node has nothing to sweep and is not woken every streamSweepMs.
+    // Armed when a socket opens or an account's stream is opened (AccountStreams.onActive).
+    const sweeper = (this.sweeper = new DemandTimer(cfg.streamSweepMs, () => {
+      this.guard('sweep', () => {
+        this.accounts.checkShardRestarts();
+        this.events.shared?.checkRoles(); // cluster mode: leases that came or went
+        this.out.sweep();
+      });
+      return this.accounts.accounts.size > 0 || this.topics.publishedBytes > 0 || this.out.coalescing.size > 0;
+    }));
+    this.accounts.onActive = () => sweeper.arm();
     this.heartbeatTimer = setInterval(() => this.guard('heartbeats', () => this.heartbeats()), cfg.streamHeartbeatMs);
     this.heartbeatTimer.unref();
     this.keyTimer = setInterval(() => this.guard('key check', () => this.checkKeys()), cfg.streamKeyCheckMs);
@@ -125,11 +137,11 @@ export class StreamHub {
 
   /** Ends every socket (server shutdown) and stops the timers. */
   close(): void {
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweeper?.stop();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.keyTimer) clearInterval(this.keyTimer);
     if (this.historyTimer) clearInterval(this.historyTimer);
-    this.sweepTimer = this.heartbeatTimer = this.keyTimer = this.historyTimer = null;
+    this.heartbeatTimer = this.keyTimer = this.historyTimer = null;
     // What was recorded is written, and the kept streams marked alive: a restart picks them up.
     this.guard('history flush', () => {
       this.events.commit();
@@ -183,6 +195,7 @@ export class StreamHub {
     if (ud.openPending) this.admission.justOpened = sock;
     acc.sockets.add(sock);
     this.sockets.add(sock);
+    this.sweeper?.arm();
     // Account events that arrive before its stream.open is done (other sockets of the account keep
     // them coming) are covered by the snapshot or the replay that starts the socket's stream.
     // Not from inside `open`: a resume writes at once, and a socket written to while uWS is still
