@@ -5,7 +5,7 @@
 // (through a ReplyInbox, as the router sends its calls: forwarding's floor); on {t:'ping'} empty round
 // trips over a plain TCP socket to the parent (no broker between: what a direct transport would
 // cost); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out,
-// stamping each of the bench's measured ticks as it arrives and once its hub wrote it, and its GC
+// stamping each of the bench's measured ticks as it arrives and once its hub is done, and its GC
 // pauses meanwhile ({t:'quoteTrace'} sends them).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';

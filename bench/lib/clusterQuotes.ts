@@ -6,7 +6,9 @@
 //   (the owner's hub has no socket for it; the relay publishes it). Each path runs by itself, and the
 //   two alternate tick by tick, so they see the same machine state: what the cross path costs.
 // - `shared`: one both sockets want, as a symbol followed on both nodes: each tick reaches both
-//   sockets (the owner writes its own first, then publishes), latency compared tick by tick too.
+//   sockets, latency compared tick by tick too. The owner's hub takes it first and the relay then
+//   publishes it, but uWS writes the hub's frame only when it drains its publish batch after the
+//   turn, after nats.js's write (in the turn's microtasks): the owner's socket waits for the relay.
 // `--quote-warmup` ticks first (volume -2: the clients skip them) for V8's compilers and the sockets,
 // then `--quotes` measured ones (volume -1), a third of each. Each measured tick is stamped where it
 // passes (the owner's main thread, node B's relay and hub, the client processes; all on the wall
@@ -90,10 +92,11 @@ interface TickTrace {
   stamp: number;
   /** SAME, CROSS or SHARED. */
   symbol: string;
-  /** Owner: the main thread got it; its hub is done (wrote the same-node frame); relay.publish
-   *  returned; nats.js wrote it (its microtask, queued by publish, ran before ours). */
+  /** Owner: the main thread got it; its hub is done (the frame handed to uWS, written when uWS
+   *  drains its batch after the turn); relay.publish returned; nats.js wrote it (its microtask,
+   *  queued by publish, ran before ours). */
   ownerIn: number; ownerHub: number; ownerRelay: number; ownerWritten: number;
-  /** Node B (cross node): the relayed tick received and decoded; its hub wrote the frame. */
+  /** Node B (cross node): the relayed tick received and decoded; its hub is done (as the owner's). */
   nodeIn?: number; nodeHub?: number;
   /** The client processes' receipt. */
   sameRecv?: number; crossRecv?: number;
