@@ -16,19 +16,19 @@
 // is no such pause; see WAL_BACKSTOP_PAGES in db.ts.)
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
+import { checkpointWait, type CheckpointFound, type CheckpointPace } from './checkpointPace.js';
 
-export interface CheckpointWorkerData {
+export interface CheckpointWorkerData extends CheckpointPace {
   file: string;
-  intervalMs: number;
-  /** The wait after a run that found at least busyFrames new frames (writes without a pause). */
-  busyIntervalMs: number;
+  /** A run that found at least this many new frames found writes without a pause (busyIntervalMs). */
   busyFrames: number;
   walSizeLimitBytes: number;
 }
 /** nextWaitMs: the wait the timer was given before the next run (what a run found decides it). */
 export type CheckpointStats = { runs: number; failures: number; walFrames: number; checkpointedFrames: number; restarts: number; nextWaitMs?: number; lastError?: string };
 
-const { file, intervalMs, busyIntervalMs, busyFrames, walSizeLimitBytes } = workerData as CheckpointWorkerData;
+const pace = workerData as CheckpointWorkerData;
+const { file, busyFrames, walSizeLimitBytes } = pace;
 const db = new Database(file);
 db.pragma('busy_timeout = 0');
 db.pragma('wal_autocheckpoint = 0');
@@ -71,19 +71,20 @@ let lastLog = 0;
 /** Whether the last run found writes without a pause. */
 let busy = false;
 
-/** Runs a checkpoint; true when it found at least busyFrames frames appended since the last one. */
-const run = (last = false): boolean => {
+/** Runs a checkpoint: whether it found at least busyFrames frames appended since the last one
+ *  ('busy'), some, or nothing committed since (only this thread's restart frame, or no WAL). */
+const run = (last = false): CheckpointFound => {
   try {
     // Only this thread's restart frame is in the WAL: copying it would hand the next restart
     // (and its fsync) to whoever writes next.
     const seen = dataVersion();
-    if (quietSince !== undefined && seen === quietSince) return false;
+    if (quietSince !== undefined && seen === quietSince) return 'none';
     quietSince = undefined;
     const [r] = db.pragma('wal_checkpoint(PASSIVE)') as Array<{ busy: number; log: number; checkpointed: number }>;
     stats.runs++;
-    if (!r) return false;
+    if (!r) return 'some';
     // -1: it could not run (a writer's own backstop checkpoint was running): as busy as before.
-    if (r.log < 0) return busy;
+    if (r.log < 0) return busy ? 'busy' : 'some';
     stats.walFrames = r.log;
     stats.checkpointedFrames = r.checkpointed;
     // A WAL shorter than at the last run was started over meanwhile: all of it is new.
@@ -91,6 +92,7 @@ const run = (last = false): boolean => {
     lastLog = r.log;
     // Restarted: nobody committed since the checkpoint began, so the writes paused.
     busy = appended >= busyFrames;
+    if (r.log === 0) return 'none'; // an empty WAL (nothing written since it was cut back)
     if (!last && r.log > 0 && r.checkpointed === r.log) {
       restart(seen);
       if (quietSince !== undefined) {
@@ -98,12 +100,12 @@ const run = (last = false): boolean => {
         busy = false;
       }
     }
-    return busy;
+    return busy ? 'busy' : 'some';
   } catch (err) {
     // SQLITE_BUSY (another checkpoint in progress) and the like: the next run tries again.
     stats.failures++;
     stats.lastError = err instanceof Error ? err.message : String(err);
-    return false;
+    return 'some';
   }
 };
 // Every intervalMs while writes are few, so the WAL is restarted soon after they pause (see the
@@ -111,12 +113,17 @@ const run = (last = false): boolean => {
 // it was rewritten since the last, and syncs both files once. Orders of 100 accounts rewrote the
 // same index leaves many times within 100 ms, and this thread's CPU per order fell 7-8 -> 3-4 us
 // (prof-orders CONC=32 N=20000 ACCTS=100, three alternating pairs); a commit never waits for it.
+// Once nothing was committed for a while (idleAfterRuns runs), every idleIntervalMs: an idle node
+// is not woken 50 times a second to find nothing (issue 19). The first commit after that only
+// appends to the WAL (this thread's restart frame is still in it), and the next run catches up.
 let timer: NodeJS.Timeout | undefined;
-const schedule = (wasBusy: boolean) => {
-  stats.nextWaitMs = wasBusy ? busyIntervalMs : intervalMs;
+let idleRuns = 0;
+const schedule = (found: CheckpointFound) => {
+  idleRuns = found === 'none' ? idleRuns + 1 : 0;
+  stats.nextWaitMs = checkpointWait(pace, found, idleRuns);
   timer = setTimeout(() => schedule(run()), stats.nextWaitMs);
 };
-schedule(false);
+schedule('some');
 
 parentPort!.on('message', (m: { t: 'stats' } | { t: 'stop' }) => {
   if (m.t === 'stats') parentPort!.postMessage({ t: 'stats', stats });

@@ -20,10 +20,16 @@ export interface Checkpointer {
 /** A run that finds this many new WAL frames (1 MiB) means writes without a pause: the next waits busyIntervalMs. */
 const BUSY_FRAMES = 256;
 
-export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
+/** Nothing committed for this long: the checkpointer runs every IDLE_INTERVAL_MS until a commit. */
+const IDLE_AFTER_MS = 1_000;
+const IDLE_INTERVAL_MS = 1_000;
+
+export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; idleIntervalMs?: number; idleAfterMs?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
   const intervalMs = opts.intervalMs ?? 20;
   const data: CheckpointWorkerData = {
     file, intervalMs, busyIntervalMs: Math.max(intervalMs, opts.busyIntervalMs ?? 100), busyFrames: opts.busyFrames ?? BUSY_FRAMES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
+    idleIntervalMs: Math.max(intervalMs, opts.idleIntervalMs ?? IDLE_INTERVAL_MS),
+    idleAfterRuns: Math.max(1, Math.ceil((opts.idleAfterMs ?? IDLE_AFTER_MS) / intervalMs)),
   };
   // From the sources (tests, tsx) the thread registers tsx's loader, then imports the .ts entry
   // (a .ts file as a Worker's entry is not loaded through `--import tsx`).

@@ -119,4 +119,26 @@ describe('background WAL checkpointer', () => {
     }
     expect(s.failures).toBe(0);
   });
+
+  it('runs rarely once nothing was committed for idleAfterMs, and soon again after a commit (issue 19: an idle node is not woken every 20 ms)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tagw-ckpt-'));
+    db = openDb(dir);
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+    const ins = db.prepare('INSERT INTO t (v) VALUES (?)');
+    ins.run('x');
+    cp = startCheckpointer(dbPath(dir), { intervalMs: 10, idleIntervalMs: 300, idleAfterMs: 100 });
+    const c = cp;
+    // Decided by the wait each run gave its timer (stats.nextWaitMs), not by counting runs in wall time.
+    let s = await statsUntil(c, (x) => x.restarts >= 1 && x.nextWaitMs === 300);
+    for (let i = 0; i < 2; i++) {
+      const before = walSalt();
+      ins.run(`after idle ${i}`);
+      expect(walSalt(), 'the writer restarted the WAL').toBe(before); // still only appends
+      const restarts = s.restarts;
+      s = await statsUntil(c, (x) => x.restarts > restarts);
+      expect(s.walFrames, 'the commit was copied back').toBeGreaterThan(0);
+      s = await statsUntil(c, (x) => x.nextWaitMs === 300); // idle again
+    }
+    expect(s.failures).toBe(0);
+  });
 });
