@@ -151,11 +151,12 @@ describe('the standalone simulator and malformed traffic', () => {
     expect(new Set(ticks).size).toBe(ticks.length); // no tick sent twice (one listener per event)
   });
 
-  it('closes a socket that sends a line longer than any request, in linear time, and keeps serving others', async () => {
-    const t0 = Date.now();
+  // The exchange's 10 s bound is a hang guard only: how fast the close comes is not this test's claim
+  // (a wall-time bound here proved nothing about linear time: a quadratic scan of 8 MiB also ends in
+  // well under a second, while a loaded machine could break it).
+  it('closes a socket that sends a line longer than any request, and keeps serving others', async () => {
     const r = await exchange(port, Buffer.alloc(8 << 20, 0x61), 10_000);
     expect(r.closed).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(5_000);
     await stillServes('flood');
   }, 30_000);
 });
