@@ -90,12 +90,12 @@ const run = (last = false): CheckpointFound => {
     // A WAL shorter than at the last run was started over meanwhile: all of it is new.
     const appended = r.log >= lastLog ? r.log - lastLog : r.log;
     lastLog = r.log;
-    // Restarted: nobody committed since the checkpoint began, so the writes paused.
     busy = appended >= busyFrames;
     if (r.log === 0) return 'none'; // an empty WAL (nothing written since it was cut back)
     if (!last && r.log > 0 && r.checkpointed === r.log) {
       restart(seen);
       if (quietSince !== undefined) {
+        // Restarted: nobody committed since the checkpoint began, so the writes paused.
         lastLog = 1; // the restart's own frame
         busy = false;
       }
