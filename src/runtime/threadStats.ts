@@ -2,7 +2,12 @@
 // a lagging shard delays every account on it, and prom-client's default metrics see the main
 // thread only. Shards post a snapshot to main every THREAD_STATS_MS as a `thread.stats` event;
 // /metrics shows one series per thread.
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+//
+// The delay is sampled by a 10 ms timer of its own (100 wake-ups a second), so only while the
+// thread worked in the last window (event-loop utilization at least ACTIVE_UTILIZATION): an idle
+// thread has no lag to speak of and is not woken for it (issue 19). A window that follows an idle
+// one shows no lag (0) while sampling starts.
+import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 
 export const THREAD_STATS_EVENT = 'thread.stats';
 /** How often a snapshot is taken (the lag figures are over this window). */
@@ -23,9 +28,14 @@ declare module './protocol.js' {
   }
 }
 
-export function startThreadStats(): { snapshot(): ThreadStats; stop(): void } {
+/** A window with less of the loop's time spent working than this counts as idle. */
+export const ACTIVE_UTILIZATION = 0.01;
+
+/** `utilization`: the loop's busy share since the last call (injected in unit tests). */
+export function startThreadStats(utilization: () => number = eventLoopUtilizationSince()): { snapshot(): ThreadStats; stop(): void; readonly sampling: boolean } {
   const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
+  delay.enable(); // a thread starts working
+  let sampling = true;
   let gcSeconds = 0;
   let gcCount = 0;
   const gc = new PerformanceObserver((list) => {
@@ -38,13 +48,34 @@ export function startThreadStats(): { snapshot(): ThreadStats; stop(): void } {
   return {
     snapshot() {
       // The histogram is in nanoseconds; it is reset so each snapshot covers one window.
-      const s = { lagP99: delay.percentile(99) / 1e9, lagMax: delay.max / 1e9, gcSeconds, gcCount };
+      const s = sampling
+        ? { lagP99: delay.percentile(99) / 1e9, lagMax: delay.max / 1e9, gcSeconds, gcCount }
+        : { lagP99: 0, lagMax: 0, gcSeconds, gcCount };
       delay.reset();
+      const working = utilization() >= ACTIVE_UTILIZATION;
+      if (working !== sampling) {
+        if (working) delay.enable();
+        else delay.disable();
+        sampling = working;
+      }
       return s;
     },
     stop() {
       delay.disable();
       gc.disconnect();
     },
+    get sampling() {
+      return sampling;
+    },
+  };
+}
+
+function eventLoopUtilizationSince(): () => number {
+  let last = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const u = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    return u;
   };
 }
