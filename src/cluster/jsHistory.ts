@@ -5,7 +5,7 @@
 // limits are the single node's history settings (max age, max messages per account), file storage,
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
-import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg, type StreamConfig } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { DealMark } from '../store/streamHistory.js';
 import { token } from './subjects.js';
@@ -71,13 +71,7 @@ export class JetStreamHistory {
       // Msg ids (account, epoch, seq) make a retried publish harmless within this window.
       duplicate_window: Math.min(opts.limits.maxAgeMs, 120_000) * 1_000_000,
     };
-    try {
-      await jsm.streams.info(HISTORY_STREAM);
-      await jsm.streams.update(HISTORY_STREAM, config);
-    } catch (err) {
-      if (!/stream not found/i.test(String((err as Error).message))) throw err;
-      await jsm.streams.add(config);
-    }
+    await ensureStream(jsm.streams, config);
     return new JetStreamHistory(jetstream(opts.nc), jsm, opts);
   }
 
@@ -183,5 +177,31 @@ export class JetStreamHistory {
       await c.delete().catch(() => undefined);
     }
     return out;
+  }
+}
+
+/** What ensureStream needs of JetStream's stream API. */
+export type StreamAdmin = Pick<JetStreamManager['streams'], 'info' | 'update' | 'add'>;
+
+/**
+ * Creates the stream, or updates it to `config` when it exists. Nodes that start at once all find
+ * no stream and all add it; the server refuses all adds but the first ("subjects overlap", "name
+ * already in use") while it creates the stream, and those nodes then update it as found.
+ */
+export async function ensureStream(streams: StreamAdmin, config: Partial<StreamConfig> & { name: string }): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await streams.info(config.name);
+      await streams.update(config.name, config);
+      return;
+    } catch (err) {
+      if (!/stream not found/i.test(String((err as Error).message))) throw err;
+    }
+    try {
+      await streams.add(config);
+      return;
+    } catch (err) {
+      if (attempt >= 3 || !/subjects overlap|already in use/i.test(String((err as Error).message))) throw err;
+    }
   }
 }
