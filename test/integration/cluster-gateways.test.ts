@@ -56,7 +56,12 @@ describe('two gateways, one owner', () => {
     expect(open).toMatchObject({ server: 'Sim-P5-Demo', platform: 'P5' });
     const snap = await B.router.call(account.id, 'stream.snapshot', { accountId: account.id, timeoutMs: 5_000 });
     const local = await gwA.gw.services.shards.call(account.id, 'stream.snapshot', { accountId: account.id, timeoutMs: 5_000 });
-    expect(snap.positions).toStrictEqual(local.positions);
+    // The two reads are moments apart and the market moves meanwhile: the price-marked fields may
+    // differ (CI saw currentPrice 81053.87 vs 81011.21); everything the position is must not.
+    type Position = (typeof local.positions)[number];
+    const unmarked = (ps: Position[]) => ps.map(({ currentPrice: _price, profit: _profit, ...rest }) => rest);
+    expect(snap.positions.length).toBeGreaterThan(0);
+    expect(unmarked(snap.positions)).toStrictEqual(unmarked(local.positions));
     expect(snap.server).toStrictEqual(local.server);
     await B.router.call(account.id, 'stream.close', { accountId: account.id });
   });
