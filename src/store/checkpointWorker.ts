@@ -92,7 +92,7 @@ const run = (last = false): CheckpointFound => {
     lastLog = r.log;
     busy = appended >= busyFrames;
     if (r.log === 0) return 'none'; // an empty WAL (nothing written since it was cut back)
-    if (!last && r.log > 0 && r.checkpointed === r.log) {
+    if (!last && r.checkpointed === r.log) {
       restart(seen);
       if (quietSince !== undefined) {
         // Restarted: nobody committed since the checkpoint began, so the writes paused.
