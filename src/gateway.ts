@@ -229,7 +229,7 @@ async function start(
     dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
   }).start();
   const audit = new AuditStore(db);
-  const tenancyWrites = cluster ? cluster.tenancy : sqliteTenancyWrites(tenancy, audit);
+  const tenancyWrites = cluster ? cluster.tenancy : sqliteTenancyWrites(db, tenancy, audit);
   const services: Services = { config, db, tenancy, tenancyWrites, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,
     audit, keyUsage, rateLimits, storage, bootstrapFile: boot.bootstrapFile, tradeOutcomes, cluster };
   const inflight = { count: 0, draining: false, refused: 0 };
@@ -288,12 +288,15 @@ async function start(
   routes.push(...statusRoutes(services, connections, startedAt));
 
   const deps: HttpDeps = { auth, throttle, metrics, log, node: clusterCfg?.nodeId, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
-    audit: ({ principal, action, target, detail }) => {
-      const row = { customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null };
-      // The action is done: a failed audit write is logged, not turned into an error reply. (On one
-      // node the port writes SQLite at once; in cluster mode through the audit outbox: the answer
+    audit: {
+      row: ({ principal, action, target, detail }) =>
+        ({ customer_id: principal.customerId, at: clock.now(), actor_key_id: principal.keyId, action, target, detail_json: detail ? JSON.stringify(detail) : null }),
+      // An action that is no tenancy write (an upgrade, a fault; a tenancy write has its row in its
+      // own transaction) is done: a failed audit write is logged, not turned into an error reply. (On
+      // one node the port writes SQLite at once; in cluster mode through the audit outbox: the answer
       // waits until the row is in PostgreSQL, or on this node's disk while PostgreSQL is away.)
-      return tenancyWrites.addAudit(row).catch((err: unknown) => log.error('audit log write failed', { action, target, err: errorMessage(err) }));
+      add: (row) => tenancyWrites.addAudit(row)
+        .catch((err: unknown) => log.error('audit log write failed', { action: row.action, target: row.target, err: errorMessage(err) })),
     },
   };
   const app = listener.app;

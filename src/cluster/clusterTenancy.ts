@@ -7,13 +7,15 @@
 // milliseconds rather than at the next round. A create (key, seat, binding) whose commit happened is
 // answered as made even when PostgreSQL went away before the mirror pass after it: this node writes
 // it into its SQLite with the single-node statements (`adopt`), the others mirror it later; a 503
-// there would make a client that retries hold two keys or seats. Audit rows go through an outbox
+// there would make a client that retries hold two keys or seats. An audited write's row is in its
+// change's transaction (PgTenancy): a node killed after the commit cannot leave the change without it.
+// The rows of actions that are no tenancy write (upgrades, faults) go through an outbox
 // (auditOutbox.ts): on this node's disk before the action is answered, in PostgreSQL once it can be
 // reached (at once, or when it is back, or at the node's next start after a crash).
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { AccountStore, type BindingRow } from '../store/accounts.js';
-import type { NewAuditRow } from '../store/audit.js';
+import type { AuditOf, NewAuditRow } from '../store/audit.js';
 import { AuditQueueStore } from '../store/auditQueue.js';
 import type { Db } from '../store/db.js';
 import { TenancyStore, type NewKeyRow, type SeatRow, type SeatStateRow } from '../store/tenancy.js';
@@ -114,27 +116,27 @@ export class ClusterTenancy implements TenancyWrites {
     }
   }
 
-  insertKey(row: NewKeyRow): Promise<void> {
-    return this.write((t) => t.insertKey(row), () => undefined, (_, db) => {
+  insertKey(row: NewKeyRow, audit?: AuditOf<void>): Promise<void> {
+    return this.write((t) => t.insertKey(row, audit), () => undefined, (_, db) => {
       const local = new TenancyStore(db);
       if (!local.keyById(row.id)) local.insertKey(row);
     });
   }
-  revokeKey(id: string, customerId: string, now: number): Promise<boolean> {
-    return this.write((t) => t.revokeKey(id, customerId, now), (ok) => (ok ? { keys: [id] } : undefined));
+  revokeKey(id: string, customerId: string, now: number, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.write((t) => t.revokeKey(id, customerId, now, audit), (ok) => (ok ? { keys: [id] } : undefined));
   }
-  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean> {
-    return this.write((t) => t.replaceKey(oldId, customerId, successor, now), (ok) => (ok ? { keys: [oldId] } : undefined), (ok, db) => {
+  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.write((t) => t.replaceKey(oldId, customerId, successor, now, audit), (ok) => (ok ? { keys: [oldId] } : undefined), (ok, db) => {
       const local = new TenancyStore(db);
       if (ok && !local.keyById(successor.id) && !local.replaceKey(oldId, customerId, successor, now)) local.insertKey(successor);
     });
   }
-  setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
-    return this.write((t) => t.setKeyLimits(id, customerId, limits), () => undefined);
+  setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.write((t) => t.setKeyLimits(id, customerId, limits, audit), () => undefined);
   }
-  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow): Promise<boolean> {
+  insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow, audit?: AuditOf<boolean>): Promise<boolean> {
     // A new account: its owner takes it at once.
-    return this.write((t) => t.createSeat(row, state, binding), (made) => (made && binding ? { nudge: true } : undefined), (made, db) => {
+    return this.write((t) => t.createSeat(row, state, binding, audit), (made) => (made && binding ? { nudge: true } : undefined), (made, db) => {
       if (!made) return;
       const local = new TenancyStore(db);
       if (!local.seatById(row.id)) local.insertSeat(row);
@@ -142,8 +144,8 @@ export class ClusterTenancy implements TenancyWrites {
       if (binding) new AccountStore(db).upsert(binding);
     });
   }
-  removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
-    return this.write((t) => t.removeSeat(id, customerId, now), (keys) => (keys ? { keys, accounts: [id] } : undefined));
+  removeSeat(id: string, customerId: string, now: number, audit?: AuditOf<string[] | undefined>): Promise<string[] | undefined> {
+    return this.write((t) => t.removeSeat(id, customerId, now, audit), (keys) => (keys ? { keys, accounts: [id] } : undefined));
   }
   createBinding(row: BindingRow): Promise<boolean> {
     return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined), (written, db) => {
@@ -158,7 +160,8 @@ export class ClusterTenancy implements TenancyWrites {
     // A write and its notice: every node mirrors the binding the owner copied before it answered.
     await this.write((t) => t.releaseLogin(accountId, server, login), () => undefined);
   }
-  /** On this node's disk at once; resolves once in PostgreSQL, or kept (the database unreachable); rejects on other failures. */
+  /** An action that is no tenancy write: on this node's disk at once; resolves once in PostgreSQL, or
+   *  kept (the database unreachable); rejects on other failures. */
   addAudit(row: NewAuditRow): Promise<void> {
     return this.audit.add(row);
   }

@@ -1,12 +1,14 @@
 // Tenancy in PostgreSQL, the cluster's record of it: customers, keys (hashes only), seats, seat
 // state, account bindings (sealed passwords) and the audit log. Writes go here first, with the same
 // operations and rules as the SQLite stores (src/store/tenancy.ts, accounts.ts, audit.ts); each
-// node's SQLite follows as a mirror (tenancyMirror.ts) for synchronous reads.
+// node's SQLite follows as a mirror (tenancyMirror.ts) for synchronous reads. An audited write takes
+// its audit row (made from the outcome) and inserts it in the change's own transaction, with a fresh
+// reference: the change and its row commit together or not at all.
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_CUSTOMER } from '../auth/bootstrap.js';
 import { generateKey, hashSecret } from '../auth/keys.js';
 import type { BindingRow } from '../store/accounts.js';
-import type { NewAuditRow } from '../store/audit.js';
+import type { AuditOf, NewAuditRow } from '../store/audit.js';
 import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
 import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
 
@@ -38,10 +40,10 @@ export class PgTenancy {
       const live = await c.query(`SELECT 1 FROM keys WHERE customer_id = $1 AND kind = 'management' AND revoked_at IS NULL LIMIT 1`, [customerId]);
       if (live.rowCount !== 0) return { customerId };
       const k = generateKey('management');
-      await this.insertKey({
+      await this.writeKey(c, {
         id: k.id, customer_id: customerId, kind: 'management', hash: hashSecret(k.secret), label: 'bootstrap',
         read_only: 0, account_scoped: 0, seat_id: null, created_at: now,
-      }, c);
+      });
       return { customerId, createdKey: k.value };
     });
   }
@@ -50,7 +52,21 @@ export class PgTenancy {
     await this.pool.query('INSERT INTO customers (id, name, created_at) VALUES ($1, $2, $3)', [id, name, now]);
   }
 
-  async insertKey(row: NewKeyRow, q: Queryable = this.pool): Promise<void> {
+  /** `change` in one transaction with the audit row `audit` makes of its outcome (none without it). */
+  private audited<T>(change: (c: Queryable) => Promise<T>, audit?: AuditOf<T>): Promise<T> {
+    return withTransaction(this.pool, async (c) => {
+      const out = await change(c);
+      const row = audit?.(out);
+      if (row) await this.addAudit(row, randomUUID(), c);
+      return out;
+    });
+  }
+
+  insertKey(row: NewKeyRow, audit?: AuditOf<void>): Promise<void> {
+    return this.audited((c) => this.writeKey(c, row), audit);
+  }
+
+  private async writeKey(q: Queryable, row: NewKeyRow): Promise<void> {
     await q.query(
       `INSERT INTO keys (id, customer_id, kind, hash, label, read_only, account_scoped, seat_id, created_at, requests_per_sec, orders_per_sec)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
@@ -60,20 +76,24 @@ export class PgTenancy {
   }
 
   /** @returns whether a live key of that customer was revoked */
-  async revokeKey(id: string, customerId: string, now: number, q: Queryable = this.pool): Promise<boolean> {
+  revokeKey(id: string, customerId: string, now: number, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.audited((c) => this.revokeIn(c, id, customerId, now), audit);
+  }
+
+  private async revokeIn(q: Queryable, id: string, customerId: string, now: number): Promise<boolean> {
     const r = await q.query('UPDATE keys SET revoked_at = $1 WHERE id = $2 AND customer_id = $3 AND revoked_at IS NULL', [now, id, customerId]);
     return r.rowCount === 1;
   }
 
   /** Revokes a live key and stores its successor in one transaction (never both working, never neither).
    *  @returns false (nothing written) when the old key was not live */
-  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number): Promise<boolean> {
-    return withTransaction(this.pool, async (c) => {
-      if (!(await this.revokeKey(oldId, customerId, now, c))) return false;
-      await this.insertKey(successor, c);
+  replaceKey(oldId: string, customerId: string, successor: NewKeyRow, now: number, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.audited(async (c) => {
+      if (!(await this.revokeIn(c, oldId, customerId, now))) return false;
+      await this.writeKey(c, successor);
       await c.query('UPDATE keys SET replaced_by = $1 WHERE id = $2', [successor.id, oldId]);
       return true;
-    });
+    }, audit);
   }
 
   /** Last-used times of many keys in one statement; a time never moves backwards. */
@@ -89,10 +109,12 @@ export class PgTenancy {
   }
 
   /** @returns whether the key (of that customer) exists */
-  async setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }): Promise<boolean> {
-    const r = await this.pool.query('UPDATE keys SET requests_per_sec = $1, orders_per_sec = $2 WHERE id = $3 AND customer_id = $4',
-      [limits.requestsPerSec, limits.ordersPerSec, id, customerId]);
-    return r.rowCount === 1;
+  setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.audited(async (c) => {
+      const r = await c.query('UPDATE keys SET requests_per_sec = $1, orders_per_sec = $2 WHERE id = $3 AND customer_id = $4',
+        [limits.requestsPerSec, limits.ordersPerSec, id, customerId]);
+      return r.rowCount === 1;
+    }, audit);
   }
 
   async insertSeat(row: Omit<SeatRow, 'removed_at'>, q: Queryable = this.pool): Promise<void> {
@@ -104,27 +126,27 @@ export class PgTenancy {
    *  commit makes the whole seat, so a seat never exists without the state every node's seat timer
    *  reads, nor a new account without its binding.
    *  @returns false when the binding's login is taken (upsertBinding's check; nothing written) */
-  createSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow): Promise<boolean> {
-    return withTransaction(this.pool, async (c) => {
+  createSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow, audit?: AuditOf<boolean>): Promise<boolean> {
+    return this.audited(async (c) => {
       if (binding && await this.loginTaken(c, binding.server, binding.login, binding.seat_id)) return false;
       await this.insertSeat(row, c);
       await this.upsertSeatState(state, c);
       if (binding) await this.writeBinding(c, binding);
       return true;
-    });
+    }, audit);
   }
 
   /** Marks a live seat removed and revokes the keys scoped to it, in one transaction.
    *  @returns the revoked key ids, or undefined when it was not a live seat of the customer */
-  removeSeat(id: string, customerId: string, now: number): Promise<string[] | undefined> {
-    return withTransaction(this.pool, async (c) => {
+  removeSeat(id: string, customerId: string, now: number, audit?: AuditOf<string[] | undefined>): Promise<string[] | undefined> {
+    return this.audited(async (c) => {
       const r = await c.query('UPDATE seats SET removed_at = $1 WHERE id = $2 AND customer_id = $3 AND removed_at IS NULL', [now, id, customerId]);
       if (r.rowCount !== 1) return undefined;
       const keys = await c.query<{ id: string }>(
         `UPDATE keys SET revoked_at = $1 WHERE seat_id = $2 AND customer_id = $3 AND account_scoped AND revoked_at IS NULL RETURNING id`,
         [now, id, customerId]);
       return keys.rows.map((k) => k.id);
-    });
+    }, audit);
   }
 
   async upsertSeatState(row: SeatStateRow, q: Queryable = this.pool): Promise<void> {
@@ -204,8 +226,8 @@ export class PgTenancy {
 
   /** `ref`: the node's reference of the row (auditOutbox.ts); a row with a reference already written
    *  is not written again. @returns the new row's id (undefined: that reference was there) */
-  async addAudit(row: NewAuditRow, ref?: string): Promise<number | undefined> {
-    const r = await this.pool.query<{ id: number }>(
+  async addAudit(row: NewAuditRow, ref?: string, q: Queryable = this.pool): Promise<number | undefined> {
+    const r = await q.query<{ id: number }>(
       `INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json, ref) VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (ref) WHERE ref IS NOT NULL DO NOTHING RETURNING id`,
       [row.customer_id, row.at, row.actor_key_id, row.action, row.target, row.detail_json, ref ?? null]);

@@ -8,6 +8,7 @@ import type { KeyRateLimiter } from '../auth/keyRateLimit.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError, toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { NewAuditRow } from '../store/audit.js';
 import { admit, noteRefusal } from './admission.js';
 import type { ClientAddress } from './clientAddress.js';
 import { CorsPolicy } from './cors.js';
@@ -17,7 +18,7 @@ import { QueryMemo } from './queryMemo.js';
 import { type BodyLimits, readBody } from './body.js';
 import { requestIdOf } from './requestId.js';
 import { closesConnection, ResponseSink } from './respond.js';
-import type { AnyRoute } from './route.js';
+import type { ActionAudit, AnyRoute } from './route.js';
 
 export interface HttpDeps {
   auth: Authenticator;
@@ -34,9 +35,8 @@ export interface HttpDeps {
   cors?: CorsPolicy;
   /** Per-API-key requests/s and orders/s (429 RATE_LIMITED). */
   limits?: KeyRateLimiter;
-  /** Records a successful management action (routes with `audit`); the answer waits for it (in
-   *  cluster mode: PostgreSQL has it, or this node's disk while PostgreSQL is away). Never rejects. */
-  audit?: (entry: AuditEntry) => void | Promise<void>;
+  /** The audit log of management actions (routes with `audit`). */
+  audit?: AuditLog;
   /** Told when a request failed because DATA_DIR is full (its episode starts there if not already). */
   storage?: { reportFull(reason: string): void };
   /** Cluster mode: this node's id, on every response as x-tagw-node. */
@@ -46,6 +46,29 @@ export interface HttpDeps {
 }
 
 export interface AuditEntry { principal: Principal; action: string; target: string | null; detail: Record<string, unknown> | undefined }
+
+export interface AuditLog {
+  /** The row of a management action (who, what, on which target, when). */
+  row(entry: AuditEntry): NewAuditRow;
+  /** Writes the row of a successful action whose handler had none written with its change (an
+   *  upgrade, a fault); the answer waits for it (in cluster mode: PostgreSQL has it, or this node's
+   *  disk while PostgreSQL is away). Never rejects. */
+  add(row: NewAuditRow): Promise<void>;
+}
+
+/** A request of a route with `audit`: the handler makes its row for the change's own transaction
+ *  (`row`, given to TenancyWrites), else the row is added after the handler succeeded. */
+class RequestAudit implements ActionAudit {
+  made = false;
+  constructor(private readonly log: AuditLog, private readonly principal: Principal, private readonly action: string) {}
+  row(target: string | null, detail?: Record<string, unknown>): NewAuditRow {
+    this.made = true;
+    return this.log.row({ principal: this.principal, action: this.action, target, detail });
+  }
+  after(target: string | null): Promise<void> {
+    return this.made ? Promise.resolve() : this.log.add(this.log.row({ principal: this.principal, action: this.action, target, detail: undefined }));
+  }
+}
 
 const idOf = (body: unknown): string | null => {
   const id = (body as { id?: unknown } | null)?.id;
@@ -304,7 +327,8 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
         return;
       }
     }
-    const out = route.handler({ req, query, body, principal, params: req.params });
+    const audit = route.audit && principal && deps.audit ? new RequestAudit(deps.audit, principal, route.audit) : undefined;
+    const out = route.handler({ req, query, body, principal, params: req.params, audit });
     let reply;
     if (out instanceof Promise) {
       sink.deferred(); // inside uWS's handler unless deferred above: the last moment onAborted may be registered
@@ -313,9 +337,7 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
       reply = out;
     }
     status = reply.status ?? 200;
-    if (route.audit && principal && deps.audit) {
-      await deps.audit({ principal, action: route.audit, target: reply.audit?.target ?? req.params[0] ?? idOf(reply.body), detail: reply.audit?.detail });
-    }
+    if (audit) await audit.after(req.params[0] ?? idOf(reply.body));
     if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
     else sink.json(status, reply.body, reply.headers);
   } catch (err) {

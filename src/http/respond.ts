@@ -11,8 +11,6 @@ export interface Reply {
   raw?: string;
   contentType?: string;
   headers?: Record<string, string>;
-  /** For a route with `audit`: what the action was done to, and details (never secrets). */
-  audit?: { target?: string; detail?: Record<string, unknown> };
 }
 
 /** Errors after which the connection is closed rather than kept: the rest of the request is not read, or cannot be framed. */

@@ -3,6 +3,7 @@
 import type { z } from 'zod';
 import type { AuthMode, Principal } from '../auth/authenticator.js';
 import type { ErrorCode } from '../errors.js';
+import type { NewAuditRow } from '../store/audit.js';
 import type { Family } from './metrics.js';
 import type { VaryingParam } from './queryMemo.js';
 import type { RequestInfo } from './request.js';
@@ -16,6 +17,15 @@ export interface RouteContext<Q, B> {
   body: B;
   principal: Principal | undefined;
   params: string[];
+  /** Routes with `audit`: the action's row, for its change's transaction (TenancyWrites' `audit`). */
+  audit?: ActionAudit | undefined;
+}
+
+/** Makes a management action's audit row; a handler that had one written with its change gets no
+ *  second one after it (app.ts). */
+export interface ActionAudit {
+  /** The row: this action on `target`, by the request's management key, now. `detail`: never a secret. */
+  row(target: string | null, detail?: Record<string, unknown>): NewAuditRow;
 }
 
 export interface RouteDef<Q = unknown, B = unknown> {
@@ -61,8 +71,9 @@ export interface RouteDef<Q = unknown, B = unknown> {
    *  came in, so never on a connection uWS closes for pipelining (app.ts afterThisRead). */
   changesState?: boolean;
   /**
-   * A management action: recorded in the audit log under this name after it succeeds (who: the
-   * management key id; target: the reply's `audit.target`, else the first path parameter).
+   * A management action, recorded in the audit log under this name (who: the management key id): in
+   * its change's transaction when the handler gives `ctx.audit.row(...)` to its tenancy write, else
+   * after it succeeds (target: the first path parameter, else the reply body's `id`).
    */
   audit?: string;
   handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;

@@ -14,6 +14,10 @@ export interface AuditRow {
 
 export type NewAuditRow = Omit<AuditRow, 'id'>;
 
+/** An action's audit row, made from the change's outcome inside the change's own transaction, so
+ *  the two commit together or not at all (TenancyWrites). undefined: no row (the action did not happen). */
+export type AuditOf<T> = (out: T) => NewAuditRow | undefined;
+
 export class AuditStore {
   private readonly q;
   constructor(db: Db) {

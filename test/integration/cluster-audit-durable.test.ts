@@ -1,9 +1,13 @@
-// Audit rows in cluster mode survive the node's death (docs/cluster.md, failures): an audited action
-// is answered only once its row is in PostgreSQL, or on the node's disk while PostgreSQL is away,
-// and a row left on disk is written by the node's next start. A gateway process in cluster mode
+// Audit rows in cluster mode survive the node's death (docs/cluster.md, failures). A tenancy write
+// (keys, seats, limits) inserts its row in the change's own transaction: both commit or neither, so a
+// node killed after the commit and before its answer leaves the change with its row, and a row that
+// cannot be written undoes the change. Before, the row was made after the answer was built: such a
+// kill left the change without its row. Any other audited action (an upgrade, a fault) is answered
+// only once its row is in PostgreSQL, or on the node's disk while PostgreSQL is away, and a row left
+// on disk is written by the node's next start (before, it waited in the node's memory, and the answer
+// did not wait for it: a kill right after the answer lost it). A gateway process in cluster mode
 // (SIGKILL is real), a simulator process, real nats-server and PostgreSQL, the node reaching
-// PostgreSQL through a TCP proxy the test delays or cuts. Before, the row waited in the node's
-// memory (and the answer did not wait for it): a kill right after the answer lost it.
+// PostgreSQL through a TCP proxy the test delays or cuts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, startEngines, type Engines } from '../helpers/clusterProcs.js';
@@ -43,29 +47,92 @@ async function createKey(label: string): Promise<string> {
   return body.id;
 }
 
-/** The key.create rows PostgreSQL holds for the key (read past the proxy). */
-async function audited(keyId: string): Promise<number> {
-  const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.create' AND target = $1", [keyId]);
+/** The rows of `action` PostgreSQL holds for the target (read past the proxy). */
+async function audited(target: string | null, action = 'key.create'): Promise<number> {
+  const r = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_log WHERE action = $1 AND target IS NOT DISTINCT FROM $2', [action, target]);
   return r.rows[0]!.n;
 }
 
-describe('audit rows of a cluster node that is killed', () => {
-  it('an audited action answered is in PostgreSQL although the node is SIGKILLed right after the answer (its row\'s INSERT delayed 1 s on the way)', async () => {
+const mgmt = { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}`, 'content-type': 'application/json' };
+const keysLabelled = async (label: string) => (await db.query<{ id: string }>('SELECT id FROM keys WHERE label = $1', [label])).rows.map((r) => r.id);
+
+describe('a tenancy write and its audit row: one transaction', () => {
+  it('the node SIGKILLed after the key\'s commit and before its answer (the mirror pass after the write delayed): the key is there with its row, once', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    // Once the key's INSERT went up, every mirror pass (the one the write waits for before it
+    // answers included) is held 30 s on the way: the node has committed and not answered.
+    let inserted = false;
+    proxy.watch((dir, chunk) => {
+      if (dir !== 'up') return undefined;
+      if (chunk.includes('INSERT INTO keys')) inserted = true;
+      return inserted && chunk.includes('pg_current_snapshot') ? { delayMs: 30_000 } : undefined;
+    });
+    const answer = fetch(`${cluster.node(id).url}/v1/keys`, { method: 'POST', headers: mgmt, body: JSON.stringify({ label: 'killed-before-answer' }) })
+      .then((r) => r.status, () => 'no answer');
+    try {
+      await until(async () => (await keysLabelled('killed-before-answer')).length > 0, 'the key to commit', 10_000);
+      await cluster.kill(id);
+    } finally {
+      proxy.watch(undefined);
+    }
+    expect(await answer).toBe('no answer');
+    const [keyId] = await keysLabelled('killed-before-answer');
+    expect(await keysLabelled('killed-before-answer')).toHaveLength(1);
+    expect(await audited(keyId!)).toBe(1);
+    // Its content is what it always was: who, what, on which key, no secret.
+    const row = (await db.query('SELECT actor_key_id, action, target, detail_json, ref IS NOT NULL AS has_ref FROM audit_log WHERE target = $1', [keyId])).rows[0];
+    expect(row).toEqual({ actor_key_id: 'env', action: 'key.create', target: keyId, detail_json: null, has_ref: true });
+    await cluster.launch(id);
+  }, 90_000);
+
+  it('an audit row that cannot be written undoes its change: a create, a limits change and a seat removal answer 500 and change nothing', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const url = cluster.node(id).url;
+    const key = await createKey('limits-kept');
+    const seat = await fetch(`${url}/v1/seats`, { method: 'POST', headers: mgmt, body: '{}' });
+    expect(seat.status).toBe(201);
+    const seatId = ((await seat.json()) as { id: string }).id;
+    // The test's own constraint: PostgreSQL refuses these actions' audit rows.
+    await db.query("ALTER TABLE audit_log ADD CONSTRAINT test_refused CHECK (action NOT IN ('key.create', 'key.limits', 'seat.delete')) NOT VALID");
+    try {
+      const create = await fetch(`${url}/v1/keys`, { method: 'POST', headers: mgmt, body: JSON.stringify({ label: 'never-made' }) });
+      const limits = await fetch(`${url}/v1/keys/${key}/limits`, { method: 'PUT', headers: mgmt, body: JSON.stringify({ requestsPerSec: 5, ordersPerSec: 1 }) });
+      const removal = await fetch(`${url}/v1/seats/${seatId}`, { method: 'DELETE', headers: mgmt });
+      expect([create.status, limits.status, removal.status]).toEqual([500, 500, 500]);
+    } finally {
+      await db.query('ALTER TABLE audit_log DROP CONSTRAINT test_refused');
+    }
+    expect(await keysLabelled('never-made')).toEqual([]);
+    expect((await db.query('SELECT requests_per_sec, orders_per_sec FROM keys WHERE id = $1', [key])).rows).toEqual([{ requests_per_sec: null, orders_per_sec: null }]);
+    expect((await db.query('SELECT removed_at FROM seats WHERE id = $1', [seatId])).rows).toEqual([{ removed_at: null }]);
+    expect([await audited(key, 'key.limits'), await audited(seatId, 'seat.delete')]).toEqual([0, 0]);
+    // The node serves them as before: the key's limits unchanged, the seat there.
+    const listed = await fetch(`${url}/v1/keys`, { headers: mgmt });
+    expect(((await listed.json()) as { keys: Array<{ id: string; requestsPerSec: number | null }> }).keys.find((k) => k.id === key)?.requestsPerSec).toBe(null);
+    expect((await fetch(`${url}/v1/seats/${seatId}`, { headers: mgmt })).status).toBe(200);
+  }, 60_000);
+});
+
+describe('audit rows of actions that are no tenancy write (upgrades, faults), the node killed', () => {
+  it('an upgrade answered is in PostgreSQL although the node is SIGKILLed right after the answer (its row\'s INSERT delayed 1 s on the way)', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const before = await audited(null, 'accounts.upgrade');
     proxy.watch((dir, chunk) => (dir === 'up' && chunk.includes(AUDIT_INSERT) ? { delayMs: 1_000 } : undefined));
     try {
-      const keyId = await createKey('killed-after-answer');
+      const r = await fetch(`${cluster.node(id).url}/v1/accounts/upgrade`, { method: 'POST', headers: mgmt, body: '{}' });
+      expect(r.status).toBe(200);
       await cluster.kill(id);
-      expect(await audited(keyId)).toBe(1);
+      expect(await audited(null, 'accounts.upgrade')).toBe(before + 1);
     } finally {
       proxy.watch(undefined);
     }
   }, 60_000);
 
-  it('a row kept while PostgreSQL was unreachable is on the node\'s disk: SIGKILLed, then started again, the node writes it, once', async () => {
+  it('a row kept while PostgreSQL was unreachable is on the node\'s disk: SIGKILLed, then started again, the node writes it, once (an upgrade of the customer\'s accounts)', async () => {
     if (cluster.node(id).state === 'down') await cluster.launch(id);
     const dead = await freePort();
     let cut = false;
-    // PostgreSQL goes away exactly as the audit row is written (the key itself committed before).
+    // PostgreSQL goes away exactly as the audit row is written (the upgrade done before).
     proxy.watch((dir, chunk) => {
       if (cut || dir !== 'up' || !chunk.includes(AUDIT_INSERT)) return undefined;
       cut = true;
@@ -73,18 +140,19 @@ describe('audit rows of a cluster node that is killed', () => {
       proxy.cut('reset');
       return 'drop';
     });
-    let keyId: string;
+    const before = await audited(null, 'accounts.upgrade');
     try {
-      keyId = await createKey('kept-on-disk');
+      const r = await fetch(`${cluster.node(id).url}/v1/accounts/upgrade`, { method: 'POST', headers: mgmt, body: '{}' });
+      expect(r.status).toBe(200);
       await until(() => cut, 'the audit row\'s INSERT to be cut', 10_000);
       await cluster.kill(id);
     } finally {
       proxy.watch(undefined);
       proxy.target(engines.pg.port);
     }
-    expect(await audited(keyId)).toBe(0);
+    expect(await audited(null, 'accounts.upgrade')).toBe(before);
     await cluster.launch(id);
-    await until(async () => (await audited(keyId)) > 0, 'the kept audit row to reach PostgreSQL after the restart', 20_000);
-    expect(await audited(keyId)).toBe(1);
+    await until(async () => (await audited(null, 'accounts.upgrade')) > before, 'the kept audit row to reach PostgreSQL after the restart', 20_000);
+    expect(await audited(null, 'accounts.upgrade')).toBe(before + 1);
   }, 90_000);
 });

@@ -221,6 +221,35 @@ describe('the audit log', () => {
     expect(mine.some((e) => e.target === seat)).toBe(false);
   });
 
+  it('an audited change and its row are one SQLite transaction: a row that cannot be written undoes the change (500, nothing changed)', async () => {
+    const seat = (await t.req('POST', '/v1/seats', { headers: h(), body: {} })).body.id as string;
+    const kept = await newKey('kept-by-a-refused-row');
+    // The test's own trigger refuses these actions' rows (in the gateway's database, every connection).
+    const db = t.gw.services.db;
+    db.exec(`CREATE TRIGGER test_refused BEFORE INSERT ON audit_log
+      WHEN NEW.action IN ('key.create', 'key.revoke', 'key.limits', 'seat.delete') BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`);
+    // A failure the contract does not describe (500): sent past the helper's OpenAPI check.
+    const send = async (method: string, path: string, body?: unknown) =>
+      (await fetch(`${t.url}${path}`, { method, headers: { ...h(), 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })).status;
+    let statuses: number[];
+    try {
+      statuses = [
+        await send('POST', '/v1/keys', { label: 'never-made' }),
+        await send('DELETE', `/v1/keys/${kept.id}`),
+        await send('PUT', `/v1/keys/${kept.id}/limits`, { requestsPerSec: 5, ordersPerSec: 1 }),
+        await send('DELETE', `/v1/seats/${seat}`),
+      ];
+    } finally {
+      db.exec('DROP TRIGGER test_refused');
+    }
+    expect(statuses).toEqual([500, 500, 500, 500]);
+    const keys = (await t.req('GET', '/v1/keys', { headers: h() })).body.keys as Array<{ id: string; label: string; revoked: boolean; requestsPerSec: number | null }>;
+    expect(keys.filter((k) => k.label === 'never-made')).toEqual([]);
+    expect(keys.find((k) => k.id === kept.id)).toMatchObject({ revoked: false, requestsPerSec: null });
+    expect((await whoami(kept.key)).status).toBe(200);
+    expect((await t.req('GET', `/v1/seats/${seat}`, { headers: h() })).status).toBe(200);
+  });
+
   it('every management route that changes something names its audit action', () => {
     const missing = t.gw.routes.filter((r) => r.auth === 'management' && r.method !== 'get' && !r.audit).map((r) => `${r.method} ${r.path}`);
     expect(missing).toEqual([]);

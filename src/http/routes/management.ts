@@ -102,10 +102,10 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       method: 'delete', path: '/v1/keys/:keyId', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'key.revoke',
       summary: 'Revoke an API key: the next request with it answers 401, and its open streams close (4001)',
       response: z.object({ id: z.string(), revoked: z.literal(true) }), errors: ['NOT_FOUND'],
-      handler: async ({ params, principal }) => {
+      handler: async ({ params, principal, audit }) => {
         const row = ownedApiKey(s, principal!.customerId, params[0]!);
-        // Revoking a revoked key again is a no-op with the same answer (a retried DELETE).
-        await s.tenancyWrites.revokeKey(row.id, principal!.customerId, s.clock.now());
+        // Revoking a revoked key again is a no-op with the same answer (a retried DELETE), audited too.
+        await s.tenancyWrites.revokeKey(row.id, principal!.customerId, s.clock.now(), () => audit?.row(row.id));
         forget(row.id);
         return { body: { id: row.id, revoked: true } };
       },
@@ -115,7 +115,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       summary: 'Replace a lost or leaked API key: a new key with the same label, scope and limits, shown once; the old one is revoked in the same transaction',
       body: z.object({ label: z.string().min(1).max(100).optional().describe('Label of the new key (default: the old one\'s)') }).strict(),
       response: ReplacedKey, successStatus: 201, errors: ['BAD_REQUEST', 'NOT_FOUND', 'CONFLICT'],
-      handler: async ({ params, body, principal }) => {
+      handler: async ({ params, body, principal, audit }) => {
         const old = ownedApiKey(s, principal!.customerId, params[0]!);
         if (old.revoked_at !== null) throw apiError('CONFLICT', `key ${old.id} is already revoked${old.replaced_by ? ` (replaced by ${old.replaced_by})` : ''}`);
         const k = generateKey('api');
@@ -125,7 +125,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
           id: k.id, customer_id: old.customer_id, kind: 'api', hash: hashSecret(k.secret), label,
           read_only: old.read_only, account_scoped: old.account_scoped, seat_id: old.seat_id, created_at: now,
           requests_per_sec: old.requests_per_sec, orders_per_sec: old.orders_per_sec,
-        }, now);
+        }, now, (replaced) => (replaced ? audit?.row(old.id, { newKeyId: k.id }) : undefined));
         if (!ok) throw apiError('CONFLICT', `key ${old.id} was revoked meanwhile`);
         forget(old.id);
         return {
@@ -134,7 +134,6 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
             id: k.id, key: k.value, label, readOnly: old.read_only === 1, accountScoped: old.account_scoped === 1, seatId: old.seat_id,
             createdAt: new Date(now).toISOString(), replaced: old.id,
           },
-          audit: { target: old.id, detail: { newKeyId: k.id } },
         };
       },
     }),
@@ -147,11 +146,11 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         ordersPerSec: z.number().min(0).max(10_000_000).nullable(),
       }).strict(),
       response: KeyInfo, errors: ['BAD_REQUEST', 'NOT_FOUND'],
-      handler: async ({ params, body, principal }) => {
+      handler: async ({ params, body, principal, audit }) => {
         const row = ownedApiKey(s, principal!.customerId, params[0]!);
-        await s.tenancyWrites.setKeyLimits(row.id, principal!.customerId, body);
+        await s.tenancyWrites.setKeyLimits(row.id, principal!.customerId, body, () => audit?.row(row.id, body));
         s.rateLimits.forget(row.id);
-        return { body: keyJson(s, s.tenancy.keyById(row.id)!), audit: { target: row.id, detail: body } };
+        return { body: keyJson(s, s.tenancy.keyById(row.id)!) };
       },
     }),
     defineRoute({
@@ -160,7 +159,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       description: 'DATA_DIR/bootstrap.json is rewritten with the new key when it held the old one (so the tagw CLI keeps working). A key set with GATEWAY_MANAGEMENT_KEY is changed there (403 here).',
       body: z.object({ label: z.string().min(1).max(100).optional() }).strict(),
       response: RotatedKey, successStatus: 201, errors: ['BAD_REQUEST', 'FORBIDDEN', 'CONFLICT'],
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, audit }) => {
         const p = principal!;
         if (p.keyId === 'env') throw apiError('FORBIDDEN', 'this management key comes from GATEWAY_MANAGEMENT_KEY: change it there and restart the gateway');
         const old = s.tenancy.keyById(p.keyId)!;
@@ -170,13 +169,12 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         const ok = await s.tenancyWrites.replaceKey(old.id, p.customerId, {
           id: k.id, customer_id: p.customerId, kind: 'management', hash: hashSecret(k.secret), label,
           read_only: 0, account_scoped: 0, seat_id: null, created_at: now,
-        }, now);
+        }, now, (replaced) => (replaced ? audit?.row(old.id, { newKeyId: k.id }) : undefined));
         if (!ok) throw apiError('CONFLICT', 'this management key was revoked meanwhile');
         forget(old.id);
         rewriteBootstrapKey(s.bootstrapFile, old.id, k.value, s.log);
         return {
           status: 201, body: { id: k.id, key: k.value, label, createdAt: new Date(now).toISOString(), revoked: old.id },
-          audit: { target: old.id, detail: { newKeyId: k.id } },
         };
       },
     }),
@@ -184,9 +182,10 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       method: 'delete', path: '/v1/seats/:id', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'seat.delete',
       summary: 'Remove a seat: its broker connection, gateway sessions and streams close, the keys scoped to it are revoked; its orders and audit rows are kept',
       response: z.object({ id: z.string(), removed: z.literal(true), revokedKeys: z.array(z.string()) }), errors: ['NOT_FOUND'],
-      handler: async ({ params, principal }) => {
+      handler: async ({ params, principal, audit }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        const revoked = await s.tenancyWrites.removeSeat(seat.id, principal!.customerId, s.clock.now());
+        const revoked = await s.tenancyWrites.removeSeat(seat.id, principal!.customerId, s.clock.now(),
+          (keys) => (keys ? audit?.row(seat.id, { revokedKeys: keys }) : undefined));
         if (!revoked) throw apiError('NOT_FOUND', 'account not found');
         for (const k of revoked) forget(k);
         closeSockets.ofAccount(seat.id);
@@ -198,7 +197,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
           await s.shards.call(seat.id, 'account.remove', { accountId: seat.id });
         }
         await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id });
-        return { body: { id: seat.id, removed: true, revokedKeys: revoked }, audit: { target: seat.id, detail: { revokedKeys: revoked } } };
+        return { body: { id: seat.id, removed: true, revokedKeys: revoked } };
       },
     }),
     defineRoute({

@@ -7,6 +7,7 @@ import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
 import type { SeatView } from '../../runtime/protocol.js';
 import type { Services } from '../../services.js';
+import type { NewAuditRow } from '../../store/audit.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
@@ -79,7 +80,7 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       summary: 'Create a seat (account)',
       description: 'A shared seat is ACTIVE at once; a privately hosted seat starts BUILDING_SERVER with serverBuilding=true. Poll GET /v1/seats/{id}.',
       body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR'],
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, audit }) => {
         const id = randomUUID();
         return bindSeatBroker(s, id, principal!.customerId, body, async (binding) => {
           const now = s.clock.now();
@@ -90,7 +91,7 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
           const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
           // Cluster mode: the seat, its state (and binding) in one commit, the one that makes the seat.
           const state = { seat_id: row.id, status: seatStatusAt(readyAt, now), ready_at: readyAt, updated_at: now };
-          if (!(await s.tenancyWrites.insertSeat(row, state, binding))) throw loginInUse();
+          if (!(await s.tenancyWrites.insertSeat(row, state, binding, (made) => (made ? audit?.row(row.id) : undefined)))) throw loginInUse();
           const view = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
           return { status: 201, body: seatJson(row, view) };
         });
@@ -119,19 +120,20 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       summary: 'Create an API key for the customer, optionally read-only and/or scoped to this seat',
       description: 'The key is returned once. An accountScoped key works only with ?id= of this seat; a readOnly key answers 403 on trading calls.',
       body: KeyBody, response: CreatedKey, successStatus: 201, errors: ['BAD_REQUEST', 'NOT_FOUND'],
-      handler: async ({ params, body, principal }) => {
+      handler: async ({ params, body, principal, audit }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        const key = await issueApiKey(s, principal!.customerId, body, seat.id);
-        return { status: 201, body: key, audit: { target: key.id, detail: { seatId: seat.id, readOnly: key.readOnly, accountScoped: key.accountScoped } } };
+        const detail = { seatId: seat.id, readOnly: body.readOnly, accountScoped: body.accountScoped };
+        const key = await issueApiKey(s, principal!.customerId, body, seat.id, (keyId) => audit?.row(keyId, detail));
+        return { status: 201, body: key };
       },
     }),
     defineRoute({
       method: 'post', path: '/v1/keys', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'key.create',
       summary: 'Create a full-access API key (the dashboard equivalent: not scoped, not read-only)',
       body: z.object({ label: z.string().min(1).max(100) }).strict(), response: CreatedKey, successStatus: 201,
-      handler: async ({ body, principal }) => {
-        const key = await issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null);
-        return { status: 201, body: key, audit: { target: key.id } };
+      handler: async ({ body, principal, audit }) => {
+        const key = await issueApiKey(s, principal!.customerId, { label: body.label, readOnly: false, accountScoped: false }, null, (keyId) => audit?.row(keyId));
+        return { status: 201, body: key };
       },
     }),
     defineRoute({
@@ -145,7 +147,9 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
   ];
 }
 
-async function issueApiKey(s: Services, customerId: string, o: { label: string; readOnly: boolean; accountScoped: boolean }, seatId: string | null) {
+/** `audit`: the key.create row of the new key's id, written with it. */
+async function issueApiKey(s: Services, customerId: string, o: { label: string; readOnly: boolean; accountScoped: boolean }, seatId: string | null,
+  audit: (keyId: string) => NewAuditRow | undefined) {
   const k = generateKey('api');
   const now = s.clock.now();
   // An unscoped key is not tied to the seat it was created under: it works for every account of the customer.
@@ -153,7 +157,7 @@ async function issueApiKey(s: Services, customerId: string, o: { label: string; 
   await s.tenancyWrites.insertKey({
     id: k.id, customer_id: customerId, kind: 'api', hash: hashSecret(k.secret), label: o.label,
     read_only: o.readOnly ? 1 : 0, account_scoped: o.accountScoped ? 1 : 0, seat_id: boundSeat, created_at: now,
-  });
+  }, () => audit(k.id));
   return {
     id: k.id, key: k.value, label: o.label, readOnly: o.readOnly, accountScoped: o.accountScoped, seatId: boundSeat,
     createdAt: new Date(now).toISOString(),
