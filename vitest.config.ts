@@ -15,6 +15,8 @@ export default defineConfig({
     // loaded once per worker instead of once per file (a quarter of the suite's CPU). So a test file
     // leaves nothing global behind: fake timers restored, no process.env or cwd changes.
     isolate: false,
+    // One PostgreSQL for the whole run, a database per file (test/helpers/globalSetup.ts).
+    globalSetup: ['test/helpers/globalSetup.ts'],
     // .ci/run asks for a JSON report too, to print the tally line.
     reporters: process.env.VITEST_JSON_OUTPUT ? ['default', ['json', { outputFile: process.env.VITEST_JSON_OUTPUT }]] : ['default'],
   },

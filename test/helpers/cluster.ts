@@ -13,7 +13,8 @@ import type { LocalShards } from '../../src/cluster/router.js';
 import { randomBytes } from 'node:crypto';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
-import { createDatabase, startNats, startPostgres, type Engine } from './engines.js';
+import { createDatabase, startNats, type Engine } from './engines.js';
+import { sharedPostgres } from './postgres.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
 import { startTcpProxy, type TcpProxy } from './tcpProxy.js';
@@ -59,6 +60,7 @@ export interface ClusterEngines {
   /** The simulator behind a bridge: every node's `bridgeUrl` is `sim.url`. */
   sim: BridgeSim;
   nats: Engine;
+  /** The run's shared PostgreSQL unless the test gave its own: stop() leaves the shared one running. */
   postgres: Engine;
   /** A new database on `postgres`, migrated. */
   databaseUrl: string;
@@ -69,9 +71,10 @@ export interface ClusterEngines {
   stop(): Promise<void>;
 }
 
-/** What cluster-mode gateways need: a bridged simulator, nats-server and PostgreSQL with a migrated database. */
-export async function startClusterEngines(): Promise<ClusterEngines> {
-  const [sim, nats, postgres] = await Promise.all([startBridgeSim(), startNats(), startPostgres()]);
+/** What cluster-mode gateways need: a bridged simulator, nats-server and a migrated database on
+ *  `postgres` (the run's shared PostgreSQL unless given). */
+export async function startClusterEngines(postgres: Engine = sharedPostgres()): Promise<ClusterEngines> {
+  const [sim, nats] = await Promise.all([startBridgeSim(), startNats()]);
   const databaseUrl = await createDatabase(postgres.url);
   const pool = openPgPool(databaseUrl);
   await runPgMigrations(pool, databaseUrl);
@@ -131,7 +134,7 @@ export interface ProxiedClusterGateway {
   stop(): Promise<void>;
 }
 
-/** One cluster-mode gateway (bridge mode, one shard, a 9 s lease) on fresh engines, reaching
+/** One cluster-mode gateway (bridge mode, one shard, a 9 s lease) on its own nats-server and database, reaching
  *  PostgreSQL through a TCP proxy the test controls; its log lines go to `logs`. */
 export async function startProxiedClusterGateway(nodeId: string, opts: { clusterOwnerWaitMs: number; logs: string[] }): Promise<ProxiedClusterGateway> {
   const engines = await startClusterEngines();

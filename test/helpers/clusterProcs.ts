@@ -1,8 +1,9 @@
 // Issue 20's scenarios as an operator runs them: N gateway PROCESSES in cluster mode (this run's
 // compiled build, each with its own DATA_DIR, one shared secret key and management key), one
 // simulator process in bridge mode, a real nats-server and PostgreSQL. Signals are real: SIGKILL,
-// SIGSTOP/SIGCONT, SIGTERM. The engines are started once per test FILE (startEngines) and shared
-// by the clusters its tests start (one database each, node ids unique per cluster).
+// SIGSTOP/SIGCONT, SIGTERM. nats-server is started once per test FILE (startEngines), PostgreSQL is
+// the run's shared one unless the file takes it away (ownPostgres); the clusters a file's tests
+// start share them (one database each, node ids unique per cluster).
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll } from 'vitest';
@@ -15,6 +16,7 @@ import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { builtEntry } from './build.js';
 import { createDatabase, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
+import { sharedPostgres } from './postgres.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
 import type { BrokerOrder } from './orderLedger.js';
 import { until } from './until.js';
@@ -26,18 +28,20 @@ const SERVER = 'Sim-P5-Demo';
 
 export interface Engines { nats: NatsEngine; pg: Engine; stop(): Promise<void> }
 
-/** NATS and PostgreSQL on free ports, for one test file. */
-export async function startEngines(): Promise<Engines> {
-  const [nats, pgEngine] = await Promise.all([startNats(), startPostgres()]);
+/** NATS on a free port, for one test file, and `postgres` (PostgreSQL of its own on a free port
+ *  unless given: stop() stops both). */
+export async function startEngines(postgres?: Engine): Promise<Engines> {
+  const [nats, pgEngine] = await Promise.all([startNats(), postgres ?? startPostgres()]);
   return { nats, pg: pgEngine, stop: async () => void (await Promise.all([nats.stop(), pgEngine.stop()])) };
 }
 
-/** A test file's engines and cluster: started before its tests, stopped after them. */
-export function useCluster(opts: ClusterOptions = {}): { readonly engines: Engines; readonly cluster: ClusterProcs } {
+/** A test file's engines and cluster: started before its tests, stopped after them. `ownPostgres`:
+ *  the file kills or restarts PostgreSQL, so it gets one of its own instead of the run's shared one. */
+export function useCluster(opts: ClusterOptions & { ownPostgres?: boolean } = {}): { readonly engines: Engines; readonly cluster: ClusterProcs } {
   let engines: Engines | undefined;
   let cluster: ClusterProcs | undefined;
   beforeAll(async () => {
-    engines = await startEngines();
+    engines = await startEngines(opts.ownPostgres ? undefined : sharedPostgres());
     cluster = await ClusterProcs.start(engines, opts);
   }, 120_000);
   afterAll(async () => {

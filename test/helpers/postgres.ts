@@ -1,9 +1,22 @@
 // A migrated cluster database for a test: a fresh database on a running PostgreSQL (engines.ts),
 // its pool (idle-connection errors ignored: tests stop and kill the engine), the schema applied.
-import { afterAll, beforeAll } from 'vitest';
+// The run's shared PostgreSQL (globalSetup.ts) for files that never take it away.
+import { afterAll, beforeAll, inject } from 'vitest';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { createDatabase, startPostgres, type Engine } from './engines.js';
+
+/** The PostgreSQL the whole run shares (test/helpers/globalSetup.ts): put each test's rows in a
+ *  database of their own (createDatabase). stop() leaves it running for the other files; kill() and
+ *  restart() refuse: a file that takes PostgreSQL away starts its own (startPostgres). */
+export function sharedPostgres(): Engine {
+  const url = inject('sharedPostgresUrl');
+  if (!url) throw new Error('no shared PostgreSQL: run the tests through vitest.config.ts, whose globalSetup starts it');
+  const refuse = async (): Promise<void> => {
+    throw new Error('the shared PostgreSQL serves every test file: a file that kills or restarts PostgreSQL starts its own (startPostgres)');
+  };
+  return { url, port: Number(new URL(url).port), stop: async () => {}, kill: refuse, restart: refuse };
+}
 
 export async function migratedDatabase(engine: Engine): Promise<{ url: string; pool: PgPool }> {
   const url = await createDatabase(engine.url);
@@ -12,12 +25,14 @@ export async function migratedDatabase(engine: Engine): Promise<{ url: string; p
   return { url, pool };
 }
 
-/** One PostgreSQL for the test file with a migrated database on it: started before the file's
- *  tests, stopped after them. Read `engine` and `pool` inside tests and hooks (set once started). */
-export function postgresForFile(): { engine: Engine; pool: PgPool } {
+/** A migrated database for the test file on the shared PostgreSQL, made before the file's tests,
+ *  its pool closed after them. Read `engine` and `pool` inside tests and hooks (set once made).
+ *  `ownServer`: a PostgreSQL for this file alone, for tests that see server-wide state (transaction
+ *  ids and snapshots span every database of a server). */
+export function postgresForFile(opts: { ownServer?: boolean } = {}): { engine: Engine; pool: PgPool } {
   const pg = {} as { engine: Engine; pool: PgPool };
   beforeAll(async () => {
-    pg.engine = await startPostgres();
+    pg.engine = opts.ownServer ? await startPostgres() : sharedPostgres();
     pg.pool = (await migratedDatabase(pg.engine)).pool;
   }, 60_000);
   afterAll(async () => {

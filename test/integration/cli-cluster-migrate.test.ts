@@ -11,14 +11,15 @@ import { EXIT } from '../../src/cli/errors.js';
 import { PG_SCHEMA_VERSION, runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { openPgPool } from '../../src/cluster/pgPool.js';
 import { builtCli } from '../helpers/build.js';
-import { createDatabase, freePort, startPostgres, type Engine } from '../helpers/engines.js';
+import { createDatabase, freePort, type Engine } from '../helpers/engines.js';
+import { sharedPostgres } from '../helpers/postgres.js';
 
 const BUILT = builtCli();
 const work = mkdtempSync(join(tmpdir(), 'tagw-cli-pg-'));
 let engine: Engine;
 
 beforeAll(async () => {
-  engine = await startPostgres();
+  engine = await sharedPostgres();
 }, 60_000);
 afterAll(async () => {
   await engine?.stop();

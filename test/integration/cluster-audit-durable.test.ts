@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, startEngines, type Engines } from '../helpers/clusterProcs.js';
 import { freePort } from '../helpers/engines.js';
+import { sharedPostgres } from '../helpers/postgres.js';
 import { cleanupProcesses } from '../helpers/process.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
@@ -24,7 +25,7 @@ let db: PgPool;
 const AUDIT_INSERT = 'INSERT INTO audit_log';
 
 beforeAll(async () => {
-  engines = await startEngines();
+  engines = await startEngines(sharedPostgres());
   proxy = await startTcpProxy(engines.pg.port);
   cluster = await ClusterProcs.start(engines, { nodes: 1, pgPort: proxy.port });
   id = cluster.nodes[0]!.id;

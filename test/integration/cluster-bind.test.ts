@@ -115,7 +115,7 @@ describe('cluster: a start that fails after the cluster side opened', () => {
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey, port: taken,
       natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'bind-fail', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
     })).rejects.toThrow(/cannot listen/);
-    await until(async () => (await engines.pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'tagw bind-fail%'")).rowCount === 0, 'the failed node\'s PostgreSQL connections to close');
+    await until(async () => (await engines.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'tagw bind-fail%'")).rowCount === 0, 'the failed node\'s PostgreSQL connections to close');
     const nc = await connect({ servers: engines.nats.url });
     try {
       // Nothing answers the failed node's calls: its connection (and subscription) is gone.

@@ -7,13 +7,13 @@ import { leaseRows } from '../../src/cluster/leases.js';
 import { LeaseKeeper, monotonicClock } from '../../src/cluster/leaseKeeper.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { createLogger } from '../../src/log.js';
-import { startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import type { Engine } from '../helpers/engines.js';
+import { migratedDatabase, sharedPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
 let pg: Engine;
 beforeAll(async () => {
-  pg = await startPostgres();
+  pg = await sharedPostgres();
 }, 60_000);
 afterAll(async () => {
   await pg?.stop();

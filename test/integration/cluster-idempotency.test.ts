@@ -90,7 +90,7 @@ describe('idempotency ledger', () => {
         return l;
       });
       await until(async () => {
-        const r = await server.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE account_leases%'`);
+        const r = await server.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE account_leases%'`);
         return r.rows[0].n === 1;
       }, 'the takeover to wait on the lease row the write holds');
       // Still waiting while the write's transaction is open.

@@ -70,7 +70,7 @@ describe('idempotency ledger, group commit', () => {
       letLeadGo();
       expect(await first).toEqual({ kind: 'claimed' });
       await until(async () => {
-        const r = await server.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH fence%'`);
+        const r = await server.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH fence%'`);
         return r.rows[0].n === 2;
       }, 'both claims on the locked account to wait for its lease row, alone');
       expect(settled).toBe(false);

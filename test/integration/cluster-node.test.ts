@@ -12,7 +12,8 @@ import { createLogger } from '../../src/log.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
-import { createDatabase, freePort, startNats, startPostgres, type Engine } from '../helpers/engines.js';
+import { createDatabase, freePort, startNats, type Engine } from '../helpers/engines.js';
+import { sharedPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +28,7 @@ const T = 1_700_000_000_000;
 const log = createLogger('silent');
 
 beforeAll(async () => {
-  [pgEngine, natsEngine] = await Promise.all([startPostgres(), startNats()]);
+  [pgEngine, natsEngine] = await Promise.all([sharedPostgres(), startNats()]);
   databaseUrl = await createDatabase(pgEngine.url);
   const pool = openPgPool(databaseUrl);
   await runPgMigrations(pool, databaseUrl);

@@ -12,7 +12,8 @@ import { expectAccountStream, mustOpen, type StreamClient } from '../helpers/str
 import { openWs } from '../helpers/gateway-helpers.js';
 import { until } from '../helpers/until.js';
 
-const env = useCluster({ nodes: 2 });
+// PostgreSQL of its own: a test here kills and restarts it.
+const env = useCluster({ nodes: 2, ownPostgres: true });
 let acct: ClusterAccount;
 beforeAll(async () => {
   acct = await env.cluster.account();

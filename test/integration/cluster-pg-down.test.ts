@@ -152,7 +152,7 @@ describe('what node-postgres throws when the database goes away', () => {
     const cutProxy = await startTcpProxy(engines.postgres.port);
     const cutPool = openPgPool(urlAt(cutProxy.port), { onIdleError: () => {}, queryTimeoutMs: 30_000 });
     const sleeping = cutPool.query('SELECT pg_sleep(10)').then(() => undefined, (e: unknown) => e as Error);
-    await until(async () => (await engines.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'")).rows[0].n > 0, 'the query to run');
+    await until(async () => (await engines.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(10)'")).rows[0].n > 0, 'the query to run');
     cutProxy.cut();
     const cut = await sleeping;
     expect(cut?.message).toMatch(/ECONNRESET|^Connection terminated/); // a reset, or a close, by the way it is cut

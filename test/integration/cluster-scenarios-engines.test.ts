@@ -8,7 +8,8 @@ import { acceptableFinal, firstAcceptedAfter, orderVia, startTraffic, unclean503
 import { assertLedger } from '../helpers/orderLedger.js';
 import { until } from '../helpers/until.js';
 
-const env = useCluster();
+// PostgreSQL of its own: this file kills and restarts it.
+const env = useCluster({ ownPostgres: true });
 
 /** Every running node accepts a fresh order for the account (the cluster recovered). */
 async function everyNodeTrades(acct: ClusterAccount, tag: string, log: Answer[]): Promise<void> {

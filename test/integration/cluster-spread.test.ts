@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseRows } from '../../src/cluster/leases.js';
 import type { PgPool } from '../../src/cluster/pgPool.js';
 import { startKeeperNode, type KeeperNode } from '../helpers/cluster.js';
-import { startNats, startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { startNats, type Engine } from '../helpers/engines.js';
+import { migratedDatabase, sharedPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
 let pg: Engine;
@@ -17,7 +17,7 @@ let pool: PgPool;
 const nodes = new Map<string, KeeperNode>();
 
 beforeAll(async () => {
-  [pg, nats] = await Promise.all([startPostgres(), startNats()]);
+  [pg, nats] = await Promise.all([sharedPostgres(), startNats()]);
   pool = (await migratedDatabase(pg)).pool;
 }, 60_000);
 afterAll(async () => {

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { PgPool } from '../../src/cluster/pgPool.js';
 import { startKeeperNode } from '../helpers/cluster.js';
-import { startNats, startPostgres, type Engine } from '../helpers/engines.js';
-import { migratedDatabase } from '../helpers/postgres.js';
+import { startNats, type Engine } from '../helpers/engines.js';
+import { migratedDatabase, sharedPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
 let pg: Engine;
@@ -15,7 +15,7 @@ let nats: Engine;
 const closers: Array<() => Promise<unknown> | unknown> = [];
 
 beforeAll(async () => {
-  [pg, nats] = await Promise.all([startPostgres(), startNats()]);
+  [pg, nats] = await Promise.all([sharedPostgres(), startNats()]);
 }, 60_000);
 afterAll(async () => {
   for (const c of closers.reverse()) await c();

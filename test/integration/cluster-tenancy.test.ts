@@ -15,7 +15,9 @@ import { TenancyStore } from '../../src/store/tenancy.js';
 import { migratedDatabase, postgresForFile } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
-const server = postgresForFile();
+// A server of its own: a mirror pass starts from the oldest transaction running on the whole server
+// (tenancyMirror.ts), so another file's open transaction would make the exact row counts below vary.
+const server = postgresForFile({ ownServer: true });
 const dirs: string[] = [];
 const dbs: Db[] = [];
 
@@ -149,7 +151,7 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE');
       const earlier = n.mirror.sync();
-      await until(async () => (await server.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM audit_log%'")).rowCount === 1, 'the pass to wait on the lock');
+      await until(async () => (await server.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM audit_log%'")).rowCount === 1, 'the pass to wait on the lock');
       await pg.insertKey(key('k-after')); // committed after the running pass's snapshot
       const asked = n.mirror.sync(); // what writeTenancy does after its write
       await holder.query('COMMIT');
