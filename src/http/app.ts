@@ -61,9 +61,9 @@ export interface AuditLog {
 class RequestAudit implements ActionAudit {
   made = false;
   constructor(private readonly log: AuditLog, private readonly principal: Principal, private readonly action: string) {}
-  row(target: string | null, detail?: Record<string, unknown>): NewAuditRow {
+  row(target: string | null, detail?: Record<string, unknown>, action = this.action): NewAuditRow {
     this.made = true;
-    return this.log.row({ principal: this.principal, action: this.action, target, detail });
+    return this.log.row({ principal: this.principal, action, target, detail });
   }
   after(target: string | null): Promise<void> {
     return this.made ? Promise.resolve() : this.log.add(this.log.row({ principal: this.principal, action: this.action, target, detail: undefined }));

@@ -24,8 +24,9 @@ export interface RouteContext<Q, B> {
 /** Makes a management action's audit row; a handler that had one written with its change gets no
  *  second one after it (app.ts). */
 export interface ActionAudit {
-  /** The row: this action on `target`, by the request's management key, now. `detail`: never a secret. */
-  row(target: string | null, detail?: Record<string, unknown>): NewAuditRow;
+  /** The row: this action (or `action`, another one the request did: the removal of a seat whose
+   *  login was refused) on `target`, by the request's management key, now. `detail`: never a secret. */
+  row(target: string | null, detail?: Record<string, unknown>, action?: string): NewAuditRow;
 }
 
 export interface RouteDef<Q = unknown, B = unknown> {

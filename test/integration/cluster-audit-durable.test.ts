@@ -112,6 +112,26 @@ describe('a tenancy write and its audit row: one transaction', () => {
     expect(((await listed.json()) as { keys: Array<{ id: string; requestsPerSec: number | null }> }).keys.find((k) => k.id === key)?.requestsPerSec).toBe(null);
     expect((await fetch(`${url}/v1/seats/${seatId}`, { headers: mgmt })).status).toBe(200);
   }, 60_000);
+
+  it('a seat created with a login the broker then refuses is removed again, and both are in the log: seat.create, then seat.delete naming the error', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const url = cluster.node(id).url;
+    const login = `${cluster.prefix}-refused`;
+    const seat = (password: string) => fetch(`${url}/v1/seats`, { method: 'POST', headers: mgmt, body: JSON.stringify({ user: login, password, server: 'Sim-P5-Demo' }) });
+    // The login exists at the simulator with this password (its first login), then is free again.
+    const first = await seat('right-password');
+    expect(first.status).toBe(201);
+    const firstId = ((await first.json()) as { id: string }).id;
+    expect((await fetch(`${url}/v1/seats/${firstId}`, { method: 'DELETE', headers: mgmt })).status).toBe(200);
+    const refused = await seat('wrong-password');
+    const error = ((await refused.json()) as { error: string }).error;
+    expect({ status: refused.status, error }).toEqual({ status: 400, error: 'BROKER_AUTH_FAILED' });
+    const seats = (await db.query<{ id: string; removed: boolean }>(
+      'SELECT s.id, s.removed_at IS NOT NULL AS removed FROM seats s JOIN account_bindings b ON b.seat_id = s.id WHERE b.login = $1 AND s.id <> $2', [login, firstId])).rows;
+    expect(seats).toEqual([{ id: expect.any(String), removed: true }]);
+    const rows = (await db.query<{ action: string; detail_json: string | null }>('SELECT action, detail_json FROM audit_log WHERE target = $1 ORDER BY id', [seats[0]!.id])).rows;
+    expect(rows).toEqual([{ action: 'seat.create', detail_json: null }, { action: 'seat.delete', detail_json: JSON.stringify({ revokedKeys: [], error: 'BROKER_AUTH_FAILED' }) }]);
+  }, 60_000);
 });
 
 describe('audit rows of actions that are no tenancy write (upgrades, faults), the node killed', () => {

@@ -11,6 +11,7 @@ import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../../services.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
+import type { ActionAudit } from '../route.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -90,13 +91,15 @@ export type CreateSeat<R> = (binding?: BindingRow) => Promise<R>;
 
 /** Cluster mode: the seat with its binding in PostgreSQL first (one commit), then its owner binds
  *  the login; a refused login removes the seat again. */
-async function seatFirst<R>(s: Services, b: BindInput, createSeat: CreateSeat<R>): Promise<{ created: R; status: AccountStatus }> {
+async function seatFirst<R>(s: Services, b: BindInput, createSeat: CreateSeat<R>, audit?: ActionAudit): Promise<{ created: R; status: AccountStatus }> {
   const { row, bind } = sealed(s, b);
   const created = await createSeat(row);
   try {
     return { created, status: await bind() };
   } catch (err) {
-    await s.tenancyWrites.removeSeat(b.accountId, b.customerId, s.clock.now()).catch(() => undefined);
+    // An audited create had its seat.create row committed with the seat: its removal has its own.
+    const undone = (keys: string[] | undefined) => (keys ? audit?.row(b.accountId, { revokedKeys: keys, error: toApiError(err).code }, 'seat.delete') : undefined);
+    await s.tenancyWrites.removeSeat(b.accountId, b.customerId, s.clock.now(), undone).catch(() => undefined);
     throw err;
   }
 }
@@ -119,6 +122,8 @@ export async function bindSeatBroker<R>(
   s: Services, accountId: string, customerId: string,
   b: { user?: string | undefined; password?: string | undefined; server?: string | undefined; platform?: Platform | undefined; build?: number | undefined },
   createSeat: CreateSeat<R>,
+  /** The route's audit (POST /v1/seats): a seat removed again because its login was refused is recorded too. */
+  audit?: ActionAudit,
 ): Promise<R> {
   const given = [b.user, b.password, b.server].filter((x) => x !== undefined).length;
   if (given === 0) {
@@ -130,7 +135,7 @@ export async function bindSeatBroker<R>(
   return withLoginLock(s, input.server, input.user, async () => {
     if (s.tenancyWrites.clustered) {
       if (boundElsewhere(s, input)) throw loginInUse();
-      return (await seatFirst(s, input, createSeat)).created;
+      return (await seatFirst(s, input, createSeat, audit)).created;
     }
     await bindUnlocked(s, input);
     return createSeat();

@@ -94,7 +94,7 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
           if (!(await s.tenancyWrites.insertSeat(row, state, binding, (made) => (made ? audit?.row(row.id) : undefined)))) throw loginInUse();
           const view = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
           return { status: 201, body: seatJson(row, view) };
-        });
+        }, audit);
       },
     }),
     defineRoute({
