@@ -3,6 +3,7 @@
 // a request's result refers to the order/deals of the same change instead of repeating them.
 import type { Deal, Order, RequestLookup, TradeResult } from '../market/orders.js';
 import type { SimChange, StoredPosition } from '../sim/persistence.js';
+import { JsonText } from '../util/jsonText.js';
 
 const ORDER_KEYS = [
   'ticket', 'symbol', 'type', 'state', 'volume', 'volumeInitial', 'openPrice', 'openTimeMsc', 'closePrice', 'closeTimeMsc',
@@ -37,8 +38,98 @@ const packPosition = (p: StoredPosition): Packed => [
 ];
 const unpackDeal = (a: Packed) => unpack<Deal>(a, DEAL_KEYS);
 
-/** Encoded shape: [balance, orders, positions, closedPositions, deals, request, equity]. */
+/** The journal's writer: one row's text at a time (see src/util/jsonText.ts). */
+const w = new JsonText();
+
+function writeOrder(o: Order): void {
+  w.raw('[').value(o.ticket).raw(',').value(o.symbol).raw(',').value(o.type).raw(',').value(o.state).raw(',').value(o.volume)
+    .raw(',').value(o.volumeInitial).raw(',').value(o.openPrice).raw(',').value(o.openTimeMsc).raw(',').value(o.closePrice)
+    .raw(',').value(o.closeTimeMsc).raw(',').value(o.sl).raw(',').value(o.tp).raw(',').value(o.stopLimitPrice).raw(',').value(o.expiration)
+    .raw(',').value(o.magic).raw(',').value(o.comment).raw(',').value(o.commission).raw(',').value(o.swap).raw(',').value(o.profit)
+    .raw(',').value(o.positionId).raw(']');
+}
+function writeDeal(d: Deal): void {
+  w.raw('[').value(d.ticket).raw(',').value(d.order).raw(',').value(d.position).raw(',').value(d.symbol).raw(',').value(d.type)
+    .raw(',').value(d.entry).raw(',').value(d.volume).raw(',').value(d.price).raw(',').value(d.timeMsc).raw(',').value(d.magic)
+    .raw(',').value(d.comment).raw(',').value(d.commission).raw(',').value(d.swap).raw(',').value(d.profit).raw(']');
+}
+function writePosition(p: StoredPosition): void {
+  w.raw('[').value(p.ticket).raw(',').value(p.symbol).raw(',').value(p.type).raw(',').value(p.volume).raw(',').value(p.openPrice)
+    .raw(',').value(p.openTimeMsc).raw(',').value(p.sl).raw(',').value(p.tp).raw(',').value(p.magic).raw(',').value(p.comment)
+    .raw(',').value(p.commission).raw(',').value(p.swapPaid).raw(']');
+}
+/** A list as `[a,b,…]`, or 0 when empty or absent (what `encodeChangePacked` writes). */
+function writeList<T>(list: readonly T[] | undefined, each: (x: T) => void): void {
+  if (!list?.length) {
+    w.raw('0');
+    return;
+  }
+  w.raw('[');
+  for (let i = 0; i < list.length; i++) {
+    if (i > 0) w.raw(',');
+    each(list[i]!);
+  }
+  w.raw(']');
+}
+const writeChangedOrder = (o: NonNullable<SimChange['orders']>[number]): void => {
+  w.raw('[');
+  writeOrder(o.order);
+  w.raw(',').value(o.doneMs).raw(',').raw(o.wasActive === undefined ? 'null' : o.wasActive ? '1' : '0').raw(']');
+};
+const writeValue = (x: unknown): void => void w.value(x);
+
+/**
+ * Encoded shape: [balance, orders, positions, closedPositions, deals, request, equity]. The text
+ * is written field by field into a reused buffer: byte for byte what `encodeChangePacked` writes
+ * (JSON.stringify of the positional arrays), without the arrays, the stringifier's parts and the
+ * flattening (~2 KB of young garbage per order). A value it cannot write so goes the packed way.
+ */
 export function encodeChange(c: SimChange): string {
+  const orders = c.orders ?? [];
+  const deals = c.deals ?? [];
+  w.begin().raw('[').value(c.balance).raw(',');
+  writeList(c.orders, writeChangedOrder);
+  w.raw(',');
+  writeList(c.positions, writePosition);
+  w.raw(',');
+  writeList(c.closedPositions, writeValue);
+  w.raw(',');
+  writeList(c.deals, writeDeal);
+  w.raw(',');
+  const req = c.request;
+  if (!req) w.raw('null');
+  else {
+    const r = req.result;
+    w.raw('[').value(req.requestId).raw(',').value(req.timeMsc).raw(',');
+    if (r.ok) {
+      w.raw('1,');
+      // The same objects as the change's own order and deals: their places, else inline.
+      let oi = -1;
+      for (let i = 0; i < orders.length && oi < 0; i++) if (orders[i]!.order === r.order) oi = i;
+      if (oi >= 0) w.num(oi);
+      else writeOrder(r.order);
+      w.raw(',');
+      let all = true;
+      for (let i = 0; i < r.deals.length && all; i++) all = deals.indexOf(r.deals[i]!) >= 0;
+      if (all) {
+        w.raw('[');
+        for (let i = 0; i < r.deals.length; i++) (i > 0 ? w.raw(',') : w).num(deals.indexOf(r.deals[i]!));
+        w.raw(']');
+      } else writeList(r.deals, writeDeal);
+      w.raw(',').value(r.retcode).raw(']');
+    } else {
+      w.raw('0,').value(r.reason).raw(',').value(r.message).raw(',').value(r.retcode).raw(']');
+    }
+  }
+  w.raw(',');
+  if (c.equity) w.raw('[').value(c.equity.timeMsc).raw(',').value(c.equity.balance).raw(',').value(c.equity.equity).raw(']');
+  else w.raw('0');
+  w.raw(']');
+  return w.failed ? encodeChangePacked(c) : w.text();
+}
+
+/** The encoding as JSON.stringify of the positional arrays (what `encodeChange` writes without them). */
+export function encodeChangePacked(c: SimChange): string {
   const orders = c.orders ?? [];
   const deals = c.deals ?? [];
   let request: unknown = null;
