@@ -32,7 +32,6 @@ import { toCandle, type BarListener } from '../sim/candles.js';
 import type { MarketSymbol } from '../sim/market.js';
 import { conversionRate } from '../sim/accounting.js';
 
-
 export class SimBrokerConnection implements BrokerConnection {
   /** The simulator runs on the holder's thread and journals trades in its database (BrokerConnection.inProcess). */
   readonly inProcess = true;
@@ -170,17 +169,29 @@ export class SimBrokerConnection implements BrokerConnection {
   /** Gate of every request: connected, not dropped; then the injected latency; then the
    *  market is brought up to the clock. */
   private async ready(): Promise<SimAccount> {
+    const latency = this.sim.faults.latency(this.server.name, this.login);
+    if (latency === 0) return this.readyNow();
+    this.gate();
+    await new Promise((r) => setTimeout(r, latency));
+    if (this._state !== 'connected') throw new BrokerDisconnectedError('connection lost while waiting');
+    this.sim.advance();
+    return this.account!;
+  }
+
+  /** ready() with no latency injected: at once, without a promise (the order's path). */
+  private readyNow(): SimAccount {
+    const acc = this.gate();
+    this.sim.advance();
+    return acc;
+  }
+
+  /** Connected, and not dropped by an injected fault (which drops it now). */
+  private gate(): SimAccount {
     if (this._state !== 'connected' || !this.account) throw new BrokerDisconnectedError();
     if (this.sim.faults.dropRemaining(this.server.name, this.login) > 0) {
       this.drop('connection lost (injected drop)');
       throw new BrokerDisconnectedError('connection lost');
     }
-    const latency = this.sim.faults.latency(this.server.name, this.login);
-    if (latency > 0) {
-      await new Promise((r) => setTimeout(r, latency));
-      if (this._state !== 'connected') throw new BrokerDisconnectedError('connection lost while waiting');
-    }
-    this.sim.advance();
     return this.account;
   }
 
@@ -264,7 +275,27 @@ export class SimBrokerConnection implements BrokerConnection {
     return this.host.store.bookAtomically !== undefined;
   }
 
-  private async trade(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
+  /** An atomic claim with no latency injected (the order's path) is booked at once, with no async
+   *  function and no await (~1 KB of promises and frames an order, issue 19); else `tradeLater`. */
+  private trade(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
+    const claim = opts?.claim;
+    if (!claim || !this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0) return this.tradeLater(opts, op);
+    try {
+      const acc = this.readyNow();
+      const requestId = opts.requestId;
+      const fault = this.sim.faults.tradeFault(this.server.name, this.login);
+      const booked = this.host.store.bookAtomically!(claim, () => this.book(acc, requestId, fault, op));
+      // book() ran inside bookAtomically: a request id it knew is answered as it was, fault or not.
+      if (this.bookedKnown || fault !== 'timeoutAfterSend') return booked;
+      return booked.then(() => {
+        throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
+      });
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private async tradeLater(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
     let claim = opts?.claim;
     // A held reply (injected latency) waits before executing: the claim is committed before the
     // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record.
@@ -276,26 +307,40 @@ export class SimBrokerConnection implements BrokerConnection {
     const acc = await this.ready();
     const requestId = opts?.requestId;
     const fault = this.sim.faults.tradeFault(this.server.name, this.login);
-    let seen = false;
-    const book = (): TradeResult => {
-      if (requestId !== undefined) {
-        const known = this.host.store.request(this.server.name, this.login, requestId);
-        if (known) {
-          seen = true;
-          return known.result;
-        }
-      }
-      const result: TradeResult = fault === 'reject'
-        ? { ok: false, reason: 'REJECTED', message: 'request rejected by the broker (injected fault)', retcode: RETCODES.REJECTED }
-        : op(acc);
-      acc.flush(requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined);
-      return result;
-    };
+    const book = () => this.book(acc, requestId, fault, op);
     // Claimed atomically: the claim, the booking and what was queued commit now, in one transaction.
-    const result = claim ? await this.host.store.bookAtomically!(claim, book) : book();
+    let result: TradeResult;
+    let seen: boolean;
+    if (claim) {
+      const booked = this.host.store.bookAtomically!(claim, book);
+      seen = this.bookedKnown; // book() ran inside bookAtomically, before any other trade could
+      result = await booked;
+    } else {
+      result = book();
+      seen = this.bookedKnown;
+    }
     if (seen) return result;
     if (!claim) await this.host.store.whenDurable();
     if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
+    return result;
+  }
+
+  /** Whether the last `book` answered a request id it knew (its first outcome, replayed). */
+  private bookedKnown = false;
+  /** Executes the trade (or replays the outcome its request id had) and queues its changes. */
+  private book(acc: SimAccount, requestId: string | undefined, fault: ReturnType<Simulator['faults']['tradeFault']>, op: (acc: SimAccount) => TradeResult): TradeResult {
+    this.bookedKnown = false;
+    if (requestId !== undefined) {
+      const known = this.host.store.request(this.server.name, this.login, requestId);
+      if (known) {
+        this.bookedKnown = true;
+        return known.result;
+      }
+    }
+    const result: TradeResult = fault === 'reject'
+      ? { ok: false, reason: 'REJECTED', message: 'request rejected by the broker (injected fault)', retcode: RETCODES.REJECTED }
+      : op(acc);
+    acc.flush(requestId !== undefined ? { requestId, timeMsc: this.host.market.now, result } : undefined);
     return result;
   }
 

@@ -15,6 +15,7 @@ import type { Logger } from '../../log.js';
 import type { OperatorPhase } from './accountCommands.js';
 import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
 import { ParkedActor } from './parkedActor.js';
+import { SlotLease, type Lease } from './lease.js';
 
 export interface SlotSpec {
   credentials: BrokerCredentials;
@@ -138,11 +139,7 @@ class Slot {
   check = (): void => this.m.send({ type: 'check' });
 }
 
-export interface Lease {
-  conn: BrokerConnection;
-  build: number;
-  release(): void;
-}
+export type { Lease } from './lease.js';
 
 interface Waiter {
   resolve: (slot: Slot) => void;
@@ -354,18 +351,13 @@ export class AccountEntry implements AccountRuntime {
 
   /** A connection held for one request: a rolling upgrade waits for its release. */
   async acquire(timeoutMs = this.deps.brokerWaitMs ?? 2_000): Promise<Lease> {
-    const s = await this.usableSlot(timeoutMs);
-    s.inflight++;
-    let released = false;
-    return {
-      conn: s.conn,
-      build: s.build,
-      release: () => {
-        if (released) return;
-        released = true;
-        s.release();
-      },
-    };
+    return new SlotLease(await this.usableSlot(timeoutMs));
+  }
+
+  /** A lease at once when the connection is usable (no promise, no turn: the order's path), else undefined. */
+  tryAcquire(): Lease | undefined {
+    const s = this.slot;
+    return s && s.usable ? new SlotLease(s) : undefined;
   }
 
   /** CheckConnect: cut a reconnect wait short (or retry after an auth failure) and report. */

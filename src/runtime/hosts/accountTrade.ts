@@ -52,6 +52,22 @@ class UnclaimedError extends Error {
   }
 }
 
+/** An outcome given (or a failure) on this thread before it is taken: the first one counts. */
+class HeldOutcome {
+  private ev: Outcome | undefined;
+  private err: Error | undefined;
+  resolve(ev: Outcome): void {
+    if (!this.err) this.ev ??= ev;
+  }
+  reject(err: Error): void {
+    if (!this.ev) this.err ??= err;
+  }
+  take(): Outcome {
+    if (this.ev) return this.ev;
+    throw this.err ?? new Error('idempotency outcome taken before it was given');
+  }
+}
+
 /** How often expired records are deleted from SQLite (by the expiry index). */
 const SWEEP_MS = 60_000;
 
@@ -303,7 +319,7 @@ export class TradeDesk {
   async trade(entry: AccountEntry, op: TradeOp, args: Record<string, unknown>, clientOrderId: string | undefined): Promise<TradeReply> {
     const prep = prepare(op, args, entry);
     if (clientOrderId === undefined) {
-      const lease = await entry.acquire();
+      const lease = entry.tryAcquire() ?? (await entry.acquire());
       try {
         return tradeReply(answer(await prep.run(lease.conn, {})), false);
       } catch (err) {
@@ -323,8 +339,8 @@ export class TradeDesk {
         if (this.records.get(k) === found) this.records.delete(k);
         continue;
       }
-      const lease = await entry.acquire();
-      // The await above let other requests run: one may have claimed the id meanwhile.
+      const lease = entry.tryAcquire() ?? (await entry.acquire());
+      // An await above may have let other requests run: one may have claimed the id meanwhile.
       if (this.records.has(k)) {
         lease.release();
         continue;
@@ -417,12 +433,10 @@ export class TradeDesk {
         }
       }),
     };
-    const outcome = new Promise<Outcome>((resolve, reject) => {
-      rec.reply = { resolve, reject };
-    });
-    // Rejected by halt() while the booking is still awaited below; returned (and so handled) after
-    // it. Unhandled meanwhile, the rejection would end the shard's thread.
-    outcome.catch(() => undefined);
+    // Settled by `outcome` below, or by halt() while the booking is awaited: both run on this
+    // thread before this function goes on, so a held value serves where a promise cost ~0.4 KB.
+    const held = new HeldOutcome();
+    rec.reply = held;
     try {
       const result = await execute(prep, lease, requestId, claim);
       const s = rec.actor.getSnapshot();
@@ -447,7 +461,7 @@ export class TradeDesk {
       }
       this.outcome(rec, ev, err);
     }
-    return outcome;
+    return held.take();
   }
 
   stop(): void {
