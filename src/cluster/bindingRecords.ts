@@ -28,7 +28,8 @@ export class BindingRecords {
   private readonly store: AccountStore;
   /** Copies to PostgreSQL; `copies.retryFailed()` makes the failed ones again (ClusterNode, every third of the lease). */
   readonly copies = new OwnerCopies((id) => this.copy(id));
-  constructor(private readonly o: OwnerRecordsOptions) {
+  /** `refresh`: the node's SQLite is to take the account's binding from PostgreSQL again (TenancyMirror.refresh). */
+  constructor(private readonly o: OwnerRecordsOptions, private readonly refresh: (accountId: string) => void = () => {}) {
     this.store = new AccountStore(o.sqlite);
   }
 
@@ -49,13 +50,16 @@ export class BindingRecords {
     return this.copies.request(accountId);
   }
 
-  private copy(accountId: string): Promise<CopyOutcome> {
-    return fencedCopy(this.o, accountId, 'account binding change', (lease) => {
+  private async copy(accountId: string): Promise<CopyOutcome> {
+    const out = await fencedCopy(this.o, accountId, 'account binding change', (lease) => {
       const row = this.store.get(accountId);
       return row && {
         sql: SYNC_SQL,
         params: [accountId, this.o.nodeId, lease.epoch, row.server, row.login, row.password_enc, row.platform, row.build, row.updated_at],
       };
     });
+    // Not this node's to write (the lease moved on): what its shard wrote stays out of its SQLite too.
+    if (out === 'fenced') this.refresh(accountId);
+    return out;
   }
 }

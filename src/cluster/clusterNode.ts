@@ -139,7 +139,7 @@ export class ClusterNode {
     this.nodeId = o.settings.nodeId;
     const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
     this.sessions = new SessionRecords(records);
-    this.bindings = new BindingRecords(records);
+    this.bindings = new BindingRecords(records, (id) => this.refreshBindings([id]));
     this.sessionRows = new SessionStore(o.sqlite);
     this.departures = new Departures(this.nodeId);
   }
@@ -357,7 +357,17 @@ export class ClusterNode {
   private async release(ids: string[], why: string): Promise<void> {
     this.w.adopted.delete(ids);
     this.o.log.info('accounts leave this node', { accounts: ids.length, why });
+    // Their bindings as the cluster has them (a change of their shards PostgreSQL refused is undone
+    // here), again once the shards stopped them (a bind in flight may have written meanwhile).
+    this.refreshBindings(ids);
     await this.perShard(ids, 'shard.release').catch((err: unknown) => this.o.log.error('could not stop released accounts', { accounts: ids.length, err: errorMessage(err) }));
+    this.refreshBindings(ids);
+  }
+
+  /** This node's SQLite takes these accounts' bindings from PostgreSQL at the next mirror pass, run now. */
+  private refreshBindings(ids: readonly string[]): void {
+    this.pg.mirror.refresh(ids);
+    void this.pg.mirror.sync().catch((err: unknown) => this.o.log.warn('tenancy mirror pass failed', { err: errorMessage(err) }));
   }
 
   status(): ClusterStatus {

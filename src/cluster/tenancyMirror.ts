@@ -50,6 +50,8 @@ export class TenancyMirror {
    * the owner's next copy would take the old row back to PostgreSQL. Set by the cluster node.
    */
   runsHere: (accountId: string) => boolean = () => false;
+  /** Accounts whose binding the next pass copies whatever its stamp (`refresh`). */
+  private stale = new Set<string>();
 
   constructor(private readonly pool: PgPool, private readonly db: Db) {
     this.upserts = TABLES.map((t) => ({ t, stmt: db.prepare(upsertSql(t)) }));
@@ -62,7 +64,21 @@ export class TenancyMirror {
     return this.passes.request('');
   }
 
+  /**
+   * The next pass copies these accounts' bindings from PostgreSQL whatever their stamp. For accounts
+   * that stopped running here, or whose owner copy PostgreSQL refused (the lease had moved on):
+   * while this node ran them the passes left their rows to its shards, which may have written a
+   * change PostgreSQL never took (a re-bind answered 503), or skipped a change of another owner. The
+   * node's SQLite then holds the cluster's binding again, which it runs the account from next time
+   * and copies back at its next change (an upgrade must not carry a refused login to PostgreSQL).
+   */
+  refresh(accountIds: Iterable<string>): void {
+    for (const id of accountIds) this.stale.add(id);
+  }
+
   private async copy(): Promise<number> {
+    const again = [...this.stale];
+    this.stale = new Set();
     const { next, rows } = await withTransaction(this.pool, async (c) => {
       // REPEATABLE READ: one snapshot for the horizon and every table, so a child row never comes
       // without its parent.
@@ -70,10 +86,15 @@ export class TenancyMirror {
       const h = await c.query<{ xmin: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin');
       const out: Array<Record<string, unknown>[]> = [];
       for (const t of TABLES) {
-        const r = await c.query(`SELECT ${t.columns.join(', ')} FROM ${t.name} WHERE txid >= $1 ORDER BY ${t.key}`, [this.from]);
+        const r = t.name === 'account_bindings'
+          ? await c.query(`SELECT ${t.columns.join(', ')} FROM ${t.name} WHERE txid >= $1 OR seat_id = ANY($2::text[]) ORDER BY ${t.key}`, [this.from, again])
+          : await c.query(`SELECT ${t.columns.join(', ')} FROM ${t.name} WHERE txid >= $1 ORDER BY ${t.key}`, [this.from]);
         out.push(r.rows as Record<string, unknown>[]);
       }
       return { next: Number(h.rows[0]!.xmin), rows: out };
+    }).catch((err: unknown) => {
+      this.refresh(again); // for the next pass
+      throw err;
     });
     let copied = 0;
     this.db.transaction(() => {
