@@ -26,9 +26,10 @@ export function parseOrderType(value: string | number): OrderType | undefined {
     const code = Number(value);
     return Number.isInteger(code) ? ORDER_TYPES[code] : undefined;
   }
-  const lower = value.toLowerCase();
-  return ORDER_TYPES.find((t) => t.toLowerCase() === lower);
+  return TYPE_BY_NAME.get(value) ?? TYPE_BY_NAME.get(value.toLowerCase());
 }
+/** Each type by its name and its lower-case name: a lookup, not a lower-cased copy of every name per call. */
+const TYPE_BY_NAME = new Map<string, OrderType>(ORDER_TYPES.flatMap((t) => [[t, t], [t.toLowerCase(), t]] as const));
 
 export function isMarketType(type: OrderType): type is Side {
   return type === 'Buy' || type === 'Sell';

@@ -22,17 +22,25 @@ class Generation {
   maxExpires = 0;
 }
 
-/** Two 32-bit FNV-1a hashes of the key (different offsets), for double hashing. */
-function hashes(key: string): [number, number] {
+/** Two 32-bit FNV-1a hashes of `${accountId}\u0000${id}` (different offsets), for double hashing,
+ *  left in h1 and h2: the key is read in its two parts, and no string or pair is made per order. */
+let h1 = 0;
+let h2 = 0;
+function hashes(accountId: string, id: string): void {
   let a = 0x811c9dc5;
   let b = 0x01000193 ^ 0x5bd1e995;
-  for (let i = 0; i < key.length; i++) {
-    const c = key.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-    b ^= b >>> 15;
+  for (let k = 0; k < 3; k++) {
+    const part = k === 0 ? accountId : k === 1 ? '\u0000' : id;
+    for (let i = 0; i < part.length; i++) {
+      const c = part.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul(b ^ c, 0x5bd1e995);
+      b ^= b >>> 15;
+    }
   }
-  return [a >>> 0, (b | 1) >>> 0];
+  // As int32 (small integers, not heap numbers): holds() and add() use them modulo 2^32 alike.
+  h1 = a | 0;
+  h2 = b | 1;
 }
 
 export class ClaimedIds {
@@ -51,7 +59,7 @@ export class ClaimedIds {
       this.previous = g;
       g = this.current = new Generation();
     }
-    const [h1, h2] = hashes(`${accountId}\u0000${id}`);
+    hashes(accountId, id);
     for (let i = 0; i < HASHES; i++) {
       const bit = (h1 + Math.imul(i, h2)) & (BITS - 1);
       g.words[bit >>> 5]! |= 1 << (bit & 31);
@@ -63,7 +71,7 @@ export class ClaimedIds {
   /** False: no record of the id was written since this started (or was added). */
   mayHold(accountId: string, id: string): boolean {
     if (!this.current) return false;
-    const [h1, h2] = hashes(`${accountId}\u0000${id}`);
+    hashes(accountId, id);
     return holds(this.current, h1, h2) || (this.previous !== undefined && holds(this.previous, h1, h2));
   }
 }

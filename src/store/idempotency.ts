@@ -25,6 +25,7 @@ export class IdempotencyStore {
   private readonly tx: (f: () => void) => void;
   /** Inside `writeOnce`: the records claimed there, not written yet. */
   private held: IdemRow[] | null = null;
+  private readonly heldRows: IdemRow[] = [];
   /** Ids that may have a record (claimedIds.ts), complete for the accounts in `known`. */
   private readonly claimed: ClaimedIds;
   /** Accounts whose records from before this store (an earlier process) are in `claimed`. */
@@ -61,21 +62,28 @@ export class IdempotencyStore {
    * after `f`, and throws (the caller checked before claiming: it means the transaction must not commit).
    */
   writeOnce(f: () => void): void {
-    const held: IdemRow[] = (this.held = []);
+    // One list for every call (emptied after), not a new one an order: writeOnce is not re-entered.
+    const held = (this.held = this.heldRows);
     try {
-      f();
-    } finally {
-      this.held = null;
-    }
-    for (const r of held) {
-      if (this.q.insert.run(r.account_id, r.client_order_id, r.params_hash, r.phase, r.status, r.result_json, r.created_at, r.expires_at).changes !== 1) {
-        throw new Error(`idempotency record ${r.client_order_id} already exists`);
+      try {
+        f();
+      } finally {
+        this.held = null;
       }
+      for (const r of held) {
+        if (this.q.insert.run(r.account_id, r.client_order_id, r.params_hash, r.phase, r.status, r.result_json, r.created_at, r.expires_at).changes !== 1) {
+          throw new Error(`idempotency record ${r.client_order_id} already exists`);
+        }
+      }
+    } finally {
+      held.length = 0;
     }
   }
 
   private heldRow(accountId: string, id: string): IdemRow | undefined {
-    return this.held?.find((r) => r.client_order_id === id && r.account_id === accountId);
+    const held = this.held;
+    if (held) for (const r of held) if (r.client_order_id === id && r.account_id === accountId) return r;
+    return undefined;
   }
 
   /** Durably claims the id. False when a record already exists (the caller must read it). */

@@ -4,6 +4,10 @@
 // time), held for the day; every young-generation scavenge before its promotion copied them
 // (issue 19). Observably a Map<string, JournalRef> (requestRefs.property.test.ts).
 import type { JournalRef } from './simDirty.js';
+import { JsonText } from '../util/jsonText.js';
+
+/** The request batches' writer: one text at a time. */
+const batchText = new JsonText();
 
 export class RequestRefs {
   private readonly slots = new Map<string, number>();
@@ -51,6 +55,18 @@ export class RequestRefs {
     }
     this.used = j;
     if (this.times.length > 64 && j < this.times.length / 4) this.resize(Math.max(8, j * 2));
+  }
+
+  /** JSON.stringify(ids.map((id) => [id, ...this.get(id)])), the checkpoint's row of these ids,
+   *  written without an array per id (src/util/jsonText.ts). Every id must be known. */
+  batchJson(ids: readonly string[]): string {
+    const w = batchText.begin().raw('[');
+    for (let k = 0; k < ids.length; k++) {
+      const i = this.slots.get(ids[k]!)!;
+      w.raw(k === 0 ? '[' : ',[').str(ids[k]!).raw(',').num(this.times[i]!).raw(',').num(this.seqs[i]!).raw(']');
+    }
+    w.raw(']');
+    return w.failed ? JSON.stringify(ids.map((id) => [id, ...this.get(id)!])) : w.text();
   }
 
   private resize(n: number): void {

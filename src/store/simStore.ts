@@ -173,13 +173,8 @@ export class SqliteSimStore implements SimPersistence {
       // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
       // time so a load reads only the last day's batches).
       if (m.newRefs.length > 0) {
-        const refs = m.refs!;
-        const batch = m.newRefs.map((id) => {
-          const r = refs.get(id)!;
-          return [id, r[0], r[1]] as const;
-        });
-        const [, t, q] = batch[batch.length - 1]!;
-        this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), JSON.stringify(batch));
+        const [t, q] = m.refs!.get(m.newRefs[m.newRefs.length - 1]!)!;
+        this.st.stateUpsert.run(a.server, a.login, REQUEST, batchKey(t, q), m.refs!.batchJson(m.newRefs));
         m.newRefs = [];
       }
       if (m.refs && m.refs.size > 20_000) m.refs.prune(m.lastTimeMs - REQUEST_TTL_MS);

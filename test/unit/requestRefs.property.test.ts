@@ -35,4 +35,17 @@ describe('request ids by journal row', () => {
       { numRuns: 300 },
     );
   });
+
+  it("write a checkpoint's request batch as JSON.stringify of [id, time, seq] per id, any id", () => {
+    const id = fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('acct-1/b7/lq3k', 'a"b', 'é', '\\'));
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.tuple(id, fc.nat({ max: 2e12 }), fc.nat({ max: 1e9 })), { minLength: 1, maxLength: 6, selector: (x) => x[0] }), (rows) => {
+        const refs = new RequestRefs();
+        for (const [i, t, q] of rows) refs.set(i, T0 + t, q);
+        const ids = rows.map((r) => r[0]);
+        expect(refs.batchJson(ids)).toBe(JSON.stringify(rows.map(([i, t, q]) => [i, T0 + t, q])));
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
