@@ -59,6 +59,8 @@ export interface GatewayOptions {
   log?: Logger;
   /** Where shard workers are loaded from (ShardSetOptions.workerFile); tests run them from their build. */
   shardWorkerFile?: string;
+  /** Where the WAL checkpointer's thread is loaded from (startCheckpointer's workerFile); likewise. */
+  checkpointWorkerFile?: string;
 }
 
 export interface Gateway {
@@ -122,7 +124,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const lock = lockDataDir(config.dataDir);
   const opened: Opened = {};
   try {
-    return await start(config, log, clock, listener, lock, opts.shardWorkerFile, opened);
+    return await start(config, log, clock, listener, lock, opts, opened);
   } catch (err) {
     // Cluster mode: a start that failed after the cluster side opened (the port in use, say)
     // leaves no PostgreSQL pool or NATS connection behind, nor leases it took.
@@ -136,7 +138,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 interface Opened { cluster?: ClusterNode }
 
 async function start(
-  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, shardWorkerFile: string | undefined, opened: Opened,
+  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, files: Pick<GatewayOptions, 'shardWorkerFile' | 'checkpointWorkerFile'>, opened: Opened,
 ): Promise<Gateway> {
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
@@ -154,6 +156,7 @@ async function start(
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
+    ...(files.checkpointWorkerFile !== undefined ? { workerFile: files.checkpointWorkerFile } : {}),
   });
   const tenancy = new TenancyStore(db);
   if (cluster) {
@@ -200,7 +203,7 @@ async function start(
     }
   };
   const shardSet = new ShardSet({
-    shards: config.shards, dataDir: config.dataDir, log, ...(shardWorkerFile !== undefined ? { workerFile: shardWorkerFile } : {}),
+    shards: config.shards, dataDir: config.dataDir, log, ...(files.shardWorkerFile !== undefined ? { workerFile: files.shardWorkerFile } : {}),
     onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
     // Cluster mode: the owner also relays its events to the nodes whose sockets follow them.
     onEvent: cluster ? (ev) => { dispatch(ev); cluster.publish(ev); } : dispatch,

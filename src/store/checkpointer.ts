@@ -24,7 +24,10 @@ const BUSY_FRAMES = 256;
 const IDLE_AFTER_MS = 1_000;
 const IDLE_INTERVAL_MS = 1_000;
 
-export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; idleIntervalMs?: number; idleAfterMs?: number; onError?: (err: unknown) => void } = {}): Checkpointer {
+/** `workerFile`: a compiled checkpointWorker.js to run instead of this module's sibling (the tests
+ *  point it at their build: from the sources the thread first registers tsx's loader, ~5x the CPU
+ *  and ~7x the time to start, and a test run starts a gateway, so a thread, hundreds of times). */
+export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; idleIntervalMs?: number; idleAfterMs?: number; onError?: (err: unknown) => void; workerFile?: string } = {}): Checkpointer {
   const intervalMs = opts.intervalMs ?? 20;
   const data: CheckpointWorkerData = {
     file, intervalMs, busyIntervalMs: Math.max(intervalMs, opts.busyIntervalMs ?? 100), busyFrames: opts.busyFrames ?? BUSY_FRAMES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
@@ -33,7 +36,9 @@ export function startCheckpointer(file: string, opts: { intervalMs?: number; bus
   };
   // From the sources (tests, tsx) the thread registers tsx's loader, then imports the .ts entry
   // (a .ts file as a Worker's entry is not loaded through `--import tsx`).
-  const worker = fromSource
+  const worker = opts.workerFile !== undefined
+    ? new Worker(opts.workerFile, { workerData: data })
+    : fromSource
     ? new Worker(`import('tsx/esm/api').then((m) => m.register()).then(() => import(${JSON.stringify(pathToFileURL(workerFile).href)}))`, { eval: true, workerData: data })
     : new Worker(workerFile, { workerData: data });
   // The thread is a helper: it must not keep the process alive, and its death only costs the

@@ -10,7 +10,7 @@ import WebSocket from 'ws';
 import { ConfigError, parseConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/log.js';
-import { SHARD_WORKER, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { CHECKPOINT_WORKER, SHARD_WORKER, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { fingerprintOf, httpsJson, makeCerts, type TestCerts } from '../helpers/tls.js';
@@ -246,7 +246,7 @@ describe('bridge over TLS', () => {
 
   it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {
     const lines: string[] = [];
-    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bs.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER });
+    const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bs.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER, checkpointWorkerFile: CHECKPOINT_WORKER });
     await gw.close();
     expect(lines.some((l) => l.includes('bridge without TLS'))).toBe(true);
     await expect(startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:1', bridgeCaFile: certs.ca }), { log: createLogger('silent') }))
