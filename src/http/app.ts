@@ -118,6 +118,8 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
     const anyMethod = route.method === 'any';
     /** The route's label in /metrics: its template, never the raw URL (ids stay out of label values). */
     const label = `${route.method.toUpperCase()} ${route.path}`;
+    /** What readRequest would ask uWS for, known here for a route of one method (uWS matches get() to GET alone). */
+    const fixedMethod = anyMethod ? undefined : route.method === 'delete' ? 'DELETE' : route.method.toUpperCase();
     const handler = (res: HttpResponse, req: HttpRequest) => {
       const method = anyMethod ? req.getMethod() : '';
       // uWS gives an OPTIONS to an 'any' route before the preflight handler: answered the same way.
@@ -127,7 +129,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
       if (deps.cors) sink.cors = deps.cors.allows(req.getHeader('origin'));
       let info: RequestInfo;
       try {
-        info = readRequest(res, req, n, deps.address, route.trading === true);
+        info = readRequest(res, req, n, deps.address, route.trading === true, fixedMethod);
         assertOneContentLength(req, info.headers['content-length']);
       } catch (err) {
         // Thrown from a uWS callback it would end the process: answered here instead.

@@ -182,14 +182,29 @@ class Request implements RequestInfo {
  * bytes >= 0x80 of a value as if they were blanks, a signed-char comparison, so
  * `Idempotency-Key: é` reads as ''.) The JS fallback, without forEach, cannot tell.
  */
-function headerValues(req: HttpRequest, name: string): string[] {
-  const out: string[] = [];
-  if (typeof req.forEach === 'function') {
-    req.forEach((k, v) => {
-      if (k === name) out.push(v);
-    });
-  }
+function headerValues(req: HttpRequest, name: string): readonly string[] {
+  if (typeof req.forEach !== 'function') return NO_VALUES;
+  wantedHeader = name;
+  foundValues = undefined;
+  req.forEach(collectHeader);
+  const out = foundValues ?? NO_VALUES;
+  foundValues = undefined;
   return out;
+}
+// One callback for every request (forEach runs synchronously): no closure or array per request
+// unless the header came.
+const NO_VALUES: readonly string[] = Object.freeze([]);
+const NO_PARAMS = Object.freeze([]) as unknown as string[];
+let wantedHeader = '';
+let foundValues: string[] | undefined;
+function collectHeader(k: string, v: string): void {
+  if (k === wantedHeader) (foundValues ??= []).push(v);
+}
+
+/** Whether every value equals the first (a header given twice the same way is given once). */
+function allSame(values: readonly string[]): boolean {
+  for (let i = 1; i < values.length; i++) if (values[i] !== values[0]) return false;
+  return true;
 }
 
 /**
@@ -203,12 +218,13 @@ function headerValues(req: HttpRequest, name: string): string[] {
 export function assertOneContentLength(req: HttpRequest, first: string | undefined): void {
   if (first === undefined) return;
   const lengths = headerValues(req, 'content-length');
-  if (lengths.some((v) => v !== first)) {
+  if (lengths.length > 0 && (lengths[0] !== first || !allSame(lengths))) {
     throw closing(apiError('BAD_REQUEST', `two different Content-Length headers (${lengths.join(', ')}): the request cannot be framed`));
   }
 }
 
-export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, address: ClientAddress, trading = false): RequestInfo {
+/** `method`: the request's method in capitals when the route answers one method only (saves asking uWS). */
+export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: number, address: ClientAddress, trading = false, method?: string): RequestInfo {
   const headers: Record<string, string> = {};
   for (const name of HEADER_NAMES) {
     const v = req.getHeader(name);
@@ -216,11 +232,15 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
   }
   if (trading) {
     const keys = headerValues(req, 'idempotency-key');
-    if (keys.some((k) => k !== keys[0])) throw apiError('BAD_REQUEST', "header 'Idempotency-Key' given more than once with different values");
+    if (!allSame(keys)) throw apiError('BAD_REQUEST', "header 'Idempotency-Key' given more than once with different values");
     if (keys.length > 0 && headers['idempotency-key'] === undefined) headers['idempotency-key'] = '';
   }
-  const params: string[] = [];
-  for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i)));
+  // Most routes have no path parameter: they share one empty (frozen) list.
+  let params = NO_PARAMS;
+  if (paramCount > 0) {
+    params = [];
+    for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i)));
+  }
   const rawQuery = queryOf(req);
   // Read only when trusted: an untrusted x-forwarded-for is never looked at. The right-most entry
   // is the address our proxy saw and appended; entries left of it came from the client and could
@@ -233,5 +253,5 @@ export function readRequest(res: HttpResponse, req: HttpRequest, paramCount: num
     const relayed = req.getHeader(RELAY_HEADER);
     if (relayed !== '') peer = address.relayedPeer(relayed, () => remoteAddress(res));
   }
-  return new Request(res, req.getMethod().toUpperCase(), req.getUrl(), rawQuery, headers, params, forwarded || peer);
+  return new Request(res, method ?? req.getMethod().toUpperCase(), req.getUrl(), rawQuery, headers, params, forwarded || peer);
 }

@@ -32,6 +32,22 @@ function writeCorsHeaders(res: HttpResponse, origin: string): void {
   res.writeHeader('vary', 'origin');
 }
 
+/**
+ * What send() hands to the cork callback: cork runs it synchronously, so one module-level function
+ * and one reused record serve every response (a closure per response was ~100 bytes of garbage).
+ */
+let corked: ResponseSink | undefined;
+const corkedReply = { status: 200, body: '', headers: undefined as Record<string, string> | undefined, contentType: '', close: false };
+function writeCorked(): void {
+  const sink = corked!;
+  const r = corkedReply;
+  const { status, body, headers, contentType, close } = r;
+  corked = undefined;
+  r.body = '';
+  r.headers = undefined;
+  sink.writeInCork(status, body, headers, contentType, close);
+}
+
 export class ResponseSink {
   aborted = false;
   done = false;
@@ -100,23 +116,32 @@ export class ResponseSink {
     this.done = true;
     // Before the end: uWS forbids touching a response once it ended.
     if (this.paused) this.res.resume();
-    this.res.cork(() => {
-      // uWS answers 200 OK when no status is written.
-      if (status !== 200) this.res.writeStatus(statusLine(status));
-      this.res.writeHeader('content-type', contentType);
-      if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
-      if (this.cors !== undefined) writeCorsHeaders(this.res, this.cors);
-      if (this.requestId !== undefined) this.res.writeHeader('x-request-id', this.requestId);
-      if (this.node !== undefined) this.res.writeHeader('x-tagw-node', this.node);
-      if (this.head) {
-        // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
-        // response unfinished. (No HEAD reaches a route that closes the connection.)
-        this.res.writeHeader('content-length', String(Buffer.byteLength(body)));
-        this.res.endWithoutBody();
-      } else {
-        this.res.end(body, close);
-      }
-    });
+    corked = this;
+    corkedReply.status = status;
+    corkedReply.body = body;
+    corkedReply.headers = headers;
+    corkedReply.contentType = contentType;
+    corkedReply.close = close;
+    this.res.cork(writeCorked);
+  }
+
+  /** Status, headers and body: only inside the cork that send() opened (see writeCorked). */
+  writeInCork(status: number, body: string, headers: Record<string, string> | undefined, contentType: string, close: boolean): void {
+    // uWS answers 200 OK when no status is written.
+    if (status !== 200) this.res.writeStatus(statusLine(status));
+    this.res.writeHeader('content-type', contentType);
+    if (headers) for (const k in headers) this.res.writeHeader(k, headers[k]!);
+    if (this.cors !== undefined) writeCorsHeaders(this.res, this.cors);
+    if (this.requestId !== undefined) this.res.writeHeader('x-request-id', this.requestId);
+    if (this.node !== undefined) this.res.writeHeader('x-tagw-node', this.node);
+    if (this.head) {
+      // The length is written by hand: this uWS build's endWithoutBody(length) leaves the
+      // response unfinished. (No HEAD reaches a route that closes the connection.)
+      this.res.writeHeader('content-length', String(Buffer.byteLength(body)));
+      this.res.endWithoutBody();
+    } else {
+      this.res.end(body, close);
+    }
   }
 
   /**

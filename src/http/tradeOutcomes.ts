@@ -5,18 +5,22 @@ import { ApiError } from '../errors.js';
 export type TradeOutcome = 'sent' | 'rejected' | 'replayed' | 'conflicted' | 'failed';
 
 export class TradeOutcomes {
-  private readonly counts = new Map<string, number>();
+  /** op -> outcome -> count: no key string built per order. */
+  private readonly counts = new Map<string, Map<TradeOutcome, number>>();
 
   /** One trade request's answer: its status and whether it was a replay, or the error it threw. */
   note(op: string, answer: { status: number; replay?: boolean } | { error: unknown }): void {
     const outcome = outcomeOf(answer);
-    const key = `${op}\u0000${outcome}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    let byOutcome = this.counts.get(op);
+    if (!byOutcome) this.counts.set(op, (byOutcome = new Map()));
+    byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
   }
 
   /** [[op, outcome], count] for every pair seen. */
   series(): Array<[string[], number]> {
-    return [...this.counts].map(([k, n]) => [k.split('\u0000'), n]);
+    const out: Array<[string[], number]> = [];
+    for (const [op, byOutcome] of this.counts) for (const [outcome, n] of byOutcome) out.push([[op, outcome], n]);
+    return out;
   }
 }
 

@@ -59,3 +59,29 @@ describe('ShardSet: calls to a shard', () => {
     expect(order).toEqual(['request 0', 'request 1', 'request 2', 'request 3', 'request 4', 'other immediate']);
   });
 });
+
+describe('ShardSet: call deadlines', () => {
+  it('a call the shard never answers is refused 503 at its own deadline, whatever other calls do meanwhile', async () => {
+    const set = new ShardSet({ shards: 1, dataDir: '/nonexistent', settings: shardSettings({}), log: createLogger('silent'), workerFile, callTimeoutMs: 200 });
+    sets.push(set);
+    await set.start();
+    const t0 = performance.now();
+    const first = set.callShard(0, 'seat.get', { seatId: 'hold' }).then(() => 'answered', (e: Error) => ({ e, at: performance.now() - t0 }));
+    await new Promise((r) => setTimeout(r, 100));
+    const t1 = performance.now();
+    const second = set.callShard(0, 'seat.get', { seatId: 'hold' }).then(() => 'answered', (e: Error) => ({ e, at: performance.now() - t1 }));
+    // A call answered in between moves neither deadline.
+    expect(await batchOf(set.callShard(0, 'shard.ping', {}))).toBeGreaterThan(0);
+    const [a, b] = await Promise.all([first, second]);
+    for (const r of [a, b]) {
+      if (typeof r === 'string') throw new Error('a held call was answered');
+      expect(r.e.message).toMatch(/did not answer seat\.get in time/);
+      expect((r.e as unknown as { status: number }).status).toBe(503);
+      expect(r.at).toBeGreaterThanOrEqual(199);
+    }
+    // The first expired before the second was due: each at its own deadline, not one shared.
+    expect((a as { at: number }).at).toBeLessThan(100 + (b as { at: number }).at);
+    // The shard is still served after the expiries.
+    expect(await batchOf(set.callShard(0, 'shard.ping', {}))).toBe(1);
+  });
+});

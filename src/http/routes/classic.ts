@@ -11,6 +11,8 @@ import type { Services } from '../../services.js';
 import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import type { ArgsOf } from '../../runtime/protocol.js';
+import type { CallOptions } from '../../runtime/shardSet.js';
 import { AccountAccess } from './classicAccess.js';
 import { CLASSIC_RESPONSES } from './classicResponses.js';
 
@@ -158,6 +160,10 @@ const tradeFields: Record<TradeOp, z.ZodRawShape> = TRADE_FIELDS;
 
 /** Query parameters that address the call rather than describe the trade (`stoplimit` is folded into stopLimitPrice). */
 const NOT_TRADE_ARGS = new Set(['id', 'accountId', 'clientOrderId', 'stoplimit']);
+type TradeCall = ArgsOf<'account.trade'>;
+/** A trade is never re-sent after a shard restart (its outcome is the record's to tell). */
+const NO_RETRY: CallOptions = { retryOnRestart: false };
+const REPLAY_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'idempotent-replay': 'true' });
 
 /** A trade operation's query schema: strict, with its aliases. */
 export const tradeQuery = (op: TradeOp) => withAliases({ ...idFields, ...tradeFields[op] }, true);
@@ -276,14 +282,20 @@ export function classicRoutes(s: Services): AnyRoute[] {
         const args: Record<string, unknown> = {};
         for (const k in query) if (!NOT_TRADE_ARGS.has(k)) args[k] = query[k];
         if (query.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = query.stoplimit;
-        const r = await s.shards.call(row.id, 'account.trade', {
-          accountId: row.id, op, args, ...(clientOrderId !== undefined ? { clientOrderId } : {}),
-        }, { retryOnRestart: false }).catch((error: unknown) => {
+        // Literals, not `{ ...x }` (V8's slow path), and a try rather than .catch (a promise and a closure less per order).
+        const call: TradeCall = { accountId: row.id, op, args };
+        if (clientOrderId !== undefined) call.clientOrderId = clientOrderId;
+        let r;
+        try {
+          r = await s.shards.call(row.id, 'account.trade', call, NO_RETRY);
+        } catch (error) {
           s.tradeOutcomes?.note(op, { error });
           throw error;
-        });
+        }
         s.tradeOutcomes?.note(op, r);
-        return { status: r.status, body: null, raw: r.json, contentType: 'application/json', ...(r.replay ? { headers: { 'idempotent-replay': 'true' } } : {}) };
+        return r.replay
+          ? { status: r.status, body: null, raw: r.json, contentType: 'application/json', headers: REPLAY_HEADERS }
+          : { status: r.status, body: null, raw: r.json, contentType: 'application/json' };
       },
     }));
   }
