@@ -61,12 +61,15 @@ export class IdempotencyStore {
    * an insert of 'sent' and an update of it. A claim that collides with a record is found here,
    * after `f`, and throws (the caller checked before claiming: it means the transaction must not commit).
    */
-  writeOnce(f: () => void): void {
+  writeOnce(f: () => void): void;
+  /** `f(arg)`: a function made once, not a closure per claim. */
+  writeOnce<A>(f: (arg: A) => void, arg: A): void;
+  writeOnce<A>(f: (arg?: A) => void, arg?: A): void {
     // One list for every call (emptied after), not a new one an order: writeOnce is not re-entered.
     const held = (this.held = this.heldRows);
     try {
       try {
-        f();
+        f(arg);
       } finally {
         this.held = null;
       }

@@ -85,6 +85,27 @@ export class JsonText {
     return this.raw(Number.isFinite(x) ? String(x) : 'null');
   }
 
+  /** A plain object of such values as JSON.stringify writes it: its own enumerable keys in their
+   *  order, undefined values left out; any other object, key or value sets `failed`. */
+  obj(o: object): this {
+    if (Object.getPrototypeOf(o) !== Object.prototype) {
+      this.failed = true;
+      return this;
+    }
+    const r = o as Record<string, unknown>;
+    let first = true;
+    this.raw('{');
+    // for-in over a plain object lists its own enumerable string keys, in JSON.stringify's order.
+    for (const k in r) {
+      const v = r[k];
+      if (v === undefined) continue;
+      if (!first) this.raw(',');
+      this.str(k).raw(':').value(v);
+      first = false;
+    }
+    return this.raw('}');
+  }
+
   /** `new Date(ms).toISOString()` quoted, for whole ms from 1970 to 9999 (no Date, no string made);
    *  false, with nothing written, for any other instant. */
   isoTime(ms: number): boolean {

@@ -59,6 +59,21 @@ describe('JsonText', () => {
     }), { numRuns: 5000 });
   });
 
+  it('writes a plain object of primitive values as JSON.stringify does, or fails', () => {
+    const v = fc.oneof(fc.double(), fc.integer(), fc.string({ maxLength: 4 }), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.constant({}), fc.constant(() => 1));
+    const key = fc.oneof(fc.constantFrom('ticket', 'symbol', 'swapPaid', '0', '12', 'a"b', 'é', 'toJSON', '__proto__'), fc.string({ maxLength: 4 }));
+    fc.assert(fc.property(fc.array(fc.tuple(key, v), { maxLength: 8 }), fc.boolean(), (entries, nullProto) => {
+      const o: Record<string, unknown> = nullProto ? Object.create(null) : {};
+      for (const [k, x] of entries) Object.defineProperty(o, k, { value: x, enumerable: true, writable: true, configurable: true });
+      const expected = JSON.stringify(o);
+      w.begin().obj(o);
+      if (!w.failed) expect(w.text()).toBe(expected);
+      const plainKeys = Object.keys(o).filter((k) => o[k] !== undefined).every((k) => /^[\x20-\x7e]*$/.test(k) && !/["\\]/.test(k));
+      const plainValues = Object.values(o).every((x) => x === undefined || x === null || typeof x === 'number' || typeof x === 'boolean' || (typeof x === 'string' && /^[\x20-\x7e]*$/.test(x) && !/["\\]/.test(x)));
+      expect(w.failed).toBe(nullProto || !plainKeys || !plainValues);
+    }), { numRuns: 3000 });
+  });
+
   it('grows its buffer for a long text', () => {
     const s = 'x'.repeat(5000);
     expect(w.begin().raw('[').str(s).raw(',').num(12345).raw(']').text()).toBe(JSON.stringify([s, 12345]));

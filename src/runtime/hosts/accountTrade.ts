@@ -3,7 +3,7 @@
 // the id" happens with no await in between and needs no lock: two concurrent requests with the
 // same id find each other here, and the second one waits for the first one's result.
 import { createActor, type Actor } from 'xstate';
-import { idempotencyMachine, NotSentError, type IdempotencyContext, type IdempotencyEvent, type StoredResult } from '../../../actors/idempotency.js';
+import { idempotencyMachine, NotSentError, type IdempotencyContext, type StoredResult } from '../../../actors/idempotency.js';
 import { FreshRecord, type FreshRecordActions } from '../../../actors/idempotencyFresh.js';
 import type { BrokerConnection } from '../../broker/types.js';
 import type { RequestLookup, TradeResult } from '../../market/orders.js';
@@ -16,14 +16,13 @@ import type { TradeOp } from '../../market/orderSchemas.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
 import { brokerFailure } from '../brokerFailures.js';
-import { answer, assertClientOrderId, brokerRequestId, execute, lostError, notSentError, paramsHash, prepare, type Prepared } from './tradeRequest.js';
+import { answer, assertClientOrderId, brokerRequestId, execute, lostError, notSentError, paramsHash, prepare, sendFailed, type Prepared } from './tradeRequest.js';
+import { HeldOutcome, RecordClaim, RecordExistsError, stoppedError, type IdemActor, type Outcome } from './recordClaim.js';
 
 export { answer, brokerRequestId, CLIENT_ORDER_ID, paramsHash, prepare } from './tradeRequest.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
-/** A record's machine: an xstate actor, or for a fresh claim its plain twin (actors/idempotencyFresh.ts). */
-type IdemActor = Actor<typeof idempotencyMachine> | FreshRecord;
 type IdemSnapshot = ReturnType<Actor<typeof idempotencyMachine>['getSnapshot']> | FreshRecord;
 
 /**
@@ -42,29 +41,10 @@ export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: b
 /** A stored answer as the reply (written out: `{ ...result, replay }` takes V8's slow path on Node 20). */
 const tradeReply = (r: StoredResult, replay: boolean): TradeReply => ({ status: r.status, json: r.json, replay });
 
-/** A durable record exists for the id: settled records live on disk only, not in memory. */
-class RecordExistsError extends Error {}
-
 /** An atomic send whose claim never happened (`cause`): nothing was recorded or executed. */
 class UnclaimedError extends Error {
   constructor(override readonly cause: unknown) {
     super('idempotency claim not made');
-  }
-}
-
-/** An outcome given (or a failure) on this thread before it is taken: the first one counts. */
-class HeldOutcome {
-  private ev: Outcome | undefined;
-  private err: Error | undefined;
-  resolve(ev: Outcome): void {
-    if (!this.err) this.ev ??= ev;
-  }
-  reject(err: Error): void {
-    if (!this.ev) this.err ??= err;
-  }
-  take(): Outcome {
-    if (this.ev) return this.ev;
-    throw this.err ?? new Error('idempotency outcome taken before it was given');
   }
 }
 
@@ -85,15 +65,6 @@ interface Rec {
   /** Other requests with the same id, until the actor has taken the outcome. */
   waiters?: { resolve(): void; reject(err: Error): void }[];
 }
-
-type Outcome = Exclude<IdempotencyEvent, { type: 'send' }>;
-
-/** The record stopped before it settled: its shard stopped, or (cluster mode) the account moved to
- *  another node while the request was in flight. The id stays claimed, on disk or in the cluster's
- *  ledger, so a retry with it is safe wherever it lands: 503, retry. */
-const stoppedError = () => apiError('SERVICE_UNAVAILABLE', 'the account stopped here (the gateway is stopping, or the account moved to another node) while this request was in flight; retry with the same clientOrderId: it is answered once, wherever it lands', {
-  headers: { 'retry-after': '1' },
-});
 
 /**
  * The records of a shard's accounts. Only records with work to do are actors in memory: a claim
@@ -413,32 +384,21 @@ export class TradeDesk {
   private async sendAtomically(rec: Rec, prep: Prepared, lease: Lease, requestId: string): Promise<Outcome> {
     const c = rec.actor.getSnapshot().context;
     rec.busy = true;
-    let checked = false;
-    const claim = {
-      // A row (settled, let go from memory) refuses the claim before anything executes.
-      check: () => {
-        if (this.store.exists(c.accountId, c.clientOrderId)) throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
-        checked = true;
-      },
-      // The booking's result is known before its commit: the record takes it in the same
-      // transaction (sent, then result), written once as it ends, so nothing is left after the reply.
-      write: (booked: TradeResult | undefined) => this.store.writeOnce(() => {
-        rec.actor.send({ type: 'send' });
-        const s = rec.actor.getSnapshot();
-        if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
-        if (booked !== undefined) {
-          rec.actor.send({ type: 'done', result: answer(booked) });
-          const r = rec.actor.getSnapshot();
-          if (r.status !== 'active' || !r.matches('result')) throw r.status === 'error' ? r.error : stoppedError();
-        }
-      }),
-    };
+    const claim = new RecordClaim(this.store, rec.actor, c);
     // Settled by `outcome` below, or by halt() while the booking is awaited: both run on this
     // thread before this function goes on, so a held value serves where a promise cost ~0.4 KB.
     const held = new HeldOutcome();
     rec.reply = held;
     try {
-      const result = await execute(prep, lease, requestId, claim);
+      // execute(), written out: one async function and await less an order.
+      let result: TradeResult;
+      try {
+        result = await prep.run(lease.conn, { requestId, claim });
+      } catch (err) {
+        result = await sendFailed(err, lease, requestId);
+      } finally {
+        lease.release();
+      }
       const s = rec.actor.getSnapshot();
       if (s.matches('result')) {
         // Settled in the booking's transaction: answered now, with the stored bytes.
@@ -449,7 +409,7 @@ export class TradeDesk {
       }
       this.outcome(rec, { type: 'done', result: answer(result) });
     } catch (err) {
-      if (!checked) {
+      if (!claim.checked) {
         rec.reply = undefined;
         throw new UnclaimedError(err);
       }

@@ -46,8 +46,15 @@ export function prepare<O extends TradeOp>(op: O, a: Record<string, unknown>, en
   if ('type' in req && isStopLimitType(req.type) && !dialectOf(entry.platform).stopLimitOrders) {
     throw apiError('BAD_REQUEST', `${req.type} orders do not exist on ${entry.platform} (no stop-limit orders)`);
   }
-  const run = RUN[op] as Run<O>;
-  return { canonical: req, run: (c, o) => run(c, req, o) };
+  return new PreparedTrade(op, req);
+}
+
+/** One object per request (not a literal with a closure over the request and its runner). */
+class PreparedTrade<O extends TradeOp> implements Prepared {
+  constructor(private readonly op: O, readonly canonical: z.output<(typeof TRADE_SCHEMAS)[O]>) {}
+  run(conn: BrokerConnection, opts: TradeOptions): Promise<TradeResult> {
+    return (RUN[this.op] as Run<O>)(conn, this.canonical, opts);
+  }
 }
 
 export function paramsHash(op: TradeOp, canonical: unknown): string {
@@ -89,15 +96,21 @@ export async function execute(prep: Prepared, lease: Lease, requestId: string, c
   try {
     return await prep.run(lease.conn, claim ? { requestId, claim } : { requestId });
   } catch (err) {
-    if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
-    if (err instanceof BrokerTimeoutError) {
-      const found = await lease.conn.lookupRequest(requestId).catch(() => null);
-      if (found) return found.result;
-    }
-    throw err;
+    return await sendFailed(err, lease, requestId);
   } finally {
     lease.release();
   }
+}
+
+/** What `execute` makes of a failed send (the lease still held): not sent (NotSentError), the
+ *  result the broker looked up after a lost reply, or the failure itself (thrown). */
+export async function sendFailed(err: unknown, lease: Lease, requestId: string): Promise<TradeResult> {
+  if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
+  if (err instanceof BrokerTimeoutError) {
+    const found = await lease.conn.lookupRequest(requestId).catch(() => null);
+    if (found) return found.result;
+  }
+  throw err;
 }
 
 
