@@ -232,6 +232,11 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       throw apiError('BAD_REQUEST', `server ${a.server} is a ${platform} server, not ${a.platform}`);
     }
     row.platform = platform;
+    // The probe took a round trip to the broker: in cluster mode the account may have left this
+    // node meanwhile (nothing to bind here: the caller retries on its owner), or left and come back,
+    // started again from its binding before: the bind is for the entry that runs it now.
+    assertOwned(a.accountId);
+    existing = entries.get(a.accountId);
     store.upsert(row);
     if (existing) {
       await existing.replace({ credentials, build: row.build });
