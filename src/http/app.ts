@@ -12,7 +12,7 @@ import type { NewAuditRow } from '../store/audit.js';
 import { admit, noteRefusal } from './admission.js';
 import type { ClientAddress } from './clientAddress.js';
 import { CorsPolicy } from './cors.js';
-import type { Family, Metrics } from './metrics.js';
+import type { Metrics } from './metrics.js';
 import { assertOneContentLength, readRequest, type RequestInfo } from './request.js';
 import { QueryMemo } from './queryMemo.js';
 import { type BodyLimits, readBody } from './body.js';
@@ -137,7 +137,7 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
         sendError(sink, e, closesConnection(e));
         return;
       }
-      void serve(route, info, sink, deps, memo, label);
+      serve(route, info, sink, deps, memo, label);
     };
     switch (route.method) {
       case 'get': app.get(route.path, handler); break;
@@ -264,19 +264,24 @@ export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, mem
  * connection is gone by then, rather than executed with nobody left to tell. (A microtask is too
  * early: uWS.js drains them after each callback, before it parses the next request.)
  */
-export const afterThisRead = () =>
-  new Promise<void>((resolve) => {
-    // One immediate for every request of the read (uWS parses them all in one poll phase): they
-    // resume together, so the shard calls they make leave in one message (shardSet.ts queueFlush),
-    // not the first alone and the rest a loop turn later.
-    if (readWaiters.length === 0) setImmediate(releaseRead);
-    readWaiters.push(resolve);
-  });
-let readWaiters: Array<() => void> = [];
+export const afterThisRead = () => new Promise<void>((resolve) => waitForRead(resolve));
+/** What waits for the end of the read: a request (resumed by a method call, no promise) or a callback. */
+type ReadWaiter = Exchange | (() => void);
+let readWaiters: ReadWaiter[] = [];
+function waitForRead(w: ReadWaiter): void {
+  // One immediate for every request of the read (uWS parses them all in one poll phase): they
+  // resume together, so the shard calls they make leave in one message (shardSet.ts queueFlush),
+  // not the first alone and the rest a loop turn later.
+  if (readWaiters.length === 0) setImmediate(releaseRead);
+  readWaiters.push(w);
+}
 function releaseRead(): void {
   const waiters = readWaiters;
   readWaiters = [];
-  for (const f of waiters) f();
+  for (const w of waiters) {
+    if (typeof w === 'function') w();
+    else w.afterRead();
+  }
 }
 
 /** What changes something (trading calls, orders, GETs marked so, every method but GET and HEAD) runs only on a connection that survived its read. */
@@ -286,27 +291,62 @@ const changesState = (route: AnyRoute, req: RequestInfo) =>
 /** nginx's "client closed request": the connection was gone before the request ran, so it never did. */
 const CLIENT_CLOSED = 499;
 
-async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined, label: string): Promise<void> {
-  const family: Family = route.family;
-  sink.requestId = requestIdOf(req.headers['x-request-id']);
-  deps.inflight.count++;
-  let status = 500;
-  try {
-    // Register onData synchronously (uWS requires it before returning from the handler).
-    const bodyPromise = route.body ? readBody(sink, req.headers['content-length'], deps.body) : undefined;
-    // Handled now: when a check below fails first (auth, throttle, draining), nothing awaits the
-    // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
-    // the process. Awaited further down, it still throws there.
-    bodyPromise?.catch(() => undefined);
-    const principal = admit(deps, req, route.auth, req.headers, req.path.startsWith('/v1/'));
-    // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
-    if (route.trading && principal) assertCanTrade(principal);
-    if (principal?.kind === 'api' && deps.limits) {
-      const limited = deps.limits.check(principal.keyId, route.trading === true || route.orders === true);
-      if (limited) throw limited;
+type ReplyOf = Awaited<ReturnType<AnyRoute['handler']>>;
+
+function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps: HttpDeps, memo: QueryMemo | undefined, label: string): void {
+  new Exchange(route, req, sink, deps, memo, label).start();
+}
+
+/**
+ * One request through its route: the checks (draining, throttle, key, rate limits), the body and
+ * the query, the handler, the reply or the error's JSON, then the request's metrics and log line.
+ * A chain of methods rather than one async function: an async function's frame (every local of
+ * the whole path) and the promise per await were the largest part of a request's garbage; here
+ * only the steps that wait (a body, the handler's promise, an audit) await, in small frames, and
+ * the wait for the end of the read is a method call.
+ */
+class Exchange {
+  private status = 500;
+  private principal: Principal | undefined = undefined;
+  private audit: RequestAudit | undefined = undefined;
+  private query: unknown = undefined;
+  private body: unknown = undefined;
+
+  constructor(
+    private readonly route: AnyRoute, private readonly req: RequestInfo, private readonly sink: ResponseSink,
+    private readonly deps: HttpDeps, private readonly memo: QueryMemo | undefined, private readonly label: string,
+  ) {}
+
+  start(): void {
+    const { route, req, sink, deps } = this;
+    sink.requestId = requestIdOf(req.headers['x-request-id']);
+    deps.inflight.count++;
+    let bodyPromise: Promise<Buffer> | undefined;
+    try {
+      // Register onData synchronously (uWS requires it before returning from the handler).
+      bodyPromise = route.body ? readBody(sink, req.headers['content-length'], deps.body) : undefined;
+      // Handled now: when a check below fails first (auth, throttle, draining), nothing awaits the
+      // body, and its rejection (e.g. too large) must not become an unhandled rejection that ends
+      // the process. Awaited further down, it still throws there.
+      bodyPromise?.catch(() => undefined);
+      const principal = admit(deps, req, route.auth, req.headers, req.path.startsWith('/v1/'));
+      this.principal = principal;
+      // SPEC §5.5: every trading call answers 403 to a read-only key, whatever its parameters.
+      if (route.trading && principal) assertCanTrade(principal);
+      if (principal?.kind === 'api' && deps.limits) {
+        const limited = deps.limits.check(principal.keyId, route.trading === true || route.orders === true);
+        if (limited) throw limited;
+      }
+    } catch (err) {
+      this.fail(err);
+      return;
     }
-    let body: unknown = undefined;
-    if (route.body && bodyPromise) {
+    if (bodyPromise) void this.withBody(bodyPromise);
+    else this.validate();
+  }
+
+  private async withBody(bodyPromise: Promise<Buffer>): Promise<void> {
+    try {
       const raw = await bodyPromise;
       let json: unknown = {};
       if (raw.length > 0) {
@@ -316,46 +356,122 @@ async function serve(route: AnyRoute, req: RequestInfo, sink: ResponseSink, deps
           throw apiError('INVALID_JSON', 'request body is not valid JSON');
         }
       }
-      const r = route.body.safeParse(json);
+      const r = this.route.body!.safeParse(json);
       if (!r.success) throw apiError('BAD_REQUEST', formatZodError('body', r.error));
-      body = r.data;
+      this.body = r.data;
+    } catch (err) {
+      this.fail(err);
+      return;
     }
-    const query = validatedQuery(req, memo);
-    if (changesState(route, req)) {
-      sink.deferred(); // still inside uWS's handler (or in readBody's onData): onAborted may be registered
-      await afterThisRead();
-      if (!sink.open) {
-        status = CLIENT_CLOSED;
+    this.validate();
+  }
+
+  private validate(): void {
+    try {
+      this.query = validatedQuery(this.req, this.memo);
+      if (changesState(this.route, this.req)) {
+        this.sink.deferred(); // still inside uWS's handler (or in readBody's onData): onAborted may be registered
+        waitForRead(this);
         return;
       }
+    } catch (err) {
+      this.fail(err);
+      return;
     }
-    const audit = route.audit && principal && deps.audit ? new RequestAudit(deps.audit, principal, route.audit) : undefined;
-    const out = route.handler({ req, query, body, principal, params: req.params, audit });
+    this.handle();
+  }
+
+  /** The read this request came in was parsed (see afterThisRead). */
+  afterRead(): void {
+    if (!this.sink.open) {
+      this.status = CLIENT_CLOSED;
+      this.finish();
+      return;
+    }
+    this.handle();
+  }
+
+  private handle(): void {
+    const { route, req, principal, deps } = this;
+    let out;
+    try {
+      const audit = route.audit && principal && deps.audit ? new RequestAudit(deps.audit, principal, route.audit) : undefined;
+      this.audit = audit;
+      out = route.handler({ req, query: this.query, body: this.body, principal, params: req.params, audit });
+      if (out instanceof Promise) this.sink.deferred(); // inside uWS's handler unless deferred above: the last moment onAborted may be registered
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    if (out instanceof Promise) void this.awaitReply(out);
+    else this.reply(out);
+  }
+
+  private async awaitReply(out: Promise<ReplyOf>): Promise<void> {
     let reply;
-    if (out instanceof Promise) {
-      sink.deferred(); // inside uWS's handler unless deferred above: the last moment onAborted may be registered
+    try {
       reply = await out;
-    } else {
-      reply = out;
+    } catch (err) {
+      this.fail(err);
+      return;
     }
-    status = reply.status ?? 200;
-    if (audit) await audit.after(req.params[0] ?? idOf(reply.body));
-    if (reply.raw !== undefined) sink.send(status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
-    else sink.json(status, reply.body, reply.headers);
-  } catch (err) {
-    const e = toApiError(err);
-    status = e.status;
-    if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
-      deps.log.error('request failed', { route: route.path, code: e.code, requestId: sink.requestId, err: e.cause ?? e });
+    this.reply(reply);
+  }
+
+  private reply(reply: ReplyOf): void {
+    if (reply == null) {
+      this.fail(new Error(`${this.route.path}: the handler gave no reply`));
+      return;
     }
-    if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
-    noteRefusal(deps, req, e);
-    sendError(sink, e, closesConnection(e));
-  } finally {
+    this.status = reply.status ?? 200;
+    if (this.audit) void this.audited(this.audit, reply);
+    else this.send(reply);
+  }
+
+  private async audited(audit: RequestAudit, reply: ReplyOf): Promise<void> {
+    try {
+      await audit.after(this.req.params[0] ?? idOf(reply.body));
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    this.send(reply);
+  }
+
+  private send(reply: ReplyOf): void {
+    try {
+      if (reply.raw !== undefined) this.sink.send(this.status, reply.raw, reply.headers, reply.contentType ?? 'text/plain');
+      else this.sink.json(this.status, reply.body, reply.headers);
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    this.finish();
+  }
+
+  /** Any error on the way: mapped to its status and JSON in one place (src/errors.ts). */
+  private fail(err: unknown): void {
+    const { route, sink, deps } = this;
+    try {
+      const e = toApiError(err);
+      this.status = e.status;
+      if (e.code === 'INTERNAL_ERROR' || e.code === 'TERMINAL_ERROR') {
+        deps.log.error('request failed', { route: route.path, code: e.code, requestId: sink.requestId, err: e.cause ?? e });
+      }
+      if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
+      noteRefusal(deps, this.req, e);
+      sendError(sink, e, closesConnection(e));
+    } finally {
+      this.finish();
+    }
+  }
+
+  private finish(): void {
+    const { req, sink, deps } = this;
     deps.inflight.count--;
     const seconds = (performance.now() - req.receivedAt) / 1000;
-    deps.metrics.observe(family, status, seconds, label);
+    deps.metrics.observe(this.route.family, this.status, seconds, this.label);
     // Path only: query strings can carry keys (apiKey=) and are never logged.
-    if (deps.debugLog) deps.log.debug('request', { method: req.method, path: req.path, status, ms: Math.round(seconds * 1e6) / 1e3, requestId: sink.requestId });
+    if (deps.debugLog) deps.log.debug('request', { method: req.method, path: req.path, status: this.status, ms: Math.round(seconds * 1e6) / 1e3, requestId: sink.requestId });
   }
 }
