@@ -40,6 +40,9 @@ export function migrateSimStore(db: Database.Database): void {
   migrateDirtyMarks(db);
 }
 
+/** A claim of bookAtomically, as its commit writes it. */
+type WrittenClaim = { write(booked: unknown): void };
+
 /** Request ids are deduplicated for a day. */
 const REQUEST_TTL_MS = 86_400_000;
 
@@ -72,7 +75,9 @@ export class SqliteSimStore implements SimPersistence {
   private readonly commitTx: Database.Transaction<() => void>;
   /** Claims of atomic bookings not committed yet: every commit of the queue takes them along, so a
    *  booking's journal rows are never durable without its claim. */
-  private claims: Array<() => void> = [];
+  private claims: WrittenClaim[] = [];
+  /** What each claim's booking returned (undefined: it threw), at the claim's index. */
+  private claimsBooked: unknown[] = [];
   /** Inside bookAtomically: changes wait for its commit, not for a scheduled one. */
   private booking = false;
   private readonly commitGroup: CommitGroup | undefined;
@@ -124,8 +129,10 @@ export class SqliteSimStore implements SimPersistence {
     };
     this.commitTx = db.transaction(() => {
       const claims = this.claims;
+      const booked = this.claimsBooked;
       this.claims = [];
-      for (const write of claims) write();
+      this.claimsBooked = [];
+      for (let i = 0; i < claims.length; i++) claims[i]!.write(booked[i]);
       insertQueued();
     });
     const checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
@@ -276,21 +283,24 @@ export class SqliteSimStore implements SimPersistence {
 
   bookAtomically<T>(claim: { check(): void; write(booked: T | undefined): void }, book: () => T): Promise<T> {
     claim.check();
-    let out: { ok: true; value: T } | { ok: false; err: unknown };
+    let booked: T | undefined;
+    let failed: { err: unknown } | undefined;
     this.booking = true;
     try {
-      out = { ok: true, value: book() };
+      booked = book();
     } catch (err) {
-      out = { ok: false, err };
+      failed = { err };
     } finally {
       this.booking = false;
     }
-    const booked = out.ok ? out.value : undefined;
-    this.claims.push(() => claim.write(booked));
-    const settle = (): T => {
-      if (!out.ok) throw out.err;
-      return out.value;
-    };
+    // The claim and what it booked, side by side: no closure per booking.
+    this.claims.push(claim as WrittenClaim);
+    this.claimsBooked.push(booked);
+    const settle = failed
+      ? () => {
+          throw failed.err;
+        }
+      : () => booked as T;
     if (this.commitGroup?.isOpen) {
       // A batch is being worked through: commit with its other bookings at the end of the turn.
       const durable = this.durableChanges();
@@ -307,7 +317,7 @@ export class SqliteSimStore implements SimPersistence {
       // IMMEDIATE: the write lock first (waiting as busy_timeout says), held only for the claim's
       // row and the journal's, not while the trade runs: other shards' connections write the same file.
       this.commitQueued();
-      return Promise.resolve(settle());
+      return failed ? Promise.reject(failed.err) : Promise.resolve(booked as T);
     } catch (err) {
       return Promise.reject(err);
     }

@@ -131,16 +131,19 @@ export class TradeDesk {
 
   private start(row: Pick<IdemRow, 'account_id' | 'client_order_id' | 'params_hash' | 'expires_at'> & { phase: 'new' | IdemRow['phase']; result?: StoredResult }): Rec {
     const input = { accountId: row.account_id, clientOrderId: row.client_order_id, paramsHash: row.params_hash, expiresAt: row.expires_at };
-    if (row.phase === 'new') {
-      const rec: Rec = { actor: new FreshRecord(input, this.actions, this.observer.error), busy: false };
-      this.records.set(this.key(row.account_id, row.client_order_id), rec);
-      return rec;
-    }
+    if (row.phase === 'new') return this.startFresh(this.key(row.account_id, row.client_order_id), input);
     const actor = createActor(this.machine, { input: { ...input, phase: row.phase, ...(row.result ? { result: row.result } : {}) } });
     actor.subscribe(this.observer);
     const rec: Rec = { actor, busy: false };
     this.records.set(this.key(row.account_id, row.client_order_id), rec);
     actor.start();
+    return rec;
+  }
+
+  /** A fresh claim's record, under its key `k`: the machine's plain twin (actors/idempotencyFresh.ts). */
+  private startFresh(k: string, input: ConstructorParameters<typeof FreshRecord>[0]): Rec {
+    const rec: Rec = { actor: new FreshRecord(input, this.actions, this.observer.error), busy: false };
+    this.records.set(k, rec);
     return rec;
   }
 
@@ -317,7 +320,7 @@ export class TradeDesk {
         continue;
       }
       const expiresAt = this.clock.now() + IDEMPOTENCY_TTL_MS;
-      const rec = this.start({ account_id: entry.accountId, client_order_id: clientOrderId, params_hash: hash, phase: 'new', expires_at: expiresAt });
+      const rec = this.startFresh(k, { accountId: entry.accountId, clientOrderId, paramsHash: hash, expiresAt });
       const requestId = brokerRequestId(entry.accountId, clientOrderId, expiresAt);
       let ev: Outcome;
       if (lease.conn.claimsAtomically === true) {

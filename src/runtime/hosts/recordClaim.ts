@@ -67,9 +67,12 @@ export class RecordClaim implements AtomicClaim {
   }
 }
 
+/** The claim's event: read by the machine, never changed or kept apart from its snapshot. */
+const SEND = Object.freeze({ type: 'send' } as const);
+
 function settleClaim(claim: RecordClaim): void {
   const actor = claim.actor;
-  actor.send({ type: 'send' });
+  actor.send(SEND);
   const s = actor.getSnapshot();
   if (s.status !== 'active' || !s.matches('sent')) throw s.status === 'error' ? s.error : stoppedError();
   if (claim.booked !== undefined) {

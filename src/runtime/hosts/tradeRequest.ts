@@ -13,6 +13,7 @@ import type { AccountEntry, Lease } from './accountEntry.js';
 import type { TradeReply } from './accountCommands.js';
 import { assertAvailable } from './accountOps.js';
 import { filledAnswerJson } from './answerJson.js';
+import { JsonText } from '../../util/jsonText.js';
 
 /** A broker call ready to run, and the canonical form of its parameters (what the hash covers). */
 export interface Prepared {
@@ -59,16 +60,28 @@ class PreparedTrade<O extends TradeOp> implements Prepared {
 
 export function paramsHash(op: TradeOp, canonical: unknown): string {
   const o = canonical as Record<string, unknown>;
-  const keys = Object.keys(o);
   // A market order's keys (symbol, type, volume; stoploss, takeprofit) are in order already: the
   // plain object is then its own sorted copy (same keys, same order), and building one was most of
-  // the hash's cost.
+  // the hash's cost. Checked over for-in (a plain object's own keys), with no key list made.
   let inOrder = Object.getPrototypeOf(o) === Object.prototype;
-  for (let i = 1; inOrder && i < keys.length; i++) inOrder = keys[i - 1]! < keys[i]!;
-  const sorted = inOrder ? o : Object.fromEntries(keys.sort().map((k) => [k, o[k]]));
+  let prev: string | undefined;
+  for (const k in o) {
+    if (!inOrder) break;
+    if (prev !== undefined && !(prev < k)) inOrder = false;
+    prev = k;
+  }
+  let text: string | undefined;
+  if (inOrder) {
+    // JSON.stringify([op, o]), written into the reused buffer (no array, no stringifier parts).
+    const w = hashText.begin().raw('[').str(op).raw(',').obj(o).raw(']');
+    if (!w.failed) text = w.text();
+  }
+  const sorted = inOrder ? o : Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
   // One-shot hash (no Hash object per order); the same digest as createHash, so stored records still match.
-  return digest('sha256', JSON.stringify([op, sorted]), 'base64url');
+  return digest('sha256', text ?? JSON.stringify([op, sorted]), 'base64url');
 }
+/** The hashed text's writer: one at a time. */
+const hashText = new JsonText();
 
 /** The answer to a trade: fills and broker rejections are both final (and replayed). Made once
  *  per result: an atomic booking makes it inside its transaction, and `execute` hands back the
