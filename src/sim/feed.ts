@@ -345,6 +345,13 @@ export class SymbolFeed implements TickSource {
     const K = this.ticksPerSegment;
     while (this.curSeg * S <= utcMs) {
       const i = this.curSeg;
+      // A closed segment emits nothing: skipped without computing its prices (over a weekend, all
+      // but the always-open symbols' segments are).
+      if (this.segCached !== i && this.quoteOpen[minuteOfWeek(this.clock.toServer(i * S))] !== 1) {
+        this.curSeg = i + 1;
+        this.curJ = 0;
+        continue;
+      }
       this.loadSegment(i);
       if (this.segOpen) {
         let j = this.curJ;
