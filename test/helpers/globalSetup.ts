@@ -6,13 +6,7 @@
 // files' clusters on one nats-server would hear each other.
 import type { TestProject } from 'vitest/node';
 import { startPostgres } from './engines.js';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** The run's shared PostgreSQL (database `postgres`): make a database on it, never use this one. */
-    sharedPostgresUrl: string;
-  }
-}
+// ProvidedContext.sharedPostgresUrl is declared in ./postgres.ts, the module that injects it.
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Four files at once, each with up to three gateways of 12 connections (pgNode.ts) and its own pools.

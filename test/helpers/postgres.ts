@@ -6,6 +6,15 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { createDatabase, startPostgres, type Engine } from './engines.js';
 
+// Declared here, where it is injected, not in globalSetup.ts: builds that compile this module
+// without globalSetup.ts (npm run bench, tsconfig.bench.json) must see it too.
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The run's shared PostgreSQL (database `postgres`): make a database on it, never use this one. */
+    sharedPostgresUrl: string;
+  }
+}
+
 /** The PostgreSQL the whole run shares (test/helpers/globalSetup.ts): put each test's rows in a
  *  database of their own (createDatabase). stop() leaves it running for the other files; kill() and
  *  restart() refuse: a file that takes PostgreSQL away starts its own (startPostgres). */
