@@ -11,7 +11,9 @@ import type { Services } from '../../services.js';
 import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import type { ArgsOf } from '../../runtime/protocol.js';
+import type { ArgsOf, ResultOf } from '../../runtime/protocol.js';
+import type { RequestInfo } from '../request.js';
+import type { Reply } from '../respond.js';
 import type { CallOptions } from '../../runtime/shardSet.js';
 import { AccountAccess } from './classicAccess.js';
 import { CLASSIC_RESPONSES } from './classicResponses.js';
@@ -254,6 +256,36 @@ export function classicRoutes(s: Services): AnyRoute[] {
   }));
 
   for (const op of Object.keys(tradeFields) as TradeOp[]) {
+    // The answer's mapping, made once per operation: not an async frame and closures per order.
+    const answered = (r: ResultOf<'account.trade'>): Reply => {
+      s.tradeOutcomes?.note(op, r);
+      return r.replay
+        ? { status: r.status, body: null, raw: r.json, contentType: 'application/json', headers: REPLAY_HEADERS }
+        : { status: r.status, body: null, raw: r.json, contentType: 'application/json' };
+    };
+    const failed = (error: unknown): never => {
+      s.tradeOutcomes?.note(op, { error });
+      throw error;
+    };
+    const trade = (row: SeatRow, query: Record<string, unknown>, req: RequestInfo): Promise<Reply> => {
+      const fromQuery = query.clientOrderId as string | undefined;
+      const fromHeader = req.headers['idempotency-key'];
+      if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader) {
+        throw apiError('BAD_REQUEST', 'clientOrderId and Idempotency-Key differ: send one of them');
+      }
+      const clientOrderId = fromQuery ?? fromHeader;
+      // A full disk: refused before the idempotency record or the broker sees it.
+      s.storage.assertWritable();
+      // Copied without the routing keys rather than deleting them: deletes leave the object in
+      // V8's slow dictionary mode, which the post to the shard then serializes.
+      const args: Record<string, unknown> = {};
+      for (const k in query) if (!NOT_TRADE_ARGS.has(k)) args[k] = query[k];
+      if (query.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = query.stoplimit;
+      // Literals, not `{ ...x }` (V8's slow path).
+      const call: TradeCall = { accountId: row.id, op, args };
+      if (clientOrderId !== undefined) call.clientOrderId = clientOrderId;
+      return s.shards.call(row.id, 'account.trade', call, NO_RETRY).then(answered, failed);
+    };
     routes.push(defineRoute({
       // A bot sends the same order with a new clientOrderId each time; the other trade operations
       // name a ticket, new in every call, so keeping their queries would buy nothing.
@@ -264,38 +296,13 @@ export function classicRoutes(s: Services): AnyRoute[] {
       // (`stopLoss=` for `stoploss=` opened a position without its stop-loss). Read routes stay lenient.
       query: tradeQuery(op), response: CLASSIC_RESPONSES[op]!,
       errors: [...baseErrors, 'BAD_REQUEST', 'INVALID_PARAMETER', 'TRADE_REQUEST_ERROR', 'READ_ONLY_KEY', 'IDEMPOTENCY_UNCERTAIN', 'IDEMPOTENCY_KEY_REUSED', 'NOT_ON_THIS_TERMINAL', 'STORAGE_UNAVAILABLE'],
-      handler: async ({ query: q, principal, req }) => {
-        // Awaited only when the seat's status must be asked: an await of a plain value costs a turn of the microtask queue.
+      // Not async: a refusal found here (account, key, parameters, disk) is thrown at once, and the
+      // order's reply is the shard call's promise mapped by `answered`.
+      handler: ({ query: q, principal, req }) => {
+        // A promise only when the seat's status must be asked.
         const found = access.resolve(principal!, q as { id?: string; accountId?: string }, true);
-        const row = found instanceof Promise ? await found : found;
         const query = q as Record<string, unknown>;
-        const fromQuery = query.clientOrderId as string | undefined;
-        const fromHeader = req.headers['idempotency-key'];
-        if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader) {
-          throw apiError('BAD_REQUEST', 'clientOrderId and Idempotency-Key differ: send one of them');
-        }
-        const clientOrderId = fromQuery ?? fromHeader;
-        // A full disk: refused before the idempotency record or the broker sees it.
-        s.storage.assertWritable();
-        // Copied without the routing keys rather than deleting them: deletes leave the object in
-        // V8's slow dictionary mode, which the post to the shard then serializes.
-        const args: Record<string, unknown> = {};
-        for (const k in query) if (!NOT_TRADE_ARGS.has(k)) args[k] = query[k];
-        if (query.stoplimit !== undefined && args.stopLimitPrice === undefined) args.stopLimitPrice = query.stoplimit;
-        // Literals, not `{ ...x }` (V8's slow path), and a try rather than .catch (a promise and a closure less per order).
-        const call: TradeCall = { accountId: row.id, op, args };
-        if (clientOrderId !== undefined) call.clientOrderId = clientOrderId;
-        let r;
-        try {
-          r = await s.shards.call(row.id, 'account.trade', call, NO_RETRY);
-        } catch (error) {
-          s.tradeOutcomes?.note(op, { error });
-          throw error;
-        }
-        s.tradeOutcomes?.note(op, r);
-        return r.replay
-          ? { status: r.status, body: null, raw: r.json, contentType: 'application/json', headers: REPLAY_HEADERS }
-          : { status: r.status, body: null, raw: r.json, contentType: 'application/json' };
+        return found instanceof Promise ? found.then((row) => trade(row, query, req)) : trade(found, query, req);
       },
     }));
   }
