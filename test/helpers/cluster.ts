@@ -73,8 +73,8 @@ export interface ClusterEngines {
 
 /** What cluster-mode gateways need: a bridged simulator, nats-server and a migrated database on
  *  `postgres` (the run's shared PostgreSQL unless given). */
-export async function startClusterEngines(postgres: Engine = sharedPostgres()): Promise<ClusterEngines> {
-  const [sim, nats] = await Promise.all([startBridgeSim(), startNats()]);
+export async function startClusterEngines(own?: Engine): Promise<ClusterEngines> {
+  const [sim, nats, postgres] = await Promise.all([startBridgeSim(), startNats(), own ?? sharedPostgres()]);
   const databaseUrl = await createDatabase(postgres.url);
   const pool = openPgPool(databaseUrl);
   await runPgMigrations(pool, databaseUrl);

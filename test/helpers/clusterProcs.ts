@@ -41,7 +41,7 @@ export function useCluster(opts: ClusterOptions & { ownPostgres?: boolean } = {}
   let engines: Engines | undefined;
   let cluster: ClusterProcs | undefined;
   beforeAll(async () => {
-    engines = await startEngines(opts.ownPostgres ? undefined : sharedPostgres());
+    engines = await startEngines(opts.ownPostgres ? undefined : await sharedPostgres());
     cluster = await ClusterProcs.start(engines, opts);
   }, 120_000);
   afterAll(async () => {

