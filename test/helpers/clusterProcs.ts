@@ -4,6 +4,7 @@
 // SIGSTOP/SIGCONT, SIGTERM. nats-server is started once per test FILE (startEngines), PostgreSQL is
 // the run's shared one unless the file takes it away (ownPostgres); the clusters a file's tests
 // start share them (one database each, node ids unique per cluster).
+import { connect } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll } from 'vitest';
@@ -14,6 +15,8 @@ import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
+import { SUBJECTS } from '../../src/cluster/subjects.js';
+import type { TenancyNotice } from '../../src/cluster/clusterTenancy.js';
 import { builtEntry } from './build.js';
 import { createDatabase, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
 import { sharedPostgres } from './postgres.js';
@@ -219,9 +222,9 @@ export class ClusterProcs {
   /**
    * A new simulator login as an account of the cluster, with an API key for it, written to
    * PostgreSQL (the cluster's tenancy record: seat, seat state, binding with the password sealed by
-   * the shared key, key hash) as the tenancy routes will write it once they write through
-   * PostgreSQL (docs/cluster.md, not built yet). Waits until a node owns the account and every
-   * running node serves it with that key (their mirrors copied the rows).
+   * the shared key, key hash), then announced as a node announces its own tenancy write of a new
+   * account (clusterTenancy.ts: every node mirrors at once and runs a lease round). Waits until a
+   * node owns the account and every running node serves it with that key (their mirrors copied the rows).
    */
   async account(): Promise<ClusterAccount> {
     const login = `${this.prefix}-${++this.logins}`;
@@ -236,6 +239,7 @@ export class ClusterProcs {
       password_enc: new SecretBox(Buffer.from(SECRET_KEY, 'hex')).seal('pw', id), build: null, created_at: now, updated_at: now,
     });
     await t.insertKey({ id: key.id, customer_id: this.customerId, kind: 'api', hash: hashSecret(key.secret), label: login, read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+    await this.announce({ nudge: true });
     const acct = { id, key: key.value, login };
     await this.owner(id);
     // Every node at once: their mirrors copy the rows independently.
@@ -255,6 +259,26 @@ export class ClusterProcs {
       });
     }));
     return acct;
+  }
+
+  /** A tenancy notice to the running nodes, as ClusterTenancy tells the others of its writes, waiting
+   *  (2 s at most) for each to answer that it mirrored. Not told, a node mirrors at its next pass
+   *  (every second): so a notice that cannot be sent (NATS away) only costs time. */
+  private async announce(notice: TenancyNotice): Promise<void> {
+    const nodes = this.running().length;
+    if (nodes === 0) return;
+    const nc = await connect({ servers: this.engines.nats.url, timeout: 2_000, reconnect: false }).catch(() => undefined);
+    if (!nc) return;
+    try {
+      const replies = await nc.requestMany(SUBJECTS.tenancy, JSON.stringify(notice), { strategy: 'count', maxMessages: nodes, maxWait: 2_000 });
+      for await (const _ of replies) {
+        // each: a node mirrored
+      }
+    } catch {
+      // no answer in time: the nodes mirror at their next pass
+    } finally {
+      await nc.close().catch(() => undefined);
+    }
   }
 
   /** The orders the broker executed for a login (the simulator's deal history, read over the bridge
