@@ -5,6 +5,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js';
 
 export interface NatsLinkOptions {
   /** NATS_URL: one URL or several, comma-separated. */
@@ -21,6 +22,9 @@ export function natsServersForLog(url: string): string {
   return url.split(',').map((u) => u.trim().replace(/^[a-z]+:\/\//i, '').replace(/^[^@]*@/, '')).join(',');
 }
 
+/** No NATS server answered, or it refused this node, at start (one line, exit 1). */
+export class NatsUnavailableError extends EngineUnavailableError {}
+
 export class NatsLink {
   private isUp = true;
   private readonly listeners = new Set<(up: boolean) => void>();
@@ -29,7 +33,8 @@ export class NatsLink {
     void this.watch();
   }
 
-  /** Connects (rejects when no server answers now: the caller decides whether that is fatal). */
+  /** Connects (rejects with a NatsUnavailableError when no server answers now: the caller decides
+   *  whether that is fatal). */
   static async connect(opts: NatsLinkOptions): Promise<NatsLink> {
     const nc = await connect({
       servers: opts.url.split(',').map((s) => s.trim()),
@@ -42,6 +47,9 @@ export class NatsLink {
       // A dead server is noticed by the socket closing; pings catch a silent one within ~10 s.
       pingInterval: 5_000,
       maxPingOut: 2,
+    }).catch((err: unknown) => {
+      // Its errors name no server (and ECONNREFUSED only as their cause): main would print a stack.
+      throw new NatsUnavailableError(`NATS ${natsServersForLog(opts.url)}`, unavailableCode(err));
     });
     opts.log.info('connected to NATS', { servers: natsServersForLog(opts.url) });
     return new NatsLink(nc, opts.log);

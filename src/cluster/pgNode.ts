@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { writeTransaction, type Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
 import { leaseOwner, newIncarnation } from './leases.js';
@@ -58,20 +59,12 @@ export interface PgNode {
   lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
   /** Starts the lease rounds, the mirror passes and the purge. */
   start(): void;
-  /** SIGTERM: hand the accounts over (or abandon them), then close the pool. Never throws. */
+  /** SIGTERM: hand the accounts over (or abandon them), then close the pool. Never throws; a second call waits for the first. */
   close(opts: { handover: boolean }): Promise<void>;
 }
 
-/**
- * PostgreSQL could not be reached or refused this node at start. Shaped as a system error (code,
- * syscall, path) so main reports it in one line, exit 1, naming the server without the password.
- */
-export class PgUnavailableError extends Error {
-  readonly syscall = 'connect';
-  constructor(readonly path: string, readonly code: string) {
-    super(`cannot connect ${path}: ${code}`);
-  }
-}
+/** PostgreSQL could not be reached or refused this node at start (one line, exit 1). */
+export class PgUnavailableError extends EngineUnavailableError {}
 
 export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
   const onIdleError = (err: Error) => o.log.warn('PostgreSQL connection lost', { err: err.message });
@@ -83,8 +76,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     const applied = await runPgMigrations(pool, o.databaseUrl).catch((err: unknown) => {
       if (err instanceof PgSchemaTooNewError) throw err;
       // ECONNREFUSED and the like carry a code; the server's refusals (a wrong password) a message.
-      const e = err as { code?: unknown; message?: unknown };
-      throw new PgUnavailableError(`PostgreSQL ${describePgUrl(o.databaseUrl)}`, typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? e.code : String(e.message ?? err));
+      throw new PgUnavailableError(`PostgreSQL ${describePgUrl(o.databaseUrl)}`, unavailableCode(err));
     });
     if (applied.length > 0) o.log.info('cluster schema migrated', { versions: applied });
     const tenancy = new PgTenancy(pool);
@@ -108,6 +100,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
       },
     });
     const timers: NodeJS.Timeout[] = [];
+    let closing: Promise<void> | undefined;
     const every = (ms: number, what: string, f: () => Promise<unknown>) =>
       timers.push(setInterval(() => void f().catch((err: unknown) => o.log.warn(`${what} failed`, { err: errorMessage(err) })), ms));
     return {
@@ -132,10 +125,14 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
         every(o.mirrorEveryMs ?? 1_000, 'tenancy mirror pass', () => mirror.sync());
         every(o.purgeEveryMs ?? 60_000, 'idempotency purge', () => ledger.purgeExpired(o.clock.now()));
       },
-      async close(opts) {
-        for (const t of timers.splice(0)) clearInterval(t);
-        await keeper.stop(opts);
-        await endPools();
+      close(opts) {
+        // Once: a start that failed on NATS closes it, then the gateway's failed start again (whose
+        // handover would only find the pools ended).
+        return (closing ??= (async () => {
+          for (const t of timers.splice(0)) clearInterval(t);
+          await keeper.stop(opts);
+          await endPools();
+        })());
       },
     };
   } catch (err) {

@@ -1,8 +1,11 @@
 // Cluster mode's settings as an operator meets them: the process refuses half a cluster and the
-// embedded simulator in one, in one line with exit code 2 (docs/cluster.md).
+// embedded simulator in one, in one line with exit code 2, and an engine it cannot reach in one
+// line with exit code 1 (docs/cluster.md).
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clusterSettings, ConfigError, loadConfig } from '../../src/config.js';
+import { createDatabase, freePort } from '../helpers/engines.js';
+import { sharedPostgres } from '../helpers/postgres.js';
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
 
 afterEach(cleanupProcesses);
@@ -43,5 +46,16 @@ describe('cluster settings', () => {
       expect(p.output().trim().split('\n')).toHaveLength(1);
       expect(p.output()).not.toContain(':pw@');
     }
+  }, 60_000);
+
+  it('NATS unreachable at start: exit 1 with one line naming the server, never its password, and nothing else', async () => {
+    const natsPort = await freePort();
+    const p = startProcess({
+      NATS_URL: `nats://tagw:natsS3cret@127.0.0.1:${natsPort}`, DATABASE_URL: await createDatabase((await sharedPostgres()).url),
+      BROKER_MODE: 'bridge', BRIDGE_URL: 'tls://127.0.0.1:4510', LOG_LEVEL: 'warn',
+    });
+    expect(await p.exited).toBe(1);
+    // Not a stack trace, and no warning from closing the PostgreSQL side twice.
+    expect(p.output().trim().split('\n')).toEqual([`fatal: cannot connect NATS 127.0.0.1:${natsPort}: ECONNREFUSED`]);
   }, 60_000);
 });
