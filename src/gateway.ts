@@ -340,16 +340,18 @@ async function start(
       await new Promise((r) => setImmediate(r));
       listener.close();
       relay?.server.stopAccepting();
-      // Cluster mode: the accounts go to the other nodes (each stops here before its lease is freed).
-      await cluster?.close({ handover: true });
-      await shardSet.close();
-      storage.stop();
+      // No request touches a key any more: the last uses are written while the store (PostgreSQL in
+      // cluster mode, which the cluster's close ends) still takes them.
       keyUsage.stop();
       try {
         keyUsage.flush();
       } catch (err) {
         log.warn('could not record keys\' last use', { err: errorMessage(err) });
       }
+      // Cluster mode: the accounts go to the other nodes (each stops here before its lease is freed).
+      await cluster?.close({ handover: true });
+      await shardSet.close();
+      storage.stop();
       await checkpointer.stop();
       clearInterval(mainStatsTimer);
       mainStats.stop();
