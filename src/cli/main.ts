@@ -47,8 +47,20 @@ Details: docs/cli.md`);
   return program;
 }
 
+/** A reader that went away (`tagw keys list | head`) ends the output, as it ends other commands'
+ *  (Node ignores SIGPIPE: the write's EPIPE would otherwise crash the process with a stack trace). */
+function endQuietlyWhenTheReaderGoes(): void {
+  if (process.stdout.listenerCount('error') > 0) return;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(0);
+  });
+}
+
 /** Runs the command line; resolves to the exit code (serve: undefined, the gateway exits by itself). */
 export async function run(argv: string[]): Promise<number | undefined> {
+  // Not for serve: a gateway whose log reader went away is no command whose output was cut short.
+  if (!argv.includes('serve')) endQuietlyWhenTheReaderGoes();
   const program = buildProgram();
   try {
     await program.parseAsync(argv, { from: 'user' });

@@ -4,7 +4,7 @@
 // runs: the sources through tsx in a checkout) is spawned for --help and `serve`; the other
 // commands run the same CLI from this run's compiled build (helpers/build.ts), which starts in a
 // fraction of the time.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -209,6 +209,15 @@ describe('tagw over HTTPS', () => {
 });
 
 describe('table', () => {
+  it('a reader that goes away (`tagw ... | head`) ends the command quietly, exit 0, not with a stack trace', async () => {
+    const child = spawn(process.execPath, [...BUILT, '--json', 'calendar', 'rules'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy(); // the pipe's read end closed before the first write: EPIPE
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+  });
+
   it('pads columns to the widest cell, shows empty cells as -, and says when there are no rows', () => {
     const cols = [{ header: 'ID', value: (r: { id: string; v: string | null }) => r.id }, { header: 'VALUE', value: (r: { id: string; v: string | null }) => r.v }];
     expect(table([{ id: 'a', v: 'x' }, { id: 'long-id', v: null }], cols)).toBe('ID       VALUE\na        x\nlong-id  -\n');
