@@ -14,4 +14,11 @@ describe('tagw status, cluster lines', () => {
       ['cluster', '2 live nodes: node-a 5, node-c 4; 2 accounts without owner'],
     ]);
   });
+
+  it('says one node and one account in the singular (the others gone, one account moved over)', () => {
+    expect(clusterFields({ nodeId: 'node-a', ownedHere: 1, unowned: 1, nodes: [{ nodeId: 'node-a', live: true, accounts: 1 }] })).toEqual([
+      ['node', 'node-a (owns 1 account)'],
+      ['cluster', '1 live node: node-a 1; 1 account without owner'],
+    ]);
+  });
 });

@@ -14,12 +14,14 @@ interface Status {
   cluster?: { nodeId: string; ownedHere: number; unowned: number; nodes: Array<{ nodeId: string; live: boolean; accounts: number }> } | null;
 }
 
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 /** The node and its live peers (cluster mode): the live list is read once. */
 export function clusterFields(c: NonNullable<Status['cluster']>): Array<[string, unknown]> {
   const live = c.nodes.filter((n) => n.live);
   return [
-    ['node', `${c.nodeId} (owns ${c.ownedHere} accounts)`],
-    ['cluster', `${live.length} live nodes: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${c.unowned} accounts without owner`],
+    ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
+    ['cluster', `${count(live.length, 'live node')}: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${count(c.unowned, 'account')} without owner`],
   ];
 }
 
