@@ -16,8 +16,8 @@ import type { TradeOp } from '../../market/orderSchemas.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
 import { brokerFailure } from '../brokerFailures.js';
-import { answer, assertClientOrderId, brokerRequestId, execute, lostError, notSentError, paramsHash, prepare, sendFailed, type Prepared } from './tradeRequest.js';
-import { HeldOutcome, RecordClaim, RecordExistsError, stoppedError, type IdemActor, type Outcome } from './recordClaim.js';
+import { answer, assertClientOrderId, brokerRequestId, execute, notSentError, paramsHash, prepare, sendFailed, type Prepared } from './tradeRequest.js';
+import { HeldOutcome, RecordClaim, RecordExistsError, replyOf, stoppedError, tradeReply, UnclaimedError, type IdemActor, type Outcome } from './recordClaim.js';
 
 export { answer, brokerRequestId, CLIENT_ORDER_ID, paramsHash, prepare } from './tradeRequest.js';
 
@@ -36,23 +36,6 @@ type IdemSnapshot = ReturnType<Actor<typeof idempotencyMachine>['getSnapshot']> 
 export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: boolean): Outcome {
   if (found) return { type: 'done', result: answer(found.result) };
   return brokerInProcess ? { type: 'notExecuted' } : { type: 'lost' };
-}
-
-/** A stored answer as the reply (written out: `{ ...result, replay }` takes V8's slow path on Node 20). */
-const tradeReply = (r: StoredResult, replay: boolean): TradeReply => ({ status: r.status, json: r.json, replay });
-
-/** An atomic send whose claim never happened (`cause`): nothing was recorded or executed. */
-class UnclaimedError extends Error {
-  constructor(override readonly cause: unknown) {
-    super('idempotency claim not made');
-  }
-}
-
-/** The answer of a claim's outcome: its result, else the error of a lost or an unsent order. */
-function replyOf(ev: Outcome): TradeReply {
-  if (ev.type === 'done') return tradeReply(ev.result, false);
-  if (ev.type === 'lost') throw lostError();
-  throw notSentError();
 }
 
 /** How often expired records are deleted from SQLite (by the expiry index). */
@@ -297,12 +280,10 @@ export class TradeDesk {
     }
   }
 
-  /**
-   * A trade request. The usual order (a new id, a usable connection, a broker that claims
-   * atomically) is claimed and booked at once and answered by one continuation, with no async
-   * function of its own (~0.4 KB of young garbage an order, issue 19); anything else, and a claim
-   * that did not happen, goes through `tradeRecorded`, which waits for whatever it must.
-   */
+  /** A trade request. The usual order (a new id, a usable connection, a broker that claims atomically)
+   *  is claimed and booked at once and answered by one continuation, with no async function of its own
+   *  (~0.4 KB of young garbage an order, issue 19); anything else, and a claim that did not happen,
+   *  goes through `tradeRecorded`, which waits for whatever it must. */
   trade(entry: AccountEntry, op: TradeOp, args: Record<string, unknown>, clientOrderId: string | undefined): Promise<TradeReply> {
     try {
       const prep = prepare(op, args, entry);
@@ -423,25 +404,38 @@ export class TradeDesk {
    * (neither: never executed, the simulator died with us). A failure after the claim is `lost`,
    * kept in memory (its row may have gone with a failed commit) so a retry answers 409.
    */
-  private async sendAtomically(rec: Rec, prep: Prepared, lease: Lease): Promise<Outcome> {
+  private sendAtomically(rec: Rec, prep: Prepared, lease: Lease): Promise<Outcome> {
     const c = rec.actor.getSnapshot().context;
     const requestId = brokerRequestId(c.accountId, c.clientOrderId, c.expiresAt);
     rec.busy = true;
     const claim = new RecordClaim(this.store, rec.actor, c);
-    // Settled by `outcome` below, or by halt() while the booking is awaited: both run on this
-    // thread before this function goes on, so a held value serves where a promise cost ~0.4 KB.
+    // Settled by `outcome`, or by halt() while the booking is awaited: both run on this thread
+    // before the booking's continuation goes on, so a held value serves where a promise cost ~0.4 KB.
     const held = new HeldOutcome();
     rec.reply = held;
+    // execute(), written out as continuations (no async function an order): the lease is released
+    // once the send, and any lookup after a lost reply, are over.
+    let sent: Promise<TradeResult>;
     try {
-      // execute(), written out: one async function and await less an order.
-      let result: TradeResult;
-      try {
-        result = await prep.run(lease.conn, { requestId, claim });
-      } catch (err) {
-        result = await sendFailed(err, lease, requestId);
-      } finally {
+      sent = prep.run(lease.conn, { requestId, claim });
+    } catch (err) {
+      sent = Promise.reject(err);
+    }
+    const booked = (result: TradeResult): Outcome => {
+      lease.release();
+      return this.booked(rec, held, claim, result);
+    };
+    return sent.then(booked, (err: unknown) =>
+      sendFailed(err, lease, requestId).then(booked, (e: unknown) => {
         lease.release();
-      }
+        return this.notBooked(rec, held, claim, e);
+      }),
+    );
+  }
+
+  /** The atomic send's result: the claim's outcome (settled in the booking's transaction, or now). */
+  private booked(rec: Rec, held: HeldOutcome, claim: RecordClaim, result: TradeResult): Outcome {
+    try {
       const s = rec.actor.getSnapshot();
       if (s.matches('result')) {
         // Settled in the booking's transaction: answered now, with the stored bytes.
@@ -452,18 +446,25 @@ export class TradeDesk {
       }
       this.outcome(rec, { type: 'done', result: answer(result) });
     } catch (err) {
-      if (!claim.checked) {
-        rec.reply = undefined;
-        throw new UnclaimedError(err);
-      }
-      const ev: Outcome = err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' };
-      if (ev.type === 'lost') {
-        rec.pinned = true;
-        // The claim's own write failed, after the trade ran in memory: an uncertain record, in memory only.
-        if (!rec.actor.getSnapshot().matches('sent')) this.start({ account_id: c.accountId, client_order_id: c.clientOrderId, params_hash: c.paramsHash, phase: 'uncertain', expires_at: c.expiresAt }).pinned = true;
-      }
-      this.outcome(rec, ev, err);
+      return this.notBooked(rec, held, claim, err);
     }
+    return held.take();
+  }
+
+  /** The atomic send failed: unclaimed (nothing recorded or executed), not sent, or lost. */
+  private notBooked(rec: Rec, held: HeldOutcome, claim: RecordClaim, err: unknown): Outcome {
+    if (!claim.checked) {
+      rec.reply = undefined;
+      throw new UnclaimedError(err);
+    }
+    const ev: Outcome = err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' };
+    if (ev.type === 'lost') {
+      rec.pinned = true;
+      // The claim's own write failed, after the trade ran in memory: an uncertain record, in memory only.
+      const c = claim.context;
+      if (!rec.actor.getSnapshot().matches('sent')) this.start({ account_id: c.accountId, client_order_id: c.clientOrderId, params_hash: c.paramsHash, phase: 'uncertain', expires_at: c.expiresAt }).pinned = true;
+    }
+    this.outcome(rec, ev, err);
     return held.take();
   }
 

@@ -3,13 +3,14 @@
 // claiming request takes once the booking is durable. Plain objects with methods: as literals
 // with closures (and a promise for the outcome) they were ~0.6 KB of young garbage an order (issue 19).
 import type { Actor } from 'xstate';
-import type { idempotencyMachine, IdempotencyContext, IdempotencyEvent } from '../../../actors/idempotency.js';
+import type { idempotencyMachine, IdempotencyContext, IdempotencyEvent, StoredResult } from '../../../actors/idempotency.js';
 import type { FreshRecord } from '../../../actors/idempotencyFresh.js';
 import type { AtomicClaim } from '../../broker/types.js';
 import { apiError } from '../../errors.js';
 import type { TradeResult } from '../../market/orders.js';
 import type { IdempotencyStore } from '../../store/idempotency.js';
-import { answer } from './tradeRequest.js';
+import type { TradeReply } from './accountCommands.js';
+import { answer, lostError, notSentError } from './tradeRequest.js';
 
 /** A record's machine: an xstate actor, or for a fresh claim its plain twin (actors/idempotencyFresh.ts). */
 export type IdemActor = Actor<typeof idempotencyMachine> | FreshRecord;
@@ -24,6 +25,23 @@ export class RecordExistsError extends Error {}
 export const stoppedError = () => apiError('SERVICE_UNAVAILABLE', 'the account stopped here (the gateway is stopping, or the account moved to another node) while this request was in flight; retry with the same clientOrderId: it is answered once, wherever it lands', {
   headers: { 'retry-after': '1' },
 });
+
+/** An atomic send whose claim never happened (`cause`): nothing was recorded or executed. */
+export class UnclaimedError extends Error {
+  constructor(override readonly cause: unknown) {
+    super('idempotency claim not made');
+  }
+}
+
+/** A stored answer as the reply (written out: `{ ...result, replay }` takes V8's slow path on Node 20). */
+export const tradeReply = (r: StoredResult, replay: boolean): TradeReply => ({ status: r.status, json: r.json, replay });
+
+/** The answer of a claim's outcome: its result, else the error of a lost or an unsent order. */
+export function replyOf(ev: Outcome): TradeReply {
+  if (ev.type === 'done') return tradeReply(ev.result, false);
+  if (ev.type === 'lost') throw lostError();
+  throw notSentError();
+}
 
 /** An outcome given (or a failure) on this thread before it is taken: the first one counts. */
 export class HeldOutcome {
@@ -50,12 +68,12 @@ export class RecordClaim implements AtomicClaim {
   constructor(
     private readonly store: IdempotencyStore,
     readonly actor: IdemActor,
-    private readonly c: IdempotencyContext,
+    readonly context: IdempotencyContext,
   ) {}
 
   /** A row (settled, let go from memory) refuses the claim before anything executes. */
   check(): void {
-    if (this.store.exists(this.c.accountId, this.c.clientOrderId)) throw new RecordExistsError(`idempotency record ${this.c.clientOrderId} already exists`);
+    if (this.store.exists(this.context.accountId, this.context.clientOrderId)) throw new RecordExistsError(`idempotency record ${this.context.clientOrderId} already exists`);
     this.checked = true;
   }
 
