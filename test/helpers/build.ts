@@ -5,7 +5,7 @@
 // It is rebuilt only when a source changed (any number of test files, workers and concurrent runs
 // share one build), into a side directory swapped in at once, so a run already going keeps finding
 // its files.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -50,6 +50,56 @@ function sleepSync(ms: number): void {
 
 let checked = false;
 
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+const NEXT = `${BUILD_DIR}.next`;
+
+/** Puts the finished build in .next in place, stamped with the sources it was made from. */
+function install(key: string): void {
+  writeFileSync(join(NEXT, '.sources'), key);
+  rmSync(BUILD_DIR, { recursive: true, force: true });
+  renameSync(NEXT, BUILD_DIR);
+}
+
+/**
+ * Starts the build in the background when the sources changed (vitest's globalSetup), so it runs
+ * while the workers start and load their first files instead of after; a worker's ensureBuilt()
+ * waits for it as for another worker's build (the same lock and stamp). A build that fails leaves
+ * no stamp: the first worker builds again and reports tsc's errors. `stop()` (the run's teardown)
+ * ends a build nobody waited for (a run of unit tests only).
+ */
+export function buildInBackground(): { stop(): Promise<void> } {
+  const idle = { stop: async () => {} };
+  if (compiled) return idle;
+  const key = sourcesKey();
+  if (builtFrom() === key) return idle;
+  try {
+    mkdirSync(LOCK);
+  } catch {
+    return idle; // a build is under way already (another run's)
+  }
+  rmSync(NEXT, { recursive: true, force: true });
+  const tsc = spawn(process.execPath, [TSC, '-p', 'tsconfig.build.json', '--outDir', NEXT], { cwd: ROOT, stdio: 'ignore' });
+  const done = new Promise<void>((resolve) => {
+    const finish = (ok: boolean) => {
+      try {
+        if (ok) install(key);
+        else rmSync(NEXT, { recursive: true, force: true });
+      } finally {
+        rmSync(LOCK, { recursive: true, force: true });
+        resolve();
+      }
+    };
+    tsc.once('exit', (code) => finish(code === 0));
+    tsc.once('error', () => finish(false));
+  });
+  return {
+    async stop() {
+      if (tsc.exitCode === null && tsc.signalCode === null) tsc.kill('SIGKILL');
+      await done;
+    },
+  };
+}
+
 /** Builds (or waits for the worker that builds) .test-dist/ from the current sources, then returns its path. */
 export function ensureBuilt(): string {
   if (checked || compiled) return BUILD_DIR;
@@ -67,12 +117,9 @@ export function ensureBuilt(): string {
     }
     try {
       if (builtFrom() !== key) {
-        const next = `${BUILD_DIR}.next`;
-        rmSync(next, { recursive: true, force: true });
-        execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', next], { cwd: ROOT, stdio: 'pipe' });
-        writeFileSync(join(next, '.sources'), key);
-        rmSync(BUILD_DIR, { recursive: true, force: true });
-        renameSync(next, BUILD_DIR);
+        rmSync(NEXT, { recursive: true, force: true });
+        execFileSync(process.execPath, [TSC, '-p', 'tsconfig.build.json', '--outDir', NEXT], { cwd: ROOT, stdio: 'pipe' });
+        install(key);
       }
     } finally {
       rmSync(LOCK, { recursive: true, force: true });
