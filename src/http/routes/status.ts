@@ -57,8 +57,10 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
       handler: async ({ principal }) => {
         if (principal!.customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', "the gateway's status is for its operator's management key");
         const seats = s.tenancy.seatsOf(principal!.customerId);
+        // The accounts each shard runs: in cluster mode only those this node holds (its SQLite mirrors
+        // every seat of the cluster; the others run on their owners).
         const perShard = new Array<number>(s.shards.size).fill(0);
-        for (const seat of seats) perShard[s.shards.shardFor(seat.id)]!++;
+        for (const id of s.cluster ? s.cluster.owned() : seats.map((seat) => seat.id)) perShard[s.shards.shardFor(id)]!++;
         const now = s.clock.now();
         return {
           body: {

@@ -1,0 +1,46 @@
+// `GET /v1/status` (and so `tagw status` and the dashboard) of a cluster node: its shards' accounts
+// are the accounts this node runs. Every node's SQLite mirrors all the cluster's seats; counting those
+// showed each node running every account (two nodes, four accounts: 4 and 4).
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
+
+let engines: ClusterEngines;
+const secretKey = randomBytes(32).toString('hex'); // every node opens every node's sealed passwords
+const nodes: TestGateway[] = [];
+beforeAll(async () => {
+  engines = await startClusterEngines();
+  for (const nodeId of ['status-a', 'status-b']) {
+    nodes.push(await startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl,
+      nodeId, clusterLeaseMs: 6_000, secretKey,
+    }));
+  }
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  await engines?.stop();
+});
+
+describe('a cluster node\'s status', () => {
+  it('counts on its shards the accounts it holds, which add up over the nodes to the accounts there are', async () => {
+    const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
+    const key = (await nodes[0]!.req('POST', '/v1/keys', { headers: mk, body: { label: 'status' } })).body.key as string;
+    for (let i = 0; i < 4; i++) {
+      const bound = await nodes[i % 2]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: `status-${i}`, password: 'pw', server: 'Sim-P5-Demo' } });
+      expect(bound.status).toBe(200);
+    }
+    const owned = () => nodes.map((n) => n.gw.cluster!.owned().length);
+    await until(() => owned().reduce((a, b) => a + b, 0) === 4, 'the four accounts to be held');
+    const running: number[] = [];
+    for (const n of nodes) {
+      const status = await n.req('GET', '/v1/status', { headers: mk });
+      expect(status.status).toBe(200);
+      expect(status.body.seats).toBe(4);
+      running.push((status.body.shards as Array<{ accounts: number }>).reduce((a, s) => a + s.accounts, 0));
+    }
+    expect(running).toEqual(owned());
+  }, 60_000);
+});
