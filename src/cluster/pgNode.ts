@@ -131,6 +131,8 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
         return (closing ??= (async () => {
           for (const t of timers.splice(0)) clearInterval(t);
           await keeper.stop(opts);
+          // A pass asked for before (a tenancy write, the handover's refresh) would meet ended pools.
+          await mirror.idle();
           await endPools();
         })());
       },

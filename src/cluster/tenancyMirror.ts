@@ -64,6 +64,11 @@ export class TenancyMirror {
     return this.passes.request('');
   }
 
+  /** Once the passes asked for by now have ended: before the pool they use is closed. */
+  idle(): Promise<void> {
+    return this.passes.settled();
+  }
+
   /**
    * The next pass copies these accounts' bindings from PostgreSQL whatever their stamp. For accounts
    * that stopped running here, or whose owner copy PostgreSQL refused (the lease had moved on):

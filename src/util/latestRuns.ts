@@ -22,6 +22,13 @@ export class LatestRuns<T> {
     return next;
   }
 
+  /** Once every run started or queued by now has ended (failed ones too). */
+  async settled(): Promise<void> {
+    while (this.running.size + this.queued.size > 0) {
+      await Promise.allSettled([...this.running.values(), ...this.queued.values()]);
+    }
+  }
+
   private start(key: string): Promise<T> {
     const p: Promise<T> = this.run(key).finally(() => {
       if (this.running.get(key) === p) this.running.delete(key);

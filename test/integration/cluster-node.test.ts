@@ -133,6 +133,21 @@ describe('a cluster node: leases in PostgreSQL, routing over NATS', () => {
     }
   });
 
+  it('closing waits for the mirror passes asked for before it: a queued pass does not meet an ended pool', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-node-'));
+    dirs.push(dir);
+    const sqlite = openDb(dir);
+    const pg = await startPgNode({ databaseUrl, nodeId: 'closing', url: '', leaseMs: 3_000, sqlite, log, clock: { now: () => Date.now() }, events: {} });
+    try {
+      // The second is queued behind the first (one pass at a time) and starts when it ends.
+      const passes = [pg.mirror.sync(), pg.mirror.sync()];
+      await pg.close({ handover: false });
+      expect((await Promise.allSettled(passes)).map((r) => (r.status === 'rejected' ? String(r.reason) : 'copied'))).toEqual(['copied', 'copied']);
+    } finally {
+      sqlite.close();
+    }
+  });
+
   it('two nodes split the accounts; a call through either runs on the lease holder; after a SIGTERM handover the survivor runs them all', async () => {
     const a = await startNode('node-a');
     const b = await startNode('node-b');

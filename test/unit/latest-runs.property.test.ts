@@ -68,4 +68,27 @@ describe('LatestRuns', () => {
     expect(await Promise.all(queued)).toEqual([2, 2, 2]);
     expect(started).toBe(2);
   });
+
+  it('settled() waits for the running and the queued runs, failed ones included', async () => {
+    const release: Array<() => void> = [];
+    let ended = 0;
+    const runs = new LatestRuns<void>(async (key) => {
+      await new Promise<void>((r) => release.push(r));
+      ended++;
+      if (key === 'b') throw new Error('failed run');
+    });
+    const asked = [runs.request('a'), runs.request('a'), runs.request('b')].map((p) => p.catch(() => undefined));
+    let settled = false;
+    const done = runs.settled().then(() => (settled = true));
+    const tick = () => new Promise((r) => setTimeout(r, 0));
+    await tick();
+    expect([release.length, settled]).toEqual([2, false]); // 'a' and 'b' out, a second 'a' queued
+    release.splice(0).forEach((r) => r());
+    await tick();
+    expect([ended, release.length, settled]).toEqual([2, 1, false]); // the queued 'a' out now
+    release.splice(0).forEach((r) => r());
+    await done;
+    await Promise.all(asked);
+    expect(ended).toBe(3);
+  });
 });
