@@ -7,6 +7,7 @@ import { request as httpsRequest } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import type { Config } from '../config.js';
 import { CliError, EXIT } from './errors.js';
+import { redactUrlCredentials } from '../util/urlCredentials.js';
 
 /** Where a gateway started with `config` listens, as a client reaches it from this machine. */
 export function gatewayUrl(config: Config, override?: string): string {
@@ -42,7 +43,13 @@ export interface ApiErrorBody { error?: string; message?: string }
 interface Answer { status: number; statusText: string; text: string }
 
 export class GatewayClient {
-  constructor(readonly url: string, private readonly key: () => Promise<string>, private readonly ca?: string[]) {}
+  /** Where the gateway is, as printed (status, errors): a `user:password@` in TAGW_URL is never sent
+   *  (the management key authenticates) and never shown. */
+  readonly url: string;
+
+  constructor(url: string, private readonly key: () => Promise<string>, private readonly ca?: string[]) {
+    this.url = redactUrlCredentials(url);
+  }
 
   /** One request; node:http(s) rather than fetch, so a private CA can be trusted for this call only. */
   private send(method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {

@@ -15,6 +15,7 @@ import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { makeCerts } from '../helpers/tls.js';
 import { builtCli } from '../helpers/build.js';
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
+import { freePort } from '../helpers/engines.js';
 
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'tagw.js');
 const BUILT = builtCli();
@@ -127,6 +128,16 @@ describe('tagw', () => {
     expect(show).toMatchObject({ id, platform: 'P5', phase: 'connected', synced: true });
     expect(show.history.map((h: { phase: string }) => h.phase)).toEqual(['connecting', 'connected', 'connecting', 'connected']);
   }, 60_000);
+
+  it('a user and password in TAGW_URL are never printed: not in status, not in an error', async () => {
+    const up = await tagw(['status'], { TAGW_URL: `http://ops:urlS3cret@127.0.0.1:${t.gw.port}` });
+    expect(up.code, up.stderr).toBe(0);
+    expect(up.stdout).toContain(`gateway:        http://[redacted]@127.0.0.1:${t.gw.port}`);
+    const down = await tagw(['status'], { TAGW_URL: `http://ops:urlS3cret@127.0.0.1:${await freePort()}` });
+    expect(down.code).toBe(EXIT.UNREACHABLE);
+    expect(down.stderr).toMatch(/^tagw: no gateway answers at http:\/\/\[redacted\]@127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
+    expect(up.stdout + up.stderr + down.stdout + down.stderr).not.toContain('urlS3cret');
+  });
 
   it('the management key: from GATEWAY_MANAGEMENT_KEY, bootstrap.json, a file or stdin; a refused one is exit 6; rotate keeps the CLI working', async () => {
     const [wrong, noKey] = await Promise.all([

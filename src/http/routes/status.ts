@@ -14,6 +14,7 @@ import { defineRoute, type AnyRoute } from '../route.js';
 import { API_VERSION } from './ops.js';
 import { clusterStatusBody, ClusterStatusBody } from '../clusterStatus.js';
 import { PACKAGE_VERSION } from '../../version.js';
+import { redactUrlCredentials } from '../../util/urlCredentials.js';
 
 
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
@@ -21,7 +22,6 @@ const SECRET_NAME = /key$|secret|pass(word|phrase)|token|credential/i;
 
 /** Engine addresses (DATABASE_URL, NATS_URL) may carry a user and password or a token: shown without them. */
 const URL_NAME = /Url$/;
-const USERINFO = /\/\/[^@/\s]*@/g;
 
 export function redactedConfig(config: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -30,7 +30,7 @@ export function redactedConfig(config: Record<string, unknown>): Record<string, 
     const v = config[k];
     out[k] = v === undefined ? null
       : SECRET_NAME.test(k) && typeof v === 'string' ? '[redacted]'
-      : URL_NAME.test(k) && typeof v === 'string' ? v.replace(USERINFO, '//[redacted]@')
+      : URL_NAME.test(k) && typeof v === 'string' ? redactUrlCredentials(v)
       : v;
   }
   return out;
