@@ -53,6 +53,18 @@ const selfUrl = import.meta.url;
 const fromSource = selfUrl.endsWith('.ts');
 const workerFile = fileURLToPath(new URL(fromSource ? './shardWorker.ts' : './shardWorker.js', selfUrl));
 
+/**
+ * The executor of every call's promise: the Promise constructor runs it at once, and call() takes
+ * the two functions from here. An executor closure per call captured the call's arguments, a
+ * function and a context per order.
+ */
+let takenResolve: ((v: unknown) => void) | undefined;
+let takenReject: ((e: unknown) => void) | undefined;
+function takeSettlers(resolve: (v: unknown) => void, reject: (e: unknown) => void): void {
+  takenResolve = resolve;
+  takenReject = reject;
+}
+
 class Shard {
   private readonly pool: Piscina;
   private port: MessagePort | null = null;
@@ -146,13 +158,14 @@ class Shard {
 
   call(op: CommandName, args: unknown, retry: boolean): Promise<unknown> {
     if (this.closing) return Promise.reject(apiError('SERVICE_UNAVAILABLE', 'server is shutting down'));
-    return new Promise((resolve, reject) => {
-      const id = this.nextId++;
-      this.pending.set(id, { op, args, retry, resolve, reject, sentAt: performance.now() });
-      if (this.deadlineTimer === undefined) this.armDeadline(this.timeoutMs);
-      this.outbox.push({ id, op, args });
-      this.queueFlush();
-    });
+    const promise = new Promise<unknown>(takeSettlers);
+    const id = this.nextId++;
+    this.pending.set(id, { op, args, retry, resolve: takenResolve!, reject: takenReject!, sentAt: performance.now() });
+    takenResolve = takenReject = undefined;
+    if (this.deadlineTimer === undefined) this.armDeadline(this.timeoutMs);
+    this.outbox.push({ id, op, args });
+    this.queueFlush();
+    return promise;
   }
 
   private get timeoutMs(): number {

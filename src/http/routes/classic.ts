@@ -286,6 +286,8 @@ export function classicRoutes(s: Services): AnyRoute[] {
       if (clientOrderId !== undefined) call.clientOrderId = clientOrderId;
       return s.shards.call(row.id, 'account.trade', call, NO_RETRY).then(answered, failed);
     };
+    // Apart from the handler: its closure would make V8 allocate a context at every order.
+    const tradeWhenActive = (found: Promise<SeatRow>, query: Record<string, unknown>, req: RequestInfo) => found.then((row) => trade(row, query, req));
     routes.push(defineRoute({
       // A bot sends the same order with a new clientOrderId each time; the other trade operations
       // name a ticket, new in every call, so keeping their queries would buy nothing.
@@ -302,7 +304,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
         // A promise only when the seat's status must be asked.
         const found = access.resolve(principal!, q as { id?: string; accountId?: string }, true);
         const query = q as Record<string, unknown>;
-        return found instanceof Promise ? found.then((row) => trade(row, query, req)) : trade(found, query, req);
+        return found instanceof Promise ? tradeWhenActive(found, query, req) : trade(found, query, req);
       },
     }));
   }
