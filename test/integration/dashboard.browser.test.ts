@@ -284,6 +284,35 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('fits a 390 px phone and a 64-character label without pushing anything off the page', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: `${'L'.repeat(32)}${'x'.repeat(32)}` } });
+    /** How far the page scrolls sideways: a table or the nav wider than the window. */
+    const overflow = () => page.evaluate('document.documentElement.scrollWidth - innerWidth') as Promise<number>;
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const r of ['overview', 'seats', 'keys', 'live', 'calendar', 'audit', 'settings']) {
+      await go(page, `/${r}`);
+      await page.locator('[data-testid=updated], .panel').first().waitFor();
+      await page.locator('table tbody tr').first().waitFor();
+      expect(await overflow(), r).toBe(0);
+      if (r === 'keys') await browser.shot(page, '10-keys-390px');
+    }
+    // At 1440 px the long label wraps: every row's actions stay inside the keys panel.
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await go(page, '/keys');
+    const row = page.locator('[data-testid=key-row]', { hasText: 'LLLL' });
+    await row.waitFor();
+    expect(await overflow()).toBe(0);
+    const panel = (await page.locator('.panel', { has: page.locator('[data-testid=keys]') }).boundingBox())!;
+    const revoke = (await row.locator('[data-testid=revoke-key]').boundingBox())!;
+    expect(revoke.x + revoke.width).toBeLessThanOrEqual(panel.x + panel.width);
+    // The drawn arrow of a select has room of its own instead of covering the option's last letters.
+    const padRight = Number(await page.evaluate("parseFloat(getComputedStyle(document.querySelector('[data-testid=key-seat]')).paddingRight)"));
+    expect(padRight).toBeGreaterThanOrEqual(20);
+    await page.close();
+  });
+
   it('shows this week\'s calendar', async () => {
     const page = await browser.page();
     await signIn(page);

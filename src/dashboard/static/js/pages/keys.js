@@ -77,7 +77,7 @@ export function Keys({ title, arg }) {
       </tr></thead><tbody>
         ${keys.length === 0 ? html`<tr><td colspan="9" class="empty">No keys.</td></tr>` : null}
         ${keys.map((k) => html`<tr key=${k.id} data-testid="key-row" data-id=${k.id}>
-          <td data-testid="key-label-cell">${k.label}</td>
+          <td class="label" data-testid="key-label-cell">${k.label}</td>
           <td class="mono">${k.id}</td>
           <td>${k.kind ?? 'api'}</td>
           <td>${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
