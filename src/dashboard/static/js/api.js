@@ -39,6 +39,15 @@ export class ApiError extends Error {
   }
 }
 
+/** fetch, with "the gateway does not answer" in words: the browser's own ("Failed to fetch") tell an operator nothing. */
+async function reach(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch {
+    throw new ApiError(0, 'UNREACHABLE', 'The gateway does not answer (stopped, restarting or the network is down); retrying.');
+  }
+}
+
 async function call(method, path, { body, apiKey, mk } = {}) {
   const headers = {};
   if (apiKey) headers['x-api-key'] = apiKey;
@@ -51,7 +60,7 @@ async function call(method, path, { body, apiKey, mk } = {}) {
     headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const r = await fetch(path, init);
+  const r = await reach(path, init);
   const text = await r.text();
   let data = text;
   if ((r.headers.get('content-type') || '').includes('json')) {
@@ -59,7 +68,8 @@ async function call(method, path, { body, apiKey, mk } = {}) {
   }
   if (!r.ok) {
     const code = data && typeof data === 'object' ? data.error : undefined;
-    const message = data && typeof data === 'object' ? data.message : String(text).slice(0, 200);
+    // A body that is not the gateway's JSON (a proxy's HTML error page) is never shown raw.
+    const message = data && typeof data === 'object' ? data.message : `The gateway answered HTTP ${r.status}${r.statusText ? ` ${r.statusText}` : ''}.`;
     if (r.status === 401 && !apiKey && !mk && session.key) {
       signOut('The management key stopped working (it was rotated or revoked). Sign in with the current one.');
     }
@@ -76,7 +86,7 @@ export const api = {
 
 /** /metrics as text (no key needed). */
 export async function metricsText() {
-  const r = await fetch('/metrics', { cache: 'no-store', credentials: 'omit' });
+  const r = await reach('/metrics', { cache: 'no-store', credentials: 'omit' });
   if (!r.ok) throw new ApiError(r.status, 'METRICS', `/metrics answered ${r.status}`);
   return r.text();
 }

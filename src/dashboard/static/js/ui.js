@@ -19,7 +19,7 @@ export function Err({ error }) {
   return html`<div class="err" role="alert">${code}${error.message ?? String(error)}</div>`;
 }
 
-/** Polls `load` every `ms` (and at once); returns { data, error, at, reload }. */
+/** Polls `load` every `ms` (and at once); returns { data, error, at, reload }; `at` is when the data shown arrived. */
 export function usePoll(load, ms, deps = []) {
   const [state, setState] = useState({ data: undefined, error: undefined, at: 0 });
   const alive = useRef(true);
@@ -28,7 +28,8 @@ export function usePoll(load, ms, deps = []) {
       const data = await load();
       if (alive.current) setState({ data, error: undefined, at: Date.now() });
     } catch (error) {
-      if (alive.current) setState((s) => ({ ...s, error, at: Date.now() }));
+      // `at` stays the time of the last good answer: the page says how old its figures are.
+      if (alive.current) setState((s) => ({ ...s, error }));
     }
   }, deps);
   useEffect(() => {
