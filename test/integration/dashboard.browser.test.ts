@@ -256,6 +256,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // The old tab's next poll is refused: it is signed out and forgets the key.
     await oldTab.waitForSelector('[data-testid=signed-out]', { timeout: 10_000 });
     await browser.shot(oldTab, '9-signed-out');
+    expect(await oldTab.title()).toBe('Sign in · tagw'); // not the page it was signed out from
     expect(await oldTab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBeNull();
     // The rotating tab carries on with the new key.
     expect(await tab.evaluate("sessionStorage.getItem('tagw.managementKey')")).toBe(newMk);
@@ -337,6 +338,36 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect(await page.locator('.err', { hasText: '<h1>' }).count()).toBe(0);
     await page.unroute('**/v1/seats');
     await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
+    await page.close();
+  });
+
+  it('pages back through an audit log longer than one page, its details in words', async () => {
+    // Well past the newest page of 100 entries.
+    for (let i = 0; i < 110; i += 1) await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: `audit-${i}` } });
+    const total = async () => {
+      let n = 0;
+      let before: number | null | undefined;
+      do {
+        const r = await t.req('GET', `/v1/audit?limit=1000${before ? `&before=${before}` : ''}`, { headers: mgmt(mk) });
+        n += r.body.entries.length;
+        before = r.body.next;
+      } while (before);
+      return n;
+    };
+    const all = await total();
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/audit');
+    const rows = page.locator('[data-testid=audit-row]');
+    await expect.poll(() => rows.count()).toBe(100);
+    await page.click('[data-testid=audit-older]');
+    await expect.poll(() => rows.count()).toBeGreaterThanOrEqual(all);
+    // Under 200 entries: the second page was the last, nothing older to ask for.
+    expect(all).toBeLessThan(200);
+    await page.locator('[data-testid=audit-older]').waitFor({ state: 'detached' });
+    // A seat key's detail reads as words, not as a JSON object.
+    expect(await page.locator('[data-testid=audit] td', { hasText: '{"' }).count()).toBe(0);
+    await browser.shot(page, '12-audit-older');
     await page.close();
   });
 

@@ -60,7 +60,10 @@ function App() {
     addEventListener('hashchange', f);
     return () => removeEventListener('hashchange', f);
   }, []);
-  if (!signedIn) return html`<${SignIn} reason=${reason} onIn=${() => { setReason(null); setSignedIn(true); }} />`;
+  if (!signedIn) {
+    document.title = 'Sign in · tagw';
+    return html`<${SignIn} reason=${reason} onIn=${() => { setReason(null); setSignedIn(true); }} />`;
+  }
   const [id, title, Page] = r.page;
   document.title = `${title} · tagw`;
   return html`<div class="shell">

@@ -1,18 +1,42 @@
-// The audit log: every management action, who (which management key), what and when.
+// The audit log: every management action, who (which management key), what and when. The newest
+// page refreshes itself; older pages are fetched on demand (?before=), so nothing is out of reach.
 import { api } from '../api.js';
-import { html } from '../lib.js';
+import { html, useState } from '../lib.js';
 import { Err, Top, usePoll, utc } from '../ui.js';
+
+/** An entry's detail as `name value` pairs in words, not a JSON object. */
+function detail(d) {
+  if (!d || typeof d !== 'object') return '';
+  return Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? (v.length ? v.join(', ') : 'none') : typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}`).join(' · ');
+}
 
 export function Audit({ title }) {
   const { data, error, at } = usePoll(() => api.get('/v1/audit'), 5000);
-  const entries = data?.entries ?? data?.audit ?? (Array.isArray(data) ? data : []);
+  const [older, setOlder] = useState({ entries: [], next: undefined, busy: false, error: null });
+  const entries = data?.entries ?? [];
+  // Older pages continue from where the newest page (or the last older page) ended.
+  const next = older.next === undefined ? data?.next : older.next;
+  const more = async () => {
+    setOlder((o) => ({ ...o, busy: true, error: null }));
+    try {
+      const page = await api.get(`/v1/audit?before=${next}`);
+      setOlder((o) => ({ entries: [...o.entries, ...page.entries], next: page.next, busy: false, error: null }));
+    } catch (err) {
+      setOlder((o) => ({ ...o, busy: false, error: err }));
+    }
+  };
+  // The newest page moves on as actions happen: an older entry it now holds is shown once.
+  const seen = new Set(entries.map((e) => e.id));
+  const all = [...entries, ...older.entries.filter((e) => !seen.has(e.id))];
   return html`
     <${Top} title=${title} at=${at} error=${error} />
     <${Err} error=${error} />
-    <div class="panel"><h2>Management actions <span class="muted small">newest first</span></h2>
-      <div class="scroll"><table data-testid="audit"><thead><tr><th>when (UTC)</th><th>management key</th><th>action</th><th>target</th><th>detail</th></tr></thead><tbody>
-        ${entries.length === 0 ? html`<tr><td colspan="5" class="empty">${error ? 'Not available.' : 'Nothing recorded yet.'}</td></tr>` : null}
-        ${entries.map((e) => html`<tr><td class="mono nowrap">${utc(e.at)}</td><td class="mono">${e.keyId}</td><td>${e.action}</td><td class="mono">${e.target ?? '—'}</td><td class="mono small">${e.detail ? JSON.stringify(e.detail) : ''}</td></tr>`)}
+    <div class="panel"><h2>Management actions <span class="muted small">${all.length} shown, newest first</span></h2>
+      <div class="scroll tall"><table data-testid="audit"><thead><tr><th>when (UTC)</th><th>management key</th><th>action</th><th>target</th><th>detail</th></tr></thead><tbody>
+        ${all.length === 0 ? html`<tr><td colspan="5" class="empty">${error ? 'Not available.' : 'Nothing recorded yet.'}</td></tr>` : null}
+        ${all.map((e) => html`<tr key=${e.id} data-testid="audit-row"><td class="mono nowrap">${utc(e.at)}</td><td class="mono">${e.keyId}</td><td>${e.action}</td><td class="mono">${e.target ?? '—'}</td><td class="mono small">${detail(e.detail)}</td></tr>`)}
       </tbody></table></div>
+      ${next ? html`<div class="row more"><button class="sm" data-testid="audit-older" disabled=${older.busy} onClick=${more}>${older.busy ? 'Loading…' : 'Show older'}</button></div>` : null}
+      <${Err} error=${older.error} />
     </div>`;
 }
