@@ -1,7 +1,7 @@
 // Resolves the key a request carries into a Principal, following SPEC §5 on where each kind of
 // key may appear. Key rows are cached (LRU) in front of SQLite; revocation evicts the entry.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../util/boundedCache.js';
 import { apiError } from '../errors.js';
 import type { TenancyStore } from '../store/tenancy.js';
 import { parseKey, secretMatches, type ParsedKey } from './keys.js';
@@ -35,12 +35,12 @@ function bearer(headers: Record<string, string>): string | undefined {
 }
 
 export class Authenticator {
-  private readonly cache = new LRUCache<string, CachedKey>({ max: 50_000 });
+  private readonly cache = boundedCache<string, CachedKey>(50_000);
   /**
    * Key values already verified, so a bot's every request skips the hash: keyed by the full
    * value, which only a holder of the secret can present. Revocation evicts by key id.
    */
-  private readonly verified = new LRUCache<string, Principal>({ max: 50_000 });
+  private readonly verified = boundedCache<string, Principal>(50_000);
   private readonly envKeyHash: Buffer | undefined;
 
   constructor(

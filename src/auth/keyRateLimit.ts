@@ -3,7 +3,8 @@
 // KEY_REQUESTS_PER_SEC / KEY_ORDERS_PER_SEC; a key's own overrides (PUT /v1/keys/{id}/limits) are
 // read once when the key is first seen and again after forget(). 0 means unlimited. The failed-auth
 // throttle (throttle.ts) is separate and runs before authentication.
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { boundedCache } from '../util/boundedCache.js';
 import { apiError, type ApiError } from '../errors.js';
 import type { Clock } from './throttle.js';
 import { fullBucket, take, type Bucket } from './tokenBucket.js';
@@ -24,7 +25,7 @@ export interface KeyRateLimiterOptions {
 export class KeyRateLimiter {
   private readonly keys: LRUCache<string, KeyState>;
   constructor(private readonly opts: KeyRateLimiterOptions) {
-    this.keys = new LRUCache({ max: opts.maxKeys ?? 100_000 });
+    this.keys = boundedCache(opts.maxKeys ?? 100_000);
   }
 
   /** The limits in force for a key. */

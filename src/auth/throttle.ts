@@ -1,7 +1,8 @@
 // Failed-auth throttle (SPEC §8): `limit` 401s from one IP within `windowMs` block that IP for
 // `blockMs`. Pure apart from the injected clock. Per-IP state lives in an LRU so a flood of
 // distinct addresses cannot grow memory without bound.
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { boundedCache } from '../util/boundedCache.js';
 import { systemClock, type Clock } from '../util/clock.js';
 
 /** Re-exported for the callers that took the clock from here before src/util/clock.ts. */
@@ -18,7 +19,7 @@ export class AuthThrottle {
   private anyBlockedUntil = 0;
   constructor(private readonly opts: ThrottleOptions) {
     this.clock = opts.clock ?? systemClock;
-    this.ips = new LRUCache({ max: opts.maxIps ?? 100_000 });
+    this.ips = boundedCache(opts.maxIps ?? 100_000);
   }
 
   /** Cheap pre-check for the hot path: false means no IP at all is blocked now. */

@@ -1,7 +1,7 @@
 // Which account a classic request addresses, and whether the caller may use it (SPEC §5, §7):
 // missing id → 400 ACCOUNT_ID_REQUIRED; scoped key on another id → 403; unknown or foreign id →
 // 404; read-only key on a trading call → 403; seat not ACTIVE → 402 NO_SUBSCRIPTION.
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../../util/boundedCache.js';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
@@ -14,7 +14,7 @@ export class AccountAccess {
   // ttlResolution 0: the age is read from performance.now() at each lookup. lru-cache's default
   // keeps the time for 1 ms behind a setTimeout made at the next lookup after it lapsed: a timer
   // per classic request at up to ~1,000/s, each waking an otherwise idle main thread.
-  private readonly seats = new LRUCache<string, SeatRow>({ max: 100_000, ttl: 1_000, ttlResolution: 0 });
+  private readonly seats = boundedCache<string, SeatRow>(100_000, { ttl: 1_000, ttlResolution: 0 });
   /** ACTIVE is the last seat status (SPEC §3), so it is cached for good once seen. */
   private readonly active = new Set<string>();
 

@@ -6,7 +6,7 @@
 // as a SHA-256 (lookups) plus the value sealed with the gateway's secret box (to answer the same
 // handle to a repeated connect). Handles survive restarts (docs/gateway.md).
 import { createHash, randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
+import { boundedCache } from '../../util/boundedCache.js';
 import { z } from 'zod';
 import { assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
@@ -33,7 +33,7 @@ const handleAad = (accountId: string) => `gateway-handle:${accountId}`;
  * the request that ended it (events and replies share the shard's port, in order).
  */
 export class HandleDirectory {
-  private readonly cache = new LRUCache<string, SessionRow>({ max: 100_000 });
+  private readonly cache = boundedCache<string, SessionRow>(100_000);
   private readonly store: SessionStore;
   constructor(s: Services) {
     this.store = new SessionStore(s.db);
