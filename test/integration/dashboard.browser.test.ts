@@ -236,6 +236,25 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('shows each key\'s rate limits and sets its own', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    const created = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'limited' } })).body;
+    await go(page, '/keys');
+    const row = page.locator(`[data-testid=key-row][data-id="${created.id}"]`);
+    // No limits of its own: the gateway's defaults, in words.
+    await row.locator('[data-testid=key-limits]', { hasText: '(default)' }).waitFor();
+    await row.locator('[data-testid=key-limits-edit]').click();
+    await page.fill('[data-testid=limit-requests]', '2');
+    await page.fill('[data-testid=limit-orders]', '0');
+    await page.click('[data-testid=limits-save]');
+    await row.locator('[data-testid=key-limits]', { hasText: '2 req/s' }).waitFor();
+    expect(await row.locator('[data-testid=key-limits]').textContent()).toContain('unlimited');
+    const keys = (await t.req('GET', '/v1/keys', { headers: mgmt(mk) })).body.keys as { id: string; requestsPerSec: number | null; ordersPerSec: number | null }[];
+    expect(keys.find((k) => k.id === created.id)).toMatchObject({ requestsPerSec: 2, ordersPerSec: 0 });
+    await page.close();
+  });
+
   it('rotates the management key: the new one shown once, the old tab signed out', async () => {
     const oldTab = await browser.page();
     await signIn(oldTab);

@@ -81,6 +81,7 @@ async function call(method, path, { body, apiKey, mk } = {}) {
 export const api = {
   get: (path, o) => call('GET', path, o),
   post: (path, body, o) => call('POST', path, { ...o, body: body ?? {} }),
+  put: (path, body, o) => call('PUT', path, { ...o, body: body ?? {} }),
   del: (path, o) => call('DELETE', path, o),
 };
 

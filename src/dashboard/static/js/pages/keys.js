@@ -1,8 +1,8 @@
 // API keys: create full-access keys, or read-only / account-scoped keys for a seat; the secret is
 // shown once with a copy button; list (never a secret); revoke; replace (new key shown once, the
-// old one revoked in the same step).
+// old one revoked in the same step); each key's own rate limits, shown and set.
 import { api } from '../api.js';
-import { html, useState } from '../lib.js';
+import { Fragment, html, useState } from '../lib.js';
 import { ago, Badge, ConfirmButton, Err, Secret, short, Top, usePoll, useSubmit, utc } from '../ui.js';
 
 function CreateKey({ seats, seatId, onCreated }) {
@@ -43,6 +43,30 @@ async function listKeys() {
   }
 }
 
+/** A key's limit in words: its own, or the gateway's default (null), 0 being unlimited. */
+function limitText(v, dflt, unit) {
+  const words = (n) => (n === 0 ? 'unlimited' : `${n} ${unit}`);
+  if (v === null || v === undefined) return dflt === undefined ? 'default' : `${words(dflt)} (default)`;
+  return words(v);
+}
+
+function LimitsForm({ k, defaults, onDone }) {
+  const [req, setReq] = useState(k.requestsPerSec ?? '');
+  const [ord, setOrd] = useState(k.ordersPerSec ?? '');
+  const num = (v) => (String(v).trim() === '' ? null : Number(v));
+  const { busy, error, submit } = useSubmit(async () => {
+    await api.put(`/v1/keys/${k.id}/limits`, { requestsPerSec: num(req), ordersPerSec: num(ord) });
+    onDone();
+  });
+  return html`<form class="row" onSubmit=${submit} data-testid="limits-form">
+    <label class="f">Requests per second<input type="number" min="0" step="any" data-testid="limit-requests" value=${req} placeholder=${`default${defaults.req === undefined ? '' : ` (${defaults.req})`}`} onInput=${(e) => setReq(e.target.value)} /></label>
+    <label class="f">Orders per second<input type="number" min="0" step="any" data-testid="limit-orders" value=${ord} placeholder=${`default${defaults.orders === undefined ? '' : ` (${defaults.orders})`}`} onInput=${(e) => setOrd(e.target.value)} /></label>
+    <button class="primary" type="submit" disabled=${busy} data-testid="limits-save">Save limits</button>
+    <span class="note">Empty: the gateway's default. 0: unlimited. Over a limit the key gets 429 from its next request on.</span>
+    <${Err} error=${error} />
+  </form>`;
+}
+
 function state(k) {
   if (k.replacedBy) return html`<${Badge} value="replaced" /> <span class="muted small">by ${short(k.replacedBy)}</span>`;
   if (k.revoked) return html`<${Badge} value="revoked" />`;
@@ -61,6 +85,10 @@ export function Keys({ title, arg }) {
     setError(null);
     try { await f(); await reload(); } catch (err) { setError(err); }
   };
+  const [editing, setEditing] = useState(null);
+  // The gateway's defaults (KEY_REQUESTS_PER_SEC, KEY_ORDERS_PER_SEC): a key without its own limits has these.
+  const status = usePoll(() => api.get('/v1/status'), 60_000);
+  const defaults = { req: status.data?.config?.keyRequestsPerSec, orders: status.data?.config?.keyOrdersPerSec };
   const keys = (data?.keys ?? []).filter((k) => showRevoked || !k.revoked);
   return html`
     <${Top} title=${title} at=${at} error=${pollError} />
@@ -73,15 +101,16 @@ export function Keys({ title, arg }) {
     <div class="panel">
       <h2>Keys <label class="c small"><input type="checkbox" checked=${showRevoked} onChange=${(e) => setShowRevoked(e.target.checked)} /> show revoked</label></h2>
       <table data-testid="keys"><thead><tr>
-        <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>created</th><th>last used</th><th>state</th><th></th>
+        <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>limits</th><th>created</th><th>last used</th><th>state</th><th></th>
       </tr></thead><tbody>
-        ${keys.length === 0 ? html`<tr><td colspan="9" class="empty">No keys.</td></tr>` : null}
-        ${keys.map((k) => html`<tr key=${k.id} data-testid="key-row" data-id=${k.id}>
+        ${keys.length === 0 ? html`<tr><td colspan="10" class="empty">No keys.</td></tr>` : null}
+        ${keys.map((k) => html`<${Fragment} key=${k.id}><tr data-testid="key-row" data-id=${k.id}>
           <td class="label" data-testid="key-label-cell">${k.label}</td>
           <td class="mono">${k.id}</td>
           <td>${k.kind ?? 'api'}</td>
-          <td>${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
+          <td class="nowrap">${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
           <td>${k.kind === 'management' ? 'provisioning' : k.readOnly ? 'read-only' : 'full'}</td>
+          <td class="nowrap" data-testid="key-limits">${k.kind === 'management' ? '—' : html`${limitText(k.requestsPerSec, defaults.req, 'req/s')}<br /><span class="muted">${limitText(k.ordersPerSec, defaults.orders, 'orders/s')}</span>`}</td>
           <td class="nowrap" title=${k.createdAt}>${utc(k.createdAt)}</td>
           <td class="nowrap" title=${k.lastUsedAt ?? ''}>${k.lastUsedAt === undefined ? '—' : ago(k.lastUsedAt)}</td>
           <td class="nowrap">${state(k)}</td>
@@ -90,9 +119,12 @@ export function Keys({ title, arg }) {
               const n = await api.post(`/v1/keys/${k.id}/replace`, {});
               setSecret({ title: `Replacement for "${k.label}" (the old key is revoked)`, value: n.key });
             })}>Replace</button>
+            <button class="sm" data-testid="key-limits-edit" onClick=${() => setEditing(editing === k.id ? null : k.id)}>${editing === k.id ? 'Close' : 'Limits'}</button>
             <${ConfirmButton} label="Revoke" confirm="Revoke now?" testid="revoke-key" onConfirm=${act(() => api.del(`/v1/keys/${k.id}`))} />` : null}
           </td>
-        </tr>`)}
+        </tr>
+        ${editing === k.id ? html`<tr><td colspan="10"><${LimitsForm} k=${k} defaults=${defaults} onDone=${() => { setEditing(null); reload(); }} /></td></tr>` : null}
+        </${Fragment}>`)}
       </tbody></table>
     </div>`;
 }
