@@ -119,6 +119,8 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect(await browser.context.cookies()).toEqual([]);
     expect(page.url()).not.toContain(mk);
     await page.waitForSelector('[data-testid=families] td');
+    // An idle gateway: the console's own /metrics request is not counted as load.
+    expect(await page.locator('[data-testid=inflight]').textContent()).toBe('0 other in flight');
     await browser.shot(page, '1-overview');
     await page.close();
   });

@@ -14,7 +14,9 @@ const COLORS = { classic: '#38bdf8', gateway: '#a78bfa', provisioning: '#f59e0b'
 export function Overview({ title }) {
   const prev = useRef(null);
   const { data, error, at } = usePoll(async () => {
-    const [status, text] = await Promise.all([api.get('/v1/status'), metricsText()]);
+    // One after the other: the only request of this page in flight while /metrics counts is /metrics itself.
+    const status = await api.get('/v1/status');
+    const text = await metricsText();
     const samples = parseProm(text);
     const fam = families(samples);
     const now = performance.now();
@@ -42,7 +44,8 @@ export function Overview({ title }) {
   const sockets = value(samples, 'tagw_stream_sockets') ?? 0;
   const coalescing = value(samples, 'tagw_stream_coalescing_sockets') ?? 0;
   const slowCloses = value(samples, 'tagw_stream_backpressure_closes_total') ?? 0;
-  const inflight = value(samples, 'tagw_http_inflight_requests') ?? 0;
+  // The gauge counts the /metrics request that read it: the others are the gateway's real load.
+  const inflight = Math.max(0, (value(samples, 'tagw_http_inflight_requests') ?? 1) - 1);
   const quotes = value(samples, 'tagw_stream_quotes_published_total');
   const brokerPhases = byLabel(samples, 'tagw_broker_connections', 'phase');
   const totalRate = stats.reduce((n, r) => n + (r.rate ?? 0), 0);
@@ -53,7 +56,7 @@ export function Overview({ title }) {
       <div class="panel stat" data-testid="version"><div class="l">Version</div><div class="v">${status.version}</div><div class="s">API ${status.apiVersion} · Node ${status.node}</div></div>
       <div class="panel stat"><div class="l">Uptime</div><div class="v" data-testid="uptime">${duration(status.uptimeSec)}</div><div class="s">since ${status.startedAt.replace('T', ' ').slice(0, 19)} UTC</div></div>
       <div class="panel stat"><div class="l">Shards</div><div class="v">${shardsUp} / ${status.shards.length} up</div><div class="s">${status.shards.reduce((n, s) => n + s.restarts, 0)} restarts · ${status.seats} seats</div></div>
-      <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s">${inflight} in flight</div></div>
+      <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s" data-testid="inflight">${inflight} other in flight</div></div>
     </div>
     <div class="grid g3">
       <div class="panel">
