@@ -10,7 +10,7 @@ import { calendarCommand } from './commands/calendar.js';
 import { dataCommands } from './commands/data.js';
 import { keysCommand } from './commands/keys.js';
 import { mgmtKeyCommand, statusCommand } from './commands/admin.js';
-import { Ctx, type GlobalOptions } from './context.js';
+import type { Ctx, GlobalOptions } from './context.js';
 import { CliError, EXIT } from './errors.js';
 
 export function buildProgram(): Command {
@@ -24,7 +24,9 @@ export function buildProgram(): Command {
     .showHelpAfterError('(tagw --help lists the commands)')
     .enablePositionalOptions(false)
     .exitOverride();
-  const ctx = () => new Ctx(program.opts<GlobalOptions>());
+  // What a command needs (configuration, client, store, PostgreSQL) loads when it runs: --help and
+  // the commands that need none of it start without (bots call tagw in scripts).
+  const ctx = async (): Promise<Ctx> => new (await import('./context.js')).Ctx(program.opts<GlobalOptions>());
   program.command('serve').description('run the gateway (what npm start does)').action(async () => {
     await import('../main.js');
   });

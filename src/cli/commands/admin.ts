@@ -1,8 +1,6 @@
 // tagw status and tagw mgmt-key rotate.
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { dbPath } from '../../store/db.js';
-import { checkMigrations } from '../../store/migrations.js';
 import type { Ctx } from '../context.js';
 import { fields, table, when } from '../output.js';
 
@@ -27,17 +25,23 @@ export function clusterFields(c: NonNullable<Status['cluster']>): Array<[string,
 
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
 
-export function statusCommand(program: Command, ctx: () => Ctx): void {
+/** The schema version of DATA_DIR's database, read-only (null: no database); loads the store only here. */
+async function schemaVersionOnDisk(dataDir: string): Promise<number | null> {
+  const [{ dbPath }, { checkMigrations }] = await Promise.all([import('../../store/db.js'), import('../../store/migrations.js')]);
+  const file = dbPath(dataDir);
+  return existsSync(file) ? checkMigrations(file).current : null;
+}
+
+export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
   program.command('status').description('health, version, schema version, shards, accounts by connection state').action(async () => {
-    const c = ctx();
+    const c = await ctx();
     const client = c.client();
     const health = await client.call<{ status: string }>('GET', '/healthz', undefined, { auth: false });
     // 503 while not ready: its body still says why.
     const ready = await client.call<{ ready: boolean }>('GET', '/readyz', undefined, { auth: false }).catch(() => ({ ready: false }));
     const st = await client.call<Status>('GET', '/v1/status');
     // An older gateway's status has no schema version: the database file says it (read-only).
-    const file = dbPath(c.config().dataDir);
-    const schemaVersion = st.schemaVersion ?? (existsSync(file) ? checkMigrations(file).current : null);
+    const schemaVersion = st.schemaVersion ?? await schemaVersionOnDisk(c.config().dataDir);
     const data = { url: client.url, health: health.status, ready: ready.ready, ...st, schemaVersion };
     c.out.print(data, (d) => fields([
       ['gateway', d.url], ['health', d.health], ['ready', d.ready ? 'yes' : 'no'], ['version', `${d.version} (API ${d.apiVersion})`],
@@ -51,12 +55,12 @@ export function statusCommand(program: Command, ctx: () => Ctx): void {
   });
 }
 
-export function mgmtKeyCommand(program: Command, ctx: () => Ctx): void {
+export function mgmtKeyCommand(program: Command, ctx: () => Promise<Ctx>): void {
   const mk = program.command('mgmt-key').description('the management key');
   mk.command('rotate').description('a new management key (shown once); the one used now stops working at once')
     .option('--label <label>', "the new key's label")
     .action(async (o: { label?: string }) => {
-      const c = ctx();
+      const c = await ctx();
       const r = await c.client().call('POST', '/v1/management-key/rotate', o.label ? { label: o.label } : {});
       c.out.revealSecret(r, `New management key ${r.id} (${r.revoked} is revoked; DATA_DIR/bootstrap.json is updated when it held it):`);
     });

@@ -22,7 +22,7 @@ function limitArg(v: string): number | null {
   return n;
 }
 
-export function keysCommand(program: Command, ctx: () => Ctx): void {
+export function keysCommand(program: Command, ctx: () => Promise<Ctx>): void {
   const keys = program.command('keys').description('API keys: list, create, revoke, replace, rate limits');
 
   keys.command('list').description("list the customer's keys (never their secrets)")
@@ -30,7 +30,7 @@ export function keysCommand(program: Command, ctx: () => Ctx): void {
     .option('--kind <kind>', 'api, management or all', 'api')
     .option('--live', 'hide revoked keys')
     .action(async (o: { seat?: string; kind: string; live?: boolean }) => {
-      const c = ctx();
+      const c = await ctx();
       const q = new URLSearchParams({ kind: o.kind, ...(o.seat ? { seatId: o.seat } : {}) });
       const r = await c.client().call<{ keys: KeyInfo[] }>('GET', `/v1/keys?${q}`);
       const rows = o.live ? r.keys.filter((k) => !k.revoked) : r.keys;
@@ -49,7 +49,7 @@ export function keysCommand(program: Command, ctx: () => Ctx): void {
     .option('--account-scoped', 'works only for the seat given with --seat')
     .action(async (o: { label: string; seat?: string; readOnly?: boolean; accountScoped?: boolean }) => {
       if (!o.seat && (o.readOnly || o.accountScoped)) throw new CliError(EXIT.USAGE, '--read-only and --account-scoped keys are created under a seat: add --seat <id>');
-      const c = ctx();
+      const c = await ctx();
       const created = o.seat
         ? await c.client().call('POST', `/v1/seats/${encodeURIComponent(o.seat)}/keys`, { label: o.label, readOnly: o.readOnly === true, accountScoped: o.accountScoped === true })
         : await c.client().call('POST', '/v1/keys', { label: o.label });
@@ -58,7 +58,7 @@ export function keysCommand(program: Command, ctx: () => Ctx): void {
 
   keys.command('revoke <keyId>').description('revoke an API key: refused from its next request, its streams close')
     .action(async (id: string) => {
-      const c = ctx();
+      const c = await ctx();
       const r = await c.client().call('DELETE', `/v1/keys/${encodeURIComponent(id)}`);
       c.out.print(r, () => `Revoked ${id}.\n`);
     });
@@ -66,7 +66,7 @@ export function keysCommand(program: Command, ctx: () => Ctx): void {
   keys.command('replace <keyId>').description('a new key with the same scope and limits (shown once); the old one is revoked in the same step')
     .option('--label <label>', "the new key's label (default: the old one's)")
     .action(async (id: string, o: { label?: string }) => {
-      const c = ctx();
+      const c = await ctx();
       const r = await c.client().call('POST', `/v1/keys/${encodeURIComponent(id)}/replace`, o.label ? { label: o.label } : {});
       c.out.revealSecret(r, `Replaced ${id} (revoked now) with ${r.id}:`);
     });
@@ -76,7 +76,7 @@ export function keysCommand(program: Command, ctx: () => Ctx): void {
     .option('--orders <perSec>', 'orders (trading calls) per second')
     .action(async (id: string, o: { requests?: string; orders?: string }) => {
       if (o.requests === undefined && o.orders === undefined) throw new CliError(EXIT.USAGE, 'give --requests and/or --orders');
-      const c = ctx();
+      const c = await ctx();
       const client = c.client();
       // The route sets both: an option not given keeps the key's current value.
       const current = (await client.call<{ keys: KeyInfo[] }>('GET', '/v1/keys?kind=api')).keys.find((k) => k.id === id);

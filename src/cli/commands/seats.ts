@@ -16,11 +16,11 @@ interface Connection {
 const hosting = (s: Seat) => (s.privateHosting ? `private${s.region ? ` (${s.region})` : ''}` : 'shared');
 const seg = (v: string) => encodeURIComponent(v);
 
-export function seatsCommand(program: Command, ctx: () => Ctx): void {
+export function seatsCommand(program: Command, ctx: () => Promise<Ctx>): void {
   const seats = program.command('seats').description('seats (accounts): list, create, show, delete');
 
   seats.command('list').description("the customer's seats").action(async () => {
-    const c = ctx();
+    const c = await ctx();
     const r = await c.client().call<{ seats: Seat[] }>('GET', '/v1/seats');
     c.out.print(r, (d) => table(d.seats, [
       { header: 'ID', value: (s) => s.id }, { header: 'STATUS', value: (s) => s.status }, { header: 'HOSTING', value: hosting },
@@ -32,13 +32,13 @@ export function seatsCommand(program: Command, ctx: () => Ctx): void {
     .option('--private', 'privately hosted: a dedicated IP and device id (BUILDING_SERVER first)')
     .option('--region <region>', 'region of a private seat, e.g. us-east')
     .action(async (o: { private?: boolean; region?: string }) => {
-      const c = ctx();
+      const c = await ctx();
       const s = await c.client().call<Seat>('POST', '/v1/seats', { privateHosting: o.private === true, ...(o.region ? { region: o.region } : {}) });
       c.out.print(s, (d) => `Created seat ${d.id} (${d.status}, ${hosting(d)}).\n`);
     });
 
   seats.command('show <seatId>').description('a seat, its keys and its broker connection').action(async (id: string) => {
-    const c = ctx();
+    const c = await ctx();
     const client = c.client();
     const [seat, keys] = await Promise.all([
       client.call<Seat>('GET', `/v1/seats/${seg(id)}`),
@@ -57,18 +57,18 @@ export function seatsCommand(program: Command, ctx: () => Ctx): void {
     .option('--yes', 'confirm (required: this cannot be undone)')
     .action(async (id: string, o: { yes?: boolean }) => {
       if (!o.yes) throw new CliError(EXIT.USAGE, `removing seat ${id} cannot be undone: add --yes`);
-      const c = ctx();
+      const c = await ctx();
       const r = await c.client().call<{ id: string; revokedKeys: string[] }>('DELETE', `/v1/seats/${seg(id)}`);
       c.out.print(r, (d) => `Removed seat ${d.id}${d.revokedKeys.length ? `; revoked its keys ${d.revokedKeys.join(', ')}` : ''}.\n`);
     });
 }
 
-export function accountsCommand(program: Command, ctx: () => Ctx): void {
+export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void {
   const accounts = program.command('accounts').description("accounts' broker connections: list, show, reconnect");
   const connections = async (c: Ctx) => (await c.client().call<{ accounts: Connection[] }>('GET', '/v1/accounts/connections')).accounts;
 
   accounts.command('list').description('every account with its connection phase').action(async () => {
-    const c = ctx();
+    const c = await ctx();
     const rows = await connections(c);
     c.out.print({ accounts: rows }, (d) => table(d.accounts, [
       { header: 'ID', value: (a) => a.id }, { header: 'PLATFORM', value: (a) => a.platform }, { header: 'SERVER', value: (a) => a.server },
@@ -78,7 +78,7 @@ export function accountsCommand(program: Command, ctx: () => Ctx): void {
   });
 
   accounts.command('show <accountId>').description("an account's connection and its recent phase changes").action(async (id: string) => {
-    const c = ctx();
+    const c = await ctx();
     const a = (await connections(c)).find((x) => x.id === id);
     if (!a) throw new CliError(EXIT.FAILED, `no account ${id}`);
     c.out.print(a, (d) => fields([
@@ -89,7 +89,7 @@ export function accountsCommand(program: Command, ctx: () => Ctx): void {
 
   accounts.command('reconnect <accountId>').description("replace the account's broker connection (requests in flight finish on the old one)")
     .action(async (id: string) => {
-      const c = ctx();
+      const c = await ctx();
       const r = await c.client().call<{ id: string; connection: string; generation: number }>('POST', `/v1/accounts/${seg(id)}/upgrade`, {});
       c.out.print(r, (d) => `Reconnected ${d.id}: ${d.connection} (connection #${d.generation}).\n`);
     });
