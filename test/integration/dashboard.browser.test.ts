@@ -137,6 +137,8 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await row.locator('[data-testid=seat-status]', { hasText: 'BUILDING_SERVER' }).waitFor();
     await row.locator('[data-testid=seat-status]', { hasText: 'ACTIVE' }).waitFor({ timeout: 20_000 });
     const seatId = (await row.getAttribute('data-id'))!;
+    // The account id a bot needs (?id=) is there whole, not cut to 8 characters.
+    expect(await row.locator('[data-testid=seat-id]').textContent()).toBe(seatId);
 
     await row.locator('[data-testid=seat-more]').click();
     await page.fill('[data-testid=bind-user]', '50001');

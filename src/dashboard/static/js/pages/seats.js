@@ -3,7 +3,7 @@
 // its history. Refreshed every 1.5 s.
 import { api } from '../api.js';
 import { Fragment, html, useState } from '../lib.js';
-import { ago, Badge, ConfirmButton, Err, short, Top, usePoll, useSubmit, utc } from '../ui.js';
+import { ago, Badge, ConfirmButton, Err, Top, usePoll, useSubmit, utc } from '../ui.js';
 
 const SERVERS = ['Sim-P5-Demo', 'Sim-P4-Demo'];
 
@@ -76,10 +76,10 @@ export function Seats({ title }) {
           const expanded = open === s.id;
           return html`<${Fragment} key=${s.id}>
           <tr data-testid="seat-row" data-id=${s.id}>
-            <td class="mono" title=${s.id}>${short(s.id)}</td>
+            <td class="mono nowrap select-all" data-testid="seat-id">${s.id}</td>
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
             <td data-testid="seat-status"><${Badge} value=${s.status} /></td>
-            <td>${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
+            <td class="nowrap">${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
             <td data-testid="conn-phase">${c?.phase ? html`<${Badge} value=${c.phase} />` : html`<span class="muted">—</span>`}</td>
             <td>${c?.server ? (c.synced ? 'yes' : 'no') : '—'}</td>
             <td class="nowrap">${ago(c?.since)}</td>
