@@ -111,6 +111,12 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.fill('[data-testid=mk]', 'tagw_m_0000000000000000_not-a-real-key');
     await page.click('[data-testid=signin]');
     await page.waitForSelector('text=That is not a valid management key.');
+    // A bot's API key pasted by mistake is named for what it is.
+    const apiKey = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'pasted-by-mistake' } })).body.key as string;
+    await page.fill('[data-testid=mk]', apiKey);
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('text=the console needs the management key');
+    expect(await page.content()).not.toContain(apiKey.slice(8)); // the password field only, never echoed
     // The key is in sessionStorage only: no cookie, nothing in the URL.
     await page.fill('[data-testid=mk]', mk);
     await page.click('[data-testid=signin]');

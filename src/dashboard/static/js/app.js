@@ -35,7 +35,12 @@ function SignIn({ reason, onIn }) {
     session.set(key.trim());
     setKey('');
     onIn();
-  }, (err) => (err.status === 401 ? { message: 'That is not a valid management key.' } : err));
+  }, (err) => {
+    if (err.status !== 401) return err;
+    // The likeliest mix-up: a bot's API key pasted here.
+    if (key.trim().startsWith('tagw_k_')) return { message: 'That is an API key (tagw_k_…): the console needs the management key (tagw_m_…).' };
+    return { message: 'That is not a valid management key.' };
+  });
   return html`<div class="signin"><div class="panel">
     <h1><img src="/dashboard/favicon.svg" alt="" /> tagw operator console</h1>
     <p class="muted">Sign in with the gateway's management key (printed at the first start and kept in <code>data/bootstrap.json</code>). It stays in this tab only.</p>
