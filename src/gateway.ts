@@ -244,7 +244,7 @@ async function start(
   const shared = cluster && await (await import('./cluster/clusterStreamHistory.js')).ClusterStreamHistory.open({
     nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },
     owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; },
-    onReopened: (listener) => { cluster.router.onStreamReopened = listener; }, log,
+    onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });
   const streamHub = (stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),

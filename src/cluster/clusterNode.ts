@@ -309,10 +309,10 @@ export class ClusterNode {
         this.seen = o;
         // A node gone (SIGKILL, or SIGTERM before its sockets' closes reached us): its hub will not
         // close what its sockets opened on the accounts owned here; release it as that hub would.
-        for (const id of this.departures.seen(this.liveNodes().map((n) => n.nodeId))) void this.wired?.nats.router.forgetNode(id);
+        for (const id of this.departures.seen(this.liveNodes().map((n) => n.nodeId))) void this.wired?.nats.router.streams.forgetNode(id);
         // A node started again under its id within the lease (never judged departed): what its
         // earlier process's sockets held here goes, as for a departed node.
-        for (const n of this.liveNodes()) void this.wired?.nats.router.supersede(n.nodeId, n.incarnation);
+        for (const n of this.liveNodes()) void this.wired?.nats.router.streams.supersede(n.nodeId, n.incarnation);
       }, () => this.departures.failed());
       // Copies the database did not take (it was away): again, until they land or the lease moves on.
       this.bindings.copies.retryFailed();

@@ -19,6 +19,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import { reachOf } from './commandReach.js';
 import type { IdempotencyLedger } from './idempotencyLedger.js';
 import type { Lease } from './leases.js';
+import { NotHeldError } from './moves.js';
 import type { LocalShards } from './router.js';
 
 export interface FencedShardsOptions {
@@ -46,7 +47,8 @@ function certainlyNotSent(err: unknown): boolean {
 
 /** The claim could not be written (PostgreSQL unreachable or too slow): nothing was sent. */
 const noLedger = () => apiError('SERVICE_UNAVAILABLE', 'the cluster database cannot be reached, so the order was not sent; retry', { headers: { 'retry-after': '1' } });
-const notOwner = (accountId: string) => apiError('SERVICE_UNAVAILABLE', `this node no longer holds account ${accountId} (it is being taken over); retry`, { headers: { 'retry-after': '1' } });
+/** Refused before anything ran: the router sends the call on to the next owner (moves.ts). */
+const notOwner = (accountId: string) => new NotHeldError(accountId);
 const uncertain = (id: string) => apiError('IDEMPOTENCY_UNCERTAIN', `the order with clientOrderId ${id} may have been executed (its node stopped before the broker answered); it is not sent again`);
 
 /** A gateway session's order: its parameters arrive validated by the route (proxySchemas.ts), so

@@ -12,8 +12,10 @@ import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory, OwnerInfo } from './owners.js';
+import { mayRunAgain, NotHeldError } from './moves.js';
 import { NoReplyError, ReplyInbox } from './replyInbox.js';
 import { partSize, ReplyParts, type PartRequest, type PartsHandle } from './replyParts.js';
+import { OwnerStreams } from './ownerStreams.js';
 import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
@@ -67,10 +69,14 @@ export interface RouterStats {
   streamReplays: number;
 }
 
-type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean };
+/** `late`: the account moved on while the call waited at this owner, which may still answer. */
+type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean; late?: Late };
+/** A call's reply still to come from an owner the account moved away from. */
+interface Late { owner: string; reply: Promise<Msg> }
 /** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
- *  knew when it sent the call (0: none known). */
-interface Forwarded { key: string; owner: string; op: CommandName; epoch: number }
+ *  knew when it sent the call (0: none known); `moved`: told when the account moves on, if the new
+ *  owner may run the call too (moves.ts). */
+interface Forwarded { key: string; owner: string; op: CommandName; epoch: number; moved?: () => void }
 /** An owner, at the lease epoch this node knew of it. */
 type At = OwnerInfo & { owner: string };
 /** Which owner answered a routed call, and the epoch it said it holds (stream commands). */
@@ -78,18 +84,12 @@ interface Routed { owner: string; epoch?: number }
 
 export class AccountRouter {
   readonly stats: RouterStats = { forwarded: 0, served: 0, ownerWaits: 0, unavailable: 0, streamReplays: 0 };
-  /** What each node's sockets hold of the streams of accounts owned here (and which symbols other
-   *  nodes' sockets want: the relay publishes only those). */
-  readonly interest: StreamInterest;
+  /** The owner's side of stream commands: what each node's sockets hold here (ownerStreams.ts); a
+   *  node that left or started again (forgetNode, supersede); the edge's resync (onReopened). */
+  readonly streams: OwnerStreams;
   /** What this node's own sockets hold, wherever the accounts are owned, and at which owner. */
   private readonly held = new StreamInterest();
   private readonly heldAt = new Map<string, At>();
-  /** The latest incarnation of each node whose stream commands reached this one (or that the node
-   *  list showed), and the release of its earlier process's holds while that runs. */
-  private readonly incarnations = new Map<string, { inc: number; forgetting: Promise<void> }>();
-  /** An account's stream was opened again at this owner's shard after every node had closed it (or
-   *  been forgotten): what happened at the broker meanwhile was not emitted. The stream edge resyncs. */
-  onStreamReopened: (accountId: string) => void = () => {};
   private readonly offOwners: () => void;
   private subs: Subscription[] = [];
   /** Large replies waiting for their parts to be fetched. */
@@ -103,7 +103,7 @@ export class AccountRouter {
   private readonly recheckMs: number;
 
   constructor(private readonly opts: AccountRouterOptions) {
-    this.interest = new StreamInterest(opts.nodeId);
+    this.streams = new OwnerStreams(opts.nodeId, opts.shards, opts.log);
     this.now = opts.now ?? (() => performance.now());
     this.forwardTimeoutMs = opts.forwardTimeoutMs ?? 31_000;
     this.recheckMs = opts.recheckMs ?? 250;
@@ -131,6 +131,12 @@ export class AccountRouter {
     });
   }
 
+  /** What each node's sockets hold of the streams of accounts owned here (and which symbols other
+   *  nodes' sockets want: the relay publishes only those). */
+  get interest(): StreamInterest {
+    return this.streams.interest;
+  }
+
   /** Starts answering the calls other nodes forward here. */
   serve(): void {
     if (this.subs.length) return;
@@ -145,7 +151,7 @@ export class AccountRouter {
     this.subs.push(nc.subscribe(SUBJECTS.nodeForget(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) return;
-        void this.forgetNode(msg.string()).finally(() => msg.respond('ok'));
+        void this.streams.forgetNode(msg.string()).finally(() => msg.respond('ok'));
       },
     }));
     this.subs.push(nc.subscribe(SUBJECTS.nodePart(this.opts.nodeId), {
@@ -191,38 +197,74 @@ export class AccountRouter {
     const deadline = this.now() + this.opts.ownerWaitMs;
     let waited = false;
     let redirected = false;
-    for (;;) {
-      // The cache's answer when it has one (no await: the common case); the lease store's otherwise.
-      const cached = this.opts.owners.fresh(key);
-      const owner = cached !== undefined ? cached : await this.ownerOf(key);
-      if (owner === this.opts.nodeId) {
-        if (at) at.owner = owner;
-        return await this.runHere(this.opts.nodeId, key, op, args, opts);
-      }
-      if (owner !== null) {
-        const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
-        if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
-        const a = await this.forward(owner, env);
-        if (a.done) {
-          if (at) {
-            at.owner = owner;
-            if (a.epoch !== undefined) at.epoch = a.epoch;
+    let late: Late | undefined;
+    try {
+      for (;;) {
+        // The cache's answer when it has one (no await: the common case); the lease store's otherwise.
+        const cached = this.opts.owners.fresh(key);
+        const owner = cached !== undefined ? cached : await this.ownerOf(key);
+        if (owner === this.opts.nodeId) {
+          if (at) at.owner = owner;
+          try {
+            return await this.runHere(this.opts.nodeId, key, op, args, opts);
+          } catch (err) {
+            // Handing the account over, or its lease lapsed: nothing ran; on to the next owner.
+            if (!(err instanceof NotHeldError)) throw err;
+            this.opts.owners.forget(key);
+            if (!redirected) {
+              redirected = true;
+              continue;
+            }
           }
-          return a.value;
+        } else if (owner !== null) {
+          const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
+          if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
+          const a = await this.forward(owner, env);
+          if (a.done) {
+            if (at) {
+              at.owner = owner;
+              if (a.epoch !== undefined) at.epoch = a.epoch;
+            }
+            return a.value;
+          }
+          // Moved on while the call waited there: to the new owner (known now) at once.
+          if (a.late) {
+            late = a.late;
+            continue;
+          }
+          this.opts.owners.forget(key);
+          // Told where the account went: ask again at once, once; otherwise wait for news.
+          if (a.notOwner && !redirected) {
+            redirected = true;
+            continue;
+          }
         }
-        this.opts.owners.forget(key);
-        // Told where the account went: ask again at once, once; otherwise wait for news.
-        if (a.notOwner && !redirected) {
-          redirected = true;
-          continue;
-        }
+        await this.waitForOwner(key, deadline, !waited);
+        waited = true;
       }
-      const left = deadline - this.now();
-      if (left <= 0) throw this.unavailable(`account ${key} has no reachable owner yet (a node is taking it over); retry`);
-      if (!waited) this.stats.ownerWaits++;
-      waited = true;
-      await this.ownerChange(key, Math.min(left, this.recheckMs));
+    } catch (err) {
+      // The new owner found the old one's claim of this order (it may have executed): the old
+      // owner's own answer, if it comes within the owner wait, says what happened.
+      if (late && err instanceof ApiError && err.code === 'IDEMPOTENCY_UNCERTAIN') return this.lateAnswer(late, err);
+      throw err;
     }
+  }
+
+  /** No owner to run the call now: waits for news of one (or `recheckMs`), or 503 past the deadline. */
+  private async waitForOwner(key: string, deadline: number, first: boolean): Promise<void> {
+    const left = deadline - this.now();
+    if (left <= 0) throw this.unavailable(`account ${key} has no reachable owner yet (a node is taking it over); retry`);
+    if (first) this.stats.ownerWaits++;
+    await this.ownerChange(key, Math.min(left, this.recheckMs));
+  }
+
+  /** The answer of the owner the account moved away from; `uncertain` (the new owner's) if it gives
+   *  none within the owner wait (the stranded call's abort) or says it no longer held the account. */
+  private async lateAnswer(late: Late, uncertain: ApiError): Promise<unknown> {
+    const msg = await late.reply.catch(() => undefined);
+    const a = msg && (await this.reply(late.owner, msg));
+    if (a?.done) return a.value;
+    throw uncertain;
   }
 
   /** The owner's lease epoch as this node knows it (0: unknown, or the cache moved on to another owner). */
@@ -282,7 +324,18 @@ export class AccountRouter {
     if (!this.opts.link.up) throw this.unavailable('the cluster\'s messaging (NATS) is unreachable from this node; retry');
     let msg: Msg;
     try {
-      msg = await this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, { key: env.key, owner, op: env.op, epoch: this.epochOf(env.key, owner) });
+      const tag: Forwarded = { key: env.key, owner, op: env.op, epoch: this.epochOf(env.key, owner) };
+      const reply = this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, tag);
+      if (!mayRunAgain(env.op, env.args, env.retry)) msg = await reply;
+      else {
+        const moved = new Promise<undefined>((resolve) => (tag.moved = () => resolve(undefined)));
+        const first = await Promise.race([reply, moved]);
+        if (first === undefined) {
+          reply.catch(() => undefined); // ended by the stranded call's abort unless awaited
+          return { done: false, notOwner: false, late: { owner, reply } };
+        }
+        msg = first;
+      }
     } catch (err) {
       if (err instanceof ApiError) throw err;
       // No responders: the owner is not listening (stopped, died, restarting); wait for the next.
@@ -292,6 +345,11 @@ export class AccountRouter {
       }
       throw this.unavailable(`the cluster's messaging (NATS) failed during ${env.op}; retry`, err);
     }
+    return this.reply(owner, msg);
+  }
+
+  /** An owner's reply to a forwarded call, as an attempt (a result) or its error, thrown. */
+  private async reply(owner: string, msg: Msg): Promise<Attempt> {
     let reply = decode(msg.string()) as CallReply;
     if (reply.ok === 'parts') reply = await this.fetchParts(owner, reply);
     if (reply.ok === true) {
@@ -309,7 +367,13 @@ export class AccountRouter {
    *  node id again, restarted, at a later epoch), the old one has the owner wait to answer the calls
    *  it has (a live one finishing a slow call still does), then 503. */
   private movedWhileAway(accountId: string, at: At): void {
-    const stranded = this.inbox.waitingIds((f) => f.key === accountId && (f.owner !== at.owner || f.epoch < at.epoch));
+    const stranded = this.inbox.waitingIds((f) => {
+      if (f.key !== accountId || (f.owner === at.owner && f.epoch >= at.epoch)) return false;
+      // A call the new owner may run too goes there now (the old owner's answer then only counts if
+      // the new one found its claim: lateAnswer). Not on an epoch never known: maybe no move at all.
+      if (f.owner !== at.owner || f.epoch > 0) f.moved?.();
+      return true;
+    });
     if (stranded.length === 0) return;
     setTimeout(() => {
       this.inbox.abort(stranded, (f) => this.unavailable(`account ${f.key} moved to another node while ${f.op} was at the old one, which did not answer; its outcome is unknown`));
@@ -359,7 +423,7 @@ export class AccountRouter {
       } else {
         const opts: CallOptions = env.retry === undefined ? {} : { retryOnRestart: env.retry };
         // A stream command of a node's new process: what its earlier one held here goes first.
-        if (env.inc !== undefined && !(await this.supersede(String(env.from), env.inc))) {
+        if (env.inc !== undefined && !(await this.streams.supersede(String(env.from), env.inc))) {
           throw this.unavailable(`a stream command of an earlier process of node ${String(env.from)}, which was started again; retry`);
         }
         const result = await this.runHere(String(env.from), env.key, env.op, env.args, opts);
@@ -367,7 +431,8 @@ export class AccountRouter {
         reply = epoch === undefined ? { ok: true, result } : { ok: true, result, epoch };
       }
     } catch (err) {
-      reply = { ok: false, error: toWire(err) };
+      // Refused before it ran (handing over, lease lapsed): the caller waits for the next owner.
+      reply = err instanceof NotHeldError ? { ok: false, notOwner: true, owner: null } : { ok: false, error: toWire(err) };
     }
     this.stats.served++;
     let out: Uint8Array | string = encode(reply);
@@ -390,70 +455,7 @@ export class AccountRouter {
   private runHere(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
     // Not a stream command: the shard's own promise (no async layer of this router's in between).
     if (!op.startsWith('stream.')) return this.opts.shards.call(key, op, args as never, opts);
-    return this.runStream(origin, key, op, args, opts);
-  }
-
-  private async runStream(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
-    const shards = this.opts.shards;
-    switch (op) {
-      case 'stream.open': {
-        const r = await shards.call(key, op, args as ArgsOf<'stream.open'>, opts);
-        // In the reply's turn: before any event the reopened shard stream sends.
-        if (this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId)) this.onStreamReopened(key);
-        return r;
-      }
-      case 'stream.sub': {
-        const a = args as ArgsOf<'stream.sub'>;
-        this.interest.sub(origin, a.accountId, a.symbol, a.timeframes);
-        return shards.call(key, op, a, opts);
-      }
-      case 'stream.unsub': {
-        const a = args as ArgsOf<'stream.unsub'>;
-        const u = this.interest.unsub(origin, a.accountId, a.symbol, a.timeframes);
-        return u ? shards.call(key, op, { accountId: a.accountId, ...u }, opts) : { ok: true };
-      }
-      case 'stream.close': {
-        const a = args as ArgsOf<'stream.close'>;
-        for (const u of this.interest.close(origin, a.accountId)) await shards.call(key, 'stream.unsub', { accountId: a.accountId, ...u });
-        return shards.call(key, op, a, opts);
-      }
-      default:
-        return shards.call(key, op, args as never, opts);
-    }
-  }
-
-  /**
-   * `node` runs as incarnation `inc` (its process's start: cluster_nodes, or its stream commands). A
-   * later one than known: the node was started again under its id, within the lease, so never judged
-   * departed; what its earlier process's sockets held of the accounts owned here is released (as for
-   * a departed node) before any command of the new one runs. Resolves false for an earlier one than
-   * known (a stray command of the dead process: not run).
-   */
-  async supersede(node: string, inc: number | undefined): Promise<boolean> {
-    if (inc === undefined || node === this.opts.nodeId) return true;
-    const known = this.incarnations.get(node);
-    if (known && inc <= known.inc) {
-      await known.forgetting;
-      return inc === known.inc;
-    }
-    // First heard of: nothing of it here yet (its commands all carry its incarnation).
-    const forgetting = known ? this.forgetNode(node) : Promise.resolve();
-    this.incarnations.set(node, { inc, forgetting });
-    await forgetting;
-    return true;
-  }
-
-  /** A node left the cluster (its heartbeat expired) with sockets on accounts owned here: release
-   *  what its sockets held, as its hub would have. */
-  async forgetNode(nodeId: string): Promise<void> {
-    for (const f of this.interest.forgetNode(nodeId)) {
-      try {
-        for (const u of f.unsubs) await this.opts.shards.call(f.accountId, 'stream.unsub', { accountId: f.accountId, ...u });
-        for (let i = 0; i < f.closes; i++) await this.opts.shards.call(f.accountId, 'stream.close', { accountId: f.accountId });
-      } catch (err) {
-        this.opts.log.warn('could not release a departed node\'s stream', { node: nodeId, accountId: f.accountId, err: errorMessage(err) });
-      }
-    }
+    return this.streams.run(origin, key, op, args, opts);
   }
 
   /**

@@ -11,6 +11,8 @@ import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { OwnerCache, type OwnerInfo } from '../../src/cluster/owners.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { randomBytes } from 'node:crypto';
+import { hashSecret } from '../../src/auth/keys.js';
+import { SecretBox } from '../../src/crypto/secretBox.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import { createDatabase, startNats, type Engine } from './engines.js';
@@ -86,6 +88,20 @@ export async function startClusterEngines(own?: Engine): Promise<ClusterEngines>
       await Promise.all([nats.stop(), postgres.stop()]);
     },
   };
+}
+
+/** A customer 'c1' with one API key and one seat bound to `login` on Sim-P5-Demo (password 'pw',
+ *  sealed with `secretKey`, which every node must share), in PostgreSQL before any node starts. */
+export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer }): Promise<void> {
+  const now = Date.now();
+  await t.createCustomer('c1', 'bots', now);
+  await t.insertKey({ id: o.apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(o.apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+  await t.insertSeat({ id: o.account, customer_id: 'c1', private_hosting: 0, region: null, created_at: now });
+  await t.upsertSeatState({ seat_id: o.account, status: 'ACTIVE', ready_at: now, updated_at: now });
+  await t.upsertBinding({
+    seat_id: o.account, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: o.login,
+    password_enc: new SecretBox(o.secretKey).seal('pw', o.account), build: null, created_at: now, updated_at: now,
+  });
 }
 
 export interface KeeperNode {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { ApiError, apiError } from '../../src/errors.js';
+import { NotHeldError } from '../../src/cluster/moves.js';
 import { NoReplyError, ReplyInbox } from '../../src/cluster/replyInbox.js';
 import { AccountRouter, type LocalShards } from '../../src/cluster/router.js';
 import { createLogger } from '../../src/log.js';
@@ -11,21 +12,24 @@ import { startNats, type Engine } from '../helpers/engines.js';
 import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
 
-/** Shards that answer with who ran the call, and fail or stall on request. */
+/** Shards that answer with who ran the call, and fail, stall or refuse (as FencedShards does for an
+ *  account whose lease it does not hold now: `refuse`) on request. */
 function fakeShards(node: string) {
   const calls: Array<{ key: string; op: string; args: unknown; retry: boolean | undefined }> = [];
   let stall: Promise<void> | undefined;
+  const refused = new Set<string>();
   const shards: LocalShards = {
     async call(key, op, args, opts) {
       calls.push({ key, op, args, retry: opts?.retryOnRestart });
+      if (refused.has(key)) throw new NotHeldError(key);
       if (stall) await stall;
-      const a = args as { args?: { fail?: boolean; big?: number } };
+      const a = args as { args?: { fail?: boolean; failOn?: string; big?: number } };
       if (a.args?.big) return { node, rows: Array.from({ length: a.args.big }, (_, i) => ({ i, text: `déal ${i} ${'x'.repeat(200)}` })) } as never;
-      if (a.args?.fail) throw apiError('IDEMPOTENCY_UNCERTAIN', 'outcome unknown', { headers: { 'retry-after': '3' }, details: { clientOrderId: 'c1' } });
+      if (a.args?.fail || a.args?.failOn === node) throw apiError('IDEMPOTENCY_UNCERTAIN', 'outcome unknown', { headers: { 'retry-after': '3' }, details: { clientOrderId: 'c1' } });
       return { node, key, echo: args, build: undefined, raw: Buffer.from([1, 2]), at: new Date(7) } as never;
     },
   };
-  return { shards, calls, stallUntil: (p: Promise<void>) => (stall = p) };
+  return { shards, calls, stallUntil: (p: Promise<void>) => (stall = p), refuse: (key: string, on = true) => void (on ? refused.add(key) : refused.delete(key)) };
 }
 
 let nats: Engine;
@@ -48,12 +52,17 @@ beforeEach(() => {
   for (const f of Object.values(fakes)) f.calls.length = 0;
 });
 
+/** A trade without the caller's clientOrderId: its id is made on the owner, so it never runs at a
+ *  second owner while the first may still be running it (moves.ts). */
+const unkeyedTrade = (id: string) => A.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: {} }, { retryOnRestart: false });
+
 /**
  * A call from A to `owner` (made the account's owner), which died as the call was sent: what
  * nats-server does for a moment after a SIGKILL, before it notices the closed connection. The dead
  * node's subject still has a subscriber (`ghost`), so the request is delivered and never answered.
+ * `send`: the call (default an unkeyed trade, which waits for the dead owner's answer).
  */
-async function callToGhost(id: string, owner: string): Promise<{ ghost: NatsConnection; readonly outcome: unknown }> {
+async function callToGhost(id: string, owner: string, send: () => Promise<unknown> = () => unkeyedTrade(id)): Promise<{ ghost: NatsConnection; readonly outcome: unknown }> {
   const ghost = await connect({ servers: nats.url });
   const delivered: string[] = [];
   ghost.subscribe(SUBJECTS.nodeCall(owner), { callback: (_e, m) => void delivered.push(m.subject) });
@@ -61,7 +70,7 @@ async function callToGhost(id: string, owner: string): Promise<{ ghost: NatsConn
   leases.set(id, owner, B.owners);
   await until(async () => (await A.owners.ownerOf(id)) === owner, 'A learns the owner');
   const r = { ghost, outcome: undefined as unknown };
-  void A.router.call(id, 'account.status', { accountId: id }).then((v) => (r.outcome = v), (e: unknown) => (r.outcome = e));
+  void send().then((v) => (r.outcome = v), (e: unknown) => (r.outcome = e));
   await until(() => delivered.length === 1, 'the call to reach the dead owner\'s subscription');
   return r;
 }
@@ -209,7 +218,7 @@ describe('AccountRouter', () => {
     expect(await A.router.call(id, 'account.status', { accountId: id })).toMatchObject({ node: 'B' });
   });
 
-  it('an owner killed as the call was sent (nats-server still delivers to its subscription; nobody answers): once another node takes the account, a 503 after the owner wait, not the 31 s call bound', async () => {
+  it('an owner killed as an unkeyed trade was sent (nats-server still delivers to its subscription; nobody answers): once another node takes the account, a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
     const stranded = await callToGhost(id, 'E');
     leases.set(id, 'B', B.owners); // its lease expired; B took the account over
@@ -221,7 +230,7 @@ describe('AccountRouter', () => {
     await stranded.ghost.close();
   });
 
-  it('an owner killed as the call was sent and back under the same id at a later epoch (restarted within the lease): the call ends with a 503 after the owner wait, not the 31 s call bound', async () => {
+  it('an owner killed as an unkeyed trade was sent and back under the same id at a later epoch (restarted within the lease): the call ends with a 503 after the owner wait, not the 31 s call bound', async () => {
     const id = acct();
     const stranded = await callToGhost(id, 'F');
     const epoch = leases.set(id, 'F', B.owners).epoch; // F restarted and took its account back
@@ -232,19 +241,77 @@ describe('AccountRouter', () => {
     await stranded.ghost.close();
   });
 
-  it('an owner that answers after the account moved on still gets its answer through (within the owner wait)', async () => {
+  it('an owner that answers an unkeyed trade after the account moved on still gets its answer through (within the owner wait)', async () => {
     const id = acct();
     leases.set(id, 'C', C.owners);
     await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
     let release!: () => void;
     fakes.C.stallUntil(new Promise<void>((r) => (release = r)));
-    const pending = A.router.call(id, 'account.status', { accountId: id });
+    const pending = unkeyedTrade(id);
     await until(() => fakes.C.calls.length === 1, 'the owner to be running the call');
     leases.set(id, 'B', B.owners); // C lost the lease (paused, cut off) while running it
     await until(async () => (await A.owners.ownerOf(id)) === 'B', 'A learns the new owner');
     release();
     expect(await pending).toMatchObject({ node: 'C' });
     fakes.C.stallUntil(Promise.resolve());
+    expect(fakes.B.calls).toHaveLength(0);
+  });
+
+  // ownerWaitMs is 1.5 s here: before, each of these ended in a 503 once it ran out (or, for a
+  // refusal by the owner, at once).
+  it('a call the new owner may run too (a read; a trade with the caller\'s clientOrderId), stranded at an owner killed as it was sent, goes to the new owner as soon as it is known', async () => {
+    for (const send of [
+      (id: string) => A.router.call(id, 'account.status', { accountId: id }),
+      (id: string) => A.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: {}, clientOrderId: 'k-1' }, { retryOnRestart: false }),
+    ]) {
+      const id = acct();
+      const stranded = await callToGhost(id, 'G', () => send(id));
+      leases.set(id, 'B', B.owners); // its lease expired; B took the account over
+      await until(() => stranded.outcome !== undefined, 'the call to end once the account moved');
+      expect(stranded.outcome).toMatchObject({ node: 'B', key: id });
+      await stranded.ghost.close();
+    }
+  });
+
+  it('a keyed trade moved on while its old owner runs it: the new owner found the old one\'s claim (409 uncertain), so the old owner\'s late answer is the one given', async () => {
+    const id = acct();
+    leases.set(id, 'C', C.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+    let release!: () => void;
+    fakes.C.stallUntil(new Promise<void>((r) => (release = r)));
+    const pending = A.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: { failOn: 'B' }, clientOrderId: 'k-2' }, { retryOnRestart: false });
+    await until(() => fakes.C.calls.length === 1, 'the owner to be running the call');
+    leases.set(id, 'B', B.owners);
+    await until(() => fakes.B.calls.length === 1, 'the new owner to be asked too');
+    release();
+    expect(await pending).toMatchObject({ node: 'C' });
+    fakes.C.stallUntil(Promise.resolve());
+  });
+
+  it('a keyed trade stranded at a dead owner whose claim the new owner found: the new owner\'s 409 once the old one gave no answer within the owner wait', async () => {
+    const id = acct();
+    const stranded = await callToGhost(id, 'H', () => A.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: { failOn: 'B' }, clientOrderId: 'k-3' }, { retryOnRestart: false }));
+    leases.set(id, 'B', B.owners);
+    await until(() => stranded.outcome !== undefined, 'the call to end once the account moved and the owner wait passed', 10_000);
+    expect(stranded.outcome).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', status: 409 });
+    expect(fakes.B.calls.filter((c) => c.key === id)).toHaveLength(1);
+    await stranded.ghost.close();
+  });
+
+  it('an owner that refuses a call because it no longer holds the account (handing it over, lease lapsed): the call waits for the next owner and lands there, from another node or on the old owner itself', async () => {
+    // [caller, next owner]: from another node (A), and on the old owner itself (B).
+    for (const [from, next] of [[A, C], [B, A]] as const) {
+      const id = acct();
+      leases.set(id, 'B', B.owners);
+      await until(async () => (await from.owners.ownerOf(id)) === 'B', 'the caller learns the owner');
+      fakes.B.refuse(id);
+      const pending = from.router.call(id, 'account.status', { accountId: id });
+      await until(() => fakes.B.calls.some((c) => c.key === id), 'the owner to refuse the call');
+      leases.set(id, null, B.owners); // handed over: released
+      leases.set(id, next.id, next.owners);
+      expect(await pending).toMatchObject({ node: next.id });
+      fakes.B.refuse(id, false);
+    }
   });
 
   it('stream interest of several nodes composes on the owner: one node\'s unsub keeps what another holds', async () => {
@@ -262,7 +329,7 @@ describe('AccountRouter', () => {
     expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'EURUSD', timeframes: ['H1'] }]]);
     fakes.B.calls.length = 0;
     // C goes away without closing: the owner releases what only C held, and C's open.
-    await B.router.forgetNode('C');
+    await B.router.streams.forgetNode('C');
     expect(shardGot()).toEqual([['stream.unsub', { accountId: id, symbol: 'GBPUSD' }], ['stream.close', { accountId: id }]]);
     fakes.B.calls.length = 0;
     await B.router.call(id, 'stream.unsub', { accountId: id, symbol: 'EURUSD' });
@@ -287,7 +354,7 @@ describe('AccountRouter', () => {
       expect(late).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
       expect(fakes.B.calls).toEqual([]);
       // The node list showing the same incarnation again changes nothing.
-      expect(await B.router.supersede('D', 2)).toBe(true);
+      expect(await B.router.streams.supersede('D', 2)).toBe(true);
       expect(fakes.B.calls).toEqual([]);
     } finally {
       await Promise.all([old?.close(), fresh?.close()]);

@@ -4,11 +4,10 @@
 // takes its share of the leases, and runs only the accounts it holds.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKey, hashSecret } from '../../src/auth/keys.js';
+import { generateKey } from '../../src/auth/keys.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
-import { SecretBox } from '../../src/crypto/secretBox.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { seedBoundAccount, startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { op, openWs } from '../helpers/gateway-helpers.js';
@@ -60,16 +59,7 @@ async function actors(gw: TestGateway): Promise<number> {
 
 beforeAll(async () => {
   engines = await startClusterEngines();
-  const t = engines.tenancy;
-  const now = Date.now();
-  await t.createCustomer('c1', 'bots', now);
-  await t.insertKey({ id: apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
-  await t.insertSeat({ id: account, customer_id: 'c1', private_hosting: 0, region: null, created_at: now });
-  await t.upsertSeatState({ seat_id: account, status: 'ACTIVE', ready_at: now, updated_at: now });
-  await t.upsertBinding({
-    seat_id: account, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: 'bot',
-    password_enc: new SecretBox(secretKey).seal('pw', account), build: null, created_at: now, updated_at: now,
-  });
+  await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'bot', secretKey });
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
