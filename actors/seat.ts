@@ -6,8 +6,9 @@
 // shard starts the machine from that input: the `resolving` state routes to `active` when the
 // time has passed, otherwise `building` waits only the remaining time.
 import { assign, setup } from 'xstate';
+import { seatStatusAt, type SeatStatus } from './seatStatus.js';
 
-export type SeatStatus = 'BUILDING_SERVER' | 'ACTIVE';
+export type { SeatStatus };
 
 export interface SeatInput {
   seatId: string;
@@ -17,11 +18,6 @@ export interface SeatInput {
 
 export interface SeatContext extends SeatInput {
   status: SeatStatus;
-}
-
-/** A seat's status at `now`: what the machine resolves to when it starts. */
-export function seatStatusAt(readyAt: number, now: number): SeatStatus {
-  return readyAt <= now ? 'ACTIVE' : 'BUILDING_SERVER';
 }
 
 export const seatMachine = setup({

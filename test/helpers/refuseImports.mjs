@@ -1,7 +1,10 @@
-// `node --import <this file>` with TAGW_REFUSE_IMPORTS="pg,@nats-io/": any import of a bare specifier
-// that is, or starts with, one of those fails with an error naming it (ERR_REFUSED_IMPORT). Tests that
-// a process does not load a module it does not need start it so: it works only if it never asks.
+// `node --import <this file>` with TAGW_REFUSE_IMPORTS="pg,@nats-io/": any import in the main thread
+// of a bare specifier that is, or starts with, one of those fails with an error naming it
+// (ERR_REFUSED_IMPORT). Tests that a process does not load a module it does not need start it so:
+// it works only if it never asks. Worker threads (the shards) are not checked: they need what the
+// main thread may do without (xstate, the simulator).
 import { register } from 'node:module';
+import { isMainThread } from 'node:worker_threads';
 
 const list = (process.env.TAGW_REFUSE_IMPORTS ?? '').split(',').filter(Boolean);
 let refused = [];
@@ -21,7 +24,4 @@ export async function resolve(specifier, context, next) {
   return next(specifier, context);
 }
 
-// Worker threads run it too (they inherit --import), so their imports are checked as well.
-if (list.length > 0) {
-  register(import.meta.url, { data: { refused: list } });
-}
+if (isMainThread && list.length > 0) register(import.meta.url, { data: { refused: list } });

@@ -21,8 +21,9 @@ function tagw(args: string[], refused: string, env: Record<string, string> = {})
 afterEach(cleanupProcesses);
 
 describe('start imports', () => {
-  it('a single-node gateway (no DATABASE_URL) loads neither pg nor NATS, and serves', async () => {
-    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'pg,@nats-io/' }, undefined, [...REFUSE, BUILT_MAIN]);
+  it('a single-node gateway (no DATABASE_URL) loads neither pg nor NATS, nor xstate in its main thread, and serves', async () => {
+    // xstate: the shards run the machines; the HTTP edge reads a seat's status from actors/seatStatus.ts.
+    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'pg,@nats-io/,xstate' }, undefined, [...REFUSE, BUILT_MAIN]);
     const url = await p.listening;
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect(p.output()).not.toContain('refused import');

@@ -3,7 +3,7 @@
 // with AES-256-GCM (aad = the account id) and only the sealed form reaches the shard and SQLite.
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { seatStatusAt } from '../../../actors/seat.js';
+import { seatStatusAt } from '../../../actors/seatStatus.js';
 import type { Platform } from '../../market/server.js';
 import type { SecretBox } from '../../crypto/secretBox.js';
 import { apiError, toApiError } from '../../errors.js';

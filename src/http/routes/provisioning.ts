@@ -2,7 +2,7 @@
 // answer 404 exactly like unknown ones, so seat ids cannot be probed across tenants.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { seatStatusAt } from '../../../actors/seat.js';
+import { seatStatusAt } from '../../../actors/seatStatus.js';
 import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
 import type { SeatView } from '../../runtime/protocol.js';
