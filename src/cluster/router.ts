@@ -69,9 +69,8 @@ export interface RouterStats {
   streamReplays: number;
 }
 
-/** `late`: the account moved on while the call waited at this owner, which may still answer. */
+/** `late`: the account moved on while the call waited at this owner; its reply, if it still comes. */
 type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean; late?: Late };
-/** A call's reply still to come from an owner the account moved away from. */
 interface Late { owner: string; reply: Promise<Msg> }
 /** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
  *  knew when it sent the call (0: none known); `moved`: told when the account moves on, if the new
@@ -243,8 +242,7 @@ export class AccountRouter {
         waited = true;
       }
     } catch (err) {
-      // The new owner found the old one's claim of this order (it may have executed): the old
-      // owner's own answer, if it comes within the owner wait, says what happened.
+      // The new owner found the old one's claim of this order: the old owner's answer says more.
       if (late && err instanceof ApiError && err.code === 'IDEMPOTENCY_UNCERTAIN') return this.lateAnswer(late, err);
       throw err;
     }
@@ -258,8 +256,7 @@ export class AccountRouter {
     await this.ownerChange(key, Math.min(left, this.recheckMs));
   }
 
-  /** The answer of the owner the account moved away from; `uncertain` (the new owner's) if it gives
-   *  none within the owner wait (the stranded call's abort) or says it no longer held the account. */
+  /** The old owner's answer; else (none within the owner wait, or not held) the new owner's `uncertain`. */
   private async lateAnswer(late: Late, uncertain: ApiError): Promise<unknown> {
     const msg = await late.reply.catch(() => undefined);
     const a = msg && (await this.reply(late.owner, msg));
@@ -328,8 +325,11 @@ export class AccountRouter {
       const reply = this.inbox.request(SUBJECTS.nodeCall(owner), encode(env), this.forwardTimeoutMs, tag);
       if (!mayRunAgain(env.op, env.args, env.retry)) msg = await reply;
       else {
-        const moved = new Promise<undefined>((resolve) => (tag.moved = () => resolve(undefined)));
-        const first = await Promise.race([reply, moved]);
+        // Not Promise.race: one promise fewer on the forwarding path.
+        const first = await new Promise<Msg | undefined>((resolve, reject) => {
+          tag.moved = () => resolve(undefined);
+          reply.then(resolve, reject);
+        });
         if (first === undefined) {
           reply.catch(() => undefined); // ended by the stranded call's abort unless awaited
           return { done: false, notOwner: false, late: { owner, reply } };
