@@ -318,6 +318,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const page = await browser.page();
     await signIn(page);
     await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: `${'L'.repeat(32)}${'x'.repeat(32)}` } });
+    for (let i = 0; i < 12; i += 1) await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: `bot-${i}` } });
     /** How far the page scrolls sideways: a table or the nav wider than the window. */
     const overflow = () => page.evaluate('document.documentElement.scrollWidth - innerWidth') as Promise<number>;
     await page.setViewportSize({ width: 390, height: 844 });
@@ -326,6 +327,8 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
       await page.locator('[data-testid=updated], .panel').first().waitFor();
       await page.locator('table tbody tr').first().waitFor();
       expect(await overflow(), r).toBe(0);
+      // The nav sits on top at its own height, not stretched over a short page.
+      expect((await page.locator('.side').boundingBox())!.height, r).toBeLessThan(160);
       if (r === 'keys') await browser.shot(page, '10-keys-390px');
     }
     // At 1440 px the long label wraps: every row's actions stay inside the keys panel.
@@ -334,7 +337,10 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const row = page.locator('[data-testid=key-row]', { hasText: 'LLLL' });
     await row.waitFor();
     expect(await overflow()).toBe(0);
-    const panel = (await page.locator('.panel', { has: page.locator('[data-testid=keys]') }).boundingBox())!;
+    const keysPanel = page.locator('.panel', { has: page.locator('[data-testid=keys]') });
+    // The table fits its panel at this width: nothing to scroll, nothing drawn over the padding.
+    expect(await keysPanel.evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
+    const panel = (await keysPanel.boundingBox())!;
     const revoke = (await row.locator('[data-testid=revoke-key]').boundingBox())!;
     expect(revoke.x + revoke.width).toBeLessThanOrEqual(panel.x + panel.width);
     // The drawn arrow of a select has room of its own instead of covering the option's last letters.
