@@ -343,6 +343,21 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const panel = (await keysPanel.boundingBox())!;
     const revoke = (await row.locator('[data-testid=revoke-key]').boundingBox())!;
     expect(revoke.x + revoke.width).toBeLessThanOrEqual(panel.x + panel.width);
+    // At a 1280 px laptop the created time wraps between date and time, never inside the date.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const rowId = await row.getAttribute('data-id');
+    const dateLines = await page.evaluate(`(() => {
+      const td = document.querySelector('[data-testid=key-row][data-id="${rowId}"] td[title]');
+      const date = td.textContent.trim().split(' ')[0];
+      const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      const r = document.createRange();
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const i = n.textContent.indexOf(date);
+        if (i >= 0) { r.setStart(n, i); r.setEnd(n, i + date.length); break; }
+      }
+      return r.getClientRects().length;
+    })()`);
+    expect(dateLines).toBe(1);
     // The drawn arrow of a select has room of its own instead of covering the option's last letters.
     const padRight = Number(await page.evaluate("parseFloat(getComputedStyle(document.querySelector('[data-testid=key-seat]')).paddingRight)"));
     expect(padRight).toBeGreaterThanOrEqual(20);

@@ -111,7 +111,7 @@ export function Keys({ title, arg }) {
           <td class="nowrap">${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
           <td>${k.kind === 'management' ? 'provisioning' : k.readOnly ? 'read-only' : 'full'}</td>
           <td class="nowrap" data-testid="key-limits">${k.kind === 'management' ? '—' : html`${limitText(k.requestsPerSec, defaults.req, 'req/s')}<br /><span class="muted">${limitText(k.ordersPerSec, defaults.orders, 'orders/s')}</span>`}</td>
-          <td title=${k.createdAt}>${utc(k.createdAt)}</td>
+          <td title=${k.createdAt}>${utc(k.createdAt).split(' ').map((part) => html`<span class="nowrap">${part}</span> `)}</td>
           <td class="nowrap" title=${k.lastUsedAt ?? ''}>${k.lastUsedAt === undefined ? '—' : ago(k.lastUsedAt)}</td>
           <td class="nowrap">${state(k)}</td>
           <td class="actions">${!k.revoked && k.kind !== 'management' ? html`
