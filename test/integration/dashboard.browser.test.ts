@@ -343,6 +343,15 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const panel = (await keysPanel.boundingBox())!;
     const revoke = (await row.locator('[data-testid=revoke-key]').boundingBox())!;
     expect(revoke.x + revoke.width).toBeLessThanOrEqual(panel.x + panel.width);
+    // Seats with the whole account id, a broker and a Delete armed (wider) fit their panel too.
+    expect((await t.req('POST', '/ConnectEx', { headers: mgmt(mk), body: { user: '70001', password: 'pw', server: 'Sim-P5-Demo' } })).status).toBe(200);
+    await go(page, '/seats');
+    const seatsPanel = page.locator('.panel', { has: page.locator('[data-testid=seats]') });
+    await page.locator('[data-testid=seat-row]', { has: page.locator('[data-testid=reconnect]') }).first().locator('[data-testid=delete-seat]').click();
+    await page.locator('[data-testid=delete-seat]', { hasText: 'Delete seat?' }).waitFor();
+    expect(await seatsPanel.evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
+    await go(page, '/keys');
+    await row.waitFor();
     // At a 1280 px laptop the created time wraps between date and time, never inside the date.
     await page.setViewportSize({ width: 1280, height: 800 });
     const rowId = await row.getAttribute('data-id');

@@ -76,7 +76,7 @@ export function Seats({ title }) {
           const expanded = open === s.id;
           return html`<${Fragment} key=${s.id}>
           <tr data-testid="seat-row" data-id=${s.id}>
-            <td class="mono nowrap select-all" data-testid="seat-id">${s.id}</td>
+            <td class="mono select-all" data-testid="seat-id">${s.id}</td>
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
             <td data-testid="seat-status"><${Badge} value=${s.status} /></td>
             <td class="nowrap">${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
