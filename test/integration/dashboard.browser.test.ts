@@ -253,12 +253,13 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await go(page, '/keys');
     const row = page.locator(`[data-testid=key-row][data-id="${created.id}"]`);
     // No limits of its own: the gateway's defaults, in words.
-    await row.locator('[data-testid=key-limits]', { hasText: '(default)' }).waitFor();
+    await row.locator('[data-testid=key-limits] [data-default=yes]', { hasText: 'req/s' }).waitFor();
+    expect(await row.locator('[data-testid=key-limits] [data-default=yes]').count()).toBe(2);
     await row.locator('[data-testid=key-limits-edit]').click();
     await page.fill('[data-testid=limit-requests]', '2');
     await page.fill('[data-testid=limit-orders]', '0');
     await page.click('[data-testid=limits-save]');
-    await row.locator('[data-testid=key-limits]', { hasText: '2 req/s' }).waitFor();
+    await row.locator('[data-testid=key-limits] [data-default=no]', { hasText: '2 req/s' }).waitFor();
     expect(await row.locator('[data-testid=key-limits]').textContent()).toContain('unlimited');
     const keys = (await t.req('GET', '/v1/keys', { headers: mgmt(mk) })).body.keys as { id: string; requestsPerSec: number | null; ordersPerSec: number | null }[];
     expect(keys.find((k) => k.id === created.id)).toMatchObject({ requestsPerSec: 2, ordersPerSec: 0 });

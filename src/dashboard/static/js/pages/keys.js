@@ -43,11 +43,15 @@ async function listKeys() {
   }
 }
 
-/** A key's limit in words: its own, or the gateway's default (null), 0 being unlimited. */
-function limitText(v, dflt, unit) {
-  const words = (n) => (n === 0 ? 'unlimited' : `${n} ${unit}`);
-  if (v === null || v === undefined) return dflt === undefined ? 'default' : `${words(dflt)} (default)`;
-  return words(v);
+/**
+ * A key's limit in words: its own, or the gateway's default (null; shown muted, the legend says
+ * so, which keeps the column narrow), 0 being unlimited.
+ */
+function Limit({ v, dflt, unit }) {
+  const own = v !== null && v !== undefined;
+  const n = own ? v : dflt;
+  const words = n === undefined ? 'default' : n === 0 ? 'unlimited' : `${n} ${unit}`;
+  return html`<div class=${own ? '' : 'muted'} data-default=${own ? 'no' : 'yes'} title=${own ? 'this key\'s own limit' : 'the gateway\'s default'}>${words}</div>`;
 }
 
 function LimitsForm({ k, defaults, onDone }) {
@@ -110,7 +114,7 @@ export function Keys({ title, arg }) {
           <td>${k.kind ?? 'api'}</td>
           <td class="nowrap">${k.kind === 'management' ? 'gateway' : k.accountScoped ? html`seat <span class="mono">${short(k.seatId)}</span>` : 'all accounts'}</td>
           <td>${k.kind === 'management' ? 'provisioning' : k.readOnly ? 'read-only' : 'full'}</td>
-          <td class="nowrap" data-testid="key-limits">${k.kind === 'management' ? '—' : html`${limitText(k.requestsPerSec, defaults.req, 'req/s')}<br /><span class="muted">${limitText(k.ordersPerSec, defaults.orders, 'orders/s')}</span>`}</td>
+          <td class="nowrap" data-testid="key-limits">${k.kind === 'management' ? '—' : html`<${Limit} v=${k.requestsPerSec} dflt=${defaults.req} unit="req/s" /><${Limit} v=${k.ordersPerSec} dflt=${defaults.orders} unit="orders/s" />`}</td>
           <td title=${k.createdAt}>${utc(k.createdAt).split(' ').map((part) => html`<span class="nowrap">${part}</span> `)}</td>
           <td class="nowrap" title=${k.lastUsedAt ?? ''}>${k.lastUsedAt === undefined ? '—' : ago(k.lastUsedAt)}</td>
           <td class="nowrap">${state(k)}</td>
@@ -126,5 +130,6 @@ export function Keys({ title, arg }) {
         ${editing === k.id ? html`<tr><td colspan="10"><${LimitsForm} k=${k} defaults=${defaults} onDone=${() => { setEditing(null); reload(); }} /></td></tr>` : null}
         </${Fragment}>`)}
       </tbody></table>
+      <p class="note">Limits in grey are the gateway's defaults (KEY_REQUESTS_PER_SEC, KEY_ORDERS_PER_SEC); <em>Limits</em> sets a key's own.</p>
     </div>`;
 }
