@@ -16,6 +16,7 @@ import { createLogger } from '../src/log.js';
 import { availableParallelism } from 'node:os';
 import { mountOrderFloor } from './lib/orderFloor.js';
 import { threadCpuWindow } from './lib/threadCpu.js';
+import { machineIdleWindow } from './lib/machineIdle.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
 
 const arg = (name: string, def: number) => {
@@ -92,13 +93,20 @@ const sequential = (port: number, paths: string[], headers: Record<string, strin
  */
 async function concurrentOrders(g: Awaited<ReturnType<typeof benchGateway>>) {
   const accounts = await g.accounts(100);
+  const floorIdle = machineIdleWindow();
   const floorRun = await throughput(barePort, '/floor');
+  const idleDuringFloor = floorIdle();
   const window = threadCpuWindow();
+  const ordersIdle = machineIdleWindow();
   const run = await throughput(g.gw.port, '', g.h, accounts.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=c{seq}`),
     (accounts.length * 2 * PER_ACCOUNT) / 2);
+  const idleDuringOrders = ordersIdle();
   const cpu = window();
   const status = (await g.api('GET', '/v1/status', { authorization: `Bearer ${MK}` })) as { shards?: { accounts: number }[] };
-  return { floorRun, run, cpu, accountsPerShard: status.shards?.map((s) => s.accounts) };
+  // The machine's idle CPU share over each run (load processes' start and warm-up included): near 0,
+  // the rate is bound by CPU; well above, by hand-offs between threads and processes.
+  const machineIdle = { floor: idleDuringFloor, orders: idleDuringOrders };
+  return { floorRun, run, cpu, machineIdle, accountsPerShard: status.shards?.map((s) => s.accounts) };
 }
 
 function cpuPerOrder(c: Awaited<ReturnType<typeof concurrentOrders>>) {
@@ -113,7 +121,7 @@ if (curve) {
     const g = await benchGateway(n, dir);
     const c = await concurrentOrders(g);
     points.push({ shards: n, orderSendRps: c.run.rps, floorRps: c.floorRun.rps, overFloor: Math.round((c.run.rps / c.floorRun.rps) * 1000) / 1000,
-      errors: c.run.errors + c.floorRun.errors, statuses: c.run.statuses, threadCpu: c.cpu, cpuUsPerOrder: cpuPerOrder(c), accountsPerShard: c.accountsPerShard });
+      errors: c.run.errors + c.floorRun.errors, statuses: c.run.statuses, threadCpu: c.cpu, machineIdle: c.machineIdle, cpuUsPerOrder: cpuPerOrder(c), accountsPerShard: c.accountsPerShard });
     console.error(JSON.stringify(points.at(-1)));
     await g.gw.close();
     rmSync(dir, { recursive: true, force: true });
@@ -221,7 +229,7 @@ const summary = {
   concurrentOrders: {
     shards: shards || 'default', orderSendRps: results.orderSendConcurrent.rps, floorRps: results.floorConcurrent.rps,
     overFloor: ratio(results.orderSendConcurrent.rps, results.floorConcurrent.rps), orderSendUs: results.orderSendConcurrent.latencyUs,
-    threadCpu: conc.cpu, accountsPerShard: conc.accountsPerShard,
+    threadCpu: conc.cpu, machineIdle: conc.machineIdle, accountsPerShard: conc.accountsPerShard,
     // CPU per order of the main thread and of the busiest other (the shard with one shard), over
     // every order of the window (warm-up included): the figure a loaded machine changes least.
     cpuUsPerOrder: cpuPerOrder(conc),
