@@ -33,11 +33,10 @@ import { SOCKET_CLOSE } from './closeCodes.js';
 import { DemandTimer } from '../util/demandTimer.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
+import { GATEWAY_SOCKET_PATH } from '../http/routes/sockets.js';
 import type { SessionRow } from '../store/sessions.js';
 import { GATEWAY_EVENT, type GatewayEvent } from '../runtime/hosts/gatewayCommands.js';
-import type { Services } from '../services.js';
-
-export const GATEWAY_SOCKET_PATH = '/ws';
+import type { Services } from '../http/services.js';
 
 interface UserData { hash: string; keyId: string; followed: boolean }
 

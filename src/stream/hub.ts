@@ -4,6 +4,7 @@
 // streams and snapshots). docs/stream.md is the client's view of all of it.
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Metrics } from '../http/metrics.js';
+import { STREAM_PATH } from '../http/routes/sockets.js';
 import { DemandTimer } from '../util/demandTimer.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { AccountEvents } from './accountEvents.js';
@@ -17,8 +18,6 @@ import { withRevokedKeys } from './revokedKeys.js';
 import type { Sock, StreamCounters, UserData } from './state.js';
 import { Topics } from './topics.js';
 import { STREAM_EVENT, type StreamEvent } from '../runtime/hosts/streamCommands.js';
-
-export const STREAM_PATH = '/v1/stream';
 
 export type StreamHubDeps = StreamAdmissionDeps;
 

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../helpers/until.js';
 import { parseConfig } from '../../src/config.js';
-import { ConnectionLog, HISTORY_LENGTH } from '../../src/dashboard/connectionLog.js';
+import { ConnectionLog, HISTORY_LENGTH } from '../../src/runtime/connectionLog.js';
 import { redactedConfig } from '../../src/http/routes/status.js';
 import { OPERATOR_PHASES, type OperatorPhase } from '../../src/runtime/hosts/accountCommands.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';

@@ -7,7 +7,7 @@ import { LATEST_TIME_MS } from '../../market/serverClock.js';
 import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';

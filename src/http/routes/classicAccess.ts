@@ -5,7 +5,7 @@ import { boundedCache } from '../../util/boundedCache.js';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { canonicalAccountId } from '../../util/accountId.js';
 

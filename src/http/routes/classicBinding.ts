@@ -8,7 +8,7 @@ import type { Platform } from '../../market/server.js';
 import type { SecretBox } from '../../crypto/secretBox.js';
 import { apiError, toApiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { ActionAudit } from '../route.js';

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { assertAliasAgrees, one, qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';

@@ -4,7 +4,7 @@
 // created on first start), since a server-wide fault reaches every customer's accounts there.
 import { z } from 'zod';
 import { apiError } from '../../errors.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { ownedSeat } from './provisioning.js';
 

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { assertCanBind } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import '../../runtime/hosts/gatewayCommands.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import { SessionStore, type SessionRow } from '../../store/sessions.js';
 import { canonicalAccountId } from '../../util/accountId.js';

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { rewriteBootstrapKey } from '../../auth/bootstrap.js';
 import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import type { KeyRow } from '../../store/tenancy.js';
 import { qInt } from '../schemas.js';

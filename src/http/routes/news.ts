@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { Calendar } from '../../news/calendar.js';
 import { IMPACTS, type Impact } from '../../news/types.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { qList } from '../schemas.js';
 

@@ -1,7 +1,7 @@
 // Liveness, readiness, metrics and the OpenAPI document: no key needed (bind to loopback or
 // firewall them if the operator prefers them private).
 import { z } from 'zod';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import type { Metrics } from '../metrics.js';
 import { buildOpenApi } from '../openapi.js';
 import { defineRoute, type AnyRoute } from '../route.js';

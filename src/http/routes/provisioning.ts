@@ -6,7 +6,7 @@ import { seatStatusAt } from '../../../actors/seatStatus.js';
 import { generateKey, hashSecret } from '../../auth/keys.js';
 import { apiError } from '../../errors.js';
 import type { SeatView } from '../../runtime/protocol.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import type { NewAuditRow } from '../../store/audit.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { canonicalAccountId } from '../../util/accountId.js';

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { methodNotAllowed, queryError } from '../app.js';
 import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';

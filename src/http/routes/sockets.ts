@@ -1,11 +1,15 @@
 // The two WebSocket endpoints in the route table: a plain GET (not an upgrade) answers 400 instead
 // of falling through to the 404 of unknown paths, and the OpenAPI document lists them. The upgrades
 // themselves are uWS ws() handlers (src/stream/hub.ts, src/stream/gatewaySocket.ts), which see every
-// upgrade first; uWS passes a GET without one on to these routes.
+// upgrade first; uWS passes a GET without one on to these routes. The paths are defined here, in
+// the route table, and the stream edge above takes them from it.
 import { apiError } from '../../errors.js';
-import { GATEWAY_SOCKET_PATH } from '../../stream/gatewaySocket.js';
-import { STREAM_PATH } from '../../stream/hub.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+
+/** The account stream (src/stream/hub.ts serves it). */
+export const STREAM_PATH = '/v1/stream';
+/** The pushes of a gateway session (src/stream/gatewaySocket.ts serves it). */
+export const GATEWAY_SOCKET_PATH = '/ws';
 
 export function socketRoutes(): AnyRoute[] {
   const notUpgrade = (path: string) => () => {

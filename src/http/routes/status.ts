@@ -4,10 +4,10 @@
 // /metrics, read by the dashboard itself: one source for Prometheus and the dashboard alike.
 import { z } from 'zod';
 import { configSchema } from '../../config.js';
-import type { ConnectionLog } from '../../dashboard/connectionLog.js';
+import type { ConnectionLog } from '../../runtime/connectionLog.js';
 import { apiError } from '../../errors.js';
 import { OPERATOR_PHASES } from '../../runtime/hosts/accountCommands.js';
-import type { Services } from '../../services.js';
+import type { Services } from '../services.js';
 import { AccountStore } from '../../store/accounts.js';
 import { schemaVersionOf } from '../../store/migrations.js';
 import { defineRoute, type AnyRoute } from '../route.js';

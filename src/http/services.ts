@@ -1,19 +1,19 @@
 // What route handlers may use. Built once in the composition root (src/gateway.ts).
-import type { Authenticator } from './auth/authenticator.js';
-import type { Clock } from './auth/throttle.js';
-import type { ClusterNode } from './cluster/clusterNode.js';
-import type { Config } from './config.js';
-import type { SecretBox } from './crypto/secretBox.js';
-import type { Logger } from './log.js';
-import type { Shards } from './runtime/shardSet.js';
-import type { Db } from './store/db.js';
-import type { KeyRateLimiter } from './auth/keyRateLimit.js';
-import type { KeyUsage } from './auth/keyUsage.js';
-import type { AuditStore } from './store/audit.js';
-import type { StorageHealth } from './store/storageHealth.js';
-import type { TenancyStore } from './store/tenancy.js';
-import type { TenancyWrites } from './store/tenancyWrites.js';
-import type { TradeOutcomes } from './http/tradeOutcomes.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { Clock } from '../auth/throttle.js';
+import type { ClusterNode } from '../cluster/clusterNode.js';
+import type { Config } from '../config.js';
+import type { SecretBox } from '../crypto/secretBox.js';
+import type { Logger } from '../log.js';
+import type { Shards } from '../runtime/shardSet.js';
+import type { Db } from '../store/db.js';
+import type { KeyRateLimiter } from '../auth/keyRateLimit.js';
+import type { KeyUsage } from '../auth/keyUsage.js';
+import type { AuditStore } from '../store/audit.js';
+import type { StorageHealth } from '../store/storageHealth.js';
+import type { TenancyStore } from '../store/tenancy.js';
+import type { TenancyWrites } from '../store/tenancyWrites.js';
+import type { TradeOutcomes } from './tradeOutcomes.js';
 
 export interface Services {
   config: Config;

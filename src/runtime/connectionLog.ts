@@ -1,7 +1,7 @@
 // Each account's connection phase and its recent history, as its shard reported them (main
 // thread). Feeds the tagw_broker_connections gauge and the dashboard's connection view; nothing
 // here is persisted: a restart begins a new history from the phases the shards report again.
-import type { OperatorPhase } from '../runtime/hosts/accountCommands.js';
+import type { OperatorPhase } from './hosts/accountCommands.js';
 
 export interface PhaseChange { at: number; phase: OperatorPhase }
 
