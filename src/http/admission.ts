@@ -1,6 +1,6 @@
 // The checks every request and every WebSocket upgrade passes before anything else, in one order:
 // draining (503), the failed-auth throttle (429), the key (401 counts toward the throttle). Shared by
-// the HTTP routes (http/app.ts) and both sockets (/v1/stream, /ws), so they cannot drift apart.
+// the HTTP routes (http/exchange.ts) and both sockets (/v1/stream, /ws), so they cannot drift apart.
 import type { AuthMode, Authenticator, Principal } from '../auth/authenticator.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, type ApiError } from '../errors.js';

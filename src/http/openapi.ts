@@ -139,7 +139,7 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     if (r.path.includes('/:')) errors.add('BAD_REQUEST');
     // Every API-key request counts toward the key's rate limits (src/auth/keyRateLimit.ts).
     if (r.auth !== 'none' && r.auth !== 'management') errors.add('RATE_LIMITED');
-    // Another method on this path is answered 405 with Allow by the fallback (app.ts mountNotFound);
+    // Another method on this path is answered 405 with Allow by the fallback (app.ts mountNotFound, allowedMethods.ts);
     // an 'any' route answers every method itself.
     if (r.method !== 'any') errors.add('METHOD_NOT_ALLOWED');
     // What changes state writes to DATA_DIR first: a full disk is 503 (src/store/storageHealth.ts);

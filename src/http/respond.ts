@@ -159,3 +159,7 @@ export class ResponseSink {
     this.send(status, JSON.stringify(body), headers, 'application/json', close);
   }
 }
+
+export function sendError(sink: ResponseSink, e: ApiError, close = false): void {
+  sink.json(e.status, e.toBody(), e.headers, close);
+}

@@ -22,7 +22,7 @@ export interface RouteContext<Q, B> {
 }
 
 /** Makes a management action's audit row; a handler that had one written with its change gets no
- *  second one after it (app.ts). */
+ *  second one after it (exchange.ts). */
 export interface ActionAudit {
   /** The row: this action (or `action`, another one the request did: the removal of a seat whose
    *  login was refused) on `target`, by the request's management key, now. `detail`: never a secret. */
@@ -69,7 +69,7 @@ export interface RouteDef<Q = unknown, B = unknown> {
   orders?: boolean;
   /** Changes something although it is a GET (binds a login, subscribes, ends a session): like
    *  trading calls and every other method, it runs only once uWS has parsed the rest of the read it
-   *  came in, so never on a connection uWS closes for pipelining (app.ts afterThisRead). */
+   *  came in, so never on a connection uWS closes for pipelining (endOfRead.ts afterThisRead). */
   changesState?: boolean;
   /**
    * A management action, recorded in the audit log under this name (who: the management key id): in

@@ -56,7 +56,7 @@ function editDistance(a: string, b: string): number {
 
 /**
  * A query schema that refuses parameters it does not know: the answer is 400 INVALID_PARAMETER
- * naming them (see `queryError` in app.ts), with the nearest known name. Used where an ignored
+ * naming them (see `queryError` in validation.ts), with the nearest known name. Used where an ignored
  * parameter changes what happens: every trading route (a misspelt `stopLoss` opened a position
  * without its stop-loss), the /v1/proxy operations and /news. Read routes stay lenient.
  */

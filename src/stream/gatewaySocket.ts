@@ -24,7 +24,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebS
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
-import { sendError } from '../http/app.js';
+import { sendError } from '../http/respond.js';
 import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';

@@ -5,7 +5,8 @@ import { parseQuery, splitParam } from '../../src/http/request.js';
 import { MEMO_MAX_ENTRIES, MEMO_MAX_QUERY, QueryMemo } from '../../src/http/queryMemo.js';
 import { ORDER_SEND_VARIES, tradeQuery } from '../../src/http/routes/classic.js';
 import { qList, qNumber, qString } from '../../src/http/schemas.js';
-import { methodsByPath, queryError, validatedQuery } from '../../src/http/app.js';
+import { methodsByPath } from '../../src/http/allowedMethods.js';
+import { queryError, validatedQuery } from '../../src/http/validation.js';
 
 function counted() {
   let runs = 0;

@@ -5,7 +5,7 @@
 // separate callbacks, as setImmediate makes them here.
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { afterThisRead } from '../../src/http/app.js';
+import { afterThisRead } from '../../src/http/endOfRead.js';
 import { createLogger } from '../../src/log.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { ShardSet } from '../../src/runtime/shardSet.js';

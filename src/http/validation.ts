@@ -1,0 +1,49 @@
+// A request's query and body against its route's schemas: the 400 that names what is wrong, and the
+// query validated through the route's QueryMemo (a hit splits nothing).
+import type { z } from 'zod';
+import { apiError, type ApiError } from '../errors.js';
+import type { QueryMemo } from './queryMemo.js';
+import type { RequestInfo } from './request.js';
+
+export function formatZodError(where: string, err: z.ZodError): string {
+  return err.issues
+    .map((i) => {
+      const field = i.path.length ? i.path.join('.') : where;
+      return `${where === 'body' ? 'body field' : 'parameter'} '${field}': ${i.message}`;
+    })
+    .join('; ');
+}
+
+/**
+ * The 400 for a query that failed its schema: INVALID_PARAMETER when it has parameters the route
+ * does not take (`strictParams`; they are listed in `parameters`), else BAD_REQUEST naming the bad values.
+ */
+export function queryError(err: z.ZodError): ApiError {
+  const unknown = err.issues.filter((i) => i.code === 'unrecognized_keys');
+  if (unknown.length > 0) {
+    const parameters = unknown.flatMap((i) => (i as { keys: string[] }).keys);
+    return apiError('INVALID_PARAMETER', unknown.map((i) => i.message).join('; '), { details: { parameters } });
+  }
+  return apiError('BAD_REQUEST', formatZodError('query', err));
+}
+
+/**
+ * The route's validated query (400 on a bad one), or the split query of a route without a schema.
+ * `req.query` is read only on a memo miss: the getter splits the raw string, which a hit never needs.
+ */
+export function validatedQuery(req: Pick<RequestInfo, 'rawQuery' | 'query'>, memo: QueryMemo | undefined): unknown {
+  if (!memo) return req.query;
+  // memo.parse calls back synchronously: one module-level function reads the request being
+  // validated (a closure per request before).
+  validating = req;
+  let r;
+  try {
+    r = memo.parse(req.rawQuery, splitValidating);
+  } finally {
+    validating = undefined;
+  }
+  if (!r.ok) throw queryError(r.error);
+  return r.data;
+}
+let validating: Pick<RequestInfo, 'query'> | undefined;
+const splitValidating = () => validating!.query;
