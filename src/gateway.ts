@@ -221,6 +221,8 @@ async function start(
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
         brokerWaitMs: config.brokerWaitMs, bindWaitMs: config.bindWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
         subscriptionWaitMs: config.subscriptionWaitMs,
+        // An account a node has just taken over is waited for as long as its owner was.
+        connectingWaitMs: Math.max(config.brokerWaitMs, clusterCfg?.ownerWaitMs ?? 0),
       },
       clockOffsetMs: config.shardClockOffsetMs,
     },

@@ -12,6 +12,7 @@ import { quickOrderSend, TRADE_SCHEMAS } from '../market/orderSchemas.js';
 import type { TradeReply } from '../runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS, paramsHash } from '../runtime/hosts/accountTrade.js';
 import { assertClientOrderId } from '../runtime/hosts/tradeRequest.js';
+import { isStillConnecting } from '../runtime/hosts/connectionWaiters.js';
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import type { Clock } from '../util/clock.js';
@@ -39,10 +40,11 @@ export interface FencedShardsOptions {
 type TradeArgs = ArgsOf<'account.trade'>;
 type SessionOpArgs = ArgsOf<'session.op'>;
 
-// Refusals a shard makes before anything is sent: the claim is freed so a corrected retry can go.
+// Refusals a shard makes before anything is sent (the account's first login still under way
+// included): the claim is freed so a corrected retry can go.
 const NOT_SENT = new Set(['NOT_CONNECTED', 'STORAGE_UNAVAILABLE', 'NOT_ON_THIS_TERMINAL']);
 function certainlyNotSent(err: unknown): boolean {
-  return err instanceof ApiError && (NOT_SENT.has(err.code) || (err.status >= 400 && err.status < 500 && err.code !== 'IDEMPOTENCY_UNCERTAIN'));
+  return err instanceof ApiError && (NOT_SENT.has(err.code) || isStillConnecting(err) || (err.status >= 400 && err.status < 500 && err.code !== 'IDEMPOTENCY_UNCERTAIN'));
 }
 
 /** The claim could not be written (PostgreSQL unreachable or too slow): nothing was sent. */

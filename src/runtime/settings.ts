@@ -9,6 +9,10 @@ export interface ShardTiming {
   reconnectCapMs: number;
   /** How long an operation waits for the account's broker connection before 503 NOT_CONNECTED (ms). */
   brokerWaitMs: number;
+  /** How long a request waits instead while the account's first login is under way (it has just
+   *  started: a restart, a takeover) before 503 SERVICE_UNAVAILABLE with retry-after (ms; default
+   *  brokerWaitMs; cluster mode: the owner wait). A login that fails ends it (NOT_CONNECTED). */
+  connectingWaitMs?: number;
   /** A bind or an account upgrade: how long it waits for the first connect before answering (ms). */
   bindWaitMs: number;
   /** CheckConnect: how long it waits for the reconnect it triggered (ms). */

@@ -6,8 +6,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 
 /** Sees a chunk from the client ('up') or the target ('down') of connection `conn` (numbered from
  *  1) before it passes; 'drop': it never does; `{ delayMs }`: it and whatever follows it that way
- *  pass that much later, in order (unless the connection closed meanwhile). */
-export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | void;
+ *  pass that much later, in order (unless the connection closed meanwhile); `{ until }`: the same,
+ *  once the promise settles (a test releases a held chunk when it has seen what it waits for). */
+export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | { until: Promise<unknown> } | void;
 
 export interface TcpProxy {
   url: string;
@@ -49,10 +50,12 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
         if (seen === 'drop') return;
         if (seen) {
           const held = (delayed = [chunk]);
-          setTimeout(() => {
+          const pass = () => {
             delayed = undefined;
             for (const c of held) if (!to.destroyed) to.write(c);
-          }, seen.delayMs);
+          };
+          if ('until' in seen) void seen.until.then(pass, pass);
+          else setTimeout(pass, seen.delayMs);
           return;
         }
         if (!to.write(chunk)) {

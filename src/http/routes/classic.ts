@@ -76,7 +76,7 @@ function withAliases<S extends z.ZodRawShape>(shape: S, strict = false) {
 
 const baseErrors: ErrorCode[] = [
   'ACCOUNT_ID_REQUIRED', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'NO_SUBSCRIPTION', 'ACCOUNT_SCOPE', 'NOT_FOUND',
-  'TERMINAL_ERROR', 'NOT_CONNECTED', 'AUTH_THROTTLED',
+  'TERMINAL_ERROR', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'AUTH_THROTTLED',
 ];
 
 interface ClassicSpec {

@@ -97,7 +97,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       orders: def.kind === 'trade', changesState: def.kind !== 'read',
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
-        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'TERMINAL_ERROR'],
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR'],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }));
   routes.push(defineRoute({

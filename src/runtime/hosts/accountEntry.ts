@@ -16,6 +16,7 @@ import type { OperatorPhase } from './accountCommands.js';
 import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
 import { ParkedActor } from './parkedActor.js';
 import { SlotLease, type Lease } from './lease.js';
+import { ConnectionWaiters } from './connectionWaiters.js';
 
 export interface SlotSpec {
   credentials: BrokerCredentials;
@@ -35,6 +36,8 @@ export interface EntryDeps {
   backoffCapMs: number;
   /** How long a request waits for a usable connection by default (ms; ShardTiming.brokerWaitMs). */
   brokerWaitMs?: number;
+  /** How long it waits while the account's first login is under way (ms; ShardTiming.connectingWaitMs). */
+  connectingWaitMs?: number;
 }
 
 class Slot {
@@ -47,7 +50,10 @@ class Slot {
   constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
     const port: ConnectionPort = {
       connect: async (signal) => {
-        await conn.connect();
+        await conn.connect().catch((err: unknown) => {
+          entry.loginFailed(this);
+          throw err;
+        });
         // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
         if (signal.aborted) {
           await conn.disconnect();
@@ -141,19 +147,15 @@ class Slot {
 
 export type { Lease } from './lease.js';
 
-interface Waiter {
-  resolve: (slot: Slot) => void;
-  reject: (e: unknown) => void;
-  timer: NodeJS.Timeout;
-}
-
 export class AccountEntry implements AccountRuntime {
   private slot: Slot | null = null;
   /** Listeners of the account's events (stream sockets, gateway sessions); none while idle. */
   private listeners: Set<(ev: AccountEvent) => void> | undefined;
   /** Slots not yet disposed: the current one, and during a switch the draining and the next one. */
   private readonly slots = new Set<Slot>();
-  private waiters: Waiter[] = [];
+  private readonly waiters = new ConnectionWaiters<Slot>({ beingMade: () => this.firstLoginUnderWay(), notConnected: () => this.notConnected() });
+  /** A login attempt of this account failed (the broker unreachable, or refused). */
+  private failedLogin = false;
   private lastPhase: ConnectionPhase = 'connecting';
   /** Last phase given to deps.onPhase (refused included). */
   private lastSeenPhase: OperatorPhase | undefined;
@@ -301,22 +303,28 @@ export class AccountEntry implements AccountRuntime {
     };
   }
 
-  /** Waits for a usable connection. 503 NOT_CONNECTED after `timeoutMs`. */
-  private usableSlot(timeoutMs: number): Promise<Slot> {
+  /** Waits for a usable connection: 503 NOT_CONNECTED after `timeoutMs`. A request's own wait
+   *  (`timeoutMs` not given) waits longer while the first login is under way (connectionWaiters.ts). */
+  private usableSlot(timeoutMs: number | undefined): Promise<Slot> {
     const s = this.slot;
     if (s && s.usable) return Promise.resolve(s);
     if (s && this.authFailed) return Promise.reject(apiError('NOT_CONNECTED', 'the broker refused the stored login (a wrong password, or a server it does not know); bind the account again with /ConnectEx'));
-    if (timeoutMs <= 0) return Promise.reject(this.notConnected());
-    return new Promise<Slot>((resolve, reject) => {
-      const w: Waiter = {
-        resolve, reject,
-        timer: setTimeout(() => {
-          this.waiters = this.waiters.filter((x) => x !== w);
-          reject(this.notConnected());
-        }, timeoutMs),
-      };
-      this.waiters.push(w);
-    });
+    const ms = timeoutMs ?? this.deps.brokerWaitMs ?? 2_000;
+    const connectingMs = timeoutMs === undefined ? (this.deps.connectingWaitMs ?? ms) : 0;
+    if (ms <= 0 && connectingMs <= 0) return Promise.reject(this.notConnected());
+    return this.waiters.wait(ms, connectingMs);
+  }
+
+  /** The first login of this account is under way and no attempt has failed. */
+  private firstLoginUnderWay(): boolean {
+    return this.slot !== null && !this.everConnected && !this.authFailed && !this.failedLogin;
+  }
+
+  /** A login attempt of the current slot failed: waits past their ordinary bound end now. */
+  loginFailed(slot: Slot): void {
+    if (slot !== this.slot) return;
+    this.failedLogin = true;
+    this.waiters.loginFailed();
   }
 
   private notConnected() {
@@ -327,30 +335,19 @@ export class AccountEntry implements AccountRuntime {
 
   private wakeWaiters(): void {
     const s = this.slot;
-    if (!s || !s.usable) return;
-    const ws = this.waiters;
-    this.waiters = [];
-    for (const w of ws) {
-      clearTimeout(w.timer);
-      w.resolve(s);
-    }
+    if (s && s.usable) this.waiters.resolveAll(s);
   }
 
   private failWaiters(e: unknown): void {
-    const ws = this.waiters;
-    this.waiters = [];
-    for (const w of ws) {
-      clearTimeout(w.timer);
-      w.reject(e);
-    }
+    this.waiters.rejectAll(e);
   }
 
-  whenConnected(timeoutMs = this.deps.brokerWaitMs ?? 2_000, owner = 'default'): Promise<BrokerConnection> {
+  whenConnected(timeoutMs?: number, owner = 'default'): Promise<BrokerConnection> {
     return this.usableSlot(timeoutMs).then((s) => this.tracked(s.conn, owner));
   }
 
   /** A connection held for one request: a rolling upgrade waits for its release. */
-  async acquire(timeoutMs = this.deps.brokerWaitMs ?? 2_000): Promise<Lease> {
+  async acquire(timeoutMs?: number): Promise<Lease> {
     return new SlotLease(await this.usableSlot(timeoutMs));
   }
 

@@ -48,6 +48,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     backoffBaseMs: ctx.settings.timing.reconnectBaseMs,
     backoffCapMs: ctx.settings.timing.reconnectCapMs,
     brokerWaitMs: ctx.settings.timing.brokerWaitMs,
+    connectingWaitMs: ctx.settings.timing.connectingWaitMs ?? ctx.settings.timing.brokerWaitMs,
     onPhase: (accountId, phase, was, server) => {
       // Operators see it in /metrics (the main thread counts accounts per phase) and here.
       ctx.emit({ kind: ACCOUNT_PHASE_EVENT, key: accountId, data: phase });

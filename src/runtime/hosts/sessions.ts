@@ -97,7 +97,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     for (const l of todo) l.placing = true;
     let conn: BrokerConnection;
     try {
-      conn = await rt.whenConnected(timing.brokerWaitMs, 'gateway');
+      conn = await rt.whenConnected(undefined, 'gateway');
     } catch (e) {
       for (const l of todo) l.placing = false;
       throw e;
@@ -276,7 +276,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
 
   async function checkSymbols(accountId: string, symbols: string[]): Promise<void> {
     const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected(timing.brokerWaitMs);
+    const conn = await rt.whenConnected();
     for (const s of symbols) if (!(await conn.symbol(s))) throw apiError('BAD_REQUEST', `unknown symbol '${s}'`);
   }
 
@@ -290,7 +290,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   /** AccountSummary as the classic route answers it: without a connection or last-known values, the short wait and 503. */
   async function accountSummary(rt: AccountRuntime): Promise<unknown> {
     try {
-      return await summaryOrLastKnown(rt, async () => (await rt.whenConnected(timing.brokerWaitMs)).accountSummary());
+      return await summaryOrLastKnown(rt, async () => (await rt.whenConnected()).accountSummary());
     } catch (e) {
       throw brokerFailure(e);
     }
@@ -325,7 +325,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         if (!symbols?.length) {
           // P4: all symbols when omitted.
           const rt = await registry().ensure(live.accountId);
-          symbols = (await (await rt.whenConnected(timing.brokerWaitMs)).symbols()).map((s) => s.name);
+          symbols = (await (await rt.whenConnected()).symbols()).map((s) => s.name);
         }
         await checkSymbols(live.accountId, symbols);
         if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
@@ -438,7 +438,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         }
         const rt = await registry().ensure(live.accountId);
         try {
-          const conn = await rt.whenConnected(timing.brokerWaitMs);
+          const conn = await rt.whenConnected();
           // The clock of the connection that answers: it has logged in, so its server is the broker's.
           return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt, now: () => ctx.clock.now() });
         } catch (e) {
