@@ -1,6 +1,6 @@
 // The JSON payloads of the market and account frames (QUOTE, CANDLE, POSITIONS, ORDERS, TRADE; SPEC §6),
 // serialized once wherever the data arrives: in the shard for the /ws gateway socket
-// (hosts/sessions.ts), on the main thread for /v1/stream (src/stream/). Times come twice: on the
+// (hosts/sessionFrames.ts), on the main thread for /v1/stream (src/stream/). Times come twice: on the
 // broker server clock (no zone) and in UTC.
 import type { ServerClock } from '../market/serverClock.js';
 import type { Deal, Order, Position } from '../market/orders.js';

@@ -5,41 +5,28 @@
 //
 // Pushes: the host listens to the account's events through the AccountRegistry (one broker
 // connection per account, owned by the account host) and feeds each tick/candle to the matching
-// subscription child; the child decides (interval throttle) and its `push` action emits the frame
-// to the main thread, serialized once here, where the /ws sockets of the handle receive it.
-import { createActor, fromCallback, type Actor, type EventObject } from 'xstate';
-import { sessionMachine, sessionState, type SessionContext } from '../../../actors/session.js';
-import { subscriptionKey, subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
-import { clockFor, type ServerClock } from '../../market/serverClock.js';
-import type { BrokerConnection } from '../../broker/types.js';
+// subscription child (sessionFrames.ts); the child decides (interval throttle) and its `push` action
+// emits the frame to the main thread, serialized once here, where the /ws sockets of the handle
+// receive it. The subscription operations are in sessionSubscriptions.ts, the broker subscriptions
+// they need in brokerLeases.ts.
+import { createActor, fromCallback, type EventObject } from 'xstate';
+import { sessionMachine, sessionState } from '../../../actors/session.js';
+import { subscriptionMachine, type SubscriptionSpec } from '../../../actors/subscription.js';
+import { clockFor } from '../../market/serverClock.js';
 import type { AccountSummary } from '../../market/account.js';
-import type { Tick } from '../../market/server.js';
-import { parseTimeframe, type Timeframe } from '../../market/timeframes.js';
+import { parseTimeframe } from '../../market/timeframes.js';
 import { apiError } from '../../errors.js';
-import { candleData, quoteData } from '../frameData.js';
 import { SessionStore } from '../../store/sessions.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';
+import { createBrokerLeases } from './brokerLeases.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
 import { runOp } from './gatewayOps.js';
+import { feedCandle, feedTick, pushedFrame, type HeldQuote, type SessionChildren } from './sessionFrames.js';
+import { sessionSubscriptions, type SessionActor } from './sessionSubscriptions.js';
 import { brokerFailure, GATEWAY_TRADE_OPS } from '../brokerFailures.js';
 import './gatewayCommands.js';
-
-type SessionActor = Actor<typeof sessionMachine>;
-
-/** A quote frame not written yet: a subscription with an interval may hold it back, and its ageMs
- *  must be its age when it leaves, so it is serialized by the push, not on arrival. */
-interface HeldQuote { type: 'QUOTE'; tick: Tick; clock: ServerClock }
-
-/** One broker subscription of this host for an account, shared by the subscriptions that need it. */
-interface BrokerLease {
-  n: number;
-  spec: SubscriptionSpec;
-  /** Subscribed at the broker (through the account, which restores it after reconnects). */
-  placed: boolean;
-  placing: boolean;
-}
 
 interface Live {
   actor: SessionActor;
@@ -56,92 +43,12 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
   const { timing } = ctx.settings;
   const byAccount = new Map<string, Live>();
   const byHash = new Map<string, Live>();
-  /** Broker subscriptions held by this host per account: "q|SYM" or "c|SYM|TF" -> lease. */
-  const brokerRefs = new Map<string, Map<string, BrokerLease>>();
-
   const registry = (): AccountRegistry => {
     if (!ctx.accounts) throw apiError('SERVICE_UNAVAILABLE', 'account runtime is not available in this shard');
     return ctx.accounts;
   };
-  /** The clock of the account's server; undefined while its connection has not learned it (never
-   *  a placeholder's UTC: frames are only pushed from a connected connection anyway). */
-  const clockOf = (rt: AccountRuntime): ServerClock | undefined => (rt.serverKnown ? clockFor(rt.server) : undefined);
-
-  // ---- broker leases (reference-counted per account within this host) ----
-  // A lease is placed at the broker when the account's connection is up: at once if it is, else
-  // when the connection reports 'connected' (placeAll from the account's phase event), however long
-  // the outage lasts (a session resumed after a restart during an outage re-subscribes then). Once
-  // placed, the account restores it on later reconnects (AccountEntry.restoreSubscriptions).
-  const leaseKey = (s: SubscriptionSpec) => (s.kind === 'ohlc' ? `c|${s.symbol}|${s.timeframe}` : `q|${s.symbol}`);
-  function acquire(accountId: string, spec: SubscriptionSpec): Promise<void> {
-    const refs = brokerRefs.get(accountId) ?? new Map<string, BrokerLease>();
-    brokerRefs.set(accountId, refs);
-    const k = leaseKey(spec);
-    const lease = refs.get(k);
-    if (lease) {
-      lease.n++;
-      return Promise.resolve();
-    }
-    refs.set(k, { n: 1, spec, placed: false, placing: false });
-    return placeAll(accountId);
-  }
-
-  /** Places every lease of the account not placed yet, if its connection is up (else its next 'connected' does). */
-  async function placeAll(accountId: string): Promise<void> {
-    const refs = brokerRefs.get(accountId);
-    if (!refs) return;
-    const rt = await registry().ensure(accountId);
-    if (rt.phase() !== 'connected') return;
-    const todo = [...refs.values()].filter((l) => !l.placed && !l.placing);
-    if (!todo.length) return;
-    for (const l of todo) l.placing = true;
-    let conn: BrokerConnection;
-    try {
-      conn = await rt.whenConnected(undefined, 'gateway');
-    } catch (e) {
-      for (const l of todo) l.placing = false;
-      throw e;
-    }
-    const failures: unknown[] = [];
-    for (const l of todo) {
-      try {
-        // Released while waiting: nothing to place.
-        if (refs.get(leaseKey(l.spec)) !== l) continue;
-        if (l.spec.kind === 'ohlc') await conn.subscribeCandles(l.spec.symbol, [l.spec.timeframe as Timeframe]);
-        else await conn.subscribe([l.spec.symbol]);
-        l.placed = true;
-        // Released while placing: let go of it again.
-        if (refs.get(leaseKey(l.spec)) !== l) await unplace(rt, l.spec, refs);
-      } catch (e) {
-        failures.push(e);
-      } finally {
-        l.placing = false;
-      }
-    }
-    if (failures.length) throw failures[0];
-  }
-
-  async function release(accountId: string, spec: SubscriptionSpec): Promise<void> {
-    const refs = brokerRefs.get(accountId);
-    const k = leaseKey(spec);
-    const lease = refs?.get(k);
-    if (!refs || !lease) return;
-    if (--lease.n > 0) return;
-    refs.delete(k);
-    // Never placed (or still being placed: placeAll lets go of it when done): nothing at the broker.
-    if (!lease.placed) return;
-    const rt = ctx.accounts?.get(accountId);
-    if (!rt || rt.phase() !== 'connected') return;
-    await unplace(rt, spec, refs);
-  }
-
-  async function unplace(rt: AccountRuntime, spec: SubscriptionSpec, refs: Map<string, BrokerLease>): Promise<void> {
-    if (refs.has(leaseKey(spec))) return; // wanted again meanwhile: the new lease shares the placement
-    // Held per owner by the account: the broker keeps the symbol while the /v1/stream host holds it.
-    const conn = await rt.whenConnected(timing.subscriptionWaitMs, 'gateway');
-    if (spec.kind === 'ohlc') await conn.unsubscribeCandles(spec.symbol, [spec.timeframe as Timeframe]);
-    else await conn.unsubscribe([spec.symbol]);
-  }
+  const leases = createBrokerLeases(ctx, registry);
+  const { listSubscriptions, subscribeOp } = sessionSubscriptions(registry);
 
   const emit = (handleHash: string, frame: GatewayFrameData) => ctx.emit({ kind: GATEWAY_EVENT.frame, key: handleHash, data: frame });
 
@@ -153,9 +60,9 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
             lease: fromCallback<EventObject, SubscriptionSpec & { key: string }>(({ input }) => {
               const spec: SubscriptionSpec = { kind: input.kind, symbol: input.symbol, intervalMs: input.intervalMs, ...(input.timeframe ? { timeframe: input.timeframe } : {}) };
               leased(input.key);
-              acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId, key: input.key, err: errorMessage(e) }));
+              leases.acquire(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId, key: input.key, err: errorMessage(e) }));
               return () => {
-                release(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker unsubscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
+                leases.release(accountId, spec).catch((e: unknown) => ctx.log.warn('gateway subscription: broker unsubscribe failed', { accountId, key: input.key, err: errorMessage(e) }));
               };
             }),
           },
@@ -163,8 +70,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
             push: (_a, p) => {
               const h = handleHash();
               if (!h) return;
-              const f = p.frame as GatewayFrameData | HeldQuote;
-              emit(h, 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, ctx.clock.now()) } : f);
+              emit(h, pushedFrame(p.frame as GatewayFrameData | HeldQuote, ctx.clock));
             },
           },
         }),
@@ -199,25 +105,12 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       if (ev.platform !== platformOf(live) && byHash.get(live.handleHash) === live) disconnect(live);
     } else if (ev.type === 'phase') {
       if (ev.phase === 'connected') {
-        placeAll(live.accountId).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId: live.accountId, err: errorMessage(e) }));
+        leases.placeAll(live.accountId).catch((e: unknown) => ctx.log.warn('gateway subscription: broker subscribe failed; retried at the next connect', { accountId: live.accountId, err: errorMessage(e) }));
       }
     } else if (ev.type === 'tick') {
-      const children = live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>;
-      const q = children[`quote:${ev.tick.symbol}`];
-      const b = children[`book:${ev.tick.symbol}`];
-      const clock = (q || b) && clockOf(rt);
-      if (!clock) return;
-      // Written when pushed (see HeldQuote), so ageMs is the age at the push.
-      if (q) q.send({ type: 'data', frame: { type: 'QUOTE', tick: ev.tick, clock } satisfies HeldQuote });
-      if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(ev.tick, clock) } satisfies GatewayFrameData });
+      feedTick(live.actor.getSnapshot().children as SessionChildren, rt, ev.tick);
     } else if (ev.type === 'candle') {
-      const key = subscriptionKey({ kind: 'ohlc', symbol: ev.candle.symbol, timeframe: ev.candle.timeframe });
-      const child = (live.actor.getSnapshot().children as Record<string, { send(e: unknown): void } | undefined>)[key];
-      if (!child) return;
-      let first = live.firstBar.get(key);
-      if (first === undefined) live.firstBar.set(key, (first = ev.candle.candle.time));
-      const json = candleData(ev.candle, ev.candle.candle.time === first);
-      child.send({ type: 'data', frame: { type: 'CANDLE', json } satisfies GatewayFrameData, urgent: ev.candle.closed });
+      feedCandle(live.actor.getSnapshot().children as SessionChildren, live.firstBar, ev.candle);
     }
   }
 
@@ -274,12 +167,6 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     return live;
   }
 
-  async function checkSymbols(accountId: string, symbols: string[]): Promise<void> {
-    const rt = await registry().ensure(accountId);
-    const conn = await rt.whenConnected();
-    for (const s of symbols) if (!(await conn.symbol(s))) throw apiError('BAD_REQUEST', `unknown symbol '${s}'`);
-  }
-
   /** Reads the summary from the broker and keeps it as the account's last-known values. */
   async function readSummary(rt: AccountRuntime, conn: Awaited<ReturnType<AccountRuntime['whenConnected']>>): Promise<AccountSummary> {
     const s = await conn.accountSummary();
@@ -294,77 +181,6 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
     } catch (e) {
       throw brokerFailure(e);
     }
-  }
-
-  function subscriptions(live: Live): SessionContext['subscriptions'] {
-    return live.actor.getSnapshot().context.subscriptions;
-  }
-
-  function listSubscriptions(live: Live) {
-    const subs = Object.values(subscriptions(live));
-    return {
-      quotes: subs.filter((s) => s.kind === 'quote').map((s) => ({ symbol: s.symbol, interval: s.intervalMs })),
-      ohlc: subs.filter((s) => s.kind === 'ohlc').map((s) => ({ symbol: s.symbol, timeframe: s.timeframe, interval: Math.round(s.intervalMs / 1000) })),
-      orderBook: subs.filter((s) => s.kind === 'book').map((s) => ({ symbol: s.symbol, interval: s.intervalMs })),
-      symbols: [...new Set(subs.map((s) => s.symbol))].sort(),
-    };
-  }
-
-  async function subscribeOp(live: Live, op: string, a: Record<string, unknown>): Promise<unknown> {
-    const send = (spec: SubscriptionSpec) => live.actor.send({ type: 'subscribe', spec });
-    const unsend = (key: string) => live.actor.send({ type: 'unsubscribe', key });
-    const quoteKeys = () => Object.values(subscriptions(live)).filter((s) => s.kind === 'quote').map((s) => s.symbol);
-    switch (op) {
-      case 'Subscribe': {
-        await checkSymbols(live.accountId, [a.symbol as string]);
-        send({ kind: 'quote', symbol: a.symbol as string, intervalMs: a.interval as number });
-        break;
-      }
-      case 'SubscribeMany': {
-        let symbols = a.symbols as string[] | undefined;
-        if (!symbols?.length) {
-          // P4: all symbols when omitted.
-          const rt = await registry().ensure(live.accountId);
-          symbols = (await (await rt.whenConnected()).symbols()).map((s) => s.name);
-        }
-        await checkSymbols(live.accountId, symbols);
-        if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
-        for (const s of symbols) send({ kind: 'quote', symbol: s, intervalMs: a.interval as number });
-        break;
-      }
-      case 'UnSubscribe':
-        unsend(`quote:${a.symbol as string}`);
-        break;
-      case 'UnSubscribeMany': {
-        const symbols = (a.symbols as string[] | undefined)?.length ? (a.symbols as string[]) : quoteKeys();
-        for (const s of symbols) unsend(`quote:${s}`);
-        break;
-      }
-      case 'SubscribeOhlc': {
-        await checkSymbols(live.accountId, [a.symbol as string]);
-        send({ kind: 'ohlc', symbol: a.symbol as string, timeframe: a.timeframe as string, intervalMs: (a.interval as number) * 1000 });
-        break;
-      }
-      case 'UnsubscribeOhlc': {
-        const tf = a.timeframe as string | undefined;
-        for (const s of Object.values(subscriptions(live))) {
-          if (s.kind === 'ohlc' && s.symbol === a.symbol && (!tf || s.timeframe === tf)) unsend(subscriptionKey(s));
-        }
-        break;
-      }
-      case 'SubscribeOrderBook': {
-        const symbols = a.symbols as string[];
-        await checkSymbols(live.accountId, symbols);
-        for (const s of symbols) send({ kind: 'book', symbol: s, intervalMs: a.interval as number });
-        break;
-      }
-      case 'UnsubscribeOrderBook':
-        for (const s of a.symbols as string[]) unsend(`book:${s}`);
-        break;
-      default:
-        throw apiError('ROUTE_NOT_FOUND', `unknown operation ${op}`);
-    }
-    return { ok: true, ...listSubscriptions(live) };
   }
 
   return {
@@ -479,16 +295,4 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
       byAccount.clear();
     },
   };
-}
-
-/** Order book frame data. The broker interface carries top of book only, so depth is one level. */
-function bookJson(t: Tick, clock: ServerClock): string {
-  const s = clock.toServer(t.timeMsc);
-  return JSON.stringify({
-    symbol: t.symbol,
-    bids: [{ price: t.bid, volume: t.volume ?? 0 }],
-    asks: [{ price: t.ask, volume: t.volume ?? 0 }],
-    time: new Date(s).toISOString().slice(0, 23), timeMsc: s,
-    timeUtc: new Date(t.timeMsc).toISOString(), timeMscUtc: t.timeMsc,
-  });
 }
