@@ -1,12 +1,13 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
 import { resolve as resolvePath } from 'node:path';
+import type { TemplatedApp } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
-import { bootstrap, keepCreatedKey, markKeyShown } from './auth/bootstrap.js';
+import { bootstrap, keepCreatedKey, markKeyShown, type BootstrapResult } from './auth/bootstrap.js';
 import { KeyRateLimiter } from './auth/keyRateLimit.js';
 import { KeyUsage } from './auth/keyUsage.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
-import { clusterSettings, ConfigError, type Config } from './config.js';
+import { clusterSettings, ConfigError, type ClusterSettings, type Config } from './config.js';
 import type { ClusterNode } from './cluster/clusterNode.js';
 import { mountNotFound, mountPreflight, mountRoutes } from './http/app.js';
 import type { HttpDeps } from './http/exchange.js';
@@ -29,7 +30,8 @@ import { ConnectionLog } from './runtime/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
 import { Listener, tlsFilesOf } from './http/listener.js';
 import { ClientAddress } from './http/clientAddress.js';
-import { PipeliningRelay } from './http/pipeliningRelay.js';
+import { startPipeliningRelay, type PipeliningRelay } from './http/pipeliningRelay.js';
+import { drainHttp } from './http/drain.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
@@ -45,14 +47,14 @@ import type { Services } from './http/services.js';
 import { StorageHealth } from './store/storageHealth.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
-import { startCheckpointer } from './store/checkpointer.js';
+import { startCheckpointer, type Checkpointer } from './store/checkpointer.js';
 import { AccountStore } from './store/accounts.js';
 import { AuditStore } from './store/audit.js';
 import { lockDataDir } from './store/dataDirLock.js';
-import { dbPath, openDb } from './store/db.js';
+import { dbPath, openDb, type Db } from './store/db.js';
 import { StreamHistoryStore } from './store/streamHistory.js';
 import { TenancyStore } from './store/tenancy.js';
-import { sqliteTenancyWrites } from './store/tenancyWrites.js';
+import { sqliteTenancyWrites, type TenancyWrites } from './store/tenancyWrites.js';
 
 export interface GatewayOptions {
   clock?: Clock;
@@ -86,30 +88,6 @@ export interface Gateway {
   reloadTls(): Promise<void>;
 }
 
-/** Shutdown waits until no request was turned away (503) for this long: the clients still sending have seen the 503. */
-const DRAIN_QUIET_MS = 50;
-
-/**
- * The HTTP part of a shutdown: wait, up to `timeoutMs`, until no request is in flight and none
- * arrived for DRAIN_QUIET_MS (each is answered 503 meanwhile, with the listen socket still open).
- * Real elapsed time, not the injected clock: it waits on real sockets between real timers (a test
- * clock standing still would make the shutdown wait forever).
- */
-async function drainHttp(inflight: { count: number; refused: number }, timeoutMs: number, log: Logger): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let seen = inflight.refused;
-  let quietSince = Date.now();
-  while (Date.now() < deadline) {
-    if (inflight.refused !== seen) {
-      seen = inflight.refused;
-      quietSince = Date.now();
-    }
-    if (inflight.count === 0 && Date.now() - quietSince >= DRAIN_QUIET_MS) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  if (inflight.count > 0) log.warn('drain timeout; closing with requests in flight', { inflight: inflight.count });
-}
-
 export async function startGateway(config: Config, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel);
   const clock = opts.clock ?? systemClock;
@@ -137,19 +115,67 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 /** What a failed start closes. */
 interface Opened { cluster?: ClusterNode }
 
+/** What every step of a start reads. */
+interface Start {
+  config: Config;
+  log: Logger;
+  clock: Clock;
+  /** Cluster mode's settings; undefined on a single node. */
+  clusterCfg: ClusterSettings | undefined;
+  files: Pick<GatewayOptions, 'shardWorkerFile' | 'checkpointWorkerFile'>;
+}
+
+/** A start, step by step; each step is a function below, in this order. */
 async function start(
-  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, files: Pick<GatewayOptions, 'shardWorkerFile' | 'checkpointWorkerFile'>, opened: Opened,
+  config: Config, log: Logger, clock: Clock, listener: Listener, lock: { release(): void }, files: Start['files'], opened: Opened,
 ): Promise<Gateway> {
+  const at: Start = { config, log, clock, clusterCfg: clusterSettings(config), files };
+  /** Events of every shard, this node's or (cluster mode) relayed from the account's owner; routed
+   *  (routeShardEvent) once the main thread watches, before the first shard starts. */
+  let dispatch: (ev: ShardEvent) => void = () => {};
+  const stores = await openStores(at, opened, (ev) => dispatch(ev));
+  const access = openAccess(at, stores);
+  const watch = watchMainThread(clock);
+  const receivers: ShardEventReceivers = { connections: watch.connections, threadStats: watch.threadStats };
+  dispatch = (ev) => routeShardEvent(receivers, ev);
+  const { shardSet, shards } = await startShards(at, stores, dispatch, watch.metrics);
+  const edge = await openEdge(at, stores, access, shards, watch, receivers);
+  registerMetrics(watch, edge, stores.cluster, shards);
+  const routes = routesOf(edge.services, watch, edge.closeSockets);
+  wireCluster(stores, access, edge.closeSockets);
+  const gatewaySocket = mountAll(listener.app, at, access, watch, edge, routes, receivers);
+  const { port, relay, url } = await listen(at, listener, stores, edge, watch.metrics);
+  const close = shutdown(at, listener, lock, relay, stores, access, watch, edge, gatewaySocket, shardSet);
+  const reloadTls = async () => {
+    if (!listener.secure) return log.info('SIGHUP: no TLS certificate configured, nothing to reload');
+    listener.reload();
+    relay?.server.reloadTls();
+    log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
+  };
+  return {
+    port, pipeliningPort: relay?.port, url, services: edge.services, metrics: watch.metrics, routes, stream: edge.streamHub, gatewaySocket,
+    cluster: stores.cluster, createdManagementKey: stores.boot.createdKey, close, reloadTls,
+  };
+}
+
+interface Stores {
+  secretKey: Buffer;
+  db: Db;
+  cluster: ClusterNode | undefined;
+  checkpointer: Checkpointer;
+  tenancy: TenancyStore;
+  boot: BootstrapResult;
+}
+
+/** The SQLite store, its checkpointer and the operator's bootstrap; in cluster mode the cluster's
+ *  side first, its tenancy mirrored from PostgreSQL into the SQLite before anything reads it. */
+async function openStores({ config, log, clock, clusterCfg, files }: Start, opened: Opened, onEvent: (ev: ShardEvent) => void): Promise<Stores> {
   const secretKey = secretKeyOf(config);
   const db = openDb(config.dataDir);
-  const clusterCfg = clusterSettings(config);
-  /** Events of every shard, this node's or (cluster mode) relayed from the account's owner. */
-  let dispatch: (ev: ShardEvent) => void = () => {};
-  // Cluster mode: the tenancy mirrored from PostgreSQL into the SQLite before anything reads it
-  // (bootstrap, auth); NATS is connected once the shards run (attach), before the node listens.
-  // Cluster modules (pg, NATS: ~60 ms of CPU to load) only in cluster mode.
+  // NATS is connected once the shards run (attach), before the node listens. Cluster modules (pg,
+  // NATS: ~60 ms of CPU to load) only in cluster mode.
   const cluster = clusterCfg && await (await import('./cluster/clusterNode.js')).ClusterNode.open({
-    settings: clusterCfg, url: `http://${config.host}:${config.port}`, sqlite: db, log, clock, onEvent: (ev) => dispatch(ev),
+    settings: clusterCfg, url: `http://${config.host}:${config.port}`, sqlite: db, log, clock, onEvent,
   });
   if (cluster) opened.cluster = cluster;
   checkSealedPasswords(db, secretKey, config, log);
@@ -165,6 +191,13 @@ async function start(
     if (op.createdKey !== undefined) keepCreatedKey(config.dataDir, op.customerId, op.createdKey);
   }
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey, clock.now());
+  return { secretKey, db, cluster, checkpointer, tenancy, boot };
+}
+
+interface Access { keyUsage: KeyUsage; auth: Authenticator; rateLimits: KeyRateLimiter; throttle: AuthThrottle }
+
+/** API keys: their lookup and last use, their rate limits, the failed-auth throttle. */
+function openAccess({ config, log, clock }: Start, { cluster, tenancy, boot }: Stores): Access {
   // Last-used times: kept in memory per request, written in one transaction per period.
   const keyUsage = new KeyUsage(cluster ? cluster.usageSink : tenancy, clock);
   keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
@@ -177,32 +210,62 @@ async function start(
     },
   });
   const throttle = new AuthThrottle({ limit: config.authFailLimit, windowMs: config.authFailWindowMs, blockMs: config.authBlockMs, clock });
+  return { keyUsage, auth, rateLimits, throttle };
+}
 
-  const metrics = new Metrics();
-  let stream: StreamHub | undefined;
+interface Watch {
+  metrics: Metrics;
   /** Event-loop lag and GC per thread: main measures itself, shards post theirs (runtime/threadStats.ts). */
+  threadStats: Map<string, ThreadStats>;
+  /** Each bound account's connection phase and its recent changes, as its shard reported them (/metrics, dashboard). */
+  connections: ConnectionLog;
+  tradeOutcomes: TradeOutcomes;
+  startedAt: number;
+  stop(): void;
+}
+
+/** What the main thread measures of itself and keeps of the shards' reports, for /metrics and /v1/status. */
+function watchMainThread(clock: Clock): Watch {
+  const metrics = new Metrics();
   const threadStats = new Map<string, ThreadStats>();
   const mainStats = startThreadStats();
   const snapMain = () => threadStats.set('main', mainStats.snapshot());
   const mainStatsTimer = setInterval(snapMain, THREAD_STATS_MS).unref();
   snapMain();
-  let gwSocket: GatewaySocket | undefined;
-  /** Each bound account's connection phase and its recent changes, as its shard reported them (/metrics, dashboard). */
   const connections = new ConnectionLog(() => clock.now());
   const startedAt = clock.now();
-  const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
   const tradeOutcomes = new TradeOutcomes();
-  // Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap).
-  dispatch = (ev) => {
-    switch (ev.kind) {
-      case ACCOUNT_PHASE_EVENT: connections.note(ev.key, ev.data); break;
-      // Its SQLite has the change already (cluster mode: ClusterNode.publish copies it to PostgreSQL).
-      case ACCOUNT_BINDING_EVENT: break;
-      case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: gwSocket?.onShardEvent(ev); break;
-      case THREAD_STATS_EVENT: threadStats.set(`shard-${ev.key}`, ev.data); break;
-      default: stream?.onShardEvent(ev);
-    }
+  const stop = () => {
+    clearInterval(mainStatsTimer);
+    mainStats.stop();
   };
+  return { metrics, threadStats, connections, tradeOutcomes, startedAt, stop };
+}
+
+/** The receivers of the shards' events; the two sockets join when they exist. */
+interface ShardEventReceivers {
+  connections: ConnectionLog;
+  threadStats: Map<string, ThreadStats>;
+  stream?: StreamHub;
+  gatewaySocket?: GatewaySocket;
+}
+
+/** Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap). */
+function routeShardEvent(r: ShardEventReceivers, ev: ShardEvent): void {
+  switch (ev.kind) {
+    case ACCOUNT_PHASE_EVENT: r.connections.note(ev.key, ev.data); break;
+    // Its SQLite has the change already (cluster mode: ClusterNode.publish copies it to PostgreSQL).
+    case ACCOUNT_BINDING_EVENT: break;
+    case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: r.gatewaySocket?.onShardEvent(ev); break;
+    case THREAD_STATS_EVENT: r.threadStats.set(`shard-${ev.key}`, ev.data); break;
+    default: r.stream?.onShardEvent(ev);
+  }
+}
+
+/** The shard workers; in cluster mode they run the accounts this node holds leases for, behind the router. */
+async function startShards(
+  { config, log, clusterCfg, files }: Start, { cluster, secretKey }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
+): Promise<{ shardSet: ShardSet; shards: Shards }> {
   const shardSet = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log, ...(files.shardWorkerFile !== undefined ? { workerFile: files.shardWorkerFile } : {}),
     onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
@@ -229,8 +292,25 @@ async function start(
   });
   await shardSet.start();
   await cluster?.attach(shardSet);
-  const shards: Shards = cluster ? cluster.shards : shardSet;
+  return { shardSet, shards: cluster ? cluster.shards : shardSet };
+}
 
+interface Edge {
+  storage: StorageHealth;
+  tenancyWrites: TenancyWrites;
+  services: Services;
+  inflight: { count: number; draining: boolean; refused: number };
+  address: ClientAddress;
+  streamHub: StreamHub;
+  /** What a revoked key or a removed seat closes: its sockets (and a seat's connection history). */
+  closeSockets: { ofKey(id: string): void; ofAccount(id: string): void };
+}
+
+/** What the route handlers and the /v1/stream sockets use. */
+async function openEdge(
+  { config, log, clock }: Start, { db, cluster, tenancy, boot, secretKey }: Stores, { auth, throttle, keyUsage, rateLimits }: Access,
+  shards: Shards, { tradeOutcomes, connections }: Watch, receivers: ShardEventReceivers,
+): Promise<Edge> {
   const storage = new StorageHealth({
     dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
   }).start();
@@ -241,7 +321,6 @@ async function start(
   const inflight = { count: 0, draining: false, refused: 0 };
   // The relay secret exists only when the pipelining listener runs (src/http/clientAddress.ts).
   const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
-  metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   const bindings = new AccountStore(db);
   // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
   const shared = cluster && await (await import('./cluster/clusterStreamHistory.js')).ClusterStreamHistory.open({
@@ -249,10 +328,20 @@ async function start(
     owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; },
     onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });
-  const streamHub = (stream = new StreamHub({
+  const streamHub = (receivers.stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
     ...(shared ? { shared } : {}),
   }));
+  const closeSockets = {
+    ofKey: (id: string) => { streamHub.closeKey(id); receivers.gatewaySocket?.closeKey(id); },
+    ofAccount: (id: string) => { streamHub.closeAccount(id); connections.forget(id); },
+  };
+  return { storage, tenancyWrites, services, inflight, address, streamHub, closeSockets };
+}
+
+function registerMetrics({ metrics, threadStats, connections, tradeOutcomes }: Watch, { inflight, streamHub, storage }: Edge, cluster: ClusterNode | undefined, shards: Shards): void {
+  const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
+  metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   streamHub.registerMetrics(metrics);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
   if (cluster) registerClusterMetrics(metrics, cluster);
@@ -267,32 +356,44 @@ async function start(
   metrics.labeledGauge('tagw_thread_event_loop_lag_max_seconds', 'thread', () => pick((s) => s.lagMax), 'Longest event-loop delay per thread over the last 5 s.');
   metrics.labeledCounter('tagw_thread_gc_pause_seconds_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcSeconds]), 'Time spent in garbage-collection pauses, per thread.');
   metrics.labeledCounter('tagw_thread_gc_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcCount]), 'Garbage collections, per thread.');
+}
 
+/** The route table, family by family. */
+function routesOf(services: Services, { metrics, connections, startedAt }: Watch, closeSockets: Edge['closeSockets']): AnyRoute[] {
   const routes: AnyRoute[] = [];
   routes.push(...provisioningRoutes(services), ...opsRoutes(services, metrics, () => routes));
-  const closeSockets = { ofKey: (id: string) => { streamHub.closeKey(id); gwSocket?.closeKey(id); }, ofAccount: (id: string) => { streamHub.closeAccount(id); connections.forget(id); } };
   routes.push(...managementRoutes(services, closeSockets));
-  // Cluster mode: a key revoked or a seat removed through any node stops working here too, at once.
-  if (cluster) {
-    cluster.onTenancyNotice = (n) => {
-      for (const k of n.keys ?? []) {
-        auth.evict(k);
-        rateLimits.forget(k);
-        closeSockets.ofKey(k);
-      }
-      for (const a of n.accounts ?? []) {
-        tenancy.seatRemoved(a);
-        closeSockets.ofAccount(a);
-      }
-    };
-  }
   routes.push(...newsRoutes(services));
   routes.push(...gatewayRoutes(services), ...proxyRoutes(services));
   routes.push(...classicRoutes(services), ...connectExRoutes(services));
   routes.push(...faultRoutes(services));
   routes.push(...socketRoutes());
   routes.push(...statusRoutes(services, connections, startedAt));
+  return routes;
+}
 
+/** Cluster mode: a key revoked or a seat removed through any node stops working here too, at once. */
+function wireCluster({ cluster, tenancy }: Stores, { auth, rateLimits }: Access, closeSockets: Edge['closeSockets']): void {
+  if (!cluster) return;
+  cluster.onTenancyNotice = (n) => {
+    for (const k of n.keys ?? []) {
+      auth.evict(k);
+      rateLimits.forget(k);
+      closeSockets.ofKey(k);
+    }
+    for (const a of n.accounts ?? []) {
+      tenancy.seatRemoved(a);
+      closeSockets.ofAccount(a);
+    }
+  };
+}
+
+/** The uWS app's handlers, in the order uWS matches them: the two sockets, the routes, the
+ *  dashboard, OPTIONS, the fallback. Returns the /ws socket, which then receives its shard events. */
+function mountAll(
+  app: TemplatedApp, { config, log, clock, clusterCfg }: Start, { auth, throttle, rateLimits }: Access, { metrics }: Watch,
+  { services, inflight, address, storage, tenancyWrites, streamHub }: Edge, routes: AnyRoute[], receivers: ShardEventReceivers,
+): GatewaySocket {
   const deps: HttpDeps = { auth, throttle, metrics, log, node: clusterCfg?.nodeId, body: { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }, address, inflight, storage, debugLog: config.logLevel === 'debug', cors: CorsPolicy.of(config.corsOrigins), limits: rateLimits,
     audit: {
       row: ({ principal, action, target, detail }) =>
@@ -305,22 +406,27 @@ async function start(
         .catch((err: unknown) => log.error('audit log write failed', { action: row.action, target: row.target, err: errorMessage(err) })),
     },
   };
-  const app = listener.app;
   streamHub.mount(app);
-  const gatewaySocket = (gwSocket = new GatewaySocket(services, throttle, inflight, address));
+  const gatewaySocket = (receivers.gatewaySocket = new GatewaySocket(services, throttle, inflight, address));
   gatewaySocket.mount(app);
   mountRoutes(app, routes, deps);
   mountDashboard(app, metrics, clusterCfg?.nodeId);
   mountPreflight(app, deps, routes);
   mountNotFound(app, deps, routes);
+  return gatewaySocket;
+}
 
+/** The listeners: the app's port, then the pipelining relay's if configured; the management key of a first start is printed once the port answers. */
+async function listen(
+  { config, log }: Start, listener: Listener, { cluster, boot }: Stores, { address }: Edge, metrics: Metrics,
+): Promise<{ port: number; relay: { server: PipeliningRelay; port: number } | undefined; url: string }> {
   // Cluster mode: the first lease round before the node answers (it is then a live node that
   // other nodes' tenancy writes wait for, and it runs the accounts it acquired).
   await cluster?.start();
   const bound = await listener.listen(config.host, config.port);
   if (bound === false) throw new ConfigError(`cannot listen on ${config.host}:${config.port}: the port is in use, or ${config.host} is not an address of this machine`);
   const port = bound;
-  const relay = config.pipeliningPort === undefined ? undefined : await startRelay(config, listener, address, metrics, log);
+  const relay = config.pipeliningPort === undefined ? undefined : await startPipeliningRelay(config, listener, address, metrics, log);
   const url = `${listener.secure ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (boot.createdKey) {
     // Printed once, by the first start that listens; also in bootstrap.json (mode 0600).
@@ -329,13 +435,20 @@ async function start(
   }
   if (!listener.secure) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
   log.info('gateway listening', { url, tls: listener.secure, shards: config.shards, dataDir: config.dataDir });
+  return { port, relay, url };
+}
 
+/** The gateway's close (once, however often called): what the start opened, undone in an order that loses no request and no write. */
+function shutdown(
+  { config, log }: Start, listener: Listener, lock: { release(): void }, relay: { server: PipeliningRelay } | undefined,
+  { cluster, checkpointer, db }: Stores, { keyUsage }: Access, watch: Watch, { inflight, streamHub, storage }: Edge, gatewaySocket: GatewaySocket, shardSet: ShardSet,
+): () => Promise<void> {
   let closed: Promise<void> | undefined;
-  const close = () =>
+  return () =>
     (closed ??= (async () => {
       inflight.draining = true;
       streamHub.close();
-      gwSocket?.close();
+      gatewaySocket.close();
       await drainHttp(inflight, config.drainTimeoutMs, log);
       // Stops accepting only now: the kernel resets the connections still in the accept backlog
       // when the listen socket closes, so until here they are accepted and answered (503). Right
@@ -356,8 +469,7 @@ async function start(
       await shardSet.close();
       storage.stop();
       await checkpointer.stop();
-      clearInterval(mainStatsTimer);
-      mainStats.stop();
+      watch.stop();
       db.close();
       lock.release();
       // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)
@@ -366,30 +478,4 @@ async function start(
       relay?.server.endConnections();
       log.info('gateway stopped');
     })());
-
-  const reloadTls = async () => {
-    if (!listener.secure) return log.info('SIGHUP: no TLS certificate configured, nothing to reload');
-    listener.reload();
-    relay?.server.reloadTls();
-    log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
-  };
-  return { port, pipeliningPort: relay?.port, url, services, metrics, routes, stream: streamHub, gatewaySocket, cluster, createdManagementKey: boot.createdKey, close, reloadTls };
-}
-
-/** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a private Unix socket of the app. */
-async function startRelay(config: Config, listener: Listener, address: ClientAddress, metrics: Metrics, log: Logger): Promise<{ server: PipeliningRelay; port: number }> {
-  const upstreamPath = await listener.listenPrivate();
-  const server = new PipeliningRelay({ upstreamPath, tls: tlsFilesOf(config), address, log });
-  const host = config.pipeliningHost ?? config.host;
-  let port: number;
-  try {
-    port = await server.listen(host, config.pipeliningPort!);
-  } catch (err) {
-    listener.close();
-    throw new ConfigError(`cannot listen on ${host}:${config.pipeliningPort} (HTTP_PIPELINING_PORT): ${errorMessage(err)}`);
-  }
-  metrics.counter('tagw_http_pipelining_requests_total', () => server.requests);
-  metrics.gauge('tagw_http_pipelining_connections', () => server.connections);
-  log.info('pipelining listener', { url: `${listener.secure ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}` });
-  return { server, port };
 }

@@ -15,11 +15,13 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
+import { ConfigError, type Config } from '../config.js';
 import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddress.js';
-import type { TlsFiles } from './listener.js';
+import { tlsFilesOf, type Listener, type TlsFiles } from './listener.js';
+import type { Metrics } from './metrics.js';
 
 export interface RelayOptions {
   /** The uWS app's private Unix socket (src/http/listener.ts listenPrivate); TLS when `tls` is set. */
@@ -300,4 +302,22 @@ function refuseFraming(err: NodeJS.ErrnoException, socket: net.Socket): void {
     : apiError('BAD_REQUEST', `malformed HTTP request (${err.code ?? 'parse error'})`);
   const body = JSON.stringify(e.toBody());
   socket.end(`HTTP/1.1 ${e.status} ${e.status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+/** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a private Unix socket of the app. */
+export async function startPipeliningRelay(config: Config, listener: Listener, address: ClientAddress, metrics: Metrics, log: Logger): Promise<{ server: PipeliningRelay; port: number }> {
+  const upstreamPath = await listener.listenPrivate();
+  const server = new PipeliningRelay({ upstreamPath, tls: tlsFilesOf(config), address, log });
+  const host = config.pipeliningHost ?? config.host;
+  let port: number;
+  try {
+    port = await server.listen(host, config.pipeliningPort!);
+  } catch (err) {
+    listener.close();
+    throw new ConfigError(`cannot listen on ${host}:${config.pipeliningPort} (HTTP_PIPELINING_PORT): ${errorMessage(err)}`);
+  }
+  metrics.counter('tagw_http_pipelining_requests_total', () => server.requests);
+  metrics.gauge('tagw_http_pipelining_connections', () => server.connections);
+  log.info('pipelining listener', { url: `${listener.secure ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}` });
+  return { server, port };
 }
