@@ -12,8 +12,7 @@ import type { ClusterNode } from './cluster/clusterNode.js';
 import { mountNotFound, mountPreflight, mountRoutes } from './http/app.js';
 import type { HttpDeps } from './http/exchange.js';
 import { CorsPolicy } from './http/cors.js';
-import { registerClusterMetrics } from './http/clusterStatus.js';
-import { Metrics } from './http/metrics.js';
+import type { Metrics } from './http/metrics.js';
 import type { AnyRoute } from './http/route.js';
 import { classicRoutes } from './http/routes/classic.js';
 import { connectExRoutes } from './http/routes/connectEx.js';
@@ -26,7 +25,7 @@ import { managementRoutes } from './http/routes/management.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
 import { statusRoutes } from './http/routes/status.js';
-import { ConnectionLog } from './runtime/connectionLog.js';
+import type { ConnectionLog } from './runtime/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
 import { Listener, tlsFilesOf } from './http/listener.js';
 import { ClientAddress } from './http/clientAddress.js';
@@ -37,13 +36,13 @@ import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
 import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
-import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
+import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { ShardSet, type Shards } from './runtime/shardSet.js';
-import { TradeOutcomes } from './http/tradeOutcomes.js';
-import { startThreadStats, THREAD_STATS_EVENT, THREAD_STATS_MS, type ThreadStats } from './runtime/threadStats.js';
+import { THREAD_STATS_EVENT, type ThreadStats } from './runtime/threadStats.js';
 import type { ShardEvent } from './runtime/protocol.js';
 import type { Services } from './http/services.js';
+import { registerMetrics, watchMainThread, type Watch } from './gatewayMetrics.js';
 import { StorageHealth } from './store/storageHealth.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
@@ -213,35 +212,6 @@ function openAccess({ config, log, clock }: Start, { cluster, tenancy, boot }: S
   return { keyUsage, auth, rateLimits, throttle };
 }
 
-interface Watch {
-  metrics: Metrics;
-  /** Event-loop lag and GC per thread: main measures itself, shards post theirs (runtime/threadStats.ts). */
-  threadStats: Map<string, ThreadStats>;
-  /** Each bound account's connection phase and its recent changes, as its shard reported them (/metrics, dashboard). */
-  connections: ConnectionLog;
-  tradeOutcomes: TradeOutcomes;
-  startedAt: number;
-  stop(): void;
-}
-
-/** What the main thread measures of itself and keeps of the shards' reports, for /metrics and /v1/status. */
-function watchMainThread(clock: Clock): Watch {
-  const metrics = new Metrics();
-  const threadStats = new Map<string, ThreadStats>();
-  const mainStats = startThreadStats();
-  const snapMain = () => threadStats.set('main', mainStats.snapshot());
-  const mainStatsTimer = setInterval(snapMain, THREAD_STATS_MS).unref();
-  snapMain();
-  const connections = new ConnectionLog(() => clock.now());
-  const startedAt = clock.now();
-  const tradeOutcomes = new TradeOutcomes();
-  const stop = () => {
-    clearInterval(mainStatsTimer);
-    mainStats.stop();
-  };
-  return { metrics, threadStats, connections, tradeOutcomes, startedAt, stop };
-}
-
 /** The receivers of the shards' events; the two sockets join when they exist. */
 interface ShardEventReceivers {
   connections: ConnectionLog;
@@ -337,25 +307,6 @@ async function openEdge(
     ofAccount: (id: string) => { streamHub.closeAccount(id); connections.forget(id); },
   };
   return { storage, tenancyWrites, services, inflight, address, streamHub, closeSockets };
-}
-
-function registerMetrics({ metrics, threadStats, connections, tradeOutcomes }: Watch, { inflight, streamHub, storage }: Edge, cluster: ClusterNode | undefined, shards: Shards): void {
-  const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
-  metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
-  streamHub.registerMetrics(metrics);
-  metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
-  if (cluster) registerClusterMetrics(metrics, cluster);
-  metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));
-  metrics.gauge('tagw_storage_free_bytes', () => storage.status().freeBytes ?? -1);
-  metrics.counter('tagw_storage_full_episodes_total', () => storage.episodes);
-  metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
-  metrics.labeledCounter('tagw_broker_reconnects_total', [], () => [[[], connections.reconnects]], 'Broker connections lost and being re-established (entries into the reconnecting phase).');
-  metrics.labeledGauge('tagw_shard_queue_depth', 'shard', () => Object.fromEntries(shards.queueDepths().map((n, i) => [String(i), n])), 'Commands sent to a shard and not answered yet.');
-  metrics.labeledCounter('tagw_orders_total', ['op', 'outcome'], () => tradeOutcomes.series(), 'Trade requests by operation and outcome: sent (answered by the broker), rejected (broker refusal), replayed (same clientOrderId), conflicted (409/422: uncertain or reused id).');
-  metrics.labeledGauge('tagw_thread_event_loop_lag_p99_seconds', 'thread', () => pick((s) => s.lagP99), 'Event-loop delay p99 per thread over the last 5 s (main and each shard).');
-  metrics.labeledGauge('tagw_thread_event_loop_lag_max_seconds', 'thread', () => pick((s) => s.lagMax), 'Longest event-loop delay per thread over the last 5 s.');
-  metrics.labeledCounter('tagw_thread_gc_pause_seconds_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcSeconds]), 'Time spent in garbage-collection pauses, per thread.');
-  metrics.labeledCounter('tagw_thread_gc_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcCount]), 'Garbage collections, per thread.');
 }
 
 /** The route table, family by family. */
