@@ -5,6 +5,7 @@ import { UwsFallbackError } from './http/uws.js';
 import { createLogger } from './log.js';
 import { DataDirInUseError } from './store/dataDirLock.js';
 import { SchemaTooNewError } from './store/migrations.js';
+import { NodeIdInUseError } from './cluster/nodeTwin.js';
 
 async function main(): Promise<void> {
   let config;
@@ -57,12 +58,14 @@ async function main(): Promise<void> {
       log.error(e.message);
       process.exit(5);
     }
-    if (e instanceof ConfigError) {
+    if (e instanceof ConfigError || e instanceof NodeIdInUseError) {
       log.error(e.message);
       process.exit(2);
     }
     throw e;
   }
+  // A newer process took this node's NODE_ID over (this one was frozen): it holds nothing any more.
+  if (gw.cluster) gw.cluster.onSuperseded = () => process.exit(2);
   if (stopping) await gw.close().then(() => process.exit(0));
 }
 

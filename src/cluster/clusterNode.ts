@@ -135,6 +135,8 @@ export class ClusterNode {
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   /** Accounts this node acquired, once its shards started them: set by the gateway (the stream edge). */
   onAcquired: (accountIds: string[]) => void = () => {};
+  /** A newer process took this node's NODE_ID over: it holds nothing and must stop (main: exit 2). */
+  onSuperseded: (message: string) => void = () => {};
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
     const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
@@ -162,6 +164,7 @@ export class ClusterNode {
         // Judged departed meanwhile (PostgreSQL alone cut off past the lease): the owners released
         // its sockets' streams; open them again there.
         rejoined: () => void node?.wired?.nats.router.rejoin(),
+        superseded: (err) => node?.onSuperseded(err.message),
         lost: (leases, reason) => {
           void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);
           node?.announceNone(leases);

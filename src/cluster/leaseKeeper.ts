@@ -9,6 +9,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import { acquireLeases, heartbeat, leaseRows, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
 import type { Queryable } from './pgPool.js';
 import { planLeases } from './rendezvous.js';
+import { SupersededError } from './nodeTwin.js';
 
 /** Why a node stopped owning an account without handing it over. */
 export type LossReason =
@@ -31,6 +32,9 @@ export interface LeaseEvents {
   /** A heartbeat landed after none did for a lease or more: the other nodes may have judged this
    *  one departed (and released what its sockets held of their accounts' streams). */
   rejoined?(): void;
+  /** A newer process took this NODE_ID over (this one was frozen or cut off): every lease was
+   *  dropped (lost, 'revoked'), no round runs any more; the process must stop. */
+  superseded?(err: SupersededError): void;
 }
 
 export interface LeaseKeeperOptions {
@@ -52,6 +56,9 @@ export interface LeaseKeeperOptions {
    *  that start together see each other and each takes only its own share, instead of the first
    *  taking every account and handing most over. A node joining a serving cluster does not wait. */
   settleMs?: number;
+  /** The first round takes back, at once and at a new epoch, the leases held under this NODE_ID by
+   *  an earlier process (leases.ts reclaimLeases), instead of waiting for them to expire. */
+  reclaim?: () => Promise<Lease[]>;
 }
 
 /** Milliseconds that never go back (the deadlines' clock; not a time of day). */
@@ -89,8 +96,13 @@ export class LeaseKeeper {
   /** Between start() and the end of the settle period: rounds heartbeat only. */
   private settling = false;
   private settleTimer: NodeJS.Timeout | undefined;
+  private reclaimPending: boolean;
+  /** A newer process runs under this NODE_ID: nothing is renewed, acquired, released or removed. */
+  private superseded = false;
 
-  constructor(private readonly o: LeaseKeeperOptions) {}
+  constructor(private readonly o: LeaseKeeperOptions) {
+    this.reclaimPending = o.reclaim !== undefined;
+  }
 
   /** Renewal period: a third of the lease, so two renewals may fail before the lease lapses. */
   get periodMs(): number {
@@ -152,6 +164,7 @@ export class LeaseKeeper {
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.inFlight ??= this.round().catch((err: unknown) => {
+      if (err instanceof SupersededError) return this.supersede(err);
       this.stats.failedRounds++;
       this.o.log?.warn('cluster lease round failed', { err: errorMessage(err) });
     }).finally(() => {
@@ -185,6 +198,7 @@ export class LeaseKeeper {
   private async round(): Promise<void> {
     const { db, nodeId, leaseMs, clock } = this.o;
     const sent = clock.now();
+    if (this.reclaimPending) await this.reclaim();
     const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation);
     if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
     this.lastBeat = sent;
@@ -210,12 +224,39 @@ export class LeaseKeeper {
     }
     if (plan.acquire.length > 0 && !this.stopped) {
       const sentAt = clock.now();
-      const got = await acquireLeases(db, nodeId, plan.acquire, leaseMs);
-      for (const l of got) this.leases.set(l.accountId, { epoch: l.epoch, validUntil: sentAt + leaseMs });
-      this.stats.acquired += got.length;
-      this.stats.takeovers += got.filter((l) => l.epoch > 1).length;
-      if (got.length > 0) this.o.events?.acquired?.(got);
+      this.took(await acquireLeases(db, nodeId, plan.acquire, leaseMs, this.o.incarnation), sentAt);
     }
+  }
+
+  /** The leases an earlier process of this NODE_ID held, this process's now (a new epoch each). */
+  private async reclaim(): Promise<void> {
+    const sentAt = this.o.clock.now();
+    const got = await this.o.reclaim!();
+    this.reclaimPending = false;
+    if (got.length === 0) return;
+    this.o.log?.info('cluster leases taken back from an earlier process of this node', { accounts: got.length });
+    // Not a cold start for this node: its accounts are served again at once.
+    this.endSettling();
+    this.took(got, sentAt);
+  }
+
+  private took(got: Lease[], sentAt: number): void {
+    for (const l of got) this.leases.set(l.accountId, { epoch: l.epoch, validUntil: sentAt + this.o.leaseMs });
+    this.stats.acquired += got.length;
+    this.stats.takeovers += got.filter((l) => l.epoch > 1).length;
+    if (got.length > 0) this.o.events?.acquired?.(got);
+  }
+
+  /** A newer process took this NODE_ID over: drop everything (its leases are at other epochs now). */
+  private supersede(err: SupersededError): void {
+    if (this.superseded) return;
+    this.superseded = true;
+    this.stopped = true;
+    clearTimeout(this.settleTimer);
+    clearInterval(this.timer);
+    this.o.log?.error(err.message);
+    this.drop([...this.leases.keys()], 'revoked');
+    this.o.events?.superseded?.(err);
   }
 
   private async renew(): Promise<void> {
@@ -288,10 +329,10 @@ export class LeaseKeeper {
     this.timer = undefined;
     await this.inFlight;
     await this.settled();
-    if (!opts.handover) return;
+    if (!opts.handover || this.superseded) return;
     try {
       // Out of the node list first: by the time the leases are free the others already target them.
-      await removeNode(this.o.db, this.o.nodeId);
+      await removeNode(this.o.db, this.o.nodeId, this.o.incarnation);
       await this.handOver([...this.leases.keys()]);
     } catch (err) {
       // PostgreSQL unreachable: the leases expire instead, and the others take over after the lease.

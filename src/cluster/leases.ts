@@ -2,7 +2,8 @@
 // times are PostgreSQL's clock (now()), the one clock all nodes share. Each function is one
 // statement: a lease is acquired only when free or expired and then carries a new epoch; renewal
 // keeps the epoch; every write for an account is fenced by fenceSql().
-import type { Queryable } from './pgPool.js';
+import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
+import { SupersededError } from './nodeTwin.js';
 
 export interface Lease {
   accountId: string;
@@ -36,16 +37,19 @@ function unique(ids: readonly string[]): string[] {
   return [...new Set(ids)];
 }
 
-/** Acquires each account that is free or expired (new epoch, expiring in leaseMs); returns those it got. */
-export async function acquireLeases(q: Queryable, nodeId: string, accountIds: readonly string[], leaseMs: number): Promise<Lease[]> {
+/** Acquires each account that is free or expired (new epoch, expiring in leaseMs); returns those it got.
+ *  With `incarnation`, only while the node's row names that process (FOR SHARE: a newer process of
+ *  the same NODE_ID taking the row over waits for this statement, or this one finds it taken). */
+export async function acquireLeases(q: Queryable, nodeId: string, accountIds: readonly string[], leaseMs: number, incarnation?: number): Promise<Lease[]> {
   if (accountIds.length === 0) return [];
   const r = await q.query<{ account_id: string; epoch: number }>(
     `INSERT INTO account_leases (account_id, owner, epoch, expires_at)
        SELECT id, $1::text, 1, now() + $3::int ${MS} FROM unnest($2::text[]) AS id
+       WHERE $4::bigint IS NULL OR EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND incarnation = $4 FOR SHARE)
      ON CONFLICT (account_id) DO UPDATE SET owner = excluded.owner, epoch = account_leases.epoch + 1, expires_at = excluded.expires_at
        WHERE account_leases.owner IS NULL OR account_leases.expires_at <= now()
      RETURNING account_id, epoch`,
-    [nodeId, unique(accountIds), leaseMs],
+    [nodeId, unique(accountIds), leaseMs, incarnation ?? null],
   );
   return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
 }
@@ -110,20 +114,47 @@ export async function newIncarnation(q: Queryable): Promise<number> {
   return r.rows[0]!.n;
 }
 
-/** Records that the node is alive (where it serves, its incarnation) and returns the nodes alive
- *  within `withinMs` on PostgreSQL's clock, this one included: one round trip. */
-export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number): Promise<string[]> {
-  const r = await q.query<{ node_id: string }>(
-    `WITH me AS (
-       INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation) VALUES ($1, $2, now(), $4::bigint)
+/** The node row's update by a process (its incarnation, placeholder `$inc`), refused when a newer
+ *  process of the same NODE_ID wrote it (incarnations only grow). $1 node, $2 url. */
+const nodeUpsert = (inc: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation) VALUES ($1, $2, now(), $${inc}::bigint)
        ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation
-       RETURNING node_id)
-     SELECT node_id FROM me
-     UNION SELECT node_id FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS}
+       WHERE excluded.incarnation IS NULL OR cluster_nodes.incarnation IS NULL OR cluster_nodes.incarnation <= excluded.incarnation
+       RETURNING node_id`;
+
+/** Records that the node is alive (where it serves, its incarnation) and returns the nodes alive
+ *  within `withinMs` on PostgreSQL's clock, this one included: one round trip. Throws
+ *  SupersededError when a newer process runs under this NODE_ID (its row is not this one's to write). */
+export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number): Promise<string[]> {
+  const r = await q.query<{ node_id: string; mine: boolean }>(
+    `WITH me AS (${nodeUpsert(4)})
+     SELECT node_id, true AS mine FROM me
+     UNION ALL SELECT node_id, false FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS} AND node_id <> $1
      ORDER BY node_id`,
     [nodeId, url, withinMs, incarnation ?? null],
   );
+  if (!r.rows.some((row) => row.mine)) throw new SupersededError(nodeId);
   return r.rows.map((row) => row.node_id);
+}
+
+/**
+ * A process starting under its NODE_ID takes over from the earlier ones: the node's row names this
+ * incarnation (their heartbeats and acquisitions no longer land), then every live lease held under
+ * the id is this process's at a new epoch, so their renewals and fenced writes (same owner, the old
+ * epoch) are refused from the commit on. Two statements in one transaction: an acquisition of an
+ * earlier process holds the row FOR SHARE, so it either committed before (and its lease is taken
+ * back here) or finds the row taken over. Returns the leases taken back.
+ */
+export async function reclaimLeases(pool: PgPool, nodeId: string, url: string, incarnation: number, leaseMs: number): Promise<Lease[]> {
+  return withTransaction(pool, async (c) => {
+    const me = await c.query(nodeUpsert(3), [nodeId, url, incarnation]);
+    if (me.rowCount === 0) throw new SupersededError(nodeId);
+    const r = await c.query<{ account_id: string; epoch: number }>(
+      `UPDATE account_leases SET epoch = epoch + 1, expires_at = now() + $2::int ${MS}
+       WHERE owner = $1 AND expires_at > now() RETURNING account_id, epoch`,
+      [nodeId, leaseMs],
+    );
+    return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
+  });
 }
 
 export interface NodeRow {
@@ -154,7 +185,8 @@ export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[];
   };
 }
 
-/** The node leaves: no longer a target for anyone's rendezvous. */
-export async function removeNode(q: Queryable, nodeId: string): Promise<void> {
-  await q.query('DELETE FROM cluster_nodes WHERE node_id = $1', [nodeId]);
+/** The node leaves: no longer a target for anyone's rendezvous. With `incarnation`, only its own
+ *  row (not one a newer process of the same NODE_ID wrote). */
+export async function removeNode(q: Queryable, nodeId: string, incarnation?: number): Promise<void> {
+  await q.query('DELETE FROM cluster_nodes WHERE node_id = $1 AND ($2::bigint IS NULL OR incarnation = $2)', [nodeId, incarnation ?? null]);
 }

@@ -9,7 +9,8 @@ import { errorMessage } from '../util/errorMessage.js';
 import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
-import { leaseOwner, newIncarnation } from './leases.js';
+import { leaseOwner, newIncarnation, reclaimLeases } from './leases.js';
+import { refuseLiveTwin } from './nodeTwin.js';
 import { PgSchemaTooNewError, runPgMigrations } from './pgMigrations.js';
 import { describePgUrl, openPgPool, type PgPool } from './pgPool.js';
 import { PgTenancy } from './pgTenancy.js';
@@ -84,11 +85,15 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     await mirror.sync();
     const ledger = new IdempotencyLedger(pool);
     const incarnation = await newIncarnation(pool);
+    // Restarted under its NODE_ID: the earlier process must be gone (dead or frozen) before this
+    // one takes its leases back (exit 2 when it still runs).
+    await refuseLiveTwin(pool, o.nodeId, incarnation, o.leaseMs);
     const { acquired, ...rest } = o.events;
     const leaseTenancy = new PgTenancy(leasePool);
     const keeper = new LeaseKeeper({
       db: leasePool, nodeId: o.nodeId, url: o.url, incarnation, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
       accounts: () => leaseTenancy.liveAccountIds(),
+      reclaim: () => reclaimLeases(leasePool, o.nodeId, o.url, incarnation, o.leaseMs),
       events: {
         ...rest,
         acquired: (leases) => {

@@ -137,11 +137,11 @@ export class ClusterProcs {
     return this.nodes.filter((n) => n.state === 'running');
   }
 
-  /** Starts a node (again: same id, DATA_DIR and port) and waits until it listens. */
-  async launch(id: string): Promise<ClusterNode> {
+  /** Starts a node (again: same id, DATA_DIR and port, unless `newPort`) and waits until it listens. */
+  async launch(id: string, opts: { newPort?: boolean } = {}): Promise<ClusterNode> {
     const prev = this.nodes.find((x) => x.id === id);
     if (prev && prev.state !== 'down') throw new Error(`${id} is ${prev.state}`);
-    const env = { ...this.nodeEnv, NODE_ID: id, ...(prev ? { PORT: String(prev.port) } : {}) };
+    const env = { ...this.nodeEnv, NODE_ID: id, ...(prev && !opts.newPort ? { PORT: String(prev.port) } : {}) };
     let proc = startProcess(env, prev?.dir);
     let url = await proc.listening.catch((err: Error) => err);
     if (url instanceof Error && prev && url.message.includes('cannot listen')) {
@@ -155,6 +155,25 @@ export class ClusterProcs {
     if (prev) Object.assign(prev, node);
     else this.nodes.push(node);
     return prev ?? node;
+  }
+
+  /** Another process under `id`'s NODE_ID beside the one this cluster runs (a DATA_DIR and port of
+   *  its own): a restart on another machine, or a second process given the same id by mistake. */
+  twin(id: string): GatewayProcess {
+    return startProcess({ ...this.nodeEnv, NODE_ID: id });
+  }
+
+  /** The lease row with its expiry on PostgreSQL's clock (text, to compare there). */
+  async leaseExpiry(accountId: string): Promise<LeaseRow & { expiresAt: string }> {
+    const r = await this.db.query<{ owner: string | null; epoch: string; live: boolean; expires_at: string }>(
+      'SELECT owner, epoch, (owner IS NOT NULL AND expires_at > now()) AS live, expires_at::text FROM account_leases WHERE account_id = $1', [accountId]);
+    const row = r.rows[0]!;
+    return { owner: row.owner, epoch: Number(row.epoch), live: row.live, expiresAt: row.expires_at };
+  }
+
+  /** Whether PostgreSQL's clock is still before `at` (a time it gave). */
+  async before(at: string): Promise<boolean> {
+    return (await this.db.query<{ b: boolean }>('SELECT now() < $1::timestamptz AS b', [at])).rows[0]!.b;
   }
 
   /** SIGKILL: no handover, its leases run out. */

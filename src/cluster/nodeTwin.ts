@@ -1,0 +1,47 @@
+// One process per NODE_ID. A node started again under its id (a restart after a crash, a rolling
+// restart) takes its earlier process's leases back at once (leases.ts reclaimLeases), so that
+// process must be gone: dead, or frozen (SIGSTOP) and then fenced out. A process that still
+// heartbeats under the id is a second live one (a misconfiguration: two machines given one
+// NODE_ID), and the new one refuses to start rather than split the id's accounts between them.
+import type { Queryable } from './pgPool.js';
+
+/** Another process runs under this NODE_ID now: the start is refused (exit 2). */
+export class NodeIdInUseError extends Error {
+  constructor(nodeId: string) {
+    super(`NODE_ID ${nodeId} is in use: another gateway process runs under it (its heartbeat in the cluster database is live); give each node its own NODE_ID, or stop the other one first`);
+  }
+}
+
+/** A newer process took this process's NODE_ID over (this one was frozen or cut off meanwhile): it
+ *  holds nothing any more and must stop (exit 2). */
+export class SupersededError extends Error {
+  constructor(nodeId: string) {
+    super(`NODE_ID ${nodeId} was taken over by a newer gateway process (this one was frozen or cut off from the cluster database meanwhile): this process holds no account any more and stops`);
+  }
+}
+
+interface Beat { at: string; ageMs: number; incarnation: number | null }
+
+async function lastBeat(q: Queryable, nodeId: string): Promise<Beat | undefined> {
+  const r = await q.query<{ at: string; age_ms: number; incarnation: string | null }>(
+    `SELECT heartbeat_at::text AS at, (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms, incarnation
+     FROM cluster_nodes WHERE node_id = $1`, [nodeId]);
+  const row = r.rows[0];
+  return row ? { at: row.at, ageMs: row.age_ms, incarnation: row.incarnation === null ? null : Number(row.incarnation) } : undefined;
+}
+
+/**
+ * Before this process writes its node row: when an earlier process's heartbeat is younger than the
+ * lease, waits until that process would have heartbeated again (a renewal period, a third of the
+ * lease, and half of one to spare, from its last) and refuses the start (NodeIdInUseError) if it
+ * did. A dead or frozen one did not: this process takes over. One that is only late (a loaded
+ * machine) is fenced all the same: its next heartbeat finds the row taken over (SupersededError).
+ */
+export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number): Promise<void> {
+  const first = await lastBeat(q, nodeId);
+  if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return;
+  const periodMs = Math.max(1, Math.floor(leaseMs / 3));
+  await new Promise((r) => setTimeout(r, Math.max(0, periodMs * 1.5 - first.ageMs)));
+  const again = await lastBeat(q, nodeId);
+  if (again && again.at !== first.at && again.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
+}

@@ -1,0 +1,98 @@
+// A node started again under its NODE_ID takes the leases its earlier process held back at once, at
+// a new epoch, instead of leaving its accounts without an owner until those leases expire; the
+// earlier process, if it still lives, is fenced out (a frozen one) or the start is refused (a running
+// one). Two gateway processes, a simulator process, real nats-server and PostgreSQL; the lease is
+// long (15 s) so that "at once" is an ordering on PostgreSQL's clock: the order is served before the
+// earlier process's lease would have expired. docs/cluster.md "Failures and what they cost".
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
+import { until } from '../helpers/until.js';
+
+const LEASE_MS = 15_000;
+const env = useCluster({ nodes: 2, leaseMs: LEASE_MS, ownerWaitMs: 4_000 });
+let acct: ClusterAccount;
+beforeAll(async () => {
+  acct = await env.cluster.account();
+  // A second account, so each node's share is one and the plan moves neither (with one account over
+  // two nodes, only the first-ranked node may hold it: a node that took it first hands it over).
+  const other = await env.cluster.account();
+  await until(async () => {
+    const [x, y] = await Promise.all([env.cluster.lease(acct.id), env.cluster.lease(other.id)]);
+    return x.live && y.live && x.owner !== y.owner;
+  }, 'one account on each node');
+}, 90_000);
+
+/** An order through `url` until one is accepted (a 503 while the node starts is retried). */
+async function accepted(id: string, url: string, clientOrderId: string): Promise<Answer> {
+  let sent: Answer | undefined;
+  await until(async () => (sent = await orderVia({ id, url }, acct, clientOrderId)).status === 200, `${clientOrderId} accepted through ${id} (last: ${JSON.stringify(sent?.body)})`, 30_000);
+  return sent!;
+}
+
+describe('a node started again under its NODE_ID', () => {
+  it('after SIGKILL: takes its leases back at once (epoch+1, before the old lease expires) and serves its accounts', async () => {
+    const { owner } = await env.cluster.roles(acct.id);
+    const before = await env.cluster.leaseExpiry(acct.id);
+    await env.cluster.kill(owner);
+
+    // On a port of its own: the old one may be taken meanwhile, and a start that fails to listen
+    // hands back what it took (here: the lease it just took back).
+    const node = await env.cluster.launch(owner, { newPort: true });
+    const sent = await accepted(owner, node.url, 'reclaim-1');
+    // Before: the restarted node waited for the lease to expire (then it, or the other node, took it).
+    expect(await env.cluster.before(before.expiresAt)).toBe(true);
+    const now = await env.cluster.lease(acct.id);
+    expect(now).toMatchObject({ owner, epoch: before.epoch + 1, live: true });
+    const claim = (await env.cluster.claims(acct.id)).find((c) => c.clientOrderId === 'reclaim-1');
+    expect(claim).toMatchObject({ state: 'result', epoch: before.epoch + 1 });
+    expect((await env.cluster.brokerOrders(acct.login)).filter((o) => o.clientOrderId === 'reclaim-1')).toEqual([{ ticket: sent.ticket, clientOrderId: 'reclaim-1' }]);
+  }, 120_000);
+
+  it('while the earlier process still runs: the start is refused (exit 2, the id named), the running one keeps its lease', async () => {
+    const { owner } = await env.cluster.roles(acct.id);
+    const before = await env.cluster.lease(acct.id);
+    const twin = env.cluster.twin(owner);
+    // Before: it started, and the two processes shared the id (and its accounts' NATS subject).
+    expect(await twin.exited).toBe(2);
+    expect(twin.output()).toContain(`NODE_ID ${owner} is in use`);
+    expect(await env.cluster.lease(acct.id)).toMatchObject({ owner, epoch: before.epoch, live: true });
+    await accepted(owner, env.cluster.node(owner).url, 'reclaim-2');
+  }, 120_000);
+
+  it('while the earlier process is frozen (SIGSTOP): the new one takes over at once; the old one, resumed, writes nothing and exits 2', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const old = env.cluster.node(owner);
+    const before = await env.cluster.leaseExpiry(acct.id);
+    env.cluster.stop(owner);
+    // An order waiting in the frozen process's socket: it runs there once the process resumes.
+    const queued = orderVia(old, acct, 'frozen-1');
+    const twin = env.cluster.twin(owner);
+    try {
+      const url = await twin.listening;
+      await accepted(owner, url, 'reclaim-3');
+      expect(await env.cluster.before(before.expiresAt)).toBe(true);
+      const taken = await env.cluster.lease(acct.id);
+      expect(taken).toMatchObject({ owner, epoch: before.epoch + 1 });
+      env.cluster.cont(owner);
+      // Resumed: its next heartbeat finds the id taken over, and it stops.
+      expect(await old.proc.exited).toBe(2);
+      old.state = 'down';
+      expect(old.proc.output()).toContain('taken over by a newer gateway process');
+      const answer = await queued;
+      expect(answer.status).not.toBe(200);
+      // Fenced: nothing of the old process landed (no claim at its epoch, no order at the broker),
+      // and the lease is still the new process's.
+      const claims = await env.cluster.claims(acct.id);
+      expect(claims.find((c) => c.clientOrderId === 'frozen-1')).toBeUndefined();
+      expect(claims.find((c) => c.clientOrderId === 'reclaim-3')).toMatchObject({ state: 'result', epoch: taken.epoch });
+      expect((await env.cluster.brokerOrders(acct.login)).map((o) => o.clientOrderId)).not.toContain('frozen-1');
+      expect(await env.cluster.lease(acct.id)).toMatchObject({ owner, epoch: taken.epoch, live: true });
+      // The other node forwards to the new process.
+      await accepted(others[0]!, env.cluster.node(others[0]!).url, 'reclaim-4');
+    } finally {
+      twin.child.kill('SIGKILL');
+      await twin.exited;
+    }
+  }, 120_000);
+});
