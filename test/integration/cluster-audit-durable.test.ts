@@ -22,7 +22,8 @@ let proxy: TcpProxy;
 let cluster: ClusterProcs;
 let id: string;
 let db: PgPool;
-const AUDIT_INSERT = 'INSERT INTO audit_log';
+// A row of its own (PgTenancy.addAudit), not the one a binding's copy carries (bindingRecords.ts).
+const AUDIT_INSERT = 'INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json, ref) VALUES';
 
 beforeAll(async () => {
   engines = await startEngines(await sharedPostgres());
@@ -131,6 +132,21 @@ describe('a tenancy write and its audit row: one transaction', () => {
     expect(seats).toEqual([{ id: expect.any(String), removed: true }]);
     const rows = (await db.query<{ action: string; detail_json: string | null }>('SELECT action, detail_json FROM audit_log WHERE target = $1 ORDER BY id', [seats[0]!.id])).rows;
     expect(rows).toEqual([{ action: 'seat.create', detail_json: null }, { action: 'seat.delete', detail_json: JSON.stringify({ revokedKeys: [], error: 'BROKER_AUTH_FAILED' }) }]);
+  }, 60_000);
+});
+
+describe('an upgrade of one account: its row is written with the build it records', () => {
+  it('the binding\'s copy to PostgreSQL and the audit row are one transaction (one txid), written once, before the answer', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const acct = await cluster.account();
+    const r = await fetch(`${cluster.node(id).url}/v1/accounts/${acct.id}/upgrade`, { method: 'POST', headers: mgmt, body: JSON.stringify({ build: 4321 }) });
+    expect(r.status).toBe(200);
+    const binding = (await db.query<{ build: number; txid: string }>('SELECT build, txid FROM account_bindings WHERE seat_id = $1', [acct.id])).rows[0]!;
+    const rows = (await db.query<{ txid: string }>("SELECT txid FROM audit_log WHERE action = 'account.upgrade' AND target = $1", [acct.id])).rows;
+    expect(binding.build).toBe(4321);
+    expect(rows).toHaveLength(1);
+    // Before: the row came after the copy, in a transaction of its own (the audit outbox).
+    expect(rows[0]!.txid).toBe(binding.txid);
   }, 60_000);
 });
 

@@ -255,6 +255,28 @@ describe('the audit log', () => {
     expect(missing).toEqual([]);
   });
 
+  it('an upgrade of one account, the build it records and its row are one SQLite transaction: a row that cannot be written leaves the build as it was (500)', async () => {
+    const bound = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': (await t.req('POST', '/v1/keys', { headers: h(), body: { label: 'upgrader' } })).body.key }, body: { user: 'upgrade-audited', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    const db = t.gw.services.db;
+    const build = () => (db.prepare('SELECT build FROM account_bindings WHERE seat_id = ?').get(id) as { build: number | null }).build;
+    const upgrade = (to: number) => fetch(`${t.url}/v1/accounts/${id}/upgrade`, { method: 'POST', headers: { ...h(), 'content-type': 'application/json' }, body: JSON.stringify({ build: to }) });
+    db.exec(`CREATE TRIGGER test_refused_upgrade BEFORE INSERT ON audit_log
+      WHEN NEW.action = 'account.upgrade' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`);
+    try {
+      // Before: 200 with the build changed, the row's failure only logged.
+      expect((await upgrade(4321)).status).toBe(500);
+      expect(build()).toBeNull();
+    } finally {
+      db.exec('DROP TRIGGER test_refused_upgrade');
+    }
+    expect((await upgrade(4321)).status).toBe(200);
+    expect(build()).toBe(4321);
+    const audit = (await t.req('GET', '/v1/audit?limit=1000', { headers: h() })).body.entries as Array<{ action: string; target: string }>;
+    expect(audit.filter((e) => e.target === id).map((e) => e.action)).toEqual(['account.upgrade']);
+  });
+
   it('the management routes are in the OpenAPI document', async () => {
     const doc = (await t.req('GET', '/openapi.json')).body;
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/keys', '/v1/keys/{keyId}', '/v1/keys/{keyId}/replace', '/v1/management-key/rotate', '/v1/seats/{id}/keys', '/v1/audit']));

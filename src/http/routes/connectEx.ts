@@ -98,9 +98,12 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       body: z.object({ build: z.number().int().min(1).max(100_000).nullable().optional().describe('New terminal build; null = the server build') }).strict(),
       response: z.object({ id: z.string(), connection: z.string(), build: z.number(), generation: z.number() }),
       errors: ['NOT_FOUND', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'NOT_CONNECTED'],
-      handler: async ({ params, body, principal }) => {
+      handler: async ({ params, body, principal, audit }) => {
         const row = ownedSeat(s, principal!.customerId, params[0]!);
-        const st = await s.shards.call(row.id, 'account.upgrade', { accountId: row.id, ...(body.build !== undefined ? { build: body.build } : {}) }, { retryOnRestart: true });
+        // Its audit row goes with the build it records (the account's owner writes both at once).
+        const st = await s.shards.call(row.id, 'account.upgrade', {
+          accountId: row.id, ...(body.build !== undefined ? { build: body.build } : {}), ...(audit ? { audit: audit.row(row.id) } : {}),
+        }, { retryOnRestart: true });
         return { body: { id: row.id, connection: st.phase, build: st.build, generation: st.generation } };
       },
     }),

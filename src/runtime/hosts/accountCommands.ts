@@ -4,6 +4,7 @@ import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Platform } from '../../market/server.js';
 import type { Fault } from '../../sim/faults.js';
 import type { ConnectionPhase } from './accountRegistry.js';
+import type { NewAuditRow } from '../../store/audit.js';
 
 export interface BindArgs {
   accountId: string;
@@ -72,7 +73,9 @@ declare module '../protocol.js' {
      *  cluster ledger's, claimed and fenced in PostgreSQL before this call and expiring then; the shard
      *  keeps none of its own and sends with that record's broker request id. */
     'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string; ledgerExpiresAt?: number }; result: TradeReply };
-    'account.upgrade': { args: { accountId: string; build?: number | null }; result: AccountStatus };
+    /** `audit`: the action's row, written with the build it records (one node: in the shard's SQLite
+     *  transaction; cluster mode: the owner takes it off and writes it with the binding's copy). */
+    'account.upgrade': { args: { accountId: string; build?: number | null; audit?: NewAuditRow }; result: AccountStatus };
     'account.check': { args: { accountId: string }; result: AccountStatus & { connected: boolean } };
     /** Simulator fault injection on this account's login (tests, benchmarks). */
     'account.fault': { args: { accountId: string; fault: FaultArgs }; result: { id: number } };

@@ -6,6 +6,8 @@ import { SecretBox } from '../../crypto/secretBox.js';
 import { passwordOf, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { BrokerAuthError, BrokerError, BrokerRequestError } from '../../market/brokerErrors.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
+import { AuditStore } from '../../store/audit.js';
+import { writeTransaction } from '../../store/db.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
@@ -27,6 +29,7 @@ export interface AccountHostOptions {
 
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
   const store = new AccountStore(ctx.db);
+  const audits = new AuditStore(ctx.db);
   const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock), ctx.log, ctx.clock);
   const hex = ctx.settings.secretKeyHex;
   const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
@@ -261,11 +264,15 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         e?.stop();
         return { stopped: e !== undefined };
       },
-      'account.upgrade': async ({ accountId, build }) => {
+      'account.upgrade': async ({ accountId, build, audit }) => {
         const e = entryOf(accountId);
         const row = store.get(accountId)!;
         const nextBuild = build === undefined ? row.build : build;
-        if (build !== undefined) store.setBuild(accountId, build, now());
+        // The build it records and the action's audit row commit together, before the connection is replaced.
+        writeTransaction(ctx.db, () => {
+          if (build !== undefined) store.setBuild(accountId, build, now());
+          if (audit) audits.add(audit);
+        });
         await e.replace({ credentials: e.credentials, build: nextBuild });
         await settle(e, ctx.settings.timing.bindWaitMs);
         return status(e);
