@@ -9,9 +9,17 @@ export type Reach =
   | 'trade'
   /** Can make a broker call (a read, a login, a subscription): the lease check. */
   | 'broker'
+  /** Changes the account's state outside an order (its login re-bound, its connection upgraded, a
+   *  gateway session made, subscribed or ended): the lease check, then the same epoch check in
+   *  PostgreSQL a trade's claim makes, so an owner whose lease moved on there (taken back by a newer
+   *  process of its NODE_ID, or taken over while it was slow) runs none of it. */
+  | 'change'
   /** Touches no broker (the shard's own state, the node's lease machinery, shard-wide simulator
    *  faults addressed by shard index): runs as it is. */
   | 'local';
+
+/** Gateway session operations that change the session's record: the (un)subscribes and Disconnect. */
+export const SESSION_CHANGES = /^((Un)?[Ss]ubscribe|Disconnect$)/;
 
 type ReachTable = { readonly [C in CommandName]: Reach | ((args: ArgsOf<C>) => Reach) };
 
@@ -30,15 +38,15 @@ export const COMMAND_REACH: ReachTable = {
   'session.closeAccount': 'local',
   // Starts the account's connection when it is not running yet (a login).
   'account.status': 'broker',
-  'account.bind': 'broker',
+  'account.bind': 'change',
   'account.op': 'broker',
-  'account.upgrade': 'broker',
+  'account.upgrade': 'change',
   'account.check': 'broker',
   'account.fault': 'broker',
   'account.trade': 'trade',
-  'session.connect': 'broker',
+  'session.connect': 'change',
   // Gateway sessions carry both families' operations: the trading ones are orders.
-  'session.op': (a) => (GATEWAY_TRADE_OPS.has(a.op) ? 'trade' : 'broker'),
+  'session.op': (a) => (GATEWAY_TRADE_OPS.has(a.op) ? 'trade' : a.op !== 'SubscribedSymbols' && SESSION_CHANGES.test(a.op) ? 'change' : 'broker'),
   'stream.open': 'broker',
   'stream.snapshot': 'broker',
   'stream.sub': 'broker',

@@ -93,8 +93,21 @@ export class FencedShards implements LocalShards {
     const lease = this.o.keeper.leaseOf(key, this.o.dispatchMarginMs ?? 250);
     if (!lease) return Promise.reject(notOwner(key));
     if (reach === 'broker') return this.o.shards.call(key, op, args, opts);
+    if (reach === 'change') return this.changed(key, lease, () => this.o.shards.call(key, op, args, opts));
     if (op === 'session.op') return this.sessionTrade(key, lease, args as SessionOpArgs, opts) as Promise<ResultOf<C>>;
     return this.trade(key, lease, args as TradeArgs, opts) as Promise<ResultOf<C>>;
+  }
+
+  /** A change of the account's state: only while PostgreSQL says the lease is this node's at its
+   *  epoch (a trade's claim makes the same check), so nothing of it runs on an owner whose lease
+   *  moved on there while its own clock still believed it. */
+  private async changed<R>(key: string, lease: Lease, run: () => Promise<R>): Promise<R> {
+    const held = await this.o.ledger.holds(this.o.nodeId, lease).catch((err: unknown) => {
+      this.o.log.warn('lease check failed: account change not made', { accountId: key, err: errorMessage(err) });
+      throw apiError('SERVICE_UNAVAILABLE', 'the cluster database cannot be reached, so the change was not made; retry', { headers: { 'retry-after': '1' } });
+    });
+    if (!held) throw notOwner(key);
+    return run();
   }
 
   private trade(key: string, lease: Lease, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {

@@ -245,6 +245,13 @@ export class IdempotencyLedger {
     return write.finally(() => this.unsettled.delete(recordKey(lease.accountId, clientOrderId)));
   }
 
+  /** Whether `owner` holds the lease at its epoch now (unexpired), by the check every claim makes:
+   *  what an owner asks before a change of the account's state that is no order (fencedShards.ts). */
+  async holds(owner: string, lease: Lease): Promise<boolean> {
+    const r = await this.db.query<{ held: boolean }>(`SELECT EXISTS (${FENCE}) AS held`, [lease.accountId, owner, lease.epoch]);
+    return r.rows[0]?.held === true;
+  }
+
   async get(accountId: string, clientOrderId: string): Promise<LedgerRow | undefined> {
     const r = await this.db.query<LedgerRow>('SELECT * FROM idempotency WHERE account_id = $1 AND client_order_id = $2', [accountId, clientOrderId]);
     return r.rows[0];

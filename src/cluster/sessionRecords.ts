@@ -8,6 +8,7 @@ import { writeTransaction } from '../store/db.js';
 import type { ArgsOf, CommandName } from '../runtime/protocol.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
 import { fenceSql } from './leases.js';
+import { SESSION_CHANGES } from './commandReach.js';
 import type { LocalShards } from './router.js';
 import { fencedCopy, OwnerCopies, syncAfter, type CopyOutcome, type OwnerRecordsOptions } from './ownerRecords.js';
 
@@ -26,14 +27,12 @@ const SYNC_SQL = `WITH fence AS (${fenceSql({ account: 1, owner: 2, epoch: 3 })}
     RETURNING 1)
   SELECT EXISTS (SELECT 1 FROM fence) AS owned`;
 
-/** Operations that change a session's record: the (un)subscribes and Disconnect. */
-const CHANGES = /^((Un)?[Ss]ubscribe|Disconnect$)/;
 function changesSessions(op: CommandName, args: unknown): boolean {
   // A bind ends the account's session when the login is of the other platform (its dialect).
   if (op === 'session.connect' || op === 'session.closeAccount' || op === 'account.bind') return true;
   if (op !== 'session.op') return false;
   const name = (args as ArgsOf<'session.op'>).op;
-  return name !== 'SubscribedSymbols' && CHANGES.test(name);
+  return name !== 'SubscribedSymbols' && SESSION_CHANGES.test(name);
 }
 
 export type SessionRecordsOptions = OwnerRecordsOptions;

@@ -26,9 +26,12 @@ type Trade = ArgsOf<'account.trade'>;
 function node(id: string) {
   const leases = new Map<string, Lease>();
   const sent: Trade[] = [];
+  /** Every command that reached the shards. */
+  const ops: string[] = [];
   let next: ((t: Trade) => Promise<TradeReply>) | undefined;
   const shards: LocalShards = {
     call: async (_key, op, args) => {
+      ops.push(op);
       if (op !== 'account.trade') return { passed: op } as never;
       const t = args as Trade;
       sent.push(t);
@@ -47,7 +50,7 @@ function node(id: string) {
     keeper: { leaseOf: (a) => (state.lapsed ? undefined : leases.get(a)) },
   });
   return {
-    id, leases, sent, fenced, state, ledger,
+    id, leases, sent, ops, fenced, state, ledger,
     /** The next order's shard answer (or failure), once. */
     answerNext(f: (t: Trade) => Promise<TradeReply>) {
       next = f;
@@ -70,6 +73,32 @@ async function takeOver(accountId: string, to: ReturnType<typeof node>): Promise
   to.leases.set(accountId, lease!);
 }
 const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof ApiError ? e.code : String(e)));
+
+describe('changes of an account that are no order, on the owner', () => {
+  it('run only while PostgreSQL says the owner holds the lease at its epoch: on an owner whose lease moved on there (its own clock still believing it) a re-bind, an upgrade, a session made, subscribed or ended reach no shard; reads still go', async () => {
+    const a = node('stale-owner');
+    const acct = await ownedBy(a);
+    const changes: Array<[CommandName, unknown]> = [
+      ['account.bind', { accountId: acct, customerId: 'c', server: 'Sim-P5-Demo', login: 'x', passwordEnc: 'sealed' }],
+      ['account.upgrade', { accountId: acct, build: 4321 }],
+      ['session.connect', { accountId: acct }],
+      ['session.op', { key: 'h', op: 'Subscribe', args: { symbol: 'BTCUSD' } }],
+      ['session.op', { key: 'h', op: 'Disconnect', args: {} }],
+    ];
+    for (const [op, args] of changes) expect(await a.fenced.call(acct, op, args as never)).toEqual({ passed: op });
+    // Its lease taken back under its NODE_ID by a newer process (leases.ts reclaimLeases: epoch+1):
+    // this process's keeper still holds the old epoch until its next renewal.
+    await server.pool.query('UPDATE account_leases SET epoch = epoch + 1 WHERE account_id = $1', [acct]);
+    a.ops.length = 0;
+    for (const [op, args] of changes) expect(await code(a.fenced.call(acct, op, args as never)), op).toBe('SERVICE_UNAVAILABLE');
+    // Before: every one of them reached the shard (and the broker: a probe login, a new connection).
+    expect(a.ops).toEqual([]);
+    // Reads and stream commands keep the own-clock check only (no round trip per quote).
+    expect(await a.fenced.call(acct, 'account.op', { accountId: acct, op: 'GetQuote', args: { symbol: 'BTCUSD' } })).toEqual({ passed: 'account.op' });
+    expect(await a.fenced.call(acct, 'session.op', { key: 'h', op: 'AccountSummary', args: {} } as never)).toEqual({ passed: 'session.op' });
+    expect(a.ops).toEqual(['account.op', 'session.op']);
+  });
+});
 
 describe('fenced trades on the owner', () => {
   it('a broker answer that cannot be recorded (a reply not of its shape) still settles the claim: uncertain, nothing left open on the node, a retry answers 409 and sends nothing', async () => {
