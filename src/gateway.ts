@@ -38,6 +38,7 @@ import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf 
 import { createLogger, type Logger } from './log.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
+import { STREAM_EVENT } from './runtime/hosts/streamCommands.js';
 import { ShardSet, type Shards } from './runtime/shardSet.js';
 import { THREAD_STATS_EVENT, type ThreadStats } from './runtime/threadStats.js';
 import type { ShardEvent } from './runtime/protocol.js';
@@ -232,6 +233,20 @@ function routeShardEvent(r: ShardEventReceivers, ev: ShardEvent): void {
   }
 }
 
+/** Cluster mode, the owner: a shard event to this node's receivers and to the relay. Market data
+ *  to the relay first: it writes a turn's first quote to NATS at once, while this node's hub frames
+ *  reach its sockets only when uWS drains its batch after the turn whatever the order, so other
+ *  nodes' sockets do not wait for this one's fan-out. Account events after (the owner numbers them). */
+export function ownerOrder(ev: ShardEvent, dispatch: (ev: ShardEvent) => void, relay: (ev: ShardEvent) => void): void {
+  if (ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle) {
+    relay(ev);
+    dispatch(ev);
+  } else {
+    dispatch(ev);
+    relay(ev);
+  }
+}
+
 /** The shard workers; in cluster mode they run the accounts this node holds leases for, behind the router. */
 async function startShards(
   { config, log, clusterCfg, files }: Start, { cluster, secretKey }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
@@ -240,7 +255,7 @@ async function startShards(
     shards: config.shards, dataDir: config.dataDir, log, ...(files.shardWorkerFile !== undefined ? { workerFile: files.shardWorkerFile } : {}),
     onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
     // Cluster mode: the owner also relays its events to the nodes whose sockets follow them.
-    onEvent: cluster ? (ev) => { dispatch(ev); cluster.publish(ev); } : dispatch,
+    onEvent: cluster ? (ev) => ownerOrder(ev, dispatch, (e) => cluster.publish(e)) : dispatch,
     // Cluster mode: a shard runs the accounts this node holds leases for, not all in its SQLite.
     ...(cluster ? { ownedKeys: () => cluster.owned() } : {}),
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).

@@ -6,9 +6,9 @@
 //   (the owner's hub has no socket for it; the relay publishes it). Each path runs by itself, and the
 //   two alternate tick by tick, so they see the same machine state: what the cross path costs.
 // - `shared`: one both sockets want, as a symbol followed on both nodes: each tick reaches both
-//   sockets, latency compared tick by tick too. The owner's hub takes it first and the relay then
-//   publishes it, but uWS writes the hub's frame only when it drains its publish batch after the
-//   turn, after nats.js's write (in the turn's microtasks): the owner's socket waits for the relay.
+//   sockets, latency compared tick by tick too. The relay publishes and writes it first, then the
+//   owner's hub takes it (the gateway's order, ownerOrder); uWS writes the hub's frame only when it
+//   drains its publish batch after the turn: the owner's socket waits for the relay's write.
 // `--quote-warmup` ticks first (volume -2: the clients skip them) for V8's compilers and the sockets,
 // then `--quotes` measured ones (volume -1), a third of each. Each measured tick is stamped where it
 // passes (the owner's main thread, node B's relay and hub, the client processes; all on the wall
@@ -19,7 +19,8 @@ import { writeFileSync } from 'node:fs';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { StreamRelay } from '../../src/cluster/streamRelay.js';
-import type { Gateway } from '../../src/gateway.js';
+import { ownerOrder, type Gateway } from '../../src/gateway.js';
+import type { StreamEvent } from '../../src/runtime/hosts/streamCommands.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import { bindAccount } from '../../test/helpers/trading.js';
 import type { ClientJob } from '../streamClient.js';
@@ -92,10 +93,11 @@ interface TickTrace {
   stamp: number;
   /** SAME, CROSS or SHARED. */
   symbol: string;
-  /** Owner: the main thread got it; its hub is done (the frame handed to uWS, written when uWS
-   *  drains its batch after the turn); relay.publish returned; nats.js wrote it (its microtask,
-   *  queued by publish, ran before ours). */
-  ownerIn: number; ownerHub: number; ownerRelay: number; ownerWritten: number;
+  /** Owner: the main thread got it; relay.publish returned (the tick written to nats-server: the
+   *  turn's first market event is written at once); its hub is done (the frame handed to uWS, written
+   *  when uWS drains its batch after the turn); the turn's microtasks ran (nats.js's write of
+   *  anything it still held). */
+  ownerIn: number; ownerRelay: number; ownerHub: number; ownerWritten: number;
   /** Node B (cross node): the relayed tick received and decoded; its hub is done (as the owner's). */
   nodeIn?: number; nodeHub?: number;
   /** The client processes' receipt. */
@@ -106,15 +108,16 @@ type CrossTrace = TickTrace & { nodeIn: number; nodeHub: number; crossRecv: numb
 
 const SAME_STEPS = {
   toOwner: (t: SameTrace) => t.ownerIn - t.stamp,
-  ownerHub: (t: SameTrace) => t.ownerHub - t.ownerIn,
+  ownerHub: (t: SameTrace) => t.ownerHub - t.ownerRelay,
   toClient: (t: SameTrace) => t.sameRecv - t.ownerHub,
 };
 const CROSS_STEPS = {
   toOwner: (t: CrossTrace) => t.ownerIn - t.stamp,
-  ownerHub: (t: CrossTrace) => t.ownerHub - t.ownerIn,
-  relayPublish: (t: CrossTrace) => t.ownerRelay - t.ownerHub,
-  natsWrite: (t: CrossTrace) => t.ownerWritten - t.ownerRelay,
-  hop: (t: CrossTrace) => t.nodeIn - t.ownerWritten,
+  /** encode, nats.js's publish and its write to nats-server. */
+  relayPublish: (t: CrossTrace) => t.ownerRelay - t.ownerIn,
+  /** Beside the hop, not on the cross path: the bytes left before it. */
+  ownerHub: (t: CrossTrace) => t.ownerHub - t.ownerRelay,
+  hop: (t: CrossTrace) => t.nodeIn - t.ownerRelay,
   nodeHub: (t: CrossTrace) => t.nodeHub - t.nodeIn,
   toClient: (t: CrossTrace) => t.crossRecv - t.nodeHub,
 };
@@ -151,7 +154,7 @@ export async function measureQuotes(o: QuoteBenchOptions) {
   // CPU and run-queue wait per measured tick of each process on the two paths.
   const sched = new SchedTally({ owner: process.pid, node: o.nodePid, nats: o.natsPid, sameClient: clientA.pid, crossClient: clientB.pid });
   let endSched = () => {};
-  // [stamp, symbol (index in SYMBOLS), in, hub, relay, written] per measured tick, flattened.
+  // [stamp, symbol (index in SYMBOLS), in, relay, hub, written] per measured tick, flattened.
   const owner: number[] = [];
   // The owner process's GC pauses meanwhile: [start, duration] (ms), flattened.
   const ownerGc: number[] = [];
@@ -168,16 +171,23 @@ export async function measureQuotes(o: QuoteBenchOptions) {
         return;
       }
       if (ev.kind !== 'stream.tick') return;
-      // The gateway's order: its own hub, then the relay (which skips what no other node wants).
+      // The gateway's order (ownerOrder: the relay, which skips what no other node wants and writes
+      // the tick at once, then its own hub).
       const tin = nowMs();
-      o.gateway.stream.onShardEvent(ev);
-      const thub = nowMs();
       const symbol = ev.data.tick.symbol;
-      if (symbol !== SAME) o.relay.publish(ev);
+      let trelay = tin;
+      let thub = tin;
+      ownerOrder(ev, (e) => {
+        o.gateway.stream.onShardEvent(e as StreamEvent);
+        thub = nowMs();
+      }, (e) => {
+        if (symbol !== SAME) o.relay.publish(e);
+        trelay = nowMs();
+      });
       if (ev.data.tick.volume !== -1) return;
-      owner.push(ev.data.tick.timeMsc, SYMBOLS.indexOf(symbol), tin, thub, nowMs(), 0);
+      owner.push(ev.data.tick.timeMsc, SYMBOLS.indexOf(symbol), tin, trelay, thub, 0);
       const i = owner.length - 1;
-      queueMicrotask(() => { owner[i] = nowMs(); }); // after nats.js's own microtask, which writes
+      queueMicrotask(() => { owner[i] = nowMs(); }); // after nats.js's own microtask, had it any write left
     });
   });
   await new Promise((r) => setTimeout(r, 300)); // the last relayed ticks arrive
@@ -226,7 +236,7 @@ function pauses(flat: number[]) {
 function analyse(o: QuoteBenchOptions, { owner, same, cross, node, ownerGc, nodeGc }: Traces, sched: SchedTally) {
   const ticks = new Map<number, TickTrace>();
   for (let i = 0; i < owner.length; i += 6) {
-    ticks.set(owner[i]!, { stamp: owner[i]!, symbol: SYMBOLS[owner[i + 1]!]!, ownerIn: owner[i + 2]!, ownerHub: owner[i + 3]!, ownerRelay: owner[i + 4]!, ownerWritten: owner[i + 5]! });
+    ticks.set(owner[i]!, { stamp: owner[i]!, symbol: SYMBOLS[owner[i + 1]!]!, ownerIn: owner[i + 2]!, ownerRelay: owner[i + 3]!, ownerHub: owner[i + 4]!, ownerWritten: owner[i + 5]! });
   }
   const at = (stamp: number) => ticks.get(stamp) ?? ({} as Partial<TickTrace>);
   for (let i = 0; i < node.length; i += 3) Object.assign(at(node[i]!), { nodeIn: node[i + 1], nodeHub: node[i + 2] });

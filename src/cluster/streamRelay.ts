@@ -43,14 +43,31 @@ export interface RelayStats {
 }
 
 interface Interest { refs: number; sub: Subscription }
+/** The last market event published of one server, symbol and kind (timeframe for candles). */
+interface LastMarket { t: number; json: string }
+
+/** nats.js (3.x) writes what `publish` queued in a microtask after the caller's turn, in one write
+ *  for the whole turn. Its ProtocolHandler's flushPending writes it now (a no-op while
+ *  disconnected); a version without it leaves the write to that microtask. */
+function writerOf(nc: NatsLink['nc']): (() => void) | undefined {
+  const protocol = (nc as unknown as { protocol?: { flushPending?: () => void } }).protocol;
+  return typeof protocol?.flushPending === 'function' ? () => protocol.flushPending!() : undefined;
+}
 
 export class StreamRelay {
   readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0 };
   private readonly interests = new Map<string, Interest>();
-  /** Last market event published per server, symbol and kind (timeframe for candles). */
-  private readonly lastMarket = new Map<string, { t: number; json: string }>();
+  /** Last market event published per server, then symbol and kind (timeframe for candles). */
+  private readonly lastMarket = new Map<string, Map<string, LastMarket>>();
+  private readonly writeNow: (() => void) | undefined;
+  /** Market data was written at once in this turn already: the turn's later events go in nats.js's
+   *  one write at its end (a shard's batch of ticks costs one write more, not one per tick). */
+  private wroteThisTurn = false;
+  private readonly endTurn = () => { this.wroteThisTurn = false; };
 
-  constructor(private readonly opts: StreamRelayOptions) {}
+  constructor(private readonly opts: StreamRelayOptions) {
+    this.writeNow = writerOf(opts.link.nc);
+  }
 
   /** Owner side: publish one event of this node's shards (called for every event; filters itself). */
   publish(ev: ShardEvent): void {
@@ -58,7 +75,8 @@ export class StreamRelay {
     const link = this.opts.link;
     let subject: string;
     let json: string;
-    if (ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle) {
+    const market = ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
+    if (market) {
       const tick = ev.kind === STREAM_EVENT.tick;
       const symbol = tick ? ev.data.tick.symbol : ev.data.candle.symbol;
       if (this.opts.wanted && !this.opts.wanted(ev.key, symbol)) {
@@ -71,13 +89,18 @@ export class StreamRelay {
       }
       const t = tick ? ev.data.tick.timeMsc : ev.data.candle.candle.time;
       json = encode(ev);
-      const k = `${ev.key}\u0000${symbol}\u0000${tick ? '' : ev.data.candle.timeframe}`;
-      const last = this.lastMarket.get(k);
+      let bySymbol = this.lastMarket.get(ev.key);
+      if (!bySymbol) this.lastMarket.set(ev.key, (bySymbol = new Map()));
+      const k = tick ? symbol : `${symbol}\u0000${ev.data.candle.timeframe}`;
+      const last = bySymbol.get(k);
       if (last && (t < last.t || json === last.json)) {
         this.stats.duplicates++;
         return;
       }
-      this.lastMarket.set(k, { t, json });
+      if (last) {
+        last.t = t;
+        last.json = json;
+      } else bySymbol.set(k, { t, json });
       subject = SUBJECTS.market(ev.key, symbol, ev.kind);
     } else {
       // Account events go out even while NATS reconnects: the client buffers them until it is back.
@@ -87,6 +110,13 @@ export class StreamRelay {
     try {
       link.nc.publish(subject, json);
       this.stats.published++;
+      // Market data: the turn's first event leaves now, before the rest of the turn (the gateway
+      // relays it before its own hub's fan-out: docs/cluster.md, quotes across nodes).
+      if (market && this.writeNow && !this.wroteThisTurn) {
+        this.wroteThisTurn = true;
+        queueMicrotask(this.endTurn);
+        this.writeNow();
+      }
     } catch (err) {
       // Closed connection, or an event past the server's message size: never the shard-event path's problem.
       this.stats.dropped++;

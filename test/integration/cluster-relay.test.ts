@@ -85,6 +85,31 @@ describe('StreamRelay', () => {
     B.relay.unfollowMarket(server, 'EURUSD');
   });
 
+  it('writes a turn\'s first market event to nats-server at once, the turn\'s later ones in nats.js\'s one write at its end', async () => {
+    const server = 'Write-Now';
+    await B.relay.followMarket(server, 'EURUSD');
+    // nats.js's queue of what publish took and the socket has not: empty once written.
+    const queued = () => (A.link.nc as unknown as { protocol: { outbound: { length(): number } } }).protocol.outbound.length();
+    await A.link.nc.flush();
+    A.relay.publish(tick(server, 'EURUSD', 2000));
+    expect(queued()).toBe(0);
+    A.relay.publish(tick(server, 'EURUSD', 2001));
+    A.relay.publish(tick(server, 'EURUSD', 2002));
+    expect(queued()).toBeGreaterThan(0);
+    await barrier();
+    expect(queued()).toBe(0);
+    // The next turn's first one leaves at once again; account events keep nats.js's own write.
+    A.relay.publish(positions('acc-queued'));
+    expect(queued()).toBeGreaterThan(0);
+    await A.link.nc.flush();
+    A.relay.publish(tick(server, 'EURUSD', 2003));
+    expect(queued()).toBe(0);
+    await barrier();
+    const got = B.events.filter((e) => e.kind === 'stream.tick' && e.key === server);
+    expect(got.map((e) => (e.data as { tick: { timeMsc: number } }).tick.timeMsc)).toEqual([2000, 2001, 2002, 2003]);
+    B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
   it('a node never receives its own events back (its sockets had them from its shards)', async () => {
     await A.relay.follow('acc-own');
     await B.relay.follow('acc-own');
