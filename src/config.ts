@@ -122,6 +122,9 @@ export const configSchema = z.object({
   clusterLeaseMs: int(300, 600_000).default(10_000),
   /** A request for an account with no owner (a takeover) waits this long for one, then 503. */
   clusterOwnerWaitMs: int(0, 120_000).default(5_000),
+  /** How long a node waits for another node's process to say it is alive over NATS (a few NATS
+   *  round trips): a restart under its NODE_ID asking its earlier process, a forwarded call its owner. */
+  clusterAliveAskMs: int(10, 10_000).default(250),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -170,7 +173,7 @@ const ENV: Record<string, keyof Config> = {
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
-  CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs',
+  CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs',
 };
 
 export class ConfigError extends Error {}
@@ -182,13 +185,14 @@ export interface ClusterSettings {
   nodeId: string;
   leaseMs: number;
   ownerWaitMs: number;
+  aliveAskMs: number;
 }
 
 export function clusterSettings(c: Config): ClusterSettings | undefined {
   if (c.natsUrl === undefined || c.databaseUrl === undefined) return undefined;
   return {
     natsUrl: c.natsUrl, databaseUrl: c.databaseUrl, nodeId: c.nodeId ?? `${hostname()}:${c.port}`,
-    leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs,
+    leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs,
   };
 }
 

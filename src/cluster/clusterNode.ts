@@ -31,7 +31,7 @@ import { GATEWAY_EVENT } from '../runtime/hosts/gatewayCommands.js';
 import '../runtime/hosts/ownershipCommands.js';
 
 /** clusterSettings() of src/config.ts. */
-export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number }
+export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number; aliveAskMs?: number }
 
 export interface ClusterNodeOptions {
   settings: ClusterNodeSettings;
@@ -184,7 +184,10 @@ export class ClusterNode {
     const calls = new CallDrain(this.sessions.wrap(this.bindings.wrap(fenced)));
     let nats: NatsNode;
     try {
-      nats = await startNatsNode({ url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log });
+      nats = await startNatsNode({
+        url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log,
+        ...(this.o.settings.aliveAskMs === undefined ? {} : { aliveAskMs: this.o.settings.aliveAskMs }),
+      });
     } catch (err) {
       await this.pg.close({ handover: false });
       throw err;
@@ -306,6 +309,11 @@ export class ClusterNode {
   /** Starts the lease rounds; resolves after the first (its heartbeat is in PostgreSQL, so every
    *  tenancy write from then on waits for this node's mirror too). */
   async start(): Promise<void> {
+    // Restarted under its NODE_ID: its earlier process, asked over NATS, must be gone (exit 2 if not);
+    // then this one answers for the id, before its first heartbeat says it runs.
+    const { liveness } = this.w.nats;
+    await this.pg.refuseLiveTwin(() => liveness.ask(this.nodeId));
+    await liveness.answer(this.nodeId, this.pg.incarnation);
     this.pg.start();
     const look = () => {
       void this.overview().then((o) => {

@@ -5,6 +5,7 @@
 // shard event -> relay.publish as well as the local receivers; relay.onEvent -> those receivers.
 import type { Logger } from '../log.js';
 import type { ShardEvent } from '../runtime/protocol.js';
+import { Liveness } from './liveness.js';
 import { NatsLink } from './natsLink.js';
 import { OwnerCache, type OwnerInfo } from './owners.js';
 import { AccountRouter, type LocalShards, type RouterStats } from './router.js';
@@ -29,6 +30,8 @@ export interface NatsNodeOptions {
   marketOnInterest?: boolean;
   log: Logger;
   reconnectWaitMs?: number;
+  /** CLUSTER_ALIVE_ASK_MS: how long a liveness question waits for its answer (default 250). */
+  aliveAskMs?: number;
 }
 
 export interface NatsNode {
@@ -36,6 +39,8 @@ export interface NatsNode {
   owners: OwnerCache;
   router: AccountRouter;
   relay: StreamRelay;
+  /** Asks whether a node's process is alive on NATS; answers for this one once told to (liveness.ts). */
+  liveness: Liveness;
   /** Counters for /metrics and status. */
   stats(): { natsUp: boolean; router: RouterStats; relay: RelayStats };
   /** After the node handed its accounts over: stop answering, stop relaying, drain the connection. */
@@ -47,6 +52,7 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   const log = o.log.child({ component: 'cluster-nats' });
   const link = await NatsLink.connect({ url: o.url, name: o.nodeId, log, ...(o.reconnectWaitMs === undefined ? {} : { reconnectWaitMs: o.reconnectWaitMs }) });
   const owners = new OwnerCache({ link, lookup: o.lookupOwner, log });
+  const liveness = new Liveness(link, o.aliveAskMs ?? 250);
   const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs, ...(o.incarnation === undefined ? {} : { incarnation: o.incarnation }) });
   router.serve();
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
@@ -56,11 +62,12 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();
   return {
-    link, owners, router, relay,
+    link, owners, router, relay, liveness,
     stats: () => ({ natsUp: link.up, router: router.stats, relay: relay.stats }),
     async close() {
       relay.close();
       router.close();
+      liveness.close();
       owners.close();
       await link.close();
     },

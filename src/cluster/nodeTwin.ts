@@ -3,6 +3,7 @@
 // process must be gone: dead, or frozen (SIGSTOP) and then fenced out. A process that still
 // heartbeats under the id is a second live one (a misconfiguration: two machines given one
 // NODE_ID), and the new one refuses to start rather than split the id's accounts between them.
+import type { Alive } from './liveness.js';
 import type { Queryable } from './pgPool.js';
 
 /** Another process runs under this NODE_ID now: the start is refused (exit 2). */
@@ -32,14 +33,23 @@ async function lastBeat(q: Queryable, nodeId: string): Promise<Beat | undefined>
 
 /**
  * Before this process writes its node row: when an earlier process's heartbeat is younger than the
- * lease, waits until that process would have heartbeated again (a renewal period, a third of the
- * lease, and half of one to spare, from its last) and refuses the start (NodeIdInUseError) if it
- * did. A dead or frozen one did not: this process takes over. One that is only late (a loaded
- * machine) is fenced all the same: its next heartbeat finds the row taken over (SupersededError).
+ * lease, asks that process over NATS (`ask`, liveness.ts): an answer from another incarnation is a
+ * second live process, and the start is refused (NodeIdInUseError); none while NATS answered (a dead
+ * process, or a frozen or cut-off one) lets this process take over at once. Only when NATS does not
+ * answer either (or without `ask`) does it wait until the earlier process would have heartbeated
+ * again (a renewal period, a third of the lease, and half of one to spare, from its last) and refuse
+ * the start if it did. One taken over that was only late (a loaded machine) is fenced all the same:
+ * its next heartbeat finds the row taken over (SupersededError).
  */
-export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number): Promise<void> {
+export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number, ask?: () => Promise<Alive>): Promise<void> {
   const first = await lastBeat(q, nodeId);
   if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return;
+  const alive = ask ? await ask() : 'unknown';
+  if (alive === 'gone') return;
+  if (alive !== 'unknown') {
+    if (alive.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
+    return;
+  }
   const periodMs = Math.max(1, Math.floor(leaseMs / 3));
   await new Promise((r) => setTimeout(r, Math.max(0, periodMs * 1.5 - first.ageMs)));
   const again = await lastBeat(q, nodeId);

@@ -10,6 +10,7 @@ import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js'
 import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
 import { leaseOwner, newIncarnation, reclaimLeases } from './leases.js';
+import type { Alive } from './liveness.js';
 import { refuseLiveTwin } from './nodeTwin.js';
 import { PgSchemaTooNewError, runPgMigrations } from './pgMigrations.js';
 import { describePgUrl, openPgPool, type PgPool } from './pgPool.js';
@@ -58,6 +59,9 @@ export interface PgNode {
   writeTenancy<T>(write: (t: PgTenancy) => Promise<T>, adopt?: (out: T, sqlite: Db) => void): Promise<T>;
   /** The owner cache's lookup (owners.ts OwnerCacheOptions.lookup). */
   lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
+  /** Restarted under its NODE_ID: the earlier process must be gone (dead or frozen) before this one
+   *  takes its leases back at its first round; NodeIdInUseError (exit 2) when it still runs. Before start(). */
+  refuseLiveTwin(ask?: () => Promise<Alive>): Promise<void>;
   /** Starts the lease rounds, the mirror passes and the purge. */
   start(): void;
   /** SIGTERM: hand the accounts over (or abandon them), then close the pool. Never throws; a second call waits for the first. */
@@ -85,9 +89,6 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     await mirror.sync();
     const ledger = new IdempotencyLedger(pool);
     const incarnation = await newIncarnation(pool);
-    // Restarted under its NODE_ID: the earlier process must be gone (dead or frozen) before this
-    // one takes its leases back (exit 2 when it still runs).
-    await refuseLiveTwin(pool, o.nodeId, incarnation, o.leaseMs);
     const { acquired, ...rest } = o.events;
     const leaseTenancy = new PgTenancy(leasePool);
     const keeper = new LeaseKeeper({
@@ -111,6 +112,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     return {
       incarnation, pool, tenancy, mirror, ledger, keeper,
       lookupOwner: (accountId) => leaseOwner(pool, accountId),
+      refuseLiveTwin: (ask) => refuseLiveTwin(pool, o.nodeId, incarnation, o.leaseMs, ask),
       async writeTenancy(write, adopt) {
         // A failure here: the write did not commit, or its outcome is unknown (the connection was
         // lost during COMMIT); either way the caller answers 503 (docs/cluster.md, failures).

@@ -39,6 +39,8 @@ export const SUBJECTS = {
   /** A node back after a lapse of its heartbeat asks an owner to release what its sockets held
    *  there before it opens them again (AccountRouter.rejoin). */
   nodeForget: (nodeId: string) => `tagw.node.${token(nodeId)}.forget`,
+  /** Whether a node's process is alive and on NATS: it answers its incarnation (liveness.ts). */
+  nodeAlive: (nodeId: string) => `tagw.node.${token(nodeId)}.alive`,
   /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */
   tenancy: 'tagw.tenancy',
   /** Which node knows a gateway session handle (its hash): the one whose SQLite has it answers the row. */

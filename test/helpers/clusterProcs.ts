@@ -171,6 +171,13 @@ export class ClusterProcs {
     return { owner: row.owner, epoch: Number(row.epoch), live: row.live, expiresAt: row.expires_at };
   }
 
+  /** When node `id`'s process last heartbeated, plus `plusMs`, on PostgreSQL's clock (text, to compare there). */
+  async heartbeat(id: string, plusMs = 0): Promise<string> {
+    const r = await this.db.query<{ at: string }>(
+      `SELECT (heartbeat_at + $2 * interval '1 millisecond')::text AS at FROM cluster_nodes WHERE node_id = $1`, [id, plusMs]);
+    return r.rows[0]!.at;
+  }
+
   /** Whether PostgreSQL's clock is still before `at` (a time it gave). */
   async before(at: string): Promise<boolean> {
     return (await this.db.query<{ b: boolean }>('SELECT now() < $1::timestamptz AS b', [at])).rows[0]!.b;

@@ -18,10 +18,10 @@ describe('cluster settings', () => {
   it('single node unless both engines are named; node id defaults to host and port; lease and wait defaults', () => {
     expect(clusterSettings(loadConfig({}))).toBeUndefined();
     expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, PORT: '8123', ...BRIDGE }))).toEqual({
-      natsUrl: NATS, databaseUrl: PG, nodeId: `${hostname()}:8123`, leaseMs: 10_000, ownerWaitMs: 5_000,
+      natsUrl: NATS, databaseUrl: PG, nodeId: `${hostname()}:8123`, leaseMs: 10_000, ownerWaitMs: 5_000, aliveAskMs: 250,
     });
-    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'node-a', CLUSTER_LEASE_MS: '3000', CLUSTER_OWNER_WAIT_MS: '700', ...BRIDGE })))
-      .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700 });
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'node-a', CLUSTER_LEASE_MS: '3000', CLUSTER_OWNER_WAIT_MS: '700', CLUSTER_ALIVE_ASK_MS: '90', ...BRIDGE })))
+      .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700, aliveAskMs: 90 });
   });
 
   it('names the mistake: half a cluster, embedded simulator, a bad address or node id', () => {

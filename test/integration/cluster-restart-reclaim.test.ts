@@ -2,14 +2,15 @@
 // a new epoch, instead of leaving its accounts without an owner until those leases expire; the
 // earlier process, if it still lives, is fenced out (a frozen one) or the start is refused (a running
 // one). Two gateway processes, a simulator process, real nats-server and PostgreSQL; the lease is
-// long (15 s) so that "at once" is an ordering on PostgreSQL's clock: the order is served before the
-// earlier process's lease would have expired. docs/cluster.md "Failures and what they cost".
+// long (30 s) so that "at once" is an ordering on PostgreSQL's clock: the order is served before the
+// earlier process's lease would have expired, and before that process would have heartbeated again
+// (the new one asks it over NATS instead of waiting to see). docs/cluster.md "Failures and what they cost".
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import { until } from '../helpers/until.js';
 
-const LEASE_MS = 15_000;
+const LEASE_MS = 30_000;
 const env = useCluster({ nodes: 2, leaseMs: LEASE_MS, ownerWaitMs: 4_000 });
 let acct: ClusterAccount;
 beforeAll(async () => {
@@ -33,6 +34,10 @@ async function accepted(id: string, url: string, clientOrderId: string): Promise
 describe('a node started again under its NODE_ID', () => {
   it('after SIGKILL: takes its leases back at once (epoch+1, before the old lease expires) and serves its accounts', async () => {
     const { owner } = await env.cluster.roles(acct.id);
+    // Killed right after a heartbeat: its next would have come a renewal period (a third of the lease) later.
+    const beat = await env.cluster.heartbeat(owner);
+    await until(async () => (await env.cluster.heartbeat(owner)) !== beat, `a heartbeat of ${owner}`, LEASE_MS);
+    const nextBeat = await env.cluster.heartbeat(owner, LEASE_MS / 3);
     const before = await env.cluster.leaseExpiry(acct.id);
     await env.cluster.kill(owner);
 
@@ -40,8 +45,11 @@ describe('a node started again under its NODE_ID', () => {
     // hands back what it took (here: the lease it just took back).
     const node = await env.cluster.launch(owner, { newPort: true });
     const sent = await accepted(owner, node.url, 'reclaim-1');
-    // Before: the restarted node waited for the lease to expire (then it, or the other node, took it).
+    // Before: the restarted node waited for the lease to expire (then it, or the other node, took it);
+    // then it waited until the earlier process would have heartbeated again. Now NATS says at once
+    // that nobody answers for the id.
     expect(await env.cluster.before(before.expiresAt)).toBe(true);
+    expect(await env.cluster.before(nextBeat)).toBe(true);
     const now = await env.cluster.lease(acct.id);
     expect(now).toMatchObject({ owner, epoch: before.epoch + 1, live: true });
     const claim = (await env.cluster.claims(acct.id)).find((c) => c.clientOrderId === 'reclaim-1');
@@ -63,6 +71,9 @@ describe('a node started again under its NODE_ID', () => {
   it('while the earlier process is frozen (SIGSTOP): the new one takes over at once; the old one, resumed, writes nothing and exits 2', async () => {
     const { owner, others } = await env.cluster.roles(acct.id);
     const old = env.cluster.node(owner);
+    const beat = await env.cluster.heartbeat(owner);
+    await until(async () => (await env.cluster.heartbeat(owner)) !== beat, `a heartbeat of ${owner}`, LEASE_MS);
+    const nextBeat = await env.cluster.heartbeat(owner, LEASE_MS / 3);
     const before = await env.cluster.leaseExpiry(acct.id);
     env.cluster.stop(owner);
     // An order waiting in the frozen process's socket: it runs there once the process resumes.
@@ -72,6 +83,8 @@ describe('a node started again under its NODE_ID', () => {
       const url = await twin.listening;
       await accepted(owner, url, 'reclaim-3');
       expect(await env.cluster.before(before.expiresAt)).toBe(true);
+      // Asked over NATS, the frozen process did not answer: no wait for a heartbeat it would have made.
+      expect(await env.cluster.before(nextBeat)).toBe(true);
       const taken = await env.cluster.lease(acct.id);
       expect(taken).toMatchObject({ owner, epoch: before.epoch + 1 });
       env.cluster.cont(owner);
