@@ -83,7 +83,10 @@ export function buildInBackground(): { stop(): Promise<void> } {
     const finish = (ok: boolean) => {
       try {
         if (ok) install(key);
-        else rmSync(NEXT, { recursive: true, force: true });
+        // A half-written build (killed at teardown): the next build clears it before it starts.
+        else rmSync(NEXT, { recursive: true, force: true, maxRetries: 3 });
+      } catch {
+        // Not removed now: the same; never an exception that would end the run with exit 1.
       } finally {
         rmSync(LOCK, { recursive: true, force: true });
         resolve();

