@@ -33,7 +33,9 @@ describe('examples/market-maker.ts', () => {
     const client = new TagwClient({ baseUrl: g.url, apiKey: key });
     const id = (await client.connectEx({ user: 'mm', password: 'pw', server: 'Sim-P5-Demo' })).id;
     const refusals: string[] = [];
+    const lines: string[] = [];
     const summary = await runMarketMaker({ baseUrl: g.url, apiKey: key, accountId: id, runMs: 1_500, log: (m, d) => {
+      lines.push(`${m} ${JSON.stringify(d)}`);
       if (m === 'order refused') refusals.push((d as { code: string }).code);
     } });
     expect(summary.quotes).toBeGreaterThan(0);
@@ -43,7 +45,7 @@ describe('examples/market-maker.ts', () => {
     expect(refusals.filter((c) => c !== 'TRADE_REQUEST_ERROR')).toEqual([]);
     expect(summary.refused).toBe(refusals.length);
     const left = (await client.account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
-    expect(left).toEqual([]);
+    expect(left, `the bot's log:\n${lines.join('\n')}`).toEqual([]);
   });
 });
 
