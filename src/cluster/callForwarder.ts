@@ -5,6 +5,7 @@
 import type { Msg } from '@nats-io/transport-node';
 import { ApiError, fromWire, type WireError } from '../errors.js';
 import type { CommandName } from '../runtime/protocol.js';
+import type { Alive } from './liveness.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory, OwnerInfo } from './owners.js';
 import { mayRunAgain } from './moves.js';
@@ -26,13 +27,15 @@ export type CallReply =
   /** Too large for one message: fetch `parts` parts of the encoded reply (replyParts.ts). */
   | { ok: 'parts'; id: string; parts: number };
 
-/** `late`: the account moved on while the call waited at this owner; its reply, if it still comes. */
-export type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean; late?: Late };
+/** `late`: the account moved on while the call waited at this owner (`silent`: or the owner stopped
+ *  answering on NATS); its reply, if it still comes. */
+export type Attempt = { done: true; value: unknown; epoch?: number } | { done: false; notOwner: boolean; late?: Late; silent?: boolean };
 export interface Late { owner: string; reply: Promise<Msg> }
 /** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
- *  knew when it sent the call (0: none known); `moved`: told when the account moves on, if the new
- *  owner may run the call too (moves.ts). */
-interface Forwarded { key: string; owner: string; op: CommandName; epoch: number; moved?: () => void }
+ *  knew when it sent the call (0: none known); `moved`: told when the account moves on (or its owner
+ *  fell silent), if the new owner may run the call too (moves.ts); `seen`: waiting at the last
+ *  liveness round; `silent`: its owner did not answer one. */
+interface Forwarded { key: string; owner: string; op: CommandName; epoch: number; moved?: (silent?: boolean) => void; seen?: boolean; silent?: boolean }
 /** An owner, at the lease epoch this node knew of it. */
 export type At = OwnerInfo & { owner: string };
 
@@ -52,6 +55,10 @@ export interface CallForwarderOptions {
   stats: { forwarded: number };
   /** The router's 503 (counted in its stats). */
   unavailable: (message: string, cause?: unknown) => ApiError;
+  /** Asks whether an owner's process is on NATS (liveness.ts): the owners of calls waiting over a
+   *  round are asked each round (`probeEveryMs`); without it, only a move ends such a call early. */
+  liveness?: { ask(nodeId: string): Promise<Alive> };
+  probeEveryMs?: number;
 }
 
 export class CallForwarder {
@@ -59,6 +66,9 @@ export class CallForwarder {
    *  account, the owner it went to and its op, so a NATS outage or a move can end it. */
   private readonly inbox: ReplyInbox<Forwarded>;
   private readonly offStatus: () => void;
+  private readonly probe: NodeJS.Timeout | undefined;
+  /** Owners asked and not answered yet. */
+  private readonly asking = new Set<string>();
 
   constructor(private readonly opts: CallForwarderOptions) {
     this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, opts.now);
@@ -73,6 +83,8 @@ export class CallForwarder {
         this.inbox.abort(waiting, () => this.opts.unavailable('the connection to the cluster\'s messaging (NATS) was lost during the call; its outcome is unknown'));
       }, opts.ownerWaitMs).unref();
     });
+    const { liveness } = opts;
+    if (liveness) this.probe = setInterval(() => this.askOwners(liveness), opts.probeEveryMs ?? 1_000).unref();
   }
 
   /** One try at the owner: its answer, or why there was none to be had. */
@@ -85,13 +97,13 @@ export class CallForwarder {
       if (!mayRunAgain(env.op, env.args, env.retry)) msg = await reply;
       else {
         // Not Promise.race: one promise fewer on the forwarding path.
-        const first = await new Promise<Msg | undefined>((resolve, reject) => {
-          tag.moved = () => resolve(undefined);
+        const first = await new Promise<Msg | boolean>((resolve, reject) => {
+          tag.moved = (silent) => resolve(silent === true);
           reply.then(resolve, reject);
         });
-        if (first === undefined) {
+        if (typeof first === 'boolean') {
           reply.catch(() => undefined); // ended by the stranded call's abort unless awaited
-          return { done: false, notOwner: false, late: { owner, reply } };
+          return { done: false, notOwner: false, late: { owner, reply }, ...(first ? { silent: true } : {}) };
         }
         msg = first;
       }
@@ -133,6 +145,40 @@ export class CallForwarder {
     }, this.opts.ownerWaitMs).unref();
   }
 
+  /** Each round: the owners of calls waiting since the last one are asked whether they are on NATS. */
+  private askOwners(liveness: { ask(nodeId: string): Promise<Alive> }): void {
+    const owners = new Set<string>();
+    this.inbox.waitingIds((f) => {
+      if (f.seen && !f.silent && !this.asking.has(f.owner)) owners.add(f.owner);
+      f.seen = true;
+      return false;
+    });
+    for (const owner of owners) {
+      this.asking.add(owner);
+      void liveness.ask(owner).then((a) => {
+        this.asking.delete(owner);
+        if (a === 'gone') this.silent(owner);
+      });
+    }
+  }
+
+  /** The owner did not answer on NATS while NATS did (its connection cut or dead, the process gone
+   *  or frozen): its calls' replies may never come. As for a move: a call the new owner may run too
+   *  goes back to the router (which waits for the lease to move, not sending it there again), the
+   *  others give the owner the owner wait to answer, then 503 (outcome unknown). */
+  private silent(owner: string): void {
+    const stranded = this.inbox.waitingIds((f) => {
+      if (f.owner !== owner || f.silent) return false;
+      f.silent = true;
+      f.moved?.(true);
+      return true;
+    });
+    if (stranded.length === 0) return;
+    setTimeout(() => {
+      this.inbox.abort(stranded, (f) => this.opts.unavailable(`the node owning account ${f.key} stopped answering on the cluster's messaging (NATS) while ${f.op} was there; its outcome is unknown`));
+    }, this.opts.ownerWaitMs).unref();
+  }
+
   /** An owner's reply to a forwarded call, as an attempt (a result) or its error, thrown. */
   private async reply(owner: string, msg: Msg): Promise<Attempt> {
     let reply = decode(msg.string()) as CallReply;
@@ -162,6 +208,7 @@ export class CallForwarder {
 
   /** Ends the calls still waiting (failing with 'closed') and stops watching NATS's status. */
   close(): void {
+    clearInterval(this.probe);
     this.inbox.close();
     this.offStatus();
   }

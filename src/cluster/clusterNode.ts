@@ -185,7 +185,7 @@ export class ClusterNode {
     let nats: NatsNode;
     try {
       nats = await startNatsNode({
-        url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log,
+        url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, answerAlive: false, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log,
         ...(this.o.settings.aliveAskMs === undefined ? {} : { aliveAskMs: this.o.settings.aliveAskMs }),
       });
     } catch (err) {

@@ -32,6 +32,9 @@ export interface NatsNodeOptions {
   reconnectWaitMs?: number;
   /** CLUSTER_ALIVE_ASK_MS: how long a liveness question waits for its answer (default 250). */
   aliveAskMs?: number;
+  /** Answer liveness questions for this node from the start (default); a gateway starts answering
+   *  itself, once its start under its NODE_ID was allowed (ClusterNode.start). */
+  answerAlive?: boolean;
 }
 
 export interface NatsNode {
@@ -53,12 +56,13 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   const link = await NatsLink.connect({ url: o.url, name: o.nodeId, log, ...(o.reconnectWaitMs === undefined ? {} : { reconnectWaitMs: o.reconnectWaitMs }) });
   const owners = new OwnerCache({ link, lookup: o.lookupOwner, log });
   const liveness = new Liveness(link, o.aliveAskMs ?? 250);
-  const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs, ...(o.incarnation === undefined ? {} : { incarnation: o.incarnation }) });
+  const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs, liveness, ...(o.incarnation === undefined ? {} : { incarnation: o.incarnation }) });
   router.serve();
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
   // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
   const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;
   const relay = new StreamRelay({ link, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}) });
+  if (o.answerAlive !== false) await liveness.answer(o.nodeId, o.incarnation ?? 0);
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();
   return {

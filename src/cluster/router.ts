@@ -13,6 +13,7 @@ import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { CallForwarder, epochOf, type At, type CallEnvelope, type Late } from './callForwarder.js';
 import { CallServer } from './callServer.js';
+import type { Alive } from './liveness.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
 import { NotHeldError } from './moves.js';
@@ -39,6 +40,10 @@ export interface AccountRouterOptions {
   forwardTimeoutMs?: number;
   /** While waiting for an owner, look again at least this often (an announcement may be lost). */
   recheckMs?: number;
+  /** Whether a node's process is on NATS (liveness.ts): the owners of forwarded calls waiting a while
+   *  are asked every `probeEveryMs` (default a quarter of the owner wait, 100-1,000 ms). */
+  liveness?: { ask(nodeId: string): Promise<Alive> };
+  probeEveryMs?: number;
   /** Monotonic milliseconds (injected in tests). */
   now?: () => number;
 }
@@ -83,7 +88,11 @@ export class AccountRouter {
     // Both count in this router's stats and answer 503 through its unavailable().
     const unavailable = (message: string, cause?: unknown) => this.unavailable(message, cause);
     const { link, owners, nodeId, log, ownerWaitMs } = opts;
-    this.forwarder = new CallForwarder({ link, owners, ownerWaitMs, forwardTimeoutMs, now: this.now, stats: this.stats, unavailable });
+    const probeEveryMs = opts.probeEveryMs ?? Math.min(1_000, Math.max(100, Math.floor(ownerWaitMs / 4)));
+    this.forwarder = new CallForwarder({
+      link, owners, ownerWaitMs, forwardTimeoutMs, now: this.now, stats: this.stats, unavailable,
+      ...(opts.liveness ? { liveness: opts.liveness, probeEveryMs } : {}),
+    });
     this.server = new CallServer({
       nodeId, link, owners, log, streams: this.streams, partsTtlMs: forwardTimeoutMs, stats: this.stats, unavailable,
       ownerOf: (key) => this.ownerOf(key),
@@ -137,6 +146,8 @@ export class AccountRouter {
     let waited = false;
     let redirected = false;
     let late: Late | undefined;
+    /** An owner (at an epoch) that fell silent with this call there: not sent there again. */
+    let silent: At | undefined;
     try {
       for (;;) {
         // The cache's answer when it has one (no await: the common case); the lease store's otherwise.
@@ -155,6 +166,9 @@ export class AccountRouter {
               continue;
             }
           }
+        } else if (owner !== null && silent?.owner === owner && epochOf(this.opts.owners, key, owner) <= silent.epoch) {
+          // Still the owner that fell silent: wait for the lease to move (looked up afresh each time).
+          this.opts.owners.forget(key);
         } else if (owner !== null) {
           const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
           if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
@@ -169,13 +183,16 @@ export class AccountRouter {
           // Moved on while the call waited there: to the new owner (known now) at once.
           if (a.late) {
             late = a.late;
-            continue;
-          }
-          this.opts.owners.forget(key);
-          // Told where the account went: ask again at once, once; otherwise wait for news.
-          if (a.notOwner && !redirected) {
-            redirected = true;
-            continue;
+            if (!a.silent) continue;
+            silent = { owner, epoch: epochOf(this.opts.owners, key, owner) };
+            this.opts.owners.forget(key);
+          } else {
+            this.opts.owners.forget(key);
+            // Told where the account went: ask again at once, once; otherwise wait for news.
+            if (a.notOwner && !redirected) {
+              redirected = true;
+              continue;
+            }
           }
         }
         await this.waitForOwner(key, deadline, !waited);

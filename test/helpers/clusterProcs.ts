@@ -81,6 +81,8 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** The nodes reach PostgreSQL at this port (a test's proxy in front of it); the test's own reads do not. */
   pgPort?: number;
+  /** More environment for one node, asked at each launch (a NATS_URL through a test's proxy). */
+  nodeEnv?: (id: string, engines: Engines) => Record<string, string>;
 }
 
 export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
@@ -90,6 +92,7 @@ let clusters = 0;
 export class ClusterProcs {
   readonly nodes: ClusterNode[] = [];
   private logins = 0;
+  private perNode: ClusterOptions['nodeEnv'];
 
   private constructor(
     readonly engines: Engines,
@@ -122,6 +125,7 @@ export class ClusterProcs {
     const customerId = randomUUID();
     await new PgTenancy(db).createCustomer(customerId, DEFAULT_CUSTOMER, Date.now());
     const c = new ClusterProcs(engines, databaseUrl, sim, env, prefix, db, customerId);
+    c.perNode = opts.nodeEnv;
     const ids = Array.from({ length: opts.nodes ?? 3 }, (_, i) => `${prefix}-${String.fromCharCode(97 + i)}`);
     await Promise.all(ids.map((id) => c.launch(id)));
     return c;
@@ -141,7 +145,7 @@ export class ClusterProcs {
   async launch(id: string, opts: { newPort?: boolean } = {}): Promise<ClusterNode> {
     const prev = this.nodes.find((x) => x.id === id);
     if (prev && prev.state !== 'down') throw new Error(`${id} is ${prev.state}`);
-    const env = { ...this.nodeEnv, NODE_ID: id, ...(prev && !opts.newPort ? { PORT: String(prev.port) } : {}) };
+    const env = { ...this.nodeEnv, ...this.perNode?.(id, this.engines), NODE_ID: id, ...(prev && !opts.newPort ? { PORT: String(prev.port) } : {}) };
     let proc = startProcess(env, prev?.dir);
     let url = await proc.listening.catch((err: Error) => err);
     if (url instanceof Error && prev && url.message.includes('cannot listen')) {

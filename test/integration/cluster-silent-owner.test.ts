@@ -1,0 +1,119 @@
+// A call forwarded to an account's owner whose NATS link then dies (the process alive and holding its
+// lease, its connection silent: no bytes pass either way, nats-server still routes to it) ends within
+// the owner wait instead of the 31 s call bound: the forwarding node asks the owner whether it is
+// alive (tagw.node.<id>.alive), finds it silent while nats-server answers, and ends the call. An order
+// with a clientOrderId answers 503 with retry-after and is not sent again meanwhile (the same id, once
+// the owner is back, replays what the broker did: the fenced claim makes the re-send safe); one
+// without answers 503, outcome unknown, and is never sent twice. Two gateway processes, each reaching
+// nats-server through a proxy of its own; real PostgreSQL and a simulator process. docs/cluster.md
+// "Forwarding".
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
+import { until } from '../helpers/until.js';
+
+const OWNER_WAIT_MS = 4_000;
+/** Far below the 31 s call bound the calls waited before. */
+const CEILING_MS = 20_000;
+const proxies = new Map<string, TcpProxy>();
+beforeAll(async () => {
+  // Before the cluster's nodes launch: each node's NATS_URL names its proxy (pointed at nats-server then).
+  for (const n of ['a', 'b']) proxies.set(n, await startTcpProxy(1));
+  return async () => {
+    for (const p of proxies.values()) await p.close();
+  };
+});
+const env = useCluster({
+  nodes: 2, ownerWaitMs: OWNER_WAIT_MS,
+  nodeEnv: (id, engines) => {
+    const proxy = proxies.get(id.slice(-1))!;
+    proxy.target(engines.nats.port);
+    return { NATS_URL: `nats://127.0.0.1:${proxy.port}` };
+  },
+});
+
+let acct: ClusterAccount;
+beforeAll(async () => {
+  acct = await env.cluster.account();
+}, 90_000);
+
+/** From the chunk that brings the owner a forwarded call carrying `marker` (which passes), nothing
+ *  passes between the owner and nats-server, on any connection, until the returned release. */
+function silenceOwnerAfter(owner: string, marker: string): { silenced: Promise<void>; release(): void } {
+  const proxy = proxies.get(owner.slice(-1))!;
+  let dead = false;
+  let silenced!: () => void;
+  const seen = new Promise<void>((r) => { silenced = r; });
+  proxy.watch((dir, chunk) => {
+    if (dead) return 'drop';
+    if (dir === 'down' && chunk.toString('latin1').includes(`tagw.node.${owner}.call`) && chunk.toString('latin1').includes(marker)) {
+      dead = true;
+      silenced();
+    }
+    return undefined;
+  });
+  return {
+    silenced: seen,
+    release: () => {
+      proxy.watch(undefined);
+      // The silent connections go; the owner's client connects again at once.
+      proxy.cut();
+    },
+  };
+}
+
+async function brokerCount(comment: string): Promise<number> {
+  return (await env.cluster.brokerOrders(acct.login)).filter((o) => o.clientOrderId === comment).length;
+}
+
+describe('a forwarded call whose owner falls silent on NATS', () => {
+  it('with a clientOrderId: 503 with retry-after within the owner wait; the same id later replays the one order', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const via = env.cluster.node(others[0]!);
+    const cut = silenceOwnerAfter(owner, 'silent-1');
+    let answer: Answer;
+    try {
+      const sent = orderVia(via, acct, 'silent-1', CEILING_MS);
+      await cut.silenced;
+      answer = await sent;
+      // Before: no answer within the ceiling (the call waited for its 31 s bound).
+      expect(answer.status, JSON.stringify(answer.body)).toBe(503);
+      expect(answer.retryAfter).toBeDefined();
+      expect(answer.answeredBy).toBe(via.id);
+      // The lease never moved: the owner is alive, only its NATS link is silent.
+      expect((await env.cluster.lease(acct.id)).owner).toBe(owner);
+    } finally {
+      cut.release();
+    }
+    // The owner ran it; a retry of the id once the owner is back replays that order, sent once.
+    await until(async () => (await brokerCount('silent-1')) === 1, 'silent-1 at the broker', CEILING_MS);
+    let again: Answer | undefined;
+    await until(async () => (again = await orderVia(via, acct, 'silent-1')).status === 200, `silent-1 replayed (last: ${JSON.stringify(again?.body)})`, CEILING_MS);
+    expect(again!.replay).toBe(true);
+    const atBroker = (await env.cluster.brokerOrders(acct.login)).filter((o) => o.clientOrderId === 'silent-1');
+    expect(atBroker).toEqual([{ ticket: again!.ticket, clientOrderId: 'silent-1' }]);
+  }, 120_000);
+
+  it('without a clientOrderId: 503, outcome unknown, within the owner wait; never sent twice', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const via = env.cluster.node(others[0]!);
+    const cut = silenceOwnerAfter(owner, 'silent-2');
+    try {
+      const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', comment: 'silent-2' });
+      const sent = fetch(`${via.url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key }, signal: AbortSignal.timeout(CEILING_MS) });
+      await cut.silenced;
+      const r = await sent;
+      const body = await r.text();
+      // Before: no answer within the ceiling (the fetch aborts).
+      expect(r.status, body).toBe(503);
+      expect(r.headers.get('retry-after')).not.toBeNull();
+      expect(body).toMatch(/outcome is unknown/);
+    } finally {
+      cut.release();
+    }
+    // The owner ran it once; nobody sent it again.
+    await until(async () => (await brokerCount('silent-2')) >= 1, 'silent-2 at the broker', CEILING_MS);
+    expect(await brokerCount('silent-2')).toBe(1);
+  }, 120_000);
+});
