@@ -4,7 +4,8 @@
 // and answers with their latency histogram; on {t:'echo'} it times empty NATS requests to the parent
 // (through a ReplyInbox, as the router sends its calls: forwarding's floor); on {t:'ping'} empty round
 // trips over a plain TCP socket to the parent (no broker between: what a direct transport would
-// cost); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out,
+// cost); it answers the parent's empty requests on `bench.echo.B` (before each of the parent's
+// "local after idle" orders); on {t:'quotes'} it follows a symbol's market data, which its gateway's hub then fans out,
 // stamping each of the bench's measured ticks as it arrives and once its hub is done, and its GC
 // pauses meanwhile ({t:'quoteTrace'} sends them).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -86,6 +87,8 @@ process.on('message', (m: NodeCommand) => void (async () => {
         if (ev.kind === 'stream.tick' && ev.data.tick.volume === -1) quoteTrace.push(ev.data.tick.timeMsc, t0, nowMs());
       },
     });
+    // The owner's empty round trips before its "local after idle" orders (bench/cluster.ts) come here.
+    nats.link.nc.subscribe('bench.echo.B', { callback: (_e, msg) => void msg.respond(msg.data) });
     node = {
       router: nats.router, link: nats.link, relay: nats.relay, url: `http://127.0.0.1:${gw.port}`,
       async close() {
