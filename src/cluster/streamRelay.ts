@@ -44,7 +44,7 @@ export interface RelayStats {
 
 interface Interest { refs: number; sub: Subscription }
 /** The last market event published of one server, symbol and kind (timeframe for candles). */
-interface LastMarket { t: number; json: string }
+interface LastMarket { t: number; json: string; subject: string }
 
 /** nats.js (3.x) writes what `publish` queued in a microtask after the caller's turn, in one write
  *  for the whole turn. Its ProtocolHandler's flushPending writes it now (a no-op while
@@ -100,8 +100,11 @@ export class StreamRelay {
       if (last) {
         last.t = t;
         last.json = json;
-      } else bySymbol.set(k, { t, json });
-      subject = SUBJECTS.market(ev.key, symbol, ev.kind);
+        subject = last.subject;
+      } else {
+        subject = SUBJECTS.market(ev.key, symbol, ev.kind);
+        bySymbol.set(k, { t, json, subject });
+      }
     } else {
       // Account events go out even while NATS reconnects: the client buffers them until it is back.
       subject = SUBJECTS.account(ev.key, ev.kind);
