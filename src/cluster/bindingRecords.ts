@@ -56,7 +56,7 @@ export class BindingRecords {
         const { audit, ...rest } = args as ArgsOf<C> & { audit?: NewAuditRow };
         const r = await shards.call(key, op, (audit ? rest : args) as ArgsOf<C>, opts);
         if (!CHANGES.has(op)) return r;
-        if (audit) this.rows.set(key, [...(this.rows.get(key) ?? []), { ...audit, ref: randomUUID() }]);
+        if (audit) this.rows.set(key, [...(this.rows.get(key) ?? []), { ...audit, ref: audit.ref ?? randomUUID() }]);
         if ((await this.sync(key)) === 'written') return r;
         throw apiError('SERVICE_UNAVAILABLE', `the binding of account ${key} changed on its node but the cluster database did not take it (the database is unreachable, or the account is moving between nodes); send the same request again`, { headers: { 'retry-after': '1' } });
       },

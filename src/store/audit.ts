@@ -10,9 +10,12 @@ export interface AuditRow {
   action: string;
   target: string | null;
   detail_json: string | null;
+  /** Made with the request (unique): a row written again under it is not written twice. */
+  ref: string | null;
 }
 
-export type NewAuditRow = Omit<AuditRow, 'id'>;
+/** `ref` optional: a row made once needs none. */
+export type NewAuditRow = Omit<AuditRow, 'id' | 'ref'> & { ref?: string | null };
 
 /** An action's audit row, made from the change's outcome inside the change's own transaction, so
  *  the two commit together or not at all (TenancyWrites). undefined: no row (the action did not happen). */
@@ -22,15 +25,18 @@ export class AuditStore {
   private readonly q;
   constructor(db: Db) {
     this.q = {
-      insert: db.prepare(`INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json)
-        VALUES (@customer_id, @at, @actor_key_id, @action, @target, @detail_json)`),
+      // A row whose reference is there already was written by an earlier run of the same call.
+      insert: db.prepare(`INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json, ref)
+        VALUES (@customer_id, @at, @actor_key_id, @action, @target, @detail_json, @ref) ON CONFLICT (ref) DO NOTHING`),
       // Newest first; `before` pages back by id.
       list: db.prepare<[string, number, number], AuditRow>('SELECT * FROM audit_log WHERE customer_id = ? AND id < ? ORDER BY id DESC LIMIT ?'),
     };
   }
 
+  /** The row's id (0: its reference was written before, nothing added). */
   add(row: NewAuditRow): number {
-    return Number(this.q.insert.run(row).lastInsertRowid);
+    const r = this.q.insert.run({ ...row, ref: row.ref ?? null });
+    return r.changes === 0 ? 0 : Number(r.lastInsertRowid);
   }
 
   list(customerId: string, opts: { limit: number; before?: number | undefined }): AuditRow[] {

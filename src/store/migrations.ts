@@ -223,6 +223,14 @@ export const MIGRATIONS: readonly Migration[] = [
     row_json TEXT NOT NULL
   );
   ` },
+  // 14: an audit row written with the change it records (an upgrade's, in the shard's transaction)
+  // carries a reference made with the request, as PostgreSQL's does: the same call run again (the
+  // shard restarted before it answered, and the call is re-sent) writes no second row (AuditStore.add).
+  // NULL for rows without one (SQLite's unique index lets NULLs repeat).
+  { name: 'audit rows with a unique reference', sql: `
+  ALTER TABLE audit_log ADD COLUMN ref TEXT;
+  CREATE UNIQUE INDEX audit_log_ref ON audit_log(ref);
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AuditStore } from '../../src/store/audit.js';
 import { migrate } from '../../src/store/db.js';
 import { checkMigrations, migrationPlan, MIGRATIONS, runMigrations, SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/migrations.js';
 
@@ -77,6 +78,23 @@ describe('migration: gateway sessions', () => {
     db.prepare(`INSERT INTO gateway_sessions VALUES ('h', 'acc', 'cust', 'P5', 'sealed', 'live', 1, NULL)`).run();
     expect(runMigrations(db)).toEqual(MIGRATIONS.slice(SESSIONS - 1).map((_, i) => SESSIONS + i));
     expect(db.prepare('SELECT account_id FROM gateway_sessions').all()).toEqual([{ account_id: 'acc' }]);
+  });
+});
+
+describe('migration 14: audit rows with a unique reference', () => {
+  it('keeps the rows before it (no reference); a row written again under its reference is not added twice', () => {
+    const db = at(13);
+    db.prepare("INSERT INTO audit_log (customer_id, at, actor_key_id, action, target, detail_json) VALUES ('c', 1, 'k', 'key.create', 't', NULL)").run();
+    migrate(db);
+    const audit = new AuditStore(db);
+    const row = { customer_id: 'c', at: 2, actor_key_id: 'k', action: 'account.upgrade', target: 'acc', detail_json: null };
+    expect(audit.add({ ...row, ref: 'r-1' })).toBeGreaterThan(0);
+    expect(audit.add({ ...row, ref: 'r-1' })).toBe(0);
+    audit.add(row);
+    audit.add(row);
+    expect(audit.list('c', { limit: 10 }).map((r) => [r.action, r.ref])).toEqual([
+      ['account.upgrade', null], ['account.upgrade', null], ['account.upgrade', 'r-1'], ['key.create', null],
+    ]);
   });
 });
 

@@ -6,6 +6,7 @@
 // A login the broker refuses answers 400 BROKER_AUTH_FAILED, not 401: 401 is reserved for the
 // gateway's own API keys (and counts toward the failed-auth block of the caller's IP), and 403
 // would suggest the key lacks a right. Nothing is created when the broker refuses.
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Principal } from '../../auth/authenticator.js';
 import { assertAccountScope, assertCanBind } from '../../auth/rights.js';
@@ -100,9 +101,10 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       errors: ['NOT_FOUND', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'NOT_CONNECTED'],
       handler: async ({ params, body, principal, audit }) => {
         const row = ownedSeat(s, principal!.customerId, params[0]!);
-        // Its audit row goes with the build it records (the account's owner writes both at once).
+        // Its audit row goes with the build it records (the account's owner writes both at once),
+        // under a reference of this request's: the call re-sent (a shard restarted) writes it once.
         const st = await s.shards.call(row.id, 'account.upgrade', {
-          accountId: row.id, ...(body.build !== undefined ? { build: body.build } : {}), ...(audit ? { audit: audit.row(row.id) } : {}),
+          accountId: row.id, ...(body.build !== undefined ? { build: body.build } : {}), ...(audit ? { audit: { ...audit.row(row.id), ref: randomUUID() } } : {}),
         }, { retryOnRestart: true });
         return { body: { id: row.id, connection: st.phase, build: st.build, generation: st.generation } };
       },
