@@ -69,6 +69,9 @@ export class CallForwarder {
   private readonly probe: NodeJS.Timeout | undefined;
   /** Owners asked and not answered yet. */
   private readonly asking = new Set<string>();
+  /** Owners whose last answer was no answer in time: a second in a row makes them silent (a live
+   *  owner's event loop may stall past the bound once on a loaded machine). */
+  private readonly unanswered = new Set<string>();
 
   constructor(private readonly opts: CallForwarderOptions) {
     this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, opts.now);
@@ -145,7 +148,8 @@ export class CallForwarder {
     }, this.opts.ownerWaitMs).unref();
   }
 
-  /** Each round: the owners of calls waiting since the last one are asked whether they are on NATS. */
+  /** Each round: the owners of calls waiting since the last one are asked whether they are on NATS;
+   *  nobody listening, or no answer twice in a row, makes one silent. */
   private askOwners(liveness: { ask(nodeId: string): Promise<Alive> }): void {
     const owners = new Set<string>();
     this.inbox.waitingIds((f) => {
@@ -153,11 +157,15 @@ export class CallForwarder {
       f.seen = true;
       return false;
     });
+    // In a row: an owner not asked this round starts afresh.
+    for (const o of this.unanswered) if (!owners.has(o) && !this.asking.has(o)) this.unanswered.delete(o);
     for (const owner of owners) {
       this.asking.add(owner);
       void liveness.ask(owner).then((a) => {
         this.asking.delete(owner);
-        if (a === 'gone') this.silent(owner);
+        const again = this.unanswered.delete(owner);
+        if (a === 'gone' || (a === 'silent' && again)) this.silent(owner);
+        else if (a === 'silent') this.unanswered.add(owner);
       });
     }
   }

@@ -9,9 +9,10 @@ import type { NatsLink } from './natsLink.js';
 import { NoReplyError, ReplyInbox } from './replyInbox.js';
 import { SUBJECTS } from './subjects.js';
 
-/** `{ incarnation }`: a process of the node answered; 'gone': none did while NATS itself answered
- *  (nobody listens, or the listener is frozen or cut off); 'unknown': NATS did not answer either. */
-export type Alive = { incarnation: number } | 'gone' | 'unknown';
+/** `{ incarnation }`: a process of the node answered; 'gone': nobody listens (nats-server says so at
+ *  once); 'silent': a listener did not answer in time while NATS itself answered (frozen, cut off, or
+ *  very late); 'unknown': NATS did not answer either. */
+export type Alive = { incarnation: number } | 'gone' | 'silent' | 'unknown';
 
 export class Liveness {
   private readonly inbox: ReplyInbox;
@@ -45,7 +46,7 @@ export class Liveness {
     // No answer: is it the process, or NATS? A ping to the server tells.
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'unknown'>((resolve) => { timer = setTimeout(() => resolve('unknown'), this.timeoutMs); });
-    const pong = this.link.nc.flush().then(() => 'gone' as const, () => 'unknown' as const);
+    const pong = this.link.nc.flush().then(() => 'silent' as const, () => 'unknown' as const);
     return Promise.race([pong, late]).finally(() => clearTimeout(timer));
   }
 

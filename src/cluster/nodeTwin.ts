@@ -45,7 +45,7 @@ export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: 
   const first = await lastBeat(q, nodeId);
   if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return;
   const alive = ask ? await ask() : 'unknown';
-  if (alive === 'gone') return;
+  if (alive === 'gone' || alive === 'silent') return;
   if (alive !== 'unknown') {
     if (alive.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
     return;
