@@ -29,8 +29,9 @@ export class Liveness {
         if (!err) m.respond(String(incarnation));
       },
     });
-    // At the server before the caller writes its heartbeat: a heartbeat in PostgreSQL means an answer here.
-    await this.link.nc.flush();
+    // At the server before the caller writes its heartbeat: a heartbeat in PostgreSQL means an answer
+    // here. Bounded: NATS away now must not hold the start (the subscription goes with the reconnect).
+    await this.ping();
   }
 
   /** Asks `nodeId`'s process, waiting at most the bound (twice when NATS must be asked too). */
@@ -44,6 +45,12 @@ export class Liveness {
       if (!(err instanceof NoReplyError && err.reason === 'timeout')) return 'unknown';
     }
     // No answer: is it the process, or NATS? A ping to the server tells.
+    return this.ping();
+  }
+
+  /** A round trip to nats-server within the bound: 'silent' when it came back (a question left
+   *  unanswered was the process's doing), else 'unknown'. */
+  private ping(): Promise<'silent' | 'unknown'> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'unknown'>((resolve) => { timer = setTimeout(() => resolve('unknown'), this.timeoutMs); });
     const pong = this.link.nc.flush().then(() => 'silent' as const, () => 'unknown' as const);
