@@ -57,8 +57,8 @@ function writerOf(nc: NatsLink['nc']): (() => void) | undefined {
 export class StreamRelay {
   readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0 };
   private readonly interests = new Map<string, Interest>();
-  /** Last market event published per server, then symbol and kind (timeframe for candles). */
-  private readonly lastMarket = new Map<string, Map<string, LastMarket>>();
+  /** Last market event published per kind, server, then symbol (and timeframe for candles). */
+  private readonly lastMarket = { [STREAM_EVENT.tick]: new Map<string, Map<string, LastMarket>>(), [STREAM_EVENT.candle]: new Map<string, Map<string, LastMarket>>() };
   private readonly writeNow: (() => void) | undefined;
   /** Market data was written at once in this turn already: the turn's later events go in nats.js's
    *  one write at its end (a shard's batch of ticks costs one write more, not one per tick). */
@@ -89,8 +89,9 @@ export class StreamRelay {
       }
       const t = tick ? ev.data.tick.timeMsc : ev.data.candle.candle.time;
       json = encode(ev);
-      let bySymbol = this.lastMarket.get(ev.key);
-      if (!bySymbol) this.lastMarket.set(ev.key, (bySymbol = new Map()));
+      const byServer = this.lastMarket[ev.kind];
+      let bySymbol = byServer.get(ev.key);
+      if (!bySymbol) byServer.set(ev.key, (bySymbol = new Map()));
       const k = tick ? symbol : `${symbol}\u0000${ev.data.candle.timeframe}`;
       const last = bySymbol.get(k);
       if (last && (t < last.t || json === last.json)) {
@@ -187,6 +188,6 @@ export class StreamRelay {
   close(): void {
     for (const i of this.interests.values()) i.sub.unsubscribe();
     this.interests.clear();
-    this.lastMarket.clear();
+    for (const byServer of Object.values(this.lastMarket)) byServer.clear();
   }
 }

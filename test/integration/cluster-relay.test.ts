@@ -110,6 +110,20 @@ describe('StreamRelay', () => {
     B.relay.unfollowMarket(server, 'EURUSD');
   });
 
+  it('keeps ticks and candles of one symbol apart: each on its own subject, neither a duplicate of the other', async () => {
+    const server = 'Kinds';
+    await B.relay.followMarket(server, 'EURUSD');
+    const candle = (time: number, timeframe: string) => ({ kind: 'stream.candle', key: server, data: { server, candle: { symbol: 'EURUSD', timeframe, closed: false, candle: { time, open: 1, high: 1, low: 1, close: 1, ticks: 1 } } } }) as unknown as ShardEvent;
+    const sent = [tick(server, 'EURUSD', 3000), candle(3000, 'M1'), candle(3000, 'H1'), tick(server, 'EURUSD', 3001), candle(3000, 'M1')];
+    for (const ev of sent) A.relay.publish(ev);
+    // A symbol whose name looks like another's candle key is its own subject, not followed here.
+    A.relay.publish(tick(server, 'EURUSD\u0000M1', 3002));
+    await barrier();
+    const got = B.events.filter((e) => e.key === server);
+    expect(got).toStrictEqual(sent.slice(0, 4));
+    B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
   it('a node never receives its own events back (its sockets had them from its shards)', async () => {
     await A.relay.follow('acc-own');
     await B.relay.follow('acc-own');
