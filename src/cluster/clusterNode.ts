@@ -310,9 +310,12 @@ export class ClusterNode {
    *  tenancy write from then on waits for this node's mirror too). */
   async start(): Promise<void> {
     // Restarted under its NODE_ID: its earlier process, asked over NATS, must be gone (exit 2 if not);
-    // then this one answers for the id, before its first heartbeat says it runs.
-    const { liveness } = this.w.nats;
+    // then this one answers for the id (its forwarded calls too: before, a start refused beside a live
+    // process answered that process's calls "not held here", and the callers sent them again while the
+    // process placed them), before its first heartbeat says it runs.
+    const { liveness, router } = this.w.nats;
     await this.pg.refuseLiveTwin(() => liveness.ask(this.nodeId));
+    router.serve();
     await liveness.answer(this.nodeId, this.pg.incarnation);
     this.pg.start();
     const look = () => {

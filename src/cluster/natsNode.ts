@@ -32,8 +32,9 @@ export interface NatsNodeOptions {
   reconnectWaitMs?: number;
   /** CLUSTER_ALIVE_ASK_MS: how long a liveness question waits for its answer (default 250). */
   aliveAskMs?: number;
-  /** Answer liveness questions for this node from the start (default); a gateway starts answering
-   *  itself, once its start under its NODE_ID was allowed (ClusterNode.start). */
+  /** Answer for this node (forwarded calls, liveness questions) from the start (default); a gateway
+   *  starts answering itself, once its start under its NODE_ID was allowed (ClusterNode.start): a
+   *  start refused beside a live process of the id must not answer that process's calls meanwhile. */
   answerAlive?: boolean;
 }
 
@@ -57,7 +58,7 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   const owners = new OwnerCache({ link, lookup: o.lookupOwner, log });
   const liveness = new Liveness(link, o.aliveAskMs ?? 250);
   const router = new AccountRouter({ nodeId: o.nodeId, link, shards: o.shards, owners, log, ownerWaitMs: o.ownerWaitMs, liveness, ...(o.incarnation === undefined ? {} : { incarnation: o.incarnation }) });
-  router.serve();
+  if (o.answerAlive !== false) router.serve();
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
   // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
   const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;

@@ -162,9 +162,10 @@ export class ClusterProcs {
   }
 
   /** Another process under `id`'s NODE_ID beside the one this cluster runs (a DATA_DIR and port of
-   *  its own): a restart on another machine, or a second process given the same id by mistake. */
-  twin(id: string): GatewayProcess {
-    return startProcess({ ...this.nodeEnv, NODE_ID: id });
+   *  its own): a restart on another machine, or a second process given the same id by mistake.
+   *  `env`: more environment for it (a DATABASE_URL through a test's proxy). */
+  twin(id: string, env: Record<string, string> = {}): GatewayProcess {
+    return startProcess({ ...this.nodeEnv, ...env, NODE_ID: id });
   }
 
   /** The lease row with its expiry on PostgreSQL's clock (text, to compare there). */

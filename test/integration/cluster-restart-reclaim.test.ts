@@ -7,6 +7,7 @@
 // (the new one asks it over NATS instead of waiting to see). docs/cluster.md "Failures and what they cost".
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import { until } from '../helpers/until.js';
 
@@ -66,6 +67,48 @@ describe('a node started again under its NODE_ID', () => {
     expect(twin.output()).toContain(`NODE_ID ${owner} is in use`);
     expect(await env.cluster.lease(acct.id)).toMatchObject({ owner, epoch: before.epoch, live: true });
     await accepted(owner, env.cluster.node(owner).url, 'reclaim-2');
+  }, 120_000);
+
+  it('while the earlier process still runs: the refused start answers no call for the id meanwhile (an order without clientOrderId is placed once)', async () => {
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const via = env.cluster.node(others[0]!);
+    // The twin reaches PostgreSQL through a proxy that holds its look at the id's heartbeat (the
+    // first step of its NODE_ID check, after its NATS side was wired) until the orders are done.
+    const proxy = await startTcpProxy(Number(new URL(env.cluster.databaseUrl).port));
+    let held!: () => void;
+    const seen = new Promise<void>((r) => (held = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    proxy.watch((dir, chunk) => {
+      if (dir !== 'up' || !chunk.includes('heartbeat_at::text AS at')) return;
+      held();
+      return { until: released };
+    });
+    const db = new URL(env.cluster.databaseUrl);
+    db.port = String(proxy.port);
+    const twin = env.cluster.twin(owner, { DATABASE_URL: db.toString() });
+    try {
+      await Promise.race([seen, twin.exited.then((code) => { throw new Error(`twin exited ${code}: ${twin.output()}`); })]);
+      const tags = ['unkeyed-1', 'unkeyed-2', 'unkeyed-3'];
+      const answers = await Promise.all(tags.map(async (comment) => {
+        const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', comment });
+        const r = await fetch(`${via.url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key } });
+        return { status: r.status, body: await r.text() };
+      }));
+      release();
+      expect(await twin.exited).toBe(2);
+      // Before: the twin, subscribed to the id's calls, answered "not held here" before the owner
+      // answered; the forwarding node sent the order again (nothing ran, it read) while the owner had
+      // placed it: several orders for one request, and a 503.
+      const placed = (await env.cluster.brokerOrders(acct.login)).filter((o) => tags.includes(o.clientOrderId));
+      expect({ answers: answers.map((a) => a.status), placed: placed.map((o) => o.clientOrderId).sort() })
+        .toEqual({ answers: [200, 200, 200], placed: tags });
+    } finally {
+      release();
+      twin.child.kill('SIGKILL');
+      await twin.exited;
+      await proxy.close();
+    }
   }, 120_000);
 
   it('while the earlier process is frozen (SIGSTOP): the new one takes over at once; the old one, resumed, writes nothing and exits 2', async () => {
