@@ -6,7 +6,8 @@
 // server or a real terminal bridge); the server's platform, build and clock are known once connected.
 import { readFileSync } from 'node:fs';
 import { BridgeBrokerConnection } from '../../broker/bridge.js';
-import { createSimulator, SimBrokerConnection } from '../../broker/sim.js';
+import { SimBrokerConnection } from '../../broker/sim.js';
+import { createSimulator } from '../../broker/simulatorSetup.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
 import type { Fault, FaultSpec } from '../../sim/faults.js';
 import type { ShardContext } from './context.js';

@@ -1,0 +1,32 @@
+// The simulator of a thread, assembled: its configuration (and replay files) from disk, its
+// persistence in SQLite (or memory), its market driven by a timer.
+import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
+import { Simulator, type Clock } from '../sim/simulator.js';
+import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/config.js';
+import { SqliteSimStore } from '../store/simStore.js';
+import { MemorySimStore } from '../store/memorySimStore.js';
+import type { CommitGroup } from '../store/commitGroup.js';
+
+export interface CreateSimulatorOptions {
+  /** SQLite database for simulator state (tables sim_*); omit for in-memory state. */
+  readonly db?: Database.Database;
+  readonly configPath?: string;
+  readonly seed?: number;
+  readonly clock?: Clock;
+  /** Drive the market from a timer every N ms (default 20); false for manual advance(). */
+  readonly driveMs?: number | false;
+  /** Bookings made while it is open share one commit (SqliteSimStore). */
+  readonly commitGroup?: CommitGroup;
+}
+
+/** One simulator for this thread: config (and replay files) from disk, SQLite or memory
+ *  persistence, market driven by a timer. */
+export function createSimulator(options: CreateSimulatorOptions = {}): Simulator {
+  const path = options.configPath ?? DEFAULT_CONFIG_PATH;
+  const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
+  const store = options.db ? new SqliteSimStore(options.db, options.commitGroup ? { commitGroup: options.commitGroup } : {}) : new MemorySimStore();
+  const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
+  if (options.driveMs !== false) sim.start(options.driveMs ?? 20);
+  return sim;
+}
