@@ -5,7 +5,7 @@ import { UwsFallbackError } from './http/uws.js';
 import { createLogger } from './log.js';
 import { DataDirInUseError } from './store/dataDirLock.js';
 import { SchemaTooNewError } from './store/migrations.js';
-import { NodeIdInUseError } from './cluster/nodeTwin.js';
+import { NodeIdInUseError, SupersededError } from './cluster/nodeTwin.js';
 
 async function main(): Promise<void> {
   let config;
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
       log.error(e.message);
       process.exit(5);
     }
-    if (e instanceof ConfigError || e instanceof NodeIdInUseError) {
+    if (e instanceof ConfigError || e instanceof NodeIdInUseError || e instanceof SupersededError) {
       log.error(e.message);
       process.exit(2);
     }

@@ -137,6 +137,8 @@ export class ClusterNode {
   onAcquired: (accountIds: string[]) => void = () => {};
   /** A newer process took this node's NODE_ID over: it holds nothing and must stop (main: exit 2). */
   onSuperseded: (message: string) => void = () => {};
+  /** Why this process was superseded, if it was: one superseded at its first round fails its start. */
+  private supersededBy: Error | undefined;
   private constructor(private readonly o: ClusterNodeOptions, readonly pg: PgNode) {
     this.nodeId = o.settings.nodeId;
     const records = { pool: pg.pool, sqlite: o.sqlite, nodeId: this.nodeId, keeper: pg.keeper, clock: o.clock, log: o.log };
@@ -164,7 +166,11 @@ export class ClusterNode {
         // Judged departed meanwhile (PostgreSQL alone cut off past the lease): the owners released
         // its sockets' streams; open them again there.
         rejoined: () => void node?.wired?.nats.router.rejoin(),
-        superseded: (err) => node?.onSuperseded(err.message),
+        superseded: (err) => {
+          if (!node) return;
+          node.supersededBy = err;
+          node.onSuperseded(err.message);
+        },
         lost: (leases, reason) => {
           void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);
           node?.announceNone(leases);
@@ -336,6 +342,10 @@ export class ClusterNode {
     look();
     this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
     await this.pg.keeper.tick();
+    // Taken over at its first round (another process of the id started at the same time, later):
+    // the start fails (exit 2). Before, main was not listening for it yet: the process went on to
+    // serve, holding nothing, answering the id's forwarded calls "not held here" beside the other.
+    if (this.supersededBy) throw this.supersededBy;
   }
 
   /** Each local shard gets its share of `accountIds` (one command per shard). */

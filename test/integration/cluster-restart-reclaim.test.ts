@@ -32,6 +32,12 @@ async function accepted(id: string, url: string, clientOrderId: string): Promise
   return sent!;
 }
 
+/** An OrderSend without clientOrderId through `url` (the comment marks it at the broker): its status. */
+async function unkeyedOrder(url: string, comment: string): Promise<number> {
+  const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', comment });
+  return (await fetch(`${url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key } })).status;
+}
+
 describe('a node started again under its NODE_ID', () => {
   it('after SIGKILL: takes its leases back at once (epoch+1, before the old lease expires) and serves its accounts', async () => {
     const { owner } = await env.cluster.roles(acct.id);
@@ -90,18 +96,14 @@ describe('a node started again under its NODE_ID', () => {
     try {
       await Promise.race([seen, twin.exited.then((code) => { throw new Error(`twin exited ${code}: ${twin.output()}`); })]);
       const tags = ['unkeyed-1', 'unkeyed-2', 'unkeyed-3'];
-      const answers = await Promise.all(tags.map(async (comment) => {
-        const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', comment });
-        const r = await fetch(`${via.url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key } });
-        return { status: r.status, body: await r.text() };
-      }));
+      const answers = await Promise.all(tags.map((comment) => unkeyedOrder(via.url, comment)));
       release();
       expect(await twin.exited).toBe(2);
       // Before: the twin, subscribed to the id's calls, answered "not held here" before the owner
       // answered; the forwarding node sent the order again (nothing ran, it read) while the owner had
       // placed it: several orders for one request, and a 503.
       const placed = (await env.cluster.brokerOrders(acct.login)).filter((o) => tags.includes(o.clientOrderId));
-      expect({ answers: answers.map((a) => a.status), placed: placed.map((o) => o.clientOrderId).sort() })
+      expect({ answers, placed: placed.map((o) => o.clientOrderId).sort() })
         .toEqual({ answers: [200, 200, 200], placed: tags });
     } finally {
       release();
@@ -149,6 +151,50 @@ describe('a node started again under its NODE_ID', () => {
     } finally {
       twin.child.kill('SIGKILL');
       await twin.exited;
+    }
+  }, 120_000);
+});
+
+describe('two processes started at once under one new NODE_ID', () => {
+  it('the one whose first round finds the id taken over by the other exits 2 instead of serving beside it', async () => {
+    const id = `${env.cluster.prefix}-twins`;
+    // The first process reaches PostgreSQL through a proxy that holds its first round's write of the
+    // node row (reclaimLeases) until the second process, started after it (a later incarnation), serves.
+    const proxy = await startTcpProxy(Number(new URL(env.cluster.databaseUrl).port));
+    let held!: () => void;
+    const seen = new Promise<void>((r) => (held = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    proxy.watch((dir, chunk) => {
+      if (dir !== 'up' || !chunk.includes('INSERT INTO cluster_nodes') || chunk.includes('WITH me AS')) return;
+      held();
+      return { until: released };
+    });
+    const db = new URL(env.cluster.databaseUrl);
+    db.port = String(proxy.port);
+    const first = env.cluster.twin(id, { DATABASE_URL: db.toString() });
+    let second: ReturnType<typeof env.cluster.twin> | undefined;
+    try {
+      await Promise.race([seen, first.exited.then((code) => { throw new Error(`first exited ${code}: ${first.output()}`); })]);
+      second = env.cluster.twin(id);
+      await second.listening;
+      release();
+      // Before: its round's SupersededError came before main listened for it; the process went on to
+      // listen and stayed, holding nothing, subscribed to the id's calls and answering them "not held here".
+      const outcome = await Promise.race([first.exited, first.listening.then(() => 'listening', () => first.exited)]);
+      expect(outcome, first.output()).toBe(2);
+      expect(first.output()).toContain('taken over by a newer gateway process');
+      expect(second.child.exitCode).toBeNull();
+    } finally {
+      release();
+      first.child.kill('SIGKILL');
+      await first.exited;
+      if (second) {
+        // Hands over whatever it took, for the tests after this one.
+        second.child.kill('SIGTERM');
+        await second.exited;
+      }
+      await proxy.close();
     }
   }, 120_000);
 });
