@@ -38,6 +38,24 @@ async function unkeyedOrder(url: string, comment: string): Promise<number> {
   return (await fetch(`${url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key } })).status;
 }
 
+/** A proxy to the cluster's PostgreSQL that holds the first statement `matches` picks (and what
+ *  follows it on that connection) until `release()`; `seen` resolves when it held one. */
+async function holdingProxy(matches: (sql: string) => boolean) {
+  const proxy = await startTcpProxy(Number(new URL(env.cluster.databaseUrl).port));
+  let held!: () => void;
+  const seen = new Promise<void>((r) => (held = r));
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  proxy.watch((dir, chunk) => {
+    if (dir !== 'up' || !matches(chunk.toString('latin1'))) return;
+    held();
+    return { until: released };
+  });
+  const db = new URL(env.cluster.databaseUrl);
+  db.port = String(proxy.port);
+  return { proxy, seen, release, databaseUrl: db.toString() };
+}
+
 describe('a node started again under its NODE_ID', () => {
   it('after SIGKILL: takes its leases back at once (epoch+1, before the old lease expires) and serves its accounts', async () => {
     const { owner } = await env.cluster.roles(acct.id);
@@ -80,19 +98,8 @@ describe('a node started again under its NODE_ID', () => {
     const via = env.cluster.node(others[0]!);
     // The twin reaches PostgreSQL through a proxy that holds its look at the id's heartbeat (the
     // first step of its NODE_ID check, after its NATS side was wired) until the orders are done.
-    const proxy = await startTcpProxy(Number(new URL(env.cluster.databaseUrl).port));
-    let held!: () => void;
-    const seen = new Promise<void>((r) => (held = r));
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    proxy.watch((dir, chunk) => {
-      if (dir !== 'up' || !chunk.includes('heartbeat_at::text AS at')) return;
-      held();
-      return { until: released };
-    });
-    const db = new URL(env.cluster.databaseUrl);
-    db.port = String(proxy.port);
-    const twin = env.cluster.twin(owner, { DATABASE_URL: db.toString() });
+    const { proxy, seen, release, databaseUrl } = await holdingProxy((sql) => sql.includes('heartbeat_at::text AS at'));
+    const twin = env.cluster.twin(owner, { DATABASE_URL: databaseUrl });
     try {
       await Promise.race([seen, twin.exited.then((code) => { throw new Error(`twin exited ${code}: ${twin.output()}`); })]);
       const tags = ['unkeyed-1', 'unkeyed-2', 'unkeyed-3'];
@@ -160,19 +167,8 @@ describe('two processes started at once under one new NODE_ID', () => {
     const id = `${env.cluster.prefix}-twins`;
     // The first process reaches PostgreSQL through a proxy that holds its first round's write of the
     // node row (reclaimLeases) until the second process, started after it (a later incarnation), serves.
-    const proxy = await startTcpProxy(Number(new URL(env.cluster.databaseUrl).port));
-    let held!: () => void;
-    const seen = new Promise<void>((r) => (held = r));
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    proxy.watch((dir, chunk) => {
-      if (dir !== 'up' || !chunk.includes('INSERT INTO cluster_nodes') || chunk.includes('WITH me AS')) return;
-      held();
-      return { until: released };
-    });
-    const db = new URL(env.cluster.databaseUrl);
-    db.port = String(proxy.port);
-    const first = env.cluster.twin(id, { DATABASE_URL: db.toString() });
+    const { proxy, seen, release, databaseUrl } = await holdingProxy((sql) => sql.includes('INSERT INTO cluster_nodes') && !sql.includes('WITH me AS'));
+    const first = env.cluster.twin(id, { DATABASE_URL: databaseUrl });
     let second: ReturnType<typeof env.cluster.twin> | undefined;
     try {
       await Promise.race([seen, first.exited.then((code) => { throw new Error(`first exited ${code}: ${first.output()}`); })]);
