@@ -13,7 +13,7 @@ import type { CallEnvelope, CallReply } from './callForwarder.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
 import type { OwnerStreams } from './ownerStreams.js';
-import { NotHeldError } from './moves.js';
+import { NotHeldError, ReplacedError } from './moves.js';
 import { partSize, ReplyParts, type PartRequest } from './replyParts.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
@@ -103,6 +103,8 @@ export class CallServer {
         reply = epoch === undefined ? { ok: true, result } : { ok: true, result, epoch };
       }
     } catch (err) {
+      // The newer process of this node's id answers it (this one stops at its next lease round).
+      if (err instanceof ReplacedError) return;
       // Refused before it ran (handing over, lease lapsed): the caller waits for the next owner.
       reply = err instanceof NotHeldError ? { ok: false, notOwner: true, owner: null } : { ok: false, error: toWire(err) };
     }

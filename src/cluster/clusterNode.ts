@@ -20,6 +20,7 @@ import { CallDrain } from './callDrain.js';
 import { Departures } from './departures.js';
 import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
+import { replacedBy } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
@@ -186,7 +187,7 @@ export class ClusterNode {
   async attach(set: ShardSet): Promise<void> {
     const { nodeId, ownerWaitMs, natsUrl } = this.o.settings;
     const adopted = new Adoptions(set, this.pg.keeper, ownerWaitMs);
-    const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log });
+    const fenced = new FencedShards({ nodeId, shards: adopted, keeper: this.pg.keeper, ledger: this.pg.ledger, clock: this.o.clock, log: this.o.log, replaced: () => this.replaced() });
     const calls = new CallDrain(this.sessions.wrap(this.bindings.wrap(fenced)));
     let nats: NatsNode;
     try {
@@ -213,6 +214,14 @@ export class ClusterNode {
         msg.respond(row?.state === 'live' ? JSON.stringify(row) : '');
       },
     });
+  }
+
+  /** Whether a newer process took this node's NODE_ID over (PostgreSQL's node row says so); if so,
+   *  a lease round now finds it and stops this process (exit 2), not at its next renewal. */
+  private async replaced(): Promise<boolean> {
+    const newer = await replacedBy(this.pg.pool, this.nodeId, this.pg.incarnation);
+    if (newer) void this.pg.keeper.tick();
+    return newer;
   }
 
   /** A live gateway session another node made (by its handle's hash), or undefined: PostgreSQL's

@@ -31,6 +31,12 @@ async function lastBeat(q: Queryable, nodeId: string): Promise<Beat | undefined>
   return row ? { at: row.at, ageMs: row.age_ms, incarnation: row.incarnation === null ? null : Number(row.incarnation) } : undefined;
 }
 
+/** Whether a newer process of this NODE_ID wrote the node's row (this one is superseded). */
+export async function replacedBy(q: Queryable, nodeId: string, incarnation: number): Promise<boolean> {
+  const r = await q.query<{ newer: boolean }>('SELECT incarnation > $2 AS newer FROM cluster_nodes WHERE node_id = $1', [nodeId, incarnation]);
+  return r.rows[0]?.newer === true;
+}
+
 /**
  * Before this process writes its node row: when an earlier process's heartbeat is younger than the
  * lease, asks that process over NATS (`ask`, liveness.ts): an answer from another incarnation is a

@@ -140,8 +140,17 @@ describe('a node started again under its NODE_ID', () => {
       const taken = await env.cluster.lease(acct.id);
       expect(taken).toMatchObject({ owner, epoch: before.epoch + 1 });
       env.cluster.cont(owner);
+      // Orders without clientOrderId through the other node while the resumed process still listens
+      // under the id: each placed once, by the new process. Before: the resumed one, its claims
+      // fenced, answered them "not held here" first, the other node sent each again, and the new
+      // process placed every copy (3 requests, 36 orders).
+      const tags = ['resumed-1', 'resumed-2', 'resumed-3'];
+      const unkeyed = await Promise.all(tags.map((comment) => unkeyedOrder(env.cluster.node(others[0]!).url, comment)));
       // Resumed: its next heartbeat finds the id taken over, and it stops.
       expect(await old.proc.exited).toBe(2);
+      let placedUnkeyed: string[] = [];
+      await until(async () => (placedUnkeyed = (await env.cluster.brokerOrders(acct.login)).map((o) => o.clientOrderId).filter((c) => tags.includes(c))).length >= tags.length, 'the orders at the broker');
+      expect({ answers: unkeyed, placed: placedUnkeyed.sort() }).toEqual({ answers: [200, 200, 200], placed: tags });
       old.state = 'down';
       expect(old.proc.output()).toContain('taken over by a newer gateway process');
       const answer = await queued;
