@@ -98,7 +98,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       summary: "Rolling upgrade of one account's connection: in-flight requests finish on the old connection, then a new one replaces it",
       body: z.object({ build: z.number().int().min(1).max(100_000).nullable().optional().describe('New terminal build; null = the server build') }).strict(),
       response: z.object({ id: z.string(), connection: z.string(), build: z.number(), generation: z.number() }),
-      errors: ['NOT_FOUND', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'NOT_CONNECTED'],
+      errors: ['NOT_FOUND', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE'],
       handler: async ({ params, body, principal, audit }) => {
         const row = ownedSeat(s, principal!.customerId, params[0]!);
         // Its audit row goes with the build it records (the account's owner writes both at once),

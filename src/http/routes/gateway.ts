@@ -110,7 +110,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/connect', family: 'gateway', auth: 'connection', tags: ['gateway'],
       summary: 'Open a session for a broker account and get its handle (the same handle while it is live)',
       body: ConnectBody, response: ConnectReply,
-      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'BROKER_AUTH_FAILED'],
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'BROKER_AUTH_FAILED'],
       handler: async ({ body, principal }) => {
         const p = principal!;
         const accountId = canonicalAccountId(body.brokerAccountId);
