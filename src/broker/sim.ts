@@ -150,7 +150,8 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
     return result;
   }
 
-  /** Whether the last `book` answered a request id it knew (its first outcome, replayed). */
+  /** Whether the last `book` answered a request id it knew (its first outcome, replayed). Read right
+   *  after bookAtomically, which has run `book` when it returns (SimPersistence.bookAtomically). */
   private bookedKnown = false;
   /** Executes the trade (or replays the outcome its request id had) and queues its changes. */
   private book(acc: SimAccount, requestId: string | undefined, fault: ReturnType<Simulator['faults']['tradeFault']>, op: (acc: SimAccount) => TradeResult): TradeResult {
