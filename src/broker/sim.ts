@@ -8,7 +8,7 @@ import { marginFor } from '../sim/accounting.js';
 import type { Simulator } from '../sim/simulator.js';
 import { utcOffsetMinutes } from '../market/serverClock.js';
 import { dialectOf } from './dialect.js';
-import type { BrokerConnection, BrokerConnectionFactory, TradeOptions } from './types.js';
+import type { BrokerConnection, TradeOptions } from './types.js';
 import type { AccountDetails, AccountSummary, EquityPoint } from '../market/account.js';
 import { BrokerNotSupportedError, BrokerTimeoutError } from '../market/brokerErrors.js';
 import {
@@ -235,9 +235,4 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
     await this.ready();
     return this.host.market.quoteHistory(this.sym(symbol), timeframe, fromMs, count);
   }
-}
-
-/** BrokerConnectionFactory over a simulator: one connection per login. */
-export function simConnectionFactory(sim: Simulator): BrokerConnectionFactory {
-  return (credentials) => new SimBrokerConnection(sim, credentials);
 }
