@@ -8,6 +8,7 @@ import { createLogger } from '../log.js';
 import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
 import { CommitGroup } from '../store/commitGroup.js';
+import { requestChunks } from './requestChunks.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
 import { createSeatHost } from './hosts/seats.js';
@@ -118,14 +119,15 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     reply({ id: req.id, ok: false, error: wire });
   };
 
+  const chunks = requestChunks(commitGroup, handle);
   return new Promise((resolve) => {
     port.on('message', (msg: MainToShard) => {
       if (msg.t === 'req') {
         // Several requests at once (the main thread sends a turn's calls together under load):
-        // their bookings share one commit, and their replies leave in one message.
-        if (msg.batch.length > 1) commitGroup.openForTurn();
-        for (const r of msg.batch) handle(r);
+        // in chunks, each chunk's bookings in one commit and its replies in one message.
+        chunks.run(msg.batch);
       } else if (msg.t === 'stop') {
+        chunks.drain();
         for (const h of hosts) h.stop();
         clearInterval(statsTimer);
         stats.stop();
