@@ -28,13 +28,28 @@ export const ClusterStatusBody = z.object({
   ownedHere: z.number().int().describe('Accounts whose lease this node holds'),
   unowned: z.number().int().describe('Accounts no node holds now (a takeover in progress)'),
   nodes: z.array(z.object({ nodeId: z.string(), url: z.string(), live: z.boolean(), heartbeatAgeMs: z.number(), accounts: z.number().int() })),
+  leases: z.object({
+    acquired: z.number().int().describe('Leases this node acquired since it started'),
+    handedOver: z.number().int().describe('Leases this node released to another node (a handover)'),
+    lost: z.number().int().describe('Leases this node lost (not renewed in time)'),
+    takeovers: z.number().int().describe('Accounts this node acquired that another node (or an earlier lease) had held'),
+  }).describe("This node's lease changes since it started (as tagw_cluster_leases_total and tagw_cluster_takeovers_total on /metrics)"),
+  calls: z.object({
+    forwarded: z.number().int().describe('Account calls this node forwarded to their owner'),
+    served: z.number().int().describe('Account calls this node served for another node'),
+    unavailable: z.number().int().describe('Account calls answered 503 (no owner reachable in time, or NATS down)'),
+    ownerWaits: z.number().int().describe('Account calls that waited for an owner (a takeover)'),
+  }).describe("Account calls between nodes, counted on this node since it started (as tagw_cluster_calls_total on /metrics)"),
 }).nullable().describe('Cluster mode (docs/cluster.md): this node, the nodes PostgreSQL knows of and their accounts; null on a single node');
 
 export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: number): Promise<z.infer<typeof ClusterStatusBody>> {
   if (!node) return null;
   const o = await node.overview();
+  const st = node.status();
   return {
-    nodeId: node.nodeId, natsUp: node.status().natsUp, ownedHere: node.status().ownedHere, unowned: o.unowned,
+    nodeId: node.nodeId, natsUp: st.natsUp, ownedHere: st.ownedHere, unowned: o.unowned,
     nodes: o.nodes.map((n) => ({ nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts })),
+    leases: { acquired: st.leases.acquired, handedOver: st.leases.released, lost: st.leases.lost, takeovers: st.leases.takeovers },
+    calls: { forwarded: st.routing.forwarded, served: st.routing.served, unavailable: st.routing.unavailable, ownerWaits: st.routing.ownerWaits },
   };
 }

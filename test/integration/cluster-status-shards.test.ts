@@ -43,4 +43,33 @@ describe('a cluster node\'s status', () => {
     }
     expect(running).toEqual(owned());
   }, 60_000);
+
+  it("shows this node's leases and calls, as /metrics does, and counts an order forwarded to the owner on both nodes", async () => {
+    const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
+    const key = (await nodes[0]!.req('POST', '/v1/keys', { headers: mk, body: { label: 'status-calls' } })).body.key as string;
+    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'status-calls', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'the account to be held');
+    const ownerAt = nodes.findIndex((n) => n.gw.cluster!.owned().includes(id));
+    const [owner, other] = [nodes[ownerAt]!, nodes[1 - ownerAt]!];
+    const cluster = async (n: TestGateway) => (await n.req('GET', '/v1/status', { headers: mk })).body.cluster as {
+      nodeId: string; leases: Record<string, number>; calls: Record<string, number>;
+    };
+    const [ownerBefore, otherBefore] = [await cluster(owner), await cluster(other)];
+    for (const c of [ownerBefore, otherBefore]) {
+      expect(Object.keys(c.leases).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers']);
+      expect(Object.keys(c.calls).sort()).toEqual(['forwarded', 'ownerWaits', 'served', 'unavailable']);
+    }
+    expect(ownerBefore.leases.acquired).toBeGreaterThanOrEqual(1);
+
+    const order = await other.req('GET', `/OrderSend?${new URLSearchParams({ id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01' })}`, { headers: { 'x-api-key': key } });
+    expect(order.status, JSON.stringify(order.body)).toBe(200);
+    const [ownerAfter, otherAfter] = [await cluster(owner), await cluster(other)];
+    expect(otherAfter.calls.forwarded).toBeGreaterThan(otherBefore.calls.forwarded!);
+    expect(ownerAfter.calls.served).toBeGreaterThan(ownerBefore.calls.served!);
+    // The same numbers as /metrics exports.
+    const metrics = await (await fetch(`${other.url}/metrics`, { headers: mk })).text();
+    expect(metrics).toContain(`tagw_cluster_calls_total{outcome="forwarded"} ${otherAfter.calls.forwarded}`);
+  }, 60_000);
 });
