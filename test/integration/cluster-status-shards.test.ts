@@ -1,11 +1,13 @@
 // `GET /v1/status` (and so `tagw status` and the dashboard) of a cluster node: its shards' accounts
 // are the accounts this node runs. Every node's SQLite mirrors all the cluster's seats; counting those
 // showed each node running every account (two nodes, four accounts: 4 and 4).
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
+import { builtCli } from '../helpers/build.js';
 
 let engines: ClusterEngines;
 const secretKey = randomBytes(32).toString('hex'); // every node opens every node's sealed passwords
@@ -71,5 +73,24 @@ describe('a cluster node\'s status', () => {
     // The same numbers as /metrics exports.
     const metrics = await (await fetch(`${other.url}/metrics`, { headers: mk })).text();
     expect(metrics).toContain(`tagw_cluster_calls_total{outcome="forwarded"} ${otherAfter.calls.forwarded}`);
+  }, 60_000);
+
+  it('`tagw status` against a node prints its leases and calls and a table of the nodes, this one marked', async () => {
+    const node = nodes[1]!;
+    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: node.url, GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY, DATA_DIR: node.dataDir };
+      for (const k of ['TAGW_CONFIG', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+      execFile(process.execPath, [...builtCli(), 'status'], { env, timeout: 30_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+      });
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^node: +status-b \(owns \d+ accounts?\)$/m);
+    expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);
+    expect(run.stdout).toMatch(/^calls: +\d+ forwarded, \d+ served for other nodes, \d+ unavailable, \d+ owner waits?$/m);
+    const table = run.stdout.slice(run.stdout.indexOf('Nodes:\n'));
+    expect(table).toMatch(/^NODE +STATE +ACCOUNTS +HEARTBEAT$/m);
+    expect(table).toMatch(/^status-a +live +\d+ +\d+\.\ds ago$/m);
+    expect(table).toMatch(/^status-b \(this node\) +live +\d+ +\d+\.\ds ago$/m);
   }, 60_000);
 });

@@ -1,7 +1,7 @@
 // `tagw status` in cluster mode: the node line and the live peers with their accounts (a node whose
-// heartbeat is old is not listed as live).
+// heartbeat is old is not listed as live), this node's leases and calls, and every node in a table.
 import { describe, expect, it } from 'vitest';
-import { clusterFields } from '../../src/cli/commands/admin.js';
+import { clusterFields, clusterNodesTable } from '../../src/cli/commands/admin.js';
 
 describe('tagw status, cluster lines', () => {
   it('names this node, its accounts, the live nodes only, and the accounts without owner', () => {
@@ -20,5 +20,32 @@ describe('tagw status, cluster lines', () => {
       ['node', 'node-a (owns 1 account)'],
       ['cluster', '1 live node: node-a 1; 1 account without owner'],
     ]);
+  });
+
+  it("adds this node's lease changes, takeovers and calls between nodes when the gateway reports them", () => {
+    const lines = clusterFields({
+      nodeId: 'node-a', ownedHere: 3, unowned: 0, nodes: [{ nodeId: 'node-a', live: true, accounts: 3 }],
+      leases: { acquired: 4, handedOver: 1, lost: 0, takeovers: 1 }, calls: { forwarded: 12, served: 7, unavailable: 2, ownerWaits: 1 },
+    });
+    expect(lines.slice(2)).toEqual([
+      ['leases', '4 acquired, 1 handed over, 0 lost; 1 takeover'],
+      ['calls', '12 forwarded, 7 served for other nodes, 2 unavailable, 1 owner wait'],
+    ]);
+  });
+
+  it('tables every node, down ones too, with its heartbeat age, and marks this node', () => {
+    expect(clusterNodesTable({
+      nodeId: 'node-b', ownedHere: 4, unowned: 0,
+      nodes: [
+        { nodeId: 'node-a', live: false, accounts: 0, heartbeatAgeMs: 125_000 },
+        { nodeId: 'node-b', live: true, accounts: 4, heartbeatAgeMs: 420 },
+      ],
+    })).toBe([
+      'Nodes:',
+      'NODE                STATE  ACCOUNTS  HEARTBEAT',
+      'node-a              down   0         2m 5s ago',
+      'node-b (this node)  live   4         0.4s ago',
+      '',
+    ].join('\n'));
   });
 });

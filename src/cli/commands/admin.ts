@@ -9,21 +9,41 @@ interface Status {
   shards: Array<{ index: number; ready: boolean; restarts: number; accounts: number }>;
   seats: number; accounts: Record<string, number>;
   /** Cluster mode only (older gateways and single nodes: absent or null). */
-  cluster?: { nodeId: string; ownedHere: number; unowned: number; nodes: Array<{ nodeId: string; live: boolean; accounts: number }> } | null;
+  cluster?: ClusterStatus | null;
 }
 
-const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
-
-/** The node and its live peers (cluster mode): the live list is read once. */
-export function clusterFields(c: NonNullable<Status['cluster']>): Array<[string, unknown]> {
-  const live = c.nodes.filter((n) => n.live);
-  return [
-    ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
-    ['cluster', `${count(live.length, 'live node')}: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${count(c.unowned, 'account')} without owner`],
-  ];
+interface ClusterStatus {
+  nodeId: string; ownedHere: number; unowned: number;
+  nodes: Array<{ nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number }>;
+  /** This node's lease changes and calls between nodes (absent from older gateways). */
+  leases?: { acquired: number; handedOver: number; lost: number; takeovers: number };
+  calls?: { forwarded: number; served: number; unavailable: number; ownerWaits: number };
 }
 
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
+/** The node and its live peers (cluster mode): the live list is read once. */
+export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
+  const live = c.nodes.filter((n) => n.live);
+  const { leases: l, calls: k } = c;
+  return [
+    ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
+    ['cluster', `${count(live.length, 'live node')}: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${count(c.unowned, 'account')} without owner`],
+    ...(l ? [['leases', `${l.acquired} acquired, ${l.handedOver} handed over, ${l.lost} lost; ${count(l.takeovers, 'takeover')}`] as [string, unknown]] : []),
+    ...(k ? [['calls', `${k.forwarded} forwarded, ${k.served} served for other nodes, ${k.unavailable} unavailable, ${count(k.ownerWaits, 'owner wait')}`] as [string, unknown]] : []),
+  ];
+}
+
+const heartbeatAge = (ms: number | undefined) => (ms === undefined ? null : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s ago` : `${duration(Math.round(ms / 1000))} ago`);
+
+/** Every node PostgreSQL knows of (cluster mode), this one marked. */
+export function clusterNodesTable(c: ClusterStatus): string {
+  return `Nodes:\n${table(c.nodes, [
+    { header: 'NODE', value: (n) => (n.nodeId === c.nodeId ? `${n.nodeId} (this node)` : n.nodeId) }, { header: 'STATE', value: (n) => (n.live ? 'live' : 'down') },
+    { header: 'ACCOUNTS', value: (n) => n.accounts }, { header: 'HEARTBEAT', value: (n) => heartbeatAge(n.heartbeatAgeMs) },
+  ])}`;
+}
 
 /** The schema version of DATA_DIR's database, read-only (null: no database); loads the store only here. */
 async function schemaVersionOnDisk(dataDir: string): Promise<number | null> {
@@ -51,7 +71,7 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     ]) + `\nShards:\n${table(d.shards, [
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
       { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },
-    ])}`);
+    ])}${d.cluster ? clusterNodesTable(d.cluster) : ''}`);
   });
 }
 
