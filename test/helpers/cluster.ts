@@ -90,6 +90,20 @@ export async function startClusterEngines(own?: Engine): Promise<ClusterEngines>
   };
 }
 
+/** In-process gateways in cluster mode on `engines`, one per id, bridged to its simulator and
+ *  sharing one secret key (every node opens every node's sealed passwords). */
+export async function startClusterGateways(engines: ClusterEngines, nodeIds: readonly string[], o: { shards: number; leaseMs: number }): Promise<TestGateway[]> {
+  const secretKey = randomBytes(32).toString('hex');
+  const out: TestGateway[] = [];
+  for (const nodeId of nodeIds) {
+    out.push(await startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: o.shards, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl,
+      nodeId, clusterLeaseMs: o.leaseMs, secretKey,
+    }));
+  }
+  return out;
+}
+
 /** A customer 'c1' with one API key and one seat bound to `login` on Sim-P5-Demo (password 'pw',
  *  sealed with `secretKey`, which every node must share), in PostgreSQL before any node starts. */
 export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer }): Promise<void> {

@@ -2,24 +2,17 @@
 // are the accounts this node runs. Every node's SQLite mirrors all the cluster's seats; counting those
 // showed each node running every account (two nodes, four accounts: 4 and 4).
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
-import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { startClusterEngines, startClusterGateways, type ClusterEngines } from '../helpers/cluster.js';
+import { TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 import { builtCli } from '../helpers/build.js';
 
 let engines: ClusterEngines;
-const secretKey = randomBytes(32).toString('hex'); // every node opens every node's sealed passwords
-const nodes: TestGateway[] = [];
+let nodes: TestGateway[] = [];
 beforeAll(async () => {
   engines = await startClusterEngines();
-  for (const nodeId of ['status-a', 'status-b']) {
-    nodes.push(await startTestGateway({
-      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl,
-      nodeId, clusterLeaseMs: 6_000, secretKey,
-    }));
-  }
+  nodes = await startClusterGateways(engines, ['status-a', 'status-b'], { shards: 2, leaseMs: 6_000 });
 }, 60_000);
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));

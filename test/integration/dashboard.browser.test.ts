@@ -179,6 +179,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.locator('[data-testid=throughput] canvas').waitFor();
     await page.locator('[data-testid=throughput][data-points="2"]').waitFor(); // a line, for the screenshot
     await browser.shot(page, '5-overview-busy');
+    expect(await page.locator('[data-testid=cluster]').count()).toBe(0); // a single node: no Cluster panel
     // The live view streams with a read-only key scoped to this account, created for itself.
     const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
     const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });

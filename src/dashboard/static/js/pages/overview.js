@@ -1,7 +1,9 @@
 // Overview: the gateway's own figures, refreshed every 2 s: /v1/status (version, uptime, shards,
-// accounts per connection phase) and /metrics (request rates and p99 per route family, stream).
+// accounts per connection phase; in cluster mode the nodes, leases and calls between nodes) and
+// /metrics (request rates and p99 per route family, stream).
 import { api, metricsText } from '../api.js';
 import { TimeChart } from '../chart.js';
+import { ClusterPanel } from '../cluster.js';
 import { html, useRef } from '../lib.js';
 import { byLabel, families, familyStats, parseProm, value } from '../prom.js';
 import { Badge, duration, Err, ms, Top, usePoll } from '../ui.js';
@@ -58,6 +60,7 @@ export function Overview({ title }) {
       <div class="panel stat"><div class="l">Shards</div><div class="v">${shardsUp} / ${status.shards.length} up</div><div class="s">${status.shards.reduce((n, s) => n + s.restarts, 0)} restarts · ${status.seats} seats</div></div>
       <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s" data-testid="inflight">${inflight} other in flight</div></div>
     </div>
+    <${ClusterPanel} cluster=${status.cluster} />
     <div class="grid g3">
       <div class="panel">
         <h2>Accounts by connection state</h2>

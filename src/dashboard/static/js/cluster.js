@@ -1,0 +1,46 @@
+// The overview's Cluster panel (cluster mode only: /v1/status `cluster` is null on a single node):
+// every node PostgreSQL knows of, the accounts without owner, NATS, and this node's lease changes
+// and calls between nodes since it started (the figures /metrics exports as tagw_cluster_*).
+import { html } from './lib.js';
+import { Badge, duration } from './ui.js';
+
+function heartbeat(ageMs) {
+  return ageMs < 60_000 ? `${(ageMs / 1000).toFixed(1)} s ago` : `${duration(Math.round(ageMs / 1000))} ago`;
+}
+
+const Row = ({ label, value, testid }) => html`<tr><td>${label}</td><td class="num" data-testid=${testid}>${value ?? '—'}</td></tr>`;
+
+export function ClusterPanel({ cluster: c }) {
+  if (!c) return null;
+  const live = c.nodes.filter((n) => n.live).length;
+  const l = c.leases ?? {};
+  const k = c.calls ?? {};
+  return html`
+    <div class="panel" data-testid="cluster">
+      <h2>Cluster <span class="small muted cluster-sum">${live} of ${c.nodes.length} nodes live · NATS <${Badge} value=${c.natsUp ? 'up' : 'down'} /></span></h2>
+      <div class="grid g3">
+        <div class="span2 scroll-x">
+          <table data-testid="cluster-nodes"><thead><tr><th>node</th><th>state</th><th class="num">accounts</th><th class="num">heartbeat</th></tr></thead><tbody>
+            ${c.nodes.map((n) => html`<tr data-testid="cluster-node" data-node=${n.nodeId}>
+              <td class="node-id">${n.nodeId}${n.nodeId === c.nodeId ? html` <span class="badge b-info" data-testid="this-node">this node</span>` : null}</td>
+              <td><${Badge} value=${n.live ? 'live' : 'down'} tone=${n.live ? 'ok' : 'bad'} /></td>
+              <td class="num">${n.accounts}</td><td class="num nowrap">${heartbeat(n.heartbeatAgeMs)}</td></tr>`)}
+          </tbody></table>
+          <p class="small muted">
+            ${c.unowned > 0 ? html`<${Badge} value=${`${c.unowned} without owner`} tone="warn" /> a takeover in progress: their calls wait for the new owner. `
+              : 'Every account has an owner. '}
+            This node owns ${c.ownedHere}.
+          </p>
+        </div>
+        <table data-testid="cluster-this-node"><thead><tr><th colspan="2">this node since it started</th></tr></thead><tbody>
+          <${Row} label="leases acquired" value=${l.acquired} testid="leases-acquired" />
+          <${Row} label="handed over" value=${l.handedOver} testid="leases-handed-over" />
+          <${Row} label="lost" value=${l.lost} testid="leases-lost" />
+          <${Row} label="takeovers" value=${l.takeovers} testid="takeovers" />
+          <${Row} label="calls forwarded" value=${k.forwarded} testid="calls-forwarded" />
+          <${Row} label="served for other nodes" value=${k.served} testid="calls-served" />
+          <${Row} label="unavailable (503)" value=${k.unavailable} testid="calls-unavailable" />
+        </tbody></table>
+      </div>
+    </div>`;
+}
