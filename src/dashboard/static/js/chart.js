@@ -18,6 +18,8 @@ export function TimeChart({ series, data, height = 300, xLabel = 'time', yValue,
     const el = box.current;
     const opts = {
       width: Math.max(300, el.clientWidth), height,
+      // Room on the right for half of the last time label (centred on the axis' end), else clipped.
+      padding: [null, 32, null, null],
       // At most windowSec ending at the latest point, at least 30 s (a lone first point is not
       // stretched over years), and no empty past before the first point.
       scales: {
