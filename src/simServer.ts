@@ -251,7 +251,14 @@ async function main(): Promise<void> {
       mkdirSync(args.data!, { recursive: true });
       const db = new Database(file);
       SqliteSimStore.configure(db);
-      return new SqliteSimStore(db);
+      // Fail-stop: after a failed commit the memory is ahead of the disk (simFailStop.ts); the process
+      // ends so that its restart starts from what is durable.
+      return new SqliteSimStore(db, {
+        onError: (err) => {
+          console.error(`simulator store: a commit failed (${oneLine(err)}); exiting to restart from what is on disk`);
+          process.exit(1);
+        },
+      });
     });
     startCheckpointer(file, { onError: (err) => console.error('WAL checkpointer stopped', err) });
   } else {

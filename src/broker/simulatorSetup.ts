@@ -18,6 +18,8 @@ export interface CreateSimulatorOptions {
   readonly driveMs?: number | false;
   /** Bookings made while it is open share one commit (SqliteSimStore). */
   readonly commitGroup?: CommitGroup;
+  /** The first failed write of the SQLite store, once: it refuses writes from then on (simFailStop.ts). */
+  readonly onStoreFailure?: (err: unknown) => void;
 }
 
 /** One simulator for this thread: config (and replay files) from disk, SQLite or memory
@@ -25,7 +27,9 @@ export interface CreateSimulatorOptions {
 export function createSimulator(options: CreateSimulatorOptions = {}): Simulator {
   const path = options.configPath ?? DEFAULT_CONFIG_PATH;
   const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
-  const store = options.db ? new SqliteSimStore(options.db, options.commitGroup ? { commitGroup: options.commitGroup } : {}) : new MemorySimStore();
+  const store = options.db
+    ? new SqliteSimStore(options.db, { ...(options.commitGroup ? { commitGroup: options.commitGroup } : {}), ...(options.onStoreFailure ? { onError: options.onStoreFailure } : {}) })
+    : new MemorySimStore();
   const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
   if (options.driveMs !== false) sim.start(options.driveMs ?? 20);
   return sim;

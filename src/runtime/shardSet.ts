@@ -148,7 +148,7 @@ class Shard {
         this.outbox.push({ id, op: p.op, args: p.args });
       } else {
         this.pending.delete(id);
-        p.reject(apiError('SERVICE_UNAVAILABLE', 'the account runtime restarted before replying; retry'));
+        p.reject(apiError('SERVICE_UNAVAILABLE', 'the account runtime restarted before replying; retry', { headers: { 'retry-after': '1' } }));
       }
     }
     // Back off only when crash-looping, so a single crash is repaired at once.

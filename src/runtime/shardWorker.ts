@@ -3,7 +3,7 @@
 // shard's actors and serves commands over the MessagePort it was handed, so requests bypass
 // Piscina's task queue and reach the account's actors with one message hop.
 import { errorMessage } from '../util/errorMessage.js';
-import { toWire } from '../errors.js';
+import { apiError, toWire } from '../errors.js';
 import { createLogger } from '../log.js';
 import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
@@ -52,8 +52,19 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   // Cluster mode: the accounts whose leases this node holds; they change by shard.adopt / shard.release.
   const owned = init.owned === undefined ? undefined : new Set(init.owned);
   const commitGroup = new CommitGroup();
+  // Fail-stop: set when the simulator's store failed a commit (its memory is then ahead of the
+  // disk); the shard answers nothing more from that memory and ends, and its supervisor restarts it.
+  let failed: unknown;
+  let end: ((err: unknown) => void) | undefined;
   const ctx: ShardContext = {
     commitGroup,
+    fatal: (err) => {
+      if (failed !== undefined) return;
+      failed = err;
+      log.error('simulator store: a commit failed; the shard stops and restarts from what is on disk', { err: errorMessage(err) });
+      // After this turn: the failed commit's waiters are answered first.
+      setImmediate(() => end?.(err));
+    },
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
     emit(ev) {
       events.push(ev);
@@ -92,6 +103,10 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     queueFlush();
   };
   const handle = (req: RequestMsg) => {
+    if (failed !== undefined) {
+      reply({ id: req.id, ok: false, error: toWire(RESTARTING) });
+      return;
+    }
     const fn = handlers[req.op] as ((a: unknown) => unknown) | undefined;
     if (!fn) {
       reply({ id: req.id, ok: false, error: { code: 'INTERNAL_ERROR', message: `unknown shard command ${req.op}` } });
@@ -120,20 +135,31 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   };
 
   const chunks = requestChunks(commitGroup, handle);
-  return new Promise((resolve) => {
+  const shutdown = () => {
+    chunks.drain();
+    for (const h of hosts) h.stop();
+    clearInterval(statsTimer);
+    stats.stop();
+    flush();
+    db.close();
+    port.close();
+  };
+  return new Promise((resolve, reject) => {
+    end = (err) => {
+      try {
+        shutdown();
+      } finally {
+        reject(new Error(`simulator store failed a commit: ${errorMessage(err)}`));
+      }
+    };
     port.on('message', (msg: MainToShard) => {
       if (msg.t === 'req') {
         // Several requests at once (the main thread sends a turn's calls together under load):
         // in chunks, each chunk's bookings in one commit and its replies in one message.
         chunks.run(msg.batch);
       } else if (msg.t === 'stop') {
-        chunks.drain();
-        for (const h of hosts) h.stop();
-        clearInterval(statsTimer);
-        stats.stop();
-        flush();
-        db.close();
-        port.close();
+        if (failed !== undefined) return; // ending already
+        shutdown();
         resolve({ stopped: true });
       }
     });
@@ -141,3 +167,6 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     port.postMessage(ready);
   });
 }
+
+/** The answer to requests reaching a shard that is ending after a failed commit. */
+const RESTARTING = apiError('SERVICE_UNAVAILABLE', 'the account runtime is restarting after a failed write; retry', { headers: { 'retry-after': '1' } });

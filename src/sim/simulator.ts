@@ -176,14 +176,15 @@ export class SimServer implements AccountHost {
       currency: d.currency,
       leverage: d.leverage,
       createdMs: this.market.now,
-      balance: 0,
+      // The deposit's balance is in the account's first checkpoint, written at once: if the commit of
+      // its deal fails (the store then restarts from disk), the account still has its money.
+      balance: d.balance,
       credit: 0,
     };
     this.store.createAccount(data);
     const acc = new SimAccount(this, data, [], []);
     // The initial deposit is a balance deal, as on a real server.
     const deal: Deal = { ticket: this.nextId(), order: 0, position: 0, symbol: '', type: 'Balance', entry: 'balance', volume: 0, price: 0, timeMsc: this.market.now, magic: 0, comment: 'Initial deposit', commission: 0, swap: 0, profit: d.balance };
-    data.balance = d.balance;
     const change: SimChange = { balance: d.balance, deals: [deal], equity: { timeMsc: this.market.now, balance: d.balance, equity: d.balance } };
     this.store.apply(this.config.name, login, change);
     return acc;

@@ -189,3 +189,23 @@ export function decodeChange(text: string): SimChange {
   if (equity) c.equity = { timeMsc: equity[0], balance: equity[1], equity: equity[2] };
   return c;
 }
+
+// Keys and times of the journal's rows (simStore.ts).
+
+/** How far after a record's own time its journal row may be. */
+export const JOURNAL_SLACK_MS = 60_000;
+
+/** Sortable key of a request batch row. */
+export function batchKey(timeMs: number, seq: number): string {
+  return `${String(Math.max(0, timeMs)).padStart(15, '0')}:${String(seq).padStart(12, '0')}`;
+}
+
+/** Journal time of a change: the latest instant it carries. */
+export function journalTime(c: SimChange, fallback: number): number {
+  let t = fallback;
+  if (c.deals) for (const d of c.deals) t = Math.max(t, d.timeMsc);
+  if (c.orders) for (const o of c.orders) t = Math.max(t, o.doneMs ?? o.order.openTimeMsc);
+  if (c.equity) t = Math.max(t, c.equity.timeMsc);
+  if (c.request) t = Math.max(t, c.request.timeMsc);
+  return t;
+}

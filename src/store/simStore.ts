@@ -5,14 +5,16 @@ import type Database from 'better-sqlite3';
 import type { EquityPoint } from '../market/account.js';
 import type { Deal, Order, RequestLookup } from '../market/orders.js';
 import type { LoadedAccount, SimChange, SimPersistence, StoredAccount } from '../sim/persistence.js';
-import { decodeChange, encodeChange } from './simCodec.js';
+import { batchKey, decodeChange, encodeChange, JOURNAL_SLACK_MS, journalTime } from './simCodec.js';
 import { CHECKPOINT, CheckpointRowStore, notePending, type ReadCheckpoint } from './simCheckpoint.js';
 import { configureWal } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errorMessage.js';
 import type { CommitGroup } from './commitGroup.js';
 import { DirtyMarks, migrateDirtyMarks } from './simDirty.js';
 import { RequestRefs } from './requestRefs.js';
 import { newMirror, type Mirror } from './simMirror.js';
+import { FailStop } from './simFailStop.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -91,14 +93,16 @@ export class SqliteSimStore implements SimPersistence {
   private checkpointsPostponed = false;
   /** A pass for accounts left dirty by the last one (not due yet) when no commit comes to run it. */
   private lateCheckpoints: NodeJS.Timeout | undefined;
-  private readonly onError: (err: unknown) => void;
+  /** Poisoned by the first failed write: memory is then ahead of the disk (simFailStop.ts). */
+  private readonly failStop: FailStop;
 
   constructor(
     private readonly db: Database.Database,
+    /** onError: the first failed write, once (the store refuses writes from then on). */
     options: { groupCommit?: boolean; checkpointMs?: number; checkpointRows?: number; onError?: (err: unknown) => void; clock?: Clock; commitGroup?: CommitGroup } = {},
   ) {
     this.commitGroup = options.commitGroup;
-    this.onError = options.onError ?? ((err) => console.error('simulator store: commit failed', err));
+    this.failStop = new FailStop(options.onError ?? ((err) => console.error(`simulator store: a commit failed; refusing writes until restarted: ${errorMessage(err)}`)));
     this.groupCommit = options.groupCommit ?? true;
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.checkpointRows = Math.max(1, options.checkpointRows ?? 32);
@@ -141,8 +145,15 @@ export class SqliteSimStore implements SimPersistence {
     });
     const checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
     this.checkpointTx = (all: boolean) => {
+      this.failStop.check();
       this.checkpointed = [];
-      checkpointTx(all);
+      try {
+        checkpointTx(all);
+      } catch (err) {
+        // Its mirrors were changed as if it committed (marks, request batches): poisoned too.
+        this.failStop.poison(err);
+        throw err;
+      }
       // Committed: these accounts have no row after their checkpoint any more.
       for (const m of this.checkpointed) m.dirtyFrom = undefined;
       this.checkpointed = [];
@@ -161,6 +172,7 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   allocateIds(server: string, count: number): number {
+    this.failStop.check();
     return this.allocTx.immediate(server, count);
   }
 
@@ -205,8 +217,9 @@ export class SqliteSimStore implements SimPersistence {
   }
 
   flush(): void {
-    // Shutdown order is the host's business: a closed database has nothing left to flush to.
-    if (this.db.open) this.checkpoint();
+    // Shutdown order is the host's business: a closed database has nothing left to flush to, and a
+    // poisoned store nothing it may write.
+    if (this.db.open && !this.failStop.poisoned) this.checkpoint();
   }
 
   /** Write every pending checkpoint now (before closing the database, and in tests). */
@@ -351,12 +364,12 @@ export class SqliteSimStore implements SimPersistence {
     return this.durable;
   }
 
-  /** commitQueued from a timer or a turn's end: waiters get a failure, onError reports it. */
+  /** commitQueued from a timer or a turn's end: waiters get a failure, the store's poisoning reports it. */
   private commitReporting(): void {
     try {
       this.commitQueued();
-    } catch (err) {
-      this.onError(err);
+    } catch {
+      // Reported once, when it poisoned the store.
     }
   }
 
@@ -367,14 +380,19 @@ export class SqliteSimStore implements SimPersistence {
     const reject = this.rejectDurable;
     this.durable = this.resolveDurable = this.rejectDurable = null;
     try {
+      this.failStop.check();
       // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
       if (this.claims.length > 0) this.commitTx.immediate();
       else this.commitTx();
       this.marking = [];
       resolve?.();
     } catch (err) {
-      // Their marks went with the failed commit: the next commit of each writes it again.
-      for (const m of this.marking) m.marked = false;
+      // The memory now holds what the disk does not (the bookings, the mirrors): nothing more is
+      // written from it, and what was queued is dropped (the shard restarts from disk).
+      this.failStop.poison(err);
+      this.queue = [];
+      this.claims = [];
+      this.claimsBooked = [];
       this.marking = [];
       reject?.(err);
       throw err;
@@ -393,7 +411,7 @@ export class SqliteSimStore implements SimPersistence {
     this.checkpointsQueued = true;
     setImmediate(() => {
       this.checkpointsQueued = false;
-      if (!this.db.open) return;
+      if (!this.db.open || this.failStop.poisoned) return;
       try {
         // Changes queued meanwhile are committed first, and their waiters answered before the
         // checkpoints (a turn later; only once, so a busy shard still gets its checkpoints).
@@ -405,8 +423,8 @@ export class SqliteSimStore implements SimPersistence {
         this.checkpointsPostponed = false;
         this.commitQueued();
         this.checkpointTx(false);
-      } catch (err) {
-        this.onError(err);
+      } catch {
+        // Reported once, when it poisoned the store.
       }
       if (this.checkpointsLeft) {
         this.checkpointsLeft = false;
@@ -423,7 +441,7 @@ export class SqliteSimStore implements SimPersistence {
    * dirty: a quiet shard checkpoints them and stops; idle, nothing runs.
    */
   private checkpointLater(): void {
-    if (this.lateCheckpoints || this.dirtyMirrors.size === 0 || !this.db.open) return;
+    if (this.lateCheckpoints || this.dirtyMirrors.size === 0 || !this.db.open || this.failStop.poisoned) return;
     this.lateCheckpoints = setTimeout(() => {
       this.lateCheckpoints = undefined;
       this.scheduleCheckpoints();
@@ -475,22 +493,4 @@ export class SqliteSimStore implements SimPersistence {
     const row = this.st.journalRow.get(server, ref[0], login, ref[1]) as { data: string } | undefined;
     return row ? (decodeChange(row.data).request ?? null) : null;
   }
-}
-
-/** How far after a record's own time its journal row may be. */
-const JOURNAL_SLACK_MS = 60_000;
-
-/** Sortable key of a request batch row. */
-function batchKey(timeMs: number, seq: number): string {
-  return `${String(Math.max(0, timeMs)).padStart(15, '0')}:${String(seq).padStart(12, '0')}`;
-}
-
-/** Journal time of a change: the latest instant it carries. */
-function journalTime(c: SimChange, fallback: number): number {
-  let t = fallback;
-  if (c.deals) for (const d of c.deals) t = Math.max(t, d.timeMsc);
-  if (c.orders) for (const o of c.orders) t = Math.max(t, o.doneMs ?? o.order.openTimeMsc);
-  if (c.equity) t = Math.max(t, c.equity.timeMsc);
-  if (c.request) t = Math.max(t, c.request.timeMsc);
-  return t;
 }

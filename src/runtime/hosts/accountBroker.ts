@@ -39,7 +39,9 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   }
   // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it.
   const path = ctx.settings.simConfigPath;
-  const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}) });
+  const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
+    ...(ctx.fatal ? { onStoreFailure: ctx.fatal } : {}),
+  });
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),
     injectFault: (spec) => sim.faults.set(spec).id,

@@ -23,6 +23,10 @@ export interface ShardContext {
   leased?: boolean;
   /** Open while the shard works through a batch of requests: bookings then share one commit. */
   commitGroup?: CommitGroup;
+  /** The shard cannot go on from its memory (the simulator's store failed a commit, so the memory
+   *  is ahead of the disk): it stops, and its supervisor restarts it from SQLite. Absent: the
+   *  store only refuses writes (tests of a host in their own thread restart it themselves). */
+  fatal?(err: unknown): void;
   /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
   accounts?: AccountRegistry;
 }
