@@ -123,7 +123,8 @@ describe('a tenancy write and its audit row: one transaction', () => {
     const first = await seat('right-password');
     expect(first.status).toBe(201);
     const firstId = ((await first.json()) as { id: string }).id;
-    expect((await fetch(`${url}/v1/seats/${firstId}`, { method: 'DELETE', headers: mgmt })).status).toBe(200);
+    const removed = await fetch(`${url}/v1/seats/${firstId}`, { method: 'DELETE', headers: mgmt });
+    expect(removed.status, await removed.clone().text()).toBe(200);
     const refused = await seat('wrong-password');
     const error = ((await refused.json()) as { error: string }).error;
     expect({ status: refused.status, error }).toEqual({ status: 400, error: 'BROKER_AUTH_FAILED' });
