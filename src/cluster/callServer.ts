@@ -13,7 +13,7 @@ import type { CallEnvelope, CallReply } from './callForwarder.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
 import type { OwnerStreams } from './ownerStreams.js';
-import { NotHeldError, ReplacedError } from './moves.js';
+import { NotHeldError } from './moves.js';
 import { partSize, ReplyParts, type PartRequest } from './replyParts.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
@@ -39,6 +39,9 @@ export interface CallServerOptions {
 
 export class CallServer {
   private subs: Subscription[] = [];
+  private calls: Subscription | undefined;
+  /** Forwarded calls received and not answered yet. */
+  private readonly answering = new Set<Promise<void>>();
   /** Large replies waiting for their parts to be fetched. */
   private readonly parts: ReplyParts;
 
@@ -50,25 +53,39 @@ export class CallServer {
   serve(): void {
     if (this.subs.length) return;
     const nc = this.opts.link.nc;
-    this.subs.push(nc.subscribe(SUBJECTS.nodeCall(this.opts.nodeId), {
+    // Exactly one process of this NODE_ID gets each call (a queue group per id): two may listen for a
+    // while (a restarted process beside a frozen or not yet exited one), and the one without the lease
+    // answers "not held here" only for a call it alone got and did not run, so the caller's re-send
+    // cannot run it a second time at the other (an order without clientOrderId placed twice).
+    const call = SUBJECTS.nodeCall(this.opts.nodeId);
+    this.calls = nc.subscribe(call, {
+      queue: call,
       callback: (err, msg) => {
-        if (err) this.opts.log.error('forwarded-call subscription ended', { err: errorMessage(err) });
-        else void this.answer(msg);
+        if (err) return this.opts.log.error('forwarded-call subscription ended', { err: errorMessage(err) });
+        const answered = this.answer(msg).finally(() => this.answering.delete(answered));
+        this.answering.add(answered);
       },
-    }));
+    });
+    this.subs.push(this.calls);
     // A node back from a lapse: what its sockets held here goes (as for a departed node) before it replays them.
+    // Every process of the id (no queue group): forgetting is idempotent, and the one holding the
+    // leases, whichever it is, must drop what the node held.
     this.subs.push(nc.subscribe(SUBJECTS.nodeForget(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) return;
         void this.opts.streams.forgetNode(msg.string()).finally(() => msg.respond('ok'));
       },
     }));
+    // Every process of the id (no queue group): only the one that answered the call keeps its parts,
+    // and it alone answers (another process of the id, a twin, stays silent on an id not its own).
     this.subs.push(nc.subscribe(SUBJECTS.nodePart(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) return this.opts.log.error('reply-part subscription ended', { err: errorMessage(err) });
         let chunk: Uint8Array | null = null;
         try {
-          chunk = this.parts.take(msg.json<PartRequest>());
+          const req = msg.json<PartRequest>();
+          if (!this.parts.mine(req?.id)) return;
+          chunk = this.parts.take(req);
         } catch {
           chunk = null;
         }
@@ -103,9 +120,8 @@ export class CallServer {
         reply = epoch === undefined ? { ok: true, result } : { ok: true, result, epoch };
       }
     } catch (err) {
-      // The newer process of this node's id answers it (this one stops at its next lease round).
-      if (err instanceof ReplacedError) return;
-      // Refused before it ran (handing over, lease lapsed): the caller waits for the next owner.
+      // Refused before it ran (handing over, lease lapsed, or a newer process of this id holds it):
+      // the caller sends it again, which the queue group makes safe (no other process of the id got it).
       reply = err instanceof NotHeldError ? { ok: false, notOwner: true, owner: null } : { ok: false, error: toWire(err) };
     }
     this.opts.stats.served++;
@@ -124,10 +140,29 @@ export class CallServer {
     }
   }
 
+  /** Takes no more forwarded calls and answers those it has (each, being fenced, "not held here"),
+   *  within `limitMs`: a process taken over stops so, since the id's queue group gave those calls to
+   *  it alone (unanswered, each would wait the call bound and end in a 503 of unknown outcome). */
+  async stopCalls(limitMs: number): Promise<void> {
+    const sub = this.calls;
+    this.calls = undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, limitMs)));
+    const answered = (async () => {
+      // drain, not unsubscribe: the calls nats-server sent before it took the unsubscription still arrive.
+      await sub?.drain().catch(() => undefined);
+      await Promise.all([...this.answering]);
+      await this.opts.link.nc.flush().catch(() => undefined);
+    })();
+    await Promise.race([answered, bound]);
+    clearTimeout(timer);
+  }
+
   /** Stops answering forwarded calls; drops the large replies not fetched yet. */
   close(): void {
-    for (const sub of this.subs) sub.unsubscribe();
+    for (const sub of this.subs) if (!sub.isClosed()) sub.unsubscribe();
     this.subs = [];
+    this.calls = undefined;
     this.parts.clear();
   }
 }

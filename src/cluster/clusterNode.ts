@@ -170,7 +170,9 @@ export class ClusterNode {
         superseded: (err) => {
           if (!node) return;
           node.supersededBy = err;
-          node.onSuperseded(err.message);
+          // The forwarded calls in hand are this process's alone (the id's queue group): answered
+          // ("not held here": fenced) before it stops, so their callers send them on at once.
+          void (node.wired?.nats.router.stopServing(o.settings.ownerWaitMs) ?? Promise.resolve()).finally(() => node?.onSuperseded(err.message));
         },
         lost: (leases, reason) => {
           void node?.release(leases.map((l) => l.accountId), `lost (${reason})`);

@@ -20,7 +20,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import { reachOf } from './commandReach.js';
 import type { IdempotencyLedger } from './idempotencyLedger.js';
 import type { Lease } from './leases.js';
-import { NotHeldError, ReplacedError } from './moves.js';
+import { NotHeldError } from './moves.js';
 import type { LocalShards } from './router.js';
 
 export interface FencedShardsOptions {
@@ -34,8 +34,8 @@ export interface FencedShardsOptions {
    *  broker call at once (default 250 ms). Kept well under a renewal period: with a short lease (1.5 s,
    *  renewed every 0.5 s) a margin of a second refused trades between renewals while the node held it. */
   dispatchMarginMs?: number;
-  /** Whether a newer process took this node's NODE_ID over (asked when PostgreSQL fenced a claim or
-   *  a change): its refusal then is no answer of the id's (ReplacedError). */
+  /** Asked when PostgreSQL fenced a claim or a change: whether a newer process took this node's
+   *  NODE_ID over (if so the caller stops this process at once, not at its next lease round). */
   replaced?: () => Promise<boolean>;
   log: Logger;
 }
@@ -109,15 +109,16 @@ export class FencedShards implements LocalShards {
       this.o.log.warn('lease check failed: account change not made', { accountId: key, err: errorMessage(err) });
       throw apiError('SERVICE_UNAVAILABLE', 'the cluster database cannot be reached, so the change was not made; retry', { headers: { 'retry-after': '1' } });
     });
-    if (!held) throw await this.fenced(key);
+    if (!held) throw this.fenced(key);
     return run();
   }
 
-  /** PostgreSQL said the lease is not this node's at its epoch: NotHeldError, or ReplacedError when a
-   *  newer process of this NODE_ID holds it (it listens on the same subject and may run this call). */
-  private async fenced(key: string): Promise<NotHeldError> {
-    const replaced = await this.o.replaced?.().catch(() => false);
-    return replaced === true ? new ReplacedError(key) : notOwner(key);
+  /** PostgreSQL said the lease is not this node's at its epoch: NotHeldError, answered "not held here"
+   *  (a forwarded call reached this process alone: callServer.ts's queue group). A newer process of
+   *  this NODE_ID may hold it: `replaced` stops this one then. */
+  private fenced(key: string): NotHeldError {
+    void this.o.replaced?.().catch(() => false);
+    return notOwner(key);
   }
 
   private trade(key: string, lease: Lease, a: TradeArgs, opts?: CallOptions): Promise<TradeReply> {
@@ -175,7 +176,7 @@ export class FencedShards implements LocalShards {
       throw noLedger();
     });
     switch (claim.kind) {
-      case 'fenced': throw await this.fenced(key);
+      case 'fenced': throw this.fenced(key);
       case 'replay': return order.replay(claim.status, claim.resultJson);
       case 'mismatch': throw apiError('IDEMPOTENCY_KEY_REUSED', `clientOrderId ${clientOrderId} was used with other parameters`);
       case 'uncertain': throw uncertain(clientOrderId);

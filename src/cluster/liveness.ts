@@ -24,6 +24,8 @@ export class Liveness {
 
   /** Starts answering for this process (once it may: after its start was allowed). */
   async answer(nodeId: string, incarnation: number): Promise<void> {
+    // Every process of the id (no queue group): a start asks whether an earlier one still answers,
+    // and that one must hear it beside the new one.
     this.sub ??= this.link.nc.subscribe(SUBJECTS.nodeAlive(nodeId), {
       callback: (err, m) => {
         if (!err) m.respond(String(incarnation));

@@ -15,11 +15,6 @@ export class NotHeldError extends ApiError {
   }
 }
 
-/** NotHeldError of a process whose NODE_ID a newer process took over (this one was frozen): both
- *  listen on the id's call subject, and the newer one may be running this very call, so this one
- *  does not answer it (a "not held here" would have the caller send it again: a second order). */
-export class ReplacedError extends NotHeldError {}
-
 /**
  * A call sent to an owner that has not answered when the account moved on: may the new owner run it
  * while the old one may still be (a live owner finishing a slow call)? A trade (commandReach.ts) only

@@ -17,6 +17,9 @@ export function partSize(maxPayload: number | undefined): number {
 
 export class ReplyParts {
   private readonly kept = new Map<string, { chunks: Uint8Array[]; timer: NodeJS.Timeout }>();
+  /** Begins every id this process hands out: a request for another's (a twin process of the node
+   *  id, which listens on the same subject) is not this one's to answer. */
+  private readonly prefix = `${randomUUID()}.`;
 
   constructor(private readonly ttlMs: number) {}
 
@@ -24,11 +27,16 @@ export class ReplyParts {
   keep(bytes: Uint8Array, size: number): PartsHandle {
     const chunks: Uint8Array[] = [];
     for (let at = 0; at < bytes.length; at += size) chunks.push(bytes.subarray(at, at + size));
-    const id = randomUUID();
+    const id = this.prefix + randomUUID();
     const timer = setTimeout(() => this.kept.delete(id), this.ttlMs);
     timer.unref();
     this.kept.set(id, { chunks, timer });
     return { id, parts: chunks.length };
+  }
+
+  /** Whether `id` was handed out by this process (kept, fetched or expired since). */
+  mine(id: unknown): boolean {
+    return typeof id === 'string' && id.startsWith(this.prefix);
   }
 
   /** Part `i` (the last one fetched frees the reply); null when unknown or expired. */

@@ -116,6 +116,11 @@ export class AccountRouter {
   }
 
   /** Starts answering the calls other nodes forward here. */
+  /** Takes no more forwarded calls, answering those in hand (CallServer.stopCalls). */
+  stopServing(limitMs: number): Promise<void> {
+    return this.server.stopCalls(limitMs);
+  }
+
   serve(): void {
     this.server.serve();
   }

@@ -143,7 +143,8 @@ describe('a node started again under its NODE_ID', () => {
       // Orders without clientOrderId through the other node while the resumed process still listens
       // under the id: each placed once, by the new process. Before: the resumed one, its claims
       // fenced, answered them "not held here" first, the other node sent each again, and the new
-      // process placed every copy (3 requests, 36 orders).
+      // process placed every copy (3 requests, 36 orders). Now each reaches one process of the id
+      // (callServer.ts's queue group): a refusal means it ran nothing there, and the re-send is safe.
       const tags = ['resumed-1', 'resumed-2', 'resumed-3'];
       const unkeyed = await Promise.all(tags.map((comment) => unkeyedOrder(env.cluster.node(others[0]!).url, comment)));
       // Resumed: its next heartbeat finds the id taken over, and it stops.
