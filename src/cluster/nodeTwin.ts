@@ -40,8 +40,9 @@ export async function replacedBy(q: Queryable, nodeId: string, incarnation: numb
 /**
  * Before this process writes its node row: when an earlier process's heartbeat is younger than the
  * lease, asks that process over NATS (`ask`, liveness.ts): an answer from another incarnation is a
- * second live process, and the start is refused (NodeIdInUseError); none while NATS answered (a dead
- * process, or a frozen or cut-off one) lets this process take over at once. Only when NATS does not
+ * second live process, and the start is refused (NodeIdInUseError); nobody listening (a dead
+ * process), or no answer to two questions in a row while NATS answered (a frozen or cut-off one),
+ * lets this process take over at once. Only when NATS does not
  * answer either (or without `ask`) does it wait until the earlier process would have heartbeated
  * again (a renewal period, a third of the lease, and half of one to spare, from its last) and refuse
  * the start if it did. One taken over that was only late (a loaded machine) is fenced all the same:
@@ -50,7 +51,10 @@ export async function replacedBy(q: Queryable, nodeId: string, incarnation: numb
 export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number, ask?: () => Promise<Alive>): Promise<void> {
   const first = await lastBeat(q, nodeId);
   if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return;
-  const alive = ask ? await ask() : 'unknown';
+  let alive = ask ? await ask() : 'unknown';
+  // One question unanswered may be a live process whose event loop stalled past the bound (a loaded
+  // machine): asked once more, as forwarding does (two misses in a row), before it is taken over.
+  if (alive === 'silent' && ask) alive = await ask();
   if (alive === 'gone' || alive === 'silent') return;
   if (alive !== 'unknown') {
     if (alive.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
