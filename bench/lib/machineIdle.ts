@@ -1,7 +1,7 @@
 // The share of the whole machine's CPU time left idle over a window (Linux /proc/stat, all CPUs):
 // beside a throughput it tells a rate bound by CPU (idle near 0) from one bound by hand-offs
 // between threads and processes, where every thread waits on another and the CPUs idle meanwhile
-// (docs/accounts-and-trading.md, "Why the concurrent ratio did not move"). Not Linux: null.
+// (docs/orders-performance.md, "Why the p99 and concurrent goals are not shown met here"). Not Linux: null.
 import { readFileSync } from 'node:fs';
 
 function cpuLine(): number[] | null {
