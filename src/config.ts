@@ -101,6 +101,10 @@ export const configSchema = z.object({
   streamSweepMs: int(1, 10_000).default(20),
   streamSubscribeTimeoutMs: int(100, 120_000).default(10_000),
   streamSnapshotTimeoutMs: int(100, 120_000).default(15_000),
+  /** Cluster mode: how long a fresh socket's snapshot waits for the cluster (the account's role being
+   *  taken; on the owner, its numbered frames stored in JetStream while events keep arriving faster
+   *  than it acknowledges); then an ERROR frame and close 4010 (docs/cluster.md). */
+  streamSnapshotStoreWaitMs: int(100, 120_000).default(3_000),
   /** How often open /v1/stream sockets re-check that their API key is not revoked. */
   streamKeyCheckMs: int(50, 600_000).default(5_000),
   /** Resume history per account (docs/stream.md "History"): at most this many account events, none
@@ -167,7 +171,7 @@ const ENV: Record<string, keyof Config> = {
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',
   CALENDAR_FILE: 'calendarFile', CALENDAR_TIME_ZONE: 'calendarTimeZone',
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
-  STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs',
+  STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs', STREAM_SNAPSHOT_STORE_WAIT_MS: 'streamSnapshotStoreWaitMs',
   STREAM_HISTORY_MAX_EVENTS: 'streamHistoryMaxEvents', STREAM_HISTORY_MAX_AGE_MS: 'streamHistoryMaxAgeMs',
   CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',

@@ -181,7 +181,11 @@ export class AccountEvents {
 
   /** A socket's account stream begins: held for a resume message, resumed, or fresh. */
   start(sock: Sock): void {
-    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) return;
+    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) {
+      // Cluster: the account's role is being taken (JetStream read); a fresh socket's wait is bounded.
+      if (sock.since === null) this.boundSnapshotWait(sock);
+      return;
+    }
     if (sock.since === 'message') sock.stream = 'held';
     else if (sock.since) this.resume(sock, sock.since);
     else this.startFresh(sock);
@@ -273,6 +277,7 @@ export class AccountEvents {
       this.sendSnapshot(sock);
       return;
     }
+    this.endSnapshotWait(sock); // the shard's lists: bounded by streamSnapshotTimeoutMs, answered as such
     this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
       (snap) => {
         this.topics.noteServer(snap.server);
@@ -311,12 +316,15 @@ export class AccountEvents {
     if (h.sent < h.seq && this.shared) {
       // Cluster owner: the lists are as of numbered frames not stored in JetStream yet. A snapshot
       // at that seq would place the client past what a new owner continues from (it would skip
-      // that owner's own frames of those numbers): it waits for the store (one ack, or its timeout).
+      // that owner's own frames of those numbers): it waits for the store (one ack, or its timeout),
+      // and again while events keep arriving faster than JetStream acknowledges, up to a bound.
+      this.boundSnapshotWait(sock);
       this.shared.afterStores(() => {
         if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
       });
       return;
     }
+    this.endSnapshotWait(sock);
     const clock = this.topics.clockOf(acc);
     sock.cursor = h.seq;
     sock.stream = 'live';
@@ -327,6 +335,29 @@ export class AccountEvents {
       if (!this.out.sendText(sock, accountFrame('POSITIONS', h.seq, h.epoch, pos))) return;
       if (acc.platform === 'P5') this.out.sendText(sock, accountFrame('ORDERS', h.seq, h.epoch, ord()));
     });
+  }
+
+  /** A fresh socket's snapshot waits for the cluster (the account's role being taken, the owner's
+   *  frames being stored in JetStream) at most `streamSnapshotStoreWaitMs` from the first wait; past
+   *  it the socket is told (ERROR, then 4010: the client reconnects), never left silent. What still
+   *  waits for it (the role's promise, the store chain) finds it closed and ends. */
+  private boundSnapshotWait(sock: Sock): void {
+    if (sock.snapshotWait) return;
+    const ms = this.deps.config.streamSnapshotStoreWaitMs;
+    sock.snapshotWait = setTimeout(() => {
+      sock.snapshotWait = null;
+      if (sock.closed || sock.stream !== 'waiting') return;
+      sock.stream = 'none';
+      this.deps.log.warn('stream snapshot not ready in time', { accountId: sock.acc.id, waitMs: ms });
+      this.out.errorFrame(sock, 'SERVICE_UNAVAILABLE', `initial snapshot unavailable: the cluster's account history (JetStream) did not catch up within ${ms} ms; reconnect`);
+      this.out.end(sock, 'ACCOUNT_UNAVAILABLE');
+    }, ms);
+    sock.snapshotWait.unref?.();
+  }
+
+  endSnapshotWait(sock: Sock): void {
+    if (sock.snapshotWait) clearTimeout(sock.snapshotWait);
+    sock.snapshotWait = null;
   }
 
   /**

@@ -207,6 +207,7 @@ export class StreamHub {
     const sock = ws.getUserData().sock;
     if (!sock) return;
     sock.closed = true;
+    this.events.endSnapshotWait(sock);
     this.sockets.delete(sock);
     this.out.forget(sock);
     const acc = sock.acc;

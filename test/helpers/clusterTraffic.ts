@@ -18,8 +18,8 @@ export interface Answer extends Attempt {
 
 /** One /OrderSend through `node`, the clientOrderId also in the comment (the broker keeps it: the
  *  ledger's key). A request that gets no answer is 'refused'. */
-export async function orderVia(node: Pick<ClusterNode, 'id' | 'url'>, acct: ClusterAccount, clientOrderId: string, timeoutMs = 20_000): Promise<Answer> {
-  const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01', clientOrderId, comment: clientOrderId });
+export async function orderVia(node: Pick<ClusterNode, 'id' | 'url'>, acct: ClusterAccount, clientOrderId: string, timeoutMs = 20_000, operation: 'Buy' | 'Sell' = 'Buy'): Promise<Answer> {
+  const q = new URLSearchParams({ id: acct.id, symbol: 'BTCUSD', operation, volume: '0.01', clientOrderId, comment: clientOrderId });
   const sentAt = Date.now();
   try {
     const r = await fetch(`${node.url}/OrderSend?${q}`, { headers: { 'x-api-key': acct.key }, signal: AbortSignal.timeout(timeoutMs) });

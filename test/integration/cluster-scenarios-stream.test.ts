@@ -1,11 +1,13 @@
 // Issue 20's stream scenarios with three gateway processes in cluster mode, a simulator process,
 // real nats-server and PostgreSQL: a /v1/stream socket on a node that does not own the account
 // sees the frames a socket on the owner sees; sockets on the survivors of a killed owner keep
-// streaming from the new owner; a snapshot taken while the owner's frames wait for JetStream.
+// streaming from the new owner; a snapshot taken while the owner's frames wait for JetStream, and
+// one whose wait for JetStream has no end (answered past its bound).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.js';
 import { expectAccountStream, mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
+import { until } from '../helpers/until.js';
 
 const env = useCluster();
 let acct: ClusterAccount;
@@ -52,6 +54,55 @@ describe('three nodes: streams', () => {
       await Promise.all(Object.values(sockets).map((s) => s.close()));
     }
   }, 90_000);
+
+  it('a fresh socket on the owner while the account\'s events keep coming faster than JetStream stores them (nats-server frozen): an ERROR frame and close 4010 past STREAM_SNAPSHOT_STORE_WAIT_MS, never silence; after the thaw a new socket gets its snapshot', async () => {
+    const { owner } = await env.cluster.roles(acct.id);
+    const node = env.cluster.node(owner);
+    const sockets: StreamClient[] = [];
+    // The owner numbers the account's frames (its role taken, JetStream read) before the freeze.
+    expect((await orderVia(node, acct, 'busy-before')).status).toBe(200);
+    let answered = false;
+    env.engines.nats.freeze();
+    try {
+      // Orders on the owner while JetStream stores nothing: each store waits for its ack timeout,
+      // and a later event is numbered before it ends, so the snapshot is never caught up with.
+      let placed = 0;
+      const busy = (async () => {
+        for (let i = 0; !answered && i < 400; i++, placed++) {
+          // Buys and sells in turn (the account's margin holds), a few a second: more events than
+          // JetStream's ack timeout lets by, fewer than the account's money runs out at.
+          const sent = await orderVia(node, acct, `busy-${i}`, 20_000, i % 2 ? 'Sell' : 'Buy');
+          expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      })();
+      await until(() => placed > 0, 'an order placed while frozen', 20_000);
+      const client = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
+      sockets.push(client);
+      try {
+        // A generous ceiling (the bound is 3 s by default): before, the socket waited with no answer.
+        await client.until((c) => c.closed, 30_000, 'the socket closed for want of its snapshot');
+      } finally {
+        answered = true;
+        await busy;
+      }
+      expect(client.closed!.code).toBe(4010);
+      expect(client.of('ERROR').at(-1)?.data).toMatchObject({ error: 'SERVICE_UNAVAILABLE' });
+      expect(client.of('POSITIONS')).toStrictEqual([]);
+    } finally {
+      answered = true;
+      env.engines.nats.thaw();
+    }
+    // The fault cleared: a new socket on the owner gets its snapshot (the stores ended, acknowledged or timed out).
+    const again = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
+    sockets.push(again);
+    try {
+      await again.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 20_000, 'the snapshot after the thaw');
+      expect(again.closed).toBeNull();
+    } finally {
+      await Promise.all(sockets.map((s) => s.close()));
+    }
+  }, 120_000);
 
   it('SIGKILL of the owner: sockets on both survivors (the new owner and the other) keep their account stream without a gap and get the trade of an order placed after the takeover', async () => {
     const { owner, others } = await env.cluster.roles(acct.id);
