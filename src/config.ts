@@ -104,7 +104,7 @@ export const configSchema = z.object({
   /** Cluster mode: how long a fresh socket's snapshot waits for the cluster (the account's role being
    *  taken; on the owner, its numbered frames stored in JetStream while events keep arriving faster
    *  than it acknowledges); then an ERROR frame and close 4010 (docs/cluster.md). */
-  streamSnapshotStoreWaitMs: int(100, 120_000).default(3_000),
+  streamSnapshotStoreWaitMs: int(100, 120_000).default(10_000),
   /** How often open /v1/stream sockets re-check that their API key is not revoked. */
   streamKeyCheckMs: int(50, 600_000).default(5_000),
   /** Resume history per account (docs/stream.md "History"): at most this many account events, none

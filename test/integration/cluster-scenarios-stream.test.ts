@@ -9,7 +9,8 @@ import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.
 import { expectAccountStream, mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
 import { until } from '../helpers/until.js';
 
-const env = useCluster();
+// The snapshot bound short, so the frozen-JetStream case below ends in seconds (default 10 s).
+const env = useCluster({ env: { STREAM_SNAPSHOT_STORE_WAIT_MS: '3000' } });
 let acct: ClusterAccount;
 beforeAll(async () => {
   acct = await env.cluster.account();
