@@ -103,7 +103,7 @@ export interface Sock {
   /** The last account seq this socket got (or that its snapshot covered). */
   cursor: number;
   /** Cluster owner: the bound on its snapshot's wait for JetStream's stores (AccountEvents.sendSnapshot). */
-  snapshotWait?: ReturnType<typeof setTimeout> | null;
+  snapshotWait: ReturnType<typeof setTimeout> | null;
   /** Cluster mode: frames of a resume replayed from the shared history (JetStream) not sent yet;
    *  sent as the socket drains, before what this node's memory holds after them. */
   backlog: { entries: readonly HistoryEntry[]; next: number } | null;
