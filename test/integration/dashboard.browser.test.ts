@@ -332,6 +332,12 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
       // The nav sits on top at its own height, not stretched over a short page.
       expect((await page.locator('.side').boundingBox())!.height, r).toBeLessThan(160);
       if (r === 'keys') await browser.shot(page, '10-keys-390px');
+      if (r === 'overview') {
+        // The requests-per-family table fits its panel: no column cut off behind a sideways scroll.
+        const families = page.locator('.panel', { has: page.locator('[data-testid=families]') });
+        expect(await families.evaluate((e) => e.scrollWidth - e.clientWidth), 'families panel').toBe(0);
+        await browser.shot(page, '13-overview-390px');
+      }
     }
     // At 1440 px the long label wraps: every row's actions stay inside the keys panel.
     await page.setViewportSize({ width: 1440, height: 900 });

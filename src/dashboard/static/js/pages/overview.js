@@ -91,11 +91,11 @@ export function Overview({ title }) {
     </div>
     <div class="panel">
       <h2>Requests per route family <span class="muted small">p99 over the last 2 s (since start when idle)</span></h2>
-      <table data-testid="families"><thead><tr><th>family</th><th class="num">req/s</th><th class="num">p99</th><th class="num">requests</th><th class="num">errors (4xx/5xx)</th></tr></thead><tbody>
+      <table data-testid="families"><thead><tr><th>family</th><th class="num">req/s</th><th class="num">p99</th><th class="num wide-only">requests</th><th class="num" title="answers with a 4xx or 5xx status">errors</th></tr></thead><tbody>
         ${stats.length === 0 ? html`<tr><td colspan="5" class="empty">No requests yet.</td></tr>` : stats.map((r) => html`<tr>
           <td>${r.family}</td><td class="num">${r.rate === undefined ? '—' : r.rate.toFixed(1)}</td>
           <td class="num">${ms(r.p99)}${r.p99Window ? '' : html` <span class="muted small">(all)</span>`}</td>
-          <td class="num">${r.total}</td><td class="num">${r.errors}</td></tr>`)}
+          <td class="num wide-only">${r.total}</td><td class="num">${r.errors}</td></tr>`)}
       </tbody></table>
     </div>`;
 }
