@@ -1,4 +1,5 @@
 // npm run bench -- http [--seconds N] [--orders N] [--shards N | --shards 1,2,4 | --shards curve]
+//                       [--sequential [--pairs N]]
 // Throughput of cached /GetQuote and /AccountSummary against a bare uWS route returning a
 // constant (same process, same run), and /OrderSend round-trip latency (through the shard, the
 // simulator and the durable idempotency record) beside the bare route's and beside a floor (a bare
@@ -13,11 +14,12 @@ import uws from 'uWebSockets.js';
 import { parseConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { createLogger } from '../src/log.js';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { mountOrderFloor } from './lib/orderFloor.js';
 import { threadCpuWindow } from './lib/threadCpu.js';
 import { machineIdleWindow } from './lib/machineIdle.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
+import { floorFirst, pairedRatios } from './lib/pairedBlocks.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -35,6 +37,10 @@ const curve = shardsArg === 'curve'
   ? Array.from({ length: availableParallelism() }, (_, i) => i + 1)
   : shardsArg.includes(',') ? shardsArg.split(',').map(Number) : null;
 const shards = curve ? 0 : Number(shardsArg);
+// --sequential: only the sequential idempotent orders and the floor, in --pairs alternating blocks of
+// --orders each (after the same warm-up as the full run): a fast A/B of the p99 goal (issue 19 item 4).
+const sequentialOnly = process.argv.includes('--sequential');
+const pairCount = arg('pairs', 4);
 const MK = 'bench-management-key-0123456789';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-http-'));
@@ -147,6 +153,39 @@ const plainAccounts = await g.accounts(seqAccounts);
 const account = orderAccounts[0]!;
 // Warm the quote cache path and the account connection.
 await g.api('GET', `/GetQuote?id=${account}&symbol=BTCUSD`, h);
+const orderPaths = (ids: string[], tag: string) => ids.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${tag}{seq}`);
+
+if (sequentialOnly) {
+  const loadBefore = loadavg();
+  // Every block's accounts made first: no account is created between measured blocks.
+  const blockAccounts = [orderAccounts];
+  while (blockAccounts.length < pairCount) blockAccounts.push(await g.accounts(seqAccounts));
+  const floorBlock = () => sequential(barePort, ['/floor'], {}, orders);
+  await floorBlock(); // the floor's warm-up, not reported
+  // The same warm-up as the full run (see orderSendCold and orderSendWarm below), not reported.
+  const cold = await sequential(gw.port, orderPaths(coldAccounts, 'w'), h, orders);
+  const warm = await sequential(gw.port, orderPaths(warmAccounts, 'v'), h, WARM_ROUNDS * orders);
+  const pairs: { floor: MergedLoad; orders: MergedLoad }[] = [];
+  for (let i = 0; i < pairCount; i++) {
+    const orderBlock = () => sequential(gw.port, orderPaths(blockAccounts[i]!, `b${i}-`), h, orders);
+    if (floorFirst(i)) {
+      const floorRun = await floorBlock();
+      pairs.push({ floor: floorRun, orders: await orderBlock() });
+    } else {
+      const ordersRun = await orderBlock();
+      pairs.push({ floor: await floorBlock(), orders: ordersRun });
+    }
+    console.error(JSON.stringify({ pair: i, floorUs: pairs[i]!.floor.latencyUs, orderSendUs: pairs[i]!.orders.latencyUs }));
+  }
+  const runs = [cold, warm, ...pairs.flatMap((p) => [p.floor, p.orders])];
+  await gw.close();
+  await floor.close();
+  rmSync(dataDir, { recursive: true, force: true });
+  console.log(JSON.stringify({ bench: 'http-sequential', ordersPerBlock: orders, ...pairedRatios(pairs),
+    errors: runs.reduce((n, r) => n + r.errors, 0), loadavg: { before: loadBefore, after: loadavg() } }));
+  process.exit(0);
+}
+
 
 const results: Record<string, MergedLoad> = {};
 results.bare = await throughput(barePort, '/bare');
@@ -174,7 +213,6 @@ results.floorSeq = await sequential(barePort, ['/floor'], {}, orders);
 // tick or per checkpoint) was still being compiled in the 3,000 after them: 22-30 jobs, V8's compiler
 // threads 5.4-6.5% of a CPU, the main cause of 4-13 of the slowest 30 orders (perf sched, four runs);
 // after 9,000: 1.1-3.4%, 0-1 of the 30 (three runs). So WARM_ROUNDS x orders more go first, unreported.
-const orderPaths = (ids: string[], tag: string) => ids.map((id) => `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${tag}{seq}`);
 results.orderSendCold = await sequential(gw.port, orderPaths(coldAccounts, 'w'), h, orders);
 results.orderSendWarm = await sequential(gw.port, orderPaths(warmAccounts, 'v'), h, WARM_ROUNDS * orders);
 results.orderSend = await sequential(gw.port, orderPaths(orderAccounts, 'b'), h, orders);

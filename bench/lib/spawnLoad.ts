@@ -2,7 +2,7 @@
 // event loop, and merges their histograms.
 import { fork } from 'node:child_process';
 import { loaderArgs, moduleBeside } from './launch.js';
-import { Histogram } from './histogram.js';
+import { Histogram, type HistogramData } from './histogram.js';
 import type { LoadJob, LoadResult } from './httpLoadWorker.js';
 
 const WORKER = moduleBeside('./httpLoadWorker.ts', import.meta.url);
@@ -15,6 +15,8 @@ export interface MergedLoad {
   statuses: Record<string, number>;
   rps: number;
   latencyUs: ReturnType<Histogram['summary']>;
+  /** The merged histogram, for pooling several runs. */
+  hist: HistogramData;
 }
 
 export async function spawnLoad(job: LoadJob, processes: number): Promise<MergedLoad> {
@@ -43,5 +45,5 @@ export async function spawnLoad(job: LoadJob, processes: number): Promise<Merged
     rps += r.requests / r.seconds;
     for (const [k, v] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
   }
-  return { requests, sent, errors, statuses, rps: Math.round(rps), latencyUs: hist.summary() };
+  return { requests, sent, errors, statuses, rps: Math.round(rps), latencyUs: hist.summary(), hist: hist.toJSON() };
 }
