@@ -11,6 +11,7 @@ import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { OwnerCache, type OwnerInfo } from '../../src/cluster/owners.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import { hashSecret } from '../../src/auth/keys.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { createLogger } from '../../src/log.js';
@@ -88,6 +89,26 @@ export async function startClusterEngines(own?: Engine): Promise<ClusterEngines>
       await Promise.all([nats.stop(), postgres.stop()]);
     },
   };
+}
+
+/** A test file's cluster engines: started before its tests, stopped after them. The result stands for
+ *  the engines once the file's beforeAll hooks run (reading it before throws). A file registers its
+ *  own hooks after this call: its beforeAll then runs after the engines start, and its afterAll (the
+ *  gateways, proxies) before they stop (vitest runs afterAll hooks in reverse order of registration). */
+export function useClusterEngines(): ClusterEngines {
+  let engines: ClusterEngines | undefined;
+  beforeAll(async () => {
+    engines = await startClusterEngines();
+  }, 60_000);
+  afterAll(async () => {
+    await engines?.stop();
+  });
+  return new Proxy({} as ClusterEngines, {
+    get(_, key) {
+      if (!engines) throw new Error(`the cluster engines are not started yet (read ${String(key)} outside a test or hook)`);
+      return engines[key as keyof ClusterEngines];
+    },
+  });
 }
 
 /** In-process gateways in cluster mode on `engines`, one per id, bridged to its simulator and

@@ -14,14 +14,14 @@ import { HISTORY_STREAM, historySubject } from '../../src/cluster/jsHistory.js';
 import type { Deal } from '../../src/market/orders.js';
 import { STREAM_EVENT } from '../../src/runtime/hosts/streamCommands.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 const secretKey = randomBytes(32).toString('hex');
 const apiKey = generateKey('api');
 const otherKey = generateKey('api');
@@ -31,7 +31,6 @@ const nodes: TestGateway[] = [];
 const HARD_LIMIT = 256 * 1024;
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   const t = engines.tenancy;
   const now = Date.now();
   for (const [customer, key] of [['c1', apiKey], ['c2', otherKey]] as const) {
@@ -49,7 +48,6 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await engines?.stop();
 });
 
 const liveBindings = async (login: string) => (await engines.pool.query<{ seat_id: string }>(

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../../src/auth/keys.js';
-import { seedBoundAccount, startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { bindAccount, orderSend } from '../helpers/trading.js';
@@ -21,7 +21,7 @@ import { until } from '../helpers/until.js';
 const BROKER_WAIT_MS = 300;
 const OWNER_WAIT_MS = 3_000;
 const LOGIN = 'connecting';
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 let proxy: TcpProxy;
 const secretKey = randomBytes(32);
 const apiKey = generateKey('api');
@@ -79,7 +79,6 @@ async function handOver(owner: TestGateway, next: TestGateway) {
 }
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   proxy = await startTcpProxy(engines.sim.port);
   await seedBoundAccount(engines.tenancy, { apiKey, account, login: LOGIN, secretKey });
 }, 60_000);
@@ -87,7 +86,6 @@ afterAll(async () => {
   proxy?.watch(undefined);
   for (const n of nodes) await n.stop().catch(() => undefined);
   await proxy?.close();
-  await engines?.stop();
 });
 
 describe('a request for an account whose new owner is still logging in', () => {

@@ -8,13 +8,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../../src/auth/keys.js';
-import { seedBoundAccount, startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 
 const OWNER_WAIT_MS = 20_000;
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 const secretKey = randomBytes(32);
 const apiKey = generateKey('api');
 const account = randomUUID();
@@ -38,12 +38,10 @@ async function orderVia(gw: TestGateway, clientOrderId: string): Promise<{ statu
 }
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'handover', secretKey });
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await engines?.stop();
 });
 
 describe('a request that reaches an owner handing its account over', () => {

@@ -1,18 +1,12 @@
 // A cluster node writes its keys' last use to PostgreSQL every KEY_USAGE_FLUSH_MS and once more when
 // it stops: that last write happens before the node's PostgreSQL pool closes (it used to come after,
 // and was lost with a warning "could not record keys' last use: Cannot use a pool after calling end").
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY } from '../helpers/gateway.js';
 
-let engines: ClusterEngines;
-beforeAll(async () => {
-  engines = await startClusterEngines();
-}, 60_000);
-afterAll(async () => {
-  await engines?.stop();
-});
+const engines = useClusterEngines();
 
 describe('keys\' last use in cluster mode', () => {
   it('a key used since the last flush has its last use in PostgreSQL after the node stops, with no warning', async () => {

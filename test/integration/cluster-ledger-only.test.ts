@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { FencedShards } from '../../src/cluster/fencedShards.js';
 import { IdempotencyLedger, type WriteOutcome } from '../../src/cluster/idempotencyLedger.js';
 import { acquireLeases, type Lease } from '../../src/cluster/leases.js';
@@ -18,18 +18,12 @@ import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS } from '../../src/runtime/hosts/accountTrade.js';
 import type { ArgsOf } from '../../src/runtime/protocol.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { bindAccount, openedTickets, orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
-beforeAll(async () => {
-  engines = await startClusterEngines();
-}, 60_000);
-afterAll(async () => {
-  await engines?.stop();
-});
+const engines = useClusterEngines();
 const NOW = 1_700_000_000_000;
 let accounts = 0;
 type Trade = ArgsOf<'account.trade'>;

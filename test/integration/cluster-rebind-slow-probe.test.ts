@@ -10,18 +10,17 @@
 // as a node taking an expired lease does.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 let bridge: TcpProxy;
 let gw: TestGateway;
 const SERVER = 'Sim-P5-Demo';
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   bridge = await startTcpProxy(engines.sim.port);
   gw = await startTestGateway({
     brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bridge.port}`, shards: 1, secretKey: randomBytes(32).toString('hex'),
@@ -32,7 +31,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop().catch(() => undefined);
   await bridge?.close();
-  await engines?.stop();
 });
 
 interface Binding { login: string }

@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
 import type { Shards } from '../../src/runtime/shardSet.js';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 const secretKey = randomBytes(32).toString('hex');
 const apiKey = generateKey('api');
 const mgmtKey = generateKey('management');
@@ -19,7 +19,6 @@ const nodes: TestGateway[] = [];
 const api = { 'x-api-key': apiKey.value };
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   const t = engines.tenancy;
   const now = Date.now();
   await t.createCustomer('c1', 'c1', now);
@@ -34,7 +33,6 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await engines?.stop();
 });
 
 interface Binding { login: string; platform: string; build: number | null }

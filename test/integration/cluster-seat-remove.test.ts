@@ -4,16 +4,15 @@
 // on nats-server and embedded PostgreSQL, a simulator server in bridge mode.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { useClusterEngines } from '../helpers/cluster.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 let gw: TestGateway;
 const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   gw = await startTestGateway({
     brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
     // Long enough for the bound seat's first owner on a loaded machine; the unbound seat's removal
@@ -23,7 +22,6 @@ beforeAll(async () => {
 }, 90_000);
 afterAll(async () => {
   await gw?.stop().catch(() => undefined);
-  await engines?.stop();
 });
 
 it('a seat without a login is removed at once; a bound one stops on its owner, which lets its lease go', async () => {

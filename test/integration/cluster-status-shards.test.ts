@@ -3,20 +3,18 @@
 // showed each node running every account (two nodes, four accounts: 4 and 4).
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterEngines, startClusterGateways, type ClusterEngines } from '../helpers/cluster.js';
+import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 import { builtCli } from '../helpers/build.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 let nodes: TestGateway[] = [];
 beforeAll(async () => {
-  engines = await startClusterEngines();
   nodes = await startClusterGateways(engines, ['status-a', 'status-b'], { shards: 2, leaseMs: 6_000 });
 }, 60_000);
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
-  await engines?.stop();
 });
 
 describe('a cluster node\'s status', () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../../src/auth/keys.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
-import { seedBoundAccount, startClusterEngines, type ClusterEngines } from '../helpers/cluster.js';
+import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { op, openWs } from '../helpers/gateway-helpers.js';
@@ -15,7 +15,7 @@ import { mustOpen } from '../helpers/stream-helpers.js';
 import { openedTickets, orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 const secretKey = randomBytes(32);
 const apiKey = generateKey('api');
 const account = randomUUID();
@@ -58,12 +58,10 @@ async function actors(gw: TestGateway): Promise<number> {
 }
 
 beforeAll(async () => {
-  engines = await startClusterEngines();
   await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'bot', secretKey });
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
-  await engines?.stop();
 });
 
 describe('gateways as cluster nodes', () => {

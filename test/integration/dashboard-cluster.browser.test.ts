@@ -6,22 +6,20 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type Browser } from '../helpers/browser.js';
-import { startClusterEngines, startClusterGateways, type ClusterEngines } from '../helpers/cluster.js';
+import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { mgmt, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
-let engines: ClusterEngines;
+const engines = useClusterEngines();
 let browser: Browser;
 let nodes: TestGateway[] = [];
 beforeAll(async () => {
-  engines = await startClusterEngines();
   nodes = await startClusterGateways(engines, ['dash-node-a', 'dash-node-b'], { shards: 1, leaseMs: 6_000 });
   browser = await launchBrowser();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
   await Promise.all(nodes.map((n) => n.stop()));
-  await engines?.stop();
 });
 
 async function signIn(page: Page, node: TestGateway): Promise<void> {
