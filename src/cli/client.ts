@@ -74,7 +74,8 @@ export class GatewayClient {
   }
 
   /** JSON of a 2xx answer; anything else throws a CliError naming the status and the gateway's message. */
-  async call<T = any>(method: string, path: string, body?: unknown, opts: { auth?: boolean } = {}): Promise<T> {
+  /** `accept`: other statuses whose body is the answer too (/readyz's 503 says what is down). */
+  async call<T = any>(method: string, path: string, body?: unknown, opts: { auth?: boolean; accept?: number[] } = {}): Promise<T> {
     const headers: Record<string, string> = {};
     if (opts.auth !== false) headers.authorization = `Bearer ${await this.key()}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -95,7 +96,7 @@ export class GatewayClient {
     } catch {
       json = undefined;
     }
-    if (res.status >= 200 && res.status < 300) return json as T;
+    if ((res.status >= 200 && res.status < 300) || opts.accept?.includes(res.status)) return json as T;
     const e = (json ?? {}) as ApiErrorBody;
     const what = `${method} ${path}: ${res.status} ${e.error ?? res.statusText}${e.message ? `: ${e.message}` : ''}`;
     if (res.status === 401) throw new CliError(EXIT.AUTH, `${what} (the management key was refused: rotated or revoked?)`);

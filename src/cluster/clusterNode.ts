@@ -412,6 +412,12 @@ export class ClusterNode {
     };
   }
 
+  /** Readiness (/readyz): NATS connected (it can forward and relay) and PostgreSQL answering its
+   *  lease rounds within the lease (it can hold accounts and make fenced writes). */
+  readiness(): { nats: boolean; database: boolean } {
+    return { nats: this.wired?.nats.link.up ?? false, database: this.pg.keeper.reachesDatabase() };
+  }
+
   /** Audit rows not in PostgreSQL yet (kept on disk while it was unreachable; /metrics). */
   auditPending(): number {
     return this.wired?.tenancy.audit.pending ?? 0;

@@ -134,6 +134,12 @@ export class LeaseKeeper {
     clearTimeout(this.settleTimer);
   }
 
+  /** A heartbeat (each round's first statement) landed within the lease by this node's clock: it
+   *  reaches PostgreSQL, so it can renew, acquire and make fenced writes (readiness; no query of its own). */
+  reachesDatabase(): boolean {
+    return this.lastBeat !== undefined && this.o.clock.now() - this.lastBeat < this.o.leaseMs;
+  }
+
   /** The leases this node may act on now (within their deadline by its own clock). */
   held(): Lease[] {
     const now = this.o.clock.now();

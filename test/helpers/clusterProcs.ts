@@ -341,6 +341,14 @@ export class ClusterProcs {
 
 export interface ClusterAccount { id: string; key: string; login: string }
 
+export interface Readiness { ready: boolean; store: boolean; cluster?: { nats: boolean; database: boolean } }
+
+/** A node's /readyz: its status and body (a 503 carries the same body, saying which part is down). */
+export async function readyz(node: { url: string }): Promise<{ status: number; body: Readiness }> {
+  const r = await fetch(`${node.url}/readyz`, { signal: AbortSignal.timeout(5_000) });
+  return { status: r.status, body: await r.json() as Readiness };
+}
+
 async function startSim(): Promise<{ proc: GatewayProcess; port: number }> {
   const proc = startProcess({}, undefined, [builtEntry('src/simServer.ts'), '--port', '0']);
   let port = 0;

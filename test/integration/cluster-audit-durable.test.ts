@@ -10,7 +10,7 @@
 // PostgreSQL through a TCP proxy the test delays or cuts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
-import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, startEngines, type Engines } from '../helpers/clusterProcs.js';
+import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, readyz, startEngines, type Engines, type Readiness } from '../helpers/clusterProcs.js';
 import { freePort } from '../helpers/engines.js';
 import { sharedPostgres } from '../helpers/postgres.js';
 import { cleanupProcesses } from '../helpers/process.js';
@@ -193,4 +193,23 @@ describe('audit rows of actions that are no tenancy write (upgrades, faults), th
     await until(async () => (await audited(null, 'accounts.upgrade')) > before, 'the kept audit row to reach PostgreSQL after the restart', 20_000);
     expect(await audited(null, 'accounts.upgrade')).toBe(before + 1);
   }, 90_000);
+
+  it('/readyz answers 503 naming the database while the node cannot reach PostgreSQL for the lease time, 200 again once it can', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const node = cluster.node(id);
+    await until(async () => (await readyz(node)).status === 200, `${id} ready`, 20_000);
+    expect((await readyz(node)).body.cluster).toEqual({ nats: true, database: true });
+    // Connections reset and refused from now on (not a new query per probe: the lease rounds fail).
+    proxy.target(await freePort());
+    proxy.cut('reset');
+    let last: { status: number; body: Readiness } | undefined;
+    try {
+      await until(async () => (last = await readyz(node)).status === 503, 'readyz 503 while PostgreSQL is unreachable', 15_000);
+      expect(last!.body).toMatchObject({ ready: false, store: true, cluster: { nats: true, database: false } });
+    } finally {
+      proxy.target(engines.pg.port);
+    }
+    await until(async () => (last = await readyz(node)).status === 200, 'readyz 200 once PostgreSQL is back', 20_000);
+    expect(last!.body.cluster).toEqual({ nats: true, database: true });
+  }, 60_000);
 });

@@ -8,7 +8,7 @@
 // nats-server through a proxy of its own; real PostgreSQL and a simulator process. docs/cluster.md
 // "Forwarding".
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { readyz, useCluster, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
@@ -116,4 +116,23 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
     await until(async () => (await brokerCount('silent-2')) >= 1, 'silent-2 at the broker', CEILING_MS);
     expect(await brokerCount('silent-2')).toBe(1);
   }, 120_000);
+
+  it('/readyz answers 503 naming NATS while the node\'s link is down, 200 again once it is back', async () => {
+    const node = env.cluster.node(env.cluster.running()[0]!.id);
+    const proxy = proxies.get(node.id.slice(-1))!;
+    await until(async () => (await readyz(node)).status === 200, `${node.id} ready`, 20_000);
+    expect((await readyz(node)).body.cluster).toEqual({ nats: true, database: true });
+    // The link dies and stays down: its connection reset, the reconnects refused.
+    proxy.target(1);
+    proxy.cut();
+    let last: { status: number; body: Readiness } | undefined;
+    try {
+      await until(async () => (last = await readyz(node)).status === 503, 'readyz 503 while NATS is unreachable', 15_000);
+      expect(last!.body).toMatchObject({ ready: false, store: true, cluster: { nats: false, database: true } });
+    } finally {
+      proxy.target(env.engines.nats.port);
+    }
+    await until(async () => (last = await readyz(node)).status === 200, 'readyz 200 once NATS is back', 20_000);
+    expect(last!.body.cluster).toEqual({ nats: true, database: true });
+  }, 60_000);
 });

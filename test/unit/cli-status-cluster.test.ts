@@ -1,7 +1,7 @@
 // `tagw status` in cluster mode: the node line and the live peers with their accounts (a node whose
 // heartbeat is old is not listed as live), this node's leases and calls, and every node in a table.
 import { describe, expect, it } from 'vitest';
-import { clusterFields, clusterNodesTable } from '../../src/cli/commands/admin.js';
+import { clusterFields, clusterNodesTable, readinessLine } from '../../src/cli/commands/admin.js';
 
 describe('tagw status, cluster lines', () => {
   it('names this node, its accounts, the live nodes only, and the accounts without owner', () => {
@@ -47,5 +47,16 @@ describe('tagw status, cluster lines', () => {
       'node-b (this node)  live   4         0.4s ago',
       '',
     ].join('\n'));
+  });
+});
+
+describe('tagw status, the ready line', () => {
+  it('names the parts /readyz reports down, the cluster engines among them', () => {
+    const up = { ready: true, store: true, shardsUp: true, storage: { available: true } };
+    expect(readinessLine({ ...up, cluster: { nats: true, database: true } })).toBe('yes');
+    expect(readinessLine({ ...up, ready: false, cluster: { nats: false, database: true } })).toBe('no (NATS unreachable)');
+    expect(readinessLine({ ...up, ready: false, cluster: { nats: false, database: false } })).toBe('no (NATS unreachable, PostgreSQL unreachable)');
+    expect(readinessLine({ ...up, ready: false, shardsUp: false, storage: { available: false } })).toBe('no (a shard down, disk full)');
+    expect(readinessLine(undefined)).toBe('no (no answer)');
   });
 });

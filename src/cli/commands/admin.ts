@@ -35,6 +35,24 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
   ];
 }
 
+/** /readyz's body (its 503 carries the same): which parts are down. */
+interface Readiness {
+  ready: boolean; store?: boolean; shardsUp?: boolean; storage?: { available: boolean };
+  /** Cluster mode only (absent from older gateways). */
+  cluster?: { nats: boolean; database: boolean };
+}
+
+/** `yes`, or `no` with the parts /readyz reports down (a gateway that did not answer: unreachable). */
+export function readinessLine(r: Readiness | undefined): string {
+  if (!r) return 'no (no answer)';
+  if (r.ready) return 'yes';
+  const down = [
+    r.store === false && 'store closed', r.shardsUp === false && 'a shard down', r.storage?.available === false && 'disk full',
+    r.cluster?.nats === false && 'NATS unreachable', r.cluster?.database === false && 'PostgreSQL unreachable',
+  ].filter((x): x is string => typeof x === 'string');
+  return down.length > 0 ? `no (${down.join(', ')})` : 'no';
+}
+
 const heartbeatAge = (ms: number | undefined) => (ms === undefined ? null : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s ago` : `${duration(Math.round(ms / 1000))} ago`);
 
 /** Every node PostgreSQL knows of (cluster mode), this one marked. */
@@ -57,14 +75,14 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     const c = await ctx();
     const client = c.client();
     const health = await client.call<{ status: string }>('GET', '/healthz', undefined, { auth: false });
-    // 503 while not ready: its body still says why.
-    const ready = await client.call<{ ready: boolean }>('GET', '/readyz', undefined, { auth: false }).catch(() => ({ ready: false }));
+    // 503 while not ready: its body says why.
+    const readiness = await client.call<Readiness>('GET', '/readyz', undefined, { auth: false, accept: [503] }).catch(() => undefined);
     const st = await client.call<Status>('GET', '/v1/status');
     // An older gateway's status has no schema version: the database file says it (read-only).
     const schemaVersion = st.schemaVersion ?? await schemaVersionOnDisk(c.config().dataDir);
-    const data = { url: client.url, health: health.status, ready: ready.ready, ...st, schemaVersion };
+    const data = { url: client.url, health: health.status, ready: readiness?.ready ?? false, ...(readiness?.cluster ? { clusterReady: readiness.cluster } : {}), ...st, schemaVersion };
     c.out.print(data, (d) => fields([
-      ['gateway', d.url], ['health', d.health], ['ready', d.ready ? 'yes' : 'no'], ['version', `${d.version} (API ${d.apiVersion})`],
+      ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness)], ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
       ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
       ...(d.cluster ? clusterFields(d.cluster) : []),

@@ -17,7 +17,7 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
       handler: () => ({ body: { status: 'ok' } }),
     }),
     defineRoute({
-      method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: "Readiness: store open, every shard up and DATA_DIR's disk not full (503 otherwise)",
+      method: 'get', path: '/readyz', family: 'ops', auth: 'none', summary: "Readiness: store open, every shard up, DATA_DIR's disk not full and, in cluster mode, NATS and PostgreSQL reached (503 otherwise)",
       // Not ready is 503 with the same body, saying which part is not.
       otherSuccess: [503],
       response: z.object({
@@ -27,13 +27,18 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
           freeBytes: z.number().nullable().describe('Free bytes of the file system holding DATA_DIR at the last check'),
           fullSince: z.number().optional().describe('When the disk was found full (epoch ms)'),
         }),
+        cluster: z.object({
+          nats: z.boolean().describe('Connected to NATS: false while the link is down (calls for accounts owned elsewhere answer 503)'),
+          database: z.boolean().describe("PostgreSQL answered this node's last lease round within the lease time: false while it does not (no leases held, no fenced writes)"),
+        }).optional().describe('Cluster mode only (docs/cluster.md): the engines this node needs to serve'),
       }),
       handler: () => {
         const store = s.db.open;
         const shardsUp = s.shards.allReady();
         const storage = s.storage.status();
-        const ready = store && shardsUp && storage.available;
-        return { status: ready ? 200 : 503, body: { ready, store, shards: s.shards.size, shardsUp, storage } };
+        const cluster = s.cluster?.readiness();
+        const ready = store && shardsUp && storage.available && (!cluster || (cluster.nats && cluster.database));
+        return { status: ready ? 200 : 503, body: { ready, store, shards: s.shards.size, shardsUp, storage, ...(cluster ? { cluster } : {}) } };
       },
     }),
     defineRoute({
