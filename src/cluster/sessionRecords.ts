@@ -1,4 +1,4 @@
-// Gateway sessions in cluster mode (docs/cluster.md, "What is built": gateway sessions on any node; "Tables": gateway_sessions). The session host keeps its
+// Gateway sessions in cluster mode (docs/cluster.md, "Gateway sessions"; "Tables": gateway_sessions). The session host keeps its
 // rows in its node's SQLite (store/sessions.ts) as on one node; the account's owner also copies an
 // account's live sessions and their subscriptions to PostgreSQL after every command that can change
 // them, fenced by its lease like every other write of the account. So any node resolves a handle
