@@ -129,6 +129,9 @@ export const configSchema = z.object({
   /** How long a node waits for another node's process to say it is alive over NATS (a few NATS
    *  round trips): a restart under its NODE_ID asking its earlier process, a forwarded call its owner. */
   clusterAliveAskMs: int(10, 10_000).default(250),
+  /** A node whose NATS link is down this long while another live node reports its own up hands its
+   *  accounts over (as on SIGTERM) and takes none until the link is back; default CLUSTER_LEASE_MS. */
+  clusterStepDownMs: int(100, 3_600_000).optional(),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -177,7 +180,7 @@ const ENV: Record<string, keyof Config> = {
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
-  CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs',
+  CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs', CLUSTER_STEP_DOWN_MS: 'clusterStepDownMs',
 };
 
 export class ConfigError extends Error {}
@@ -190,13 +193,15 @@ export interface ClusterSettings {
   leaseMs: number;
   ownerWaitMs: number;
   aliveAskMs: number;
+  /** CLUSTER_STEP_DOWN_MS, or the lease when unset. */
+  stepDownMs: number;
 }
 
 export function clusterSettings(c: Config): ClusterSettings | undefined {
   if (c.natsUrl === undefined || c.databaseUrl === undefined) return undefined;
   return {
     natsUrl: c.natsUrl, databaseUrl: c.databaseUrl, nodeId: c.nodeId ?? `${hostname()}:${c.port}`,
-    leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs,
+    leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs, stepDownMs: c.clusterStepDownMs ?? c.clusterLeaseMs,
   };
 }
 

@@ -59,6 +59,12 @@ export interface LeaseKeeperOptions {
   /** The first round takes back, at once and at a new epoch, the leases held under this NODE_ID by
    *  an earlier process (leases.ts reclaimLeases), instead of waiting for them to expire. */
   reclaim?: () => Promise<Lease[]>;
+  /** This node's NATS link, written with each heartbeat. A node whose link is down while a live peer
+   *  reports its own up, for `stepDownMs` (checked at each round), is cut off: it hands every
+   *  account over and acquires none until its link is back. With every node's link down
+   *  (nats-server itself away) nobody steps down. Nodes that reach NATS never target one that does
+   *  not (it could serve no forwarded call). Without it: no NATS state is written or read. */
+  nats?: { up(): boolean; stepDownMs: number };
 }
 
 /** Milliseconds that never go back (the deadlines' clock; not a time of day). */
@@ -99,6 +105,11 @@ export class LeaseKeeper {
   private reclaimPending: boolean;
   /** A newer process runs under this NODE_ID: nothing is renewed, acquired, released or removed. */
   private superseded = false;
+  /** Since when (this node's clock, at a round) its NATS link has been down while a live peer
+   *  reported its own up; undefined while not so. */
+  private cutOffSince: number | undefined;
+  /** Cut off past the bound: holds nothing, takes nothing (until its NATS link is back). */
+  private steppedDown = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {
     this.reclaimPending = o.reclaim !== undefined;
@@ -205,9 +216,14 @@ export class LeaseKeeper {
     const { db, nodeId, leaseMs, clock } = this.o;
     const sent = clock.now();
     if (this.reclaimPending) await this.reclaim();
-    const live = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation);
+    const natsUp = this.o.nats?.up();
+    const nodes = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation, natsUp);
     if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
     this.lastBeat = sent;
+    this.stepDownIf(natsUp, nodes.some((n) => n.nodeId !== nodeId && n.natsUp === true), sent);
+    // Reaching NATS, this node targets no node that does not (its accounts go to those that can serve
+    // them once it steps down); with its own link down it cannot tell, and targets every live node.
+    const live = nodes.filter((n) => natsUp === false || n.natsUp !== false || n.nodeId === nodeId).map((n) => n.nodeId);
     // Settling (just started): heard by the others, nothing held yet, nothing taken; unless other
     // nodes already serve (not a cold start): then a joining node takes its share at once.
     if (this.settling) {
@@ -218,7 +234,9 @@ export class LeaseKeeper {
     // Who holds what now: the plan keeps accounts where they are and moves only a node's surplus.
     const holders = new Map<string, string>();
     for (const r of await leaseRows(db)) if (r.live && r.owner !== null) holders.set(r.accountId, r.owner);
-    const plan = planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()), holders);
+    const plan = this.steppedDown
+      ? { acquire: [], release: [...this.leases.keys()] }
+      : planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()), holders);
     // In the background: stopping an account may take a while (calls in flight), and meanwhile this
     // node's other leases must go on being renewed.
     const release = plan.release.filter((id) => !this.handingOver.has(id));
@@ -232,6 +250,31 @@ export class LeaseKeeper {
       const sentAt = clock.now();
       this.took(await acquireLeases(db, nodeId, plan.acquire, leaseMs, this.o.incarnation), sentAt);
     }
+  }
+
+  /** At each round: cut off (this node's NATS link down while a live peer's is up) since the first
+   *  round that saw it for the bound or more: step down (hand everything over, as on SIGTERM, take
+   *  nothing); its link up again: serve again. One round that does not see the cut starts the count
+   *  anew (nats-server restarting: nodes reconnect a moment apart). */
+  private stepDownIf(natsUp: boolean | undefined, peerUp: boolean, now: number): void {
+    if (!this.o.nats) return;
+    if (natsUp !== false || !peerUp) {
+      this.cutOffSince = undefined;
+      if (this.steppedDown && natsUp === true) {
+        this.steppedDown = false;
+        this.o.log?.info('NATS reachable again: this node takes accounts again');
+      }
+      return;
+    }
+    this.cutOffSince ??= now;
+    if (this.steppedDown || now - this.cutOffSince < this.o.nats.stepDownMs) return;
+    this.steppedDown = true;
+    this.o.log?.warn('cut off from NATS while other nodes reach it: handing this node\'s accounts over until it is back', { accounts: this.leases.size, forMs: Math.round(now - this.cutOffSince) });
+  }
+
+  /** Stepped down: cut off from NATS past the bound while other nodes reach it (holds nothing). */
+  get cutOff(): boolean {
+    return this.steppedDown;
   }
 
   /** The leases an earlier process of this NODE_ID held, this process's now (a new epoch each). */

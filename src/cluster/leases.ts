@@ -114,26 +114,33 @@ export async function newIncarnation(q: Queryable): Promise<number> {
   return r.rows[0]!.n;
 }
 
-/** The node row's update by a process (its incarnation, placeholder `$inc`), refused when a newer
- *  process of the same NODE_ID wrote it (incarnations only grow). $1 node, $2 url. */
-const nodeUpsert = (inc: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation) VALUES ($1, $2, now(), $${inc}::bigint)
-       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation
+/** The node row's update by a process (its incarnation, placeholder `$inc`; its NATS link, `$nats`,
+ *  else NULL), refused when a newer process of the same NODE_ID wrote it (incarnations only grow).
+ *  $1 node, $2 url. */
+const nodeUpsert = (inc: number, nats?: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation, nats_up)
+       VALUES ($1, $2, now(), $${inc}::bigint, ${nats === undefined ? 'NULL' : `$${nats}::boolean`})
+       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation, nats_up = excluded.nats_up
        WHERE excluded.incarnation IS NULL OR cluster_nodes.incarnation IS NULL OR cluster_nodes.incarnation <= excluded.incarnation
-       RETURNING node_id`;
+       RETURNING node_id, nats_up`;
 
-/** Records that the node is alive (where it serves, its incarnation) and returns the nodes alive
- *  within `withinMs` on PostgreSQL's clock, this one included: one round trip. Throws
- *  SupersededError when a newer process runs under this NODE_ID (its row is not this one's to write). */
-export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number): Promise<string[]> {
-  const r = await q.query<{ node_id: string; mine: boolean }>(
-    `WITH me AS (${nodeUpsert(4)})
-     SELECT node_id, true AS mine FROM me
-     UNION ALL SELECT node_id, false FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS} AND node_id <> $1
+/** A node alive within the heartbeat's bound, and whether its NATS link was up at its last
+ *  heartbeat (null: it did not say). */
+export interface LiveNode { nodeId: string; natsUp: boolean | null }
+
+/** Records that the node is alive (where it serves, its incarnation, whether its NATS link is up) and
+ *  returns the nodes alive within `withinMs` on PostgreSQL's clock, this one included: one round
+ *  trip. Throws SupersededError when a newer process runs under this NODE_ID (its row is not this
+ *  one's to write). */
+export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number, natsUp?: boolean): Promise<LiveNode[]> {
+  const r = await q.query<{ node_id: string; mine: boolean; nats_up: boolean | null }>(
+    `WITH me AS (${nodeUpsert(4, 5)})
+     SELECT node_id, true AS mine, nats_up FROM me
+     UNION ALL SELECT node_id, false, nats_up FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS} AND node_id <> $1
      ORDER BY node_id`,
-    [nodeId, url, withinMs, incarnation ?? null],
+    [nodeId, url, withinMs, incarnation ?? null, natsUp ?? null],
   );
   if (!r.rows.some((row) => row.mine)) throw new SupersededError(nodeId);
-  return r.rows.map((row) => row.node_id);
+  return r.rows.map((row) => ({ nodeId: row.node_id, natsUp: row.nats_up }));
 }
 
 /**

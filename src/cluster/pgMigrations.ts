@@ -164,6 +164,12 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   CREATE SEQUENCE cluster_incarnations;
   ALTER TABLE cluster_nodes ADD COLUMN incarnation BIGINT;
   ` },
+  // 7: whether the node's NATS link was up at its last heartbeat (NULL: a node that does not say): a
+  // node cut off from NATS while others reach it hands its accounts over, one cut off with all the
+  // others (nats-server down) keeps them (leaseKeeper.ts, stepping down).
+  { name: 'node heartbeats say whether NATS is up', sql: `
+  ALTER TABLE cluster_nodes ADD COLUMN nats_up BOOLEAN;
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -8,7 +8,7 @@ import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js';
 import { IdempotencyLedger } from './idempotencyLedger.js';
-import { LeaseKeeper, monotonicClock, type LeaseEvents } from './leaseKeeper.js';
+import { LeaseKeeper, monotonicClock, type LeaseEvents, type LeaseKeeperOptions } from './leaseKeeper.js';
 import { leaseOwner, newIncarnation, reclaimLeases } from './leases.js';
 import type { Alive } from './liveness.js';
 import { refuseLiveTwin } from './nodeTwin.js';
@@ -41,6 +41,8 @@ export interface PgNodeOptions {
   /** Connections for claims, tenancy and the mirror (default 10). The lease rounds have two of
    *  their own, so a burst of orders never holds up a renewal. */
   poolMax?: number;
+  /** The node's NATS link, for the lease keeper's stepping down (LeaseKeeperOptions.nats). */
+  nats?: LeaseKeeperOptions['nats'];
 }
 
 export interface PgNode {
@@ -95,6 +97,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
       db: leasePool, nodeId: o.nodeId, url: o.url, incarnation, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
       accounts: () => leaseTenancy.liveAccountIds(),
       reclaim: () => reclaimLeases(leasePool, o.nodeId, o.url, incarnation, o.leaseMs),
+      ...(o.nats ? { nats: o.nats } : {}),
       events: {
         ...rest,
         acquired: (leases) => {

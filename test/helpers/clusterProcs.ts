@@ -197,6 +197,19 @@ export class ClusterProcs {
     return now;
   }
 
+  /** Each node's last heartbeat (ms since the epoch, on PostgreSQL's clock) and whether it said its
+   *  NATS link was up then. */
+  async beats(): Promise<Array<{ id: string; atMs: number; natsUp: boolean | null }>> {
+    const r = await this.db.query<{ node_id: string; at_ms: number; nats_up: boolean | null }>(
+      'SELECT node_id, (extract(epoch FROM heartbeat_at) * 1000)::float8 AS at_ms, nats_up FROM cluster_nodes ORDER BY node_id');
+    return r.rows.map((row) => ({ id: row.node_id, atMs: row.at_ms, natsUp: row.nats_up }));
+  }
+
+  /** PostgreSQL's clock now, in ms since the epoch. */
+  async dbNowMs(): Promise<number> {
+    return (await this.db.query<{ ms: number }>('SELECT (extract(epoch FROM now()) * 1000)::float8 AS ms')).rows[0]!.ms;
+  }
+
   /** Whether PostgreSQL's clock is still before `at` (a time it gave). */
   async before(at: string): Promise<boolean> {
     return (await this.db.query<{ b: boolean }>('SELECT now() < $1::timestamptz AS b', [at])).rows[0]!.b;

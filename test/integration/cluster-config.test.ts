@@ -18,10 +18,11 @@ describe('cluster settings', () => {
   it('single node unless both engines are named; node id defaults to host and port; lease and wait defaults', () => {
     expect(clusterSettings(loadConfig({}))).toBeUndefined();
     expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, PORT: '8123', ...BRIDGE }))).toEqual({
-      natsUrl: NATS, databaseUrl: PG, nodeId: `${hostname()}:8123`, leaseMs: 10_000, ownerWaitMs: 5_000, aliveAskMs: 250,
+      natsUrl: NATS, databaseUrl: PG, nodeId: `${hostname()}:8123`, leaseMs: 10_000, ownerWaitMs: 5_000, aliveAskMs: 250, stepDownMs: 10_000,
     });
     expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'node-a', CLUSTER_LEASE_MS: '3000', CLUSTER_OWNER_WAIT_MS: '700', CLUSTER_ALIVE_ASK_MS: '90', ...BRIDGE })))
-      .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700, aliveAskMs: 90 });
+      .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700, aliveAskMs: 90, stepDownMs: 3000 });
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, CLUSTER_STEP_DOWN_MS: '2500', ...BRIDGE }))).toMatchObject({ leaseMs: 10_000, stepDownMs: 2500 });
   });
 
   it('names the mistake: half a cluster, embedded simulator, a bad address or node id', () => {
@@ -32,6 +33,7 @@ describe('cluster settings', () => {
     expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: 'mysql://x', ...BRIDGE })).toThrow(/databaseUrl: expected postgres:/);
     expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'a b', ...BRIDGE })).toThrow(/nodeId/);
     expect(() => loadConfig({ CLUSTER_LEASE_MS: '10' })).toThrow(/clusterLeaseMs/);
+    expect(() => loadConfig({ CLUSTER_STEP_DOWN_MS: '50' })).toThrow(/clusterStepDownMs/);
   });
 
   it('the process exits 2 with one line, never echoing the database password', async () => {

@@ -98,10 +98,11 @@ describe('leases', () => {
 
   it('heartbeats list the nodes seen within the window, the caller always among them', async () => {
     const { pool } = await freshDb();
-    expect(await heartbeat(pool, 'a', 'http://a', 60_000)).toEqual(['a']);
-    expect(await heartbeat(pool, 'b', 'http://b', 60_000)).toEqual(['a', 'b']);
+    expect(await heartbeat(pool, 'a', 'http://a', 60_000)).toEqual([{ nodeId: 'a', natsUp: null }]);
+    expect(await heartbeat(pool, 'b', 'http://b', 60_000, undefined, false)).toEqual([{ nodeId: 'a', natsUp: null }, { nodeId: 'b', natsUp: false }]);
+    expect(await heartbeat(pool, 'a', 'http://a', 60_000, undefined, true)).toEqual([{ nodeId: 'a', natsUp: true }, { nodeId: 'b', natsUp: false }]);
     await pool.query(`UPDATE cluster_nodes SET heartbeat_at = now() - interval '2 seconds' WHERE node_id = 'a'`);
-    expect(await heartbeat(pool, 'b', 'http://b', 1_000)).toEqual(['b']);
+    expect((await heartbeat(pool, 'b', 'http://b', 1_000)).map((n) => n.nodeId)).toEqual(['b']);
   });
 });
 
@@ -112,10 +113,10 @@ interface Recorded {
   freed: Lease[];
 }
 
-function keeper(pool: PgPool, nodeId: string, accounts: string[], clock: { now(): number }, leaseMs: number): { k: LeaseKeeper; seen: Recorded } {
+function keeper(pool: PgPool, nodeId: string, accounts: string[], clock: { now(): number }, leaseMs: number, nats?: { up(): boolean; stepDownMs: number }): { k: LeaseKeeper; seen: Recorded } {
   const seen: Recorded = { acquired: [], lost: [], released: [], freed: [] };
   const k = new LeaseKeeper({
-    db: pool, nodeId, url: `http://${nodeId}`, leaseMs, clock, accounts: () => accounts,
+    db: pool, nodeId, url: `http://${nodeId}`, leaseMs, clock, accounts: () => accounts, ...(nats ? { nats } : {}),
     events: {
       acquired: (l) => seen.acquired.push(...l),
       lost: (leases, reason) => seen.lost.push({ ids: leases.map((l) => l.accountId), reason }),
@@ -265,6 +266,66 @@ describe('lease keeper', () => {
     await B.k.tick();
     expect(ids(B.k.held())).toEqual([...ACCOUNTS].sort());
     expect((await pool.query('SELECT node_id FROM cluster_nodes')).rows).toEqual([{ node_id: 'node-b' }]);
+  });
+
+  it('a node cut off from NATS past the bound while the others reach it hands its accounts over and takes none until it is back; with every link down nothing moves', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 600_000; // nothing expires: only stepping down (a handover) explains a move
+    const stepDownMs = 1_000;
+    const up = new Map([['node-a', true], ['node-b', true], ['node-c', true]]);
+    const clock = new TestClock();
+    const nodes = [...up.keys()].map((id) => keeper(pool, id, ACCOUNTS, clock, leaseMs, { up: () => up.get(id)!, stepDownMs }));
+    const [A, B, C] = nodes as [ReturnType<typeof keeper>, ReturnType<typeof keeper>, ReturnType<typeof keeper>];
+    const rounds = async (n = 2) => {
+      for (let i = 0; i < n; i++) for (const x of nodes) await x.k.tick();
+    };
+    const epochs = async () => new Map((await leaseRows(pool)).map((r) => [r.accountId, `${r.owner}@${r.epoch}`]));
+    await rounds(3);
+    const aHeld = ids(A.k.held());
+    expect(aHeld.length).toBeGreaterThan(10);
+    expect(A.k.held().length + B.k.held().length + C.k.held().length).toBe(ACCOUNTS.length);
+    const spread = await epochs();
+    const [releasedBefore, freedBefore] = [A.seen.released.length, A.seen.freed.length];
+
+    // a's link goes down: within the bound nothing moves (b and c target it no more, but it holds its leases).
+    up.set('node-a', false);
+    await rounds();
+    clock.t += stepDownMs - 1;
+    await rounds();
+    expect(await epochs()).toEqual(spread);
+    expect(A.k.cutOff).toBe(false);
+    // Past the bound: a hands everything over (as on SIGTERM), b and c take it at the next epoch.
+    clock.t += 1;
+    await A.k.tick();
+    expect(A.k.cutOff).toBe(true);
+    expect(A.k.held()).toEqual([]);
+    expect(A.seen.released.slice(releasedBefore).sort()).toEqual(aHeld);
+    expect(ids(A.seen.freed.slice(freedBefore))).toEqual(aHeld);
+    await rounds();
+    expect([...ids(B.k.held()), ...ids(C.k.held())].sort()).toEqual([...ACCOUNTS].sort());
+    for (const l of [...B.k.held(), ...C.k.held()]) if (aHeld.includes(l.accountId)) expect(l.epoch).toBe(2);
+    expect(A.k.held()).toEqual([]); // still down: takes none
+
+    // Back: a takes its share again (b and c shed their surplus to it).
+    up.set('node-a', true);
+    await rounds(3);
+    expect(A.k.cutOff).toBe(false);
+    for (const x of nodes) expect(x.k.held().length).toBeGreaterThanOrEqual(Math.floor(ACCOUNTS.length / 3));
+    const settled = await epochs();
+
+    // nats-server itself down: every link down for several bounds, then back one node at a time: nothing moves.
+    for (const id of up.keys()) up.set(id, false);
+    for (let i = 0; i < 3; i++) {
+      clock.t += stepDownMs;
+      await rounds(1);
+    }
+    up.set('node-b', true);
+    await rounds(1);
+    up.set('node-a', true);
+    up.set('node-c', true);
+    await rounds();
+    expect(await epochs()).toEqual(settled);
+    expect(nodes.map((x) => x.k.cutOff)).toEqual([false, false, false]);
   });
 
   it('running on timers: a killed node loses its accounts to the survivor after the lease; PostgreSQL down then back: leases are dropped as lost and taken again', async () => {

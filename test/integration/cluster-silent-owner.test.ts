@@ -10,10 +10,14 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readyz, useCluster, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
+import type { LeaseRow } from '../helpers/clusterProcs.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 const OWNER_WAIT_MS = 4_000;
+/** CLUSTER_LEASE_MS (useCluster's default) and CLUSTER_STEP_DOWN_MS's default, the lease. */
+const LEASE_MS = 1_500;
+const STEP_DOWN_MS = LEASE_MS;
 /** Far below the 31 s call bound the calls waited before. */
 const CEILING_MS = 20_000;
 const proxies = new Map<string, TcpProxy>();
@@ -134,5 +138,62 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
     }
     await until(async () => (last = await readyz(node)).status === 200, 'readyz 200 once NATS is back', 20_000);
     expect(last!.body.cluster).toEqual({ nats: true, database: true });
+  }, 60_000);
+});
+
+describe('a node whose NATS link dies while PostgreSQL stays up', () => {
+  let accts: ClusterAccount[];
+  const owners = async () => Promise.all(accts.map((a) => env.cluster.lease(a.id)));
+  beforeAll(async () => {
+    accts = [acct, await env.cluster.account()];
+    // Two accounts, two nodes: one each.
+    await until(async () => new Set((await owners()).map((l) => l.live && l.owner)).size === 2, 'one account per node', 20_000);
+  }, 60_000);
+
+  it('cut off past the bound while the other node reaches NATS, it hands its accounts over: orders through the other node succeed, none twice; back, it takes its share again', async () => {
+    const cutNode = (await env.cluster.lease(acct.id)).owner!;
+    const other = env.cluster.running().find((n) => n.id !== cutNode)!;
+    const proxy = proxies.get(cutNode.slice(-1))!;
+    const cutAt = Date.now();
+    proxy.target(1);
+    proxy.cut();
+    let movedMs: number;
+    try {
+      // Within the bound it still serves its account to requests that reach it directly.
+      const direct = await orderVia(env.cluster.node(cutNode), acct, 'stepdown-1');
+      await env.cluster.owner(acct.id, { not: cutNode, limitMs: 15_000 });
+      movedMs = Date.now() - cutAt;
+      // Handed over (no lease waited out), to the node that reaches NATS; it holds both and the cut node takes none.
+      expect((await owners()).map((l) => l.owner)).toEqual([other.id, other.id]);
+      const via = await orderVia(other, acct, 'stepdown-1');
+      expect(via.status, JSON.stringify(via.body)).toBe(200);
+      if (direct.status === 200) expect({ replay: via.replay, ticket: via.ticket }).toEqual({ replay: true, ticket: direct.ticket });
+      expect((await orderVia(other, acct, 'stepdown-2')).status).toBe(200);
+    } finally {
+      proxy.target(env.engines.nats.port);
+    }
+    await until(async () => new Set((await owners()).map((l) => l.live && l.owner)).size === 2, 'the node back on NATS to take one account again', 20_000);
+    const atBroker = (await env.cluster.brokerOrders(acct.login)).map((o) => o.clientOrderId);
+    expect(atBroker.filter((id) => id === 'stepdown-1')).toHaveLength(1);
+    expect(atBroker.filter((id) => id === 'stepdown-2')).toHaveLength(1);
+    console.log(JSON.stringify({ movedMs, stepDownMs: STEP_DOWN_MS, leaseMs: LEASE_MS }));
+  }, 60_000);
+
+  it('with nats-server itself down past the bound nobody steps down: no lease moves', async () => {
+    const before: LeaseRow[] = await owners();
+    expect(before.every((l) => l.live)).toBe(true);
+    await env.engines.nats.kill();
+    try {
+      await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === false), 'every node to report its NATS link down', 10_000);
+      // Every node's rounds run on for twice the bound with its link down.
+      const mark = (await env.cluster.dbNowMs()) + 2 * STEP_DOWN_MS;
+      await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === false && b.atMs > mark), 'rounds past twice the bound', 15_000);
+    } finally {
+      await env.engines.nats.restart();
+    }
+    // Back one by one: their rounds on for another bound, every node up again.
+    const mark = (await env.cluster.dbNowMs()) + STEP_DOWN_MS;
+    await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === true && b.atMs > mark), 'every node back on NATS for a bound', 20_000);
+    expect(await owners()).toEqual(before);
   }, 60_000);
 });
