@@ -1,5 +1,6 @@
 // npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--quote-warmup N] [--accounts N] [--lease-ms MS]
-//   [--http-orders N] [--http-warmup N]
+//   [--http-orders N] [--http-warmup N] [--only quotes]
+// `--only quotes`: the quote part alone (about 40 s), its own shorter line (`only: 'quotes'`).
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -73,6 +74,11 @@ const WARMUP = arg('warmup', 1000);
 // OrderSend over HTTP on the cluster-mode gateway processes, to the owner vs. through another node.
 const HTTP_ORDERS = arg('http-orders', 300);
 const HTTP_WARMUP = arg('http-warmup', 100);
+const ONLY = (() => {
+  const i = process.argv.indexOf('--only');
+  return i > 0 ? process.argv[i + 1] : undefined;
+})();
+if (ONLY !== undefined && ONLY !== 'quotes') throw new Error(`--only ${ONLY}: only 'quotes' runs alone`);
 const BLOCK = 100;
 const PER_ACCOUNT = 200; // a demo account's margin lasts a few hundred 0.01 BTCUSD positions
 const MGMT = 'bench-management-key-0123456789abcdef';
@@ -115,6 +121,40 @@ const leases = new Map<string, OwnerInfo>();
 const A = await startNatsNode({
   url: nats.url, nodeId: 'A', shards: gwA.services.shards, lookupOwner: async (a) => leases.get(a) ?? { owner: null, epoch: 0 }, ownerWaitMs: 5_000, onEvent: () => {}, log,
 });
+
+const natsPid = (() => {
+  try {
+    return Number(execFileSync('pgrep', ['-P', String(process.pid), '-x', 'nats-server'], { encoding: 'utf8' }).trim().split('\n')[0]) || undefined;
+  } catch {
+    return undefined;
+  }
+})();
+// Quotes, tick to client socket: on the owner vs. on another node (bench/lib/clusterQuotes.ts).
+const measureQuotePart = () => measureQuotes({
+  gateway: gwA, relay: A.relay, managementKey: MGMT, ask, nodePid: child.pid, natsPid, quotes: QUOTES, warmup: QUOTE_WARMUP,
+});
+const printQuotes = (quotes: Awaited<ReturnType<typeof measureQuotePart>>) => {
+  console.log('quote same node    ', quotes.shared.sameNode, 'alone', quotes.alone.sameNode);
+  console.log('quote cross node   ', quotes.shared.crossNode, 'alone', quotes.alone.crossNode);
+  console.log('quote steps (µs)   ', JSON.stringify(quotes.steps));
+};
+if (ONLY === 'quotes') {
+  const quotes = await measureQuotePart();
+  await A.close();
+  await ask({ t: 'stop' }).catch(() => undefined);
+  await gwA.close();
+  await bridge.close();
+  await nats.stop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  printQuotes(quotes);
+  console.log('load', uptime().trim());
+  console.log(JSON.stringify({
+    bench: 'cluster', only: 'quotes', unit: 'us', load1m: +load!.toFixed(2), quotes: quotes.quotes,
+    quoteCrossOverSameP50: quotes.shared.crossOverSame.p50, quoteCrossOverSameP99: quotes.shared.crossOverSame.p99,
+    quoteCrossOverSameP999: quotes.shared.crossOverSame.p999, quoteAloneCrossOverSame: quotes.alone.crossOverSame, quote: quotes,
+  }));
+  process.exit(0);
+}
 
 // --- OrderSend: local vs forwarded -------------------------------------------------------------
 const total = 3 * ORDERS + 3 * Math.max(WARMUP, BLOCK) + 4 * BLOCK;
@@ -180,13 +220,6 @@ const tcpRtt = new Histogram();
 let forwardedCount = 0;
 // CPU per order of each process on the path: this one (the owner, with the simulator), node B's,
 // nats-server's (all threads; Linux only).
-const natsPid = (() => {
-  try {
-    return Number(execFileSync('pgrep', ['-P', String(process.pid), '-x', 'nats-server'], { encoding: 'utf8' }).trim().split('\n')[0]) || undefined;
-  } catch {
-    return undefined;
-  }
-})();
 const schedPids = { owner: process.pid, forwarder: child.pid, nats: natsPid };
 const localSched = new SchedTally(schedPids);
 const forwardedSched = new SchedTally(schedPids);
@@ -217,9 +250,7 @@ for (const s of tcpSockets) s.destroy();
 await new Promise<void>((resolve) => tcpEcho.close(() => resolve()));
 
 // --- Quotes, tick to client socket: on the owner vs. on another node (bench/lib/clusterQuotes.ts) ---
-const quotes = await measureQuotes({
-  gateway: gwA, relay: A.relay, managementKey: MGMT, ask, nodePid: child.pid, natsPid, quotes: QUOTES, warmup: QUOTE_WARMUP,
-});
+const quotes = await measureQuotePart();
 
 const servedByA = A.router.stats.served;
 await A.close();
@@ -245,9 +276,7 @@ console.log('local after idle   ', localAfterIdle.summary());
 console.log('forwarded OrderSend', forwarded.summary());
 console.log('NATS round trip    ', natsRtt.summary());
 console.log('TCP round trip     ', tcpRtt.summary());
-console.log('quote same node    ', quotes.shared.sameNode, 'alone', quotes.alone.sameNode);
-console.log('quote cross node   ', quotes.shared.crossNode, 'alone', quotes.alone.crossNode);
-console.log('quote steps (µs)   ', JSON.stringify(quotes.steps));
+printQuotes(quotes);
 console.log(describeForwarding(router, decomposition, http));
 console.log('load', uptime().trim());
 console.log(JSON.stringify({
