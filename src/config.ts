@@ -132,6 +132,10 @@ export const configSchema = z.object({
   /** A node whose NATS link is down this long while another live node reports its own up hands its
    *  accounts over (as on SIGTERM) and takes none until the link is back; default CLUSTER_LEASE_MS. */
   clusterStepDownMs: int(100, 3_600_000).optional(),
+  /** Cold start (no node holds a live lease): how long a starting node only heartbeats before its
+   *  first acquisition, so nodes started together see each other and each takes its own share.
+   *  Default: a renewal period (a third of the lease). */
+  clusterSettleMs: int(0, 600_000).optional(),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -181,6 +185,7 @@ const ENV: Record<string, keyof Config> = {
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
   CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs', CLUSTER_STEP_DOWN_MS: 'clusterStepDownMs',
+  CLUSTER_SETTLE_MS: 'clusterSettleMs',
 };
 
 export class ConfigError extends Error {}
@@ -195,6 +200,8 @@ export interface ClusterSettings {
   aliveAskMs: number;
   /** CLUSTER_STEP_DOWN_MS, or the lease when unset. */
   stepDownMs: number;
+  /** Unset: a third of the lease (LeaseKeeperOptions.settleMs). */
+  settleMs?: number;
 }
 
 export function clusterSettings(c: Config): ClusterSettings | undefined {
@@ -202,6 +209,7 @@ export function clusterSettings(c: Config): ClusterSettings | undefined {
   return {
     natsUrl: c.natsUrl, databaseUrl: c.databaseUrl, nodeId: c.nodeId ?? `${hostname()}:${c.port}`,
     leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs, stepDownMs: c.clusterStepDownMs ?? c.clusterLeaseMs,
+    ...(c.clusterSettleMs === undefined ? {} : { settleMs: c.clusterSettleMs }),
   };
 }
 

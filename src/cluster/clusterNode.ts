@@ -32,7 +32,7 @@ import { GATEWAY_EVENT } from '../runtime/hosts/gatewayCommands.js';
 import '../runtime/hosts/ownershipCommands.js';
 
 /** clusterSettings() of src/config.ts. */
-export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number; aliveAskMs?: number; stepDownMs?: number }
+export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number; aliveAskMs?: number; stepDownMs?: number; settleMs?: number }
 
 export interface ClusterNodeOptions {
   settings: ClusterNodeSettings;
@@ -162,6 +162,7 @@ export class ClusterNode {
       ...(o.deadlineClock ? { deadlineClock: o.deadlineClock } : {}), ...(o.mirrorEveryMs ? { mirrorEveryMs: o.mirrorEveryMs } : {}),
       // Read from the first round on (after attach): cut off from NATS past the bound, it steps down.
       nats: { up: () => node?.wired?.nats.link.up ?? false, stepDownMs: o.settings.stepDownMs ?? o.settings.leaseMs },
+      ...(o.settings.settleMs === undefined ? {} : { settleMs: o.settings.settleMs }),
       events: {
         acquired: (leases) => void node?.adopt(leases),
         releasing: (ids) => node?.handOver(ids),

@@ -23,6 +23,8 @@ export interface PgNodeOptions {
   /** Where this node serves (shown to operators). */
   url: string;
   leaseMs: number;
+  /** CLUSTER_SETTLE_MS (LeaseKeeperOptions.settleMs; unset: a third of the lease). */
+  settleMs?: number;
   /** The node's SQLite (DATA_DIR), the mirror of the cluster's tenancy. */
   sqlite: Db;
   log: Logger;
@@ -95,7 +97,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     const leaseTenancy = new PgTenancy(leasePool);
     const keeper = new LeaseKeeper({
       db: leasePool, nodeId: o.nodeId, url: o.url, incarnation, leaseMs: o.leaseMs, clock: o.deadlineClock ?? monotonicClock, log: o.log,
-      accounts: () => leaseTenancy.liveAccountIds(),
+      accounts: () => leaseTenancy.liveAccountIds(), ...(o.settleMs === undefined ? {} : { settleMs: o.settleMs }),
       reclaim: () => reclaimLeases(leasePool, o.nodeId, o.url, incarnation, o.leaseMs),
       ...(o.nats ? { nats: o.nats } : {}),
       events: {

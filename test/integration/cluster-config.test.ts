@@ -23,6 +23,9 @@ describe('cluster settings', () => {
     expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'node-a', CLUSTER_LEASE_MS: '3000', CLUSTER_OWNER_WAIT_MS: '700', CLUSTER_ALIVE_ASK_MS: '90', ...BRIDGE })))
       .toMatchObject({ nodeId: 'node-a', leaseMs: 3000, ownerWaitMs: 700, aliveAskMs: 90, stepDownMs: 3000 });
     expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, CLUSTER_STEP_DOWN_MS: '2500', ...BRIDGE }))).toMatchObject({ leaseMs: 10_000, stepDownMs: 2500 });
+    // The cold-start settle period: unset, the lease keeper's default (a third of the lease); 0 is allowed.
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, CLUSTER_SETTLE_MS: '0', ...BRIDGE }))).toMatchObject({ settleMs: 0 });
+    expect(clusterSettings(loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, CLUSTER_SETTLE_MS: '1500', ...BRIDGE }))).toMatchObject({ settleMs: 1500 });
   });
 
   it('names the mistake: half a cluster, embedded simulator, a bad address or node id', () => {
@@ -34,6 +37,7 @@ describe('cluster settings', () => {
     expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'a b', ...BRIDGE })).toThrow(/nodeId/);
     expect(() => loadConfig({ CLUSTER_LEASE_MS: '10' })).toThrow(/clusterLeaseMs/);
     expect(() => loadConfig({ CLUSTER_STEP_DOWN_MS: '50' })).toThrow(/clusterStepDownMs/);
+    expect(() => loadConfig({ CLUSTER_SETTLE_MS: '-1' })).toThrow(/clusterSettleMs/);
   });
 
   it('the process exits 2 with one line, never echoing the database password', async () => {
