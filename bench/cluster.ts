@@ -138,14 +138,18 @@ const printQuotes = (quotes: Awaited<ReturnType<typeof measureQuotePart>>) => {
   console.log('quote cross node   ', quotes.shared.crossNode, 'alone', quotes.alone.crossNode);
   console.log('quote steps (µs)   ', JSON.stringify(quotes.steps));
 };
-if (ONLY === 'quotes') {
-  const quotes = await measureQuotePart();
+/** The two nodes, the simulator and nats-server of the parts above, done with. */
+const closeTwoNodes = async () => {
   await A.close();
   await ask({ t: 'stop' }).catch(() => undefined);
   await gwA.close();
   await bridge.close();
   await nats.stop();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
+};
+if (ONLY === 'quotes') {
+  const quotes = await measureQuotePart();
+  await closeTwoNodes();
   printQuotes(quotes);
   console.log('load', uptime().trim());
   console.log(JSON.stringify({
@@ -253,12 +257,7 @@ await new Promise<void>((resolve) => tcpEcho.close(() => resolve()));
 const quotes = await measureQuotePart();
 
 const servedByA = A.router.stats.served;
-await A.close();
-await ask({ t: 'stop' }).catch(() => undefined);
-await gwA.close();
-await bridge.close();
-await nats.stop();
-for (const d of dirs) rmSync(d, { recursive: true, force: true });
+await closeTwoNodes();
 
 process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of an owner\n');
 const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS, httpOrders: HTTP_ORDERS, httpWarmup: HTTP_WARMUP });
