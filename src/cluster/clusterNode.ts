@@ -55,6 +55,8 @@ export interface ClusterStatus {
   natsUp: boolean;
   /** Accounts whose lease this node holds now. */
   ownedHere: number;
+  /** Cut off from NATS past CLUSTER_STEP_DOWN_MS while other nodes reach it: holds and takes nothing. */
+  steppedDown: boolean;
   leases: PgNode['keeper']['stats'];
   routing: AccountRouter['stats'];
   relay: StreamRelay['stats'];
@@ -410,7 +412,7 @@ export class ClusterNode {
 
   status(): ClusterStatus {
     return {
-      nodeId: this.nodeId, natsUp: this.w.nats.link.up, ownedHere: this.pg.keeper.held().length,
+      nodeId: this.nodeId, natsUp: this.w.nats.link.up, ownedHere: this.pg.keeper.held().length, steppedDown: this.pg.keeper.cutOff,
       leases: this.pg.keeper.stats, routing: this.w.nats.router.stats, relay: this.w.nats.relay.stats,
     };
   }

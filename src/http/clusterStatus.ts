@@ -10,6 +10,7 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
   metrics.gauge('tagw_cluster_accounts_owned', () => st().ownedHere, 'Accounts whose lease this node holds.');
   metrics.gauge('tagw_cluster_accounts_unowned', () => node.unowned(), 'Accounts no node holds now (a takeover in progress).');
   metrics.gauge('tagw_cluster_nats_up', () => (st().natsUp ? 1 : 0), 'Whether this node is connected to NATS.');
+  metrics.gauge('tagw_cluster_stepped_down', () => (st().steppedDown ? 1 : 0), 'Whether this node stepped down: cut off from NATS past CLUSTER_STEP_DOWN_MS while other nodes reach it, it handed its accounts over and takes none until its link is back.');
   metrics.labeledCounter('tagw_cluster_leases_total', ['event'], () => {
     const l = st().leases;
     return [[['acquired'], l.acquired], [['handed_over'], l.released], [['lost'], l.lost]];

@@ -165,6 +165,7 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
       movedMs = Date.now() - cutAt;
       // Handed over (no lease waited out), to the node that reaches NATS; it holds both and the cut node takes none.
       expect((await owners()).map((l) => l.owner)).toEqual([other.id, other.id]);
+      expect(await (await fetch(`${env.cluster.node(cutNode).url}/metrics`)).text()).toMatch(/^tagw_cluster_stepped_down 1$/m);
       const via = await orderVia(other, acct, 'stepdown-1');
       expect(via.status, JSON.stringify(via.body)).toBe(200);
       if (direct.status === 200) expect({ replay: via.replay, ticket: via.ticket }).toEqual({ replay: true, ticket: direct.ticket });
@@ -173,6 +174,7 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
       proxy.target(env.engines.nats.port);
     }
     await until(async () => new Set((await owners()).map((l) => l.live && l.owner)).size === 2, 'the node back on NATS to take one account again', 20_000);
+    expect(await (await fetch(`${env.cluster.node(cutNode).url}/metrics`)).text()).toMatch(/^tagw_cluster_stepped_down 0$/m);
     const atBroker = (await env.cluster.brokerOrders(acct.login)).map((o) => o.clientOrderId);
     expect(atBroker.filter((id) => id === 'stepdown-1')).toHaveLength(1);
     expect(atBroker.filter((id) => id === 'stepdown-2')).toHaveLength(1);
