@@ -1,7 +1,7 @@
 // What crosses NATS between nodes must arrive as a shard's reply would (structured clone), and
 // names from outside must each stay one subject token, distinct from every other name.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { token, untoken } from '../../src/cluster/subjects.js';
 import { decode, encode } from '../../src/cluster/wireCodec.js';
 
@@ -38,6 +38,27 @@ describe('wire codec (cluster JSON)', () => {
     // What plain JSON carries is written as plain JSON (readable, no tags).
     const plain = { status: 200, json: '{"ticket":1}', replay: false, list: [1, 'a', null] };
     expect(encode(plain)).toBe(JSON.stringify(plain));
+  });
+
+  it('writes plain data with JSON.stringify alone (no replacer called back per value), and tags what is not plain however deep', () => {
+    const quote = { kind: 'stream.tick', key: 'Srv', data: { server: 'Srv', tick: { symbol: 'EURUSD', bid: 1.1, ask: 1.1002, timeMsc: 1764172800123.5, volume: 2 } } };
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      expect(encode(quote)).toBe('{"kind":"stream.tick","key":"Srv","data":{"server":"Srv","tick":{"symbol":"EURUSD","bid":1.1,"ask":1.1002,"timeMsc":1764172800123.5,"volume":2}}}');
+      expect(stringify.mock.calls.map((c) => c.length)).toEqual([1]);
+    } finally {
+      stringify.mockRestore();
+    }
+    // One value JSON would lose, deep inside plain data, sends the whole value through the tags.
+    class Point { constructor(readonly x: number) {} }
+    for (const odd of [-0, NaN, undefined, 1n, new Date(3), new Point(1), { [String.fromCharCode(0)]: 1 }]) {
+      const v = { a: [1, { b: ['x', odd] }], c: true };
+      expect(decode(encode(v))).toStrictEqual(structuredClone(odd instanceof Point ? { a: [1, { b: ['x', { x: 1 }] }], c: true } : v));
+    }
+    // A cycle still fails as JSON.stringify fails on it, not with a stack overflow.
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = { back: cyclic };
+    expect(() => encode(cyclic)).toThrow(TypeError);
   });
 });
 
