@@ -112,10 +112,15 @@ export class ClusterProcs {
     const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim()]);
     const nodesDb = new URL(databaseUrl);
     if (opts.pgPort !== undefined) nodesDb.port = String(opts.pgPort);
+    const leaseMs = opts.leaseMs ?? 1_500;
     const env = {
       NATS_URL: engines.nats.url, DATABASE_URL: nodesDb.toString(),
       BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${sim.port}`,
-      CLUSTER_LEASE_MS: String(opts.leaseMs ?? 1_500), CLUSTER_OWNER_WAIT_MS: String(opts.ownerWaitMs ?? 4_000),
+      CLUSTER_LEASE_MS: String(leaseMs), CLUSTER_OWNER_WAIT_MS: String(opts.ownerWaitMs ?? 4_000),
+      // The cold-start settle period (a third of the lease by default) at most 500 ms: no account
+      // exists before every node runs (account() makes them later), so a longer one only delays the
+      // first account's owner (10 s with cluster-restart-reclaim's 30 s lease).
+      CLUSTER_SETTLE_MS: String(Math.min(500, Math.floor(leaseMs / 3))),
       TAGW_SECRET_KEY: SECRET_KEY, GATEWAY_MANAGEMENT_KEY: CLUSTER_MANAGEMENT_KEY,
       LOG_LEVEL: 'info', DRAIN_TIMEOUT_MS: '3000', RECONNECT_BASE_MS: '50', RECONNECT_CAP_MS: '500',
       ...opts.env,

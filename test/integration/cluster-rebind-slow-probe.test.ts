@@ -51,20 +51,27 @@ describe('a re-bind whose broker probe outlasts the account\'s lease, which come
     await until(() => gw.gw.cluster!.owned().includes(id) && connected().includes('probe-old'), 'the account to run on its login');
     const before = await epoch(id);
 
-    // The next connection to the bridge (the probe) is held 4 s; meanwhile another owner holds the
-    // lease for 1 s, then this node takes the account back.
+    // The next connection to the bridge (the probe) is held until this node has the account back:
+    // meanwhile another owner holds the lease for 1 s, then this node takes it again. (It was held
+    // 4 s a chunk, some 12 s for the probe's round trips, where only the take-back had to fit.)
     let probe: number | undefined;
     let known = Number.POSITIVE_INFINITY;
+    let back!: () => void;
+    const isBack = new Promise<void>((r) => (back = r));
     bridge.watch((dir, _chunk, conn) => {
       if (dir !== 'up' || conn <= known) return undefined;
       if (probe === undefined) probe = conn;
-      return conn === probe ? { delayMs: 4_000 } : undefined;
+      return conn === probe ? { until: isBack } : undefined;
     });
     const rebind = gw.req('POST', `/ConnectEx?id=${id}`, { headers: api, body: { user: 'probe-new', password: 'pw', server: SERVER } });
     known = 0; // every connection opened from here: the probe is the first
     await until(() => probe !== undefined, 'the probe to connect');
     await engines.pool.query("UPDATE account_leases SET owner = 'another-node', epoch = epoch + 1, expires_at = now() + interval '1 second' WHERE account_id = $1", [id]);
-    await until(async () => gw.gw.cluster!.owned().includes(id) && (await epoch(id)) > before + 1, 'the node to own the account again');
+    try {
+      await until(async () => gw.gw.cluster!.owned().includes(id) && (await epoch(id)) > before + 1, 'the node to own the account again');
+    } finally {
+      back();
+    }
     const r = await rebind;
     bridge.watch(undefined);
     expect(r.status, r.text).toBe(200);

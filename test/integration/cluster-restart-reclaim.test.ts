@@ -12,9 +12,7 @@ import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import { until } from '../helpers/until.js';
 
 const LEASE_MS = 30_000;
-// The cold-start settle period shortened from a third of the lease (10 s before the first account
-// was taken): the accounts are made once both nodes run, so each node's first round sees the other.
-const env = useCluster({ nodes: 2, leaseMs: LEASE_MS, ownerWaitMs: 4_000, env: { CLUSTER_SETTLE_MS: '500' } });
+const env = useCluster({ nodes: 2, leaseMs: LEASE_MS, ownerWaitMs: 4_000 });
 let acct: ClusterAccount;
 beforeAll(async () => {
   acct = await env.cluster.account();
