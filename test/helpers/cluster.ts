@@ -16,7 +16,7 @@ import { hashSecret } from '../../src/auth/keys.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
-import { createDatabase, startNats, type Engine } from './engines.js';
+import { createDatabase, EMPTY_START_SETTLE_MS, startNats, type Engine } from './engines.js';
 import { sharedPostgres } from './postgres.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
@@ -112,14 +112,14 @@ export function useClusterEngines(): ClusterEngines {
 }
 
 /** In-process gateways in cluster mode on `engines`, one per id, bridged to its simulator and
- *  sharing one secret key (every node opens every node's sealed passwords). */
+ *  sharing one secret key (every node opens every node's sealed passwords); no account yet. */
 export async function startClusterGateways(engines: ClusterEngines, nodeIds: readonly string[], o: { shards: number; leaseMs: number }): Promise<TestGateway[]> {
   const secretKey = randomBytes(32).toString('hex');
   const out: TestGateway[] = [];
   for (const nodeId of nodeIds) {
     out.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: o.shards, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl,
-      nodeId, clusterLeaseMs: o.leaseMs, secretKey,
+      nodeId, clusterLeaseMs: o.leaseMs, clusterSettleMs: EMPTY_START_SETTLE_MS, secretKey,
     }));
   }
   return out;
@@ -195,7 +195,7 @@ export async function startProxiedClusterGateway(nodeId: string, opts: { cluster
   const databaseUrl = u.toString();
   const gw = await startTestGateway({
     brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
-    natsUrl: engines.nats.url, databaseUrl, nodeId, clusterLeaseMs: 9_000, clusterOwnerWaitMs: opts.clusterOwnerWaitMs,
+    natsUrl: engines.nats.url, databaseUrl, nodeId, clusterLeaseMs: 9_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: opts.clusterOwnerWaitMs,
   }, { log: createLogger('debug', {}, (line) => opts.logs.push(line)) });
   return {
     engines, proxy, databaseUrl, gw,

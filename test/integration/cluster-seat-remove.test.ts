@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { useClusterEngines } from '../helpers/cluster.js';
+import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
 import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
@@ -17,7 +18,7 @@ beforeAll(async () => {
     brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
     // Long enough for the bound seat's first owner on a loaded machine; the unbound seat's removal
     // waited this long for an owner before (then 503).
-    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'seat-remove', clusterLeaseMs: 3_000, clusterOwnerWaitMs: 10_000,
+    natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'seat-remove', clusterLeaseMs: 3_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: 10_000,
   });
 }, 90_000);
 afterAll(async () => {
