@@ -173,20 +173,22 @@ export interface NodeRow {
   accounts: number;
   /** Its process's start (newIncarnation), as its last heartbeat wrote it. */
   incarnation?: number;
+  /** Whether its NATS link was up at its last heartbeat (null: it did not say). */
+  natsUp: boolean | null;
 }
 
 /** Every node in the table with its live lease count, and the accounts nobody holds (a takeover in
  *  progress, or no node alive): what `status` and /metrics show about the cluster. */
 export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[]; unowned: number }> {
-  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number; incarnation: number | null }>(
-    `SELECT n.node_id, n.url, n.incarnation, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
+  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number; incarnation: number | null; nats_up: boolean | null }>(
+    `SELECT n.node_id, n.url, n.incarnation, n.nats_up, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
        (SELECT count(*)::int FROM account_leases l WHERE l.owner = n.node_id AND l.expires_at > now()) AS accounts
      FROM cluster_nodes n ORDER BY n.node_id`);
   const unowned = await q.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM account_leases WHERE owner IS NULL OR expires_at <= now()');
   return {
     nodes: nodes.rows.map((r) => ({
-      nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),
+      nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, natsUp: r.nats_up, ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),
     })),
     unowned: unowned.rows[0]!.n,
   };

@@ -1,7 +1,8 @@
 // What cluster mode adds to /metrics and /v1/status (docs/cluster.md): live nodes, accounts owned
 // here, lease changes, forwarded calls and takeovers. Nothing is registered on a single node.
 import { z } from 'zod';
-import type { ClusterNode } from '../cluster/clusterNode.js';
+import type { ClusterNode, ClusterStatus } from '../cluster/clusterNode.js';
+import type { NodeRow } from '../cluster/leases.js';
 import type { Metrics } from './metrics.js';
 
 export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): void {
@@ -26,9 +27,13 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
 export const ClusterStatusBody = z.object({
   nodeId: z.string(),
   natsUp: z.boolean(),
+  steppedDown: z.boolean().describe('Cut off from NATS past CLUSTER_STEP_DOWN_MS while other nodes reach it: this node handed its accounts over and takes none until its link is back (tagw_cluster_stepped_down)'),
   ownedHere: z.number().int().describe('Accounts whose lease this node holds'),
   unowned: z.number().int().describe('Accounts no node holds now (a takeover in progress)'),
-  nodes: z.array(z.object({ nodeId: z.string(), url: z.string(), live: z.boolean(), heartbeatAgeMs: z.number(), accounts: z.number().int() })),
+  nodes: z.array(z.object({
+    nodeId: z.string(), url: z.string(), live: z.boolean(), heartbeatAgeMs: z.number(), accounts: z.number().int(),
+    natsUp: z.boolean().nullable().describe("Whether the node's NATS link was up at its last heartbeat (null: it did not say, e.g. right after its start)"),
+  })),
   leases: z.object({
     acquired: z.number().int().describe('Leases this node acquired since it started'),
     handedOver: z.number().int().describe('Leases this node released to another node (a handover)'),
@@ -45,11 +50,14 @@ export const ClusterStatusBody = z.object({
 
 export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: number): Promise<z.infer<typeof ClusterStatusBody>> {
   if (!node) return null;
-  const o = await node.overview();
-  const st = node.status();
+  return clusterStatusOf(node.status(), await node.overview(), leaseMs);
+}
+
+/** The body from this node's figures and PostgreSQL's node rows (pure: unit-tested). */
+export function clusterStatusOf(st: ClusterStatus, o: { nodes: readonly NodeRow[]; unowned: number }, leaseMs: number): NonNullable<z.infer<typeof ClusterStatusBody>> {
   return {
-    nodeId: node.nodeId, natsUp: st.natsUp, ownedHere: st.ownedHere, unowned: o.unowned,
-    nodes: o.nodes.map((n) => ({ nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts })),
+    nodeId: st.nodeId, natsUp: st.natsUp, steppedDown: st.steppedDown, ownedHere: st.ownedHere, unowned: o.unowned,
+    nodes: o.nodes.map((n) => ({ nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts, natsUp: n.natsUp })),
     leases: { acquired: st.leases.acquired, handedOver: st.leases.released, lost: st.leases.lost, takeovers: st.leases.takeovers },
     calls: { forwarded: st.routing.forwarded, served: st.routing.served, unavailable: st.routing.unavailable, ownerWaits: st.routing.ownerWaits },
   };

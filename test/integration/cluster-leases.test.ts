@@ -96,11 +96,13 @@ describe('leases', () => {
     expect(await leaseOwner(pool, 'never')).toEqual({ owner: null, epoch: 0 });
   });
 
-  it('heartbeats list the nodes seen within the window, the caller always among them', async () => {
+  it('heartbeats list the nodes seen within the window, the caller always among them; the overview has each one\'s NATS link', async () => {
     const { pool } = await freshDb();
     expect(await heartbeat(pool, 'a', 'http://a', 60_000)).toEqual([{ nodeId: 'a', natsUp: null }]);
     expect(await heartbeat(pool, 'b', 'http://b', 60_000, undefined, false)).toEqual([{ nodeId: 'a', natsUp: null }, { nodeId: 'b', natsUp: false }]);
     expect(await heartbeat(pool, 'a', 'http://a', 60_000, undefined, true)).toEqual([{ nodeId: 'a', natsUp: true }, { nodeId: 'b', natsUp: false }]);
+    // What /v1/status lists for each node: the link its last heartbeat reported.
+    expect((await clusterOverview(pool)).nodes.map((n) => [n.nodeId, n.natsUp])).toEqual([['a', true], ['b', false]]);
     await pool.query(`UPDATE cluster_nodes SET heartbeat_at = now() - interval '2 seconds' WHERE node_id = 'a'`);
     expect((await heartbeat(pool, 'b', 'http://b', 1_000)).map((n) => n.nodeId)).toEqual(['b']);
   });

@@ -8,7 +8,7 @@
 // nats-server through a proxy of its own; real PostgreSQL and a simulator process. docs/cluster.md
 // "Forwarding".
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readyz, useCluster, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
+import { CLUSTER_MANAGEMENT_KEY, readyz, useCluster, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import type { LeaseRow } from '../helpers/clusterProcs.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
@@ -166,6 +166,10 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
       // Handed over (no lease waited out), to the node that reaches NATS; it holds both and the cut node takes none.
       expect((await owners()).map((l) => l.owner)).toEqual([other.id, other.id]);
       expect(await (await fetch(`${env.cluster.node(cutNode).url}/metrics`)).text()).toMatch(/^tagw_cluster_stepped_down 1$/m);
+      // /v1/status (what `tagw status` and the dashboard show) says so too, and which node's link is down.
+      const st = (await (await fetch(`${env.cluster.node(cutNode).url}/v1/status`, { headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } })).json()) as { cluster: { steppedDown: boolean; nodes: Array<{ nodeId: string; natsUp: boolean | null }> } };
+      expect(st.cluster.steppedDown).toBe(true);
+      expect(Object.fromEntries(st.cluster.nodes.map((n) => [n.nodeId, n.natsUp]))).toEqual({ [cutNode]: false, [other.id]: true });
       const via = await orderVia(other, acct, 'stepdown-1');
       expect(via.status, JSON.stringify(via.body)).toBe(200);
       if (direct.status === 200) expect({ replay: via.replay, ticket: via.ticket }).toEqual({ replay: true, ticket: direct.ticket });

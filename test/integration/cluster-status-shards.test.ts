@@ -66,7 +66,7 @@ describe('a cluster node\'s status', () => {
     expect(metrics).toContain(`tagw_cluster_calls_total{outcome="forwarded"} ${otherAfter.calls.forwarded}`);
   }, 60_000);
 
-  it('`tagw status` against a node prints its leases and calls and a table of the nodes, this one marked', async () => {
+  it('`tagw status` against a node prints its leases and calls and a table of the nodes with their NATS link, this one marked', async () => {
     const node = nodes[1]!;
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       const env: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: node.url, GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY, DATA_DIR: node.dataDir };
@@ -80,8 +80,9 @@ describe('a cluster node\'s status', () => {
     expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);
     expect(run.stdout).toMatch(/^calls: +\d+ forwarded, \d+ served for other nodes, \d+ unavailable, \d+ owner waits?$/m);
     const table = run.stdout.slice(run.stdout.indexOf('Nodes:\n'));
-    expect(table).toMatch(/^NODE +STATE +ACCOUNTS +HEARTBEAT$/m);
-    expect(table).toMatch(/^status-a +live +\d+ +\d+\.\ds ago$/m);
-    expect(table).toMatch(/^status-b \(this node\) +live +\d+ +\d+\.\ds ago$/m);
+    expect(table).toMatch(/^NODE +STATE +NATS +ACCOUNTS +HEARTBEAT$/m);
+    expect(table).toMatch(/^status-a +live +up +\d+ +\d+\.\ds ago$/m);
+    expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago$/m);
+    expect(run.stdout).not.toMatch(/^stepped down:/m);
   }, 60_000);
 });

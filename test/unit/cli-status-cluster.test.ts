@@ -1,5 +1,6 @@
 // `tagw status` in cluster mode: the node line and the live peers with their accounts (a node whose
-// heartbeat is old is not listed as live), this node's leases and calls, and every node in a table.
+// heartbeat is old is not listed as live), this node's leases and calls, every node in a table with
+// its NATS link, and a line when this node stepped down (cut off from NATS).
 import { describe, expect, it } from 'vitest';
 import { clusterFields, clusterNodesTable, readinessLine } from '../../src/cli/commands/admin.js';
 
@@ -33,20 +34,38 @@ describe('tagw status, cluster lines', () => {
     ]);
   });
 
-  it('tables every node, down ones too, with its heartbeat age, and marks this node', () => {
+  it('tables every node, down ones too, with its heartbeat age and the NATS link a live one reported, and marks this node', () => {
     expect(clusterNodesTable({
-      nodeId: 'node-b', ownedHere: 4, unowned: 0,
+      nodeId: 'node-b', ownedHere: 0, unowned: 0,
       nodes: [
-        { nodeId: 'node-a', live: false, accounts: 0, heartbeatAgeMs: 125_000 },
-        { nodeId: 'node-b', live: true, accounts: 4, heartbeatAgeMs: 420 },
+        // A down node's last word on NATS is stale; one that did not say (null) or an older gateway (absent): '-'.
+        { nodeId: 'node-a', live: false, accounts: 0, heartbeatAgeMs: 125_000, natsUp: true },
+        { nodeId: 'node-b', live: true, accounts: 0, heartbeatAgeMs: 420, natsUp: false },
+        { nodeId: 'node-c', live: true, accounts: 4, heartbeatAgeMs: 1_300, natsUp: true },
+        { nodeId: 'node-d', live: true, accounts: 2, heartbeatAgeMs: 900, natsUp: null },
+        { nodeId: 'node-e', live: true, accounts: 1, heartbeatAgeMs: 100 },
       ],
     })).toBe([
       'Nodes:',
-      'NODE                STATE  ACCOUNTS  HEARTBEAT',
-      'node-a              down   0         2m 5s ago',
-      'node-b (this node)  live   4         0.4s ago',
+      'NODE                STATE  NATS  ACCOUNTS  HEARTBEAT',
+      'node-a              down   -     0         2m 5s ago',
+      'node-b (this node)  live   down  0         0.4s ago',
+      'node-c              live   up    4         1.3s ago',
+      'node-d              live   -     2         0.9s ago',
+      'node-e              live   -     1         0.1s ago',
       '',
     ].join('\n'));
+  });
+
+  it('says under the node line that this node stepped down, and only then', () => {
+    const c = { nodeId: 'node-b', ownedHere: 0, unowned: 0, nodes: [{ nodeId: 'node-b', live: true, accounts: 0, natsUp: false }, { nodeId: 'node-c', live: true, accounts: 4, natsUp: true }] };
+    expect(clusterFields({ ...c, steppedDown: true }).slice(0, 3)).toEqual([
+      ['node', 'node-b (owns 0 accounts)'],
+      ['stepped down', 'cut off from NATS, its accounts handed over until its link is back'],
+      ['cluster', '2 live nodes: node-b 0, node-c 4; 0 accounts without owner'],
+    ]);
+    expect(clusterFields({ ...c, steppedDown: false }).map(([k]) => k)).toEqual(['node', 'cluster']);
+    expect(clusterFields(c).map(([k]) => k)).toEqual(['node', 'cluster']);
   });
 });
 

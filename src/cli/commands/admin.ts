@@ -14,7 +14,10 @@ interface Status {
 
 interface ClusterStatus {
   nodeId: string; ownedHere: number; unowned: number;
-  nodes: Array<{ nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number }>;
+  /** Cut off from NATS while other nodes reach it: its accounts handed over (absent from older gateways). */
+  steppedDown?: boolean;
+  /** natsUp: at the node's last heartbeat (null: it did not say; absent from older gateways). */
+  nodes: Array<{ nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number; natsUp?: boolean | null }>;
   /** This node's lease changes and calls between nodes (absent from older gateways). */
   leases?: { acquired: number; handedOver: number; lost: number; takeovers: number };
   calls?: { forwarded: number; served: number; unavailable: number; ownerWaits: number };
@@ -29,6 +32,7 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
   const { leases: l, calls: k } = c;
   return [
     ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
+    ...(c.steppedDown ? [['stepped down', 'cut off from NATS, its accounts handed over until its link is back'] as [string, unknown]] : []),
     ['cluster', `${count(live.length, 'live node')}: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${count(c.unowned, 'account')} without owner`],
     ...(l ? [['leases', `${l.acquired} acquired, ${l.handedOver} handed over, ${l.lost} lost; ${count(l.takeovers, 'takeover')}`] as [string, unknown]] : []),
     ...(k ? [['calls', `${k.forwarded} forwarded, ${k.served} served for other nodes, ${k.unavailable} unavailable, ${count(k.ownerWaits, 'owner wait')}`] as [string, unknown]] : []),
@@ -55,11 +59,14 @@ export function readinessLine(r: Readiness | undefined): string {
 
 const heartbeatAge = (ms: number | undefined) => (ms === undefined ? null : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s ago` : `${duration(Math.round(ms / 1000))} ago`);
 
+/** A live node's NATS link as its last heartbeat said (a down node's is stale: not shown). */
+const natsCell = (n: ClusterStatus['nodes'][number]) => (n.live && typeof n.natsUp === 'boolean' ? (n.natsUp ? 'up' : 'down') : null);
+
 /** Every node PostgreSQL knows of (cluster mode), this one marked. */
 export function clusterNodesTable(c: ClusterStatus): string {
   return `Nodes:\n${table(c.nodes, [
     { header: 'NODE', value: (n) => (n.nodeId === c.nodeId ? `${n.nodeId} (this node)` : n.nodeId) }, { header: 'STATE', value: (n) => (n.live ? 'live' : 'down') },
-    { header: 'ACCOUNTS', value: (n) => n.accounts }, { header: 'HEARTBEAT', value: (n) => heartbeatAge(n.heartbeatAgeMs) },
+    { header: 'NATS', value: natsCell }, { header: 'ACCOUNTS', value: (n) => n.accounts }, { header: 'HEARTBEAT', value: (n) => heartbeatAge(n.heartbeatAgeMs) },
   ])}`;
 }
 

@@ -1,0 +1,51 @@
+// /v1/status's `cluster` part (src/http/clusterStatus.ts) from this node's figures and PostgreSQL's
+// node rows: whether this node stepped down (cut off from NATS while others reach it) and each
+// node's NATS link as its last heartbeat said, as the route's schema (the OpenAPI document) has them.
+import { describe, expect, it } from 'vitest';
+import type { ClusterStatus } from '../../src/cluster/clusterNode.js';
+import { ClusterStatusBody, clusterStatusOf } from '../../src/http/clusterStatus.js';
+
+const LEASE_MS = 6_000;
+
+function status(over: Partial<ClusterStatus> = {}): ClusterStatus {
+  return {
+    nodeId: 'node-b', natsUp: true, ownedHere: 3, steppedDown: false,
+    leases: { acquired: 5, takeovers: 1, released: 2, lost: 0, failedRounds: 0 },
+    routing: { forwarded: 7, served: 4, ownerWaits: 1, unavailable: 2, streamReplays: 0 },
+    relay: { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0 },
+    ...over,
+  };
+}
+
+const rows = [
+  { nodeId: 'node-a', url: 'http://a', heartbeatAgeMs: 900, accounts: 4, natsUp: true, incarnation: 11 },
+  { nodeId: 'node-b', url: 'http://b', heartbeatAgeMs: 300, accounts: 0, natsUp: false },
+  { nodeId: 'node-c', url: 'http://c', heartbeatAgeMs: 60_000, accounts: 0, natsUp: null },
+];
+
+describe("/v1/status's cluster part", () => {
+  it("says this node stepped down and each node's NATS link from its heartbeat row; live by the lease", () => {
+    const body = clusterStatusOf(status({ natsUp: false, ownedHere: 0, steppedDown: true }), { nodes: rows, unowned: 1 }, LEASE_MS);
+    expect(body).toEqual({
+      nodeId: 'node-b', natsUp: false, steppedDown: true, ownedHere: 0, unowned: 1,
+      nodes: [
+        { nodeId: 'node-a', url: 'http://a', live: true, heartbeatAgeMs: 900, accounts: 4, natsUp: true },
+        { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false },
+        { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null },
+      ],
+      leases: { acquired: 5, handedOver: 2, lost: 0, takeovers: 1 },
+      calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 },
+    });
+    expect(clusterStatusOf(status(), { nodes: rows, unowned: 0 }, LEASE_MS).steppedDown).toBe(false);
+  });
+
+  it('matches the route schema, which requires steppedDown and a boolean or null natsUp per node', () => {
+    const body = clusterStatusOf(status({ steppedDown: true }), { nodes: rows, unowned: 0 }, LEASE_MS);
+    expect(ClusterStatusBody.safeParse(body).success).toBe(true);
+    const { steppedDown: _, ...withoutSteppedDown } = body;
+    expect(ClusterStatusBody.safeParse(withoutSteppedDown).success).toBe(false);
+    expect(ClusterStatusBody.safeParse({ ...body, nodes: [{ ...body.nodes[0]!, natsUp: 'up' }] }).success).toBe(false);
+    const { natsUp: __, ...rowWithoutNats } = body.nodes[0]!;
+    expect(ClusterStatusBody.safeParse({ ...body, nodes: [rowWithoutNats] }).success).toBe(false);
+  });
+});
