@@ -383,6 +383,11 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
 
   it('says in words when the gateway stops answering or a proxy answers HTML, and how old the figures shown are', async () => {
     const page = await browser.page();
+    // The page's clock (its timers and Date) runs on as usual, and is moved on a poll period (1.5 s)
+    // at a time where the test waits for the next poll, instead of waiting it out. (Installed on the
+    // browser context: the later tests' pages have it too, running as a real one.)
+    await page.clock.install();
+    const nextPoll = () => page.clock.fastForward(1_500);
     await signIn(page);
     await go(page, '/seats');
     const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
@@ -391,19 +396,25 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // The gateway gone: the browser says "Failed to fetch"; the console says what it means.
     let refused = 0;
     await page.route('**/v1/seats', (r) => { refused += 1; return r.abort('connectionrefused'); });
+    await nextPoll();
     const err = page.locator('.err', { hasText: 'The gateway does not answer' });
     await err.waitFor();
     expect(await page.locator('.err', { hasText: 'Failed to fetch' }).count()).toBe(0);
     // More refused polls, seconds apart: the time shown stays that of the last answer.
-    await expect.poll(() => refused, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+    await expect.poll(async () => {
+      await nextPoll();
+      return refused;
+    }, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
     expect(await page.locator('[data-testid=updated]').textContent()).toMatch(new RegExp(`stale · ${lastGood} UTC`));
     await browser.shot(page, '11-gateway-down');
     // A proxy in front answering its own HTML page: a status in words, never the markup.
     await page.unroute('**/v1/seats');
     await page.route('**/v1/seats', (r) => r.fulfill({ status: 502, contentType: 'text/html', body: '<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>' }));
+    await nextPoll();
     await page.locator('.err', { hasText: 'The gateway answered HTTP 502' }).waitFor();
     expect(await page.locator('.err', { hasText: '<h1>' }).count()).toBe(0);
     await page.unroute('**/v1/seats');
+    await nextPoll();
     await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
     await page.close();
   });
