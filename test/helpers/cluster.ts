@@ -13,6 +13,7 @@ import type { LocalShards } from '../../src/cluster/router.js';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
 import { hashSecret } from '../../src/auth/keys.js';
+import type { ConfigInput } from '../../src/config.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
@@ -112,14 +113,15 @@ export function useClusterEngines(): ClusterEngines {
 }
 
 /** In-process gateways in cluster mode on `engines`, one per id, bridged to its simulator and
- *  sharing one secret key (every node opens every node's sealed passwords); no account yet. */
-export async function startClusterGateways(engines: ClusterEngines, nodeIds: readonly string[], o: { shards: number; leaseMs: number }): Promise<TestGateway[]> {
+ *  sharing one secret key (every node opens every node's sealed passwords); no account yet.
+ *  `perNode`: a node's own settings (its NATS_URL through a proxy, say). */
+export async function startClusterGateways(engines: ClusterEngines, nodeIds: readonly string[], o: { shards: number; leaseMs: number; perNode?: (nodeId: string) => ConfigInput }): Promise<TestGateway[]> {
   const secretKey = randomBytes(32).toString('hex');
   const out: TestGateway[] = [];
   for (const nodeId of nodeIds) {
     out.push(await startTestGateway({
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: o.shards, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl,
-      nodeId, clusterLeaseMs: o.leaseMs, clusterSettleMs: EMPTY_START_SETTLE_MS, secretKey,
+      nodeId, clusterLeaseMs: o.leaseMs, clusterSettleMs: EMPTY_START_SETTLE_MS, secretKey, ...o.perNode?.(nodeId),
     }));
   }
   return out;

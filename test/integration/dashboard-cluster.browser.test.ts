@@ -1,25 +1,35 @@
 // The operator console's Cluster panel (issue 20 item 7) in headless Chromium against a real
 // cluster node: two gateways on nats-server and PostgreSQL, a simulator process. The overview shows
 // every node (this one marked), NATS, the accounts without owner and this node's leases and calls,
-// which move when an order is forwarded to the owner. Screenshots at 1440 and 390 px land in
-// test-output/dashboard/.
+// which move when an order is forwarded to the owner; and, node b's NATS link cut behind its proxy,
+// that it stepped down and which node's link is down. Screenshots at 1440 and 390 px land in
+// test-output/dashboard/ (docs/dashboard/overview-cluster*.png are copies).
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type Browser } from '../helpers/browser.js';
 import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { mgmt, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 const engines = useClusterEngines();
 let browser: Browser;
 let nodes: TestGateway[] = [];
+/** Node b's way to nats-server, which the last test cuts. */
+let natsOfB: TcpProxy;
 beforeAll(async () => {
-  nodes = await startClusterGateways(engines, ['dash-node-a', 'dash-node-b'], { shards: 1, leaseMs: 6_000 });
+  natsOfB = await startTcpProxy(engines.nats.port);
+  nodes = await startClusterGateways(engines, ['dash-node-a', 'dash-node-b'], {
+    shards: 1, leaseMs: 4_500,
+    // b steps down at the first lease round past the cut that finds it still cut.
+    perNode: (id) => (id === 'dash-node-b' ? { natsUrl: `nats://127.0.0.1:${natsOfB.port}`, clusterStepDownMs: 100 } : {}),
+  });
   browser = await launchBrowser();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
   await Promise.all(nodes.map((n) => n.stop()));
+  await natsOfB?.close();
 });
 
 async function signIn(page: Page, node: TestGateway): Promise<void> {
@@ -27,6 +37,19 @@ async function signIn(page: Page, node: TestGateway): Promise<void> {
   await page.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
   await page.click('[data-testid=signin]');
   await page.waitForSelector('[data-testid=nav-overview]');
+}
+
+/** Neither the page, nor the Cluster panel, nor the nodes table's own box scrolls sideways (a column
+ *  cut off) at 1440 px, then at 390 px: a screenshot at each, `<shot>-1440px` and `<shot>-390px`. */
+async function fitsBothWidths(page: Page, shot: string): Promise<void> {
+  const sideways = () => page.evaluate(`[document.documentElement.scrollWidth - innerWidth, ...[document.querySelector('[data-testid=cluster]'),
+    document.querySelector('[data-testid=cluster-nodes]').parentElement].map((e) => e.scrollWidth - e.clientWidth)]`) as Promise<number[]>;
+  expect(await sideways()).toEqual([0, 0, 0]);
+  await browser.shot(page, `${shot}-1440px`);
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.locator('[data-testid=cluster]').waitFor();
+  expect(await sideways()).toEqual([0, 0, 0]);
+  await browser.shot(page, `${shot}-390px`);
 }
 
 describe('the console of a cluster node', { timeout: 60_000 }, () => {
@@ -61,16 +84,38 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     expect(order.status, order.text).toBe(200);
     await expect.poll(async () => Number(await forwarded.textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(before);
     expect(Number(await page.locator('[data-testid=leases-acquired]').textContent())).toBe((await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster.leases.acquired);
-    /** How far the page, or the panel, scrolls sideways. */
-    const overflow = () => page.evaluate('document.documentElement.scrollWidth - innerWidth') as Promise<number>;
-    expect(await overflow()).toBe(0);
-    expect(await panel.evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
-    await browser.shot(page, '20-overview-cluster-1440px');
-    await page.setViewportSize({ width: 390, height: 844 });
-    await panel.waitFor();
-    expect(await overflow()).toBe(0);
-    expect(await panel.evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
-    await browser.shot(page, '21-overview-cluster-390px');
+    await fitsBothWidths(page, '20-overview-cluster');
+    expect(browser.problems).toEqual([]);
+    await page.close();
+  });
+
+  it('says this node stepped down and which node reports its NATS link down when b is cut off from NATS; fits 1440 and 390 px', async () => {
+    const [a, b] = nodes as [TestGateway, TestGateway];
+    const page = await browser.page();
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await signIn(page, b);
+    const panel = page.locator('[data-testid=cluster]');
+    const row = (id: string) => page.locator('[data-testid=cluster-node]', { hasText: id });
+    await row('dash-node-b').locator('[data-testid=node-nats]', { hasText: 'up' }).waitFor();
+    expect(await panel.locator('[data-testid=stepped-down]').count()).toBe(0);
+    natsOfB.target(1);
+    natsOfB.cut();
+    try {
+      await panel.locator('[data-testid=stepped-down]').waitFor({ timeout: 20_000 });
+      await until(() => b.gw.cluster!.owned().length === 0 && a.gw.cluster!.owned().length === 3, "b's accounts handed over to a", 20_000);
+      await row('dash-node-b').locator('[data-testid=node-nats]', { hasText: 'down' }).waitFor();
+      // The panel, read every 2 s, has caught up with the handover.
+      await row('dash-node-a').locator('td.num', { hasText: /^3$/ }).waitFor();
+      await panel.getByText('Every account has an owner. This node owns 0.').waitFor();
+      expect(await panel.locator('[data-testid=stepped-down]').textContent()).toBe('stepped down cut off from NATS, its accounts handed over until its link is back');
+      expect(await row('dash-node-a').locator('[data-testid=node-nats]').textContent()).toBe('up');
+      expect(await panel.locator('.cluster-sum').textContent()).toMatch(/NATS\s*down/);
+      const status = (await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster;
+      expect(status.steppedDown).toBe(true);
+      await fitsBothWidths(page, '22-overview-cluster-stepped-down');
+    } finally {
+      natsOfB.target(engines.nats.port);
+    }
     expect(browser.problems).toEqual([]);
     await page.close();
   });

@@ -1,12 +1,16 @@
 // The overview's Cluster panel (cluster mode only: /v1/status `cluster` is null on a single node):
-// every node PostgreSQL knows of, the accounts without owner, NATS, and this node's lease changes
-// and calls between nodes since it started (the figures /metrics exports as tagw_cluster_*).
+// every node PostgreSQL knows of with the NATS link its last heartbeat reported, the accounts
+// without owner, whether this node stepped down (cut off from NATS while others reach it), and this
+// node's lease changes and calls between nodes since it started (as /metrics, tagw_cluster_*).
 import { html } from './lib.js';
 import { Badge, duration } from './ui.js';
 
 function heartbeat(ageMs) {
   return ageMs < 60_000 ? `${(ageMs / 1000).toFixed(1)} s ago` : `${duration(Math.round(ageMs / 1000))} ago`;
 }
+
+/** A live node's NATS link as its last heartbeat said; a down node's is stale, and one may not say (null). */
+const nats = (n) => (n.live && typeof n.natsUp === 'boolean' ? html`<${Badge} value=${n.natsUp ? 'up' : 'down'} />` : '—');
 
 const Row = ({ label, value, testid }) => html`<tr><td>${label}</td><td class="num" data-testid=${testid}>${value ?? '—'}</td></tr>`;
 
@@ -18,12 +22,14 @@ export function ClusterPanel({ cluster: c }) {
   return html`
     <div class="panel" data-testid="cluster">
       <h2>Cluster <span class="small muted cluster-sum">${live} of ${c.nodes.length} nodes live · NATS <${Badge} value=${c.natsUp ? 'up' : 'down'} /></span></h2>
+      ${c.steppedDown ? html`<p class="stepped-down" data-testid="stepped-down"><${Badge} value="stepped down" tone="bad" /> cut off from NATS, its accounts handed over until its link is back</p>` : null}
       <div class="grid g3">
         <div class="span2 scroll-x">
-          <table data-testid="cluster-nodes"><thead><tr><th>node</th><th>state</th><th class="num">accounts</th><th class="num">heartbeat</th></tr></thead><tbody>
+          <table class="narrow-dense" data-testid="cluster-nodes"><thead><tr><th>node</th><th>state</th><th>NATS</th><th class="num">accounts</th><th class="num">heartbeat</th></tr></thead><tbody>
             ${c.nodes.map((n) => html`<tr data-testid="cluster-node" data-node=${n.nodeId}>
               <td class="node-id">${n.nodeId}${n.nodeId === c.nodeId ? html` <span class="badge b-info" data-testid="this-node">this node</span>` : null}</td>
               <td><${Badge} value=${n.live ? 'live' : 'down'} tone=${n.live ? 'ok' : 'bad'} /></td>
+              <td data-testid="node-nats">${nats(n)}</td>
               <td class="num">${n.accounts}</td><td class="num nowrap">${heartbeat(n.heartbeatAgeMs)}</td></tr>`)}
           </tbody></table>
           <p class="small muted">
