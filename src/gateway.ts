@@ -138,7 +138,7 @@ async function start(
   const watch = watchMainThread(clock);
   const receivers: ShardEventReceivers = { connections: watch.connections, threadStats: watch.threadStats };
   dispatch = (ev) => routeShardEvent(receivers, ev);
-  const { shardSet, shards } = await startShards(at, stores, dispatch, watch.metrics);
+  const { shardSet, shards } = await startShards(at, stores, dispatch, watch.metrics, (ev) => receivers.stream?.localSockets(ev) ?? 0);
   const edge = await openEdge(at, stores, access, shards, watch, receivers);
   registerMetrics(watch, edge, stores.cluster, shards);
   const routes = routesOf(edge.services, watch, edge.closeSockets);
@@ -233,29 +233,59 @@ function routeShardEvent(r: ShardEventReceivers, ev: ShardEvent): void {
   }
 }
 
-/** Cluster mode, the owner: a shard event to this node's receivers and to the relay. Market data
- *  to the relay first: it writes a turn's first quote to NATS at once, while this node's hub frames
- *  reach its sockets only when uWS drains its batch after the turn whatever the order, so other
- *  nodes' sockets do not wait for this one's fan-out. Account events after (the owner numbers them). */
-export function ownerOrder(ev: ShardEvent, dispatch: (ev: ShardEvent) => void, relay: (ev: ShardEvent) => void): void {
+/** Market data waits for this node's own socket writes only while at most this many of its sockets
+ *  want it: the other nodes' sockets then wait for a few socket writes at most, about what one NATS
+ *  write costs the local ones the other way round. */
+export const FEW_LOCAL_SOCKETS = 4;
+
+/** Where the owner's shard events go (ownerOrder). */
+export interface OwnerPaths {
+  /** This node's receivers (its stream hub among them). */
+  dispatch: (ev: ShardEvent) => void;
+  /** The relay to other nodes: publish now / once uWS has written this turn's frames. */
+  relay: (ev: ShardEvent) => void;
+  relayAfterLocalWrites: (ev: ShardEvent) => void;
+  /** This node's sockets a market event's frame goes to. */
+  localSockets: (ev: ShardEvent) => number;
+}
+
+/**
+ * Cluster mode, the owner: a shard event to this node's receivers and to the relay. The hub's
+ * frames reach its sockets when uWS drains its publish batch after the turn, and the relay's NATS
+ * write (which wakes nats-server) delays whatever comes after it in the turn by ~50 µs here. So for
+ * market data that a few of this node's sockets want, those sockets go first and the relay publishes
+ * once uWS has written them; with none (nothing to wait for) or many (their writes would hold every
+ * other node's sockets back for long), the relay writes first. Account events: receivers first
+ * (the owner numbers them), then the relay, in order.
+ */
+export function ownerOrder(ev: ShardEvent, p: OwnerPaths): void {
   if (ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle) {
-    relay(ev);
-    dispatch(ev);
+    const local = p.localSockets(ev);
+    if (local > 0 && local <= FEW_LOCAL_SOCKETS) {
+      p.dispatch(ev);
+      p.relayAfterLocalWrites(ev);
+    } else {
+      p.relay(ev);
+      p.dispatch(ev);
+    }
   } else {
-    dispatch(ev);
-    relay(ev);
+    p.dispatch(ev);
+    p.relay(ev);
   }
 }
 
 /** The shard workers; in cluster mode they run the accounts this node holds leases for, behind the router. */
 async function startShards(
   { config, log, clusterCfg, files }: Start, { cluster, secretKey }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
+  localSockets: (ev: ShardEvent) => number,
 ): Promise<{ shardSet: ShardSet; shards: Shards }> {
   const shardSet = new ShardSet({
     shards: config.shards, dataDir: config.dataDir, log, ...(files.shardWorkerFile !== undefined ? { workerFile: files.shardWorkerFile } : {}),
     onRoundTrip: (shard, seconds) => metrics.shardCall(shard, seconds),
     // Cluster mode: the owner also relays its events to the nodes whose sockets follow them.
-    onEvent: cluster ? (ev) => ownerOrder(ev, dispatch, (e) => cluster.publish(e)) : dispatch,
+    onEvent: cluster ? (ev) => ownerOrder(ev, {
+      dispatch, relay: (e) => cluster.publish(e), relayAfterLocalWrites: (e) => cluster.publishAfterLocalWrites(e), localSockets,
+    }) : dispatch,
     // Cluster mode: a shard runs the accounts this node holds leases for, not all in its SQLite.
     ...(cluster ? { ownedKeys: () => cluster.owned() } : {}),
     // Shards decrypt broker passwords with the same key (DATA_DIR/secret.key unless configured).

@@ -6,9 +6,10 @@
 //   (the owner's hub has no socket for it; the relay publishes it). Each path runs by itself, and the
 //   two alternate tick by tick, so they see the same machine state: what the cross path costs.
 // - `shared`: one both sockets want, as a symbol followed on both nodes: each tick reaches both
-//   sockets, latency compared tick by tick too. The relay publishes and writes it first, then the
-//   owner's hub takes it (the gateway's order, ownerOrder); uWS writes the hub's frame only when it
-//   drains its publish batch after the turn: the owner's socket waits for the relay's write.
+//   sockets, latency compared tick by tick too. The owner's hub takes it first, and the relay
+//   publishes it once uWS has written the hub's frame (the gateway's order, ownerOrder, while few
+//   of the owner's sockets want the symbol): the cross path waits for that write, not the owner's
+//   socket for the relay's (until the change, the other way round).
 // `--quote-warmup` ticks first (volume -2: the clients skip them) for V8's compilers and the sockets,
 // then `--quotes` measured ones (volume -1), a third of each. Each measured tick is stamped where it
 // passes (the owner's main thread, node B's relay and hub, the client processes; all on the wall
@@ -94,7 +95,8 @@ interface TickTrace {
   /** SAME, CROSS or SHARED. */
   symbol: string;
   /** Owner: the main thread got it; relay.publish returned (the tick written to nats-server: the
-   *  turn's first market event is written at once); its hub is done (the frame handed to uWS, written
+   *  turn's first market event is written at once; SHARED: in the immediate after uWS's writes);
+   *  its hub is done (the frame handed to uWS, written
    *  when uWS drains its batch after the turn); the turn's microtasks ran (nats.js's write of
    *  anything it still held). */
   ownerIn: number; ownerRelay: number; ownerHub: number; ownerWritten: number;
@@ -154,8 +156,8 @@ export async function measureQuotes(o: QuoteBenchOptions) {
   // CPU and run-queue wait per measured tick of each process on the two paths.
   const sched = new SchedTally({ owner: process.pid, node: o.nodePid, nats: o.natsPid, sameClient: clientA.pid, crossClient: clientB.pid });
   let endSched = () => {};
-  // [stamp, symbol (index in SYMBOLS), in, relay, hub, written] per measured tick, flattened.
-  const owner: number[] = [];
+  // [stamp, symbol (index in SYMBOLS), in, relay, hub, written] per measured tick.
+  const owner: number[][] = [];
   // The owner process's GC pauses meanwhile: [start, duration] (ms), flattened.
   const ownerGc: number[] = [];
   const gcObserver = new PerformanceObserver((list) => {
@@ -171,23 +173,32 @@ export async function measureQuotes(o: QuoteBenchOptions) {
         return;
       }
       if (ev.kind !== 'stream.tick') return;
-      // The gateway's order (ownerOrder: the relay, which skips what no other node wants and writes
-      // the tick at once, then its own hub).
+      // The gateway's order (ownerOrder): a symbol no socket here wants (CROSS) to the relay first,
+      // written at once; one this node's socket wants too (SHARED) to the hub first, and to the
+      // relay once uWS has written the hub's frame. The relay skips SAME, as a gateway's relay
+      // skips what no other node wants.
       const tin = nowMs();
       const symbol = ev.data.tick.symbol;
-      let trelay = tin;
-      let thub = tin;
-      ownerOrder(ev, (e) => {
-        o.gateway.stream.onShardEvent(e as StreamEvent);
-        thub = nowMs();
-      }, (e) => {
-        if (symbol !== SAME) o.relay.publish(e);
-        trelay = nowMs();
+      const rec = [ev.data.tick.timeMsc, SYMBOLS.indexOf(symbol), tin, tin, tin, 0];
+      ownerOrder(ev, {
+        dispatch: (e) => {
+          o.gateway.stream.onShardEvent(e as StreamEvent);
+          rec[4] = nowMs();
+        },
+        relay: (e) => {
+          if (symbol !== SAME) o.relay.publish(e);
+          rec[3] = nowMs();
+        },
+        relayAfterLocalWrites: (e) => {
+          if (symbol === SAME) return;
+          o.relay.publishAfterLocalWrites(e);
+          setImmediate(() => { rec[3] = nowMs(); }); // right after the relay's own immediate
+        },
+        localSockets: (e) => o.gateway.stream.localSockets(e),
       });
       if (ev.data.tick.volume !== -1) return;
-      owner.push(ev.data.tick.timeMsc, SYMBOLS.indexOf(symbol), tin, trelay, thub, 0);
-      const i = owner.length - 1;
-      queueMicrotask(() => { owner[i] = nowMs(); }); // after nats.js's own microtask, had it any write left
+      owner.push(rec);
+      queueMicrotask(() => { rec[5] = nowMs(); }); // after nats.js's own microtask, had it any write left
     });
   });
   await new Promise((r) => setTimeout(r, 300)); // the last relayed ticks arrive
@@ -221,7 +232,7 @@ function compare(o: QuoteBenchOptions, same: SameTrace[], cross: CrossTrace[]) {
   };
 }
 
-interface Traces { owner: number[]; same: number[]; cross: number[]; node: number[]; ownerGc: number[]; nodeGc: number[] }
+interface Traces { owner: number[][]; same: number[]; cross: number[]; node: number[]; ownerGc: number[]; nodeGc: number[] }
 
 /** GC pauses as [start, end] (ms), and whether one overlaps [from, to]. */
 function pauses(flat: number[]) {
@@ -235,8 +246,8 @@ function pauses(flat: number[]) {
 
 function analyse(o: QuoteBenchOptions, { owner, same, cross, node, ownerGc, nodeGc }: Traces, sched: SchedTally) {
   const ticks = new Map<number, TickTrace>();
-  for (let i = 0; i < owner.length; i += 6) {
-    ticks.set(owner[i]!, { stamp: owner[i]!, symbol: SYMBOLS[owner[i + 1]!]!, ownerIn: owner[i + 2]!, ownerRelay: owner[i + 3]!, ownerHub: owner[i + 4]!, ownerWritten: owner[i + 5]! });
+  for (const [stamp, symbol, ownerIn, ownerRelay, ownerHub, ownerWritten] of owner) {
+    ticks.set(stamp!, { stamp: stamp!, symbol: SYMBOLS[symbol!]!, ownerIn: ownerIn!, ownerRelay: ownerRelay!, ownerHub: ownerHub!, ownerWritten: ownerWritten! });
   }
   const at = (stamp: number) => ticks.get(stamp) ?? ({} as Partial<TickTrace>);
   for (let i = 0; i < node.length; i += 3) Object.assign(at(node[i]!), { nodeIn: node[i + 1], nodeHub: node[i + 2] });

@@ -319,6 +319,11 @@ export class ClusterNode {
     this.wired?.nats.relay.publish(ev);
   }
 
+  /** Market data this node's sockets get too, relayed once uWS has written their frames (ownerOrder). */
+  publishAfterLocalWrites(ev: ShardEvent): void {
+    this.wired?.nats.relay.publishAfterLocalWrites(ev);
+  }
+
   private announceNone(leases: Lease[]): void {
     for (const l of leases) this.wired?.nats.owners.announce(l.accountId, { owner: null, epoch: l.epoch });
   }

@@ -46,6 +46,10 @@ interface Interest { refs: number; sub: Subscription }
 /** The last market event published of one server, symbol and kind (timeframe for candles). */
 interface LastMarket { t: number; json: string; subject: string }
 
+function isMarket(ev: ShardEvent): ev is Extract<ShardEvent, { kind: typeof STREAM_EVENT.tick | typeof STREAM_EVENT.candle }> {
+  return ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
+}
+
 /** nats.js (3.x) writes what `publish` queued in a microtask after the caller's turn, in one write
  *  for the whole turn. Its ProtocolHandler's flushPending writes it now (a no-op while
  *  disconnected); a version without it leaves the write to that microtask. */
@@ -71,11 +75,41 @@ export class StreamRelay {
 
   /** Owner side: publish one event of this node's shards (called for every event; filters itself). */
   publish(ev: ShardEvent): void {
+    // Market data behind some still waiting for this node's writes waits too: one symbol's events
+    // (a bar's close and the next bar) must not overtake each other, or the duplicate check drops one.
+    if (this.afterLocal.length > 0 && isMarket(ev)) {
+      this.afterLocal.push(ev);
+      return;
+    }
+    this.publishNow(ev);
+  }
+
+  /**
+   * Owner side: market data this node's own sockets get too, published once uWS has written their
+   * frames: uWS writes a turn's app.publish batch in its check handle, which libuv runs before
+   * Node's immediates, so a setImmediate comes after those writes. The gateway uses it while few
+   * local sockets want the symbol (ownerOrder): then the relay's NATS write (which wakes nats-server,
+   * often on this very vCPU) no longer stands between the shard's tick and those sockets, for the
+   * time a few socket writes take on the cross-node path. The events of one turn go out in order
+   * and together (one write, as in publish).
+   */
+  publishAfterLocalWrites(ev: ShardEvent): void {
+    this.afterLocal.push(ev);
+    if (this.afterLocal.length === 1) setImmediate(this.publishWaiting);
+  }
+
+  private readonly afterLocal: ShardEvent[] = [];
+  private readonly publishWaiting = () => {
+    const waiting = this.afterLocal.splice(0);
+    for (const ev of waiting) this.publishNow(ev);
+  };
+
+  private publishNow(ev: ShardEvent): void {
     if (LOCAL_KINDS.has(ev.kind)) return;
     const link = this.opts.link;
     let subject: string;
     let json: string;
-    const market = ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
+    const market = isMarket(ev);
     if (market) {
       const tick = ev.kind === STREAM_EVENT.tick;
       const symbol = tick ? ev.data.tick.symbol : ev.data.candle.symbol;
@@ -186,6 +220,7 @@ export class StreamRelay {
   }
 
   close(): void {
+    this.afterLocal.length = 0;
     for (const i of this.interests.values()) i.sub.unsubscribe();
     this.interests.clear();
     for (const byServer of Object.values(this.lastMarket)) byServer.clear();

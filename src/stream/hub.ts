@@ -18,6 +18,7 @@ import { withRevokedKeys } from './revokedKeys.js';
 import type { Sock, StreamCounters, UserData } from './state.js';
 import { Topics } from './topics.js';
 import { STREAM_EVENT, type StreamEvent } from '../runtime/hosts/streamCommands.js';
+import type { ShardEvent } from '../runtime/protocol.js';
 
 export type StreamHubDeps = StreamAdmissionDeps;
 
@@ -174,6 +175,13 @@ export class StreamHub {
     } catch (err) {
       this.deps.log.error('stream event failed', { kind: ev.kind, key: ev.key, err: errorMessage(err) });
     }
+  }
+
+  /** How many of this node's sockets a market event's frame goes to (cluster mode: ownerOrder). */
+  localSockets(ev: ShardEvent): number {
+    if (ev.kind === STREAM_EVENT.tick) return this.topics.quoteSubscribers(ev.data.server, ev.data.tick.symbol);
+    if (ev.kind === STREAM_EVENT.candle) return this.topics.candleSubscribers(ev.data.server, ev.data.candle.symbol, ev.data.candle.timeframe);
+    return 0;
   }
 
   // ---- socket lifecycle -------------------------------------------------------------------------

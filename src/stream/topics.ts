@@ -14,6 +14,8 @@ import { newEpoch } from './history.js';
 import type { Clock } from '../util/clock.js';
 import type { AccountState, CandleSub, CandleTopic, QuoteTopic, ServerState, Sock, StreamCounters } from './state.js';
 
+const candleKey = (server: string, symbol: string, timeframe: Timeframe) => `c|${server}|${symbol}|${timeframe}`;
+
 export class Topics {
   app: TemplatedApp | null = null;
   /** The market epoch: QUOTE/CANDLE seq restart with every gateway process, and this says so. */
@@ -55,8 +57,17 @@ export class Topics {
     return t;
   }
 
+  /** This node's sockets subscribed to a symbol's quotes / a timeframe's candles (no topic: none). */
+  quoteSubscribers(server: string, symbol: string): number {
+    return this.quoteTopics.get(server)?.get(symbol)?.refs ?? 0;
+  }
+
+  candleSubscribers(server: string, symbol: string, timeframe: Timeframe): number {
+    return this.candleTopics.get(candleKey(server, symbol, timeframe))?.refs ?? 0;
+  }
+
   candleTopic(server: string, symbol: string, timeframe: Timeframe): CandleTopic {
-    const key = `c|${server}|${symbol}|${timeframe}`;
+    const key = candleKey(server, symbol, timeframe);
     let t = this.candleTopics.get(key);
     if (!t) {
       t = {

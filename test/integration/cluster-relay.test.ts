@@ -1,6 +1,10 @@
 // The stream relay over a real nats-server: node A owns accounts and publishes its shards' events,
 // node B receives only what it follows, once each, into the same onEvent path as its own shards'.
+import { readSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import uWS from 'uWebSockets.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import type { LocalShards } from '../../src/cluster/router.js';
 import { startNats, type Engine } from '../helpers/engines.js';
@@ -108,6 +112,57 @@ describe('StreamRelay', () => {
     const got = B.events.filter((e) => e.kind === 'stream.tick' && e.key === server);
     expect(got.map((e) => (e.data as { tick: { timeMsc: number } }).tick.timeMsc)).toEqual([2000, 2001, 2002, 2003]);
     B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
+  it('publishes market data for local sockets once uWS has written their frames, in order with the market data after it; account events are not held back', async () => {
+    const server = 'After-Local';
+    await B.relay.followMarket(server, 'EURUSD');
+    await B.relay.follow('acc-after');
+    // A uWS app with one subscribed socket, as the owner's hub; the client's bytes are read by hand
+    // off its paused socket: in its kernel buffer as soon as uWS wrote them.
+    const app = uWS.App().ws('/*', { open: (ws) => void ws.subscribe('q') });
+    const listen = await new Promise<uWS.us_listen_socket>((resolve) => app.listen('127.0.0.1', 0, (s) => resolve(s)));
+    const client = new WebSocket(`ws://127.0.0.1:${uWS.us_socket_local_port(listen)}/`);
+    await new Promise((resolve) => client.once('open', resolve));
+    const socket = (client as unknown as { _socket: Socket & { _handle: { fd: number } } })._socket;
+    socket.pause();
+    const written = () => {
+      try {
+        return readSync(socket._handle.fd, Buffer.alloc(256));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') return 0;
+        throw err;
+      }
+    };
+    const nc = A.link.nc;
+    const publish = nc.publish.bind(nc);
+    let frameWhenRelayed = -1;
+    nc.publish = (subject, ...rest) => {
+      if (subject.startsWith('tagw.md.') && frameWhenRelayed < 0) frameWhenRelayed = written();
+      publish(subject, ...rest);
+    };
+    try {
+      await nc.flush();
+      const before = A.relay.stats.published;
+      app.publish('q', 'frame');
+      A.relay.publishAfterLocalWrites(tick(server, 'EURUSD', 4000));
+      A.relay.publish(tick(server, 'EURUSD', 4001));
+      A.relay.publish(positions('acc-after'));
+      expect(A.relay.stats.published).toBe(before + 1);
+      expect(written()).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(frameWhenRelayed).toBeGreaterThan(0);
+      expect(A.relay.stats.published).toBe(before + 3);
+      await barrier();
+      expect(B.events.filter((e) => e.key === server).map((e) => (e.data as { tick: { timeMsc: number } }).tick.timeMsc)).toEqual([4000, 4001]);
+      expect(B.events.filter((e) => e.key === 'acc-after')).toHaveLength(1);
+    } finally {
+      nc.publish = publish;
+      client.terminate();
+      uWS.us_listen_socket_close(listen);
+      B.relay.unfollowMarket(server, 'EURUSD');
+      B.relay.unfollow('acc-after');
+    }
   });
 
   it('keeps ticks and candles of one symbol apart: each on its own subject, neither a duplicate of the other', async () => {
