@@ -60,6 +60,11 @@ async function signIn(page: Page, key = mk): Promise<void> {
   await page.waitForSelector('[data-testid=nav-overview]');
 }
 
+/** The page's next poll now: its clock moved on by `ms` (seats 1.5 s, overview 2 s). */
+async function nextPoll(page: Page, ms: number): Promise<void> {
+  await page.clock.fastForward(ms);
+}
+
 async function go(page: Page, route: string): Promise<void> {
   await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
 }
@@ -75,6 +80,9 @@ beforeAll(async () => {
   t = await startTestGateway({ managementKey: undefined, seatBuildMs: 5_000, shards: 1, corsOrigins: originOf(allowedSite) });
   mk = t.managementKey;
   browser = await launchBrowser();
+  // The pages' clock (timers, Date, performance) runs as a real one; where a test waits for a page's
+  // next poll it moves it on by the poll period (nextPoll) instead of waiting the period out.
+  await browser.context.clock.install();
 }, 30_000);
 
 afterAll(async () => {
@@ -175,8 +183,10 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await go(page, '/overview');
     await page.locator('[data-testid=families] td', { hasText: 'classic' }).waitFor();
     // A second scrape gives rates and a first point on the throughput chart.
+    await nextPoll(page, 2_000);
     await page.locator('[data-testid=families] td.num', { hasText: /^\d+\.\d$/ }).first().waitFor();
     await page.locator('[data-testid=throughput] canvas').waitFor();
+    await nextPoll(page, 2_000);
     await page.locator('[data-testid=throughput][data-points="2"]').waitFor(); // a line, for the screenshot
     await browser.shot(page, '5-overview-busy');
     expect(await page.locator('[data-testid=cluster]').count()).toBe(0); // a single node: no Cluster panel
@@ -285,6 +295,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(mk) })).status).toBe(401);
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(newMk) })).status).toBe(200);
     // The old tab's next poll is refused: it is signed out and forgets the key.
+    await nextPoll(oldTab, 2_000);
     await oldTab.waitForSelector('[data-testid=signed-out]', { timeout: 10_000 });
     await browser.shot(oldTab, '9-signed-out');
     expect(await oldTab.title()).toBe('Sign in · tagw'); // not the page it was signed out from
@@ -383,11 +394,6 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
 
   it('says in words when the gateway stops answering or a proxy answers HTML, and how old the figures shown are', async () => {
     const page = await browser.page();
-    // The page's clock (its timers and Date) runs on as usual, and is moved on a poll period (1.5 s)
-    // at a time where the test waits for the next poll, instead of waiting it out. (Installed on the
-    // browser context: the later tests' pages have it too, running as a real one.)
-    await page.clock.install();
-    const nextPoll = () => page.clock.fastForward(1_500);
     await signIn(page);
     await go(page, '/seats');
     const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
@@ -396,13 +402,13 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // The gateway gone: the browser says "Failed to fetch"; the console says what it means.
     let refused = 0;
     await page.route('**/v1/seats', (r) => { refused += 1; return r.abort('connectionrefused'); });
-    await nextPoll();
+    await nextPoll(page, 1_500);
     const err = page.locator('.err', { hasText: 'The gateway does not answer' });
     await err.waitFor();
     expect(await page.locator('.err', { hasText: 'Failed to fetch' }).count()).toBe(0);
     // More refused polls, seconds apart: the time shown stays that of the last answer.
     await expect.poll(async () => {
-      await nextPoll();
+      await nextPoll(page, 1_500);
       return refused;
     }, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
     expect(await page.locator('[data-testid=updated]').textContent()).toMatch(new RegExp(`stale · ${lastGood} UTC`));
@@ -410,11 +416,11 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // A proxy in front answering its own HTML page: a status in words, never the markup.
     await page.unroute('**/v1/seats');
     await page.route('**/v1/seats', (r) => r.fulfill({ status: 502, contentType: 'text/html', body: '<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>' }));
-    await nextPoll();
+    await nextPoll(page, 1_500);
     await page.locator('.err', { hasText: 'The gateway answered HTTP 502' }).waitFor();
     expect(await page.locator('.err', { hasText: '<h1>' }).count()).toBe(0);
     await page.unroute('**/v1/seats');
-    await nextPoll();
+    await nextPoll(page, 1_500);
     await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
     await page.close();
   });
