@@ -76,3 +76,24 @@ it('dedupes across shards, closes each bar once, drops late updates; partial onl
   await a.until((x) => x.of('CANDLE').some((fr) => fr.data.timeUtc === f + 120), 10_000, 'a: the bar after');
   expect(a.of('CANDLE').filter((fr) => fr.data.timeUtc >= f + 60).every((fr) => fr.data.partial === false)).toBe(true);
 });
+
+it('counts this node\'s sockets on a symbol\'s quotes and on a timeframe\'s candles (how the owner orders its relay: ownerOrder)', async () => {
+  const tick = (symbol: string) => ({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol, bid: 1, ask: 1.1, timeMsc: 1 } } }) as const;
+  const bar = (timeframe: CandleEvent['timeframe']) => ({ kind: STREAM_EVENT.candle, key: SERVER, data: { server: SERVER, candle: { ...candle(60, 1, false), symbol: 'GBPUSD', timeframe } } }) as const;
+  const sockets = (ev: Parameters<TestGateway['gw']['stream']['localSockets']>[0]) => t.gw.stream.localSockets(ev);
+  expect(sockets(tick('GBPUSD'))).toBe(0);
+  const b = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  const c = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(b, c);
+  b.send({ action: 'subscribe', symbol: 'GBPUSD', timeframes: ['M5'] });
+  c.send({ action: 'subscribe', symbol: 'GBPUSD' });
+  await Promise.all([b.next('SUBSCRIBED', 0), c.next('SUBSCRIBED', 0)]);
+  expect(sockets(tick('GBPUSD'))).toBe(2);
+  expect(sockets(bar('M5'))).toBe(1);
+  expect(sockets(bar('H1'))).toBe(0);
+  expect(sockets(tick('USDJPY'))).toBe(0);
+  expect(sockets({ kind: 'stream.positions', key: id, data: { v: 1, positions: [] } })).toBe(0);
+  c.send({ action: 'unsubscribe', symbol: 'GBPUSD' });
+  await c.next('UNSUBSCRIBED', 0);
+  expect(sockets(tick('GBPUSD'))).toBe(1);
+});
