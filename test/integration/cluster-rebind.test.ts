@@ -95,7 +95,9 @@ describe('cluster: a login held for an account being re-bound (PgTenancy)', () =
     expect(await t.upsertBinding(binding('held-y'))).toBe(false);
     expect(await t.claimLogin('held-y', 'Sim-P5-Demo', 'other')).toBe(true); // another login is free
     await t.releaseLogin('held-x', 'Sim-P5-Demo', 'held');
-    expect(await t.claimLogin('held-y', 'Sim-P5-Demo', 'held', 50)).toBe(true);
+    // Held 500 ms: long enough that the next statement still meets it on a loaded machine (50 ms
+    // ran out before it in a full run here), short enough to wait out below.
+    expect(await t.claimLogin('held-y', 'Sim-P5-Demo', 'held', 500)).toBe(true);
     expect(await t.upsertBinding(binding('held-x'))).toBe(false);
     // A hold its node never released (it died mid-bind) expires by PostgreSQL's clock.
     await until(() => t.upsertBinding(binding('held-x')), 'the expired hold to free the login');
