@@ -73,6 +73,11 @@ export const configSchema = z.object({
   storageMinFreeMb: z.coerce.number().min(0).max(1_000_000).default(16),
   /** How often the free space is looked at (also the most a refusal can outlast freed space). */
   storageCheckMs: int(10, 600_000).default(1_000),
+  /** The WAL checkpointer thread's CPU scheduling (src/store/checkpointer.ts): `idle` (Linux
+   *  SCHED_IDLE, nice 19 where that cannot be set) so a woken order thread takes the CPU from it at
+   *  once; `normal` as any thread. Idle costs no durability (commits never wait for it); on a CPU
+   *  kept busy it may fall behind, and the WAL backstop checkpoints inline as without the thread. */
+  checkpointerPriority: z.enum(['idle', 'normal']).default('idle'),
   /** Origins of browser pages allowed to call the API (CORS) and open its WebSockets: comma-separated
    *  scheme://host[:port]; default none (docs/dashboard.md). */
   corsOrigins: z.union([z.string(), z.array(z.string())]).default([]).transform((v, ctx) => {
@@ -180,7 +185,7 @@ const ENV: Record<string, keyof Config> = {
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs', STREAM_SNAPSHOT_STORE_WAIT_MS: 'streamSnapshotStoreWaitMs',
   STREAM_HISTORY_MAX_EVENTS: 'streamHistoryMaxEvents', STREAM_HISTORY_MAX_AGE_MS: 'streamHistoryMaxAgeMs',
-  CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs',
+  CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs', CHECKPOINTER_PRIORITY: 'checkpointerPriority',
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',

@@ -183,6 +183,7 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
     onError: (err) => log.error('WAL checkpointer stopped; commits checkpoint inline again', { err: errorMessage(err) }),
+    priority: config.checkpointerPriority,
     ...(files.checkpointWorkerFile !== undefined ? { workerFile: files.checkpointWorkerFile } : {}),
   });
   const tenancy = new TenancyStore(db);

@@ -27,10 +27,10 @@ const IDLE_INTERVAL_MS = 1_000;
 /** `workerFile`: a compiled checkpointWorker.js to run instead of this module's sibling (the tests
  *  point it at their build: from the sources the thread first registers tsx's loader, ~5x the CPU
  *  and ~7x the time to start, and a test run starts a gateway, so a thread, hundreds of times). */
-export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; idleIntervalMs?: number; idleAfterMs?: number; onError?: (err: unknown) => void; workerFile?: string } = {}): Checkpointer {
+export function startCheckpointer(file: string, opts: { intervalMs?: number; busyIntervalMs?: number; busyFrames?: number; idleIntervalMs?: number; idleAfterMs?: number; onError?: (err: unknown) => void; workerFile?: string; priority?: 'idle' | 'normal' } = {}): Checkpointer {
   const intervalMs = opts.intervalMs ?? 20;
   const data: CheckpointWorkerData = {
-    file, intervalMs, busyIntervalMs: Math.max(intervalMs, opts.busyIntervalMs ?? 100), busyFrames: opts.busyFrames ?? BUSY_FRAMES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
+    file, intervalMs, busyIntervalMs: Math.max(intervalMs, opts.busyIntervalMs ?? 100), busyFrames: opts.busyFrames ?? BUSY_FRAMES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES, priority: opts.priority ?? 'normal',
     idleIntervalMs: Math.max(intervalMs, opts.idleIntervalMs ?? IDLE_INTERVAL_MS),
     idleAfterRuns: Math.max(1, Math.ceil((opts.idleAfterMs ?? IDLE_AFTER_MS) / intervalMs)),
   };

@@ -141,4 +141,23 @@ describe('background WAL checkpointer', () => {
     }
     expect(s.failures).toBe(0);
   });
+
+  it('runs at SCHED_IDLE with priority idle (CHECKPOINTER_PRIORITY, the gateway\'s default), so a woken order thread preempts it; as any thread with normal', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tagw-ckpt-'));
+    db = openDb(dir);
+    /** The thread's scheduling policy, /proc's field 41 (0 SCHED_OTHER, 5 SCHED_IDLE). */
+    const policyOf = (tid: number) => {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
+    };
+    cp = startCheckpointer(dbPath(dir), { priority: 'idle' });
+    const idle = await cp.stats();
+    expect(idle.policy, 'SCHED_IDLE is set with chrt: install util-linux').toBe('idle');
+    expect(policyOf(idle.tid!)).toBe(5);
+    await cp.stop();
+    cp = startCheckpointer(dbPath(dir), { priority: 'normal' });
+    expect((await cp.stats()).policy).toBe('normal');
+    // Unchanged: the process's own threads stay as they were.
+    expect(policyOf(process.pid)).toBe(0);
+  });
 });
