@@ -25,16 +25,19 @@ const LEASE_MS = 3_000; // rounds every second: a handover would need one to hap
 const SETTLE_MS = 500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts three keepers at the given offsets (ms after the first), waits until every account is
- *  held and one more round of each has run, and reports what each holds and released. */
-async function coldStart(offsets: number[], settleMs: number) {
+/** Starts three keepers at the given offsets (ms after the first; 'first holds all': once the first
+ *  holds every account), waits until every account is held and one more round of each has run, and
+ *  reports what each holds and released. */
+async function coldStart(offsets: Array<number | 'first holds all'>, settleMs: number) {
   const { pool } = await migratedDatabase(pg);
   const keepers = NODES.map((nodeId) => new LeaseKeeper({
     db: pool, nodeId, leaseMs: LEASE_MS, clock: monotonicClock, accounts: () => ACCOUNTS, log: createLogger('silent'), settleMs,
   }));
   try {
     await Promise.all(keepers.map(async (k, i) => {
-      await sleep(offsets[i]!);
+      const at = offsets[i]!;
+      if (at === 'first holds all') await until(() => keepers[0]!.held().length === ACCOUNTS.length, 'the first node to hold every account', 20_000);
+      else await sleep(at);
       k.start();
     }));
     await until(() => keepers.reduce((n, k) => n + k.held().length, 0) === ACCOUNTS.length, 'every account held', 20_000);
@@ -73,7 +76,9 @@ describe('cold start', () => {
   }, 120_000);
 
   it('without the settle period the first node takes everything and hands most of it over (what the settle period prevents)', async () => {
-    const r = await coldStart([0, 250, 250], 0);
+    // The others start once the first holds everything: a fixed delay (250 ms) could pass on a loaded
+    // machine before the first node's first round, which would then see all three and split evenly.
+    const r = await coldStart([0, 'first holds all', 'first holds all'], 0);
     expect(r.released).toBeGreaterThan(0);
     expect(r.maxEpoch).toBeGreaterThan(1);
   }, 60_000);
