@@ -200,6 +200,8 @@ export class AccountRouter {
             }
           }
         }
+        // Nobody holds the account's lease: for such a call, nothing left to do (CallOptions).
+        if (opts.unownedIsDone && owner === null) return undefined;
         await this.waitForOwner(key, deadline, !waited);
         waited = true;
       }

@@ -36,6 +36,12 @@ export interface ShardSetOptions {
 export interface CallOptions {
   /** Re-send after a shard restart when the shard died before replying. Off for non-idempotent commands. */
   retryOnRestart?: boolean;
+  /** Cluster mode: a call that only stops what an owner runs (a removed seat's account). With no
+   *  node holding the account's lease, nothing runs it (its release stopped it on its last owner, and
+   *  no node takes an account that no longer exists): resolves undefined then, instead of waiting for
+   *  an owner that will not come and answering 503. An owner handing it over is waited for as usual.
+   *  One node's shards always run the call. */
+  unownedIsDone?: boolean;
 }
 
 interface Pending {

@@ -145,6 +145,30 @@ describe('AccountRouter', () => {
     expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
   });
 
+  it('a call that only stops what an owner runs (unownedIsDone: a removed seat\'s account) resolves undefined at once with no owner, on any node; with one it runs there', async () => {
+    const id = acct();
+    leases.set(id, null);
+    // The removed seat's account released by its owner's lease round (it exists no more): its actors
+    // stopped there, and nobody will take it. Before, the DELETE waited the owner wait and answered 503.
+    const t0 = Date.now();
+    for (const n of [A, B]) expect(await n.router.call(id, 'account.remove', { accountId: id }, { unownedIsDone: true })).toBeUndefined();
+    expect(Date.now() - t0).toBeLessThan(1_500); // both within one owner wait: neither waited for an owner
+    expect(fakes.A.calls.concat(fakes.B.calls, fakes.C.calls).filter((c) => c.key === id)).toEqual([]);
+    leases.set(id, 'C', C.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+    expect(await A.router.call(id, 'account.remove', { accountId: id }, { unownedIsDone: true })).toMatchObject({ node: 'C' });
+    // The owner refusing it (handing it over): waited for as any call; its release done, nobody next: done.
+    fakes.C.refuse(id);
+    const [before, waits] = [fakes.C.calls.length, A.router.stats.ownerWaits];
+    let outcome: unknown = 'pending';
+    const refused = A.router.call(id, 'account.remove', { accountId: id }, { unownedIsDone: true }).then((v) => (outcome = v));
+    await until(() => fakes.C.calls.length > before && A.router.stats.ownerWaits > waits, 'the owner to refuse the call, and the call to wait');
+    expect(outcome).toBe('pending');
+    leases.set(id, null, C.owners);
+    expect(await refused).toBeUndefined();
+    fakes.C.refuse(id, false);
+  });
+
   it('the lease store failing behind the owner cache is a 503 with retry-after, not a 500', async () => {
     const id = acct();
     leases.failure = new Error('connect ECONNREFUSED 127.0.0.1:5432');

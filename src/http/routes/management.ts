@@ -192,11 +192,14 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         // The seat is gone for every request from here (the store says so); the shard's actors stop after.
         // In cluster mode an account without a broker login runs on no node, so it has no owner to
         // ask: the call would wait CLUSTER_OWNER_WAIT_MS for one and answer 503 for a seat removed.
+        // Nor has an account whose owner's lease round, since the removal, released it (it exists no
+        // more): that release stopped its actors, so no owner means nothing left to stop.
+        const stop = { unownedIsDone: true };
         if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
-          await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id });
-          await s.shards.call(seat.id, 'account.remove', { accountId: seat.id });
+          await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
+          await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop);
         }
-        await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id });
+        await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id }, stop);
         return { body: { id: seat.id, removed: true, revokedKeys: revoked } };
       },
     }),
