@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import { IdempotencyUncertainError, TagwClient, type Quote, type StreamOrderRow, type StreamPositionRow } from '../src/client/index.js';
 
 const MAGIC = 7001; // marks this bot's orders among the account's others
+const CANCEL_RETRY_MS = 250;
 
 export interface MarketMakerOptions {
   baseUrl?: string;
@@ -25,6 +26,9 @@ export interface MarketMakerOptions {
   heartbeatTimeoutMs?: number;
   /** Stop after this long (ms); 0: until stop() is called. */
   runMs?: number;
+  /** After the stop, how long it goes on trying to cancel its orders (default 10 s): the broker
+   *  refuses to cancel a pending order within its freeze level of the market until the price moves away. */
+  cancelWithinMs?: number;
   log?: (msg: string, data?: object) => void;
 }
 
@@ -127,13 +131,25 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     stream.close();
     // The book as the gateway has it, not as the stream last told it: the ORDERS frame of an order
     // placed just before the stop may not have arrived, and that order would be left working.
-    // A delete that fails (the broker reconnecting, a 503) is tried again on the next pass.
-    for (let pass = 0; pass < 3; pass++) {
+    // A delete that fails (an order within the broker's freeze level, the broker reconnecting, a
+    // 503) is tried again a moment later, until the book is empty or cancelWithinMs has passed.
+    const giveUpAt = Date.now() + (o.cancelWithinMs ?? 10_000);
+    let failed = false;
+    for (;;) {
+      if (failed) await new Promise((r) => setTimeout(r, CANCEL_RETRY_MS));
       const open = await acct.OpenedOrders().catch(() => null);
       const book = mine(open ? (open.filter((r) => r.kind === 'order') as unknown as StreamOrderRow[]) : pending);
       if (open && book.length === 0) break;
+      if (Date.now() >= giveUpAt) {
+        log('orders left working', { tickets: book.map((p) => p.ticket) });
+        break;
+      }
+      failed = !open;
       for (const p of book) {
-        await acct.OrderDelete({ ticket: p.ticket }).catch((e: unknown) => log('cancel failed', { ticket: p.ticket, code: (e as { code?: string }).code, error: (e as Error).message }));
+        await acct.OrderDelete({ ticket: p.ticket }).catch((e: unknown) => {
+          failed = true;
+          log('cancel failed', { ticket: p.ticket, code: (e as { code?: string }).code, error: (e as Error).message });
+        });
       }
     }
   }

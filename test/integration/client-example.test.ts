@@ -49,6 +49,35 @@ describe('examples/market-maker.ts', () => {
   });
 });
 
+describe('examples/market-maker.ts, an order it cannot cancel at once', () => {
+  it('goes on cancelling after the stop until the broker lets it (six cancels refused, as within the freeze level): none left behind', async () => {
+    const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm-frozen' })).key;
+    const direct = new TagwClient({ baseUrl: g.url, apiKey: key });
+    const id = (await direct.connectEx({ user: 'mm-frozen', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    const stop = new AbortController();
+    let faulted = false;
+    // The bot's first book read after the stop (its cleanup's): from then on the broker refuses the
+    // next six trade requests, its cancels. Before, three passes of cancels gave up and left the order working.
+    const refuseCancels = async (input: string | URL | Request, init?: RequestInit) => {
+      if (stop.signal.aborted && !faulted && String(input).includes('/OpenedOrders')) {
+        faulted = true;
+        const r = await fetch(`${g.url}/v1/accounts/${id}/faults`, { method: 'POST', headers: { authorization: `Bearer ${g.managementKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'reject', count: 6 }) });
+        expect(r.status).toBe(201);
+      }
+      return fetch(input, init);
+    };
+    const mine = async () => (await direct.account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
+    const lines: string[] = [];
+    const running = runMarketMaker({ client: new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket, fetch: refuseCancels as typeof fetch }), accountId: id, runMs: 0, log: (m, d) => lines.push(`${m} ${JSON.stringify(d)}`) }, stop.signal);
+    await until(async () => (await mine()).length > 0, 'the bot to have an order working');
+    stop.abort();
+    await running;
+    expect(faulted).toBe(true);
+    expect(lines.filter((l) => l.startsWith('cancel failed')), lines.join('\n')).toHaveLength(6);
+    expect(await mine(), `the bot's log:\n${lines.join('\n')}`).toEqual([]);
+  });
+});
+
 describe('examples/market-maker.ts after a lost continuity', () => {
   it('reconciles its positions and orders when the stream says recovered:false (a stall longer than the history)', async () => {
     const h = await startTestGateway({ streamHeartbeatMs: 100, streamHistoryMaxEvents: 2 });
