@@ -117,7 +117,13 @@ describe('gateways as cluster nodes', () => {
     expect(subs.status).toBe(200);
     expect(subs.body.symbols).toEqual(['BTCUSD']);
     const sock = await openWs(other, session.handle, apiKey.value);
-    expect((await sock.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000)).data).toHaveProperty('bid');
+    // No QUOTE came here in 15 s twice in ~30 loaded runs (cause not found yet): say where the survivor stood.
+    const quote = await sock.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000).catch(async (err: unknown) => {
+      const status = await other.gw.services.shards.call(account, 'account.status', { accountId: account }).catch((e: unknown) => String(e));
+      const again = await op(other, session, 'SubscribedSymbols').then((r) => r.body, (e: unknown) => String(e));
+      throw new Error(`${(err as Error).message}; the account on the survivor: ${JSON.stringify(status)}; its session's symbols: ${JSON.stringify(again)}; socket closed: ${String(sock.ws.readyState)}`);
+    });
+    expect(quote.data).toHaveProperty('bid');
     sock.ws.close();
   }, 90_000);
 
