@@ -89,6 +89,12 @@ export async function openWs(t: Pick<TestGateway, 'url'>, handle: string, key: s
         if (!check()) waiters.push(loop);
       };
       loop();
+      // Closed (its frames all delivered before 'close'): none will come; say how it closed.
+      void closed.then((c) => {
+        if (check()) return;
+        clearTimeout(timer);
+        reject(new Error(`the socket closed (${c.code} ${c.reason}) with no matching frame; got ${frames.map((f) => f.type).join(',')}`));
+      });
     }),
   };
 }
