@@ -116,9 +116,18 @@ describe('gateways as cluster nodes', () => {
     const subs = await op(other, session, 'SubscribedSymbols');
     expect(subs.status).toBe(200);
     expect(subs.body.symbols).toEqual(['BTCUSD']);
-    const sock = await openWs(other, session.handle, apiKey.value);
-    // No QUOTE came here in 15 s twice in ~30 loaded runs (cause not found yet): say where the survivor stood.
-    const quote = await sock.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000).catch(async (err: unknown) => {
+    let sock = await openWs(other, session.handle, apiKey.value);
+    const quoteOn = (s: typeof sock) => s.waitFor((f) => f.type === 'QUOTE' && f.data.symbol === 'BTCUSD', 15_000);
+    // In cluster mode the /ws upgrade is made from async code through res.cork(), where the pinned uWS
+    // build rarely closes the new socket right after it opened, with no frame (1006: uWebSockets issue
+    // 1928; docs/gateway.md). Clients reconnect on a 1006, and so does this test, once (seen in CI
+    // once in ~15 loaded runs: socket closed 1006, nothing received, the survivor connected and subscribed).
+    const quote = await quoteOn(sock).catch(async (err: unknown) => {
+      const closed = await Promise.race([sock.closed, new Promise<undefined>((r) => setTimeout(r, 100, undefined))]);
+      if (closed?.code !== 1006 || sock.frames.length > 0) throw err;
+      sock = await openWs(other, session.handle, apiKey.value);
+      return quoteOn(sock);
+    }).catch(async (err: unknown) => {
       const status = await other.gw.services.shards.call(account, 'account.status', { accountId: account }).catch((e: unknown) => String(e));
       const again = await op(other, session, 'SubscribedSymbols').then((r) => r.body, (e: unknown) => String(e));
       throw new Error(`${(err as Error).message}; the account on the survivor: ${JSON.stringify(status)}; its session's symbols: ${JSON.stringify(again)}; socket closed: ${String(sock.ws.readyState)}`);
