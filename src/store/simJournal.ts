@@ -213,7 +213,14 @@ export abstract class SimJournal {
   flush(): void {
     // Shutdown order is the host's business: a closed database has nothing left to flush to, and a
     // poisoned store nothing it may write.
-    if (this.db.open && !this.failStop.poisoned) this.checkpoint();
+    if (!this.db.open || this.failStop.poisoned) return;
+    try {
+      this.checkpoint();
+    } catch {
+      // The failed write poisoned the store and was reported once (onPoisoned). Nothing queued here
+      // was answered to anyone (answers wait for their commit), so the stop goes on and the next
+      // start restores from what is durable, as after any failed commit.
+    }
   }
 
   /** Write every pending checkpoint now (before closing the database, and in tests). */
