@@ -110,7 +110,9 @@ describe('orders of one message in chunks (property)', () => {
           for (const h of cleanup.hosts.splice(0)) h.stop();
         },
       ),
-      { numRuns: 25 },
+      // Always: one order and the failed commit on the third journal row, the one the stop's flush
+      // writes (seed -754664804 in CI: the failure escaped the stop).
+      { numRuns: 25, examples: [[1, 1, 2, 0]] },
     );
   });
 });
