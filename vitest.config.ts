@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirstSequencer } from './test/helpers/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -17,6 +18,8 @@ export default defineConfig({
     isolate: false,
     // One PostgreSQL for the whole run, a database per file (test/helpers/globalSetup.ts).
     globalSetup: ['test/helpers/globalSetup.ts'],
+    // The longest files first (test/durations.json), so the run does not end on one long file alone.
+    sequence: { sequencer: LongestFirstSequencer },
     // .ci/run asks for a JSON report too, to print the tally line.
     reporters: process.env.VITEST_JSON_OUTPUT ? ['default', ['json', { outputFile: process.env.VITEST_JSON_OUTPUT }]] : ['default'],
   },
