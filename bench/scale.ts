@@ -2,7 +2,9 @@
 // The scale of one node (issue 19): accounts created through /ConnectEx in steps up to each size
 // (creations/s of each step's first and last thousand: the last within 0.8x of the first means the
 // cost of a creation does not grow with the accounts already there), RSS growth per account from the
-// first size to the last, the gateway's idle CPU with every account connected, /GetQuote latency
+// first size to the last (read once every account is connected and the process has rested: the RSS
+// right after a burst moves with the machine's state, and accounts keep connecting after it), each
+// thread's heap per account, the gateway's idle CPU with every account connected, /GetQuote latency
 // while accounts are being created, and the cold start at the last size: SIGTERM, start again on
 // the same DATA_DIR, time until it listens, until the last account answers /GetQuote, and until every
 // account is connected again (restored in the background). The gateway runs as its
@@ -108,7 +110,24 @@ async function probeQuotes(id: string) {
 
 await createOne(0);
 const probe = probeQuotes(ids[0]!);
-const steps: { size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number; rssMiB: number; idleCpuPercent: number }[] = [];
+const steps: {
+  size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number;
+  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssMiB: number; heapUsedMiB: Record<string, number>; idleCpuPercent: number;
+}[] = [];
+const metricsText = () => fetch(`${gw.url}/metrics`).then((r) => r.text());
+/** Waits until /metrics counts `n` accounts connected (at most 120 s); the time it took, null past the bound. */
+async function allConnected(n: number): Promise<number | null> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < 120_000) {
+    const m = /tagw_broker_connections\{phase="connected"\} (\d+)/.exec(await metricsText());
+    if (m && Number(m[1]) >= n) return Math.round(performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return null;
+}
+/** Each thread's V8 heap in use (MiB), as the gateway's last 5 s snapshot has it. */
+const heapUsedMiB = async () => Object.fromEntries([...(await metricsText()).matchAll(/tagw_thread_heap_used_bytes\{thread="([^"]+)"\} (\d+)/g)]
+  .map((m) => [m[1]!, Math.round(Number(m[2]) / 1048576 * 10) / 10]));
 /** The process's CPU, as % of one core, over `ms` with no requests (after 2 s of rest). */
 async function idleCpu(ms: number): Promise<number> {
   await new Promise((r) => setTimeout(r, 2000));
@@ -131,12 +150,16 @@ for (const size of sizes) {
   const n = stamps.length;
   const rate = (a: number, b: number) => (b > a ? Math.round(((b - a) / ((stamps[b - 1]! - (a > 0 ? stamps[a - 1]! : t0)) / 1000))) : 0);
   const k = Math.min(1000, n);
-  const rssMiB = Math.round(rssBytes(pid()) / 1048576);
-  // Idle at every size: what still runs per account per interval would grow with the size.
+  const rssAfterBurstMiB = Math.round(rssBytes(pid()) / 1048576);
+  // Settled: every account created connected, then idle (2 s of rest and the 5 s CPU sample: what
+  // still runs per account per interval would grow with the size); the RSS and heaps read then.
   probePaused = true;
+  const connectedAfterMs = await allConnected(ids.length);
   const idleCpuPercent = await idleCpu(5000);
+  const rssMiB = Math.round(rssBytes(pid()) / 1048576);
+  const heap = await heapUsedMiB();
   probePaused = false;
-  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssMiB, idleCpuPercent });
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssMiB, heapUsedMiB: heap, idleCpuPercent });
   console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
 }
 probing = false;
@@ -176,7 +199,9 @@ rmSync(dataDir, { recursive: true, force: true });
 
 const first = steps[0]!;
 const lastStep = steps[steps.length - 1]!;
-const rssPerAccountKiB = lastStep.size > first.size ? Math.round(((lastStep.rssMiB - first.rssMiB) * 1024) / (lastStep.size - first.size) * 10) / 10 : null;
+const added = lastStep.size - first.size;
+const perAccountKiB = (a: number, b: number) => (added > 0 ? Math.round(((b - a) * 1024) / added * 10) / 10 : null);
+const rssPerAccountKiB = perAccountKiB(first.rssMiB, lastStep.rssMiB);
 const q = quoteHist.summary();
 const summary = {
   bench: 'scale',
@@ -185,7 +210,10 @@ const summary = {
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
   creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
+  // Settled (every account connected, the process idle); after the burst as before, for comparison.
   rssPerAccountKiB,
+  rssPerAccountAfterBurstKiB: perAccountKiB(first.rssAfterBurstMiB, lastStep.rssAfterBurstMiB),
+  heapPerAccountKiB: Object.fromEntries(Object.keys(lastStep.heapUsedMiB).map((t) => [t, perAccountKiB(first.heapUsedMiB[t] ?? 0, lastStep.heapUsedMiB[t]!)])),
   idleCpuPercentOfCore: idleCpuPercent,
   // Idle CPU at the last size over the first: what runs per account per interval makes it grow.
   idleCpuLastOverFirst: steps[0]!.idleCpuPercent > 0 ? Math.round((lastStep.idleCpuPercent / steps[0]!.idleCpuPercent) * 100) / 100 : null,

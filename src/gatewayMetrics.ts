@@ -63,4 +63,6 @@ export function registerMetrics(
   metrics.labeledGauge('tagw_thread_event_loop_lag_max_seconds', 'thread', () => pick((s) => s.lagMax), 'Longest event-loop delay per thread over the last 5 s.');
   metrics.labeledCounter('tagw_thread_gc_pause_seconds_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcSeconds]), 'Time spent in garbage-collection pauses, per thread.');
   metrics.labeledCounter('tagw_thread_gc_total', ['thread'], () => [...threadStats].map(([t, s]) => [[t], s.gcCount]), 'Garbage collections, per thread.');
+  metrics.labeledGauge('tagw_thread_heap_used_bytes', 'thread', () => pick((s) => s.heapUsedBytes), 'V8 heap in use per thread (main and each shard, each its own isolate), garbage not yet collected included, as of the last 5 s snapshot.');
+  metrics.labeledGauge('tagw_thread_heap_total_bytes', 'thread', () => pick((s) => s.heapTotalBytes), 'V8 heap reserved per thread, as of the last 5 s snapshot.');
 }

@@ -8,6 +8,7 @@
 // thread has no lag to speak of and is not woken for it (issue 19). A window that follows an idle
 // one shows no lag (0) while sampling starts.
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 
 export const THREAD_STATS_EVENT = 'thread.stats';
 /** How often a snapshot is taken (the lag figures are over this window). */
@@ -20,6 +21,9 @@ export interface ThreadStats {
   /** Since the thread started: total GC pause time (seconds) and collections. */
   gcSeconds: number;
   gcCount: number;
+  /** The thread's own V8 heap (each worker has its own isolate; prom-client sees main's only): used and reserved bytes at the snapshot. */
+  heapUsedBytes: number;
+  heapTotalBytes: number;
 }
 
 declare module './protocol.js' {
@@ -48,9 +52,10 @@ export function startThreadStats(utilization: () => number = eventLoopUtilizatio
   return {
     snapshot() {
       // The histogram is in nanoseconds; it is reset so each snapshot covers one window.
+      const heap = getHeapStatistics();
       const s = sampling
-        ? { lagP99: delay.percentile(99) / 1e9, lagMax: delay.max / 1e9, gcSeconds, gcCount }
-        : { lagP99: 0, lagMax: 0, gcSeconds, gcCount };
+        ? { lagP99: delay.percentile(99) / 1e9, lagMax: delay.max / 1e9, gcSeconds, gcCount, heapUsedBytes: heap.used_heap_size, heapTotalBytes: heap.total_heap_size }
+        : { lagP99: 0, lagMax: 0, gcSeconds, gcCount, heapUsedBytes: heap.used_heap_size, heapTotalBytes: heap.total_heap_size };
       delay.reset();
       const working = utilization() >= ACTIVE_UTILIZATION;
       if (working !== sampling) {

@@ -199,7 +199,7 @@ describe('StreamRelay', () => {
 
   it('node-local kinds (thread stats, operator phases) are not relayed', async () => {
     const before = A.relay.stats.published;
-    A.relay.publish({ kind: 'thread.stats', key: '0', data: { lagP99: 0, lagMax: 0, gcSeconds: 0, gcCount: 0 } });
+    A.relay.publish({ kind: 'thread.stats', key: '0', data: { lagP99: 0, lagMax: 0, gcSeconds: 0, gcCount: 0, heapUsedBytes: 0, heapTotalBytes: 0 } });
     A.relay.publish({ kind: 'acct.phase', key: 'x', data: 'connected' } as ShardEvent);
     expect(A.relay.stats.published).toBe(before);
   });

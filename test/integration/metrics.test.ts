@@ -67,6 +67,8 @@ describe('/metrics', () => {
     expect(counts(text, 'tagw_shard_round_trip_seconds')['shard="0"']).toBeGreaterThan(0);
     const threads = fam('tagw_thread_event_loop_lag_p99_seconds').metrics.map((m) => m.labels!.thread).sort();
     expect(threads).toEqual(['main', 'shard-0']);
+    for (const t of ['main', 'shard-0']) expect(Number(labelled('tagw_thread_heap_used_bytes', { thread: t })!.value)).toBeGreaterThan(1_000_000);
+    expect(Number(labelled('tagw_thread_heap_total_bytes', { thread: 'shard-0' })!.value)).toBeGreaterThanOrEqual(Number(labelled('tagw_thread_heap_used_bytes', { thread: 'shard-0' })!.value));
     for (const name of ['tagw_thread_gc_pause_seconds_total', 'tagw_thread_gc_total', 'tagw_broker_reconnects_total', 'tagw_broker_connections', 'tagw_stream_sockets', 'tagw_stream_buffered_bytes', 'tagw_stream_coalesced_flushes_total', 'tagw_stream_backpressure_closes_total']) fam(name);
     expect(Number(labelled('tagw_broker_connections', { phase: 'connected' })!.value)).toBe(1);
   });
