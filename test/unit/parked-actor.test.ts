@@ -34,6 +34,7 @@ describe('a parked connection machine', () => {
     expect(p.isParked).toBe(true);
     expect(p.getSnapshot().matches('connected')).toBe(true);
     expect(p.getSnapshot().context.everConnected).toBe(true);
+    expect(p.value).toBe('connected');
     expect(p.isParked).toBe(true);
     expect(notices).toEqual(['connecting', 'connected']);
   });

@@ -48,30 +48,11 @@ class Slot {
   private readonly unsubs: Array<() => void> = [];
 
   constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
-    const port: ConnectionPort = {
-      connect: async (signal) => {
-        await conn.connect().catch((err: unknown) => {
-          entry.loginFailed(this);
-          throw err;
-        });
-        // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
-        if (signal.aborted) {
-          await conn.disconnect();
-          return;
-        }
-        // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
-        entry.learnServer(this);
-        entry.restoreSubscriptions(conn);
-      },
-      disconnect: () => conn.disconnect(),
-      // Connected and idle: the machine rests as its snapshot until its next event.
-      notify: (phase) => (entry.onPhase(this, phase), phase === 'connected' && this.m.parkSoon()),
-    };
-    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port },
+    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port: new SlotPort(this) },
       (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }), (s) => s.matches('connected') && !this.draining);
     this.unsubs.push(
       conn.on('state', (s) => {
-        if (s.state === 'disconnected' && this.m.getSnapshot().matches('connected')) {
+        if (s.state === 'disconnected' && this.m.value === 'connected') {
           this.m.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
         }
       }),
@@ -112,11 +93,11 @@ class Slot {
 
   /** Connected and taking new work (top-level and atomic: its value, not matches(), which builds a state path per call, once an order). */
   get usable(): boolean {
-    return !this.draining && this.m.getSnapshot().value === 'connected';
+    return !this.draining && this.m.value === 'connected';
   }
 
   state(): string {
-    const v = this.m.getSnapshot().value;
+    const v = this.m.value;
     return typeof v === 'string' ? v : Object.entries(v).map(([k, s]) => `${k}.${String(s)}`).join(',');
   }
 
@@ -142,7 +123,53 @@ class Slot {
   }
 
   /** CheckConnect: cuts a reconnect wait short. */
-  check = (): void => this.m.send({ type: 'check' });
+  check(): void {
+    this.m.send({ type: 'check' });
+  }
+
+  // The connection machine's port (SlotPort calls these).
+  async connect(signal: AbortSignal): Promise<void> {
+    const { conn, entry } = this;
+    await conn.connect().catch((err: unknown) => {
+      entry.loginFailed(this);
+      throw err;
+    });
+    // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
+    if (signal.aborted) {
+      await conn.disconnect();
+      return;
+    }
+    // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
+    entry.learnServer(this);
+    entry.restoreSubscriptions(conn);
+  }
+
+  notify(phase: Parameters<ConnectionPort['notify']>[0]): void {
+    this.entry.onPhase(this, phase);
+    // Connected and idle: the machine rests as its snapshot until its next event.
+    if (phase === 'connected') this.m.parkSoon();
+  }
+}
+
+/**
+ * A slot as its machine's port: methods on the prototype, no closures per account. The slot is a
+ * private field: xstate walks the context's enumerable properties when it persists and restores a
+ * snapshot, and must not walk from there into the account, its connection and the simulator.
+ */
+class SlotPort implements ConnectionPort {
+  readonly #slot: Slot;
+  constructor(slot: Slot) {
+    this.#slot = slot;
+  }
+  connect(signal: AbortSignal): Promise<void> {
+    return this.#slot.connect(signal);
+  }
+  disconnect(): Promise<void> {
+    return this.#slot.conn.disconnect();
+  }
+  notify(phase: Parameters<ConnectionPort['notify']>[0]): void {
+    this.#slot.notify(phase);
+  }
 }
 
 export type { Lease } from './lease.js';
