@@ -5,8 +5,7 @@
 // lease on it finish; new requests wait in `waiters`; when its lease count reaches 0 the actor
 // disconnects and stops, and only then the replacement slot is created and connects. So an
 // account never has two live broker connections, and nothing in flight is cut off.
-import { waitFor } from 'xstate';
-import { connectionMachine, phaseOf, type ConnectionPort } from '../../../actors/connection.js';
+import { phaseOf } from '../../../actors/connection.js';
 import type { BrokerConnection, BrokerCredentials, BrokerEvents } from '../../broker/types.js';
 import type { AccountSummary } from '../../market/account.js';
 import type { Platform, ServerInfo } from '../../market/server.js';
@@ -14,7 +13,7 @@ import { apiError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { OperatorPhase } from './accountCommands.js';
 import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountRegistry.js';
-import { ParkedActor } from './parkedActor.js';
+import { Slot, type SlotOwner } from './slot.js';
 import { SlotLease, type Lease } from './lease.js';
 import { ConnectionWaiters } from './connectionWaiters.js';
 
@@ -40,141 +39,9 @@ export interface EntryDeps {
   connectingWaitMs?: number;
 }
 
-class Slot {
-  inflight = 0;
-  draining = false;
-  /** The connection machine; parked as its snapshot while connected and idle (parkedActor.ts). */
-  private readonly m: ParkedActor<typeof connectionMachine>;
-  private readonly unsubs: Array<() => void> = [];
-
-  constructor(readonly entry: AccountEntry, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: EntryDeps) {
-    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port: new SlotPort(this) },
-      (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }), (s) => s.matches('connected') && !this.draining);
-    this.unsubs.push(
-      conn.on('state', (s) => {
-        if (s.state === 'disconnected' && this.m.value === 'connected') {
-          this.m.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
-        }
-      }),
-      conn.on('tick', (tick) => entry.emit({ type: 'tick', tick })),
-      conn.on('candle', (candle) => entry.emit({ type: 'candle', candle })),
-    );
-  }
-
-  private accountEventsOff: Array<() => void> | null = null;
-
-  /**
-   * Positions, orders and deals are asked of the broker only while the account has listeners
-   * (stream sockets, gateway sessions): the simulator builds the whole position list on every
-   * change for a listener, which an order nobody streams should not pay for.
-   */
-  listenAccountEvents(on: boolean): void {
-    if (on && !this.accountEventsOff) {
-      const { conn, entry } = this;
-      this.accountEventsOff = [
-        conn.on('positions', (positions) => entry.emit({ type: 'positions', positions })),
-        conn.on('orders', (orders) => entry.emit({ type: 'orders', orders })),
-        conn.on('deal', (deal) => entry.emit({ type: 'deal', deal })),
-      ];
-    } else if (!on && this.accountEventsOff) {
-      for (const off of this.accountEventsOff) off();
-      this.accountEventsOff = null;
-    }
-  }
-
-  start(): void {
-    this.m.actor.start();
-  }
-
-  /** Terminal build: the pinned one, else the server's (a bridge learns it only once connected). */
-  get build(): number {
-    return this.pinnedBuild ?? this.conn.server.build;
-  }
-
-  /** Connected and taking new work (top-level and atomic: its value, not matches(), which builds a state path per call, once an order). */
-  get usable(): boolean {
-    return !this.draining && this.m.value === 'connected';
-  }
-
-  state(): string {
-    const v = this.m.value;
-    return typeof v === 'string' ? v : Object.entries(v).map(([k, s]) => `${k}.${String(s)}`).join(',');
-  }
-
-  release(): void {
-    this.inflight--;
-    if (this.draining && this.inflight === 0) this.m.send({ type: 'drained' });
-  }
-
-  async drainAndStop(): Promise<void> {
-    this.draining = true;
-    this.m.send({ type: 'drain' });
-    if (this.inflight === 0) this.m.send({ type: 'drained' });
-    await waitFor(this.m.actor, (s) => s.status === 'done', { timeout: Infinity });
-    this.dispose();
-  }
-
-  dispose(): void {
-    for (const u of this.unsubs) u();
-    this.unsubs.length = 0;
-    this.listenAccountEvents(false);
-    this.entry.slotGone(this);
-    this.m.stop();
-  }
-
-  /** CheckConnect: cuts a reconnect wait short. */
-  check(): void {
-    this.m.send({ type: 'check' });
-  }
-
-  // The connection machine's port (SlotPort calls these).
-  async connect(signal: AbortSignal): Promise<void> {
-    const { conn, entry } = this;
-    await conn.connect().catch((err: unknown) => {
-      entry.loginFailed(this);
-      throw err;
-    });
-    // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
-    if (signal.aborted) {
-      await conn.disconnect();
-      return;
-    }
-    // Before the phase event: listeners of 'connected' read the server (its clock) it learned.
-    entry.learnServer(this);
-    entry.restoreSubscriptions(conn);
-  }
-
-  notify(phase: Parameters<ConnectionPort['notify']>[0]): void {
-    this.entry.onPhase(this, phase);
-    // Connected and idle: the machine rests as its snapshot until its next event.
-    if (phase === 'connected') this.m.parkSoon();
-  }
-}
-
-/**
- * A slot as its machine's port: methods on the prototype, no closures per account. The slot is a
- * private field: xstate walks the context's enumerable properties when it persists and restores a
- * snapshot, and must not walk from there into the account, its connection and the simulator.
- */
-class SlotPort implements ConnectionPort {
-  readonly #slot: Slot;
-  constructor(slot: Slot) {
-    this.#slot = slot;
-  }
-  connect(signal: AbortSignal): Promise<void> {
-    return this.#slot.connect(signal);
-  }
-  disconnect(): Promise<void> {
-    return this.#slot.conn.disconnect();
-  }
-  notify(phase: Parameters<ConnectionPort['notify']>[0]): void {
-    this.#slot.notify(phase);
-  }
-}
-
 export type { Lease } from './lease.js';
 
-export class AccountEntry implements AccountRuntime {
+export class AccountEntry implements AccountRuntime, SlotOwner {
   private slot: Slot | null = null;
   /** Listeners of the account's events (stream sockets, gateway sessions); none while idle. */
   private listeners: Set<(ev: AccountEvent) => void> | undefined;
