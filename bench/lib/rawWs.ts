@@ -17,7 +17,7 @@ export interface RawWs {
 /** A text or binary frame's payload: buf[start, end). Valid only during the call. */
 export type OnFrame = (buf: Buffer, start: number, end: number) => void;
 
-function maskedFrame(opcode: number, payload: Buffer): Buffer {
+export function maskedFrame(opcode: number, payload: Buffer): Buffer {
   const n = payload.length;
   const head = n < 126 ? 2 : n < 65_536 ? 4 : 10;
   const out = Buffer.allocUnsafe(head + 4 + n);

@@ -40,12 +40,25 @@ export function admit(deps: AdmissionDeps, client: Pick<RequestInfo, 'ip'>, mode
  *  gone after it): the handshake headers (readRequest copies only those routes use), the request,
  *  and the sink a refusal is written to. Shared by /v1/stream and /ws. */
 export function readUpgrade(res: HttpResponse, req: HttpRequest, address: ClientAddress): {
-  key: string; protocol: string; extensions: string; info: RequestInfo; sink: ResponseSink;
+  key: string; protocol: string; extensions: string; connection: string; info: RequestInfo; sink: ResponseSink;
 } {
   return {
     key: req.getHeader('sec-websocket-key'), protocol: req.getHeader('sec-websocket-protocol'), extensions: req.getHeader('sec-websocket-extensions'),
-    info: readRequest(res, req, 0, address), sink: new ResponseSink(res),
+    connection: req.getHeader('connection'), info: readRequest(res, req, 0, address), sink: new ResponseSink(res),
   };
+}
+
+/**
+ * A WebSocket handshake (RFC 6455 §4.2.1): a Sec-WebSocket-Key, and `Connection: Upgrade`. One that
+ * says `Connection: close` instead is refused, not upgraded: this uWS build closes such a socket
+ * right after `open` when its upgrade completes from async code (ResponseSink.upgradeLater), so it
+ * would work or not depending on the path. (uWS reads the first Connection header, as here.)
+ */
+export function assertHandshake(u: { key: string; connection: string }): void {
+  if (!u.key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+  if (!u.connection.split(',').some((t) => t.trim().toLowerCase() === 'upgrade')) {
+    throw apiError('BAD_REQUEST', "not a WebSocket upgrade request: the handshake must say 'Connection: Upgrade' (RFC 6455)");
+  }
 }
 
 /** A WebSocket upgrade: the API key may also come as ?apiKey= (SPEC §5.3); the header wins when both are sent. */

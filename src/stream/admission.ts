@@ -8,7 +8,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { assertAccountScope } from '../auth/rights.js';
 import type { AuthThrottle } from '../auth/throttle.js';
 import { apiError, toApiError } from '../errors.js';
-import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';
+import { admitSocket, assertHandshake, noteRefusal, readUpgrade } from '../http/admission.js';
 import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { singleParam, type RequestInfo } from '../http/request.js';
@@ -45,7 +45,7 @@ export class StreamAdmission {
   }
 
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.deps.address);
+    const { key, protocol, extensions, connection, info, sink } = readUpgrade(res, req, this.deps.address);
     sink.node = this.node;
     try {
       assertWebsocketOrigin(req, this.deps.config);
@@ -53,12 +53,12 @@ export class StreamAdmission {
       sendError(sink, toApiError(err), true);
       return;
     }
-    void this.admit(info, sink, context, key, protocol, extensions);
+    void this.admit(info, sink, context, key, protocol, extensions, connection);
   }
 
   private async admit(
     info: RequestInfo, sink: ResponseSink, context: us_socket_context_t,
-    key: string, protocol: string, extensions: string,
+    key: string, protocol: string, extensions: string, connection: string,
   ): Promise<void> {
     const d = this.deps;
     let opened: string | null = null;
@@ -80,7 +80,7 @@ export class StreamAdmission {
       if (sinceParam !== undefined && since === null) {
         throw apiError('BAD_REQUEST', "parameter 'since': use <epoch>:<seq> from the last account frame you got (e.g. since=m3x9q2k7a1:41), or 'message'");
       }
-      if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      assertHandshake({ key, connection });
       const known = this.accounts.accounts.get(id) ?? this.accounts.fromRecords(id);
       if (known && this.accounts.activeSeats.has(id)) {
         if (!this.accounts.accounts.has(id)) {
@@ -110,12 +110,8 @@ export class StreamAdmission {
         this.accounts.releaseIfUnused(id);
         return;
       }
-      sink.done = true;
       const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since };
-      sink.res.cork(() => {
-        sink.upgradeHeaders();
-        sink.res.upgrade(userData, key, protocol, extensions, context);
-      });
+      sink.upgradeLater(userData, key, protocol, extensions, context);
     } catch (err) {
       const e = toApiError(err);
       if (e.code === 'INTERNAL_ERROR') d.log.error('stream upgrade failed', { err: e.cause ?? e });
@@ -128,9 +124,8 @@ export class StreamAdmission {
   /**
    * A socket for an account that already has sockets here (its seat is ACTIVE, its broker login
    * bound): everything left to check is known in this thread, so the upgrade happens at once,
-   * inside uWS's upgrade handler, and the shard's stream.open follows. An upgrade made later from
-   * async code needs res.cork(), and the pinned uWS build can then close the new socket at random
-   * right after `open` (a 1006 with no frame: uWebSockets issue 1928); this path never corks.
+   * inside uWS's upgrade handler, and the shard's stream.open follows (an upgrade made later from
+   * async code goes through ResponseSink.upgradeLater, which says what that takes on this uWS build).
    */
   private upgradeNow(
     acc: AccountState, sink: ResponseSink, context: us_socket_context_t,

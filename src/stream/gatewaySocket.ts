@@ -27,7 +27,7 @@ import { apiError, toApiError } from '../errors.js';
 import { sendError } from '../http/respond.js';
 import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
-import { admitSocket, noteRefusal, readUpgrade } from '../http/admission.js';
+import { admitSocket, assertHandshake, noteRefusal, readUpgrade } from '../http/admission.js';
 import { singleParam } from '../http/request.js';
 import { SOCKET_CLOSE } from './closeCodes.js';
 import { DemandTimer } from '../util/demandTimer.js';
@@ -114,7 +114,7 @@ export class GatewaySocket {
   }
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const { key, protocol, extensions, info, sink } = readUpgrade(res, req, this.address);
+    const { key, protocol, extensions, connection, info, sink } = readUpgrade(res, req, this.address);
     sink.node = this.node;
     const refuse = (err: unknown) => {
       const e = toApiError(err);
@@ -126,7 +126,7 @@ export class GatewaySocket {
       const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info, info.headers, info.query);
       const handle = singleParam(info.query, 'handle');
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
-      if (!key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');
+      assertHandshake({ key, connection });
       const hash = handleHash(handle);
       const check = (session: SessionRow | undefined): void => {
         if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
@@ -137,12 +137,12 @@ export class GatewaySocket {
         check(this.dir.get(hash));
         sink.done = true;
         // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
-        // the upgrade (the pinned uWS build can close a socket upgraded inside cork(): issue 1928).
+        // the upgrade (see ResponseSink.upgradeLater for what a cork costs on this uWS build).
         res.upgrade({ hash, keyId: principal.keyId, followed: false } satisfies UserData, key, protocol, extensions, context);
         return;
       }
       // Cluster mode: the row may be another node's, and the relay's interest must be in place
-      // before the socket can expect frames; both are awaited, so the upgrade is corked.
+      // before the socket can expect frames; both are awaited, so the upgrade completes later.
       void (async () => {
         let followed = false;
         try {
@@ -154,11 +154,7 @@ export class GatewaySocket {
             cluster.relay.unfollow(hash);
             return;
           }
-          sink.done = true;
-          sink.res.cork(() => {
-            sink.upgradeHeaders();
-            sink.res.upgrade({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context);
-          });
+          sink.upgradeLater({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context);
         } catch (err) {
           if (followed) cluster.relay.unfollow(hash);
           refuse(err);

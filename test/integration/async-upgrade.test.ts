@@ -1,0 +1,126 @@
+// WebSocket upgrades completed from async code, after an await: /v1/stream's first socket of an
+// account whose server this node has not seen (the shard is asked first), and every /ws upgrade in
+// cluster mode (the session may be another node's). On the pinned uWS build such an upgrade, made
+// through res.cork(), is closed right after `open` with no frame whenever the handshake said
+// `Connection: close` (uWebSockets issue 1928; ResponseSink.upgradeLater says why). Such handshakes
+// are refused up front with 400 (RFC 6455 asks for `Connection: Upgrade`), so no socket the gateway
+// upgrades is closed under its client. Raw TCP clients: `ws` always sends `Connection: Upgrade`.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKey } from '../../src/auth/keys.js';
+import { SUBJECTS } from '../../src/cluster/subjects.js';
+import { handleHash } from '../../src/http/routes/gateway.js';
+import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { rawUpgrade, type RawUpgrade } from '../helpers/rawWs.js';
+import { until } from '../helpers/until.js';
+
+const UPGRADES = 20;
+
+/** A 101 whose socket stays open: it answers `ping` (/ws) or gets its first frame (/v1/stream). */
+async function staysOpen(up: RawUpgrade, first: (text: string) => boolean, what: string): Promise<void> {
+  expect(up.status, what).toBe(101);
+  await up.waitFor(first, 10_000).catch((err: unknown) => {
+    throw new Error(`${what}: ${(err as Error).message}`);
+  });
+  expect(up.isEnded(), what).toBe(false);
+}
+
+/** What a handshake came to: a refusal, or a 101 whose socket then `first` came on or closed. */
+async function outcome(up: RawUpgrade, first: (text: string) => boolean): Promise<string> {
+  if (up.status !== 101) return `${up.status} ${up.body?.error}`;
+  await up.waitFor(first, 3_000).catch(() => undefined);
+  return up.isEnded() ? '101 then closed' : '101 open';
+}
+
+describe('/v1/stream: the first socket of an account, upgraded after the shard answers', () => {
+  let t: TestGateway;
+  let key: string;
+  let id: string;
+  beforeAll(async () => {
+    t = await startTestGateway();
+    const h = mgmt(t.managementKey);
+    id = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'async-upgrade', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+    key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'k' } })).body.key;
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('a handshake with Connection: close is refused with 400 before anything is asked; with Connection: Upgrade the socket stays open and streams', async () => {
+    const path = `/v1/stream?id=${id}&heartbeat=0&apiKey=${key}`;
+    const s0 = t.gw.stream.stats();
+    const closing = await rawUpgrade(t.url, path, { connection: 'close' });
+    try {
+      // Before the fix: '101 then closed' (nothing sent: the client's 1006).
+      expect(await outcome(closing, (f) => f.includes('"POSITIONS"'))).toBe('400 BAD_REQUEST');
+      expect(closing.body.message).toMatch(/Connection: Upgrade/);
+    } finally {
+      closing.destroy();
+    }
+    const up = await rawUpgrade(t.url, path);
+    try {
+      await staysOpen(up, (f) => f.includes('"POSITIONS"'), 'the first socket');
+      // It was the async path (the shard was asked before the upgrade), not the synchronous one.
+      expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades);
+    } finally {
+      up.destroy();
+    }
+  });
+});
+
+describe('/ws in cluster mode: every upgrade waits for the session lookup and the relay', () => {
+  const engines = useClusterEngines();
+  const apiKey = generateKey('api');
+  const account = randomUUID();
+  const secretKey = randomBytes(32);
+  let node: TestGateway;
+  let handle: string;
+  beforeAll(async () => {
+    await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'async-ws', secretKey });
+    node = await startTestGateway({
+      brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId: 'node-ws', secretKey: secretKey.toString('hex'),
+      clusterLeaseMs: 6_000,
+    });
+    await until(() => node.gw.cluster!.owned().includes(account), 'the node to own the account');
+    await until(async () => (await node.gw.services.shards.call(account, 'account.status', { accountId: account })).phase === 'connected', 'the account to connect');
+    const made = await node.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: account } });
+    expect(made.status).toBe(200);
+    handle = made.body.handle as string;
+  }, 60_000);
+  afterAll(async () => {
+    await node?.stop();
+  });
+
+  it(`${UPGRADES} upgrades in a row, each the handle's only socket, stay open and answer ping; ${UPGRADES} with Connection: close are refused with 400, none upgraded and closed`, async () => {
+    const path = `/ws?handle=${encodeURIComponent(handle)}&apiKey=${apiKey.value}`;
+    const subject = SUBJECTS.accountAll(handleHash(handle));
+    // With another socket of the handle open the relay follows it already, and the upgrade is done
+    // in the microtasks of uWS's upgrade handler: only the handle's first socket is truly async.
+    const followed = () => node.gw.cluster!.relay.following().has(subject);
+    const alone = async (what: string) => {
+      await until(() => !followed(), `${what}: the handle no longer followed (its sockets closed)`);
+    };
+    const outcomes: string[] = [];
+    for (let i = 0; i < UPGRADES; i++) {
+      await alone(`close ${i + 1}`);
+      const up = await rawUpgrade(node.url, path, { connection: 'close' });
+      if (up.status === 101) up.sendText('ping');
+      outcomes.push(await outcome(up, (f) => f.includes('"PONG"')));
+      up.destroy();
+    }
+    // Before the fix: '101 then closed' every time (the client's 1006).
+    expect(outcomes).toEqual(Array(UPGRADES).fill('400 BAD_REQUEST'));
+    for (let i = 0; i < UPGRADES; i++) {
+      await alone(`upgrade ${i + 1}`);
+      const up = await rawUpgrade(node.url, path);
+      try {
+        up.sendText('ping');
+        await staysOpen(up, (f) => f.includes('"PONG"'), `upgrade ${i + 1}`);
+        expect(followed()).toBe(true);
+      } finally {
+        up.destroy();
+      }
+    }
+  }, 90_000);
+});
