@@ -22,7 +22,7 @@ function connection() {
       if (phase === 'connected') p.parkSoon();
     },
   };
-  p = new ParkedActor(connectionMachine, { accountId: 'a', backoffBaseMs: 1, backoffCapMs: 2, port }, (err) => { throw err; }, (s) => s.matches('connected'));
+  p = new ParkedActor(connectionMachine, { accountId: 'a', backoffBaseMs: 1, backoffCapMs: 2, port }, { actorFailed: (err) => { throw err; }, restful: (s) => s.matches('connected') });
   return { p, notices, connects: () => connects };
 }
 

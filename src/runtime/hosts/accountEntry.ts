@@ -2,7 +2,7 @@
 // behind it. A slot = one BrokerConnection + the connection actor that owns its lifecycle.
 //
 // Rolling upgrade (replace): the current slot is told to drain; requests that already hold a
-// lease on it finish; new requests wait in `waiters`; when its lease count reaches 0 the actor
+// lease on it finish; new requests wait in `waiting`; when its lease count reaches 0 the actor
 // disconnects and stops, and only then the replacement slot is created and connects. So an
 // account never has two live broker connections, and nothing in flight is cut off.
 import { phaseOf } from '../../../actors/connection.js';
@@ -46,8 +46,10 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
   /** Listeners of the account's events (stream sockets, gateway sessions); none while idle. */
   private listeners: Set<(ev: AccountEvent) => void> | undefined;
   /** Slots not yet disposed: the current one, and during a switch the draining and the next one. */
-  private readonly slots = new Set<Slot>();
-  private readonly waiters = new ConnectionWaiters<Slot>({ beingMade: () => this.firstLoginUnderWay(), notConnected: () => this.notConnected() });
+  // Replaced, not grown, on a change (rare): a grown array reserves 17 places at its first push.
+  private slots: readonly Slot[] = [];
+  /** Requests waiting for a usable connection: made by the first, dropped once none waits (an idle account has none). */
+  private waiting: ConnectionWaiters<Slot> | undefined;
   /** A login attempt of this account failed (the broker unreachable, or refused). */
   private failedLogin = false;
   private lastPhase: ConnectionPhase = 'connecting';
@@ -128,7 +130,7 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
     if (conn.serverKnown !== false) this.knownServer = conn.server;
     // Re-bound to another server (known only once this connection logs in): the old one is not it.
     else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
-    this.slots.add(slot);
+    this.slots = [...this.slots, slot];
     slot.listenAccountEvents((this.listeners?.size ?? 0) > 0);
     this.platformChanged();
     return slot;
@@ -144,7 +146,7 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
 
   /** A slot was disposed: it gets no listener changes any more. */
   slotGone(slot: Slot): void {
-    this.slots.delete(slot);
+    this.slots = this.slots.filter((s) => s !== slot);
   }
 
   phase(): ConnectionPhase {
@@ -206,7 +208,8 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
     const ms = timeoutMs ?? this.deps.brokerWaitMs ?? 2_000;
     const connectingMs = timeoutMs === undefined ? (this.deps.connectingWaitMs ?? ms) : 0;
     if (ms <= 0 && connectingMs <= 0) return Promise.reject(this.notConnected());
-    return this.waiters.wait(ms, connectingMs);
+    this.waiting ??= new ConnectionWaiters<Slot>({ beingMade: () => this.firstLoginUnderWay(), notConnected: () => this.notConnected() });
+    return this.waiting.wait(ms, connectingMs);
   }
 
   /** The first login of this account is under way and no attempt has failed. */
@@ -218,7 +221,8 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
   loginFailed(slot: Slot): void {
     if (slot !== this.slot) return;
     this.failedLogin = true;
-    this.waiters.loginFailed();
+    this.waiting?.loginFailed();
+    this.dropWaitersIfNone();
   }
 
   private notConnected() {
@@ -229,11 +233,17 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
 
   private wakeWaiters(): void {
     const s = this.slot;
-    if (s && s.usable) this.waiters.resolveAll(s);
+    if (s && s.usable) this.waiting?.resolveAll(s);
+    this.dropWaitersIfNone();
+  }
+
+  private dropWaitersIfNone(): void {
+    if (this.waiting?.empty) this.waiting = undefined;
   }
 
   private failWaiters(e: unknown): void {
-    this.waiters.rejectAll(e);
+    this.waiting?.rejectAll(e);
+    this.dropWaitersIfNone();
   }
 
   whenConnected(timeoutMs?: number, owner = 'default'): Promise<BrokerConnection> {

@@ -45,7 +45,8 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     if (!b.injectFault || !b.clearFaults || !b.listFaults) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
     return b as Required<Pick<BrokerSource, 'injectFault' | 'clearFaults' | 'listFaults'>>;
   };
-  const deps = (): EntryDeps => ({
+  // One for every account of the shard: nothing in it is an account's own (issue 19, memory per idle account).
+  const entryDeps: EntryDeps = {
     log: ctx.log,
     factory: (c: BrokerCredentials): BrokerConnection => broker().factory(c),
     backoffBaseMs: ctx.settings.timing.reconnectBaseMs,
@@ -68,7 +69,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         ctx.emit({ kind: ACCOUNT_BINDING_EVENT, key: accountId, data: null });
       }
     },
-  });
+  };
 
   /** The binding's credentials with the password kept sealed: a connection unseals it each time it
    *  logs in and drops it after, so no account holds it in plain text while it lives. Opened once
@@ -89,7 +90,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   };
 
   const startEntry = (row: BindingRow): AccountEntry => {
-    const e = new AccountEntry(row.seat_id, row.customer_id, { credentials: credentialsOf(row), build: row.build }, deps());
+    const e = new AccountEntry(row.seat_id, row.customer_id, { credentials: credentialsOf(row), build: row.build }, entryDeps);
     entries.set(row.seat_id, e);
     try {
       e.start();

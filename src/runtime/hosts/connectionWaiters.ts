@@ -66,6 +66,11 @@ export class ConnectionWaiters<S> {
     }
   }
 
+  /** No request waits. */
+  get empty(): boolean {
+    return this.list.length === 0;
+  }
+
   resolveAll(s: S): void {
     for (const w of this.take()) w.resolve(s);
   }

@@ -22,6 +22,14 @@ const isEmpty = (o: object | undefined) => {
   return true;
 };
 
+/** Who holds a parked actor: hears its errors and says which snapshots rest (methods, not
+ *  closures: a slot is its owner, and two closures each were two more objects per idle account). */
+export interface ParkedOwner<M extends AnyStateMachine> {
+  actorFailed(err: unknown): void;
+  /** Whether a snapshot is a resting state (nothing running in it) that may be parked. */
+  restful(s: SnapshotFrom<M>): boolean;
+}
+
 export class ParkedActor<M extends AnyStateMachine> {
   private live: Actor<M> | null;
   /** While parked: the machine's persisted snapshot, in its compact form when it has one. */
@@ -32,9 +40,7 @@ export class ParkedActor<M extends AnyStateMachine> {
   constructor(
     private readonly machine: M,
     input: InputFrom<M>,
-    private readonly onError: (err: unknown) => void,
-    /** Whether a snapshot is a resting state (nothing running in it) that may be parked. */
-    private readonly restful: (s: SnapshotFrom<M>) => boolean,
+    private readonly owner: ParkedOwner<M>,
   ) {
     // The input is the first start's only: a restore takes the context from the snapshot.
     this.live = this.spawn({ input });
@@ -42,7 +48,7 @@ export class ParkedActor<M extends AnyStateMachine> {
 
   private spawn(opts: { input: InputFrom<M> } | { snapshot: Snapshot<unknown> }): Actor<M> {
     const a = createActor(this.machine, opts as { input: InputFrom<M> }) as Actor<M>;
-    a.subscribe({ error: this.onError });
+    a.subscribe({ error: (err) => this.owner.actorFailed(err) });
     return a;
   }
 
@@ -92,7 +98,7 @@ export class ParkedActor<M extends AnyStateMachine> {
       const a = this.live;
       if (!a || this.stopped) return;
       const s = a.getSnapshot() as SnapshotFrom<M>;
-      if ((s as Snapshot<unknown>).status !== 'active' || !this.restful(s)) return;
+      if ((s as Snapshot<unknown>).status !== 'active' || !this.owner.restful(s)) return;
       const p = a.getPersistedSnapshot() as PersistedMachine;
       this.parked = p.output === undefined && p.error === undefined && isEmpty(p.children) && isEmpty(p.historyValue) ? new Rest(p.value, p.context) : (p as Snapshot<unknown>);
       this.live = null;

@@ -1,11 +1,11 @@
 // A slot of an account (accountEntry.ts): one BrokerConnection and the connection machine that
 // owns its lifecycle, which rests as its snapshot while connected and idle (parkedActor.ts).
-import { waitFor } from 'xstate';
+import { waitFor, type SnapshotFrom } from 'xstate';
 import { connectionMachine, type ConnectionPhase as MachinePhase, type ConnectionPort } from '../../../actors/connection.js';
 import type { BrokerConnection } from '../../broker/types.js';
 import type { Logger } from '../../log.js';
 import type { AccountEvent } from './accountRegistry.js';
-import { ParkedActor } from './parkedActor.js';
+import { ParkedActor, type ParkedOwner } from './parkedActor.js';
 
 /** What a slot asks of its account (AccountEntry). */
 export interface SlotOwner {
@@ -27,16 +27,17 @@ export interface SlotDeps {
   backoffCapMs: number;
 }
 
-export class Slot {
+export class Slot implements ParkedOwner<typeof connectionMachine> {
   inflight = 0;
   draining = false;
   /** The connection machine; parked as its snapshot while connected and idle (parkedActor.ts). */
   private readonly m: ParkedActor<typeof connectionMachine>;
   private readonly offState: () => void;
+  private readonly log: Logger;
 
   constructor(readonly entry: SlotOwner, readonly conn: BrokerConnection, private readonly pinnedBuild: number | null, deps: SlotDeps) {
-    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port: new SlotPort(this) },
-      (err) => deps.log.error('connection actor failed', { accountId: entry.accountId, err }), (s) => s.matches('connected') && !this.draining);
+    this.log = deps.log;
+    this.m = new ParkedActor(connectionMachine, { accountId: entry.accountId, backoffBaseMs: deps.backoffBaseMs, backoffCapMs: deps.backoffCapMs, port: new SlotPort(this) }, this);
     this.offState = conn.on('state', (s) => {
       if (s.state === 'disconnected' && this.m.value === 'connected') {
         this.m.send({ type: 'broker.dropped', ...(s.reason !== undefined ? { reason: s.reason } : {}) });
@@ -111,6 +112,15 @@ export class Slot {
   /** CheckConnect: cuts a reconnect wait short. */
   check(): void {
     this.m.send({ type: 'check' });
+  }
+
+  actorFailed(err: unknown): void {
+    this.log.error('connection actor failed', { accountId: this.entry.accountId, err });
+  }
+
+  /** Connected and not draining: the machine may rest as its snapshot. */
+  restful(s: SnapshotFrom<typeof connectionMachine>): boolean {
+    return s.matches('connected') && !this.draining;
   }
 
   // The connection machine's port (SlotPort calls these).
