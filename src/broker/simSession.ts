@@ -4,7 +4,8 @@
 // and are restored by the next connect().
 import { BrokerListeners } from './listeners.js';
 import type { SimAccount } from '../sim/account.js';
-import type { AccountSink, SimServer, Simulator } from '../sim/simulator.js';
+import type { AccountSink, FaultWatcher, SimServer, Simulator } from '../sim/simulator.js';
+import type { Fault } from '../sim/faults.js';
 import {
   passwordOf, type BrokerCredentials, type BrokerEventName, type BrokerEvents, type ConnectionState, type Unsubscribe,
 } from './types.js';
@@ -15,7 +16,7 @@ import { TIMEFRAMES } from '../market/timeframes.js';
 import { toCandle, type BarListener } from '../sim/candles.js';
 import type { MarketSymbol } from '../sim/market.js';
 
-export abstract class SimSession {
+export abstract class SimSession implements FaultWatcher {
   readonly server: ServerInfo;
   readonly login: string;
   private _state: ConnectionState = 'disconnected';
@@ -26,10 +27,10 @@ export abstract class SimSession {
   private tickSubs: Map<MarketSymbol, (t: Tick) => void> | undefined;
   /** Per symbol, the timeframes wanted and the bar listener delivering them. */
   private candles: Map<MarketSymbol, { wanted: Set<number>; listener: BarListener }> | undefined;
-  private readonly sink: AccountSink;
+  /** Made by the first listener of positions, orders or deals (an idle account has none). */
+  private sink: AccountSink | undefined;
   /** Listeners of positions, orders and deals (see on()). */
   private accountListeners = 0;
-  private unFault: (() => void) | null = null;
   private dropTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
@@ -41,18 +42,24 @@ export abstract class SimSession {
     this.host = host;
     this.server = host.info;
     this.login = credentials.login;
-    // Account events leave once the simulator's journal holds what they report (the store commits
-    // a turn's changes together; trade replies wait for the same commit). Emitted at once, a deal
-    // could reach /v1/stream (and its history) and then be lost with the journal to a crash: after a
-    // SIGKILL the client held a TRADE that /OrderHistory never showed. Commits resolve in order, so
-    // events keep theirs; a failed commit (disk full) reports nothing that was not stored. A store
-    // with nothing pending (in memory, or committing at once) lets them leave at once.
+  }
+
+  /**
+   * What the simulator tells this connection of its account. Account events leave once the
+   * simulator's journal holds what they report (the store commits a turn's changes together;
+   * trade replies wait for the same commit). Emitted at once, a deal could reach /v1/stream (and
+   * its history) and then be lost with the journal to a crash: after a SIGKILL the client held a
+   * TRADE that /OrderHistory never showed. Commits resolve in order, so events keep theirs; a
+   * failed commit (disk full) reports nothing that was not stored. A store with nothing pending
+   * (in memory, or committing at once) lets them leave at once.
+   */
+  private makeSink(): AccountSink {
     const durably = <T>(f: (x: T) => void) => (x: T) => {
       const pending = this.host.store.pendingCommit?.() ?? null;
       if (pending === null) f(x);
       else pending.then(() => f(x), () => undefined);
     };
-    this.sink = {
+    return {
       positions: durably((list) => this.emit('positions', list)),
       orders: durably((list) => this.emit('orders', list)),
       deal: durably((d) => this.emit('deal', d)),
@@ -82,11 +89,11 @@ export abstract class SimSession {
     if (!this.account) return;
     let sinks = this.host.sinks.get(this.account);
     if (!sinks) this.host.sinks.set(this.account, (sinks = new Set()));
-    sinks.add(this.sink);
+    sinks.add((this.sink ??= this.makeSink()));
   }
 
   private detachSink(): void {
-    if (this.account) this.host.sinks.get(this.account)?.delete(this.sink);
+    if (this.account && this.sink) this.host.sinks.get(this.account)?.delete(this.sink);
   }
 
   private emit<E extends BrokerEventName>(event: E, data: BrokerEvents[E]): void {
@@ -115,13 +122,16 @@ export abstract class SimSession {
       throw err;
     }
     if (this.accountListeners > 0) this.attachSink();
-    this.unFault = this.sim.faults.onSet((f) => {
-      if (f.kind === 'drop' && f.server === this.server.name && (f.login === undefined || f.login === this.login)) {
-        this.drop('connection lost (injected drop)');
-      }
-    });
+    this.host.faultWatchers.add(this);
     if (this.tickSubs) for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.add(l);
     this.setState('connected');
+  }
+
+  /** A fault was set on this connection's server (FaultWatcher): an injected drop of it ends it. */
+  faultSet(f: Fault): void {
+    if (f.kind === 'drop' && f.server === this.server.name && (f.login === undefined || f.login === this.login)) {
+      this.drop('connection lost (injected drop)');
+    }
   }
 
   /** Tear down as a lost connection would: subscriptions stay registered locally and are
@@ -134,8 +144,7 @@ export abstract class SimSession {
   private detach(): void {
     this.detachSink();
     if (this.tickSubs) for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
-    this.unFault?.();
-    this.unFault = null;
+    this.host.faultWatchers.delete(this);
     if (this.dropTimer) clearTimeout(this.dropTimer);
     this.dropTimer = null;
   }

@@ -8,7 +8,7 @@ import type { ServerInfo, Tick } from '../market/server.js';
 import type { SimChange, SimPersistence, StoredAccount } from './persistence.js';
 import { SimAccount, type AccountHost } from './account.js';
 import type { SimConfig, SimServerConfig } from './config.js';
-import { FaultController } from './faults.js';
+import { FaultController, type Fault } from './faults.js';
 import { Market, type MarketSymbol } from './market.js';
 import { systemClock, type Clock } from '../util/clock.js';
 
@@ -26,6 +26,11 @@ export class ManualClock implements Clock {
   advance(ms: number): void {
     this.t += ms;
   }
+}
+
+/** A connection that hears of the faults set on its server. */
+export interface FaultWatcher {
+  faultSet(fault: Fault): void;
 }
 
 /** What a connection receives for its account. */
@@ -47,6 +52,10 @@ export class SimServer implements AccountHost {
   readonly sinks = new Map<SimAccount, Set<AccountSink>>();
   /** Per symbol index: tick listeners (connections subscribed to it). */
   readonly tickListeners: Set<(t: Tick) => void>[];
+  /** Connections logged in to this server, told of each fault set on it (an injected drop ends
+   *  theirs): the simulator's faults have one listener per server, not a closure per connection
+   *  (issue 19, memory per idle account). */
+  readonly faultWatchers = new Set<FaultWatcher>();
   private idNext = 0;
   private idEnd = 0;
 
@@ -217,6 +226,10 @@ export class Simulator {
       this.servers.set(sc.name, new SimServer(sc, options.store, { ...options.config, ...(replay ? { replay } : {}) }, start));
     }
     this.faults = new FaultController(options.config.seed, () => this.clock.now());
+    this.faults.onSet((f) => {
+      const server = this.servers.get(f.server);
+      if (server) for (const w of server.faultWatchers) w.faultSet(f);
+    });
     for (const sc of options.config.servers) for (const f of sc.faults) this.faults.set({ ...f, server: sc.name });
   }
 
