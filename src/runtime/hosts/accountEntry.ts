@@ -46,7 +46,8 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
   /** Listeners of the account's events (stream sockets, gateway sessions); none while idle. */
   private listeners: Set<(ev: AccountEvent) => void> | undefined;
   /** Slots not yet disposed: the current one, and during a switch the draining and the next one. */
-  // Replaced, not grown, on a change (rare): a grown array reserves 17 places at its first push.
+  // Replaced, not grown, on a change (rare), by arrays of their exact length (concat, slice): a
+  // pushed, spread or filtered array reserves 17 places.
   private slots: readonly Slot[] = [];
   /** Requests waiting for a usable connection: made by the first, dropped once none waits (an idle account has none). */
   private waiting: ConnectionWaiters<Slot> | undefined;
@@ -130,7 +131,7 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
     if (conn.serverKnown !== false) this.knownServer = conn.server;
     // Re-bound to another server (known only once this connection logs in): the old one is not it.
     else if (this.knownServer && this.knownServer.name !== spec.credentials.server) this.knownServer = undefined;
-    this.slots = [...this.slots, slot];
+    this.slots = this.slots.concat(slot);
     slot.listenAccountEvents((this.listeners?.size ?? 0) > 0);
     this.platformChanged();
     return slot;
@@ -146,7 +147,7 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
 
   /** A slot was disposed: it gets no listener changes any more. */
   slotGone(slot: Slot): void {
-    this.slots = this.slots.filter((s) => s !== slot);
+    this.slots = this.slots.filter((s) => s !== slot).slice();
   }
 
   phase(): ConnectionPhase {
