@@ -1,15 +1,21 @@
 // Each account's connection phase and its recent history, as its shard reported them (main
 // thread). Feeds the tagw_broker_connections gauge and the dashboard's connection view; nothing
 // here is persisted: a restart begins a new history from the phases the shards report again.
-import type { OperatorPhase } from './hosts/accountCommands.js';
+import { OPERATOR_PHASES, type OperatorPhase } from './hosts/accountCommands.js';
 
 export interface PhaseChange { at: number; phase: OperatorPhase }
 
 /** Changes kept per account: enough to see a flapping connection, bounded whatever the flapping. */
 export const HISTORY_LENGTH = 20;
 
+/** The phase as the one string of its name: a phase that crossed from a shard is a copy of its own
+ *  (each account's history held two, ~56 B; issue 19, memory per idle account). */
+const interned = (phase: OperatorPhase): OperatorPhase => OPERATOR_PHASES.find((p) => p === phase) ?? phase;
+
 export class ConnectionLog {
-  private readonly entries = new Map<string, PhaseChange[]>();
+  // Each history is replaced, not pushed to, by an array of its exact length: a pushed array
+  // reserves 17 places (~150 B per account). Changes are rare (a connection's phases).
+  private readonly entries = new Map<string, readonly PhaseChange[]>();
   /** Changes into 'reconnecting' since start (tagw_broker_reconnects_total). */
   reconnects = 0;
 
@@ -17,12 +23,11 @@ export class ConnectionLog {
 
   /** Records a phase report; a report of the phase the account is already in is not a change. */
   note(accountId: string, phase: OperatorPhase): void {
-    let h = this.entries.get(accountId);
-    if (!h) this.entries.set(accountId, (h = []));
+    const h = this.entries.get(accountId) ?? [];
     if (h.length > 0 && h[h.length - 1]!.phase === phase) return;
     if (phase === 'reconnecting') this.reconnects++;
-    h.push({ at: this.now(), phase });
-    if (h.length > HISTORY_LENGTH) h.splice(0, h.length - HISTORY_LENGTH);
+    const change: PhaseChange = { at: this.now(), phase: interned(phase) };
+    this.entries.set(accountId, (h.length < HISTORY_LENGTH ? h : h.slice(h.length - HISTORY_LENGTH + 1)).concat(change));
   }
 
   /** Forgets an account (its seat was deleted). */
