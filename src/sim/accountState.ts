@@ -3,13 +3,14 @@
 // in a single transaction (SimAccount.flush).
 import type { Deal, Order } from '../market/orders.js';
 import type { SimChange } from './persistence.js';
+import { LazyMap } from '../util/lazyMap.js';
 
 /**
  * An account's orders, knowing when the next expiration can be due: the clock asks every account
  * at every step (expireDue), and most steps must not walk the book. A lower bound: an order that
  * left the book may still hold it, and then one walk finds nothing due and moves it on.
  */
-export class OrderBook extends Map<number, Order> {
+export class OrderBook extends LazyMap<number, Order> {
   nextExpiryMs = Infinity;
   override set(ticket: number, o: Order): this {
     if (o.state === 'placed' && o.expiration !== undefined && o.expiration < this.nextExpiryMs) this.nextExpiryMs = o.expiration;

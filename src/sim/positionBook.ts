@@ -5,6 +5,7 @@
 // lots x the rollover index of the open day); valuation.ts prices them at the market.
 import { rolloverIndex, serverDay, type ToServer } from './accounting.js';
 import type { StoredPosition } from './persistence.js';
+import { LazyMap } from '../util/lazyMap.js';
 
 /** Sums over the open positions of one symbol and side. */
 export interface SideTotals {
@@ -56,7 +57,7 @@ interface Receipt {
  * accounted: a receipt per open position lived as long as the position (issue 19, what every
  * young-generation scavenge copies).
  */
-export class PositionBook extends Map<number, StoredPosition> {
+export class PositionBook extends LazyMap<number, StoredPosition> {
   // Created with the first position: most accounts hold none, and an empty Map still costs its
   // table (issue 19, memory per idle account).
   private totalsBySymbol: Map<string, SymbolTotals> | undefined;
