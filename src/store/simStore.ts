@@ -27,7 +27,9 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     if (!row) return null;
     const read = this.checkpoints.read(server, login, row.data);
     const cp = read.state;
-    const m = newMirror(cp.account, cp.seq, cp.lastTimeMs, this.clock.now());
+    // The server and login as the caller holds them (the row was found by them): the checkpoint's
+    // parsed copies would be two more strings per account (issue 19, memory per idle account).
+    const m = newMirror({ ...cp.account, server, login }, cp.seq, cp.lastTimeMs, this.clock.now());
     m.positions = cp.positions;
     m.activeOrders = cp.activeOrders;
     m.rows = cp.rows;
@@ -50,7 +52,9 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     }
     this.mirrors.set(this.key(server, login), m);
     return {
-      account: structuredClone(m.account),
+      // Its own object (the account changes it), sharing the strings: a structured clone copied
+      // each of them (its name, password hash and salt, ~200 B per account).
+      account: { ...m.account },
       positions: [...read.positions.values()].map((p) => ({ ...p })),
       activeOrders: [...read.activeOrders.values()],
     };

@@ -71,6 +71,16 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     },
   };
 
+  /** Server names and platforms as one string each, however many accounts read them from their
+   *  rows (a copy per row otherwise, ~60 B per account; issue 19). Few: one per server. */
+  const names = new Map<string, string>();
+  const interned = <S extends string>(v: S): S => {
+    const had = names.get(v);
+    if (had !== undefined) return had as S;
+    names.set(v, v);
+    return v;
+  };
+
   /** The binding's credentials with the password kept sealed: a connection unseals it each time it
    *  logs in and drops it after, so no account holds it in plain text while it lives. Opened once
    *  here, so a key that cannot open it fails the start or bind, as before. */
@@ -86,7 +96,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       }
     };
     password();
-    return { server: row.server, login: row.login, password, platform: row.platform };
+    return { server: interned(row.server), login: row.login, password, platform: interned(row.platform) };
   };
 
   const startEntry = (row: BindingRow): AccountEntry => {
