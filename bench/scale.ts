@@ -73,6 +73,12 @@ async function call(base: string, method: string, path: string, headers: Record<
 
 /** Resident set of the gateway process (main and shard threads share it). */
 const rssBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+/** Its parts (MiB): anonymous memory (heaps, malloc), file pages, shared memory (SQLite's WAL index). */
+const rssParts = (pid: number) => {
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const mib = (k: string) => Math.round(Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(st)?.[1] ?? 0) / 1024);
+  return { anon: mib('RssAnon'), file: mib('RssFile'), shmem: mib('RssShmem') };
+};
 /** CPU seconds the process used so far (user + system). */
 const cpuSeconds = (pid: number) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -112,7 +118,7 @@ await createOne(0);
 const probe = probeQuotes(ids[0]!);
 const steps: {
   size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number;
-  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssMiB: number; heapUsedMiB: Record<string, number>; idleCpuPercent: number;
+  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssMiB: number; rssPartsMiB: ReturnType<typeof rssParts>; heapUsedMiB: Record<string, number>; heapTotalMiB: Record<string, number>; idleCpuPercent: number;
 }[] = [];
 const metricsText = () => fetch(`${gw.url}/metrics`).then((r) => r.text());
 /** Waits until /metrics counts `n` accounts connected (at most 120 s); the time it took, null past the bound. */
@@ -125,8 +131,8 @@ async function allConnected(n: number): Promise<number | null> {
   }
   return null;
 }
-/** Each thread's V8 heap in use (MiB), as the gateway's last 5 s snapshot has it. */
-const heapUsedMiB = async () => Object.fromEntries([...(await metricsText()).matchAll(/tagw_thread_heap_used_bytes\{thread="([^"]+)"\} (\d+)/g)]
+/** Each thread's V8 heap (MiB), in use or reserved, as the gateway's last 5 s snapshot has it. */
+const heapMiB = (text: string, which: 'used' | 'total') => Object.fromEntries([...text.matchAll(new RegExp(`tagw_thread_heap_${which}_bytes\\{thread="([^"]+)"\\} (\\d+)`, 'g'))]
   .map((m) => [m[1]!, Math.round(Number(m[2]) / 1048576 * 10) / 10]));
 /** The process's CPU, as % of one core, over `ms` with no requests (after 2 s of rest). */
 async function idleCpu(ms: number): Promise<number> {
@@ -157,9 +163,10 @@ for (const size of sizes) {
   const connectedAfterMs = await allConnected(ids.length);
   const idleCpuPercent = await idleCpu(5000);
   const rssMiB = Math.round(rssBytes(pid()) / 1048576);
-  const heap = await heapUsedMiB();
+  const rssPartsMiB = rssParts(pid());
+  const metrics = await metricsText();
   probePaused = false;
-  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssMiB, heapUsedMiB: heap, idleCpuPercent });
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssMiB, rssPartsMiB, heapUsedMiB: heapMiB(metrics, 'used'), heapTotalMiB: heapMiB(metrics, 'total'), idleCpuPercent });
   console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
 }
 probing = false;
