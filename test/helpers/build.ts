@@ -144,12 +144,14 @@ export function ensureBuilt(): string {
 
 /** `node` arguments that run the built CLI as bin/tagw.js runs it: run(argv), its result as the exit
  *  code (bin/tagw.js itself compiles the sources through tsx when dist/ is older than them). */
-export function builtCli(): string[] {
-  const url = pathToFileURL(builtEntry('src/cli/main.ts')).href;
+export function builtCli(opts: { unbundled?: boolean } = {}): string[] {
+  const url = pathToFileURL(builtEntry('src/cli/main.ts', opts)).href;
   return ['--input-type=module', '-e', `const { run } = await import(${JSON.stringify(url)}); const c = await run(process.argv.slice(1)); if (c !== undefined) process.exitCode = c;`, '--'];
 }
 
-/** `node <built entry>` arguments for a source entry such as 'src/main.ts'. */
-export function builtEntry(sourcePath: string): string {
-  return join(ensureBuilt(), sourcePath.replace(/\.ts$/, '.js'));
+/** `node <built entry>` arguments for a source entry such as 'src/main.ts': its bundle, or with
+ *  `unbundled` the entry as tsc wrote it, which imports the build's modules one by one (a test of what
+ *  a process imports: a bundle holds its packages). The benches' build is not bundled. */
+export function builtEntry(sourcePath: string, opts: { unbundled?: boolean } = {}): string {
+  return join(ensureBuilt(), sourcePath.replace(/\.ts$/, opts.unbundled && !compiled ? '.unbundled.js' : '.js'));
 }

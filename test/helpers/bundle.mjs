@@ -6,12 +6,15 @@
 // module keeps its own import.meta.url (its place in the build), so what it finds beside itself
 // (config/, package.json, the worker files, the dashboard's files) it finds as unbundled. Native and
 // worker-pool packages stay imports. The shipped build (dist/, `npm start`) is not bundled; process.test
-// runs it.
+// runs it. A bundle holds the packages it imports: a test of what a process loads runs the entry as
+// tsc wrote it, kept beside the bundle (build.ts builtEntry(path, { unbundled: true })).
 import { build } from 'esbuild';
-import { readFile, rename, rm } from 'node:fs/promises';
+import { copyFile, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 
 const ENTRIES = ['src/main.js', 'src/simServer.js', 'src/cli/main.js', 'src/runtime/shardWorker.js', 'src/store/checkpointWorker.js'];
+
+const unbundled = (entry) => entry.replace(/\.js$/, '.unbundled.js');
 
 const dir = process.argv[2];
 if (!dir) throw new Error('usage: node test/helpers/bundle.mjs <build dir>');
@@ -40,5 +43,10 @@ await Promise.all(ENTRIES.map((entry) => build({
   banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
   plugins: [ownUrl(entry)], logLevel: 'error',
 })));
-for (const entry of ENTRIES) await rename(join(out, entry), join(dir, entry));
+// Each entry as tsc wrote it stays beside its bundle (main.js -> main.unbundled.js, importing the
+// build's modules): what a process imports can only be seen there (start-imports.test.ts).
+for (const entry of ENTRIES) {
+  await copyFile(join(dir, entry), join(dir, unbundled(entry)));
+  await rename(join(out, entry), join(dir, entry));
+}
 await rm(out, { recursive: true, force: true });

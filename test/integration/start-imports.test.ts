@@ -4,16 +4,19 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { builtCli } from '../helpers/build.js';
-import { BUILT_MAIN, cleanupProcesses, ROOT, startProcess } from '../helpers/process.js';
+import { builtCli, builtEntry } from '../helpers/build.js';
+import { cleanupProcesses, ROOT, startProcess } from '../helpers/process.js';
 
 const REFUSE = ['--import', join(ROOT, 'test', 'helpers', 'refuseImports.mjs')];
 const MK = 'start-imports-management-key-0123456789';
+/** The entries as tsc wrote them: the test build's bundles (helpers/bundle.mjs) hold their packages,
+ *  so no import of one would be seen. */
+const MAIN = builtEntry('src/main.ts', { unbundled: true });
 
 /** The built `tagw` with `refused` modules refused. */
 function tagw(args: string[], refused: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...REFUSE, ...builtCli(), ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, TAGW_REFUSE_IMPORTS: refused, ...env }, timeout: 30_000 },
+    execFile(process.execPath, [...REFUSE, ...builtCli({ unbundled: true }), ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, TAGW_REFUSE_IMPORTS: refused, ...env }, timeout: 30_000 },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
   });
 }
@@ -23,7 +26,7 @@ afterEach(cleanupProcesses);
 describe('start imports', () => {
   it('a single-node gateway (no DATABASE_URL) loads neither pg nor NATS, nor xstate in its main thread, and serves', async () => {
     // xstate: the shards run the machines; the HTTP edge reads a seat's status from actors/seatStatus.ts.
-    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'pg,@nats-io/,xstate' }, undefined, [...REFUSE, BUILT_MAIN]);
+    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'pg,@nats-io/,xstate' }, undefined, [...REFUSE, MAIN]);
     const url = await p.listening;
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect(p.output()).not.toContain('refused import');
@@ -32,7 +35,7 @@ describe('start imports', () => {
   }, 30_000);
 
   it('the refusal works: a process that imports a refused module fails, naming it', async () => {
-    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'better-sqlite3' }, undefined, [...REFUSE, BUILT_MAIN]);
+    const p = startProcess({ TAGW_REFUSE_IMPORTS: 'better-sqlite3' }, undefined, [...REFUSE, MAIN]);
     expect(await p.exited).not.toBe(0);
     expect(p.output()).toContain("refused import of 'better-sqlite3'");
   }, 30_000);
