@@ -1,9 +1,9 @@
-// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N] [--source]
+// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N] [--settle-ms 60000] [--source]
 // The scale of one node (issue 19): accounts created through /ConnectEx in steps up to each size
 // (creations/s of each step's first and last thousand: the last within 0.8x of the first means the
 // cost of a creation does not grow with the accounts already there), RSS growth per account from the
-// first size to the last (read once every account is connected and the process has rested: the RSS
-// right after a burst moves with the machine's state, and accounts keep connecting after it), each
+// first size to the last (read once every account is connected and the process has rested long
+// enough for V8 to collect the burst's garbage: read sooner, it moves by a third from run to run), each
 // thread's heap per account, the gateway's idle CPU with every account connected, /GetQuote latency
 // while accounts are being created, and the cold start at the last size: SIGTERM, start again on
 // the same DATA_DIR, time until it listens, until the last account answers /GetQuote, and until every
@@ -23,6 +23,12 @@ const arg = (name: string, def: string) => {
 const sizes = arg('sizes', '1000,20000,50000').split(',').map(Number);
 const concurrency = Number(arg('concurrency', '16'));
 const shards = arg('shards', '');
+// How long after each step's last creation its RSS and heaps are read. V8 collects a heap's garbage
+// and gives its pages back (its memory reducer) about 35-45 s after a burst of allocations ends:
+// read before, the RSS holds every creation's garbage (here, 20,000 accounts: 428 MiB at 3-33 s,
+// 193 MiB from 48 s on, the shard's heap 188 -> 63 MiB reserved), and how much of it depends on
+// when the last collection ran, which made the figure move by a third from run to run.
+const settleMs = Number(arg('settle-ms', '60000'));
 const MK = 'bench-scale-management-key-0123456789';
 // Run from `npm run bench`'s build (dist-bench/bench/scale.js) or from bench/scale.ts through tsx.
 const built = !import.meta.url.endsWith('.ts');
@@ -118,7 +124,7 @@ await createOne(0);
 const probe = probeQuotes(ids[0]!);
 const steps: {
   size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number;
-  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssMiB: number; rssPartsMiB: ReturnType<typeof rssParts>; heapUsedMiB: Record<string, number>; heapTotalMiB: Record<string, number>; idleCpuPercent: number;
+  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssAfterIdleSampleMiB: number; rssMiB: number; rssPartsMiB: ReturnType<typeof rssParts>; heapUsedMiB: Record<string, number>; heapTotalMiB: Record<string, number>; idleCpuPercent: number;
 }[] = [];
 const metricsText = () => fetch(`${gw.url}/metrics`).then((r) => r.text());
 /** Waits until /metrics counts `n` accounts connected (at most 120 s); the time it took, null past the bound. */
@@ -158,15 +164,19 @@ for (const size of sizes) {
   const k = Math.min(1000, n);
   const rssAfterBurstMiB = Math.round(rssBytes(pid()) / 1048576);
   // Settled: every account created connected, then idle (2 s of rest and the 5 s CPU sample: what
-  // still runs per account per interval would grow with the size); the RSS and heaps read then.
+  // still runs per account per interval would grow with the size; the RSS then, as before), then
+  // at rest until settleMs after the burst; the RSS and heaps read then.
   probePaused = true;
+  const burstEnd = performance.now();
   const connectedAfterMs = await allConnected(ids.length);
   const idleCpuPercent = await idleCpu(5000);
+  const rssAfterIdleSampleMiB = Math.round(rssBytes(pid()) / 1048576);
+  await new Promise((r) => setTimeout(r, Math.max(0, settleMs - (performance.now() - burstEnd))));
   const rssMiB = Math.round(rssBytes(pid()) / 1048576);
   const rssPartsMiB = rssParts(pid());
   const metrics = await metricsText();
   probePaused = false;
-  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssMiB, rssPartsMiB, heapUsedMiB: heapMiB(metrics, 'used'), heapTotalMiB: heapMiB(metrics, 'total'), idleCpuPercent });
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssAfterIdleSampleMiB, rssMiB, rssPartsMiB, heapUsedMiB: heapMiB(metrics, 'used'), heapTotalMiB: heapMiB(metrics, 'total'), idleCpuPercent });
   console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
 }
 probing = false;
@@ -217,9 +227,12 @@ const summary = {
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
   creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
-  // Settled (every account connected, the process idle); after the burst as before, for comparison.
+  // Settled (every account connected, the process at rest settleMs after the burst); right after
+  // the burst and after the idle sample (~8 s), as read before, for comparison.
+  settleMs,
   rssPerAccountKiB,
   rssPerAccountAfterBurstKiB: perAccountKiB(first.rssAfterBurstMiB, lastStep.rssAfterBurstMiB),
+  rssPerAccountAfterIdleSampleKiB: perAccountKiB(first.rssAfterIdleSampleMiB, lastStep.rssAfterIdleSampleMiB),
   heapPerAccountKiB: Object.fromEntries(Object.keys(lastStep.heapUsedMiB).map((t) => [t, perAccountKiB(first.heapUsedMiB[t] ?? 0, lastStep.heapUsedMiB[t]!)])),
   idleCpuPercentOfCore: idleCpuPercent,
   // Idle CPU at the last size over the first: what runs per account per interval makes it grow.
