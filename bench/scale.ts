@@ -1,4 +1,4 @@
-// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N] [--settle-ms 60000] [--source]
+// npm run bench -- scale [--sizes 1000,20000,50000] [--concurrency 16] [--shards N] [--settle-ms 150000] [--source]
 // The scale of one node (issue 19): accounts created through /ConnectEx in steps up to each size
 // (creations/s of each step's first and last thousand: the last within 0.8x of the first means the
 // cost of a creation does not grow with the accounts already there), RSS growth per account from the
@@ -23,12 +23,17 @@ const arg = (name: string, def: string) => {
 const sizes = arg('sizes', '1000,20000,50000').split(',').map(Number);
 const concurrency = Number(arg('concurrency', '16'));
 const shards = arg('shards', '');
-// How long after each step's last creation its RSS and heaps are read. V8 collects a heap's garbage
-// and gives its pages back (its memory reducer) about 35-45 s after a burst of allocations ends:
-// read before, the RSS holds every creation's garbage (here, 20,000 accounts: 428 MiB at 3-33 s,
-// 193 MiB from 48 s on, the shard's heap 188 -> 63 MiB reserved), and how much of it depends on
-// when the last collection ran, which made the figure move by a third from run to run.
-const settleMs = Number(arg('settle-ms', '60000'));
+// When each step's RSS and heaps are read: once V8 has collected the burst's garbage and given its
+// pages back (its memory reducer), seen on every shard (where the accounts are) as its heap in use
+// down by a tenth at least since the idle sample and its reserved heap within 1.25x of that; at
+// most settleMs after the burst. Read before, the RSS holds every creation's garbage
+// (20,000 accounts in one process: 428 MiB from 0 to 33 s after the burst, 193 MiB from 48 s on,
+// the shard's heap 188 -> 63 MiB reserved), and how much of it depends on when the last
+// collection ran, which made the figure move by a third from run to run; the reducer ran 35 s to
+// over 60 s after a burst here.
+const settleMs = Number(arg('settle-ms', '150000'));
+const SETTLED_USED = 0.9;
+const SETTLED_RESERVE = 1.25;
 const MK = 'bench-scale-management-key-0123456789';
 // Run from `npm run bench`'s build (dist-bench/bench/scale.js) or from bench/scale.ts through tsx.
 const built = !import.meta.url.endsWith('.ts');
@@ -124,7 +129,7 @@ await createOne(0);
 const probe = probeQuotes(ids[0]!);
 const steps: {
   size: number; firstThousandPerSec: number; lastThousandPerSec: number; perSec: number;
-  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssAfterIdleSampleMiB: number; rssMiB: number; rssPartsMiB: ReturnType<typeof rssParts>; heapUsedMiB: Record<string, number>; heapTotalMiB: Record<string, number>; idleCpuPercent: number;
+  rssAfterBurstMiB: number; connectedAfterMs: number | null; rssAfterIdleSampleMiB: number; settledAfterMs: number | null; rssMiB: number; rssPartsMiB: ReturnType<typeof rssParts>; heapUsedMiB: Record<string, number>; heapTotalMiB: Record<string, number>; idleCpuPercent: number;
 }[] = [];
 const metricsText = () => fetch(`${gw.url}/metrics`).then((r) => r.text());
 /** Waits until /metrics counts `n` accounts connected (at most 120 s); the time it took, null past the bound. */
@@ -171,12 +176,23 @@ for (const size of sizes) {
   const connectedAfterMs = await allConnected(ids.length);
   const idleCpuPercent = await idleCpu(5000);
   const rssAfterIdleSampleMiB = Math.round(rssBytes(pid()) / 1048576);
-  await new Promise((r) => setTimeout(r, Math.max(0, settleMs - (performance.now() - burstEnd))));
+  const usedAtSample = heapMiB(await metricsText(), 'used');
+  let settledAfterMs: number | null = null;
+  while (performance.now() - burstEnd < settleMs) {
+    const m = await metricsText();
+    const used = heapMiB(m, 'used'), reserved = heapMiB(m, 'total');
+    const shardHeaps = Object.entries(used).filter(([t]) => t.startsWith('shard'));
+    if (shardHeaps.length > 0 && shardHeaps.every(([t, u]) => u <= usedAtSample[t]! * SETTLED_USED && reserved[t]! <= u * SETTLED_RESERVE)) {
+      settledAfterMs = Math.round(performance.now() - burstEnd);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+  }
   const rssMiB = Math.round(rssBytes(pid()) / 1048576);
   const rssPartsMiB = rssParts(pid());
   const metrics = await metricsText();
   probePaused = false;
-  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssAfterIdleSampleMiB, rssMiB, rssPartsMiB, heapUsedMiB: heapMiB(metrics, 'used'), heapTotalMiB: heapMiB(metrics, 'total'), idleCpuPercent });
+  steps.push({ size, firstThousandPerSec: rate(0, k), lastThousandPerSec: rate(n - k, n), perSec: rate(0, n), rssAfterBurstMiB, connectedAfterMs, rssAfterIdleSampleMiB, settledAfterMs, rssMiB, rssPartsMiB, heapUsedMiB: heapMiB(metrics, 'used'), heapTotalMiB: heapMiB(metrics, 'total'), idleCpuPercent });
   console.error(`${size} accounts: ${JSON.stringify(steps[steps.length - 1])}`);
 }
 probing = false;
@@ -227,7 +243,8 @@ const summary = {
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
   creationRateLastOverFirst: Math.round((lastStep.lastThousandPerSec / first.firstThousandPerSec) * 1000) / 1000,
-  // Settled (every account connected, the process at rest settleMs after the burst); right after
+  // Settled (every account connected, V8's heaps collected: steps[].settledAfterMs, null when they
+  // were not within settleMs of the burst, and the reading is then at settleMs); right after
   // the burst and after the idle sample (~8 s), as read before, for comparison.
   settleMs,
   rssPerAccountKiB,
