@@ -26,8 +26,8 @@ const BROKER_PW = 'Br0ker-Pw-fuzz-7f3a9c';
 const ERROR_STATUSES = new Set([400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 500, 501, 503]);
 
 type Json = Record<string, any>;
-interface Op { method: string; template: string; params: string[]; body: Json | undefined; secured: boolean; schemes: string[] }
-interface Req { method: string; path: string; query: Array<[string, string]>; headers: Record<string, string>; body?: string }
+interface Op { method: string; template: string; params: string[]; required: Set<string>; body: Json | undefined; secured: boolean; schemes: string[] }
+interface Req { method: string; path: string; query: Array<[string, string]>; headers: Record<string, string>; body?: string; rawQuery?: string }
 
 let t: TestGateway;
 const logs: string[] = [];
@@ -73,20 +73,29 @@ function operations(d: Json): Op[] {
   for (const [template, item] of Object.entries(d.paths as Record<string, Json>)) {
     for (const [method, op] of Object.entries(item)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
-      const params = ((op.parameters ?? []) as Json[]).filter((p) => p.in === 'query').map((p) => p.name as string);
+      const query = ((op.parameters ?? []) as Json[]).filter((p) => p.in === 'query');
+      const params = query.map((p) => p.name as string);
+      const required = new Set(query.filter((p) => p.required === true).map((p) => p.name as string));
       let body = op.requestBody?.content?.['application/json']?.schema as Json | undefined;
       if (body?.$ref) body = d.components.schemas[String(body.$ref).split('/').pop()!];
       const security = (op.security ?? d.security ?? []) as Json[];
-      out.push({ method: method.toUpperCase(), template, params, body, secured: security.length > 0, schemes: security.flatMap((x) => Object.keys(x)) });
+      out.push({ method: method.toUpperCase(), template, params, required, body, secured: security.length > 0, schemes: security.flatMap((x) => Object.keys(x)) });
     }
   }
   return out;
+}
+
+/** `arb` one time in `inN`, else undefined (fc.option's freq is the other way round: nil 1 in freq). */
+function sometimes<T>(arb: fc.Arbitrary<T>, inN: number): fc.Arbitrary<T | undefined> {
+  return fc.oneof({ weight: inN - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: arb });
 }
 
 // ---- values ----
 
 const NUMERIC_EDGE = ['NaN', 'Infinity', '-Infinity', '-0', '0', '-1', '-0.01', '1e308', '1e309', '-1e309', '5e-324', '99999999999999999999999', '9007199254740993', '0x1F', '1,5', '1.5.5', ' 1', '1 ', '+1', '.5', '1e2', '0.0000001'];
 const ODD = ['', ' ', 'null', 'undefined', 'true', 'false', '[]', '{}', '[object Object]', '%', '%00', '%zz', '\u0000', '\t', '\r\n', '\u007f', 'é', '😀', '\ud800', '\u202e', '\ufeff', '../../etc/passwd', "' OR 1=1 --", '<script>x</script>', '${x}', '__proto__', 'constructor'];
+/** Sent as they are, not encoded: malformed or overlong percent-escapes, and separators inside a value. */
+const RAW_ESCAPES = ['%zz', '%', '%2', '%ff', '%C0%AF', '%E0%A4%A', '%ED%A0%80', '%00', 'a&b=c', '+++', '%2B%2b', '=', '&&', ';'];
 const NOT_UUID = ['0', 'abc', '00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffffff', '{uuid}', '..', '%2e%2e'];
 
 const hostileString = fc.oneof(
@@ -103,31 +112,37 @@ const hostileString = fc.oneof(
 
 /** A value that could pass for the parameter, so requests also get past validation into the handlers. */
 function plausible(name: string): fc.Arbitrary<string> {
-  const ids = () => fc.constantFrom(seat, seat, seat, victimSeat, crypto.randomUUID());
-  const table: Record<string, fc.Arbitrary<string>> = {
-    id: ids(), accountId: ids(), brokerAccountId: ids(), handle: fc.constantFrom(handle, 'h-' + crypto.randomUUID()),
-    symbol: fc.constantFrom('EURUSD', 'BTCUSD', 'XAUUSD', 'NOPE', 'eurusd'), symbols: fc.constantFrom('EURUSD,GBPUSD', 'EURUSD', ',,', 'BTCUSD,NOPE'),
-    volume: fc.constantFrom('0.01', '0.1', '1', '0', '-0.01', '100000'), lots: fc.constantFrom('0.01', '1', '-1', '0'),
-    operation: fc.constantFrom('Buy', 'Sell', 'BuyLimit', 'SellStop', 'BuyStopLimit', '0', '1', '5', '7', '99'),
-    type: fc.constantFrom('Buy', 'Sell', '0'), ticket: fc.constantFrom('1', '12345', '0', '-5'),
-    price: fc.constantFrom('1.1', '0', '-1', '60000'), stoploss: fc.constantFrom('0', '1.0', '-1'), takeprofit: fc.constantFrom('0', '2.0'),
-    from: fc.constantFrom('2020-01-01T00:00:00', '2030-01-01T00:00:00', '2020-13-45T99:99:99', '2020-01-01'), to: fc.constantFrom('2030-01-01T00:00:00', '1970-01-01T00:00:00'),
-    clientOrderId: fc.stringMatching(/^[A-Za-z0-9_.:-]{1,64}$/), timeframe: fc.constantFrom('M1', 'H1', '1', '60', 'Y9'), timeFrame: fc.constantFrom('1', '60', '0'),
-    msNotOlder: fc.constantFrom('0', '100', '-1'), count: fc.constantFrom('1', '10', '0', '100000'), limit: fc.constantFrom('1', '1000', '0'),
-    country: fc.constantFrom('US', 'EU', 'XX'), impact: fc.constantFrom('high', 'low', 'none'),
-    user: fc.constantFrom('fuzz-main', 'fuzz-other', 'u'), password: fc.constant(BROKER_PW), server: fc.constantFrom('Sim-P5-Demo', 'Sim-P4-Demo', 'Nowhere'),
-    platform: fc.constantFrom('P4', 'P5', 'P6'), label: fc.constantFrom('l', ''), region: fc.constantFrom('us-east', ''),
+  const ids = [seat, victimSeat, crypto.randomUUID()];
+  // The first of each list is a value the route takes; the others are near misses.
+  const table: Record<string, string[]> = {
+    id: ids, accountId: ids, brokerAccountId: ids, handle: [handle, 'h-' + crypto.randomUUID()],
+    symbol: ['EURUSD', 'BTCUSD', 'XAUUSD', 'NOPE', 'eurusd'], symbols: ['EURUSD,GBPUSD', 'EURUSD', ',,', 'BTCUSD,NOPE'],
+    volume: ['0.01', '0.1', '1', '0', '-0.01', '100000'], lots: ['0.01', '1', '-1', '0'],
+    operation: ['Buy', 'Sell', 'BuyLimit', 'SellStop', 'BuyStopLimit', '0', '1', '5', '7', '99'],
+    type: ['Buy', 'Sell', '0'], ticket: ['1', '12345', '0', '-5'],
+    price: ['1.1', '0', '-1', '60000'], stoploss: ['0', '1.0', '-1'], takeprofit: ['0', '2.0'],
+    from: ['2020-01-01T00:00:00', '2030-01-01T00:00:00', '2020-13-45T99:99:99', '2020-01-01'], to: ['2030-01-01T00:00:00', '1970-01-01T00:00:00'],
+    timeframe: ['M1', 'H1', '1', '60', 'Y9'], timeFrame: ['1', '60', '0'],
+    msNotOlder: ['0', '100', '-1'], count: ['1', '10', '0', '100000'], limit: ['1000', '1', '0'],
+    country: ['US', 'EU', 'XX'], impact: ['high', 'low', 'none'],
+    // Never the bound account's login: a DELETE /ConnectEx of it would end the run's account.
+    user: ['fuzz-other', 'u'], password: [BROKER_PW], server: ['Sim-P5-Demo', 'Sim-P4-Demo', 'Nowhere'],
+    platform: ['P5', 'P4', 'P6'], label: ['l', ''], region: ['us-east', ''],
   };
-  return table[name] ?? fc.constantFrom('1', 'true', 'EURUSD', 'x');
+  if (name === 'clientOrderId') return fc.stringMatching(/^[A-Za-z0-9_.:-]{1,64}$/);
+  const known = table[name];
+  if (!known) return fc.constantFrom('1', 'true', 'EURUSD', 'x');
+  return fc.oneof({ weight: 3, arbitrary: fc.constant(known[0]!) }, { weight: 2, arbitrary: fc.constantFrom(...known) });
 }
 
 /** A query parameter: omitted, plausible, hostile, or duplicated (plausible and hostile). A near-valid
  *  request has few hostile ones, so it gets past validation into the handler more often. */
-function param(name: string, nearValid: boolean): fc.Arbitrary<Array<[string, string]>> {
-  // An alias beside its parameter is a conflict whenever the values differ: mostly left out.
-  const alias = name === 'accountId' || name === 'symbols';
+function param(name: string, nearValid: boolean, required: boolean): fc.Arbitrary<Array<[string, string]>> {
+  // An alias beside its parameter is a conflict whenever the values differ; and an optional
+  // parameter is mostly left out of a near-valid request.
+  const alias = name === 'accountId' || name === 'symbols' || name === 'lots';
   return fc.oneof(
-    { weight: nearValid && alias ? 40 : 2, arbitrary: fc.constant<Array<[string, string]>>([]) },
+    { weight: nearValid && (alias || !required) ? 40 : 2, arbitrary: fc.constant<Array<[string, string]>>([]) },
     { weight: nearValid ? 40 : 4, arbitrary: plausible(name).map((v) => [[name, v] as [string, string]]) },
     { weight: 3, arbitrary: hostileString.map((v) => [[name, v] as [string, string]]) },
     { weight: 1, arbitrary: fc.tuple(plausible(name), hostileString).map(([a, b]) => [[name, a], [name, b]] as Array<[string, string]>) },
@@ -185,7 +200,8 @@ function pathOf(template: string, destructive: boolean): fc.Arbitrary<string> {
     fc.constant(crypto.randomUUID()),
     fc.constantFrom(...NOT_UUID, 'OrderSend', 'Nope', 'é', '%00', 'x'.repeat(600)),
   );
-  return fc.tuple(...segs.map((s) => (/^\{.+\}$/.test(s) ? idArb.map((v) => encodeURIComponent(v)) : fc.constant(s)))).map((p) => p.join('/'));
+  const segment = fc.oneof({ weight: 6, arbitrary: idArb.map((v) => encodeURIComponent(v)) }, { weight: 1, arbitrary: fc.constantFrom(...RAW_ESCAPES) });
+  return fc.tuple(...segs.map((s) => (/^\{.+\}$/.test(s) ? segment : fc.constant(s)))).map((p) => p.join('/'));
 }
 
 /** A request for one operation, with its method or (1 in 5) another. */
@@ -194,35 +210,40 @@ function requestFor(o: Op): fc.Arbitrary<Req> {
   return fc.record({
     method: fc.oneof({ weight: 4, arbitrary: fc.constant(o.method) }, { weight: 1, arbitrary: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS') }),
     path: pathOf(o.template, destructive),
-    query: fc.boolean().chain((nearValid) => fc.tuple(fc.tuple(...o.params.map((p) => param(p, nearValid))), fc.option(fc.tuple(fc.constantFrom('stopLoss', 'apiKey', 'x', '', 'id[]', '__proto__'), hostileString), { nil: undefined, freq: 3 }))
+    query: fc.boolean().chain((nearValid) => fc.tuple(fc.tuple(...o.params.map((p) => param(p, nearValid, o.required.has(p) || ['id', 'handle', 'volume'].includes(p)))), sometimes(fc.tuple(fc.constantFrom('stopLoss', 'apiKey', 'x', '', 'id[]', '__proto__'), hostileString), 4))
       .map(([parts, extra]) => [...parts.flat(), ...(extra ? [extra] : [])])),
     auth: authFor(o),
-    idem: fc.option(fc.oneof(fc.stringMatching(/^[A-Za-z0-9_.:-]{1,64}$/), hostileString), { nil: undefined, freq: 4 }),
+    rawQuery: sometimes(fc.tuple(fc.constantFrom(...o.params, 'x'), fc.constantFrom(...RAW_ESCAPES)).map(([k, v]) => `${k}=${v}`), 6),
+    idem: sometimes(fc.oneof(fc.stringMatching(/^[A-Za-z0-9_.:-]{1,64}$/), hostileString), 5),
     body: bodyOf(o),
-  }).map(({ method, path, query, auth: [h, v], idem, body }) => {
+  }).map(({ method, path, query, auth: [h, v], rawQuery, idem, body }) => {
     const headers: Record<string, string> = {};
     if (h) headers[h] = v!.replace('KEY', key).replace('MGMT', TEST_MANAGEMENT_KEY);
     // As a raw client would send them: UTF-8 bytes, no CR, LF or NUL (fetch refuses those).
     if (idem !== undefined) headers['idempotency-key'] = Buffer.from(idem.slice(0, 4_000), 'utf8').toString('latin1').replace(/[\0-\x08\x0a-\x1f\x7f]/g, '');
     if (body?.type !== undefined) headers['content-type'] = body.type;
-    const r: Req = { method, path, query, headers };
+    const r: Req = { method, path, query, headers, ...(rawQuery !== undefined ? { rawQuery } : {}) };
     if (body && method !== 'GET' && method !== 'HEAD') r.body = body.text;
     return r;
   });
 }
 
-const anyRequest = () => fc.constantFrom(...ops).chain(requestFor);
+/** Every operation, the trading and gateway ones weighted up: their handlers take the most input. */
+const anyRequest = () => fc.oneof(...ops.map((o) => ({ weight: /Order|proxy|ConnectEx|connect|broker/.test(o.template) ? 3 : 1, arbitrary: requestFor(o) })));
 
 // ---- the property ----
 
 /** The run's seed, printed with a failure of the checks after it too (FUZZ_SEED=... to replay). */
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : (Math.random() * 2 ** 31) | 0;
 let previous = '';
+let orderSeq = 0;
+let ordersTaken = 0;
 const seen = new Map<string, number>();
 
 async function send(r: Req): Promise<{ status: number; headers: Headers; text: string; url: string }> {
   const qs = r.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v.replace(/[\ud800-\udfff]/g, '\ufffd'))}`).join('&');
-  const url = r.path + (qs ? `?${qs}` : '');
+  const all = [qs, r.rawQuery].filter((x) => x).join('&');
+  const url = r.path + (all ? `?${all}` : '');
   let res: Response;
   const before = previous;
   previous = `${r.method} ${url.slice(0, 200)} ${JSON.stringify(r.headers).slice(0, 200)} body ${String(r.body).slice(0, 100)}`;
@@ -265,13 +286,25 @@ async function holds(r: Req): Promise<void> {
   const claimed = Object.values(r.headers).some((v) => v.includes(key) || v.includes(TEST_MANAGEMENT_KEY));
   const op = ops.find((o) => o.method === r.method && new RegExp(`^${o.template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(r.path.split('?')[0]!));
   if (!claimed && op?.secured && status < 300) throw new Error(`succeeded without a valid credential: ${what}`);
-  // A Disconnect of the bound session: a new one, so the proxy operations keep reaching their handlers.
-  if (status === 200 && r.path === '/v1/proxy/Disconnect') {
+  // No silent default: an order placed carries the volume asked for, and was asked for one.
+  if (status < 300 && r.method === 'GET' && /\/OrderSend(Safe)?$/.test(r.path)) {
+    const asked = r.query.filter(([k]) => k === 'volume' || k === 'lots').map(([, v]) => Number(v));
+    const body = JSON.parse(text) as Json;
+    const placed = [body.volumeInitial, body.volume, body.lots, body.order?.volumeInitial, body.order?.volume].filter((v) => typeof v === 'number');
+    expect(asked.length, `an order without a volume was placed: ${what}`).toBeGreaterThan(0);
+    expect(placed.some((v) => asked.includes(v)), `placed ${placed.join('/')} lots, asked ${asked.join('/')}: ${what}`).toBe(true);
+    ordersTaken++;
+  }
+  // A Disconnect of the bound session (or an upgrade that ended it): a new one, so the proxy
+  // operations keep reaching their handlers.
+  if ((status === 200 && r.path === '/v1/proxy/Disconnect') || (status === 404 && text.includes('SESSION_NOT_FOUND') && r.query.some(([k, v]) => k === 'handle' && v === handle))) {
     const c = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat } });
     if (c.status === 200) handle = c.body.handle;
   }
   // The response is one the OpenAPI document promises (status, Error schema, success schema).
-  if (r.method !== 'HEAD') checkResponse(doc, r.method, url, status, headers.get('content-type'), text);
+  // (A path that is not valid percent-encoding is refused 400 before any method matching: no operation to check it against.)
+  const malformedPath = (() => { try { decodeURIComponent(r.path); return false; } catch { return true; } })();
+  if (r.method !== 'HEAD' && !(malformedPath && status === 400)) checkResponse(doc, r.method, url, status, headers.get('content-type'), text);
 }
 
 describe('the HTTP surface under hostile input', () => {
@@ -285,16 +318,59 @@ describe('the HTTP surface under hostile input', () => {
     }
   }, 60_000);
 
+  it('takes an order, or refuses it with a JSON 4xx, whatever one or two of its fields hold', async () => {
+    const numeric = (name: string) => fc.oneof({ weight: 3, arbitrary: plausible(name) }, { weight: 1, arbitrary: hostileString }, { weight: 1, arbitrary: fc.constantFrom(...NUMERIC_EDGE) });
+    const optional: Record<string, fc.Arbitrary<string>> = {
+      price: numeric('price'), stoploss: numeric('stoploss'), takeprofit: numeric('takeprofit'), slippage: numeric('slippage'),
+      comment: fc.oneof(fc.constantFrom('c', 'x'.repeat(200), 'é😀', ''), hostileString), magic: numeric('magic'),
+      expiration: fc.oneof(plausible('from'), hostileString), stopLimitPrice: numeric('price'), expirationType: numeric('expirationType'),
+    };
+    const order = fc.record({
+      gateway: fc.boolean(),
+      // Which base field to spoil (or none), and what with; then extra fields, maybe a duplicate.
+      spoil: sometimes(fc.tuple(fc.constantFrom('symbol', 'operation', 'volume'), fc.oneof(numeric('volume'), hostileString)), 2),
+      drop: sometimes(fc.constantFrom('symbol', 'operation', 'volume'), 8),
+      extra: fc.dictionary(fc.constantFrom(...Object.keys(optional)), fc.constant(''), { maxKeys: 2, size: 'xsmall' }).chain((d) =>
+        fc.tuple(...Object.keys(d).map((k) => optional[k]!.map((v) => [k, v] as [string, string])))),
+      twice: sometimes(fc.tuple(fc.constantFrom('volume', 'symbol', 'lots'), fc.oneof(numeric('volume'), plausible('volume'))), 8),
+      cid: fc.stringMatching(/^[A-Za-z0-9_.:-]{1,40}$/),
+    }).map(({ gateway, spoil, drop, extra, twice, cid }): Req => {
+      const base: Record<string, string> = { symbol: 'BTCUSD', operation: gateway ? '0' : 'Buy', volume: '0.01' };
+      if (spoil) base[spoil[0]] = spoil[1];
+      if (drop) delete base[drop];
+      const query: Array<[string, string]> = [[gateway ? 'handle' : 'id', gateway ? handle : seat], ...Object.entries(base), ...extra];
+      if (twice) query.push(twice);
+      // A fresh idempotency id each time (classic): a repeated one would be a replay, not a new order.
+      if (!gateway) query.push(['clientOrderId', `fz-${orderSeq++}-${cid}`]);
+      return { method: 'GET', path: gateway ? '/v1/proxy/OrderSendSafe' : '/OrderSend', query, headers: { 'x-api-key': key } };
+    });
+    await fc.assert(fc.asyncProperty(order, holds), { numRuns: Number(process.env.FUZZ_ORDER_RUNS ?? 300), seed: SEED });
+    if (process.env.FUZZ_STATS) console.log('orders taken', ordersTaken);
+    expect(ordersTaken, 'no order was taken: the search did not reach the order engine').toBeGreaterThan(10);
+  }, 60_000);
+
   it('still answers /healthz and takes a valid order afterwards; the log holds no secret', async () => {
     expect((await t.req('GET', '/healthz')).status).toBe(200);
     // The run may have set simulator faults (POST /v1/sim/faults is on the surface too): cleared.
     expect((await t.req('DELETE', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).status).toBeLessThan(300);
+    // The run's orders may have used the bound account's margin up (the broker then answers
+    // TRADE_REQUEST_ERROR NO_MONEY, a final answer): it still answers; a new account takes an order.
     let last = '';
+    const order = (id: string) => t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=fuzz-after-${orderSeq++}`, { headers: { 'x-api-key': key } });
     await until(async () => {
-      const o = await t.req('GET', `/OrderSend?id=${seat}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=fuzz-after-${Date.now()}`, { headers: { 'x-api-key': key } });
+      const o = await order(seat);
+      last = `${o.status} ${o.text}`;
+      return o.status === 200 || o.body?.error === 'TRADE_REQUEST_ERROR';
+    }, 'a valid /OrderSend on the bound account answers with an order or the broker\'s refusal').catch((err: Error) => {
+      throw new Error(`${err.message}; last answer ${last} (seed ${SEED})`);
+    });
+    const b = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'fuzz-after', password: BROKER_PW, server: 'Sim-P5-Demo' } });
+    expect(b.status, b.text).toBe(200);
+    await until(async () => {
+      const o = await order(b.body.id);
       last = `${o.status} ${o.text}`;
       return o.status === 200 && typeof o.body.ticket === 'number';
-    }, 'a valid /OrderSend on the bound account answers 200 with a ticket').catch((err: Error) => {
+    }, 'a valid /OrderSend on a new account answers 200 with a ticket').catch((err: Error) => {
       throw new Error(`${err.message}; last answer ${last} (seed ${SEED})`);
     });
     expect(logs.length).toBeGreaterThan(0);
