@@ -21,6 +21,7 @@ import { until } from '../helpers/until.js';
 /** Long enough for any route's legitimate work on a loaded machine; a request still open then hangs. */
 const REQUEST_BOUND_MS = 8_000;
 const BROKER_PW = 'Br0ker-Pw-fuzz-7f3a9c';
+const MAIN_LOGIN = 'fuzz-main';
 /** Statuses SPEC §7 names, plus the HTTP layer's own (405 method, 408 body timeout, 413 too large,
  *  415 media type). 500 only as TERMINAL_ERROR (a broker connection's fault), never INTERNAL_ERROR. */
 const ERROR_STATUSES = new Set([400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 500, 501, 503]);
@@ -43,11 +44,12 @@ const secrets = () => [key, TEST_MANAGEMENT_KEY, BROKER_PW];
 
 beforeAll(async () => {
   // authFailLimit high: the hostile credentials' 401s must not block the run's loopback address.
-  t = await startTestGateway({ authFailLimit: 1_000_000, seatBuildMs: 300 }, { log: createLogger('debug', {}, (l) => logs.push(l)) });
+  // logLevel debug: the gateway then logs every request too (exchange.ts), which the log check reads.
+  t = await startTestGateway({ authFailLimit: 1_000_000, seatBuildMs: 300, logLevel: 'debug' }, { log: createLogger('debug', {}, (l) => logs.push(l)) });
   const k = await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'fuzz' } });
   expect(k.status, k.text).toBe(201);
   key = k.body.key;
-  const b = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'fuzz-main', password: BROKER_PW, server: 'Sim-P5-Demo' } });
+  const b = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: MAIN_LOGIN, password: BROKER_PW, server: 'Sim-P5-Demo' } });
   expect(b.status, b.text).toBe(200);
   seat = b.body.id;
   const v = await t.req('POST', '/v1/broker-accounts', { headers: mgmt(t.managementKey), body: { platform: 'P4', user: 'fuzz-victim', password: BROKER_PW, server: 'Sim-P4-Demo' } });
@@ -170,7 +172,7 @@ function bodyOf(o: Op): fc.Arbitrary<{ text: string; type: string | undefined } 
   const text = fc.oneof(
     { weight: 5, arbitrary: shaped },
     { weight: 2, arbitrary: jsonHostile.map((v) => JSON.stringify(v) ?? 'null') },
-    { weight: 2, arbitrary: fc.constantFrom('', '{', '{"a":', '[1,', 'nul', '{"a":1}{"b":2}', "{'a':1}", '{"a":1,}', '\u0000', '{"__proto__":{"x":1}}', '{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', '{"label":"' + 'y'.repeat(70_000) + '"}') },
+    { weight: 2, arbitrary: fc.constantFrom('\ufeff{}', '{"label":"a","label":{"x":1}}', '{"privateHosting":1e999,"readOnly":-0,"label":1e400}', '{"brokerAccountId":null}', '[{"label":"a"}]', '"{}"', '', '{', '{"a":', '[1,', 'nul', '{"a":1}{"b":2}', "{'a':1}", '{"a":1,}', '\u0000', '{"__proto__":{"x":1}}', '{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', '{"label":"' + 'y'.repeat(70_000) + '"}') },
     { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
   );
   const type = fc.constantFrom<string | undefined>('application/json', 'application/json', 'application/json; charset=utf-8', undefined, 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml', 'application/json; charset=latin1', '');
@@ -214,13 +216,18 @@ function requestFor(o: Op): fc.Arbitrary<Req> {
       .map(([parts, extra]) => [...parts.flat(), ...(extra ? [extra] : [])])),
     auth: authFor(o),
     rawQuery: sometimes(fc.tuple(fc.constantFrom(...o.params, 'x'), fc.constantFrom(...RAW_ESCAPES)).map(([k, v]) => `${k}=${v}`), 6),
+    // Other headers the gateway reads or echoes: a request id, a CORS origin, a forwarded address.
+    other: sometimes(fc.tuple(fc.constantFrom('x-request-id', 'origin', 'x-forwarded-for', 'content-length', 'x-api-key'), hostileString), 4),
     idem: sometimes(fc.oneof(fc.stringMatching(/^[A-Za-z0-9_.:-]{1,64}$/), hostileString), 5),
     body: bodyOf(o),
-  }).map(({ method, path, query, auth: [h, v], rawQuery, idem, body }) => {
+  }).map(({ method, path, query, auth: [h, v], rawQuery, other, idem, body }) => {
     const headers: Record<string, string> = {};
-    if (h) headers[h] = v!.replace('KEY', key).replace('MGMT', TEST_MANAGEMENT_KEY);
     // As a raw client would send them: UTF-8 bytes, no CR, LF or NUL (fetch refuses those).
-    if (idem !== undefined) headers['idempotency-key'] = Buffer.from(idem.slice(0, 4_000), 'utf8').toString('latin1').replace(/[\0-\x08\x0a-\x1f\x7f]/g, '');
+    const asSent = (x: string) => Buffer.from(x.slice(0, 4_000), 'utf8').toString('latin1').replace(/[\0-\x08\x0a-\x1f\x7f]/g, '');
+    // (content-length is fetch's own: a hostile one would only fail the client; framing is http-framing.test.ts's.)
+    if (other && other[0] !== 'content-length') headers[other[0]] = asSent(other[1]);
+    if (h) headers[h] = v!.replace('KEY', key).replace('MGMT', TEST_MANAGEMENT_KEY) + (other?.[0] === 'x-api-key' && h === 'x-api-key' ? `, ${asSent(other[1])}` : '');
+    if (idem !== undefined) headers['idempotency-key'] = asSent(idem);
     if (body?.type !== undefined) headers['content-type'] = body.type;
     const r: Req = { method, path, query, headers, ...(rawQuery !== undefined ? { rawQuery } : {}) };
     if (body && method !== 'GET' && method !== 'HEAD') r.body = body.text;
@@ -373,7 +380,7 @@ describe('the HTTP surface under hostile input', () => {
     }, 'a valid /OrderSend on a new account answers 200 with a ticket').catch((err: Error) => {
       throw new Error(`${err.message}; last answer ${last} (seed ${SEED})`);
     });
-    expect(logs.length).toBeGreaterThan(0);
+    expect(logs.filter((l) => l.includes('"msg":"request"')).length, 'the gateway logged no request: the log check would read nothing').toBeGreaterThan(100);
     for (const line of logs) expect(secretIn(line), `a secret in the log (seed ${SEED}): ${line.slice(0, 400)}`).toBeUndefined();
   });
 });
