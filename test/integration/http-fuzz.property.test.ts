@@ -37,6 +37,10 @@ let seat = '';
 let victimSeat = '';
 let victimKeyId = '';
 let handle = '';
+/** A session on the victim's P4 account: the P4 operations' handlers (OrderSend by name, QuoteHistory...). */
+let handleP4 = '';
+/** Tickets of the orders the run placed: trade operations on real tickets, not only on made-up ones. */
+const tickets: string[] = [];
 let ops: Op[] = [];
 let doc: Json;
 
@@ -61,6 +65,9 @@ beforeAll(async () => {
   const c = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat } });
   expect(c.status, c.text).toBe(200);
   handle = c.body.handle;
+  const c4 = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: victimSeat } });
+  expect(c4.status, c4.text).toBe(200);
+  handleP4 = c4.body.handle;
   doc = buildOpenApi(t.gw.routes, API_VERSION) as Json;
   ops = operations(doc);
 }, 30_000);
@@ -117,11 +124,11 @@ function plausible(name: string): fc.Arbitrary<string> {
   const ids = [seat, victimSeat, crypto.randomUUID()];
   // The first of each list is a value the route takes; the others are near misses.
   const table: Record<string, string[]> = {
-    id: ids, accountId: ids, brokerAccountId: ids, handle: [handle, 'h-' + crypto.randomUUID()],
+    id: ids, accountId: ids, brokerAccountId: ids, handle: [handle, handleP4, handle, 'h-' + crypto.randomUUID()],
     symbol: ['EURUSD', 'BTCUSD', 'XAUUSD', 'NOPE', 'eurusd'], symbols: ['EURUSD,GBPUSD', 'EURUSD', ',,', 'BTCUSD,NOPE'],
     volume: ['0.01', '0.1', '1', '0', '-0.01', '100000'], lots: ['0.01', '1', '-1', '0'],
     operation: ['Buy', 'Sell', 'BuyLimit', 'SellStop', 'BuyStopLimit', '0', '1', '5', '7', '99'],
-    type: ['Buy', 'Sell', '0'], ticket: ['1', '12345', '0', '-5'],
+    type: ['Buy', 'Sell', '0'], ticket: [tickets.at(-1) ?? '1', ...tickets.slice(-3), '12345', '0', '-5'], byTicket: [tickets.at(-2) ?? '1', '1'],
     price: ['1.1', '0', '-1', '60000'], stoploss: ['0', '1.0', '-1'], takeprofit: ['0', '2.0'],
     from: ['2020-01-01T00:00:00', '2030-01-01T00:00:00', '2020-13-45T99:99:99', '2020-01-01'], to: ['2030-01-01T00:00:00', '1970-01-01T00:00:00'],
     timeframe: ['M1', 'H1', '1', '60', 'Y9'], timeFrame: ['1', '60', '0'],
@@ -301,12 +308,16 @@ async function holds(r: Req): Promise<void> {
     expect(asked.length, `an order without a volume was placed: ${what}`).toBeGreaterThan(0);
     expect(placed.some((v) => asked.includes(v)), `placed ${placed.join('/')} lots, asked ${asked.join('/')}: ${what}`).toBe(true);
     ordersTaken++;
+    const ticket = body.ticket ?? body.order?.ticket;
+    if (typeof ticket === 'number') tickets.push(String(ticket));
   }
   // A Disconnect of the bound session (or an upgrade that ended it): a new one, so the proxy
   // operations keep reaching their handlers.
-  if ((status === 200 && r.path === '/v1/proxy/Disconnect') || (status === 404 && text.includes('SESSION_NOT_FOUND') && r.query.some(([k, v]) => k === 'handle' && v === handle))) {
-    const c = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: seat } });
-    if (c.status === 200) handle = c.body.handle;
+  const sent = r.query.find(([k]) => k === 'handle')?.[1];
+  if (sent !== undefined && (sent === handle || sent === handleP4) && ((status === 200 && r.path === '/v1/proxy/Disconnect') || (status === 404 && text.includes('SESSION_NOT_FOUND')))) {
+    const c = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: sent === handle ? seat : victimSeat } });
+    if (c.status === 200 && sent === handle) handle = c.body.handle;
+    else if (c.status === 200) handleP4 = c.body.handle;
   }
   // The response is one the OpenAPI document promises (status, Error schema, success schema).
   // (A path that is not valid percent-encoding is refused 400 before any method matching: no operation to check it against.)
