@@ -105,4 +105,19 @@ describe('request framing', () => {
     }
     await healthy();
   });
+  it('a request head over 4 KiB that arrives in several reads (any such request over a network): uWS closes the connection unanswered; the gateway keeps serving', async () => {
+    // uWS 20.30 buffers at most 4 KiB of a head split across reads (a constant of the build, no
+    // setting); found by test/integration/http-fuzz.property.test.ts as a reset under its long values.
+    const c = await rawConnect(t.gw.port);
+    c.socket.setNoDelay(true);
+    const head = `GET /healthz?pad=${'x'.repeat(5_000)} HTTP/1.1\r\nHost: t\r\n\r\n`;
+    for (let i = 0; i < head.length; i += 1_400) {
+      c.write(head.slice(i, i + 1_400));
+      await new Promise((r) => setTimeout(r, 5)); // pacing, not a wait: each piece its own read
+    }
+    await c.closed;
+    expect(c.responses).toEqual([]);
+    expect(c.rest()).toBe('');
+    await healthy();
+  });
 });
