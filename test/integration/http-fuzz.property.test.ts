@@ -9,6 +9,7 @@
 // and no secret used (API key, management key, broker password) is ever in a body, a header or
 // the gateway's log. Afterwards the gateway still answers /healthz and takes a valid order.
 import fc from 'fast-check';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, type ErrorCode } from '../../src/errors.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
@@ -335,6 +336,51 @@ describe('the HTTP surface under hostile input', () => {
     for (const s of ['200 ', '400 BAD_REQUEST', '400 INVALID_PARAMETER', '401 INVALID_API_KEY', '404 NOT_FOUND', '405 METHOD_NOT_ALLOWED']) {
       expect(seen.get(s), `no '${s}' among ${[...seen.keys()].join(', ')}`).toBeGreaterThan(0);
     }
+  }, 60_000);
+
+  it('holds as well for requests sent at once, on several connections', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(anyRequest(), { minLength: 2, maxLength: 12 }), async (rs) => {
+      await Promise.all(rs.map(holds));
+    }), { numRuns: Number(process.env.FUZZ_PARALLEL_RUNS ?? 60), seed: SEED });
+  }, 60_000);
+
+  it('answers every WebSocket upgrade (/v1/stream, /ws): opened, or refused with a JSON error of a spec status', async () => {
+    const upgrade = fc.record({
+      path: fc.constantFrom('/v1/stream', '/ws'),
+      apiKey: sometimes(fc.oneof(fc.constant('KEY'), hostileString), 2),
+      id: sometimes(fc.oneof(plausible('id'), hostileString), 2),
+      handle: sometimes(fc.oneof(plausible('handle'), hostileString), 2),
+      heartbeat: sometimes(fc.oneof(fc.constantFrom('0', '1'), hostileString), 3),
+      auth: authFor({ schemes: ['apiKey', 'apiKeyBearer'] } as Op),
+    });
+    await fc.assert(fc.asyncProperty(upgrade, async (u) => {
+      const qs = new URLSearchParams();
+      if (u.apiKey !== undefined) qs.set('apiKey', u.apiKey.replace('KEY', key));
+      if (u.id !== undefined) qs.set('id', u.id);
+      if (u.handle !== undefined) qs.set('handle', u.handle);
+      if (u.heartbeat !== undefined) qs.set('heartbeat', u.heartbeat);
+      const headers: Record<string, string> = {};
+      if (u.auth[0]) headers[u.auth[0]] = u.auth[1]!.replace('KEY', key).replace('MGMT', TEST_MANAGEMENT_KEY);
+      const what = `upgrade ${u.path}?${qs.toString().slice(0, 200)} ${JSON.stringify(headers).slice(0, 120)}`;
+      const outcome = await new Promise<{ open: true } | { status: number; text: string }>((resolve, reject) => {
+        const ws = new WebSocket(`${t.url.replace('http', 'ws')}${u.path}?${qs}`, { headers });
+        const timer = setTimeout(() => { ws.terminate(); reject(new Error(`no answer within ${REQUEST_BOUND_MS} ms: ${what}`)); }, REQUEST_BOUND_MS);
+        ws.once('open', () => { clearTimeout(timer); ws.terminate(); resolve({ open: true }); });
+        ws.once('unexpected-response', (_req, res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => { text += d.toString(); });
+          res.on('end', () => { clearTimeout(timer); ws.terminate(); resolve({ status: res.statusCode ?? 0, text }); });
+        });
+        ws.once('error', (err) => { clearTimeout(timer); reject(new Error(`${what}: ${err.message}`)); });
+      });
+      if ('open' in outcome) return;
+      expect(secretIn(outcome.text), `a secret in the refusal: ${what}`).toBeUndefined();
+      expect(ERROR_STATUSES.has(outcome.status), `${what} answered ${outcome.status}`).toBe(true);
+      const body = JSON.parse(outcome.text) as Json;
+      expect(body.error, `${what}: ${outcome.text}`).not.toBe('INTERNAL_ERROR');
+      expect(typeof body.message, `${what}: ${outcome.text}`).toBe('string');
+      expect(ERROR_STATUS[body.error as ErrorCode], `code and status disagree: ${what} answered ${outcome.status} ${outcome.text}`).toBe(outcome.status);
+    }), { numRuns: Number(process.env.FUZZ_WS_RUNS ?? 100), seed: SEED });
   }, 60_000);
 
   it('takes an order, or refuses it with a JSON 4xx, whatever one or two of its fields hold', async () => {
