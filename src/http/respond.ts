@@ -146,13 +146,21 @@ export class ResponseSink {
 
   /**
    * Writes the 101's status and x-tagw-node ahead of uWS's upgrade(), which writes its status only
-   * when none was (a header written first would make it a 200). Call it inside the upgrade handler
-   * or a cork, right before `res.upgrade`.
+   * when none was (a header written first would make it a 200). Inside the upgrade handler or a
+   * cork, right before `res.upgrade`.
    */
-  upgradeHeaders(): void {
+  private upgradeHeaders(): void {
     if (this.node === undefined) return;
     this.res.writeStatus('101 Switching Protocols');
     this.res.writeHeader('x-tagw-node', this.node);
+  }
+
+  /** Completes a WebSocket upgrade inside uWS's upgrade handler, which is corked already (no cork
+   *  of its own: see upgradeLater for what one costs on this uWS build). */
+  upgradeNow<T>(userData: T, key: string, protocol: string, extensions: string, context: us_socket_context_t): void {
+    this.done = true;
+    this.upgradeHeaders();
+    this.res.upgrade(userData, key, protocol, extensions, context);
   }
 
   /**

@@ -135,14 +135,12 @@ export class StreamAdmission {
     const id = acc.id;
     this.counters.syncUpgrades++;
     acc.opens++; // reserved for this socket's stream.open: the account state stays while it is under way
-    sink.done = true;
     userData.openPending = true;
     // uWS runs `open` synchronously inside upgrade() and hands it a copy of userData, so the new
     // socket is passed back through this field rather than through userData.
     this.justOpened = undefined;
     try {
-      sink.upgradeHeaders();
-      sink.res.upgrade(userData, key, protocol, extensions, context);
+      sink.upgradeNow(userData, key, protocol, extensions, context);
     } catch (err) {
       acc.opens--;
       throw err;

@@ -135,10 +135,7 @@ export class GatewaySocket {
       const cluster = this.s.cluster;
       if (!cluster) {
         check(this.dir.get(hash));
-        sink.done = true;
-        // Synchronous, inside uWS's upgrade handler, which is corked already: no res.cork() around
-        // the upgrade (see ResponseSink.upgradeLater for what a cork costs on this uWS build).
-        res.upgrade({ hash, keyId: principal.keyId, followed: false } satisfies UserData, key, protocol, extensions, context);
+        sink.upgradeNow({ hash, keyId: principal.keyId, followed: false } satisfies UserData, key, protocol, extensions, context);
         return;
       }
       // Cluster mode: the row may be another node's, and the relay's interest must be in place
