@@ -53,9 +53,10 @@ export function startThreadStats(utilization: () => number = eventLoopUtilizatio
     snapshot() {
       // The histogram is in nanoseconds; it is reset so each snapshot covers one window.
       const heap = getHeapStatistics();
-      const s = sampling
-        ? { lagP99: delay.percentile(99) / 1e9, lagMax: delay.max / 1e9, gcSeconds, gcCount, heapUsedBytes: heap.used_heap_size, heapTotalBytes: heap.total_heap_size }
-        : { lagP99: 0, lagMax: 0, gcSeconds, gcCount, heapUsedBytes: heap.used_heap_size, heapTotalBytes: heap.total_heap_size };
+      const s: ThreadStats = {
+        lagP99: sampling ? delay.percentile(99) / 1e9 : 0, lagMax: sampling ? delay.max / 1e9 : 0, gcSeconds, gcCount,
+        heapUsedBytes: heap.used_heap_size, heapTotalBytes: heap.total_heap_size,
+      };
       delay.reset();
       const working = utilization() >= ACTIVE_UTILIZATION;
       if (working !== sampling) {
