@@ -73,7 +73,12 @@ describe('examples/market-maker.ts, an order it cannot cancel at once', () => {
     stop.abort();
     await running;
     expect(faulted).toBe(true);
-    expect(lines.filter((l) => l.startsWith('cancel failed')), lines.join('\n')).toHaveLength(6);
+    // The six injected refusals, each met with another cancel; besides them only the broker's own
+    // rule may refuse one (the market came within the order's freeze level while it retried: seen
+    // once in a loaded run, a seventh 'cancel failed' that the bot also outlasted).
+    const failed = lines.filter((l) => l.startsWith('cancel failed'));
+    expect(failed.filter((l) => l.includes('(injected fault)')), lines.join('\n')).toHaveLength(6);
+    expect(failed.filter((l) => !l.includes('(injected fault)') && !/is within the freeze level/.test(l)), lines.join('\n')).toEqual([]);
     expect(await mine(), `the bot's log:\n${lines.join('\n')}`).toEqual([]);
   });
 });
