@@ -107,6 +107,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     // Cluster mode: a start that failed after the cluster side opened (the port in use, say)
     // leaves no PostgreSQL pool or NATS connection behind, nor leases it took.
     await opened.cluster?.close({ handover: true });
+    listener.close(); // the port and the upgrade anchor, if it got that far
     lock.release();
     throw err;
   }

@@ -3,6 +3,7 @@
 // /metrics series over these and over the edge, the shards and the storage. src/gateway.ts starts it.
 import type { ClusterNode } from './cluster/clusterNode.js';
 import { registerClusterMetrics } from './http/clusterStatus.js';
+import { unanchoredUpgrades } from './http/corkAnchor.js';
 import { Metrics } from './http/metrics.js';
 import { TradeOutcomes } from './http/tradeOutcomes.js';
 import type { Clock } from './util/clock.js';
@@ -50,6 +51,7 @@ export function registerMetrics(
   const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
   metrics.gauge('tagw_http_inflight_requests', () => inflight.count);
   streamHub.registerMetrics(metrics);
+  metrics.counter('tagw_ws_upgrades_unanchored_total', unanchoredUpgrades);
   metrics.counter('tagw_shard_restarts_total', () => shards.restarts());
   if (cluster) registerClusterMetrics(metrics, cluster);
   metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));

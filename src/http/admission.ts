@@ -51,8 +51,9 @@ export function readUpgrade(res: HttpResponse, req: HttpRequest, address: Client
 /**
  * A WebSocket handshake (RFC 6455 §4.2.1): a Sec-WebSocket-Key, and `Connection: Upgrade`. One that
  * says `Connection: close` instead is refused, not upgraded: this uWS build closes such a socket
- * right after `open` when its upgrade completes from async code (ResponseSink.upgradeLater), so it
- * would work or not depending on the path. (uWS reads the first Connection header, as here.)
+ * as it ends the 101 when its upgrade completes from async code (ResponseSink.upgradeLater runs it
+ * outside the response's own cork), so it would work or not depending on the path. (uWS reads the
+ * first Connection header, as here.)
  */
 export function assertHandshake(u: { key: string; connection: string }): void {
   if (!u.key) throw apiError('BAD_REQUEST', 'not a WebSocket upgrade request');

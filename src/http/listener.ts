@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import type { AppOptions, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type uwsModule from 'uWebSockets.js';
 import { ConfigError, type Config } from '../config.js';
+import { acquireCorkAnchor, releaseCorkAnchor } from './corkAnchor.js';
 
 export interface TlsFiles {
   certFile: string;
@@ -87,6 +88,8 @@ export class Listener {
   /** The Unix socket the pipelining relay connects to (listenPrivate), and its directory. */
   private privateSocket: us_listen_socket | null = null;
   private privateDir: string | null = null;
+  /** This listener holds the thread's upgrade anchor (src/http/corkAnchor.ts). */
+  private anchored = false;
   /** SNI names registered by the last reload. */
   private serverNames: string[] = [];
   /** What routes and socket behaviours are mounted on: the app, with registrations recorded. */
@@ -115,6 +118,11 @@ export class Listener {
 
   /** Listens (exclusively) on host:port; the port actually bound, or false when it cannot. */
   async listen(host: string, port: number): Promise<number | false> {
+    // Open before any client can connect: upgrades completed from async code need it (corkAnchor.ts).
+    if (!this.anchored) {
+      await acquireCorkAnchor(this.uws);
+      this.anchored = true;
+    }
     this.listenSocket = await this.bind(host, port);
     return this.listenSocket ? this.uws.us_socket_local_port(this.listenSocket) : false;
   }
@@ -164,6 +172,8 @@ export class Listener {
     this.listenSocket = this.privateSocket = null;
     if (this.privateDir) rmSync(this.privateDir, { recursive: true, force: true });
     this.privateDir = null;
+    if (this.anchored) releaseCorkAnchor();
+    this.anchored = false;
   }
 
   /** Ends every connection still open (FIN). App.close exists in this uWS build but not in its typings. */

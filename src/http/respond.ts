@@ -2,6 +2,7 @@
 // and writes from async code go inside cork() so status, headers and body leave in one syscall.
 import type { HttpResponse, us_socket_context_t } from 'uWebSockets.js';
 import { type ApiError, STATUS_TEXT } from '../errors.js';
+import { aroundAsyncUpgrade } from './corkAnchor.js';
 import { CORS_EXPOSE_HEADERS } from './cors.js';
 
 export interface Reply {
@@ -165,24 +166,18 @@ export class ResponseSink {
 
   /**
    * Completes a WebSocket upgrade from async code (after an await): every such upgrade goes through
-   * here. It must be corked (outside a cork uWS.js prints a warning at every upgrade), and this uWS
-   * build's HttpResponse::cork() then runs its
-   * post-response logic on memory that is the new WebSocket's: realloc shrinks the socket in place,
-   * so cork() misses the upgrade and reads the HTTP state it left there; when that says
-   * `Connection: close` it closes the socket right after `open`, with no frame (the client's 1006:
-   * uWebSockets issue 1928, fixed upstream by uWebSockets PR 1929, not in this build). Upgrading
-   * without cork() (the workaround of uWebSockets issue 1583) is worse here: uWS closes such a
-   * socket as it ends the 101, still calls `open` with it, and never `close`. So no handshake saying
-   * Connection: close reaches this (assertHandshake refuses it), and the state cork() misreads never
-   * asks for a close (test/integration/async-upgrade.test.ts). Upgrades inside uWS's upgrade handler
-   * are not affected (uWS finishes them through the HTTP parser) and need no cork of their own.
+   * here. Inside res.cork() (outside one uWS.js prints a warning at every upgrade), with another
+   * socket of the thread corked around it, so this response's cork() cannot run its post-response
+   * logic on the new WebSocket's memory (src/http/corkAnchor.ts says what that did: uWebSockets
+   * issue 1928, a socket closed under its client with no frame). Upgrades inside uWS's upgrade
+   * handler are not affected (uWS finishes them through the HTTP parser) and need neither.
    */
   upgradeLater<T>(userData: T, key: string, protocol: string, extensions: string, context: us_socket_context_t): void {
     this.done = true;
-    this.res.cork(() => {
+    aroundAsyncUpgrade(() => this.res.cork(() => {
       this.upgradeHeaders();
       this.res.upgrade(userData, key, protocol, extensions, context);
-    });
+    }));
   }
 
   json(status: number, body: unknown, headers?: Record<string, string>, close = false): void {

@@ -90,13 +90,7 @@ export class GatewaySocket {
       idleTimeout: this.s.config.idleTimeoutSec,
       sendPingsAutomatically: true,
       upgrade: (res, req, context) => this.upgrade(res, req, context),
-      open: (ws) => {
-        const { hash } = ws.getUserData();
-        let set = this.sockets.get(hash);
-        if (!set) this.sockets.set(hash, (set = new Set()));
-        set.add(ws);
-        ws.subscribe(topic(hash));
-      },
+      open: (ws) => this.onOpen(ws),
       message: (ws, msg) => {
         // Subscriptions are made over HTTP (Subscribe* operations); the socket only answers pings.
         const text = msg.byteLength <= 64 ? Buffer.from(msg).toString('utf8').trim() : '';
@@ -111,6 +105,14 @@ export class GatewaySocket {
         if (set && set.size === 0) this.sockets.delete(hash);
       },
     });
+  }
+
+  private onOpen(ws: WebSocket<UserData>): void {
+    const { hash } = ws.getUserData();
+    let set = this.sockets.get(hash);
+    if (!set) this.sockets.set(hash, (set = new Set()));
+    set.add(ws);
+    ws.subscribe(topic(hash));
   }
 
   private upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {

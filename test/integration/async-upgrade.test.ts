@@ -12,10 +12,18 @@ import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
 import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { poisonHeapDuringOpen } from '../helpers/heapPoison.js';
 import { rawUpgrade, type RawUpgrade } from '../helpers/rawWs.js';
 import { until } from '../helpers/until.js';
 
 const UPGRADES = 20;
+
+/** tagw_ws_upgrades_unanchored_total: upgrades from async code made without the cork anchor. */
+async function unanchoredUpgrades(g: TestGateway): Promise<number> {
+  const m = /^tagw_ws_upgrades_unanchored_total (\d+)$/m.exec((await g.req('GET', '/metrics', { headers: mgmt(g.managementKey) })).text);
+  if (!m) throw new Error('no tagw_ws_upgrades_unanchored_total in /metrics');
+  return Number(m[1]);
+}
 
 /** A 101 whose socket stays open: it answers `ping` (/ws) or gets its first frame (/v1/stream). */
 async function staysOpen(up: RawUpgrade, first: (text: string) => boolean, what: string): Promise<void> {
@@ -67,6 +75,32 @@ describe('/v1/stream: the first socket of an account, upgraded after the shard a
       up.destroy();
     }
   });
+
+  it(`${UPGRADES} first sockets with the heap poisoned while they open: each stays open and streams (the cork anchor)`, async () => {
+    const h = mgmt(t.managementKey);
+    // The first socket of an account whose server this node has not seen is upgraded after the shard
+    // answers; forgetting the server makes each of these such a first socket.
+    const servers = (t.gw.stream as unknown as { topics: { servers: Map<string, unknown> } }).topics.servers;
+    const undo = poisonHeapDuringOpen(t.gw.stream, 'onOpen');
+    const s0 = t.gw.stream.stats();
+    const unanchored = await unanchoredUpgrades(t);
+    const outcomes: string[] = [];
+    try {
+      for (let i = 0; i < UPGRADES; i++) {
+        const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: `poisoned-${i}`, password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+        servers.clear();
+        const up = await rawUpgrade(t.url, `/v1/stream?id=${acc}&heartbeat=0&apiKey=${key}`);
+        outcomes.push(await outcome(up, (f) => f.includes('"ORDERS"')));
+        up.destroy();
+      }
+    } finally {
+      undo();
+    }
+    // Before the anchor: '101 then closed' for nearly every one (the client's 1006).
+    expect(outcomes).toEqual(Array(UPGRADES).fill('101 open'));
+    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades);
+    expect(await unanchoredUpgrades(t)).toBe(unanchored);
+  }, 60_000);
 });
 
 describe('/ws in cluster mode: every upgrade waits for the session lookup and the relay', () => {
@@ -122,5 +156,27 @@ describe('/ws in cluster mode: every upgrade waits for the session lookup and th
         up.destroy();
       }
     }
+  }, 90_000);
+
+  it(`${UPGRADES} upgrades with the heap poisoned while they open: each stays open and answers ping (the cork anchor)`, async () => {
+    const path = `/ws?handle=${encodeURIComponent(handle)}&apiKey=${apiKey.value}`;
+    const subject = SUBJECTS.accountAll(handleHash(handle));
+    const undo = poisonHeapDuringOpen(node.gw.gatewaySocket, 'onOpen');
+    const unanchored = await unanchoredUpgrades(node);
+    const outcomes: string[] = [];
+    try {
+      for (let i = 0; i < UPGRADES; i++) {
+        await until(() => !node.gw.cluster!.relay.following().has(subject), `upgrade ${i + 1}: the handle no longer followed`);
+        const up = await rawUpgrade(node.url, path);
+        up.sendText('ping');
+        outcomes.push(await outcome(up, (f) => f.includes('"PONG"')));
+        up.destroy();
+      }
+    } finally {
+      undo();
+    }
+    // Before the anchor: '101 then closed' for nearly every one (the client's 1006).
+    expect(outcomes).toEqual(Array(UPGRADES).fill('101 open'));
+    expect(await unanchoredUpgrades(node)).toBe(unanchored);
   }, 90_000);
 });
