@@ -24,6 +24,7 @@ function shellBlockAfter(heading: string): string {
 
 it("the README's curl tour runs as written: every request answered 2xx, the replay marked, each id made", async () => {
   const block = shellBlockAfter('## A short tour with curl');
+  if (spawnSync('curl', ['--version']).error) throw new Error('curl is not installed: apt-get install -y curl (the README tour runs it)');
   const home = tempDir('tagw-readme-');
   const headers = join(home, 'headers');
   mkdirSync(headers);
