@@ -205,8 +205,9 @@ export class StreamHub {
     this.sweeper?.arm();
     // Account events that arrive before its stream.open is done (other sockets of the account keep
     // them coming) are covered by the snapshot or the replay that starts the socket's stream.
-    // Not from inside `open`: a resume writes at once, and a socket written to while uWS is still
-    // upgrading it from a corked async upgrade is closed without a close frame (seen as 1006).
+    // Not from inside `open`, where uWS is still in the middle of the upgrade: a resume writes at
+    // once, and what `open` does widens the window of uWS's fault with upgrades from async code
+    // (closed off by src/http/corkAnchor.ts; a write there once closed the socket with no frame).
     if (sock.deferred) sock.deferred.push(() => this.events.start(sock));
     else queueMicrotask(() => this.guard('account stream start', () => { if (!sock.closed) this.events.start(sock); }));
   }
