@@ -141,6 +141,10 @@ export const configSchema = z.object({
    *  first acquisition, so nodes started together see each other and each takes its own share.
    *  Default: a renewal period (a third of the lease). */
   clusterSettleMs: int(0, 600_000).optional(),
+  /** Replicas of the account streams' resume history in JetStream (the stream TAGW_HISTORY): 1 keeps it
+   *  on one nats-server, lost with it; 3 on a 3-server JetStream cluster survives the loss of any one.
+   *  At most the number of JetStream servers (else the start fails: "insufficient resources"). */
+  natsStreamReplicas: int(1, 5).default(1),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -190,7 +194,7 @@ const ENV: Record<string, keyof Config> = {
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
   CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs', CLUSTER_STEP_DOWN_MS: 'clusterStepDownMs',
-  CLUSTER_SETTLE_MS: 'clusterSettleMs',
+  CLUSTER_SETTLE_MS: 'clusterSettleMs', NATS_STREAM_REPLICAS: 'natsStreamReplicas',
 };
 
 export class ConfigError extends Error {}
@@ -207,6 +211,8 @@ export interface ClusterSettings {
   stepDownMs: number;
   /** Unset: a third of the lease (LeaseKeeperOptions.settleMs). */
   settleMs?: number;
+  /** NATS_STREAM_REPLICAS: the history stream's replicas in JetStream. */
+  streamReplicas: number;
 }
 
 export function clusterSettings(c: Config): ClusterSettings | undefined {
@@ -214,6 +220,7 @@ export function clusterSettings(c: Config): ClusterSettings | undefined {
   return {
     natsUrl: c.natsUrl, databaseUrl: c.databaseUrl, nodeId: c.nodeId ?? `${hostname()}:${c.port}`,
     leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs, stepDownMs: c.clusterStepDownMs ?? c.clusterLeaseMs,
+    streamReplicas: c.natsStreamReplicas,
     ...(c.clusterSettleMs === undefined ? {} : { settleMs: c.clusterSettleMs }),
   };
 }

@@ -325,7 +325,7 @@ interface Edge {
 
 /** What the route handlers and the /v1/stream sockets use. */
 async function openEdge(
-  { config, log, clock }: Start, { db, cluster, tenancy, boot, secretKey }: Stores, { auth, throttle, keyUsage, rateLimits }: Access,
+  { config, log, clock, clusterCfg }: Start, { db, cluster, tenancy, boot, secretKey }: Stores, { auth, throttle, keyUsage, rateLimits }: Access,
   shards: Shards, { tradeOutcomes, connections }: Watch, receivers: ShardEventReceivers,
 ): Promise<Edge> {
   const storage = new StorageHealth({
@@ -342,7 +342,7 @@ async function openEdge(
   // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
   const shared = cluster && await (await import('./cluster/clusterStreamHistory.js')).ClusterStreamHistory.open({
     nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },
-    owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; },
+    replicas: clusterCfg?.streamReplicas ?? 1, owns: (id) => cluster.owns(id), onAcquired: (listener) => { cluster.onAcquired = listener; },
     onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });
   const streamHub = (receivers.stream = new StreamHub({

@@ -6,6 +6,7 @@ import { createLogger } from './log.js';
 import { DataDirInUseError } from './store/dataDirLock.js';
 import { SchemaTooNewError } from './store/migrations.js';
 import { NodeIdInUseError, SupersededError } from './cluster/nodeTwin.js';
+import { StreamReplicasError } from './cluster/jsHistory.js';
 
 async function main(): Promise<void> {
   let config;
@@ -58,7 +59,7 @@ async function main(): Promise<void> {
       log.error(e.message);
       process.exit(5);
     }
-    if (e instanceof ConfigError || e instanceof NodeIdInUseError || e instanceof SupersededError) {
+    if (e instanceof ConfigError || e instanceof NodeIdInUseError || e instanceof SupersededError || e instanceof StreamReplicasError) {
       log.error(e.message);
       process.exit(2);
     }

@@ -10,6 +10,8 @@ import { JetStreamHistory, type HistoryLimits, type NumberedFrame, type Replay, 
 export interface ClusterStreamHistoryOptions {
   nc: NatsConnection;
   limits: HistoryLimits;
+  /** The history stream's replicas in JetStream (NATS_STREAM_REPLICAS). */
+  replicas: number;
   /** This node holds the account's lease now. */
   owns: (accountId: string) => boolean;
   /** Registers what runs when this node acquired accounts (their shards started them). */
@@ -23,7 +25,7 @@ export class ClusterStreamHistory {
   private constructor(private readonly js: JetStreamHistory, private readonly o: ClusterStreamHistoryOptions) {}
 
   static async open(o: ClusterStreamHistoryOptions): Promise<ClusterStreamHistory> {
-    return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits }), o);
+    return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits, replicas: o.replicas }), o);
   }
 
   owns(accountId: string): boolean {

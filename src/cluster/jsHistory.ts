@@ -40,6 +40,18 @@ export interface JetStreamHistoryOptions {
   ackTimeoutMs?: number;
 }
 
+/** JetStream's refusals of a replica count: no suitable peers for placement (more replicas than
+ *  servers), insufficient resources, replicas > 1 on a server not in a cluster. */
+const REPLICA_REFUSALS = new Set([10005, 10023, 10074]);
+
+/** NATS_STREAM_REPLICAS the NATS servers cannot hold: the operator's to fix (one line, exit 2). */
+export class StreamReplicasError extends Error {
+  constructor(replicas: number, why: string) {
+    super(`NATS_STREAM_REPLICAS=${replicas}: JetStream cannot keep the stream history (${HISTORY_STREAM}) in ${replicas} copies: ${why}; ` +
+      'set it to at most the number of JetStream servers in the NATS cluster (1 on a single nats-server)');
+  }
+}
+
 interface Parsed { epoch: string; seq: number; deal: DealMark; stored: StoredMsg }
 
 function parse(m: StoredMsg): Parsed | null {
@@ -58,6 +70,10 @@ export class JetStreamHistory {
 
   /** Creates the stream, or updates its limits to this node's settings (the last node to start wins). */
   static async open(opts: JetStreamHistoryOptions): Promise<JetStreamHistory> {
+    const replicas = opts.replicas ?? 1;
+    // A lone nats-server refuses more than one replica when the stream is made, but takes it on an
+    // update of one that exists and keeps its one copy (2.9): refused here alike.
+    if (replicas > 1 && !opts.nc.info?.cluster) throw new StreamReplicasError(replicas, 'the NATS server is not in a cluster');
     const jsm = await jetstreamManager(opts.nc);
     const config = {
       name: HISTORY_STREAM,
@@ -66,12 +82,17 @@ export class JetStreamHistory {
       retention: RetentionPolicy.Limits,
       max_msgs_per_subject: opts.limits.maxEvents + 1, // + the epoch's start marker
       max_age: opts.limits.maxAgeMs * 1_000_000, // nanoseconds
-      num_replicas: opts.replicas ?? 1,
+      num_replicas: replicas,
       allow_direct: true,
       // Msg ids (account, epoch, seq) make a retried publish harmless within this window.
       duplicate_window: Math.min(opts.limits.maxAgeMs, 120_000) * 1_000_000,
     };
-    await ensureStream(jsm.streams, config);
+    try {
+      await ensureStream(jsm.streams, config);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && REPLICA_REFUSALS.has(err.code)) throw new StreamReplicasError(replicas, err.message);
+      throw err;
+    }
     return new JetStreamHistory(jetstream(opts.nc), jsm, opts);
   }
 
