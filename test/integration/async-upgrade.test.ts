@@ -25,6 +25,37 @@ async function unanchoredUpgrades(g: TestGateway): Promise<number> {
   return Number(m[1]);
 }
 
+/**
+ * `n` first /v1/stream sockets of fresh accounts on `g`, each upgraded after the shard answers
+ * (the server forgotten before each), with the heap poisoned while they open: what each came to.
+ * Upgrades made without the anchor must not have happened meanwhile (the metric).
+ */
+async function poisonedFirstSockets(g: TestGateway, apiKey: string, n: number): Promise<string[]> {
+  const h = mgmt(g.managementKey);
+  // The first socket of an account whose server this node has not seen is upgraded after the shard
+  // answers; forgetting the server makes each of these such a first socket.
+  const servers = (g.gw.stream as unknown as { topics: { servers: Map<string, unknown> } }).topics.servers;
+  const undo = poisonHeapDuringOpen(g.gw.stream, 'onOpen');
+  const s0 = g.gw.stream.stats();
+  const unanchored = await unanchoredUpgrades(g);
+  const outcomes: string[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const acc = (await g.req('POST', '/ConnectEx', { headers: h, body: { user: `poisoned-${i}-${randomUUID()}`, password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
+      servers.clear();
+      const up = await rawUpgrade(g.url, `/v1/stream?id=${acc}&heartbeat=0&apiKey=${apiKey}`);
+      // Before the anchor: '101 then closed' for nearly every one (the client's 1006).
+      outcomes.push(await outcome(up, (f) => f.includes('"ORDERS"')));
+      up.destroy();
+    }
+  } finally {
+    undo();
+  }
+  expect(g.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades);
+  expect(await unanchoredUpgrades(g)).toBe(unanchored);
+  return outcomes;
+}
+
 /** A 101 whose socket stays open: it answers `ping` (/ws) or gets its first frame (/v1/stream). */
 async function staysOpen(up: RawUpgrade, first: (text: string) => boolean, what: string): Promise<void> {
   expect(up.status, what).toBe(101);
@@ -77,29 +108,26 @@ describe('/v1/stream: the first socket of an account, upgraded after the shard a
   });
 
   it(`${UPGRADES} first sockets with the heap poisoned while they open: each stays open and streams (the cork anchor)`, async () => {
-    const h = mgmt(t.managementKey);
-    // The first socket of an account whose server this node has not seen is upgraded after the shard
-    // answers; forgetting the server makes each of these such a first socket.
-    const servers = (t.gw.stream as unknown as { topics: { servers: Map<string, unknown> } }).topics.servers;
-    const undo = poisonHeapDuringOpen(t.gw.stream, 'onOpen');
-    const s0 = t.gw.stream.stats();
-    const unanchored = await unanchoredUpgrades(t);
-    const outcomes: string[] = [];
+    expect(await poisonedFirstSockets(t, key, UPGRADES)).toEqual(Array(UPGRADES).fill('101 open'));
+  }, 60_000);
+
+  it('the gateways of one thread share the anchor: it outlives the first to stop, and a gateway started after the last stopped makes a new one', async () => {
+    const a = await startTestGateway();
+    const b = await startTestGateway();
+    let c: TestGateway | undefined;
     try {
-      for (let i = 0; i < UPGRADES; i++) {
-        const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: `poisoned-${i}`, password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
-        servers.clear();
-        const up = await rawUpgrade(t.url, `/v1/stream?id=${acc}&heartbeat=0&apiKey=${key}`);
-        outcomes.push(await outcome(up, (f) => f.includes('"ORDERS"')));
-        up.destroy();
-      }
+      const keyOf = async (g: TestGateway) => (await g.req('POST', '/v1/keys', { headers: mgmt(g.managementKey), body: { label: 'k' } })).body.key as string;
+      const keyB = await keyOf(b);
+      await a.stop();
+      expect(await poisonedFirstSockets(b, keyB, 5)).toEqual(Array(5).fill('101 open'));
+      await b.stop();
+      await t.stop(); // the suite's gateway too: no holder left in this thread, so the anchor closes
+      c = await startTestGateway();
+      expect(await poisonedFirstSockets(c, await keyOf(c), 5)).toEqual(Array(5).fill('101 open'));
     } finally {
-      undo();
+      await c?.stop();
+      t = await startTestGateway(); // for afterAll, as the suite started it
     }
-    // Before the anchor: '101 then closed' for nearly every one (the client's 1006).
-    expect(outcomes).toEqual(Array(UPGRADES).fill('101 open'));
-    expect(t.gw.stream.stats().syncUpgrades).toBe(s0.syncUpgrades);
-    expect(await unanchoredUpgrades(t)).toBe(unanchored);
   }, 60_000);
 });
 
