@@ -86,8 +86,10 @@ describe('DATA_DIR lock', () => {
     // As an earlier version (pid in the lock file) or a crash (pid file left behind) would leave it.
     writeFileSync(join(dir, 'gateway.lock'), String(process.ppid));
     writeFileSync(join(dir, 'gateway.pid'), String(process.ppid));
-    const lock = lockDataDir(dir);
-    lock.release();
+    let lock: ReturnType<typeof lockDataDir> | undefined;
+    expect(() => (lock = lockDataDir(dir))).not.toThrow();
+    lock!.release();
+    expect(() => lockDataDir(dir).release()).not.toThrow(); // released: free again
   });
 
   it('a plain-text lock file of an earlier version is taken over; the same process cannot lock twice; release frees it', () => {
