@@ -8,22 +8,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { cleanupProcesses, ROOT, startProcess, tempDir } from '../helpers/process.js';
+import { readmeShellBlockAfter } from '../helpers/readme.js';
+import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 
 afterEach(cleanupProcesses);
 
-/** The first ```sh block after `heading` in the README. */
-function shellBlockAfter(heading: string): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const at = readme.indexOf(`\n${heading}\n`);
-  if (at < 0) throw new Error(`README has no heading '${heading}'`);
-  const m = /\n```sh\n([\s\S]*?)\n```/.exec(readme.slice(at));
-  if (!m) throw new Error(`no sh block after '${heading}'`);
-  return m[1]!;
-}
-
 it("the README's curl tour runs as written: every request answered 2xx, the replay marked, each id made", async () => {
-  const block = shellBlockAfter('## A short tour with curl');
+  const block = readmeShellBlockAfter('## A short tour with curl');
   if (spawnSync('curl', ['--version']).error) throw new Error('curl is not installed: apt-get install -y curl (the README tour runs it)');
   const home = tempDir('tagw-readme-');
   const headers = join(home, 'headers');
