@@ -6,7 +6,7 @@ import { createLogger } from './log.js';
 import { DataDirInUseError } from './store/dataDirLock.js';
 import { SchemaTooNewError } from './store/migrations.js';
 import { NodeIdInUseError, SupersededError } from './cluster/nodeTwin.js';
-import { StreamReplicasError } from './cluster/jsHistory.js';
+import { StreamReplicasError } from './cluster/streamReplicasError.js';
 
 async function main(): Promise<void> {
   let config;

@@ -6,6 +6,7 @@
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg, type StreamConfig } from '@nats-io/jetstream';
+import { StreamReplicasError } from './streamReplicasError.js';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { DealMark } from '../store/streamHistory.js';
 import { token } from './subjects.js';
@@ -44,13 +45,6 @@ export interface JetStreamHistoryOptions {
  *  servers), insufficient resources, replicas > 1 on a server not in a cluster. */
 const REPLICA_REFUSALS = new Set([10005, 10023, 10074]);
 
-/** NATS_STREAM_REPLICAS the NATS servers cannot hold: the operator's to fix (one line, exit 2). */
-export class StreamReplicasError extends Error {
-  constructor(replicas: number, why: string) {
-    super(`NATS_STREAM_REPLICAS=${replicas}: JetStream cannot keep the stream history (${HISTORY_STREAM}) in ${replicas} copies: ${why}; ` +
-      'set it to at most the number of JetStream servers in the NATS cluster (1 on a single nats-server)');
-  }
-}
 
 interface Parsed { epoch: string; seq: number; deal: DealMark; stored: StoredMsg }
 
@@ -73,7 +67,7 @@ export class JetStreamHistory {
     const replicas = opts.replicas ?? 1;
     // A lone nats-server refuses more than one replica when the stream is made, but takes it on an
     // update of one that exists and keeps its one copy (2.9): refused here alike.
-    if (replicas > 1 && !opts.nc.info?.cluster) throw new StreamReplicasError(replicas, 'the NATS server is not in a cluster');
+    if (replicas > 1 && !opts.nc.info?.cluster) throw new StreamReplicasError(replicas, HISTORY_STREAM, 'the NATS server is not in a cluster');
     const jsm = await jetstreamManager(opts.nc);
     const config = {
       name: HISTORY_STREAM,
@@ -90,7 +84,7 @@ export class JetStreamHistory {
     try {
       await ensureStream(jsm.streams, config);
     } catch (err) {
-      if (err instanceof JetStreamApiError && REPLICA_REFUSALS.has(err.code)) throw new StreamReplicasError(replicas, err.message);
+      if (err instanceof JetStreamApiError && REPLICA_REFUSALS.has(err.code)) throw new StreamReplicasError(replicas, HISTORY_STREAM, err.message);
       throw err;
     }
     return new JetStreamHistory(jetstream(opts.nc), jsm, opts);
