@@ -41,6 +41,9 @@ export interface JetStreamHistoryOptions {
   ackTimeoutMs?: number;
 }
 
+/** How long a replay waits for JetStream to make its consumer (ms; it takes a few when healthy). */
+const CONSUMER_WAIT_MS = 1_000;
+
 /** JetStream's refusals of a replica count: no suitable peers for placement (more replicas than
  *  servers), insufficient resources, replicas > 1 on a server not in a cluster. */
 const REPLICA_REFUSALS = new Set([10005, 10023, 10074]);
@@ -57,10 +60,15 @@ function parse(m: StoredMsg): Parsed | null {
 }
 
 export class JetStreamHistory {
+  /** Makes the replays' consumers: a bound on their creation, past which a replay reads by direct gets. */
+  private readonly reader: JetStreamClient;
+
   private constructor(
     private readonly js: JetStreamClient, private readonly jsm: JetStreamManager,
     private readonly opts: JetStreamHistoryOptions,
-  ) {}
+  ) {
+    this.reader = jetstream(opts.nc, { timeout: CONSUMER_WAIT_MS });
+  }
 
   /** Creates the stream, or updates its limits to this node's settings (the last node to start wins). */
   static async open(opts: JetStreamHistoryOptions): Promise<JetStreamHistory> {
@@ -169,9 +177,34 @@ export class JetStreamHistory {
     return whole ? { recovered: true, entries } : { recovered: false };
   }
 
-  /** `count` frames of `subject` from stream seq `start` on. */
+  /**
+   * `count` frames of `subject` from stream seq `start` on: with an ordered consumer (batches), else
+   * by direct gets. A consumer is one replica's (R1), placed on any of the stream's servers, one that
+   * is down too (nats-server 2.9): with a server of an R3 stream lost, a third of them are never
+   * made. Direct gets are answered by any live replica, one round trip per frame.
+   */
   private async read(subject: string, start: number, count: number): Promise<HistoryEntry[]> {
-    const c = await this.js.consumers.get(HISTORY_STREAM, {
+    try {
+      return await this.consume(subject, start, count);
+    } catch {
+      return this.walk(subject, start, count);
+    }
+  }
+
+  private async walk(subject: string, start: number, count: number): Promise<HistoryEntry[]> {
+    const out: HistoryEntry[] = [];
+    for (let at = start; out.length < count;) {
+      const m = await this.jsm.direct.getMessage(HISTORY_STREAM, { seq: at, next_by_subj: subject });
+      if (!m) break; // nothing more (expired meanwhile)
+      at = m.seq + 1;
+      const seq = Number(m.header?.get(H_SEQ));
+      if (seq !== 0) out.push({ seq, at: m.time.getTime(), frame: m.string() }); // 0: an epoch's start marker
+    }
+    return out;
+  }
+
+  private async consume(subject: string, start: number, count: number): Promise<HistoryEntry[]> {
+    const c = await this.reader.consumers.get(HISTORY_STREAM, {
       filter_subjects: subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start,
     });
     const out: HistoryEntry[] = [];

@@ -264,6 +264,10 @@ export class StreamHub {
     for (const s of this.sockets) {
       // A socket that is behind gets no heartbeat (the next one says the same, newer).
       if (!s.heartbeat || s.closed || s.coalescing) continue;
+      // A resume not answered yet (cluster mode: the account's role or the shared history read still
+      // under way): RESUMED is the first frame such a socket gets (docs/stream.md). After a
+      // recovered:false none either until its fresh snapshot, which says more than a heartbeat.
+      if (s.stream === 'waiting' && s.since !== null && s.since !== 'message') continue;
       // Unknown only before the account's connection first logged in: no tick has come then.
       const clock = this.topics.servers.get(s.acc.server)?.clock;
       const symbols: HeartbeatSymbol[] = [];

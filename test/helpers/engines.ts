@@ -163,14 +163,16 @@ export interface NatsEngine extends Engine {
   thaw(): void;
 }
 
-export async function startNats(): Promise<NatsEngine> {
+/** `port`: the client port (default a free one); `args`: more of nats-server's flags (a cluster's,
+ *  natsCluster.ts). */
+export async function startNats(o: { port?: number; args?: readonly string[] } = {}): Promise<NatsEngine> {
   const bin = binary('nats-server', 'apt-get install nats-server');
-  const port = await freePort();
+  const port = o.port ?? await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'tagw-nats-'));
   let proc: ChildProcess | undefined;
   const launch = async () => {
     let out = '';
-    const p = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...(o.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     proc = p;
     p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
