@@ -1,7 +1,7 @@
 // A JetStream cluster of real nats-servers on loopback (docs/cluster.md "NATS"): each server its own
 // client port, cluster port and store dir, routed to the others. Started once per test file, as
 // startNats() is; a server can be SIGKILLed (the cluster's loss of one machine) and restarted.
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { freePort, startNats, type NatsEngine } from './engines.js';
 import { until } from './until.js';
@@ -17,12 +17,10 @@ export interface NatsCluster {
   url: string;
   /** The server by its name (a stream's leader, say). */
   server(name: string): NatsClusterServer;
-  /** Until JetStream answers its API again (after a server's loss: once a meta leader is elected). */
-  ready(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** `size` servers in one JetStream cluster; resolves once JetStream has its meta leader (streams can be made). */
+/** `size` servers in one JetStream cluster; resolves once JetStream can place a stream on all of them. */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort() })));
   const routes = ports.map((p) => `nats://127.0.0.1:${p.route}`).join(',');
@@ -35,7 +33,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
     return { ...engine, name };
   }));
   const url = servers.map((s) => s.url).join(',');
-  await jetStreamReady(url);
+  await jetStreamReady(url, size);
   return {
     servers, url,
     server(name) {
@@ -43,18 +41,23 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
       if (!s) throw new Error(`no server ${name} in the cluster (${servers.map((x) => x.name).join(', ')})`);
       return s;
     },
-    ready: () => jetStreamReady(url),
     stop: async () => void await Promise.all(servers.map((s) => s.stop())),
   };
 }
 
-/** Until the cluster answers JetStream's API: a meta leader is elected (a second or two after the
- *  routes connect; 4 to 9 s after the meta leader's loss, nats-server 2.9's election timeout). */
-async function jetStreamReady(url: string): Promise<void> {
+/** Until the cluster places a stream on all `size` servers: a meta leader is elected and knows every
+ *  peer (a second or two after the routes connect). */
+async function jetStreamReady(url: string, size: number): Promise<void> {
   const nc = await connect({ servers: url.split(',') });
+  const probe = { name: 'TAGW_READY_PROBE', subjects: ['tagw.ready-probe'], storage: StorageType.Memory, num_replicas: size };
   try {
-    // jetstreamManager asks the account's JetStream info: refused (503) until there is a meta leader.
-    await until(() => jetstreamManager(nc, { timeout: 1_000 }).then(() => true, () => false), 'the NATS cluster\'s JetStream meta leader', 20_000);
+    await until(async () => {
+      // jetstreamManager asks the account's JetStream info: refused (503) until there is a meta leader.
+      const jsm = await jetstreamManager(nc, { timeout: 1_000 }).catch(() => undefined);
+      const placed = await jsm?.streams.add(probe).then(() => true, () => false);
+      if (placed) await jsm!.streams.delete(probe.name);
+      return placed === true;
+    }, `the NATS cluster's JetStream to place a stream on ${size} servers`, 20_000);
   } finally {
     await nc.close();
   }
