@@ -25,7 +25,7 @@ export class ClusterStreamHistory {
   private constructor(private readonly js: JetStreamHistory, private readonly o: ClusterStreamHistoryOptions) {}
 
   static async open(o: ClusterStreamHistoryOptions): Promise<ClusterStreamHistory> {
-    return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits, replicas: o.replicas }), o);
+    return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits, replicas: o.replicas, log: o.log }), o);
   }
 
   owns(accountId: string): boolean {

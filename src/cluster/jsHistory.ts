@@ -6,6 +6,7 @@
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg, type StreamConfig } from '@nats-io/jetstream';
+import type { Logger } from '../log.js';
 import { StreamReplicasError } from './streamReplicasError.js';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { DealMark } from '../store/streamHistory.js';
@@ -39,6 +40,8 @@ export interface JetStreamHistoryOptions {
   replicas?: number;
   /** How long a publish waits for the stream's ack (ms). */
   ackTimeoutMs?: number;
+  /** Where a change of the stream's replicas by this node's start is said. */
+  log?: Pick<Logger, 'warn'>;
 }
 
 /** How long a replay waits for JetStream to make its consumer (ms; it takes a few when healthy). */
@@ -90,7 +93,9 @@ export class JetStreamHistory {
       duplicate_window: Math.min(opts.limits.maxAgeMs, 120_000) * 1_000_000,
     };
     try {
-      await ensureStream(jsm.streams, config);
+      const before = await ensureStream(jsm.streams, config);
+      const change = replicasChange(before?.num_replicas, replicas);
+      if (change) opts.log?.warn(change, { stream: HISTORY_STREAM, before: before?.num_replicas, now: replicas });
     } catch (err) {
       if (err instanceof JetStreamApiError && REPLICA_REFUSALS.has(err.code)) throw new StreamReplicasError(replicas, HISTORY_STREAM, err.message);
       throw err;
@@ -229,6 +234,17 @@ export class JetStreamHistory {
 }
 
 /** What ensureStream needs of JetStream's stream API. */
+/**
+ * What to tell the operator when this node's start changed the stream's replicas (`before`: what the
+ * stream had; undefined when this start made it): every node sets its own NATS_STREAM_REPLICAS, so
+ * nodes that disagree move the stream's copies back and forth at each start.
+ */
+export function replicasChange(before: number | undefined, now: number): string | undefined {
+  if (before === undefined || before === now) return undefined;
+  return `NATS_STREAM_REPLICAS=${now} changed the stream history from ${before} replicas to ${now}: ` +
+    'if another node has a different value, each start changes it back; give every node the same';
+}
+
 export type StreamAdmin = Pick<JetStreamManager['streams'], 'info' | 'update' | 'add'>;
 
 /**
@@ -236,18 +252,18 @@ export type StreamAdmin = Pick<JetStreamManager['streams'], 'info' | 'update' | 
  * no stream and all add it; the server refuses all adds but the first ("subjects overlap", "name
  * already in use") while it creates the stream, and those nodes then update it as found.
  */
-export async function ensureStream(streams: StreamAdmin, config: Partial<StreamConfig> & { name: string }): Promise<void> {
+export async function ensureStream(streams: StreamAdmin, config: Partial<StreamConfig> & { name: string }): Promise<Partial<StreamConfig> | undefined> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await streams.info(config.name);
+      const found = await streams.info(config.name);
       await streams.update(config.name, config);
-      return;
+      return found?.config ?? {};
     } catch (err) {
       if (!/stream not found/i.test(String((err as Error).message))) throw err;
     }
     try {
       await streams.add(config);
-      return;
+      return undefined;
     } catch (err) {
       if (attempt >= 3 || !/subjects overlap|already in use/i.test(String((err as Error).message))) throw err;
     }

@@ -93,6 +93,20 @@ async function leadOn(name: string): Promise<void> {
 }
 
 describe('NATS_STREAM_REPLICAS=3 on a 3-server NATS cluster', () => {
+  it('a start with another replica count changes the stream and says so (nodes that disagree flip it at each start)', async () => {
+    const warned: unknown[][] = [];
+    const log = { warn: (...a: unknown[]) => void warned.push(a) };
+    const limits = { maxEvents: 10_000, maxAgeMs: 120_000 };
+    await JetStreamHistory.open({ nc, limits, replicas: 2, log });
+    expect((await jsm.streams.info(HISTORY_STREAM)).config.num_replicas).toBe(2);
+    expect(String(warned[0]?.[0])).toMatch(/NATS_STREAM_REPLICAS=2 changed the stream history from 3 replicas to 2/);
+    await JetStreamHistory.open({ nc, limits, replicas: 2, log });
+    expect(warned).toHaveLength(1); // the same count again: nothing to say
+    await JetStreamHistory.open({ nc, limits, replicas: 3, log });
+    expect((await jsm.streams.info(HISTORY_STREAM)).config.num_replicas).toBe(3);
+    expect(warned).toHaveLength(2);
+  }, 60_000);
+
   it('the stream\'s leader SIGKILLed: the gateway fails over to another server and a resume there recovers the missed frames', async () => {
     const a = nodes.find((n) => n.gw.cluster!.nodeId === ownerId)!;
     const b = nodes.find((n) => n !== a)!;

@@ -3,7 +3,7 @@
 // an existing stream", seen in CI with three nodes opening at once). Those nodes must update the
 // stream as found, not fail their start. The stand-in answers as nats-server did in that race.
 import { describe, expect, it } from 'vitest';
-import { ensureStream, type StreamAdmin } from '../../src/cluster/jsHistory.js';
+import { ensureStream, replicasChange, type StreamAdmin } from '../../src/cluster/jsHistory.js';
 
 const config = { name: 'S', subjects: ['s.*'], max_age: 1 };
 
@@ -50,5 +50,23 @@ describe('ensureStream', () => {
   it('any other refusal is the start failing (no retry loop that hides a real error)', async () => {
     const api = { info: async () => { throw new Error('stream not found'); }, add: async () => { throw new Error('insufficient resources'); }, update: async () => ({}) } as unknown as StreamAdmin;
     await expect(ensureStream(api, config)).rejects.toThrow(/insufficient resources/);
+  });
+
+  it('says what the stream had before its update (nothing when it made the stream), for the replicas check', async () => {
+    const none = { info: async () => { throw new Error('stream not found'); }, add: async () => ({}), update: async () => ({}) } as unknown as StreamAdmin;
+    expect(await ensureStream(none, config)).toBeUndefined();
+    const some = { info: async () => ({ config: { ...config, num_replicas: 3 } }), add: async () => ({}), update: async () => ({}) } as unknown as StreamAdmin;
+    expect(await ensureStream(some, { ...config, num_replicas: 1 })).toMatchObject({ num_replicas: 3 });
+  });
+});
+
+describe('replicasChange: a start that changes the history stream\'s replicas says so', () => {
+  it('nothing when the stream is new or keeps its count; a warning naming both counts and the setting otherwise', () => {
+    expect(replicasChange(undefined, 3)).toBeUndefined();
+    expect(replicasChange(3, 3)).toBeUndefined();
+    const w = replicasChange(3, 1)!;
+    expect(w).toMatch(/NATS_STREAM_REPLICAS=1/);
+    expect(w).toMatch(/from 3 replicas to 1/);
+    expect(w).toMatch(/give every node the same/);
   });
 });
