@@ -197,6 +197,9 @@ const ENV: Record<string, keyof Config> = {
   CLUSTER_SETTLE_MS: 'clusterSettleMs', NATS_STREAM_REPLICAS: 'natsStreamReplicas',
 };
 
+/** The environment variables the configuration reads (README "Configuration" lists each). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(ENV);
+
 export class ConfigError extends Error {}
 
 /** What cluster mode runs with, resolved; undefined on a single node (the default). */
