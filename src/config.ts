@@ -106,9 +106,10 @@ export const configSchema = z.object({
   streamSweepMs: int(1, 10_000).default(20),
   streamSubscribeTimeoutMs: int(100, 120_000).default(10_000),
   streamSnapshotTimeoutMs: int(100, 120_000).default(15_000),
-  /** Cluster mode: how long a fresh socket's snapshot waits for the cluster (the account's role being
-   *  taken; on the owner, its numbered frames stored in JetStream while events keep arriving faster
-   *  than it acknowledges); then an ERROR frame and close 4010 (docs/cluster.md). */
+  /** Cluster mode: how long a fresh socket's snapshot or a resume waits for the cluster (the account's
+   *  role being taken; on the owner, its numbered frames stored in JetStream while events keep
+   *  arriving faster than it acknowledges; a resume's read of the shared history); then an ERROR
+   *  frame and close 4010 (docs/cluster.md). */
   streamSnapshotStoreWaitMs: int(100, 120_000).default(10_000),
   /** How often open /v1/stream sockets re-check that their API key is not revoked. */
   streamKeyCheckMs: int(50, 600_000).default(5_000),

@@ -182,8 +182,10 @@ export class AccountEvents {
   /** A socket's account stream begins: held for a resume message, resumed, or fresh. */
   start(sock: Sock): void {
     if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) {
-      // Cluster: the account's role is being taken (JetStream read); a fresh socket's wait is bounded.
-      if (sock.since === null) this.boundSnapshotWait(sock);
+      // Cluster: the account's role is being taken (JetStream read); a fresh socket's wait and a
+      // resume's are bounded (since=message waits for its message first).
+      if (sock.since === null) this.boundClusterWait(sock, 'snapshot');
+      else if (sock.since !== 'message') this.boundClusterWait(sock, 'resume');
       return;
     }
     if (sock.since === 'message') sock.stream = 'held';
@@ -208,13 +210,19 @@ export class AccountEvents {
     // Cluster mode: what this node's memory does not reach back to may be in the shared history.
     if (!r.recovered && this.shared && since.epoch === sock.acc.history.epoch) return this.shared.resume(sock, since);
     if (!r.recovered) {
-      if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.requestSnapshot(sock);
+      if (this.answerResume(sock, false, 0)) this.requestSnapshot(sock);
       return;
     }
-    if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.entries.length}}`)) return;
+    if (!this.answerResume(sock, true, r.entries.length)) return;
     sock.cursor = since.seq;
     sock.stream = 'replaying';
     this.continueReplay(sock);
+  }
+
+  /** A resume's answer, the socket's first frame: the bound on its wait for the cluster ends. */
+  answerResume(sock: Sock, recovered: boolean, replayed: number): boolean {
+    this.endClusterWait(sock);
+    return this.out.sendControl(sock, 'RESUMED', `{"recovered":${recovered},"replayed":${replayed}}`);
   }
 
   /**
@@ -277,7 +285,7 @@ export class AccountEvents {
       this.sendSnapshot(sock);
       return;
     }
-    this.endSnapshotWait(sock); // the shard's lists: bounded by streamSnapshotTimeoutMs, answered as such
+    this.endClusterWait(sock); // the shard's lists: bounded by streamSnapshotTimeoutMs, answered as such
     this.deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: this.deps.config.streamSnapshotTimeoutMs }).then(
       (snap) => {
         this.topics.noteServer(snap.server);
@@ -318,13 +326,13 @@ export class AccountEvents {
       // at that seq would place the client past what a new owner continues from (it would skip
       // that owner's own frames of those numbers): it waits for the store (one ack, or its timeout),
       // and again while events keep arriving faster than JetStream acknowledges, up to a bound.
-      this.boundSnapshotWait(sock);
+      this.boundClusterWait(sock, 'snapshot');
       this.shared.afterStores(() => {
         if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
       });
       return;
     }
-    this.endSnapshotWait(sock);
+    this.endClusterWait(sock);
     const clock = this.topics.clockOf(acc);
     sock.cursor = h.seq;
     sock.stream = 'live';
@@ -337,27 +345,34 @@ export class AccountEvents {
     });
   }
 
-  /** A fresh socket's snapshot waits for the cluster (the account's role being taken, the owner's
-   *  frames being stored in JetStream) at most `streamSnapshotStoreWaitMs` from the first wait; past
-   *  it the socket is told (ERROR, then 4010: the client reconnects), never left silent. What still
-   *  waits for it (the role's promise, the store chain) finds it closed and ends. */
-  private boundSnapshotWait(sock: Sock): void {
-    if (sock.snapshotWait) return;
+  /** A socket's wait for the cluster lasts at most `streamSnapshotStoreWaitMs` from its first wait:
+   *  a fresh socket's snapshot (the account's role being taken, the owner's frames being stored in
+   *  JetStream) and a resume (the role, the read of the shared history). Past it the socket is told,
+   *  never left silent: ERROR SERVICE_UNAVAILABLE, then 4010 (the client reconnects; a resumer with
+   *  the same since: its position is still good, nothing about it is known yet). What still waits
+   *  for it (the role's promise, the store chain, the JetStream read) finds it closed and ends. */
+  boundClusterWait(sock: Sock, what: 'snapshot' | 'resume'): void {
+    if (sock.clusterWait) return;
     const ms = this.deps.config.streamSnapshotStoreWaitMs;
-    sock.snapshotWait = setTimeout(() => {
-      sock.snapshotWait = null;
+    sock.clusterWait = setTimeout(() => {
+      sock.clusterWait = null;
       if (sock.closed || sock.stream !== 'waiting') return;
       sock.stream = 'none';
-      this.deps.log.warn('stream snapshot not ready in time', { accountId: sock.acc.id, waitMs: ms });
-      this.out.errorFrame(sock, 'SERVICE_UNAVAILABLE', `initial snapshot unavailable: the cluster's account history (JetStream) did not catch up within ${ms} ms; reconnect`);
+      if (what === 'resume') {
+        this.deps.log.warn('stream resume not answered in time', { accountId: sock.acc.id, waitMs: ms });
+        this.out.errorFrame(sock, 'SERVICE_UNAVAILABLE', `resume unavailable: the cluster's account history (JetStream) did not answer within ${ms} ms; reconnect with the same since`);
+      } else {
+        this.deps.log.warn('stream snapshot not ready in time', { accountId: sock.acc.id, waitMs: ms });
+        this.out.errorFrame(sock, 'SERVICE_UNAVAILABLE', `initial snapshot unavailable: the cluster's account history (JetStream) did not catch up within ${ms} ms; reconnect`);
+      }
       this.out.end(sock, 'ACCOUNT_UNAVAILABLE');
     }, ms);
-    sock.snapshotWait.unref?.();
+    sock.clusterWait.unref?.();
   }
 
-  endSnapshotWait(sock: Sock): void {
-    if (sock.snapshotWait) clearTimeout(sock.snapshotWait);
-    sock.snapshotWait = null;
+  endClusterWait(sock: Sock): void {
+    if (sock.clusterWait) clearTimeout(sock.clusterWait);
+    sock.clusterWait = null;
   }
 
   /**

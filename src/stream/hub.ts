@@ -195,7 +195,7 @@ export class StreamHub {
     }
     const sock: Sock = {
       ws, acc, keyId: ud.keyId, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
-      coalescing: false, leftAt: new Map(), stream: 'waiting', cursor: 0, backlog: null, snapshotWait: null, since: ud.since,
+      coalescing: false, leftAt: new Map(), stream: 'waiting', cursor: 0, backlog: null, clusterWait: null, since: ud.since,
       openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null, inbox: Promise.resolve(),
     };
     ud.sock = sock;
@@ -216,7 +216,7 @@ export class StreamHub {
     const sock = ws.getUserData().sock;
     if (!sock) return;
     sock.closed = true;
-    this.events.endSnapshotWait(sock);
+    this.events.endClusterWait(sock);
     this.sockets.delete(sock);
     this.out.forget(sock);
     const acc = sock.acc;

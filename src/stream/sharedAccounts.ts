@@ -32,6 +32,10 @@ export interface StreamDelivery {
   deliver(acc: AccountState, entries: readonly HistoryEntry[]): void;
   onEvent(ev: StreamEvent): void;
   requestSnapshot(sock: Sock): void;
+  /** Sends a resume's RESUMED (false: the socket is closed); its wait's bound ends. */
+  answerResume(sock: Sock, recovered: boolean, replayed: number): boolean;
+  /** Bounds the socket's wait for the cluster (from its first wait): past it ERROR and 4010. */
+  boundClusterWait(sock: Sock, what: 'snapshot' | 'resume'): void;
   continueReplay(sock: Sock): void;
   /** The account's resync with the broker (missed deals, then a snapshot pair), as after a restart. */
   resync(acc: AccountState): void;
@@ -273,12 +277,15 @@ export class SharedAccounts {
     if (had) for (const s of [...acc.sockets]) if (s.stream !== 'held') this.out.end(s, why);
   }
 
-  /** A resume this node's memory cannot serve: from the shared history, then this node's memory, then live. */
+  /** A resume this node's memory cannot serve: from the shared history, then this node's memory,
+   *  then live. The read is bounded (AccountEvents.boundClusterWait): a read that ends after the
+   *  socket was answered and closed does nothing. */
   resume(sock: Sock, since: StreamPosition): void {
     sock.stream = 'waiting';
+    this.events.boundClusterWait(sock, 'resume');
     const acc = sock.acc;
     const failed = () => {
-      if (this.out.sendControl(sock, 'RESUMED', '{"recovered":false,"replayed":0}')) this.events.requestSnapshot(sock);
+      if (this.events.answerResume(sock, false, 0)) this.events.requestSnapshot(sock);
     };
     this.deps.shared.replay(acc.id, since).then((r) => {
       if (sock.closed || sock.stream !== 'waiting') return;
@@ -286,7 +293,7 @@ export class SharedAccounts {
       const last = since.seq + (r.recovered ? r.entries.length : 0);
       if (!r.recovered || h.epoch !== since.epoch || last < h.firstSeq - 1) return failed();
       const tail = Math.max(0, h.seq - last);
-      if (!this.out.sendControl(sock, 'RESUMED', `{"recovered":true,"replayed":${r.entries.length + tail}}`)) return;
+      if (!this.events.answerResume(sock, true, r.entries.length + tail)) return;
       // Paced by the socket's buffer as a replay from memory is: the rest as it drains.
       sock.cursor = since.seq;
       sock.backlog = { entries: r.entries, next: 0 };

@@ -102,8 +102,8 @@ export interface Sock {
   stream: 'held' | 'none' | 'waiting' | 'replaying' | 'live';
   /** The last account seq this socket got (or that its snapshot covered). */
   cursor: number;
-  /** Cluster owner: the bound on its snapshot's wait for JetStream's stores (AccountEvents.sendSnapshot). */
-  snapshotWait: ReturnType<typeof setTimeout> | null;
+  /** Cluster mode: the bound on its snapshot's or its resume's wait for the cluster (AccountEvents.boundClusterWait). */
+  clusterWait: ReturnType<typeof setTimeout> | null;
   /** Cluster mode: frames of a resume replayed from the shared history (JetStream) not sent yet;
    *  sent as the socket drains, before what this node's memory holds after them. */
   backlog: { entries: readonly HistoryEntry[]; next: number } | null;

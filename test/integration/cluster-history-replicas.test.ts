@@ -5,7 +5,7 @@
 // (SIGKILL); that gateway's NATS client fails over, and a client resuming there, which never had the
 // account's frames in memory, is replayed the frames it missed from the surviving replicas, at once
 // (during the elections too). With 1 replica the same kill leaves such a resume waiting on the dead
-// server until the follower gives up, ~28 s later, with recovered:false (tried by hand).
+// server: ERROR and 4010 past STREAM_SNAPSHOT_STORE_WAIT_MS (cluster-resume-bound.test.ts).
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { randomBytes, randomUUID } from 'node:crypto';
