@@ -181,20 +181,32 @@ export class AccountEvents {
 
   /** A socket's account stream begins: held for a resume message, resumed, or fresh. */
   start(sock: Sock): void {
-    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) {
-      // Cluster: the account's role is being taken (JetStream read); a fresh socket's wait and a
-      // resume's are bounded (since=message waits for its message first).
-      if (sock.since === null) this.boundClusterWait(sock, 'snapshot');
-      else if (sock.since !== 'message') this.boundClusterWait(sock, 'resume');
+    if (sock.since === 'message') {
+      // Held at once, so the first message finds it held whenever it comes; the cluster role is
+      // taken meanwhile, and the message's start waits for it (startHeld).
+      this.shared?.gate(sock.acc, () => undefined);
+      sock.stream = 'held';
       return;
     }
-    if (sock.since === 'message') sock.stream = 'held';
-    else if (sock.since) this.resume(sock, sock.since);
+    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) {
+      // Cluster: the account's role is being taken (JetStream read); the wait is bounded.
+      this.boundClusterWait(sock, sock.since === null ? 'snapshot' : 'resume');
+      return;
+    }
+    if (sock.since) this.resume(sock, sock.since);
     else this.startFresh(sock);
   }
 
+  /** since=message: the first message starts the account stream as the parameter would have (a
+   *  resume's position, or null: fresh), with the same waits and bounds. */
+  startHeld(sock: Sock, since: StreamPosition | null): void {
+    sock.since = since;
+    sock.stream = 'waiting';
+    this.start(sock);
+  }
+
   /** P5: the snapshot pair first (SPEC §6); P4 has none: live from the current position. */
-  startFresh(sock: Sock): void {
+  private startFresh(sock: Sock): void {
     if (sock.acc.platform === 'P5') {
       this.requestSnapshot(sock);
       return;

@@ -58,10 +58,7 @@ export class ClientProtocol {
     // since=message: the first message, whatever it is, starts the account stream (resumed or fresh).
     const held = sock.stream === 'held';
     const resume = this.resumeRequest(text);
-    if (held) {
-      if (resume && resume.pos) this.events.resume(sock, resume.pos);
-      else this.events.startFresh(sock);
-    }
+    if (held) this.events.startHeld(sock, resume?.pos ?? null);
     if (resume) {
       if (!held || !resume.pos) {
         const why = !resume.pos ? "'since' must be <epoch>:<seq>" : 'resume is understood only as the first message of a socket opened with since=message';

@@ -107,7 +107,7 @@ export interface Sock {
   /** Cluster mode: frames of a resume replayed from the shared history (JetStream) not sent yet;
    *  sent as the socket drains, before what this node's memory holds after them. */
   backlog: { entries: readonly HistoryEntry[]; next: number } | null;
-  /** What the client asked for at the upgrade. */
+  /** What the client asked for at the upgrade; since=message: what its first message asked for. */
   since: StreamPosition | 'message' | null;
   /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a
    *  synchronous upgrade ('pending'), or refused ('failed': nothing to release). */

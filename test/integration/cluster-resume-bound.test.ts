@@ -3,7 +3,8 @@
 // cluster, two gateways, and the one nats-server that holds the history (TAGW_HISTORY) SIGKILLed.
 // A client resuming on the gateway that does not own the account, which cannot serve the position
 // from its memory, waits on the lost server: for the account's role (the account never seen there)
-// or for the history's read (its role taken before the kill). Past STREAM_SNAPSHOT_STORE_WAIT_MS
+// or for the history's read (its role taken before the kill), by `since=` or by a since=message
+// socket's first message. Past STREAM_SNAPSHOT_STORE_WAIT_MS
 // its first and only frame is ERROR SERVICE_UNAVAILABLE and the socket closes with 4010: the client
 // keeps its position and reconnects with it. Before, that socket got nothing for ~28 s (five tries
 // of the role, each a JetStream request's 5 s timeout), then RESUMED recovered:false.
@@ -116,8 +117,12 @@ describe('NATS_STREAM_REPLICAS=1, the history\'s nats-server SIGKILLed', () => {
     const t0 = Date.now();
     const resumes = await Promise.all([unseen, followed].map(({ at }, i) =>
       mustOpen(other(Object.values(accounts)[i]!).url, { ...q(Object.values(accounts)[i]!), since: `${at.epoch}:${at.seq}` })));
-    for (const [i, r] of resumes.entries()) {
-      const which = Object.keys(accounts)[i]!;
+    // The same resume as a first message (since=message), sent at once while the role is being taken
+    // (no heartbeats: a held socket gets them before its message).
+    const byMessage = await mustOpen(other(accounts.unseen).url, { ...q(accounts.unseen), since: 'message', heartbeat: '0' });
+    byMessage.send({ action: 'resume', since: `${unseen.at.epoch}:${unseen.at.seq}` });
+    for (const [i, r] of [...resumes, byMessage].entries()) {
+      const which = Object.keys(accounts)[i] ?? 'unseen, since=message';
       await r.until((c) => c.closed, WAIT_MS + 4_000, `${which}: the resume answered and closed`);
       expect(r.frames.map((f) => f.type), which).toEqual(['ERROR']);
       expect(r.frames[0]!.data, which).toMatchObject({ error: 'SERVICE_UNAVAILABLE' });
