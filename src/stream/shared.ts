@@ -51,6 +51,9 @@ export interface SharedState {
   feed: SharedFeed | null;
   /** The latest POSITIONS / ORDERS data the stream carried: a follower's snapshots, consistent with its seq. */
   lastData: { POSITIONS?: string; ORDERS?: string };
+  /** Taking the role failed (JetStream unreachable): serving a local epoch, the role taken again at
+   *  this time (SharedAccounts.checkRoles). */
+  retryAt?: number;
 }
 
 const DATA = '"data":';

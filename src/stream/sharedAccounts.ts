@@ -41,6 +41,9 @@ export interface StreamDelivery {
   resync(acc: AccountState): void;
 }
 
+/** After taking an account's role failed (every attempt), how long until it is taken again. */
+const ROLE_RETRY_MS = 3_000;
+
 export class SharedAccounts {
   private chain: Promise<void> = Promise.resolve();
 
@@ -169,7 +172,10 @@ export class SharedAccounts {
       if (!owns && acc.opens === 0 && acc.sockets.size === 0 && !acc.retainTimer) {
         this.accounts.accounts.delete(acc.id);
         this.release(acc);
-      } else if ((s.role === 'owner') !== owns) this.takeRole(acc);
+      } else if ((s.role === 'owner') !== owns || (s.retryAt !== undefined && this.deps.clock.now() >= s.retryAt)) {
+        s.retryAt = undefined;
+        this.takeRole(acc);
+      }
     }
   }
 
@@ -195,9 +201,15 @@ export class SharedAccounts {
         }
       }
     };
-    s.ready = attempt().catch((err: unknown) => {
-      this.deps.log.error('account stream role not taken', { accountId: acc.id, role: s.role, err: errorMessage(err) });
+    s.ready = attempt().then(() => {
+      s.retryAt = undefined;
+    }, (err: unknown) => {
+      this.deps.log.error(`account stream role not taken: a local epoch until it is (tried again every ${ROLE_RETRY_MS} ms)`, { accountId: acc.id, role: s.role, err: errorMessage(err) });
       this.restart(acc, newEpoch(this.deps.clock.now()), 0);
+      // Its sockets are told (4014) when the role is taken and the account's real epoch found: a
+      // follower that never retried served snapshots of an epoch no other node knew, then nothing.
+      s.placeholder = false;
+      s.retryAt = this.deps.clock.now() + ROLE_RETRY_MS;
     }).then(() => {
       s.ready = null;
       const held = s.held;
