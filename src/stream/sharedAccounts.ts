@@ -173,8 +173,7 @@ export class SharedAccounts {
         this.accounts.accounts.delete(acc.id);
         this.release(acc);
       } else if ((s.role === 'owner') !== owns || (s.retryAt !== undefined && this.deps.clock.now() >= s.retryAt)) {
-        s.retryAt = undefined;
-        this.takeRole(acc);
+        this.takeRole(acc); // retryAt stays set until the role is taken: a failed retry keeps its epoch
       }
     }
   }
@@ -204,8 +203,11 @@ export class SharedAccounts {
     s.ready = attempt().then(() => {
       s.retryAt = undefined;
     }, (err: unknown) => {
-      this.deps.log.error(`account stream role not taken: a local epoch until it is (tried again every ${ROLE_RETRY_MS} ms)`, { accountId: acc.id, role: s.role, err: errorMessage(err) });
-      this.restart(acc, newEpoch(this.deps.clock.now()), 0);
+      const again = s.retryAt !== undefined;
+      this.deps.log.error(`account stream role not taken: a local epoch until it is (tried again every ${ROLE_RETRY_MS} ms)`, { accountId: acc.id, role: s.role, again, err: errorMessage(err) });
+      // A retry that failed keeps the local epoch its sockets have (no 4014 every few seconds
+      // through a long outage).
+      if (!again) this.restart(acc, newEpoch(this.deps.clock.now()), 0);
       // Its sockets are told (4014) when the role is taken and the account's real epoch found: a
       // follower that never retried served snapshots of an epoch no other node knew, then nothing.
       s.placeholder = false;
