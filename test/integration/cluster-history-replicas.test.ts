@@ -17,6 +17,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { seedBoundAccount } from '../helpers/cluster.js';
+import { stopClusterFile } from '../helpers/clusterTeardown.js';
 import { createDatabase } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startNatsCluster, type NatsCluster } from '../helpers/natsCluster.js';
@@ -63,11 +64,7 @@ beforeAll(async () => {
   history = await JetStreamHistory.open({ nc, limits: { maxEvents: 10_000, maxAgeMs: 120_000 }, replicas: 3 });
 }, 90_000);
 afterAll(async () => {
-  for (const n of nodes) await n.stop().catch(() => undefined);
-  await nc?.close();
-  await pool?.end();
-  await sim?.close();
-  await nats?.stop();
+  await stopClusterFile({ gateways: nodes, nc, pool, sim, nats });
 });
 
 const ACCOUNT = new Set(['POSITIONS', 'ORDERS', 'TRADE']);

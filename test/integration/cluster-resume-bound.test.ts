@@ -20,6 +20,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { seedBoundAccount } from '../helpers/cluster.js';
+import { stopClusterFile } from '../helpers/clusterTeardown.js';
 import { createDatabase } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startNatsCluster, type NatsCluster } from '../helpers/natsCluster.js';
@@ -70,10 +71,7 @@ beforeAll(async () => {
   }
 }, 90_000);
 afterAll(async () => {
-  for (const n of nodes.values()) await n.stop().catch(() => undefined);
-  await pool?.end();
-  await sim?.close();
-  await nats?.stop();
+  await stopClusterFile({ gateways: nodes.values(), pool, sim, nats });
 });
 
 const ACCOUNT = new Set(['POSITIONS', 'ORDERS', 'TRADE']);

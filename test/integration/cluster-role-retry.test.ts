@@ -16,6 +16,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { seedBoundAccount } from '../helpers/cluster.js';
+import { stopClusterFile } from '../helpers/clusterTeardown.js';
 import { createDatabase, startNats, type NatsEngine } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sharedPostgres } from '../helpers/postgres.js';
@@ -58,11 +59,7 @@ beforeAll(async () => {
 }, 90_000);
 afterAll(async () => {
   await Promise.all(sockets.map((s) => s.close()));
-  for (const n of nodes) await n.stop().catch(() => undefined);
-  await nc?.close();
-  await pool?.end();
-  await sim?.close();
-  await nats?.stop();
+  await stopClusterFile({ gateways: nodes, nc, pool, sim, nats });
 });
 
 const ACCOUNT = new Set(['POSITIONS', 'ORDERS', 'TRADE']);
