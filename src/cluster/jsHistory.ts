@@ -6,10 +6,10 @@
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg, type StreamConfig } from '@nats-io/jetstream';
-import type { Logger } from '../log.js';
-import { StreamReplicasError } from './streamReplicasError.js';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
+import { StreamReplicasError } from './streamReplicasError.js';
 import { token } from './subjects.js';
 
 // The shapes of stream/history.ts (the edge layer, above this one), restated: structurally the same.
@@ -50,7 +50,6 @@ const CONSUMER_WAIT_MS = 1_000;
 /** JetStream's refusals of a replica count: no suitable peers for placement (more replicas than
  *  servers), insufficient resources, replicas > 1 on a server not in a cluster. */
 const REPLICA_REFUSALS = new Set([10005, 10023, 10074]);
-
 
 interface Parsed { epoch: string; seq: number; deal: DealMark; stored: StoredMsg }
 
@@ -233,7 +232,6 @@ export class JetStreamHistory {
   }
 }
 
-/** What ensureStream needs of JetStream's stream API. */
 /**
  * What to tell the operator when this node's start changed the stream's replicas (`before`: what the
  * stream had; undefined when this start made it): every node sets its own NATS_STREAM_REPLICAS, so
@@ -245,6 +243,7 @@ export function replicasChange(before: number | undefined, now: number): string 
     'if another node has a different value, each start changes it back; give every node the same';
 }
 
+/** What ensureStream needs of JetStream's stream API. */
 export type StreamAdmin = Pick<JetStreamManager['streams'], 'info' | 'update' | 'add'>;
 
 /**

@@ -156,8 +156,8 @@ export class ResponseSink {
     this.res.writeHeader('x-tagw-node', this.node);
   }
 
-  /** Completes a WebSocket upgrade inside uWS's upgrade handler, which is corked already (no cork
-   *  of its own: see upgradeLater for what one costs on this uWS build). */
+  /** Completes a WebSocket upgrade inside uWS's upgrade handler, which is corked already and
+   *  finishes the upgrade through its HTTP parser: no cork of its own, no anchor (upgradeLater). */
   upgradeNow<T>(userData: T, key: string, protocol: string, extensions: string, context: us_socket_context_t): void {
     this.done = true;
     this.upgradeHeaders();
