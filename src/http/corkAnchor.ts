@@ -100,7 +100,8 @@ class CorkAnchor {
 let anchor: CorkAnchor | null = null;
 let starting: Promise<void> | null = null;
 let holders = 0;
-/** Upgrades from async code made with no anchor open (the corked path, exposed to the fault above). */
+/** Upgrades from async code made with no anchor open (the corked path, exposed to the fault above;
+ *  on the JS fallback, which has no anchor and no such fault, every one). */
 let unanchored = 0;
 
 /** A gateway of this thread starts: the anchor is open when this resolves. */
@@ -143,7 +144,7 @@ export function aroundAsyncUpgrade(fn: () => void): void {
   }
 }
 
-/** Upgrades from async code made with no anchor open (0 unless it was lost). */
+/** Upgrades from async code made with no anchor open (0 unless it was lost; every one on the JS fallback). */
 export function unanchoredUpgrades(): number {
   return unanchored;
 }

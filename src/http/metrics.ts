@@ -34,7 +34,7 @@ const HELP: Record<string, string> = {
   tagw_stream_coalescing_sockets: '/v1/stream sockets over their soft backpressure limit (quotes coalesced).',
   tagw_stream_accounts: 'Accounts with at least one /v1/stream socket.',
   tagw_stream_sync_upgrades_total: '/v1/stream upgrades answered without waiting for a shard.',
-  tagw_ws_upgrades_unanchored_total: 'WebSocket upgrades completed from async code with no upgrade anchor open (src/http/corkAnchor.ts): 0 unless the anchor was lost.',
+  tagw_ws_upgrades_unanchored_total: 'WebSocket upgrades completed from async code with no upgrade anchor open (src/http/corkAnchor.ts): 0 unless the anchor was lost (every such upgrade on the JS fallback, which has none).',
   tagw_stream_ticks_in_total: 'Ticks received from the shards.',
   tagw_stream_ticks_duplicate_total: 'Ticks dropped as duplicates (same symbol, time and prices).',
   tagw_stream_quotes_published_total: 'QUOTE frames published (once per tick and topic, whatever the subscribers).',
