@@ -53,6 +53,10 @@ const orderSend = z
     const v = volume ?? lots;
     if (v === undefined || !(v > 0)) ctx.addIssue({ code: 'custom', path: ['volume'], message: 'must be a positive number' });
     if (!isMarketType(type) && rest.price === undefined) ctx.addIssue({ code: 'custom', path: ['price'], message: `is required for ${type} orders` });
+    // Fields that belong to another kind of order are refused, as /v1/proxy's checkOrder does, not
+    // dropped: a BuyStop meant as a BuyStopLimit would otherwise fill at market once triggered.
+    if (rest.stopLimitPrice !== undefined && !isStopLimitType(type)) ctx.addIssue({ code: 'custom', path: ['stopLimitPrice'], message: `only for stop-limit orders, not ${type}` });
+    if (rest.expiration !== undefined && isMarketType(type)) ctx.addIssue({ code: 'custom', path: ['expiration'], message: `only for pending orders, not ${type}` });
     return { ...rest, type, volume: v ?? 0 };
   });
 
@@ -93,7 +97,10 @@ export function quickOrderSend(a: Record<string, unknown>): OrderSendArgs | unde
     if (!isFiniteOrAbsent(a, k)) return undefined;
     out[k] = a[k];
   }
-  if (!isMarketType(type) && out.price === undefined) return undefined;
+  // The schema's rules: a pending order has a price, a market order no expiration, and only a
+  // stop-limit order a stopLimitPrice.
+  if (isMarketType(type) ? out.expiration !== undefined : out.price === undefined) return undefined;
+  if (out.stopLimitPrice !== undefined && !isStopLimitType(type)) return undefined;
   out.type = type;
   out.volume = volume;
   return out as OrderSendArgs;

@@ -221,6 +221,22 @@ describe('§7 statuses', () => {
       expect(r.body.message, exp).toContain("'expiration'");
     }
     expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
+    // A field of another kind of order is 400 before the id is claimed, as on /v1/proxy: a Buy with an
+    // expiration, a BuyStop with a stopLimitPrice (it filled at market, or placed a plain stop).
+    const stop = `/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyStop&volume=0.01&price=${(q.ask + 0.01).toFixed(5)}`;
+    for (const [url, field] of [
+      [`/OrderSend?id=${p5}&symbol=EURUSD&operation=Buy&volume=0.01&expiration=2030-01-01T00:00:00&clientOrderId=belongs-1`, 'expiration'],
+      [`${stop}&stopLimitPrice=${q.ask.toFixed(5)}&clientOrderId=belongs-2`, 'stopLimitPrice'],
+    ] as const) {
+      const r = await api(url);
+      expect(r.status, url).toBe(400);
+      expect(r.body, url).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining(`'${field}'`) });
+    }
+    expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
+    const corrected = await api(`${stop}&clientOrderId=belongs-2`);
+    expect(corrected.status, corrected.text).toBe(200);
+    expect(corrected.headers.get('idempotent-replay')).toBeNull();
+    expect((await api(`/OrderDelete?id=${p5}&ticket=${corrected.body.ticket}`)).status).toBe(200);
     // The order listings still answer (an unrepresentable time once made them 500).
     expect((await api(`/OpenedOrders?id=${p5}`)).status).toBe(200);
     for (const bad of ['lots=1&price=-5000', 'lots=1e308', 'lots=1&price=1e308', 'volume=-2']) {

@@ -47,6 +47,13 @@ describe('classic trade schemas', () => {
     expect(bad('OrderModify', { ticket: '-3' })).toEqual(['BAD_REQUEST', "parameter 'ticket': must be a positive integer"]);
     expect(bad('OrderCloseBy', { ticket: '3', byTicket: 'x' })).toEqual(['BAD_REQUEST', "parameter 'byTicket': must be a positive integer"]);
     expect(bad('OrderSend', { symbol: 'EURUSD', operation: 'Buy', volume: 'lots' })).toEqual(['BAD_REQUEST', expect.stringMatching(/parameter 'volume'/)]);
+    // Fields of another kind of order are refused, not dropped (as /v1/proxy's checkOrder does).
+    expect(bad('OrderSend', { symbol: 'EURUSD', operation: 'BuyStop', volume: 1, price: 1.2, stopLimitPrice: 1.19 }))
+      .toEqual(['BAD_REQUEST', "parameter 'stopLimitPrice': only for stop-limit orders, not BuyStop"]);
+    expect(bad('OrderSend', { symbol: 'EURUSD', operation: 0, volume: 1, expiration: 1_900_000_000_000 }))
+      .toEqual(['BAD_REQUEST', "parameter 'expiration': only for pending orders, not Buy"]);
+    expect(bad('OrderSend', { symbol: 'EURUSD', operation: 'SellLimit', volume: 1, price: 1.2, expiration: 1_900_000_000_000 })).toEqual(['accepted']);
+    expect(bad('OrderSend', { symbol: 'EURUSD', operation: 'SellStopLimit', volume: 1, price: 1.1, stopLimitPrice: 1.11 })).toEqual(['accepted']);
   });
 
   it('has a schema for every classic trade operation', () => {
