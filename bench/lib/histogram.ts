@@ -46,7 +46,9 @@ export class Histogram {
 
   percentile(p: number): number {
     if (this.count === 0) return NaN;
-    const target = Math.ceil((p / 100) * this.count);
+    // p * count / 100, not p / 100 * count: 99.9 / 100 * 1000 is 999.0000000000001, whose ceiling
+    // took the p99.9 of 1,000 samples one sample too far.
+    const target = Math.ceil((p * this.count) / 100);
     let seen = 0;
     for (let i = 0; i <= this.maxUs; i++) {
       seen += this.counts[i]!;

@@ -44,8 +44,34 @@ describe('pairedRatios', () => {
     expect(r.overFloorP99).toEqual({ min: 0.2, median: 25.1, max: 50 });
   });
 
+  it('gives each side\'s pooled tail from p90 to p99.9', () => {
+    // 1,000 samples a side: 1..1000 µs for the floor, twice that for the orders.
+    const range = (k: number) => Array.from({ length: 500 }, (_, i) => (i + 1) * k);
+    const pairs = [
+      { floor: block(range(1)), orders: block(range(2)) },
+      { floor: block(range(1).map((x) => x + 500)), orders: block(range(2).map((x) => x + 1000)) },
+    ];
+    const r = pairedRatios(pairs);
+    expect(r.tail.floorUs).toEqual({ p90: 900, p95: 950, p97: 970, p98: 980, p99: 990, 'p99.5': 995, 'p99.9': 999 });
+    expect(r.tail.orderSendUs).toEqual({ p90: 1800, p95: 1900, p97: 1940, p98: 1960, p99: 1980, 'p99.5': 1990, 'p99.9': 1998 });
+    expect(r.tail.floorUs.p99).toBe(r.pooled.floorUs.p99);
+  });
+
   it('refuses no pairs', () => {
     expect(() => pairedRatios([])).toThrow(/no pairs/);
+  });
+});
+
+describe('Histogram.percentile', () => {
+  it('is the smallest sample with at least p% of the samples at or below it', () => {
+    fc.assert(fc.property(samples, fc.constantFrom(50, 90, 95, 97, 98, 99, 99.5, 99.9), (xs, p) => {
+      const h = new Histogram();
+      for (const x of xs) h.record(x);
+      const sorted = [...xs].sort((a, b) => a - b);
+      const v = h.percentile(p);
+      expect(sorted.filter((x) => x <= v).length * 100).toBeGreaterThanOrEqual(p * xs.length);
+      expect(sorted.filter((x) => x < v).length * 100).toBeLessThan(p * xs.length);
+    }));
   });
 });
 
