@@ -105,6 +105,8 @@ export const qTicket = () => qInt().pipe(z.number().int().positive());
 export const qLots = () => qNumber().pipe(z.number().positive().max(100_000));
 /** A price: positive, at most 1e12 (beyond any instrument's quote; larger would overflow margins). */
 export const qPrice = () => qNumber().pipe(z.number().positive().max(1e12));
+/** A price where 0 is MT's "none" (SL/TP not set, a market order's price): not negative, at most 1e12. */
+export const qPriceOrNone = () => qNumber().pipe(z.number().min(0).max(1e12));
 export const qBool = () =>
   z.preprocess((v) => {
     const s = one(v);

@@ -232,6 +232,19 @@ describe('§7 statuses', () => {
       expect(r.status, url).toBe(400);
       expect(r.body, url).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining(`'${field}'`) });
     }
+    // A value no order can have is 400 before the id is claimed (it reached the broker and burned the id
+    // as a final rejection; a negative slippage was taken), with the value ranges of /v1/proxy.
+    const buy = `/OrderSend?id=${p5}&symbol=EURUSD&operation=Buy&volume=0.01`;
+    for (const [url, field] of [
+      [`${buy}&slippage=-5`, 'slippage'], [`${buy}&stoploss=-1`, 'stoploss'], [`${buy}&takeprofit=-1`, 'takeprofit'],
+      [`${stop}&stopLimitPrice=0`, 'stopLimitPrice'], [`/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyLimit&volume=0.01&price=-1`, 'price'],
+      [`/OrderClose?id=${p5}&ticket=1&lots=-0.01`, 'lots'], [`/OrderClose?id=${p5}&ticket=1&volume=0`, 'volume'],
+      [`/OrderClose?id=${p5}&ticket=1&slippage=-1`, 'slippage'], [`/OrderModify?id=${p5}&ticket=1&stoploss=-1`, 'stoploss'],
+    ] as const) {
+      const r = await api(`${url}&clientOrderId=range-${field}`);
+      expect(r.status, url).toBe(400);
+      expect(r.body, url).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringContaining(`'${field}'`) });
+    }
     expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
     const corrected = await api(`${stop}&clientOrderId=belongs-2`);
     expect(corrected.status, corrected.text).toBe(200);

@@ -8,7 +8,7 @@ import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Services } from '../services.js';
-import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
+import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qPriceOrNone, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import type { ArgsOf, ResultOf } from '../../runtime/protocol.js';
@@ -136,23 +136,29 @@ export const READ_ROUTE_DEFS = [
 const READ_ROUTES: readonly ClassicSpec[] = READ_ROUTE_DEFS;
 export const ID_FIELDS = idFields;
 
-/** Exported with their literal types for the SDK, as READ_ROUTE_DEFS. */
+/** Slippage (deviation) in points: not negative. */
+const qSlippage = () => qNumber().pipe(z.number().min(0).max(100_000));
+
+/** Exported with their literal types for the SDK, as READ_ROUTE_DEFS. Value ranges as on /v1/proxy's
+ *  order operations (0 stays MT's "none" for prices): a value no order can have is 400 before the
+ *  clientOrderId is claimed, not sent to become a final broker rejection (or, a negative slippage,
+ *  taken). */
 export const TRADE_FIELDS = {
   OrderSend: {
     symbol: qSymbol(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
-    volume: qNumber().optional(), lots: qNumber().optional().describe('Alias of volume'), price: qNumber().optional(), slippage: qNumber().optional(),
-    stoploss: qNumber().optional(), takeprofit: qNumber().optional(), comment: qComment().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
-    expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional().describe('Alias of stopLimitPrice'),
+    volume: qLots().optional(), lots: qLots().optional().describe('Alias of volume'), price: qPriceOrNone().optional(), slippage: qSlippage().optional(),
+    stoploss: qPriceOrNone().optional(), takeprofit: qPriceOrNone().optional(), comment: qComment().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
+    expiration: qTime().optional(), stopLimitPrice: qPrice().optional(), stoplimit: qPrice().optional().describe('Alias of stopLimitPrice'),
     clientOrderId: z.preprocess(one, z.string(repeated)).optional()
       .describe('Idempotency id: 1-64 of A-Z a-z 0-9 _ . : - (or header Idempotency-Key)'),
   },
   OrderModify: {
-    ticket: qTicket(), stoploss: qNumber().optional(), takeprofit: qNumber().optional(), price: qNumber().optional(),
-    expiration: qTime().optional(), stopLimitPrice: qNumber().optional(), stoplimit: qNumber().optional(),
+    ticket: qTicket(), stoploss: qPriceOrNone().optional(), takeprofit: qPriceOrNone().optional(), price: qPriceOrNone().optional(),
+    expiration: qTime().optional(), stopLimitPrice: qPrice().optional(), stoplimit: qPrice().optional(),
     clientOrderId: qString().optional(),
   },
   OrderClose: {
-    ticket: qTicket(), lots: qNumber().optional(), volume: qNumber().optional(), price: qNumber().optional(), slippage: qNumber().optional(),
+    ticket: qTicket(), lots: qLots().optional(), volume: qLots().optional(), price: qPriceOrNone().optional(), slippage: qSlippage().optional(),
     comment: qComment().optional(), clientOrderId: qString().optional(),
   },
   OrderDelete: { ticket: qTicket(), clientOrderId: qString().optional() },
