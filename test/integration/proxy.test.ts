@@ -108,6 +108,9 @@ describe('P5 operations (§4.4)', () => {
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 9, volume: 0.01 }, 'operation');
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, 'operation');
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01 }, 'price');
+    // price=0 is MT's "no price": absent for a market order (below), still missing for a pending one.
+    await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01, price: 0 }, 'price');
+    await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01, price: -1 }, 'price');
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: -1 }, 'volume');
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 6, volume: 0.01, price: q.ask * 1.05 }, 'stopLimitPrice');
     await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 6, volume: 0.01, price: q.ask * 1.05, stopLimitPrice: q.ask * 1.06 }, 'stopLimitPrice');
@@ -117,7 +120,7 @@ describe('P5 operations (§4.4)', () => {
     await bad(p5, 'OrderSendSafe', { symbol: 'NOPE', operation: 0, volume: 0.01 }, 'NOPE');
     expect((await op(t, p5, 'OpenedOrdersTickets')).body).toEqual([]);
 
-    const buy = await op(t, p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01, comment: 'gw-test' });
+    const buy = await op(t, p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01, price: 0, comment: 'gw-test' });
     expect(buy.status, buy.text).toBe(200);
     expect(buy.body).toMatchObject({ ticket: expect.any(Number), state: expect.any(String), symbol: 'BTCUSD', type: 'Buy' });
     const ticket = buy.body.ticket as number;
@@ -145,7 +148,7 @@ describe('P5 operations (§4.4)', () => {
 
     await bad(p5, 'OrderCloseSafe', { ticket, lots: -1 }, 'lots');
     await bad(p5, 'OrderCloseSafe', { ticket, lots: 0.02 }, 'lots');
-    const close = await op(t, p5, 'OrderCloseSafe', { ticket });
+    const close = await op(t, p5, 'OrderCloseSafe', { ticket, price: 0 });
     expect(close.status, close.text).toBe(200);
     expect((await op(t, p5, 'OpenedOrdersTickets')).body).not.toContain(ticket);
 
@@ -256,7 +259,7 @@ describe('P4 operations (§4.5)', () => {
     const tp = Math.round(q.ask * 1.2);
     expect((await op(t, p4, 'OrderModify', { ticket, stoploss: 0, takeprofit: tp })).status).toBe(200);
     await bad(p4, 'OrderModify', { ticket, stoploss: 0, takeprofit: tp, stoplimit: 3 }, 'stoplimit');
-    const close = await op(t, p4, 'OrderClose', { ticket, slippage: 1000 });
+    const close = await op(t, p4, 'OrderClose', { ticket, slippage: 1000, price: 0 });
     expect(close.status, close.text).toBe(200);
     await bad(p4, 'OrderClose', { ticket, comment: 'x' }, 'comment'); // no comment on P4 OrderClose
 

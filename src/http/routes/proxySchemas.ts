@@ -16,6 +16,8 @@ const symbol = () => qSymbol().pipe(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]
 const symbolList = () => qList().pipe(z.array(z.string().max(32).regex(/^[A-Za-z0-9._#+\-]+$/, 'symbol names such as EURUSD')).max(1000));
 const positive = () => qNumber().pipe(z.number().positive().finite());
 const nonNegative = () => qNumber().pipe(z.number().min(0).finite());
+/** An order's or a close's price where 0 is MT's "none" (bots send price=0 for a market order): read as absent. */
+const priceOrNone = () => nonNegative().transform((v) => (v === 0 ? undefined : v));
 const ticket = () => qTicket();
 const intervalMs = () => qInt().pipe(z.number().int().min(0).max(3_600_000));
 const msNotOlder = () => qInt().pipe(z.number().int().min(0).max(60_000));
@@ -96,7 +98,7 @@ const volume = qLots;
 
 /** The OrderSend parameters both dialects take alike (between volume and the dialect's own). */
 const sendCommon = () => ({
-  price: positive().optional(),
+  price: priceOrNone().optional(),
   slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(),
   stoploss: nonNegative().optional(),
   takeprofit: nonNegative().optional(),
@@ -216,11 +218,11 @@ export const OPERATION_DEFS = {
   OrderModify: { summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade', P4: params(modifyCommon) },
   OrderCloseSafe: {
     summary: 'Close a position, fully or partly; on a pending order, cancel it', kind: 'trade',
-    P5: params({ ticket: ticket(), lots: volume().optional(), price: positive().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
+    P5: params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
   },
   OrderClose: {
     summary: 'Close a ticket, fully or partly', kind: 'trade',
-    P4: params({ ticket: ticket(), lots: volume().optional(), price: positive().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional() }),
+    P4: params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional() }),
   },
   OrderDelete: { summary: 'Cancel a pending order', kind: 'trade', P4: params({ ticket: ticket() }) },
   PriceHistory: {
