@@ -154,9 +154,27 @@ export function checkOrder(o: SendArgs, ctx: z.RefinementCtx): void {
     }
   } else if (o.stopLimitPrice !== undefined) issue('stopLimitPrice', 'only for stop-limit orders');
   if (market && o.expiration !== undefined) issue('expiration', 'only for pending orders');
+  if (market && o.expirationType !== undefined && o.expirationType !== EXPIRATION_GTC) issue('expirationType', 'only for pending orders (0, good till cancelled, is what a market order is)');
+  checkExpirationType(o.expirationType, o.expiration !== undefined, issue);
   const ref = o.type === 'BuyStopLimit' || o.type === 'SellStopLimit' ? o.stopLimitPrice : o.price;
   if (ref !== undefined) {
     if (o.stoploss && (buy ? o.stoploss >= ref : o.stoploss <= ref)) issue('stoploss', `must be ${buy ? 'below' : 'above'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
     if (o.takeprofit && (buy ? o.takeprofit <= ref : o.takeprofit >= ref)) issue('takeprofit', `must be ${buy ? 'above' : 'below'} the ${market ? 'price' : 'order price'} for a ${buy ? 'buy' : 'sell'}`);
   }
+}
+
+/** MT5's order time types (ENUM_ORDER_TYPE_TIME), the codes of `expirationType` (SPEC §4.4 leaves them
+ *  unshown): good till cancelled, the end of today, the time given, the end of the day given (both
+ *  days on the broker server's calendar). */
+export const EXPIRATION_GTC = 0;
+export const EXPIRATION_DAY = 1;
+export const EXPIRATION_SPECIFIED = 2;
+export const EXPIRATION_SPECIFIED_DAY = 3;
+
+/** An expirationType and whether an expiration came with it agree: 2 and 3 need one, 0 and 1 take none. */
+export function checkExpirationType(type: number | undefined, hasExpiration: boolean, issue: (path: string, message: string) => void): void {
+  if (type === undefined) return;
+  const needs = type === EXPIRATION_SPECIFIED || type === EXPIRATION_SPECIFIED_DAY;
+  if (needs && !hasExpiration) issue('expiration', `required with expirationType ${type} (${type === EXPIRATION_SPECIFIED ? 'the time given' : 'the end of the day given'})`);
+  if (!needs && hasExpiration) issue('expirationType', `${type} (${type === EXPIRATION_GTC ? 'good till cancelled' : 'the end of today'}) takes no expiration: use 2 (the time given) or 3 (the end of the day given)`);
 }

@@ -130,6 +130,26 @@ describe('P5 operations (§4.4)', () => {
     expect(stopLimit.status, stopLimit.text).toBe(200);
     expect(stopLimit.body).toMatchObject({ type: 'BuyStopLimit', state: 'placed' });
 
+    // expirationType, MT5's codes (0 good till cancelled, 1 the end of today, 2 the time given, 3 the end of
+    // the day given, days on the server calendar): it was taken and dropped, so a DAY order never expired.
+    const DAY = 86_400_000;
+    const far = Math.round(q.bid * 0.5);
+    const nextMidnight = (serverMs: number) => (Math.floor(serverMs / DAY) + 1) * DAY;
+    const daily = await op(t, p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01, price: far, expirationType: 1 });
+    expect(daily.status, daily.text).toBe(200);
+    const serverNow = Date.now() + (await offsetOf(p5)) * HOUR;
+    expect([nextMidnight(serverNow - 5_000), nextMidnight(serverNow)]).toContain(daily.body.expirationMsc);
+    const dayOf = await op(t, p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01, price: far, expirationType: 3, expiration: '2030-01-01T10:30:00' });
+    expect(dayOf.body.expiration, dayOf.text).toBe('2030-01-02T00:00:00.000');
+    const gtc = await op(t, p5, 'OrderModifySafe', { ticket: dayOf.body.ticket, stoploss: 0, takeprofit: 0, expirationType: 0 });
+    expect(gtc.status, gtc.text).toBe(200);
+    expect(gtc.body.expiration).toBeUndefined();
+    await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01, price: far, expirationType: 2 }, 'expiration');
+    await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 2, volume: 0.01, price: far, expirationType: 0, expiration: '2030-01-01T10:30:00' }, 'expirationType');
+    await bad(p5, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01, expirationType: 1 }, 'expirationType');
+    await bad(p5, 'OrderModifySafe', { ticket: dayOf.body.ticket, stoploss: 0, takeprofit: 0, expirationType: 3 }, 'expiration');
+    for (const tk of [daily.body.ticket, dayOf.body.ticket]) expect((await op(t, p5, 'OrderCloseSafe', { ticket: tk })).status).toBe(200);
+
     const opened = await op(t, p5, 'OpenedOrders', { sort: 0, ascending: false });
     expect(opened.body.map((o: { ticket: number }) => o.ticket)).toEqual(expect.arrayContaining([ticket, stopLimit.body.ticket]));
     await bad(p5, 'OpenedOrders', { sort: 7 }, 'sort');

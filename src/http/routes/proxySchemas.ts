@@ -5,7 +5,7 @@
 // (src/runtime/hosts/gatewayOps.ts), so the dialects differ here and nowhere else.
 import { z } from 'zod';
 import { ORDER_TYPES, type OrderType } from '../../market/orders.js';
-import { checkOrder, type SendArgs, type TimeArg } from '../../market/orderSchemas.js';
+import { checkExpirationType, checkOrder, type SendArgs, type TimeArg } from '../../market/orderSchemas.js';
 import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
 import type { Platform } from '../../market/server.js';
 import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, strictParams } from '../schemas.js';
@@ -213,7 +213,8 @@ export const OPERATION_DEFS = {
   OrderSend: { summary: 'Place an order (operation by name; magic number)', kind: 'trade', P4: p4OrderSend },
   OrderModifySafe: {
     summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade',
-    P5: params({ ...modifyCommon, expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(), stoplimit: positive().optional() }),
+    P5: params({ ...modifyCommon, expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(), stoplimit: positive().optional() })
+      .superRefine((q, ctx) => checkExpirationType(q.expirationType, q.expiration !== undefined, (path, message) => ctx.addIssue({ code: 'custom', path: [path], message }))),
   },
   OrderModify: { summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade', P4: params(modifyCommon) },
   OrderCloseSafe: {

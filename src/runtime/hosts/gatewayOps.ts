@@ -3,7 +3,7 @@
 // by src/http/routes/proxySchemas.ts (orders with src/market/orderSchemas.ts); what is checked here needs the broker's data (does the
 // symbol exist, is the volume on its step). Every time in an answer is broker SERVER time
 // (SPEC §9), as `time` strings without a zone plus `...Msc` server-clock epoch ms.
-import type { TimeArg, SendArgs } from '../../market/orderSchemas.js';
+import { EXPIRATION_DAY, EXPIRATION_GTC, EXPIRATION_SPECIFIED_DAY, type TimeArg, type SendArgs } from '../../market/orderSchemas.js';
 import { apiError } from '../../errors.js';
 import { fromServerTime, ServerClock } from '../../market/serverClock.js';
 import type { BrokerConnection } from '../../broker/types.js';
@@ -27,6 +27,20 @@ const iso = (serverMs: number) => new Date(serverMs).toISOString().slice(0, 23);
 
 export function toUtc(t: TimeArg, conn: BrokerConnection): number {
   return 'utcMs' in t ? t.utcMs : fromServerTime(t.serverMs, conn.server);
+}
+
+const DAY_MS = 86_400_000;
+
+/** The UTC expiration an order's `expirationType` asks for (validated with its `expiration` by
+ *  checkExpirationType): 1 and 3 end at the next midnight of the broker server's calendar after
+ *  now or after the time given; 0 on a modify clears the expiration (0 is none to the broker). */
+function expirationOf(type: number | undefined, expiration: TimeArg | undefined, ctx: OpContext, modify: boolean): number | undefined {
+  const given = expiration === undefined ? undefined : toUtc(expiration, ctx.conn);
+  const endOfDay = (utcMs: number) => fromServerTime((Math.floor(ctx.clock.toServer(utcMs) / DAY_MS) + 1) * DAY_MS, ctx.conn.server);
+  if (type === EXPIRATION_GTC) return modify ? 0 : undefined;
+  if (type === EXPIRATION_DAY) return endOfDay(ctx.now());
+  if (type === EXPIRATION_SPECIFIED_DAY && given !== undefined) return endOfDay(given);
+  return given;
 }
 
 /** `time` (server clock, no zone) and `timeMsc` (server-clock epoch ms) for a UTC instant. */
@@ -239,6 +253,7 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
       const o = a as unknown as SendArgs;
       const s = await symbolOf(conn, o.symbol);
       checkVolume(s, o.volume, 'volume');
+      const expiration = expirationOf(o.expirationType, o.expiration, ctx, false);
       const r = await conn.orderSend({
         symbol: s.name, type: o.type, volume: o.volume,
         ...(o.price !== undefined ? { price: o.price } : {}),
@@ -248,16 +263,17 @@ export async function runOp(op: string, a: Args, ctx: OpContext): Promise<unknow
         ...(o.takeprofit !== undefined ? { takeprofit: o.takeprofit } : {}),
         ...(o.comment !== undefined ? { comment: o.comment } : {}),
         ...(o.magic !== undefined ? { magic: o.magic } : {}),
-        ...(o.expiration !== undefined ? { expiration: toUtc(o.expiration, conn) } : {}),
+        ...(expiration !== undefined ? { expiration } : {}),
       });
       return tradeAnswer(r, clock);
     }
     case 'OrderModifySafe':
     case 'OrderModify': {
+      const expiration = expirationOf(a.expirationType as number | undefined, a.expiration as TimeArg | undefined, ctx, true);
       const r = await conn.orderModify({
         ticket: num(a, 'ticket'), stoploss: num(a, 'stoploss'), takeprofit: num(a, 'takeprofit'),
         ...(a.price !== undefined ? { price: num(a, 'price') } : {}),
-        ...(a.expiration !== undefined ? { expiration: toUtc(a.expiration as TimeArg, conn) } : {}),
+        ...(expiration !== undefined ? { expiration } : {}),
         ...(a.stoplimit !== undefined ? { stopLimitPrice: num(a, 'stoplimit') } : {}),
       });
       return tradeAnswer(r, clock);
