@@ -23,6 +23,7 @@ import { nudgeOnRelease } from './leaseKeeper.js';
 import { replacedBy } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
+import { nodeCounters } from './nodeCounters.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
 import type { AccountRouter, LocalShards } from './router.js';
@@ -120,6 +121,9 @@ class Adoptions implements LocalShards {
   }
 }
 
+/** Calls between nodes before the NATS side is wired (none yet). */
+const NO_CALLS = { forwarded: 0, served: 0, unavailable: 0, ownerWaits: 0 } as const;
+
 export class ClusterNode {
   readonly nodeId: string;
   private wired: { set: ShardSet; adopted: Adoptions; calls: CallDrain; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
@@ -164,6 +168,8 @@ export class ClusterNode {
       ...(o.deadlineClock ? { deadlineClock: o.deadlineClock } : {}), ...(o.mirrorEveryMs ? { mirrorEveryMs: o.mirrorEveryMs } : {}),
       // Read from the first round on (after attach): cut off from NATS past the bound, it steps down.
       nats: { up: () => node?.wired?.nats.link.up ?? false, stepDownMs: o.settings.stepDownMs ?? o.settings.leaseMs },
+      // With each heartbeat, so that any node's status shows this one's figures.
+      counters: () => (node ? nodeCounters(node.pg.keeper.stats, node.wired?.nats.router.stats ?? NO_CALLS) : undefined),
       ...(o.settings.settleMs === undefined ? {} : { settleMs: o.settings.settleMs }),
       events: {
         acquired: (leases) => void node?.adopt(leases),

@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { acquireLeases, heartbeat, leaseRows, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
+import type { NodeCounters } from './nodeCounters.js';
 import type { Queryable } from './pgPool.js';
 import { planLeases } from './rendezvous.js';
 import { SupersededError } from './nodeTwin.js';
@@ -65,6 +66,9 @@ export interface LeaseKeeperOptions {
    *  (nats-server itself away) nobody steps down. Nodes that reach NATS never target one that does
    *  not (it could serve no forwarded call). Without it: no NATS state is written or read. */
   nats?: { up(): boolean; stepDownMs: number };
+  /** This node's figures since its start, written with each heartbeat so that every node's status
+   *  shows them (leases.ts NodeCounters). Without it: NULL. */
+  counters?: () => NodeCounters | undefined;
 }
 
 /** Milliseconds that never go back (the deadlines' clock; not a time of day). */
@@ -217,7 +221,7 @@ export class LeaseKeeper {
     const sent = clock.now();
     if (this.reclaimPending) await this.reclaim();
     const natsUp = this.o.nats?.up();
-    const nodes = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation, natsUp);
+    const nodes = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation, natsUp, this.o.counters?.());
     if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
     this.lastBeat = sent;
     this.stepDownIf(natsUp, nodes.some((n) => n.nodeId !== nodeId && n.natsUp === true), sent);

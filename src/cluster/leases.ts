@@ -4,6 +4,7 @@
 // keeps the epoch; every write for an account is fenced by fenceSql().
 import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
 import { SupersededError } from './nodeTwin.js';
+import { countersOf, type NodeCounters } from './nodeCounters.js';
 
 export interface Lease {
   accountId: string;
@@ -117,9 +118,9 @@ export async function newIncarnation(q: Queryable): Promise<number> {
 /** The node row's update by a process (its incarnation, placeholder `$inc`; its NATS link, `$nats`,
  *  else NULL), refused when a newer process of the same NODE_ID wrote it (incarnations only grow).
  *  $1 node, $2 url. */
-const nodeUpsert = (inc: number, nats?: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation, nats_up)
-       VALUES ($1, $2, now(), $${inc}::bigint, ${nats === undefined ? 'NULL' : `$${nats}::boolean`})
-       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation, nats_up = excluded.nats_up
+const nodeUpsert = (inc: number, nats?: number, counters?: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation, nats_up, counters)
+       VALUES ($1, $2, now(), $${inc}::bigint, ${nats === undefined ? 'NULL' : `$${nats}::boolean`}, ${counters === undefined ? 'NULL' : `$${counters}::jsonb`})
+       ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at, incarnation = excluded.incarnation, nats_up = excluded.nats_up, counters = excluded.counters
        WHERE excluded.incarnation IS NULL OR cluster_nodes.incarnation IS NULL OR cluster_nodes.incarnation <= excluded.incarnation
        RETURNING node_id, nats_up`;
 
@@ -129,15 +130,16 @@ export interface LiveNode { nodeId: string; natsUp: boolean | null }
 
 /** Records that the node is alive (where it serves, its incarnation, whether its NATS link is up) and
  *  returns the nodes alive within `withinMs` on PostgreSQL's clock, this one included: one round
- *  trip. Throws SupersededError when a newer process runs under this NODE_ID (its row is not this
- *  one's to write). */
-export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number, natsUp?: boolean): Promise<LiveNode[]> {
+ *  trip. `counters`: the node's figures since its start, for every node's status (none: NULL).
+ *  Throws SupersededError when a newer process runs under this NODE_ID (its row is not this one's
+ *  to write). */
+export async function heartbeat(q: Queryable, nodeId: string, url: string, withinMs: number, incarnation?: number, natsUp?: boolean, counters?: NodeCounters): Promise<LiveNode[]> {
   const r = await q.query<{ node_id: string; mine: boolean; nats_up: boolean | null }>(
-    `WITH me AS (${nodeUpsert(4, 5)})
+    `WITH me AS (${nodeUpsert(4, 5, 6)})
      SELECT node_id, true AS mine, nats_up FROM me
      UNION ALL SELECT node_id, false, nats_up FROM cluster_nodes WHERE heartbeat_at > now() - $3::int ${MS} AND node_id <> $1
      ORDER BY node_id`,
-    [nodeId, url, withinMs, incarnation ?? null, natsUp ?? null],
+    [nodeId, url, withinMs, incarnation ?? null, natsUp ?? null, counters === undefined ? null : JSON.stringify(counters)],
   );
   if (!r.rows.some((row) => row.mine)) throw new SupersededError(nodeId);
   return r.rows.map((row) => ({ nodeId: row.node_id, natsUp: row.nats_up }));
@@ -175,20 +177,22 @@ export interface NodeRow {
   incarnation?: number;
   /** Whether its NATS link was up at its last heartbeat (null: it did not say). */
   natsUp: boolean | null;
+  /** Its counters as of its last heartbeat (null: it did not say, or not in a shape this build reads). */
+  counters: NodeCounters | null;
 }
 
 /** Every node in the table with its live lease count, and the accounts nobody holds (a takeover in
  *  progress, or no node alive): what `status` and /metrics show about the cluster. */
 export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[]; unowned: number }> {
-  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number; incarnation: number | null; nats_up: boolean | null }>(
-    `SELECT n.node_id, n.url, n.incarnation, n.nats_up, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
+  const nodes = await q.query<{ node_id: string; url: string; age_ms: number; accounts: number; incarnation: number | null; nats_up: boolean | null; counters: unknown }>(
+    `SELECT n.node_id, n.url, n.incarnation, n.nats_up, n.counters, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
        (SELECT count(*)::int FROM account_leases l WHERE l.owner = n.node_id AND l.expires_at > now()) AS accounts
      FROM cluster_nodes n ORDER BY n.node_id`);
   const unowned = await q.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM account_leases WHERE owner IS NULL OR expires_at <= now()');
   return {
     nodes: nodes.rows.map((r) => ({
-      nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, natsUp: r.nats_up, ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),
+      nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, natsUp: r.nats_up, counters: countersOf(r.counters), ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),
     })),
     unowned: unowned.rows[0]!.n,
   };

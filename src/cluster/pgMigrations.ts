@@ -170,6 +170,12 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   { name: 'node heartbeats say whether NATS is up', sql: `
   ALTER TABLE cluster_nodes ADD COLUMN nats_up BOOLEAN;
   ` },
+  // 8: the node's counters since its process started (lease changes, takeovers, calls between
+  // nodes), as of its last heartbeat: any node's status shows every node's, not only its own
+  // (NULL: a node that does not say). Plain data, read back through a schema (leases.ts).
+  { name: 'node heartbeats carry the node\'s counters', sql: `
+  ALTER TABLE cluster_nodes ADD COLUMN counters JSONB;
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -45,6 +45,8 @@ export interface PgNodeOptions {
   poolMax?: number;
   /** The node's NATS link, for the lease keeper's stepping down (LeaseKeeperOptions.nats). */
   nats?: LeaseKeeperOptions['nats'];
+  /** This node's figures, written with each heartbeat (LeaseKeeperOptions.counters). */
+  counters?: LeaseKeeperOptions['counters'];
 }
 
 export interface PgNode {
@@ -100,6 +102,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
       accounts: () => leaseTenancy.liveAccountIds(), ...(o.settleMs === undefined ? {} : { settleMs: o.settleMs }),
       reclaim: () => reclaimLeases(leasePool, o.nodeId, o.url, incarnation, o.leaseMs),
       ...(o.nats ? { nats: o.nats } : {}),
+      ...(o.counters ? { counters: o.counters } : {}),
       events: {
         ...rest,
         acquired: (leases) => {

@@ -1,8 +1,10 @@
 // What cluster mode adds to /metrics and /v1/status (docs/cluster.md): live nodes, accounts owned
-// here, lease changes, forwarded calls and takeovers. Nothing is registered on a single node.
+// here, lease changes, forwarded calls and takeovers: this node's now, and every node's as its last
+// heartbeat wrote them. Nothing is registered on a single node.
 import { z } from 'zod';
 import type { ClusterNode, ClusterStatus } from '../cluster/clusterNode.js';
 import type { NodeRow } from '../cluster/leases.js';
+import { nodeCounters } from '../cluster/nodeCounters.js';
 import type { Metrics } from './metrics.js';
 
 export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): void {
@@ -24,6 +26,19 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
   }, 'Account calls between nodes: forwarded to the owner, served for another node, answered 503 (no owner reachable in time, or NATS down), waited for an owner.');
 }
 
+const LeaseCounts = z.object({
+  acquired: z.number().int().describe('Leases the node acquired since it started'),
+  handedOver: z.number().int().describe('Leases the node released to another node (a handover)'),
+  lost: z.number().int().describe('Leases the node lost (not renewed in time)'),
+  takeovers: z.number().int().describe('Accounts the node acquired that another node (or an earlier lease) had held'),
+});
+const CallCounts = z.object({
+  forwarded: z.number().int().describe('Account calls the node forwarded to their owner'),
+  served: z.number().int().describe('Account calls the node served for another node'),
+  unavailable: z.number().int().describe('Account calls answered 503 (no owner reachable in time, or NATS down)'),
+  ownerWaits: z.number().int().describe('Account calls that waited for an owner (a takeover)'),
+});
+
 export const ClusterStatusBody = z.object({
   nodeId: z.string(),
   natsUp: z.boolean(),
@@ -33,19 +48,11 @@ export const ClusterStatusBody = z.object({
   nodes: z.array(z.object({
     nodeId: z.string(), url: z.string(), live: z.boolean(), heartbeatAgeMs: z.number(), accounts: z.number().int(),
     natsUp: z.boolean().nullable().describe("Whether the node's NATS link was up at its last heartbeat (null: it did not say, e.g. right after its start)"),
+    leases: LeaseCounts.nullable().describe("The node's lease changes since its process started, as of its last heartbeat (null: it did not say, e.g. a node of an older build)"),
+    calls: CallCounts.nullable().describe("Account calls between nodes, counted on the node since its process started, as of its last heartbeat (null: it did not say)"),
   })),
-  leases: z.object({
-    acquired: z.number().int().describe('Leases this node acquired since it started'),
-    handedOver: z.number().int().describe('Leases this node released to another node (a handover)'),
-    lost: z.number().int().describe('Leases this node lost (not renewed in time)'),
-    takeovers: z.number().int().describe('Accounts this node acquired that another node (or an earlier lease) had held'),
-  }).describe("This node's lease changes since it started (as tagw_cluster_leases_total and tagw_cluster_takeovers_total on /metrics)"),
-  calls: z.object({
-    forwarded: z.number().int().describe('Account calls this node forwarded to their owner'),
-    served: z.number().int().describe('Account calls this node served for another node'),
-    unavailable: z.number().int().describe('Account calls answered 503 (no owner reachable in time, or NATS down)'),
-    ownerWaits: z.number().int().describe('Account calls that waited for an owner (a takeover)'),
-  }).describe("Account calls between nodes, counted on this node since it started (as tagw_cluster_calls_total on /metrics)"),
+  leases: LeaseCounts.describe("This node's lease changes since it started, now (as tagw_cluster_leases_total and tagw_cluster_takeovers_total on /metrics)"),
+  calls: CallCounts.describe("Account calls between nodes, counted on this node since it started, now (as tagw_cluster_calls_total on /metrics)"),
 }).nullable().describe('Cluster mode (docs/cluster.md): this node, the nodes PostgreSQL knows of and their accounts; null on a single node');
 
 export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: number): Promise<z.infer<typeof ClusterStatusBody>> {
@@ -55,10 +62,14 @@ export async function clusterStatusBody(node: ClusterNode | undefined, leaseMs: 
 
 /** The body from this node's figures and PostgreSQL's node rows (pure: unit-tested). */
 export function clusterStatusOf(st: ClusterStatus, o: { nodes: readonly NodeRow[]; unowned: number }, leaseMs: number): NonNullable<z.infer<typeof ClusterStatusBody>> {
+  const mine = nodeCounters(st.leases, st.routing);
   return {
     nodeId: st.nodeId, natsUp: st.natsUp, steppedDown: st.steppedDown, ownedHere: st.ownedHere, unowned: o.unowned,
-    nodes: o.nodes.map((n) => ({ nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts, natsUp: n.natsUp })),
-    leases: { acquired: st.leases.acquired, handedOver: st.leases.released, lost: st.leases.lost, takeovers: st.leases.takeovers },
-    calls: { forwarded: st.routing.forwarded, served: st.routing.served, unavailable: st.routing.unavailable, ownerWaits: st.routing.ownerWaits },
+    nodes: o.nodes.map((n) => ({
+      nodeId: n.nodeId, url: n.url, live: n.heartbeatAgeMs < leaseMs, heartbeatAgeMs: n.heartbeatAgeMs, accounts: n.accounts, natsUp: n.natsUp,
+      leases: n.counters?.leases ?? null, calls: n.counters?.calls ?? null,
+    })),
+    leases: mine.leases,
+    calls: mine.calls,
   };
 }

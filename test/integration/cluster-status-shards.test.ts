@@ -37,7 +37,7 @@ describe('a cluster node\'s status', () => {
     expect(running).toEqual(owned());
   }, 60_000);
 
-  it("shows this node's leases and calls, as /metrics does, and counts an order forwarded to the owner on both nodes", async () => {
+  it("shows this node's leases and calls, as /metrics does, and counts an order forwarded to the owner on both nodes, on both nodes' status", async () => {
     const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
     const key = (await nodes[0]!.req('POST', '/v1/keys', { headers: mk, body: { label: 'status-calls' } })).body.key as string;
     const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'status-calls', password: 'pw', server: 'Sim-P5-Demo' } });
@@ -64,6 +64,17 @@ describe('a cluster node\'s status', () => {
     // The same numbers as /metrics exports.
     const metrics = await (await fetch(`${other.url}/metrics`, { headers: mk })).text();
     expect(metrics).toContain(`tagw_cluster_calls_total{outcome="forwarded"} ${otherAfter.calls.forwarded}`);
+
+    // Every node's counters on either node's status, as each node's next heartbeat wrote them: the
+    // forwarding node's and the owner's calls, as each reports its own.
+    type Row = { nodeId: string; leases: Record<string, number> | null; calls: Record<string, number> | null };
+    const rowOf = async (asked: TestGateway, of: TestGateway) =>
+      ((await asked.req('GET', '/v1/status', { headers: mk })).body.cluster.nodes as Row[]).find((r) => r.nodeId === of.gw.cluster!.nodeId)!;
+    await until(async () => ((await rowOf(owner, other)).calls?.forwarded ?? 0) >= otherAfter.calls.forwarded!, "the forwarding node's heartbeat with its call", 10_000);
+    await until(async () => ((await rowOf(other, owner)).calls?.served ?? 0) >= ownerAfter.calls.served!, "the owner's heartbeat with the call it served", 10_000);
+    const ownerRow = await rowOf(other, owner);
+    expect(ownerRow.leases!.acquired).toBeGreaterThanOrEqual(1);
+    expect(Object.keys(ownerRow.leases!).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers']);
   }, 60_000);
 
   it('`tagw status` against a node prints its leases and calls and a table of the nodes with their NATS link, this one marked', async () => {
@@ -80,9 +91,10 @@ describe('a cluster node\'s status', () => {
     expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);
     expect(run.stdout).toMatch(/^calls: +\d+ forwarded, \d+ served for other nodes, \d+ unavailable, \d+ owner waits?$/m);
     const table = run.stdout.slice(run.stdout.indexOf('Nodes:\n'));
-    expect(table).toMatch(/^NODE +STATE +NATS +ACCOUNTS +HEARTBEAT$/m);
-    expect(table).toMatch(/^status-a +live +up +\d+ +\d+\.\ds ago$/m);
-    expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago$/m);
+    expect(table).toMatch(/^NODE +STATE +NATS +ACCOUNTS +HEARTBEAT +TAKEOVERS +LOST +FORWARDED +SERVED +UNAVAILABLE$/m);
+    // Each node's counters as its last heartbeat wrote them (the test above forwarded and served calls).
+    expect(table).toMatch(/^status-a +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+$/m);
+    expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+$/m);
     expect(run.stdout).not.toMatch(/^stepped down:/m);
   }, 60_000);
 });

@@ -83,6 +83,12 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     const order = await b.req('GET', `/OrderSend?${new URLSearchParams({ id: ownedByA, symbol: 'BTCUSD', operation: 'Buy', volume: '0.01' })}`, { headers: { 'x-api-key': key } });
     expect(order.status, order.text).toBe(200);
     await expect.poll(async () => Number(await forwarded.textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(before);
+    // Each node's row: what it did as its last heartbeat said; node b's forwarded call, node a's
+    // served one, once their next heartbeats (a third of the lease apart) landed.
+    const cell = (id: string, what: string) => row(id).locator(`[data-testid=node-${what}]`);
+    await expect.poll(async () => Number(await cell('dash-node-b', 'forwarded').textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(0);
+    await expect.poll(async () => Number(await cell('dash-node-a', 'served').textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(0);
+    expect(await cell('dash-node-a', 'takeovers').textContent()).toMatch(/^\d+$/);
     expect(Number(await page.locator('[data-testid=leases-acquired]').textContent())).toBe((await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster.leases.acquired);
     await fitsBothWidths(page, '20-overview-cluster');
     expect(browser.problems).toEqual([]);

@@ -1,8 +1,9 @@
 // /v1/status's `cluster` part (src/http/clusterStatus.ts) from this node's figures and PostgreSQL's
-// node rows: whether this node stepped down (cut off from NATS while others reach it) and each
-// node's NATS link as its last heartbeat said, as the route's schema (the OpenAPI document) has them.
+// node rows: whether this node stepped down (cut off from NATS while others reach it), each node's
+// NATS link and counters as its last heartbeat said, as the route's schema (the OpenAPI document) has them.
 import { describe, expect, it } from 'vitest';
 import type { ClusterStatus } from '../../src/cluster/clusterNode.js';
+import { countersOf, nodeCounters } from '../../src/cluster/nodeCounters.js';
 import { ClusterStatusBody, clusterStatusOf } from '../../src/http/clusterStatus.js';
 
 const LEASE_MS = 6_000;
@@ -17,10 +18,11 @@ function status(over: Partial<ClusterStatus> = {}): ClusterStatus {
   };
 }
 
+const A_COUNTERS = { leases: { acquired: 9, handedOver: 1, lost: 2, takeovers: 3 }, calls: { forwarded: 40, served: 12, unavailable: 1, ownerWaits: 5 } };
 const rows = [
-  { nodeId: 'node-a', url: 'http://a', heartbeatAgeMs: 900, accounts: 4, natsUp: true, incarnation: 11 },
-  { nodeId: 'node-b', url: 'http://b', heartbeatAgeMs: 300, accounts: 0, natsUp: false },
-  { nodeId: 'node-c', url: 'http://c', heartbeatAgeMs: 60_000, accounts: 0, natsUp: null },
+  { nodeId: 'node-a', url: 'http://a', heartbeatAgeMs: 900, accounts: 4, natsUp: true, incarnation: 11, counters: A_COUNTERS },
+  { nodeId: 'node-b', url: 'http://b', heartbeatAgeMs: 300, accounts: 0, natsUp: false, counters: null },
+  { nodeId: 'node-c', url: 'http://c', heartbeatAgeMs: 60_000, accounts: 0, natsUp: null, counters: null },
 ];
 
 describe("/v1/status's cluster part", () => {
@@ -29,9 +31,9 @@ describe("/v1/status's cluster part", () => {
     expect(body).toEqual({
       nodeId: 'node-b', natsUp: false, steppedDown: true, ownedHere: 0, unowned: 1,
       nodes: [
-        { nodeId: 'node-a', url: 'http://a', live: true, heartbeatAgeMs: 900, accounts: 4, natsUp: true },
-        { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false },
-        { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null },
+        { nodeId: 'node-a', url: 'http://a', live: true, heartbeatAgeMs: 900, accounts: 4, natsUp: true, ...A_COUNTERS },
+        { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false, leases: null, calls: null },
+        { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null, leases: null, calls: null },
       ],
       leases: { acquired: 5, handedOver: 2, lost: 0, takeovers: 1 },
       calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 },
@@ -47,5 +49,27 @@ describe("/v1/status's cluster part", () => {
     expect(ClusterStatusBody.safeParse({ ...body, nodes: [{ ...body.nodes[0]!, natsUp: 'up' }] }).success).toBe(false);
     const { natsUp: __, ...rowWithoutNats } = body.nodes[0]!;
     expect(ClusterStatusBody.safeParse({ ...body, nodes: [rowWithoutNats] }).success).toBe(false);
+    // Every node's counters, or null when it did not say; never a partial object.
+    expect(ClusterStatusBody.safeParse({ ...body, nodes: [{ ...body.nodes[0]!, calls: { forwarded: 1 } }] }).success).toBe(false);
+    const { leases: ___, ...rowWithoutLeases } = body.nodes[0]!;
+    expect(ClusterStatusBody.safeParse({ ...body, nodes: [rowWithoutLeases] }).success).toBe(false);
+  });
+});
+
+describe("a node's counters in its heartbeat row (cluster_nodes.counters)", () => {
+  it('are the lease keeper\'s and the router\'s figures under the status\'s names', () => {
+    const c = nodeCounters({ acquired: 5, released: 2, lost: 1, takeovers: 3 }, { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 });
+    expect(c).toEqual({ leases: { acquired: 5, handedOver: 2, lost: 1, takeovers: 3 }, calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 } });
+    expect(countersOf(JSON.parse(JSON.stringify(c)))).toEqual(c);
+  });
+
+  it('read back as null when a node did not write them or wrote another shape (another build): never an error', () => {
+    expect(countersOf(null)).toBeNull();
+    expect(countersOf({})).toBeNull();
+    expect(countersOf({ leases: A_COUNTERS.leases })).toBeNull();
+    expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, served: -1 } })).toBeNull();
+    expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, served: '12' } })).toBeNull();
+    // A newer build's extra figures are dropped, the known ones kept.
+    expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, retried: 3 }, shards: 2 })).toEqual(A_COUNTERS);
   });
 });

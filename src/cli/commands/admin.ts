@@ -17,7 +17,11 @@ interface ClusterStatus {
   /** Cut off from NATS while other nodes reach it: its accounts handed over (absent from older gateways). */
   steppedDown?: boolean;
   /** natsUp: at the node's last heartbeat (null: it did not say; absent from older gateways). */
-  nodes: Array<{ nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number; natsUp?: boolean | null }>;
+  nodes: Array<{
+    nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number; natsUp?: boolean | null;
+    /** The node's counters as of its last heartbeat (null: it did not say; absent from older gateways). */
+    leases?: { lost: number; takeovers: number } | null; calls?: { forwarded: number; served: number; unavailable: number } | null;
+  }>;
   /** This node's lease changes and calls between nodes (absent from older gateways). */
   leases?: { acquired: number; handedOver: number; lost: number; takeovers: number };
   calls?: { forwarded: number; served: number; unavailable: number; ownerWaits: number };
@@ -62,11 +66,15 @@ const heartbeatAge = (ms: number | undefined) => (ms === undefined ? null : ms <
 /** A live node's NATS link as its last heartbeat said (a down node's is stale: not shown). */
 const natsCell = (n: ClusterStatus['nodes'][number]) => (n.live && typeof n.natsUp === 'boolean' ? (n.natsUp ? 'up' : 'down') : null);
 
-/** Every node PostgreSQL knows of (cluster mode), this one marked. */
+/** Every node PostgreSQL knows of (cluster mode), this one marked, with what each did since its
+ *  start as its last heartbeat said (a down node's: up to its last one; '-': it did not say). */
 export function clusterNodesTable(c: ClusterStatus): string {
   return `Nodes:\n${table(c.nodes, [
     { header: 'NODE', value: (n) => (n.nodeId === c.nodeId ? `${n.nodeId} (this node)` : n.nodeId) }, { header: 'STATE', value: (n) => (n.live ? 'live' : 'down') },
     { header: 'NATS', value: natsCell }, { header: 'ACCOUNTS', value: (n) => n.accounts }, { header: 'HEARTBEAT', value: (n) => heartbeatAge(n.heartbeatAgeMs) },
+    { header: 'TAKEOVERS', value: (n) => n.leases?.takeovers ?? null }, { header: 'LOST', value: (n) => n.leases?.lost ?? null },
+    { header: 'FORWARDED', value: (n) => n.calls?.forwarded ?? null }, { header: 'SERVED', value: (n) => n.calls?.served ?? null },
+    { header: 'UNAVAILABLE', value: (n) => n.calls?.unavailable ?? null },
   ])}`;
 }
 
