@@ -172,6 +172,14 @@ describe('/GetQuote cache', () => {
       const bypass = await quote('&cached=0');
       expect(bypass.body.timeMsc).not.toBe(fresh.body.timeMsc);
       expect((await quote('')).body).toEqual(bypass.body);
+      // cached=1 is the default; any other value (cached=false read as "use the cache", a quote up to
+      // 250 ms old for a bot that asked for none) is a 400 naming it, as heartbeat= is on /v1/stream.
+      expect((await quote('&cached=1')).body).toEqual(bypass.body);
+      for (const v of ['false', 'no', '', 'abc']) {
+        const r = await quote(`&cached=${v}`);
+        expect(r.status, v).toBe(400);
+        expect(r.body.message, v).toContain("'cached'");
+      }
     } finally {
       heldAt = undefined;
     }

@@ -231,7 +231,7 @@ export function classicRoutes(s: Services): AnyRoute[] {
   routes.push(defineRoute({
     method: 'get', path: '/GetQuote', family: 'classic', auth: 'api', tags: ['classic'],
     summary: 'Latest bid/ask of a symbol, from a 250 ms cache unless cached=0',
-    query: withAliases({ ...idFields, symbol: qSymbol(), cached: qString().optional().describe('0 bypasses the 250 ms quote cache') }),
+    query: withAliases({ ...idFields, symbol: qSymbol(), cached: qString().pipe(z.enum(['0', '1'], { error: 'use 0 to bypass the 250 ms quote cache or 1 (default)' })).optional().describe('0 bypasses the 250 ms quote cache') }),
     errors: [...baseErrors, 'BAD_REQUEST'], response: CLASSIC_RESPONSES.GetQuote!,
     // Not async: a cache hit answers in the same tick, without a promise per hop.
     handler: ({ query: q, principal }) => {
