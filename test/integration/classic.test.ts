@@ -473,6 +473,15 @@ describe('§7 statuses', () => {
     const n = await api(`/TickValueWithSize?id=${r.body.id}&symbols=EURUSD`);
     expect(n.status).toBe(501);
     expect(n.body.error).toBe('NOT_ON_THIS_TERMINAL');
+    // The gateway operations of the same names answer as their classic routes (they answered 200 there).
+    const handle = (await t.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: r.body.id } })).body.handle;
+    for (const op of ['GetQuoteMany', 'MarketWatchMany', 'SymbolParamsMany']) {
+      const g = await t.req('GET', `/v1/proxy/${op}?handle=${handle}&symbols=EURUSD`, { headers: { 'x-api-key': key } });
+      expect(g.status, `${op}: ${g.text}`).toBe(501);
+      expect(g.body.error).toBe('NOT_ON_THIS_TERMINAL');
+      expect((await api(`/${op}?id=${r.body.id}&symbols=EURUSD`)).status, op).toBe(501);
+    }
+    expect((await t.req('GET', `/v1/proxy/SymbolParams?handle=${handle}&symbol=EURUSD`, { headers: { 'x-api-key': key } })).status).toBe(200);
   });
 
   it('503 while not connected: a dropped connection reports reconnecting, summary goes synced=false, CheckConnect restores', { timeout: 30_000 }, async () => {

@@ -13,6 +13,7 @@ import { queryError } from '../validation.js';
 import { one } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { handleDirectory, handleHash } from './gateway.js';
+import { MIN_BUILD } from '../../runtime/hosts/accountOps.js';
 import { PROXY_RESPONSES } from './proxyResponses.js';
 import { OPERATIONS, stripHandle, type OpDef } from './proxySchemas.js';
 
@@ -97,7 +98,8 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       orders: def.kind === 'trade', changesState: def.kind !== 'read',
       summary: def.summary, description: describeParams(op, def), ...platformDocs(def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
-        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR'],
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR',
+        ...(op in MIN_BUILD ? (['NOT_ON_THIS_TERMINAL'] as const) : [])],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }));
   routes.push(defineRoute({

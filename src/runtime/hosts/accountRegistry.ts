@@ -31,6 +31,8 @@ export interface AccountRuntime {
    *  bridge connection learns them at its first login, and before that `server` is a placeholder. */
   readonly server: ServerInfo;
   readonly serverKnown: boolean;
+  /** Terminal build of the connection: the binding's pinned one, else the server's (SPEC §9: newer endpoints answer 501). */
+  readonly build: number;
   /** Current connection state of the account's connection actor. */
   phase(): ConnectionPhase;
   /**

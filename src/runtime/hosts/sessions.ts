@@ -22,6 +22,7 @@ import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type Accou
 import { createBrokerLeases } from './brokerLeases.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
+import { assertAvailable } from './accountOps.js';
 import { runOp } from './gatewayOps.js';
 import { feedCandle, feedTick, pushedFrame, type HeldQuote, type SessionChildren } from './sessionFrames.js';
 import { sessionSubscriptions, type SessionActor } from './sessionSubscriptions.js';
@@ -255,6 +256,8 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         const rt = await registry().ensure(live.accountId);
         try {
           const conn = await rt.whenConnected();
+          // An operation newer than the terminal answers 501 here as on the classic route of its name (SPEC §9).
+          assertAvailable(op, rt.platform, rt.build);
           // The clock of the connection that answers: it has logged in, so its server is the broker's.
           return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt: live.actor.getSnapshot().context.connectedAt, now: () => ctx.clock.now() });
         } catch (e) {
