@@ -1,0 +1,48 @@
+// The chaos run's schedules (test/helpers/chaosSchedule.ts): only faults the runner can carry out on
+// the cluster it has, sized against the lease, and described so a failure names what happened.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { describeStep, scheduleArb, scheduleMs, type Step } from '../helpers/chaosSchedule.js';
+
+const LEASE_MS = 1_500;
+const IDS = ['c1-a', 'c1-b', 'c1-c'];
+
+describe('chaos schedules', () => {
+  it('name an existing node, freeze a node past the lease (never longer than two), keep a killed node down at most two leases', () => {
+    fc.assert(fc.property(scheduleArb(IDS.length, LEASE_MS), (steps) => {
+      expect(steps.length).toBeGreaterThanOrEqual(2);
+      expect(steps.length).toBeLessThanOrEqual(5);
+      for (const { fault: f, pauseMs } of steps) {
+        expect(pauseMs).toBeGreaterThanOrEqual(200);
+        if ('node' in f) expect(IDS[f.node]).toBeDefined();
+        if (f.kind === 'freeze') expect(f.ms).toBeGreaterThanOrEqual(LEASE_MS);
+        if (f.kind === 'freeze') expect(f.ms).toBeLessThanOrEqual(2 * LEASE_MS);
+        if (f.kind === 'kill') expect(f.downMs).toBeLessThanOrEqual(2 * LEASE_MS);
+      }
+      expect(scheduleMs(steps)).toBeGreaterThanOrEqual(steps.reduce((ms, s) => ms + s.pauseMs, 0));
+    }));
+  });
+
+  it('draw every kind of fault', () => {
+    const kinds = new Set(fc.sample(scheduleArb(IDS.length, LEASE_MS), { numRuns: 300, seed: 7 }).flat().map((s) => s.fault.kind));
+    expect([...kinds].sort()).toEqual(['freeze', 'kill', 'natsFreeze', 'natsRestart', 'pgRestart', 'term']);
+  });
+
+  it('describe each step with the node it hits and how long', () => {
+    const steps: Step[] = [
+      { fault: { kind: 'kill', node: 1, downMs: 900 }, pauseMs: 500 },
+      { fault: { kind: 'freeze', node: 2, ms: 2_000 }, pauseMs: 300 },
+      { fault: { kind: 'term', node: 0 }, pauseMs: 200 },
+      { fault: { kind: 'natsFreeze', ms: 700 }, pauseMs: 1_000 },
+      { fault: { kind: 'pgRestart' }, pauseMs: 250 },
+    ];
+    expect(steps.map((s) => describeStep(s, IDS))).toEqual([
+      'SIGKILL c1-b, relaunched after 900 ms; then 500 ms of traffic',
+      'SIGSTOP c1-c for 2000 ms; then 300 ms of traffic',
+      'SIGTERM c1-a, relaunched; then 200 ms of traffic',
+      'nats-server frozen for 700 ms; then 1000 ms of traffic',
+      'PostgreSQL restarted; then 250 ms of traffic',
+    ]);
+    expect(scheduleMs(steps)).toBe(500 + 900 + 300 + 2_000 + 200 + 1_000 + 700 + 250);
+  });
+});
