@@ -1,7 +1,7 @@
 // `npm run chaos` (CHAOS_MINUTES, default 10, 0 for one schedule; CHAOS_SEED to replay one): three gateway processes, a
 // simulator process, nats-server and PostgreSQL of their own, and random fault schedules one after
 // another (test/helpers/chaosSchedule.ts: SIGKILL, SIGSTOP past the lease, SIGTERM and relaunch of a
-// node; nats-server restarted or frozen; PostgreSQL restarted) while idempotent clients trade on two
+// node; nats-server restarted or frozen; PostgreSQL restarted; one at a time or two together) while idempotent clients trade on two
 // fresh accounts per schedule, retrying each clientOrderId on the other nodes. After each schedule,
 // once orders are accepted again: the checker over the whole history (every clientOrderId at most
 // once at the broker, every 200 there), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every
@@ -71,7 +71,7 @@ describe('chaos', () => {
         const traffic = accounts.map((a, i) => startTraffic(env.cluster, a, { tag: `r${round}-${i}`, clients: 2, pauseMs: 150 }));
         try {
           for (const s of steps) {
-            await carryOut(s.fault);
+            await Promise.all([carryOut(s.fault), s.also ? sleep(s.alsoAfterMs ?? 0).then(() => carryOut(s.also!)) : undefined]);
             await sleep(s.pauseMs);
           }
           // Recovered by itself: orders sent from now on are accepted again on both accounts.
@@ -91,7 +91,7 @@ describe('chaos', () => {
         const logs = traffic.flatMap((t) => t.log);
         const finals = traffic.flatMap((t) => t.finals);
         const sum = {
-          schedule: round, seed, faults: steps.length, attempts: logs.length, orders: finals.length, accepted: finals.filter((a) => a.status === 200).length,
+          schedule: round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), attempts: logs.length, orders: finals.length, accepted: finals.filter((a) => a.status === 200).length,
           uncertain: finals.filter((a) => a.status === 409).length, unavailable: logs.filter((a) => a.status === 503 || a.status === 'refused').length,
         };
         totals.schedules++;

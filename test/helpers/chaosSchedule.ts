@@ -17,8 +17,9 @@ export type Fault =
   /** PostgreSQL stopped and started again. */
   | { kind: 'pgRestart' };
 
-/** A fault, then `pauseMs` of traffic before the next one. */
-export interface Step { fault: Fault; pauseMs: number }
+/** A fault, or two at once (`also`, starting `alsoAfterMs` after the first: a node dying while
+ *  nats-server is down, two nodes frozen together), then `pauseMs` of traffic before the next step. */
+export interface Step { fault: Fault; also?: Fault; alsoAfterMs?: number; pauseMs: number }
 
 /** Faults on `nodes` nodes under a lease of `leaseMs`: freezes from one lease to two (past it: its
  *  accounts move while it sleeps), kills down for up to two leases. */
@@ -34,26 +35,44 @@ export function faultArb(nodes: number, leaseMs: number): fc.Arbitrary<Fault> {
   );
 }
 
-/** 2-5 faults, one at a time, with 0.2-3 s of traffic after each. */
-export function scheduleArb(nodes: number, leaseMs: number): fc.Arbitrary<Step[]> {
-  return fc.array(fc.record({ fault: faultArb(nodes, leaseMs), pauseMs: fc.integer({ min: 200, max: 3_000 }) }), { minLength: 2, maxLength: 5 });
+const target = (f: Fault) => ('node' in f ? `node ${f.node}` : f.kind.startsWith('nats') ? 'nats' : 'pg');
+
+/** Whether two faults can run at once: different targets (a node, nats-server, PostgreSQL). With
+ *  two of three nodes faulted one still serves; no more than two faults overlap. */
+export function canOverlap(a: Fault, b: Fault): boolean {
+  return target(a) !== target(b);
 }
 
-/** One line per step, for the run's log and a failure's message. */
-export function describeStep(s: Step, nodeIds: readonly string[]): string {
-  const f = s.fault;
+/** 2-5 steps with 0.2-3 s of traffic after each; about one step in three two faults at once. */
+export function scheduleArb(nodes: number, leaseMs: number): fc.Arbitrary<Step[]> {
+  const pauseMs = fc.integer({ min: 200, max: 3_000 });
+  const single = fc.record({ fault: faultArb(nodes, leaseMs), pauseMs });
+  const pair = fc.record({ fault: faultArb(nodes, leaseMs), also: faultArb(nodes, leaseMs), alsoAfterMs: fc.integer({ min: 0, max: leaseMs }), pauseMs })
+    .filter((s) => canOverlap(s.fault, s.also));
+  return fc.array(fc.oneof({ arbitrary: single, weight: 2 }, { arbitrary: pair, weight: 1 }), { minLength: 2, maxLength: 5 });
+}
+
+function describeFault(f: Fault, nodeIds: readonly string[]): string {
   const n = 'node' in f ? nodeIds[f.node] : undefined;
-  const what = f.kind === 'kill' ? `SIGKILL ${n}, relaunched after ${f.downMs} ms`
+  return f.kind === 'kill' ? `SIGKILL ${n}, relaunched after ${f.downMs} ms`
     : f.kind === 'freeze' ? `SIGSTOP ${n} for ${f.ms} ms`
       : f.kind === 'term' ? `SIGTERM ${n}, relaunched`
         : f.kind === 'natsRestart' ? 'nats-server restarted'
           : f.kind === 'natsFreeze' ? `nats-server frozen for ${f.ms} ms`
             : 'PostgreSQL restarted';
+}
+
+/** One line per step, for the run's log and a failure's message. */
+export function describeStep(s: Step, nodeIds: readonly string[]): string {
+  const first = describeFault(s.fault, nodeIds);
+  const what = s.also ? `${first}, and ${s.alsoAfterMs ?? 0} ms later meanwhile: ${describeFault(s.also, nodeIds)}` : first;
   return `${what}; then ${s.pauseMs} ms of traffic`;
 }
+
+const lasts = (f: Fault) => ('downMs' in f ? f.downMs : 'ms' in f ? f.ms : 0);
 
 /** How long a schedule keeps the cluster busy at least (its faults' own waits and the pauses), to
  *  size a run. */
 export function scheduleMs(steps: readonly Step[]): number {
-  return steps.reduce((ms, s) => ms + s.pauseMs + ('downMs' in s.fault ? s.fault.downMs : 'ms' in s.fault ? s.fault.ms : 0), 0);
+  return steps.reduce((ms, s) => ms + s.pauseMs + Math.max(lasts(s.fault), s.also ? (s.alsoAfterMs ?? 0) + lasts(s.also) : 0), 0);
 }

@@ -2,7 +2,7 @@
 // the cluster it has, sized against the lease, and described so a failure names what happened.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { describeStep, scheduleArb, scheduleMs, type Step } from '../helpers/chaosSchedule.js';
+import { canOverlap, describeStep, scheduleArb, scheduleMs, type Step } from '../helpers/chaosSchedule.js';
 
 const LEASE_MS = 1_500;
 const IDS = ['c1-a', 'c1-b', 'c1-c'];
@@ -12,12 +12,16 @@ describe('chaos schedules', () => {
     fc.assert(fc.property(scheduleArb(IDS.length, LEASE_MS), (steps) => {
       expect(steps.length).toBeGreaterThanOrEqual(2);
       expect(steps.length).toBeLessThanOrEqual(5);
-      for (const { fault: f, pauseMs } of steps) {
+      for (const { fault, also, pauseMs } of steps) {
         expect(pauseMs).toBeGreaterThanOrEqual(200);
-        if ('node' in f) expect(IDS[f.node]).toBeDefined();
-        if (f.kind === 'freeze') expect(f.ms).toBeGreaterThanOrEqual(LEASE_MS);
-        if (f.kind === 'freeze') expect(f.ms).toBeLessThanOrEqual(2 * LEASE_MS);
-        if (f.kind === 'kill') expect(f.downMs).toBeLessThanOrEqual(2 * LEASE_MS);
+        for (const f of also ? [fault, also] : [fault]) {
+          if ('node' in f) expect(IDS[f.node]).toBeDefined();
+          if (f.kind === 'freeze') expect(f.ms).toBeGreaterThanOrEqual(LEASE_MS);
+          if (f.kind === 'freeze') expect(f.ms).toBeLessThanOrEqual(2 * LEASE_MS);
+          if (f.kind === 'kill') expect(f.downMs).toBeLessThanOrEqual(2 * LEASE_MS);
+        }
+        // Two at once: never the same node or engine twice, so at least one of three nodes serves.
+        if (also) expect(canOverlap(fault, also)).toBe(true);
       }
       expect(scheduleMs(steps)).toBeGreaterThanOrEqual(steps.reduce((ms, s) => ms + s.pauseMs, 0));
     }));
@@ -26,6 +30,15 @@ describe('chaos schedules', () => {
   it('draw every kind of fault', () => {
     const kinds = new Set(fc.sample(scheduleArb(IDS.length, LEASE_MS), { numRuns: 300, seed: 7 }).flat().map((s) => s.fault.kind));
     expect([...kinds].sort()).toEqual(['freeze', 'kill', 'natsFreeze', 'natsRestart', 'pgRestart', 'term']);
+    expect(fc.sample(scheduleArb(IDS.length, LEASE_MS), { numRuns: 100, seed: 7 }).flat().some((s) => s.also)).toBe(true);
+  });
+
+  it('overlap two faults only on different targets', () => {
+    expect(canOverlap({ kind: 'kill', node: 0, downMs: 0 }, { kind: 'freeze', node: 1, ms: 1_500 })).toBe(true);
+    expect(canOverlap({ kind: 'kill', node: 0, downMs: 0 }, { kind: 'term', node: 0 })).toBe(false);
+    expect(canOverlap({ kind: 'natsRestart' }, { kind: 'natsFreeze', ms: 300 })).toBe(false);
+    expect(canOverlap({ kind: 'natsRestart' }, { kind: 'pgRestart' })).toBe(true);
+    expect(canOverlap({ kind: 'pgRestart' }, { kind: 'term', node: 2 })).toBe(true);
   });
 
   it('describe each step with the node it hits and how long', () => {
@@ -35,6 +48,7 @@ describe('chaos schedules', () => {
       { fault: { kind: 'term', node: 0 }, pauseMs: 200 },
       { fault: { kind: 'natsFreeze', ms: 700 }, pauseMs: 1_000 },
       { fault: { kind: 'pgRestart' }, pauseMs: 250 },
+      { fault: { kind: 'natsRestart' }, also: { kind: 'kill', node: 2, downMs: 400 }, alsoAfterMs: 100, pauseMs: 300 },
     ];
     expect(steps.map((s) => describeStep(s, IDS))).toEqual([
       'SIGKILL c1-b, relaunched after 900 ms; then 500 ms of traffic',
@@ -42,7 +56,8 @@ describe('chaos schedules', () => {
       'SIGTERM c1-a, relaunched; then 200 ms of traffic',
       'nats-server frozen for 700 ms; then 1000 ms of traffic',
       'PostgreSQL restarted; then 250 ms of traffic',
+      'nats-server restarted, and 100 ms later meanwhile: SIGKILL c1-c, relaunched after 400 ms; then 300 ms of traffic',
     ]);
-    expect(scheduleMs(steps)).toBe(500 + 900 + 300 + 2_000 + 200 + 1_000 + 700 + 250);
+    expect(scheduleMs(steps)).toBe(500 + 900 + 300 + 2_000 + 200 + 1_000 + 700 + 250 + 300 + 500);
   });
 });
