@@ -34,8 +34,9 @@ export interface Late { owner: string; reply: Promise<Msg> }
 /** What a forwarded call waiting for its reply is about; `epoch`: the owner's lease epoch this node
  *  knew when it sent the call (0: none known); `moved`: told when the account moves on (or its owner
  *  fell silent), if the new owner may run the call too (moves.ts); `seen`: waiting at the last
- *  liveness round; `silent`: its owner did not answer one. */
-interface Forwarded { key: string; owner: string; op: CommandName; epoch: number; moved?: (silent?: boolean) => void; seen?: boolean; silent?: boolean }
+ *  liveness round; `silent`: its owner did not answer one; `crossed`: it was waiting when this node's
+ *  NATS connection dropped. */
+interface Forwarded { key: string; owner: string; op: CommandName; epoch: number; moved?: (silent?: boolean) => void; seen?: boolean; silent?: boolean; crossed?: boolean }
 /** An owner, at the lease epoch this node knew of it. */
 export type At = OwnerInfo & { owner: string };
 
@@ -75,14 +76,24 @@ export class CallForwarder {
 
   constructor(private readonly opts: CallForwarderOptions) {
     this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, opts.now);
-    // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost
-    // (published before this node subscribed its inbox again). Give them the owner wait, then 503.
+    // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost (the
+    // request or the reply inside a nats-server that restarted, or sent before this node subscribed
+    // its inbox again). Still down after the owner wait: 503. Back sooner: the owner wait from the
+    // reconnect for the reply, then 503 (the owner is alive and answers liveness, so nothing else
+    // would end a call whose reply is gone before its 31 s bound; found by `npm run chaos`).
     this.offStatus = opts.link.onStatus((up) => {
-      if (up) return;
-      const waiting = this.inbox.waitingIds();
+      if (up) {
+        const crossed = this.inbox.waitingIds((f) => f.crossed === true);
+        if (crossed.length === 0) return;
+        setTimeout(() => {
+          this.inbox.abort(crossed, (f) => this.opts.unavailable(`the connection to the cluster's messaging (NATS) dropped while ${f.op} was at the owner, and no answer came within the owner wait after it was back; its outcome is unknown`));
+        }, opts.ownerWaitMs).unref();
+        return;
+      }
+      const waiting = this.inbox.waitingIds((f) => (f.crossed = true));
       if (waiting.length === 0) return;
       setTimeout(() => {
-        if (this.opts.link.up) return;
+        if (this.opts.link.up) return; // the reconnect's own wait ends them
         this.inbox.abort(waiting, () => this.opts.unavailable('the connection to the cluster\'s messaging (NATS) was lost during the call; its outcome is unknown'));
       }, opts.ownerWaitMs).unref();
     });

@@ -121,6 +121,49 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
     expect(await brokerCount('silent-2')).toBe(1);
   }, 120_000);
 
+  it('the owner\'s reply lost as the forwarding node\'s NATS connection drops and is back at once: 503 with retry-after within the owner wait after the reconnect; the same id replays the one order', async () => {
+    // Found by `npm run chaos` (a nats-server restart under traffic): the call waited for its 31 s
+    // bound, since the owner, alive, answers the liveness asks.
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const via = env.cluster.node(others[0]!);
+    const proxy = proxies.get(via.id.slice(-1))!;
+    let forwarded = false;
+    let seen!: () => void;
+    const reached = new Promise<void>((r) => { seen = r; });
+    proxy.watch((dir, chunk) => {
+      // From the call's way out on, nothing comes back to the forwarding node: its reply is lost.
+      if (forwarded) return dir === 'down' ? 'drop' : undefined;
+      const text = chunk.toString('latin1');
+      if (dir === 'up' && text.includes(`tagw.node.${owner}.call`) && text.includes('lost-reply-1')) {
+        forwarded = true;
+        seen();
+      }
+      return undefined;
+    });
+    let sent: Promise<Answer> | undefined;
+    try {
+      sent = orderVia(via, acct, 'lost-reply-1', CEILING_MS);
+      await reached;
+      // The owner ran it and answered (the answer dropped on the way); then the connection goes and
+      // the node connects again at once.
+      await until(async () => (await brokerCount('lost-reply-1')) === 1, 'lost-reply-1 at the broker', CEILING_MS);
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      proxy.watch(undefined);
+      proxy.cut();
+    }
+    const answer = await sent;
+    // Before: no answer within the ceiling (the call waited for its 31 s bound).
+    expect(answer.status, JSON.stringify(answer.body)).toBe(503);
+    expect(answer.retryAfter).toBeDefined();
+    expect(JSON.stringify(answer.body)).toMatch(/outcome is unknown/);
+    // The same id replays the order the owner ran: sent once.
+    let again: Answer | undefined;
+    await until(async () => (again = await orderVia(via, acct, 'lost-reply-1')).status === 200, `lost-reply-1 replayed (last: ${JSON.stringify(again?.body)})`, CEILING_MS);
+    expect(again!.replay).toBe(true);
+    expect(await brokerCount('lost-reply-1')).toBe(1);
+  }, 120_000);
+
   it('/readyz answers 503 naming NATS while the node\'s link is down, 200 again once it is back', async () => {
     const node = env.cluster.node(env.cluster.running()[0]!.id);
     const proxy = proxies.get(node.id.slice(-1))!;
