@@ -2,17 +2,25 @@
 // simulator process, nats-server and PostgreSQL of their own, and random fault schedules one after
 // another (test/helpers/chaosSchedule.ts: SIGKILL, SIGSTOP past the lease, SIGTERM and relaunch of a
 // node; nats-server restarted or frozen; PostgreSQL restarted; one at a time or two together) while idempotent clients trade on two
-// fresh accounts per schedule, retrying each clientOrderId on the other nodes. After each schedule,
-// once orders are accepted again: the checker over the whole history (every clientOrderId at most
-// once at the broker, every 200 there), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every
-// 503 a JSON error with retry-after. The issue's scenarios (test/integration/cluster-scenarios-*)
+// fresh accounts per schedule, retrying each clientOrderId on the other nodes, and the SDK's stream
+// of one of them follows through a round-robin balancer. After each schedule, once orders are
+// accepted again: the checker over the whole history (every clientOrderId at most once at the
+// broker, every 200 there), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every 503 a JSON
+// error with retry-after, and on the stream every accepted order's TRADE once (after a resync:
+// those sent since). The issue's scenarios (test/integration/cluster-scenarios-*)
 // each fix one fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { TagwClient } from '../../src/client/index.js';
 import { describeStep, scheduleArb, type Fault, type Step } from '../helpers/chaosSchedule.js';
 import { useCluster } from '../helpers/clusterProcs.js';
 import { acceptableFinal, startTraffic, tally, unclean503 } from '../helpers/clusterTraffic.js';
 import { assertLedger } from '../helpers/orderLedger.js';
+import { startRoundRobin, type RoundRobin } from '../helpers/roundRobin.js';
 import { until } from '../helpers/until.js';
 
 const MINUTES = Number(process.env.CHAOS_MINUTES ?? 10);
@@ -21,6 +29,32 @@ const SEED = process.env.CHAOS_SEED === undefined ? undefined : Number(process.e
 const LEASE_MS = 1_500;
 const env = useCluster({ leaseMs: LEASE_MS, ownPostgres: true });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The longest interval between consecutive times (ms), 0 for fewer than two: from the traffic's
+ *  start, through each accepted order's answer, to its stop, the longest an account went without one. */
+const longestGap = (ts: number[]) => ts.sort((a, b) => a - b).reduce((m, t, i) => (i ? Math.max(m, t - ts[i - 1]!) : m), 0);
+
+/** The load balancer the streams connect through: each connection to the next running node. */
+let balancer: RoundRobin | undefined;
+afterAll(async () => balancer?.close());
+
+/** The SDK's stream of an account through the balancer, from its first snapshot on: the TRADE of each
+ *  order (the comment is its clientOrderId), and when it said continuity was lost (resync). */
+async function watchTrades(acct: { id: string; key: string }) {
+  balancer ??= await startRoundRobin(() => env.cluster.running().map((n) => n.port));
+  const stream = new TagwClient({ baseUrl: balancer.url, apiKey: acct.key, WebSocket }).stream(acct.id);
+  const trades = new Map<string, number>();
+  const resyncs: number[] = [];
+  const errors: string[] = [];
+  let ready!: () => void;
+  const snapshot = new Promise<void>((r) => (ready = r));
+  stream.on('POSITIONS', () => ready());
+  stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
+  stream.onEvent('resync', () => resyncs.push(Date.now()));
+  stream.onEvent('error', (e) => errors.push(e.message));
+  await until(() => Promise.race([snapshot.then(() => true), sleep(100).then(() => false)]), 'the stream\'s first snapshot', 30_000);
+  resyncs.length = 0;
+  return { stream, trades, resyncs, errors };
+}
 
 async function carryOut(f: Fault): Promise<void> {
   const { cluster, engines } = env;
@@ -54,7 +88,7 @@ async function carryOut(f: Fault): Promise<void> {
 
 describe('chaos', () => {
   it(`random fault schedules for ${MINUTES} min: nothing doubled, nothing answered 200 lost, only clean 503s, every schedule recovered from`, async () => {
-    const totals = { schedules: 0, faults: 0, attempts: 0, orders: 0, accepted: 0, uncertain: 0, unavailable: 0 };
+    const totals = { schedules: 0, faults: 0, attempts: 0, orders: 0, accepted: 0, uncertain: 0, unavailable: 0, streamTrades: 0, streamReconnects: 0, streamResyncs: 0, longestStallMs: 0 };
     // One schedule per fast-check run, each under a seed of its own (printed first): the loop stops
     // starting schedules at the deadline and never leaves one running (fast-check's time limits
     // would abandon a running one, still faulting the cluster as it is torn down). A failure is
@@ -68,7 +102,10 @@ describe('chaos', () => {
         const ids = env.cluster.nodes.map((n) => n.id);
         console.log(`schedule ${round} (CHAOS_SEED=${seed}):\n  ${steps.map((s) => describeStep(s, ids)).join('\n  ')}`);
         const accounts = [await env.cluster.account(), await env.cluster.account()];
+        const watched = await watchTrades(accounts[0]!);
+        const started = Date.now();
         const traffic = accounts.map((a, i) => startTraffic(env.cluster, a, { tag: `r${round}-${i}`, clients: 2, pauseMs: 150 }));
+        let stopped = 0;
         try {
           for (const s of steps) {
             await Promise.all([carryOut(s.fault), s.also ? sleep(s.alsoAfterMs ?? 0).then(() => carryOut(s.also!)) : undefined]);
@@ -80,7 +117,20 @@ describe('chaos', () => {
             `orders accepted again after schedule ${round} (${traffic.map((t) => tally(t.log.filter((a) => a.sentAt >= after))).join(' | ')})`, 60_000);
         } finally {
           await Promise.all(traffic.map((t) => t.stop()));
+          stopped = Date.now();
         }
+        // The stream: every order accepted on the watched account delivered as one TRADE, once (the
+        // SDK resumes across the faults); after a resync (continuity lost, snapshots follow) only the
+        // orders sent after it must be.
+        const accepted = traffic[0]!.finals.filter((a) => a.status === 200);
+        const owed = () => accepted.filter((a) => a.sentAt > (watched.resyncs.at(-1) ?? 0) && !watched.trades.has(a.clientOrderId));
+        try {
+          await until(() => owed().length === 0 || watched.errors.length > 0, `schedule ${round}: the TRADEs of the accepted orders on the stream (missing: ${owed().map((a) => a.clientOrderId).slice(0, 5).join(', ')}; reconnects ${watched.stream.reconnects})`, 30_000);
+        } finally {
+          watched.stream.close();
+        }
+        expect(watched.errors, `schedule ${round}: the stream ended`).toStrictEqual([]);
+        expect([...watched.trades].filter(([, n]) => n > 1), `schedule ${round}: TRADEs delivered twice`).toStrictEqual([]);
         for (const [i, a] of accounts.entries()) {
           const t = traffic[i]!;
           // Each id at most once at the broker, every 200 there under its ticket, nothing no client sent.
@@ -88,14 +138,25 @@ describe('chaos', () => {
           expect(t.finals.filter((x) => !acceptableFinal(x)), `schedule ${round}: final answers other than 200 or 409 IDEMPOTENCY_UNCERTAIN`).toStrictEqual([]);
           expect(t.log.map(unclean503).filter(Boolean), `schedule ${round}: unclean 503s`).toStrictEqual([]);
         }
+        // CHAOS_DEBUG=1: every attempt (id@node:status, sent at, ms to the answer) and each node's log
+        // in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
+        if (process.env.CHAOS_DEBUG) {
+          for (const n of env.cluster.nodes) writeFileSync(join(tmpdir(), `tagw-chaos-${n.id}.log`), n.proc.output());
+          for (const t of traffic) console.log(t.log.map((x) => `${x.clientOrderId}@${x.node}:${x.status} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
+        }
         const logs = traffic.flatMap((t) => t.log);
         const finals = traffic.flatMap((t) => t.finals);
         const sum = {
           schedule: round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), attempts: logs.length, orders: finals.length, accepted: finals.filter((a) => a.status === 200).length,
           uncertain: finals.filter((a) => a.status === 409).length, unavailable: logs.filter((a) => a.status === 503 || a.status === 'refused').length,
+          acceptedPerAccount: traffic.map((t) => t.finals.filter((x) => x.status === 200).length),
+          // What the faults cost a client: the longest time an account went without an order accepted.
+          longestStallMs: Math.max(...traffic.map((t) => longestGap([started, ...t.finals.filter((x) => x.status === 200).map((x) => x.answeredAt), stopped]))),
+          streamTrades: watched.trades.size, streamReconnects: watched.stream.reconnects, streamResyncs: watched.resyncs.length,
         };
         totals.schedules++;
-        for (const k of ['faults', 'attempts', 'orders', 'accepted', 'uncertain', 'unavailable'] as const) totals[k] += sum[k];
+        for (const k of ['faults', 'attempts', 'orders', 'accepted', 'uncertain', 'unavailable', 'streamTrades', 'streamReconnects', 'streamResyncs'] as const) totals[k] += sum[k];
+        totals.longestStallMs = Math.max(totals.longestStallMs, sum.longestStallMs);
         console.log(JSON.stringify(sum));
       }), { numRuns: 1, seed, endOnFailure: true });
     }
