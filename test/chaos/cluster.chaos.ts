@@ -6,8 +6,8 @@
 // of one of them follows through a round-robin balancer. After each schedule, once orders are
 // accepted again: the checker over the whole history (every clientOrderId at most once at the
 // broker, every 200 there), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every 503 a JSON
-// error with retry-after, and on the stream every accepted order's TRADE once (after a resync:
-// those sent since). The issue's scenarios (test/integration/cluster-scenarios-*)
+// error with retry-after, no request left without an answer until the client's timeout, and on the
+// stream every accepted order's TRADE once (after a resync: those sent since). The issue's scenarios (test/integration/cluster-scenarios-*)
 // each fix one fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
 import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
@@ -27,6 +27,8 @@ const MINUTES = Number(process.env.CHAOS_MINUTES ?? 10);
 if (!(MINUTES >= 0)) throw new Error(`CHAOS_MINUTES=${process.env.CHAOS_MINUTES}: a number of minutes (0: one schedule)`);
 const SEED = process.env.CHAOS_SEED === undefined ? undefined : Number(process.env.CHAOS_SEED);
 const LEASE_MS = 1_500;
+/** An attempt with no answer this long hung (orderVia gives up at 20 s). */
+const HUNG_MS = 19_000;
 const env = useCluster({ leaseMs: LEASE_MS, ownPostgres: true });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The longest interval between consecutive times (ms), 0 for fewer than two: from the traffic's
@@ -137,6 +139,10 @@ describe('chaos', () => {
           assertLedger(t.log, await env.cluster.brokerOrders(a.login));
           expect(t.finals.filter((x) => !acceptableFinal(x)), `schedule ${round}: final answers other than 200 or 409 IDEMPOTENCY_UNCERTAIN`).toStrictEqual([]);
           expect(t.log.map(unclean503).filter(Boolean), `schedule ${round}: unclean 503s`).toStrictEqual([]);
+          // Every request answered (or its connection ended) before the client's 20 s timeout: a node
+          // frozen by the schedule answers when it wakes (two leases at most); none may just hang.
+          expect(t.log.filter((x) => x.status === 'refused' && x.answeredAt - x.sentAt >= HUNG_MS).map((x) => `${x.clientOrderId}@${x.node} ${new Date(x.sentAt).toISOString()}`),
+            `schedule ${round}: requests that got no answer for ${HUNG_MS / 1000} s`).toStrictEqual([]);
         }
         // CHAOS_DEBUG=1: every attempt (id@node:status, sent at, ms to the answer) and each node's log
         // in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
