@@ -115,8 +115,11 @@ describe('chaos', () => {
           }
           // Recovered by itself: orders sent from now on are accepted again on both accounts.
           const after = Date.now();
-          await until(() => traffic.every((t) => t.log.some((a) => a.status === 200 && a.sentAt >= after)),
-            `orders accepted again after schedule ${round} (${traffic.map((t) => tally(t.log.filter((a) => a.sentAt >= after))).join(' | ')})`, 60_000);
+          await until(() => traffic.every((t) => t.log.some((a) => a.status === 200 && a.sentAt >= after)), `orders accepted again after schedule ${round}`, 60_000)
+            .catch((err: Error) => {
+              // What the clients got since (the message is made now, not when the wait began).
+              throw new Error(`${err.message}; attempts since, per account: ${traffic.map((t) => tally(t.log.filter((a) => a.sentAt >= after)) || 'none answered').join(' | ')}`);
+            });
         } finally {
           await Promise.all(traffic.map((t) => t.stop()));
           stopped = Date.now();

@@ -127,6 +127,9 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
     const { owner, others } = await env.cluster.roles(acct.id);
     const via = env.cluster.node(others[0]!);
     const proxy = proxies.get(via.id.slice(-1))!;
+    // Both links back from the cuts of the tests before (a call to an owner not subscribed yet would
+    // find nobody, and its "no responders" would be dropped below like the reply).
+    for (const n of [owner, via.id]) await until(async () => (await readyz(env.cluster.node(n))).body.cluster?.nats === true, `${n}'s NATS link`, CEILING_MS);
     let forwarded = false;
     let seen!: () => void;
     const reached = new Promise<void>((r) => { seen = r; });
