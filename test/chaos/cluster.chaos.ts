@@ -51,11 +51,15 @@ async function watchTrades(acct: { id: string; key: string }) {
   const snapshot = new Promise<void>((r) => (ready = r));
   stream.on('POSITIONS', () => ready());
   stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
+  // For CHAOS_DEBUG: each frame's type and seq (a TRADE's order id too), and the socket's states.
+  const frames: string[] = [];
+  stream.on('*', (f) => frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${new Date().toISOString().slice(11, 23)}`));
+  stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${new Date().toISOString().slice(11, 23)}`));
   stream.onEvent('resync', () => resyncs.push(Date.now()));
   stream.onEvent('error', (e) => errors.push(e.message));
   await until(() => Promise.race([snapshot.then(() => true), sleep(100).then(() => false)]), 'the stream\'s first snapshot', 30_000);
   resyncs.length = 0;
-  return { stream, trades, resyncs, errors };
+  return { stream, trades, resyncs, errors, frames };
 }
 
 async function carryOut(f: Fault): Promise<void> {
@@ -127,6 +131,13 @@ describe('chaos', () => {
           await Promise.all(traffic.map((t) => t.stop()));
           stopped = Date.now();
         }
+        // CHAOS_DEBUG=1: every attempt (id@node:status, sent at, ms to the answer) and each node's log
+        // in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
+        if (process.env.CHAOS_DEBUG) {
+          for (const n of env.cluster.nodes) writeFileSync(join(tmpdir(), `tagw-chaos-${n.id}.log`), n.proc.output());
+          console.log(`stream frames: ${watched.frames.join(' ')}`);
+          for (const t of traffic) console.log(t.log.map((x) => `${x.clientOrderId}@${x.node}:${x.status} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
+        }
         // The stream: every order accepted on the watched account delivered as one TRADE, once (the
         // SDK resumes across the faults); after a resync (continuity lost, snapshots follow) only the
         // orders sent after it must be.
@@ -149,12 +160,6 @@ describe('chaos', () => {
           // frozen by the schedule answers when it wakes (two leases at most); none may just hang.
           expect(t.log.filter((x) => x.status === 'refused' && x.answeredAt - x.sentAt >= HUNG_MS).map((x) => `${x.clientOrderId}@${x.node} ${new Date(x.sentAt).toISOString()}`),
             `schedule ${round}: requests that got no answer for ${HUNG_MS / 1000} s`).toStrictEqual([]);
-        }
-        // CHAOS_DEBUG=1: every attempt (id@node:status, sent at, ms to the answer) and each node's log
-        // in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
-        if (process.env.CHAOS_DEBUG) {
-          for (const n of env.cluster.nodes) writeFileSync(join(tmpdir(), `tagw-chaos-${n.id}.log`), n.proc.output());
-          for (const t of traffic) console.log(t.log.map((x) => `${x.clientOrderId}@${x.node}:${x.status} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
         }
         const logs = traffic.flatMap((t) => t.log);
         const finals = traffic.flatMap((t) => t.finals);
