@@ -67,7 +67,7 @@ export interface LeaseKeeperOptions {
    *  not (it could serve no forwarded call). Without it: no NATS state is written or read. */
   nats?: { up(): boolean; stepDownMs: number };
   /** This node's figures since its start, written with each heartbeat so that every node's status
-   *  shows them (leases.ts NodeCounters). Without it: NULL. */
+   *  shows them (nodeCounters.ts). Without it: NULL. */
   counters?: () => NodeCounters | undefined;
 }
 

@@ -115,7 +115,7 @@ export async function newIncarnation(q: Queryable): Promise<number> {
   return r.rows[0]!.n;
 }
 
-/** The node row's update by a process (its incarnation, placeholder `$inc`; its NATS link, `$nats`,
+/** The node row's update by a process (its incarnation, placeholder `$inc`; its NATS link, `$nats`, and its counters, `$counters`,
  *  else NULL), refused when a newer process of the same NODE_ID wrote it (incarnations only grow).
  *  $1 node, $2 url. */
 const nodeUpsert = (inc: number, nats?: number, counters?: number) => `INSERT INTO cluster_nodes (node_id, url, heartbeat_at, incarnation, nats_up, counters)
