@@ -78,13 +78,19 @@ export class CallForwarder {
     this.inbox = new ReplyInbox<Forwarded>(opts.link.nc, opts.now);
     // NATS dropped with calls in flight: their replies may come after the reconnect, or be lost (the
     // request or the reply inside a nats-server that restarted, or sent before this node subscribed
-    // its inbox again). Still down after the owner wait: 503. Back sooner: the owner wait from the
-    // reconnect for the reply, then 503 (the owner is alive and answers liveness, so nothing else
-    // would end a call whose reply is gone before its 31 s bound; found by `npm run chaos`).
+    // its inbox again). Still down after the owner wait: 503. Back sooner: a call that may run again
+    // (a read, an order with a clientOrderId: moves.ts) goes to its owner again at once, which
+    // replays it, waits for it or runs it if the first never arrived; the others get the owner wait
+    // from the reconnect for their reply, then 503 (the owner is alive and answers liveness, so
+    // nothing else would end a call whose reply is gone before its 31 s bound; found by `npm run chaos`).
     this.offStatus = opts.link.onStatus((up) => {
       if (up) {
         const crossed = this.inbox.waitingIds((f) => f.crossed === true);
         if (crossed.length === 0) return;
+        this.inbox.waitingIds((f) => {
+          if (f.crossed) f.moved?.();
+          return false;
+        });
         setTimeout(() => {
           this.inbox.abort(crossed, (f) => this.opts.unavailable(`the connection to the cluster's messaging (NATS) dropped while ${f.op} was at the owner, and no answer came within the owner wait after it was back; its outcome is unknown`));
         }, opts.ownerWaitMs).unref();
