@@ -41,6 +41,9 @@ export interface StreamDelivery {
   resync(acc: AccountState): void;
 }
 
+/** Waits between the tries of a store JetStream did not take (STORE_RETRY_MS[attempt], then the last). */
+const STORE_RETRY_MS = [200, 400, 800, 1_600, 2_000] as const;
+
 /** After taking an account's role failed (every attempt), how long until it is taken again. */
 const ROLE_RETRY_MS = 3_000;
 
@@ -122,22 +125,46 @@ export class SharedAccounts {
   /** The owner's committed batches: stored in order, each sent once stored (never ahead of the history). */
   commit(batches: ReadonlyArray<[AccountState, HistoryEntry[]]>): void {
     const stores = batches.map(([acc, entries]) => {
-      if (acc.shared?.role !== 'owner') return Promise.resolve();
+      if (acc.shared?.role !== 'owner') return Promise.resolve(false);
       const deal = acc.deals.mark;
-      const epoch = acc.history.epoch;
-      return this.deps.shared.append(acc.id, entries.map((e) => ({ epoch, seq: e.seq, frame: e.frame, deal }))).catch((err: unknown) => {
-        // Live clients still get their frames (as on one node when the disk fails); other nodes may not.
-        this.deps.log.error('shared stream history write failed', { accountId: acc.id, err: errorMessage(err) });
-      });
+      return this.store(acc, acc.history.epoch, entries.map((e) => ({ epoch: acc.history.epoch, seq: e.seq, frame: e.frame, deal })));
     });
     const all = Promise.all(stores);
     const epochs = batches.map(([acc]) => acc.history.epoch);
-    this.chain = this.chain.then(() => all).then(() => {
+    this.chain = this.chain.then(() => all).then((stored) => {
       // Not into an epoch begun meanwhile (a rebound): its sockets have another numbering.
       batches.forEach(([acc, entries], i) => {
-        if (acc.history.epoch === epochs[i]) this.events.deliver(acc, entries);
+        if (stored[i] && acc.history.epoch === epochs[i]) this.events.deliver(acc, entries);
       });
     }).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
+  }
+
+  /**
+   * Stores an owner's frames, again after each failure (nats-server down, frozen or restarting:
+   * msg ids make a repeat harmless), until JetStream has them (true) or this node stops numbering the
+   * account's epoch (false: the next owner resyncs what they held). They were sent to this node's
+   * sockets after a failed store before: numbers no other node could replay, which a later owner then
+   * gave to other frames, or the deals in them again (`npm run chaos` saw a client get eleven TRADEs
+   * twice after a nats-server restart and a takeover). A frame too large for NATS never stores: sent
+   * all the same, as on one node when the disk fails.
+   */
+  private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1]): Promise<boolean> {
+    const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.owns(acc.id);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.deps.shared.append(acc.id, frames);
+        return true;
+      } catch (err) {
+        const message = errorMessage(err);
+        if (/payload/i.test(message)) {
+          this.deps.log.error('shared stream history write failed; sent to this node\'s sockets only', { accountId: acc.id, err: message });
+          return true;
+        }
+        if (attempt % 10 === 0) this.deps.log.warn('shared stream history write failed; retrying', { accountId: acc.id, attempt, err: message });
+        await new Promise((r) => setTimeout(r, STORE_RETRY_MS[Math.min(attempt, STORE_RETRY_MS.length - 1)]));
+        if (!numbering()) return false;
+      }
+    }
   }
 
   /** Runs `fn` once the batches committed so far are stored and delivered. */
