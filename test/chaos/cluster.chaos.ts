@@ -65,6 +65,21 @@ async function watchTrades(acct: { id: string; key: string }) {
   return { stream, trades, resyncs, errors, frames };
 }
 
+/** Starts a node again as a supervisor would: a start while PostgreSQL or NATS is away exits 1 by
+ *  design (docs/cluster.md, Failures), and is tried again until it runs (30 s at most). */
+async function relaunch(id: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await env.cluster.launch(id);
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(500);
+    }
+  }
+}
+
 async function carryOut(f: Fault): Promise<void> {
   const { cluster, engines } = env;
   const id = 'node' in f ? cluster.nodes[f.node]!.id : undefined;
@@ -72,7 +87,7 @@ async function carryOut(f: Fault): Promise<void> {
     case 'kill':
       await cluster.kill(id!);
       await sleep(f.downMs);
-      await cluster.launch(id!);
+      await relaunch(id!);
       return;
     case 'freeze':
       cluster.stop(id!);
@@ -81,7 +96,7 @@ async function carryOut(f: Fault): Promise<void> {
       return;
     case 'term':
       await cluster.term(id!);
-      await cluster.launch(id!);
+      await relaunch(id!);
       return;
     case 'natsRestart':
       return engines.nats.restart();
