@@ -124,14 +124,22 @@ export class SharedAccounts {
 
   /** The owner's committed batches: stored in order, each sent once stored (never ahead of the history). */
   commit(batches: ReadonlyArray<[AccountState, HistoryEntry[]]>): void {
-    const stores = batches.map(([acc, entries]) => {
-      if (acc.shared?.role !== 'owner') return Promise.resolve(false);
+    // Each batch's first store starts now (commits overlap, pipelined); one that failed is tried
+    // again in its turn in the chain, so an outage has one batch retrying, not every commit since.
+    const frames = batches.map(([acc, entries]) => {
       const deal = acc.deals.mark;
-      return this.store(acc, acc.history.epoch, entries.map((e) => ({ epoch: acc.history.epoch, seq: e.seq, frame: e.frame, deal })));
+      return entries.map((e) => ({ epoch: acc.history.epoch, seq: e.seq, frame: e.frame, deal }));
     });
-    const all = Promise.all(stores);
     const epochs = batches.map(([acc]) => acc.history.epoch);
-    this.chain = this.chain.then(() => all).then((stored) => {
+    const firsts = batches.map(([acc], i) => (acc.shared?.role !== 'owner' ? Promise.resolve(null)
+      : this.deps.shared.append(acc.id, frames[i]!).then(() => true, (err: unknown) => errorMessage(err))));
+    this.chain = this.chain.then(async () => {
+      const stored: boolean[] = [];
+      for (const [i, first] of (await Promise.all(firsts)).entries()) {
+        stored.push(first === true || (typeof first === 'string' && await this.store(batches[i]![0], epochs[i]!, frames[i]!, first)));
+      }
+      return stored;
+    }).then((stored) => {
       // Not into an epoch begun meanwhile (a rebound): its sockets have another numbering.
       batches.forEach(([acc, entries], i) => {
         if (stored[i] && acc.history.epoch === epochs[i]) this.events.deliver(acc, entries);
@@ -140,29 +148,30 @@ export class SharedAccounts {
   }
 
   /**
-   * Stores an owner's frames, again after each failure (nats-server down, frozen or restarting:
-   * msg ids make a repeat harmless), until JetStream has them (true) or this node stops numbering the
-   * account's epoch (false: the next owner resyncs what they held). They were sent to this node's
+   * After a failed first store (`firstError`), stores an owner's frames again and again (nats-server
+   * down, frozen or restarting: msg ids make a repeat harmless), until JetStream has them (true) or
+   * this node stops numbering the account's epoch (false: the next owner resyncs what they held). They were sent to this node's
    * sockets after a failed store before: numbers no other node could replay, which a later owner then
    * gave to other frames, or the deals in them again (`npm run chaos` saw a client get eleven TRADEs
    * twice after a nats-server restart and a takeover). A frame too large for NATS never stores: sent
    * all the same, as on one node when the disk fails.
    */
-  private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1]): Promise<boolean> {
+  private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1], firstError: string): Promise<boolean> {
     const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.owns(acc.id);
+    let message = firstError;
     for (let attempt = 0; ; attempt++) {
+      if (/payload/i.test(message)) {
+        this.deps.log.error('shared stream history write failed; sent to this node\'s sockets only', { accountId: acc.id, err: message });
+        return true;
+      }
+      if (attempt % 10 === 0) this.deps.log.warn('shared stream history write failed; retrying', { accountId: acc.id, attempt, err: message });
+      await new Promise((r) => setTimeout(r, STORE_RETRY_MS[Math.min(attempt, STORE_RETRY_MS.length - 1)]));
+      if (!numbering()) return false;
       try {
         await this.deps.shared.append(acc.id, frames);
         return true;
       } catch (err) {
-        const message = errorMessage(err);
-        if (/payload/i.test(message)) {
-          this.deps.log.error('shared stream history write failed; sent to this node\'s sockets only', { accountId: acc.id, err: message });
-          return true;
-        }
-        if (attempt % 10 === 0) this.deps.log.warn('shared stream history write failed; retrying', { accountId: acc.id, attempt, err: message });
-        await new Promise((r) => setTimeout(r, STORE_RETRY_MS[Math.min(attempt, STORE_RETRY_MS.length - 1)]));
-        if (!numbering()) return false;
+        message = errorMessage(err);
       }
     }
   }
