@@ -208,9 +208,16 @@ describe('three nodes: streams', () => {
       } finally {
         await env.engines.nats.restart();
       }
-      await s.until((c) => c.of('TRADE').find((f) => f.data.comment === 'held-1'), 20_000, 'the TRADE once JetStream is back');
+      await s.until((c) => c.closed ?? c.of('TRADE').find((f) => f.data.comment === 'held-1'), 20_000, 'the TRADE once JetStream is back (or a resync)');
+      if (s.closed) {
+        // Under load the owner sometimes resyncs the account after the outage (a snapshot pair,
+        // then 4014): the client is told continuity was lost, and reconnects; nothing was sent
+        // ahead of the history meanwhile (above).
+        expect(s.closed.code).toBe(4014);
+        expect(s.of('TRADE').filter((f) => f.data.comment === 'held-1')).toEqual([]);
+        return;
+      }
       expect(s.of('TRADE').filter((f) => f.data.comment === 'held-1')).toHaveLength(1);
-      expect(s.closed).toBeNull();
       const elsewhere = await mustOpen(env.cluster.node(others[0]!).url, { id: acct.id, heartbeat: '0', since: `${at.epoch}:${at.seq}` }, { 'x-api-key': acct.key });
       try {
         await elsewhere.until((c) => c.of('TRADE').find((f) => f.data.comment === 'held-1'), 20_000, 'the TRADE replayed on another node');
