@@ -42,7 +42,7 @@ export interface StreamDelivery {
 }
 
 /** Waits between the tries of a store JetStream did not take (STORE_RETRY_MS[attempt], then the last). */
-const STORE_RETRY_MS = [200, 400, 800, 1_600, 2_000] as const;
+const STORE_RETRY_MS = [100, 200, 400, 500] as const;
 
 /** After taking an account's role failed (every attempt), how long until it is taken again. */
 const ROLE_RETRY_MS = 3_000;
