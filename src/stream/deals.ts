@@ -40,14 +40,15 @@ export class DealLedger {
   /**
    * After a reconcile: the deals to carry, in broker order (time, then ticket), each once. `listed`:
    * the broker's deals from the mark's time on (read before `held` ended); `held`: live deals that
-   * arrived while the reconcile was under way (they may be listed too).
+   * arrived while the reconcile was under way (they may be listed too, or be carried already: a
+   * cluster's new owner, whose broker connection came up while the old owner's still got them).
    */
   missed(listed: readonly Deal[], held: readonly Deal[]): Deal[] {
-    // Deals are carried in broker order, so one listed before the mark was carried (its TRADE may be
-    // trimmed from the history since, and no longer remembered here).
+    // Deals are carried in broker order, so one before the mark was carried (its TRADE may be
+    // trimmed from the history since, and no longer remembered here), listed or live alike.
     const m = this.latest;
-    const later = listed.filter((d) => d.timeMsc > m.timeMsc || (d.timeMsc === m.timeMsc && d.ticket > m.ticket));
-    return [...later, ...held].sort(brokerOrder).filter((d) => this.take(d));
+    const later = (d: Deal) => d.timeMsc > m.timeMsc || (d.timeMsc === m.timeMsc && d.ticket > m.ticket);
+    return [...listed.filter(later), ...held.filter(later)].sort(brokerOrder).filter((d) => this.take(d));
   }
 
   private note(d: DealId): void {
