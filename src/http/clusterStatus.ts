@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { ClusterNode, ClusterStatus } from '../cluster/clusterNode.js';
 import type { NodeRow } from '../cluster/leases.js';
-import { nodeCounters } from '../cluster/nodeCounters.js';
+import { CallCounts, LeaseCounts, nodeCounters } from '../cluster/nodeCounters.js';
 import type { Metrics } from './metrics.js';
 
 export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): void {
@@ -25,19 +25,6 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
     return [[['forwarded'], r.forwarded], [['served'], r.served], [['unavailable'], r.unavailable], [['owner_wait'], r.ownerWaits]];
   }, 'Account calls between nodes: forwarded to the owner, served for another node, answered 503 (no owner reachable in time, or NATS down), waited for an owner.');
 }
-
-const LeaseCounts = z.object({
-  acquired: z.number().int().describe('Leases the node acquired since it started'),
-  handedOver: z.number().int().describe('Leases the node released to another node (a handover)'),
-  lost: z.number().int().describe('Leases the node lost (not renewed in time)'),
-  takeovers: z.number().int().describe('Accounts the node acquired that another node (or an earlier lease) had held'),
-});
-const CallCounts = z.object({
-  forwarded: z.number().int().describe('Account calls the node forwarded to their owner'),
-  served: z.number().int().describe('Account calls the node served for another node'),
-  unavailable: z.number().int().describe('Account calls answered 503 (no owner reachable in time, or NATS down)'),
-  ownerWaits: z.number().int().describe('Account calls that waited for an owner (a takeover)'),
-});
 
 export const ClusterStatusBody = z.object({
   nodeId: z.string(),
