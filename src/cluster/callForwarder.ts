@@ -85,12 +85,11 @@ export class CallForwarder {
     // nothing else would end a call whose reply is gone before its 31 s bound; found by `npm run chaos`).
     this.offStatus = opts.link.onStatus((up) => {
       if (up) {
-        const crossed = this.inbox.waitingIds((f) => f.crossed === true);
-        if (crossed.length === 0) return;
-        this.inbox.waitingIds((f) => {
+        const crossed = this.inbox.waitingIds((f) => {
           if (f.crossed) f.moved?.();
-          return false;
+          return f.crossed === true;
         });
+        if (crossed.length === 0) return;
         setTimeout(() => {
           this.inbox.abort(crossed, (f) => this.opts.unavailable(`the connection to the cluster's messaging (NATS) dropped while ${f.op} was at the owner, and no answer came within the owner wait after it was back; its outcome is unknown`));
         }, opts.ownerWaitMs).unref();
