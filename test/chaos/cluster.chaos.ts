@@ -20,7 +20,7 @@ import { describeStep, scheduleArb, type Fault, type Step } from '../helpers/cha
 import { useCluster } from '../helpers/clusterProcs.js';
 import { acceptableFinal, startTraffic, tally, unclean503 } from '../helpers/clusterTraffic.js';
 import { assertLedger } from '../helpers/orderLedger.js';
-import { startRoundRobin, type RoundRobin } from '../helpers/roundRobin.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 const MINUTES = Number(process.env.CHAOS_MINUTES ?? 10);
@@ -35,32 +35,48 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *  start, through each accepted order's answer, to its stop, the longest an account went without one. */
 const longestGap = (ts: number[]) => ts.sort((a, b) => a - b).reduce((m, t, i) => (i ? Math.max(m, t - ts[i - 1]!) : m), 0);
 
-/** The load balancer the streams connect through: each connection to the next running node. */
-let balancer: RoundRobin | undefined;
+/** The load balancer the streams connect through: each connection to the next running node (one
+ *  that went away meanwhile refuses it, and the client connects again). */
+let balancer: TcpProxy | undefined;
 afterAll(async () => balancer?.close());
+
+async function balancerUrl(): Promise<string> {
+  if (!balancer) {
+    let next = 0;
+    balancer = await startTcpProxy(env.cluster.nodes[0]!.port);
+    balancer.target(() => {
+      const live = env.cluster.running();
+      return (live[next++ % Math.max(1, live.length)] ?? env.cluster.nodes[0]!).port;
+    });
+  }
+  return balancer.url;
+}
+
+/** The time of day to the ms, for CHAOS_DEBUG's frame log. */
+const now = () => new Date().toISOString().slice(11, 23);
 
 /** The SDK's stream of an account through the balancer, from its first snapshot on: the TRADE of each
  *  order (the comment is its clientOrderId), and when it said continuity was lost (resync). */
 async function watchTrades(acct: { id: string; key: string }) {
-  balancer ??= await startRoundRobin(() => env.cluster.running().map((n) => n.port));
-  const stream = new TagwClient({ baseUrl: balancer.url, apiKey: acct.key, WebSocket }).stream(acct.id);
+  const stream = new TagwClient({ baseUrl: await balancerUrl(), apiKey: acct.key, WebSocket }).stream(acct.id);
   const trades = new Map<string, number>();
   const resyncs: number[] = [];
   const errors: string[] = [];
-  let ready!: () => void;
-  const snapshot = new Promise<void>((r) => (ready = r));
-  stream.on('POSITIONS', () => ready());
+  let snapshot = false;
+  stream.on('POSITIONS', () => {
+    snapshot = true;
+  });
   stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
   // For CHAOS_DEBUG: each frame's type and seq (a TRADE's order id too), and the socket's states.
   const frames: string[] = [];
-  stream.on('*', (f) => frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${new Date().toISOString().slice(11, 23)}`));
-  stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${new Date().toISOString().slice(11, 23)}`));
+  stream.on('*', (f) => frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${now()}`));
+  stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${now()}`));
   stream.onEvent('resync', (r) => {
     resyncs.push(Date.now());
-    frames.push(`RESYNC(${r.synthetic ? `sdk: ${r.reason ?? ''}` : 'recovered:false'})@${new Date().toISOString().slice(11, 23)}`);
+    frames.push(`RESYNC(${r.synthetic ? `sdk: ${r.reason ?? ''}` : 'recovered:false'})@${now()}`);
   });
   stream.onEvent('error', (e) => errors.push(e.message));
-  await until(() => Promise.race([snapshot.then(() => true), sleep(100).then(() => false)]), 'the stream\'s first snapshot', 30_000);
+  await until(() => snapshot, 'the stream\'s first snapshot', 30_000);
   resyncs.length = 0;
   return { stream, trades, resyncs, errors, frames };
 }

@@ -13,8 +13,9 @@ export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 
 export interface TcpProxy {
   url: string;
   port: number;
-  /** New connections go to this port from now on. */
-  target(port: number): void;
+  /** New connections go to this port from now on (a function: to the port it gives for each one, a
+   *  load balancer's choice). */
+  target(port: number | (() => number)): void;
   /** Current connections stop passing bytes (both ways) but stay open; new ones work. */
   stall(): void;
   /** Current connections are reset; 'end': the client side is closed after what already passed
@@ -26,7 +27,7 @@ export interface TcpProxy {
 }
 
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
-  let target = targetPort;
+  let target: number | (() => number) = targetPort;
   let watcher: ProxyWatcher | undefined;
   let conns = 0;
   /** ending: cut with 'end', the client side closes by itself once what passed has arrived. */
@@ -37,7 +38,7 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   /** Cut with 'end': closed with the proxy if the client keeps them open. */
   const ending = new Set<Pair>();
   const server: Server = createServer((a) => {
-    const b = connect(target, '127.0.0.1');
+    const b = connect(typeof target === 'function' ? target() : target, '127.0.0.1');
     const pair: Pair = { a, b, stalled: false, ending: false };
     const conn = ++conns;
     pairs.add(pair);
