@@ -126,11 +126,11 @@ export class SharedAccounts {
   commit(batches: ReadonlyArray<[AccountState, HistoryEntry[]]>): void {
     // Each batch's first store starts now (commits overlap, pipelined); one that failed is tried
     // again in its turn in the chain, so an outage has one batch retrying, not every commit since.
-    const frames = batches.map(([acc, entries]) => {
-      const deal = acc.deals.mark;
-      return entries.map((e) => ({ epoch: acc.history.epoch, seq: e.seq, frame: e.frame, deal }));
-    });
     const epochs = batches.map(([acc]) => acc.history.epoch);
+    const frames = batches.map(([acc, entries], i) => {
+      const deal = acc.deals.mark;
+      return entries.map((e) => ({ epoch: epochs[i]!, seq: e.seq, frame: e.frame, deal }));
+    });
     const firsts = batches.map(([acc], i) => (acc.shared?.role !== 'owner' ? Promise.resolve(null)
       : this.deps.shared.append(acc.id, frames[i]!).then(() => true, (err: unknown) => errorMessage(err))));
     this.chain = this.chain.then(async () => {
@@ -150,11 +150,11 @@ export class SharedAccounts {
   /**
    * After a failed first store (`firstError`), stores an owner's frames again and again (nats-server
    * down, frozen or restarting: msg ids make a repeat harmless), until JetStream has them (true) or
-   * this node stops numbering the account's epoch (false: the next owner resyncs what they held). They were sent to this node's
-   * sockets after a failed store before: numbers no other node could replay, which a later owner then
-   * gave to other frames, or the deals in them again (`npm run chaos` saw a client get eleven TRADEs
-   * twice after a nats-server restart and a takeover). A frame too large for NATS never stores: sent
-   * all the same, as on one node when the disk fails.
+   * this node stops numbering the account's epoch (false: the next owner resyncs what they held).
+   * They were sent to this node's sockets after a failed store before: numbers no other node could
+   * replay, which a later owner then gave to other frames, or the deals in them again (`npm run
+   * chaos` saw a client get eleven TRADEs twice after a nats-server restart and a takeover). A frame
+   * too large for NATS never stores: sent all the same, as on one node when the disk fails.
    */
   private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1], firstError: string): Promise<boolean> {
     const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.owns(acc.id);
