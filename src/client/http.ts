@@ -117,8 +117,7 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       let err: TagwError;
       try {
-        const res = await this.once(url, spec.method, headers, body);
-        const text = await res.text();
+        const { res, text } = await this.once(url, spec.method, headers, body);
         const parsed = parseJson(text);
         if (res.ok) {
           return { status: res.status, headers: res.headers, body: parsed as T, replay: res.headers.get('idempotent-replay') === 'true', tries: attempt + 1 };
@@ -138,12 +137,14 @@ export class Transport {
     }
   }
 
-  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<Response> {
+  /** One try, the answer's body read whole: the timeout bounds both (an answer whose body stops
+   *  halfway would otherwise hang the call). */
+  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<{ res: Response; text: string }> {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     try {
       const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal });
-      return res;
+      return { res, text: await res.text() };
     } finally {
       clearTimeout(timer);
     }

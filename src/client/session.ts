@@ -9,7 +9,7 @@ import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
 import { PROXY_OPERATIONS } from './routes.js';
 import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
-import { DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
 import type { Json, ProxyOperation, ProxyParams } from './types.js';
 
 type ProxyArgs<O extends ProxyOperation> = {} extends ProxyParams<O> ? [params?: ProxyParams<O>] : [params: ProxyParams<O>];
@@ -20,6 +20,8 @@ export interface GatewaySocketOptions {
   /** No frame for this long and the socket is replaced. Default 0 (off): /ws sends no heartbeats,
    *  so a quiet subscription would look dead; set it above your slowest subscription's interval. */
   silenceMs?: number;
+  /** An upgrade not answered within this long is given up and tried again. Default 10 s. */
+  connectTimeoutMs?: number;
   backoff?: Partial<BackoffOptions>;
 }
 
@@ -110,7 +112,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
     this.channel = new FrameChannel<KnownFrame, GatewaySocketEvents>(() => this.close());
     this.sock = new ReconnectingSocket(
-      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, ...(random ? { random } : {}) },
+      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
         url: async () => `${wsUrl(t.baseUrl)}/ws?${new URLSearchParams({ handle: this.session.handle, apiKey: t.apiKey ?? '' })}`,
         opened: () => undefined,

@@ -37,6 +37,9 @@ export interface SocketOptions {
   backoff: BackoffOptions;
   /** No frame at all for this long: the connection is taken as dead (a stall) and replaced. 0 = off. */
   silenceMs: number;
+  /** An upgrade not answered within this long (a frozen gateway, a black-holed route: TCP connects,
+   *  nothing comes back) is given up and tried again. */
+  connectTimeoutMs: number;
   random?: () => number;
 }
 
@@ -54,6 +57,7 @@ export class ReconnectingSocket {
   private stopped = false;
   private silenceTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private connectTimer: ReturnType<typeof setTimeout> | null = null;
   private lastFrameAt = 0;
   /** Times a connection was replaced (stall, close, gap): for tests and metrics. */
   reconnects = 0;
@@ -102,8 +106,15 @@ export class ReconnectingSocket {
     let everOpened = false;
     const sock = new this.o.WebSocket(url);
     this.sock = sock;
+    this.connectTimer = setTimeout(() => {
+      this.connectTimer = null;
+      if (this.sock !== sock || everOpened) return;
+      this.abandon(4000, 'upgrade not answered');
+      this.scheduleRetry(undefined, `no answer to the upgrade within ${this.o.connectTimeoutMs} ms`);
+    }, this.o.connectTimeoutMs);
     sock.onopen = () => {
       everOpened = true;
+      this.clearConnect();
       this.armSilence();
       this.h.state?.('open');
       this.h.opened((m) => sock.send(typeof m === 'string' ? m : JSON.stringify(m)));
@@ -119,6 +130,7 @@ export class ReconnectingSocket {
       if (this.sock !== sock) return;
       this.sock = null;
       this.clearSilence();
+      this.clearConnect();
       void this.afterClose(ev.code ?? 1006, ev.reason ?? '', everOpened);
     };
   }
@@ -150,6 +162,7 @@ export class ReconnectingSocket {
     const s = this.sock;
     this.sock = null;
     this.clearSilence();
+    this.clearConnect();
     if (!s) return;
     s.onopen = s.onmessage = s.onclose = null;
     s.onerror = () => undefined;
@@ -176,6 +189,11 @@ export class ReconnectingSocket {
       this.silenceTimer = setTimeout(check, this.o.silenceMs - quietFor);
     };
     this.silenceTimer = setTimeout(check, this.o.silenceMs);
+  }
+
+  private clearConnect(): void {
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
   }
 
   private clearSilence(): void {

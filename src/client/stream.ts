@@ -19,6 +19,8 @@ export interface StreamOptions {
   since?: string;
   /** No frame for this long (heartbeats come every 10 s) and the connection is replaced. Default 25 s. */
   heartbeatTimeoutMs?: number;
+  /** An upgrade not answered within this long is given up and tried again. Default 10 s. */
+  connectTimeoutMs?: number;
   backoff?: Partial<BackoffOptions>;
   /** A gap inside one epoch makes the SDK reconnect for the replay; after this many in a row
    *  without progress it gives up on the replay and signals recovered:false instead. Default 3. */
@@ -34,6 +36,7 @@ export type StreamEvents = {
 };
 
 export const DEFAULT_STREAM_BACKOFF: BackoffOptions = { baseMs: 200, maxMs: 5_000 };
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 export function wsUrl(baseUrl: string): string {
   return baseUrl.replace(/^http(s?):\/\//i, (_m, s: string) => `ws${s}://`);
@@ -60,7 +63,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
     this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close());
     this.socket = new ReconnectingSocket(
-      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.heartbeatTimeoutMs ?? 25_000, ...(random ? { random } : {}) },
+      { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.heartbeatTimeoutMs ?? 25_000, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
         url: async () => this.url(),
         opened: (send) => this.opened(send),
