@@ -58,16 +58,17 @@ function editDistance(a: string, b: string): number {
  * A query schema that refuses parameters it does not know: the answer is 400 INVALID_PARAMETER
  * naming them (see `queryError` in validation.ts), with the nearest known name. Used where an ignored
  * parameter changes what happens: every trading route (a misspelt `stopLoss` opened a position
- * without its stop-loss), the /v1/proxy operations and /news. Read routes stay lenient.
+ * without its stop-loss), the /v1/proxy operations and /news. Read routes stay lenient. `noun`: what
+ * the names are called in the message (the /v1/stream client messages have fields).
  */
-export function strictParams<S extends z.ZodRawShape>(shape: S) {
+export function strictParams<S extends z.ZodRawShape>(shape: S, noun = 'parameter') {
   const known = Object.keys(shape);
   return z.strictObject(shape, {
     error: (iss) => {
       if (iss.code !== 'unrecognized_keys') return undefined;
       return iss.keys.map((k) => {
         const near = closestName(k, known);
-        return `unknown parameter '${k}'${near ? ` (did you mean '${near}'?)` : ''}`;
+        return `unknown ${noun} '${k}'${near ? ` (did you mean '${near}'?)` : ''}`;
       }).join('; ');
     },
   });

@@ -12,6 +12,7 @@ import type { AccountEvents } from './accountEvents.js';
 import type { AccountStreams } from './accounts.js';
 import { parseSince, type StreamPosition } from './history.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
+import { strictParams } from '../http/schemas.js';
 import { marketFrame } from './frames.js';
 import type { Outbox } from './outbox.js';
 import type { QuoteTopic, Sock } from './state.js';
@@ -19,13 +20,16 @@ import type { Topics } from './topics.js';
 
 export const MAX_SYMBOLS_PER_SOCKET = 256;
 
-const ClientMessage = z.object({
+// Strict, as HTTP bodies and the /v1/proxy and /news queries are: a field the protocol does not know
+// (`timeFrame`, the spelling of /v1/proxy's PriceHistory) is an ERROR naming it, never a subscription
+// made without it.
+const ClientMessage = strictParams({
   action: z.enum(['subscribe', 'unsubscribe']),
   symbol: z.string().min(1).max(64).optional(),
   symbols: z.array(z.string().min(1).max(64)).min(1).max(MAX_SYMBOLS_PER_SOCKET).optional(),
   timeframe: z.union([z.string(), z.number()]).optional(),
   timeframes: z.array(z.union([z.string(), z.number()])).max(9).optional(),
-}).refine((m) => m.symbol !== undefined || m.symbols !== undefined, { message: "'symbol' (or 'symbols') is required" });
+}, 'field').refine((m) => m.symbol !== undefined || m.symbols !== undefined, { message: "'symbol' (or 'symbols') is required" });
 
 export interface ClientProtocolDeps { config: Config; shards: Shards; log: Logger }
 
@@ -80,7 +84,8 @@ export class ClientProtocol {
     const r = ClientMessage.safeParse(json);
     if (!r.success) {
       const why = r.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ');
-      this.out.errorFrame(sock, 'BAD_REQUEST', `${why}. Expected {"action":"subscribe"|"unsubscribe","symbol":"EURUSD","timeframe"?:"M1","timeframes"?:["M1","H1"]}`, json);
+      const unknownField = r.error.issues.some((i) => i.code === 'unrecognized_keys');
+      this.out.errorFrame(sock, unknownField ? 'INVALID_PARAMETER' : 'BAD_REQUEST', `${why}. Expected {"action":"subscribe"|"unsubscribe","symbol":"EURUSD","timeframe"?:"M1","timeframes"?:["M1","H1"]}`, json);
       return;
     }
     const m = r.data;

@@ -147,6 +147,23 @@ describe('quotes and subscriptions', () => {
     expect(answers[1]!.data).toEqual({ symbol: 'BTCUSD', timeframes: ['M1'] });
   });
 
+  it('a message with a field the protocol does not know is an ERROR naming it (and the nearest name), and does nothing', async () => {
+    // As HTTP bodies and the /v1/proxy and /news queries: `timeFrame` (the spelling of /v1/proxy's
+    // PriceHistory) must not become a subscription without candles.
+    const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    const n = c.frames.length;
+    c.send({ action: 'subscribe', symbol: 'BTCUSD', timeFrame: 'M1' });
+    c.send({ action: 'unsubscribe', symbol: 'BTCUSD' });
+    await c.until((x) => x.frames.slice(n).filter((f) => f.type === 'ERROR').length === 2, 8_000, 'two answers');
+    const answers = c.frames.slice(n).filter((f) => ['SUBSCRIBED', 'UNSUBSCRIBED', 'ERROR'].includes(f.type));
+    expect(answers.map((f) => f.type)).toEqual(['ERROR', 'ERROR']);
+    expect(answers[0]!.data).toMatchObject({ error: 'INVALID_PARAMETER', request: { action: 'subscribe', symbol: 'BTCUSD', timeFrame: 'M1' } });
+    expect(answers[0]!.data.message).toContain("unknown field 'timeFrame' (did you mean 'timeframe'?)");
+    // Nothing was subscribed: the unsubscribe finds nothing.
+    expect(answers[1]!.data.message).toContain('not subscribed to BTCUSD');
+    expect(c.of('QUOTE')).toHaveLength(0);
+  });
+
   it('bad client messages get ERROR frames and the socket stays open', async () => {
     const c = await open({ id: p5, apiKey: key, heartbeat: '0' });
     const errors = async (msg: unknown) => {
