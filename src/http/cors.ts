@@ -10,13 +10,16 @@
 import type { HttpRequest } from 'uWebSockets.js';
 import { apiError } from '../errors.js';
 
-/** Request headers a browser page may send (the preflight's Access-Control-Allow-Headers). */
-export const CORS_ALLOW_HEADERS = 'x-api-key, authorization, idempotency-key, content-type, x-request-id';
+/** Request headers a browser page may send (the preflight's Access-Control-Allow-Headers): every
+ *  header the API reads from a client, the management key's own (SPEC §5.8) included. */
+export const CORS_ALLOW_HEADERS = 'x-api-key, authorization, x-management-key, idempotency-key, content-type, x-request-id';
 
 /** Response headers a page may read besides the CORS-safelisted ones: idempotent replays, throttles,
- *  the per-key rate limit's fields (src/auth/keyRateLimit.ts) and the request id (src/http/requestId.ts). */
+ *  the per-key rate limit's fields (src/auth/keyRateLimit.ts), the request id (src/http/requestId.ts)
+ *  and where /news found its events (src/http/routes/news.ts). */
 export const CORS_EXPOSE_HEADERS = [
   'idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'x-request-id',
+  'x-calendar-source',
 ].join(', ');
 
 /** How long a browser may cache a preflight answer (seconds; Chromium caps it at 7200). */

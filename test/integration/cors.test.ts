@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, parseConfig } from '../../src/config.js';
 import { websocketOriginAllowed, CorsPolicy } from '../../src/http/cors.js';
+import { HEADER_NAMES } from '../../src/http/request.js';
 import { parseOrigins } from '../../src/util/origins.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -52,6 +53,14 @@ describe('CORS_ORIGINS parsing', () => {
   });
 });
 
+/** Every header an answer carries beyond the CORS-safelisted ones is readable by the page. */
+function expectAllReadable(headers: Headers): void {
+  const exposed = (headers.get('access-control-expose-headers') ?? '').split(', ');
+  const safelisted = new Set(['cache-control', 'content-language', 'content-length', 'content-type', 'expires', 'last-modified', 'pragma']);
+  const cors = (h: string) => h.startsWith('access-control-') || h === 'vary' || h === 'date' || h === 'connection' || h === 'keep-alive' || h === 'uwebsockets';
+  for (const h of headers.keys()) if (!safelisted.has(h) && !cors(h)) expect(exposed, h).toContain(h);
+}
+
 describe('CORS with an allowlist', () => {
   let t: TestGateway;
   beforeAll(async () => {
@@ -67,7 +76,7 @@ describe('CORS with an allowlist', () => {
     expect(r.text).toBe('');
     expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     expect(r.headers.get('access-control-allow-methods')).toBe('GET, OPTIONS');
-    expect(r.headers.get('access-control-allow-headers')).toBe('x-api-key, authorization, idempotency-key, content-type, x-request-id');
+    expect(r.headers.get('access-control-allow-headers')).toBe('x-api-key, authorization, x-management-key, idempotency-key, content-type, x-request-id');
     expect(r.headers.get('access-control-max-age')).toBe('600');
     expect(r.headers.get('vary')).toMatch(/origin/i);
     expect(r.headers.get('allow')).toBe('GET, OPTIONS');
@@ -102,10 +111,7 @@ describe('CORS with an allowlist', () => {
     expect(r.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     const exposed = r.headers.get('access-control-expose-headers') ?? '';
     for (const h of ['idempotent-replay', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'x-request-id']) expect(exposed).toContain(h);
-    // Every header the answer carries beyond the safelisted ones is readable by the page.
-    const safelisted = new Set(['cache-control', 'content-language', 'content-length', 'content-type', 'expires', 'last-modified', 'pragma']);
-    const cors = (h: string) => h.startsWith('access-control-') || h === 'vary' || h === 'date' || h === 'connection' || h === 'keep-alive' || h === 'uwebsockets';
-    for (const h of r.headers.keys()) if (!safelisted.has(h) && !cors(h)) expect(exposed, h).toContain(h);
+    expectAllReadable(r.headers);
     const ok = await t.req('GET', '/healthz', { headers: { origin: 'https://other-allowed.example' } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://other-allowed.example');
@@ -115,6 +121,23 @@ describe('CORS with an allowlist', () => {
     const seat = await t.req('POST', '/v1/seats', { headers: { origin: ALLOWED, authorization: `Bearer ${t.managementKey}` }, body: {} });
     expect(seat.status).toBe(201);
     expect(seat.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+  });
+
+  it('lets a page send every header the API reads (x-management-key too, SPEC §5.8) and read every header /news answers with', async () => {
+    const pre = await t.req('OPTIONS', '/v1/seats', {
+      headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-management-key, content-type' },
+    });
+    expect(pre.status).toBe(204);
+    const allowed = (pre.headers.get('access-control-allow-headers') ?? '').split(', ');
+    // The headers handlers read (HEADER_NAMES; content-length is the browser's own), and the body's type.
+    for (const h of [...HEADER_NAMES.filter((x) => x !== 'content-length'), 'content-type']) expect(allowed, h).toContain(h);
+    const seat = await t.req('POST', '/v1/seats', { headers: { origin: ALLOWED, 'x-management-key': t.managementKey }, body: {} });
+    expect(seat.status).toBe(201);
+    const key = (await t.req('POST', '/v1/keys', { headers: { 'x-management-key': t.managementKey }, body: { label: 'news' } })).body.key as string;
+    const news = await t.req('GET', '/news', { headers: { origin: ALLOWED, 'x-api-key': key } });
+    expect(news.status).toBe(200);
+    expect(news.headers.get('x-calendar-source')).toBeTruthy();
+    expectAllReadable(news.headers);
   });
 
   it("exposes every header of a per-key rate limit's 429", async () => {
