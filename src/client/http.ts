@@ -24,6 +24,10 @@ export interface TransportOptions {
   retry?: Partial<RetryOptions> | undefined;
   /** Per try, ms (default 30 s). A timed-out try counts as "no answer". */
   timeoutMs?: number | undefined;
+  /** Where a socket's upgrade carries the API key: 'header' (x-api-key, out of URLs that proxies
+   *  and access logs keep) where the WebSocket can send headers (Node: `ws`, undici), 'query'
+   *  (`?apiKey=`) where it cannot (a browser's). Default: 'header' on Node, 'query' elsewhere. */
+  webSocketKey?: 'header' | 'query' | undefined;
   random?: (() => number) | undefined;
   sleep?: ((ms: number) => Promise<void>) | undefined;
   now?: (() => number) | undefined;
@@ -66,8 +70,23 @@ export function encodeQuery(q: Record<string, QueryValue> | undefined): string {
 
 const sleepReal = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Node (and runtimes that copy its `process.versions.node`): its WebSockets take headers. */
+function onNode(): boolean {
+  return typeof (globalThis as { process?: { versions?: { node?: unknown } } }).process?.versions?.node === 'string';
+}
+
+/** How a socket's upgrade carries the API key: query parameters to add, or headers to send. */
+export interface SocketAuth {
+  query: Record<string, string>;
+  headers?: Record<string, string>;
+}
+
 export class Transport {
   readonly baseUrl: string;
+  // Private (#): the keys are in no property that inspecting or serializing the client shows.
+  readonly #apiKey: string | undefined;
+  readonly #managementKey: string | undefined;
+  private readonly webSocketKey: 'header' | 'query';
   private readonly retry: RetryOptions;
   private readonly fetchFn: typeof globalThis.fetch;
   private readonly random: () => number;
@@ -75,8 +94,11 @@ export class Transport {
   private readonly now: () => number;
   private readonly timeoutMs: number;
 
-  constructor(private readonly o: TransportOptions) {
+  constructor(o: TransportOptions) {
     this.baseUrl = o.baseUrl.replace(/\/+$/, '');
+    this.#apiKey = o.apiKey;
+    this.#managementKey = o.managementKey;
+    this.webSocketKey = o.webSocketKey ?? (onNode() ? 'header' : 'query');
     this.retry = { ...DEFAULT_RETRY, ...o.retry };
     // Bound: a detached `fetch` throws "Illegal invocation" in browsers.
     this.fetchFn = o.fetch ?? globalThis.fetch.bind(globalThis);
@@ -86,18 +108,21 @@ export class Transport {
     this.timeoutMs = o.timeoutMs ?? 30_000;
   }
 
-  get apiKey(): string | undefined {
-    return this.o.apiKey;
+  /** The API key for a socket's upgrade (`webSocketKey`). */
+  socketAuth(): SocketAuth {
+    const key = this.#apiKey;
+    if (!key) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'a socket needs an API key: new TagwClient({ apiKey })' });
+    return this.webSocketKey === 'header' ? { query: {}, headers: { 'x-api-key': key } } : { query: { apiKey: key } };
   }
 
   headers(auth: Auth): Record<string, string> {
     if (auth === 'api') {
-      if (!this.o.apiKey) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'this call needs an API key: new TagwClient({ apiKey })' });
-      return { 'x-api-key': this.o.apiKey };
+      if (!this.#apiKey) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'this call needs an API key: new TagwClient({ apiKey })' });
+      return { 'x-api-key': this.#apiKey };
     }
     if (auth === 'management') {
-      if (!this.o.managementKey) throw new TagwError({ code: 'MANAGEMENT_KEY_REQUIRED', status: 0, message: 'this call needs the management key: new TagwClient({ managementKey })' });
-      return { authorization: `Bearer ${this.o.managementKey}` };
+      if (!this.#managementKey) throw new TagwError({ code: 'MANAGEMENT_KEY_REQUIRED', status: 0, message: 'this call needs the management key: new TagwClient({ managementKey })' });
+      return { authorization: `Bearer ${this.#managementKey}` };
     }
     return {};
   }

@@ -114,7 +114,10 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
     this.sock = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
-        url: async () => `${wsUrl(t.baseUrl)}/ws?${new URLSearchParams({ handle: this.session.handle, apiKey: t.apiKey ?? '' })}`,
+        url: async () => {
+          const auth = t.socketAuth();
+          return { url: `${wsUrl(t.baseUrl)}/ws?${new URLSearchParams({ handle: this.session.handle, ...auth.query })}`, headers: auth.headers };
+        },
         opened: () => undefined,
         frame: (text) => {
           try {

@@ -18,13 +18,21 @@ export interface WebSocketLike {
   onclose: ((ev: any) => void) | null;
   onerror: ((ev: any) => void) | null;
 }
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+/** The browser's WebSocket, or one that also takes `{ headers }` as its second argument (`ws`, undici's):
+ *  the SDK passes that only when the client sends the key as a header (`webSocketKey`). */
+export type WebSocketConstructor = new (url: string, options?: any) => WebSocketLike;
+
+/** Where the next attempt goes, and the headers of its upgrade (the API key, when it goes as one). */
+export interface SocketTarget {
+  url: string;
+  headers?: Record<string, string> | undefined;
+}
 
 export type SocketState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface SocketHooks {
   /** The URL of the next attempt (it may carry a resume position); a throw ends the socket. */
-  url(): Promise<string>;
+  url(): Promise<SocketTarget>;
   opened(send: (msg: unknown) => void): void;
   frame(text: string): void;
   /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix. */
@@ -95,16 +103,16 @@ export class ReconnectingSocket {
   private async open(): Promise<void> {
     if (this.stopped) return;
     this.h.state?.('connecting');
-    let url: string;
+    let target: SocketTarget;
     try {
-      url = await this.h.url();
+      target = await this.h.url();
     } catch {
       this.close();
       return;
     }
     if (this.stopped) return;
     let everOpened = false;
-    const sock = new this.o.WebSocket(url);
+    const sock = target.headers ? new this.o.WebSocket(target.url, { headers: target.headers }) : new this.o.WebSocket(target.url);
     this.sock = sock;
     this.connectTimer = setTimeout(() => {
       this.connectTimer = null;

@@ -8,7 +8,7 @@ import { finalRefusalOf, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
-import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
+import { CLOSE, ReconnectingSocket, type SocketState, type SocketTarget, type WebSocketConstructor } from './socket.js';
 
 export interface StreamOptions {
   symbols?: readonly string[];
@@ -120,14 +120,13 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     return this.channel[Symbol.asyncIterator]();
   }
 
-  private url(): string {
-    const key = this.t.apiKey;
-    if (!key) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'the stream needs an API key' });
-    const q = new URLSearchParams({ id: this.accountId, apiKey: key });
+  private url(): SocketTarget {
+    const auth = this.t.socketAuth();
+    const q = new URLSearchParams({ id: this.accountId, ...auth.query });
     const since = this.cursor.since();
     if (since !== undefined) q.set('since', since);
     this.expectRebase = since === undefined;
-    return `${wsUrl(this.t.baseUrl)}/v1/stream?${q}`;
+    return { url: `${wsUrl(this.t.baseUrl)}/v1/stream?${q}`, headers: auth.headers };
   }
 
   private opened(send: (m: unknown) => void): void {
