@@ -1,6 +1,7 @@
 // Gateway session routes over real HTTP and WebSocket: broker accounts, handle lifecycle, rights,
 // restart survival, and pushes on /ws that start and stop with the Subscribe* operations.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { createCustomer } from '../../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
@@ -65,6 +66,40 @@ describe('session handle lifecycle', () => {
     expect(h2).not.toBe(h1);
     expect((await op(t, { ...a, handle: h2 }, 'AccountSummary')).status).toBe(200);
     expect((await op(t, a, 'AccountSummary')).status).toBe(404);
+  });
+
+  it('connects sent at once for one account open one session: every answer is the same handle (SPEC §3, no second session)', async () => {
+    const id = await brokerAccount(t, 'P5');
+    const key = await apiKey(t, id);
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => t.req('POST', '/v1/connect', {
+      headers: i % 2 ? { 'x-api-key': key } : mgmt(t.managementKey), body: { brokerAccountId: id },
+    })));
+    expect(answers.map((r) => r.status)).toEqual(Array(6).fill(200));
+    expect(new Set(answers.map((r) => r.body.handle)).size).toBe(1);
+  });
+
+  it('ClosedOrders lists the orders closed since this handle connected, not those closed under an earlier handle (SPEC §4.4)', async () => {
+    const a = await account(t, 'P5');
+    const roundTrip = async (h: Acct) => {
+      const buy = await op(t, h, 'OrderSendSafe', { symbol: 'BTCUSD', operation: 0, volume: 0.01 });
+      expect(buy.status, buy.text).toBe(200);
+      const close = await op(t, h, 'OrderCloseSafe', { ticket: buy.body.ticket, price: 0 });
+      expect(close.status, close.text).toBe(200);
+      return buy.body.ticket as number;
+    };
+    const closedUnder = async (h: Acct) => {
+      const r = await op(t, h, 'ClosedOrders');
+      expect(r.status, r.text).toBe(200);
+      return (r.body as Array<{ positionId: number }>).map((o) => o.positionId);
+    };
+    const first = await roundTrip(a);
+    expect(await closedUnder(a)).toContain(first);
+    expect((await op(t, a, 'Disconnect')).status).toBe(200);
+    const b: Acct = { ...a, handle: await connect(t, a.id) };
+    expect(await closedUnder(b)).toEqual([]);
+    const second = await roundTrip(b);
+    // The history orders of the position's round trip: the one that opened it and the one that closed it.
+    expect(await closedUnder(b)).toEqual([second, second]);
   });
 
   it('re-binding the account to a login of the other platform ends its session: no P5 dialect on a P4 account', async () => {
@@ -278,6 +313,46 @@ describe('/ws pushes', () => {
     // A new session starts without the old subscriptions.
     const h2 = await connect(t, a.id);
     expect((await op(t, { ...a, handle: h2 }, 'SubscribedSymbols')).body.symbols).toEqual([]);
+  });
+});
+
+describe('/ws and the failed-auth throttle', () => {
+  it('a 401 on a /ws upgrade counts toward the block of its IP (SPEC §7 rule 1); then 429 with retry-after, even for a good key (§8)', async () => {
+    const g = await startTestGateway({ authFailLimit: 3, authFailWindowMs: 60_000 });
+    try {
+      const a = await account(g, 'P5');
+      const refusal = (query: string, headers: Record<string, string> = {}) => new Promise<{ status: number; retryAfter: string | undefined; body: any }>((resolve, reject) => {
+        const ws = new WebSocket(`${g.url.replace('http', 'ws')}/ws?${query}`, { headers });
+        ws.once('unexpected-response', (_req, res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => {
+            resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] as string | undefined, body: JSON.parse(text) });
+            ws.terminate();
+          });
+        });
+        ws.once('open', () => {
+          ws.close();
+          reject(new Error('upgrade was accepted'));
+        });
+        ws.once('error', () => undefined);
+      });
+      // A stale handle is no bad key: 404, not counted.
+      for (let i = 0; i < 3; i++) expect((await refusal('handle=gwh_stale', { 'x-api-key': a.key })).status).toBe(404);
+      for (let i = 0; i < 3; i++) {
+        const r = await refusal(`handle=${a.handle}&apiKey=tagw_k_0000000000000000_bogus`);
+        expect(r.status).toBe(401);
+        expect(r.body.error).toBe('INVALID_API_KEY');
+      }
+      const blocked = await refusal(`handle=${a.handle}`, { 'x-api-key': a.key });
+      expect(blocked.status).toBe(429);
+      expect(blocked.body).toMatchObject({ error: 'AUTH_THROTTLED', message: 'too many failed auth attempts, slow down' });
+      expect(Number(blocked.retryAfter)).toBeGreaterThan(0);
+      // The block is the IP's, on every route.
+      expect((await op(g, a, 'AccountSummary')).status).toBe(429);
+    } finally {
+      await g.stop();
+    }
   });
 });
 
