@@ -1,14 +1,18 @@
 // `npm run chaos` (CHAOS_MINUTES, default 10, 0 for one schedule; CHAOS_SEED to replay one): three gateway processes, a
 // simulator process, nats-server and PostgreSQL of their own, and random fault schedules one after
 // another (test/helpers/chaosSchedule.ts: SIGKILL, SIGSTOP past the lease, SIGTERM and relaunch of a
-// node; nats-server restarted or frozen; PostgreSQL restarted; one at a time or two together) while idempotent clients trade on two
-// fresh accounts per schedule, retrying each clientOrderId on the other nodes, and the SDK's stream
-// of one of them follows through a round-robin balancer. After each schedule, once orders are
-// accepted again: the checker over the whole history (every clientOrderId at most once at the
-// broker, every 200 there), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every 503 a JSON
-// error with retry-after, no request left without an answer until the client's timeout, and on the
-// stream every accepted order's TRADE once (after a resync: those sent since). The issue's scenarios (test/integration/cluster-scenarios-*)
-// each fix one fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
+// node; nats-server restarted or frozen; PostgreSQL restarted; one at a time or two together) while
+// idempotent bots trade on three fresh accounts per schedule (two on the simulator's P5 server, one on
+// its P4 server: mixedBot, market orders, closes, pending orders placed, modified and deleted),
+// retrying each clientOrderId on the other nodes, and the SDK's streams of one account per server
+// follow through a round-robin balancer. After each schedule, once requests are accepted again: the
+// checker over the whole history against the broker's book (every id at most once at the broker,
+// every 200 there, each position closed at most once, positions and pending orders as the clients
+// were told), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every 503 a JSON error with
+// retry-after, no request left without an answer until the client's timeout, and on the streams every
+// accepted order's and close's TRADE once (after a resync: those sent since), quotes again, each with
+// its own server's spread. The issue's scenarios (test/integration/cluster-scenarios-*) each fix one
+// fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
 import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,9 +21,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { TagwClient } from '../../src/client/index.js';
 import { describeStep, scheduleArb, type Fault, type Step } from '../helpers/chaosSchedule.js';
-import { useCluster } from '../helpers/clusterProcs.js';
-import { acceptableFinal, startTraffic, tally, unclean503 } from '../helpers/clusterTraffic.js';
-import { assertLedger } from '../helpers/orderLedger.js';
+import { loadSimConfig } from '../../src/sim/config.js';
+import { SIM_SERVERS, useCluster, type ClusterAccount, type SimServer } from '../helpers/clusterProcs.js';
+import { acceptableFinal, mixedBot, startTraffic, tally, unclean503 } from '../helpers/clusterTraffic.js';
+import { assertBook } from '../helpers/orderLedger.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
@@ -30,6 +35,17 @@ const LEASE_MS = 1_500;
 /** An attempt with no answer this long hung (orderVia gives up at 20 s). */
 const HUNG_MS = 19_000;
 const env = useCluster({ leaseMs: LEASE_MS, ownPostgres: true });
+/** Each schedule's fresh accounts: two on the simulator's P5 server, one on its P4 server. The
+ *  streams followed: the first of each server's. */
+const SERVERS: readonly SimServer[] = ['Sim-P5-Demo', 'Sim-P5-Demo', 'Sim-P4-Demo'];
+const WATCHED = [0, 2];
+const SIM = loadSimConfig();
+/** BTCUSD's spread in points on `server`, as its quotes carry it (the typical spread -1..+2,
+ *  src/sim/feed.ts): the two servers' ranges do not meet, so a quote of the other server shows. */
+function spreadOf(server: SimServer): { min: number; max: number; point: number } {
+  const sym = SIM.servers.find((s) => s.name === server)!.symbols.find((x) => x.name === 'BTCUSD')!;
+  return { min: sym.spread - 1, max: sym.spread + 2, point: 10 ** -sym.digits };
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The longest interval between consecutive times (ms), 0 for fewer than two: from the traffic's
  *  start, through each accepted order's answer, to its stop, the longest an account went without one. */
@@ -55,11 +71,21 @@ async function balancerUrl(): Promise<string> {
 /** The time of day to the ms, for CHAOS_DEBUG's frame log. */
 const now = () => new Date().toISOString().slice(11, 23);
 
-/** The SDK's stream of an account through the balancer, from its first snapshot on: the TRADE of each
- *  order (the comment is its clientOrderId), and when it said continuity was lost (resync). */
-async function watchTrades(acct: { id: string; key: string }) {
-  const stream = new TagwClient({ baseUrl: await balancerUrl(), apiKey: acct.key, WebSocket }).stream(acct.id);
+/** The SDK's stream of an account through the balancer, subscribed to BTCUSD, from its first snapshot
+ *  (P5; P4 sends none) and quote on: the TRADE of each order and close (the comment is its
+ *  clientOrderId), when it said continuity was lost (resync), when each quote came, and the quotes
+ *  whose spread is not its server's. */
+async function watchTrades(acct: ClusterAccount) {
+  const stream = new TagwClient({ baseUrl: await balancerUrl(), apiKey: acct.key, WebSocket }).stream(acct.id, { symbols: ['BTCUSD'] });
   const trades = new Map<string, number>();
+  const quotes: number[] = [];
+  const foreignQuotes: string[] = [];
+  const spread = spreadOf(acct.server);
+  stream.on('QUOTE', (f) => {
+    quotes.push(Date.now());
+    const pts = Math.round((f.data.ask - f.data.bid) / spread.point);
+    if (f.data.symbol !== 'BTCUSD' || pts < spread.min || pts > spread.max) foreignQuotes.push(`${f.data.symbol} ${f.data.bid}/${f.data.ask} (${pts} points)@${now()}`);
+  });
   const resyncs: number[] = [];
   const errors: string[] = [];
   let snapshot = false;
@@ -69,16 +95,16 @@ async function watchTrades(acct: { id: string; key: string }) {
   stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
   // For CHAOS_DEBUG: each frame's type and seq (a TRADE's order id too), and the socket's states.
   const frames: string[] = [];
-  stream.on('*', (f) => frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${now()}`));
+  stream.on('*', (f) => f.type !== 'QUOTE' && frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${now()}`));
   stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${now()}`));
   stream.onEvent('resync', (r) => {
     resyncs.push(Date.now());
     frames.push(`RESYNC(${r.synthetic ? `sdk: ${r.reason ?? ''}` : 'recovered:false'})@${now()}`);
   });
   stream.onEvent('error', (e) => errors.push(e.message));
-  await until(() => snapshot, 'the stream\'s first snapshot', 30_000);
+  await until(() => (snapshot || SIM_SERVERS[acct.server] === 'P4') && quotes.length > 0, `the first snapshot and quote on the stream of ${acct.server}`, 30_000);
   resyncs.length = 0;
-  return { stream, trades, resyncs, errors, frames };
+  return { acct, stream, trades, quotes, foreignQuotes, resyncs, errors, frames };
 }
 
 /** Starts a node again as a supervisor would: a start while PostgreSQL or NATS is away exits 1 by
@@ -128,7 +154,7 @@ async function carryOut(f: Fault): Promise<void> {
 
 describe('chaos', () => {
   it(`random fault schedules for ${MINUTES} min: nothing doubled, nothing answered 200 lost, only clean 503s, every schedule recovered from`, async () => {
-    const totals = { schedules: 0, faults: 0, attempts: 0, orders: 0, accepted: 0, uncertain: 0, unavailable: 0, streamTrades: 0, streamReconnects: 0, streamResyncs: 0, longestStallMs: 0 };
+    const totals = { schedules: 0, faults: 0, attempts: 0, requests: 0, accepted: 0, acceptedByKind: {} as Record<string, number>, uncertain: 0, unavailable: 0, streamTrades: 0, streamQuotes: 0, streamReconnects: 0, streamResyncs: 0, longestStallMs: 0 };
     // One schedule per fast-check run, each under a seed of its own (printed first): the loop stops
     // starting schedules at the deadline and never leaves one running (fast-check's time limits
     // would abandon a running one, still faulting the cluster as it is torn down). A failure is
@@ -141,62 +167,76 @@ describe('chaos', () => {
       await fc.assert(fc.asyncProperty(scheduleArb(env.cluster.nodes.length, LEASE_MS), async (steps: Step[]) => {
         const ids = env.cluster.nodes.map((n) => n.id);
         console.log(`schedule ${round} (CHAOS_SEED=${seed}):\n  ${steps.map((s) => describeStep(s, ids)).join('\n  ')}`);
-        const accounts = [await env.cluster.account(), await env.cluster.account()];
-        const watched = await watchTrades(accounts[0]!);
+        const accounts: ClusterAccount[] = [];
+        for (const server of SERVERS) accounts.push(await env.cluster.account(server));
+        const watched = await Promise.all(WATCHED.map((i) => watchTrades(accounts[i]!)));
         const started = Date.now();
-        // ~4-5 orders a second per account: a schedule of five long steps (~45 s with its recovery)
-        // stays under the ~300 0.01 BTCUSD buys a simulator account's margin holds (past it every
-        // order is a 400 TRADE_REQUEST_ERROR, not a fault's doing).
-        const traffic = accounts.map((a, i) => startTraffic(env.cluster, a, { tag: `r${round}-${i}`, clients: 2, pauseMs: 400 }));
+        // ~4-5 requests a second per account, three in ten a market buy and two a close: a schedule
+        // of five long steps (~45 s with its recovery) stays far under the ~300 0.01 BTCUSD positions
+        // a simulator account's margin holds (past it every buy is a 400 TRADE_REQUEST_ERROR, not a
+        // fault's doing; pending orders take no margin).
+        const traffic = accounts.map((a, i) => startTraffic(env.cluster, a, { tag: `r${round}-${i}`, clients: 2, pauseMs: 400, bot: mixedBot }));
         let stopped = 0;
+        let recovered = 0;
         try {
           for (const s of steps) {
             await Promise.all([carryOut(s.fault), s.also ? sleep(s.alsoAfterMs ?? 0).then(() => carryOut(s.also!)) : undefined]);
             await sleep(s.pauseMs);
           }
-          // Recovered by itself: orders sent from now on are accepted again on both accounts.
+          // Recovered by itself: requests sent from now on are accepted again on every account.
           const after = Date.now();
           await until(() => traffic.every((t) => t.log.some((a) => a.status === 200 && a.sentAt >= after)), `orders accepted again after schedule ${round}`, 60_000)
             .catch((err: Error) => {
               // What the clients got since (the message is made now, not when the wait began).
               throw new Error(`${err.message}; attempts since, per account: ${traffic.map((t) => tally(t.log.filter((a) => a.sentAt >= after)) || 'none answered').join(' | ')}`);
             });
+          recovered = Date.now();
         } finally {
           await Promise.all(traffic.map((t) => t.stop()));
           stopped = Date.now();
         }
-        // CHAOS_DEBUG=1: every attempt (id@node:status, sent at, ms to the answer) and each node's log
-        // in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
+        // CHAOS_DEBUG=1: every attempt (kind id@node:status, sent at, ms to the answer) and each node's
+        // log in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
         if (process.env.CHAOS_DEBUG) {
           for (const n of env.cluster.nodes) writeFileSync(join(tmpdir(), `tagw-chaos-${n.id}.log`), n.proc.output());
-          console.log(`stream frames: ${watched.frames.join(' ')}`);
-          for (const t of traffic) console.log(t.log.map((x) => `${x.clientOrderId}@${x.node}:${x.status} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
+          for (const w of watched) console.log(`stream frames of ${w.acct.server}: ${w.frames.join(' ')}`);
+          for (const t of traffic) console.log(t.log.map((x) => `${x.kind ?? 'open'}${x.target ? `#${x.target}` : ''} ${x.clientOrderId}@${x.node}:${x.status}${x.ticket ? `#${x.ticket}` : ''} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
         }
-        // The stream: every order accepted on the watched account delivered as one TRADE, once (the
-        // SDK resumes across the faults); after a resync (continuity lost, snapshots follow) only the
-        // orders first sent after it must be. First sent: an order retried after a 503 may have run at
-        // its first attempt, before the resync (its later 200 a replay); its deal is then in the gap
-        // the resync declared, and in the snapshots after it (the first runs counted its last attempt
-        // and took that for a missing TRADE).
-        const firstSent = new Map<string, number>();
-        for (const a of traffic[0]!.log) firstSent.set(a.clientOrderId, Math.min(firstSent.get(a.clientOrderId) ?? Infinity, a.sentAt));
-        const accepted = traffic[0]!.finals.filter((a) => a.status === 200);
-        const owed = () => accepted.filter((a) => firstSent.get(a.clientOrderId)! > (watched.resyncs.at(-1) ?? 0) && !watched.trades.has(a.clientOrderId));
+        // The streams: every market order and close accepted on a watched account delivered as one
+        // TRADE, once (the SDK resumes across the faults); after a resync (continuity lost, snapshots
+        // follow) only those first sent after it must be. First sent: a request retried after a 503
+        // may have run at its first attempt, before the resync (its later 200 a replay); its deal is
+        // then in the gap the resync declared, and in the snapshots after it (the first runs counted
+        // its last attempt and took that for a missing TRADE). Quotes: BTCUSD's again after the
+        // recovery, and every one with its own server's spread.
+        const owedOf = (w: (typeof watched)[number]) => {
+          const log = traffic[accounts.indexOf(w.acct)]!;
+          const firstSent = new Map<string, number>();
+          for (const a of log.log) firstSent.set(a.clientOrderId, Math.min(firstSent.get(a.clientOrderId) ?? Infinity, a.sentAt));
+          return log.finals.filter((a) => a.status === 200 && (a.kind === 'open' || a.kind === 'close'))
+            .filter((a) => firstSent.get(a.clientOrderId)! > (w.resyncs.at(-1) ?? 0) && !w.trades.has(a.clientOrderId));
+        };
         try {
-          await until(() => owed().length === 0 || watched.errors.length > 0, `schedule ${round}: the TRADEs of the accepted orders on the stream`, 30_000)
+          await until(() => watched.every((w) => (owedOf(w).length === 0 && w.quotes.some((t) => t >= recovered)) || w.errors.length > 0), `schedule ${round}: the TRADEs of the accepted orders and closes, and quotes, on the streams`, 30_000)
             .catch((err: Error) => {
-              throw new Error(`${err.message} (missing: ${owed().map((a) => a.clientOrderId).slice(0, 5).join(', ')}; reconnects ${watched.stream.reconnects}, resyncs ${watched.resyncs.length})`);
+              throw new Error(`${err.message} (${watched.map((w) => `${w.acct.server}: missing ${owedOf(w).map((a) => a.clientOrderId).slice(0, 5).join(', ') || 'none'}, last quote ${w.quotes.at(-1) ? new Date(w.quotes.at(-1)!).toISOString() : 'never'}, reconnects ${w.stream.reconnects}, resyncs ${w.resyncs.length}`).join('; ')})`);
             });
         } finally {
-          watched.stream.close();
+          for (const w of watched) w.stream.close();
         }
-        expect(watched.errors, `schedule ${round}: the stream ended`).toStrictEqual([]);
-        expect([...watched.trades].filter(([, n]) => n > 1), `schedule ${round}: TRADEs delivered twice`).toStrictEqual([]);
+        for (const w of watched) {
+          expect(w.errors, `schedule ${round}: the stream of ${w.acct.server} ended`).toStrictEqual([]);
+          expect([...w.trades].filter(([, n]) => n > 1), `schedule ${round}: TRADEs delivered twice on ${w.acct.server}`).toStrictEqual([]);
+          expect(w.foreignQuotes, `schedule ${round}: quotes on ${w.acct.server}'s stream without its spread`).toStrictEqual([]);
+        }
+        const books = await Promise.all(accounts.map((a) => env.cluster.brokerBook(a)));
         for (const [i, a] of accounts.entries()) {
           const t = traffic[i]!;
-          // Each id at most once at the broker, every 200 there under its ticket, nothing no client sent.
-          assertLedger(t.log, await env.cluster.brokerOrders(a.login));
-          expect(t.finals.filter((x) => !acceptableFinal(x)), `schedule ${round}: final answers other than 200 or 409 IDEMPOTENCY_UNCERTAIN`).toStrictEqual([]);
+          // Each id at most once at the broker, every 200 there under its ticket, nothing no client
+          // sent; each position closed at most once; the positions and pending orders at the broker
+          // as the clients were told.
+          assertBook(t.log, books[i]!);
+          expect(t.finals.filter((x) => !acceptableFinal(x)), `schedule ${round}: final answers other than 200 or 409 IDEMPOTENCY_UNCERTAIN on ${a.server}`).toStrictEqual([]);
           expect(t.log.map(unclean503).filter(Boolean), `schedule ${round}: unclean 503s`).toStrictEqual([]);
           // Every request answered (or its connection ended) before the client's 20 s timeout: a node
           // frozen by the schedule answers when it wakes (two leases at most); none may just hang.
@@ -205,16 +245,22 @@ describe('chaos', () => {
         }
         const logs = traffic.flatMap((t) => t.log);
         const finals = traffic.flatMap((t) => t.finals);
+        const acceptedByKind: Record<string, number> = {};
+        for (const a of finals) if (a.status === 200) acceptedByKind[a.kind ?? 'open'] = (acceptedByKind[a.kind ?? 'open'] ?? 0) + 1;
         const sum = {
-          schedule: round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), attempts: logs.length, orders: finals.length, accepted: finals.filter((a) => a.status === 200).length,
+          schedule: round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), attempts: logs.length, requests: finals.length, accepted: finals.filter((a) => a.status === 200).length,
           uncertain: finals.filter((a) => a.status === 409).length, unavailable: logs.filter((a) => a.status === 503 || a.status === 'refused').length,
-          acceptedPerAccount: traffic.map((t) => t.finals.filter((x) => x.status === 200).length),
-          // What the faults cost a client: the longest time an account went without an order accepted.
+          acceptedByKind, acceptedPerAccount: traffic.map((t) => t.finals.filter((x) => x.status === 200).length),
+          // At the end, per account: positions open and pending orders in the book.
+          positions: books.map((b) => b.positions.length), pending: books.map((b) => b.orders.length),
+          // What the faults cost a client: the longest time an account went without a request accepted.
           longestStallMs: Math.max(...traffic.map((t) => longestGap([started, ...t.finals.filter((x) => x.status === 200).map((x) => x.answeredAt), stopped]))),
-          streamTrades: watched.trades.size, streamReconnects: watched.stream.reconnects, streamResyncs: watched.resyncs.length,
+          streamTrades: watched.reduce((n, w) => n + w.trades.size, 0), streamQuotes: watched.reduce((n, w) => n + w.quotes.length, 0),
+          streamReconnects: watched.reduce((n, w) => n + w.stream.reconnects, 0), streamResyncs: watched.reduce((n, w) => n + w.resyncs.length, 0),
         };
         totals.schedules++;
-        for (const k of ['faults', 'attempts', 'orders', 'accepted', 'uncertain', 'unavailable', 'streamTrades', 'streamReconnects', 'streamResyncs'] as const) totals[k] += sum[k];
+        for (const k of ['faults', 'attempts', 'requests', 'accepted', 'uncertain', 'unavailable', 'streamTrades', 'streamQuotes', 'streamReconnects', 'streamResyncs'] as const) totals[k] += sum[k];
+        for (const [k, n] of Object.entries(acceptedByKind)) totals.acceptedByKind[k] = (totals.acceptedByKind[k] ?? 0) + n;
         totals.longestStallMs = Math.max(totals.longestStallMs, sum.longestStallMs);
         console.log(JSON.stringify(sum));
       }), { numRuns: 1, seed, endOnFailure: true });

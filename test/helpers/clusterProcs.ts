@@ -21,13 +21,15 @@ import { builtEntry } from './build.js';
 import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
 import { sharedPostgres } from './postgres.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
-import type { BrokerOrder } from './orderLedger.js';
+import { openedBy, type BrokerBook, type BrokerOrder } from './orderLedger.js';
 import { until } from './until.js';
 
 export const CLUSTER_MANAGEMENT_KEY = 'cluster-scenarios-management-key';
 /** The key that seals broker passwords: every node must open what another sealed. */
 const SECRET_KEY = 'c1'.repeat(32);
-const SERVER = 'Sim-P5-Demo';
+/** The simulator process's servers (config/sim-servers.json): accounts are on the first unless asked. */
+export const SIM_SERVERS = { 'Sim-P5-Demo': 'P5', 'Sim-P4-Demo': 'P4' } as const;
+export type SimServer = keyof typeof SIM_SERVERS;
 
 export interface Engines { nats: NatsEngine; pg: Engine; stop(): Promise<void> }
 
@@ -287,8 +289,9 @@ export class ClusterProcs {
    * the shared key, key hash), then announced as a node announces its own tenancy write of a new
    * account (clusterTenancy.ts: every node mirrors at once and runs a lease round). Waits until a
    * node owns the account and every running node serves it with that key (their mirrors copied the rows).
+   * `server`: the simulator server of the login (Sim-P5-Demo unless given).
    */
-  async account(): Promise<ClusterAccount> {
+  async account(server: SimServer = 'Sim-P5-Demo'): Promise<ClusterAccount> {
     const login = `${this.prefix}-${++this.logins}`;
     const id = randomUUID();
     const key = generateKey('api');
@@ -297,12 +300,12 @@ export class ClusterProcs {
     await t.insertSeat({ id, customer_id: this.customerId, private_hosting: 0, region: null, created_at: now });
     await t.upsertSeatState({ seat_id: id, status: 'ACTIVE', ready_at: now, updated_at: now });
     await t.upsertBinding({
-      seat_id: id, customer_id: this.customerId, platform: 'P5', server: SERVER, login,
+      seat_id: id, customer_id: this.customerId, platform: SIM_SERVERS[server], server, login,
       password_enc: new SecretBox(Buffer.from(SECRET_KEY, 'hex')).seal('pw', id), build: null, created_at: now, updated_at: now,
     });
     await t.insertKey({ id: key.id, customer_id: this.customerId, kind: 'api', hash: hashSecret(key.secret), label: login, read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
     await this.announce({ nudge: true });
-    const acct = { id, key: key.value, login };
+    const acct = { id, key: key.value, login, server };
     await this.owner(id);
     // Every node at once: their mirrors copy the rows independently.
     await Promise.all(this.running().map(async (n) => {
@@ -345,13 +348,19 @@ export class ClusterProcs {
 
   /** The orders the broker executed for a login (the simulator's deal history, read over the bridge
    *  protocol directly, past every node), with the clientOrderId each carried in its comment. */
-  async brokerOrders(login: string): Promise<BrokerOrder[]> {
-    const c = new BridgeBrokerConnection({ host: '127.0.0.1', port: this.sim.port, server: SERVER, login, password: 'pw', requestTimeoutMs: 10_000 });
+  async brokerOrders(login: string, server: SimServer = 'Sim-P5-Demo'): Promise<BrokerOrder[]> {
+    return openedBy((await this.brokerBook({ login, server })).deals);
+  }
+
+  /** What the broker holds for an account, read over the bridge protocol directly, past every node:
+   *  its deals, its orders that left the book, and its open positions and pending orders. */
+  async brokerBook(acct: Pick<ClusterAccount, 'login' | 'server'>): Promise<BrokerBook> {
+    const c = new BridgeBrokerConnection({ host: '127.0.0.1', port: this.sim.port, server: acct.server, login: acct.login, password: 'pw', requestTimeoutMs: 10_000 });
     await c.connect();
     try {
-      // An executed OrderSend is one 'in' deal; its order is the ticket the client was answered.
-      const deals = await c.historyDeals(0, Date.now() + 7 * 86_400_000);
-      return deals.filter((d) => d.entry === 'in').map((d) => ({ ticket: d.order, clientOrderId: d.comment }));
+      const to = Date.now() + 7 * 86_400_000;
+      const [deals, history, open] = await Promise.all([c.historyDeals(0, to), c.historyOrders(0, to), c.openedOrders()]);
+      return { deals, history, positions: open.positions, orders: open.orders };
     } finally {
       await c.disconnect();
     }
@@ -370,7 +379,7 @@ export class ClusterProcs {
   }
 }
 
-export interface ClusterAccount { id: string; key: string; login: string }
+export interface ClusterAccount { id: string; key: string; login: string; server: SimServer }
 
 export interface Readiness { ready: boolean; store: boolean; cluster?: { nats: boolean; database: boolean } }
 
