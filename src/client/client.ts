@@ -5,6 +5,7 @@
 //   await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });   // clientOrderId made for you
 //   for await (const f of client.stream(id, { symbols: ['BTCUSD'] })) ...
 import type { CallSafety } from './backoff.js';
+import { TagwError } from './errors.js';
 import { newClientOrderId } from './ids.js';
 import { type CallSpec, type QueryValue, Transport, type TransportOptions } from './http.js';
 import { CLASSIC_READS, CLASSIC_TRADES } from './routes.js';
@@ -69,7 +70,7 @@ export class TagwClient {
   /** /v1/stream of an account, reconnecting and resuming (see docs/client.md). */
   stream(accountId: string, o: StreamOptions = {}): StreamSubscription {
     const WS = this.WebSocket;
-    if (!WS) throw new Error('no WebSocket: pass one to new TagwClient({ WebSocket }) (Node 20: the `ws` package)');
+    if (!WS) throw new TagwError({ code: 'NO_WEBSOCKET', status: 0, message: 'no WebSocket: pass one to new TagwClient({ WebSocket }) (Node 20: the `ws` package)' });
     return new StreamSubscription(this.transport, WS, accountId, o, this.random);
   }
 

@@ -56,6 +56,12 @@ export function isTagwError(e: unknown): e is TagwError {
   return e instanceof TagwError;
 }
 
+/** A socket that could not be opened at all (see SocketHooks.failed), as the error its stream ends with. */
+export function socketError(e: unknown): TagwError {
+  if (e instanceof TagwError) return e;
+  return new TagwError({ code: 'WEBSOCKET_ERROR', status: 0, message: `the WebSocket could not be opened: ${(e as Error)?.message ?? String(e)}`, cause: e });
+}
+
 /** A refusal that trying again cannot change (bad key, scope, unknown account or handle): a
  *  reconnecting socket stops on it rather than hammering the gateway (401s count toward its
  *  failed-auth block). */

@@ -95,6 +95,11 @@ export class Transport {
   private readonly timeoutMs: number;
 
   constructor(o: TransportOptions) {
+    // Checked here: a base URL without its scheme ('localhost:8080') fails every call as if the
+    // network were down (retried, NETWORK_ERROR) and every socket with a throw from its constructor.
+    if (!/^https?:\/\/[^/?#]/i.test(o.baseUrl ?? '')) {
+      throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `baseUrl: expected http://host[:port] or https://..., got '${o.baseUrl}'` });
+    }
     this.baseUrl = o.baseUrl.replace(/\/+$/, '');
     this.#apiKey = o.apiKey;
     this.#managementKey = o.managementKey;

@@ -3,7 +3,7 @@
 // no longer knows it (404 SESSION_NOT_FOUND: disconnected, or the account re-bound), repeats the
 // subscriptions made through it, and its socket comes back after drops like the stream's.
 import type { BackoffOptions } from './backoff.js';
-import { finalRefusalOf, TagwError } from './errors.js';
+import { finalRefusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
@@ -110,6 +110,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   private readonly sock: ReconnectingSocket;
 
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
+    t.socketAuth(); // no API key: refused now
     this.channel = new FrameChannel<KnownFrame, GatewaySocketEvents>(() => this.close());
     this.sock = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
@@ -127,6 +128,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
           }
         },
         closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
+        failed: (e) => this.fail(socketError(e)),
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );

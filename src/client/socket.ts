@@ -35,6 +35,9 @@ export interface SocketHooks {
   url(): Promise<SocketTarget>;
   opened(send: (msg: unknown) => void): void;
   frame(text: string): void;
+  /** The socket cannot be opened at all (its URL could not be made, the WebSocket constructor threw:
+   *  a bad URL, a browser refusing ws:// from an https page): it has stopped, for good. */
+  failed(error: unknown): void;
   /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix. */
   closed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> | 'retry' | 'stop';
   state?(s: SocketState, detail?: { code?: number; reason?: string; delayMs?: number }): void;
@@ -103,16 +106,18 @@ export class ReconnectingSocket {
   private async open(): Promise<void> {
     if (this.stopped) return;
     this.h.state?.('connecting');
-    let target: SocketTarget;
+    let sock: WebSocketLike;
     try {
-      target = await this.h.url();
-    } catch {
+      const target = await this.h.url();
+      if (this.stopped) return;
+      sock = target.headers ? new this.o.WebSocket(target.url, { headers: target.headers }) : new this.o.WebSocket(target.url);
+    } catch (e) {
+      // Nothing a retry changes: said once, and stopped (a throw here was an unhandled rejection).
       this.close();
+      this.h.failed(e);
       return;
     }
-    if (this.stopped) return;
     let everOpened = false;
-    const sock = target.headers ? new this.o.WebSocket(target.url, { headers: target.headers }) : new this.o.WebSocket(target.url);
     this.sock = sock;
     this.connectTimer = setTimeout(() => {
       this.connectTimer = null;

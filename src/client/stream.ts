@@ -4,7 +4,7 @@
 // reconcile from the fresh snapshots that follow), and delivers each account event once, in order.
 import type { BackoffOptions } from './backoff.js';
 import { StreamCursor, isPositioned, parseSince, type StreamPosition } from './cursor.js';
-import { finalRefusalOf, TagwError } from './errors.js';
+import { finalRefusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
@@ -59,6 +59,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   constructor(private readonly t: Transport, WebSocket: WebSocketConstructor, readonly accountId: string, private readonly o: StreamOptions = {}, random?: () => number) {
     const start = o.since !== undefined ? parseSince(o.since) : undefined;
     if (o.since !== undefined && !start) throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `since: expected <epoch>:<seq>, got '${o.since}'` });
+    t.socketAuth(); // no API key: refused now, not by a stream that never yields
     this.cursor = new StreamCursor(start);
     for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
     this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close());
@@ -69,6 +70,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
         opened: (send) => this.opened(send),
         frame: (text) => this.onText(text),
         closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
+        failed: (e) => this.fail(socketError(e)),
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );
