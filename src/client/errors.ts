@@ -10,6 +10,8 @@ export interface TagwErrorInit {
   requestId?: string | undefined;
   /** The error body as the gateway sent it (broker `reason`, `retcode`, ...). */
   body?: Record<string, unknown> | undefined;
+  /** The trading call's clientOrderId (yours, or the one the SDK made for it). */
+  clientOrderId?: string | undefined;
   cause?: unknown;
 }
 
@@ -21,6 +23,10 @@ export class TagwError extends Error {
   readonly retryAfter: number | undefined;
   readonly requestId: string | undefined;
   readonly body: Record<string, unknown> | undefined;
+  /** A trading call's clientOrderId, the SDK's own when you gave none: after a TIMEOUT or a
+   *  NETWORK_ERROR the order may have been placed, and sending it again with this id is safe (the
+   *  gateway replays the first result); with a new id it could be placed twice. */
+  readonly clientOrderId: string | undefined;
 
   constructor(init: TagwErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -30,6 +36,7 @@ export class TagwError extends Error {
     this.retryAfter = init.retryAfter;
     this.requestId = init.requestId;
     this.body = init.body;
+    this.clientOrderId = init.clientOrderId;
   }
 }
 
@@ -40,13 +47,11 @@ export class TagwError extends Error {
  * `nextStep`.
  */
 export class IdempotencyUncertainError extends TagwError {
-  readonly clientOrderId: string | undefined;
   readonly nextStep: string;
 
-  constructor(init: TagwErrorInit & { clientOrderId?: string | undefined }) {
+  constructor(init: TagwErrorInit) {
     super(init);
     this.name = 'IdempotencyUncertainError';
-    this.clientOrderId = init.clientOrderId;
     this.nextStep = 'Look for the order before sending another: read /OpenedOrders (and /OrderHistory for one already filled and closed), '
       + 'matching your magic number and comment. Found: it was placed, do not resend. Not found: send it again with a NEW clientOrderId.';
   }

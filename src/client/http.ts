@@ -40,7 +40,7 @@ export interface CallSpec {
   safety: CallSafety;
   query?: Record<string, QueryValue> | undefined;
   body?: unknown;
-  /** Named on an IdempotencyUncertainError. */
+  /** Named on the call's errors (TagwError.clientOrderId). */
   clientOrderId?: string | undefined;
   /** Tries for this call instead of the client's `retry.attempts` (1: a probe that must not wait). */
   tries?: number | undefined;
@@ -157,7 +157,7 @@ export class Transport {
         if (e instanceof TagwError) throw e;
         const timedOut = (e as { name?: string } | null)?.name === 'AbortError' || (e as { name?: string } | null)?.name === 'TimeoutError';
         err = new TagwError({
-          code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR', status: 0, requestId, cause: e,
+          code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR', status: 0, requestId, cause: e, clientOrderId: spec.clientOrderId,
           message: timedOut ? `${spec.method} ${spec.path}: no answer within ${this.timeoutMs} ms` : `${spec.method} ${spec.path}: ${(e as Error)?.message ?? String(e)}`,
         });
       }
@@ -189,8 +189,9 @@ export class Transport {
       retryAfter: parseRetryAfter(res.headers.get('retry-after'), this.now()),
       requestId: res.headers.get('x-request-id') ?? requestId,
       body: b,
+      clientOrderId: spec.clientOrderId,
     };
-    if (init.code === 'IDEMPOTENCY_UNCERTAIN') return new IdempotencyUncertainError({ ...init, clientOrderId: spec.clientOrderId });
+    if (init.code === 'IDEMPOTENCY_UNCERTAIN') return new IdempotencyUncertainError(init);
     return new TagwError(init);
   }
 }

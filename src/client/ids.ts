@@ -11,8 +11,8 @@ function randomChars(n: number): string {
   return s;
 }
 
-/** A clientOrderId as SPEC §2 allows (1-64 of A-Z a-z 0-9 _ . : -): `sdk-<ms>-<16 random>`, 32
- *  characters, about 82 random bits: two bots never pick the same one. */
+/** A clientOrderId as SPEC §2 allows (1-64 of A-Z a-z 0-9 _ . : -): `sdk-<ms>-<16 random>`, 29
+ *  characters (the time is 8 base-36 digits until 2059), about 82 random bits: two bots never pick the same one. */
 export function newClientOrderId(nowMs: number = Date.now()): string {
   return `sdk-${nowMs.toString(36)}-${randomChars(16)}`;
 }

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyUncertainError, TagwClient, TagwError } from '../../src/client/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 
 let g: TestGateway;
 let mgmt: TagwClient;
@@ -87,6 +88,30 @@ describe('trading retries', () => {
     expect(sent[0]).toBe(sent[1]);
     expect(sent[0]).toMatch(/^sdk-/);
     expect((await client().account(id).OpenedOrders()).length).toBe(before + 1);
+  });
+
+  it('an order whose answers were all lost: the error names the clientOrderId the SDK made, and sending it again places nothing twice', async () => {
+    const proxy = await startTcpProxy(Number(new URL(g.url).port));
+    try {
+      let lose = true;
+      // The gateway's answers do not come back (the orders reach it): a route that drops one way.
+      proxy.watch((dir) => (dir === 'down' && lose ? 'drop' : undefined));
+      const before = (await client().account(id).OpenedOrders()).length;
+      const acct = new TagwClient({ baseUrl: proxy.url, apiKey: key, timeoutMs: 300, retry: { attempts: 2, baseMs: 1, maxMs: 5 } }).account(id);
+      const err = await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'TIMEOUT', status: 0 });
+      const clientOrderId = (err as TagwError).clientOrderId;
+      expect(clientOrderId).toMatch(/^sdk-/);
+      lose = false;
+      const again = await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId });
+      expect(again.state).toBe('filled');
+      expect((await client().account(id).OpenedOrders()).length).toBe(before + 1);
+      // Every refusal of a trading call names it too.
+      const refused = await acct.OrderSend({ symbol: 'NOPE', operation: 'Buy', volume: 0.01 }).catch((e: unknown) => e);
+      expect((refused as TagwError).clientOrderId).toMatch(/^sdk-/);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('409 IDEMPOTENCY_UNCERTAIN is its own error, naming the clientOrderId and what to do; never retried', async () => {
