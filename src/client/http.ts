@@ -186,7 +186,9 @@ export class Transport {
       code: typeof b?.error === 'string' ? b.error : `HTTP_${res.status}`,
       status: res.status,
       message: typeof b?.message === 'string' ? b.message : text.slice(0, 200) || res.statusText,
-      retryAfter: parseRetryAfter(res.headers.get('retry-after'), this.now()),
+      // A 429 RATE_LIMITED's body has the exact wait; its retry-after header rounds it up to whole
+      // seconds (docs/rate-limits.md): a bot over its orders/s for a moment would wait 1 s for ms.
+      retryAfter: typeof b?.retryAfterMs === 'number' && b.retryAfterMs >= 0 ? b.retryAfterMs : parseRetryAfter(res.headers.get('retry-after'), this.now()),
       requestId: res.headers.get('x-request-id') ?? requestId,
       body: b,
       clientOrderId: spec.clientOrderId,

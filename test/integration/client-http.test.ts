@@ -114,6 +114,30 @@ describe('trading retries', () => {
     }
   });
 
+  it("429 RATE_LIMITED: retryAfter is the body's exact wait (the header rounds it up to whole seconds), and the retries wait that long", async () => {
+    const limited = (await mgmt.keys.create({ label: 'sdk-429' }));
+    await mgmt.keys.setLimits(limited.id, { requestsPerSec: null, ordersPerSec: 2 });
+    const waits: number[] = [];
+    const sleep = (ms: number) => {
+      waits.push(ms);
+      return new Promise<void>((r) => setTimeout(r, ms));
+    };
+    const acct = (attempts: number) => new TagwClient({ baseUrl: g.url, apiKey: limited.key, sleep, retry: { attempts, baseMs: 1, maxMs: 2 } }).account(id);
+    const burst = (attempts: number) => Promise.allSettled(Array.from({ length: 4 }, () => acct(attempts).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 })));
+    const once = await burst(1);
+    const refusals = once.flatMap((r) => (r.status === 'rejected' ? [r.reason as TagwError] : []));
+    expect(refusals.length).toBeGreaterThan(0);
+    for (const e of refusals) {
+      expect(e).toMatchObject({ code: 'RATE_LIMITED', status: 429 });
+      expect(e.retryAfter).toBe(e.body?.retryAfterMs);
+      expect(e.retryAfter).toBeLessThan(1000);
+    }
+    const retried = await burst(20);
+    expect(retried.every((r) => r.status === 'fulfilled')).toBe(true);
+    expect(waits.length).toBeGreaterThan(0);
+    expect(Math.max(...waits)).toBeLessThan(1000);
+  });
+
   it('409 IDEMPOTENCY_UNCERTAIN is its own error, naming the clientOrderId and what to do; never retried', async () => {
     // The embedded simulator resolves a lost broker answer by itself (its request log), so the
     // gateway's 409 is given here by a fetch that answers what the gateway answers in bridge mode.
