@@ -28,3 +28,9 @@ export const SOCKET_CLOSE = {
   SESSION_ENDED: { code: 4013, reason: 'session disconnected' },
 } as const;
 export type SocketCloseName = keyof typeof SOCKET_CLOSE;
+
+/** The largest client message either socket reads (uWS maxPayloadLength): anything up to it is
+ *  answered (on /v1/stream acted on or an ERROR frame, on /ws PONG or ERROR); a larger one fails the
+ *  connection (RFC 6455), and uWS sends no close frame (the client sees 1006). Above what a valid
+ *  /v1/stream message can take (256 symbols of 64 characters pass 16 KiB). */
+export const CLIENT_MESSAGE_MAX_BYTES = 64 * 1024;

@@ -29,7 +29,7 @@ import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { admitSocket, assertHandshake, noteRefusal, readUpgrade } from '../http/admission.js';
 import { singleParam } from '../http/request.js';
-import { SOCKET_CLOSE } from './closeCodes.js';
+import { CLIENT_MESSAGE_MAX_BYTES, SOCKET_CLOSE } from './closeCodes.js';
 import { DemandTimer } from '../util/demandTimer.js';
 import { withRevokedKeys } from './revokedKeys.js';
 import { handleDirectory, handleHash } from '../http/routes/gateway.js';
@@ -84,7 +84,7 @@ export class GatewaySocket {
     app.ws<UserData>(GATEWAY_SOCKET_PATH, {
       // The socket takes no commands, but any message up to this size gets an ERROR frame rather
       // than a dropped connection (uWS closes one over the limit without a close frame).
-      maxPayloadLength: 64 * 1024,
+      maxPayloadLength: CLIENT_MESSAGE_MAX_BYTES,
       maxBackpressure: WS_BACKLOG_LIMIT + RESERVE,
       closeOnBackpressureLimit: 0,
       idleTimeout: this.s.config.idleTimeoutSec,

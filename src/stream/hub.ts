@@ -10,7 +10,7 @@ import { errorMessage } from '../util/errorMessage.js';
 import { AccountEvents } from './accountEvents.js';
 import { AccountStreams } from './accounts.js';
 import { StreamAdmission, type StreamAdmissionDeps } from './admission.js';
-import { SOCKET_CLOSE } from './closeCodes.js';
+import { CLIENT_MESSAGE_MAX_BYTES, SOCKET_CLOSE } from './closeCodes.js';
 import { heartbeatData, type HeartbeatSymbol } from './frames.js';
 import { Outbox } from './outbox.js';
 import { ClientProtocol } from './protocol.js';
@@ -94,7 +94,7 @@ export class StreamHub {
     this.topics.app = app;
     const cfg = this.deps.config;
     app.ws<UserData>(STREAM_PATH, {
-      maxPayloadLength: 16 * 1024,
+      maxPayloadLength: CLIENT_MESSAGE_MAX_BYTES,
       maxBackpressure: this.out.uwsLimit,
       closeOnBackpressureLimit: 0,
       idleTimeout: cfg.idleTimeoutSec,

@@ -184,6 +184,15 @@ describe('quotes and subscriptions', () => {
     const deep = await errors('['.repeat(5000) + ']'.repeat(5000));
     expect(deep.data.error).toBe('BAD_REQUEST');
     expect(deep.data.message).toContain('expected object');
+    // 256 symbols of up to 64 characters, as the message may name, pass 16 KiB: answered like any
+    // message (as on /ws, up to 64 KiB), not a connection dropped without a close frame (1006).
+    const many = { action: 'subscribe', symbols: Array.from({ length: 256 }, (_, i) => `NOPE${String(i).padStart(60, '0')}`) };
+    expect(JSON.stringify(many).length).toBeGreaterThan(16 * 1024);
+    const n = c.frames.length;
+    c.send(many);
+    await c.until((x) => x.frames.slice(n).filter((f) => f.type === 'ERROR').length === 256 || x.closed, 15_000, '256 answers');
+    expect(c.closed).toBeNull();
+    expect((await errors({ action: 'subscribe', symbol: 'BTCUSD', pad: 'x'.repeat(40 * 1024) })).data.error).toBe('INVALID_PARAMETER');
     expect(c.closed).toBeNull();
     // Still usable.
     c.send({ action: 'subscribe', symbol: 'BTCUSD' });
