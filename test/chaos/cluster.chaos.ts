@@ -11,7 +11,7 @@
 // were told), every final answer 200 or 409 IDEMPOTENCY_UNCERTAIN, every 503 a JSON error with
 // retry-after, no request left without an answer until the client's timeout, and on the streams every
 // accepted order's and close's TRADE once (after a resync: those sent since), quotes again, each with
-// its own server's spread. The issue's scenarios (test/integration/cluster-scenarios-*) each fix one
+// its own server's spread, and the last POSITIONS (P5: and ORDERS) the broker's. The issue's scenarios (test/integration/cluster-scenarios-*) each fix one
 // fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
 import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
@@ -89,8 +89,16 @@ async function watchTrades(acct: ClusterAccount) {
   const resyncs: number[] = [];
   const errors: string[] = [];
   let snapshot = false;
-  stream.on('POSITIONS', () => {
+  // What the stream says the account holds now: the last POSITIONS and (P5) ORDERS frames, each
+  // the whole list.
+  let positions: string[] | undefined;
+  let orders: string[] | undefined;
+  stream.on('POSITIONS', (f) => {
     snapshot = true;
+    positions = f.data.positions.map((p) => `#${p.ticket}`).sort();
+  });
+  stream.on('ORDERS', (f) => {
+    orders = f.data.orders.map((o) => `#${o.ticket}@${o.price}`).sort();
   });
   stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
   // For CHAOS_DEBUG: each frame's type and seq (a TRADE's order id too), and the socket's states.
@@ -104,7 +112,7 @@ async function watchTrades(acct: ClusterAccount) {
   stream.onEvent('error', (e) => errors.push(e.message));
   await until(() => (snapshot || SIM_SERVERS[acct.server] === 'P4') && quotes.length > 0, `the first snapshot and quote on the stream of ${acct.server}`, 30_000);
   resyncs.length = 0;
-  return { acct, stream, trades, quotes, foreignQuotes, resyncs, errors, frames };
+  return { acct, stream, trades, quotes, foreignQuotes, resyncs, errors, frames, held: () => ({ positions, orders }) };
 }
 
 /** Starts a node again as a supervisor would: a start while PostgreSQL or NATS is away exits 1 by
@@ -216,10 +224,19 @@ describe('chaos', () => {
           return log.finals.filter((a) => a.status === 200 && (a.kind === 'open' || a.kind === 'close'))
             .filter((a) => firstSent.get(a.clientOrderId)! > (w.resyncs.at(-1) ?? 0) && !w.trades.has(a.clientOrderId));
         };
+        // The broker's books (nothing changes them once the clients stopped: no stops, no fills), and
+        // what the streams must come to show: the positions, and on P5 the pending orders.
+        const books = await Promise.all(accounts.map((a) => env.cluster.brokerBook(a)));
+        const bookOf = (w: (typeof watched)[number]) => {
+          const b = books[accounts.indexOf(w.acct)]!;
+          return { positions: b.positions.map((p) => `#${p.ticket}`).sort(), orders: SIM_SERVERS[w.acct.server] === 'P5' ? b.orders.map((o) => `#${o.ticket}@${o.openPrice}`).sort() : undefined };
+        };
+        const sameState = (w: (typeof watched)[number]) => JSON.stringify(w.held()) === JSON.stringify(bookOf(w));
         try {
-          await until(() => watched.every((w) => (owedOf(w).length === 0 && w.quotes.some((t) => t >= recovered)) || w.errors.length > 0), `schedule ${round}: the TRADEs of the accepted orders and closes, and quotes, on the streams`, 30_000)
+          await until(() => watched.every((w) => (owedOf(w).length === 0 && w.quotes.some((t) => t >= recovered) && sameState(w)) || w.errors.length > 0),
+            `schedule ${round}: the TRADEs of the accepted orders and closes, quotes, and the broker's positions and orders on the streams`, 30_000)
             .catch((err: Error) => {
-              throw new Error(`${err.message} (${watched.map((w) => `${w.acct.server}: missing ${owedOf(w).map((a) => a.clientOrderId).slice(0, 5).join(', ') || 'none'}, last quote ${w.quotes.at(-1) ? new Date(w.quotes.at(-1)!).toISOString() : 'never'}, reconnects ${w.stream.reconnects}, resyncs ${w.resyncs.length}`).join('; ')})`);
+              throw new Error(`${err.message} (${watched.map((w) => `${w.acct.server}: missing ${owedOf(w).map((a) => a.clientOrderId).slice(0, 5).join(', ') || 'none'}, last quote ${w.quotes.at(-1) ? new Date(w.quotes.at(-1)!).toISOString() : 'never'}, reconnects ${w.stream.reconnects}, resyncs ${w.resyncs.length}${sameState(w) ? '' : `, the stream holds ${JSON.stringify(w.held())}, the broker ${JSON.stringify(bookOf(w))}`}`).join('; ')})`);
             });
         } finally {
           for (const w of watched) w.stream.close();
@@ -229,7 +246,6 @@ describe('chaos', () => {
           expect([...w.trades].filter(([, n]) => n > 1), `schedule ${round}: TRADEs delivered twice on ${w.acct.server}`).toStrictEqual([]);
           expect(w.foreignQuotes, `schedule ${round}: quotes on ${w.acct.server}'s stream without its spread`).toStrictEqual([]);
         }
-        const books = await Promise.all(accounts.map((a) => env.cluster.brokerBook(a)));
         for (const [i, a] of accounts.entries()) {
           const t = traffic[i]!;
           // Each id at most once at the broker, every 200 there under its ticket, nothing no client
