@@ -14,19 +14,25 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
    *  (one may come); a callback-only consumer leaves nothing piling up. */
   private iterated = false;
 
-  constructor(private readonly onStop: () => void) {}
+  /** `onTaken`: a frame reached the consumer (its callbacks ran, or an iterator was handed it),
+   *  in order; a frame still in the buffer has not. */
+  constructor(private readonly onStop: () => void, private readonly onTaken: (frame: F) => void = () => undefined) {}
 
   push(frame: F): void {
     if (this.ended) return;
     // Per frame on the hot path: no allocation (a replay delivers thousands in one go).
+    const callbacksOnly = !this.iterated && this.frameListeners.size > 0;
+    if (callbacksOnly) this.onTaken(frame);
     const typed = this.frameListeners.get(frame.type);
     if (typed) for (const l of typed) l(frame);
     const any = this.frameListeners.get('*');
     if (any) for (const l of any) l(frame);
-    if (!this.iterated && this.frameListeners.size > 0) return;
+    if (callbacksOnly) return;
     const w = this.waiters.shift();
-    if (w) w({ value: frame, done: false });
-    else this.buffer.push(frame);
+    if (w) {
+      this.onTaken(frame);
+      w({ value: frame, done: false });
+    } else this.buffer.push(frame);
   }
 
   emit<K extends keyof E>(event: K, ...args: E[K]): void {
@@ -75,7 +81,10 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
     return {
       next: () => {
         const f = this.buffer.shift();
-        if (f !== undefined) return Promise.resolve({ value: f, done: false });
+        if (f !== undefined) {
+          this.onTaken(f);
+          return Promise.resolve({ value: f, done: false });
+        }
         if (this.ended) return this.failure !== undefined ? Promise.reject(this.failure) : Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve) => this.waiters.push(resolve));
       },

@@ -3,7 +3,7 @@
 // a silent connection (heartbeat timeout), says when continuity was lost (RESUMED recovered:false:
 // reconcile from the fresh snapshots that follow), and delivers each account event once, in order.
 import type { BackoffOptions } from './backoff.js';
-import { StreamCursor, isPositioned, parseSince, type StreamPosition } from './cursor.js';
+import { StreamCursor, formatSince, isPositioned, parseSince, type StreamPosition } from './cursor.js';
 import { finalRefusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
@@ -45,7 +45,11 @@ export function wsUrl(baseUrl: string): string {
 export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFrame> {
   private readonly channel: FrameChannel<KnownFrame, StreamEvents>;
   private readonly socket: ReconnectingSocket;
+  /** Where the connection resumes from: the last account event the SDK received (it may still be
+   *  in the buffer of a slow `for await`). */
   private readonly cursor: StreamCursor;
+  /** The last account event the consumer was handed: what `position`/`since` say, for a bot to save. */
+  private taken: StreamPosition | undefined;
   private readonly wanted = new Map<string, Set<string>>();
   /** Last seq per market-data topic on the current connection (QUOTE per symbol, CANDLE per bar series). */
   private topicSeq = new Map<string, number>();
@@ -61,8 +65,11 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     if (o.since !== undefined && !start) throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `since: expected <epoch>:<seq>, got '${o.since}'` });
     t.socketAuth(); // no API key: refused now, not by a stream that never yields
     this.cursor = new StreamCursor(start);
+    this.taken = start;
     for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
-    this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close());
+    this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close(), (f) => {
+      if (isPositioned(f)) this.taken = { epoch: f.epoch, seq: f.seq };
+    });
     this.socket = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.heartbeatTimeoutMs ?? 25_000, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
@@ -77,13 +84,15 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     this.socket.start();
   }
 
-  /** The position of the last account event delivered: save it to resume after a restart. */
+  /** The position of the last account event handed to you (your callbacks ran for it, or your
+   *  `for await` got it; not one still waiting in the buffer): save it to resume after a restart. */
   get position(): StreamPosition | undefined {
-    return this.cursor.position;
+    return this.taken ? { ...this.taken } : undefined;
   }
 
+  /** `position` as `<epoch>:<seq>`, for `client.stream(id, { since })`. */
   get since(): string | undefined {
-    return this.cursor.since();
+    return this.taken ? formatSince(this.taken) : undefined;
   }
 
   /** Connections replaced so far (closes, stalls, gaps). */

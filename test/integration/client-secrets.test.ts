@@ -65,7 +65,9 @@ describe('the API key on a socket', () => {
   it("webSocketKey: 'query' puts it in the URL (a browser's WebSocket cannot send headers)", async () => {
     upgrades.length = 0;
     const s = new TagwClient({ baseUrl: proxy.url, apiKey: key, WebSocket, webSocketKey: 'query' }).stream(id);
-    await until(() => s.position !== undefined, 'the snapshot');
+    let snapshot = false;
+    s.on('POSITIONS', () => void (snapshot = true));
+    await until(() => snapshot, 'the snapshot');
     s.close();
     expect(requestLine(upgrades[0]!)).toContain(`apiKey=${key}`);
   });
