@@ -12,7 +12,7 @@
 // restore says whether the key it finds there is the same one.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadSecretKey, secretKeyPath } from '../crypto/secretBox.js';
 import { lockDataDir } from './dataDirLock.js';
@@ -91,6 +91,9 @@ export async function backupDatabase(s: DataDirSettings, file: string, now: () =
   const secretKey = secretKeyRef(s);
   const partial = `${target}.partial`;
   rmSync(partial, { force: true });
+  // Made 0600 before a byte is written (SQLite keeps an existing file's mode): the copy holds key
+  // hashes, sealed broker passwords and orders, whatever the umask of the shell running it.
+  writeFileSync(partial, '', { mode: 0o600, flag: 'wx' });
   const db = new Database(source, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 5000');
@@ -190,6 +193,7 @@ export async function restoreDatabase(s: DataDirSettings, file: string, now: () 
     } finally {
       restored.close();
     }
+    keepOwnership(staged, target, s.dataDir);
     const previous = existsSync(target) ? setAside(target, now) : null;
     for (const suffix of ['-wal', '-shm']) rmSync(target + suffix, { force: true });
     renameSync(staged, target);
@@ -207,6 +211,19 @@ export async function restoreDatabase(s: DataDirSettings, file: string, now: () 
   } finally {
     lock.release();
   }
+}
+
+/**
+ * Gives the restored file the owner and mode of the database it replaces (none: DATA_DIR's owner,
+ * mode 0600). The documented restore runs as root on the DATA_DIR of the service's own user
+ * (systemd's DynamicUser): a database left owned by root is one the gateway cannot write.
+ */
+function keepOwnership(staged: string, target: string, dataDir: string): void {
+  const like = existsSync(target) ? statSync(target) : undefined;
+  chmodSync(staged, like ? like.mode & 0o777 : 0o600);
+  if (process.getuid?.() !== 0) return; // only root can give a file away; anyone else owns what it made
+  const owner = like ?? statSync(dataDir);
+  chownSync(staged, owner.uid, owner.gid);
 }
 
 /** Folds the WAL of the database being replaced into it and moves it aside; returns its new path. */

@@ -2,7 +2,7 @@
 // takes orders, and a restore that refuses a held DATA_DIR, a damaged file or a newer schema.
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { backupDatabase, BackupError, restoreDatabase, secretKeyFingerprint } from '../../src/store/backup.js';
@@ -142,6 +142,40 @@ describe('backupDatabase / restoreDatabase', () => {
     const report = await restoreDatabase({ dataDir: dir }, good);
     expect(report.previous).toMatch(/tagw\.sqlite\.before-restore-/);
     expect(report.secretKey.matches).toBe(true);
+  });
+
+  it('a backup file is readable by its owner only (0600): it holds key hashes, sealed passwords and orders', async () => {
+    const out = join(tempDir(), 'b.sqlite');
+    const umask = process.umask(0o022); // a root shell's usual umask: files 0644 unless made otherwise
+    try {
+      await backupDatabase({ dataDir: dataDir() }, out);
+    } finally {
+      process.umask(umask);
+    }
+    expect((statSync(out).mode & 0o777).toString(8)).toBe('600');
+  });
+
+  it('restore run as root keeps the owner and mode of the database it replaces: the service user can still write it', async () => {
+    // docs/operations.md runs `tagw restore` as root on the DATA_DIR of the systemd unit's own user
+    // (DynamicUser). A database left owned by root is one that user cannot write: the gateway
+    // could not start on it. Changing a file's owner needs root: this test does.
+    expect(process.getuid?.(), 'this test changes file owners: run it as root').toBe(0);
+    const dir = dataDir();
+    const service = 65534; // nobody
+    chownSync(dir, service, service);
+    chownSync(dbPath(dir), service, service);
+    chmodSync(dbPath(dir), 0o640);
+    const out = join(tempDir(), 'b.sqlite');
+    await backupDatabase({ dataDir: dir }, out);
+    await restoreDatabase({ dataDir: dir }, out);
+    const st = statSync(dbPath(dir));
+    expect({ uid: st.uid, gid: st.gid, mode: (st.mode & 0o777).toString(8) }).toEqual({ uid: service, gid: service, mode: '640' });
+    // With no database to replace (a new machine), the restored one belongs to DATA_DIR's owner.
+    const fresh = tempDir();
+    chownSync(fresh, service, service);
+    await restoreDatabase({ dataDir: fresh }, out);
+    const st2 = statSync(dbPath(fresh));
+    expect({ uid: st2.uid, gid: st2.gid, mode: (st2.mode & 0o777).toString(8) }).toEqual({ uid: service, gid: service, mode: '600' });
   });
 
   it('restore onto a machine with another key says the key does not match', async () => {
