@@ -46,6 +46,21 @@ const topic = (hash: string) => `gw/${hash}`;
 export const WS_BACKLOG_LIMIT = 1024 * 1024;
 const RESERVE = 256 * 1024;
 
+/** A client's ping: the text `ping`, or the object `{"action":"ping"}` however a JSON library spaces
+ *  it (Python's json.dumps writes `{"action": "ping"}`). Anything longer than 64 bytes is not one. */
+function isPing(msg: ArrayBuffer): boolean {
+  if (msg.byteLength > 64) return false;
+  const text = Buffer.from(msg).toString('utf8').trim();
+  if (text === 'ping') return true;
+  if (!text.startsWith('{')) return false;
+  try {
+    const m = JSON.parse(text) as Record<string, unknown>;
+    return Object.keys(m).length === 1 && m.action === 'ping';
+  } catch {
+    return false;
+  }
+}
+
 export class GatewaySocket {
   private app: TemplatedApp | null = null;
   private readonly sockets = new Map<string, Set<WebSocket<UserData>>>();
@@ -93,8 +108,7 @@ export class GatewaySocket {
       open: (ws) => this.onOpen(ws),
       message: (ws, msg) => {
         // Subscriptions are made over HTTP (Subscribe* operations); the socket only answers pings.
-        const text = msg.byteLength <= 64 ? Buffer.from(msg).toString('utf8').trim() : '';
-        if (text === 'ping' || text === '{"action":"ping"}') ws.send('{"type":"PONG","data":{}}');
+        if (isPing(msg)) ws.send('{"type":"PONG","data":{}}');
         else ws.send(JSON.stringify({ type: 'ERROR', data: { error: 'BAD_REQUEST', message: 'this socket takes no messages; use the /v1/proxy Subscribe* operations' } }));
       },
       close: (ws) => {

@@ -256,6 +256,19 @@ describe('/ws pushes', () => {
     }
     c.ws.send('ping');
     await c.waitFor((f) => f.type === 'PONG');
+    // {"action":"ping"} however a JSON library writes it (Python's json.dumps puts a space after ':').
+    for (const m of ['{"action": "ping"}', ' { "action" : "ping" }\n']) {
+      const pongs = c.frames.filter((f) => f.type === 'PONG').length;
+      c.ws.send(m);
+      await c.waitFor(() => c.frames.filter((f) => f.type === 'PONG').length > pongs);
+    }
+    // Not a ping: another action, another field, another type.
+    for (const m of ['{"action":"ping","symbol":"BTCUSD"}', '{"action":"pong"}', '["ping"]', '"ping"']) {
+      const errs = c.frames.filter((f) => f.type === 'ERROR').length;
+      c.ws.send(m);
+      await c.waitFor(() => c.frames.filter((f) => f.type === 'ERROR').length > errs);
+    }
+    expect(c.frames.filter((f) => f.type === 'PONG')).toHaveLength(3);
     expect(c.ws.readyState).toBe(c.ws.OPEN);
     c.ws.close();
   });
