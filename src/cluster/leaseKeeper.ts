@@ -238,12 +238,18 @@ export class LeaseKeeper {
     // Who holds what now: the plan keeps accounts where they are and moves only a node's surplus.
     const holders = new Map<string, string>();
     for (const r of await leaseRows(db)) if (r.live && r.owner !== null) holders.set(r.accountId, r.owner);
+    const accounts = new Set(await this.o.accounts());
     const plan = this.steppedDown
       ? { acquire: [], release: [...this.leases.keys()] }
-      : planLeases(nodeId, live, await this.o.accounts(), new Set(this.leases.keys()), holders);
+      : planLeases(nodeId, live, accounts, new Set(this.leases.keys()), holders);
+    // With its link down and not stepped down (nats-server away, or this node's cut not yet past
+    // the bound), a node keeps its surplus: the next owner could not read the account's stream
+    // history from JetStream (its clients and this node's would resync) nor be reached by a
+    // forwarded call. It moves once the link is back. Accounts without an owner are still taken.
+    const keepSurplus = natsUp === false && !this.steppedDown;
     // In the background: stopping an account may take a while (calls in flight), and meanwhile this
     // node's other leases must go on being renewed.
-    const release = plan.release.filter((id) => !this.handingOver.has(id));
+    const release = plan.release.filter((id) => !this.handingOver.has(id) && !(keepSurplus && accounts.has(id)));
     if (release.length > 0) {
       const h = this.handOver(release).catch((err: unknown) => {
         this.o.log?.warn('cluster handover failed; retried next round', { err: errorMessage(err), accounts: release.length });

@@ -330,6 +330,53 @@ describe('lease keeper', () => {
     expect(nodes.map((x) => x.k.cutOff)).toEqual([false, false, false]);
   });
 
+  it('with every NATS link down a joining node takes no account from a serving one (its stream history and forwarded calls need NATS), only accounts without an owner; its share moves once the links are back', async () => {
+    // Found in a scenario run: a node relaunched during a nats-server outage took its share at once;
+    // the old owner, a follower now, could not follow the account's stream without NATS and closed
+    // its client's socket with 4014, and the new owner could not read the stream's head either.
+    const { pool } = await freshDb();
+    const leaseMs = 600_000; // nothing expires: only a release explains a move
+    const stepDownMs = 1_000;
+    const up = new Map([['node-a', true], ['node-b', true], ['node-c', false]]);
+    const clock = new TestClock();
+    const [A, B, C] = [...up.keys()].map((id) => keeper(pool, id, ACCOUNTS, clock, leaseMs, { up: () => up.get(id)!, stepDownMs })) as [ReturnType<typeof keeper>, ReturnType<typeof keeper>, ReturnType<typeof keeper>];
+    const rounds = async (nodes: Array<ReturnType<typeof keeper>>, n = 2) => {
+      for (let i = 0; i < n; i++) for (const x of nodes) await x.k.tick();
+    };
+    const epochs = async () => new Map((await leaseRows(pool)).map((r) => [r.accountId, `${r.owner}@${r.epoch}`]));
+    await rounds([A, B], 3);
+    expect(A.k.held().length + B.k.held().length).toBe(ACCOUNTS.length);
+    const spread = await epochs();
+    const releasedBefore = [A, B].map((x) => x.seen.released.length);
+
+    // nats-server goes away; c starts meanwhile: nothing moves, however long it lasts.
+    up.set('node-a', false);
+    up.set('node-b', false);
+    for (let i = 0; i < 3; i++) {
+      await rounds([A, B, C]);
+      clock.t += stepDownMs;
+    }
+    expect(await epochs()).toEqual(spread);
+    expect(C.k.held()).toEqual([]);
+    expect([A, B].map((x) => x.seen.released.length)).toEqual(releasedBefore);
+
+    // Links back: c takes its share.
+    for (const id of up.keys()) up.set(id, true);
+    await rounds([A, B, C], 3);
+    for (const x of [A, B, C]) expect(x.k.held().length).toBeGreaterThanOrEqual(Math.floor(ACCOUNTS.length / 3));
+    const settled = await epochs();
+
+    // Every link down again, and a leaves (SIGTERM): its accounts, ownerless, are taken at once;
+    // b's and c's stay where they are.
+    for (const id of up.keys()) up.set(id, false);
+    const aHeld = ids(A.k.held());
+    await A.k.stop({ handover: true });
+    await rounds([B, C]);
+    expect([...ids(B.k.held()), ...ids(C.k.held())].sort()).toEqual([...ACCOUNTS].sort());
+    const after = await epochs();
+    for (const [account, holder] of settled) if (!aHeld.includes(account)) expect(after.get(account)).toBe(holder);
+  });
+
   it('running on timers: a killed node loses its accounts to the survivor after the lease; PostgreSQL down then back: leases are dropped as lost and taken again', async () => {
     const { pool } = await freshDb();
     const leaseMs = 900;
