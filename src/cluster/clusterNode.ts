@@ -142,6 +142,9 @@ export class ClusterNode {
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   /** Accounts this node acquired, once its shards started them: set by the gateway (the stream edge). */
   onAcquired: (accountIds: string[]) => void = () => {};
+  /** Resolves once the stream frames this node numbered so far are stored, or after `boundMs`:
+   *  set by the gateway (the stream edge). */
+  beforeHandOver: (boundMs: number) => Promise<void> = async () => {};
   /** A newer process took this node's NODE_ID over: it holds nothing and must stop (main: exit 2). */
   onSuperseded: (message: string) => void = () => {};
   /** Why this process was superseded, if it was: one superseded at its first round fails its start. */
@@ -310,6 +313,11 @@ export class ClusterNode {
     return this.pg.keeper.leaseOf(accountId) !== undefined;
   }
 
+  /** The account's lease is still this node's, also while it is being handed over. */
+  holds(accountId: string): boolean {
+    return this.pg.keeper.holds(accountId);
+  }
+
   /**
    * An event of this node's shards, for the nodes whose sockets follow it (before attach: none do).
    * What a shard changed by itself, outside any command, goes to PostgreSQL from here: a platform
@@ -399,9 +407,13 @@ export class ClusterNode {
   }
 
   /** Handing over: the calls already running on these accounts (an order at the broker) finish
-   *  first, up to the owner wait (the keeper refuses new ones from now on), then they stop here. */
+   *  first, up to the owner wait (the keeper refuses new ones from now on), then they stop here.
+   *  Meanwhile, NATS reachable, the stream frames numbered here and not stored yet are stored
+   *  (their retries after an outage), within the same wait: released before, they would be lost to
+   *  the next owner, which continues from JetStream's head, and this node's sockets would resync. */
   private async handOver(ids: string[]): Promise<void> {
-    await this.w.calls.drain(ids, this.o.settings.ownerWaitMs);
+    const wait = this.o.settings.ownerWaitMs;
+    await Promise.all([this.w.calls.drain(ids, wait), this.w.nats.link.up ? this.beforeHandOver(wait) : undefined]);
     await this.release(ids, 'handed over');
   }
 

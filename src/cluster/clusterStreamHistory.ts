@@ -14,6 +14,10 @@ export interface ClusterStreamHistoryOptions {
   replicas: number;
   /** This node holds the account's lease now. */
   owns: (accountId: string) => boolean;
+  /** The lease is still this node's, also while being handed over. */
+  holds: (accountId: string) => boolean;
+  /** Registers what a handover waits for before the leases are released. */
+  onHandingOver: (settled: (boundMs: number) => Promise<void>) => void;
   /** Registers what runs when this node acquired accounts (their shards started them). */
   onAcquired: (listener: (accountIds: string[]) => void) => void;
   /** Registers what runs when an account's shard stream opens again after all closed (router.ts). */
@@ -30,6 +34,14 @@ export class ClusterStreamHistory {
 
   owns(accountId: string): boolean {
     return this.o.owns(accountId);
+  }
+
+  holds(accountId: string): boolean {
+    return this.o.holds(accountId);
+  }
+
+  onHandingOver(settled: (boundMs: number) => Promise<void>): void {
+    this.o.onHandingOver(settled);
   }
 
   onAcquired(listener: (accountIds: string[]) => void): void {

@@ -171,6 +171,13 @@ export class LeaseKeeper {
     return { accountId, epoch: h.epoch };
   }
 
+  /** The account's lease is still this node's, within its deadline, also while being handed over:
+   *  the node acts on it no more but may still store what it did before (its stream's frames). */
+  holds(accountId: string): boolean {
+    const h = this.leases.get(accountId);
+    return h !== undefined && this.o.clock.now() < h.validUntil;
+  }
+
   /** Drops every lease whose deadline passed (reported as lost 'expired'); returns their accounts. */
   checkDeadlines(): string[] {
     const now = this.o.clock.now();

@@ -11,6 +11,11 @@ export interface SharedFrame { epoch: string; seq: number; frame: string; /** an
 export interface SharedHistory {
   /** This node holds the account's lease: it numbers the account's events. */
   owns(accountId: string): boolean;
+  /** The lease is still this node's, also while being handed over: it may store what it numbered. */
+  holds(accountId: string): boolean;
+  /** Registers what a handover of this node's accounts waits for (within `boundMs`) before the
+   *  leases are released: the frames numbered so far, stored. */
+  onHandingOver(settled: (boundMs: number) => Promise<void>): void;
   /** Runs `listener` with the accounts this node acquires (once its shards run them). */
   onAcquired(listener: (accountIds: string[]) => void): void;
   /** Runs `listener` with an account owned here whose shard stream was closed by every node's

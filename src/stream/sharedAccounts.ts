@@ -58,6 +58,18 @@ export class SharedAccounts {
       for (const id of ids) void this.acquired(id);
     });
     deps.shared.onReopened((id) => this.reopened(id));
+    deps.shared.onHandingOver((boundMs) => this.storesSettled(boundMs));
+  }
+
+  /** Resolves once the batches committed so far are stored (or given up), or after `boundMs`. */
+  private storesSettled(boundMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, boundMs);
+      this.afterStores(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /**
@@ -150,14 +162,16 @@ export class SharedAccounts {
   /**
    * After a failed first store (`firstError`), stores an owner's frames again and again (nats-server
    * down, frozen or restarting: msg ids make a repeat harmless), until JetStream has them (true) or
-   * this node stops numbering the account's epoch (false: the next owner resyncs what they held).
+   * this node stops numbering the account's epoch or loses its lease (false: the next owner resyncs
+   * what they held). While the account is being handed over the lease is still this node's: the
+   * handover waits for these stores (ClusterNode.handOver), so the next owner continues after them.
    * They were sent to this node's sockets after a failed store before: numbers no other node could
    * replay, which a later owner then gave to other frames, or the deals in them again (`npm run
    * chaos` saw a client get eleven TRADEs twice after a nats-server restart and a takeover). A frame
    * too large for NATS never stores: sent all the same, as on one node when the disk fails.
    */
   private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1], firstError: string): Promise<boolean> {
-    const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.owns(acc.id);
+    const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.holds(acc.id);
     let message = firstError;
     for (let attempt = 0; ; attempt++) {
       if (/payload/i.test(message)) {
@@ -205,6 +219,8 @@ export class SharedAccounts {
       const s = acc.shared;
       if (!s || s.ready) continue;
       const owns = this.deps.shared.owns(acc.id);
+      // Being handed over: the role changes once the lease is released (its stores finish first).
+      if (!owns && s.role === 'owner' && this.deps.shared.holds(acc.id)) continue;
       if (!owns && acc.opens === 0 && acc.sockets.size === 0 && !acc.retainTimer) {
         this.accounts.accounts.delete(acc.id);
         this.release(acc);

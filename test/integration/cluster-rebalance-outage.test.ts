@@ -1,0 +1,80 @@
+// A rebalance right after an owner's NATS outage keeps its sockets' account stream: the owner, its
+// link down, keeps the account while a node joins (it sheds no surplus it could not hand over with
+// its stream history); once the link is back it stores the frames it numbered meanwhile (their
+// retries) before it releases the lease, so its own socket gets the order's TRADE once, never a
+// 4014, and follows the next owner's frames after. Before: the account moved during the outage, or
+// right after it with the frames unstored, and the socket was closed with 4014 (found replaying the
+// stream scenario with a node relaunched just before a nats-server outage). docs/cluster.md
+// "Stepping down". Three gateway processes, each reaching nats-server through a proxy of its own;
+// real PostgreSQL and a simulator process.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { orderVia, retryingOrder } from '../helpers/clusterTraffic.js';
+import { expectAccountStream, mustOpen } from '../helpers/stream-helpers.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
+
+/** Past JetStream's 5 s ack timeout: the owner's first store of the order's frames has failed. */
+const CUT_MS = 7_000;
+const proxies = new Map<string, TcpProxy>();
+beforeAll(async () => {
+  for (const n of ['a', 'b', 'c']) proxies.set(n, await startTcpProxy(1));
+  return async () => {
+    for (const p of proxies.values()) await p.close();
+  };
+});
+const env = useCluster({
+  // Never stepping down within the test: only a rebalance moves the account.
+  env: { CLUSTER_STEP_DOWN_MS: '120000' },
+  nodeEnv: (id, engines) => {
+    const proxy = proxies.get(id.slice(-1))!;
+    proxy.target(engines.nats.port);
+    return { NATS_URL: `nats://127.0.0.1:${proxy.port}` };
+  },
+});
+
+let acct: ClusterAccount;
+beforeAll(async () => {
+  acct = await env.cluster.account();
+}, 90_000);
+
+describe('a rebalance after the owner\'s NATS outage', () => {
+  it('the owner keeps the account while its link is down, then stores what it numbered before handing it over: its socket gets the TRADE once and no 4014', async () => {
+    // One account: it goes to one node (the rendezvous' largest share). Killed, the account moves
+    // to a survivor; relaunched, that node is the account's target again: a rebalance.
+    const target = (await env.cluster.owner(acct.id)).owner;
+    await env.cluster.kill(target);
+    const holder = (await env.cluster.owner(acct.id, { not: target, limitMs: 15_000 })).owner;
+    const node = env.cluster.node(holder);
+    const s = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
+    try {
+      await s.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the snapshot');
+      const proxy = proxies.get(holder.slice(-1))!;
+      proxy.target(1);
+      proxy.cut();
+      try {
+        await env.cluster.launch(target);
+        const sent = await orderVia(node, acct, 'cut-1');
+        expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+        await new Promise((r) => setTimeout(r, CUT_MS));
+        // Its link down: the holder kept the account (the joined node took nothing from it) and
+        // sent nothing JetStream has not stored.
+        expect((await env.cluster.lease(acct.id)).owner).toBe(holder);
+        expect(s.of('TRADE')).toEqual([]);
+      } finally {
+        proxy.target(env.engines.nats.port);
+      }
+      await env.cluster.owner(acct.id, { not: holder, limitMs: 20_000 });
+      await s.until((c) => c.closed ?? c.of('TRADE').find((f) => f.data.comment === 'cut-1'), 20_000, 'the TRADE (or a close)');
+      expect(s.closed).toBeNull();
+      // The socket follows the next owner's numbering with no gap.
+      const after = await retryingOrder(env.cluster, acct, 'after-1', []);
+      expect(after.status, JSON.stringify(after.body)).toBe(200);
+      await s.until((c) => c.closed ?? c.of('TRADE').find((f) => f.data.order === after.ticket), 20_000, 'the next owner\'s TRADE');
+      expect(s.closed).toBeNull();
+      expect(s.of('TRADE').map((f) => f.data.comment)).toEqual(['cut-1', 'after-1']);
+      expectAccountStream(s.frames);
+    } finally {
+      await s.close();
+    }
+  }, 120_000);
+});
