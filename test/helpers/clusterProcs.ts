@@ -22,6 +22,7 @@ import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type E
 import { sharedPostgres } from './postgres.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from './process.js';
 import { openedBy, type BrokerBook, type BrokerOrder } from './orderLedger.js';
+import { startTcpProxy, type TcpProxy } from './tcpProxy.js';
 import { until } from './until.js';
 
 export const CLUSTER_MANAGEMENT_KEY = 'cluster-scenarios-management-key';
@@ -38,6 +39,28 @@ export interface Engines { nats: NatsEngine; pg: Engine; stop(): Promise<void> }
 export async function startEngines(postgres?: Engine): Promise<Engines> {
   const [nats, pgEngine] = await Promise.all([startNats(), postgres ?? startPostgres()]);
   return { nats, pg: pgEngine, stop: async () => void (await Promise.all([nats.stop(), pgEngine.stop()])) };
+}
+
+/** One TCP proxy per node (named by its id's last letter) between the node and nats-server, so a
+ *  test cuts one node's link (`proxy.target(1); proxy.cut()`) and restores it
+ *  (`proxy.target(engines.nats.port)`). Call before useCluster and give it `nodeEnv`. */
+export function useNatsProxies(letters: readonly string[]): { of(nodeId: string): TcpProxy; nodeEnv: NonNullable<ClusterOptions['nodeEnv']> } {
+  const proxies = new Map<string, TcpProxy>();
+  beforeAll(async () => {
+    for (const n of letters) proxies.set(n, await startTcpProxy(1));
+    return async () => {
+      for (const p of proxies.values()) await p.close();
+    };
+  });
+  const of = (nodeId: string) => proxies.get(nodeId.slice(-1))!;
+  return {
+    of,
+    nodeEnv: (id, engines) => {
+      const proxy = of(id);
+      proxy.target(engines.nats.port);
+      return { NATS_URL: `nats://127.0.0.1:${proxy.port}` };
+    },
+  };
 }
 
 /** A test file's engines and cluster: started before its tests, stopped after them. `ownPostgres`:

@@ -8,29 +8,15 @@
 // "Stepping down". Three gateway processes, each reaching nats-server through a proxy of its own;
 // real PostgreSQL and a simulator process.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import { useCluster, useNatsProxies, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, retryingOrder } from '../helpers/clusterTraffic.js';
 import { expectAccountStream, mustOpen } from '../helpers/stream-helpers.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 
 /** Past JetStream's 5 s ack timeout: the owner's first store of the order's frames has failed. */
 const CUT_MS = 7_000;
-const proxies = new Map<string, TcpProxy>();
-beforeAll(async () => {
-  for (const n of ['a', 'b', 'c']) proxies.set(n, await startTcpProxy(1));
-  return async () => {
-    for (const p of proxies.values()) await p.close();
-  };
-});
-const env = useCluster({
-  // Never stepping down within the test: only a rebalance moves the account.
-  env: { CLUSTER_STEP_DOWN_MS: '120000' },
-  nodeEnv: (id, engines) => {
-    const proxy = proxies.get(id.slice(-1))!;
-    proxy.target(engines.nats.port);
-    return { NATS_URL: `nats://127.0.0.1:${proxy.port}` };
-  },
-});
+const proxies = useNatsProxies(['a', 'b', 'c']);
+// Never stepping down within the test: only a rebalance moves the account.
+const env = useCluster({ env: { CLUSTER_STEP_DOWN_MS: '120000' }, nodeEnv: proxies.nodeEnv });
 
 let acct: ClusterAccount;
 beforeAll(async () => {
@@ -48,7 +34,7 @@ describe('a rebalance after the owner\'s NATS outage', () => {
     const s = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
     try {
       await s.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the snapshot');
-      const proxy = proxies.get(holder.slice(-1))!;
+      const proxy = proxies.of(holder);
       proxy.target(1);
       proxy.cut();
       try {

@@ -192,6 +192,9 @@ describe('three nodes: streams', () => {
     // a client got eleven TRADEs twice.
     // The tests before killed owners: every node runs again, so another node can take the resume.
     for (const n of env.cluster.nodes) if (n.state === 'down') await env.cluster.launch(n.id);
+    // A relaunched node takes its share back: the account may move once more (the plan's rounds,
+    // a third of the lease apart). The test begins where it stays, on a node that keeps it.
+    await stableOwner(acct.id);
     const { owner, others } = await env.cluster.roles(acct.id);
     const node = env.cluster.node(owner);
     const s = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
@@ -208,15 +211,10 @@ describe('three nodes: streams', () => {
       } finally {
         await env.engines.nats.restart();
       }
-      await s.until((c) => c.closed ?? c.of('TRADE').find((f) => f.data.comment === 'held-1'), 20_000, 'the TRADE once JetStream is back (or a resync)');
-      if (s.closed) {
-        // Under load the owner sometimes resyncs the account after the outage (a snapshot pair,
-        // then 4014): the client is told continuity was lost, and reconnects; nothing was sent
-        // ahead of the history meanwhile (above).
-        expect(s.closed.code).toBe(4014);
-        expect(s.of('TRADE').filter((f) => f.data.comment === 'held-1')).toEqual([]);
-        return;
-      }
+      // (A 4014 here was an account moved right after the outage, its frames unstored:
+      // cluster-rebalance-outage.test.ts.)
+      await s.until((c) => c.closed ?? c.of('TRADE').find((f) => f.data.comment === 'held-1'), 20_000, 'the TRADE once JetStream is back');
+      expect(s.closed).toBeNull();
       expect(s.of('TRADE').filter((f) => f.data.comment === 'held-1')).toHaveLength(1);
       const elsewhere = await mustOpen(env.cluster.node(others[0]!).url, { id: acct.id, heartbeat: '0', since: `${at.epoch}:${at.seq}` }, { 'x-api-key': acct.key });
       try {
@@ -230,3 +228,15 @@ describe('three nodes: streams', () => {
     }
   }, 90_000);
 });
+
+/** The account's lease stays with one live owner for a whole lease (no move under way). */
+async function stableOwner(accountId: string): Promise<void> {
+  let seen = '';
+  let since = Date.now();
+  await until(async () => {
+    const l = await env.cluster.lease(accountId);
+    const now = `${l.live ? l.owner : ''}@${l.epoch}`;
+    if (now !== seen || !l.live) [seen, since] = [now, Date.now()];
+    return l.live && Date.now() - since >= env.cluster.leaseMs;
+  }, `one owner of ${accountId} for a lease`, 30_000);
+}

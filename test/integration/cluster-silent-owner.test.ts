@@ -8,10 +8,9 @@
 // nats-server through a proxy of its own; real PostgreSQL and a simulator process. docs/cluster.md
 // "Forwarding".
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CLUSTER_MANAGEMENT_KEY, readyz, useCluster, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
+import { CLUSTER_MANAGEMENT_KEY, readyz, useCluster, useNatsProxies, type ClusterAccount, type Readiness } from '../helpers/clusterProcs.js';
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import type { LeaseRow } from '../helpers/clusterProcs.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 const OWNER_WAIT_MS = 4_000;
@@ -20,22 +19,8 @@ const LEASE_MS = 1_500;
 const STEP_DOWN_MS = LEASE_MS;
 /** Far below the 31 s call bound the calls waited before. */
 const CEILING_MS = 20_000;
-const proxies = new Map<string, TcpProxy>();
-beforeAll(async () => {
-  // Before the cluster's nodes launch: each node's NATS_URL names its proxy (pointed at nats-server then).
-  for (const n of ['a', 'b']) proxies.set(n, await startTcpProxy(1));
-  return async () => {
-    for (const p of proxies.values()) await p.close();
-  };
-});
-const env = useCluster({
-  nodes: 2, ownerWaitMs: OWNER_WAIT_MS,
-  nodeEnv: (id, engines) => {
-    const proxy = proxies.get(id.slice(-1))!;
-    proxy.target(engines.nats.port);
-    return { NATS_URL: `nats://127.0.0.1:${proxy.port}` };
-  },
-});
+const proxies = useNatsProxies(['a', 'b']);
+const env = useCluster({ nodes: 2, ownerWaitMs: OWNER_WAIT_MS, nodeEnv: proxies.nodeEnv });
 
 let acct: ClusterAccount;
 beforeAll(async () => {
@@ -45,7 +30,7 @@ beforeAll(async () => {
 /** From the chunk that brings the owner a forwarded call carrying `marker` (which passes), nothing
  *  passes between the owner and nats-server, on any connection, until the returned release. */
 function silenceOwnerAfter(owner: string, marker: string): { silenced: Promise<void>; release(): void } {
-  const proxy = proxies.get(owner.slice(-1))!;
+  const proxy = proxies.of(owner);
   let dead = false;
   let silenced!: () => void;
   const seen = new Promise<void>((r) => { silenced = r; });
@@ -127,7 +112,7 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
   async function loseReply(marker: string, send: (via: { id: string; url: string }) => Promise<Answer>): Promise<Answer> {
     const { owner, others } = await env.cluster.roles(acct.id);
     const via = env.cluster.node(others[0]!);
-    const proxy = proxies.get(via.id.slice(-1))!;
+    const proxy = proxies.of(via.id);
     // Both links back from the cuts of the tests before (a call to an owner not subscribed yet would
     // find nobody, and its "no responders" would be dropped below like the reply).
     for (const n of [owner, via.id]) await until(async () => (await readyz(env.cluster.node(n))).body.cluster?.nats === true, `${n}'s NATS link`, CEILING_MS);
@@ -181,7 +166,7 @@ describe('a forwarded call whose owner falls silent on NATS', () => {
 
   it('/readyz answers 503 naming NATS while the node\'s link is down, 200 again once it is back', async () => {
     const node = env.cluster.node(env.cluster.running()[0]!.id);
-    const proxy = proxies.get(node.id.slice(-1))!;
+    const proxy = proxies.of(node.id);
     await until(async () => (await readyz(node)).status === 200, `${node.id} ready`, 20_000);
     expect((await readyz(node)).body.cluster).toEqual({ nats: true, database: true });
     // The link dies and stays down: its connection reset, the reconnects refused.
@@ -218,7 +203,7 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
   it('cut off past the bound while the other node reaches NATS, it hands its accounts over: orders through the other node succeed, none twice; back, it takes its share again', async () => {
     const cutNode = (await env.cluster.lease(acct.id)).owner!;
     const other = env.cluster.running().find((n) => n.id !== cutNode)!;
-    const proxy = proxies.get(cutNode.slice(-1))!;
+    const proxy = proxies.of(cutNode);
     const cutAt = Date.now();
     proxy.target(1);
     proxy.cut();
