@@ -69,8 +69,11 @@ export async function run(argv: string[]): Promise<number | undefined> {
     return program.args[0] === 'serve' ? undefined : EXIT.OK;
   } catch (e) {
     if (e instanceof CommanderError) {
-      // Help and version are answers, not errors; commander has already printed what was wrong.
-      return e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version' ? EXIT.OK : EXIT.USAGE;
+      // Help asked for and the version are answers, not errors; help shown because a subcommand is
+      // missing (`tagw keys`) is a usage error (commander's exitCode 1 there). Commander has
+      // already printed what was wrong.
+      const answered = e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || (e.code === 'commander.help' && e.exitCode === 0);
+      return answered ? EXIT.OK : EXIT.USAGE;
     }
     if (e instanceof CliError) {
       process.stderr.write(`tagw: ${e.message}\n`);

@@ -62,6 +62,14 @@ describe('tagw', () => {
     expect(bad.code).toBe(EXIT.USAGE);
   }, 30_000);
 
+  it('a command missing its subcommand (`tagw keys`, bare `tagw`) is a usage error (2) with the help on stderr; `tagw help keys` exits 0', async () => {
+    const [bare, keys, asked] = await Promise.all([tagw([]), tagw(['keys']), tagw(['help', 'keys'])]);
+    expect({ bare: bare.code, keys: keys.code, asked: asked.code }).toEqual({ bare: EXIT.USAGE, keys: EXIT.USAGE, asked: EXIT.OK });
+    expect(keys.stderr).toContain('Usage: tagw keys');
+    expect(keys.stdout).toBe('');
+    expect(asked.stdout).toContain('Usage: tagw keys');
+  }, 30_000);
+
   it('keys create shows the secret once; list shows it without; limits, replace and revoke act at once', async () => {
     const created = await tagw(['keys', 'create', '--label', 'cli-bot']);
     expect(created.code, created.stderr).toBe(0);
