@@ -13,7 +13,7 @@ import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { singleParam, type RequestInfo } from '../http/request.js';
 import { sendError, type ResponseSink } from '../http/respond.js';
-import { assertAliasAgrees } from '../http/schemas.js';
+import { assertAliasAgrees, qBool } from '../http/schemas.js';
 import { canonicalAccountId } from '../util/accountId.js';
 import { parseSince } from './history.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -21,6 +21,9 @@ import type { AccountStreamDeps, AccountStreams } from './accounts.js';
 import type { Outbox } from './outbox.js';
 import type { AccountState, Sock, StreamCounters, UserData } from './state.js';
 import type { Topics } from './topics.js';
+
+/** `heartbeat`: 0 turns heartbeats off (SPEC §6); false/true too, as every boolean parameter of the API. */
+const HEARTBEAT_PARAM = qBool();
 
 export interface StreamAdmissionDeps extends AccountStreamDeps {
   auth: Authenticator;
@@ -73,8 +76,10 @@ export class StreamAdmission {
       assertAccountScope(principal, id);
       const seat = d.tenancy.seatById(id);
       if (!seat || seat.customer_id !== principal.customerId || seat.removed_at !== null) throw apiError('NOT_FOUND', 'account not found');
-      const hb = singleParam(q, 'heartbeat');
-      if (hb !== undefined && hb !== '0' && hb !== '1') throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 to disable heartbeats or 1 (default)");
+      const hbParam = singleParam(q, 'heartbeat');
+      const hbParsed = hbParam === undefined ? undefined : HEARTBEAT_PARAM.safeParse(hbParam);
+      if (hbParsed && !hbParsed.success) throw apiError('BAD_REQUEST', "parameter 'heartbeat': use 0 (or false) to disable heartbeats, 1 (or true, the default) to keep them");
+      const heartbeat = hbParsed?.data ?? true;
       const sinceParam = singleParam(q, 'since');
       const since = sinceParam === undefined ? null : sinceParam === 'message' ? 'message' : parseSince(sinceParam);
       if (sinceParam !== undefined && since === null) {
@@ -87,7 +92,7 @@ export class StreamAdmission {
           this.accounts.accounts.set(id, known);
           this.accounts.onActive();
         }
-        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since });
+        this.upgradeNow(known, sink, context, key, protocol, extensions, { accountId: id, keyId: principal.keyId, heartbeat, since });
         return;
       }
       if (!this.accounts.activeSeats.has(id)) {
@@ -110,7 +115,7 @@ export class StreamAdmission {
         this.accounts.releaseIfUnused(id);
         return;
       }
-      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat: hb !== '0', since };
+      const userData: UserData = { accountId: id, keyId: principal.keyId, heartbeat, since };
       sink.upgradeLater(userData, key, protocol, extensions, context);
     } catch (err) {
       const e = toApiError(err);

@@ -238,9 +238,11 @@ describe('fan-out across shards', () => {
 });
 
 describe('heartbeats', () => {
-  it('report connection and per-symbol tick times; heartbeat=0 turns them off', async () => {
+  it('report connection and per-symbol tick times; heartbeat=0 turns them off (heartbeat=false too, as the boolean parameters of /v1/proxy)', async () => {
     const on = await open({ id: p5, apiKey: key });
     const off = await open({ id: p5, apiKey: key, heartbeat: '0' });
+    const offFalse = await open({ id: p5, apiKey: key, heartbeat: 'false' });
+    const onTrue = await open({ id: p5, apiKey: key, heartbeat: 'true' });
     on.send({ action: 'subscribe', symbol: 'BTCUSD' });
     off.send({ action: 'subscribe', symbol: 'BTCUSD' });
     await on.next('SUBSCRIBED');
@@ -254,7 +256,9 @@ describe('heartbeats', () => {
     // Three heartbeats awaited, not counted in a window of 4 intervals (a loaded machine's timers run
     // late): the socket with heartbeat=0 got none over the same span.
     await on.until((x) => x.of('HEARTBEAT').length >= 3, 10_000, 'three heartbeats');
+    await onTrue.until((x) => x.of('HEARTBEAT').length >= 1, 10_000, 'a heartbeat with heartbeat=true');
     expect(off.of('HEARTBEAT')).toHaveLength(0);
+    expect(offFalse.of('HEARTBEAT')).toHaveLength(0);
     expect(off.of('QUOTE').length).toBeGreaterThan(0);
   });
 
