@@ -44,6 +44,8 @@ export interface CallSpec {
   clientOrderId?: string | undefined;
   /** Tries for this call instead of the client's `retry.attempts` (1: a probe that must not wait). */
   tries?: number | undefined;
+  /** Aborting it ends the call at once (its connection closed, no retry): ABORTED. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface CallResult<T> {
@@ -68,7 +70,22 @@ export function encodeQuery(q: Record<string, QueryValue> | undefined): string {
   return s ? `?${s}` : '';
 }
 
-const sleepReal = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** A timer an abort clears (it resolves then): nothing is left to keep a process alive. */
+function sleepReal(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+function abortedError(spec: CallSpec, requestId: string): TagwError {
+  return new TagwError({ code: 'ABORTED', status: 0, requestId, clientOrderId: spec.clientOrderId, message: `${spec.method} ${spec.path}: aborted by the caller` });
+}
 
 /** Node (and runtimes that copy its `process.versions.node`): its WebSockets take headers. */
 function onNode(): boolean {
@@ -144,10 +161,12 @@ export class Transport {
       headers['content-type'] = 'application/json';
     }
     const url = this.baseUrl + spec.path + encodeQuery(spec.query);
+    const signal = spec.signal;
     for (let attempt = 0; ; attempt++) {
+      if (signal?.aborted) throw abortedError(spec, requestId);
       let err: TagwError;
       try {
-        const { res, text } = await this.once(url, spec.method, headers, body);
+        const { res, text } = await this.once(url, spec.method, headers, body, signal);
         const parsed = parseJson(text);
         if (res.ok) {
           return { status: res.status, headers: res.headers, body: parsed as T, replay: res.headers.get('idempotent-replay') === 'true', tries: attempt + 1 };
@@ -155,6 +174,7 @@ export class Transport {
         err = this.errorOf(res, parsed, text, requestId, spec);
       } catch (e) {
         if (e instanceof TagwError) throw e;
+        if (signal?.aborted) throw abortedError(spec, requestId);
         const timedOut = (e as { name?: string } | null)?.name === 'AbortError' || (e as { name?: string } | null)?.name === 'TimeoutError';
         err = new TagwError({
           code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR', status: 0, requestId, cause: e, clientOrderId: spec.clientOrderId,
@@ -163,19 +183,35 @@ export class Transport {
       }
       if (attempt + 1 >= (spec.tries ?? this.retry.attempts) || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
       if (err.retryAfter !== undefined && err.retryAfter > this.retry.maxRetryAfterMs) throw err;
-      await this.sleep(Math.max(backoffDelay(attempt, this.retry, this.random), err.retryAfter ?? 0));
+      await this.pause(Math.max(backoffDelay(attempt, this.retry, this.random), err.retryAfter ?? 0), signal);
+    }
+  }
+
+  /** The wait before a retry; an abort ends it at once (the loop then throws ABORTED). */
+  private async pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.sleep === sleepReal) return sleepReal(ms, signal);
+    if (!signal) return this.sleep(ms);
+    let onAbort = (): void => undefined;
+    const aborted = new Promise<void>((r) => signal.addEventListener('abort', (onAbort = () => r()), { once: true }));
+    try {
+      await Promise.race([this.sleep(ms), aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 
   /** One try, the answer's body read whole: the timeout bounds both (an answer whose body stops
    *  halfway would otherwise hang the call). */
-  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined): Promise<{ res: Response; text: string }> {
+  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined, caller: AbortSignal | undefined): Promise<{ res: Response; text: string }> {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
+    const abort = () => ctrl.abort();
+    caller?.addEventListener('abort', abort, { once: true });
     try {
       const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal });
       return { res, text: await res.text() };
     } finally {
+      caller?.removeEventListener('abort', abort);
       clearTimeout(timer);
     }
   }

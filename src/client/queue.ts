@@ -68,6 +68,7 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
 
   /** Ends with an error: 'error' listeners hear it, iterators throw it. */
   fail(error: unknown): void {
+    if (this.ended) return; // closed by its consumer meanwhile: nobody is told anything more
     (this.emit as (event: string, ...args: unknown[]) => void)('error', error);
     this.end(error);
   }

@@ -50,11 +50,11 @@ export class GatewaySession {
 
   /** Calls an operation. A read is retried like any safe call; a trade operation (it carries no
    *  idempotency id) is never re-sent after a lost answer: check OpenedOrders instead. */
-  async call<O extends ProxyOperation>(op: O, params: ProxyParams<O> | Record<string, never> = {}): Promise<Json> {
+  async call<O extends ProxyOperation>(op: O, params: ProxyParams<O> | Record<string, never> = {}, opts: { signal?: AbortSignal } = {}): Promise<Json> {
     const kind = PROXY_OPERATIONS[op];
     const p = params as Record<string, unknown>;
     const once = (handle: string) => this.t.call<Json>({
-      method: 'GET', path: `/v1/proxy/${op}`, auth: 'api', safety: kind === 'trade' ? 'unsafe' : 'safe', query: { ...(p as Record<string, never>), handle },
+      method: 'GET', path: `/v1/proxy/${op}`, auth: 'api', safety: kind === 'trade' ? 'unsafe' : 'safe', query: { ...(p as Record<string, never>), handle }, signal: opts.signal,
     });
     let r;
     try {
@@ -108,6 +108,8 @@ export class GatewaySession {
 export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   private readonly channel: FrameChannel<KnownFrame, GatewaySocketEvents>;
   private readonly sock: ReconnectingSocket;
+  /** The HTTP question in flight about a refused upgrade or an ended session: close() aborts it. */
+  private probe: AbortController | null = null;
 
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
     t.socketAuth(); // no API key: refused now
@@ -149,6 +151,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   }
 
   close(): void {
+    this.probe?.abort();
     this.sock.close();
     this.channel.end();
   }
@@ -162,7 +165,10 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
     if (code !== CLOSE.SESSION_ENDED && everOpened) return 'retry';
     // Session ended (4013) or the upgrade refused: find out over HTTP. An unknown handle is renewed
     // (and its subscriptions made again); a key or scope refusal ends the socket.
-    const refused = await finalRefusalOf(() => this.session.call('ConnectionStatus'));
+    const probe = (this.probe = new AbortController());
+    const refused = await finalRefusalOf(() => this.session.call('ConnectionStatus', {}, { signal: probe.signal }));
+    if (this.probe === probe) this.probe = null;
+    if (probe.signal.aborted) return 'stop';
     return refused ? this.fail(refused) : 'retry';
   }
 

@@ -57,6 +57,8 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
    *  recovered:false, whose snapshots follow, or on a connect without `since`). */
   private expectRebase = true;
   private gapsInARow = 0;
+  /** The HTTP question in flight about a refused upgrade: close() aborts it. */
+  private probe: AbortController | null = null;
   /** Account events dropped as already delivered (replays overlapping what came before a drop). */
   duplicatesDropped = 0;
 
@@ -123,6 +125,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   }
 
   close(): void {
+    this.probe?.abort();
     this.socket.close();
     this.channel.end();
   }
@@ -206,7 +209,10 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     // The upgrade was refused (a WebSocket does not show why): ask over HTTP with the same key and
     // account. A refusal that retrying cannot fix (401, 403, 404) ends the stream instead of
     // hammering the gateway, where 401s count toward the failed-auth block.
-    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', tries: 1, query: { id: this.accountId } }));
+    const probe = (this.probe = new AbortController());
+    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', tries: 1, query: { id: this.accountId }, signal: probe.signal }));
+    if (this.probe === probe) this.probe = null;
+    if (probe.signal.aborted) return 'stop';
     return refused ? this.fail(refused) : 'retry';
   }
 

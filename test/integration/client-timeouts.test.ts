@@ -3,7 +3,9 @@
 //   stream's upgrade is given up after `connectTimeoutMs` and tried again, and once the gateway runs
 //   again the stream resumes where it was (recovered:true, nothing missed, nothing twice);
 // - an answer whose body stops halfway: the call ends with TIMEOUT after `timeoutMs` (the bound
-//   covers the body, not only the headers).
+//   covers the body, not only the headers);
+// - a stream closed while it asks over HTTP why its upgrade was refused: the question is dropped with
+//   it (its connection closed at once, not held for timeoutMs, which kept the process alive).
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -73,5 +75,36 @@ describe('an answer that stops halfway', () => {
     expect(err).toBeInstanceOf(TagwError);
     expect(err).toMatchObject({ code: 'TIMEOUT', status: 0 });
     expect(tries).toBe(2); // a read: tried again after the timeout
+  }, 20_000);
+});
+
+describe('close() while the stream asks why its upgrade was refused', () => {
+  it("drops the question's connection at once and says nothing more", async () => {
+    // Upgrades answered 503 (the SDK then asks /Ping over HTTP why), /Ping never answered.
+    const pings = new Set<import('node:http').IncomingMessage>();
+    let pingsSeen = 0;
+    const server = createServer((req, res) => {
+      if (req.url?.startsWith('/Ping')) {
+        pingsSeen++;
+        pings.add(req);
+        req.socket.on('close', () => pings.delete(req));
+        return;
+      }
+      res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"SERVICE_UNAVAILABLE","message":"later"}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }));
+    const port = (server.address() as { port: number }).port;
+    const s = new TagwClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'tagw_api_x', WebSocket }).stream('acct');
+    const after: string[] = [];
+    s.onEvent('error', (e) => after.push(e.code));
+    await until(() => pings.size > 0, 'the /Ping question');
+    s.close();
+    await until(() => pings.size === 0, "the question's connection closed");
+    expect(pingsSeen).toBe(1);
+    expect(after).toEqual([]);
   }, 20_000);
 });
