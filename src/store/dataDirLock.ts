@@ -10,7 +10,7 @@
 // lock only to name the owner in the error message.
 import Database from 'better-sqlite3';
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { openSqliteFile } from './db.js';
+import { assertWritable, openSqliteFile } from './db.js';
 import { join, resolve } from 'node:path';
 
 export class DataDirInUseError extends Error {}
@@ -26,6 +26,7 @@ export function lockDataDir(dataDir: string): { release(): void } {
   if (held.has(dir)) throw new DataDirInUseError(`DATA_DIR ${dir} is already in use by a gateway in this process`);
   const pidFile = join(dir, 'gateway.pid');
   const lockFile = join(dir, 'gateway.lock');
+  assertWritable([dir, lockFile]);
   let db: Database.Database;
   for (let attempt = 0; ; attempt++) {
     db = openSqliteFile(lockFile, { timeout: 0 });

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { runMigrations, SCHEMA_VERSION } from './migrations.js';
 
@@ -47,6 +47,25 @@ export function openSqliteFile(file: string, options?: Database.Options, init?: 
   }
 }
 
+/**
+ * Throws, as a system error naming the file (syscall 'write'), when one of `paths` that exists may
+ * not be written by this process. SQLite opens such a database read-only without a word, and the
+ * first write fails later (a shard's, which died and was restarted over and over): a file left
+ * owned by root in a service user's DATA_DIR, say.
+ */
+export function assertWritable(paths: readonly string[]): void {
+  for (const path of paths) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') continue;
+      const owner = statSync(path).uid;
+      throw Object.assign(new Error(`${path}: not writable`), { code: `${code} (owned by uid ${owner}, this process runs as uid ${process.getuid?.()})`, syscall: 'write', path });
+    }
+  }
+}
+
 export function dbPath(dataDir: string): string {
   return join(dataDir, 'tagw.sqlite');
 }
@@ -59,7 +78,9 @@ export function dbPath(dataDir: string): string {
  */
 export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true });
-  const db = openSqliteFile(dbPath(dataDir), undefined, configureWal);
+  const file = dbPath(dataDir);
+  assertWritable([dataDir, file, `${file}-wal`, `${file}-shm`]);
+  const db = openSqliteFile(file, undefined, configureWal);
   try {
     db.pragma('busy_timeout = 5000');
     db.pragma('foreign_keys = ON');

@@ -1,11 +1,11 @@
 // The gateway as an operator runs it: a child process started like `npm start` does.
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { builtEntry } from '../helpers/build.js';
-import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
+import { BUILT_MAIN, cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 
 afterEach(cleanupProcesses);
 const start = startProcess;
@@ -245,6 +245,25 @@ describe('process', () => {
       expect(p.output(), name).toMatch(message);
       expect(p.output(), name).not.toMatch(/\n\s+at /);
     }
+  }, 60_000);
+
+  it('a database its user cannot write (copied or restored as root into a service user\'s DATA_DIR) is one line naming it, exit 1', async () => {
+    // SQLite opens a file it may not write read-only without a word: the start went on, the shard
+    // died on its first write and was restarted for ever ("shard died; restarting", err
+    // "[object Object]"), and the gateway never listened. Running as another user needs root.
+    expect(process.getuid?.(), 'this test runs the gateway as user nobody: run it as root').toBe(0);
+    const dir = tempDir();
+    const first = start({}, dir);
+    await first.listening;
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const nobody = 65534;
+    chownSync(dir, nobody, nobody);
+    for (const f of readdirSync(dir)) if (f !== 'tagw.sqlite') chownSync(join(dir, f), nobody, nobody); // the database stays root's
+    const p = start({}, dir, ['-u', 'nobody', '--', process.execPath, BUILT_MAIN], 'runuser');
+    expect(await p.exited, p.output()).toBe(1);
+    expect(p.output()).toMatch(/^fatal: cannot write .*tagw\.sqlite: EACCES \(owned by uid 0, this process runs as uid 65534\)$/m);
+    expect(p.output()).not.toMatch(/shard died|\n\s+at /);
   }, 60_000);
 
   it('the standalone simulator reports command-line mistakes in one line, exit 2', async () => {
