@@ -1,3 +1,6 @@
 export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  if (err instanceof Error) return err.message;
+  // An error thrown in another thread (a shard's, passed on by Piscina) may arrive as a plain object.
+  const message = typeof err === 'object' && err !== null ? (err as { message?: unknown }).message : undefined;
+  return typeof message === 'string' ? message : String(err);
 }
