@@ -44,6 +44,8 @@ export const COMMAND_REACH: ReachTable = {
   'account.check': 'broker',
   'account.fault': 'broker',
   'account.trade': 'trade',
+  // Asks the broker about an order an earlier owner sent: a read, sends nothing.
+  'account.lookupTrade': 'broker',
   'session.connect': 'change',
   // Gateway sessions carry both families' operations: the trading ones are orders.
   'session.op': (a) => (GATEWAY_TRADE_OPS.has(a.op) ? 'trade' : a.op !== 'SubscribedSymbols' && SESSION_CHANGES.test(a.op) ? 'change' : 'broker'),

@@ -72,6 +72,9 @@ interface Order<R> {
   /** The answer as recorded (replayed to retries). */
   record(r: R): { status: number; json: string };
   replay(status: number, json: string): R;
+  /** What the broker did with the order of a record an earlier owner left unsettled (expiring at
+   *  `expiresAt`): its answer, or null if the broker does not know it. Absent: not asked (409). */
+  lookup?(clientOrderId: string, expiresAt: number): Promise<R | null>;
 }
 
 /** Answers whose outcome could not be written (PostgreSQL away), kept for retries in the same lease. */
@@ -139,6 +142,7 @@ export class FencedShards implements LocalShards {
       send: (clientOrderId, ledgerExpiresAt) => this.o.shards.call(key, 'account.trade', { ...a, clientOrderId, ledgerExpiresAt }, opts),
       record: (r) => ({ status: r.status, json: r.json }),
       replay: (status, json) => ({ status, json, replay: true }),
+      lookup: (clientOrderId, ledgerExpiresAt) => this.o.shards.call(key, 'account.lookupTrade', { accountId: a.accountId, clientOrderId, ledgerExpiresAt }, opts),
     });
   }
 
@@ -179,7 +183,7 @@ export class FencedShards implements LocalShards {
       case 'fenced': throw this.fenced(key);
       case 'replay': return order.replay(claim.status, claim.resultJson);
       case 'mismatch': throw apiError('IDEMPOTENCY_KEY_REUSED', `clientOrderId ${clientOrderId} was used with other parameters`);
-      case 'uncertain': throw uncertain(clientOrderId);
+      case 'uncertain': return this.lookedUp(key, lease, order);
       case 'inFlight': return this.unsettled(slot, key, order);
       case 'claimed': break;
     }
@@ -213,6 +217,34 @@ export class FencedShards implements LocalShards {
       if (written !== 'fenced') this.keepUnrecorded(slot, recorded);
     }
     return reply;
+  }
+
+  /**
+   * A record an earlier owner left open (it died or lost the lease mid-call) or marked uncertain: the
+   * broker is asked what it did with its order, as one node asks after a restart (SPEC §3: the same
+   * id replays the original result). Executed: its answer, recorded under this lease and replayed.
+   * Unknown to the broker (it may still be in transit from the earlier owner), or the record or the
+   * broker cannot be read now: 409, nothing sent.
+   */
+  private async lookedUp<R>(key: string, lease: Lease, order: Order<R>): Promise<R> {
+    const { clientOrderId, lookup } = order;
+    if (!lookup) throw uncertain(clientOrderId);
+    const found = await this.o.ledger.get(key, clientOrderId)
+      .then((row) => (row && row.state !== 'result' ? lookup(clientOrderId, row.expires_at) : null))
+      .catch((err: unknown) => {
+        this.o.log.warn('cannot ask the broker about an order an earlier owner sent', { accountId: key, err: errorMessage(err) });
+        return null;
+      });
+    let recorded: { status: number; json: string };
+    try {
+      if (found === null) throw uncertain(clientOrderId);
+      recorded = order.record(found);
+    } catch {
+      throw uncertain(clientOrderId); // unknown to the broker, or an answer not of a reply's shape
+    }
+    const written = await this.o.ledger.adopt(this.o.nodeId, lease, clientOrderId, recorded.status, recorded.json).catch((e: unknown) => errorMessage(e));
+    if (written !== 'written') this.o.log.warn('idempotency outcome of an earlier owner\'s order not recorded', { accountId: key, outcome: written });
+    return order.replay(recorded.status, recorded.json);
   }
 
   /** The record is this node's, `sent` in this lease, and no order of it is under way here: its

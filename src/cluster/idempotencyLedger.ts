@@ -86,6 +86,12 @@ const WRITE_SQL = {
   outcome: settle(`UPDATE idempotency SET state = 'result', status = $5::int, result_json = $6::text`),
   uncertain: settle(`UPDATE idempotency SET state = 'uncertain'`),
   release: settle('DELETE FROM idempotency'),
+  // A record an earlier claim left open or uncertain (not this lease's open claim, which its own
+  // send settles), taken over by the owner now at its epoch with the result the broker reported.
+  adopt: `WITH fence AS (${FENCE}),
+  w AS (UPDATE idempotency SET state = 'result', status = $5::int, result_json = $6::text, epoch = $3::bigint
+    WHERE account_id = $1 AND client_order_id = $4 AND state <> 'result' AND NOT (state = 'sent' AND epoch = $3::bigint) AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM w) AS written`,
 };
 
 // The same statements for several orders at once (GroupCommit): each row of `req` is one call's
@@ -233,6 +239,12 @@ export class IdempotencyLedger {
   /** The send's outcome is unknown (the connection dropped mid-call): a retry must answer 409. */
   markUncertain(owner: string, lease: Lease, clientOrderId: string): Promise<WriteOutcome> {
     return this.settled(lease, clientOrderId, this.fencedWrite(owner, lease, clientOrderId, 'uncertain', []));
+  }
+
+  /** The result the broker reported for an order whose record an earlier owner left open (it died
+   *  mid-call) or uncertain, recorded by `owner` if it holds the lease: later retries replay it. */
+  adopt(owner: string, lease: Lease, clientOrderId: string, status: number, resultJson: string): Promise<WriteOutcome> {
+    return this.fencedWrite(owner, lease, clientOrderId, 'adopt', [status, resultJson]);
   }
 
   /** Clears a claim whose order certainly never reached the broker (refused before sending). */

@@ -6,6 +6,9 @@
 // start share them (one database each, node ids unique per cluster).
 import { connect } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll } from 'vitest';
 import { DEFAULT_CUSTOMER } from '../../src/auth/bootstrap.js';
@@ -16,6 +19,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
+import { DEFAULT_CONFIG_PATH, type FaultSpecConfig } from '../../src/sim/config.js';
 import type { TenancyNotice } from '../../src/cluster/clusterTenancy.js';
 import { builtEntry } from './build.js';
 import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
@@ -108,6 +112,9 @@ export interface ClusterOptions {
   pgPort?: number;
   /** More environment for one node, asked at each launch (a NATS_URL through a test's proxy). */
   nodeEnv?: (id: string, engines: Engines) => Record<string, string>;
+  /** Faults of the simulator process on Sim-P5-Demo from its start (its config's `faults`, e.g. the
+   *  first trade of login `<prefix>-1`, the cluster's first account, executed with its reply lost). */
+  simFaults?: (prefix: string) => FaultSpecConfig[];
 }
 
 export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
@@ -134,7 +141,7 @@ export class ClusterProcs {
 
   static async start(engines: Engines, opts: ClusterOptions = {}): Promise<ClusterProcs> {
     const prefix = `c${++clusters}`;
-    const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim()]);
+    const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim(prefix, opts.simFaults)]);
     const nodesDb = new URL(databaseUrl);
     if (opts.pgPort !== undefined) nodesDb.port = String(opts.pgPort);
     const leaseMs = opts.leaseMs ?? 1_500;
@@ -412,8 +419,16 @@ export async function readyz(node: { url: string }): Promise<{ status: number; b
   return { status: r.status, body: await r.json() as Readiness };
 }
 
-async function startSim(): Promise<{ proc: GatewayProcess; port: number }> {
-  const proc = startProcess({}, undefined, [builtEntry('src/simServer.ts'), '--port', '0']);
+async function startSim(prefix: string, faults?: (prefix: string) => FaultSpecConfig[]): Promise<{ proc: GatewayProcess; port: number }> {
+  const args = [builtEntry('src/simServer.ts'), '--port', '0'];
+  if (faults) {
+    const config = JSON.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { servers: Array<{ name: string; faults?: FaultSpecConfig[] }> };
+    config.servers.find((s) => s.name === 'Sim-P5-Demo')!.faults = faults(prefix);
+    const file = join(mkdtempSync(join(tmpdir(), 'tagw-sim-config-')), 'sim-servers.json');
+    writeFileSync(file, JSON.stringify(config));
+    args.push('--config', file);
+  }
+  const proc = startProcess({}, undefined, args);
   let port = 0;
   await until(() => {
     if (proc.child.exitCode !== null) throw new Error(`simulator exited: ${proc.output()}`);

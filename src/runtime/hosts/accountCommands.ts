@@ -73,6 +73,9 @@ declare module '../protocol.js' {
      *  cluster ledger's, claimed and fenced in PostgreSQL before this call and expiring then; the shard
      *  keeps none of its own and sends with that record's broker request id. */
     'account.trade': { args: { accountId: string; op: TradeOp; args: Record<string, unknown>; clientOrderId?: string; ledgerExpiresAt?: number }; result: TradeReply };
+    /** Cluster mode: what the broker did with the order of a ledger record (clientOrderId, expiring
+     *  at `ledgerExpiresAt`) an earlier owner sent and never settled: its answer, or null if unknown. */
+    'account.lookupTrade': { args: { accountId: string; clientOrderId: string; ledgerExpiresAt: number }; result: TradeReply | null };
     /** `audit`: the action's row, written with the build it records (one node: in the shard's SQLite
      *  transaction; cluster mode: the owner takes it off and writes it with the binding's copy). */
     'account.upgrade': { args: { accountId: string; build?: number | null; audit?: NewAuditRow }; result: AccountStatus };

@@ -15,7 +15,7 @@ import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
 import { summaryOrLastKnown, type AccountRegistry } from './accountRegistry.js';
 import { TradeDesk } from './accountTrade.js';
-import { brokerRequestId, tradeRecordedElsewhere } from './tradeRequest.js';
+import { brokerRequestId, lookedUpElsewhere, tradeRecordedElsewhere } from './tradeRequest.js';
 import type { ActorHost, ShardContext } from './context.js';
 
 /** Accounts started per turn of the shard's event loop while a restart restores them. */
@@ -332,6 +332,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
           return Promise.reject(err);
         }
       },
+      'account.lookupTrade': ({ accountId, clientOrderId, ledgerExpiresAt }) => lookedUpElsewhere(entryOf(accountId), brokerRequestId(accountId, clientOrderId, ledgerExpiresAt)),
     },
     rehydrate() {
       // The accounts start after this returns (restoreInBackground); counted here are the

@@ -140,6 +140,23 @@ export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not s
 export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
 
 /**
+ * What the broker did with the order sent under `requestId` (cluster mode: a record an earlier owner
+ * claimed and never settled, it died mid-call): its answer, as the first reply would have been, or
+ * null if the broker does not know it (it may still be in transit: the caller keeps it uncertain).
+ */
+export async function lookedUpElsewhere(entry: AccountEntry, requestId: string): Promise<TradeReply | null> {
+  const lease = await entry.acquire();
+  try {
+    const found = await lease.conn.lookupRequest(requestId);
+    if (!found) return null;
+    const a = answer(found.result);
+    return { status: a.status, json: a.json, replay: false };
+  } finally {
+    lease.release();
+  }
+}
+
+/**
  * A trade whose idempotency record is kept outside the shard (cluster mode: the ledger in PostgreSQL
  * claimed it, fenced, before this call, writes its outcome after, and answers retries with the id,
  * keeping them from this call while it is out): no record here, no hash. It goes with the record's
