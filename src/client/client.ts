@@ -46,6 +46,13 @@ export class TagwClient {
     this.random = o.random;
   }
 
+  /** Ends what the client has going: calls in flight and their retry waits (ABORTED: a trading call
+   *  may still have been placed; its error names the clientOrderId), its streams and session sockets.
+   *  Later calls fail at once. Nothing of it then keeps a process alive. */
+  close(): void {
+    this.transport.close();
+  }
+
   /** The classic routes (SPEC §4.1) of one account. */
   account(id: string): AccountApi {
     const api: Record<string, unknown> = { id };

@@ -83,8 +83,13 @@ function sleepReal(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-function abortedError(spec: CallSpec, requestId: string): TagwError {
-  return new TagwError({ code: 'ABORTED', status: 0, requestId, clientOrderId: spec.clientOrderId, message: `${spec.method} ${spec.path}: aborted by the caller` });
+function abortedError(spec: CallSpec, requestId: string, closed: boolean): TagwError {
+  return new TagwError({ code: 'ABORTED', status: 0, requestId, clientOrderId: spec.clientOrderId, message: `${spec.method} ${spec.path}: ${closed ? 'the client was closed' : 'aborted by the caller'}` });
+}
+
+/** What close() ends besides the calls: the client's streams and session sockets. */
+export interface Closable {
+  close(): void;
 }
 
 /** Node (and runtimes that copy its `process.versions.node`): its WebSockets take headers. */
@@ -103,6 +108,9 @@ export class Transport {
   // Private (#): the keys are in no property that inspecting or serializing the client shows.
   readonly #apiKey: string | undefined;
   readonly #managementKey: string | undefined;
+  /** Aborted by close(): every call listens to it. */
+  readonly #life = new AbortController();
+  readonly #open = new Set<Closable>();
   private readonly webSocketKey: 'header' | 'query';
   private readonly retry: RetryOptions;
   private readonly fetchFn: typeof globalThis.fetch;
@@ -137,6 +145,26 @@ export class Transport {
     return this.webSocketKey === 'header' ? { query: {}, headers: { 'x-api-key': key } } : { query: { apiKey: key } };
   }
 
+  /** A stream or socket to close with the client; the function returned forgets it (its own close). */
+  track(c: Closable): () => void {
+    if (this.#life.signal.aborted) {
+      queueMicrotask(() => c.close());
+    } else this.#open.add(c);
+    return () => void this.#open.delete(c);
+  }
+
+  get closed(): boolean {
+    return this.#life.signal.aborted;
+  }
+
+  /** Ends every call in flight (ABORTED) and every tracked stream and socket; later calls fail at once. */
+  close(): void {
+    if (this.#life.signal.aborted) return;
+    this.#life.abort();
+    for (const c of [...this.#open]) c.close();
+    this.#open.clear();
+  }
+
   headers(auth: Auth): Record<string, string> {
     if (auth === 'api') {
       if (!this.#apiKey) throw new TagwError({ code: 'API_KEY_REQUIRED', status: 0, message: 'this call needs an API key: new TagwClient({ apiKey })' });
@@ -161,9 +189,32 @@ export class Transport {
       headers['content-type'] = 'application/json';
     }
     const url = this.baseUrl + spec.path + encodeQuery(spec.query);
-    const signal = spec.signal;
+    // The caller's signal and the client's own (close()), as one; its listeners go with the call.
+    const life = this.#life.signal;
+    let signal = life;
+    let unlink = (): void => undefined;
+    if (spec.signal) {
+      const both = new AbortController();
+      const abort = () => both.abort();
+      if (spec.signal.aborted || life.aborted) abort();
+      spec.signal.addEventListener('abort', abort, { once: true });
+      life.addEventListener('abort', abort, { once: true });
+      unlink = () => {
+        spec.signal!.removeEventListener('abort', abort);
+        life.removeEventListener('abort', abort);
+      };
+      signal = both.signal;
+    }
+    try {
+      return await this.tries<T>(spec, url, headers, body, requestId, signal);
+    } finally {
+      unlink();
+    }
+  }
+
+  private async tries<T>(spec: CallSpec, url: string, headers: Record<string, string>, body: string | undefined, requestId: string, signal: AbortSignal): Promise<CallResult<T>> {
     for (let attempt = 0; ; attempt++) {
-      if (signal?.aborted) throw abortedError(spec, requestId);
+      if (signal.aborted) throw abortedError(spec, requestId, this.closed);
       let err: TagwError;
       try {
         const { res, text } = await this.once(url, spec.method, headers, body, signal);
@@ -174,7 +225,7 @@ export class Transport {
         err = this.errorOf(res, parsed, text, requestId, spec);
       } catch (e) {
         if (e instanceof TagwError) throw e;
-        if (signal?.aborted) throw abortedError(spec, requestId);
+        if (signal.aborted) throw abortedError(spec, requestId, this.closed);
         const timedOut = (e as { name?: string } | null)?.name === 'AbortError' || (e as { name?: string } | null)?.name === 'TimeoutError';
         err = new TagwError({
           code: timedOut ? 'TIMEOUT' : 'NETWORK_ERROR', status: 0, requestId, cause: e, clientOrderId: spec.clientOrderId,
@@ -188,9 +239,8 @@ export class Transport {
   }
 
   /** The wait before a retry; an abort ends it at once (the loop then throws ABORTED). */
-  private async pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  private async pause(ms: number, signal: AbortSignal): Promise<void> {
     if (this.sleep === sleepReal) return sleepReal(ms, signal);
-    if (!signal) return this.sleep(ms);
     let onAbort = (): void => undefined;
     const aborted = new Promise<void>((r) => signal.addEventListener('abort', (onAbort = () => r()), { once: true }));
     try {
@@ -202,16 +252,16 @@ export class Transport {
 
   /** One try, the answer's body read whole: the timeout bounds both (an answer whose body stops
    *  halfway would otherwise hang the call). */
-  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined, caller: AbortSignal | undefined): Promise<{ res: Response; text: string }> {
+  private async once(url: string, method: string, headers: Record<string, string>, body: string | undefined, caller: AbortSignal): Promise<{ res: Response; text: string }> {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     const abort = () => ctrl.abort();
-    caller?.addEventListener('abort', abort, { once: true });
+    caller.addEventListener('abort', abort, { once: true });
     try {
       const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal });
       return { res, text: await res.text() };
     } finally {
-      caller?.removeEventListener('abort', abort);
+      caller.removeEventListener('abort', abort);
       clearTimeout(timer);
     }
   }

@@ -110,6 +110,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   private readonly sock: ReconnectingSocket;
   /** The HTTP question in flight about a refused upgrade or an ended session: close() aborts it. */
   private probe: AbortController | null = null;
+  private readonly untrack: () => void;
 
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
     t.socketAuth(); // no API key: refused now
@@ -134,6 +135,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );
+    this.untrack = t.track(this);
     this.sock.start();
   }
 
@@ -151,6 +153,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
   }
 
   close(): void {
+    this.untrack();
     this.probe?.abort();
     this.sock.close();
     this.channel.end();

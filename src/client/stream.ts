@@ -59,6 +59,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   private gapsInARow = 0;
   /** The HTTP question in flight about a refused upgrade: close() aborts it. */
   private probe: AbortController | null = null;
+  private readonly untrack: () => void;
   /** Account events dropped as already delivered (replays overlapping what came before a drop). */
   duplicatesDropped = 0;
 
@@ -83,6 +84,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );
+    this.untrack = t.track(this);
     this.socket.start();
   }
 
@@ -125,6 +127,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   }
 
   close(): void {
+    this.untrack();
     this.probe?.abort();
     this.socket.close();
     this.channel.end();

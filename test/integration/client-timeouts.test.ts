@@ -5,7 +5,9 @@
 // - an answer whose body stops halfway: the call ends with TIMEOUT after `timeoutMs` (the bound
 //   covers the body, not only the headers);
 // - a stream closed while it asks over HTTP why its upgrade was refused: the question is dropped with
-//   it (its connection closed at once, not held for timeoutMs, which kept the process alive).
+//   it (its connection closed at once, not held for timeoutMs, which kept the process alive);
+// - client.close(): every call in flight ends ABORTED (its connection closed, its retry wait dropped),
+//   every stream and session socket of the client closes, and later calls fail at once.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -106,5 +108,49 @@ describe('close() while the stream asks why its upgrade was refused', () => {
     await until(() => pings.size === 0, "the question's connection closed");
     expect(pingsSeen).toBe(1);
     expect(after).toEqual([]);
+  }, 20_000);
+});
+
+describe('client.close()', () => {
+  it('ends the calls in flight and their retry waits, closes its streams and sockets, refuses later calls', async () => {
+    // Accepts and never answers: every call waits for its timeout (60 s here).
+    const held = new Set<import('node:net').Socket>();
+    const server = createServer(() => undefined);
+    server.on('connection', (c) => {
+      held.add(c);
+      c.on('close', () => held.delete(c));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }));
+    const port = (server.address() as { port: number }).port;
+    // A second server answering 429 with a long wait: a call sleeping before its retry.
+    const limited = createServer((_req, res) => void res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '8' }).end('{"error":"RATE_LIMITED","message":"slow down","retryAfterMs":8000}'));
+    await new Promise<void>((r) => limited.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise<void>((r) => {
+      limited.closeAllConnections();
+      limited.close(() => r());
+    }));
+    const client = new TagwClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'tagw_api_x', WebSocket, timeoutMs: 60_000 });
+    const sleeper = new TagwClient({ baseUrl: `http://127.0.0.1:${(limited.address() as { port: number }).port}`, apiKey: 'tagw_api_x' });
+    const inFlight = client.account('acct').OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }).catch((e: unknown) => e);
+    const waiting = sleeper.account('acct').AccountSummary().catch((e: unknown) => e);
+    const s = client.stream('acct');
+    const states: string[] = [];
+    s.onEvent('state', (st) => states.push(st));
+    await until(() => held.size >= 2, 'the call and the upgrade waiting');
+
+    client.close();
+    sleeper.close();
+    const err = await inFlight;
+    expect(err).toBeInstanceOf(TagwError);
+    expect(err).toMatchObject({ code: 'ABORTED', status: 0 });
+    expect((err as TagwError).clientOrderId).toMatch(/^sdk-/); // it may have been placed: look, or resend with it
+    expect(await waiting).toMatchObject({ code: 'ABORTED' });
+    expect(states).toContain('closed');
+    await until(() => held.size === 0, 'every connection closed');
+    expect(await client.account('acct').AccountSummary().catch((e: unknown) => e)).toMatchObject({ code: 'ABORTED' });
   }, 20_000);
 });
