@@ -10,7 +10,7 @@
 // lock only to name the owner in the error message.
 import Database from 'better-sqlite3';
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { assertWritable, openSqliteFile } from './db.js';
+import { asSystemError, assertWritable, openSqliteFile } from './db.js';
 import { join, resolve } from 'node:path';
 
 export class DataDirInUseError extends Error {}
@@ -40,7 +40,7 @@ export function lockDataDir(dataDir: string): { release(): void } {
         unlinkSync(lockFile);
         continue;
       }
-      if (!isBusy(err)) throw err;
+      if (!isBusy(err)) throw asSystemError(lockFile, err); // e.g. SQLITE_FULL: DATA_DIR's disk is full
       let owner = '';
       try {
         owner = ` (pid ${readFileSync(pidFile, 'utf8').trim()})`;

@@ -41,10 +41,16 @@ export function openSqliteFile(file: string, options?: Database.Options, init?: 
     return db;
   } catch (err) {
     db?.close();
-    const code = (err as { code?: unknown }).code;
-    if (typeof code !== 'string' || !code.startsWith('SQLITE_')) throw err;
-    throw Object.assign(new Error(`${file}: ${(err as Error).message}`), { code: `${code} (${(err as Error).message})`, syscall: 'open', path: file });
+    throw asSystemError(file, err);
   }
+}
+
+/** A SQLite error about `file` as a system error naming it (code SQLITE_... with SQLite's words,
+ *  syscall 'open'), which main reports as one line with exit code 1; anything else as it is. */
+export function asSystemError(file: string, err: unknown): unknown {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return err;
+  return Object.assign(new Error(`${file}: ${(err as Error).message}`), { code: `${code} (${(err as Error).message})`, syscall: 'open', path: file });
 }
 
 /**

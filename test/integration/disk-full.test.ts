@@ -12,6 +12,7 @@ import { createLogger } from '../../src/log.js';
 import { StorageHealth } from '../../src/store/storageHealth.js';
 import { account, op } from '../helpers/gateway-helpers.js';
 import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { cleanupProcesses, startProcess } from '../helpers/process.js';
 
 let mnt: string;
 let mounted = false;
@@ -38,7 +39,10 @@ afterAll(async () => {
 
 /** Writes a file until the file system has not one byte left. */
 function fill(): string {
-  const f = join(mnt, 'filler');
+  return fillUp(mnt);
+}
+function fillUp(root: string): string {
+  const f = join(root, 'filler');
   const fd = openSync(f, 'w');
   for (const b of [Buffer.alloc(1 << 20), Buffer.alloc(4096), Buffer.alloc(1)]) {
     try {
@@ -115,6 +119,32 @@ describe('DATA_DIR on a full file system', () => {
 });
 
 describe('StorageHealth', () => {
+  it('a gateway started on a full disk says so in one line naming the file, exit 1, no stack trace; with room again it starts', async () => {
+    const small = mkdtempSync(join(tmpdir(), 'tagw-full-start-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', small]);
+    try {
+      const dir = join(small, 'data');
+      const first = startProcess({}, dir);
+      await first.listening;
+      first.child.kill('SIGTERM');
+      expect(await first.exited).toBe(0);
+      const filler = fillUp(small);
+      const full = startProcess({}, dir);
+      expect(await full.exited, full.output()).toBe(1);
+      expect(full.output()).toMatch(/^fatal: cannot open .*: SQLITE_FULL \(database or disk is full\)$/m);
+      expect(full.output()).not.toMatch(/\n\s+at /);
+      rmSync(filler);
+      const again = startProcess({}, dir);
+      await again.listening;
+      again.child.kill('SIGTERM');
+      expect(await again.exited).toBe(0);
+    } finally {
+      cleanupProcesses();
+      execFileSync('umount', [small]);
+      rmSync(small, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('an episode per crossing of the reserve, logged once each; a reported write failure holds until a later check finds room', () => {
     const clock = new ManualClock(1_000);
     let free = 100;
