@@ -1,10 +1,16 @@
 // The example bot (examples/market-maker.ts) against a real gateway: it quotes, places limit orders
-// through the SDK, and leaves none of its orders behind when it stops.
+// through the SDK, and leaves none of its orders behind when it stops. And docs/client.md's first
+// code block, run as it is written (its import pointed at the sources), in a process of its own
+// that must exit by itself once the block is done (nothing of the SDK left keeping it alive).
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMarketMaker } from '../../examples/market-maker.js';
 import { tour } from '../../examples/tour.js';
 import { TagwClient } from '../../src/client/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { ROOT } from '../helpers/process.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 import WebSocket from 'ws';
@@ -25,6 +31,33 @@ describe('examples/tour.ts', () => {
     expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session/);
     expect((await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).OpenedOrders()).length).toBe(1);
   });
+});
+
+describe("docs/client.md's example", () => {
+  it('runs as written: balance, an order, its deal on the stream; then the process exits by itself', async () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'client.md'), 'utf8');
+    const block = /\n```ts\n([\s\S]*?)\n```/.exec(doc)![1]!;
+    expect(block).toContain("from 'tagw/client'");
+    const dir = join(ROOT, '.tmp', `client-doc-${process.pid}`);
+    mkdirSync(dir, { recursive: true });
+    try {
+      const file = join(dir, 'example.ts');
+      writeFileSync(file, block.replace("from 'tagw/client'", `from '${join(ROOT, 'src', 'client', 'index.js')}'`));
+      const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'doc' })).key;
+      const id = (await new TagwClient({ baseUrl: g.url, apiKey: key }).connectEx({ user: 'doc-example', password: 'pw', server: 'Sim-P5-Demo' })).id;
+      const child = spawn(process.execPath, ['--import', 'tsx', file], {
+        cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, TAGW_URL: g.url, TAGW_KEY: key, TAGW_ACCOUNT: id }, stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      const code = await new Promise<number | null>((r) => child.on('exit', r));
+      expect(code, out).toBe(0);
+      expect(out).toMatch(/^balance 10000\norder \d+ filled\ndeal \d+ 0\.01 [\d.]+\n$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('examples/market-maker.ts', () => {
