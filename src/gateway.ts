@@ -142,6 +142,7 @@ async function start(
   const { shardSet, shards } = await startShards(at, stores, dispatch, watch.metrics, (ev) => receivers.stream?.localSockets(ev) ?? 0);
   const edge = await openEdge(at, stores, access, shards, watch, receivers);
   registerMetrics(watch, edge, stores.cluster, shards);
+  if (listener.secure) watch.metrics.gauge('tagw_tls_certificate_expiry_timestamp_seconds', () => (listener.certificateExpiresAt ?? 0) / 1000, 'When the TLS certificate loaded last (start or SIGHUP) expires, in seconds since the epoch.');
   const routes = routesOf(edge.services, watch, edge.closeSockets);
   wireCluster(stores, access, edge.closeSockets);
   const gatewaySocket = mountAll(listener.app, at, access, watch, edge, routes, receivers);
@@ -152,6 +153,7 @@ async function start(
     listener.reload();
     relay?.server.reloadTls();
     log.info('TLS certificate reloaded', { certFile: config.tlsCertFile });
+    logCertificateExpiry(log, listener, clock.now());
   };
   return {
     port, pipeliningPort: relay?.port, url, services: edge.services, metrics: watch.metrics, routes, stream: edge.streamHub, gatewaySocket,
@@ -417,7 +419,7 @@ function mountAll(
 
 /** The listeners: the app's port, then the pipelining relay's if configured; the management key of a first start is printed once the port answers. */
 async function listen(
-  { config, log }: Start, listener: Listener, { cluster, boot }: Stores, { address }: Edge, metrics: Metrics,
+  { config, log, clock }: Start, listener: Listener, { cluster, boot }: Stores, { address }: Edge, metrics: Metrics,
 ): Promise<{ port: number; relay: { server: PipeliningRelay; port: number } | undefined; url: string }> {
   // Cluster mode: the first lease round before the node answers (it is then a live node that
   // other nodes' tenancy writes wait for, and it runs the accounts it acquired).
@@ -434,7 +436,19 @@ async function listen(
   }
   if (!listener.secure) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
   log.info('gateway listening', { url, tls: listener.secure, shards: config.shards, dataDir: config.dataDir });
+  logCertificateExpiry(log, listener, clock.now());
   return { port, relay, url };
+}
+
+/** When the certificate in use expires: a warning within 14 days, an error once it has (clients refuse it). */
+function logCertificateExpiry(log: Logger, listener: Listener, now: number): void {
+  const expiresAt = listener.certificateExpiresAt;
+  if (expiresAt === undefined) return;
+  const notAfter = new Date(expiresAt).toISOString();
+  const daysLeft = Math.floor((expiresAt - now) / 8_640_000) / 10;
+  if (expiresAt <= now) log.error('TLS certificate has expired: clients refuse it; renew it, then reload (SIGHUP)', { notAfter });
+  else if (daysLeft < 14) log.warn('TLS certificate expires soon', { notAfter, daysLeft });
+  else log.info('TLS certificate', { notAfter, daysLeft });
 }
 
 /** The gateway's close (once, however often called): what the start opened, undone in an order that loses no request and no write. */

@@ -67,6 +67,11 @@ export function dnsNamesOf(pem: Buffer): string[] {
   return san.split(', ').filter((e) => e.startsWith('DNS:')).map((e) => e.slice(4));
 }
 
+/** A certificate's notAfter, in ms since the epoch. */
+function notAfterOf(pem: Buffer): number {
+  return Date.parse(new X509Certificate(pem).validTo);
+}
+
 function sslOptions(tls: TlsFiles): AppOptions {
   return {
     cert_file_name: tls.certFile, key_file_name: tls.keyFile,
@@ -92,11 +97,16 @@ export class Listener {
   private anchored = false;
   /** SNI names registered by the last reload. */
   private serverNames: string[] = [];
+  /** When the certificate loaded last (at the start or a reload) expires, in ms; undefined: plain HTTP. */
+  private notAfterMs: number | undefined;
   /** What routes and socket behaviours are mounted on: the app, with registrations recorded. */
   readonly app: TemplatedApp;
 
   constructor(private readonly uws: typeof uwsModule, private readonly tls: TlsFiles | undefined) {
-    if (tls) checkTlsFiles(tls);
+    if (tls) {
+      checkTlsFiles(tls);
+      this.notAfterMs = notAfterOf(readFileSync(tls.certFile));
+    }
     const app = (this.uwsApp = tls ? uws.SSLApp(sslOptions(tls)) : uws.App());
     const facade: Record<string, unknown> = {
       publish: app.publish.bind(app),
@@ -114,6 +124,12 @@ export class Listener {
 
   get secure(): boolean {
     return this.tls !== undefined;
+  }
+
+  /** When the certificate loaded last expires (ms since the epoch); undefined: plain HTTP. A client
+   *  by bare IP address still gets the one of the start after a reload (above). */
+  get certificateExpiresAt(): number | undefined {
+    return this.notAfterMs;
   }
 
   /** Listens (exclusively) on host:port; the port actually bound, or false when it cannot. */
@@ -154,7 +170,8 @@ export class Listener {
   reload(): void {
     if (!this.tls) return;
     checkTlsFiles(this.tls);
-    const names = dnsNamesOf(readFileSync(this.tls.certFile));
+    const pem = readFileSync(this.tls.certFile);
+    const names = dnsNamesOf(pem);
     const app = this.uwsApp;
     for (const n of this.serverNames) app.removeServerName(n);
     for (const n of names) {
@@ -164,6 +181,7 @@ export class Listener {
       for (const [method, args] of this.registrations) (domain[method as 'get'] as (...x: unknown[]) => unknown).apply(domain, args);
     }
     this.serverNames = names;
+    this.notAfterMs = notAfterOf(pem);
   }
 
   /** Stops accepting connections (open sockets are closed by their owners, or closeConnections). */

@@ -1,6 +1,7 @@
 // TLS: HTTPS and WSS on the gateway's port, the certificate reloaded on SIGHUP with a WSS socket
 // kept open, and the bridge over tls:// with the certificate verified against a pinned CA.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -115,6 +116,39 @@ describe('HTTPS and WSS', () => {
       expect(err!.message).toMatch(message);
     }
     expect(() => parseConfig({ tlsCertFile: certs.a.cert })).toThrow(/tlsKeyFile: TLS_CERT_FILE and TLS_KEY_FILE go together/);
+  });
+});
+
+describe('certificate expiry', () => {
+  it('the start and each reload log when the certificate expires (a warning within 14 days); /metrics has it for alerts', async () => {
+    // The test certificates are valid for 2 days: "expires soon".
+    const lines: Array<{ level: string; msg: string; notAfter?: string; daysLeft?: number }> = [];
+    const log = createLogger('info', {}, (line) => lines.push(JSON.parse(line)));
+    const dir = tempDir();
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    copyFileSync(certs.a.cert, cert);
+    copyFileSync(certs.a.key, key);
+    const t = await startTestGateway({ shards: 1, tlsCertFile: cert, tlsKeyFile: key }, { log });
+    try {
+      const notAfter = (pem: string) => new Date(new X509Certificate(readFileSync(pem)).validTo).toISOString();
+      const expiry = async () => {
+        const text = (await httpsJson(t.gw.url, 'GET', '/metrics', { ca })).body as string;
+        return /^tagw_tls_certificate_expiry_timestamp_seconds (\S+)$/m.exec(text)?.[1];
+      };
+      expect(lines.filter((l) => l.msg === 'TLS certificate expires soon')).toEqual([
+        expect.objectContaining({ level: 'warn', notAfter: notAfter(certs.a.cert), daysLeft: expect.any(Number) }),
+      ]);
+      expect(Number(await expiry()) * 1000).toBe(Date.parse(notAfter(certs.a.cert)));
+      // A renewal (b is signed a moment later): the reload logs it and the metric follows.
+      copyFileSync(certs.b.cert, cert);
+      copyFileSync(certs.b.key, key);
+      await t.gw.reloadTls();
+      expect(lines.filter((l) => l.msg === 'TLS certificate expires soon').at(-1)).toMatchObject({ notAfter: notAfter(certs.b.cert) });
+      expect(Number(await expiry()) * 1000).toBe(Date.parse(notAfter(certs.b.cert)));
+    } finally {
+      await t.stop();
+    }
   });
 });
 
