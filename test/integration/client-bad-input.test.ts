@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { TagwClient, TagwError, type WebSocketConstructor } from '../../src/client/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
 
 let g: TestGateway;
 let key: string;
@@ -77,6 +78,21 @@ describe('bad options', () => {
 });
 
 describe("the gateway's refusals", () => {
+  it('a subscription it refuses is an ERROR frame on the stream, which goes on', async () => {
+    const s = new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket }).stream(id, { symbols: ['NOPE', 'BTCUSD'] });
+    const refused: Array<{ error: string; message: string }> = [];
+    let quotes = 0;
+    s.on('ERROR', (f) => refused.push(f.data));
+    s.on('QUOTE', () => void quotes++);
+    try {
+      await until(() => refused.length > 0 && quotes > 0, 'the ERROR frame, and quotes of the other symbol');
+    } finally {
+      s.close();
+    }
+    expect(refused[0]!.error).toMatch(/^[A-Z_]+$/);
+    expect(refused[0]!.message).toContain('NOPE');
+  });
+
   it('arrive with its code and status, tried once', async () => {
     let tries = 0;
     const counting: typeof fetch = (input, init) => {
