@@ -108,8 +108,10 @@ export class Transport {
   // Private (#): the keys are in no property that inspecting or serializing the client shows.
   readonly #apiKey: string | undefined;
   readonly #managementKey: string | undefined;
-  /** Aborted by close(): every call listens to it. */
-  readonly #life = new AbortController();
+  /** One controller per call in flight, aborted by close(). Not one shared signal every call listens
+   *  to: past 10 calls at once Node warns of a listener leak on it. */
+  readonly #calls = new Set<AbortController>();
+  #closed = false;
   readonly #open = new Set<Closable>();
   private readonly webSocketKey: 'header' | 'query';
   private readonly retry: RetryOptions;
@@ -147,20 +149,22 @@ export class Transport {
 
   /** A stream or socket to close with the client; the function returned forgets it (its own close). */
   track(c: Closable): () => void {
-    if (this.#life.signal.aborted) {
+    if (this.#closed) {
       queueMicrotask(() => c.close());
     } else this.#open.add(c);
     return () => void this.#open.delete(c);
   }
 
   get closed(): boolean {
-    return this.#life.signal.aborted;
+    return this.#closed;
   }
 
   /** Ends every call in flight (ABORTED) and every tracked stream and socket; later calls fail at once. */
   close(): void {
-    if (this.#life.signal.aborted) return;
-    this.#life.abort();
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of this.#calls) c.abort();
+    this.#calls.clear();
     for (const c of [...this.#open]) c.close();
     this.#open.clear();
   }
@@ -189,26 +193,18 @@ export class Transport {
       headers['content-type'] = 'application/json';
     }
     const url = this.baseUrl + spec.path + encodeQuery(spec.query);
-    // The caller's signal and the client's own (close()), as one; its listeners go with the call.
-    const life = this.#life.signal;
-    let signal = life;
-    let unlink = (): void => undefined;
-    if (spec.signal) {
-      const both = new AbortController();
-      const abort = () => both.abort();
-      if (spec.signal.aborted || life.aborted) abort();
-      spec.signal.addEventListener('abort', abort, { once: true });
-      life.addEventListener('abort', abort, { once: true });
-      unlink = () => {
-        spec.signal!.removeEventListener('abort', abort);
-        life.removeEventListener('abort', abort);
-      };
-      signal = both.signal;
-    }
+    if (this.#closed) throw abortedError(spec, requestId, true);
+    // The call's own controller: close() aborts it, and so does the caller's signal.
+    const ctrl = new AbortController();
+    const abort = () => ctrl.abort();
+    this.#calls.add(ctrl);
+    spec.signal?.addEventListener('abort', abort, { once: true });
+    if (spec.signal?.aborted) abort();
     try {
-      return await this.tries<T>(spec, url, headers, body, requestId, signal);
+      return await this.tries<T>(spec, url, headers, body, requestId, ctrl.signal);
     } finally {
-      unlink();
+      this.#calls.delete(ctrl);
+      spec.signal?.removeEventListener('abort', abort);
     }
   }
 

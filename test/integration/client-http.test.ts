@@ -50,6 +50,21 @@ describe('typed calls', () => {
     expect((await new TagwClient({ baseUrl: g.url, apiKey: scoped.key }).whoami()).seatId).toBe(seat.id);
   });
 
+  it('a bot with many calls in flight at once: answered, and no listener warning from Node', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => void warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      const acct = client().account(id);
+      const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? acct.GetQuote({ symbol: 'BTCUSD' }) : acct.AccountSummary())));
+      expect(answers).toHaveLength(40);
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([]);
+  });
+
   it('errors are TagwError with code, status and requestId; a 4xx is not retried', async () => {
     seen.length = 0;
     const err = await client().account(id).GetQuote({ symbol: 'NOPE' }).catch((e: unknown) => e);
