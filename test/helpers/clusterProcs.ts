@@ -113,7 +113,8 @@ export interface ClusterOptions {
   /** More environment for one node, asked at each launch (a NATS_URL through a test's proxy). */
   nodeEnv?: (id: string, engines: Engines) => Record<string, string>;
   /** Faults of the simulator process on Sim-P5-Demo from its start (its config's `faults`, e.g. the
-   *  first trade of login `<prefix>-1`, the cluster's first account, executed with its reply lost). */
+   *  first trade of login `<prefix>-lost`, account(server, { login: 'lost' }), executed with its reply
+   *  lost). */
   simFaults?: (prefix: string) => FaultSpecConfig[];
 }
 
@@ -319,10 +320,11 @@ export class ClusterProcs {
    * the shared key, key hash), then announced as a node announces its own tenancy write of a new
    * account (clusterTenancy.ts: every node mirrors at once and runs a lease round). Waits until a
    * node owns the account and every running node serves it with that key (their mirrors copied the rows).
-   * `server`: the simulator server of the login (Sim-P5-Demo unless given).
+   * `server`: the simulator server of the login (Sim-P5-Demo unless given); `login`: its login is
+   * `<prefix>-<login>` (a login given simFaults) rather than the next number.
    */
-  async account(server: SimServer = 'Sim-P5-Demo'): Promise<ClusterAccount> {
-    const login = `${this.prefix}-${++this.logins}`;
+  async account(server: SimServer = 'Sim-P5-Demo', opts: { login?: string } = {}): Promise<ClusterAccount> {
+    const login = `${this.prefix}-${opts.login ?? ++this.logins}`;
     const id = randomUUID();
     const key = generateKey('api');
     const now = Date.now();
