@@ -2,7 +2,7 @@
 // `.on('TRADE', ...)`. Reconnects with jittered backoff, resumes with `since=<epoch>:<seq>`, replaces
 // a silent connection (heartbeat timeout), says when continuity was lost (RESUMED recovered:false:
 // reconcile from the fresh snapshots that follow), and delivers each account event once, in order.
-import type { BackoffOptions } from './backoff.js';
+import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { StreamCursor, formatSince, isPositioned, parseSince, type StreamPosition } from './cursor.js';
 import { finalRefusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
@@ -38,6 +38,10 @@ export type StreamEvents = {
 export const DEFAULT_STREAM_BACKOFF: BackoffOptions = { baseMs: 200, maxMs: 5_000 };
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+/** Refusals of a subscribe for a passing reason (503: the account's connection down, the cluster
+ *  between owners or without its engines): the SDK asks again while the symbol is wanted. */
+const PASSING_REFUSALS: ReadonlySet<string> = new Set(['NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'STORAGE_UNAVAILABLE']);
+
 export function wsUrl(baseUrl: string): string {
   return baseUrl.replace(/^http(s?):\/\//i, (_m, s: string) => `ws${s}://`);
 }
@@ -62,11 +66,15 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   private readonly untrack: () => void;
   /** Account events dropped as already delivered (replays overlapping what came before a drop). */
   duplicatesDropped = 0;
+  /** Subscribes refused for a passing reason, by symbol: how many in a row, and the timer that asks again. */
+  private readonly refusedSubs = new Map<string, { tries: number; timer?: ReturnType<typeof setTimeout> }>();
+  private readonly random: () => number;
 
   constructor(private readonly t: Transport, WebSocket: WebSocketConstructor, readonly accountId: string, private readonly o: StreamOptions = {}, random?: () => number) {
     const start = o.since !== undefined ? parseSince(o.since) : undefined;
     if (o.since !== undefined && !start) throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `since: expected <epoch>:<seq>, got '${o.since}'` });
     t.socketAuth(); // no API key: refused now, not by a stream that never yields
+    this.random = random ?? Math.random;
     this.cursor = new StreamCursor(start);
     this.taken = start;
     for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
@@ -123,12 +131,15 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
 
   unsubscribe(symbol: string): void {
     this.wanted.delete(symbol);
+    clearTimeout(this.refusedSubs.get(symbol)?.timer);
+    this.refusedSubs.delete(symbol);
     this.socket.send({ action: 'unsubscribe', symbol });
   }
 
   close(): void {
     this.untrack();
     this.probe?.abort();
+    this.forgetRefusals();
     this.socket.close();
     this.channel.end();
   }
@@ -148,6 +159,8 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
 
   private opened(send: (m: unknown) => void): void {
     this.topicSeq = new Map();
+    // Every wanted symbol is asked for now: no retry of an earlier connection's refusal is left to run.
+    for (const r of this.refusedSubs.values()) clearTimeout(r.timer);
     for (const [symbol, tfs] of this.wanted) send({ action: 'subscribe', symbol, ...(tfs.size ? { timeframes: [...tfs] } : {}) });
   }
 
@@ -189,6 +202,8 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
       this.channel.push(f);
       return;
     }
+    if (f.type === 'ERROR') this.refused(f.data);
+    else if (f.type === 'SUBSCRIBED') this.refusedSubs.delete(f.data.symbol);
     if ((f.type === 'QUOTE' || f.type === 'CANDLE') && typeof f.seq === 'number') {
       // Per topic, within the market epoch (new at each gateway start, when the counters restart).
       const key = f.type === 'QUOTE' ? `q|${f.epoch}|${f.data.symbol}` : `c|${f.epoch}|${f.data.symbol}|${f.data.timeframe}`;
@@ -198,6 +213,31 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
       this.topicSeq.set(key, f.seq);
     }
     this.channel.push(f);
+  }
+
+  /**
+   * An ERROR answering a subscribe: refused for a passing reason (PASSING_REFUSALS) while the symbol
+   * is still wanted, the same subscribe goes again after the stream's backoff (longer each time in a
+   * row, from the bottom again once a SUBSCRIBED came). Before, such a symbol stayed without quotes
+   * until the next reconnect, which might never come (the cluster chaos run: a subscribe refused while
+   * its account changed owner).
+   */
+  private refused(data: { error: string; request?: unknown }): void {
+    const req = data.request as { action?: unknown; symbol?: unknown } | undefined;
+    const symbol = req?.action === 'subscribe' && typeof req.symbol === 'string' ? req.symbol : undefined;
+    if (symbol === undefined || !PASSING_REFUSALS.has(data.error) || !this.wanted.has(symbol)) return;
+    const r = this.refusedSubs.get(symbol) ?? { tries: 0 };
+    clearTimeout(r.timer);
+    r.timer = setTimeout(() => {
+      const tfs = this.wanted.get(symbol);
+      if (tfs) this.socket.send({ action: 'subscribe', symbol, ...(tfs.size ? { timeframes: [...tfs] } : {}) });
+    }, backoffDelay(r.tries++, { ...DEFAULT_STREAM_BACKOFF, ...this.o.backoff }, this.random));
+    this.refusedSubs.set(symbol, r);
+  }
+
+  private forgetRefusals(): void {
+    for (const r of this.refusedSubs.values()) clearTimeout(r.timer);
+    this.refusedSubs.clear();
   }
 
   private lostContinuity(reason: string): void {

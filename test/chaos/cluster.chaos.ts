@@ -103,7 +103,7 @@ async function watchTrades(acct: ClusterAccount) {
   stream.on('TRADE', (f) => trades.set(f.data.comment, (trades.get(f.data.comment) ?? 0) + 1));
   // For CHAOS_DEBUG: each frame's type and seq (a TRADE's order id too), and the socket's states.
   const frames: string[] = [];
-  stream.on('*', (f) => f.type !== 'QUOTE' && frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : ''}@${now()}`));
+  stream.on('*', (f) => f.type !== 'QUOTE' && frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : f.type === 'ERROR' ? `(${f.data.error}: ${f.data.message})` : ''}@${now()}`));
   stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${now()}`));
   stream.onEvent('resync', (r) => {
     resyncs.push(Date.now());

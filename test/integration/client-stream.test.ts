@@ -12,7 +12,8 @@ let client: TagwClient;
 let id: string;
 
 beforeAll(async () => {
-  g = await startTestGateway({ streamHeartbeatMs: 200 });
+  // Subscribes wait for a dropped account 500 ms, not 10 s (the passing refusal below).
+  g = await startTestGateway({ streamHeartbeatMs: 200, streamSubscribeTimeoutMs: 500 });
   const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'sdk-stream' })).key;
   client = new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket });
   id = (await client.connectEx({ user: 'sdk-stream', password: 'pw', server: 'Sim-P5-Demo' })).id;
@@ -52,6 +53,26 @@ describe('stream', () => {
     expect(trades.map((t) => t.ticket)).toEqual(deals.slice(-trades.length));
     expect(trades).toHaveLength(3);
   });
+
+  it('a subscribe refused for a passing reason (the account\'s connection down) is asked again until it holds: quotes come once the account is back', async () => {
+    // Found by the cluster chaos run: a subscribe refused while its account changed owner left the
+    // stream without quotes for good (the SDK sent it again only at a reconnect).
+    const dropped = (await client.connectEx({ user: 'sdk-stream-drop', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    await client.account(dropped).AccountSummary();
+    await g.gw.services.shards.call(dropped, 'account.fault', { accountId: dropped, fault: { kind: 'drop', durationMs: 1_200 } });
+    const s = client.stream(dropped, { symbols: ['BTCUSD'] });
+    const errors: string[] = [];
+    let quotes = 0;
+    s.on('ERROR', (f) => errors.push(f.data.error));
+    s.on('QUOTE', () => quotes++);
+    try {
+      await until(() => errors.length > 0, 'the subscribe refused while the account is away', 10_000);
+      await until(() => quotes > 0, 'a quote once the account is back', 15_000);
+    } finally {
+      s.close();
+    }
+    expect(errors[0]).toBe('NOT_CONNECTED');
+  }, 40_000);
 
   it('a refused stream (unknown account) ends with the HTTP reason instead of retrying', async () => {
     const s = client.stream('00000000-0000-4000-8000-000000000000');
