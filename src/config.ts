@@ -248,6 +248,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     } catch (e) {
       throw new ConfigError(`TAGW_CONFIG ${env.TAGW_CONFIG}: ${(e as Error).message}`);
     }
+    if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) throw new ConfigError(`TAGW_CONFIG ${env.TAGW_CONFIG}: not a JSON object of settings`);
+    // A misspelt key would otherwise be left out without a word, its setting at its default.
+    const unknown = Object.keys(fromFile).filter((k) => !(k in configSchema.shape));
+    if (unknown.length) throw new ConfigError(`TAGW_CONFIG ${env.TAGW_CONFIG}: unknown setting ${unknown.map((k) => `'${k}'`).join(', ')} (the camelCase keys of src/config.ts, e.g. port, dataDir)`);
   }
   const fromEnv: Record<string, unknown> = {};
   for (const [name, key] of Object.entries(ENV)) {

@@ -201,6 +201,8 @@ describe('process', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'bad.json'), '{bad');
     writeFileSync(join(dir, 'a-file'), '');
+    writeFileSync(join(dir, 'typo.json'), JSON.stringify({ prot: 8081, logLevel: 'info' }));
+    writeFileSync(join(dir, 'list.json'), '[]');
     const cases: Array<[Record<string, string>, number, RegExp]> = [
       [{ BROKER_MODE: 'bridge' }, 2, /BROKER_MODE=bridge needs BRIDGE_URL/],
       [{ SIM_SERVERS_FILE: join(dir, 'bad.json') }, 2, /SIM_SERVERS_FILE .*bad\.json: .*JSON/],
@@ -209,6 +211,9 @@ describe('process', () => {
       [{ PORT: 'abc', SHARDS: '0' }, 2, /invalid configuration: port: .*; shards: /],
       [{ HOST: '999.1.1.1' }, 2, /cannot listen on 999\.1\.1\.1:0: the port is in use, or 999\.1\.1\.1 is not an address/],
       [{ DATA_DIR: join(dir, 'a-file') }, 1, /fatal: cannot mkdir .*a-file: EEXIST/],
+      // A misspelt setting in the file is not left out silently (the gateway started on 8080).
+      [{ TAGW_CONFIG: join(dir, 'typo.json') }, 2, /TAGW_CONFIG .*typo\.json: unknown setting 'prot' \(the camelCase keys of src\/config\.ts, e\.g\. port, dataDir\)/],
+      [{ TAGW_CONFIG: join(dir, 'list.json') }, 2, /TAGW_CONFIG .*list\.json: not a JSON object/],
       [{ STREAM_SOFT_LIMIT_BYTES: '10000000', STREAM_HARD_LIMIT_BYTES: '5000' }, 2, /invalid configuration: streamSoftLimitBytes: must be below streamHardLimitBytes \(5000\)/],
     ];
     // All at once: each is its own process and DATA_DIR, and most of its time is starting node.
