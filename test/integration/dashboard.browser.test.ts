@@ -240,6 +240,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await go(page, '/keys');
     const row = page.locator(`[data-testid=key-row][data-id="${created.body.id}"]`);
     await row.locator('[data-testid=replace-key]').click();
+    await row.locator('[data-testid=replace-key]', { hasText: 'Replace now?' }).click(); // it revokes the old key: two clicks
     const secret = page.locator('[data-testid=secret-value]');
     await secret.waitFor();
     const newKey = (await secret.textContent())!;

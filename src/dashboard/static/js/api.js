@@ -32,10 +32,12 @@ export function signOut(reason) {
 }
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  /** `retryAfter`: the seconds a 429 or 503 asked to wait (its retry-after header), when it said. */
+  constructor(status, code, message, retryAfter) {
     super(message || code || `HTTP ${status}`);
     this.status = status;
     this.code = code;
+    this.retryAfter = retryAfter;
   }
 }
 
@@ -73,7 +75,8 @@ async function call(method, path, { body, apiKey, mk } = {}) {
     if (r.status === 401 && !apiKey && !mk && session.key) {
       signOut('The management key stopped working (it was rotated or revoked). Sign in with the current one.');
     }
-    throw new ApiError(r.status, code, message);
+    const wait = Number(r.headers.get('retry-after'));
+    throw new ApiError(r.status, code, message, wait > 0 ? wait : undefined);
   }
   return data;
 }

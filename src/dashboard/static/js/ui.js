@@ -13,10 +13,33 @@ export function Badge({ value, tone }) {
   return html`<span class=${`badge b-${tone ?? TONE[value] ?? 'mute'}`}>${String(value)}</span>`;
 }
 
-export function Err({ error }) {
+/** A wait in words: `30 s`, `10 min`. */
+function wait(sec) {
+  return sec < 90 ? `${Math.ceil(sec)} s` : `${Math.ceil(sec / 60)} min`;
+}
+
+/**
+ * An error in words (a 429 or 503 says when to try again). `reveal`: the error answers an action
+ * the operator took, maybe at the foot of a long table: it is scrolled into the window.
+ */
+export function Err({ error, reveal }) {
+  const ref = useRef(null);
+  useEffect(() => {
+    if (reveal && error) ref.current?.scrollIntoView({ block: 'nearest' });
+  }, [reveal, error]);
   if (!error) return null;
   const code = error.code ? `${error.code}: ` : '';
-  return html`<div class="err" role="alert">${code}${error.message ?? String(error)}</div>`;
+  const retry = error.retryAfter ? ` · try again in ${wait(error.retryAfter)}` : '';
+  return html`<div class="err" role="alert" ref=${ref}>${code}${error.message ?? String(error)}${retry}</div>`;
+}
+
+/**
+ * What an empty table says: `none` once the list arrived empty; while it has not arrived, that it
+ * is on its way or (`error`) not available, never that there is none.
+ */
+export function emptyText(data, error, none) {
+  if (data !== undefined) return none;
+  return error ? 'Not available: the list did not arrive (the error is above).' : 'Loading…';
 }
 
 /** Polls `load` every `ms` (and at once); returns { data, error, at, reload }; `at` is when the data shown arrived. */
@@ -62,10 +85,19 @@ async function copyText(text) {
   throw new Error('select the key and copy it');
 }
 
-/** A secret shown once: the value, a copy button, and a dismiss that forgets it. */
+/**
+ * A secret shown once: the value, a copy button, and a dismiss that forgets it. It comes into the
+ * window with the focus on Copy: the action that made it may have been far down a long list.
+ */
 export function Secret({ title, value, note, onDone }) {
   const [copied, setCopied] = useState('');
   const ref = useRef(null);
+  const box = useRef(null);
+  const copyButton = useRef(null);
+  useEffect(() => {
+    box.current?.scrollIntoView({ block: 'nearest' });
+    copyButton.current?.focus({ preventScroll: true });
+  }, [value]);
   const copy = async () => {
     try {
       await copyText(value);
@@ -79,10 +111,10 @@ export function Secret({ title, value, note, onDone }) {
       setCopied(e.message);
     }
   };
-  return html`<div class="secret" data-testid="secret">
+  return html`<div class="secret" data-testid="secret" ref=${box}>
     <h3>${title}</h3>
     <div class="val"><code ref=${ref} data-testid="secret-value">${value}</code>
-      <button class="sm" onClick=${copy} data-testid="copy">Copy</button>
+      <button class="sm" onClick=${copy} data-testid="copy" ref=${copyButton}>Copy</button>
       <button class="sm" onClick=${onDone} data-testid="secret-done">I stored it</button></div>
     <div class="note">${copied ? `${copied}. ` : ''}${note ?? 'Shown once: only a hash is stored, it cannot be shown again.'}</div>
   </div>`;

@@ -2,7 +2,7 @@
 // page refreshes itself; older pages are fetched on demand (?before=), so nothing is out of reach.
 import { api } from '../api.js';
 import { html, useState } from '../lib.js';
-import { Err, Top, usePoll, utc } from '../ui.js';
+import { emptyText, Err, Top, usePoll, utc } from '../ui.js';
 
 /** An entry's detail as `name value` pairs in words, not a JSON object. */
 function detail(d) {
@@ -33,7 +33,7 @@ export function Audit({ title }) {
     <${Err} error=${error} />
     <div class="panel"><h2>Management actions <span class="muted small">${all.length} shown, newest first</span></h2>
       <div class="scroll tall"><table data-testid="audit"><thead><tr><th>when (UTC)</th><th>management key</th><th>action</th><th>target</th><th>detail</th></tr></thead><tbody>
-        ${all.length === 0 ? html`<tr><td colspan="5" class="empty">${error ? 'Not available.' : 'Nothing recorded yet.'}</td></tr>` : null}
+        ${all.length === 0 ? html`<tr><td colspan="5" class="empty">${emptyText(data, error, 'Nothing recorded yet.')}</td></tr>` : null}
         ${all.map((e) => html`<tr key=${e.id} data-testid="audit-row"><td class="mono nowrap">${utc(e.at)}</td><td class="mono">${e.keyId}</td><td>${e.action}</td><td class="mono">${e.target ?? '—'}</td><td class="mono small">${detail(e.detail)}</td></tr>`)}
       </tbody></table></div>
       ${next ? html`<div class="row more"><button class="sm" data-testid="audit-older" disabled=${older.busy} onClick=${more}>${older.busy ? 'Loading…' : 'Show older'}</button></div>` : null}

@@ -1,7 +1,7 @@
 // This week's economic calendar (/news), filterable by impact.
 import { api } from '../api.js';
 import { html, useState } from '../lib.js';
-import { Badge, Err, Top, usePoll } from '../ui.js';
+import { Badge, emptyText, Err, Top, usePoll } from '../ui.js';
 
 const IMPACTS = ['High', 'Medium', 'Low', 'Holiday'];
 
@@ -16,9 +16,9 @@ export function Calendar({ title }) {
       <div class="tabs">${['', ...IMPACTS].map((i) => html`<button class=${`sm${impact === i ? ' on' : ''}`} onClick=${() => setImpact(i)}>${i || 'All'}</button>`)}</div>
     </${Top}>
     <${Err} error=${error} />
-    <div class="panel"><h2>This week <span class="muted small">${events.length} events · times in UTC</span></h2>
+    <div class="panel"><h2>This week <span class="muted small">${data ? `${events.length} events · ` : ''}times in UTC</span></h2>
       <table data-testid="calendar"><thead><tr><th>day</th><th>time</th><th>currency</th><th>impact</th><th>event</th><th class="num">forecast</th><th class="num">previous</th></tr></thead><tbody>
-        ${events.length === 0 ? html`<tr><td colspan="7" class="empty">No events.</td></tr>` : null}
+        ${events.length === 0 ? html`<tr><td colspan="7" class="empty">${emptyText(data, error, 'No events.')}</td></tr>` : null}
         ${events.map((e) => {
           const d = new Date(e.time);
           const day = d.toISOString().slice(0, 10);

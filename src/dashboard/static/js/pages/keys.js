@@ -3,7 +3,7 @@
 // old one revoked in the same step); each key's own rate limits, shown and set.
 import { api } from '../api.js';
 import { Fragment, html, useState } from '../lib.js';
-import { ago, Badge, ConfirmButton, Err, Secret, short, Top, usePoll, useSubmit, utc } from '../ui.js';
+import { ago, Badge, ConfirmButton, emptyText, Err, Secret, short, Top, usePoll, useSubmit, utc } from '../ui.js';
 
 function CreateKey({ seats, seatId, onCreated }) {
   const [label, setLabel] = useState('');
@@ -101,13 +101,13 @@ export function Keys({ title, arg }) {
       <p class="note">Browser pages should get a read-only key scoped to one account: it is visible to anyone who opens the page.</p>
     </div>
     ${secret ? html`<${Secret} title=${secret.title} value=${secret.value} onDone=${() => setSecret(null)} />` : null}
-    <${Err} error=${error ?? pollError} />
-    <div class="panel">
+    <${Err} error=${error ?? pollError} reveal=${Boolean(error)} />
+    <div class="panel cq">
       <h2>Keys <label class="c small"><input type="checkbox" checked=${showRevoked} onChange=${(e) => setShowRevoked(e.target.checked)} /> show revoked</label></h2>
       <table data-testid="keys"><thead><tr>
         <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>limits</th><th>created</th><th>last used</th><th>state</th><th></th>
       </tr></thead><tbody>
-        ${keys.length === 0 ? html`<tr><td colspan="10" class="empty">No keys.</td></tr>` : null}
+        ${keys.length === 0 ? html`<tr><td colspan="10" class="empty">${emptyText(data, pollError, 'No keys.')}</td></tr>` : null}
         ${keys.map((k) => html`<${Fragment} key=${k.id}><tr data-testid="key-row" data-id=${k.id}>
           <td class="label" data-testid="key-label-cell">${k.label}</td>
           <td class="mono">${k.id}</td>
@@ -119,15 +119,16 @@ export function Keys({ title, arg }) {
           <td class="nowrap" title=${k.lastUsedAt ?? ''}>${k.lastUsedAt === undefined ? '—' : ago(k.lastUsedAt)}</td>
           <td class="nowrap">${state(k)}</td>
           <td class="actions">${!k.revoked && k.kind !== 'management' ? html`
-            <button class="sm" data-testid="replace-key" onClick=${act(async () => {
+            <${ConfirmButton} label="Replace" confirm="Replace now?" testid="replace-key" onConfirm=${act(async () => {
+              // The old key is revoked in the same step: two clicks, as Revoke.
               const n = await api.post(`/v1/keys/${k.id}/replace`, {});
               setSecret({ title: `Replacement for "${k.label}" (the old key is revoked)`, value: n.key });
-            })}>Replace</button>
+            })} />
             <button class="sm" data-testid="key-limits-edit" onClick=${() => setEditing(editing === k.id ? null : k.id)}>${editing === k.id ? 'Close' : 'Limits'}</button>
             <${ConfirmButton} label="Revoke" confirm="Revoke now?" testid="revoke-key" onConfirm=${act(() => api.del(`/v1/keys/${k.id}`))} />` : null}
           </td>
         </tr>
-        ${editing === k.id ? html`<tr><td colspan="10"><${LimitsForm} k=${k} defaults=${defaults} onDone=${() => { setEditing(null); reload(); }} /></td></tr>` : null}
+        ${editing === k.id ? html`<tr><td colspan="10"><div class="expand"><${LimitsForm} k=${k} defaults=${defaults} onDone=${() => { setEditing(null); reload(); }} /></div></td></tr>` : null}
         </${Fragment}>`)}
       </tbody></table>
       <p class="note">Limits in grey are the gateway's defaults (KEY_REQUESTS_PER_SEC, KEY_ORDERS_PER_SEC); <em>Limits</em> sets a key's own.</p>

@@ -4,7 +4,7 @@
 // never goes near the stream.
 import { api, session } from '../api.js';
 import { html, useEffect, useMemo, useRef, useState } from '../lib.js';
-import { Badge, Err, short, Top, usePoll, utc } from '../ui.js';
+import { Badge, emptyText, Err, short, Top, usePoll, utc } from '../ui.js';
 import { TimeChart } from '../chart.js';
 
 const MAX_TRADES = 50;
@@ -47,7 +47,7 @@ function Picker() {
   }, 3000);
   return html`<${Err} error=${error} /><div class="panel"><h2>Choose an account</h2>
     <table><thead><tr><th>account id</th><th>broker</th><th>connection</th><th></th></tr></thead><tbody>
-      ${(data ?? []).length === 0 ? html`<tr><td colspan="4" class="empty">No ACTIVE account with a broker login yet (Seats & accounts: bind a login).</td></tr>` : null}
+      ${(data ?? []).length === 0 ? html`<tr><td colspan="4" class="empty">${emptyText(data, error, 'No ACTIVE account with a broker login yet (Seats & accounts: bind a login).')}</td></tr>` : null}
       ${(data ?? []).map((s) => html`<tr><td class="mono">${s.id}</td><td>${s.conn.platform} · ${s.conn.server}</td><td><${Badge} value=${s.conn.phase} /></td>
         <td class="actions"><a class="btn sm" href=${`#/live/${s.id}`} data-testid="pick-live">Open</a></td></tr>`)}
     </tbody></table></div>`;
@@ -171,7 +171,7 @@ function LiveAccount({ id, title }) {
   const acc = summary.data;
   const quotes = symbols.map((s) => state.quotes[s]).filter(Boolean);
   return html`
-    <${Top} title=${`${title} · ${short(id)}`} at=${summary.at}>
+    <${Top} title=${`${title} · ${short(id)}`} at=${summary.at} error=${summary.error}>
       <span>stream <${Badge} value=${state.socket === 'open' ? 'connected' : state.socket} tone=${state.socket === 'open' ? 'ok' : 'warn'} /></span>
       <span>broker <${Badge} value=${state.phase ?? (acc?.synced ? 'connected' : acc ? 'reconnecting' : null)} /></span>
     </${Top}>

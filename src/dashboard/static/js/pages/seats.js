@@ -3,7 +3,7 @@
 // its history. Refreshed every 1.5 s.
 import { api } from '../api.js';
 import { Fragment, html, useState } from '../lib.js';
-import { ago, Badge, ConfirmButton, Err, Top, usePoll, useSubmit, utc } from '../ui.js';
+import { ago, Badge, ConfirmButton, emptyText, Err, Top, usePoll, useSubmit, utc } from '../ui.js';
 
 const SERVERS = ['Sim-P5-Demo', 'Sim-P4-Demo'];
 
@@ -11,8 +11,7 @@ function CreateSeat({ onDone }) {
   const [priv, setPriv] = useState(false);
   const [region, setRegion] = useState('us-east');
   const { busy, error, submit } = useSubmit(async () => {
-    await api.post('/v1/seats', priv ? { privateHosting: true, region: region.trim() || undefined } : { privateHosting: false });
-    onDone();
+    onDone(await api.post('/v1/seats', priv ? { privateHosting: true, region: region.trim() || undefined } : { privateHosting: false }));
   });
   return html`<form class="row" onSubmit=${submit} data-testid="create-seat">
     <label class="f">Hosting
@@ -49,9 +48,17 @@ function History({ conn }) {
   return html`<ul class="history" data-testid="history">${[...conn.history].reverse().map((h) => html`<li><span class="mono muted">${utc(h.at)}</span><${Badge} value=${h.phase} /></li>`)}</ul>`;
 }
 
+/** The seat just created, said under the form: in a long table its row is far down, at the end. */
+function Created({ seat }) {
+  if (!seat) return null;
+  return html`<p class="note" role="status" data-testid="seat-created">Seat <span class="mono select-all">${seat.id}</span> created
+    (${seat.status === 'ACTIVE' ? 'ACTIVE' : `${seat.status}, ACTIVE when its server is built`}); the table lists seats oldest first: it is at the end.</p>`;
+}
+
 export function Seats({ title }) {
   const [open, setOpen] = useState(null);
   const [error, setError] = useState(null);
+  const [created, setCreated] = useState(null);
   const { data, error: pollError, at, reload } = usePoll(async () => {
     const [seats, conns] = await Promise.all([api.get('/v1/seats'), api.get('/v1/accounts/connections')]);
     return { seats: seats.seats, conns: Object.fromEntries(conns.accounts.map((a) => [a.id, a])) };
@@ -63,14 +70,14 @@ export function Seats({ title }) {
   const seats = data?.seats ?? [];
   return html`
     <${Top} title=${title} at=${at} error=${pollError} />
-    <div class="panel"><h2>New seat</h2><${CreateSeat} onDone=${reload} /></div>
-    <${Err} error=${error ?? pollError} />
-    <div class="panel">
-      <h2>Seats <span class="muted small">${seats.length} total</span></h2>
+    <div class="panel"><h2>New seat</h2><${CreateSeat} onDone=${(seat) => { setCreated(seat); reload(); }} /><${Created} seat=${created} /></div>
+    <${Err} error=${error ?? pollError} reveal=${Boolean(error)} />
+    <div class="panel cq">
+      <h2>Seats <span class="muted small">${data ? `${seats.length} total` : ''}</span></h2>
       <table data-testid="seats"><thead><tr>
         <th>account id</th><th>hosting</th><th>seat</th><th>broker</th><th>connection</th><th>synced</th><th>since</th><th>last error</th><th></th>
       </tr></thead><tbody>
-        ${seats.length === 0 ? html`<tr><td colspan="9" class="empty">No seats yet: create one above, or bind a broker login with /ConnectEx.</td></tr>` : null}
+        ${seats.length === 0 ? html`<tr><td colspan="9" class="empty">${emptyText(data, pollError, 'No seats yet: create one above, or bind a broker login with /ConnectEx.')}</td></tr>` : null}
         ${seats.map((s) => {
           const c = data.conns[s.id];
           const expanded = open === s.id;
@@ -93,7 +100,7 @@ export function Seats({ title }) {
             </td>
           </tr>
           ${expanded ? html`<tr><td colspan="9">
-            <div class="grid g2">
+            <div class="grid g2 expand">
               <div><h2 class="muted small">Bind a broker login ${c?.server ? '(replaces the current one)' : ''}</h2><${BindLogin} id=${s.id} onDone=${() => reload()} /></div>
               <div><h2 class="muted small">Connection history</h2><${History} conn=${c} /></div>
             </div>

@@ -1,0 +1,179 @@
+// The operator console's feedback where an operator or a customer looks, in headless Chromium
+// against a real gateway: a key shown once after an action far down a long list is on screen, an
+// action's error too, a 429 says when to try again, a list that never arrived is not "empty", a
+// created seat is announced, a form opened in a row of a table wider than a phone is on screen, and
+// a long label does not push the page sideways. Screenshots land in test-output/dashboard/.
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchBrowser, type Browser } from '../helpers/browser.js';
+import { mgmt, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+
+let t: TestGateway;
+let browser: Browser;
+
+async function open(route: string, width = 1440, height = 900): Promise<Page> {
+  const page = await browser.page();
+  await page.setViewportSize({ width, height });
+  await page.goto(`${t.url}/dashboard`);
+  await page.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
+  await page.click('[data-testid=signin]');
+  await page.waitForSelector('[data-testid=nav-overview]');
+  await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
+  return page;
+}
+
+/** Whether the element's box lies wholly inside the window, sideways and (unless `sidewaysOnly`) up and down. */
+async function onScreen(page: Page, selector: string, sidewaysOnly = false): Promise<boolean> {
+  const box = (await page.locator(selector).first().boundingBox())!;
+  const { w, h } = (await page.evaluate('({ w: innerWidth, h: innerHeight })')) as { w: number; h: number };
+  // A pixel of slack: a box scrolled to the window's edge may sit a fraction of a pixel past it.
+  return box.x >= -1 && box.x + box.width <= w + 1 && (sidewaysOnly || (box.y >= -1 && box.y + box.height <= h + 1));
+}
+
+const sideways = (page: Page) => page.evaluate('document.documentElement.scrollWidth - innerWidth') as Promise<number>;
+
+beforeAll(async () => {
+  t = await startTestGateway({ shards: 1 });
+  for (let i = 0; i < 40; i += 1) {
+    expect((await t.req('POST', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY), body: {} })).status).toBe(201);
+    expect((await t.req('POST', '/v1/keys', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: `bot-${i}` } })).status).toBe(201);
+  }
+  browser = await launchBrowser();
+}, 30_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
+describe('the console says what happened where the operator looks', { timeout: 60_000 }, () => {
+  it('brings the key of a replacement made at the foot of a long list on screen', async () => {
+    const page = await open('/keys');
+    const last = page.locator('[data-testid=key-row]').last();
+    await last.waitFor();
+    await last.locator('[data-testid=replace-key]').scrollIntoViewIfNeeded();
+    await last.locator('[data-testid=replace-key]').click();
+    await last.locator('[data-testid=replace-key]', { hasText: 'Replace now?' }).click();
+    await page.locator('[data-testid=secret-value]').waitFor();
+    // Shown once: an operator who does not see it leaves the page and the new key is lost.
+    await expect.poll(() => onScreen(page, '[data-testid=secret]')).toBe(true);
+    await browser.shot(page, '30-keys-replaced-at-the-foot');
+    await page.close();
+  });
+
+  it('replaces a key (which revokes the old one) only on a second click', async () => {
+    const page = await open('/keys');
+    const row = page.locator('[data-testid=key-row]', { hasText: 'bot-3' }).first();
+    const id = (await (await row.elementHandle())!.getAttribute('data-id'))!;
+    await row.locator('[data-testid=replace-key]').click();
+    await row.locator('[data-testid=replace-key]', { hasText: 'Replace now?' }).waitFor();
+    const keys = (await t.req('GET', '/v1/keys', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.keys as { id: string; revoked: boolean }[];
+    expect(keys.find((k) => k.id === id)!.revoked).toBe(false);
+    await page.close();
+  });
+
+  it('brings an action\'s error on screen, and says when a 429 or 503 may be tried again', async () => {
+    const page = await open('/keys');
+    await page.route('**/v1/keys/*', (r) => (r.request().method() === 'DELETE'
+      ? r.fulfill({ status: 503, contentType: 'application/json', headers: { 'retry-after': '30' }, body: JSON.stringify({ error: 'STORAGE_FULL', message: 'the data disk is full' }) })
+      : r.continue()));
+    const last = page.locator('[data-testid=key-row]').last();
+    await last.waitFor();
+    await last.locator('[data-testid=revoke-key]').scrollIntoViewIfNeeded();
+    await last.locator('[data-testid=revoke-key]').click();
+    await last.locator('[data-testid=revoke-key]', { hasText: 'Revoke now?' }).click();
+    const err = page.locator('.err', { hasText: 'the data disk is full' });
+    await err.waitFor();
+    await expect.poll(() => onScreen(page, '.err >> text=the data disk is full')).toBe(true);
+    expect(await err.textContent()).toContain('try again in 30 s');
+    await page.close();
+
+    // Too many wrong keys from this address: the sign-in says for how long, not just "slow down".
+    const signin = await browser.page();
+    await signin.route('**/v1/seats', (r) => r.fulfill({ status: 429, contentType: 'application/json', headers: { 'retry-after': '600' }, body: JSON.stringify({ error: 'AUTH_THROTTLED', message: 'too many failed auth attempts, slow down' }) }));
+    await signin.goto(`${t.url}/dashboard`);
+    await signin.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
+    await signin.click('[data-testid=signin]');
+    await signin.locator('.err', { hasText: 'AUTH_THROTTLED' }).waitFor();
+    expect(await signin.locator('.err').textContent()).toContain('try again in 10 min');
+    await browser.shot(signin, '31-sign-in-throttled');
+    await signin.close();
+  });
+
+  it('never calls a list that did not arrive empty', async () => {
+    const page = await open('/overview');
+    await page.waitForSelector('[data-testid=version]');
+    for (const path of ['**/v1/seats', '**/v1/keys*', '**/news*']) await page.route(path, (r) => r.abort('connectionrefused'));
+    for (const [route, empty] of [['/seats', 'No seats yet'], ['/keys', 'No keys'], ['/live', 'No ACTIVE account'], ['/calendar', 'No events']] as const) {
+      await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
+      await page.locator('.err', { hasText: 'The gateway does not answer' }).first().waitFor();
+      await page.locator('.empty', { hasText: 'Not available' }).waitFor();
+      expect(await page.locator('.empty', { hasText: empty }).count(), route).toBe(0);
+      if (route === '/seats') {
+        expect(await page.locator('main').textContent()).not.toContain('0 total');
+        await browser.shot(page, '32-seats-unreachable');
+      }
+    }
+    await page.close();
+  });
+
+  it('announces a created seat with its id, on screen, when the list is long', async () => {
+    const page = await open('/seats');
+    await page.locator('[data-testid=seat-row]').nth(39).waitFor();
+    await page.click('[data-testid=create-seat-btn]');
+    const note = page.locator('[data-testid=seat-created]');
+    await note.waitFor();
+    const seats = (await t.req('GET', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.seats as { id: string; createdAt: string }[];
+    const newest = seats.reduce((a, b) => (a.createdAt >= b.createdAt ? a : b));
+    expect(await note.textContent()).toContain(newest.id);
+    expect(await onScreen(page, '[data-testid=seat-created]')).toBe(true);
+    await page.close();
+  });
+
+  it('puts a form opened in a row of a table wider than a phone on screen', async () => {
+    const page = await open('/seats', 390, 844);
+    const row = page.locator('[data-testid=seat-row]').first();
+    await row.waitFor();
+    // The table scrolls inside its panel: the row's buttons are at its right end.
+    await row.locator('[data-testid=seat-more]').scrollIntoViewIfNeeded();
+    await row.locator('[data-testid=seat-more]').click();
+    await page.locator('[data-testid=bind-form]').waitFor();
+    // Where the click left the panel scrolled: the fields are in the window, not off to its left.
+    for (const f of ['bind-user', 'bind-password', 'bind-server', 'bind-submit']) expect(await onScreen(page, `[data-testid=${f}]`, true), f).toBe(true);
+    await browser.shot(page, '33-seat-bind-390px');
+    await page.evaluate('location.hash = "/keys"');
+    const krow = page.locator('[data-testid=key-row]').nth(2);
+    await krow.locator('[data-testid=key-limits-edit]').scrollIntoViewIfNeeded();
+    await krow.locator('[data-testid=key-limits-edit]').click();
+    await page.locator('[data-testid=limits-form]').waitFor();
+    for (const f of ['limit-requests', 'limit-orders', 'limits-save']) expect(await onScreen(page, `[data-testid=${f}]`, true), f).toBe(true);
+    expect(await sideways(page)).toBe(0);
+    await page.close();
+  });
+
+  it('keeps a 100-character label without a space inside a 390 px window when its key is shown', async () => {
+    const page = await open('/keys', 390, 844);
+    await page.fill('[data-testid=key-label]', 'B'.repeat(100));
+    await page.click('[data-testid=create-key-btn]');
+    await page.locator('[data-testid=secret-value]').waitFor();
+    expect(await sideways(page)).toBe(0);
+    await page.close();
+  });
+
+  it('marks the live view stale as soon as its account summary stops arriving', async () => {
+    const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { user: '80001', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status).toBe(200);
+    const page = await open(`/live/${bound.body.id}`);
+    await page.locator('[data-testid=balance]', { hasText: '.' }).waitFor({ timeout: 15_000 });
+    await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
+    await page.route('**/AccountSummary*', (r) => r.abort('connectionrefused'));
+    await page.locator('.err', { hasText: 'The gateway does not answer' }).waitFor();
+    // The error and the marker say the same thing, not "live" beside "does not answer".
+    expect(await page.locator('[data-testid=updated]').textContent()).toContain('stale');
+    await page.close();
+  });
+
+  it('raised no page errors', () => {
+    expect(browser.problems).toEqual([]);
+  });
+});
