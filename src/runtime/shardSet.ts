@@ -57,6 +57,8 @@ interface Pending {
 // Running from TypeScript sources (tests, tsx): the worker must load the .ts file through tsx.
 const selfUrl = import.meta.url;
 const fromSource = selfUrl.endsWith('.ts');
+/** Starts of a shard that never reported ready before the start fails. */
+const START_ATTEMPTS = 3;
 const workerFile = fileURLToPath(new URL(fromSource ? './shardWorker.ts' : './shardWorker.js', selfUrl));
 
 /**
@@ -82,8 +84,10 @@ class Shard {
   private outbox: RequestMsg[] = [];
   private flushQueued = false;
   private closing = false;
-  private readyWaiters: Array<() => void> = [];
+  private readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   ready = false;
+  /** It reported ready once: a crash after that is restarted for as long as it takes. */
+  private started = false;
   restarts = 0;
   private crashStreak = 0;
 
@@ -115,7 +119,7 @@ class Shard {
       () => this.onExit(null),
       (err: unknown) => this.onExit(err),
     );
-    return new Promise((resolve) => this.readyWaiters.push(resolve));
+    return new Promise((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
   }
 
   private onMessage(m: ShardToMain): void {
@@ -133,9 +137,10 @@ class Shard {
     } else if (m.t === 'ready') {
       this.ready = true;
       this.crashStreak = 0;
+      this.started = true;
       const w = this.readyWaiters;
       this.readyWaiters = [];
-      for (const f of w) f();
+      for (const f of w) f.resolve();
       this.queueFlush();
     }
   }
@@ -148,6 +153,14 @@ class Shard {
     // The thread died (or the task ended unexpectedly): replies to what was sent are lost.
     this.restarts++;
     this.crashStreak++;
+    if (!this.started && this.crashStreak >= START_ATTEMPTS) {
+      // It never came up: the start fails with the worker's reason (a database it may not write,
+      // say). Restarting it for ever left a start that never ended, or a process that exited 0.
+      const waiters = this.readyWaiters.splice(0);
+      const failure = new Error(`shard ${this.index} could not start (${this.crashStreak} attempts): ${errorMessage(err)}`);
+      for (const w of waiters) w.reject(failure);
+      return;
+    }
     this.opts.log.error('shard died; restarting', { shard: this.index, err: errorMessage(err), restarts: this.restarts });
     for (const [id, p] of this.pending) {
       if (p.retry) {
@@ -159,7 +172,8 @@ class Shard {
     }
     // Back off only when crash-looping, so a single crash is repaired at once.
     const delay = this.crashStreak <= 1 ? 0 : Math.min(5_000, 100 * 2 ** (this.crashStreak - 2));
-    setTimeout(() => void this.start(), delay).unref();
+    // A start that fails for good rejects the first start()'s promise too, which reports it.
+    setTimeout(() => void this.start().catch(() => {}), delay).unref();
   }
 
   call(op: CommandName, args: unknown, retry: boolean): Promise<unknown> {

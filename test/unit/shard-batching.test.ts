@@ -85,3 +85,12 @@ describe('ShardSet: call deadlines', () => {
     expect(await batchOf(set.callShard(0, 'shard.ping', {}))).toBe(1);
   });
 });
+
+describe('ShardSet: a shard that cannot start', () => {
+  it('fails the start after 3 attempts with the worker\'s own error, instead of a promise that never settles (the process then exited 0 without a word: nothing else kept it alive)', async () => {
+    const failing = fileURLToPath(new URL('../helpers/failingShard.mjs', import.meta.url));
+    const set = new ShardSet({ shards: 1, dataDir: '/nonexistent', settings: shardSettings({}), log: createLogger('silent'), workerFile: failing });
+    sets.push(set);
+    await expect(set.start()).rejects.toThrow(/^shard 0 could not start \(3 attempts\): attempt to write a readonly database$/);
+  });
+});
