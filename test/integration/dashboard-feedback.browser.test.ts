@@ -173,6 +173,41 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('opens the sign-in with the key field focused, on a page that does not scroll', async () => {
+    for (const [width, height] of [[1440, 900], [390, 844]]) {
+      const page = await browser.page();
+      await page.setViewportSize({ width, height });
+      await page.goto(`${t.url}/dashboard`);
+      await page.locator('[data-testid=mk]').waitFor();
+      // An operator pastes the key at once; the field is a password field, never spell-checked.
+      expect(await page.evaluate('document.activeElement?.dataset.testid')).toBe('mk');
+      expect(await page.getAttribute('[data-testid=mk]', 'spellcheck')).toBe('false');
+      expect(await page.evaluate('document.documentElement.scrollHeight - innerHeight'), `${width} px`).toBe(0);
+      await page.close();
+    }
+  });
+
+  it('keeps a seat\'s account id on one line at 1440 px, and the settings\' values inside their panel at 390 px', async () => {
+    // A seat with a broker login: its row has the most buttons (Details, Reconnect, Live, Keys, Delete).
+    expect((await t.req('POST', '/ConnectEx', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { user: '80002', password: 'pw', server: 'Sim-P5-Demo' } })).status).toBe(200);
+    const page = await open('/seats');
+    const id = page.locator('[data-testid=seat-row]', { has: page.locator('[data-testid=reconnect]') }).first().locator('[data-testid=seat-id]');
+    await id.waitFor();
+    const lines = await id.evaluate((td) => {
+      const r = document.createRange();
+      r.selectNodeContents(td);
+      return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size;
+    });
+    expect(lines).toBe(1);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.evaluate('location.hash = "/settings"');
+    const panel = page.locator('.panel', { has: page.locator('[data-testid=config]') });
+    await page.locator('[data-testid=config] tbody tr').first().waitFor();
+    // dataDir is a long path: it wraps instead of running under the panel's edge.
+    expect(await panel.evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

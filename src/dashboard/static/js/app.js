@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation (hash routes, so no key or state ever sits in a path
 // the server sees), and the pages.
 import { api, onSignOut, session, signOutNow } from './api.js';
-import { html, render, useEffect, useState } from './lib.js';
+import { html, render, useEffect, useRef, useState } from './lib.js';
 import { Err, useSubmit } from './ui.js';
 import { Overview } from './pages/overview.js';
 import { Seats } from './pages/seats.js';
@@ -29,6 +29,8 @@ function route() {
 
 function SignIn({ reason, onIn }) {
   const [key, setKey] = useState('');
+  const field = useRef(null);
+  useEffect(() => field.current?.focus(), []); // the operator pastes the key at once
   const { busy, error, submit } = useSubmit(async () => {
     // Any management route checks the key; the seat list is the cheapest.
     await api.get('/v1/seats', { mk: key.trim() });
@@ -47,7 +49,7 @@ function SignIn({ reason, onIn }) {
     ${reason ? html`<div class="err" data-testid="signed-out">${reason}</div>` : null}
     <form onSubmit=${submit}>
       <label class="f">Management key
-        <input type="password" autocomplete="off" spellcheck="false" name="managementKey" data-testid="mk" value=${key} onInput=${(e) => setKey(e.target.value)} />
+        <input type="password" autocomplete="off" spellcheck=${false} name="managementKey" data-testid="mk" ref=${field} value=${key} onInput=${(e) => setKey(e.target.value)} />
       </label>
       <button class="primary" type="submit" disabled=${busy || !key.trim()} data-testid="signin">Sign in</button>
     </form>

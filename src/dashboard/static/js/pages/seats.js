@@ -83,10 +83,10 @@ export function Seats({ title }) {
           const expanded = open === s.id;
           return html`<${Fragment} key=${s.id}>
           <tr data-testid="seat-row" data-id=${s.id}>
-            <td class="mono select-all" data-testid="seat-id">${s.id}</td>
+            <td class="mono select-all nowrap" data-testid="seat-id">${s.id}</td>
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
             <td data-testid="seat-status"><${Badge} value=${s.status} /></td>
-            <td class="nowrap">${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
+            <td>${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
             <td data-testid="conn-phase">${c?.phase ? html`<${Badge} value=${c.phase} />` : html`<span class="muted">—</span>`}</td>
             <td>${c?.server ? (c.synced ? 'yes' : 'no') : '—'}</td>
             <td class="nowrap">${ago(c?.since)}</td>

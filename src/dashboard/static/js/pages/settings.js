@@ -38,7 +38,7 @@ export function Settings({ title }) {
       <h2>Active configuration <span class="muted small">secrets redacted; set by environment variables or TAGW_CONFIG</span></h2>
       <${Err} error=${pollError} />
       <table data-testid="config"><thead><tr><th>setting</th><th>value</th></tr></thead><tbody>
-        ${Object.keys(config).sort().map((k) => html`<tr><td class="mono">${k}</td><td class="mono">${show(config[k])}</td></tr>`)}
+        ${Object.keys(config).sort().map((k) => html`<tr><td class="mono">${k}</td><td class="mono wrap-any">${show(config[k])}</td></tr>`)}
       </tbody></table>
     </div>`;
 }
