@@ -74,6 +74,30 @@ describe('stream', () => {
     expect(errors[0]).toBe('NOT_CONNECTED');
   }, 40_000);
 
+  it('a key revoked under an open stream and /ws socket ends both with KEY_REVOKED (4001); a new stream with it ends with INVALID_API_KEY', async () => {
+    const mgmt = new TagwClient({ baseUrl: g.url, managementKey: g.managementKey });
+    const doomed = await mgmt.keys.create({ label: 'sdk-revoked' });
+    const c = new TagwClient({ baseUrl: g.url, apiKey: doomed.key, WebSocket });
+    const s = c.stream(id);
+    let snapshot = false;
+    s.on('POSITIONS', () => void (snapshot = true));
+    const ws = (await c.connect(id)).socket();
+    let wsOpen = false;
+    ws.onEvent('state', (st) => void (st === 'open' && (wsOpen = true)));
+    const ended = (it: AsyncIterable<unknown>) => (async () => {
+      for await (const _ of it) void _;
+    })().catch((e: unknown) => e);
+    const streamEnd = ended(s);
+    const wsEnd = ended(ws);
+    await until(() => snapshot && wsOpen, 'the snapshot, and /ws open');
+    await mgmt.keys.revoke(doomed.id);
+    expect(await streamEnd).toMatchObject({ code: 'KEY_REVOKED', status: 401 });
+    expect(await wsEnd).toMatchObject({ code: 'KEY_REVOKED', status: 401 });
+    const again = await ended(c.stream(id));
+    expect(again).toBeInstanceOf(TagwError);
+    expect(again).toMatchObject({ code: 'INVALID_API_KEY', status: 401 });
+  });
+
   it('a refused stream (unknown account) ends with the HTTP reason instead of retrying', async () => {
     const s = client.stream('00000000-0000-4000-8000-000000000000');
     const err = await (async () => {
