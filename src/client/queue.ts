@@ -22,6 +22,7 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
     if (this.ended) return;
     // Per frame on the hot path: no allocation (a replay delivers thousands in one go).
     const callbacksOnly = !this.iterated && this.frameListeners.size > 0;
+    if (callbacksOnly && this.buffer.length > 0) this.flushToListeners(); // older frames first
     if (callbacksOnly) this.onTaken(frame);
     const typed = this.frameListeners.get(frame.type);
     if (typed) for (const l of typed) l(frame);
@@ -40,12 +41,28 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
     if (set) for (const l of set) l(...args);
   }
 
-  /** Frames of one type (or '*' for all), in order. Returns the function that removes it. */
+  /** Frames of one type (or '*' for all), in order. Returns the function that removes it. Frames
+   *  that came while nothing listened (a stream made, then an await, then its callbacks) are
+   *  handed to the callbacks once this turn's registrations are done, unless an iterator takes them. */
   onFrame(type: string, l: Listener<F>): () => void {
     let set = this.frameListeners.get(type);
     if (!set) this.frameListeners.set(type, (set = new Set()));
     set.add(l);
+    if (this.buffer.length > 0 && !this.iterated) queueMicrotask(() => this.flushToListeners());
     return () => set.delete(l);
+  }
+
+  /** Buffered frames to the callbacks, in order (nothing iterates: nothing else will take them). */
+  private flushToListeners(): void {
+    if (this.iterated || this.frameListeners.size === 0) return;
+    while (this.buffer.length > 0) {
+      const f = this.buffer.shift()!;
+      this.onTaken(f);
+      const typed = this.frameListeners.get(f.type);
+      if (typed) for (const l of typed) l(f);
+      const any = this.frameListeners.get('*');
+      if (any) for (const l of any) l(f);
+    }
   }
 
   onEvent<K extends keyof E>(event: K, l: (...args: E[K]) => void): () => void {
