@@ -193,11 +193,12 @@ describe('the console says what happened where the operator looks', { timeout: 6
     const page = await open('/seats');
     const id = page.locator('[data-testid=seat-row]', { has: page.locator('[data-testid=reconnect]') }).first().locator('[data-testid=seat-id]');
     await id.waitFor();
-    const lines = await id.evaluate((td) => {
+    // The lines its text takes: the distinct tops of the text's boxes (a string: the tests have no DOM types).
+    const lines = await page.evaluate(`(() => {
       const r = document.createRange();
-      r.selectNodeContents(td);
+      r.selectNodeContents(document.querySelector('[data-testid=seat-row][data-id="${await id.evaluate((td) => td.textContent)}"] [data-testid=seat-id]'));
       return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size;
-    });
+    })()`);
     expect(lines).toBe(1);
     await page.setViewportSize({ width: 390, height: 844 });
     await page.evaluate('location.hash = "/settings"');
