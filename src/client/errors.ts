@@ -74,12 +74,18 @@ export function isFinalRefusal(e: unknown): e is TagwError {
   return e instanceof TagwError && e.status >= 400 && e.status < 500 && e.status !== 408 && e.status !== 429;
 }
 
-/** Runs `probe` (an HTTP call with the socket's key) and returns its error if it is final. */
-export async function finalRefusalOf(probe: () => Promise<unknown>): Promise<TagwError | undefined> {
+/** What a socket does after its upgrade was refused: stop with the error, or try again (not before
+ *  `retryAfterMs`, when the refusal said how long: a 429 AUTH_THROTTLED blocks the IP for minutes). */
+export type ClosedVerdict = 'retry' | 'stop' | { retryAfterMs: number };
+
+/** Runs `probe` (an HTTP call with the socket's key): its error if it is final, else how long it
+ *  asked to wait, if it did. */
+export async function refusalOf(probe: () => Promise<unknown>): Promise<{ final?: TagwError; retryAfterMs?: number }> {
   try {
     await probe();
   } catch (e) {
-    if (isFinalRefusal(e)) return e;
+    if (isFinalRefusal(e)) return { final: e };
+    if (e instanceof TagwError && e.retryAfter !== undefined) return { retryAfterMs: e.retryAfter };
   }
-  return undefined;
+  return {};
 }

@@ -3,7 +3,7 @@
 // no longer knows it (404 SESSION_NOT_FOUND: disconnected, or the account re-bound), repeats the
 // subscriptions made through it, and its socket comes back after drops like the stream's.
 import type { BackoffOptions } from './backoff.js';
-import { finalRefusalOf, socketError, TagwError } from './errors.js';
+import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
@@ -163,16 +163,17 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
     return this.channel[Symbol.asyncIterator]();
   }
 
-  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
+  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<ClosedVerdict> {
     if (code === CLOSE.KEY_REVOKED) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
     if (code !== CLOSE.SESSION_ENDED && everOpened) return 'retry';
     // Session ended (4013) or the upgrade refused: find out over HTTP. An unknown handle is renewed
     // (and its subscriptions made again); a key or scope refusal ends the socket.
     const probe = (this.probe = new AbortController());
-    const refused = await finalRefusalOf(() => this.session.call('ConnectionStatus', {}, { signal: probe.signal }));
+    const refused = await refusalOf(() => this.session.call('ConnectionStatus', {}, { signal: probe.signal }));
     if (this.probe === probe) this.probe = null;
     if (probe.signal.aborted) return 'stop';
-    return refused ? this.fail(refused) : 'retry';
+    if (refused.final) return this.fail(refused.final);
+    return refused.retryAfterMs !== undefined ? { retryAfterMs: refused.retryAfterMs } : 'retry';
   }
 
   private fail(e: TagwError): 'stop' {

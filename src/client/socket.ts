@@ -3,6 +3,7 @@
 // means is theirs. Works with the browser's WebSocket and with `ws` in Node (injected).
 import type { SOCKET_CLOSE } from '../stream/closeCodes.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
+import type { ClosedVerdict } from './errors.js';
 
 type Code<K extends keyof typeof SOCKET_CLOSE> = (typeof SOCKET_CLOSE)[K]['code'];
 /** The close codes the SDK acts on, typed against the server's table (a change there fails the type check). */
@@ -38,8 +39,9 @@ export interface SocketHooks {
   /** The socket cannot be opened at all (its URL could not be made, the WebSocket constructor threw:
    *  a bad URL, a browser refusing ws:// from an https page): it has stopped, for good. */
   failed(error: unknown): void;
-  /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix. */
-  closed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> | 'retry' | 'stop';
+  /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix, and the
+   *  wait the gateway asked for (retry-after) when it said one. */
+  closed(code: number, reason: string, everOpened: boolean): Promise<ClosedVerdict> | ClosedVerdict;
   state?(s: SocketState, detail?: { code?: number; reason?: string; delayMs?: number }): void;
 }
 
@@ -155,12 +157,12 @@ export class ReconnectingSocket {
       this.close();
       return;
     }
-    this.scheduleRetry(code, reason);
+    this.scheduleRetry(code, reason, verdict === 'retry' ? 0 : verdict.retryAfterMs);
   }
 
-  private scheduleRetry(code?: number, reason?: string): void {
+  private scheduleRetry(code?: number, reason?: string, atLeastMs = 0): void {
     if (this.stopped) return;
-    const delayMs = backoffDelay(this.attempt++, this.o.backoff, this.o.random ?? Math.random);
+    const delayMs = Math.max(atLeastMs, backoffDelay(this.attempt++, this.o.backoff, this.o.random ?? Math.random));
     this.reconnects++;
     this.h.state?.('reconnecting', { ...(code !== undefined ? { code } : {}), ...(reason !== undefined ? { reason } : {}), delayMs });
     this.retryTimer = setTimeout(() => {

@@ -4,7 +4,7 @@
 // reconcile from the fresh snapshots that follow), and delivers each account event once, in order.
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { StreamCursor, formatSince, isPositioned, parseSince, type StreamPosition } from './cursor.js';
-import { finalRefusalOf, socketError, TagwError } from './errors.js';
+import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
@@ -246,17 +246,18 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     this.channel.emit('resync', r);
   }
 
-  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<'retry' | 'stop'> {
+  private async onClosed(code: number, reason: string, everOpened: boolean): Promise<ClosedVerdict> {
     if (code === CLOSE.KEY_REVOKED) return this.fail(new TagwError({ code: 'KEY_REVOKED', status: 401, message: reason || 'API key revoked' }));
     if (everOpened) return 'retry';
     // The upgrade was refused (a WebSocket does not show why): ask over HTTP with the same key and
     // account. A refusal that retrying cannot fix (401, 403, 404) ends the stream instead of
     // hammering the gateway, where 401s count toward the failed-auth block.
     const probe = (this.probe = new AbortController());
-    const refused = await finalRefusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', tries: 1, query: { id: this.accountId }, signal: probe.signal }));
+    const refused = await refusalOf(() => this.t.call({ method: 'GET', path: '/Ping', auth: 'api', safety: 'safe', tries: 1, query: { id: this.accountId }, signal: probe.signal }));
     if (this.probe === probe) this.probe = null;
     if (probe.signal.aborted) return 'stop';
-    return refused ? this.fail(refused) : 'retry';
+    if (refused.final) return this.fail(refused.final);
+    return refused.retryAfterMs !== undefined ? { retryAfterMs: refused.retryAfterMs } : 'retry';
   }
 
   private fail(e: TagwError): 'stop' {

@@ -98,6 +98,33 @@ describe('stream', () => {
     expect(again).toMatchObject({ code: 'INVALID_API_KEY', status: 401 });
   });
 
+  it("an upgrade refused 429 AUTH_THROTTLED (this IP's failed-auth block) is tried again only once the block's retry-after has passed", async () => {
+    const h = await startTestGateway({ authFailLimit: 3 });
+    try {
+      const k = (await new TagwClient({ baseUrl: h.url, managementKey: h.managementKey }).keys.create({ label: 'throttled' })).key;
+      const c = new TagwClient({ baseUrl: h.url, apiKey: k, WebSocket });
+      const acctId = (await c.connectEx({ user: 'sdk-throttled', password: 'pw', server: 'Sim-P5-Demo' })).id;
+      // Three bad keys from this address: it is blocked (SPEC §8), for every key.
+      for (let i = 0; i < 3; i++) expect((await fetch(`${h.url}/AccountSummary?id=${acctId}`, { headers: { 'x-api-key': 'tagw_k_0000000000000000_bogus' } })).status).toBe(401);
+      const blocked = await fetch(`${h.url}/AccountSummary?id=${acctId}`, { headers: { 'x-api-key': k } });
+      expect(blocked.status).toBe(429);
+      const retryAfterMs = Number(blocked.headers.get('retry-after')) * 1000;
+      expect(retryAfterMs).toBeGreaterThan(60_000);
+      const s = c.stream(acctId);
+      const waits: number[] = [];
+      s.onEvent('state', (st, d) => void (st === 'reconnecting' && waits.push(d?.delayMs ?? -1)));
+      try {
+        await until(() => waits.length > 0, 'the stream to plan its next try');
+      } finally {
+        s.close();
+      }
+      // Not the backoff's 200 ms-5 s, 120 refused upgrades and probes in the block's 10 minutes.
+      expect(waits[0]).toBeGreaterThanOrEqual(retryAfterMs - 2_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a refused stream (unknown account) ends with the HTTP reason instead of retrying', async () => {
     const s = client.stream('00000000-0000-4000-8000-000000000000');
     const err = await (async () => {
