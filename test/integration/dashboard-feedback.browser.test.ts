@@ -209,6 +209,32 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('says "retrying" only where the page does retry: a poll, not a sign-in or a key created while the gateway is down', async () => {
+    const signin = await browser.page();
+    await signin.route('**/v1/seats', (r) => r.abort('connectionrefused'));
+    await signin.goto(`${t.url}/dashboard`);
+    await signin.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
+    await signin.click('[data-testid=signin]');
+    const down = signin.locator('.err', { hasText: 'The gateway does not answer' });
+    await down.waitFor();
+    expect(await down.textContent()).not.toMatch(/retrying/i);
+    await signin.close();
+
+    const page = await open('/keys');
+    await page.locator('[data-testid=key-row]').first().waitFor();
+    await page.route('**/v1/keys*', (r) => r.abort('connectionrefused'));
+    await page.fill('[data-testid=key-label]', 'made-while-down');
+    await page.click('[data-testid=create-key-btn]');
+    // The form's error: the key was not made, and nothing will make it later.
+    const formErr = page.locator('[data-testid=create-key] .err');
+    await formErr.waitFor();
+    expect(await formErr.textContent()).toContain('The gateway does not answer');
+    expect(await formErr.textContent()).not.toMatch(/retrying/i);
+    // The list's error: its poll does try again.
+    await page.locator('.err:not([data-testid=create-key] .err)', { hasText: /retrying/i }).waitFor();
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -46,7 +46,8 @@ async function reach(path, init) {
   try {
     return await fetch(path, init);
   } catch {
-    throw new ApiError(0, 'UNREACHABLE', 'The gateway does not answer (stopped, restarting or the network is down); retrying.');
+    // No "retrying" here: a sign-in or a key being created is not tried again (a poll says so itself).
+    throw new ApiError(0, 'UNREACHABLE', 'The gateway does not answer (stopped, restarting or the network is down).');
   }
 }
 

@@ -50,8 +50,10 @@ export function usePoll(load, ms, deps = []) {
     try {
       const data = await load();
       if (alive.current) setState({ data, error: undefined, at: Date.now() });
-    } catch (error) {
-      // `at` stays the time of the last good answer: the page says how old its figures are.
+    } catch (err) {
+      // `at` stays the time of the last good answer: the page says how old its figures are. A poll
+      // does try again, and says so when the gateway does not answer.
+      const error = err.status === 0 ? { status: 0, code: err.code, message: `${err.message} Retrying every ${Math.round(ms / 1000)} s.` } : err;
       if (alive.current) setState((s) => ({ ...s, error }));
     }
   }, deps);
