@@ -1,9 +1,11 @@
 // The CLI's HTTP client for a running gateway: the address from the same configuration the gateway
 // reads (HOST, PORT, TLS_CERT_FILE, TAGW_CONFIG), or TAGW_URL / --url. Errors become CliErrors with
 // exit codes; the management key goes in a header and never into a message.
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import type { Config } from '../config.js';
 import { CliError, EXIT } from './errors.js';
@@ -15,6 +17,24 @@ export function gatewayUrl(config: Config, override?: string): string {
   // A wildcard address is not one to connect to: the loopback of the same family is.
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host;
   return `${config.tlsCertFile ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${config.port}`;
+}
+
+/**
+ * The name to check an HTTPS gateway's certificate against when the CLI reaches it on this machine
+ * by its loopback address (HOST/PORT, no TAGW_URL): the first DNS name of the gateway's own
+ * certificate file, e.g. the one Let's Encrypt made it for, which 127.0.0.1 is not. Undefined:
+ * check the URL's host as usual (an address given by hand, or a file this user cannot read).
+ */
+export function loopbackServername(config: Config, url: string, override: string | undefined): string | undefined {
+  if (override || !config.tlsCertFile) return undefined;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host) === 0 || !(host.startsWith('127.') || host === '::1')) return undefined;
+  try {
+    const san = new X509Certificate(readFileSync(config.tlsCertFile)).subjectAltName ?? '';
+    return san.split(', ').find((e) => e.startsWith('DNS:') && !e.includes('*'))?.slice(4);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -47,7 +67,7 @@ export class GatewayClient {
    *  (the management key authenticates) and never shown. */
   readonly url: string;
 
-  constructor(url: string, private readonly key: () => Promise<string>, private readonly ca?: string[]) {
+  constructor(url: string, private readonly key: () => Promise<string>, private readonly ca?: string[], private readonly servername?: string) {
     this.url = redactUrlCredentials(url);
   }
 
@@ -60,6 +80,7 @@ export class GatewayClient {
       // A connection per call: a CLI makes a handful, and a pooled socket the server has just closed would reset the next one.
       agent: false,
       ...(https && this.ca ? { ca: this.ca } : {}),
+      ...(https && this.servername ? { servername: this.servername } : {}),
     };
     return new Promise((resolve, reject) => {
       const req = (https ? httpsRequest : httpRequest)(opts, (res: IncomingMessage) => {

@@ -1,7 +1,7 @@
 // What every command gets: the configuration (read once, as the gateway reads it), the output
 // mode, and a client for the running gateway.
 import { loadConfig, ConfigError, type Config } from '../config.js';
-import { GatewayClient, gatewayUrl, trustedCas } from './client.js';
+import { GatewayClient, gatewayUrl, loopbackServername, trustedCas } from './client.js';
 import { managementKeyOf, type KeySources } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 import { Output } from './output.js';
@@ -31,6 +31,8 @@ export class Ctx {
 
   client(): GatewayClient {
     const config = this.config();
-    return new GatewayClient(gatewayUrl(config, this.opts.url ?? this.env.TAGW_URL), () => (this.key ??= managementKeyOf(this.opts, config)), trustedCas(config, this.env));
+    const override = this.opts.url ?? this.env.TAGW_URL;
+    const url = gatewayUrl(config, override);
+    return new GatewayClient(url, () => (this.key ??= managementKeyOf(this.opts, config)), trustedCas(config, this.env), loopbackServername(config, url, override));
   }
 }

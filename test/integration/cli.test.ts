@@ -4,7 +4,7 @@
 // runs: the sources through tsx in a checkout) is spawned for --help and `serve`; the other
 // commands run the same CLI from this run's compiled build (helpers/build.ts), which starts in a
 // fraction of the time.
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -223,6 +223,36 @@ describe('tagw over HTTPS', () => {
       expect(untrusted.stderr).toMatch(/TLS certificate is not trusted here/);
     } finally {
       await g.stop();
+    }
+  }, 60_000);
+});
+
+describe('tagw over HTTPS with a certificate for a DNS name (as from Let\'s Encrypt)', () => {
+  it('beside the gateway (HOST/PORT, loopback) checks the certificate against its own DNS name: no TAGW_URL needed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-cli-dns-'));
+    try {
+      const certs = makeCerts(dir);
+      writeFileSync(join(dir, 'dns.ext'), 'subjectAltName=DNS:gw.tagw.test\n');
+      const ssl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+      ssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'dns.key', '-out', 'dns.csr', '-subj', '/CN=gw.tagw.test']);
+      ssl(['x509', '-req', '-in', 'dns.csr', '-CA', 'test-ca.crt', '-CAkey', 'test-ca.key', '-CAcreateserial', '-out', 'dns.crt', '-days', '2', '-extfile', 'dns.ext']);
+      const g = await startTestGateway({ managementKey: undefined, tlsCertFile: join(dir, 'dns.crt'), tlsKeyFile: join(dir, 'dns.key') });
+      try {
+        const env = { PORT: String(g.gw.port), DATA_DIR: g.dataDir, TLS_CERT_FILE: join(dir, 'dns.crt'), TLS_KEY_FILE: join(dir, 'dns.key'), TAGW_CA_FILE: certs.ca };
+        const [ok, wrongName] = await Promise.all([
+          tagw(['--json', 'seats', 'list'], env),
+          // An address given by hand is checked as given: 127.0.0.1 is not a name of that certificate.
+          tagw(['seats', 'list'], { ...env, TAGW_URL: `https://127.0.0.1:${g.gw.port}` }),
+        ]);
+        expect(ok.code, ok.stderr).toBe(0);
+        expect(JSON.parse(ok.stdout)).toEqual({ seats: [] });
+        expect(wrongName.code).toBe(EXIT.UNREACHABLE);
+        expect(wrongName.stderr).toMatch(/ERR_TLS_CERT_ALTNAME_INVALID/);
+      } finally {
+        await g.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 });
