@@ -1,5 +1,6 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
+import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -434,10 +435,16 @@ async function listen(
     process.stdout.write(`\nManagement key (shown once, also saved to ${boot.bootstrapFile}):\n  ${boot.createdKey}\n\n`);
     markKeyShown(boot.bootstrapFile);
   }
-  if (!listener.secure) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
+  if (!listener.secure && isLoopback(config.host)) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
+  else if (!listener.secure) log.warn('plain HTTP and WS on an address other machines reach: API and management keys cross the network in clear; set TLS_CERT_FILE / TLS_KEY_FILE or serve through a TLS proxy (docs/operations.md#tls)', { host: config.host });
   log.info('gateway listening', { url, tls: listener.secure, shards: config.shards, dataDir: config.dataDir });
   logCertificateExpiry(log, listener, clock.now());
   return { port, relay, url };
+}
+
+/** 127.0.0.0/8, ::1, localhost: only this machine reaches it. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
 /** When the certificate in use expires: a warning within 14 days, an error once it has (clients refuse it). */

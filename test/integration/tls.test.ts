@@ -119,6 +119,22 @@ describe('HTTPS and WSS', () => {
   });
 });
 
+describe('plain HTTP', () => {
+  it('on an address other machines reach (HOST=0.0.0.0) is a warning: keys would cross the network in clear; on loopback an info line', async () => {
+    const lines: Array<{ level: string; msg: string; host?: string }> = [];
+    const log = createLogger('info', {}, (line) => lines.push(JSON.parse(line)));
+    const open = await startTestGateway({ shards: 1, host: '0.0.0.0' }, { log });
+    await open.stop();
+    const local = await startTestGateway({ shards: 1 }, { log });
+    await local.stop();
+    const plain = lines.filter((l) => l.msg.startsWith('plain HTTP and WS'));
+    expect(plain).toEqual([
+      expect.objectContaining({ level: 'warn', host: '0.0.0.0', msg: expect.stringContaining('keys cross the network in clear') }),
+      expect.objectContaining({ level: 'info', msg: expect.stringContaining('no TLS_CERT_FILE / TLS_KEY_FILE configured') }),
+    ]);
+  });
+});
+
 describe('certificate expiry', () => {
   it('the start and each reload log when the certificate expires (a warning within 14 days); /metrics has it for alerts', async () => {
     // The test certificates are valid for 2 days: "expires soon".
