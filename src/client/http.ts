@@ -87,6 +87,15 @@ function abortedError(spec: CallSpec, requestId: string, closed: boolean): TagwE
   return new TagwError({ code: 'ABORTED', status: 0, requestId, clientOrderId: spec.clientOrderId, message: `${spec.method} ${spec.path}: ${closed ? 'the client was closed' : 'aborted by the caller'}` });
 }
 
+/** A 3xx answer (a browser shows it as an opaque redirect, status 0): final, never followed. */
+function redirectError(res: Response, spec: CallSpec, requestId: string): TagwError {
+  const to = res.headers.get('location');
+  return new TagwError({
+    code: 'REDIRECT', status: res.status, requestId, clientOrderId: spec.clientOrderId,
+    message: `${spec.method} ${spec.path}: answered ${res.status || 'a redirect'}${to ? ` to ${to}` : ''}, not followed (it would take the API key there): set baseUrl to the address that answers`,
+  });
+}
+
 /** What close() ends besides the calls: the client's streams and session sockets. */
 export interface Closable {
   close(): void;
@@ -214,6 +223,7 @@ export class Transport {
       let err: TagwError;
       try {
         const { res, text } = await this.once(url, spec.method, headers, body, signal);
+        if (res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400)) throw redirectError(res, spec, requestId);
         const parsed = parseJson(text);
         if (res.ok) {
           return { status: res.status, headers: res.headers, body: parsed as T, replay: res.headers.get('idempotent-replay') === 'true', tries: attempt + 1 };
@@ -254,7 +264,9 @@ export class Transport {
     const abort = () => ctrl.abort();
     caller.addEventListener('abort', abort, { once: true });
     try {
-      const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal });
+      // Redirects are not followed: fetch would send x-api-key on to wherever one points (it drops
+      // only Authorization and cookies when the origin changes), and the gateway never redirects.
+      const res = await this.fetchFn(url, { method, headers, ...(body !== undefined ? { body } : {}), signal: ctrl.signal, redirect: 'manual' });
       return { res, text: await res.text() };
     } finally {
       caller.removeEventListener('abort', abort);

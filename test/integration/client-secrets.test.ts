@@ -1,6 +1,8 @@
 // Keys stay out of what gets logged (docs/client.md "Keys"): on Node the stream's and /ws's upgrade
 // carries the API key as the x-api-key header, not in the URL (proxies and access logs keep URLs);
-// a client, its transport and its errors print no key however deeply they are inspected.
+// a client, its transport and its errors print no key however deeply they are inspected; a redirect
+// is not followed (fetch would send x-api-key on to wherever it points).
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -85,5 +87,31 @@ describe('printing a client', () => {
     // The keys still work.
     expect((await client.whoami()).keyId).toBeTruthy();
     expect(Array.isArray((await client.keys.list()).keys)).toBe(true);
+  });
+});
+
+describe('a redirect', () => {
+  it('is not followed: the key goes nowhere else, and the call ends with REDIRECT, tried once', async () => {
+    const elsewhere: IncomingHttpHeaders[] = [];
+    const other = createServer((req, res) => {
+      elsewhere.push(req.headers);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"balance":1}');
+    });
+    let asked = 0;
+    const redirecting = createServer((_req, res) => {
+      asked++;
+      res.writeHead(302, { location: `http://127.0.0.1:${(other.address() as { port: number }).port}/AccountSummary` }).end();
+    });
+    for (const s of [other, redirecting]) await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    try {
+      const client = new TagwClient({ baseUrl: `http://127.0.0.1:${(redirecting.address() as { port: number }).port}`, apiKey: key, retry: { baseMs: 1, maxMs: 2 } });
+      const err = await client.account(id).AccountSummary().catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'REDIRECT', status: 302 });
+      expect((err as Error).message).toContain('/AccountSummary');
+      expect(elsewhere).toEqual([]);
+      expect(asked).toBe(1);
+    } finally {
+      for (const s of [other, redirecting]) await new Promise<void>((r) => s.close(() => r()));
+    }
   });
 });
