@@ -5,16 +5,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { TagwClient, TagwError, type TradeDeal } from '../../src/client/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 let g: TestGateway;
 let client: TagwClient;
+let key: string;
 let id: string;
 
 beforeAll(async () => {
   // Subscribes wait for a dropped account 500 ms, not 10 s (the passing refusal below).
   g = await startTestGateway({ streamHeartbeatMs: 200, streamSubscribeTimeoutMs: 500 });
-  const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'sdk-stream' })).key;
+  key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'sdk-stream' })).key;
   client = new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket });
   id = (await client.connectEx({ user: 'sdk-stream', password: 'pw', server: 'Sim-P5-Demo' })).id;
 });
@@ -123,6 +125,36 @@ describe('stream', () => {
     } finally {
       await h.stop();
     }
+  });
+
+  it('a P4 stream whose first connection drops before any account event: the reconnect cannot resume, and says so (resync)', async () => {
+    // Found by the cluster chaos run: a P4 stream (no initial snapshot, so no position to resume
+    // from) reconnected after its node went away, and the TRADEs sent meanwhile were lost without a
+    // word (no RESUMED recovered:false).
+    const p4 = (await client.connectEx({ user: 'sdk-stream-p4-early', password: 'pw', server: 'Sim-P4-Demo' })).id;
+    const proxy = await startTcpProxy(Number(new URL(g.url).port));
+    const s = new TagwClient({ baseUrl: proxy.url, apiKey: key, WebSocket }).stream(p4, { symbols: ['BTCUSD'] });
+    const resyncs: string[] = [];
+    const trades: string[] = [];
+    let subscribed = 0;
+    s.onEvent('resync', (r) => resyncs.push(r.reason ?? ''));
+    s.on('TRADE', (f) => trades.push(f.data.comment));
+    s.on('SUBSCRIBED', () => subscribed++);
+    try {
+      await until(() => subscribed > 0, 'the first connection subscribed');
+      proxy.watch((dir) => (dir === 'down' ? 'drop' : undefined)); // the TRADE below is sent on it and never arrives
+      await client.account(p4).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, comment: 'p4-missed' });
+      proxy.cut();
+      proxy.watch(undefined);
+      await until(() => subscribed > 1, 'the second connection subscribed', 15_000);
+      await client.account(p4).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, comment: 'p4-after' });
+      await until(() => trades.includes('p4-after'), 'the TRADE sent after the reconnect');
+    } finally {
+      s.close();
+      await proxy.close();
+    }
+    expect(trades).toStrictEqual(['p4-after']);
+    expect(resyncs).toHaveLength(1);
   });
 
   it('a refused stream (unknown account) ends with the HTTP reason instead of retrying', async () => {
