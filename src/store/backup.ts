@@ -12,14 +12,14 @@
 // restore says whether the key it finds there is the same one.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadSecretKey, secretKeyPath } from '../crypto/secretBox.js';
 import { lockDataDir } from './dataDirLock.js';
 import { dbPath } from './db.js';
 import { migrationPlan, SCHEMA_VERSION, SchemaTooNewError, schemaVersionOf } from './migrations.js';
 
-export type BackupErrorCode = 'NO_DATABASE' | 'BACKUP_EXISTS' | 'NOT_A_BACKUP' | 'INTEGRITY_FAILED';
+export type BackupErrorCode = 'NO_DATABASE' | 'BACKUP_EXISTS' | 'NOT_A_BACKUP' | 'INTEGRITY_FAILED' | 'NO_SPACE';
 
 /** An operator's mistake or a damaged file: one line, the CLI's exit code by `code`. */
 export class BackupError extends Error {
@@ -89,6 +89,7 @@ export async function backupDatabase(s: DataDirSettings, file: string, now: () =
   if (existsSync(target)) throw new BackupError('BACKUP_EXISTS', `${target} exists: choose a new file name (a backup never overwrites)`);
   if (!existsSync(dirname(target))) throw new BackupError('NO_DATABASE', `${dirname(target)}: no such directory`);
   const secretKey = secretKeyRef(s);
+  ensureRoom(dirname(target), statSync(source).size + sizeOf(`${source}-wal`));
   const partial = `${target}.partial`;
   rmSync(partial, { force: true });
   // Made 0600 before a byte is written (SQLite keeps an existing file's mode): the copy holds key
@@ -176,6 +177,7 @@ export async function restoreDatabase(s: DataDirSettings, file: string, now: () 
   try {
     const { schemaVersion, meta } = inspectBackup(file);
     const target = dbPath(s.dataDir);
+    ensureRoom(s.dataDir, statSync(resolve(file)).size);
     const staged = `${target}.restoring`;
     rmSync(staged, { force: true });
     const src = new Database(resolve(file), { readonly: true, fileMustExist: true });
@@ -211,6 +213,19 @@ export async function restoreDatabase(s: DataDirSettings, file: string, now: () 
   } finally {
     lock.release();
   }
+}
+
+const sizeOf = (file: string) => (existsSync(file) ? statSync(file).size : 0);
+
+/**
+ * Refuses a copy of about `bytes` into `dir` before it starts when its file system has less free
+ * space (SQLite's backup, stopped by a full disk, threw from a timer: a stack trace, no clean-up).
+ */
+function ensureRoom(dir: string, bytes: number): void {
+  const fs = statfsSync(dir);
+  const free = fs.bavail * fs.bsize;
+  const mib = (n: number) => (n / 1048576).toFixed(1);
+  if (free < bytes) throw new BackupError('NO_SPACE', `${resolve(dir)}: not enough free space for the copy (${mib(bytes)} MiB needed, ${mib(free)} MiB free)`);
 }
 
 /**

@@ -4,12 +4,14 @@
 // the disk (a new key) is 503 too, never 500; /readyz and /metrics say so; one log line per episode.
 // Freed: everything recovers by itself.
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { StorageHealth } from '../../src/store/storageHealth.js';
+import { backupDatabase, BackupError, restoreDatabase } from '../../src/store/backup.js';
+import { openDb } from '../../src/store/db.js';
 import { account, op } from '../helpers/gateway-helpers.js';
 import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
@@ -144,6 +146,33 @@ describe('StorageHealth', () => {
       rmSync(small, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('tagw backup (and restore) onto a full disk is refused with a line saying so, and leaves no file: it crashed with a stack trace', async () => {
+    const small = mkdtempSync(join(tmpdir(), 'tagw-full-backup-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', small]);
+    try {
+      const source = mkdtempSync(join(tmpdir(), 'tagw-full-src-'));
+      openDb(source).close();
+      const good = join(source, 'good.sqlite');
+      await backupDatabase({ dataDir: source }, good);
+      mkdirSync(join(small, 'data'));
+      const filler = fillUp(small);
+      const target = join(small, 'b.sqlite');
+      const err = await backupDatabase({ dataDir: source }, target).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(BackupError);
+      expect(err).toMatchObject({ code: 'NO_SPACE', message: expect.stringMatching(/^.*: not enough free space for the copy \(\d+\.\d MiB needed, 0\.0 MiB free\)$/) });
+      const restoreErr = await restoreDatabase({ dataDir: join(small, 'data') }, good).then(() => undefined, (e: unknown) => e);
+      // Here the lock file is what cannot be written first: one line naming it (tagw prints it so, exit 1).
+      expect(restoreErr).toMatchObject({ code: expect.stringMatching(/^SQLITE_FULL/), syscall: 'open', path: join(small, 'data', 'gateway.lock') });
+      expect(readdirSync(small).sort()).toEqual(['data', 'filler']);
+      expect(readdirSync(join(small, 'data')).filter((f) => f.startsWith('tagw.sqlite'))).toEqual([]);
+      rmSync(filler);
+      rmSync(source, { recursive: true, force: true });
+    } finally {
+      execFileSync('umount', [small]);
+      rmSync(small, { recursive: true, force: true });
+    }
+  });
 
   it('an episode per crossing of the reserve, logged once each; a reported write failure holds until a later check finds room', () => {
     const clock = new ManualClock(1_000);
