@@ -235,6 +235,25 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('selects the key for Ctrl-C, and says so, where the browser gives no clipboard (plain HTTP on another host)', async () => {
+    const page = await browser.page();
+    await page.addInitScript('Object.defineProperty(navigator, "clipboard", { value: undefined })');
+    await page.goto(`${t.url}/dashboard`);
+    await page.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
+    await page.click('[data-testid=signin]');
+    await page.waitForSelector('[data-testid=nav-overview]');
+    await page.evaluate('location.hash = "/keys"');
+    await page.fill('[data-testid=key-label]', 'no-clipboard');
+    await page.click('[data-testid=create-key-btn]');
+    const value = (await page.locator('[data-testid=secret-value]').textContent())!;
+    await page.click('[data-testid=copy]');
+    expect(await page.evaluate('String(getSelection())')).toBe(value);
+    // Not "select the key": it is selected already; what is left is the keystroke.
+    await page.locator('[data-testid=secret] .note', { hasText: 'Selected' }).waitFor();
+    expect(await page.locator('[data-testid=secret] .note').textContent()).toContain('Ctrl-C');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -83,8 +83,8 @@ async function copyText(text) {
     await navigator.clipboard.writeText(text);
     return;
   }
-  // Plain-http consoles on another host have no clipboard API: select the text for Ctrl-C instead.
-  throw new Error('select the key and copy it');
+  // Plain-http consoles on another host have no clipboard API: the key is selected for Ctrl-C instead.
+  throw new Error('this page has no clipboard access over plain HTTP');
 }
 
 /**
@@ -110,7 +110,8 @@ export function Secret({ title, value, note, onDone }) {
       const sel = window.getSelection();
       sel.removeAllRanges();
       sel.addRange(r);
-      setCopied(e.message);
+      // No clipboard (plain HTTP) or one that refused (a permission): the key is selected already.
+      setCopied(`Selected: copy it with Ctrl-C (⌘-C); ${String(e.message).replace(/\.$/, '')}`);
     }
   };
   return html`<div class="secret" data-testid="secret" ref=${box}>
