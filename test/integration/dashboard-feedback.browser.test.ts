@@ -111,6 +111,7 @@ describe('the console says what happened where the operator looks', { timeout: 6
       expect(await page.locator('.empty', { hasText: empty }).count(), route).toBe(0);
       if (route === '/seats') {
         expect(await page.locator('main').textContent()).not.toContain('0 total');
+        expect(await page.locator('.err').first().textContent()).toContain('Retrying every 1.5 s'); // its poll's period
         await browser.shot(page, '32-seats-unreachable');
       }
     }

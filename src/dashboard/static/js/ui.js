@@ -53,7 +53,7 @@ export function usePoll(load, ms, deps = []) {
     } catch (err) {
       // `at` stays the time of the last good answer: the page says how old its figures are. A poll
       // does try again, and says so when the gateway does not answer.
-      const error = err.status === 0 ? { status: 0, code: err.code, message: `${err.message} Retrying every ${Math.round(ms / 1000)} s.` } : err;
+      const error = err.status === 0 ? { status: 0, code: err.code, message: `${err.message} Retrying every ${Number((ms / 1000).toFixed(1))} s.` } : err;
       if (alive.current) setState((s) => ({ ...s, error }));
     }
   }, deps);
