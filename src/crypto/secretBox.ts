@@ -47,7 +47,7 @@ export function readKeyFile(file: string): string {
 /** Creates DATA_DIR/secret.key (mode 0600) holding `key`; never overwrites one that exists. */
 export function writeSecretKey(dataDir: string, key: Buffer): void {
   const file = secretKeyPath(dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   writeFileSync(file, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
   chmodSync(file, 0o600); // the mode given to writeFileSync is masked by the umask
 }

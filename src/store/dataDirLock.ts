@@ -22,7 +22,7 @@ const isBusy = (err: unknown) => /^SQLITE_(BUSY|LOCKED)/.test((err as { code?: s
 
 export function lockDataDir(dataDir: string): { release(): void } {
   const dir = resolve(dataDir);
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 }); // made here: for this user only (orders, logins, sealed passwords)
   if (held.has(dir)) throw new DataDirInUseError(`DATA_DIR ${dir} is already in use by a gateway in this process`);
   const pidFile = join(dir, 'gateway.pid');
   const lockFile = join(dir, 'gateway.lock');

@@ -83,7 +83,7 @@ export function dbPath(dataDir: string): string {
  * (the WAL is in the OS), only an OS crash/power loss can drop the last commits.
  */
 export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = dbPath(dataDir);
   assertWritable([dataDir, file, `${file}-wal`, `${file}-shm`]);
   const db = openSqliteFile(file, undefined, configureWal);

@@ -32,6 +32,21 @@ describe('process', () => {
     expect(await p.exited).toBe(0);
   }, 30_000);
 
+  it('a DATA_DIR the gateway creates is 0700: its database (orders, broker logins, sealed passwords) is not for other users of the machine', async () => {
+    const dir = join(tempDir(), 'data', 'tagw');
+    const umask = process.umask(0o022); // the child inherits a usual shell's umask
+    let p;
+    try {
+      p = start({}, dir);
+    } finally {
+      process.umask(umask);
+    }
+    await p.listening;
+    expect((statSync(dir).mode & 0o777).toString(8)).toBe('700');
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 30_000);
+
   it('first start prints a management key once and saves it 0600; a later start does not print it again', async () => {
     const first = start({});
     const url = await first.listening;
