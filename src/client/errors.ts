@@ -62,9 +62,11 @@ export function isTagwError(e: unknown): e is TagwError {
 }
 
 /** A socket that could not be opened at all (see SocketHooks.failed), as the error its stream ends with. */
-export function socketError(e: unknown): TagwError {
+export function socketError(e: unknown, withHeaders: boolean): TagwError {
   if (e instanceof TagwError) return e;
-  return new TagwError({ code: 'WEBSOCKET_ERROR', status: 0, message: `the WebSocket could not be opened: ${(e as Error)?.message ?? String(e)}`, cause: e });
+  // A browser's WebSocket inside a Node-like runtime (Electron, jsdom) takes no headers.
+  const hint = withHeaders ? "; if this WebSocket takes no { headers } (a browser's), use new TagwClient({ webSocketKey: 'query' })" : '';
+  return new TagwError({ code: 'WEBSOCKET_ERROR', status: 0, message: `the WebSocket could not be opened: ${(e as Error)?.message ?? String(e)}${hint}`, cause: e });
 }
 
 /** A refusal that trying again cannot change (bad key, scope, unknown account or handle): a

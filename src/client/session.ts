@@ -131,7 +131,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
           }
         },
         closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
-        failed: (e) => this.fail(socketError(e)),
+        failed: (e, withHeaders) => this.fail(socketError(e, withHeaders)),
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );

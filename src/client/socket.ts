@@ -38,7 +38,7 @@ export interface SocketHooks {
   frame(text: string): void;
   /** The socket cannot be opened at all (its URL could not be made, the WebSocket constructor threw:
    *  a bad URL, a browser refusing ws:// from an https page): it has stopped, for good. */
-  failed(error: unknown): void;
+  failed(error: unknown, withHeaders: boolean): void;
   /** A close the socket did not ask for; return 'stop' for codes that retrying cannot fix, and the
    *  wait the gateway asked for (retry-after) when it said one. */
   closed(code: number, reason: string, everOpened: boolean): Promise<ClosedVerdict> | ClosedVerdict;
@@ -109,14 +109,16 @@ export class ReconnectingSocket {
     if (this.stopped) return;
     this.h.state?.('connecting');
     let sock: WebSocketLike;
+    let withHeaders = false;
     try {
       const target = await this.h.url();
       if (this.stopped) return;
+      withHeaders = target.headers !== undefined;
       sock = target.headers ? new this.o.WebSocket(target.url, { headers: target.headers }) : new this.o.WebSocket(target.url);
     } catch (e) {
       // Nothing a retry changes: said once, and stopped (a throw here was an unhandled rejection).
       this.close();
-      this.h.failed(e);
+      this.h.failed(e, withHeaders);
       return;
     }
     let everOpened = false;

@@ -90,7 +90,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
         opened: (send) => this.opened(send),
         frame: (text) => this.onText(text),
         closed: (code, reason, everOpened) => this.onClosed(code, reason, everOpened),
-        failed: (e) => this.fail(socketError(e)),
+        failed: (e, withHeaders) => this.fail(socketError(e, withHeaders)),
         state: (s, d) => this.channel.emit('state', s, d),
       },
     );

@@ -71,6 +71,8 @@ describe('bad options', () => {
     expect(err).toBeInstanceOf(TagwError);
     expect(err).toMatchObject({ code: 'WEBSOCKET_ERROR', status: 0 });
     expect((err as Error).message).toContain('insecure WebSocket');
+    // On Node the key went as a header: the message says what to do if this WebSocket takes none.
+    expect((err as Error).message).toContain("webSocketKey: 'query'");
     expect(errors).toEqual([err]);
     await new Promise((r) => setTimeout(r, 50)); // let a stray rejection surface
     expect(unhandled).toEqual([]);
