@@ -68,5 +68,5 @@ describe('three nodes: the owner dies', () => {
     const again = await orderVia(env.cluster.node(others[1]!), acct, 'lost-reply-1');
     expect({ status: again.status, ticket: again.ticket, replay: again.replay }).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
     expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
-  });
+  }, 90_000); // nodes relaunched, a kill and a takeover: the 20 s default ended it under load
 });
