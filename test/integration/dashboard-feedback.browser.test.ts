@@ -255,6 +255,21 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('keeps the keyboard\'s place when a revoked key\'s row goes: the focus moves to the next row\'s Revoke', async () => {
+    const page = await open('/keys');
+    const row = page.locator('[data-testid=key-row]', { hasText: 'bot-7' }).first();
+    await row.waitFor();
+    const id = await row.getAttribute('data-id');
+    await row.locator('[data-testid=revoke-key]').focus();
+    await page.keyboard.press('Enter');
+    await row.locator('[data-testid=revoke-key]', { hasText: 'Revoke now?' }).waitFor();
+    await page.keyboard.press('Enter');
+    await page.locator(`[data-testid=key-row][data-id="${id}"]`).waitFor({ state: 'detached' });
+    await expect.poll(() => page.evaluate('document.activeElement?.dataset.testid')).toBe('revoke-key');
+    expect(await page.evaluate('document.activeElement.closest("tr").dataset.id')).not.toBe(id);
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -66,16 +66,42 @@ export function usePoll(load, ms, deps = []) {
   return { ...state, reload: run };
 }
 
-/** A destructive action in two clicks: the first arms the button for 4 s. */
+/** The same buttons (by data-testid) in the nearest table rows after `tr` and before it. */
+function sameButtonsBeside(tr, testid) {
+  const out = [];
+  for (const dir of ['nextElementSibling', 'previousElementSibling']) {
+    for (let r = tr?.[dir]; r; r = r[dir]) {
+      const b = r.querySelector(`[data-testid="${testid}"]`);
+      if (b) { out.push(b); break; }
+    }
+  }
+  return out;
+}
+
+/**
+ * A destructive action in two clicks: the first arms the button for 4 s. When the action takes
+ * the button's row away (a key revoked, a seat deleted), the focus goes to the same button of the
+ * next row (or the previous one), not to the top of the page: the keyboard keeps its place.
+ */
 export function ConfirmButton({ label, confirm, onConfirm, disabled, testid }) {
   const [armed, setArmed] = useState(false);
+  const ref = useRef(null);
   useEffect(() => {
     if (!armed) return undefined;
     const t = setTimeout(() => setArmed(false), 4000);
     return () => clearTimeout(t);
   }, [armed]);
-  return html`<button class=${`sm danger${armed ? ' armed' : ''}`} data-testid=${testid} disabled=${disabled}
-    onClick=${() => { if (armed) { setArmed(false); onConfirm(); } else setArmed(true); }}>${armed ? confirm : label}</button>`;
+  const fire = async () => {
+    const button = ref.current;
+    const hadFocus = document.activeElement === button;
+    // Found now: a row taken out of the table has no siblings any more.
+    const beside = sameButtonsBeside(button?.closest('tr'), testid);
+    await onConfirm();
+    if (!hadFocus || button?.isConnected || document.activeElement !== document.body) return;
+    beside.find((b) => b.isConnected)?.focus();
+  };
+  return html`<button class=${`sm danger${armed ? ' armed' : ''}`} data-testid=${testid} disabled=${disabled} ref=${ref}
+    onClick=${() => { if (armed) { setArmed(false); fire(); } else setArmed(true); }}>${armed ? confirm : label}</button>`;
 }
 
 async function copyText(text) {
