@@ -8,7 +8,7 @@
 // Optional: SYMBOL (BTCUSD), LOTS (0.01), MAX_POSITION (0.05 lots net), RUN_SECONDS (20; 0 = until Ctrl-C).
 // In your own project: import { TagwClient } from 'tagw/client'.
 import WebSocket from 'ws';
-import { IdempotencyUncertainError, TagwClient, type Quote, type StreamOrderRow, type StreamPositionRow } from '../src/client/index.js';
+import { IdempotencyUncertainError, TagwClient, TagwError, type Quote, type StreamOrderRow, type StreamPositionRow } from '../src/client/index.js';
 
 const MAGIC = 7001; // marks this bot's orders among the account's others
 const CANCEL_RETRY_MS = 250;
@@ -82,6 +82,9 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
     } catch (e) {
       // The gateway cannot say whether it was placed: look before quoting again.
       if (e instanceof IdempotencyUncertainError) await reconcile(e.nextStep);
+      // No answer after every try (TIMEOUT, NETWORK_ERROR: status 0): it may have been placed. The
+      // book says; sending it again with e.clientOrderId would be safe too (the gateway replays).
+      else if (e instanceof TagwError && e.status === 0) await reconcile(`no answer (${e.code}) for ${e.clientOrderId}: it may have been placed`);
       else {
         // A limit the market has run through meanwhile is refused by the broker (TRADE_REQUEST_ERROR,
         // reason INVALID_PRICE): the next quote re-prices it.

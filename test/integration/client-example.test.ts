@@ -82,6 +82,33 @@ describe('examples/market-maker.ts', () => {
   });
 });
 
+describe('examples/market-maker.ts, an order whose every answer was lost', () => {
+  it('takes it as maybe placed (reconciles from the book), not as refused', async () => {
+    const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm-lost' })).key;
+    const id = (await new TagwClient({ baseUrl: g.url, apiKey: key }).connectEx({ user: 'mm-lost', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    // The first order's requests reach the gateway (it is placed), and every answer to them is lost.
+    let lostId: string | undefined;
+    const losing = async (input: string | URL | Request, init?: RequestInit) => {
+      const url = new URL(String(input));
+      const res = await fetch(input, init);
+      if (url.pathname === '/OrderSend' && (lostId ??= url.searchParams.get('clientOrderId')!) === url.searchParams.get('clientOrderId')) {
+        await res.text();
+        throw new TypeError('fetch failed: connection reset');
+      }
+      return res;
+    };
+    const lines: string[] = [];
+    const client = new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket, fetch: losing as typeof fetch, retry: { attempts: 2, baseMs: 1, maxMs: 2 } });
+    const summary = await runMarketMaker({ client, accountId: id, runMs: 1_500, log: (m, d) => lines.push(`${m} ${JSON.stringify(d)}`) });
+    expect(lostId).toBeDefined();
+    expect(lines.filter((l) => l.startsWith('order refused') && l.includes('NETWORK_ERROR')), lines.join('\n')).toEqual([]);
+    expect(lines.some((l) => l.startsWith('reconciled')), lines.join('\n')).toBe(true);
+    expect(summary.refused).toBe(lines.filter((l) => l.startsWith('order refused')).length);
+    const left = (await new TagwClient({ baseUrl: g.url, apiKey: key }).account(id).OpenedOrders()).filter((r) => r.kind === 'order' && r.magic === 7001 && r.state === 'placed');
+    expect(left).toEqual([]);
+  });
+});
+
 describe('examples/market-maker.ts, an order it cannot cancel at once', () => {
   it('goes on cancelling after the stop until the broker lets it (six cancels refused, as within the freeze level): none left behind', async () => {
     const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm-frozen' })).key;
