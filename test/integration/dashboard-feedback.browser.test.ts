@@ -188,7 +188,7 @@ describe('the console says what happened where the operator looks', { timeout: 6
     }
   });
 
-  it('keeps a seat\'s account id on one line at 1440 px, and the settings\' values inside their panel at 390 px', async () => {
+  it('keeps a seat\'s account id on one line at 1440 px, the rows\' buttons inside their panels at 1280 px, and the settings\' values inside theirs at 390 px', async () => {
     // A seat with a broker login: its row has the most buttons (Details, Reconnect, Live, Keys, Delete).
     expect((await t.req('POST', '/ConnectEx', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { user: '80002', password: 'pw', server: 'Sim-P5-Demo' } })).status).toBe(200);
     const page = await open('/seats');
@@ -201,6 +201,13 @@ describe('the console says what happened where the operator looks', { timeout: 6
       return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size;
     })()`);
     expect(lines).toBe(1);
+    // A 1280 px laptop: the rows' buttons (Delete, Revoke) inside their panels, not behind a sideways scroll.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const fits = (table: string) => page.locator('.panel', { has: page.locator(`[data-testid=${table}]`) }).evaluate((e) => e.scrollWidth - e.clientWidth);
+    expect(await fits('seats'), 'seats at 1280 px').toBe(0);
+    await page.evaluate('location.hash = "/keys"');
+    await page.locator('[data-testid=key-row]').first().waitFor();
+    expect(await fits('keys'), 'keys at 1280 px').toBe(0);
     await page.setViewportSize({ width: 390, height: 844 });
     await page.evaluate('location.hash = "/settings"');
     const panel = page.locator('.panel', { has: page.locator('[data-testid=config]') });
