@@ -1,6 +1,5 @@
 // Assembles a running gateway: store -> auth -> shards -> HTTP. main.ts calls this with the parsed
 // config; tests call it with a temp data dir and port 0, then talk to it over real sockets.
-import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -29,6 +28,7 @@ import { statusRoutes } from './http/routes/status.js';
 import type { ConnectionLog } from './runtime/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
 import { Listener, tlsFilesOf } from './http/listener.js';
+import { logCertificateExpiry, logPlainHttp } from './http/tlsNotices.js';
 import { ClientAddress } from './http/clientAddress.js';
 import { startPipeliningRelay, type PipeliningRelay } from './http/pipeliningRelay.js';
 import { drainHttp } from './http/drain.js';
@@ -435,27 +435,10 @@ async function listen(
     process.stdout.write(`\nManagement key (shown once, also saved to ${boot.bootstrapFile}):\n  ${boot.createdKey}\n\n`);
     markKeyShown(boot.bootstrapFile);
   }
-  if (!listener.secure && isLoopback(config.host)) log.info('plain HTTP and WS: no TLS_CERT_FILE / TLS_KEY_FILE configured (docs/operations.md#tls)');
-  else if (!listener.secure) log.warn('plain HTTP and WS on an address other machines reach: API and management keys cross the network in clear; set TLS_CERT_FILE / TLS_KEY_FILE or serve through a TLS proxy (docs/operations.md#tls)', { host: config.host });
+  logPlainHttp(log, listener, config.host);
   log.info('gateway listening', { url, tls: listener.secure, shards: config.shards, dataDir: config.dataDir });
   logCertificateExpiry(log, listener, clock.now());
   return { port, relay, url };
-}
-
-/** 127.0.0.0/8, ::1, localhost: only this machine reaches it. */
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
-}
-
-/** When the certificate in use expires: a warning within 14 days, an error once it has (clients refuse it). */
-function logCertificateExpiry(log: Logger, listener: Listener, now: number): void {
-  const expiresAt = listener.certificateExpiresAt;
-  if (expiresAt === undefined) return;
-  const notAfter = new Date(expiresAt).toISOString();
-  const daysLeft = Math.floor((expiresAt - now) / 8_640_000) / 10;
-  if (expiresAt <= now) log.error('TLS certificate has expired: clients refuse it; renew it, then reload (SIGHUP)', { notAfter });
-  else if (daysLeft < 14) log.warn('TLS certificate expires soon', { notAfter, daysLeft });
-  else log.info('TLS certificate', { notAfter, daysLeft });
 }
 
 /** The gateway's close (once, however often called): what the start opened, undone in an order that loses no request and no write. */
