@@ -161,11 +161,14 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
-  it('marks the live view stale as soon as its account summary stops arriving', async () => {
+  it('fits the live view\'s quotes in their panel at 1280 px, and marks the view stale as soon as its account summary stops arriving', async () => {
     const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { user: '80001', password: 'pw', server: 'Sim-P5-Demo' } });
     expect(bound.status).toBe(200);
-    const page = await open(`/live/${bound.body.id}`);
+    const page = await open(`/live/${bound.body.id}`, 1280, 800);
     await page.locator('[data-testid=balance]', { hasText: '.' }).waitFor({ timeout: 15_000 });
+    // A 1280 px laptop: the quotes table (a third of the width) fits its panel, its UTC column not cut.
+    await page.locator('[data-testid=quote-row]').first().waitFor({ timeout: 15_000 });
+    expect(await page.locator('.panel', { has: page.locator('[data-testid=quotes]') }).evaluate((e) => e.scrollWidth - e.clientWidth)).toBe(0);
     await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
     await page.route('**/AccountSummary*', (r) => r.abort('connectionrefused'));
     await page.locator('.err', { hasText: 'The gateway does not answer' }).waitFor();

@@ -189,7 +189,7 @@ function LiveAccount({ id, title }) {
       </div>
       <div class="panel">
         <h2>Quotes</h2>
-        <table class="dense" data-testid="quotes"><thead><tr><th>symbol</th><th class="num">bid</th><th class="num">ask</th><th class="num">spread</th><th class="num">UTC</th></tr></thead><tbody>
+        <table class="dense" data-testid="quotes"><thead><tr><th>symbol</th><th class="num">bid</th><th class="num">ask</th><th class="num spread">spread</th><th class="num">UTC</th></tr></thead><tbody>
           ${quotes.length === 0 ? html`<tr><td colspan="5" class="empty">Waiting for quotes… (forex is closed at the weekend; BTCUSD trades around the clock)</td></tr>` : null}
           ${quotes.map((q) => {
             const dg = Math.max(digitsOf(q.bid), digitsOf(q.ask));
@@ -197,7 +197,7 @@ function LiveAccount({ id, title }) {
               <td>${q.symbol}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`} data-testid="bid">${q.bid.toFixed(dg)}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`}>${q.ask.toFixed(dg)}</td>
-              <td class="num">${(q.ask - q.bid).toFixed(dg)}</td>
+              <td class="num spread">${(q.ask - q.bid).toFixed(dg)}</td>
               <td class="num mono small">${q.timeUtc.slice(11, 19)}</td></tr>`;
           })}
         </tbody></table>
