@@ -68,6 +68,10 @@ export class ClusterStreamHistory {
     return this.js.append(accountId, frames);
   }
 
+  republish(accountId: string, frame: NumberedFrame, again: string): Promise<void> {
+    return this.js.republish(accountId, frame, again);
+  }
+
   replay(accountId: string, since: StreamPosition): Promise<Replay> {
     return this.js.replay(accountId, since);
   }

@@ -119,6 +119,20 @@ export class JetStreamHistory {
     }));
   }
 
+  /**
+   * Stores `frame` again under a msg id of its own (`again` tells it from the first), so that it is
+   * the account's last stored message: after a retried store put lower seqs after it (a publish lost
+   * in a reconnect while later ones went through), head() and a new owner's numbering read it again,
+   * not a lower seq. Readers skip it as a seq they have (AccountFeed, replay's count).
+   */
+  async republish(accountId: string, frame: NumberedFrame, again: string): Promise<void> {
+    const h = headers();
+    h.set(H_EPOCH, frame.epoch);
+    h.set(H_SEQ, String(frame.seq));
+    h.set(H_DEAL, `${frame.deal.ticket}:${frame.deal.timeMsc}`);
+    await this.js.publish(historySubject(accountId), frame.frame, { headers: h, msgID: `${accountId}:${frame.epoch}:${frame.seq}:again:${again}`, timeout: this.opts.ackTimeoutMs ?? 5_000 });
+  }
+
   /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it;
    *  followers end their sockets with the code `why` calls for. */
   startEpoch(accountId: string, epoch: string, deal: DealMark, why?: 'rebound'): Promise<void> {

@@ -29,6 +29,8 @@ export interface SharedHistory {
   startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean): Promise<void>;
   /** Stores numbered frames; resolves once all are stored (only then are they sent). */
   append(accountId: string, frames: ReadonlyArray<SharedFrame & { deal: DealMark }>): Promise<void>;
+  /** Stores a stored frame again (a new msg id, `again`) so it is the account's last stored message. */
+  republish(accountId: string, frame: SharedFrame & { deal: DealMark }, again: string): Promise<void>;
   replay(accountId: string, since: StreamPosition): Promise<Replay>;
   /** The owner's frames as they are stored, after `since` (replayed first) or from now on. */
   follow(
@@ -56,6 +58,9 @@ export interface SharedState {
   feed: SharedFeed | null;
   /** The latest POSITIONS / ORDERS data the stream carried: a follower's snapshots, consistent with its seq. */
   lastData: { POSITIONS?: string; ORDERS?: string };
+  /** The owner's highest-numbered frame JetStream acknowledged (this node's epoch): what a retried
+   *  store stores again after it, so the account's last stored message is the highest seq. */
+  lastStored?: SharedFrame & { deal: DealMark };
   /** Taking the role failed (JetStream unreachable): serving a local epoch, the role taken again at
    *  this time (SharedAccounts.checkRoles). */
   retryAt?: number;

@@ -7,8 +7,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 /** Sees a chunk from the client ('up') or the target ('down') of connection `conn` (numbered from
  *  1) before it passes; 'drop': it never does; `{ delayMs }`: it and whatever follows it that way
  *  pass that much later, in order (unless the connection closed meanwhile); `{ until }`: the same,
- *  once the promise settles (a test releases a held chunk when it has seen what it waits for). */
-export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | { until: Promise<unknown> } | void;
+ *  once the promise settles (a test releases a held chunk when it has seen what it waits for);
+ *  `{ replace }`: those bytes pass instead (a message cut out of a protocol's stream). */
+export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | { until: Promise<unknown> } | { replace: Buffer } | void;
 
 export interface TcpProxy {
   url: string;
@@ -49,7 +50,8 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
         if (delayed) return void delayed.push(chunk);
         const seen = pair.stalled || to.destroyed ? 'drop' : watcher?.(dir, chunk, conn);
         if (seen === 'drop') return;
-        if (seen) {
+        if (seen && 'replace' in seen) chunk = seen.replace;
+        else if (seen) {
           const held = (delayed = [chunk]);
           const pass = () => {
             delayed = undefined;

@@ -88,6 +88,21 @@ describe('JetStreamHistory', () => {
     expect(await B.head(uniq('none'))).toBeUndefined();
   });
 
+  it('frames stored out of seq order (a retry stored lower seqs after higher ones): the head reads the lower one until the highest is stored again, then a new owner continues after it and a resume from before recovers', async () => {
+    const acc = uniq('acc');
+    await A.startEpoch(acc, 'e', deal);
+    await A.append(acc, frames('e', 1, 2));
+    // seq 3 lost in a reconnect while 4-6 went through; its retry stores 3-6 (4-6 are duplicates).
+    await A.append(acc, frames('e', 4, 6));
+    await A.append(acc, frames('e', 3, 6));
+    expect(await B.head(acc)).toMatchObject({ epoch: 'e', seq: 3 }); // the hazard: a next owner would number 4 again
+    await A.republish(acc, frames('e', 6, 6)[0]!, 'x1');
+    expect(await B.head(acc)).toMatchObject({ epoch: 'e', seq: 6, deal: { ticket: 6, timeMsc: 60 } });
+    const r = await B.replay(acc, { epoch: 'e', seq: 3 });
+    expect(r.recovered && r.entries.map((e) => e.seq)).toEqual([4, 5, 6]);
+    // From before the misordered part: not recovered (a snapshot follows), never a frame twice.
+    expect((await B.replay(acc, { epoch: 'e', seq: 2 })).recovered).toBe(false);
+  });
   it('of nodes racing to start an account\'s first epoch, exactly one does; with a message there, none does', async () => {
     const acc = uniq('acc');
     const won = await Promise.all(['x', 'y', 'z'].map((e, i) => (i % 2 ? A : B).startFirstEpoch(acc, e, deal)));
