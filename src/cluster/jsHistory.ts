@@ -6,7 +6,7 @@
 // so the history outlives any node. Works with nats-server 2.9 (direct get with next_by_subj and
 // last_by_subj; no batch get, which needs 2.11).
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg, type StreamConfig } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
 import { StreamReplicasError } from './streamReplicasError.js';
@@ -61,6 +61,16 @@ function parse(m: StoredMsg): Parsed | null {
   return { epoch, seq, deal: { ticket: ticket ?? 0, timeMsc: timeMsc ?? 0 }, stored: m };
 }
 
+/** A stored frame's headers: its number and the deal mark a next owner continues from. */
+function frameHeaders(f: NumberedFrame): MsgHdrs {
+  const h = headers();
+  h.set(H_EPOCH, f.epoch);
+  h.set(H_SEQ, String(f.seq));
+  h.set(H_DEAL, `${f.deal.ticket}:${f.deal.timeMsc}`);
+  if (f.why) h.set(H_WHY, f.why);
+  return h;
+}
+
 export class JetStreamHistory {
   /** Makes the replays' consumers: a bound on their creation, past which a replay reads by direct gets. */
   private readonly reader: JetStreamClient;
@@ -110,12 +120,7 @@ export class JetStreamHistory {
     const subject = historySubject(accountId);
     const timeout = this.opts.ackTimeoutMs ?? 5_000;
     await Promise.all(frames.map((f) => {
-      const h = headers();
-      h.set(H_EPOCH, f.epoch);
-      h.set(H_SEQ, String(f.seq));
-      h.set(H_DEAL, `${f.deal.ticket}:${f.deal.timeMsc}`);
-      if (f.why) h.set(H_WHY, f.why);
-      return this.js.publish(subject, f.frame, { headers: h, msgID: `${accountId}:${f.epoch}:${f.seq}`, timeout });
+      return this.js.publish(subject, f.frame, { headers: frameHeaders(f), msgID: `${accountId}:${f.epoch}:${f.seq}`, timeout });
     }));
   }
 
@@ -126,11 +131,7 @@ export class JetStreamHistory {
    * not a lower seq. Readers skip it as a seq they have (AccountFeed, replay's count).
    */
   async republish(accountId: string, frame: NumberedFrame, again: string): Promise<void> {
-    const h = headers();
-    h.set(H_EPOCH, frame.epoch);
-    h.set(H_SEQ, String(frame.seq));
-    h.set(H_DEAL, `${frame.deal.ticket}:${frame.deal.timeMsc}`);
-    await this.js.publish(historySubject(accountId), frame.frame, { headers: h, msgID: `${accountId}:${frame.epoch}:${frame.seq}:again:${again}`, timeout: this.opts.ackTimeoutMs ?? 5_000 });
+    await this.js.publish(historySubject(accountId), frame.frame, { headers: frameHeaders(frame), msgID: `${accountId}:${frame.epoch}:${frame.seq}:again:${again}`, timeout: this.opts.ackTimeoutMs ?? 5_000 });
   }
 
   /** An epoch begins (seq 0, no frame): resumers at `<epoch>:0` recover, a new owner continues it;
@@ -142,12 +143,8 @@ export class JetStreamHistory {
   /** Starts `epoch` only if the account has no message at all (one atomic publish: of nodes that
    *  race to start one, one wins); false when another was there. */
   async startFirstEpoch(accountId: string, epoch: string, deal: DealMark): Promise<boolean> {
-    const h = headers();
-    h.set(H_EPOCH, epoch);
-    h.set(H_SEQ, '0');
-    h.set(H_DEAL, `${deal.ticket}:${deal.timeMsc}`);
     try {
-      await this.js.publish(historySubject(accountId), '', { headers: h, expect: { lastSubjectSequence: 0 }, timeout: this.opts.ackTimeoutMs ?? 5_000 });
+      await this.js.publish(historySubject(accountId), '', { headers: frameHeaders({ epoch, seq: 0, frame: '', deal }), expect: { lastSubjectSequence: 0 }, timeout: this.opts.ackTimeoutMs ?? 5_000 });
       return true;
     } catch (err) {
       if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return false;

@@ -8,6 +8,9 @@ import type { Replay, StreamPosition } from './history.js';
 
 export interface SharedFrame { epoch: string; seq: number; frame: string; /** an epoch marker (seq 0) of a rebound */ rebound?: boolean }
 
+/** A numbered frame as stored: with the deal mark a next owner continues from. */
+export type StoredFrame = SharedFrame & { deal: DealMark };
+
 export interface SharedHistory {
   /** This node holds the account's lease: it numbers the account's events. */
   owns(accountId: string): boolean;
@@ -28,9 +31,9 @@ export interface SharedHistory {
   /** The owner began another epoch (continuity lost; `rebound`: the account was bound to another login). */
   startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean): Promise<void>;
   /** Stores numbered frames; resolves once all are stored (only then are they sent). */
-  append(accountId: string, frames: ReadonlyArray<SharedFrame & { deal: DealMark }>): Promise<void>;
+  append(accountId: string, frames: readonly StoredFrame[]): Promise<void>;
   /** Stores a stored frame again (a new msg id, `again`) so it is the account's last stored message. */
-  republish(accountId: string, frame: SharedFrame & { deal: DealMark }, again: string): Promise<void>;
+  republish(accountId: string, frame: StoredFrame, again: string): Promise<void>;
   replay(accountId: string, since: StreamPosition): Promise<Replay>;
   /** The owner's frames as they are stored, after `since` (replayed first) or from now on. */
   follow(
@@ -60,7 +63,7 @@ export interface SharedState {
   lastData: { POSITIONS?: string; ORDERS?: string };
   /** The owner's highest-numbered frame JetStream acknowledged (this node's epoch): what a retried
    *  store stores again after it, so the account's last stored message is the highest seq. */
-  lastStored?: SharedFrame & { deal: DealMark };
+  lastStored?: StoredFrame;
   /** Taking the role failed (JetStream unreachable): serving a local epoch, the role taken again at
    *  this time (SharedAccounts.checkRoles). */
   retryAt?: number;

@@ -12,7 +12,7 @@ import type { AccountStreams } from './accounts.js';
 import { DealLedger } from './deals.js';
 import { AccountHistory, newEpoch, type HistoryEntry, type HistoryLimits, type StreamPosition } from './history.js';
 import type { Outbox } from './outbox.js';
-import { frameParts, type SharedFrame, type SharedHistory, type SharedState } from './shared.js';
+import { frameParts, type SharedFrame, type SharedHistory, type SharedState, type StoredFrame } from './shared.js';
 import type { AccountState, Sock } from './state.js';
 
 export interface SharedAccountsDeps {
@@ -163,7 +163,7 @@ export class SharedAccounts {
 
   /** JetStream acknowledged these frames of the account (in any order: stores overlap): the
    *  highest-numbered one of the epoch so far is noted. */
-  private acknowledged(acc: AccountState, frames: ReadonlyArray<Parameters<SharedHistory['append']>[1][number]>): true {
+  private acknowledged(acc: AccountState, frames: readonly StoredFrame[]): true {
     const last = frames.at(-1);
     const had = acc.shared?.lastStored;
     if (acc.shared && last && (!had || had.epoch !== last.epoch || had.seq < last.seq)) acc.shared.lastStored = last;
@@ -181,7 +181,7 @@ export class SharedAccounts {
    * chaos` saw a client get eleven TRADEs twice after a nats-server restart and a takeover). A frame
    * too large for NATS never stores: sent all the same, as on one node when the disk fails.
    */
-  private async store(acc: AccountState, epoch: string, frames: Parameters<SharedHistory['append']>[1], firstError: string): Promise<boolean> {
+  private async store(acc: AccountState, epoch: string, frames: readonly StoredFrame[], firstError: string): Promise<boolean> {
     const numbering = () => acc.shared?.role === 'owner' && acc.history.epoch === epoch && this.deps.shared.holds(acc.id);
     let message = firstError;
     for (let attempt = 0; ; attempt++) {
