@@ -32,7 +32,12 @@ export interface AccountFeedOptions {
    *  `why`: the owner began it because the account was bound to another login. */
   onBreak: (epoch: string, why?: 'rebound') => void;
   log: Logger;
+  /** Waits between replays of a gap JetStream has not filled yet (REPAIR_WAITS_MS). */
+  repairWaitsMs?: readonly number[];
 }
+
+/** ~5 s in all: an owner's retried store is acknowledged within its ack timeout (5 s) or given up. */
+const REPAIR_WAITS_MS = [25, 50, 100, 200, 400, 800, 1_600, 2_000] as const;
 
 export class AccountFeed {
   private cursor: StreamPosition | null = null;
@@ -121,14 +126,22 @@ export class AccountFeed {
     }
     if (f.seq <= c.seq) return; // replayed already, or a republished frame
     if (f.seq === c.seq + 1) return this.deliver(f);
-    // Skipped numbers: fetch them from JetStream (f itself is stored there too).
-    const r = await this.o.history.replay(this.o.accountId, c);
-    if (!r.recovered) {
-      this.o.onBreak(f.epoch);
-      this.cursor = { epoch: f.epoch, seq: f.seq - 1 };
-      return this.deliver(f);
+    // Skipped numbers: fetch them from JetStream. A plain subscriber can get a message before the
+    // stream has stored it, or the frames before it (an owner's store being retried): a replay that
+    // ends short of f is asked again, a little later each time; a gap that stays is a break, never
+    // silence (f dropped with no break left the socket stale until another frame came).
+    for (const waitMs of [...(this.o.repairWaitsMs ?? REPAIR_WAITS_MS), null]) {
+      const r = await this.o.history.replay(this.o.accountId, this.cursor!);
+      if (this.closed) return;
+      if (!r.recovered) break;
+      for (const e of r.entries) if (e.seq > this.cursor!.seq) this.deliver({ epoch: c.epoch, seq: e.seq, frame: e.frame });
+      if (this.cursor!.seq >= f.seq) return;
+      if (this.cursor!.seq + 1 === f.seq) return this.deliver(f);
+      if (waitMs !== null) await new Promise((r) => setTimeout(r, waitMs));
     }
-    for (const e of r.entries) if (e.seq > this.cursor!.seq) this.deliver({ epoch: c.epoch, seq: e.seq, frame: e.frame });
+    this.o.onBreak(f.epoch);
+    this.cursor = { epoch: f.epoch, seq: f.seq - 1 };
+    this.deliver(f);
   }
 
   close(): void {

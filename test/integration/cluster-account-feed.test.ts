@@ -4,7 +4,7 @@
 // exactly what it missed, then live; a new owner after an abrupt death continues the epoch, or
 // starts a new one when JetStream lost the account's history; a property over random schedules of
 // events, disconnects, node switches and takeovers: every frame exactly once, in order.
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,7 +40,7 @@ class Owner {
 }
 
 /** A client socket's view: the frames it got through one node's feed. */
-function client() {
+function client(repairWaitsMs?: number[]) {
   const got: FeedFrame[] = [];
   const breaks: string[] = [];
   let feed: AccountFeed | undefined;
@@ -48,7 +48,7 @@ function client() {
     got, breaks,
     get feed() { return feed; },
     async open(node: Node, accountId: string, since: StreamPosition | null) {
-      const r = await AccountFeed.open({ nc: node.nc, history: node.history, accountId, since, log, onFrame: (f) => got.push(f), onBreak: (e) => breaks.push(e) });
+      const r = await AccountFeed.open({ nc: node.nc, history: node.history, accountId, since, log, onFrame: (f) => got.push(f), onBreak: (e) => breaks.push(e), ...(repairWaitsMs ? { repairWaitsMs } : {}) });
       feed = r.feed;
       return r.start;
     },
@@ -161,6 +161,47 @@ describe('numbering by the owner over JetStream', () => {
     await until(() => c.got.length === 2, 'both frames');
     expect(c.breaks).toEqual([]);
     expect(c.got.map((f) => `${f.epoch}:${f.seq}`)).toEqual([`${won}:1`, `${won}:2`]);
+    c.close();
+  });
+
+  it('a live frame that came before JetStream stored the frames ahead of it is delivered once they are stored, not dropped in silence', async () => {
+    // A plain subscriber can get a message before the stream has stored it (or the frames before it:
+    // a store being retried). The repair's replay then ends short of the live frame; before, the frame
+    // was dropped with no break, and the socket stayed stale until another frame came.
+    const acc = uniq('acc');
+    const owner = await Owner.on(nodes[0]!, acc);
+    await owner.emit(3);
+    const c = client();
+    expect(await c.open(nodes[1]!, acc, null)).toMatchObject({ position: { epoch: owner.epoch, seq: 3 } });
+    // Frame 6 reaches subscribers only (JetStream refuses it: the expected subject sequence is wrong),
+    // as if its store were still to come; 4 and 5 are stored meanwhile and their live copies queue behind.
+    const h = headers();
+    h.set('Tagw-Epoch', owner.epoch);
+    h.set('Tagw-Seq', '6');
+    h.set('Nats-Expected-Last-Subject-Sequence', '999999');
+    nodes[0]!.nc.publish(historySubject(acc), frameOf(owner.epoch, 6), { headers: h });
+    await nodes[0]!.nc.flush();
+    await owner.emit(2);
+    await until(() => c.got.length === 3, 'frames 4, 5 and the live 6');
+    expect(c.breaks).toEqual([]);
+    expect(c.got.map((f) => f.seq)).toEqual([4, 5, 6]);
+    expect(c.got[2]!.frame).toBe(frameOf(owner.epoch, 6));
+    c.close();
+  });
+
+  it('a gap JetStream never fills is a break, not silence', async () => {
+    const acc = uniq('acc');
+    const owner = await Owner.on(nodes[0]!, acc);
+    await owner.emit(2);
+    const c = client([10, 20, 40]);
+    await c.open(nodes[2]!, acc, null);
+    const h = headers();
+    h.set('Tagw-Epoch', owner.epoch);
+    h.set('Tagw-Seq', '5'); // 3 and 4 are never stored
+    h.set('Nats-Expected-Last-Subject-Sequence', '999999');
+    nodes[0]!.nc.publish(historySubject(acc), frameOf(owner.epoch, 5), { headers: h });
+    await until(() => c.breaks.length === 1, 'the break');
+    expect(c.got.map((f) => f.seq)).toEqual([5]);
     c.close();
   });
 
