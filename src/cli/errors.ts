@@ -14,6 +14,8 @@ export const EXIT = {
   SCHEMA_TOO_NEW: 5,
   /** No management key found, or the gateway refused it (401). */
   AUTH: 6,
+  /** `status`: the gateway answers but is not ready (/readyz 503, or a cluster node that stepped down). */
+  NOT_READY: 7,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

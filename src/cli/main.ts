@@ -39,7 +39,8 @@ export function buildProgram(): Command {
   calendarCommand(program);
   program.addHelpText('after', `
 Exit codes: 0 ok, 1 refused or failed, 2 usage or configuration, 3 no gateway answers,
-4 a gateway holds DATA_DIR, 5 database newer than this build, 6 no or refused management key.
+4 a gateway holds DATA_DIR, 5 database newer than this build, 6 no or refused management key,
+7 (status) the gateway answers but is not ready.
 Details: docs/cli.md`);
   // Every subcommand reports usage errors through the same override.
   for (const c of program.commands) {

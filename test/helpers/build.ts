@@ -6,7 +6,7 @@
 // It is rebuilt only when a source changed (any number of test files, workers and concurrent runs
 // share one build), into a side directory swapped in at once, so a run already going keeps finding
 // its files.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -147,6 +147,15 @@ export function ensureBuilt(): string {
 export function builtCli(opts: { unbundled?: boolean } = {}): string[] {
   const url = pathToFileURL(builtEntry('src/cli/main.ts', opts)).href;
   return ['--input-type=module', '-e', `const { run } = await import(${JSON.stringify(url)}); const c = await run(process.argv.slice(1)); if (c !== undefined) process.exitCode = c;`, '--'];
+}
+
+/** Runs the built CLI (`tagw args...`) with exactly this environment: its exit code and output. */
+export function runBuiltCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [...builtCli(), ...args], { env, timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+    });
+  });
 }
 
 /** `node <built entry>` arguments for a source entry such as 'src/main.ts': its bundle, or with

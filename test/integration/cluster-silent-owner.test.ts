@@ -12,6 +12,8 @@ import { CLUSTER_MANAGEMENT_KEY, readyz, useCluster, useNatsProxies, type Cluste
 import { orderVia, type Answer } from '../helpers/clusterTraffic.js';
 import type { LeaseRow } from '../helpers/clusterProcs.js';
 import { until } from '../helpers/until.js';
+import { runBuiltCli } from '../helpers/build.js';
+import { EXIT } from '../../src/cli/errors.js';
 
 const OWNER_WAIT_MS = 4_000;
 /** CLUSTER_LEASE_MS (useCluster's default) and CLUSTER_STEP_DOWN_MS's default, the lease. */
@@ -219,6 +221,13 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
       // /v1/status (what `tagw status` and the dashboard show) says so too, and which node's link is down.
       const st = (await (await fetch(`${env.cluster.node(cutNode).url}/v1/status`, { headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } })).json()) as { cluster: { steppedDown: boolean; nodes: Array<{ nodeId: string; natsUp: boolean | null }> } };
       expect(st.cluster.steppedDown).toBe(true);
+      // `tagw status && deploy-next`: the node answers, but is not one to count on.
+      const cliEnv: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: env.cluster.node(cutNode).url, GATEWAY_MANAGEMENT_KEY: CLUSTER_MANAGEMENT_KEY };
+      for (const k of ['TAGW_CONFIG', 'NATS_URL', 'DATABASE_URL', 'DATA_DIR']) delete cliEnv[k];
+      const status = await runBuiltCli(['status'], cliEnv);
+      expect(status.code, status.stderr).toBe(EXIT.NOT_READY);
+      expect(status.stderr).toMatch(/^tagw: not ready: (NATS unreachable, )?stepped down \(its accounts handed over to other nodes\)\n$/);
+      expect(status.stdout).toMatch(/^stepped down: /m);
       expect(Object.fromEntries(st.cluster.nodes.map((n) => [n.nodeId, n.natsUp]))).toEqual({ [cutNode]: false, [other.id]: true });
       const via = await orderVia(other, acct, 'stepdown-1');
       expect(via.status, JSON.stringify(via.body)).toBe(200);

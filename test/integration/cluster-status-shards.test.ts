@@ -1,12 +1,11 @@
 // `GET /v1/status` (and so `tagw status` and the dashboard) of a cluster node: its shards' accounts
 // are the accounts this node runs. Every node's SQLite mirrors all the cluster's seats; counting those
 // showed each node running every account (two nodes, four accounts: 4 and 4).
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
-import { builtCli } from '../helpers/build.js';
+import { runBuiltCli } from '../helpers/build.js';
 
 const engines = useClusterEngines();
 let nodes: TestGateway[] = [];
@@ -79,13 +78,9 @@ describe('a cluster node\'s status', () => {
 
   it('`tagw status` against a node prints its leases and calls and a table of the nodes with their NATS link, this one marked', async () => {
     const node = nodes[1]!;
-    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const env: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: node.url, GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY, DATA_DIR: node.dataDir };
-      for (const k of ['TAGW_CONFIG', 'NATS_URL', 'DATABASE_URL']) delete env[k];
-      execFile(process.execPath, [...builtCli(), 'status'], { env, timeout: 30_000 }, (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-      });
-    });
+    const env: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: node.url, GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY, DATA_DIR: node.dataDir };
+    for (const k of ['TAGW_CONFIG', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+    const run = await runBuiltCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^node: +status-b \(owns \d+ accounts?\)$/m);
     expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);

@@ -15,6 +15,8 @@ import { openDb } from '../../src/store/db.js';
 import { account, op } from '../helpers/gateway-helpers.js';
 import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
+import { runBuiltCli } from '../helpers/build.js';
+import { EXIT } from '../../src/cli/errors.js';
 
 let mnt: string;
 let mounted = false;
@@ -117,6 +119,32 @@ describe('DATA_DIR on a full file system', () => {
     expect(await metric('tagw_storage_available')).toBe(1);
     expect(await metric('tagw_storage_full_episodes_total')).toBe(1);
     expect(logs.filter((l) => l.msg.startsWith('DATA_DIR is full'))).toHaveLength(1);
+  }, 60_000);
+});
+
+describe('`tagw status` against a gateway on a full disk', () => {
+  it('exits 7 (not ready) with one line naming the full disk, the status on stdout; 0 once there is room again', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, HOST: '127.0.0.1', PORT: String(t.gw.port), DATA_DIR: t.dataDir, GATEWAY_MANAGEMENT_KEY: t.managementKey };
+    for (const k of ['TAGW_CONFIG', 'TAGW_URL', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+    await untilReady(true);
+    const filler = fill();
+    try {
+      await untilReady(false);
+      const [human, json] = await Promise.all([runBuiltCli(['status'], env), runBuiltCli(['--json', 'status'], env)]);
+      expect(human.code, human.stderr).toBe(EXIT.NOT_READY);
+      expect(human.stderr).toBe('tagw: not ready: disk full\n');
+      expect(human.stdout).toMatch(/^ready: +no \(disk full\)$/m);
+      expect(json.code).toBe(EXIT.NOT_READY);
+      expect(JSON.parse(json.stdout)).toMatchObject({ health: 'ok', ready: false, notReady: ['disk full'] });
+    } finally {
+      rmSync(filler);
+    }
+    await untilReady(true);
+    const up = await runBuiltCli(['status'], env);
+    expect(up.code, up.stderr).toBe(EXIT.OK);
+    expect(up.stderr).toBe('');
+    expect(up.stdout).toMatch(/^ready: +yes$/m);
+    expect(JSON.parse((await runBuiltCli(['--json', 'status'], env)).stdout)).toMatchObject({ ready: true, notReady: [] });
   }, 60_000);
 });
 

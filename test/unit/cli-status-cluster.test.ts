@@ -2,7 +2,7 @@
 // heartbeat is old is not listed as live), this node's leases and calls, every node in a table with
 // its NATS link, and a line when this node stepped down (cut off from NATS).
 import { describe, expect, it } from 'vitest';
-import { clusterFields, clusterNodesTable, readinessLine } from '../../src/cli/commands/admin.js';
+import { clusterFields, clusterNodesTable, notReady, readinessLine } from '../../src/cli/commands/admin.js';
 
 describe('tagw status, cluster lines', () => {
   it('names this node, its accounts, the live nodes only, and the accounts without owner', () => {
@@ -79,5 +79,26 @@ describe('tagw status, the ready line', () => {
     expect(readinessLine({ ...up, ready: false, cluster: { nats: false, database: false } })).toBe('no (NATS unreachable, PostgreSQL unreachable)');
     expect(readinessLine({ ...up, ready: false, shardsUp: false, storage: { available: false } })).toBe('no (a shard down, disk full)');
     expect(readinessLine(undefined)).toBe('no (no answer)');
+  });
+});
+
+describe('tagw status, what keeps it from being ready (its exit 7 and one line on stderr)', () => {
+  const up = { ready: true, store: true, shardsUp: true, storage: { available: true } };
+  const shards = [{ index: 0, ready: true, restarts: 0, accounts: 2 }, { index: 1, ready: false, restarts: 1, accounts: 0 }];
+  it('is nothing when /readyz says ready and the node did not step down', () => {
+    expect(notReady(up, { shards: shards.slice(0, 1), cluster: null })).toEqual([]);
+  });
+  it('names the shards not up (starting or restarting) by their index', () => {
+    expect(notReady({ ...up, ready: false, shardsUp: false }, { shards })).toEqual(['shard 1 not up (starting or restarting)']);
+    expect(notReady({ ...up, ready: false, shardsUp: false }, { shards: shards.map((s) => ({ ...s, ready: false })) })).toEqual(['shards 0, 1 not up (starting or restarting)']);
+  });
+  it('counts a node that stepped down, though its /readyz is ready again (its link back before its next lease round)', () => {
+    const cluster = { nodeId: 'node-b', ownedHere: 0, unowned: 0, nodes: [], steppedDown: true };
+    expect(notReady({ ...up, cluster: { nats: true, database: true } }, { shards, cluster })).toEqual(['stepped down (its accounts handed over to other nodes)']);
+    expect(readinessLine({ ...up, cluster: { nats: true, database: true } }, { shards, cluster })).toBe('no (stepped down (its accounts handed over to other nodes))');
+  });
+  it('says so when /readyz did not answer, or said not ready without naming a part', () => {
+    expect(notReady(undefined)).toEqual(['/readyz did not answer']);
+    expect(notReady({ ready: false })).toEqual(['/readyz answered not ready']);
   });
 });

@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Ctx } from '../context.js';
+import { CliError, EXIT } from '../errors.js';
 import { fields, table, when } from '../output.js';
 
 interface Status {
@@ -50,15 +51,34 @@ interface Readiness {
   cluster?: { nats: boolean; database: boolean };
 }
 
-/** `yes`, or `no` with the parts /readyz reports down (a gateway that did not answer: unreachable). */
-export function readinessLine(r: Readiness | undefined): string {
-  if (!r) return 'no (no answer)';
-  if (r.ready) return 'yes';
+/** /readyz said not ready without naming a part (a newer gateway's part this build does not know). */
+const UNNAMED = '/readyz answered not ready';
+
+/**
+ * What keeps the gateway from being ready, in words (empty: ready): the parts /readyz reports down,
+ * the shards not up by index (from /v1/status), and a cluster node that stepped down, whose /readyz
+ * may say ready again before its next lease round takes accounts back. `tagw status` exits 7 with
+ * these on one line.
+ */
+export function notReady(r: Readiness | undefined, st: { shards?: Status['shards']; cluster?: ClusterStatus | null } = {}): string[] {
+  if (!r) return ['/readyz did not answer'];
+  const shardsDown = (st.shards ?? []).filter((s) => !s.ready).map((s) => s.index);
   const down = [
-    r.store === false && 'store closed', r.shardsUp === false && 'a shard down', r.storage?.available === false && 'disk full',
+    r.store === false && 'store closed',
+    r.shardsUp === false && (shardsDown.length > 0 ? `${shardsDown.length === 1 ? 'shard' : 'shards'} ${shardsDown.join(', ')} not up (starting or restarting)` : 'a shard down'),
+    r.storage?.available === false && 'disk full',
     r.cluster?.nats === false && 'NATS unreachable', r.cluster?.database === false && 'PostgreSQL unreachable',
+    st.cluster?.steppedDown === true && 'stepped down (its accounts handed over to other nodes)',
   ].filter((x): x is string => typeof x === 'string');
-  return down.length > 0 ? `no (${down.join(', ')})` : 'no';
+  return down.length === 0 && !r.ready ? [UNNAMED] : down;
+}
+
+/** `yes`, or `no` with what keeps it from being ready (a gateway that did not answer: unreachable). */
+export function readinessLine(r: Readiness | undefined, st: Parameters<typeof notReady>[1] = {}): string {
+  if (!r) return 'no (no answer)';
+  const down = notReady(r, st);
+  if (down.length === 0) return 'yes';
+  return down[0] === UNNAMED ? 'no' : `no (${down.join(', ')})`;
 }
 
 const heartbeatAge = (ms: number | undefined) => (ms === undefined ? null : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s ago` : `${duration(Math.round(ms / 1000))} ago`);
@@ -95,9 +115,10 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     const st = await client.call<Status>('GET', '/v1/status');
     // An older gateway's status has no schema version: the database file says it (read-only).
     const schemaVersion = st.schemaVersion ?? await schemaVersionOnDisk(c.config().dataDir);
-    const data = { url: client.url, health: health.status, ready: readiness?.ready ?? false, ...(readiness?.cluster ? { clusterReady: readiness.cluster } : {}), ...st, schemaVersion };
+    const down = notReady(readiness, st);
+    const data = { url: client.url, health: health.status, ready: down.length === 0, notReady: down, ...(readiness?.cluster ? { clusterReady: readiness.cluster } : {}), ...st, schemaVersion };
     c.out.print(data, (d) => fields([
-      ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness)], ['version', `${d.version} (API ${d.apiVersion})`],
+      ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness, st)], ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
       ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
       ...(d.cluster ? clusterFields(d.cluster) : []),
@@ -105,6 +126,8 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
       { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },
     ])}${d.cluster ? clusterNodesTable(d.cluster) : ''}`);
+    // `tagw status && deploy-next`: a gateway that answers but is not ready is no success.
+    if (down.length > 0) throw new CliError(EXIT.NOT_READY, `not ready: ${down.join(', ')}`);
   });
 }
 
