@@ -5,6 +5,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { decodeUserinfoPart, splitUrlCredentials } from '../util/urlCredentials.js';
 import { EngineUnavailableError, unavailableCode } from './engineUnavailable.js';
 
 export interface NatsLinkOptions {
@@ -17,9 +18,26 @@ export interface NatsLinkOptions {
   reconnectWaitMs?: number;
 }
 
+const natsUrls = (url: string): string[] => url.split(',').map((s) => s.trim()).filter((s) => s !== '');
+
 /** host:port of each server, for logs: a URL may carry credentials. */
 export function natsServersForLog(url: string): string {
-  return url.split(',').map((u) => u.trim().replace(/^[a-z]+:\/\//i, '').replace(/^[^@]*@/, '')).join(',');
+  return natsUrls(url).map((u) => splitUrlCredentials(u).url.replace(/^[a-z]+:\/\//i, '')).join(',');
+}
+
+/** NATS_URL as nats.js connects with it. nats.js takes credentials as options only: a `user:password@`
+ *  or `token@` left in a server URL is never sent, and a server that requires them refuses the node
+ *  (Authorization Violation). The servers go without them; the credentials are the first URL's that
+ *  carries any (the servers of one NATS cluster share their accounts), percent-decoded. */
+export function natsConnectOptions(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
+  const split = natsUrls(url).map(splitUrlCredentials);
+  const userinfo = split.find((s) => s.userinfo !== undefined)?.userinfo;
+  const out: { servers: string[]; user?: string; pass?: string; token?: string } = { servers: split.map((s) => s.url) };
+  if (userinfo === undefined) return out;
+  const colon = userinfo.indexOf(':');
+  if (colon < 0) out.token = decodeUserinfoPart(userinfo);
+  else Object.assign(out, { user: decodeUserinfoPart(userinfo.slice(0, colon)), pass: decodeUserinfoPart(userinfo.slice(colon + 1)) });
+  return out;
 }
 
 /** No NATS server answered, or it refused this node, at start (one line, exit 1). */
@@ -37,7 +55,7 @@ export class NatsLink {
    *  whether that is fatal). */
   static async connect(opts: NatsLinkOptions): Promise<NatsLink> {
     const nc = await connect({
-      servers: opts.url.split(',').map((s) => s.trim()),
+      ...natsConnectOptions(opts.url),
       name: opts.name,
       noEcho: true,
       // No Error (with its stack) made per request: the forwarding hot path.
