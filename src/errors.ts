@@ -1,5 +1,6 @@
 // Errors are values: a code, the HTTP status it maps to, a message safe to show a client.
 // The status of every code lives in ERROR_STATUS below and nowhere else (SPEC §7).
+import { redactKeys } from './util/redactKeys.js';
 
 export const ERROR_STATUS = {
   BAD_REQUEST: 400,
@@ -70,7 +71,9 @@ export class ApiError extends Error {
   readonly details: Record<string, unknown> | undefined;
 
   constructor(code: ErrorCode, message: string, opts: ApiErrorOptions = {}) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    // A message may name what the request held (a path, a parameter's value): a key's value pasted
+    // there by mistake is not shown back with its secret.
+    super(redactKeys(message), opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'ApiError';
     this.code = code;
     this.status = ERROR_STATUS[code];

@@ -1,5 +1,7 @@
 // Structured JSON logs, one object per line. Fields whose names suggest a secret are redacted
-// wherever they appear, so a careless call site cannot leak a key or a broker password.
+// wherever they appear, so a careless call site cannot leak a key or a broker password; and a key's
+// value anywhere in a line (a request's path, an error's message) loses its secret (redactKeys).
+import { redactKeys } from './util/redactKeys.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
@@ -35,7 +37,7 @@ export function createLogger(
   const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
     if (RANK[lvl] < min) return;
     const rec = { time: new Date().toISOString(), level: lvl, msg, ...base, ...(fields ? (redact(fields) as object) : {}) };
-    write(JSON.stringify(rec));
+    write(redactKeys(JSON.stringify(rec)));
   };
   return {
     debug: (m, f) => emit('debug', m, f),

@@ -4,6 +4,7 @@
 // payloads: src/runtime/frameData.ts), so a tick is serialized once and the same string goes to every
 // subscriber (see docs/stream.md for seq).
 import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
+import { redactKeys } from '../util/redactKeys.js';
 
 export type FrameType = 'QUOTE' | 'POSITIONS' | 'ORDERS' | 'TRADE' | 'CANDLE' | 'HEARTBEAT' | 'SUBSCRIBED' | 'UNSUBSCRIBED' | 'ERROR' | 'RESUMED';
 
@@ -36,11 +37,11 @@ export function heartbeatData(connection: ConnectionPhase, symbols: HeartbeatSym
 export function errorData(code: string, message: string, request?: unknown): string {
   if (request !== undefined) {
     try {
-      return JSON.stringify({ error: code, message, request });
+      return redactKeys(JSON.stringify({ error: code, message, request }));
     } catch {
       // A client message JSON.parse took but JSON.stringify cannot write back (arrays nested some
       // thousands deep exhaust its stack): answered without the echo, never left unanswered.
     }
   }
-  return JSON.stringify({ error: code, message });
+  return redactKeys(JSON.stringify({ error: code, message }));
 }
