@@ -280,6 +280,105 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('opens a seat\'s Keys on that seat\'s keys only, a filter the URL keeps (reload, bookmark) and one click clears', async () => {
+    const seats = (await t.req('GET', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.seats as { id: string }[];
+    const [seat, other] = [seats[5]!.id, seats[6]!.id];
+    const made: string[] = [];
+    for (const [s, label] of [[seat, 'seat-five-a'], [seat, 'seat-five-b'], [other, 'seat-six']] as const) {
+      const r = await t.req('POST', `/v1/seats/${s}/keys`, { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label, readOnly: true, accountScoped: true } });
+      expect(r.status).toBe(201);
+      if (s === seat) made.push(r.body.id as string);
+    }
+    const shown = (page: Page) => page.locator('[data-testid=key-row]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')));
+    const page = await open('/seats');
+    await page.locator(`[data-testid=seat-row][data-id="${seat}"] a`, { hasText: 'Keys' }).click();
+    await expect.poll(() => page.evaluate('location.hash')).toBe(`#/keys/${seat}`);
+    await expect.poll(async () => (await shown(page)).sort()).toEqual([...made].sort());
+    // Said where the list starts, with the way back to every key.
+    const filter = page.locator('[data-testid=keys-filter]');
+    expect(await filter.textContent()).toContain(seat);
+    expect(await onScreen(page, '[data-testid=keys-filter-clear]')).toBe(true);
+    await browser.shot(page, '34-keys-of-a-seat');
+    // The URL carries it: a reload (or the bookmark) opens the same filtered list.
+    await page.reload();
+    await page.locator('[data-testid=keys-filter]').waitFor();
+    await expect.poll(async () => (await shown(page)).sort()).toEqual([...made].sort());
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await onScreen(page, '[data-testid=keys-filter-clear]')).toBe(true);
+    expect(await sideways(page)).toBe(0);
+    await browser.shot(page, '35-keys-of-a-seat-390px');
+    await page.click('[data-testid=keys-filter-clear]');
+    await expect.poll(() => page.evaluate('location.hash')).toBe('#/keys');
+    await page.locator('[data-testid=keys-filter]').waitFor({ state: 'detached' });
+    await expect.poll(async () => (await shown(page)).length).toBeGreaterThan(40);
+    await page.close();
+  });
+
+  it('lays the calendar and the audit log out for a phone: nothing sideways, each row\'s key fields in the window; at 1280 px their tables fit their panels', async () => {
+    // A seat key: its audit row has a target and a detail (seat, rights) as well.
+    const seat = ((await t.req('GET', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.seats as { id: string }[])[9]!.id;
+    expect((await t.req('POST', `/v1/seats/${seat}/keys`, { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: 'phone', readOnly: true, accountScoped: true } })).status).toBe(201);
+    const page = await open('/calendar', 390, 844);
+    /** Sideways scroll inside the panel holding `table` (a scroll box in it too). */
+    const inPanel = (table: string) => page.locator('.panel', { has: page.locator(`[data-testid=${table}]`) }).evaluate((p) => Math.max(...[p, ...p.querySelectorAll('.scroll')].map((e) => e.scrollWidth - e.clientWidth)));
+    const docWidth = () => page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as Promise<number>;
+    /** Every field named, in each of the first rows: shown, with some text, wholly inside the window sideways. */
+    const fieldsOnScreen = async (row: string, fields: string[]) => {
+      const rows = page.locator(`[data-testid=${row}]`);
+      const n = Math.min(await rows.count(), 8);
+      expect(n, row).toBeGreaterThan(0);
+      for (let i = 0; i < n; i += 1) {
+        for (const f of fields) {
+          // The one shown at this width (a phone shows some fields in another cell).
+          const el = rows.nth(i).locator(`[data-testid=${f}]`).filter({ visible: true }).first();
+          expect(await el.isVisible(), `${row} ${i} ${f}`).toBe(true);
+          expect((await el.textContent())!.trim(), `${row} ${i} ${f}`).not.toBe('');
+          const box = (await el.boundingBox())!;
+          expect(box.x >= 0 && box.x + box.width <= page.viewportSize()!.width + 0.5, `${row} ${i} ${f} at ${box.x}+${box.width}`).toBe(true);
+        }
+      }
+    };
+    /** The calendar's days, each said once (on the row of its first event, or above its events on a phone), in the window. */
+    const days = async () => {
+      const shown = page.locator('[data-testid=cal-day]').filter({ visible: true });
+      const out: string[] = [];
+      for (let i = 0; i < await shown.count(); i += 1) {
+        const box = (await shown.nth(i).boundingBox())!;
+        expect(box.x >= 0 && box.x + box.width <= page.viewportSize()!.width + 0.5, `day ${i}`).toBe(true);
+        out.push((await shown.nth(i).textContent())!.trim());
+      }
+      return out;
+    };
+    await page.locator('[data-testid=calendar-row]').first().waitFor();
+    expect(await docWidth(), 'calendar page').toBeLessThanOrEqual(0);
+    expect(await inPanel('calendar'), 'calendar panel').toBeLessThanOrEqual(0);
+    await fieldsOnScreen('calendar-row', ['cal-time', 'cal-currency', 'cal-impact', 'cal-event']);
+    const phoneDays = await days();
+    expect(phoneDays.length).toBeGreaterThan(0);
+    expect(new Set(phoneDays).size).toBe(phoneDays.length);
+    await browser.shot(page, '36-calendar-390px');
+    await page.evaluate('location.hash = "/audit"');
+    await page.locator('[data-testid=audit-row]').first().waitFor();
+    expect(await docWidth(), 'audit page').toBeLessThanOrEqual(0);
+    expect(await inPanel('audit'), 'audit panel').toBeLessThanOrEqual(0);
+    await fieldsOnScreen('audit-row', ['audit-when', 'audit-action', 'audit-target', 'audit-key']);
+    await browser.shot(page, '37-audit-390px');
+    // A laptop: the columns as they were, every one inside its panel.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    expect(await inPanel('audit'), 'audit panel at 1280 px').toBeLessThanOrEqual(0);
+    await fieldsOnScreen('audit-row', ['audit-when', 'audit-action', 'audit-target', 'audit-key']);
+    // The phone's copies of the fields are not shown beside the columns.
+    expect(await page.locator('[data-testid=audit-row] .narrow-only').filter({ visible: true }).count()).toBe(0);
+    await browser.shot(page, '38-audit-1280px');
+    await page.evaluate('location.hash = "/calendar"');
+    await page.locator('[data-testid=calendar-row]').first().waitFor();
+    expect(await inPanel('calendar'), 'calendar panel at 1280 px').toBeLessThanOrEqual(0);
+    await fieldsOnScreen('calendar-row', ['cal-time', 'cal-currency', 'cal-impact', 'cal-event', 'cal-forecast', 'cal-previous']);
+    expect(await days()).toEqual(phoneDays);
+    await browser.shot(page, '39-calendar-1280px');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -79,7 +79,7 @@ function App() {
       <nav class="nav">${PAGES.map(([pid, label]) => html`<a href=${`#/${pid}`} class=${pid === id ? 'active' : ''} data-testid=${`nav-${pid}`}>${label}</a>`)}</nav>
       <div class="foot"><button class="sm" data-testid="signout" onClick=${() => signOutNow()}>Sign out</button></div>
     </aside>
-    <main class="main"><${Page} key=${id + r.arg} arg=${r.arg} title=${title} /></main>
+    <main class="main"><${Page} key=${id} arg=${r.arg} title=${title} /></main>
   </div>`;
 }
 

@@ -28,13 +28,24 @@ export function Audit({ title }) {
   // The newest page moves on as actions happen: an older entry it now holds is shown once.
   const seen = new Set(entries.map((e) => e.id));
   const all = [...entries, ...older.entries.filter((e) => !seen.has(e.id))];
+  // A phone (narrow-only, wide-only): the target, detail and key under the action, not in columns.
   return html`
     <${Top} title=${title} at=${at} error=${error} />
     <${Err} error=${error} />
     <div class="panel"><h2>Management actions <span class="muted small">${all.length} shown, newest first</span></h2>
-      <div class="scroll tall"><table data-testid="audit"><thead><tr><th>when (UTC)</th><th>management key</th><th>action</th><th>target</th><th>detail</th></tr></thead><tbody>
+      <div class="scroll tall"><table class="narrow-dense stacked" data-testid="audit"><thead><tr><th>when (UTC)</th><th class="wide-only">management key</th><th>action</th><th class="wide-only">target</th><th class="wide-only">detail</th></tr></thead><tbody>
         ${all.length === 0 ? html`<tr><td colspan="5" class="empty">${emptyText(data, error, 'Nothing recorded yet.')}</td></tr>` : null}
-        ${all.map((e) => html`<tr key=${e.id} data-testid="audit-row"><td class="mono nowrap">${utc(e.at)}</td><td class="mono">${e.keyId}</td><td>${e.action}</td><td class="mono">${e.target ?? '—'}</td><td class="mono small">${detail(e.detail)}</td></tr>`)}
+        ${all.map((e) => html`<tr key=${e.id} data-testid="audit-row">
+          <td class="mono when" data-testid="audit-when">${utc(e.at).split(' ').map((part) => html`<span class="nowrap">${part}</span> `)}</td>
+          <td class="mono wide-only" data-testid="audit-key">${e.keyId}</td>
+          <td data-testid="audit-action">${e.action}
+            <div class="narrow-only small">
+              <div class="mono wrap-any" data-testid="audit-target">${e.target ?? '—'}</div>
+              ${e.detail ? html`<div class="mono muted wrap-any">${detail(e.detail)}</div>` : null}
+              <div class="muted">by key <span class="mono" data-testid="audit-key">${e.keyId}</span></div>
+            </div></td>
+          <td class="mono nowrap wide-only" data-testid="audit-target">${e.target ?? '—'}</td>
+          <td class="mono small wide-only">${detail(e.detail)}</td></tr>`)}
       </tbody></table></div>
       ${next ? html`<div class="row more"><button class="sm" data-testid="audit-older" disabled=${older.busy} onClick=${more}>${older.busy ? 'Loading…' : 'Show older'}</button></div>` : null}
       <${Err} error=${older.error} />

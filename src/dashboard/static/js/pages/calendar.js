@@ -1,6 +1,6 @@
 // This week's economic calendar (/news), filterable by impact.
 import { api } from '../api.js';
-import { html, useState } from '../lib.js';
+import { Fragment, html, useState } from '../lib.js';
 import { Badge, emptyText, Err, Top, usePoll } from '../ui.js';
 
 const IMPACTS = ['High', 'Medium', 'Low', 'Holiday'];
@@ -17,17 +17,24 @@ export function Calendar({ title }) {
     </${Top}>
     <${Err} error=${error} />
     <div class="panel"><h2>This week <span class="muted small">${data ? `${events.length} events · ` : ''}times in UTC</span></h2>
-      <table data-testid="calendar"><thead><tr><th>day</th><th>time</th><th>currency</th><th>impact</th><th>event</th><th class="num">forecast</th><th class="num">previous</th></tr></thead><tbody>
+      <table class="narrow-dense" data-testid="calendar"><thead><tr><th class="wide-only">day</th><th>time</th><th>currency</th><th>impact</th><th>event</th><th class="num wide-only">forecast</th><th class="num wide-only">previous</th></tr></thead><tbody>
         ${events.length === 0 ? html`<tr><td colspan="7" class="empty">${emptyText(data, error, 'No events.')}</td></tr>` : null}
         ${events.map((e) => {
           const d = new Date(e.time);
           const day = d.toISOString().slice(0, 10);
           const first = day !== lastDay;
           lastDay = day;
-          return html`<tr class=${d.getTime() < now ? 'muted' : ''}>
-            <td class="nowrap">${first ? d.toLocaleDateString('en-GB', { weekday: 'short', day: '2-digit', month: 'short', timeZone: 'UTC' }) : ''}</td>
-            <td class="mono">${e.time.slice(11, 16)}</td><td class="mono">${e.country}</td><td><${Badge} value=${e.impact} /></td>
-            <td>${e.title}</td><td class="num">${e.forecast || '—'}</td><td class="num">${e.previous || '—'}</td></tr>`;
+          const dayName = d.toLocaleDateString('en-GB', { weekday: 'short', day: '2-digit', month: 'short', timeZone: 'UTC' });
+          const past = d.getTime() < now ? 'muted' : '';
+          // A phone: the day above its events (its column gives way), forecast and previous under the event.
+          return html`<${Fragment} key=${`${e.time} ${e.country} ${e.title}`}>
+            ${first ? html`<tr class=${`narrow-only day ${past}`}><td colspan="4" data-testid="cal-day">${dayName}</td></tr>` : null}
+            <tr class=${past} data-testid="calendar-row">
+            <td class="nowrap wide-only" data-testid=${first ? 'cal-day' : undefined}>${first ? dayName : ''}</td>
+            <td class="mono" data-testid="cal-time">${e.time.slice(11, 16)}</td><td class="mono" data-testid="cal-currency">${e.country}</td><td data-testid="cal-impact"><${Badge} value=${e.impact} /></td>
+            <td data-testid="cal-event">${e.title}${e.forecast || e.previous ? html`<div class="narrow-only muted small">forecast ${e.forecast || '—'} · previous ${e.previous || '—'}</div>` : null}</td>
+            <td class="num wide-only" data-testid="cal-forecast">${e.forecast || '—'}</td><td class="num wide-only" data-testid="cal-previous">${e.previous || '—'}</td></tr>
+          </${Fragment}>`;
         })}
       </tbody></table>
     </div>`;

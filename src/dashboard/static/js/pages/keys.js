@@ -77,6 +77,15 @@ function state(k) {
   return html`<${Badge} value="active" />`;
 }
 
+/** The list shows one seat's keys: which seat (one that is gone said so), and the way back to every key. */
+function SeatFilter({ seatId, seats }) {
+  const gone = seats && !seats.some((s) => s.id === seatId);
+  return html`<div class="filter" role="status" data-testid="keys-filter">
+    <span>Keys of seat <span class="mono select-all wrap-any">${seatId}</span>${gone ? html` <span class="muted">(no such seat: deleted?)</span>` : null}</span>
+    <a class="btn sm" href="#/keys" data-testid="keys-filter-clear">Show all keys</a>
+  </div>`;
+}
+
 export function Keys({ title, arg }) {
   const [secret, setSecret] = useState(null);
   const [error, setError] = useState(null);
@@ -93,21 +102,24 @@ export function Keys({ title, arg }) {
   // The gateway's defaults (KEY_REQUESTS_PER_SEC, KEY_ORDERS_PER_SEC): a key without its own limits has these.
   const status = usePoll(() => api.get('/v1/status'), 60_000);
   const defaults = { req: status.data?.config?.keyRequestsPerSec, orders: status.data?.config?.keyOrdersPerSec };
-  const keys = (data?.keys ?? []).filter((k) => showRevoked || !k.revoked);
+  // #/keys/<seat id> (a seat's Keys link): that seat's keys only; the URL keeps the filter.
+  const seatId = arg || '';
+  const keys = (data?.keys ?? []).filter((k) => (showRevoked || !k.revoked) && (!seatId || k.seatId === seatId));
   return html`
     <${Top} title=${title} at=${at} error=${pollError} />
     <div class="panel"><h2>New key</h2>
-      <${CreateKey} seats=${data?.seats ?? []} seatId=${arg} onCreated=${(k) => { setSecret({ title: `New key "${k.label}"`, value: k.key }); reload(); }} />
+      <${CreateKey} key=${seatId} seats=${data?.seats ?? []} seatId=${seatId} onCreated=${(k) => { setSecret({ title: `New key "${k.label}"`, value: k.key }); reload(); }} />
       <p class="note">Browser pages should get a read-only key scoped to one account: it is visible to anyone who opens the page.</p>
     </div>
     ${secret ? html`<${Secret} title=${secret.title} value=${secret.value} onDone=${() => setSecret(null)} />` : null}
     <${Err} error=${error ?? pollError} reveal=${Boolean(error)} />
     <div class="panel cq">
       <h2>Keys <label class="c small"><input type="checkbox" checked=${showRevoked} onChange=${(e) => setShowRevoked(e.target.checked)} /> show revoked</label></h2>
+      ${seatId ? html`<${SeatFilter} seatId=${seatId} seats=${data?.seats} />` : null}
       <table data-testid="keys"><thead><tr>
         <th>label</th><th>id</th><th>kind</th><th>scope</th><th>rights</th><th>limits</th><th>created</th><th>last used</th><th>state</th><th></th>
       </tr></thead><tbody>
-        ${keys.length === 0 ? html`<tr><td colspan="10" class="empty">${emptyText(data, pollError, 'No keys.')}</td></tr>` : null}
+        ${keys.length === 0 ? html`<tr><td colspan="10" class="empty">${emptyText(data, pollError, seatId ? 'No keys for this seat: create one above.' : 'No keys.')}</td></tr>` : null}
         ${keys.map((k) => html`<${Fragment} key=${k.id}><tr data-testid="key-row" data-id=${k.id}>
           <td class="label" data-testid="key-label-cell">${k.label}</td>
           <td class="mono">${k.id}</td>

@@ -230,5 +230,6 @@ function LiveAccount({ id, title }) {
 
 export function Live({ arg, title }) {
   if (!session.key) return null;
-  return arg ? html`<${LiveAccount} id=${arg} title=${title} />` : html`<${Top} title=${title} /><${Picker} />`;
+  // Another account (#/live/<id>): a new view, its stream and key its own.
+  return arg ? html`<${LiveAccount} key=${arg} id=${arg} title=${title} />` : html`<${Top} title=${title} /><${Picker} />`;
 }

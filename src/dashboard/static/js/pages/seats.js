@@ -95,7 +95,7 @@ export function Seats({ title }) {
               <button class="sm" data-testid="seat-more" onClick=${() => setOpen(expanded ? null : s.id)}>${expanded ? 'Close' : c?.server ? 'Details' : 'Bind login'}</button>
               ${c?.server ? html`<button class="sm" data-testid="reconnect" onClick=${act(() => api.post(`/v1/accounts/${s.id}/upgrade`, {}))}>Reconnect</button>` : null}
               ${s.status === 'ACTIVE' && c?.server ? html`<a class="btn sm" href=${`#/live/${s.id}`} data-testid="open-live">Live</a>` : null}
-              <a class="btn sm" href=${`#/keys/${s.id}`}>Keys</a>
+              <a class="btn sm" href=${`#/keys/${s.id}`} data-testid="seat-keys" title="this seat's keys">Keys</a>
               <${ConfirmButton} label="Delete" confirm="Delete seat?" testid="delete-seat" onConfirm=${act(() => api.del(`/v1/seats/${s.id}`))} />
             </td>
           </tr>
