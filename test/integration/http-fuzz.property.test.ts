@@ -7,11 +7,16 @@
 // `{error, message}` whose code maps to that status (src/errors.ts) and is never INTERNAL_ERROR, the
 // response is one the OpenAPI document promises, no request without a valid credential succeeds,
 // and no secret used (API key, management key, broker password) is ever in a body, a header or
-// the gateway's log. Afterwards the gateway still answers /healthz and takes a valid order.
+// the gateway's log. The sockets too, once open (/v1/stream, /ws): protocol messages with hostile
+// fields, any JSON, truncated JSON, text, binary frames, deep nesting, floods, a frame over the limit;
+// each message is answered in order with a JSON frame (an ERROR of a known code, never
+// INTERNAL_ERROR), and a frame over the limit ends only its own socket. Afterwards the gateway still
+// answers /healthz, subscribes a new socket and takes a valid order.
 import fc from 'fast-check';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, type ErrorCode } from '../../src/errors.js';
+import { CLIENT_MESSAGE_MAX_BYTES } from '../../src/stream/closeCodes.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { API_VERSION } from '../../src/http/routes/ops.js';
 import { createLogger } from '../../src/log.js';
@@ -414,6 +419,102 @@ describe('the HTTP surface under hostile input', () => {
     expect(ordersTaken, 'no order was taken: the search did not reach the order engine').toBeGreaterThan(10);
   }, 60_000);
 
+  it('answers every message on an open socket (/v1/stream, /ws) in order, whatever it holds; a frame over the limit ends only its own socket', async () => {
+    // What a client may send once the socket is open: messages of the protocol with hostile fields,
+    // any JSON, truncated JSON, text that is no JSON, binary frames, a deep nesting, a near-limit
+    // frame; sometimes a flood of them at once, and sometimes one frame over the limit.
+    const protocolish = fc.record({
+      action: fc.oneof(fc.constantFrom('subscribe', 'unsubscribe', 'resume', 'ping'), hostileString),
+      symbol: fc.oneof(fc.constantFrom('BTCUSD', 'EURUSD'), hostileString, fc.integer()),
+      symbols: fc.oneof(fc.array(fc.oneof(fc.constantFrom('BTCUSD', 'EURUSD'), hostileString), { maxLength: 4 }), hostileString),
+      timeframe: fc.oneof(fc.constantFrom('M1', 'H1', 'MN1', 1, 0), hostileString, fc.double()),
+      timeframes: fc.oneof(fc.array(fc.oneof(fc.constantFrom('M1', 'H4'), hostileString), { maxLength: 3 }), fc.jsonValue()),
+      since: fc.oneof(fc.constantFrom('0:0', 'abc', '1:-1'), hostileString),
+      apiKey: fc.constant('KEY'),
+    }, { requiredKeys: ['action'] }).map((m) => JSON.stringify(m).replace('"KEY"', JSON.stringify(key)));
+    const frame: fc.Arbitrary<{ text: string } | { binary: Uint8Array }> = fc.oneof(
+      { weight: 4, arbitrary: protocolish.map((text) => ({ text })) },
+      { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((v) => ({ text: JSON.stringify(v) })) },
+      { weight: 1, arbitrary: fc.tuple(protocolish, fc.nat()).map(([t, n]) => ({ text: t.slice(0, n % Math.max(1, t.length)) })) },
+      { weight: 2, arbitrary: hostileString.map((text) => ({ text })) },
+      { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2_000 }).map((binary) => ({ binary })) },
+      { weight: 1, arbitrary: fc.constantFrom(10, 5_000).map((n) => ({ text: `${'['.repeat(n)}${']'.repeat(n)}` })) },
+      { weight: 1, arbitrary: fc.constant({ text: JSON.stringify({ action: 'subscribe', symbol: 'x'.repeat(CLIENT_MESSAGE_MAX_BYTES - 40) }) }) },
+    );
+    const run = fc.record({
+      path: fc.constantFrom('/v1/stream', '/ws'),
+      frames: fc.array(frame, { minLength: 1, maxLength: 6 }),
+      flood: sometimes(fc.integer({ min: 50, max: 300 }), 6),
+      giant: sometimes(fc.constantFrom(CLIENT_MESSAGE_MAX_BYTES + 1, 1_000_000), 8),
+    });
+    const ANSWERS = new Set(['SUBSCRIBED', 'UNSUBSCRIBED', 'ERROR', 'RESUMED', 'PONG']);
+    await fc.assert(fc.asyncProperty(run, async (r) => {
+      const qs = r.path === '/v1/stream' ? `id=${seat}` : `handle=${encodeURIComponent(handle)}`;
+      const ws = new WebSocket(`${t.url.replace('http', 'ws')}${r.path}?${qs}`, { headers: { 'x-api-key': key }, maxPayload: 0 });
+      const frames: Json[] = [];
+      const what = () => `${r.path}: sent ${JSON.stringify(r.frames.map((f) => ('text' in f ? f.text.slice(0, 80) : `<${f.binary.length} bytes>`)))} flood ${r.flood} giant ${r.giant}; got ${JSON.stringify(frames.map((f) => f.type)).slice(0, 400)} (seed ${SEED})`;
+      const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+      // Checked after (a listener's throw would escape the property).
+      const problems: string[] = [];
+      ws.on('message', (data, isBinary) => {
+        const text = String(data);
+        if (isBinary) problems.push(`a binary frame from the gateway: ${text.slice(0, 100)}`);
+        if (secretIn(text)) problems.push(`a secret in a frame: ${text.slice(0, 300)}`);
+        try {
+          frames.push(JSON.parse(text) as Json);
+        } catch {
+          problems.push(`a frame that is not JSON: ${text.slice(0, 200)}`);
+        }
+      });
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', (err) => reject(new Error(`${r.path} did not open: ${err.message}`)));
+      });
+      const sent = [...r.frames, ...Array.from({ length: r.flood ?? 0 }, () => r.frames[0]!)];
+      for (const f of sent) ws.send('text' in f ? f.text : f.binary, { binary: 'binary' in f });
+      // The sentinel: answered after everything sent before it (each socket answers in order).
+      const sentinel = r.path === '/v1/stream' ? JSON.stringify({ action: 'unsubscribe', symbol: 'FUZZ-SENTINEL' }) : 'ping';
+      const answered = (f: Json) => (r.path === '/v1/stream' ? f.type === 'ERROR' && f.data?.request?.symbol === 'FUZZ-SENTINEL' : f.type === 'PONG');
+      if (r.giant !== undefined) {
+        ws.send(Buffer.alloc(r.giant, 0x61));
+        // Over the limit: the gateway fails that connection (RFC 6455), and only it.
+        const code = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => resolve(-1), REQUEST_BOUND_MS))]);
+        expect(code, `a frame over the limit did not end the socket: ${what()}`).not.toBe(-1);
+        expect(problems, what()).toEqual([]);
+        return;
+      }
+      ws.send(sentinel);
+      await until(async () => {
+        if (ws.readyState !== WebSocket.OPEN) throw new Error(`the socket closed before the sentinel's answer: ${what()}`);
+        // /ws answers each message with one PONG or ERROR: the sentinel's PONG is the last of them.
+        return r.path === '/ws' ? frames.filter((f) => f.type === 'PONG' || f.type === 'ERROR').length >= sent.length + 1 && answered(frames.filter((f) => f.type === 'PONG' || f.type === 'ERROR').at(-1)!) : frames.some(answered);
+      }, `every message on ${r.path} answered`, REQUEST_BOUND_MS).catch((err: Error) => {
+        throw new Error(`${err.message}: ${what()}`);
+      });
+      expect(problems, what()).toEqual([]);
+      const answers = frames.filter((f) => ANSWERS.has(f.type));
+      // Each message got an answer (on /v1/stream a subscribe to several symbols gets one each).
+      expect(answers.length, `fewer answers than messages: ${what()}`).toBeGreaterThanOrEqual(sent.length + 1);
+      for (const f of frames) {
+        expect(typeof f.type, what()).toBe('string');
+        if (f.type !== 'ERROR') continue;
+        expect(ERROR_STATUS[f.data?.error as ErrorCode], `an ERROR frame with no known code (${JSON.stringify(f).slice(0, 300)}): ${what()}`).toBeDefined();
+        expect(f.data.error, `${JSON.stringify(f).slice(0, 300)}: ${what()}`).not.toBe('INTERNAL_ERROR');
+        expect(typeof f.data.message, what()).toBe('string');
+      }
+      ws.close();
+      await closed;
+    }), { numRuns: Number(process.env.FUZZ_SOCKET_RUNS ?? 60), seed: SEED });
+    // Afterwards a new socket subscribes as before.
+    const ws = new WebSocket(`${t.url.replace('http', 'ws')}/v1/stream?id=${seat}`, { headers: { 'x-api-key': key } });
+    const got: Json[] = [];
+    ws.on('message', (d) => got.push(JSON.parse(String(d))));
+    await new Promise((resolve) => ws.once('open', resolve));
+    ws.send(JSON.stringify({ action: 'subscribe', symbol: 'BTCUSD' }));
+    await until(async () => got.some((f) => f.type === 'SUBSCRIBED'), 'a fresh socket to subscribe after the run');
+    ws.close();
+  }, 60_000);
+
   it('still answers /healthz and takes a valid order afterwards; the log holds no secret', async () => {
     expect((await t.req('GET', '/healthz')).status).toBe(200);
     // The run may have set simulator faults (POST /v1/sim/faults is on the surface too): cleared.
@@ -440,5 +541,6 @@ describe('the HTTP surface under hostile input', () => {
     });
     expect(logs.filter((l) => l.includes('"msg":"request"')).length, 'the gateway logged no request: the log check would read nothing').toBeGreaterThan(100);
     for (const line of logs) expect(secretIn(line), `a secret in the log (seed ${SEED}): ${line.slice(0, 400)}`).toBeUndefined();
+    if (process.env.FUZZ_STATS) console.log(logs.filter((l) => /"level":"(error|warn)"/.test(l)).map((l) => l.slice(0, 300)).join('\n'));
   });
 });
