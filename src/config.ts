@@ -9,6 +9,12 @@ import { isTimeZone } from './news/zone.js';
 const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
   typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** The path of a PEM file. The PEM itself given instead (TLS_KEY_FILE="$(cat key.pem)", the usual
+ *  slip with a secrets store) is refused without being repeated: the error naming the "path" that
+ *  does not exist went to the log with the whole private key in it. */
+const pemPath = z.string().min(1).refine((v) => !v.includes('-----BEGIN') && !/[\r\n]/.test(v), {
+  message: 'holds a PEM block (the key or certificate itself), not a path: write it to a file (mode 0600 for a key) and give its path',
+}).optional();
 
 export const configSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
@@ -43,12 +49,12 @@ export const configSchema = z.object({
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
   bridgeUrl: z.string().regex(/^((tcp|tls):\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port or tls://host:port').optional(),
   /** CA certificate(s) (PEM) a tls:// bridge's certificate must chain to, instead of the system's (a pinned CA). */
-  bridgeCaFile: z.string().min(1).optional(),
+  bridgeCaFile: pemPath,
   /** HTTPS and WSS on the same port when both are set (docs/operations.md#tls); plain HTTP otherwise. */
-  tlsCertFile: z.string().min(1).optional(),
-  tlsKeyFile: z.string().min(1).optional(),
+  tlsCertFile: pemPath,
+  tlsKeyFile: pemPath,
   /** Intermediate/client CA file handed to uWS (ca_file_name). */
-  tlsCaFile: z.string().min(1).optional(),
+  tlsCaFile: pemPath,
   tlsKeyPassphrase: z.string().min(1).optional(),
   drainTimeoutMs: int(0, 600_000).default(10_000),
   /** Broker reconnect backoff of each account: the first delay and the cap (full jitter between). */

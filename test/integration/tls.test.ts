@@ -117,6 +117,29 @@ describe('HTTPS and WSS', () => {
     }
     expect(() => parseConfig({ tlsCertFile: certs.a.cert })).toThrow(/tlsKeyFile: TLS_CERT_FILE and TLS_KEY_FILE go together/);
   });
+
+  it('a private key (or certificate) given in place of its path is refused naming the setting, never shown', () => {
+    // The usual slip with a secrets store: TLS_KEY_FILE="$(cat key.pem)". The start's one line went to
+    // the log with the whole key in it (ENOENT naming the "path").
+    const pem = readFileSync(certs.a.key, 'utf8');
+    const body = pem.split('\n')[1]!;
+    for (const [input, name] of [
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: pem }, /tlsKeyFile: .*PEM.*not a path/],
+      [{ tlsCertFile: readFileSync(certs.a.cert, 'utf8'), tlsKeyFile: certs.a.key }, /tlsCertFile: .*PEM.*not a path/],
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.key, tlsCaFile: pem }, /tlsCaFile: .*PEM.*not a path/],
+      [{ brokerMode: 'bridge', bridgeUrl: 'tls://127.0.0.1:4510', bridgeCaFile: pem }, /bridgeCaFile: .*PEM.*not a path/],
+    ] as Array<[Record<string, string>, RegExp]>) {
+      let err: Error | undefined;
+      try {
+        parseConfig(input);
+      } catch (e) {
+        err = e as Error;
+      }
+      expect(err, JSON.stringify(Object.keys(input))).toBeInstanceOf(ConfigError);
+      expect(err!.message).toMatch(name);
+      expect(err!.message).not.toContain(body.slice(0, 20));
+    }
+  });
 });
 
 describe('plain HTTP', () => {
