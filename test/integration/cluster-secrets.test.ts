@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runBuiltCli } from '../helpers/build.js';
 import { startNats, type NatsEngine } from '../helpers/engines.js';
 import { sharedPostgres } from '../helpers/postgres.js';
 import { cleanupProcesses, startProcess, type GatewayProcess } from '../helpers/process.js';
@@ -16,9 +17,13 @@ import { until } from '../helpers/until.js';
 
 afterEach(cleanupProcesses);
 
-const PG_PW = `PgPw-${randomBytes(6).toString('hex')}`;
+// With an @ the operator did not percent-encode: node-postgres reads the password to the last @, and
+// so must whatever shows the address without it (the part after the first @ is a secret too).
+const PG_PW_TAIL = `PgTail${randomBytes(6).toString('hex')}`;
+const PG_PW = `PgPw-${randomBytes(6).toString('hex')}@${PG_PW_TAIL}`;
 const NATS_USER = 'tagwnode';
-const NATS_PW = `NatsPw-${randomBytes(6).toString('hex')}`;
+const NATS_PW_TAIL = `NatsTail${randomBytes(6).toString('hex')}`;
+const NATS_PW = `NatsPw-${randomBytes(6).toString('hex')}@${NATS_PW_TAIL}`;
 const NATS_TOKEN = `NatsTok-${randomBytes(6).toString('hex')}`;
 const MGMT = `tagw_m_${randomBytes(8).toString('hex')}_MgmtSecret${randomBytes(8).toString('hex')}`;
 const BROKER_PW = `BrokerPw-${randomBytes(6).toString('hex')}`;
@@ -69,7 +74,7 @@ function node(env: Record<string, string>): GatewayProcess {
 
 /** Each secret found in `text`, by name. */
 function secretsIn(text: string, extra: Record<string, string> = {}): string[] {
-  const all: Record<string, string> = { PG_PW, NATS_PW, NATS_TOKEN, MGMT, BROKER_PW, BROKER_PW_WRONG, ...extra };
+  const all: Record<string, string> = { PG_PW, PG_PW_TAIL, NATS_PW, NATS_PW_TAIL, NATS_TOKEN, MGMT, BROKER_PW, BROKER_PW_WRONG, ...extra };
   return Object.entries(all).filter(([, v]) => v !== '' && text.includes(v)).map(([k]) => k);
 }
 
@@ -118,6 +123,8 @@ describe('cluster mode keeps its secrets', () => {
       ['GET', `/v1/proxy/AccountSummary?handle=${key}`, { headers: api }],
       ['GET', '/v1/status', { headers: mk }],
       ['GET', '/metrics', {}],
+      ['GET', '/v1/audit', { headers: mk }],
+      ['GET', '/v1/keys?kind=all', { headers: mk }],
     ];
     for (const [i, [method, path, o]] of drive.entries()) keep(`request #${i} (${method})`, await call(base, method, path, o));
 
@@ -127,6 +134,14 @@ describe('cluster mode keeps its secrets', () => {
     await nats.restart();
     await until(async () => (await call(base, 'GET', `/AccountSummary?id=${id}`, { headers: api })).status === 200, 'the node to serve again after NATS is back', 30_000);
     keep('status after the outage', await call(base, 'GET', '/v1/status', { headers: mk }));
+    // The operator's view: tagw status (text and --json), keys list, with the management key and a
+    // TAGW_URL that carries a user and password of its own.
+    const cliEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, TAGW_URL: base.replace('//', `//op:${NATS_PW}@`), GATEWAY_MANAGEMENT_KEY: MGMT };
+    for (const args of [['status'], ['status', '--json'], ['keys', 'list', '--kind', 'all']]) {
+      const r = await runBuiltCli(args, cliEnv);
+      seen.push(`tagw ${args.join(' ')}: ${r.code} ${r.stdout} ${r.stderr}`);
+      expect(r.code, `tagw ${args.join(' ')}: ${r.stderr}`).toBe(0);
+    }
 
     p.child.kill('SIGTERM');
     await p.exited;
