@@ -379,6 +379,27 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('says, before a key is made under a seat without "only this account", that it will work for every account and not be listed under the seat', async () => {
+    const seat = ((await t.req('GET', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.seats as { id: string }[])[11]!.id;
+    const page = await open(`/keys/${seat}`);
+    await page.locator('[data-testid=key-scoped]').waitFor();
+    const note = page.locator('[data-testid=key-unscoped-note]');
+    expect(await note.count()).toBe(0);
+    await page.uncheck('[data-testid=key-scoped]');
+    await note.waitFor();
+    expect(await note.textContent()).toMatch(/every account/);
+    await browser.shot(page, '40-key-under-a-seat-unscoped');
+    await page.fill('[data-testid=key-label]', 'unscoped-under-seat');
+    await page.click('[data-testid=create-key-btn]');
+    await page.locator('[data-testid=secret-value]').waitFor();
+    // As said: the gateway ties only a scoped key to its seat.
+    const made = ((await t.req('GET', '/v1/keys', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.keys as { label: string; seatId: string | null }[]).find((k) => k.label === 'unscoped-under-seat');
+    expect(made!.seatId).toBeNull();
+    await page.check('[data-testid=key-scoped]');
+    await note.waitFor({ state: 'detached' });
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -29,6 +29,7 @@ function CreateKey({ seats, seatId, onCreated }) {
       <label class="c"><input type="checkbox" data-testid="key-readonly" checked=${readOnly} onChange=${(e) => setReadOnly(e.target.checked)} /> read-only</label>
       <label class="c"><input type="checkbox" data-testid="key-scoped" checked=${scoped} onChange=${(e) => setScoped(e.target.checked)} /> only this account</label>` : null}
     <button class="primary" type="submit" disabled=${busy || !label.trim()} data-testid="create-key-btn">Create key</button>
+    ${seat && !scoped ? html`<p class="note" data-testid="key-unscoped-note">Without <em>only this account</em> the key works for every account${readOnly ? ' (read-only)' : ''}: the gateway does not tie it to this seat, and the seat's Keys do not list it.</p>` : null}
     <${Err} error=${error} />
   </form>`;
 }
