@@ -282,6 +282,12 @@ export class ClusterProcs {
     n.state = 'running';
   }
 
+  /** The account's lease made expired on PostgreSQL's clock (its owner's next renewal finds it gone:
+   *  lost, 'revoked'), as a lease looks when its owner's renewals did not land in time. */
+  async expireLease(accountId: string): Promise<void> {
+    await this.db.query(`UPDATE account_leases SET expires_at = now() - interval '1 millisecond' WHERE account_id = $1`, [accountId]);
+  }
+
   /** The lease row of an account, as PostgreSQL (the truth) has it. */
   async lease(accountId: string): Promise<LeaseRow> {
     const r = await this.db.query<{ owner: string | null; epoch: string; live: boolean }>(
