@@ -1,6 +1,6 @@
 // The owner's calls in progress, per account, so a handover can wait for them: the shard's release
 // stops an account's records at once, and an order still at the broker then ends without its
-// answer (its claim left 'sent': the next owner answers its retry 409). Counted in front of the
+// answer (503, retry with the same id: the next owner asks the broker, fencedShards.ts). Counted in front of the
 // owner's whole side (fencing, claims, shards), so a call that passed the lease check before the
 // handover began is waited for too; the handover itself refuses new ones (leaseOf answers no).
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';

@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import { quickOrderSend, TRADE_SCHEMAS } from '../market/orderSchemas.js';
 import type { TradeReply } from '../runtime/hosts/accountCommands.js';
 import { IDEMPOTENCY_TTL_MS, paramsHash } from '../runtime/hosts/accountTrade.js';
+import { stoppedError } from '../runtime/hosts/recordClaim.js';
 import { assertClientOrderId } from '../runtime/hosts/tradeRequest.js';
 import { isStillConnecting } from '../runtime/hosts/connectionWaiters.js';
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
@@ -66,6 +67,8 @@ function sessionParamsHash(op: string, args: Record<string, unknown>): string {
 /** How one family's order goes through the claim: the id, the hash, the send, and its record. */
 interface Order<R> {
   clientOrderId: string;
+  /** The id is the client's own (not one made here): a retry with it is answered wherever it lands. */
+  ownId: boolean;
   paramsHash: string;
   /** To the shard, which keeps no record of its own: `expiresAt` is the claim's, for its broker request id. */
   send(clientOrderId: string, expiresAt: number): Promise<R>;
@@ -116,6 +119,12 @@ export class FencedShards implements LocalShards {
     return run();
   }
 
+  /** This node no longer acts on the account under `lease`: lost, being handed over, or held again
+   *  at another epoch. */
+  private moved(key: string, lease: Lease): boolean {
+    return this.o.keeper.leaseOf(key)?.epoch !== lease.epoch;
+  }
+
   /** PostgreSQL said the lease is not this node's at its epoch: NotHeldError, answered "not held here"
    *  (a forwarded call reached this process alone: callServer.ts's queue group). A newer process of
    *  this NODE_ID may hold it: `replaced` stops this one then. */
@@ -138,7 +147,7 @@ export class FencedShards implements LocalShards {
       }
     }
     return this.claimed(key, lease, {
-      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, paramsHash: paramsHash(a.op, parsed.data),
+      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, ownId: a.clientOrderId !== undefined, paramsHash: paramsHash(a.op, parsed.data),
       send: (clientOrderId, ledgerExpiresAt) => this.o.shards.call(key, 'account.trade', { ...a, clientOrderId, ledgerExpiresAt }, opts),
       record: (r) => ({ status: r.status, json: r.json }),
       replay: (status, json) => ({ status, json, replay: true }),
@@ -148,7 +157,7 @@ export class FencedShards implements LocalShards {
 
   private sessionTrade(key: string, lease: Lease, a: SessionOpArgs, opts?: CallOptions): Promise<unknown> {
     return this.claimed<unknown>(key, lease, {
-      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, paramsHash: sessionParamsHash(a.op, a.args),
+      clientOrderId: a.clientOrderId ?? `c-${randomUUID()}`, ownId: a.clientOrderId !== undefined, paramsHash: sessionParamsHash(a.op, a.args),
       send: (clientOrderId) => this.o.shards.call(key, 'session.op', { ...a, clientOrderId }, opts),
       record: (r) => ({ status: 200, json: JSON.stringify(r ?? null) }),
       replay: (_status, json) => JSON.parse(json) as unknown,
@@ -191,12 +200,21 @@ export class FencedShards implements LocalShards {
     try {
       reply = await order.send(clientOrderId, expiresAt);
     } catch (err) {
-      await (certainlyNotSent(err) ? this.o.ledger.release(this.o.nodeId, lease, clientOrderId) : this.o.ledger.markUncertain(this.o.nodeId, lease, clientOrderId))
+      const notSent = certainlyNotSent(err);
+      await (notSent ? this.o.ledger.release(this.o.nodeId, lease, clientOrderId) : this.o.ledger.markUncertain(this.o.nodeId, lease, clientOrderId))
         .catch((e: unknown) => this.o.log.warn('idempotency record not settled after a failed trade', { err: errorMessage(e) }));
+      // The order may have gone and the account left this node meanwhile (its lease lost, or being
+      // handed over: the shard stopped it, and with it the connection its reply would have come
+      // on): not "reply lost, check /OpenedOrders", but 503, retry with the same id. The retry goes
+      // to the next owner, which asks the broker about the record's request id and replays its
+      // answer (lookedUp), or answers 409 if the broker does not know it. An id made here cannot be
+      // retried, and an order not looked up (a gateway session's) would only meet 409: those keep
+      // the shard's answer.
+      if (!notSent && order.ownId && order.lookup && this.moved(key, lease)) throw stoppedError();
       throw err;
     }
     // The broker answered: the client gets it whatever happens to the record. A fenced write (the
-    // lease moved on meanwhile) leaves the record 'sent', so the new owner answers retries 409.
+    // lease moved on meanwhile) leaves the record 'sent': the new owner asks the broker (lookedUp).
     let recorded: { status: number; json: string };
     try {
       recorded = order.record(reply);

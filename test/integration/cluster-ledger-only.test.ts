@@ -91,6 +91,63 @@ describe('the owner without a record in its shard', () => {
   });
 });
 
+describe('a send that fails once the order may have gone', () => {
+  /** An owner whose shard fails each order with `fail` once `settle` is called, and whose keeper's
+   *  view of the lease the test sets (held; lost; held again at another epoch). */
+  async function failing(fail: () => Error) {
+    const accountId = `acct-lo-${++accounts}`;
+    const [lease] = await acquireLeases(engines.pool, 'a', [accountId], 600_000);
+    let now: Lease | undefined = lease;
+    const held: Array<() => void> = [];
+    const shards: LocalShards = {
+      call: async () => {
+        await new Promise<void>((r) => held.push(r));
+        throw fail();
+      },
+    };
+    const fenced = new FencedShards({ nodeId: 'a', shards, ledger: new IdempotencyLedger(engines.pool), clock: { now: () => NOW }, log: createLogger('silent'), keeper: { leaseOf: () => now } });
+    const trade = (clientOrderId?: string) => fenced.call(accountId, 'account.trade', {
+      accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, ...(clientOrderId === undefined ? {} : { clientOrderId }),
+    }).then(() => ({ status: 200 }), (e: unknown) => (e instanceof ApiError ? { status: e.status, code: e.code, retryAfter: e.headers?.['retry-after'] } : { err: String(e) }));
+    const settle = async () => {
+      await expect.poll(() => held.length).toBe(1);
+      held.shift()!();
+    };
+    return { accountId, lease: lease!, trade, settle, setLease: (l: Lease | undefined) => void (now = l) };
+  }
+  const lost = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost)');
+
+  it('its reply lost on an owner that keeps the account: 500 TERMINAL_ERROR, as before; the record uncertain', async () => {
+    const o = await failing(lost);
+    const a = o.trade('kept-1');
+    await o.settle();
+    expect(await a).toEqual({ status: 500, code: 'TERMINAL_ERROR', retryAfter: undefined });
+    expect(await new IdempotencyLedger(engines.pool).get(o.accountId, 'kept-1')).toMatchObject({ state: 'uncertain' });
+  });
+
+  it('the account left the node while it was out (lease lost or handed over, or held again at a new epoch): 503 with retry-after, retry with the same id; an id made here keeps the shard\'s answer', async () => {
+    for (const after of ['lost', 'again'] as const) {
+      const o = await failing(lost);
+      const a = o.trade(`moved-${after}`); // the lease it claims under is read as the call starts
+      o.setLease(after === 'lost' ? undefined : { accountId: o.accountId, epoch: o.lease.epoch + 1 });
+      await o.settle();
+      expect({ after, answer: await a }).toEqual({ after, answer: { status: 503, code: 'SERVICE_UNAVAILABLE', retryAfter: '1' } });
+    }
+    const o = await failing(lost);
+    const a = o.trade();
+    o.setLease(undefined);
+    await o.settle();
+    expect(await a).toEqual({ status: 500, code: 'TERMINAL_ERROR', retryAfter: undefined });
+    // Certainly not sent: as it says (the claim freed), wherever the account went.
+    const n = await failing(() => apiError('NOT_CONNECTED', 'not sent'));
+    const b = n.trade('not-sent-1');
+    n.setLease(undefined);
+    await n.settle();
+    expect(await b).toMatchObject({ status: 503, code: 'NOT_CONNECTED' });
+    expect(await new IdempotencyLedger(engines.pool).get(n.accountId, 'not-sent-1')).toBeUndefined();
+  });
+});
+
 describe('orders with the same ids at once on the owner (property)', () => {
   type Fate = 'ok' | 'notSent' | 'lost';
   const order = fc.record({ id: fc.constantFrom('p1', 'p2', 'p3'), volume: fc.constantFrom(0.01, 0.02), delayMs: fc.integer({ min: 0, max: 3 }) });
