@@ -48,6 +48,7 @@ import { registerMetrics, watchMainThread, type Watch } from './gatewayMetrics.j
 import { StorageHealth } from './store/storageHealth.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
+import { redactAlso } from './util/redactKeys.js';
 import { startCheckpointer, type Checkpointer } from './store/checkpointer.js';
 import { AccountStore } from './store/accounts.js';
 import { AuditStore } from './store/audit.js';
@@ -206,6 +207,8 @@ function openAccess({ config, log, clock }: Start, { cluster, tenancy, boot }: S
   // Last-used times: kept in memory per request, written in one transaction per period.
   const keyUsage = new KeyUsage(cluster ? cluster.usageSink : tenancy, clock);
   keyUsage.start(config.keyUsageFlushMs, (err) => log.warn('could not record keys\' last use', { err: errorMessage(err) }));
+  // Not a key's shape: named, so that a request holding it in its path or a parameter does not show it back nor log it.
+  if (config.managementKey) redactAlso(config.managementKey);
   const auth = new Authenticator(tenancy, config.managementKey ? { value: config.managementKey, customerId: boot.customerId } : undefined, keyUsage);
   const rateLimits = new KeyRateLimiter({
     defaults: { requestsPerSec: config.keyRequestsPerSec, ordersPerSec: config.keyOrdersPerSec }, clock,

@@ -130,8 +130,9 @@ function plausible(name: string): fc.Arbitrary<string> {
   const ids = [seat, victimSeat, crypto.randomUUID()];
   // The first of each list is a value the route takes; the others are near misses.
   const table: Record<string, string[]> = {
-    id: ids, accountId: ids, brokerAccountId: ids, handle: [handle, handleP4, handle, 'h-' + crypto.randomUUID()],
-    symbol: ['EURUSD', 'BTCUSD', 'XAUUSD', 'NOPE', 'eurusd'], symbols: ['EURUSD,GBPUSD', 'EURUSD', ',,', 'BTCUSD,NOPE'],
+    id: ids, accountId: ids, brokerAccountId: ids, handle: [handle, handleP4, handle, 'h-' + crypto.randomUUID(), TEST_MANAGEMENT_KEY],
+    // (A key where a value belongs, as near misses go: never shown back nor logged.)
+    symbol: ['EURUSD', 'BTCUSD', 'XAUUSD', 'NOPE', 'eurusd', key, TEST_MANAGEMENT_KEY], symbols: ['EURUSD,GBPUSD', 'EURUSD', ',,', 'BTCUSD,NOPE'],
     volume: ['0.01', '0.1', '1', '0', '-0.01', '100000'], lots: ['0.01', '1', '-1', '0'],
     operation: ['Buy', 'Sell', 'BuyLimit', 'SellStop', 'BuyStopLimit', '0', '1', '5', '7', '99'],
     type: ['Buy', 'Sell', '0'], ticket: [tickets.at(-1) ?? '1', ...tickets.slice(-3), '12345', '0', '-5'], byTicket: [tickets.at(-2) ?? '1', '1'],
@@ -214,6 +215,8 @@ function pathOf(template: string, destructive: boolean): fc.Arbitrary<string> {
     fc.constantFrom(...(destructive ? [victimSeat, victimKeyId] : [seat, victimSeat, victimKeyId])),
     fc.constant(crypto.randomUUID()),
     fc.constantFrom(...NOT_UUID, 'OrderSend', 'Nope', 'é', '%00', 'x'.repeat(600)),
+    // A key pasted where its id belongs (DELETE /v1/keys/<the key>): never shown back nor logged.
+    fc.constantFrom(key, TEST_MANAGEMENT_KEY),
   );
   const segment = fc.oneof({ weight: 6, arbitrary: idArb.map((v) => encodeURIComponent(v)) }, { weight: 1, arbitrary: fc.constantFrom(...RAW_ESCAPES) });
   return fc.tuple(...segs.map((s) => (/^\{.+\}$/.test(s) ? segment : fc.constant(s)))).map((p) => p.join('/'));

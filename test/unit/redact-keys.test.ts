@@ -5,6 +5,7 @@ import { generateKey } from '../../src/auth/keys.js';
 import { apiError, toWire } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { errorData } from '../../src/stream/frames.js';
+import { redactAlso } from '../../src/util/redactKeys.js';
 
 const api = generateKey('api');
 const mgmt = generateKey('management');
@@ -31,5 +32,14 @@ describe('a key value out of place', () => {
     const frame = errorData('BAD_REQUEST', `subscribe ${mgmt.value}: no such symbol`, { action: 'subscribe', symbol: mgmt.value, apiKey: api.value });
     expect(frame).not.toContain(api.secret);
     expect(frame).not.toContain(mgmt.secret);
+  });
+
+  it('a management key of the operator\'s choosing (no key shape), once named, likewise', () => {
+    const chosen = 'operator-chosen-management-key-0123';
+    redactAlso(chosen);
+    const lines: string[] = [];
+    createLogger('debug', {}, (l) => lines.push(l)).debug('request', { path: `/v1/keys/${chosen}/limits` });
+    expect(lines[0]).not.toContain(chosen);
+    expect(JSON.stringify(apiError('METHOD_NOT_ALLOWED', `/v1/seats/${chosen} answers GET`).toBody())).not.toContain(chosen);
   });
 });
