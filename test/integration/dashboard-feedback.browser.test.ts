@@ -400,6 +400,21 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('keeps the note of a created private seat true: once the table says ACTIVE, so does the note (not BUILDING_SERVER)', async () => {
+    const page = await open('/seats');
+    await page.locator('[data-testid=seat-row]').first().waitFor();
+    await page.selectOption('[data-testid=hosting]', 'private');
+    await page.click('[data-testid=create-seat-btn]');
+    const note = page.locator('[data-testid=seat-created]');
+    await note.waitFor();
+    const id = (await note.locator('.mono').textContent())!;
+    await page.locator(`[data-testid=seat-row][data-id="${id}"] [data-testid=seat-status]`, { hasText: 'ACTIVE' }).waitFor();
+    // Not "BUILDING_SERVER" under the form beside a row that says ACTIVE.
+    await expect.poll(() => note.textContent()).toMatch(/is ACTIVE/);
+    expect(await note.textContent()).not.toContain('BUILDING_SERVER');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

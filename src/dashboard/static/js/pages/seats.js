@@ -48,11 +48,14 @@ function History({ conn }) {
   return html`<ul class="history" data-testid="history">${[...conn.history].reverse().map((h) => html`<li><span class="mono muted">${utc(h.at)}</span><${Badge} value=${h.phase} /></li>`)}</ul>`;
 }
 
-/** The seat just created, said under the form: in a long table its row is far down, at the end. */
-function Created({ seat }) {
+/** The seat just created, said under the form: in a long table its row is far down, at the end.
+ *  Its status as the table has it now (`now`; not listed yet: as it was made). */
+function Created({ seat, now }) {
   if (!seat) return null;
+  const { status } = now ?? seat;
+  const words = status !== 'ACTIVE' ? `${status}, ACTIVE when its server is built` : seat.status === 'ACTIVE' ? 'ACTIVE' : 'its server is built: it is ACTIVE';
   return html`<p class="note" role="status" data-testid="seat-created">Seat <span class="mono select-all">${seat.id}</span> created
-    (${seat.status === 'ACTIVE' ? 'ACTIVE' : `${seat.status}, ACTIVE when its server is built`}); the table lists seats oldest first: it is at the end.</p>`;
+    (${words}); the table lists seats oldest first: it is at the end.</p>`;
 }
 
 export function Seats({ title }) {
@@ -70,7 +73,7 @@ export function Seats({ title }) {
   const seats = data?.seats ?? [];
   return html`
     <${Top} title=${title} at=${at} error=${pollError} />
-    <div class="panel"><h2>New seat</h2><${CreateSeat} onDone=${(seat) => { setCreated(seat); reload(); }} /><${Created} seat=${created} /></div>
+    <div class="panel"><h2>New seat</h2><${CreateSeat} onDone=${(seat) => { setCreated(seat); reload(); }} /><${Created} seat=${created} now=${created ? seats.find((s) => s.id === created.id) : undefined} /></div>
     <${Err} error=${error ?? pollError} reveal=${Boolean(error)} />
     <div class="panel cq">
       <h2>Seats <span class="muted small">${data ? `${seats.length} total` : ''}</span></h2>
