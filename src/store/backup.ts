@@ -12,14 +12,14 @@
 // restore says whether the key it finds there is the same one.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, chownSync, constants, existsSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadSecretKey, secretKeyPath } from '../crypto/secretBox.js';
 import { lockDataDir } from './dataDirLock.js';
 import { dbPath } from './db.js';
 import { migrationPlan, SCHEMA_VERSION, SchemaTooNewError, schemaVersionOf } from './migrations.js';
 
-export type BackupErrorCode = 'NO_DATABASE' | 'BACKUP_EXISTS' | 'NOT_A_BACKUP' | 'INTEGRITY_FAILED' | 'NO_SPACE';
+export type BackupErrorCode = 'NO_DATABASE' | 'BACKUP_EXISTS' | 'NOT_A_BACKUP' | 'INTEGRITY_FAILED' | 'NO_SPACE' | 'NO_ACCESS';
 
 /** An operator's mistake or a damaged file: one line, the CLI's exit code by `code`. */
 export class BackupError extends Error {
@@ -66,6 +66,25 @@ export interface DataDirSettings {
 
 const META_TABLE = 'tagw_backup';
 
+/**
+ * Whether `path` is there (and, with `mode`, usable so). A path this user may not reach or use is
+ * said to be so: `existsSync` answers false for it, and the operator of a 0700 DATA_DIR was told
+ * there was no database (or no backup file) instead of who may read it.
+ */
+function present(path: string, mode: number = constants.F_OK, hint = "run it as the gateway's user or as root"): boolean {
+  try {
+    accessSync(path, mode);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    if (code === 'EACCES' || code === 'EPERM') {
+      throw new BackupError('NO_ACCESS', `${path}: permission denied to this user (uid ${process.getuid?.() ?? '?'}): ${hint}`);
+    }
+    throw err;
+  }
+}
+
 /** SHA-256 of the key, domain-separated, first 16 bytes: names the key without revealing it. */
 export function secretKeyFingerprint(key: Buffer): string {
   return createHash('sha256').update('tagw secret key fingerprint\0').update(key).digest('hex').slice(0, 32);
@@ -84,10 +103,11 @@ function secretKeyRef(s: DataDirSettings): SecretKeyRef {
  */
 export async function backupDatabase(s: DataDirSettings, file: string, now: () => number = Date.now): Promise<BackupReport> {
   const source = dbPath(s.dataDir);
-  if (!existsSync(source)) throw new BackupError('NO_DATABASE', `${resolve(source)}: no database to back up (is DATA_DIR right?)`);
+  if (!present(resolve(source), constants.R_OK)) throw new BackupError('NO_DATABASE', `${resolve(source)}: no database to back up (is DATA_DIR right?)`);
   const target = resolve(file);
-  if (existsSync(target)) throw new BackupError('BACKUP_EXISTS', `${target} exists: choose a new file name (a backup never overwrites)`);
-  if (!existsSync(dirname(target))) throw new BackupError('NO_DATABASE', `${dirname(target)}: no such directory`);
+  if (present(target, constants.F_OK, 'choose a directory it may write')) throw new BackupError('BACKUP_EXISTS', `${target} exists: choose a new file name (a backup never overwrites)`);
+  if (!present(dirname(target), constants.F_OK, 'choose a directory it may write')) throw new BackupError('NO_DATABASE', `${dirname(target)}: no such directory`);
+  present(dirname(target), constants.W_OK, 'choose a directory it may write');
   const secretKey = secretKeyRef(s);
   ensureRoom(dirname(target), statSync(source).size + sizeOf(`${source}-wal`));
   const partial = `${target}.partial`;
@@ -136,7 +156,7 @@ interface Inspected {
 /** Opens a backup read-only and checks it: a SQLite file, intact, a tagw schema this build can run. */
 export function inspectBackup(file: string): Inspected {
   const path = resolve(file);
-  if (!existsSync(path)) throw new BackupError('NOT_A_BACKUP', `${path}: no such file`);
+  if (!present(path, constants.R_OK)) throw new BackupError('NOT_A_BACKUP', `${path}: no such file`);
   let db: Database.Database;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });

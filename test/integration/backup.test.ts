@@ -1,7 +1,7 @@
 // Backup and restore (src/store/backup.ts): an online copy from another process while a gateway
 // takes orders, and a restore that refuses a held DATA_DIR, a damaged file or a newer schema.
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import { backupDatabase, BackupError, restoreDatabase, secretKeyFingerprint } fr
 import { DataDirInUseError } from '../../src/store/dataDirLock.js';
 import { configureWal, dbPath, openDb } from '../../src/store/db.js';
 import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/migrations.js';
+import { builtCli } from '../helpers/build.js';
 import { cleanupProcesses, ROOT, startProcess, tempDir } from '../helpers/process.js';
 import { bindAccount, openedTickets, orderSend, type Sent } from '../helpers/trading.js';
 
@@ -192,6 +193,32 @@ describe('backupDatabase / restoreDatabase', () => {
     const db = new Database(dbPath(fresh), { readonly: true });
     expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'tagw_backup'").get()).toBeUndefined();
     db.close();
+  });
+  it('a DATA_DIR or a backup its user may not read is said to be unreadable, not missing', () => {
+    // `npx tagw backup` run as a user who cannot enter the gateway's DATA_DIR (0700, the service's
+    // own) was told "no database to back up (is DATA_DIR right?)", and a restore of a backup file it
+    // could not read "no such file": both send the operator looking for the wrong mistake.
+    expect(process.getuid?.(), 'this test runs the CLI as another user: run it as root').toBe(0);
+    const nobody = 65534;
+    const asNobody = (dataDirPath: string, args: string[]) =>
+      spawnSync(process.execPath, [...builtCli(), ...args], { uid: nobody, gid: nobody, env: { PATH: process.env.PATH, DATA_DIR: dataDirPath }, encoding: 'utf8', timeout: 30_000 });
+    const theirs = dataDir(); // root's, 0700
+    chmodSync(theirs, 0o700);
+    const mine = tempDir();
+    chownSync(mine, nobody, nobody);
+    const b = asNobody(theirs, ['backup', join(mine, 'b.sqlite')]);
+    expect(b.status, b.stderr).toBe(1);
+    expect(b.stderr).toMatch(/permission denied/i);
+    expect(b.stderr).not.toMatch(/no database/);
+    // A backup file only root may read (backups are 0600), restored by another user into its own DATA_DIR.
+    const rootsBackup = join(tempDir(), 'r.sqlite');
+    copyFileSync(dbPath(theirs), rootsBackup);
+    chmodSync(rootsBackup, 0o600);
+    chmodSync(join(rootsBackup, '..'), 0o755);
+    const r = asNobody(mine, ['restore', rootsBackup]);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/permission denied/i);
+    expect(r.stderr).not.toMatch(/no such file/);
   });
 });
 
