@@ -7,6 +7,7 @@ import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
+import { isOlder } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -67,16 +68,16 @@ export class AccountEvents {
     switch (ev.kind) {
       case STREAM_EVENT.positions:
         // Versions at or below the known list are older than it (a snapshot read after them).
-        if (acc.positions !== null && ev.data.v <= acc.posV) return;
+        if (acc.positions !== null && isOlder(ev.data, acc.posV)) return;
         acc.positions = ev.data.positions;
-        acc.posV = ev.data.v;
+        acc.posV = { src: ev.data.src, v: ev.data.v };
         this.record(acc, 'POSITIONS', positionsData(ev.data.positions, false, this.topics.clockOf(acc)));
         break;
       case STREAM_EVENT.orders:
         if (acc.platform !== 'P5') return; // SPEC §6: ORDERS frames exist on P5 only
-        if (acc.orders !== null && ev.data.v <= acc.ordV) return;
+        if (acc.orders !== null && isOlder(ev.data, acc.ordV)) return;
         acc.orders = ev.data.orders;
-        acc.ordV = ev.data.v;
+        acc.ordV = { src: ev.data.src, v: ev.data.v };
         this.record(acc, 'ORDERS', ordersData(ev.data.orders, false, this.topics.clockOf(acc)));
         break;
       case STREAM_EVENT.deal:
@@ -317,15 +318,17 @@ export class AccountEvents {
   /** A snapshot newer than the lists the stream carried goes into the stream as a change. */
   private merge(acc: AccountState, snap: StreamSnapshotResult): void {
     const clock = this.topics.clockOf(acc);
-    if (acc.positions === null || snap.posV > acc.posV) {
+    const posV = { src: snap.src, v: snap.posV };
+    const ordV = { src: snap.src, v: snap.ordV };
+    if (acc.positions === null || !isOlder(posV, acc.posV)) {
       if (acc.positions !== null) this.record(acc, 'POSITIONS', positionsData(snap.positions, false, clock));
       acc.positions = snap.positions;
-      acc.posV = snap.posV;
+      acc.posV = posV;
     }
-    if (acc.orders === null || snap.ordV > acc.ordV) {
+    if (acc.orders === null || !isOlder(ordV, acc.ordV)) {
       if (acc.orders !== null && acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, false, clock));
       acc.orders = snap.orders;
-      acc.ordV = snap.ordV;
+      acc.ordV = ordV;
     }
   }
 
@@ -410,9 +413,9 @@ export class AccountEvents {
         acc.heldDeals = null;
         acc.needsResync = false;
         acc.positions = snap.positions;
-        acc.posV = snap.posV;
+        acc.posV = { src: snap.src, v: snap.posV };
         acc.orders = snap.orders;
-        acc.ordV = snap.ordV;
+        acc.ordV = { src: snap.src, v: snap.ordV };
         this.record(acc, 'POSITIONS', positionsData(snap.positions, true, clock));
         if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, true, clock));
       },

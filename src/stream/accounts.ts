@@ -7,6 +7,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Timeframe } from '../market/timeframes.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
+import { NO_VERSION } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import type { TenancyStore } from '../store/tenancy.js';
@@ -73,7 +74,7 @@ export class AccountStreams {
     return {
       id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
       // A picked-up stream holds live deals from the start: one made before them may be missing until its resync.
-      ...kept, positions: null, orders: null, posV: 0, ordV: 0, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
+      ...kept, positions: null, orders: null, posV: NO_VERSION, ordV: NO_VERSION, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
     };
   }
 
@@ -98,7 +99,7 @@ export class AccountStreams {
   rotate(acc: AccountState, rebound = false): void {
     Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now()));
     acc.positions = acc.orders = null;
-    acc.posV = acc.ordV = 0;
+    acc.posV = acc.ordV = NO_VERSION;
     acc.needsResync = false;
     acc.heldDeals = null;
     this.onRotated(acc, rebound);

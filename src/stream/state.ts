@@ -8,6 +8,7 @@ import type { ConnectionPhase } from '../runtime/hosts/accountRegistry.js';
 import type { Deal, Order, Position } from '../market/orders.js';
 import type { DealLedger } from './deals.js';
 import type { StreamOpenResult } from '../runtime/hosts/streamCommands.js';
+import type { ListVersion } from '../runtime/hosts/listVersion.js';
 import type { AccountHistory, HistoryEntry, StreamPosition } from './history.js';
 import type { SharedState } from './shared.js';
 
@@ -64,8 +65,8 @@ export interface AccountState {
    *  a fresh socket's snapshot is read from here, consistent with history.seq. */
   positions: readonly Position[] | null;
   orders: readonly Order[] | null;
-  posV: number;
-  ordV: number;
+  posV: ListVersion;
+  ordV: ListVersion;
   /** The history was picked up after a restart: a resync (missed deals, then a snapshot pair) goes
    *  into the stream once connected. */
   needsResync: boolean;

@@ -16,7 +16,7 @@ let nats: Engine;
 let A: TestNode, B: TestNode;
 let seq = 0;
 
-const positions = (accountId: string): ShardEvent => ({ kind: 'stream.positions', key: accountId, data: { v: ++seq, positions: [] } });
+const positions = (accountId: string): ShardEvent => ({ kind: 'stream.positions', key: accountId, data: { src: 1, v: ++seq, positions: [] } });
 const tick = (server: string, symbol: string, timeMsc: number, bid = 1.1): ShardEvent =>
   ({ kind: 'stream.tick', key: server, data: { server, tick: { symbol, bid, ask: bid + 0.0002, timeMsc } } });
 /** Publishes a marker on a followed account and waits for it: what A published before it has arrived (NATS keeps a publisher's order). */

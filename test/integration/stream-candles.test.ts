@@ -92,7 +92,7 @@ it('counts this node\'s sockets on a symbol\'s quotes and on a timeframe\'s cand
   expect(sockets(bar('M5'))).toBe(1);
   expect(sockets(bar('H1'))).toBe(0);
   expect(sockets(tick('USDJPY'))).toBe(0);
-  expect(sockets({ kind: 'stream.positions', key: id, data: { v: 1, positions: [] } })).toBe(0);
+  expect(sockets({ kind: 'stream.positions', key: id, data: { src: 1, v: 1, positions: [] } })).toBe(0);
   c.send({ action: 'unsubscribe', symbol: 'GBPUSD' });
   await c.next('UNSUBSCRIBED', 0);
   expect(sockets(tick('GBPUSD'))).toBe(1);

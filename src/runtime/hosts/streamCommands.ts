@@ -26,6 +26,8 @@ export interface StreamSnapshotResult {
    *  version at or below these are older than the snapshot and must not follow it. */
   posV: number;
   ordV: number;
+  /** The stream state whose counts posV and ordV are (ListVersion.src). */
+  src: number;
   positions: Position[];
   orders: Order[];
   /** With `dealsAfter`: the broker's deals from the mark's time on, read before the lists (null: the
@@ -62,8 +64,9 @@ export const STREAM_EVENT = {
 
 export interface TickEventData { server: string; tick: Tick }
 export interface CandleEventData { server: string; candle: CandleEvent }
-export interface PositionsEventData { v: number; positions: readonly Position[] }
-export interface OrdersEventData { v: number; orders: readonly Order[] }
+/** `src` and `v`: a ListVersion (listVersion.ts). */
+export interface PositionsEventData { src: number; v: number; positions: readonly Position[] }
+export interface OrdersEventData { src: number; v: number; orders: readonly Order[] }
 export interface DealEventData { deal: Deal }
 /** `server`: the server as the account's connection knows it (absent while it does not: see StreamOpenResult). */
 export interface PhaseEventData { phase: ConnectionPhase; server?: ServerInfo }

@@ -4,6 +4,7 @@
 // AccountRegistry, and what arrives forwarded as ShardEvents. Market data is keyed by server and
 // deduplicated per shard here (two accounts of one server in this shard forward a tick once);
 // main deduplicates again across shards.
+import { randomInt } from 'node:crypto';
 import { apiError } from '../../errors.js';
 import { clockFor } from '../../market/serverClock.js';
 import type { Tick } from '../../market/server.js';
@@ -25,6 +26,8 @@ interface StreamAccount {
   symbols: Set<string>;
   candles: Map<string, Set<Timeframe>>;
   off: () => void;
+  /** This stream state's id in its lists' versions (listVersion.ts): its counts start at 0. */
+  src: number;
   posV: number;
   ordV: number;
 }
@@ -174,12 +177,12 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         if (a.candles.get(ev.candle.symbol)?.has(ev.candle.timeframe)) forwardCandle(a.rt.server.name, ev.candle);
         break;
       case 'positions': {
-        const data: PositionsEventData = { v: ++a.posV, positions: ev.positions };
+        const data: PositionsEventData = { src: a.src, v: ++a.posV, positions: ev.positions };
         ctx.emit({ kind: STREAM_EVENT.positions, key: accountId, data });
         break;
       }
       case 'orders': {
-        const data: OrdersEventData = { v: ++a.ordV, orders: ev.orders };
+        const data: OrdersEventData = { src: a.src, v: ++a.ordV, orders: ev.orders };
         ctx.emit({ kind: STREAM_EVENT.orders, key: accountId, data });
         break;
       }
@@ -213,7 +216,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         const rt = await registry().ensure(accountId);
         let a = accounts.get(accountId);
         if (!a) {
-          a = { rt, sockets: 0, symbols: new Set(), candles: new Map(), off: () => undefined, posV: 0, ordV: 0 };
+          a = { rt, sockets: 0, symbols: new Set(), candles: new Map(), off: () => undefined, src: randomInt(1, 2 ** 48), posV: 0, ordV: 0 };
           a.off = rt.on(listen(accountId, a));
           accounts.set(accountId, a);
         }
@@ -237,7 +240,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
         // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
         const opened = await conn.openedOrders();
         return {
-          server: conn.server, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders],
+          server: conn.server, src: a.src, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders],
           ...(deals === undefined ? {} : { deals }),
         };
       },
