@@ -415,6 +415,22 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('says an account that does not exist (a bookmark of a deleted seat) is gone, with the way back to the list, instead of a stream "connecting" for ever beside an error', async () => {
+    const seat = (await t.req('POST', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY), body: {} })).body.id as string;
+    expect((await t.req('DELETE', `/v1/seats/${seat}`, { headers: mgmt(TEST_MANAGEMENT_KEY) })).status).toBe(200);
+    const page = await open(`/live/${seat}`);
+    const gone = page.locator('[data-testid=live-gone]');
+    await gone.waitFor();
+    expect(await gone.textContent()).toContain(seat);
+    // Not a stream "connecting" for ever beside the error, nor empty figures.
+    expect(await page.locator('[data-testid=balance]').count()).toBe(0);
+    expect(await page.locator('main .badge', { hasText: 'connecting' }).count()).toBe(0);
+    await browser.shot(page, '41-live-gone');
+    await page.click('[data-testid=live-gone] a');
+    await expect.poll(() => page.evaluate('location.hash')).toBe('#/live');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

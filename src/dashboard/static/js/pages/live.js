@@ -60,6 +60,8 @@ function LiveAccount({ id, title }) {
   const [state, setState] = useState({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0 });
   const [error, setError] = useState(null);
   const [key, setKey] = useState(null);
+  // 404: no such account (a bookmark of a deleted seat, a mistyped id): nothing to stream or retry.
+  const [gone, setGone] = useState(false);
   const live = useRef({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0, dirty: true });
 
   const summary = usePoll(async () => {
@@ -100,6 +102,7 @@ function LiveAccount({ id, title }) {
         };
       } catch (err) {
         if (err.status === 401 && !renew) return open(true);
+        if (err.status === 404) return setGone(true);
         setError(err);
         if (!closed) retry = setTimeout(() => open(false), 5000);
       }
@@ -162,7 +165,7 @@ function LiveAccount({ id, title }) {
         if (stop) return;
         setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
         setError(null);
-      } catch (err) { if (!stop) setError(err); }
+      } catch (err) { if (!stop) (err.status === 404 ? setGone(true) : setError(err)); }
     })();
     return () => { stop = true; };
   }, [id, chartSymbol]);
@@ -170,6 +173,12 @@ function LiveAccount({ id, title }) {
   const chartData = useMemo(() => [bars.map((b) => b.t), bars.map((b) => b.close), bars.map((b) => b.high), bars.map((b) => b.low)], [bars]);
   const acc = summary.data;
   const quotes = symbols.map((s) => state.quotes[s]).filter(Boolean);
+  if (gone) {
+    return html`<${Top} title=${`${title} · ${short(id)}`} />
+      <div class="panel" data-testid="live-gone"><h2>No such account</h2>
+        <p>There is no account <span class="mono select-all wrap-any">${id}</span> (its seat deleted, or the address mistyped).</p>
+        <a class="btn sm" href="#/live">Choose an account</a></div>`;
+  }
   return html`
     <${Top} title=${`${title} · ${short(id)}`} at=${summary.at} error=${summary.error}>
       <span>stream <${Badge} value=${state.socket === 'open' ? 'connected' : state.socket} tone=${state.socket === 'open' ? 'ok' : 'warn'} /></span>
