@@ -96,6 +96,8 @@ export class LeaseKeeper {
   private readonly leases = new Map<string, Held>();
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
+  /** The renewal out now (one at a time): a round's, or the period's own while a round is slow. */
+  private renewing: Promise<void> | undefined;
   private stopped = false;
   /** Accounts being handed over: still renewed (ours until released), no longer acted on. */
   private readonly handingOver = new Set<string>();
@@ -140,6 +142,10 @@ export class LeaseKeeper {
     }
     this.timer = setInterval(() => {
       this.checkDeadlines();
+      // A round still out (its statements slow: PostgreSQL just back, a loaded host) does not hold
+      // up the renewals: they go every period on their own, or the leases lapse while PostgreSQL
+      // answers. Its failure is the round's to report.
+      if (this.inFlight && !this.stopped && !this.superseded) void this.renewOnce().catch(() => undefined);
       void this.tick();
     }, this.periodMs);
   }
@@ -228,6 +234,10 @@ export class LeaseKeeper {
     const sent = clock.now();
     if (this.reclaimPending) await this.reclaim();
     const natsUp = this.o.nats?.up();
+    // The renewal beside the heartbeat, not after it: each waited for the other's round trip, and
+    // a slow one (PostgreSQL just back) let leases taken by the round before lapse.
+    const renewed = this.renewOnce();
+    renewed.catch(() => undefined); // awaited below, unless the heartbeat fails first
     const nodes = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation, natsUp, this.o.counters?.());
     if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
     this.lastBeat = sent;
@@ -241,7 +251,7 @@ export class LeaseKeeper {
       if (!(await othersHoldLeases(db, nodeId))) return;
       this.endSettling();
     }
-    await this.renew();
+    await renewed;
     // Who holds what now: the plan keeps accounts where they are and moves only a node's surplus.
     const holders = new Map<string, string>();
     for (const r of await leaseRows(db)) if (r.live && r.owner !== null) holders.set(r.accountId, r.owner);
@@ -325,6 +335,13 @@ export class LeaseKeeper {
     this.o.events?.superseded?.(err);
   }
 
+  /** A renewal, or the one already out (which a round's plan then follows). */
+  private renewOnce(): Promise<void> {
+    return (this.renewing ??= this.renew().finally(() => {
+      this.renewing = undefined;
+    }));
+  }
+
   private async renew(): Promise<void> {
     const { db, nodeId, leaseMs, clock } = this.o;
     const asked = this.snapshot();
@@ -394,6 +411,7 @@ export class LeaseKeeper {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.inFlight;
+    await this.renewing?.catch(() => undefined);
     await this.settled();
     if (!opts.handover || this.superseded) return;
     try {
