@@ -431,6 +431,23 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('says, once a seat is deleted, which keys went with it (the keys scoped to it are revoked)', async () => {
+    const seat = (await t.req('POST', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY), body: {} })).body.id as string;
+    const key = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: 'goes-with-seat', readOnly: true, accountScoped: true } })).body.id as string;
+    const page = await open('/seats');
+    const row = page.locator(`[data-testid=seat-row][data-id="${seat}"]`);
+    await row.locator('[data-testid=delete-seat]').scrollIntoViewIfNeeded();
+    await row.locator('[data-testid=delete-seat]').click();
+    await row.locator('[data-testid=delete-seat]', { hasText: 'Delete seat?' }).click();
+    const note = page.locator('[data-testid=seat-deleted]');
+    await note.waitFor();
+    expect(await note.textContent()).toContain(seat);
+    expect(await note.textContent()).toContain(key);
+    expect(await onScreen(page, '[data-testid=seat-deleted]')).toBe(true);
+    await browser.shot(page, '42-seat-deleted');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

@@ -22,11 +22,18 @@ function wait(sec) {
  * An error in words (a 429 or 503 says when to try again). `reveal`: the error answers an action
  * the operator took, maybe at the foot of a long table: it is scrolled into the window.
  */
-export function Err({ error, reveal }) {
+/** A ref whose element is scrolled into the window when `what` appears or changes (and `reveal`):
+ *  an outcome of an action taken far down a long table is said where the operator looks. */
+export function useReveal(what, reveal = true) {
   const ref = useRef(null);
   useEffect(() => {
-    if (reveal && error) ref.current?.scrollIntoView({ block: 'nearest' });
-  }, [reveal, error]);
+    if (reveal && what) ref.current?.scrollIntoView({ block: 'nearest' });
+  }, [reveal, what]);
+  return ref;
+}
+
+export function Err({ error, reveal }) {
+  const ref = useReveal(error, reveal);
   if (!error) return null;
   const code = error.code ? `${error.code}: ` : '';
   const retry = error.retryAfter ? ` · try again in ${wait(error.retryAfter)}` : '';

@@ -3,7 +3,7 @@
 // its history. Refreshed every 1.5 s.
 import { api } from '../api.js';
 import { Fragment, html, useState } from '../lib.js';
-import { ago, Badge, ConfirmButton, emptyText, Err, Top, usePoll, useSubmit, utc } from '../ui.js';
+import { ago, Badge, ConfirmButton, emptyText, Err, Top, usePoll, useReveal, useSubmit, utc } from '../ui.js';
 
 const SERVERS = ['Sim-P5-Demo', 'Sim-P4-Demo'];
 
@@ -58,6 +58,14 @@ function Created({ seat, now }) {
     (${words}); the table lists seats oldest first: it is at the end.</p>`;
 }
 
+/** A seat deleted: said where its row was (where the operator looks), with the keys that went with it. */
+function Deleted({ result }) {
+  const ref = useReveal(result);
+  const keys = result.revokedKeys ?? [];
+  return html`<tr><td colspan="9"><p class="note" role="status" ref=${ref} data-testid="seat-deleted">Seat <span class="mono select-all">${result.id}</span> deleted${keys.length > 0
+    ? html`; ${keys.length === 1 ? 'the key' : `the ${keys.length} keys`} scoped to it revoked: <span class="mono">${keys.join(', ')}</span>` : ' (no key was scoped to it)'}.</p></td></tr>`;
+}
+
 export function Seats({ title }) {
   const [open, setOpen] = useState(null);
   const [error, setError] = useState(null);
@@ -66,8 +74,10 @@ export function Seats({ title }) {
     const [seats, conns] = await Promise.all([api.get('/v1/seats'), api.get('/v1/accounts/connections')]);
     return { seats: seats.seats, conns: Object.fromEntries(conns.accounts.map((a) => [a.id, a])) };
   }, 1500);
+  const [deleted, setDeleted] = useState(null);
   const act = (f) => async () => {
     setError(null);
+    setDeleted(null);
     try { await f(); await reload(); } catch (err) { setError(err); }
   };
   const seats = data?.seats ?? [];
@@ -81,10 +91,11 @@ export function Seats({ title }) {
         <th>account id</th><th>hosting</th><th>seat</th><th>broker</th><th>connection</th><th>synced</th><th>since</th><th>last error</th><th></th>
       </tr></thead><tbody>
         ${seats.length === 0 ? html`<tr><td colspan="9" class="empty">${emptyText(data, pollError, 'No seats yet: create one above, or bind a broker login with /ConnectEx.')}</td></tr>` : null}
-        ${seats.map((s) => {
+        ${seats.map((s, i) => {
           const c = data.conns[s.id];
           const expanded = open === s.id;
           return html`<${Fragment} key=${s.id}>
+          ${deleted?.at === i ? html`<${Deleted} result=${deleted} />` : null}
           <tr data-testid="seat-row" data-id=${s.id}>
             <td class="mono select-all nowrap" data-testid="seat-id">${s.id}</td>
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
@@ -99,7 +110,7 @@ export function Seats({ title }) {
               ${c?.server ? html`<button class="sm" data-testid="reconnect" onClick=${act(() => api.post(`/v1/accounts/${s.id}/upgrade`, {}))}>Reconnect</button>` : null}
               ${s.status === 'ACTIVE' && c?.server ? html`<a class="btn sm" href=${`#/live/${s.id}`} data-testid="open-live">Live</a>` : null}
               <a class="btn sm" href=${`#/keys/${s.id}`} data-testid="seat-keys" title="this seat's keys">Keys</a>
-              <${ConfirmButton} label="Delete" confirm="Delete seat?" testid="delete-seat" onConfirm=${act(() => api.del(`/v1/seats/${s.id}`))} />
+              <${ConfirmButton} label="Delete" confirm="Delete seat?" testid="delete-seat" onConfirm=${act(async () => setDeleted({ ...(await api.del(`/v1/seats/${s.id}`)), at: i }))} />
             </td>
           </tr>
           ${expanded ? html`<tr><td colspan="9">
@@ -110,6 +121,7 @@ export function Seats({ title }) {
           </td></tr>` : null}
           </${Fragment}>`;
         })}
+        ${deleted && deleted.at >= seats.length ? html`<${Deleted} result=${deleted} />` : null}
       </tbody></table>
     </div>`;
 }
