@@ -73,7 +73,7 @@ export class CallServer {
     this.subs.push(nc.subscribe(SUBJECTS.nodeForget(this.opts.nodeId), {
       callback: (err, msg) => {
         if (err) return;
-        void this.opts.streams.forgetNode(msg.string()).finally(() => msg.respond('ok'));
+        void this.opts.streams.forgetAsked(msg.string()).finally(() => msg.respond('ok'));
       },
     }));
     // Every process of the id (no queue group): only the one that answered the call keeps its parts,

@@ -1,8 +1,12 @@
 // The owner's side of stream commands from several nodes (docs/cluster.md, Forwarding): every node's
 // hub counts its own sockets and sends the owner's shard opens, closes, subs and unsubs as if alone;
 // here they go through a ledger per node (streamInterest.ts), so one node's unsub or close never cuts
-// off another's sockets, and a node that left (or was started again) has what it held released.
+// off another's sockets, and a node that left (or was started again) has what it held released. A
+// node released while it may live on (judged departed: frozen past its lease) has its stream
+// commands refused until it asks to be forgotten and opens again what it holds (releasedError).
+import { apiError, ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { NO_OPEN_STREAM } from '../runtime/hosts/streamCommands.js';
 import type { ArgsOf, CommandName, ResultOf } from '../runtime/protocol.js';
 import type { CallOptions } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -13,12 +17,30 @@ interface Shards {
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
 }
 
+/** The refusal of a stream command from a node whose holds `owner` released while it may live on:
+ *  the stream host's NOT_FOUND (what its socket would get), naming the owner for the node's router. */
+export function releasedError(owner: string): ApiError {
+  return apiError('NOT_FOUND', NO_OPEN_STREAM, { details: { releasedBy: owner } });
+}
+
+/** The owner that refused a stream command with releasedError, if `err` is that. */
+export function releasedBy(err: unknown): string | undefined {
+  const by = err instanceof ApiError ? err.details?.['releasedBy'] : undefined;
+  return typeof by === 'string' ? by : undefined;
+}
+
 export class OwnerStreams {
   /** What each node's sockets hold of the streams of accounts owned here. */
   readonly interest: StreamInterest;
   /** The latest incarnation of each node whose stream commands reached this one (or that the node
    *  list showed), and the release of its earlier process's holds while that runs. */
   private readonly incarnations = new Map<string, { inc: number; forgetting: Promise<void> }>();
+  /** Nodes whose holds were released here when they were judged departed (forgetNode) and which
+   *  have not asked to be forgotten since: one may live on (frozen past its lease, then resumed) with
+   *  its sockets open, its hub counting opens this ledger no longer has, so its closes would take a
+   *  later socket's open (or another node's). Their stream commands are refused (releasedError)
+   *  until the node asks (AccountRouter.resyncAt: forgetAsked), then opens again what it holds. */
+  private readonly lapsed = new Set<string>();
   /** An account's stream was opened again at this owner's shard after every node had closed it (or
    *  been forgotten): what happened at the broker meanwhile was not emitted. The stream edge resyncs. */
   onReopened: (accountId: string) => void = () => {};
@@ -30,6 +52,7 @@ export class OwnerStreams {
   /** A stream command of `origin` (this node, or the node that forwarded it) on this node's shards. */
   async run(origin: string, key: string, op: CommandName, args: unknown, opts: CallOptions): Promise<unknown> {
     const shards = this.shards;
+    if (this.lapsed.has(origin)) throw releasedError(this.nodeId);
     switch (op) {
       case 'stream.open': {
         const r = await shards.call(key, op, args as ArgsOf<'stream.open'>, opts);
@@ -49,6 +72,9 @@ export class OwnerStreams {
       }
       case 'stream.close': {
         const a = args as ArgsOf<'stream.close'>;
+        // Not an open of this node's here (released before, or the account came here after): the
+        // shard's count of opens is other sockets'.
+        if (!(this.interest.holding(origin, a.accountId)?.opens)) return { ok: true };
         for (const u of this.interest.close(origin, a.accountId)) await shards.call(key, 'stream.unsub', { accountId: a.accountId, ...u });
         return shards.call(key, op, a, opts);
       }
@@ -71,16 +97,32 @@ export class OwnerStreams {
       await known.forgetting;
       return inc === known.inc;
     }
-    // First heard of: nothing of it here yet (its commands all carry its incarnation).
-    const forgetting = known ? this.forgetNode(node) : Promise.resolve();
+    // First heard of: nothing of it here yet (its commands all carry its incarnation). A new process
+    // holds nothing of the earlier one's: its commands run.
+    this.lapsed.delete(node);
+    const forgetting = known ? this.release(node) : Promise.resolve();
     this.incarnations.set(node, { inc, forgetting });
     await forgetting;
     return true;
   }
 
   /** A node left the cluster (its heartbeat expired) with sockets on accounts owned here: release
-   *  what its sockets held, as its hub would have. */
+   *  what its sockets held, as its hub would have. Until it asks to be forgotten (forgetAsked), its
+   *  stream commands are refused: it may only have been frozen, and its hub still counts them. */
   async forgetNode(nodeId: string): Promise<void> {
+    if (nodeId === this.nodeId) return;
+    this.lapsed.add(nodeId);
+    await this.release(nodeId);
+  }
+
+  /** The node asks (back from a lapse, or refused): what it held here goes, and its stream commands
+   *  run again (it opens again what its sockets hold right after). */
+  async forgetAsked(nodeId: string): Promise<void> {
+    this.lapsed.delete(nodeId);
+    await this.release(nodeId);
+  }
+
+  private async release(nodeId: string): Promise<void> {
     for (const f of this.interest.forgetNode(nodeId)) {
       try {
         for (const u of f.unsubs) await this.shards.call(f.accountId, 'stream.unsub', { accountId: f.accountId, ...u });

@@ -17,7 +17,8 @@ import type { Alive } from './liveness.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
 import { NotHeldError } from './moves.js';
-import { OwnerStreams } from './ownerStreams.js';
+import { isNoOpenStream } from '../runtime/hosts/streamCommands.js';
+import { OwnerStreams, releasedBy } from './ownerStreams.js';
 import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
 
@@ -79,6 +80,10 @@ export class AccountRouter {
   private readonly server: CallServer;
   private readonly now: () => number;
   private readonly recheckMs: number;
+  /** Per owner: this node's ask to be forgotten there and the reopening of what its sockets hold
+   *  (resyncAt), while it runs; whoever needs one then waits for it. */
+  private readonly resyncs = new Map<string, Promise<void>>();
+  private closed = false;
 
   constructor(private readonly opts: AccountRouterOptions) {
     this.streams = new OwnerStreams(opts.nodeId, opts.shards, opts.log);
@@ -136,7 +141,12 @@ export class AccountRouter {
     // A close counts even when it fails: the next owner must not reopen what nobody holds.
     if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
     const at: Routed = { owner: '' };
-    const value = await this.route(key, op, args, opts, at);
+    let value: unknown;
+    try {
+      value = await this.route(key, op, args, opts, at);
+    } catch (err) {
+      value = await this.afterLost(key, op, args, opts, at, err);
+    }
     // An owner's epoch this node had not heard of yet (it restarted, its announcement still on the
     // way): learned before noting this call, so the reopen it starts is of the streams held before.
     if (at.epoch !== undefined) this.opts.owners.learn(key, { owner: at.owner, epoch: at.epoch });
@@ -144,8 +154,33 @@ export class AccountRouter {
     return value as ResultOf<C>;
   }
 
+  /**
+   * A stream command failed because the owner does not hold what this node's sockets hold there:
+   * it released them (judged this node departed while it was frozen: releasedBy), or its shard has
+   * no stream of the account under a sub or snapshot of a socket that holds one (NOT_FOUND, no open
+   * stream). Either way a socket would stay open and get nothing. This node asks the owner to forget
+   * it and opens there again what its sockets hold (resyncAt), then runs the command again, once; a
+   * close is not sent again (what it let go of is not among what was opened again). Anything else,
+   * or the owner not answering: the error as it came.
+   */
+  private async afterLost(key: string, op: CommandName, args: unknown, opts: CallOptions, at: Routed, err: unknown): Promise<unknown> {
+    const me = this.opts.nodeId;
+    let owner = releasedBy(err);
+    if (owner === undefined && (op === 'stream.sub' || op === 'stream.snapshot') && isNoOpenStream(err) && at.owner !== me
+      && at.owner !== '' && (this.held.holding(me, key)?.opens ?? 0) > 0) owner = at.owner;
+    if (owner === undefined || owner === me) throw err;
+    try {
+      await this.resyncAt(owner);
+    } catch (e) {
+      this.opts.log.warn('could not open a stream again at the account\'s owner', { accountId: key, owner, err: errorMessage(e) });
+      throw err;
+    }
+    if (op === 'stream.close') return { ok: true };
+    return this.route(key, op, args, opts, at);
+  }
+
   /** Runs the call where the key's owner is; its answer. `at`, if given, is told which owner gave
-   *  it (and the epoch that owner said it holds, if it said). */
+   *  it (and the epoch that owner said it holds, if it said), or the last owner it was sent to. */
   private async route(key: string, op: CommandName, args: unknown, opts: CallOptions, at?: Routed): Promise<unknown> {
     const deadline = this.now() + this.opts.ownerWaitMs;
     let waited = false;
@@ -177,12 +212,10 @@ export class AccountRouter {
         } else if (owner !== null) {
           const env: CallEnvelope = { key, op, args, from: this.opts.nodeId, ...(opts.retryOnRestart === undefined ? {} : { retry: opts.retryOnRestart }) };
           if (this.opts.incarnation !== undefined && op.startsWith('stream.')) env.inc = this.opts.incarnation;
+          if (at) at.owner = owner;
           const a = await this.forwarder.forward(owner, env);
           if (a.done) {
-            if (at) {
-              at.owner = owner;
-              if (a.epoch !== undefined) at.epoch = a.epoch;
-            }
+            if (at && a.epoch !== undefined) at.epoch = a.epoch;
             return a.value;
           }
           // Moved on while the call waited there: to the new owner (known now) at once.
@@ -292,27 +325,46 @@ export class AccountRouter {
 
   /**
    * This node's heartbeat lapsed for a lease or more: the owners may have judged it departed and
-   * released what its sockets held (forgetNode). Each remote owner is asked to forget it (a no-op
-   * if it already did), then this node's holds there are opened again, so the owner's ledger holds
-   * exactly them, once, whether or not it had released them.
+   * released what its sockets held (forgetNode), and refuse its stream commands until it asks to be
+   * forgotten. Each remote owner is asked to forget it (a no-op if it already did), then this node's
+   * holds there are opened again, so the owner's ledger holds exactly them, once, whether or not it
+   * had released them. An ask not answered (this node's NATS connection died during the lapse: a
+   * nats-server restarted meanwhile; or the owner is gone) is made again until answered, or until
+   * nothing this node holds is at that owner any more (the accounts moved: the move reopens them).
    */
   async rejoin(): Promise<void> {
     const me = this.opts.nodeId;
-    const byOwner = new Map<string, string[]>();
-    for (const [accountId, at] of this.heldAt) if (at.owner !== me && at.owner !== '') byOwner.set(at.owner, [...(byOwner.get(at.owner) ?? []), accountId]);
-    for (const [owner, accounts] of byOwner) {
+    const owners = new Set<string>();
+    for (const at of this.heldAt.values()) if (at.owner !== me && at.owner !== '') owners.add(at.owner);
+    await Promise.all([...owners].map((owner) => this.rejoinAt(owner)));
+  }
+
+  private async rejoinAt(owner: string): Promise<void> {
+    for (let attempt = 0; !this.closed; attempt++) {
+      if (![...this.heldAt.values()].some((at) => at.owner === owner)) return;
       try {
-        await this.opts.link.nc.request(SUBJECTS.nodeForget(owner), me, { timeout: this.opts.ownerWaitMs });
+        await this.resyncAt(owner);
+        return;
       } catch (err) {
-        // Not answering (gone, or NATS down): its successor starts the accounts knowing no sockets; the move replays them.
-        this.opts.log.warn('a lapsed node could not ask an owner to forget it', { owner, err: errorMessage(err) });
-        continue;
+        this.opts.log.warn('a lapsed node could not ask an owner to forget it; asking again', { owner, attempt, err: errorMessage(err) });
       }
-      for (const accountId of accounts) {
-        const at = this.heldAt.get(accountId);
-        if (at?.owner === owner) await this.replay(accountId, at);
-      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(this.opts.ownerWaitMs, 100 * 2 ** attempt)).unref?.());
     }
+  }
+
+  /** Asks `owner` to forget what this node's sockets held there, then opens there again what they
+   *  hold; one at a time per owner (a second caller waits for the one under way). Rejects if the
+   *  owner does not answer the ask within the owner wait. */
+  private resyncAt(owner: string): Promise<void> {
+    let running = this.resyncs.get(owner);
+    if (!running) {
+      running = (async () => {
+        await this.opts.link.nc.request(SUBJECTS.nodeForget(owner), this.opts.nodeId, { timeout: this.opts.ownerWaitMs });
+        for (const [accountId, at] of [...this.heldAt]) if (at.owner === owner) await this.replay(accountId, at);
+      })().finally(() => this.resyncs.delete(owner));
+      this.resyncs.set(owner, running);
+    }
+    return running;
   }
 
   private unavailable(message: string, cause?: unknown): ApiError {
@@ -322,6 +374,7 @@ export class AccountRouter {
 
   /** Stops answering forwarded calls (the owner hands its accounts over before this). */
   close(): void {
+    this.closed = true;
     this.server.close();
     this.forwarder.close();
     this.offOwners();

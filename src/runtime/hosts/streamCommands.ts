@@ -1,6 +1,7 @@
 // The main <-> shard contract of /v1/stream. The main thread owns the sockets and the reference
 // counts (which account wants which symbol and timeframe); the shard's stream host owns the broker
 // side (subscribing at the account's BrokerConnection) and forwards what arrives as ShardEvents.
+import { ApiError } from '../../errors.js';
 import type { ConnectionPhase } from './accountRegistry.js';
 import type { EventOf } from '../protocol.js';
 import type { Deal, Order, Position } from '../../market/orders.js';
@@ -89,3 +90,12 @@ declare module '../protocol.js' {
 
 /** The events /v1/stream's hub receives. */
 export type StreamEvent = EventOf<(typeof STREAM_EVENT)[keyof typeof STREAM_EVENT]>;
+
+/** The stream host's NOT_FOUND for a command on an account it holds no stream of (no stream.open
+ *  arrived, or all were closed or released): a socket whose open is not there gets nothing. */
+export const NO_OPEN_STREAM = 'no open stream for this account';
+
+/** Whether `err` is the stream host's NOT_FOUND of NO_OPEN_STREAM (also as it arrives forwarded). */
+export function isNoOpenStream(err: unknown): boolean {
+  return err instanceof ApiError && err.code === 'NOT_FOUND' && err.message === NO_OPEN_STREAM;
+}

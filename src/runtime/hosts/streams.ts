@@ -11,7 +11,7 @@ import type { Tick } from '../../market/server.js';
 import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
 import { barRangeUtc } from '../../market/bars.js';
 import {
-  STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
+  NO_OPEN_STREAM, STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
   type PositionsEventData, type ReboundEventData, type TickEventData,
 } from './streamCommands.js';
 import { errorMessage } from '../../util/errorMessage.js';
@@ -49,7 +49,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   };
   const get = (accountId: string) => {
     const a = accounts.get(accountId);
-    if (!a) throw apiError('NOT_FOUND', 'no open stream for this account');
+    if (!a) throw apiError('NOT_FOUND', NO_OPEN_STREAM);
     return a;
   };
 
