@@ -285,6 +285,10 @@ export class AccountRouter {
       this.stats.streamReplays++;
     } catch (err) {
       this.opts.log.warn('could not reopen a stream at the account\'s new owner', { accountId, owner, err: errorMessage(err) });
+      // That owner released this node's holds as departed (frozen): ask it to forget, then open
+      // there again everything held (this account too), until it answers or the accounts move on.
+      const by = releasedBy(err);
+      if (by !== undefined && !this.resyncs.has(by)) void this.rejoinAt(by);
     }
   }
 

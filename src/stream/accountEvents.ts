@@ -6,7 +6,7 @@
 import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
+import { isNoOpenStream, STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
 import { isOlder } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
@@ -308,8 +308,15 @@ export class AccountEvents {
       (err: unknown) => {
         if (sock.closed || sock.stream !== 'waiting') return;
         const e = toApiError(err);
-        // Not connected yet: the snapshot follows when the account's connection comes up.
         sock.stream = 'none';
+        // The account's stream is not open where it runs (see protocol.ts, subscribe): no snapshot
+        // would follow, nor anything else. The client reconnects.
+        if (isNoOpenStream(e)) {
+          this.out.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); reconnect`);
+          this.out.end(sock, 'ACCOUNT_UNAVAILABLE');
+          return;
+        }
+        // Not connected yet: the snapshot follows when the account's connection comes up.
         this.out.errorFrame(sock, e.code, `initial snapshot unavailable (${e.message}); it is sent when the account connects`);
       },
     ).catch((err: unknown) => this.deps.log.error('stream snapshot delivery failed', { accountId: acc.id, err: errorMessage(err) }));

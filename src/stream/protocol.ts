@@ -12,6 +12,7 @@ import type { AccountEvents } from './accountEvents.js';
 import type { AccountStreams } from './accounts.js';
 import { parseSince, type StreamPosition } from './history.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
+import { isNoOpenStream } from '../runtime/hosts/streamCommands.js';
 import { strictParams } from '../http/schemas.js';
 import { marketFrame } from './frames.js';
 import type { Outbox } from './outbox.js';
@@ -175,6 +176,9 @@ export class ClientProtocol {
         this.accounts.decCandle(acc, k);
       }
       this.out.errorFrame(sock, e.code, `subscribe ${symbol}: ${e.message}`, { action: 'subscribe', symbol, timeframes: tfs });
+      // The account's stream is not open where it runs (its open lost, and not regained: the cluster
+      // router opens it again first): nothing would ever come. The client reconnects.
+      if (isNoOpenStream(e)) this.out.end(sock, 'ACCOUNT_UNAVAILABLE');
       return;
     }
     sock.pending.delete(symbol);

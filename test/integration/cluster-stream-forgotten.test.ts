@@ -141,12 +141,26 @@ describe('a node the owner released while it lived (judged departed while frozen
     });
     try {
       void A.router.rejoin();
-      await until(() => shards.B.held(id) !== undefined, 'A\'s sockets\' stream open at B again');
+      await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
       expect(dropped).toBe(1);
       expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
     } finally {
       proxy.watch(undefined);
     }
+    await A.router.call(id, 'stream.close', { accountId: id });
+    expect(shards.B.held(id)).toBeUndefined();
+  });
+
+  it('an account moving to an owner that released the node meanwhile: the node\'s reopen there, refused, asks to be forgotten and opens it again', async () => {
+    const id = acct();
+    leases.set(id, 'C', C.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+    await A.router.call(id, 'stream.open', { accountId: id });
+    await sub(A, id, 'BTCUSD');
+    await B.router.streams.forgetNode('A'); // B judged A departed (it held nothing at B)
+    leases.set(id, 'B', B.owners); // C handed the account over to B
+    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B');
+    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
     await A.router.call(id, 'stream.close', { accountId: id });
     expect(shards.B.held(id)).toBeUndefined();
   });

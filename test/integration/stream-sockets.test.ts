@@ -187,3 +187,18 @@ describe('re-binding an account to a login on another server', () => {
     }
   });
 });
+
+describe('a socket whose account stream is not open at the shard (its open lost)', () => {
+  it('is told and closed with 4010 when it subscribes (the client reconnects), not left open and silent', async () => {
+    const s = await mustOpen(t.url, { apiKey: key, id, heartbeat: '0' });
+    await s.until((x) => x.of('ORDERS').length >= 1, 8_000, 'snapshots');
+    // The shard lets go of the account's stream under the open socket (what an owner that released
+    // a node's opens did in cluster mode, chaos seed 512757386).
+    await t.gw.services.shards.call(id, 'stream.close', { accountId: id });
+    s.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    const err = await s.next('ERROR', 0);
+    expect(err.data).toMatchObject({ error: 'NOT_FOUND', message: 'subscribe BTCUSD: no open stream for this account' });
+    await s.until((x) => x.closed, 8_000, 'the socket closed');
+    expect(s.closed?.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
+  });
+});
