@@ -448,6 +448,19 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await page.close();
   });
 
+  it('reads a key.limits audit entry in words: a limit set back to the gateway\'s default says "default", not "null"', async () => {
+    const key = (await t.req('POST', '/v1/keys', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: 'audited-limits' } })).body.id as string;
+    expect((await t.req('PUT', `/v1/keys/${key}/limits`, { headers: mgmt(TEST_MANAGEMENT_KEY), body: { requestsPerSec: 5, ordersPerSec: null } })).status).toBe(200);
+    const page = await open('/audit');
+    const row = page.locator('[data-testid=audit-row]', { hasText: 'key.limits' }).filter({ hasText: key }).first();
+    await row.waitFor();
+    const text = (await row.textContent())!;
+    expect(text).toContain('requestsPerSec 5');
+    expect(text).toContain('ordersPerSec default');
+    expect(text).not.toContain('null');
+    await page.close();
+  });
+
   it('raised no page errors', () => {
     expect(browser.problems).toEqual([]);
   });

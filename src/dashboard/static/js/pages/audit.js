@@ -4,10 +4,12 @@ import { api } from '../api.js';
 import { html, useState } from '../lib.js';
 import { emptyText, Err, Top, usePoll, utc } from '../ui.js';
 
-/** An entry's detail as `name value` pairs in words, not a JSON object. */
-function detail(d) {
+/** An entry's detail as `name value` pairs in words, not a JSON object. A value not set (null) is
+ *  `none`; in key.limits it is the gateway's default, and says so. */
+function detail(d, action) {
   if (!d || typeof d !== 'object') return '';
-  return Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? (v.length ? v.join(', ') : 'none') : typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}`).join(' · ');
+  const unset = action === 'key.limits' ? 'default' : 'none';
+  return Object.entries(d).map(([k, v]) => `${k} ${v === null ? unset : Array.isArray(v) ? (v.length ? v.join(', ') : 'none') : typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(' · ');
 }
 
 export function Audit({ title }) {
@@ -41,11 +43,11 @@ export function Audit({ title }) {
           <td data-testid="audit-action">${e.action}
             <div class="narrow-only small">
               <div class="mono wrap-any" data-testid="audit-target">${e.target ?? '—'}</div>
-              ${e.detail ? html`<div class="mono muted wrap-any">${detail(e.detail)}</div>` : null}
+              ${e.detail ? html`<div class="mono muted wrap-any">${detail(e.detail, e.action)}</div>` : null}
               <div class="muted">by key <span class="mono" data-testid="audit-key">${e.keyId}</span></div>
             </div></td>
           <td class="mono nowrap wide-only" data-testid="audit-target">${e.target ?? '—'}</td>
-          <td class="mono small wide-only">${detail(e.detail)}</td></tr>`)}
+          <td class="mono small wide-only">${detail(e.detail, e.action)}</td></tr>`)}
       </tbody></table></div>
       ${next ? html`<div class="row more"><button class="sm" data-testid="audit-older" disabled=${older.busy} onClick=${more}>${older.busy ? 'Loading…' : 'Show older'}</button></div>` : null}
       <${Err} error=${older.error} />
