@@ -55,7 +55,8 @@ export interface LeaseKeeperOptions {
   /** Cold start (no other node holds a live lease): after start() the node only heartbeats for this
    *  long before its first acquisition (default: a renewal period, a third of the lease), so nodes
    *  that start together see each other and each takes only its own share, instead of the first
-   *  taking every account and handing most over. A node joining a serving cluster does not wait. */
+   *  taking every account and handing most over. A node joining a serving cluster does not wait.
+   *  The same after a lapse of its heartbeat (PostgreSQL away past the lease: every node's lapsed). */
   settleMs?: number;
   /** The first round takes back, at once and at a new epoch, the leases held under this NODE_ID by
    *  an earlier process (leases.ts reclaimLeases), instead of waiting for them to expire. */
@@ -130,16 +131,8 @@ export class LeaseKeeper {
    *  (checking deadlines even while a slow tick is still out). */
   start(): void {
     if (this.timer) return;
-    const settleMs = this.o.settleMs ?? this.periodMs;
-    this.settling = settleMs > 0;
+    this.settle();
     void this.tick();
-    if (this.settling) {
-      // After any round still out (it read the node list while settling).
-      this.settleTimer = setTimeout(() => {
-        this.endSettling();
-        this.nudge();
-      }, settleMs);
-    }
     this.timer = setInterval(() => {
       this.checkDeadlines();
       // A round still out (its statements slow: PostgreSQL just back, a loaded host) does not hold
@@ -148,6 +141,18 @@ export class LeaseKeeper {
       if (this.inFlight && !this.stopped && !this.superseded) void this.renewOnce().catch(() => undefined);
       void this.tick();
     }, this.periodMs);
+  }
+
+  /** Rounds only heartbeat for the settle period (none when it is 0), then a round plans at once. */
+  private settle(): void {
+    const settleMs = this.o.settleMs ?? this.periodMs;
+    if (settleMs <= 0 || this.settling) return;
+    this.settling = true;
+    // After any round still out (it read the node list while settling).
+    this.settleTimer = setTimeout(() => {
+      this.endSettling();
+      this.nudge();
+    }, settleMs);
   }
 
   private endSettling(): void {
@@ -239,7 +244,15 @@ export class LeaseKeeper {
     const renewed = this.renewOnce();
     renewed.catch(() => undefined); // awaited below, unless the heartbeat fails first
     const nodes = await heartbeat(db, nodeId, this.o.url ?? '', leaseMs, this.o.incarnation, natsUp, this.o.counters?.());
-    if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) this.o.events?.rejoined?.();
+    if (this.lastBeat !== undefined && clock.now() - this.lastBeat >= leaseMs) {
+      this.o.events?.rejoined?.();
+      // Back after a lapse, holding nothing: the other nodes' heartbeats lapsed too if PostgreSQL
+      // itself was away, and they are back a moment apart. Planning over the live nodes now, the
+      // first back took every account and handed most of them over a round later, with whatever
+      // was under way on them (chaos seed 1219291306). As at a cold start it first only heartbeats
+      // for the settle period, unless another node already serves (this one alone was cut off).
+      if (this.leases.size === 0 && this.timer) this.settle();
+    }
     this.lastBeat = sent;
     this.stepDownIf(natsUp, nodes.some((n) => n.nodeId !== nodeId && n.natsUp === true), sent);
     // Reaching NATS, this node targets no node that does not (its accounts go to those that can serve

@@ -405,6 +405,26 @@ describe('lease keeper', () => {
     for (const [account, holder] of settled) if (!aHeld.includes(account)) expect(after.get(account)).toBe(holder);
   });
 
+  it('PostgreSQL away past the lease, then back: each node takes its own share again, none takes every account to hand most of them over', async () => {
+    const { pool } = await freshDb();
+    const leaseMs = 1_500;
+    const nodes = ['node-a', 'node-b', 'node-c'].map((id) => keeper(pool, id, ACCOUNTS, monotonicClock, leaseMs));
+    for (const n of nodes) n.k.start();
+    const split = () => nodes.every((n) => n.k.held().length > 0) && nodes.reduce((sum, n) => sum + n.k.held().length, 0) === ACCOUNTS.length;
+    await until(split, 'the three nodes to split the accounts', 20_000);
+    await engine.kill();
+    await until(() => nodes.every((n) => n.k.held().length === 0), 'every node to drop its leases while PostgreSQL is down', 20_000);
+    const seen = nodes.map((n) => ({ acquired: n.seen.acquired.length, released: n.seen.released.length }));
+    await engine.restart();
+    await until(split, 'the three nodes to split the accounts again', 20_000);
+    // Each took only its own share: nobody handed any over (before, the first node back saw the
+    // others' heartbeats older than the lease, took every account and handed two thirds of them
+    // over a round later, with whatever was under way on them).
+    expect(nodes.map((n, i) => n.seen.released.slice(seen[i]!.released))).toEqual([[], [], []]);
+    expect(nodes.reduce((sum, n, i) => sum + n.seen.acquired.length - seen[i]!.acquired, 0)).toBe(ACCOUNTS.length);
+    for (const n of nodes) await n.k.stop({ handover: false });
+  }, 60_000);
+
   it('running on timers: a killed node loses its accounts to the survivor after the lease; PostgreSQL down then back: leases are dropped as lost and taken again', async () => {
     const { pool } = await freshDb();
     const leaseMs = 900;
