@@ -64,14 +64,25 @@ function editDistance(a: string, b: string): number {
 export function strictParams<S extends z.ZodRawShape>(shape: S, noun = 'parameter') {
   const known = Object.keys(shape);
   return z.strictObject(shape, {
-    error: (iss) => {
-      if (iss.code !== 'unrecognized_keys') return undefined;
-      return iss.keys.map((k) => {
-        const near = closestName(k, known);
-        return `unknown ${noun} '${k}'${near ? ` (did you mean '${near}'?)` : ''}`;
-      }).join('; ');
-    },
+    error: (iss) => (iss.code === 'unrecognized_keys' ? unknownNames(iss.keys, known, noun) : undefined),
   });
+}
+
+/** `unknown parameter 'heartBeat' (did you mean 'heartbeat'?)`, one per name. */
+function unknownNames(names: readonly string[], known: readonly string[], noun: string): string {
+  return names.map((k) => {
+    const near = closestName(k, known);
+    return `unknown ${noun} '${k}'${near ? ` (did you mean '${near}'?)` : ''}`;
+  }).join('; ');
+}
+
+/** The sockets' upgrades (/v1/stream, /ws) take no schema: a parameter they do not take is refused as
+ *  strictParams refuses one, 400 INVALID_PARAMETER with the nearest known name. Ignored, a misspelt
+ *  `heartBeat=0` opened a socket with heartbeats and `Since=<pos>` a fresh stream instead of a resume.
+ *  An empty name (`?id=x&`) is no parameter. */
+export function assertKnownParams(query: Record<string, unknown>, known: readonly string[]): void {
+  const unknown = Object.keys(query).filter((k) => k !== '' && !known.includes(k));
+  if (unknown.length > 0) throw apiError('INVALID_PARAMETER', unknownNames(unknown, known, 'parameter'), { details: { parameters: unknown } });
 }
 
 /** A free-text order comment: at most COMMENT_MAX characters (brokers keep 31 or so; more is refused, not cut). */

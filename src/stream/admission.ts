@@ -13,7 +13,7 @@ import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { singleParam, type RequestInfo } from '../http/request.js';
 import { sendError, type ResponseSink } from '../http/respond.js';
-import { assertAliasAgrees, qBool } from '../http/schemas.js';
+import { assertAliasAgrees, assertKnownParams, qBool } from '../http/schemas.js';
 import { canonicalAccountId } from '../util/accountId.js';
 import { parseSince } from './history.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -24,6 +24,8 @@ import type { Topics } from './topics.js';
 
 /** `heartbeat`: 0 turns heartbeats off (SPEC §6); false/true too, as every boolean parameter of the API. */
 const HEARTBEAT_PARAM = qBool();
+/** What /v1/stream takes (SPEC §4.2, §6; docs/stream.md): the account (or its alias), the key, heartbeat, resume. */
+const STREAM_PARAMS = ['id', 'accountId', 'apiKey', 'heartbeat', 'since'] as const;
 
 export interface StreamAdmissionDeps extends AccountStreamDeps {
   auth: Authenticator;
@@ -68,6 +70,7 @@ export class StreamAdmission {
     try {
       const principal = admitSocket(d, info, info.headers, info.query);
       const q = info.query;
+      assertKnownParams(q, STREAM_PARAMS);
       const idParam = singleParam(q, 'id');
       const aliasParam = singleParam(q, 'accountId');
       assertAliasAgrees('id', 'accountId', idParam, aliasParam);

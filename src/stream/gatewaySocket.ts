@@ -29,6 +29,7 @@ import type { ClientAddress } from '../http/clientAddress.js';
 import { assertWebsocketOrigin } from '../http/cors.js';
 import { admitSocket, assertHandshake, noteRefusal, readUpgrade } from '../http/admission.js';
 import { singleParam } from '../http/request.js';
+import { assertKnownParams } from '../http/schemas.js';
 import { CLIENT_MESSAGE_MAX_BYTES, SOCKET_CLOSE } from './closeCodes.js';
 import { DemandTimer } from '../util/demandTimer.js';
 import { withRevokedKeys } from './revokedKeys.js';
@@ -140,6 +141,7 @@ export class GatewaySocket {
     try {
       assertWebsocketOrigin(req, this.s.config);
       const principal = admitSocket({ auth: this.s.auth, throttle: this.throttle, inflight: this.inflight }, info, info.headers, info.query);
+      assertKnownParams(info.query, ['handle', 'apiKey']);
       const handle = singleParam(info.query, 'handle');
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
       assertHandshake({ key, connection });

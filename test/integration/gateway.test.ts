@@ -239,6 +239,9 @@ describe('/ws pushes', () => {
     expect(await wsRefusal(t, 'handle=gwh_nope', { 'x-api-key': a.key })).toBe(404);
     expect(await wsRefusal(t, '', { 'x-api-key': a.key })).toBe(400);
     expect(await wsRefusal(t, `handle=${a.handle}&apiKey=${a.key}`).catch(() => 0)).toBe(0); // ?apiKey= is accepted
+    // A parameter /ws does not take (it takes handle and apiKey): refused, not ignored.
+    expect(await wsRefusal(t, `handle=${a.handle}&heartbeat=0`, { 'x-api-key': a.key })).toBe(400);
+    expect(await wsRefusal(t, `Handle=${a.handle}`, { 'x-api-key': a.key })).toBe(400);
     // A parameter given twice with different values is a 400, never "the first one wins".
     const b = await account(t, 'P5');
     expect(await wsRefusal(t, `handle=${a.handle}&handle=${b.handle}`, { 'x-api-key': a.key })).toBe(400);

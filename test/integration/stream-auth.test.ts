@@ -122,6 +122,17 @@ describe('/v1/stream upgrade refusals', () => {
     expect(r.status).toBe(400);
   });
 
+  it('a parameter the socket does not take: 400 INVALID_PARAMETER naming it and the nearest known one, never ignored', async () => {
+    // heartBeat=0 opened a socket with heartbeats, Since=<pos> a fresh one instead of a resume.
+    for (const [name, near] of [['heartBeat', 'heartbeat'], ['Since', 'since'], ['api_key', 'apiKey'], ['symbol', undefined]] as const) {
+      const r = await refused({ apiKey: fullKey, id: seatA, [name]: '0' });
+      expect(r.status, name).toBe(400);
+      expect(r.body.error, name).toBe('INVALID_PARAMETER');
+      expect(r.body.message, name).toContain(`unknown parameter '${name}'`);
+      if (near) expect(r.body.message, name).toContain(`did you mean '${near}'?`);
+    }
+  });
+
   it('a parameter given twice with different values is a 400 naming it, never "the first one wins"; the same value twice is that value', async () => {
     for (const [name, a, b] of [['id', seatA, seatB], ['accountId', seatA, seatB], ['apiKey', fullKey, scopedKey], ['heartbeat', '0', '1']] as const) {
       const query: [string, string][] = [...(name === 'apiKey' ? [] : [['apiKey', fullKey] as [string, string]]),
