@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isNoOpenStream, STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
-import { isOlder } from '../runtime/hosts/listVersion.js';
+import { eventIsOlder, snapshotIsOlder } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -68,14 +68,14 @@ export class AccountEvents {
     switch (ev.kind) {
       case STREAM_EVENT.positions:
         // Versions at or below the known list are older than it (a snapshot read after them).
-        if (acc.positions !== null && isOlder(ev.data, acc.posV)) return;
+        if (acc.positions !== null && eventIsOlder(ev.data, acc.posV)) return;
         acc.positions = ev.data.positions;
         acc.posV = { src: ev.data.src, v: ev.data.v };
         this.record(acc, 'POSITIONS', positionsData(ev.data.positions, false, this.topics.clockOf(acc)));
         break;
       case STREAM_EVENT.orders:
         if (acc.platform !== 'P5') return; // SPEC §6: ORDERS frames exist on P5 only
-        if (acc.orders !== null && isOlder(ev.data, acc.ordV)) return;
+        if (acc.orders !== null && eventIsOlder(ev.data, acc.ordV)) return;
         acc.orders = ev.data.orders;
         acc.ordV = { src: ev.data.src, v: ev.data.v };
         this.record(acc, 'ORDERS', ordersData(ev.data.orders, false, this.topics.clockOf(acc)));
@@ -327,12 +327,12 @@ export class AccountEvents {
     const clock = this.topics.clockOf(acc);
     const posV = { src: snap.src, v: snap.posV };
     const ordV = { src: snap.src, v: snap.ordV };
-    if (acc.positions === null || !isOlder(posV, acc.posV)) {
+    if (acc.positions === null || !snapshotIsOlder(posV, acc.posV)) {
       if (acc.positions !== null) this.record(acc, 'POSITIONS', positionsData(snap.positions, false, clock));
       acc.positions = snap.positions;
       acc.posV = posV;
     }
-    if (acc.orders === null || !isOlder(ordV, acc.ordV)) {
+    if (acc.orders === null || !snapshotIsOlder(ordV, acc.ordV)) {
       if (acc.orders !== null && acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, false, clock));
       acc.orders = snap.orders;
       acc.ordV = ordV;
@@ -419,12 +419,13 @@ export class AccountEvents {
         for (const d of acc.deals.missed(snap.deals, acc.heldDeals ?? [])) this.record(acc, 'TRADE', tradeData(d, clock));
         acc.heldDeals = null;
         acc.needsResync = false;
-        acc.positions = snap.positions;
-        acc.posV = { src: snap.src, v: snap.posV };
-        acc.orders = snap.orders;
-        acc.ordV = { src: snap.src, v: snap.ordV };
-        this.record(acc, 'POSITIONS', positionsData(snap.positions, true, clock));
-        if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, true, clock));
+        // The pair carries the newest lists: a change counted while the read was out wins over it.
+        const posV = { src: snap.src, v: snap.posV };
+        const ordV = { src: snap.src, v: snap.ordV };
+        if (acc.positions === null || !snapshotIsOlder(posV, acc.posV)) [acc.positions, acc.posV] = [snap.positions, posV];
+        if (acc.orders === null || !snapshotIsOlder(ordV, acc.ordV)) [acc.orders, acc.ordV] = [snap.orders, ordV];
+        this.record(acc, 'POSITIONS', positionsData(acc.positions, true, clock));
+        if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(acc.orders, true, clock));
       },
       () => {
         // Not connected: tried again when the 'connected' phase comes (live deals keep waiting: one

@@ -12,8 +12,15 @@ export interface ListVersion { readonly src: number; readonly v: number }
 /** Nothing known yet. */
 export const NO_VERSION: ListVersion = { src: 0, v: 0 };
 
-/** A list versioned `incoming` is older than the one held (versioned `held`), so it must not replace
- *  it: only when both were counted by the same stream state and incoming's count is not past held's. */
-export function isOlder(incoming: ListVersion, held: ListVersion): boolean {
+/** A change event versioned `incoming` is older than the list held (versioned `held`), so it must not
+ *  replace it: counted by the same stream state, at or before held's count. */
+export function eventIsOlder(incoming: ListVersion, held: ListVersion): boolean {
   return incoming.src === held.src && incoming.v <= held.v;
+}
+
+/** A snapshot versioned `snap` (the count when its read of the broker began: every change counted up
+ *  to it is in its lists) is older than the list held when that one is a change counted after the
+ *  read began (it may be missing from what was read). */
+export function snapshotIsOlder(snap: ListVersion, held: ListVersion): boolean {
+  return snap.src === held.src && snap.v < held.v;
 }

@@ -23,8 +23,9 @@ export interface StreamOpenResult {
 export interface StreamSnapshotResult {
   /** The server of the connection the snapshot was read from (its clock stamps the frames). */
   server: ServerInfo;
-  /** Versions of the account's positions/orders at the time of the snapshot: change events with a
-   *  version at or below these are older than the snapshot and must not follow it. */
+  /** Versions of the account's positions/orders when the snapshot's read of the broker began:
+   *  change events at or below these are in it (older: they must not follow it); one above may not
+   *  be (newer: a snapshot must not follow it). listVersion.ts. */
   posV: number;
   ordV: number;
   /** The stream state whose counts posV and ordV are (ListVersion.src). */

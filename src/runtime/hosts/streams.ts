@@ -237,10 +237,12 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
             deals = null;
           }
         }
-        // Versions are read after the fetch: a change event emitted before it is older than the snapshot.
+        // Versions are read before the fetch: every change counted up to them is in what is read; one
+        // counted while the read is out may not be, and its event (newer) wins over the snapshot.
+        const { posV, ordV } = a;
         const opened = await conn.openedOrders();
         return {
-          server: conn.server, src: a.src, posV: a.posV, ordV: a.ordV, positions: [...opened.positions], orders: [...opened.orders],
+          server: conn.server, src: a.src, posV, ordV, positions: [...opened.positions], orders: [...opened.orders],
           ...(deals === undefined ? {} : { deals }),
         };
       },
