@@ -35,6 +35,8 @@ export interface CallServerOptions {
   stats: { served: number };
   /** The router's 503 (counted in its stats). */
   unavailable: (message: string, cause?: unknown) => ApiError;
+  /** An owner says it released what this node's sockets held there (the router's rejoinAt). */
+  released: (owner: string) => void;
 }
 
 export class CallServer {
@@ -74,6 +76,13 @@ export class CallServer {
       callback: (err, msg) => {
         if (err) return;
         void this.opts.streams.forgetAsked(msg.string()).finally(() => msg.respond('ok'));
+      },
+    }));
+    // Every process of the id: the one whose sockets' holds are meant asks to be forgotten and reopens
+    // them (one without holds there does nothing).
+    this.subs.push(nc.subscribe(SUBJECTS.nodeReleased(this.opts.nodeId), {
+      callback: (err, msg) => {
+        if (!err) this.opts.released(msg.string());
       },
     }));
     // Every process of the id (no queue group): only the one that answered the call keeps its parts,

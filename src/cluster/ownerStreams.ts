@@ -44,6 +44,9 @@ export class OwnerStreams {
   /** An account's stream was opened again at this owner's shard after every node had closed it (or
    *  been forgotten): what happened at the broker meanwhile was not emitted. The stream edge resyncs. */
   onReopened: (accountId: string) => void = () => {};
+  /** A node judged departed had holds here, released now: it is told (it may live on, frozen past
+   *  its lease; then its own rejoin asks too, and this notice may be lost). */
+  onReleased: (nodeId: string) => void = () => {};
 
   constructor(private readonly nodeId: string, private readonly shards: Shards, private readonly log: Logger) {
     this.interest = new StreamInterest(nodeId);
@@ -100,7 +103,7 @@ export class OwnerStreams {
     // First heard of: nothing of it here yet (its commands all carry its incarnation). A new process
     // holds nothing of the earlier one's: its commands run.
     this.lapsed.delete(node);
-    const forgetting = known ? this.release(node) : Promise.resolve();
+    const forgetting = known ? this.release(node).then(() => undefined) : Promise.resolve();
     this.incarnations.set(node, { inc, forgetting });
     await forgetting;
     return true;
@@ -112,7 +115,7 @@ export class OwnerStreams {
   async forgetNode(nodeId: string): Promise<void> {
     if (nodeId === this.nodeId) return;
     this.lapsed.add(nodeId);
-    await this.release(nodeId);
+    if (await this.release(nodeId)) this.onReleased(nodeId);
   }
 
   /** The node asks (back from a lapse, or refused): what it held here goes, and its stream commands
@@ -122,8 +125,10 @@ export class OwnerStreams {
     await this.release(nodeId);
   }
 
-  private async release(nodeId: string): Promise<void> {
-    for (const f of this.interest.forgetNode(nodeId)) {
+  /** Releases what `nodeId`'s sockets held here; whether they held anything. */
+  private async release(nodeId: string): Promise<boolean> {
+    const held = this.interest.forgetNode(nodeId);
+    for (const f of held) {
       try {
         for (const u of f.unsubs) await this.shards.call(f.accountId, 'stream.unsub', { accountId: f.accountId, ...u });
         for (let i = 0; i < f.closes; i++) await this.shards.call(f.accountId, 'stream.close', { accountId: f.accountId });
@@ -131,5 +136,6 @@ export class OwnerStreams {
         this.log.warn('could not release a departed node\'s stream', { node: nodeId, accountId: f.accountId, err: errorMessage(err) });
       }
     }
+    return held.length > 0;
   }
 }

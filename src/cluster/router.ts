@@ -102,7 +102,15 @@ export class AccountRouter {
       nodeId, link, owners, log, streams: this.streams, partsTtlMs: forwardTimeoutMs, stats: this.stats, unavailable,
       ownerOf: (key) => this.ownerOf(key),
       run: (origin, key, op, args, o) => this.runHere(origin, key, op, args, o),
+      released: (owner) => void this.rejoinAt(owner),
     });
+    this.streams.onReleased = (node) => {
+      try {
+        link.nc.publish(SUBJECTS.nodeReleased(node), nodeId);
+      } catch (err) {
+        log.warn('could not tell a node its streams were released', { node, err: errorMessage(err) });
+      }
+    };
     this.offOwners = opts.owners.onChange((accountId, owner, epoch) => {
       if (owner !== opts.nodeId) this.interest.dropAccount(accountId);
       if (owner === null) return;
@@ -271,11 +279,17 @@ export class AccountRouter {
   }
 
   /** The account changed owner (or its owner's lease epoch): the owner's shard knows nothing of this
-   *  node's sockets; open and subscribe there what they hold, so its events (relayed) reach them again. */
-  private async replay(accountId: string, at: At): Promise<void> {
+   *  node's sockets; open and subscribe there what they hold, so its events (relayed) reach them
+   *  again. Whether it was done. Not done (the owner lookup failing while PostgreSQL restarts, the
+   *  owner refusing a node it released as departed, NATS away): done again from a clean slate at
+   *  that owner (rejoinAt: forgotten there, then everything held there opened again), until it is
+   *  or the account moves on; before, a replay that failed once was never made again, and the
+   *  sockets got the account's events but none of their symbols' quotes, or nothing at all. Within
+   *  such a resync (`within`), its caller tries again. */
+  private async replay(accountId: string, at: At, within = false): Promise<boolean> {
     const { owner } = at;
     const h = this.held.holding(this.opts.nodeId, accountId);
-    if (!h) return;
+    if (!h) return true;
     this.heldAt.set(accountId, at);
     try {
       for (let i = 0; i < h.opens; i++) await this.route(accountId, 'stream.open', { accountId }, {});
@@ -283,12 +297,11 @@ export class AccountRouter {
         await this.route(accountId, 'stream.sub', { accountId, symbol, timeframes, timeoutMs: this.opts.ownerWaitMs }, {});
       }
       this.stats.streamReplays++;
+      return true;
     } catch (err) {
-      this.opts.log.warn('could not reopen a stream at the account\'s new owner', { accountId, owner, err: errorMessage(err) });
-      // That owner released this node's holds as departed (frozen): ask it to forget, then open
-      // there again everything held (this account too), until it answers or the accounts move on.
-      const by = releasedBy(err);
-      if (by !== undefined && !this.resyncs.has(by)) void this.rejoinAt(by);
+      this.opts.log.warn('could not reopen a stream at the account\'s new owner; trying again', { accountId, owner, err: errorMessage(err) });
+      if (!within) void this.rejoinAt(releasedBy(err) ?? owner);
+      return false;
     }
   }
 
@@ -350,7 +363,7 @@ export class AccountRouter {
         await this.resyncAt(owner);
         return;
       } catch (err) {
-        this.opts.log.warn('a lapsed node could not ask an owner to forget it; asking again', { owner, attempt, err: errorMessage(err) });
+        if (attempt % 10 === 0) this.opts.log.warn('could not open again at an owner what this node\'s sockets hold there; trying again', { owner, attempt, err: errorMessage(err) });
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(this.opts.ownerWaitMs, 100 * 2 ** attempt)).unref?.());
     }
@@ -358,13 +371,17 @@ export class AccountRouter {
 
   /** Asks `owner` to forget what this node's sockets held there, then opens there again what they
    *  hold; one at a time per owner (a second caller waits for the one under way). Rejects if the
-   *  owner does not answer the ask within the owner wait. */
+   *  owner does not answer the ask within the owner wait, or a stream could not be opened again. */
   private resyncAt(owner: string): Promise<void> {
     let running = this.resyncs.get(owner);
     if (!running) {
       running = (async () => {
-        await this.opts.link.nc.request(SUBJECTS.nodeForget(owner), this.opts.nodeId, { timeout: this.opts.ownerWaitMs });
-        for (const [accountId, at] of [...this.heldAt]) if (at.owner === owner) await this.replay(accountId, at);
+        // This node's own shards (a replay on itself failed): its own ledger, no NATS needed.
+        if (owner === this.opts.nodeId) await this.streams.forgetAsked(owner);
+        else await this.opts.link.nc.request(SUBJECTS.nodeForget(owner), this.opts.nodeId, { timeout: this.opts.ownerWaitMs });
+        let failed = 0;
+        for (const [accountId, at] of [...this.heldAt]) if (at.owner === owner && !(await this.replay(accountId, at, true))) failed++;
+        if (failed) throw new Error(`${failed} account stream(s) not opened again at ${owner}`);
       })().finally(() => this.resyncs.delete(owner));
       this.resyncs.set(owner, running);
     }

@@ -39,6 +39,9 @@ export const SUBJECTS = {
   /** A node back after a lapse of its heartbeat asks an owner to release what its sockets held
    *  there before it opens them again (AccountRouter.rejoin). */
   nodeForget: (nodeId: string) => `tagw.node.${token(nodeId)}.forget`,
+  /** An owner released what a node's sockets held there, judging it departed (OwnerStreams.forgetNode):
+   *  told to the node (the owner's id), in case it lives on; it asks to be forgotten and reopens. */
+  nodeReleased: (nodeId: string) => `tagw.node.${token(nodeId)}.released`,
   /** Whether a node's process is alive and on NATS: it answers its incarnation (liveness.ts). */
   nodeAlive: (nodeId: string) => `tagw.node.${token(nodeId)}.alive`,
   /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */

@@ -20,8 +20,11 @@ import { until } from '../helpers/until.js';
  *  state goes with the last), the symbols wanted; a sub or snapshot without state is NOT_FOUND. */
 function streamShards() {
   const streams = new Map<string, { sockets: number; symbols: Set<string> }>();
+  /** Ops answered 503 once each (the shard or the owner lookup behind it failing for a moment). */
+  const failOnce = new Set<string>();
   const shards: LocalShards = {
     async call(key, op, args) {
+      if (failOnce.delete(op)) throw apiError('SERVICE_UNAVAILABLE', 'not now; retry');
       const a = args as { symbol?: string };
       const s = streams.get(key);
       switch (op) {
@@ -51,7 +54,7 @@ function streamShards() {
     const s = streams.get(key);
     return s ? { sockets: s.sockets, symbols: [...s.symbols].sort() } : undefined;
   };
-  return { shards, streams, held };
+  return { shards, streams, held, failOnce };
 }
 
 let nats: Engine;
@@ -70,12 +73,39 @@ beforeAll(async () => {
   leases = new MemoryLeases();
   A = await startNode('A', `nats://127.0.0.1:${proxy.port}`, shards.A.shards, leases, { ownerWaitMs: 800 });
   [B, C] = await Promise.all((['B', 'C'] as const).map((id) => startNode(id, nats.url, shards[id].shards, leases, { ownerWaitMs: 800 })));
+  watchA();
 });
 afterAll(async () => {
   await Promise.all([A, B, C].map((x) => x?.close()));
   await proxy?.close();
   await nats?.stop();
 });
+
+/** What reaches A from nats-server and what A sends: while `asleep`, B's notice that it released
+ *  A's holds is lost (A frozen: it never reads it); `dropForget` asks to be forgotten are lost. */
+const wire = { asleep: false, dropForget: 0, dropped: 0 };
+function watchA(): void {
+  proxy.watch((dir, chunk) => {
+    const text = chunk.toString('latin1');
+    if (dir === 'down' && wire.asleep && text.includes('tagw.node.A.released')) return 'drop';
+    if (dir === 'up' && wire.dropForget > 0 && text.includes('tagw.node.B.forget')) {
+      wire.dropForget--;
+      wire.dropped++;
+      return 'drop';
+    }
+    return undefined;
+  });
+}
+
+/** B judges A departed while A is frozen: B releases A's holds, and its notice to A is lost. */
+async function releasedWhileAsleep(): Promise<void> {
+  wire.asleep = true;
+  await B.router.streams.forgetNode('A');
+  // B's notice reached nats-server, then went to A before the answer to A's ping: dropped.
+  await B.link.nc.flush();
+  await A.link.nc.flush();
+  wire.asleep = false;
+}
 
 /** An account owned by B, which A and C know. */
 async function ownedByB(): Promise<string> {
@@ -93,7 +123,7 @@ describe('a node the owner released while it lived (judged departed while frozen
     await A.router.call(id, 'stream.open', { accountId: id });
     await sub(A, id, 'BTCUSD');
     // A frozen past its lease: B's node list no longer shows it, B releases what it held.
-    await B.router.streams.forgetNode('A');
+    await releasedWhileAsleep();
     expect(shards.B.held(id)).toBeUndefined();
     // A back (its rejoin not run yet, or its ask lost): the client reconnects to A. The new socket's
     // open; its answer lets the retention hold go (the hub's close of the open B released); then the
@@ -114,7 +144,7 @@ describe('a node the owner released while it lived (judged departed while frozen
     await sub(C, id, 'EURUSD');
     await A.router.call(id, 'stream.open', { accountId: id });
     await sub(A, id, 'BTCUSD');
-    await B.router.streams.forgetNode('A');
+    await releasedWhileAsleep();
     expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['EURUSD'] });
     await A.router.call(id, 'stream.open', { accountId: id });
     await A.router.call(id, 'stream.close', { accountId: id });
@@ -131,22 +161,25 @@ describe('a node the owner released while it lived (judged departed while frozen
     const id = await ownedByB();
     await A.router.call(id, 'stream.open', { accountId: id });
     await sub(A, id, 'BTCUSD');
-    await B.router.streams.forgetNode('A');
+    await releasedWhileAsleep();
     expect(shards.B.held(id)).toBeUndefined();
-    let dropped = 0;
-    proxy.watch((dir, chunk) => {
-      if (dir !== 'up' || dropped > 0 || !chunk.toString('latin1').includes('tagw.node.B.forget')) return undefined;
-      dropped++;
-      return 'drop';
-    });
-    try {
-      void A.router.rejoin();
-      await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
-      expect(dropped).toBe(1);
-      expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
-    } finally {
-      proxy.watch(undefined);
-    }
+    wire.dropForget = 1;
+    wire.dropped = 0;
+    void A.router.rejoin();
+    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
+    expect(wire.dropped).toBe(1);
+    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
+    await A.router.call(id, 'stream.close', { accountId: id });
+    expect(shards.B.held(id)).toBeUndefined();
+  });
+
+  it('an owner that releases a node that lives on (its reading of the node list stale) tells it: the node asks to be forgotten and opens again what its sockets hold', async () => {
+    const id = await ownedByB();
+    await A.router.call(id, 'stream.open', { accountId: id });
+    await sub(A, id, 'BTCUSD');
+    await B.router.streams.forgetNode('A');
+    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
+    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
     await A.router.call(id, 'stream.close', { accountId: id });
     expect(shards.B.held(id)).toBeUndefined();
   });
@@ -157,9 +190,24 @@ describe('a node the owner released while it lived (judged departed while frozen
     await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
     await A.router.call(id, 'stream.open', { accountId: id });
     await sub(A, id, 'BTCUSD');
-    await B.router.streams.forgetNode('A'); // B judged A departed (it held nothing at B)
+    await releasedWhileAsleep(); // B judged A departed (A held nothing at B)
     leases.set(id, 'B', B.owners); // C handed the account over to B
     await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B');
+    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
+    await A.router.call(id, 'stream.close', { accountId: id });
+    expect(shards.B.held(id)).toBeUndefined();
+  });
+
+  it('a reopen at the account\'s new owner that fails once (its lease store restarting) is made again, not given up', async () => {
+    const id = acct();
+    leases.set(id, 'C', C.owners);
+    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+    await A.router.call(id, 'stream.open', { accountId: id });
+    await sub(A, id, 'BTCUSD');
+    shards.B.failOnce.add('stream.sub');
+    leases.set(id, 'B', B.owners); // C handed the account over to B; A's reopen of its sub there fails once
+    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B');
+    expect(shards.B.failOnce.size).toBe(0);
     expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
     await A.router.call(id, 'stream.close', { accountId: id });
     expect(shards.B.held(id)).toBeUndefined();
