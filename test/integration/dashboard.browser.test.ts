@@ -4,7 +4,7 @@
 // screenshots of every page land in test-output/dashboard/.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Page } from 'playwright-core';
+import type { Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../../src/dashboard/assets.js';
 import { launchBrowser, type Browser } from '../helpers/browser.js';
@@ -464,6 +464,26 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.locator('[data-testid=calendar-row]').first().waitFor();
     expect(await page.locator('[data-testid=calendar-row]').count()).toBeGreaterThan(0);
     await browser.shot(page, '6-calendar');
+    await page.close();
+  });
+
+  it('says the request chart waits for its first point (a rate needs two readings), not an empty panel', async () => {
+    const page = await browser.page();
+    // Only the overview's first reading of /metrics is answered until the others are let through.
+    const held: Route[] = [];
+    let readings = 0;
+    await page.route('**/metrics', (r) => { readings += 1; if (readings === 1) return r.continue(); held.push(r); return undefined; });
+    await signIn(page);
+    await page.locator('[data-testid=version]').waitFor();
+    const waiting = page.locator('[data-testid=throughput-waiting]');
+    await waiting.waitFor();
+    expect(await page.getAttribute('[data-testid=throughput]', 'data-points')).toBe('0');
+    await browser.shot(page, '14-overview-first-reading');
+    await page.unroute('**/metrics');
+    for (const r of held.splice(0)) await r.continue();
+    await nextPoll(page, 2_000);
+    await waiting.waitFor({ state: 'detached' });
+    expect(Number(await page.getAttribute('[data-testid=throughput]', 'data-points'))).toBeGreaterThan(0);
     await page.close();
   });
 

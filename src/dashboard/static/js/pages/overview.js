@@ -87,6 +87,7 @@ export function Overview({ title }) {
     </div>
     <div class="panel">
       <h2>Requests per second by route family <span class="muted small">last 5 minutes, UTC</span></h2>
+      ${chart.data[0].length === 0 ? html`<p class="note" data-testid="throughput-waiting">The first point comes with the next reading of /metrics, every 2 s: a rate needs two.</p>` : null}
       <${TimeChart} testid="throughput" height=${180} windowSec=${300} yFromZero=${true} series=${chart.series} data=${chart.data} yValue=${(v) => v.toFixed(1)} />
     </div>
     <div class="panel">
