@@ -290,6 +290,12 @@ async function holds(r: Req): Promise<void> {
     const ticket = body.ticket ?? body.order?.ticket;
     if (typeof ticket === 'number') tickets.push(String(ticket));
   }
+  // Added latency the run set on the simulator (POST /v1/sim/faults takes up to 60 s per reply): taken
+  // off at once, or every later request that reaches the broker would outlast REQUEST_BOUND_MS (seen
+  // in a 3000-run search, as a 'hang' of a valid OrderSendSafe).
+  if (status < 300 && r.method === 'POST' && r.path === '/v1/sim/faults' && String(r.body).includes('latency')) {
+    await t.req('DELETE', '/v1/sim/faults', { headers: mgmt(t.managementKey) });
+  }
   // A Disconnect of the bound session (or an upgrade that ended it): a new one, so the proxy
   // operations keep reaching their handlers.
   const sent = r.query.find(([k]) => k === 'handle')?.[1];
