@@ -5,21 +5,31 @@
 // on the next owner, which asks the broker about the order's request id and replays its answer.
 // Found by the chaos run (`npm run chaos`, seed 1219291306: PostgreSQL restarted, the accounts
 // moved between nodes for a few seconds; an order executed at the broker answered 500).
-// The simulator executes the account's first trade and never sends its reply (fault
-// timeoutAfterSend), so the order is still out at the owner when the account moves.
+// The simulator executes each faulted account's first trade and never sends its reply (fault
+// timeoutAfterSend), so the order is still out at the owner when the account moves: its lease
+// expired in PostgreSQL, or a handover to a node back from a freeze (both 500 before). Sent through
+// another node, the call already went on to the next owner when the account moved (the last test).
 import { describe, expect, it } from 'vitest';
-import { useCluster } from '../helpers/clusterProcs.js';
+import { targetOwners } from '../../src/cluster/rendezvous.js';
+import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
 import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.js';
 import { until } from '../helpers/until.js';
 
 const env = useCluster({
   nodes: 2,
-  simFaults: (prefix) => [{ kind: 'timeoutAfterSend', login: `${prefix}-lapse`, count: 1 }],
+  // A handover waits this long for the calls on its accounts: well inside the bridge's 10 s for the reply.
+  ownerWaitMs: 2_000,
+  simFaults: (prefix) => [{ kind: 'timeoutAfterSend', login: `${prefix}-lapse`, count: 1 }, { kind: 'timeoutAfterSend', login: `${prefix}-rebalance`, count: 1 },
+    { kind: 'timeoutAfterSend', login: `${prefix}-handover`, count: 1 }],
 });
+
+/** Every account made here (the nodes divide them all). */
+const made: ClusterAccount[] = [];
 
 describe('an order in flight when its account moves', () => {
   it('the owner loses the lease with the order out at the broker: 503 with retry-after, and the retry with the same id replays the broker\'s answer (200)', async () => {
     const acct = await env.cluster.account('Sim-P5-Demo', { login: 'lapse' });
+    made.push(acct);
     const { owner } = await env.cluster.roles(acct.id);
     const first = orderVia(env.cluster.node(owner), acct, 'lapse-1');
     let broker = await env.cluster.brokerOrders(acct.login);
@@ -35,6 +45,56 @@ describe('an order in flight when its account moves', () => {
 
     const log: Answer[] = [];
     const retry = await retryingOrder(env.cluster, acct, 'lapse-1', log);
+    expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
+    expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+  }, 90_000);
+
+  it('the owner hands the account over to a node that joined, with the order out (sent to the owner itself): 503 with retry-after, and the retry replays the broker\'s answer (200)', async () => {
+    // One node serves everything (the other is frozen past the lease); the other is back once the
+    // order is out, and the account is in its share.
+    const [left, stays] = env.cluster.nodes.map((n) => n.id) as [string, string];
+    env.cluster.stop(left);
+    for (const a of made) await env.cluster.owner(a.id, { not: left });
+    const acct = await env.cluster.account('Sim-P5-Demo', { login: 'rebalance' });
+    made.push(acct);
+    const share = () => targetOwners([left, stays], made.map((a) => a.id), new Map(made.map((a) => [a.id, stays]))).get(acct.id);
+    while (share() !== left) made.push(await env.cluster.account());
+    expect((await env.cluster.owner(acct.id)).owner).toBe(stays);
+
+    const first = orderVia(env.cluster.node(stays), acct, 'rebalance-1');
+    let broker = await env.cluster.brokerOrders(acct.login);
+    await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
+    // The handover waits for the order up to the owner wait, then stops the account here.
+    env.cluster.cont(left);
+    const a = await first;
+    expect({ status: a.status, error: (a.body as { error?: string }).error, retryAfter: a.retryAfter }, JSON.stringify(a.body))
+      .toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
+    expect((await env.cluster.owner(acct.id)).owner).toBe(left);
+
+    const log: Answer[] = [];
+    const retry = await retryingOrder(env.cluster, acct, 'rebalance-1', log);
+    expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
+    expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+  }, 120_000);
+
+  // Already so before: the forwarding node learns of the move and sends the call to the next owner,
+  // which looks the order up (callForwarder.ts movedWhileAway).
+  it('the owner hands the account over (SIGTERM) with the order out, sent through the other node: not 500; 503 with retry-after or the broker\'s answer, and the retry replays it (200)', async () => {
+    const acct = await env.cluster.account('Sim-P5-Demo', { login: 'handover' });
+    const { owner, others } = await env.cluster.roles(acct.id);
+    const first = orderVia(env.cluster.node(others[0]!), acct, 'handover-1');
+    let broker = await env.cluster.brokerOrders(acct.login);
+    await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
+    // The handover waits for the order up to the owner wait, then stops the account: its reply
+    // cannot come any more.
+    expect(await env.cluster.term(owner)).toBe(0);
+    const a = await first;
+    const seen = { status: a.status, error: (a.body as { error?: string } | undefined)?.error, retryAfter: a.retryAfter };
+    if (a.status === 200) expect(a.ticket).toBe(broker[0]!.ticket);
+    else expect(seen, JSON.stringify(a.body)).toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
+
+    const log: Answer[] = [];
+    const retry = await retryingOrder(env.cluster, acct, 'handover-1', log);
     expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
     expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
   }, 90_000);
