@@ -12,6 +12,7 @@
 import { describe, expect, it } from 'vitest';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { useCluster, type ClusterAccount } from '../helpers/clusterProcs.js';
+import type { BrokerOrder } from '../helpers/orderLedger.js';
 import { orderVia, retryingOrder, type Answer } from '../helpers/clusterTraffic.js';
 import { until } from '../helpers/until.js';
 
@@ -26,27 +27,41 @@ const env = useCluster({
 /** Every account made here (the nodes divide them all). */
 const made: ClusterAccount[] = [];
 
+/** The order `id` sent through `node` (not awaited), once the broker executed it, and its book then. */
+async function outAtBroker(node: string, acct: ClusterAccount, id: string): Promise<{ first: Promise<Answer>; broker: BrokerOrder[] }> {
+  const first = orderVia(env.cluster.node(node), acct, id);
+  let broker = await env.cluster.brokerOrders(acct.login);
+  await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
+  expect(broker.map((o) => o.clientOrderId)).toStrictEqual([id]);
+  return { first, broker };
+}
+
+/** The 503 of an account that left the owner with the order out: retry with the same id. */
+function expectStopped(a: Answer): void {
+  expect({ status: a.status, error: (a.body as { error?: string } | undefined)?.error, retryAfter: a.retryAfter }, JSON.stringify(a.body))
+    .toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
+  expect((a.body as { message: string }).message).toMatch(/retry with the same clientOrderId/);
+}
+
+/** A client retrying `id` on the nodes gets the broker's answer replayed, and the broker has the order once. */
+async function retryReplays(acct: ClusterAccount, id: string, broker: BrokerOrder[]): Promise<void> {
+  const log: Answer[] = [];
+  const retry = await retryingOrder(env.cluster, acct, id, log);
+  expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
+  expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+}
+
 describe('an order in flight when its account moves', () => {
   it('the owner loses the lease with the order out at the broker: 503 with retry-after, and the retry with the same id replays the broker\'s answer (200)', async () => {
     const acct = await env.cluster.account('Sim-P5-Demo', { login: 'lapse' });
     made.push(acct);
     const { owner } = await env.cluster.roles(acct.id);
-    const first = orderVia(env.cluster.node(owner), acct, 'lapse-1');
-    let broker = await env.cluster.brokerOrders(acct.login);
-    await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
-    expect(broker.map((o) => o.clientOrderId)).toStrictEqual(['lapse-1']);
+    const { first, broker } = await outAtBroker(owner, acct, 'lapse-1');
 
     // Its renewal does not land in time: the owner drops the account at its next round.
     await env.cluster.expireLease(acct.id);
-    const a = await first;
-    expect({ status: a.status, error: (a.body as { error?: string }).error, retryAfter: a.retryAfter }, JSON.stringify(a.body))
-      .toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
-    expect((a.body as { message: string }).message).toMatch(/retry with the same clientOrderId/);
-
-    const log: Answer[] = [];
-    const retry = await retryingOrder(env.cluster, acct, 'lapse-1', log);
-    expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
-    expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+    expectStopped(await first);
+    await retryReplays(acct, 'lapse-1', broker);
   }, 90_000);
 
   it('the owner hands the account over to a node that joined, with the order out (sent to the owner itself): 503 with retry-after, and the retry replays the broker\'s answer (200)', async () => {
@@ -61,20 +76,12 @@ describe('an order in flight when its account moves', () => {
     while (share() !== left) made.push(await env.cluster.account());
     expect((await env.cluster.owner(acct.id)).owner).toBe(stays);
 
-    const first = orderVia(env.cluster.node(stays), acct, 'rebalance-1');
-    let broker = await env.cluster.brokerOrders(acct.login);
-    await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
+    const { first, broker } = await outAtBroker(stays, acct, 'rebalance-1');
     // The handover waits for the order up to the owner wait, then stops the account here.
     env.cluster.cont(left);
-    const a = await first;
-    expect({ status: a.status, error: (a.body as { error?: string }).error, retryAfter: a.retryAfter }, JSON.stringify(a.body))
-      .toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
+    expectStopped(await first);
     expect((await env.cluster.owner(acct.id)).owner).toBe(left);
-
-    const log: Answer[] = [];
-    const retry = await retryingOrder(env.cluster, acct, 'rebalance-1', log);
-    expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
-    expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+    await retryReplays(acct, 'rebalance-1', broker);
   }, 120_000);
 
   // Already so before: the forwarding node learns of the move and sends the call to the next owner,
@@ -82,20 +89,13 @@ describe('an order in flight when its account moves', () => {
   it('the owner hands the account over (SIGTERM) with the order out, sent through the other node: not 500; 503 with retry-after or the broker\'s answer, and the retry replays it (200)', async () => {
     const acct = await env.cluster.account('Sim-P5-Demo', { login: 'handover' });
     const { owner, others } = await env.cluster.roles(acct.id);
-    const first = orderVia(env.cluster.node(others[0]!), acct, 'handover-1');
-    let broker = await env.cluster.brokerOrders(acct.login);
-    await until(async () => (broker = await env.cluster.brokerOrders(acct.login)).length > 0, 'the order executed at the broker', 15_000);
+    const { first, broker } = await outAtBroker(others[0]!, acct, 'handover-1');
     // The handover waits for the order up to the owner wait, then stops the account: its reply
     // cannot come any more.
     expect(await env.cluster.term(owner)).toBe(0);
     const a = await first;
-    const seen = { status: a.status, error: (a.body as { error?: string } | undefined)?.error, retryAfter: a.retryAfter };
     if (a.status === 200) expect(a.ticket).toBe(broker[0]!.ticket);
-    else expect(seen, JSON.stringify(a.body)).toStrictEqual({ status: 503, error: 'SERVICE_UNAVAILABLE', retryAfter: '1' });
-
-    const log: Answer[] = [];
-    const retry = await retryingOrder(env.cluster, acct, 'handover-1', log);
-    expect({ status: retry.status, ticket: retry.ticket, replay: retry.replay }, JSON.stringify(retry.body)).toStrictEqual({ status: 200, ticket: broker[0]!.ticket, replay: true });
-    expect(await env.cluster.brokerOrders(acct.login)).toStrictEqual(broker);
+    else expectStopped(a);
+    await retryReplays(acct, 'handover-1', broker);
   }, 90_000);
 });
