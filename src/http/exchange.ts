@@ -66,6 +66,9 @@ class RequestAudit implements ActionAudit {
     this.made = true;
     return this.log.row({ principal: this.principal, action, target, detail });
   }
+  none(): void {
+    this.made = true;
+  }
   after(target: string | null): Promise<void> {
     return this.made ? Promise.resolve() : this.log.add(this.log.row({ principal: this.principal, action: this.action, target, detail: undefined }));
   }
@@ -187,7 +190,7 @@ class Exchange {
     const { route, req, principal, deps } = this;
     let out;
     try {
-      const audit = route.audit && principal && deps.audit ? new RequestAudit(deps.audit, principal, route.audit) : undefined;
+      const audit = route.audit && principal?.kind === 'management' && deps.audit ? new RequestAudit(deps.audit, principal, route.audit) : undefined;
       this.audit = audit;
       out = route.handler({ req, query: this.query, body: this.body, principal, params: req.params, audit });
       if (out instanceof Promise) this.sink.deferred(); // inside uWS's handler unless deferred above: the last moment onAborted may be registered

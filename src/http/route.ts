@@ -27,6 +27,8 @@ export interface ActionAudit {
   /** The row: this action (or `action`, another one the request did: the removal of a seat whose
    *  login was refused) on `target`, by the request's management key, now. `detail`: never a secret. */
   row(target: string | null, detail?: Record<string, unknown>, action?: string): NewAuditRow;
+  /** The request changed nothing (a /ConnectEx of a login bound already): no row. */
+  none(): void;
 }
 
 export interface RouteDef<Q = unknown, B = unknown> {
@@ -74,7 +76,9 @@ export interface RouteDef<Q = unknown, B = unknown> {
   /**
    * A management action, recorded in the audit log under this name (who: the management key id): in
    * its change's transaction when the handler gives `ctx.audit.row(...)` to its tenancy write, else
-   * after it succeeds (target: the first path parameter, else the reply body's `id`).
+   * after it succeeds (target: the first path parameter, else the reply body's `id`). Only a
+   * management key's request is recorded: on a route that takes API keys too (/ConnectEx), an API
+   * key's request gets no `ctx.audit` and no row.
    */
   audit?: string;
   handler: (ctx: RouteContext<Q, B>) => Reply | Promise<Reply>;

@@ -151,6 +151,31 @@ describe('an upgrade of one account: its row is written with the build it record
   }, 60_000);
 });
 
+describe('a broker login bound with the management key (/ConnectEx, the seat page): its row is written with the binding', () => {
+  it('a new seat\'s bind and a re-bind to another login each have an account.bind row (server and login, no password), in the transaction of the binding\'s copy', async () => {
+    if (cluster.node(id).state === 'down') await cluster.launch(id);
+    const connect = async (body: Record<string, unknown>) => {
+      const r = await fetch(`${cluster.node(id).url}/ConnectEx`, { method: 'POST', headers: mgmt, body: JSON.stringify({ server: 'Sim-P5-Demo', ...body }) });
+      expect(r.status, await r.clone().text()).toBe(200);
+      return ((await r.json()) as { id: string }).id;
+    };
+    const first = `${cluster.prefix}-bind-a`;
+    const second = `${cluster.prefix}-bind-b`;
+    const acct = await connect({ user: first, password: 'bind-secret-a' });
+    expect(await connect({ user: first, password: 'bind-secret-a' })).toBe(acct); // found bound: no row
+    await connect({ id: acct, user: second, password: 'bind-secret-b' });
+    const rows = (await db.query<{ detail_json: string; txid: string }>("SELECT detail_json, txid FROM audit_log WHERE action = 'account.bind' AND target = $1 ORDER BY id", [acct])).rows;
+    expect(rows.map((r) => JSON.parse(r.detail_json) as unknown)).toEqual([
+      { server: 'Sim-P5-Demo', login: first, newSeat: true },
+      { server: 'Sim-P5-Demo', login: second },
+    ]);
+    expect(rows.some((r) => r.detail_json.includes('secret'))).toBe(false);
+    const binding = (await db.query<{ login: string; txid: string }>('SELECT login, txid FROM account_bindings WHERE seat_id = $1', [acct])).rows[0]!;
+    expect(binding.login).toBe(second);
+    expect(rows[1]!.txid).toBe(binding.txid);
+  }, 60_000);
+});
+
 describe('audit rows of actions that are no tenancy write (upgrades, faults), the node killed', () => {
   it('an upgrade answered is in PostgreSQL although the node is SIGKILLed right after the answer (its row\'s INSERT delayed 1 s on the way)', async () => {
     if (cluster.node(id).state === 'down') await cluster.launch(id);

@@ -250,6 +250,30 @@ describe('the audit log', () => {
     expect((await t.req('GET', `/v1/seats/${seat}`, { headers: h() })).status).toBe(200);
   });
 
+  it('a broker login bound or re-bound with the management key (the seat page) is recorded, without its password; an API key\'s bind is not', async () => {
+    const c = createCustomer(t.gw.services.tenancy, 'bind-audited');
+    const mk = mgmt(c.managementKey);
+    const mkId = c.managementKey.split('_')[2];
+    const connect = (headers: Record<string, string>, body: Record<string, unknown>) => t.req('POST', '/ConnectEx', { headers, body: { server: 'Sim-P5-Demo', ...body } });
+    const made = await connect(mk, { user: 'bind-audit-1', password: 'first-secret' });
+    expect(made.status).toBe(200);
+    const id = made.body.id as string;
+    // The same login again (a bot's start): nothing changed, nothing recorded.
+    expect((await connect(mk, { user: 'bind-audit-1', password: 'first-secret' })).body.id).toBe(id);
+    // Re-bound to another login.
+    expect((await connect(mk, { id, user: 'bind-audit-2', password: 'second-secret' })).status).toBe(200);
+    // A bot's own bind with an API key: API-key calls are not management actions (none is recorded).
+    const bot = (await t.req('POST', '/v1/keys', { headers: mk, body: { label: 'bot' } })).body.key as string;
+    expect((await connect({ 'x-api-key': bot }, { id, user: 'bind-audit-3', password: 'third-secret' })).status).toBe(200);
+    const log = await t.req('GET', '/v1/audit?limit=1000', { headers: mk });
+    const rows = (log.body.entries as Array<{ action: string; target: string; keyId: string; detail: unknown }>).filter((e) => e.target === id);
+    expect(rows.map((e) => [e.action, e.keyId, e.detail])).toEqual([
+      ['account.bind', mkId, { server: 'Sim-P5-Demo', login: 'bind-audit-2' }],
+      ['account.bind', mkId, { server: 'Sim-P5-Demo', login: 'bind-audit-1', newSeat: true }],
+    ]);
+    expect(log.text).not.toMatch(/secret/);
+  });
+
   it('every management route that changes something names its audit action', () => {
     const missing = t.gw.routes.filter((r) => r.auth === 'management' && r.method !== 'get' && !r.audit).map((r) => `${r.method} ${r.path}`);
     expect(missing).toEqual([]);

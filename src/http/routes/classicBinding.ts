@@ -12,6 +12,7 @@ import type { Services } from '../services.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { ActionAudit } from '../route.js';
+import type { NewAuditRow } from '../../store/audit.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -29,6 +30,8 @@ export interface BindInput {
   server: string;
   platform?: Platform | undefined;
   build?: number | undefined;
+  /** The bind's audit row (account.bind, a management key's /ConnectEx): written with the binding. */
+  audit?: NewAuditRow | undefined;
 }
 
 /** The account's binding with the password sealed, and the call that has its shard verify and bind the login. */
@@ -43,6 +46,7 @@ function sealed(s: Services, b: BindInput): { row: BindingRow; bind: () => Promi
     bind: () => s.shards.call(b.accountId, 'account.bind', {
       accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
       ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
+      ...(b.audit ? { audit: b.audit } : {}),
     }, { retryOnRestart: true }),
   };
 }
@@ -186,11 +190,13 @@ export interface LoginAccount { id: string; status: AccountStatus | null; create
  * to it (verified first: a refused login creates nothing).
  */
 export function accountForLogin(
-  s: Services, b: Omit<BindInput, 'accountId'>,
+  s: Services, b: Omit<BindInput, 'accountId' | 'audit'>,
+  /** The bind's audit row, for the account it binds (none when the login was bound already and nothing changed). */
+  auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
   return withLoginLock(s, b.server, b.user, async () => {
     const bound = new AccountStore(s.db).boundTo(b.server, b.user);
-    if (bound) return boundAccount(s, b, bound);
+    if (bound) return boundAccount(s, b, bound, auditOf);
     const id = randomUUID();
     const createSeat: CreateSeat<void> = async (binding) => {
       const now = s.clock.now();
@@ -202,24 +208,26 @@ export function accountForLogin(
     if (s.tenancyWrites.clustered) {
       let status: AccountStatus;
       try {
-        ({ status } = await seatFirst(s, { ...b, accountId: id }, createSeat));
+        ({ status } = await seatFirst(s, { ...b, accountId: id, audit: auditOf?.(id, true) }, createSeat));
       } catch (err) {
         // Another node bound the login first (PostgreSQL kept one binding, and this node's mirror
         // has it now): the answer one node gives for a login found bound.
         const first = toApiError(err).code === 'BROKER_LOGIN_IN_USE' ? new AccountStore(s.db).boundTo(b.server, b.user) : undefined;
-        if (first) return boundAccount(s, b, first);
+        if (first) return boundAccount(s, b, first, auditOf);
         throw err;
       }
       return { id, status, created: true };
     }
-    const status = await bindBroker(s, { ...b, accountId: id });
+    const status = await bindBroker(s, { ...b, accountId: id, audit: auditOf?.(id, true) });
     await createSeat();
     return { id, status, created: true };
   });
 }
 
 /** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
-async function boundAccount(s: Services, b: Omit<BindInput, 'accountId'>, bound: BindingRow): Promise<LoginAccount> {
+async function boundAccount(
+  s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
+): Promise<LoginAccount> {
   if (bound.customer_id !== b.customerId) {
     throw loginInUse();
   }
@@ -227,7 +235,7 @@ async function boundAccount(s: Services, b: Omit<BindInput, 'accountId'>, bound:
   if (stored === undefined) {
     // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
     // the platform), and the password is sealed again with the current key.
-    const status = await bindUnlocked(s, { ...b, accountId: bound.seat_id });
+    const status = await bindUnlocked(s, { ...b, accountId: bound.seat_id, audit: auditOf?.(bound.seat_id, false) });
     return { id: bound.seat_id, status, created: false };
   }
   if (!samePassword(stored, b.password)) {

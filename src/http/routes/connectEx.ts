@@ -14,7 +14,7 @@ import { apiError } from '../../errors.js';
 import type { Services } from '../services.js';
 import { assertAliasAgrees, one, qInt, qString } from '../schemas.js';
 import { AccountStore } from '../../store/accounts.js';
-import { defineRoute, type AnyRoute } from '../route.js';
+import { defineRoute, type ActionAudit, type AnyRoute } from '../route.js';
 import { canonicalAccountId } from '../../util/accountId.js';
 import { accountForLogin, BrokerFields, rebindAccount } from './classicBinding.js';
 import { ownedSeat } from './provisioning.js';
@@ -55,7 +55,7 @@ function withQueryId(body: ConnectExInput, query: Record<string, unknown>): Conn
 }
 
 export function connectExRoutes(s: Services): AnyRoute[] {
-  const handler = async (input: ConnectExInput, principal: Principal) => {
+  const handler = async (input: ConnectExInput, principal: Principal, audit: ActionAudit | undefined) => {
     assertCanBind(principal);
     const given = canonicalAccountId(input.id);
     const alias = canonicalAccountId(input.accountId);
@@ -66,32 +66,36 @@ export function connectExRoutes(s: Services): AnyRoute[] {
     if (existing) {
       if (principal.kind === 'api') assertAccountScope(principal, existing);
       ownedSeat(s, principal.customerId, existing);
-      await rebindAccount(s, { ...bind, accountId: existing });
+      // A management key's bind (the dashboard's seat page) is recorded with the binding it makes.
+      await rebindAccount(s, { ...bind, accountId: existing, audit: audit && { ...audit.row(existing, { server: input.server, login: input.user }), ref: randomUUID() } });
       return { body: { id: existing } };
     }
     if (principal.kind === 'api' && principal.accountScoped) {
       throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts; pass id=<its account>');
     }
     // A login already bound answers with its account: ConnectEx is safe to call at every bot start.
-    const { id } = await accountForLogin(s, bind);
+    const { id } = await accountForLogin(s, bind, audit && ((accountId, newSeat) =>
+      ({ ...audit.row(accountId, { server: input.server, login: input.user, ...(newSeat ? { newSeat } : {}) }), ref: randomUUID() })));
+    // Found bound with the same password: nothing changed, nothing to record.
+    audit?.none();
     return { body: { id } };
   };
   const common = {
-    path: '/ConnectEx', family: 'classic' as const, auth: 'connection' as const, tags: ['classic', 'accounts'],
+    path: '/ConnectEx', family: 'classic' as const, auth: 'connection' as const, tags: ['classic', 'accounts'], audit: 'account.bind',
     response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'NOT_FOUND', 'TERMINAL_ERROR'] as const,
   };
   return [
     defineRoute({
       ...common, method: 'get', errors: [...common.errors], query: ConnectExQuery, secretQuery: true, changesState: true,
       summary: 'Bind a broker login to an account (query parameters); creates a shared seat when no id is given',
-      handler: ({ query, principal }) => handler(query, principal!),
+      handler: ({ query, principal, audit }) => handler(query, principal!, audit),
     }),
     // SPEC §4.2 lists /ConnectEx under "any" method: every method but GET takes the JSON body.
     ...(['post', 'put', 'patch', 'delete'] as const).map((method) => defineRoute({
       ...common, method, errors: [...common.errors], body: ConnectExBody,
       summary: 'Bind a broker login to an account (JSON body); creates a shared seat when no id is given',
       description: 'The account to re-bind is `id` (alias `accountId`) in the body or in the query string (`?id=`, as on the other classic routes); both given with different values is a 400.',
-      handler: ({ body, principal, req }) => handler(withQueryId(body, req.query), principal!),
+      handler: ({ body, principal, req, audit }) => handler(withQueryId(body, req.query), principal!, audit),
     })),
     defineRoute({
       method: 'post', path: '/v1/accounts/:id/upgrade', family: 'provisioning', auth: 'management', audit: 'account.upgrade', tags: ['provisioning', 'accounts'],

@@ -19,6 +19,10 @@ export interface BindArgs {
   build?: number | null;
   /** How long to wait for the first connect before answering (ms). */
   waitMs?: number;
+  /** A management action's row (account.bind), written with the binding it records (one node: in
+   *  the shard's SQLite transaction; cluster mode: the owner takes it off and writes it with the
+   *  binding's copy to PostgreSQL), once under its `ref`. */
+  audit?: NewAuditRow;
 }
 
 export interface AccountStatus {

@@ -252,7 +252,10 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     // started again from its binding before: the bind is for the entry that runs it now.
     assertOwned(a.accountId);
     existing = entries.get(a.accountId);
-    store.upsert(row);
+    writeTransaction(ctx.db, () => {
+      store.upsert(row);
+      if (a.audit) audits.add(a.audit);
+    });
     if (existing) {
       await existing.replace({ credentials, build: row.build });
     } else {
