@@ -14,7 +14,7 @@
 // its own server's spread, and the last POSITIONS (P5: and ORDERS) the broker's. The issue's scenarios (test/integration/cluster-scenarios-*) each fix one
 // fault; this draws their mixes. Not part of `npm test`: it runs for minutes.
 import fc from 'fast-check';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -54,6 +54,8 @@ const longestGap = (ts: number[]) => ts.sort((a, b) => a - b).reduce((m, t, i) =
 /** The load balancer the streams connect through: each connection to the next running node (one
  *  that went away meanwhile refuses it, and the client connects again). */
 let balancer: TcpProxy | undefined;
+/** CHAOS_DEBUG: this run's directory of node logs (made at the first schedule). */
+let debugDir: string | undefined;
 afterAll(async () => balancer?.close());
 
 async function balancerUrl(): Promise<string> {
@@ -204,9 +206,12 @@ describe('chaos', () => {
           stopped = Date.now();
         }
         // CHAOS_DEBUG=1: every attempt (kind id@node:status, sent at, ms to the answer) and each node's
-        // log in the temp directory (tagw-chaos-<node>.log): what found the lost reply of a NATS restart.
+        // log in a directory of this run's own (two runs at once, or one after, keep theirs): what
+        // found the lost reply of a NATS restart.
         if (process.env.CHAOS_DEBUG) {
-          for (const n of env.cluster.nodes) writeFileSync(join(tmpdir(), `tagw-chaos-${n.id}.log`), n.proc.output());
+          debugDir ??= mkdtempSync(join(tmpdir(), 'tagw-chaos-'));
+          for (const n of env.cluster.nodes) writeFileSync(join(debugDir, `schedule-${round}-${n.id}.log`), n.proc.output());
+          console.log(`node logs: ${debugDir}/schedule-${round}-<node>.log`);
           for (const w of watched) console.log(`stream frames of ${w.acct.server}: ${w.frames.join(' ')}`);
           for (const t of traffic) console.log(t.log.map((x) => `${x.kind ?? 'open'}${x.target ? `#${x.target}` : ''} ${x.clientOrderId}@${x.node}:${x.status}${x.ticket ? `#${x.ticket}` : ''} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
         }
