@@ -11,8 +11,9 @@ import { mgmt, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '.
 let t: TestGateway;
 let browser: Browser;
 
-async function open(route: string, width = 1440, height = 900): Promise<Page> {
+async function open(route: string, width = 1440, height = 900, before?: (page: Page) => Promise<unknown>): Promise<Page> {
   const page = await browser.page();
+  await before?.(page);
   await page.setViewportSize({ width, height });
   await page.goto(`${t.url}/dashboard`);
   await page.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
@@ -175,6 +176,41 @@ describe('the console says what happened where the operator looks', { timeout: 6
     // The error and the marker say the same thing, not "live" beside "does not answer".
     expect(await page.locator('[data-testid=updated]').textContent()).toContain('stale');
     await page.close();
+  });
+
+  it('keeps one live-view key per account in the browser: tabs opened, reloaded and closed make no new ones, and one left unused for an hour (a browser that lost its storage or crashed) is revoked by the next live view', async () => {
+    const seat = (await t.req('POST', '/ConnectEx', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { user: '80003', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+    const liveKeys = async () => ((await t.req('GET', `/v1/seats/${seat}/keys`, { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.keys as Array<{ id: string; label: string; revoked: boolean }>)
+      .filter((k) => k.label === 'console live view' && !k.revoked).map((k) => k.id);
+    const streaming = (page: Page) => page.locator('[data-testid=quote-row]').first().waitFor({ timeout: 15_000 });
+    const first = await open(`/live/${seat}`);
+    await streaming(first);
+    const second = await open(`/live/${seat}`);
+    await streaming(second);
+    for (let i = 0; i < 3; i += 1) {
+      await second.reload();
+      await streaming(second);
+    }
+    await first.close();
+    await second.close();
+    const third = await open(`/live/${seat}`);
+    await streaming(third);
+    await third.close();
+    // Before: one key per tab (kept in the tab's sessionStorage), left on the seat when the tab closed.
+    const kept = await liveKeys();
+    expect(kept).toHaveLength(1);
+    // A key a browser made and then lost (storage cleared, a private window closed, a crash), unused since.
+    const lost = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: 'console live view', readOnly: true, accountScoped: true } })).body.id as string;
+    expect(await liveKeys()).toHaveLength(2);
+    // An hour and more later (the page's clock moved on), the next live view of the account revokes it and keeps its own.
+    const later = await open(`/live/${seat}`, 1440, 900, (page) => page.addInitScript(() => {
+      const real = Date.now.bind(Date);
+      Date.now = () => real() + 2 * 3600_000;
+    }));
+    await streaming(later);
+    await expect.poll(liveKeys).toEqual(kept);
+    expect(kept).not.toContain(lost);
+    await later.close();
   });
 
   it('opens the sign-in with the key field focused, on a page that does not scroll', async () => {

@@ -190,8 +190,9 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.locator('[data-testid=throughput][data-points="2"]').waitFor(); // a line, for the screenshot
     await browser.shot(page, '5-overview-busy');
     expect(await page.locator('[data-testid=cluster]').count()).toBe(0); // a single node: no Cluster panel
-    // The live view streams with a read-only key scoped to this account, created for itself.
-    const liveKey = (await page.evaluate(`sessionStorage.getItem('tagw.liveKey.${seatId}')`)) as string;
+    // The live view streams with a read-only key scoped to this account, created for itself and
+    // kept in the browser for its other tabs.
+    const liveKey = JSON.parse((await page.evaluate(`localStorage.getItem('tagw.liveKey.${seatId}')`)) as string).key as string;
     const who = await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': liveKey } });
     expect(who.body).toMatchObject({ readOnly: true, accountScoped: true, seatId });
     // Signing out revokes it, and forgets every key the tab held.
@@ -199,6 +200,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.waitForSelector('[data-testid=mk]');
     expect(await whoami(liveKey)).toBe(401);
     expect(await page.evaluate('Object.keys(sessionStorage).length')).toBe(0);
+    expect(await page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('tagw.liveKey.')).length")).toBe(0);
     await page.close();
   }, 60_000); // a 5 s build and a dozen page waits: past the 20 s default on a loaded machine
 

@@ -3,12 +3,15 @@
 // out: the key was rotated or revoked, possibly from another tab or by the CLI.
 const KEY = 'tagw.managementKey';
 const listeners = new Set();
+/** The live view's read-only key of an account (`LIVE_KEY + id`: `{ id, key }`), kept in localStorage:
+ *  one per account and browser, shared by its tabs (pages/live.js). */
+export const LIVE_KEY = 'tagw.liveKey.';
+export const LIVE_LABEL = 'console live view';
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY); },
   set(key) { sessionStorage.setItem(KEY, key); },
   clear() {
-    // The live views' read-only keys go with the session.
     for (const k of Object.keys(sessionStorage)) if (k.startsWith('tagw.')) sessionStorage.removeItem(k);
   },
 };
@@ -17,12 +20,19 @@ export const session = {
 export function onSignOut(f) { listeners.add(f); return () => listeners.delete(f); }
 
 /**
- * Signing out on purpose: the read-only keys the live view made for itself are revoked first
- * (best effort; a tab that is simply closed leaves them, listed under API keys as "console live view").
+ * Signing out on purpose: the read-only keys the live view keeps in this browser are revoked and
+ * forgotten first (best effort; the browser's other tabs make new ones when they need them). A tab
+ * simply closed leaves its key for the next live view of the account; one a browser lost is revoked
+ * by the next live view of its account after an hour unused (pages/live.js).
  */
 export async function signOutNow() {
-  const ids = Object.keys(sessionStorage).filter((k) => k.startsWith('tagw.liveKeyId.')).map((k) => sessionStorage.getItem(k));
+  const names = Object.keys(localStorage).filter((k) => k.startsWith(LIVE_KEY));
+  const ids = names.map((k) => { try { return JSON.parse(localStorage.getItem(k))?.id; } catch { return undefined; } })
+    // A tab opened before the console kept them in localStorage: its keys were in sessionStorage.
+    .concat(Object.keys(sessionStorage).filter((k) => k.startsWith('tagw.liveKeyId.')).map((k) => sessionStorage.getItem(k)))
+    .filter(Boolean);
   await Promise.allSettled(ids.map((id) => api.del(`/v1/keys/${encodeURIComponent(id)}`)));
+  for (const k of names) localStorage.removeItem(k);
   signOut('Signed out.');
 }
 

@@ -1,8 +1,8 @@
 // Live account view: quotes, positions, orders and trades over /v1/stream, and a price chart from
 // PriceHistoryV2 kept current by CANDLE frames. The console uses a read-only key scoped to this
-// account (SPEC §5.10), which it creates for itself once per tab and account; the management key
-// never goes near the stream.
-import { api, session } from '../api.js';
+// account (SPEC §5.10), one per account and browser, kept in localStorage and reused by every tab
+// (docs/dashboard.md, "Live view keys"); the management key never goes near the stream.
+import { api, LIVE_KEY, LIVE_LABEL, session } from '../api.js';
 import { html, useEffect, useMemo, useRef, useState } from '../lib.js';
 import { Badge, emptyText, Err, short, Top, usePoll, utc } from '../ui.js';
 import { TimeChart } from '../chart.js';
@@ -14,23 +14,38 @@ const PRICE_SERIES = [
   { label: 'low', stroke: 'rgba(239,68,68,.45)', width: 1 },
 ];
 
-/** Creations under way, by account: the socket and the chart ask at the same time, and get one key. */
-const creating = new Map();
+/** Requests under way, by account: the socket and the chart ask at the same time, and get one key. */
+const asking = new Map();
+/** A live-view key nobody used for this long was left by a browser that lost it: every open live
+ *  view uses its key every 2 s (the account summary), and a hidden tab's timers still run. */
+const ABANDONED_MS = 3600_000;
 
-function liveKey(id, renew = false) {
-  const name = `tagw.liveKey.${id}`;
-  const kept = sessionStorage.getItem(name);
-  if (kept && !renew) return Promise.resolve(kept);
-  if (!creating.has(id)) {
-    creating.set(id, api.post(`/v1/seats/${id}/keys`, { label: 'console live view', readOnly: true, accountScoped: true })
-      .then((k) => {
-        sessionStorage.setItem(name, k.key);
-        sessionStorage.setItem(`tagw.liveKeyId.${id}`, k.id); // revoked when the operator signs out
-        return k.key;
-      })
-      .finally(() => creating.delete(id)));
-  }
-  return creating.get(id);
+/**
+ * The account's live-view key: the one this browser keeps (localStorage, every tab), checked still
+ * live on the seat's key list; else a new one, kept. With the list at hand, the seat's other
+ * live-view keys unused for ABANDONED_MS are revoked (best effort): a browser that crashed, lost its
+ * storage or closed a private window cannot leave keys for ever. `refused`: the key the caller used
+ * and the gateway refused (revoked): not taken again, but a newer one another tab kept is.
+ */
+function liveKey(id, refused = null) {
+  if (!asking.has(id)) asking.set(id, keyFor(id, refused).finally(() => asking.delete(id)));
+  return asking.get(id);
+}
+
+async function keyFor(id, refused) {
+  const name = `${LIVE_KEY}${id}`;
+  let kept = null;
+  try { kept = JSON.parse(localStorage.getItem(name)); } catch { /* not ours: replaced below */ }
+  // 404 (no such seat, or another customer's): the caller says the account is gone.
+  const { keys } = await api.get(`/v1/seats/${encodeURIComponent(id)}/keys`);
+  const reuse = kept?.id && kept.key && kept.key !== refused && keys.some((k) => k.id === kept.id && !k.revoked);
+  const abandoned = keys.filter((k) => k.label === LIVE_LABEL && !k.revoked && k.id !== kept?.id
+    && Date.now() - Date.parse(k.lastUsedAt ?? k.createdAt) > ABANDONED_MS);
+  for (const k of abandoned) api.del(`/v1/keys/${encodeURIComponent(k.id)}`).catch(() => undefined);
+  if (reuse) return kept.key;
+  const k = await api.post(`/v1/seats/${encodeURIComponent(id)}/keys`, { label: LIVE_LABEL, readOnly: true, accountScoped: true });
+  localStorage.setItem(name, JSON.stringify({ id: k.id, key: k.key }));
+  return k.key;
 }
 
 function digitsOf(x) {
@@ -75,9 +90,10 @@ function LiveAccount({ id, title }) {
     let closed = false;
     let retry = null;
     const L = live.current;
-    const open = async (renew) => {
+    let used = null;
+    const open = async (refused) => {
       try {
-        const key = await liveKey(id, renew);
+        const key = (used = await liveKey(id, refused));
         setKey(key);
         const list = await api.get(`/SymbolList?id=${encodeURIComponent(id)}`, { apiKey: key });
         const syms = (Array.isArray(list) ? list : list.symbols ?? []).map((s) => (typeof s === 'string' ? s : s.symbol)).slice(0, 12);
@@ -98,13 +114,13 @@ function LiveAccount({ id, title }) {
           L.dirty = true;
           if (closed) return;
           // 4001: the key was revoked (say, from the Keys page): make a new one.
-          retry = setTimeout(() => open(e.code === 4001), 2000);
+          retry = setTimeout(() => open(e.code === 4001 ? used : null), 2000);
         };
       } catch (err) {
-        if (err.status === 401 && !renew) return open(true);
+        if (err.status === 401 && !refused && used) return open(used);
         if (err.status === 404) return setGone(true);
         setError(err);
-        if (!closed) retry = setTimeout(() => open(false), 5000);
+        if (!closed) retry = setTimeout(() => open(null), 5000);
       }
       return undefined;
     };
@@ -137,7 +153,7 @@ function LiveAccount({ id, title }) {
       }
       L.dirty = true;
     };
-    open(false);
+    open(null);
     // Ticks arrive faster than anyone reads: the tables re-render at most 4 times a second.
     const paint = setInterval(() => {
       if (!L.dirty) return;
