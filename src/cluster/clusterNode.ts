@@ -209,6 +209,7 @@ export class ClusterNode {
     try {
       nats = await startNatsNode({
         url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, answerAlive: false, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log,
+        holds: (accountId) => this.pg.keeper.holds(accountId),
         ...(this.o.settings.aliveAskMs === undefined ? {} : { aliveAskMs: this.o.settings.aliveAskMs }),
       });
     } catch (err) {

@@ -28,6 +28,9 @@ export interface NatsNodeOptions {
   /** Publish market data only while another node's sockets want its symbol (a gateway: its stream
    *  commands pass the router's ledger). Default: all of it. */
   marketOnInterest?: boolean;
+  /** Whether this node holds the account's lease (the relay then drops that account's events from
+   *  other nodes' shards: StreamRelayOptions.holds). */
+  holds?: (accountId: string) => boolean;
   log: Logger;
   reconnectWaitMs?: number;
   /** CLUSTER_ALIVE_ASK_MS: how long a liveness question waits for its answer (default 250). */
@@ -62,7 +65,7 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
   // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
   const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;
-  const relay = new StreamRelay({ link, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}) });
+  const relay = new StreamRelay({ link, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}), ...(o.holds ? { holds: o.holds } : {}) });
   if (o.answerAlive !== false) await liveness.answer(o.nodeId, o.incarnation ?? 0);
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();

@@ -17,6 +17,11 @@ import type { NatsLink } from './natsLink.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
 
+/** An account's stream events: the owner's own shards are their only source for it. */
+const ACCOUNT_STREAM_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([
+  STREAM_EVENT.positions, STREAM_EVENT.orders, STREAM_EVENT.deal, STREAM_EVENT.phase, STREAM_EVENT.rebound,
+]);
+
 /** Kinds that describe this node, not an account: never relayed. */
 const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, ACCOUNT_PHASE_EVENT, ACCOUNT_BINDING_EVENT]);
 
@@ -27,6 +32,9 @@ export interface StreamRelayOptions {
   /** Whether another node's sockets want this symbol's market data (default: always). Not wanted:
    *  nothing is published (each publish costs the owner's main thread ~50 µs). */
   wanted?: (server: string, symbol: string) => boolean;
+  /** Whether this node holds the account's lease: its own shards are then the account's only
+   *  source, and the account's events relayed from another node are dropped (see receive). */
+  holds?: (accountId: string) => boolean;
   log: Logger;
 }
 
@@ -40,6 +48,8 @@ export interface RelayStats {
    *  event NATS refused (closed connection, past the message size). */
   dropped: number;
   received: number;
+  /** Received, not delivered: an account event from another node's shards for an account this node holds. */
+  stale: number;
 }
 
 interface Interest { refs: number; sub: Subscription }
@@ -59,7 +69,7 @@ function writerOf(nc: NatsLink['nc']): (() => void) | undefined {
 }
 
 export class StreamRelay {
-  readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0 };
+  readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0 };
   private readonly interests = new Map<string, Interest>();
   /** Last market event published per kind, server, then symbol (and timeframe for candles). */
   private readonly lastMarket = { [STREAM_EVENT.tick]: new Map<string, Map<string, LastMarket>>(), [STREAM_EVENT.candle]: new Map<string, Map<string, LastMarket>>() };
@@ -216,6 +226,14 @@ export class StreamRelay {
       return this.opts.log.warn('malformed relayed event ignored', { subject: msg.subject, err: errorMessage(e) });
     }
     this.stats.received++;
+    // The account's lease is this node's: another node's shards still running it (an earlier owner
+    // resumed from a SIGSTOP, its broker connection delivering what it buffered meanwhile; one
+    // releasing it) send what this node's own shards have or will have, or what its resync reads.
+    // Numbered here, a deal already carried was a TRADE again (\`npm run chaos\`, seed 853588668).
+    if (ACCOUNT_STREAM_KINDS.has(ev.kind) && this.opts.holds?.(ev.key)) {
+      this.stats.stale++;
+      return;
+    }
     this.opts.onEvent(ev);
   }
 

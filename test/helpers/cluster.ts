@@ -51,11 +51,11 @@ export interface TestNode extends NatsNode {
   events: ShardEvent[];
 }
 
-export async function startNode(id: string, natsUrl: string, shards: LocalShards, leases: MemoryLeases, opts: { ownerWaitMs?: number; incarnation?: number } = {}): Promise<TestNode> {
+export async function startNode(id: string, natsUrl: string, shards: LocalShards, leases: MemoryLeases, opts: { ownerWaitMs?: number; incarnation?: number; holds?: (accountId: string) => boolean } = {}): Promise<TestNode> {
   const events: ShardEvent[] = [];
   const node = await startNatsNode({
     url: natsUrl, nodeId: id, shards, ...(opts.incarnation === undefined ? {} : { incarnation: opts.incarnation }), lookupOwner: leases.lookup, ownerWaitMs: opts.ownerWaitMs ?? 2_000,
-    onEvent: (ev) => events.push(ev), log: createLogger('silent'), reconnectWaitMs: 50,
+    onEvent: (ev) => events.push(ev), log: createLogger('silent'), reconnectWaitMs: 50, ...(opts.holds ? { holds: opts.holds } : {}),
   });
   return { ...node, id, events };
 }

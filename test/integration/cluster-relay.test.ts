@@ -190,6 +190,29 @@ describe('StreamRelay', () => {
     B.relay.unfollow('acc-own');
   });
 
+  it('an account this node holds the lease of: its events from another node\'s shards are not delivered (that node runs it no more)', async () => {
+    // npm run chaos (seed 853588668): an owner frozen by SIGSTOP past its lease resumed with its
+    // broker connection still open, and its shard passed on the deals that connection had buffered;
+    // the relay gave them to the account's new owner, which numbered one its history had already
+    // carried (a ledger built from the stored deal mark alone): the same TRADE twice on a client.
+    const held = 'acc-held';
+    const C = await startNode('C', nats.url, noShards, new MemoryLeases(), { holds: (id) => id === held });
+    try {
+      await Promise.all([C.relay.follow(held), C.relay.follow('acc-free'), C.relay.follow('marker')]);
+      const deal = { kind: 'stream.deal', key: held, data: { deal: { ticket: 101383, timeMsc: 1 } } } as unknown as ShardEvent;
+      const phase = { kind: 'stream.phase', key: held, data: { phase: 'connected' } } as unknown as ShardEvent;
+      const free = positions('acc-free');
+      for (const ev of [deal, positions(held), phase, free]) A.relay.publish(ev);
+      const marker = positions('marker');
+      A.relay.publish(marker);
+      await until(() => C.events.some((e) => e.key === 'marker' && (e.data as { v: number }).v === (marker.data as { v: number }).v), 'the marker to arrive');
+      expect(C.events.filter((e) => e.key !== 'marker')).toStrictEqual([free]);
+      expect(C.relay.stats.stale).toBe(3);
+    } finally {
+      await C.close();
+    }
+  });
+
   it('an event NATS refuses (past the message size) is counted as dropped, never thrown into the shard-event path', () => {
     const before = A.relay.stats.dropped;
     const huge = { kind: 'stream.positions', key: 'acc-huge', data: { v: 1, positions: Array.from({ length: 20_000 }, (_, i) => ({ ticket: i, comment: 'x'.repeat(100) })) } } as unknown as ShardEvent;
