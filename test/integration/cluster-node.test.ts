@@ -165,14 +165,14 @@ describe('a cluster node: leases in PostgreSQL, routing over NATS', () => {
 
       for (const account of ACCOUNTS) {
         const holder = a.pg.keeper.leaseOf(account) ? 'node-a' : 'node-b';
-        for (const via of [a, b]) expect(await via.router.call(account, 'stream.close', { accountId: account })).toEqual({ node: holder });
+        for (const via of [a, b]) expect(await via.router.call(account, 'account.status', { accountId: account })).toEqual({ node: holder });
       }
       expect(a.router.stats.forwarded + b.router.stats.forwarded).toBe(ACCOUNTS.length);
 
       const aHad = a.pg.keeper.held().map((l) => l.accountId);
       await a.close(true);
       aClosed = true;
-      for (const account of aHad) expect(await b.router.call(account, 'stream.close', { accountId: account })).toEqual({ node: 'node-b' });
+      for (const account of aHad) expect(await b.router.call(account, 'account.status', { accountId: account })).toEqual({ node: 'node-b' });
       expect(b.pg.keeper.held()).toHaveLength(ACCOUNTS.length);
     } finally {
       if (!aClosed) await a.close(true);
