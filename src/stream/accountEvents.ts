@@ -189,7 +189,15 @@ export class AccountEvents {
       sock.stream = 'held';
       return;
     }
-    if (this.shared?.gate(sock.acc, () => { if (!sock.closed) this.start(sock); })) {
+    if (this.shared?.gate(sock.acc, (unplaced) => {
+      if (sock.closed) return;
+      // A fresh socket starts where the account stands when its wait ends; after a failed try of
+      // the node's first role that is JetStream's head read later, past frames numbered since the
+      // socket came: it is told (4014, the client reconnects and resyncs). A resume replays from
+      // its own position instead.
+      if (unplaced && sock.since === null) return void this.out.end(sock, 'STREAM_GAP');
+      this.start(sock);
+    })) {
       // Cluster: the account's role is being taken (JetStream read); the wait is bounded.
       this.boundClusterWait(sock, sock.since === null ? 'snapshot' : 'resume');
       return;

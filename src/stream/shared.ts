@@ -55,6 +55,8 @@ export interface SharedState {
   ready: Promise<void> | null;
   /** The history is still the placeholder made before the first role was taken. */
   placeholder: boolean;
+  /** Tries of the role that failed (SharedAccounts.gate: a fresh socket that waited through one is told). */
+  failedTries: number;
   held: StreamEvent[];
   /** Frames the feed delivered before the history was set from its position. */
   early: SharedFrame[] | null;

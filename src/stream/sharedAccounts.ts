@@ -108,12 +108,24 @@ export class SharedAccounts {
     }
   }
 
-  /** Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred. */
-  gate(acc: AccountState, fn: () => void): boolean {
+  /**
+   * Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred.
+   * `fn(unplaced)`: true when the node had no position in the account's stream when the wait began
+   * (its first role) and took the role only at a later try, one having failed meanwhile (JetStream not
+   * answering: a NATS outage, a request timing out after 5 s). The role then starts from JetStream's
+   * head as read at that try, past what the owner numbered and stored while the caller waited: a
+   * fresh socket placed there would miss those frames without a word (`npm run chaos`, seed 356670798:
+   * a P4 socket opened, its node took the role ~5 s later, and its first account frame was seq 16).
+   */
+  gate(acc: AccountState, fn: (unplaced: boolean) => void): boolean {
     if (!acc.shared) this.takeRole(acc);
-    const ready = acc.shared!.ready;
+    const s = acc.shared!;
+    const ready = s.ready;
     if (!ready) return false;
-    void ready.then(fn);
+    const [blind, failed] = [s.placeholder, s.failedTries];
+    // A role not taken at all (every try failed) serves a local epoch: its sockets are told when the
+    // role is taken later (restart, 4014), not here.
+    void ready.then(() => fn(blind && s.failedTries > failed && s.retryAt === undefined));
     return true;
   }
 
@@ -257,7 +269,7 @@ export class SharedAccounts {
 
   private takeRole(acc: AccountState): void {
     const owner = this.deps.shared.owns(acc.id);
-    const s: SharedState = acc.shared ?? { role: owner ? 'owner' : 'follower', ready: null, placeholder: true, held: [], early: null, feed: null, lastData: {} };
+    const s: SharedState = acc.shared ?? { role: owner ? 'owner' : 'follower', ready: null, placeholder: true, failedTries: 0, held: [], early: null, feed: null, lastData: {} };
     acc.shared = s;
     s.role = owner ? 'owner' : 'follower';
     const attempt = async () => {
@@ -265,6 +277,7 @@ export class SharedAccounts {
         try {
           return await (owner ? this.becomeOwner(acc, s) : this.becomeFollower(acc, s));
         } catch (err) {
+          s.failedTries++;
           if (i >= 4) throw err;
           this.deps.log.warn('account stream role not taken yet; trying again', { accountId: acc.id, err: errorMessage(err) });
           await new Promise((r) => setTimeout(r, 250 * (i + 1)));
