@@ -67,13 +67,24 @@ describe('an order in flight when its account moves', () => {
   it('the owner hands the account over to a node that joined, with the order out (sent to the owner itself): 503 with retry-after, and the retry replays the broker\'s answer (200)', async () => {
     // One node serves everything (the other is frozen past the lease); the other is back once the
     // order is out, and the account is in its share.
-    const [left, stays] = env.cluster.nodes.map((n) => n.id) as [string, string];
-    env.cluster.stop(left);
-    for (const a of made) await env.cluster.owner(a.id, { not: left });
+    const ids = env.cluster.nodes.map((n) => n.id);
     const acct = await env.cluster.account('Sim-P5-Demo', { login: 'rebalance' });
     made.push(acct);
-    const share = () => targetOwners([left, stays], made.map((a) => a.id), new Map(made.map((a) => [a.id, stays]))).get(acct.id);
-    while (share() !== left) made.push(await env.cluster.account());
+    // The node to freeze: one whose share the account is in when the other holds every account. More
+    // accounts until there is one (each makes it likelier; before, the frozen node was fixed and the
+    // loop could go on past the test's bound when the account scored high at the other).
+    const leaver = () => ids.find((l) => {
+      const holder = ids.find((x) => x !== l)!;
+      return targetOwners(ids, made.map((a) => a.id), new Map(made.map((a) => [a.id, holder]))).get(acct.id) === l;
+    });
+    for (let i = 0; !leaver(); i++) {
+      if (i === 30) throw new Error('no node would take the account back after 30 more accounts');
+      made.push(await env.cluster.account());
+    }
+    const left = leaver()!;
+    const stays = ids.find((x) => x !== left)!;
+    env.cluster.stop(left);
+    for (const a of made) await env.cluster.owner(a.id, { not: left });
     expect((await env.cluster.owner(acct.id)).owner).toBe(stays);
 
     const { first, broker } = await outAtBroker(stays, acct, 'rebalance-1');
