@@ -20,9 +20,12 @@ const env = useCluster({
   nodes: 2,
   // A handover waits this long for the calls on its accounts: well inside the bridge's 10 s for the reply.
   ownerWaitMs: 2_000,
-  simFaults: (prefix) => [{ kind: 'timeoutAfterSend', login: `${prefix}-lapse`, count: 1 }, { kind: 'timeoutAfterSend', login: `${prefix}-rebalance`, count: 1 },
+  simFaults: (prefix) => [{ kind: 'timeoutAfterSend', login: `${prefix}-lapse`, count: 1 }, ...Array.from({ length: REBALANCE_CANDIDATES }, (_, i) => ({ kind: 'timeoutAfterSend' as const, login: `${prefix}-rebalance-${i}`, count: 1 })),
     { kind: 'timeoutAfterSend', login: `${prefix}-handover`, count: 1 }],
 });
+
+/** Accounts (each its own login with a lost reply) tried for the rebalance case. */
+const REBALANCE_CANDIDATES = 8;
 
 /** Every account made here (the nodes divide them all). */
 const made: ClusterAccount[] = [];
@@ -68,20 +71,22 @@ describe('an order in flight when its account moves', () => {
     // One node serves everything (the other is frozen past the lease); the other is back once the
     // order is out, and the account is in its share.
     const ids = env.cluster.nodes.map((n) => n.id);
-    const acct = await env.cluster.account('Sim-P5-Demo', { login: 'rebalance' });
-    made.push(acct);
-    // The node to freeze: one whose share the account is in when the other holds every account. More
-    // accounts until there is one (each makes it likelier; before, the frozen node was fixed and the
-    // loop could go on past the test's bound when the account scored high at the other).
-    const leaver = () => ids.find((l) => {
+    // The node to freeze: one whose share the account is in when the other holds every account. An
+    // account scored high at both nodes is in neither's (and stays so however many are added: the
+    // loop of the first version could not end), so candidates are made until one is in one's share.
+    const leaverOf = (acct: ClusterAccount) => ids.find((l) => {
       const holder = ids.find((x) => x !== l)!;
       return targetOwners(ids, made.map((a) => a.id), new Map(made.map((a) => [a.id, holder]))).get(acct.id) === l;
     });
-    for (let i = 0; !leaver(); i++) {
-      if (i === 30) throw new Error('no node would take the account back after 30 more accounts');
-      made.push(await env.cluster.account());
+    let found: [ClusterAccount, string] | undefined;
+    for (let i = 0; !found; i++) {
+      if (i === REBALANCE_CANDIDATES) throw new Error(`none of ${REBALANCE_CANDIDATES} accounts would go to a node that joined`);
+      const candidate = await env.cluster.account('Sim-P5-Demo', { login: `rebalance-${i}` });
+      made.push(candidate);
+      const l = leaverOf(candidate);
+      if (l) found = [candidate, l];
     }
-    const left = leaver()!;
+    const [acct, left] = found;
     const stays = ids.find((x) => x !== left)!;
     env.cluster.stop(left);
     for (const a of made) await env.cluster.owner(a.id, { not: left });
