@@ -333,18 +333,24 @@ export class AccountEvents {
   /** A snapshot newer than the lists the stream carried goes into the stream as a change. */
   private merge(acc: AccountState, snap: StreamSnapshotResult): void {
     const clock = this.topics.clockOf(acc);
+    const known = { positions: acc.positions !== null, orders: acc.orders !== null };
+    const took = this.takeLists(acc, snap);
+    if (known.positions && took.positions) this.record(acc, 'POSITIONS', positionsData(snap.positions, false, clock));
+    if (known.orders && took.orders && acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, false, clock));
+  }
+
+  /** Takes a snapshot's lists, each unless a change counted after its read began is held
+   *  (listVersion.ts); says which it took. */
+  private takeLists(acc: AccountState, snap: StreamSnapshotResult): { positions: boolean; orders: boolean } {
     const posV = { src: snap.src, v: snap.posV };
     const ordV = { src: snap.src, v: snap.ordV };
-    if (acc.positions === null || !snapshotIsOlder(posV, acc.posV)) {
-      if (acc.positions !== null) this.record(acc, 'POSITIONS', positionsData(snap.positions, false, clock));
-      acc.positions = snap.positions;
-      acc.posV = posV;
-    }
-    if (acc.orders === null || !snapshotIsOlder(ordV, acc.ordV)) {
-      if (acc.orders !== null && acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(snap.orders, false, clock));
-      acc.orders = snap.orders;
-      acc.ordV = ordV;
-    }
+    const took = {
+      positions: acc.positions === null || !snapshotIsOlder(posV, acc.posV),
+      orders: acc.orders === null || !snapshotIsOlder(ordV, acc.ordV),
+    };
+    if (took.positions) [acc.positions, acc.posV] = [snap.positions, posV];
+    if (took.orders) [acc.orders, acc.ordV] = [snap.orders, ordV];
+    return took;
   }
 
   private sendSnapshot(sock: Sock): void {
@@ -428,12 +434,9 @@ export class AccountEvents {
         acc.heldDeals = null;
         acc.needsResync = false;
         // The pair carries the newest lists: a change counted while the read was out wins over it.
-        const posV = { src: snap.src, v: snap.posV };
-        const ordV = { src: snap.src, v: snap.ordV };
-        if (acc.positions === null || !snapshotIsOlder(posV, acc.posV)) [acc.positions, acc.posV] = [snap.positions, posV];
-        if (acc.orders === null || !snapshotIsOlder(ordV, acc.ordV)) [acc.orders, acc.ordV] = [snap.orders, ordV];
-        this.record(acc, 'POSITIONS', positionsData(acc.positions, true, clock));
-        if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(acc.orders, true, clock));
+        this.takeLists(acc, snap);
+        this.record(acc, 'POSITIONS', positionsData(acc.positions!, true, clock));
+        if (acc.platform === 'P5') this.record(acc, 'ORDERS', ordersData(acc.orders!, true, clock));
       },
       () => {
         // Not connected: tried again when the 'connected' phase comes (live deals keep waiting: one
