@@ -115,6 +115,25 @@ async function ownedByB(): Promise<string> {
   return id;
 }
 
+/** An account owned by C, A's sockets holding its stream (subscribed to BTCUSD) there. */
+async function heldByAAtC(): Promise<string> {
+  const id = acct();
+  leases.set(id, 'C', C.owners);
+  await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
+  await A.router.call(id, 'stream.open', { accountId: id });
+  await sub(A, id, 'BTCUSD');
+  return id;
+}
+
+/** A's sockets' stream comes to be open and subscribed at B, exactly once; A's close lets it go there. */
+async function reopenedAtB(id: string, what: string, check: () => void = () => {}): Promise<void> {
+  await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, what);
+  check();
+  expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
+  await A.router.call(id, 'stream.close', { accountId: id });
+  expect(shards.B.held(id)).toBeUndefined();
+}
+
 describe('a node the owner released while it lived (judged departed while frozen)', () => {
   it('the hub\'s close of an open the owner had released does not close the stream under a newer socket: its subscribe and snapshot are answered, and the owner holds exactly the node\'s sockets', async () => {
     const id = await ownedByB();
@@ -166,11 +185,7 @@ describe('a node the owner released while it lived (judged departed while frozen
     wire.dropForget = 1;
     wire.dropped = 0;
     void A.router.rejoin();
-    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
-    expect(wire.dropped).toBe(1);
-    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
-    await A.router.call(id, 'stream.close', { accountId: id });
-    expect(shards.B.held(id)).toBeUndefined();
+    await reopenedAtB(id, 'A\'s sockets\' stream open and subscribed at B again', () => expect(wire.dropped).toBe(1));
   });
 
   it('an owner that releases a node that lives on (its reading of the node list stale) tells it: the node asks to be forgotten and opens again what its sockets hold', async () => {
@@ -178,39 +193,21 @@ describe('a node the owner released while it lived (judged departed while frozen
     await A.router.call(id, 'stream.open', { accountId: id });
     await sub(A, id, 'BTCUSD');
     await B.router.streams.forgetNode('A');
-    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B again');
-    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
-    await A.router.call(id, 'stream.close', { accountId: id });
-    expect(shards.B.held(id)).toBeUndefined();
+    await reopenedAtB(id, 'A\'s sockets\' stream open and subscribed at B again');
   });
 
   it('an account moving to an owner that released the node meanwhile: the node\'s reopen there, refused, asks to be forgotten and opens it again', async () => {
-    const id = acct();
-    leases.set(id, 'C', C.owners);
-    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
-    await A.router.call(id, 'stream.open', { accountId: id });
-    await sub(A, id, 'BTCUSD');
+    const id = await heldByAAtC();
     await releasedWhileAsleep(); // B judged A departed (A held nothing at B)
     leases.set(id, 'B', B.owners); // C handed the account over to B
-    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B');
-    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
-    await A.router.call(id, 'stream.close', { accountId: id });
-    expect(shards.B.held(id)).toBeUndefined();
+    await reopenedAtB(id, 'A\'s sockets\' stream open and subscribed at B');
   });
 
   it('a reopen at the account\'s new owner that fails once (its lease store restarting) is made again, not given up', async () => {
-    const id = acct();
-    leases.set(id, 'C', C.owners);
-    await until(async () => (await A.owners.ownerOf(id)) === 'C', 'A learns the owner');
-    await A.router.call(id, 'stream.open', { accountId: id });
-    await sub(A, id, 'BTCUSD');
+    const id = await heldByAAtC();
     shards.B.failOnce.add('stream.sub');
     leases.set(id, 'B', B.owners); // C handed the account over to B; A's reopen of its sub there fails once
-    await until(() => shards.B.held(id)?.symbols.includes('BTCUSD') === true, 'A\'s sockets\' stream open and subscribed at B');
-    expect(shards.B.failOnce.size).toBe(0);
-    expect(shards.B.held(id)).toEqual({ sockets: 1, symbols: ['BTCUSD'] });
-    await A.router.call(id, 'stream.close', { accountId: id });
-    expect(shards.B.held(id)).toBeUndefined();
+    await reopenedAtB(id, 'A\'s sockets\' stream open and subscribed at B', () => expect(shards.B.failOnce.size).toBe(0));
   });
 
   it('an owner\'s shard without the stream a node\'s socket holds there (its open lost): the socket\'s subscribe and snapshot open it there again and are answered, not NOT_FOUND', async () => {
