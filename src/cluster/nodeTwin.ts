@@ -37,6 +37,11 @@ export async function replacedBy(q: Queryable, nodeId: string, incarnation: numb
   return r.rows[0]?.newer === true;
 }
 
+/** How a start found its NODE_ID free: no earlier process with a live heartbeat; one that nobody
+ *  answers for on NATS (`gone`) or that did not answer twice (`silent`), taken over at once; or,
+ *  NATS not answering either, no heartbeat within a renewal period and a half (`waited`). */
+export type TwinCheck = 'no-live-beat' | 'gone' | 'silent' | 'waited';
+
 /**
  * Before this process writes its node row: when an earlier process's heartbeat is younger than the
  * lease, asks that process over NATS (`ask`, liveness.ts): an answer from another incarnation is a
@@ -48,20 +53,21 @@ export async function replacedBy(q: Queryable, nodeId: string, incarnation: numb
  * the start if it did. One taken over that was only late (a loaded machine) is fenced all the same:
  * its next heartbeat finds the row taken over (SupersededError).
  */
-export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number, ask?: () => Promise<Alive>): Promise<void> {
+export async function refuseLiveTwin(q: Queryable, nodeId: string, incarnation: number, leaseMs: number, ask?: () => Promise<Alive>): Promise<TwinCheck> {
   const first = await lastBeat(q, nodeId);
-  if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return;
+  if (!first || first.ageMs >= leaseMs || first.incarnation === incarnation) return 'no-live-beat';
   let alive = ask ? await ask() : 'unknown';
   // One question unanswered may be a live process whose event loop stalled past the bound (a loaded
   // machine): asked once more, as forwarding does (two misses in a row), before it is taken over.
   if (alive === 'silent' && ask) alive = await ask();
-  if (alive === 'gone' || alive === 'silent') return;
+  if (alive === 'gone' || alive === 'silent') return alive;
   if (alive !== 'unknown') {
     if (alive.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
-    return;
+    return 'no-live-beat';
   }
   const periodMs = Math.max(1, Math.floor(leaseMs / 3));
   await new Promise((r) => setTimeout(r, Math.max(0, periodMs * 1.5 - first.ageMs)));
   const again = await lastBeat(q, nodeId);
   if (again && again.at !== first.at && again.incarnation !== incarnation) throw new NodeIdInUseError(nodeId);
+  return 'waited';
 }

@@ -11,7 +11,7 @@ import { IdempotencyLedger } from './idempotencyLedger.js';
 import { LeaseKeeper, monotonicClock, type LeaseEvents, type LeaseKeeperOptions } from './leaseKeeper.js';
 import { leaseOwner, newIncarnation, reclaimLeases } from './leases.js';
 import type { Alive } from './liveness.js';
-import { refuseLiveTwin } from './nodeTwin.js';
+import { refuseLiveTwin, type TwinCheck } from './nodeTwin.js';
 import { PgSchemaTooNewError, runPgMigrations } from './pgMigrations.js';
 import { describePgUrl, openPgPool, type PgPool } from './pgPool.js';
 import { PgTenancy } from './pgTenancy.js';
@@ -67,7 +67,7 @@ export interface PgNode {
   lookupOwner(accountId: string): Promise<{ owner: string | null; epoch: number }>;
   /** Restarted under its NODE_ID: the earlier process must be gone (dead or frozen) before this one
    *  takes its leases back at its first round; NodeIdInUseError (exit 2) when it still runs. Before start(). */
-  refuseLiveTwin(ask?: () => Promise<Alive>): Promise<void>;
+  refuseLiveTwin(ask?: () => Promise<Alive>): Promise<TwinCheck>;
   /** Starts the lease rounds, the mirror passes and the purge. */
   start(): void;
   /** SIGTERM: hand the accounts over (or abandon them), then close the pool. Never throws; a second call waits for the first. */

@@ -215,10 +215,10 @@ export class ClusterProcs {
     return { owner: row.owner, epoch: Number(row.epoch), live: row.live, expiresAt: row.expires_at };
   }
 
-  /** When node `id`'s process last heartbeated, plus `plusMs`, on PostgreSQL's clock (text, to compare there). */
-  async heartbeat(id: string, plusMs = 0): Promise<string> {
+  /** When node `id`'s process last heartbeated, on PostgreSQL's clock (text, to compare there). */
+  async heartbeat(id: string): Promise<string> {
     const r = await this.db.query<{ at: string }>(
-      `SELECT (heartbeat_at + $2 * interval '1 millisecond')::text AS at FROM cluster_nodes WHERE node_id = $1`, [id, plusMs]);
+      `SELECT heartbeat_at::text AS at FROM cluster_nodes WHERE node_id = $1`, [id]);
     return r.rows[0]!.at;
   }
 
