@@ -138,6 +138,9 @@ export function assertClientOrderId(clientOrderId: string): void {
 
 export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
 export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
+/** Cluster mode's lost reply: a retry (on whichever node owns the account then) asks the broker by
+ *  the record's request id, so it replays the order's answer once the broker has it (docs/cluster.md). */
+export const lostElsewhereError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId asks the broker again: its answer once the broker knows the order, 409 while it does not');
 
 /**
  * What the broker did with the order sent under `requestId` (cluster mode: a record an earlier owner
@@ -170,7 +173,7 @@ export async function tradeRecordedElsewhere(entry: AccountEntry, op: TradeOp, a
   try {
     result = await execute(prep, lease, requestId);
   } catch (err) {
-    throw err instanceof NotSentError ? notSentError() : lostError();
+    throw err instanceof NotSentError ? notSentError() : lostElsewhereError();
   }
   const a = answer(result);
   return { status: a.status, json: a.json, replay: false };
