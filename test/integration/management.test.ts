@@ -221,6 +221,20 @@ describe('the audit log', () => {
     expect(mine.some((e) => e.target === seat)).toBe(false);
   });
 
+  it('a seat created with a broker login names the server and login in its seat.create row (never the password)', async () => {
+    const c = createCustomer(t.gw.services.tenancy, 'audited-login');
+    const mk = mgmt(c.managementKey);
+    const made = await t.req('POST', '/v1/seats', { headers: mk, body: { user: 'audit-seat-login', password: 'seat-secret-pw', server: 'Sim-P5-Demo' } });
+    expect(made.status, made.text).toBe(201);
+    const bare = (await t.req('POST', '/v1/seats', { headers: mk, body: {} })).body.id as string;
+    const all = await t.req('GET', '/v1/audit', { headers: mk });
+    expect(all.body.entries.map((e: { action: string; target: string; detail: unknown }) => [e.action, e.target, e.detail ?? null])).toEqual([
+      ['seat.create', bare, null],
+      ['seat.create', made.body.id, { server: 'Sim-P5-Demo', login: 'audit-seat-login' }],
+    ]);
+    expect(all.text).not.toContain('seat-secret-pw');
+  });
+
   it('an audited change and its row are one SQLite transaction: a row that cannot be written undoes the change (500, nothing changed)', async () => {
     const seat = (await t.req('POST', '/v1/seats', { headers: h(), body: {} })).body.id as string;
     const kept = await newKey('kept-by-a-refused-row');

@@ -91,7 +91,9 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
           const readyAt = body.privateHosting ? now + s.config.seatBuildMs : now;
           // Cluster mode: the seat, its state (and binding) in one commit, the one that makes the seat.
           const state = { seat_id: row.id, status: seatStatusAt(readyAt, now), ready_at: readyAt, updated_at: now };
-          if (!(await s.tenancyWrites.insertSeat(row, state, binding, (made) => (made ? audit?.row(row.id) : undefined)))) throw loginInUse();
+          // A seat made with a broker login says which (as /ConnectEx's account.bind row does; never the password).
+          const detail = body.user !== undefined ? { server: body.server, login: body.user } : undefined;
+          if (!(await s.tenancyWrites.insertSeat(row, state, binding, (made) => (made ? audit?.row(row.id, detail) : undefined)))) throw loginInUse();
           const view = await s.shards.call(row.id, 'seat.create', { seatId: row.id, readyAt });
           return { status: 201, body: seatJson(row, view) };
         }, audit);
