@@ -52,8 +52,13 @@ export class AccountFeed {
 
   static async open(o: AccountFeedOptions): Promise<{ feed: AccountFeed; start: FeedStart }> {
     const feed = new AccountFeed(o);
-    const start = await feed.begin();
-    return { feed, start };
+    try {
+      return { feed, start: await feed.begin() };
+    } catch (err) {
+      // Its subscription goes with it: a role tried again opens another feed (one left per failed try).
+      feed.close();
+      throw err;
+    }
   }
 
   /** The last frame delivered (or the position the feed started from). */

@@ -4,7 +4,7 @@
 // exactly what it missed, then live; a new owner after an abrupt death continues the epoch, or
 // starts a new one when JetStream lost the account's history; a property over random schedules of
 // events, disconnects, node switches and takeovers: every frame exactly once, in order.
-import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type NatsConnection, type Subscription, type SubscriptionOptions } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -203,6 +203,33 @@ describe('numbering by the owner over JetStream', () => {
     await until(() => c.breaks.length === 1, 'the break');
     expect(c.got.map((f) => f.seq)).toEqual([5]);
     c.close();
+  });
+
+  it('a feed whose start fails (JetStream not answering its reads) leaves no subscription behind', async () => {
+    // Each failed try of a node's stream role opens a feed that fails in its start: its subscription
+    // to the account's frames stayed on the connection, one per try (a leak under churn), taking
+    // frames nobody read.
+    const acc = uniq('acc');
+    const owner = await Owner.on(nodes[0]!, acc);
+    await owner.emit(1);
+    const node = nodes[1]!;
+    const subs: Subscription[] = [];
+    const nc = new Proxy(node.nc, {
+      get(target, key) {
+        if (key === 'subscribe') return (subject: string, opts?: SubscriptionOptions) => { const s = target.subscribe(subject, opts); subs.push(s); return s; };
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const failing = Object.assign(Object.create(node.history) as JetStreamHistory, {
+      head: () => Promise.reject(new Error('TimeoutError: timeout')),
+      replay: () => Promise.reject(new Error('TimeoutError: timeout')),
+    });
+    for (const since of [null, { epoch: owner.epoch, seq: 0 }]) {
+      await expect(AccountFeed.open({ nc, history: failing, accountId: acc, since, log, onFrame: () => undefined, onBreak: () => undefined })).rejects.toThrow('timeout');
+    }
+    expect(subs.length).toBe(2);
+    expect(subs.map((s) => s.isClosed())).toEqual([true, true]);
   });
 
   it('fast-check: any schedule of events, disconnects, node switches and takeovers delivers every frame once, in order', async () => {
