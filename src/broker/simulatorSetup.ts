@@ -7,6 +7,7 @@ import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/confi
 import { SqliteSimStore } from '../store/simStore.js';
 import { MemorySimStore } from '../store/memorySimStore.js';
 import type { CommitGroup } from '../store/commitGroup.js';
+import type { FullDisk } from '../store/fullDisk.js';
 
 export interface CreateSimulatorOptions {
   /** SQLite database for simulator state (tables sim_*); omit for in-memory state. */
@@ -20,6 +21,8 @@ export interface CreateSimulatorOptions {
   readonly commitGroup?: CommitGroup;
   /** The first failed write of the SQLite store, once: it refuses writes from then on (simFailStop.ts). */
   readonly onStoreFailure?: (err: unknown) => void;
+  /** Writes no request waits for that meet a full disk wait for room (the SQLite store). */
+  readonly fullDisk?: FullDisk;
 }
 
 /** One simulator for this thread: config (and replay files) from disk, SQLite or memory
@@ -28,7 +31,9 @@ export function createSimulator(options: CreateSimulatorOptions = {}): Simulator
   const path = options.configPath ?? DEFAULT_CONFIG_PATH;
   const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
   const store = options.db
-    ? new SqliteSimStore(options.db, { ...(options.commitGroup ? { commitGroup: options.commitGroup } : {}), ...(options.onStoreFailure ? { onError: options.onStoreFailure } : {}) })
+    ? new SqliteSimStore(options.db, {
+      ...(options.commitGroup ? { commitGroup: options.commitGroup } : {}), ...(options.onStoreFailure ? { onError: options.onStoreFailure } : {}), ...(options.fullDisk ? { fullDisk: options.fullDisk } : {}),
+    })
     : new MemorySimStore();
   const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
   if (options.driveMs !== false) sim.start(options.driveMs ?? 20);

@@ -104,6 +104,19 @@ interface AccountRow {
 
 const rowKey = (n: number) => String(n).padStart(12, '0');
 
+/** What a checkpoint's write took from its mirror: the records it wrote, and the rows' key counter
+ *  before it (undefined: the mirror had no rows yet). */
+export interface CheckpointWrite {
+  positions: Pending<StoredPosition> | undefined;
+  activeOrders: Pending<Order> | undefined;
+  next: number | undefined;
+}
+
+/** Forget the row keys of the records that left (null in `pending`). */
+function forgetLeft<T>(pending: Pending<T>, written: Map<number, number>): void {
+  for (const [ticket, rec] of pending) if (rec === null) written.delete(ticket);
+}
+
 /** The checkpoint rows' writer: one record at a time. */
 const rowText = new JsonText();
 /** JSON.stringify(rec), written into a reused buffer (src/util/jsonText.ts): a position's row at
@@ -127,26 +140,56 @@ export class CheckpointRowStore {
 
   /** Write an account's checkpoint (inside the caller's transaction): its row, and the rows of
    *  the positions and orders that changed or left since the last one. The pending records are
-   *  dropped once written. */
-  write(m: CheckpointState): void {
+   *  taken from the mirror; what the write changed in it is returned, for `committed` once the
+   *  transaction commits, or `undo` if it fails (a full disk: the pass is tried again later). */
+  write(m: CheckpointState): CheckpointWrite {
     const a = m.account;
-    if (m.positions?.size || m.activeOrders?.size) {
-      const rows = (m.rows ??= { positions: new Map(), orders: new Map(), next: 0 });
-      if (m.positions) this.sync(a, POSITION, m.positions, rows.positions, rows);
-      if (m.activeOrders) this.sync(a, ORDER, m.activeOrders, rows.orders, rows);
-      m.positions = m.activeOrders = undefined;
+    const w: CheckpointWrite = { positions: m.positions, activeOrders: m.activeOrders, next: m.rows?.next };
+    try {
+      if (m.positions?.size || m.activeOrders?.size) {
+        const rows = (m.rows ??= { positions: new Map(), orders: new Map(), next: 0 });
+        if (m.positions) this.sync(a, POSITION, m.positions, rows.positions, rows);
+        if (m.activeOrders) this.sync(a, ORDER, m.activeOrders, rows.orders, rows);
+        m.positions = m.activeOrders = undefined;
+      }
+      const row: AccountRow = { v: 2, account: a, seq: m.seq, lastTimeMs: m.lastTimeMs };
+      this.st.upsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(row));
+    } catch (err) {
+      this.undo(m, w); // its caller never saw this write
+      throw err;
     }
-    const row: AccountRow = { v: 2, account: a, seq: m.seq, lastTimeMs: m.lastTimeMs };
-    this.st.upsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(row));
+    return w;
+  }
+
+  /** The checkpoint's transaction committed: the records that left have no row any more. */
+  committed(m: CheckpointState, w: CheckpointWrite): void {
+    if (!m.rows) return;
+    if (w.positions) forgetLeft(w.positions, m.rows.positions);
+    if (w.activeOrders) forgetLeft(w.activeOrders, m.rows.orders);
+  }
+
+  /** The checkpoint's transaction failed (rolled back): the mirror as it was before `write`, its
+   *  records pending again (none changed meanwhile: nothing runs between the two). */
+  undo(m: CheckpointState, w: CheckpointWrite): void {
+    m.positions = w.positions;
+    m.activeOrders = w.activeOrders;
+    if (w.next === undefined) {
+      m.rows = undefined; // created by this write
+    } else if (m.rows) {
+      // Keys are handed out in order: those past `next` were given by this write.
+      for (const [pending, written] of [[w.positions, m.rows.positions], [w.activeOrders, m.rows.orders]] as const) {
+        if (pending) for (const t of pending.keys()) if (written.get(t)! > w.next) written.delete(t);
+      }
+      m.rows.next = w.next;
+    }
   }
 
   private sync<T>(a: StoredAccount, kind: string, pending: Pending<T>, written: Map<number, number>, rows: CheckpointRows): void {
     for (const [ticket, rec] of pending) {
       const key = written.get(ticket);
       if (rec === null) {
-        if (key === undefined) continue;
-        this.st.remove.run(a.server, a.login, kind, rowKey(key));
-        written.delete(ticket);
+        // Its key is forgotten once this commits (`committed`).
+        if (key !== undefined) this.st.remove.run(a.server, a.login, kind, rowKey(key));
         continue;
       }
       let k = key;

@@ -5,7 +5,7 @@
 import type Database from 'better-sqlite3';
 import type { SimChange } from '../sim/persistence.js';
 import { batchKey, encodeChange, journalTime } from './simCodec.js';
-import { CheckpointRowStore, notePending, type ReadCheckpoint } from './simCheckpoint.js';
+import { CheckpointRowStore, notePending, type CheckpointWrite, type ReadCheckpoint } from './simCheckpoint.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { CommitGroup } from './commitGroup.js';
@@ -13,6 +13,8 @@ import { DirtyMarks, migrateDirtyMarks } from './simDirty.js';
 import { RequestRefs } from './requestRefs.js';
 import type { Mirror } from './simMirror.js';
 import { FailStop } from './simFailStop.js';
+import { createLogger } from '../log.js';
+import { FULL_DISK_RETRY_MS, FullDisk } from './fullDisk.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -70,8 +72,9 @@ export abstract class SimJournal {
   protected readonly marks: DirtyMarks;
   /** Mirrors marked by the commit in progress (unmarked again when it fails). */
   private marking: Mirror[] = [];
-  /** Mirrors written by the checkpoint transaction in progress (their marks cleared with it). */
-  private checkpointed: Mirror[] = [];
+  /** Mirrors written by the checkpoint transaction in progress (their marks cleared with it), with
+   *  what is needed to finish them once it commits or to undo it if it fails (a full disk). */
+  private checkpointed: Array<{ m: Mirror; w: CheckpointWrite; marked: boolean; newRefs: string[]; checkpointedMs: number }> = [];
   private durable: Promise<void> | null = null;
   private resolveDurable: (() => void) | null = null;
   private rejectDurable: ((e: unknown) => void) | null = null;
@@ -94,12 +97,22 @@ export abstract class SimJournal {
   private lateCheckpoints: NodeJS.Timeout | undefined;
   /** Poisoned by the first failed write: memory is then ahead of the disk (simFailStop.ts). */
   private readonly failStop: FailStop;
+  /** Background writes that meet a full disk wait for room instead (fullDisk.ts). */
+  private readonly fullDisk: FullDisk;
+  /** A request waits for the queued changes (whenDurable, a claim): their commit failing, for
+   *  whatever reason, poisons the store, since the request is answered that nothing happened. */
+  private awaited = false;
+  /** The retry of queued changes whose commit met a full disk (none of them awaited). */
+  private retry: NodeJS.Timeout | undefined;
+  /** Why the queued changes wait (the full disk's error), while they do. */
+  private waitingFor: unknown;
 
   constructor(
     protected readonly db: Database.Database,
     /** onError: the first failed write, once (the store refuses writes from then on). */
-    options: { groupCommit?: boolean; checkpointMs?: number; checkpointRows?: number; onError?: (err: unknown) => void; clock?: Clock; commitGroup?: CommitGroup } = {},
+    options: { groupCommit?: boolean; checkpointMs?: number; checkpointRows?: number; onError?: (err: unknown) => void; clock?: Clock; commitGroup?: CommitGroup; fullDisk?: FullDisk } = {},
   ) {
+    this.fullDisk = options.fullDisk ?? new FullDisk({ log: createLogger('warn', { component: 'simulator store' }), retryMs: FULL_DISK_RETRY_MS });
     this.commitGroup = options.commitGroup;
     this.failStop = new FailStop(options.onError ?? ((err) => console.error(`simulator store: a commit failed; refusing writes until restarted: ${errorMessage(err)}`)));
     this.groupCommit = options.groupCommit ?? true;
@@ -121,10 +134,9 @@ export abstract class SimJournal {
       journalRange: p('SELECT seq, data FROM sim_journal WHERE server = ? AND time_ms >= ? AND time_ms < ? AND login = ? ORDER BY time_ms, seq'),
     };
     const st = this.st;
+    // The queue is emptied once its commit is done: a commit that meets a full disk keeps it (commitQueued).
     const insertQueued = () => {
-      const items = this.queue;
-      this.queue = [];
-      for (const it of items) {
+      for (const it of this.queue) {
         st.journalInsert.run(it.server, it.time, it.login, it.seq, it.data);
         // The account's first row since its checkpoint: its mark goes in the same commit.
         if (!it.m.marked) {
@@ -149,13 +161,21 @@ export abstract class SimJournal {
       try {
         checkpointTx(all);
       } catch (err) {
-        // Its mirrors were changed as if it committed (marks, request batches): poisoned too.
-        this.failStop.poison(err);
+        // Rolled back. On a full disk its mirrors are put back as they were (dirty, their records
+        // pending, their marks set): the journal has every row the checkpoint would have covered,
+        // and a later pass (checkpointLater) writes it once there is room. Any other failure poisons.
+        if (this.fullDisk.postponed('simulator checkpoint', err)) this.undoCheckpoint();
+        else this.failStop.poison(err);
+        this.checkpointed = [];
         throw err;
       }
       // Committed: these accounts have no row after their checkpoint any more.
-      for (const m of this.checkpointed) m.dirtyFrom = undefined;
+      for (const c of this.checkpointed) {
+        this.checkpoints.committed(c.m, c.w);
+        c.m.dirtyFrom = undefined;
+      }
       this.checkpointed = [];
+      this.fullDisk.wrote();
     };
     this.allocTx = db.transaction((server: string, count: number) => {
       const row = st.counterGet.get(server) as { next: number } | undefined;
@@ -191,12 +211,11 @@ export abstract class SimJournal {
       }
       budget -= records + 1;
       const a = m.account;
-      this.checkpoints.write(m);
+      this.checkpointed.push({ m, w: this.checkpoints.write(m), marked: m.marked, newRefs: m.newRefs, checkpointedMs: m.checkpointedMs });
       if (m.marked) {
         this.marks.clear(a.server, a.login);
         m.marked = false;
       }
-      this.checkpointed.push(m);
       // Request ids since the last checkpoint, as one row pointing into the journal (keyed by
       // time so a load reads only the last day's batches).
       if (m.newRefs.length > 0) {
@@ -207,6 +226,17 @@ export abstract class SimJournal {
       if (m.refs && m.refs.size > 20_000) m.refs.prune(m.lastTimeMs - REQUEST_TTL_MS);
       this.dirtyMirrors.delete(m);
       m.checkpointedMs = now;
+    }
+  }
+
+  /** The checkpoint transaction in progress failed: its mirrors as they were before it. */
+  private undoCheckpoint(): void {
+    for (const c of this.checkpointed) {
+      this.checkpoints.undo(c.m, c.w);
+      c.m.marked = c.marked;
+      c.m.newRefs = c.newRefs;
+      c.m.checkpointedMs = c.checkpointedMs;
+      this.dirtyMirrors.add(c.m);
     }
   }
 
@@ -226,6 +256,8 @@ export abstract class SimJournal {
   /** Write every pending checkpoint now (before closing the database, and in tests). */
   checkpoint(): void {
     this.commitQueued();
+    // Changes a full disk keeps waiting: no checkpoint may be ahead of the journal.
+    if (this.queue.length > 0) throw this.waitingFor;
     this.checkpointTx(true);
   }
 
@@ -330,31 +362,61 @@ export abstract class SimJournal {
     }
   }
 
-  /** Commit what is queued now (also called by readers). */
+  /** Commit what is queued now (also called by readers). Changes no request waits for that meet a
+   *  full disk stay queued (the store's readers read them from the queue meanwhile) and are
+   *  committed by a retry once there is room; any other failed commit poisons the store. */
   commitQueued(): void {
     if (this.queue.length === 0 && this.claims.length === 0) return;
-    const resolve = this.resolveDurable;
-    const reject = this.rejectDurable;
-    this.durable = this.resolveDurable = this.rejectDurable = null;
+    const awaited = this.awaited || this.claims.length > 0;
     try {
       this.failStop.check();
       // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
       if (this.claims.length > 0) this.commitTx.immediate();
       else this.commitTx();
-      this.marking = [];
-      resolve?.();
     } catch (err) {
+      // Rolled back: the marks it wrote are not on disk.
+      for (const m of this.marking) m.marked = false;
+      this.marking = [];
+      if (!awaited && this.fullDisk.postponed('simulator journal', err)) {
+        // Nobody was told anything of these changes (their events wait for the commit): they are
+        // the simulator's own (ticks, the clock), and written as they are once there is room.
+        this.waitingFor = err;
+        this.retry ??= setTimeout(() => {
+          this.retry = undefined;
+          if (this.db.open && !this.failStop.poisoned) this.commitReporting();
+        }, this.fullDisk.retryMs);
+        this.retry.unref();
+        return;
+      }
       // The memory now holds what the disk does not (the bookings, the mirrors): nothing more is
       // written from it, and what was queued is dropped (the shard restarts from disk).
+      const reject = this.rejectDurable;
+      this.durable = this.resolveDurable = this.rejectDurable = null;
       this.failStop.poison(err);
       this.queue = [];
       this.claims = [];
       this.claimsBooked = [];
-      this.marking = [];
+      this.awaited = false;
       reject?.(err);
       throw err;
     }
+    const resolve = this.resolveDurable;
+    this.durable = this.resolveDurable = this.rejectDurable = null;
+    this.queue = [];
+    this.marking = [];
+    this.awaited = false;
+    this.waitingFor = undefined;
+    clearTimeout(this.retry);
+    this.retry = undefined;
+    this.fullDisk.wrote();
+    resolve?.();
     this.scheduleCheckpoints();
+  }
+
+  /** The queued rows of an account in [fromMs, toMs) (a full disk keeps them waiting), in order. */
+  protected queuedRows(server: string, login: string, fromMs: number, toMs: number): Array<{ seq: number; time: number; data: string }> {
+    if (this.queue.length === 0) return [];
+    return this.queue.filter((it) => it.server === server && it.login === login && it.time >= fromMs && it.time < toMs);
   }
 
   /**
@@ -379,7 +441,8 @@ export abstract class SimJournal {
         }
         this.checkpointsPostponed = false;
         this.commitQueued();
-        this.checkpointTx(false);
+        // Unless changes wait for room (a full disk): the checkpoint comes after them, never ahead.
+        if (this.queue.length === 0) this.checkpointTx(false);
       } catch {
         // Reported once, when it poisoned the store.
       }
@@ -407,7 +470,12 @@ export abstract class SimJournal {
   }
 
   whenDurable(): Promise<void> {
-    return this.durable ?? Promise.resolve();
+    if (this.durable === null) return Promise.resolve();
+    // A request waits: its commit may not wait for room (it fails, and the store with it), and is
+    // made now if a full disk kept the changes before it waiting.
+    this.awaited = true;
+    if (this.retry !== undefined) setImmediate(() => this.commitReporting());
+    return this.durable;
   }
 
   pendingCommit(): Promise<void> | null {

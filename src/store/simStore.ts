@@ -64,8 +64,15 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     const m = newMirror({ ...a }, 0, a.createdMs, 0);
     this.mirrors.set(this.key(a.server, a.login), m);
     this.dirtyMirrors.add(m);
-    // The checkpoint row is what makes the account exist: write it at once.
-    this.checkpoint();
+    // The checkpoint row is what makes the account exist: write it at once. Failed (a full disk),
+    // the account does not exist, here either.
+    try {
+      this.checkpoint();
+    } catch (err) {
+      this.mirrors.delete(this.key(a.server, a.login));
+      this.dirtyMirrors.delete(m);
+      throw err;
+    }
   }
 
   /** Changes journaled in [fromMs, toMs + slack): a row's time is the latest time it
@@ -74,7 +81,9 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
   private changes(server: string, login: string, fromMs: number, toMs: number): SimChange[] {
     this.commitQueued();
     toMs = Math.min(Number.MAX_SAFE_INTEGER, toMs + JOURNAL_SLACK_MS);
-    return (this.st.journalRange.all(server, fromMs, toMs, login) as { data: string }[]).map((r) => decodeChange(r.data));
+    const rows = this.st.journalRange.all(server, fromMs, toMs, login) as { data: string }[];
+    // Rows a full disk keeps waiting (commitQueued) come after those on disk: an account's times never go back.
+    return [...rows, ...this.queuedRows(server, login, fromMs, toMs)].map((r) => decodeChange(r.data));
   }
 
   deals(server: string, login: string, fromMs: number, toMs: number): Deal[] {
@@ -101,7 +110,8 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     if (!ref) return null;
     // A known id: its row may still be queued (applied this turn).
     this.commitQueued();
-    const row = this.st.journalRow.get(server, ref[0], login, ref[1]) as { data: string } | undefined;
+    const row = (this.st.journalRow.get(server, ref[0], login, ref[1]) as { data: string } | undefined)
+      ?? this.queuedRows(server, login, ref[0], ref[0] + 1).find((r) => r.seq === ref[1]);
     return row ? (decodeChange(row.data).request ?? null) : null;
   }
 }

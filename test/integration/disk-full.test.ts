@@ -4,7 +4,7 @@
 // the disk (a new key) is 503 too, never 500; /readyz and /metrics say so; one log line per episode.
 // Freed: everything recovers by itself.
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +17,7 @@ import { ManualClock, mgmt, startTestGateway, type TestGateway } from '../helper
 import { cleanupProcesses, startProcess } from '../helpers/process.js';
 import { runBuiltCli } from '../helpers/build.js';
 import { EXIT } from '../../src/cli/errors.js';
+import { fillUp } from '../helpers/fullDisk.js';
 
 let mnt: string;
 let mounted = false;
@@ -45,20 +46,6 @@ afterAll(async () => {
 function fill(): string {
   return fillUp(mnt);
 }
-function fillUp(root: string): string {
-  const f = join(root, 'filler');
-  const fd = openSync(f, 'w');
-  for (const b of [Buffer.alloc(1 << 20), Buffer.alloc(4096), Buffer.alloc(1)]) {
-    try {
-      for (;;) writeSync(fd, b);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
-    }
-  }
-  closeSync(fd);
-  return f;
-}
-
 const untilReady = async (ready: boolean) => {
   for (let i = 0; i < 500; i++) {
     const r = await t.req('GET', '/readyz');

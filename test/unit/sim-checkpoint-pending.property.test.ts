@@ -4,11 +4,15 @@
 // exactly the rows the earlier mirror wrote (a full copy of every open record, a { rec, key }
 // entry per written row, rewritten when its record object changed; an [id, time, seq] per new
 // request id), with the same keys, and a restart loads the same open records in the same order.
+// A checkpoint that meets a full disk (SQLITE_FULL at any of its writes) changes nothing, on disk
+// or in the mirror: the next one writes what it would have (before, the store stopped its shard).
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Order } from '../../src/market/orders.js';
 import type { SimChange, StoredAccount, StoredPosition } from '../../src/sim/persistence.js';
+import { createLogger } from '../../src/log.js';
+import { FullDisk } from '../../src/store/fullDisk.js';
 import { SqliteSimStore } from '../../src/store/simStore.js';
 
 const T0 = 1_767_225_600_000;
@@ -81,15 +85,25 @@ class FormerMirror {
 const rowsOf = (db: Database.Database) =>
   new Map((db.prepare("SELECT kind, key, data FROM sim_state WHERE kind IN ('P', 'O', 'R')").all() as { kind: string; key: string; data: string }[]).map((r) => [`${r.kind}:${r.key}`, r.data]));
 
-/** open, change, close a position; place, change, finish an order; checkpoint; restart */
-const op = fc.record({ kind: fc.integer({ min: 0, max: 7 }), pick: fc.nat(), n: fc.nat({ max: 1000 }), id: fc.option(fc.integer({ min: 0, max: 20 })) });
+/** open, change, close a position; place, change, finish an order; checkpoint; restart; a checkpoint on a full disk */
+const op = fc.record({ kind: fc.integer({ min: 0, max: 8 }), pick: fc.nat(), n: fc.nat({ max: 1000 }), id: fc.option(fc.integer({ min: 0, max: 20 })) });
 
 describe('simulator store: the mirror keeps only what changed since the checkpoint', () => {
   it('writes the same rows, under the same keys, as the full mirror did, and restarts to the same records', () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 1, maxLength: 60 }), (ops) => {
         const db = new Database(':memory:');
-        let store = new SqliteSimStore(db, { groupCommit: false, checkpointMs: 1e12 });
+        // A full disk at the checkpoint's (failAt)-th row write, as SQLite reports it (SQLITE_FULL).
+        let failAt = 0;
+        db.function('full_now', { deterministic: false }, () => {
+          if (failAt > 0 && --failAt === 0) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+          return 0;
+        });
+        const fullDisk = new FullDisk({ log: createLogger('silent'), retryMs: 1e9 });
+        let store = new SqliteSimStore(db, { groupCommit: false, checkpointMs: 1e12, fullDisk });
+        for (const [table, event] of [['sim_state', 'INSERT'], ['sim_state', 'DELETE'], ['sim_dirty', 'DELETE']]) {
+          db.exec(`CREATE TEMP TRIGGER full_${table}_${event} BEFORE ${event} ON ${table} WHEN full_now() BEGIN SELECT 1; END`);
+        }
         store.createAccount(account);
         store.loadAccount('S', '1');
         const model = new FormerMirror();
@@ -122,10 +136,24 @@ describe('simulator store: the mirror keeps only what changed since the checkpoi
             store.checkpoint();
             model.checkpoint();
             expect(rowsOf(db)).toEqual(model.rows);
+          } else if (x.kind === 8) {
+            // The checkpoint meets a full disk at one of its writes: rolled back, and the mirror as
+            // before it (not poisoned): the next one writes what this one would have.
+            failAt = 1 + (x.n % 6);
+            let full = false;
+            try {
+              store.checkpoint();
+            } catch (err) {
+              expect((err as { code?: string }).code).toBe('SQLITE_FULL');
+              full = true;
+            }
+            failAt = 0;
+            if (!full) model.checkpoint();
+            expect(rowsOf(db)).toEqual(model.rows);
           } else {
             // A restart: the store reads its checkpoint and replays the journal after it.
             store.commitQueued();
-            store = new SqliteSimStore(db, { groupCommit: false, checkpointMs: 1e12 });
+            store = new SqliteSimStore(db, { groupCommit: false, checkpointMs: 1e12, fullDisk });
             const loaded = store.loadAccount('S', '1')!;
             model.restart();
             expect(loaded.positions).toEqual([...model.positions.values()]);

@@ -5,6 +5,7 @@ import type { Clock } from '../../util/clock.js';
 import type { ShardSettings } from '../settings.js';
 import type { Db } from '../../store/db.js';
 import type { CommitGroup } from '../../store/commitGroup.js';
+import type { FullDisk } from '../../store/fullDisk.js';
 import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../protocol.js';
 import type { AccountRegistry } from './accountRegistry.js';
 
@@ -27,6 +28,9 @@ export interface ShardContext {
    *  is ahead of the disk): it stops, and its supervisor restarts it from SQLite. Absent: the
    *  store only refuses writes (tests of a host in their own thread restart it themselves). */
   fatal?(err: unknown): void;
+  /** The shard's background writes that meet a full DATA_DIR wait for room (src/store/fullDisk.ts).
+   *  Absent: one from `log`, retried every FULL_DISK_RETRY_MS. */
+  fullDisk?: FullDisk;
   /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
   accounts?: AccountRegistry;
 }

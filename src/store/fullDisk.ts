@@ -1,0 +1,65 @@
+// Writes no request waits for (a thread's background writes: the embedded simulator's equity points,
+// stops and expirations, its checkpoint passes) that meet a full DATA_DIR. A request's write is
+// refused before it is made (503 STORAGE_UNAVAILABLE, src/store/storageHealth.ts); a background
+// write cannot be refused, and it must not stop the thread either (a shard that stops restarts its
+// accounts' actors and connections, and a bot sees errors; before, the simulator's store took the
+// full disk for a failed commit and stopped its shard). So its writer keeps what it could not write,
+// in memory, and writes it once there is room: tried again every `retryMs`. Which errors mean "no
+// room" is errors.ts's isStorageFull, as for requests. One line when a thread's episode begins, one
+// when a write succeeds again, however many writes waited.
+import { isStorageFull } from '../errors.js';
+import type { Logger } from '../log.js';
+import { errorMessage } from '../util/errorMessage.js';
+
+export interface FullDiskOptions {
+  log: Logger;
+  /** How long a postponed write waits before it is tried again (ms). */
+  retryMs: number;
+  /** An episode began: the gateway's StorageHealth hears it (its /readyz and /metrics say so). */
+  onFull?: (reason: string) => void;
+}
+
+/** The default wait before a postponed write is tried again (the gateway's STORAGE_CHECK_MS default). */
+export const FULL_DISK_RETRY_MS = 1_000;
+
+export class FullDisk {
+  /** What met the full disk first in the current episode; undefined: none. */
+  private first: string | undefined;
+  /** Writes postponed since start (tests, diagnostics). */
+  postponedWrites = 0;
+
+  constructor(private readonly o: FullDiskOptions) {}
+
+  get retryMs(): number {
+    return this.o.retryMs;
+  }
+
+  /** Whether an episode is on (a write was postponed and none succeeded since). */
+  get full(): boolean {
+    return this.first !== undefined;
+  }
+
+  /**
+   * A background write failed. True: for lack of space, so it is postponed (the caller keeps what
+   * it could not write and tries again after retryMs); the episode's first is logged. False: any
+   * other failure, which the caller handles as before.
+   */
+  postponed(what: string, err: unknown): boolean {
+    if (!isStorageFull(err)) return false;
+    this.postponedWrites++;
+    if (this.first === undefined) {
+      this.first = what;
+      const reason = `${what}: ${errorMessage(err)}`;
+      this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: errorMessage(err) });
+      this.o.onFull?.(reason);
+    }
+    return true;
+  }
+
+  /** A write succeeded: the episode, if one is on, is over. */
+  wrote(): void {
+    if (this.first === undefined) return;
+    this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponed: this.postponedWrites });
+    this.first = undefined;
+  }
+}

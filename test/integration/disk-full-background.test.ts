@@ -1,0 +1,147 @@
+// A full DATA_DIR meets a shard's background writes (docs/storage.md). In CI under load a shard died
+// on a full disk and was restarted (`tagw status`: "shard 1 not up ..., disk full"): the embedded
+// simulator writes outside any request, an equity point a minute while positions are open (a journal
+// commit) and the checkpoint passes after it, and its store took the full disk for a failed commit it
+// must stop on (simFailStop.ts). Here an account host runs as a shard runs it, over a real full
+// tmpfs, its clock in the test's hands: the shard must not stop, reads go on, and the writes are
+// done once there is room, with nothing lost (a start from the disk afterwards sees them).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../src/crypto/secretBox.js';
+import { createLogger } from '../../src/log.js';
+import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
+import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
+import type { ActorHost } from '../../src/runtime/hosts/context.js';
+import { shardSettings } from '../../src/runtime/settings.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { FullDisk } from '../../src/store/fullDisk.js';
+import { ManualClock } from '../helpers/gateway.js';
+import { fillUp } from '../helpers/fullDisk.js';
+import { until } from '../helpers/until.js';
+
+const KEY = 'ab'.repeat(32);
+const ACCOUNT = '77777777-7777-4777-8777-777777777777';
+let mnt: string;
+let mounted = false;
+/** Closed before the file system is unmounted, whatever a failed case left open. */
+const open: Array<{ close(): void }> = [];
+
+beforeAll(() => {
+  mnt = mkdtempSync(join(tmpdir(), 'tagw-full-bg-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mnt], { stdio: 'pipe' });
+    mounted = true;
+  } catch (err) {
+    throw new Error(`this test mounts a 16 MiB tmpfs and needs root (or CAP_SYS_ADMIN) for it: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
+  }
+});
+afterAll(() => {
+  for (const o of open.splice(0).reverse()) {
+    try {
+      o.close();
+    } catch {
+      // closed already
+    }
+  }
+  if (mounted) execFileSync('umount', [mnt]);
+  rmSync(mnt, { recursive: true, force: true });
+});
+
+interface Booted { host: ActorHost; db: Db; fatal: unknown[]; logs: Array<{ level: string; msg: string; what?: string }>; full: RecordingFullDisk }
+
+/** The shard's FullDisk, noting which writer each postponed write was. */
+class RecordingFullDisk extends FullDisk {
+  readonly writers: string[] = [];
+  override postponed(what: string, err: unknown): boolean {
+    const p = super.postponed(what, err);
+    if (p) this.writers.push(what);
+    return p;
+  }
+}
+
+/** The account host over DATA_DIR's database, as a shard runs it (ctx.fatal: what makes the shard stop). */
+async function boot(dir: string, clock: ManualClock): Promise<Booted> {
+  const db = openDb(dir);
+  open.push(db);
+  const fatal: unknown[] = [];
+  const logs: Booted['logs'] = [];
+  const log = createLogger('info', {}, (line) => logs.push(JSON.parse(line) as Booted['logs'][number]));
+  const full = new RecordingFullDisk({ log, retryMs: 50 });
+  const host = createAccountHost({
+    shard: 0, shards: 1, db, log, settings: shardSettings({ secretKeyHex: KEY }), clock, emit: () => {}, owns: () => true, fatal: (err) => fatal.push(err), fullDisk: full,
+  });
+  open.push({ close: () => host.stop() });
+  host.rehydrate();
+  await host.handlers['account.bind']!({ accountId: ACCOUNT, customerId: 'c', server: 'Sim-P5-Demo', login: 'bg-1', passwordEnc: new SecretBox(Buffer.from(KEY, 'hex')).seal('pw', ACCOUNT) });
+  return { host, db, fatal, logs, full };
+}
+
+const op = (h: ActorHost, name: string, args: Record<string, unknown> = {}) => Promise.resolve(h.handlers['account.op']!({ accountId: ACCOUNT, op: name, args } as never));
+
+describe('a shard\'s background writes on a full DATA_DIR', () => {
+  it('an equity point and the checkpoint pass meet the full disk: the shard goes on, reads answer, both are written once there is room', async () => {
+    const dir = join(mnt, 'data');
+    mkdirSync(dir);
+    const clock = new ManualClock(Date.UTC(2026, 10, 27, 9, 0, 30));
+    const b = await boot(dir, clock);
+    const reply = (await b.host.handlers['account.trade']!({ accountId: ACCOUNT, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: 'bg-order' })) as TradeReply;
+    expect(reply.status).toBe(200);
+    const tickets = await op(b.host, 'OpenedOrdersTickets');
+    expect(tickets).toHaveLength(1);
+    const reader = new Database(join(dir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    open.push(reader);
+    const journal = () => (reader.prepare("SELECT count(*) AS n FROM sim_journal WHERE login = 'bg-1'").get() as { n: number }).n;
+    const marked = () => (reader.prepare("SELECT count(*) AS n FROM sim_dirty WHERE login = 'bg-1'").get() as { n: number }).n;
+    // The deposit, the order, and the position's first equity point (at the simulator's next step).
+    await until(() => journal() === 3, 'the order and its first equity point journaled');
+    const before = journal();
+
+    // The order's checkpoint is not due yet (the account's first was written a moment ago, by
+    // the test's clock): the order's journal row is marked, its checkpoint to come.
+    expect(marked()).toBe(1);
+
+    // An empty WAL, so the next commit must grow it: it really meets the full disk.
+    b.db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fillUp(mnt);
+    try {
+      // A second later (the same minute of market time): the checkpoint pass falls due.
+      clock.advance(1_000);
+      await until(() => b.fatal.length > 0 || b.full.writers.length > 0, 'the checkpoint pass meeting the full disk');
+      expect(b.fatal.map(String)).toEqual([]);
+      expect(b.full.writers[0]).toBe('simulator checkpoint');
+      // New minutes of market time: the open position's equity point each (a journal commit).
+      for (let i = 1; i <= 3; i++) {
+        clock.advance(60_000);
+        await until(() => b.fatal.length > 0 || b.full.writers.filter((w) => w === 'simulator journal').length >= i, `equity point ${i} meeting the full disk`);
+      }
+      expect(b.fatal.map(String)).toEqual([]);
+      // Reads go on (positions, history, the account).
+      expect(await op(b.host, 'OpenedOrdersTickets')).toEqual(tickets);
+      expect(await op(b.host, 'Account')).toMatchObject({ login: 'bg-1' });
+      expect(((await op(b.host, 'OrderHistory', { from: 0 })) as { deals: unknown[] }).deals.length).toBeGreaterThanOrEqual(2);
+      expect([journal(), marked()]).toEqual([before, 1]);
+      expect(b.logs.filter((l) => /DATA_DIR is full/.test(l.msg))).toMatchObject([{ level: 'error', what: 'simulator checkpoint' }]);
+    } finally {
+      rmSync(filler);
+    }
+    // Room again: what waited is written, the three equity points, then the checkpoint covering them.
+    await until(() => journal() === before + 3 && marked() === 0, 'the postponed writes done once there is room');
+    expect(b.fatal.map(String)).toEqual([]);
+    expect(b.logs.filter((l) => /DATA_DIR has room again/.test(l.msg))).toHaveLength(1);
+    const written = journal();
+    b.host.stop();
+    b.db.close();
+
+    // Nothing lost: a start from the disk has the position and every row.
+    const again = await boot(dir, clock);
+    expect(await op(again.host, 'OpenedOrdersTickets')).toEqual(tickets);
+    expect(journal()).toBe(written);
+    again.host.stop();
+    again.db.close();
+    reader.close();
+  }, 60_000);
+});
