@@ -13,13 +13,26 @@ type DealId = Pick<Deal, 'ticket' | 'timeMsc'>;
 
 const brokerOrder = (x: DealId, y: DealId) => x.timeMsc - y.timeMsc || x.ticket - y.ticket;
 
+/** `d` comes after the mark in broker order (time, then ticket). */
+const after = (d: DealId, m: DealMark) => brokerOrder(d, m) > 0;
+
 export class DealLedger {
   /** ticket -> broker time of the deals carried recently. A ticket with another time is another deal
    *  (a broker that lost its state numbers its deals from the start again, as the bridge adapter knows). */
   private readonly seen = new Map<number, number>();
 
+  /**
+   * A deal the ledger began from (an inherited mark: a restart's history on disk, a cluster's new
+   * owner's JetStream head): every deal up to it was carried by the stream before (deals are carried
+   * in broker order), so none at or below it is taken, remembered or not. Null for an epoch's start
+   * (ticket 0): a time on this gateway's clock, not a deal, so a live deal stamped before it by a
+   * broker whose clock lags is still carried.
+   */
+  private readonly floor: DealMark | null;
+
   /** `mark`: the latest deal carried (or ticket 0 and the epoch's start); `carried`: deals already in the history. */
   constructor(private latest: DealMark, carried: Iterable<DealId> = []) {
+    this.floor = latest.ticket > 0 ? latest : null;
     if (latest.ticket > 0) this.note(latest);
     for (const d of carried) this.note(d);
   }
@@ -29,11 +42,12 @@ export class DealLedger {
     return this.latest;
   }
 
-  /** Takes a deal into the stream; false when the stream carried it already. */
+  /** Takes a deal into the stream; false when the stream carried it already (remembered, or at or
+   *  below the inherited mark: an earlier owner's shard passing on deals it held while frozen). */
   take(d: DealId): boolean {
-    if (this.seen.get(d.ticket) === d.timeMsc) return false;
+    if (this.seen.get(d.ticket) === d.timeMsc || (this.floor && !after(d, this.floor))) return false;
     this.note(d);
-    if (d.timeMsc >= this.latest.timeMsc) this.latest = { ticket: d.ticket, timeMsc: d.timeMsc };
+    if (after(d, this.latest)) this.latest = { ticket: d.ticket, timeMsc: d.timeMsc }; // the latest in broker order
     return true;
   }
 
@@ -47,7 +61,7 @@ export class DealLedger {
     // Deals are carried in broker order, so one before the mark was carried (its TRADE may be
     // trimmed from the history since, and no longer remembered here), listed or live alike.
     const m = this.latest;
-    const later = (d: Deal) => d.timeMsc > m.timeMsc || (d.timeMsc === m.timeMsc && d.ticket > m.ticket);
+    const later = (d: Deal) => after(d, m);
     return [...listed.filter(later), ...held.filter(later)].sort(brokerOrder).filter((d) => this.take(d));
   }
 
