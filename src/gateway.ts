@@ -306,7 +306,7 @@ async function startShards(
       timing: {
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
         brokerWaitMs: config.brokerWaitMs, bindWaitMs: config.bindWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,
-        subscriptionWaitMs: config.subscriptionWaitMs,
+        subscriptionWaitMs: config.subscriptionWaitMs, storageRetryMs: config.storageCheckMs,
         // An account a node has just taken over is waited for as long as its owner was.
         connectingWaitMs: Math.max(config.brokerWaitMs, clusterCfg?.ownerWaitMs ?? 0),
       },

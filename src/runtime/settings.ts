@@ -23,6 +23,9 @@ export interface ShardTiming {
    *  any more, resubscribing a stream's symbols after a reconnect, reading the candles that closed
    *  during one): how long each waits for the account's connection before it gives up (ms). */
   subscriptionWaitMs: number;
+  /** A background write that met a full DATA_DIR: how long it waits before it is tried again (ms;
+   *  default FULL_DISK_RETRY_MS; the gateway passes STORAGE_CHECK_MS). */
+  storageRetryMs?: number;
 }
 
 export interface ShardSettings {

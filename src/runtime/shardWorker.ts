@@ -8,6 +8,7 @@ import { createLogger } from '../log.js';
 import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
 import { CommitGroup } from '../store/commitGroup.js';
+import { FULL_DISK_RETRY_MS, FullDisk } from '../store/fullDisk.js';
 import { requestChunks } from './requestChunks.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
@@ -66,6 +67,8 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
       setImmediate(() => end?.(err));
     },
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
+    // One for the shard's background writes (the simulator's, a seat's): one log line per episode.
+    fullDisk: new FullDisk({ log, retryMs: init.settings.timing.storageRetryMs ?? FULL_DISK_RETRY_MS }),
     emit(ev) {
       events.push(ev);
       queueFlush();

@@ -22,6 +22,11 @@ export interface FullDiskOptions {
 /** The default wait before a postponed write is tried again (the gateway's STORAGE_CHECK_MS default). */
 export const FULL_DISK_RETRY_MS = 1_000;
 
+/** The thread's FullDisk (a shard's context holds it; one is made from its logger where none was given). */
+export function fullDiskOf(ctx: { fullDisk?: FullDisk; log: Logger }): FullDisk {
+  return (ctx.fullDisk ??= new FullDisk({ log: ctx.log, retryMs: FULL_DISK_RETRY_MS }));
+}
+
 export class FullDisk {
   /** What met the full disk first in the current episode; undefined: none. */
   private first: string | undefined;
@@ -56,10 +61,32 @@ export class FullDisk {
     return true;
   }
 
+  /**
+   * A write that stands alone (a row's latest state, written whole): now, or on a full disk every
+   * retryMs until it is done. Any other failure is thrown now, or logged from a retry (a timer must
+   * not throw: that would end the thread).
+   */
+  write(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      if (!this.postponed(what, err)) throw err;
+      setTimeout(() => {
+        try {
+          this.write(what, fn);
+        } catch (e) {
+          this.o.log.error('a postponed background write failed', { what, err: errorMessage(e) });
+        }
+      }, this.o.retryMs).unref();
+      return;
+    }
+    this.wrote();
+  }
+
   /** A write succeeded: the episode, if one is on, is over. */
   wrote(): void {
     if (this.first === undefined) return;
-    this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponed: this.postponedWrites });
+    this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponedSinceStart: this.postponedWrites });
     this.first = undefined;
   }
 }

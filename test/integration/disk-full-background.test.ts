@@ -15,9 +15,11 @@ import { SecretBox } from '../../src/crypto/secretBox.js';
 import { createLogger } from '../../src/log.js';
 import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
+import { createSeatHost } from '../../src/runtime/hosts/seats.js';
 import type { ActorHost } from '../../src/runtime/hosts/context.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { openDb, type Db } from '../../src/store/db.js';
+import { runMigrations } from '../../src/store/migrations.js';
 import { FullDisk } from '../../src/store/fullDisk.js';
 import { ManualClock } from '../helpers/gateway.js';
 import { fillUp } from '../helpers/fullDisk.js';
@@ -143,5 +145,37 @@ describe('a shard\'s background writes on a full DATA_DIR', () => {
     again.host.stop();
     again.db.close();
     reader.close();
+  }, 60_000);
+});
+
+describe('a seat becoming ACTIVE (its timer\'s write) on a full DATA_DIR', () => {
+  it('the shard goes on and the seat\'s row says ACTIVE once there is room', async () => {
+    const dir = join(mnt, 'seats');
+    mkdirSync(dir);
+    const db = openDb(dir);
+    open.push(db);
+    runMigrations(db);
+    db.exec("INSERT INTO customers (id, name, created_at) VALUES ('c', 'c', 0); INSERT INTO seats (id, customer_id, private_hosting, created_at) VALUES ('seat-1', 'c', 0, 0)");
+    const logs: Booted['logs'] = [];
+    const log = createLogger('info', {}, (line) => logs.push(JSON.parse(line) as Booted['logs'][number]));
+    const full = new RecordingFullDisk({ log, retryMs: 50 });
+    const host = createSeatHost({ shard: 0, shards: 1, db, log, settings: shardSettings({}), clock: new ManualClock(), emit: () => {}, owns: () => true, fullDisk: full });
+    open.push({ close: () => host.stop() });
+    const status = () => (db.prepare("SELECT status FROM seat_state WHERE seat_id = 'seat-1'").get() as { status: string } | undefined)?.status;
+    // Building for a moment (the machine's timer runs on the wall clock): its row is written now.
+    expect(host.handlers['seat.create']!({ seatId: 'seat-1', readyAt: Date.now() + 300 })).toMatchObject({ status: 'BUILDING_SERVER' });
+    expect(status()).toBe('BUILDING_SERVER');
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fillUp(mnt);
+    try {
+      await until(() => full.writers.includes('seat state'), 'the seat\'s ACTIVE row meeting the full disk');
+      expect(status()).toBe('BUILDING_SERVER');
+      expect(logs.filter((l) => l.msg === 'seat actor failed')).toEqual([]);
+    } finally {
+      rmSync(filler);
+    }
+    await until(() => status() === 'ACTIVE', 'the seat\'s ACTIVE row written once there is room');
+    expect(host.handlers['seat.get']!({ seatId: 'seat-1' })).toMatchObject({ status: 'ACTIVE' });
+    expect(logs.filter((l) => /DATA_DIR has room again/.test(l.msg))).toHaveLength(1);
   }, 60_000);
 });

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { BridgeBrokerConnection } from '../../broker/bridge.js';
 import { SimBrokerConnection } from '../../broker/sim.js';
 import { createSimulator } from '../../broker/simulatorSetup.js';
-import { FULL_DISK_RETRY_MS, FullDisk } from '../../store/fullDisk.js';
+import { fullDiskOf } from '../../store/fullDisk.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
 import type { Fault, FaultSpec } from '../../sim/faults.js';
 import type { ShardContext } from './context.js';
@@ -42,7 +42,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   const path = ctx.settings.simConfigPath;
   const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
     ...(ctx.fatal ? { onStoreFailure: ctx.fatal } : {}),
-    fullDisk: ctx.fullDisk ?? new FullDisk({ log: ctx.log, retryMs: FULL_DISK_RETRY_MS }),
+    fullDisk: fullDiskOf(ctx),
   });
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),

@@ -29,7 +29,7 @@ export interface ShardContext {
    *  store only refuses writes (tests of a host in their own thread restart it themselves). */
   fatal?(err: unknown): void;
   /** The shard's background writes that meet a full DATA_DIR wait for room (src/store/fullDisk.ts).
-   *  Absent: one from `log`, retried every FULL_DISK_RETRY_MS. */
+   *  Absent: the first host that needs one makes it from `log` (fullDiskOf). */
   fullDisk?: FullDisk;
   /** Set by the account host when it is created (it is first in HOST_FACTORIES); other hosts use it lazily. */
   accounts?: AccountRegistry;

@@ -3,16 +3,21 @@
 import { createActor, type Actor } from 'xstate';
 import { seatMachine, type SeatContext, type SeatStatus } from '../../../actors/seat.js';
 import { TenancyStore, type SeatStateRow } from '../../store/tenancy.js';
+import { fullDiskOf } from '../../store/fullDisk.js';
 import type { SeatView } from '../protocol.js';
 import type { ActorHost, ShardContext } from './context.js';
 
 export function createSeatHost(ctx: ShardContext): ActorHost {
   const store = new TenancyStore(ctx.db);
+  const fullDisk = fullDiskOf(ctx);
   const actors = new Map<string, Actor<typeof seatMachine>>();
   const machine = seatMachine.provide({
     actions: {
+      // A seat becoming ACTIVE is its timer's write, no request's: on a full disk it waits for room
+      // (the actor goes on; until written, a restart finds the seat building and finishes it again).
       persist: (_a, c: SeatContext) => {
-        store.upsertSeatState({ seat_id: c.seatId, status: c.status, ready_at: c.readyAt, updated_at: ctx.clock.now() });
+        const row = { seat_id: c.seatId, status: c.status, ready_at: c.readyAt, updated_at: ctx.clock.now() };
+        fullDisk.write('seat state', () => store.upsertSeatState(row));
       },
     },
   });
