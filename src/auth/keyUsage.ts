@@ -21,12 +21,19 @@ export class KeyUsage {
     return this.pending.get(keyId);
   }
 
-  /** Writes what is pending in one transaction. @returns how many keys were written */
+  /** Writes what is pending in one transaction. @returns how many keys were written. A write that
+   *  fails (a full disk, say) keeps its times for the next flush (a later use meanwhile wins). */
   flush(): number {
     if (this.pending.size === 0) return 0;
     const batch = this.pending;
     this.pending = new Map();
-    this.sink.touchKeys(batch);
+    try {
+      this.sink.touchKeys(batch);
+    } catch (err) {
+      for (const [id, at] of this.pending) batch.set(id, Math.max(at, batch.get(id) ?? at));
+      this.pending = batch;
+      throw err;
+    }
     return batch.size;
   }
 

@@ -340,6 +340,27 @@ describe('last-used times are coalesced', () => {
     expect(writes).toHaveLength(1);
   });
 
+  it('a flush that fails (a full disk) keeps its times for the next one: they were dropped', () => {
+    const writes: Array<Array<[string, number]>> = [];
+    let full = true;
+    const clock = new ManualClock(1_000);
+    const usage = new KeyUsage({
+      touchKeys: (times) => {
+        if (full) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+        writes.push([...times]);
+      },
+    }, clock);
+    usage.touch('a');
+    usage.touch('b');
+    expect(() => usage.flush()).toThrow('database or disk is full');
+    clock.advance(5);
+    usage.touch('b'); // a later use of b meanwhile: the later time wins
+    expect([usage.latest('a'), usage.latest('b')]).toEqual([1_000, 1_005]);
+    full = false;
+    expect(usage.flush()).toBe(2);
+    expect(writes).toEqual([[['a', 1_000], ['b', 1_005]]]);
+  });
+
   it('the store keeps the latest time: an older batch never moves it back', async () => {
     const k = await newKey('usage-order');
     const store = t.gw.services.tenancy;
