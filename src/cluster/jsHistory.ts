@@ -61,6 +61,13 @@ function parse(m: StoredMsg): Parsed | null {
   return { epoch, seq, deal: { ticket: ticket ?? 0, timeMsc: timeMsc ?? 0 }, stored: m };
 }
 
+/** One stored message of a replay into `out`: not an epoch's start marker (seq 0), nor a frame
+ *  stored again after a retried store (JetStreamHistory.republish: a seq `out` has already). */
+function takeFrame(out: HistoryEntry[], seq: number, at: number, frame: () => string): void {
+  if (seq === 0 || seq <= (out.at(-1)?.seq ?? 0)) return;
+  out.push({ seq, at, frame: frame() });
+}
+
 /** A stored frame's headers: its number and the deal mark a next owner continues from. */
 function frameHeaders(f: NumberedFrame): MsgHdrs {
   const h = headers();
@@ -212,8 +219,7 @@ export class JetStreamHistory {
       const m = await this.jsm.direct.getMessage(HISTORY_STREAM, { seq: at, next_by_subj: subject });
       if (!m) break; // nothing more (expired meanwhile)
       at = m.seq + 1;
-      const seq = Number(m.header?.get(H_SEQ));
-      if (seq !== 0) out.push({ seq, at: m.time.getTime(), frame: m.string() }); // 0: an epoch's start marker
+      takeFrame(out, Number(m.header?.get(H_SEQ)), m.time.getTime(), () => m.string());
     }
     return out;
   }
@@ -224,14 +230,19 @@ export class JetStreamHistory {
     });
     const out: HistoryEntry[] = [];
     try {
-      while (out.length < count) {
-        const it = await c.fetch({ max_messages: Math.min(count - out.length, 1_000), expires: this.opts.ackTimeoutMs ?? 5_000 });
+      // No more messages are asked for than the subject held from `start` when the consumer was
+      // made: a fetch for more waits out its expiry for them (twice: 10 s by default) when frames
+      // are missing (a store given up while later ones were stored), and the caller's wait with it
+      // (a new owner's role, holding the account's events; a follower's gap repair; chaos seed
+      // 604312773). Short of `count` then: not whole, recovered:false at once.
+      let left = (await c.info(true)).num_pending;
+      while (out.length < count && left > 0) {
+        const it = await c.fetch({ max_messages: Math.min(left, 1_000), expires: this.opts.ackTimeoutMs ?? 5_000 });
         let got = 0;
         for await (const m of it) {
           got++;
-          const seq = Number(m.headers?.get(H_SEQ));
-          if (seq === 0) continue; // an epoch's start marker
-          out.push({ seq, at: m.info.timestampNanos / 1e6, frame: m.string() });
+          left--;
+          takeFrame(out, Number(m.headers?.get(H_SEQ)), m.info.timestampNanos / 1e6, () => m.string());
           if (out.length === count) break;
         }
         if (got === 0) break; // nothing more (expired meanwhile)
