@@ -405,9 +405,12 @@ export abstract class SimJournal {
     this.queue = [];
     this.marking = [];
     this.awaited = false;
-    this.waitingFor = undefined;
-    clearTimeout(this.retry);
-    this.retry = undefined;
+    if (this.waitingFor !== undefined) {
+      // Rows a full disk kept waiting are written: the episode is over.
+      this.waitingFor = undefined;
+      clearTimeout(this.retry);
+      this.retry = undefined;
+    }
     this.fullDisk.wrote();
     resolve?.();
     this.scheduleCheckpoints();
