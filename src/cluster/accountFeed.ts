@@ -16,8 +16,9 @@ import { H_WHY, historySubject, type JetStreamHistory, type StreamPosition } fro
 
 export interface FeedFrame { epoch: string; seq: number; frame: string; /** an epoch marker's reason */ why?: 'rebound' }
 
-/** How a feed began: for a resume, whether everything after `since` was there (then `replayed` frames came first). */
-export interface FeedStart { recovered: boolean; replayed: number; position: StreamPosition | null }
+/** How a feed began: for a resume, whether everything after `since` was there (then `replayed` frames came first).
+ *  `storedAt`: when JetStream stored the frame at `position` (a start from the head; null for a resume). */
+export interface FeedStart { recovered: boolean; replayed: number; position: StreamPosition | null; storedAt: number | null }
 
 export interface AccountFeedOptions {
   nc: NatsConnection;
@@ -91,11 +92,11 @@ export class AccountFeed {
     if (since && r.recovered) {
       this.cursor = { ...since };
       for (const e of r.entries) this.deliver({ epoch: since.epoch, seq: e.seq, frame: e.frame });
-      start = { recovered: true, replayed: r.entries.length, position: this.cursor };
+      start = { recovered: true, replayed: r.entries.length, position: this.cursor, storedAt: null };
     } else {
       const head = await history.head(accountId);
       this.cursor = head ? { epoch: head.epoch, seq: head.seq } : null;
-      start = { recovered: false, replayed: 0, position: this.cursor };
+      start = { recovered: false, replayed: 0, position: this.cursor, storedAt: head?.at ?? null };
     }
     this.started = true;
     await this.drain();
@@ -160,15 +161,16 @@ export class AccountFeed {
  *  (every frame any client got was stored before it was sent); otherwise a new epoch, announced by
  *  its start marker (written only if the account still has no message: nodes racing agree on one),
  *  and resumers from the old one get recovered:false. A follower with nothing to follow yet uses it
- *  too, so its sockets' snapshot is in the epoch the owner will continue. */
+ *  too, so its sockets' snapshot is in the epoch the owner will continue. `storedAt`: when JetStream
+ *  stored the head continued from (null: the epoch started here). */
 export async function takeOver(
   history: JetStreamHistory, accountId: string, newEpoch: () => string, startDeal: DealMark,
-): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }> {
+): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean; storedAt: number | null }> {
   for (let attempt = 0; ; attempt++) {
     const head = await history.head(accountId);
-    if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true };
+    if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true, storedAt: head.at };
     const epoch = newEpoch();
-    if (await history.startFirstEpoch(accountId, epoch, startDeal)) return { epoch, seq: 0, deal: startDeal, continued: false };
+    if (await history.startFirstEpoch(accountId, epoch, startDeal)) return { epoch, seq: 0, deal: startDeal, continued: false, storedAt: null };
     // Another node started one meanwhile: continue it (read again; it may also have aged out at once).
     if (attempt >= 3) throw new Error(`no epoch could be started or read for account ${accountId}`);
   }

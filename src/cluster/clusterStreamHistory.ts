@@ -78,8 +78,8 @@ export class ClusterStreamHistory {
 
   async follow(
     accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
-  ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean }> {
+  ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean; storedAt: number | null }> {
     const { feed, start } = await AccountFeed.open({ nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why) => onBreak(epoch, why === 'rebound'), log: this.o.log });
-    return { feed, position: start.position, recovered: start.recovered };
+    return { feed, position: start.position, recovered: start.recovered, storedAt: start.storedAt };
   }
 }

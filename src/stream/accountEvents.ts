@@ -189,13 +189,15 @@ export class AccountEvents {
       sock.stream = 'held';
       return;
     }
-    if (this.shared?.gate(sock.acc, (unplaced) => {
+    if (this.shared?.gate(sock.acc, (from) => {
       if (sock.closed) return;
-      // A fresh socket starts where the account stands when its wait ends; after a failed try of
-      // the node's first role that is JetStream's head read later, past frames numbered since the
-      // socket came: it is told (4014, the client reconnects and resyncs). A resume replays from
-      // its own position instead.
-      if (unplaced && sock.since === null) return void this.out.end(sock, 'STREAM_GAP');
+      // A fresh socket that waited for the node's first role starts where that role began the
+      // node's history (P5: at its snapshot), not past the frames the feed delivered since; when
+      // frames stored since the socket came may lie before that (a failed try, a head read answered
+      // late) it is told (4014, the client reconnects and resyncs). A resume replays from its own
+      // position instead.
+      if (sock.since === null && from === 'late') return void this.out.end(sock, 'STREAM_GAP');
+      if (sock.since === null && typeof from === 'number' && !sock.acc.shared?.ready) return this.startFresh(sock, from);
       this.start(sock);
     })) {
       // Cluster: the account's role is being taken (JetStream read); the wait is bounded.
@@ -214,15 +216,19 @@ export class AccountEvents {
     this.start(sock);
   }
 
-  /** P5: the snapshot pair first (SPEC §6); P4 has none: live from the current position. */
-  private startFresh(sock: Sock): void {
+  /** P5: the snapshot pair first (SPEC §6); P4 has none: live from the current position, or from
+   *  `from` (cluster: where the node's first role began, before the socket's wait ended). */
+  private startFresh(sock: Sock, from?: number): void {
     if (sock.acc.platform === 'P5') {
       this.requestSnapshot(sock);
       return;
     }
     this.commit();
-    sock.cursor = sock.acc.history.sent; // what is still being stored follows as it is delivered
-    sock.stream = 'live';
+    const sent = sock.acc.history.sent;
+    // What is still being stored follows as it is delivered.
+    sock.cursor = Math.min(from ?? sent, sent);
+    sock.stream = sock.cursor < sent ? 'replaying' : 'live';
+    this.continueReplay(sock);
   }
 
   resume(sock: Sock, since: StreamPosition): void {

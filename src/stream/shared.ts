@@ -26,8 +26,9 @@ export interface SharedHistory {
   onReopened(listener: (accountId: string) => void): void;
   /** The account's stream is kept: a client may still resume in it (its history did not age out). */
   kept(accountId: string): Promise<boolean>;
-  /** Where a new owner numbers from: the stored epoch continued, or `newEpoch` started. */
-  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean }>;
+  /** Where a new owner numbers from: the stored epoch continued (`storedAt`: when its head was
+   *  stored), or `newEpoch` started (`storedAt` null). */
+  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean; storedAt: number | null }>;
   /** The owner began another epoch (continuity lost; `rebound`: the account was bound to another login). */
   startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean): Promise<void>;
   /** Stores numbered frames; resolves once all are stored (only then are they sent). */
@@ -35,10 +36,11 @@ export interface SharedHistory {
   /** Stores a stored frame again (a new msg id, `again`) so it is the account's last stored message. */
   republish(accountId: string, frame: StoredFrame, again: string): Promise<void>;
   replay(accountId: string, since: StreamPosition): Promise<Replay>;
-  /** The owner's frames as they are stored, after `since` (replayed first) or from now on. */
+  /** The owner's frames as they are stored, after `since` (replayed first) or from now on (from
+   *  `position`, the head, stored at `storedAt`). */
   follow(
     accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
-  ): Promise<{ feed: SharedFeed; position: StreamPosition | null; recovered: boolean }>;
+  ): Promise<{ feed: SharedFeed; position: StreamPosition | null; recovered: boolean; storedAt: number | null }>;
 }
 
 export interface SharedFeed {
@@ -57,6 +59,10 @@ export interface SharedState {
   placeholder: boolean;
   /** Tries of the role that failed (SharedAccounts.gate: a fresh socket that waited through one is told). */
   failedTries: number;
+  /** Where the node's first role began its history (the stream's head as that role read it) and when
+   *  JetStream stored the frame there (null: nothing was, the epoch began there): SharedAccounts.gate
+   *  places a fresh socket that waited for that role there, or tells it. */
+  first?: { epoch: string; seq: number; storedAt: number | null };
   held: StreamEvent[];
   /** Frames the feed delivered before the history was set from its position. */
   early: SharedFrame[] | null;

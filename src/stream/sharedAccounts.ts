@@ -110,22 +110,35 @@ export class SharedAccounts {
 
   /**
    * Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred.
-   * `fn(unplaced)`: true when the node had no position in the account's stream when the wait began
-   * (its first role) and took the role only at a later try, one having failed meanwhile (JetStream not
-   * answering: a NATS outage, a request timing out after 5 s). The role then starts from JetStream's
-   * head as read at that try, past what the owner numbered and stored while the caller waited: a
-   * fresh socket placed there would miss those frames without a word (`npm run chaos`, seed 356670798:
-   * a P4 socket opened, its node took the role ~5 s later, and its first account frame was seq 16).
+   * `fn(from)` when the node had no position in the account's stream when the wait began (its first
+   * role): the seq its history began at (JetStream's head as the role read it), where a fresh socket
+   * starts (not at what the node's feed delivered since, frames stored after the socket came); or
+   * 'late' when frames stored after the wait began may be at or below that seq: a try of the role
+   * failed meanwhile (JetStream not answering: a NATS outage, a request timing out after 5 s), or the
+   * frame it read as the head was stored after the wait began (a read answered late: held through a
+   * reconnect, or JetStream slow). A fresh socket placed at that head would miss those frames without
+   * a word (`npm run chaos`: seed 356670798, a P4 socket's first account frame seq 16 after a failed
+   * try; seed 953907159, schedule 20, seq 21 after a slow one). Null otherwise: the role was there
+   * before, or was not taken at all (every try failed: a local epoch, whose sockets are told when the
+   * role is taken later, restart and 4014).
    */
-  gate(acc: AccountState, fn: (unplaced: boolean) => void): boolean {
+  gate(acc: AccountState, fn: (from: number | 'late' | null) => void): boolean {
     if (!acc.shared) this.takeRole(acc);
     const s = acc.shared!;
     const ready = s.ready;
     if (!ready) return false;
-    const [blind, failed] = [s.placeholder, s.failedTries];
-    // A role not taken at all (every try failed) serves a local epoch: its sockets are told when the
-    // role is taken later (restart, 4014), not here.
-    void ready.then(() => fn(blind && s.failedTries > failed && s.retryAt === undefined));
+    // The store times are nats-server's clock, the wait's this node's: a skew between them widens or
+    // narrows what counts as stored after the socket came.
+    const [blind, failed, came] = [s.placeholder, s.failedTries, this.deps.clock.now()];
+    void ready.then(() => {
+      const first = s.first;
+      if (!blind || s.retryAt !== undefined || !first) return fn(null);
+      const h = acc.history;
+      // A head at seq 0 is the epoch's start marker: nothing before it to miss.
+      const late = s.failedTries > failed || (first.seq > 0 && first.storedAt !== null && first.storedAt > came)
+        || h.epoch !== first.epoch || first.seq < h.firstSeq - 1;
+      fn(late ? 'late' : first.seq);
+    });
     return true;
   }
 
@@ -315,6 +328,7 @@ export class SharedAccounts {
       const r = await this.deps.shared.replay(acc.id, { epoch: h.epoch, seq: h.seq });
       if (r.recovered) for (const e of r.entries) this.apply(acc, { epoch: h.epoch, seq: e.seq, frame: e.frame });
     }
+    if (s.placeholder) s.first = { epoch: t.epoch, seq: t.seq, storedAt: t.storedAt };
     if (s.placeholder || t.epoch !== acc.history.epoch || t.seq !== acc.history.seq) this.restart(acc, t.epoch, t.seq);
     acc.deals = new DealLedger(t.deal);
     s.placeholder = false;
@@ -336,9 +350,10 @@ export class SharedAccounts {
     s.feed = f.feed;
     if (s.placeholder || !f.recovered) {
       // Nothing stored yet (the owner has not numbered anything): the epoch it will continue.
-      const at: StreamPosition = f.position
-        ?? await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+      const at: StreamPosition & { storedAt: number | null } = f.position ? { ...f.position, storedAt: f.storedAt }
+        : await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
       f.feed.seek(at);
+      if (s.placeholder) s.first = { epoch: at.epoch, seq: at.seq, storedAt: at.storedAt };
       this.restart(acc, at.epoch, at.seq);
     }
     s.placeholder = false;
