@@ -404,10 +404,17 @@ export class ClusterNode {
 
   /** Acquired: the shards start the accounts (the command is queued before any forwarded call the
    *  announcement brings), then every node learns the new owner. */
-  private async adopt(leases: Array<{ accountId: string; epoch: number }>): Promise<void> {
+  private async adopt(acquired: Array<{ accountId: string; epoch: number }>): Promise<void> {
     // Their gateway sessions first: the shard resumes what its SQLite holds when it starts them.
-    await this.sessions.restore(leases.map((l) => l.accountId))
-      .catch((err: unknown) => this.o.log.warn('gateway sessions of acquired accounts not restored', { accounts: leases.length, err: errorMessage(err) }));
+    await this.sessions.restore(acquired.map((l) => l.accountId))
+      .catch((err: unknown) => this.o.log.warn('gateway sessions of acquired accounts not restored', { accounts: acquired.length, err: errorMessage(err) }));
+    // Handed over or lost while the sessions were read: their release reached the shards before this
+    // start, which would run them here without their lease, for good (a second broker connection
+    // beside the next owner's). Checked now, in the same turn as the start is queued: a release
+    // from now on reaches the shard after it.
+    const leases = acquired.filter((l) => this.pg.keeper.holdsAt(l.accountId, l.epoch));
+    if (leases.length < acquired.length) this.o.log.info('accounts gone before their start: not started here', { accounts: acquired.length - leases.length });
+    if (leases.length === 0) return;
     const started = this.perShard(leases.map((l) => l.accountId), 'shard.adopt');
     this.w.adopted.add(leases.map((l) => l.accountId));
     for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });

@@ -189,6 +189,12 @@ export class LeaseKeeper {
     return h !== undefined && this.o.clock.now() < h.validUntil;
   }
 
+  /** This node still holds the account's lease at `epoch` and is not handing it over (its deadline
+   *  aside: a renewal may be late, and the deadline drops it as lost if so). */
+  holdsAt(accountId: string, epoch: number): boolean {
+    return this.leases.get(accountId)?.epoch === epoch && !this.handingOver.has(accountId);
+  }
+
   /** Drops every lease whose deadline passed (reported as lost 'expired'); returns their accounts. */
   checkDeadlines(): string[] {
     const now = this.o.clock.now();
