@@ -58,6 +58,10 @@ export class SimServer implements AccountHost {
   readonly faultWatchers = new Set<FaultWatcher>();
   private idNext = 0;
   private idEnd = 0;
+  /** The next block, taken once a quarter of the current one is left: when a block ran out, the
+   *  next was a write right then, and on a full disk its failure, thrown from the market's timer (a
+   *  stop hit), ended the shard (docs/storage.md). */
+  private idSpare: number | undefined;
 
   constructor(
     readonly config: SimServerConfig,
@@ -74,8 +78,15 @@ export class SimServer implements AccountHost {
   nextId(): number {
     if (this.idNext >= this.idEnd) {
       // Blocks from the shared store keep ids unique across threads using the same database.
-      this.idNext = this.store.allocateIds(this.config.name, ID_BLOCK);
+      this.idNext = this.idSpare ?? this.store.allocateIds(this.config.name, ID_BLOCK);
+      this.idSpare = undefined;
       this.idEnd = this.idNext + ID_BLOCK;
+    } else if (this.idSpare === undefined && this.idEnd - this.idNext <= ID_BLOCK / 4) {
+      try {
+        this.idSpare = this.store.allocateIds(this.config.name, ID_BLOCK);
+      } catch {
+        // A full disk, say: tried again at the next id (a quarter of the block is left for that).
+      }
     }
     return this.idNext++;
   }

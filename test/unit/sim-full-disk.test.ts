@@ -81,3 +81,21 @@ describe('the simulator store on a full disk', () => {
     s.sim.stop();
   });
 });
+
+describe('ticket numbers on a full disk', () => {
+  it('the block of ticket numbers that runs out is followed by one taken before the disk filled: a stop hit then needs no write', async () => {
+    const s = await open(1e9);
+    s.disk.full = false;
+    s.db.exec('CREATE TEMP TRIGGER full_counters BEFORE UPDATE ON sim_counters WHEN full_now() BEGIN SELECT 1; END');
+    const server = s.sim.server('Sim-P5-Demo')!;
+    const ids = [server.nextId()];
+    while (ids.length < 900) ids.push(server.nextId());
+    s.disk.full = true;
+    // Past the end of the block (1,024 numbers) with the disk full: before, its next block was a
+    // write, and its failure, thrown from the market's timer (a stop hit), ended the shard.
+    for (let i = 0; i < 600; i++) ids.push(server.nextId());
+    expect(new Set(ids).size).toBe(ids.length);
+    s.disk.full = false;
+    s.sim.stop();
+  });
+});
