@@ -6,7 +6,8 @@
 // AccountFeed: one node's view of one account's numbered frames. It subscribes first, then (for a
 // resume) replays from JetStream what came after the client's position, then delivers what arrived
 // meanwhile past that: no gap, no duplicate. A live frame that skips a number (messages lost while
-// NATS reconnected) is repaired from JetStream; a new epoch is reported.
+// NATS reconnected) is repaired from JetStream; so is the tail a reconnect missed with no frame
+// after it (catchUp: JetStream's head, read once the connection is back); a new epoch is reported.
 // takeOver(): what a new owner continues from.
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
@@ -35,15 +36,25 @@ export interface AccountFeedOptions {
   log: Logger;
   /** Waits between replays of a gap JetStream has not filled yet (REPAIR_WAITS_MS). */
   repairWaitsMs?: readonly number[];
+  /** Called once when the feed closes. */
+  onClose?: () => void;
 }
+
+/** A queued catch-up (AccountFeed.catchUp) among the live frames. */
+const CATCH_UP = Symbol('catch up');
+
+/** Waits between tries of a catch-up whose head read failed (JetStream still coming up after a
+ *  nats-server restart): ~7.5 s in all, then the next live frame repairs what is missing. */
+const CATCH_UP_WAITS_MS = [250, 500, 1_000, 2_000, 4_000] as const;
 
 /** ~5 s in all: an owner's retried store is acknowledged within its ack timeout (5 s) or given up. */
 const REPAIR_WAITS_MS = [25, 50, 100, 200, 400, 800, 1_600, 2_000] as const;
 
 export class AccountFeed {
   private cursor: StreamPosition | null = null;
-  /** Live frames in arrival order, processed one at a time (a repair is awaited in between). */
-  private queue: FeedFrame[] = [];
+  /** Live frames in arrival order, processed one at a time (a repair is awaited in between), and
+   *  catch-ups where they were asked. */
+  private queue: Array<FeedFrame | typeof CATCH_UP> = [];
   private running = false;
   private started = false;
   private closed = false;
@@ -103,6 +114,36 @@ export class AccountFeed {
     return start;
   }
 
+  /**
+   * The node's NATS connection is back after it was down: what the owner stored meanwhile never
+   * reached this subscription, and a live frame after it would show the gap, but none may come (the
+   * owner's stream closed, its clients stuck elsewhere): JetStream's head is taken as if it had just
+   * arrived (a gap repaired from JetStream, another epoch a break), in turn with the live frames.
+   * Before, the socket went without those frames until the owner's next one (chaos seed 604312773).
+   */
+  catchUp(): void {
+    if (this.closed || this.queue.includes(CATCH_UP)) return;
+    this.queue.push(CATCH_UP);
+    if (this.started) void this.drain();
+  }
+
+  private async probe(): Promise<void> {
+    for (const waitMs of [...CATCH_UP_WAITS_MS, null]) {
+      if (this.closed || !this.cursor) return;
+      try {
+        const head = await this.o.history.head(this.o.accountId);
+        if (!head || this.closed) return;
+        return await this.accept({ epoch: head.epoch, seq: head.seq, frame: head.frame, ...(head.seq === 0 && head.why ? { why: head.why } : {}) });
+      } catch (err) {
+        if (waitMs === null) {
+          this.o.log.warn('account feed could not catch up after a reconnect; the next frame repairs the gap', { accountId: this.o.accountId, err: errorMessage(err) });
+          return;
+        }
+      }
+      await new Promise((r) => setTimeout(r, waitMs));
+    }
+  }
+
   private deliver(f: FeedFrame): void {
     this.cursor = { epoch: f.epoch, seq: f.seq };
     if (f.seq > 0) this.o.onFrame(f); // seq 0: an epoch's start marker, no frame
@@ -112,7 +153,10 @@ export class AccountFeed {
     if (this.running) return;
     this.running = true;
     try {
-      while (this.queue.length > 0 && !this.closed) await this.accept(this.queue.shift()!);
+      while (this.queue.length > 0 && !this.closed) {
+        const item = this.queue.shift()!;
+        await (item === CATCH_UP ? this.probe() : this.accept(item));
+      }
     } catch (err) {
       this.o.log.error('account feed stopped', { accountId: this.o.accountId, err: errorMessage(err) });
     } finally {
@@ -151,9 +195,11 @@ export class AccountFeed {
   }
 
   close(): void {
+    if (this.closed) return;
     this.closed = true;
     this.sub?.unsubscribe();
     this.queue = [];
+    this.o.onClose?.();
   }
 }
 

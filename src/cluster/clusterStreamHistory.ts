@@ -4,6 +4,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
+import { errorMessage } from '../util/errorMessage.js';
 import { AccountFeed, takeOver, type FeedFrame } from './accountFeed.js';
 import { JetStreamHistory, type HistoryLimits, type NumberedFrame, type Replay, type StreamPosition } from './jsHistory.js';
 
@@ -26,7 +27,20 @@ export interface ClusterStreamHistoryOptions {
 }
 
 export class ClusterStreamHistory {
-  private constructor(private readonly js: JetStreamHistory, private readonly o: ClusterStreamHistoryOptions) {}
+  /** The feeds open on this node: each catches up when the NATS connection is back (AccountFeed.catchUp). */
+  private readonly feeds = new Set<AccountFeed>();
+
+  private constructor(private readonly js: JetStreamHistory, private readonly o: ClusterStreamHistoryOptions) {
+    void this.watchReconnects();
+  }
+
+  private async watchReconnects(): Promise<void> {
+    try {
+      for await (const s of this.o.nc.status()) if (s.type === 'reconnect') for (const f of this.feeds) f.catchUp();
+    } catch (err) {
+      this.o.log.error('stream history: NATS status watch ended', { err: errorMessage(err) });
+    }
+  }
 
   static async open(o: ClusterStreamHistoryOptions): Promise<ClusterStreamHistory> {
     return new ClusterStreamHistory(await JetStreamHistory.open({ nc: o.nc, limits: o.limits, replicas: o.replicas, log: o.log }), o);
@@ -79,7 +93,13 @@ export class ClusterStreamHistory {
   async follow(
     accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
   ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean; storedAt: number | null }> {
-    const { feed, start } = await AccountFeed.open({ nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why) => onBreak(epoch, why === 'rebound'), log: this.o.log });
+    let opened: AccountFeed | undefined;
+    const { feed, start } = await AccountFeed.open({
+      nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why) => onBreak(epoch, why === 'rebound'), log: this.o.log,
+      onClose: () => void (opened && this.feeds.delete(opened)),
+    });
+    opened = feed;
+    this.feeds.add(feed);
     return { feed, position: start.position, recovered: start.recovered, storedAt: start.storedAt };
   }
 }

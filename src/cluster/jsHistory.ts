@@ -30,8 +30,9 @@ export const H_WHY = 'Tagw-Why';
 /** One numbered frame as the owner writes it (seq 0 with an empty frame: an epoch's start). */
 export interface NumberedFrame { epoch: string; seq: number; frame: string; deal: DealMark; why?: 'rebound' }
 
-/** Where an account's stream stands in JetStream: what a new owner continues from. */
-export interface HistoryHead extends StreamPosition { deal: DealMark; at: number }
+/** Where an account's stream stands in JetStream: what a new owner continues from; `frame`: the
+ *  last stored message's frame (empty for an epoch's start marker). */
+export interface HistoryHead extends StreamPosition { deal: DealMark; at: number; frame: string; why?: 'rebound' }
 
 export interface JetStreamHistoryOptions {
   nc: NatsConnection;
@@ -163,7 +164,8 @@ export class JetStreamHistory {
   async head(accountId: string): Promise<HistoryHead | undefined> {
     const m = await this.jsm.direct.getMessage(HISTORY_STREAM, { last_by_subj: historySubject(accountId) });
     const p = m && parse(m);
-    return p ? { epoch: p.epoch, seq: p.seq, deal: p.deal, at: m.time.getTime() } : undefined;
+    if (!p) return undefined;
+    return { epoch: p.epoch, seq: p.seq, deal: p.deal, at: m.time.getTime(), frame: m.string(), ...(m.header.get(H_WHY) === 'rebound' ? { why: 'rebound' as const } : {}) };
   }
 
   /**

@@ -9,10 +9,12 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountFeed, takeOver, type FeedFrame } from '../../src/cluster/accountFeed.js';
+import { ClusterStreamHistory } from '../../src/cluster/clusterStreamHistory.js';
 import { HISTORY_STREAM, historySubject, JetStreamHistory, type StreamPosition } from '../../src/cluster/jsHistory.js';
 import { createLogger } from '../../src/log.js';
 import { accountFrame } from '../../src/stream/frames.js';
 import { startNats, type Engine } from '../helpers/engines.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 
 interface Node { nc: NatsConnection; history: JetStreamHistory }
@@ -203,6 +205,44 @@ describe('numbering by the owner over JetStream', () => {
     await until(() => c.breaks.length === 1, 'the break');
     expect(c.got.map((f) => f.seq)).toEqual([5]);
     c.close();
+  });
+
+  it('frames stored while a follower\'s NATS connection was down reach it once the connection is back, with no later frame to show the gap', async () => {
+    // Plain subscribers get nothing while disconnected; the feed repaired such a gap only when the
+    // owner's next frame came. When none came (the owner's stream closed, its clients stuck
+    // elsewhere), the socket went without them in silence: chaos seed 604312773, a P4 socket on
+    // a node frozen through a nats-server restart got none of the three TRADEs stored meanwhile.
+    const acc = uniq('acc');
+    const owner = await Owner.on(nodes[0]!, acc);
+    await owner.emit(1);
+    const proxy = await startTcpProxy(Number(new URL(nats.url).port));
+    const nc = await connect({ servers: `nats://127.0.0.1:${proxy.port}`, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    const states: string[] = [];
+    void (async () => {
+      for await (const st of nc.status()) states.push(st.type);
+    })();
+    try {
+      const shared = await ClusterStreamHistory.open({
+        nc, limits, replicas: 1, owns: () => false, holds: () => false, onHandingOver: () => undefined, onAcquired: () => undefined, onReopened: () => undefined, log,
+      });
+      const got: number[] = [];
+      const f = await shared.follow(acc, { epoch: owner.epoch, seq: 1 }, (fr) => got.push(fr.seq), () => got.push(-1));
+      await owner.emit(1);
+      await until(() => got.length === 1, 'the live frame');
+      // The connection down (nothing listens where the proxy points), two frames stored meanwhile.
+      proxy.target(1);
+      proxy.cut();
+      await until(() => states.includes('disconnect'), 'the connection to drop');
+      await owner.emit(2);
+      proxy.target(Number(new URL(nats.url).port));
+      await until(() => states.includes('reconnect'), 'the connection back');
+      await until(() => got.length === 3, 'the frames stored while it was down', 15_000);
+      expect(got).toEqual([2, 3, 4]);
+      f.feed.close();
+    } finally {
+      await nc.close();
+      await proxy.close();
+    }
   });
 
   it('a feed whose start fails (JetStream not answering its reads) leaves no subscription behind', async () => {
