@@ -20,7 +20,7 @@ import { CallDrain } from './callDrain.js';
 import { Departures } from './departures.js';
 import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
-import { replacedBy, type TwinCheck } from './nodeTwin.js';
+import { replacedBy, TWIN_TAKEN_OVER } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { nodeCounters } from './nodeCounters.js';
@@ -123,13 +123,6 @@ class Adoptions implements LocalShards {
 
 /** Calls between nodes before the NATS side is wired (none yet). */
 const NO_CALLS = { forwarded: 0, served: 0, unavailable: 0, ownerWaits: 0 } as const;
-
-/** What a start says when it takes its NODE_ID over from an earlier process whose heartbeat was live. */
-const TWIN_TAKEN_OVER: Record<Exclude<TwinCheck, 'no-live-beat'>, string> = {
-  gone: 'NODE_ID taken over at once: nobody answers for it on NATS (its earlier process is gone)',
-  silent: 'NODE_ID taken over at once: its earlier process did not answer on NATS twice (frozen or cut off; it is fenced)',
-  waited: 'NODE_ID taken over after a renewal period and a half without a heartbeat from its earlier process (NATS did not answer)',
-};
 
 export class ClusterNode {
   readonly nodeId: string;

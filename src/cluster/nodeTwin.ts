@@ -42,6 +42,13 @@ export async function replacedBy(q: Queryable, nodeId: string, incarnation: numb
  *  NATS not answering either, no heartbeat within a renewal period and a half (`waited`). */
 export type TwinCheck = 'no-live-beat' | 'gone' | 'silent' | 'waited';
 
+/** What a start says when it takes its NODE_ID over from an earlier process whose heartbeat was live. */
+export const TWIN_TAKEN_OVER: Record<Exclude<TwinCheck, 'no-live-beat'>, string> = {
+  gone: 'NODE_ID taken over at once: nobody answers for it on NATS (its earlier process is gone)',
+  silent: 'NODE_ID taken over at once: its earlier process did not answer on NATS twice (frozen or cut off; it is fenced)',
+  waited: 'NODE_ID taken over after a renewal period and a half without a heartbeat from its earlier process (NATS did not answer)',
+};
+
 /**
  * Before this process writes its node row: when an earlier process's heartbeat is younger than the
  * lease, asks that process over NATS (`ask`, liveness.ts): an answer from another incarnation is a
