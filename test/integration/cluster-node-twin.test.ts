@@ -33,13 +33,13 @@ describe('a start under a NODE_ID whose earlier process heartbeated within the l
 
   it('two questions in a row unanswered while NATS answers (frozen or cut off): taken over', async () => {
     const s = scripted('silent', 'silent');
-    await expect(refuseLiveTwin(pg.pool, 'n1', ME, LEASE_MS, s.ask)).resolves.toBeUndefined();
+    await expect(refuseLiveTwin(pg.pool, 'n1', ME, LEASE_MS, s.ask)).resolves.toBe('silent');
     expect(s.asked).toBe(2);
   });
 
   it('nobody listening (a dead process): taken over after one question', async () => {
     const s = scripted('gone');
-    await expect(refuseLiveTwin(pg.pool, 'n1', ME, LEASE_MS, s.ask)).resolves.toBeUndefined();
+    await expect(refuseLiveTwin(pg.pool, 'n1', ME, LEASE_MS, s.ask)).resolves.toBe('gone');
     expect(s.asked).toBe(1);
   });
 
