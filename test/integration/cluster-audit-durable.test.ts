@@ -132,7 +132,7 @@ describe('a tenancy write and its audit row: one transaction', () => {
       'SELECT s.id, s.removed_at IS NOT NULL AS removed FROM seats s JOIN account_bindings b ON b.seat_id = s.id WHERE b.login = $1 AND s.id <> $2', [login, firstId])).rows;
     expect(seats).toEqual([{ id: expect.any(String), removed: true }]);
     const rows = (await db.query<{ action: string; detail_json: string | null }>('SELECT action, detail_json FROM audit_log WHERE target = $1 ORDER BY id', [seats[0]!.id])).rows;
-    expect(rows).toEqual([{ action: 'seat.create', detail_json: null }, { action: 'seat.delete', detail_json: JSON.stringify({ revokedKeys: [], error: 'BROKER_AUTH_FAILED' }) }]);
+    expect(rows).toEqual([{ action: 'seat.create', detail_json: JSON.stringify({ server: 'Sim-P5-Demo', login }) }, { action: 'seat.delete', detail_json: JSON.stringify({ revokedKeys: [], error: 'BROKER_AUTH_FAILED' }) }]);
   }, 60_000);
 });
 
