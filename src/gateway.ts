@@ -455,13 +455,19 @@ function shutdown(
       inflight.draining = true;
       streamHub.close();
       gatewaySocket.close();
-      await drainHttp(inflight, config.drainTimeoutMs, log);
+      // The pipelining port's requests read and not yet answered are in flight too (queued behind
+      // another on their connection, or on their way to the app).
+      const relayed = relay?.server;
+      await drainHttp(relayed ? { get count() { return inflight.count + relayed.pending; }, get refused() { return inflight.refused; } } : inflight, config.drainTimeoutMs, log);
       // Stops accepting only now: the kernel resets the connections still in the accept backlog
       // when the listen socket closes, so until here they are accepted and answered (503). Right
-      // after a poll phase (setImmediate), when the backlog was just emptied.
+      // after a poll phase (setImmediate), when the backlog was just emptied. The pipelining port
+      // answers what it reads from now on itself, and closes its listen socket once its own
+      // backlog is empty (Node accepts one connection per turn of the event loop).
       await new Promise((r) => setImmediate(r));
+      const relayStopped = relayed?.stopAccepting(config.drainTimeoutMs);
       listener.close();
-      relay?.server.stopAccepting();
+      await relayStopped;
       // No request touches a key any more: the last uses are written while the store (PostgreSQL in
       // cluster mode, which the cluster's close ends) still takes them.
       keyUsage.stop();
@@ -481,7 +487,7 @@ function shutdown(
       // Connections still open (idle keep-alive ones, and clients that ignored `connection: close`)
       // end with a FIN now rather than at process exit, or never for an in-process gateway.
       listener.closeConnections();
-      relay?.server.endConnections();
+      await relayed?.endConnections();
       log.info('gateway stopped');
     })());
 }

@@ -19,6 +19,11 @@ export interface AdmissionDeps {
 /** Seconds a client turned away by a shutdown should wait: about what a restart takes. */
 export const SHUTDOWN_RETRY_AFTER_S = 2;
 
+/** The answer to a request that arrives while the gateway shuts down (it does not run), with `headers` besides retry-after. */
+export function shuttingDown(headers: Record<string, string> = {}): ApiError {
+  return apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { ...headers, 'retry-after': String(SHUTDOWN_RETRY_AFTER_S) } });
+}
+
 /**
  * Draining and throttle checks, then authentication; undefined for routes without auth. The
  * client's address is read (`client.ip`, a copy out of uWS per read) only while some address is
@@ -27,7 +32,7 @@ export const SHUTDOWN_RETRY_AFTER_S = 2;
 export function admit(deps: AdmissionDeps, client: Pick<RequestInfo, 'ip'>, mode: AuthMode, headers: Record<string, string>, v1: boolean): Principal | undefined {
   if (deps.inflight.draining) {
     deps.inflight.refused = (deps.inflight.refused ?? 0) + 1;
-    throw apiError('SERVICE_UNAVAILABLE', 'server is shutting down', { headers: { connection: 'close', 'retry-after': String(SHUTDOWN_RETRY_AFTER_S) } });
+    throw shuttingDown({ connection: 'close' });
   }
   if (mode !== 'none' && deps.throttle.anyBlocked()) {
     const wait = deps.throttle.blockedFor(client.ip);

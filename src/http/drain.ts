@@ -3,7 +3,7 @@
 import type { Logger } from '../log.js';
 
 /** Shutdown waits until no request was turned away (503) for this long: the clients still sending have seen the 503. */
-const DRAIN_QUIET_MS = 50;
+export const DRAIN_QUIET_MS = 50;
 
 /**
  * The HTTP part of a shutdown: wait, up to `timeoutMs`, until no request is in flight and none

@@ -19,6 +19,7 @@ import { ConfigError, type Config } from '../config.js';
 import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { shuttingDown } from './admission.js';
 import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddress.js';
 import { tlsFilesOf, type Listener, type TlsFiles } from './listener.js';
 import type { Metrics } from './metrics.js';
@@ -48,6 +49,14 @@ const KEEP_ALIVE_MS = 10_000;
  * was already read is parsed first, so the queue can pass this by one read's worth (64 KiB).
  */
 const MAX_QUEUED = 256;
+/** At shutdown, how long connections ended by the relay (FIN) may stay open for their client to close them: what it still sends is read, not left to a reset. */
+const CLOSE_LINGER_MS = 1_000;
+
+/**
+ * One turn of the event loop, a poll phase included: the second setImmediate runs in the check
+ * phase of the turn after the first one's.
+ */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
 
 /** The raw header pairs of `raw` without the names in `dropped` nor those the Connection header lists. */
 function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): string[] {
@@ -85,7 +94,16 @@ export class PipeliningRelay {
   private readonly agent: http.Agent;
   private readonly request: typeof http.request;
   private readonly conns = new WeakMap<net.Socket, Conn>();
+  /** Open connections, as accepted (for TLS, the TCP sockets under `httpSockets`). */
   private readonly sockets = new Set<net.Socket>();
+  /** Open connections as the HTTP server reads them (the TLS sockets, with TLS): the keys of `conns`. */
+  private readonly httpSockets = new Set<net.Socket>();
+  /** Connections accepted so far: stopAccepting closes the listen socket after a turn that accepted none. */
+  private accepted = 0;
+  /** The gateway stopped accepting: requests read from now on are answered 503 here, not relayed. */
+  private closing = false;
+  /** Called when the last connection closed (endConnections waits for it). */
+  private onAllClosed: (() => void) | undefined;
 
   constructor(private readonly o: RelayOptions) {
     // Host is checked here (forward), so that its absence gets a JSON answer like every refusal.
@@ -97,8 +115,16 @@ export class PipeliningRelay {
     this.agent = o.tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
     this.request = o.tls ? https.request : http.request;
     this.server.on('connection', (s: net.Socket) => {
+      this.accepted++;
       this.sockets.add(s);
-      s.once('close', () => this.sockets.delete(s));
+      s.once('close', () => {
+        this.sockets.delete(s);
+        if (this.sockets.size === 0) this.onAllClosed?.();
+      });
+    });
+    this.server.on(o.tls ? 'secureConnection' : 'connection', (s: net.Socket) => {
+      this.httpSockets.add(s);
+      s.once('close', () => this.httpSockets.delete(s));
     });
     this.server.on('upgrade', (req: IncomingMessage, socket: net.Socket, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
@@ -112,6 +138,16 @@ export class PipeliningRelay {
   /** Open connections (/metrics). */
   get connections(): number {
     return this.sockets.size;
+  }
+
+  /** Requests read and not answered yet: queued behind another on their connection, or on their way to the app (shutdown waits for them). */
+  get pending(): number {
+    let n = 0;
+    for (const s of this.httpSockets) {
+      const c = this.conns.get(s);
+      if (c) n += (c.busy ? 1 : 0) + c.queue.length;
+    }
+    return n;
   }
 
   /** Listens on host:port; the port bound. */
@@ -130,15 +166,48 @@ export class PipeliningRelay {
     if (this.o.tls) (this.server as https.Server).setSecureContext(secureOptions(this.o.tls));
   }
 
-  /** Stops accepting (shutdown, once the gateway drained: see src/gateway.ts). */
-  stopAccepting(): void {
-    this.server.close();
+  /**
+   * Shutdown, once the gateway drained (src/gateway.ts): requests read from now on are answered
+   * 503 (not run) by the relay itself, every answer closes its connection, and the listen socket
+   * closes once a turn of the event loop accepted no connection (or after `boundMs`). Node accepts
+   * one connection per turn, so a backlog takes as many turns to empty; closing the listen socket
+   * before would have the kernel reset the connections still in it, their requests unanswered.
+   */
+  async stopAccepting(boundMs: number): Promise<void> {
+    this.closing = true;
+    const deadline = Date.now() + boundMs;
+    for (let seen = -1; seen !== this.accepted && Date.now() < deadline;) {
+      seen = this.accepted;
+      await nextTurn();
+    }
+    // The listen socket only: Node's http close would also destroy the connections with no request
+    // in progress, which resets one whose next request is still unread.
+    net.Server.prototype.close.call(this.server);
   }
 
-  /** Ends every connection still open (FIN once what is queued was written). */
-  endConnections(): void {
-    for (const s of this.sockets) s.end();
+  /**
+   * Ends the connections still open: what already arrived is read and answered first (a turn of
+   * the event loop), then a connection with no request in progress gets a FIN (the others close
+   * after their answer); the relay reads on until its client closes, up to CLOSE_LINGER_MS, so that
+   * nothing it sends is left unread (the kernel would answer that with a reset).
+   */
+  async endConnections(): Promise<void> {
+    await nextTurn();
+    for (const s of this.httpSockets) if (!this.conns.get(s)?.busy) s.end();
+    if (this.sockets.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, CLOSE_LINGER_MS);
+        this.onAllClosed = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.onAllClosed = undefined;
+    for (const s of this.sockets) s.destroy();
     this.agent.destroy();
+    // Every connection is gone: this only stops Node's checks of their timeouts.
+    this.server.close();
   }
 
   private connOf(socket: net.Socket): Conn {
@@ -185,15 +254,19 @@ export class PipeliningRelay {
     return c.queue.splice(0).map((q) => q.res);
   }
 
-  /** Answers `e` instead of relaying; the connection closes after it and the requests queued behind it. */
+  /** Answers `e` instead of relaying; the connection closes after it and the requests queued behind it (503, with `e`'s retry-after). */
   private refuse(res: ServerResponse, c: Conn, e: ApiError): void {
     const behind = this.stop(c);
     answerError(res, e, behind.length === 0);
-    notRun(behind, undefined);
+    notRun(behind, e.headers?.['retry-after']);
     res.once('close', () => this.next(c));
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, c: Conn): void {
+    // Read after the gateway stopped accepting (its private socket is closed): answered as the
+    // gateway answers while it drains, once the rest of this read was parsed (the check phase of
+    // this turn), so that the requests pipelined behind it are answered too (not run).
+    if (this.closing) return void setImmediate(() => this.refuse(res, c, shuttingDown()));
     const headers = keptHeaders(req.rawHeaders, DROPPED_REQUEST);
     if (req.headers.host === undefined) {
       // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client (ApacheBench) may omit it, and
@@ -209,9 +282,10 @@ export class PipeliningRelay {
     let answered = false;
     up.on('response', (ur) => {
       answered = true;
-      // The gateway closes after this answer (a 503 while shutting down, a 408, ...): so does this
-      // connection, once the requests queued behind it were answered that they did not run.
-      const behind = /\bclose\b/i.test(ur.headers.connection ?? '') ? this.stop(c) : undefined;
+      // The gateway closes after this answer (a 503 while shutting down, a 408, ...), or it stopped
+      // accepting meanwhile: so does this connection, once the requests queued behind it were
+      // answered that they did not run.
+      const behind = this.closing || /\bclose\b/i.test(ur.headers.connection ?? '') ? this.stop(c) : undefined;
       const out = keptHeaders(ur.rawHeaders, DROPPED_RESPONSE);
       if (behind?.length === 0) out.push('connection', 'close');
       res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);

@@ -241,8 +241,8 @@ async function withRelay(secret: string, handle: http.RequestListener, body: (re
   try {
     await body(relay, await relay.listen('127.0.0.1', 0));
   } finally {
-    relay.stopAccepting();
-    relay.endConnections();
+    await relay.stopAccepting(1_000);
+    await relay.endConnections();
     upstream.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,7 +7,8 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway } from '../helpers/gateway.js';
 import { cleanupProcesses, startProcess as spawnGateway, tempDir } from '../helpers/process.js';
-import { rawConnect, rawGet, type RawConnection } from '../helpers/rawHttp.js';
+import { DRAIN_QUIET_MS } from '../../src/http/drain.js';
+import { parseResponses, rawConnect, rawGet, type RawConnection, type RawResponse } from '../helpers/rawHttp.js';
 import { until } from '../helpers/until.js';
 
 const KEY = 'shutdown-test-management-key-0123456789';
@@ -142,20 +143,52 @@ describe('shutdown', () => {
     const t = await startTestGateway();
     try {
       const n = 25;
-      const sent = new Int32Array(new SharedArrayBuffer(4));
-      const worker = new Worker(BACKLOG_CLIENT, { eval: true, workerData: { port: t.gw.port, n, sent } });
-      const results = new Promise<Array<{ how: string; head: string }>>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-      });
-      while (Atomics.load(sent, 0) < n) Atomics.wait(sent, 0, Atomics.load(sent, 0), 100);
+      const client = backlogClient(t.gw.port, n, rawGet('/healthz'));
+      client.go();
+      client.waitSent();
       const closing = t.gw.close();
-      const outcomes = await results;
+      const outcomes = await client.results;
       await closing;
       expect(outcomes.filter((o) => o.how === 'reset')).toEqual([]);
       for (const o of outcomes) {
-        expect(o.head).toMatch(/^HTTP\/1\.1 503/);
-        expect(o.head.toLowerCase()).toContain('retry-after: 2');
+        expect(o.data).toMatch(/^HTTP\/1\.1 503/);
+        expect(o.data.toLowerCase()).toContain('retry-after: 2');
+      }
+    } finally {
+      await t.stop();
+    }
+  }, 30_000);
+
+  // The pipelining port accepts one connection per turn of the event loop (Node's), so a backlog
+  // takes as many turns to empty; on a loaded machine the gateway can be off the CPU for longer than
+  // the drain's quiet period while connections wait there. Here the gateway's thread is blocked right
+  // after the shutdown began, while a worker thread connects and sends two pipelined requests on
+  // each connection, and until the quiet period has passed.
+  it('the pipelining port: connections still in its accept backlog when the drain ends are accepted, and each pipelined request answered 503 (not run), none reset', async () => {
+    const t = await startTestGateway({ pipeliningPort: 0 });
+    try {
+      const n = 25;
+      const client = backlogClient(t.gw.pipeliningPort!, n, rawGet('/healthz') + rawGet('/healthz'));
+      const closing = t.gw.close();
+      const began = Date.now();
+      await new Promise<void>((resolve) => setImmediate(() => {
+        client.go();
+        client.waitSent();
+        while (Date.now() - began <= DRAIN_QUIET_MS) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        resolve();
+      }));
+      const outcomes = await client.results;
+      await closing;
+      expect(outcomes.filter((o) => o.how !== 'end').map((o) => `${o.how}: ${o.data}`)).toEqual([]);
+      for (const o of outcomes) {
+        const rs: RawResponse[] = [];
+        expect(parseResponses(Buffer.from(o.data, 'latin1'), rs).length, o.data).toBe(0);
+        expect(rs.map((r) => r.status), o.data).toEqual([503, 503]);
+        for (const r of rs) {
+          expect(r.json).toMatchObject({ error: 'SERVICE_UNAVAILABLE' });
+          expect(r.headers['retry-after']).toBe('2');
+        }
+        expect(rs[1]!.headers.connection).toBe('close');
       }
     } finally {
       await t.stop();
@@ -163,24 +196,49 @@ describe('shutdown', () => {
   }, 30_000);
 });
 
-/** Connects n sockets, sends GET /healthz on each, counts them in `sent`; reports how each ended. */
+/**
+ * A worker thread that, once `go()` was called, connects n sockets to `port` and writes `request`
+ * on each; `waitSent()` blocks the calling thread (the gateway's, when it runs in this process)
+ * until every one was written. `results`: how each connection ended and every byte it received.
+ */
+function backlogClient(port: number, n: number, request: string) {
+  const ctl = new Int32Array(new SharedArrayBuffer(8));
+  const worker = new Worker(BACKLOG_CLIENT, { eval: true, workerData: { port, n, ctl, request } });
+  const results = new Promise<Array<{ how: string; data: string }>>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  return {
+    results,
+    go() {
+      Atomics.store(ctl, 1, 1);
+      Atomics.notify(ctl, 1);
+    },
+    waitSent() {
+      while (Atomics.load(ctl, 0) < n) Atomics.wait(ctl, 0, Atomics.load(ctl, 0), 100);
+    },
+  };
+}
+
+/** Waits for ctl[1], connects n sockets, writes the request on each, counts them in ctl[0]; reports how each ended. */
 const BACKLOG_CLIENT = `
 const net = require('node:net');
 const { workerData, parentPort } = require('node:worker_threads');
-const { port, n, sent } = workerData;
+const { port, n, ctl, request } = workerData;
+while (Atomics.load(ctl, 1) === 0) Atomics.wait(ctl, 1, 0);
 const outcomes = [];
 for (let i = 0; i < n; i++) {
   const s = net.connect(port, '127.0.0.1', () => {
-    s.write('GET /healthz HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n');
-    Atomics.add(sent, 0, 1);
-    Atomics.notify(sent, 0);
+    s.write(request);
+    Atomics.add(ctl, 0, 1);
+    Atomics.notify(ctl, 0);
   });
   let data = '';
   let how = 'end';
   s.on('data', (d) => { data += d.toString('latin1'); });
   s.on('error', (e) => { how = e.code === 'ECONNRESET' ? 'reset' : e.code; });
   s.on('close', () => {
-    outcomes.push({ how, head: data.slice(0, data.indexOf('\\r\\n\\r\\n') + 1) });
+    outcomes.push({ how, data });
     if (outcomes.length === n) parentPort.postMessage(outcomes);
   });
 }
