@@ -189,7 +189,7 @@ export interface ProxiedClusterGateway {
 
 /** One cluster-mode gateway (bridge mode, one shard, a 9 s lease) on its own nats-server and database, reaching
  *  PostgreSQL through a TCP proxy the test controls; its log lines go to `logs`. */
-export async function startProxiedClusterGateway(nodeId: string, opts: { clusterOwnerWaitMs: number; logs: string[] }): Promise<ProxiedClusterGateway> {
+export async function startProxiedClusterGateway(nodeId: string, opts: { clusterOwnerWaitMs: number; logs: string[]; seatBuildMs?: number }): Promise<ProxiedClusterGateway> {
   const engines = await startClusterEngines();
   const proxy = await startTcpProxy(engines.postgres.port);
   const u = new URL(engines.databaseUrl);
@@ -198,6 +198,7 @@ export async function startProxiedClusterGateway(nodeId: string, opts: { cluster
   const gw = await startTestGateway({
     brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
     natsUrl: engines.nats.url, databaseUrl, nodeId, clusterLeaseMs: 9_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: opts.clusterOwnerWaitMs,
+    ...(opts.seatBuildMs !== undefined ? { seatBuildMs: opts.seatBuildMs } : {}),
   }, { log: createLogger('debug', {}, (line) => opts.logs.push(line)) });
   return {
     engines, proxy, databaseUrl, gw,

@@ -22,7 +22,9 @@ const logs: string[] = [];
 const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
 
 beforeAll(async () => {
-  cluster = await startProxiedClusterGateway('create-commit', { clusterOwnerWaitMs: 1_500, logs });
+  // A private seat builds for 10 s (default 3): its create is answered while it still builds even
+  // when the answer is slow (a loaded CI machine took more than 3 s and saw it ACTIVE already).
+  cluster = await startProxiedClusterGateway('create-commit', { clusterOwnerWaitMs: 1_500, logs, seatBuildMs: 10_000 });
   ({ engines, proxy, gw } = cluster);
   dead = await freePort();
 }, 90_000);
@@ -150,10 +152,10 @@ describe('a tenancy create when PostgreSQL goes away right after its commit', ()
     proxy.watch(undefined);
     proxy.target(engines.postgres.port);
     // The seat timer runs on this node, from the state written with the seat.
-    await until(async () => (await gw.req('GET', `/v1/seats/${r.body.id}`, { headers: mk })).body?.status === 'ACTIVE', 'the private seat to become ACTIVE', 20_000);
+    await until(async () => (await gw.req('GET', `/v1/seats/${r.body.id}`, { headers: mk })).body?.status === 'ACTIVE', 'the private seat to become ACTIVE', 40_000);
     const list = await gw.req('GET', '/v1/seats', { headers: mk });
     expect(list.body.seats.filter((s: { id: string }) => s.id === r.body.id)).toHaveLength(1);
-  }, 60_000);
+  }, 90_000);
 });
 
 describe('the audit rows of creates answered while PostgreSQL was away', () => {
