@@ -95,8 +95,11 @@ async function watchTrades(acct: ClusterAccount) {
   // the whole list.
   let positions: string[] | undefined;
   let orders: string[] | undefined;
+  /** Since the SDK's own re-sync of a P4 stream, no POSITIONS (the positions are not known). */
+  let unknownSince = false;
   stream.on('POSITIONS', (f) => {
     snapshot = true;
+    unknownSince = false;
     positions = f.data.positions.map((p) => `#${p.ticket}`).sort();
   });
   stream.on('ORDERS', (f) => {
@@ -107,14 +110,22 @@ async function watchTrades(acct: ClusterAccount) {
   const frames: string[] = [];
   stream.on('*', (f) => f.type !== 'QUOTE' && frames.push(`${f.type}${'seq' in f && f.seq !== undefined ? `:${f.epoch ?? ''}:${f.seq}` : ''}${f.type === 'TRADE' ? `(${f.data.comment})` : f.type === 'ERROR' ? `(${f.data.error}: ${f.data.message})` : ''}@${now()}`));
   stream.onEvent('state', (st, info) => frames.push(`[${st}${info?.code ? ` ${info.code}` : ''}]@${now()}`));
+  // A P4 stream that reconnected with no position to resume from (its socket had no account frame
+  // yet) is re-synced by the SDK itself, and gets no POSITIONS until the account's next change:
+  // SPEC §6 sends the snapshot after connecting on P5 only (docs/stream.md). What it held before is
+  // no longer vouched for; the client reads /OpenedOrders then (as the SDK's resync says).
   stream.onEvent('resync', (r) => {
+    if (r.synthetic && SIM_SERVERS[acct.server] === 'P4') {
+      positions = undefined;
+      unknownSince = true;
+    }
     resyncs.push(Date.now());
     frames.push(`RESYNC(${r.synthetic ? `sdk: ${r.reason ?? ''}` : 'recovered:false'})@${now()}`);
   });
   stream.onEvent('error', (e) => errors.push(e.message));
   await until(() => (snapshot || SIM_SERVERS[acct.server] === 'P4') && quotes.length > 0, `the first snapshot and quote on the stream of ${acct.server}`, 30_000);
   resyncs.length = 0;
-  return { acct, stream, trades, quotes, foreignQuotes, resyncs, errors, frames, held: () => ({ positions, orders }) };
+  return { acct, stream, trades, quotes, foreignQuotes, resyncs, errors, frames, held: () => ({ positions, orders }), unknown: () => unknownSince };
 }
 
 /** Starts a node again as a supervisor would: a start while PostgreSQL or NATS is away exits 1 by
@@ -212,7 +223,7 @@ describe('chaos', () => {
           debugDir ??= mkdtempSync(join(tmpdir(), 'tagw-chaos-'));
           for (const n of env.cluster.nodes) writeFileSync(join(debugDir, `schedule-${round}-${n.id}.log`), n.proc.output());
           console.log(`node logs: ${debugDir}/schedule-${round}-<node>.log`);
-          for (const w of watched) console.log(`stream frames of ${w.acct.server}: ${w.frames.join(' ')}`);
+          for (const w of watched) console.log(`stream frames of ${w.acct.server} (account ${w.acct.id}): ${w.frames.join(' ')}`);
           for (const t of traffic) console.log(t.log.map((x) => `${x.kind ?? 'open'}${x.target ? `#${x.target}` : ''} ${x.clientOrderId}@${x.node}:${x.status}${x.ticket ? `#${x.ticket}` : ''} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
         }
         // The streams: every market order and close accepted on a watched account delivered as one
@@ -236,7 +247,9 @@ describe('chaos', () => {
           const b = books[accounts.indexOf(w.acct)]!;
           return { positions: b.positions.map((p) => `#${p.ticket}`).sort(), orders: SIM_SERVERS[w.acct.server] === 'P5' ? b.orders.map((o) => `#${o.ticket}@${o.openPrice}`).sort() : undefined };
         };
-        const sameState = (w: (typeof watched)[number]) => JSON.stringify(w.held()) === JSON.stringify(bookOf(w));
+        // A P4 stream re-synced by the SDK with no POSITIONS since cannot show the book (see
+        // watchTrades): accepted; one that got none without such a resync (silent) is not.
+        const sameState = (w: (typeof watched)[number]) => w.unknown() || JSON.stringify(w.held()) === JSON.stringify(bookOf(w));
         try {
           await until(() => watched.every((w) => (owedOf(w).length === 0 && w.quotes.some((t) => t >= recovered) && sameState(w)) || w.errors.length > 0),
             `schedule ${round}: the TRADEs of the accepted orders and closes, quotes, and the broker's positions and orders on the streams`, 30_000)
