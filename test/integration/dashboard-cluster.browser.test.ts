@@ -2,7 +2,7 @@
 // cluster node: two gateways on nats-server and PostgreSQL, a simulator process. The overview shows
 // every node (this one marked), NATS, the accounts without owner and this node's leases and calls,
 // which move when an order is forwarded to the owner; and, node b's NATS link cut behind its proxy,
-// that it stepped down and which node's link is down. Screenshots at 1440 and 390 px land in
+// that it stepped down and which node's link is down. Screenshots at 1440 and 390 px (TAGW_SCREENSHOTS=1) land in
 // test-output/dashboard/ (docs/dashboard/overview-cluster*.png are copies).
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

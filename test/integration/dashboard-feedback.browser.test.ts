@@ -2,7 +2,7 @@
 // against a real gateway: a key shown once after an action far down a long list is on screen, an
 // action's error too, a 429 says when to try again, a list that never arrived is not "empty", a
 // created seat is announced, a form opened in a row of a table wider than a phone is on screen, and
-// a long label does not push the page sideways. Screenshots land in test-output/dashboard/.
+// a long label does not push the page sideways. Screenshots land in test-output/dashboard/ with TAGW_SCREENSHOTS=1.
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type Browser } from '../helpers/browser.js';

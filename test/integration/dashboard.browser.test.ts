@@ -1,7 +1,7 @@
 // The operator console in a real headless Chromium against a real gateway: sign-in, keys shown
 // once, seats turning ACTIVE, a broker login going connected, the live view's quotes moving,
 // labels rendered as text, the browser-safety headers enforced by the browser itself. The
-// screenshots of every page land in test-output/dashboard/.
+// screenshots of every page land in test-output/dashboard/ when TAGW_SCREENSHOTS=1 (helpers/browser.ts).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Page, Route } from 'playwright-core';
