@@ -21,6 +21,8 @@ export default defineConfig({
     isolate: false,
     // One PostgreSQL for the whole run, a database per file (test/helpers/globalSetup.ts).
     globalSetup: ['test/helpers/globalSetup.ts'],
+    // TEST_CPU_OUT=path: each file's CPU to that path (test/helpers/cpuRecord.ts), to find the costly ones.
+    setupFiles: process.env.TEST_CPU_OUT ? ['test/helpers/cpuRecord.ts'] : [],
     // The longest files first (test/durations.json), so the run does not end on one long file alone.
     sequence: { sequencer: LongestFirstSequencer },
     // .ci/run asks for a JSON report too, to print the tally line.
