@@ -11,6 +11,20 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  *  `{ replace }`: those bytes pass instead (a message cut out of a protocol's stream). */
 export type ProxyWatcher = (dir: 'up' | 'down', chunk: Buffer, conn: number) => 'drop' | { delayMs: number } | { until: Promise<unknown> } | { replace: Buffer } | void;
 
+/** For a watcher: whether all of `needles` passed one way of one connection, in the chunk given or
+ *  the `keep` characters before it that way. TCP splits a stream anywhere: under load one NATS
+ *  message (its subject in one chunk, its payload in the next) arrives in two reads, and a match
+ *  made on each chunk alone never happens. */
+export function streamMatcher(keep = 4_096): (dir: 'up' | 'down', conn: number, chunk: Buffer, needles: readonly string[]) => boolean {
+  const tails = new Map<string, string>();
+  return (dir, conn, chunk, needles) => {
+    const key = `${dir}:${conn}`;
+    const text = (tails.get(key) ?? '') + chunk.toString('latin1');
+    tails.set(key, text.slice(-keep));
+    return needles.every((n) => text.includes(n));
+  };
+}
+
 export interface TcpProxy {
   url: string;
   port: number;
