@@ -22,6 +22,7 @@ import { sharedPostgres } from './postgres.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
 import { startTcpProxy, type TcpProxy } from './tcpProxy.js';
+import { until } from './until.js';
 
 export class MemoryLeases {
   private readonly rows = new Map<string, OwnerInfo>();
@@ -127,18 +128,28 @@ export async function startClusterGateways(engines: ClusterEngines, nodeIds: rea
   return out;
 }
 
-/** A customer 'c1' with one API key and one seat bound to `login` on Sim-P5-Demo (password 'pw',
- *  sealed with `secretKey`, which every node must share), in PostgreSQL before any node starts. */
-export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer }): Promise<void> {
+/** A customer 'c1' with one API key and one seat bound to `login` on Sim-P5-Demo (`p4`: on
+ *  Sim-P4-Demo; password 'pw', sealed with `secretKey`, which every node must share), in PostgreSQL
+ *  before any node starts. */
+export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer; p4?: boolean }): Promise<void> {
   const now = Date.now();
   await t.createCustomer('c1', 'bots', now);
   await t.insertKey({ id: o.apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(o.apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
   await t.insertSeat({ id: o.account, customer_id: 'c1', private_hosting: 0, region: null, created_at: now });
   await t.upsertSeatState({ seat_id: o.account, status: 'ACTIVE', ready_at: now, updated_at: now });
   await t.upsertBinding({
-    seat_id: o.account, customer_id: 'c1', platform: 'P5', server: 'Sim-P5-Demo', login: o.login,
+    seat_id: o.account, customer_id: 'c1', ...(o.p4 ? { platform: 'P4', server: 'Sim-P4-Demo' } : { platform: 'P5', server: 'Sim-P5-Demo' }), login: o.login,
     password_enc: new SecretBox(o.secretKey).seal('pw', o.account), build: null, created_at: now, updated_at: now,
   });
+}
+
+/** Waits until every one of `nodes` sees them all live, `ownerId` holds the account's lease, and its
+ *  shard has the account connected (its broker login up); returns the owner and another node. */
+export async function ownerConnected(nodes: readonly TestGateway[], account: string, ownerId: string): Promise<{ owner: TestGateway; other: TestGateway }> {
+  const owner = nodes.find((n) => n.gw.cluster!.nodeId === ownerId)!;
+  await until(() => nodes.every((n) => n.gw.cluster!.liveNodes().length === nodes.length) && owner.gw.cluster!.owned().includes(account), `${ownerId} to own the account`, 30_000);
+  await until(async () => (await owner.gw.services.shards.call(account, 'account.status', { accountId: account })).phase === 'connected', 'the owner to connect the account');
+  return { owner, other: nodes.find((n) => n !== owner)! };
 }
 
 export interface KeeperNode {

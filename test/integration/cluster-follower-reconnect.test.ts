@@ -10,8 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { generateKey } from '../../src/auth/keys.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
-import { SecretBox } from '../../src/crypto/secretBox.js';
-import { seedBoundAccount, startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
+import { ownerConnected, seedBoundAccount, startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { stopClusterFile } from '../helpers/clusterTeardown.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { expectAccountStream, mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
@@ -33,12 +32,7 @@ let nodes: TestGateway[] = [];
 const sockets: StreamClient[] = [];
 
 beforeAll(async () => {
-  await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'follower-reconnect', secretKey });
-  const now = Date.now();
-  await engines.tenancy.upsertBinding({
-    seat_id: account, customer_id: 'c1', platform: 'P4', server: 'Sim-P4-Demo', login: 'follower-reconnect',
-    password_enc: new SecretBox(secretKey).seal('pw', account), build: null, created_at: now, updated_at: now,
-  });
+  await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'follower-reconnect', secretKey, p4: true });
   proxy = await startTcpProxy(Number(new URL(engines.nats.url).port));
   nodes = await startClusterGateways(engines, NODES, {
     shards: 1, leaseMs: 6_000,
@@ -61,10 +55,7 @@ const tradesOf = (c: StreamClient): number[] => c.of('TRADE').map((f) => f.data.
 const natsUp = async (g: TestGateway): Promise<boolean> => ((await (await fetch(`${g.url}/readyz`)).json()) as { cluster?: { nats: boolean } }).cluster?.nats === true;
 
 it('a follower\'s P4 socket gets the frames the owner stored while the follower\'s NATS connection was down, once it is back, with no later order', async () => {
-  const owner = nodes.find((n) => n.gw.cluster!.nodeId === ownerId)!;
-  const follower = nodes.find((n) => n !== owner)!;
-  await until(() => nodes.every((n) => n.gw.cluster!.liveNodes().length === 2) && owner.gw.cluster!.owned().includes(account), `${ownerId} to own the account`, 30_000);
-  await until(async () => (await owner.gw.services.shards.call(account, 'account.status', { accountId: account })).phase === 'connected', 'the owner to connect the account');
+  const { owner, other: follower } = await ownerConnected(nodes, account, ownerId);
   const onOwner = await open(owner);
   const onFollower = await open(follower);
   const warm = await orderSend(owner.url, apiKey.value, account, 'warm');

@@ -15,7 +15,7 @@ import { runPgMigrations } from '../../src/cluster/pgMigrations.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
-import { seedBoundAccount } from '../helpers/cluster.js';
+import { ownerConnected, seedBoundAccount } from '../helpers/cluster.js';
 import { stopClusterFile } from '../helpers/clusterTeardown.js';
 import { createDatabase, startNats, type NatsEngine } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -23,7 +23,6 @@ import { sharedPostgres } from '../helpers/postgres.js';
 import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
 import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
-import { until } from '../helpers/until.js';
 
 const NODES = ['role-a', 'role-b'] as const;
 const secretKey = randomBytes(32);
@@ -73,10 +72,7 @@ async function open(g: TestGateway, waitMs = 20_000): Promise<StreamClient> {
 }
 
 it('the follower takes the role again after every try failed: its local epoch\'s socket gets 4014, a new socket the owner\'s epoch and TRADEs', async () => {
-  const a = nodes.find((n) => n.gw.cluster!.nodeId === ownerId)!;
-  const b = nodes.find((n) => n !== a)!;
-  await until(() => nodes.every((n) => n.gw.cluster!.liveNodes().length === 2) && a.gw.cluster!.owned().includes(account), `${ownerId} to own the account`, 30_000);
-  await until(async () => (await a.gw.services.shards.call(account, 'account.status', { accountId: account })).phase === 'connected', 'the owner to connect the account');
+  const { owner: a, other: b } = await ownerConnected(nodes, account, ownerId);
   const onOwner = await open(a);
   const ownerEpoch = epochOf(onOwner)!;
 
