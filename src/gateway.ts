@@ -465,7 +465,7 @@ function shutdown(
       // answers what it reads from now on itself, and closes its listen socket once its own
       // backlog is empty (Node accepts one connection per turn of the event loop).
       await new Promise((r) => setImmediate(r));
-      const relayStopped = relayed?.stopAccepting(config.drainTimeoutMs);
+      const relayStopped = relayed?.stopAccepting();
       listener.close();
       await relayStopped;
       // No request touches a key any more: the last uses are written while the store (PostgreSQL in

@@ -19,7 +19,7 @@ import { ConfigError, type Config } from '../config.js';
 import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { shuttingDown } from './admission.js';
+import { SHUTDOWN_RETRY_AFTER_S, shuttingDown } from './admission.js';
 import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddress.js';
 import { tlsFilesOf, type Listener, type TlsFiles } from './listener.js';
 import type { Metrics } from './metrics.js';
@@ -49,6 +49,8 @@ const KEEP_ALIVE_MS = 10_000;
  * was already read is parsed first, so the queue can pass this by one read's worth (64 KiB).
  */
 const MAX_QUEUED = 256;
+/** At shutdown, how long the listen socket stays open at most while connections keep arriving (each turn of the event loop accepts one). */
+const ACCEPT_BACKLOG_BOUND_MS = 2_000;
 /** At shutdown, how long connections ended by the relay (FIN) may stay open for their client to close them: what it still sends is read, not left to a reset. */
 const CLOSE_LINGER_MS = 1_000;
 
@@ -169,13 +171,14 @@ export class PipeliningRelay {
   /**
    * Shutdown, once the gateway drained (src/gateway.ts): requests read from now on are answered
    * 503 (not run) by the relay itself, every answer closes its connection, and the listen socket
-   * closes once a turn of the event loop accepted no connection (or after `boundMs`). Node accepts
+   * closes once a turn of the event loop accepted no connection (or after ACCEPT_BACKLOG_BOUND_MS,
+   * whatever DRAIN_TIMEOUT_MS: as on the main port, what waits in the backlog is answered). Node accepts
    * one connection per turn, so a backlog takes as many turns to empty; closing the listen socket
    * before would have the kernel reset the connections still in it, their requests unanswered.
    */
-  async stopAccepting(boundMs: number): Promise<void> {
+  async stopAccepting(): Promise<void> {
     this.closing = true;
-    const deadline = Date.now() + boundMs;
+    const deadline = Date.now() + ACCEPT_BACKLOG_BOUND_MS;
     for (let seen = -1; seen !== this.accepted && Date.now() < deadline;) {
       seen = this.accepted;
       await nextTurn();
@@ -290,7 +293,8 @@ export class PipeliningRelay {
       if (behind?.length === 0) out.push('connection', 'close');
       res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);
       ur.pipe(res);
-      if (behind) notRun(behind, ur.headers['retry-after']);
+      // Not run because the gateway stopped accepting: retry after what a restart takes.
+      if (behind) notRun(behind, ur.headers['retry-after'] ?? (this.closing ? String(SHUTDOWN_RETRY_AFTER_S) : undefined));
     });
     up.on('error', (err) => {
       if (answered || res.destroyed) return void res.destroy();
@@ -298,8 +302,11 @@ export class PipeliningRelay {
       // (docs/http.md "Request framing"), or a shutdown past its drain.
       this.o.log.debug('pipelining relay: no answer from the gateway', { err: errorMessage(err) });
       const behind = this.stop(c);
-      answerError(res, apiError('SERVICE_UNAVAILABLE', 'the gateway ended the request without an answer: its HTTP parser refused it, or it is shutting down; retry it on a new connection'), behind.length === 0);
-      notRun(behind, undefined);
+      const retryAfter = this.closing ? String(SHUTDOWN_RETRY_AFTER_S) : undefined;
+      answerError(res, apiError('SERVICE_UNAVAILABLE', 'the gateway ended the request without an answer: its HTTP parser refused it, or it is shutting down; retry it on a new connection', {
+        ...(retryAfter ? { headers: { 'retry-after': retryAfter } } : {}),
+      }), behind.length === 0);
+      notRun(behind, retryAfter);
     });
     res.once('close', () => {
       // The client went away before its answer was written: so does the relayed request (the

@@ -241,7 +241,7 @@ async function withRelay(secret: string, handle: http.RequestListener, body: (re
   try {
     await body(relay, await relay.listen('127.0.0.1', 0));
   } finally {
-    await relay.stopAccepting(1_000);
+    await relay.stopAccepting();
     await relay.endConnections();
     upstream.close();
     rmSync(dir, { recursive: true, force: true });
