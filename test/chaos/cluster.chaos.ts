@@ -56,6 +56,10 @@ const longestGap = (ts: number[]) => ts.sort((a, b) => a - b).reduce((m, t, i) =
 let balancer: TcpProxy | undefined;
 /** CHAOS_DEBUG: this run's directory of node logs (made at the first schedule). */
 let debugDir: string | undefined;
+/** CHAOS_DEBUG: the logs of each node's processes this schedule ended (killed or stopped, then
+ *  relaunched), written before the running one's: schedule 24 of seed 61222032 lost the logs of the
+ *  processes that held its socket to the SIGTERMs at its end. */
+const endedLogs = new Map<string, string[]>();
 afterAll(async () => balancer?.close());
 
 async function balancerUrl(): Promise<string> {
@@ -131,6 +135,7 @@ async function watchTrades(acct: ClusterAccount) {
 /** Starts a node again as a supervisor would: a start while PostgreSQL or NATS is away exits 1 by
  *  design (docs/cluster.md, Failures), and is tried again until it runs (30 s at most). */
 async function relaunch(id: string): Promise<void> {
+  if (process.env.CHAOS_DEBUG) endedLogs.set(id, [...(endedLogs.get(id) ?? []), env.cluster.node(id).proc.output()]);
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
@@ -221,7 +226,11 @@ describe('chaos', () => {
         // found the lost reply of a NATS restart.
         if (process.env.CHAOS_DEBUG) {
           debugDir ??= mkdtempSync(join(tmpdir(), 'tagw-chaos-'));
-          for (const n of env.cluster.nodes) writeFileSync(join(debugDir, `schedule-${round}-${n.id}.log`), n.proc.output());
+          for (const n of env.cluster.nodes) {
+            const ended = (endedLogs.get(n.id) ?? []).map((out, i) => `--- process ${i + 1} (ended) ---\n${out}`);
+            writeFileSync(join(debugDir, `schedule-${round}-${n.id}.log`), [...ended, ...(ended.length ? ['--- running process ---'] : []), n.proc.output()].join('\n'));
+          }
+          endedLogs.clear();
           console.log(`node logs: ${debugDir}/schedule-${round}-<node>.log`);
           for (const w of watched) console.log(`stream frames of ${w.acct.server} (account ${w.acct.id}): ${w.frames.join(' ')}`);
           for (const t of traffic) console.log(t.log.map((x) => `${x.kind ?? 'open'}${x.target ? `#${x.target}` : ''} ${x.clientOrderId}@${x.node}:${x.status}${x.ticket ? `#${x.ticket}` : ''} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
