@@ -185,11 +185,11 @@ export class AccountEvents {
     if (sock.since === 'message') {
       // Held at once, so the first message finds it held whenever it comes; the cluster role is
       // taken meanwhile, and the message's start waits for it (startHeld).
-      this.shared?.gate(sock.acc, () => undefined);
+      this.shared?.gate(sock.acc, sock.came.at, () => undefined);
       sock.stream = 'held';
       return;
     }
-    if (this.shared?.gate(sock.acc, (from) => {
+    if (this.shared?.gate(sock.acc, sock.came.at, (from) => {
       if (sock.closed) return;
       // A fresh socket that waited for the node's first role starts where that role began the
       // node's history (P5: at its snapshot), not past the frames the feed delivered since; when
@@ -211,22 +211,33 @@ export class AccountEvents {
   /** since=message: the first message starts the account stream as the parameter would have (a
    *  resume's position, or null: fresh), with the same waits and bounds. */
   startHeld(sock: Sock, since: StreamPosition | null): void {
+    const h = sock.acc.history;
+    sock.came = { at: this.deps.clock.now(), epoch: h.epoch, sent: h.sent };
     sock.since = since;
     sock.stream = 'waiting';
     this.start(sock);
   }
 
-  /** P5: the snapshot pair first (SPEC §6); P4 has none: live from the current position, or from
-   *  `from` (cluster: where the node's first role began, before the socket's wait ended). */
+  /** P5: the snapshot pair first (SPEC §6); P4 has none: live from what was sent when the socket
+   *  came, or from `from` (cluster: where the node's first role began, before the socket's wait ended). */
   private startFresh(sock: Sock, from?: number): void {
     if (sock.acc.platform === 'P5') {
       this.requestSnapshot(sock);
       return;
     }
     this.commit();
-    const sent = sock.acc.history.sent;
+    const h = sock.acc.history;
+    const sent = h.sent;
+    // Its start may come long after the socket (its stream.open answered late: the owner dead, its
+    // lease running out): what was sent meanwhile is numbered after it came, and it gets it. Before,
+    // it was placed at what was sent at its start, past those frames, without a word (`npm run
+    // chaos`, seed 61222032). A history begun since without ending the socket (the node's first
+    // role, which goes by `from` when the socket waited for it; or a local epoch) is another epoch:
+    // what it sent may be owed, and the client is told unless it sent nothing yet.
+    const at = from ?? (sock.came.epoch === h.epoch ? sock.came.sent : sent < h.firstSeq ? sent : -1);
+    if (at + 1 < h.firstSeq) return void this.out.end(sock, 'STREAM_GAP'); // not held (any more): the client resyncs
     // What is still being stored follows as it is delivered.
-    sock.cursor = Math.min(from ?? sent, sent);
+    sock.cursor = Math.min(at, sent);
     sock.stream = sock.cursor < sent ? 'replaying' : 'live';
     this.continueReplay(sock);
   }

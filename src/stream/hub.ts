@@ -197,6 +197,7 @@ export class StreamHub {
       ws, acc, keyId: ud.keyId, heartbeat: ud.heartbeat, closed: false, quotes: new Map(), pending: new Set(), candles: new Map(),
       coalescing: false, leftAt: new Map(), stream: 'waiting', cursor: 0, backlog: null, clusterWait: null, since: ud.since,
       openState: ud.openPending ? 'pending' : 'open', deferred: ud.openPending ? [] : null, inbox: Promise.resolve(),
+      came: { at: this.deps.clock.now(), epoch: acc.history.epoch, sent: acc.history.sent },
     };
     ud.sock = sock;
     if (ud.openPending) this.admission.justOpened = sock;

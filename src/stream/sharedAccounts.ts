@@ -110,26 +110,28 @@ export class SharedAccounts {
 
   /**
    * Runs `fn` once the account's role is taken (taking it first if nobody did); true when deferred.
+   * `came`: when the socket came (this gateway's clock), which may be well before this call (its
+   * stream.open answered late): frames stored after it are its own.
    * `fn(from)` when the node had no position in the account's stream when the wait began (its first
    * role): the seq its history began at (JetStream's head as the role read it), where a fresh socket
    * starts (not at what the node's feed delivered since, frames stored after the socket came); or
-   * 'late' when frames stored after the wait began may be at or below that seq: a try of the role
+   * 'late' when frames stored after the socket came may be at or below that seq: a try of the role
    * failed meanwhile (JetStream not answering: a NATS outage, a request timing out after 5 s), or the
-   * frame it read as the head was stored after the wait began (a read answered late: held through a
+   * frame it read as the head was stored after the socket came (a read answered late: held through a
    * reconnect, or JetStream slow). A fresh socket placed at that head would miss those frames without
    * a word (`npm run chaos`: seed 356670798, a P4 socket's first account frame seq 16 after a failed
    * try; seed 953907159, schedule 20, seq 21 after a slow one). Null otherwise: the role was there
    * before, or was not taken at all (every try failed: a local epoch, whose sockets are told when the
    * role is taken later, restart and 4014).
    */
-  gate(acc: AccountState, fn: (from: number | 'late' | null) => void): boolean {
+  gate(acc: AccountState, came: number, fn: (from: number | 'late' | null) => void): boolean {
     if (!acc.shared) this.takeRole(acc);
     const s = acc.shared!;
     const ready = s.ready;
     if (!ready) return false;
     // The store times are nats-server's clock, the wait's this node's: a skew between them widens or
     // narrows what counts as stored after the socket came.
-    const [blind, failed, came] = [s.placeholder, s.failedTries, this.deps.clock.now()];
+    const [blind, failed] = [s.placeholder, s.failedTries];
     void ready.then(() => {
       const first = s.first;
       if (!blind || s.retryAt !== undefined || !first) return fn(null);

@@ -118,6 +118,10 @@ export interface Sock {
   deferred: Array<() => void> | null;
   /** The client message being handled (and those queued behind it): see ClientProtocol. */
   inbox: Promise<void>;
+  /** When the socket came (this gateway's clock) and what of the account's stream its node had sent
+   *  then: a fresh P4 start is placed there, not at what was sent once its stream.open was answered
+   *  (frames sent meanwhile are numbered after it came); since=message: when its first message came. */
+  came: { at: number; epoch: string; sent: number };
 }
 
 export interface UserData { accountId: string; keyId: string; heartbeat: boolean; since: StreamPosition | 'message' | null; openPending?: boolean; sock?: Sock }
