@@ -102,3 +102,9 @@ export async function startTestGateway(
 }
 
 export const mgmt = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/** Actors running in a gateway's shards (accounts, sessions, records): what it started. */
+export async function shardActors(g: TestGateway): Promise<number> {
+  const pings = await Promise.all(Array.from({ length: g.gw.services.shards.size }, (_, i) => g.gw.services.shards.callShard(i, 'shard.ping', {})));
+  return pings.reduce((n, p) => n + p.actors, 0);
+}

@@ -11,7 +11,7 @@ import { generateKey } from '../../src/auth/keys.js';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { createLogger } from '../../src/log.js';
 import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { shardActors, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { until } from '../helpers/until.js';
 
 const engines = useClusterEngines();
@@ -27,12 +27,6 @@ async function startNode(nodeId: string, lines?: string[]): Promise<TestGateway>
   }, lines ? { log: createLogger('info', {}, (l) => lines.push(l)) } : {});
   nodes.push(gw);
   return gw;
-}
-
-/** Actors running in a node's shards (accounts, sessions, records). */
-async function actors(gw: TestGateway): Promise<number> {
-  const pings = await Promise.all(Array.from({ length: gw.gw.services.shards.size }, (_, i) => gw.gw.services.shards.callShard(i, 'shard.ping', {})));
-  return pings.reduce((n, p) => n + p.actors, 0);
 }
 
 beforeAll(async () => {
@@ -55,7 +49,7 @@ describe('an account handed over before its shards started it', () => {
       const a = await startNode('adopt-a', aLines);
       // a holds the lease; its start of the account waits for the sessions' read.
       await until(() => a.gw.cluster!.owned().includes(account), 'the first node to take the account');
-      expect(await actors(a)).toBe(0);
+      expect(await shardActors(a)).toBe(0);
       const b = await startNode(second);
       // a hands it over to b (released in PostgreSQL; b's own start waits on the lock too).
       await until(async () => !a.gw.cluster!.owned().includes(account) && aLines.some((l) => l.includes('"accounts leave this node"')), 'the first node to hand the account over');
@@ -65,11 +59,11 @@ describe('an account handed over before its shards started it', () => {
       // a's start goes on after the handover: it says it does not start the account.
       await until(() => aLines.some((l) => l.includes('"accounts gone before their start: not started here"')), 'the first node to drop its late start', 15_000)
         .catch(async (err: Error) => {
-          throw new Error(`${err.message}; actors on the first node now: ${await actors(a)}`);
+          throw new Error(`${err.message}; actors on the first node now: ${await shardActors(a)}`);
         });
-      expect(await actors(a)).toBe(0);
+      expect(await shardActors(a)).toBe(0);
       await until(async () => (await b.gw.services.shards.call(account, 'account.status', { accountId: account })).phase === 'connected', 'the new owner to connect the account');
-      expect(await actors(a)).toBe(0);
+      expect(await shardActors(a)).toBe(0);
     } finally {
       if (locked) await lock.query('ROLLBACK').catch(() => undefined);
       lock.release();

@@ -10,7 +10,7 @@ import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
 import { seedBoundAccount, useClusterEngines } from '../helpers/cluster.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
-import { startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { shardActors, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { op, openWs } from '../helpers/gateway-helpers.js';
 import { mustOpen } from '../helpers/stream-helpers.js';
 import { openedTickets, orderSend } from '../helpers/trading.js';
@@ -52,12 +52,6 @@ async function accountFollowedFrom(follower: TestGateway): Promise<{ id: string;
   throw new Error('eight new accounts in a row went to the following node');
 }
 
-/** Actors running in a node's shards (accounts, sessions, records): what it started. */
-async function actors(gw: TestGateway): Promise<number> {
-  const pings = await Promise.all(Array.from({ length: gw.gw.services.shards.size }, (_, i) => gw.gw.services.shards.callShard(i, 'shard.ping', {})));
-  return pings.reduce((n, p) => n + p.actors, 0);
-}
-
 beforeAll(async () => {
   await seedBoundAccount(engines.tenancy, { apiKey, account, login: 'bot', secretKey });
 }, 60_000);
@@ -82,7 +76,7 @@ describe('gateways as cluster nodes', () => {
     // The other node runs nothing of it: it mirrored the binding and, if it held the account first
     // (started before the owner), stopped it when it handed the account over (its shards' release
     // follows the handover's start, which is when owned() stops listing the account).
-    await until(async () => (await actors(other)) === 0, 'the other node\'s shards to run nothing');
+    await until(async () => (await shardActors(other)) === 0, 'the other node\'s shards to run nothing');
 
     const first = await orderSend(other.url, apiKey.value, account, 'wired-1');
     expect(first).toMatchObject({ status: 200, replay: false });
@@ -95,7 +89,7 @@ describe('gateways as cluster nodes', () => {
     // broker connection): the other node still runs nothing.
     const local = other.gw.services.shards;
     await expect(local.callShard(local.shardFor(account), 'account.status', { accountId: account })).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
-    expect(await actors(other)).toBe(0);
+    expect(await shardActors(other)).toBe(0);
     // A gateway session made and subscribed through the owner only: the survivor never saw it.
     const made = await owner.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: account } });
     expect(made.status).toBe(200);

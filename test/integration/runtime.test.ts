@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { shardOf } from '../../src/runtime/protocol.js';
-import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { mgmt, shardActors, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -59,29 +59,25 @@ describe('shard supervision', () => {
 describe('restart of the whole gateway', () => {
   it('an ACTIVE seat holds no actor, before or after a restart, and still reads ACTIVE', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tagw-restart-'));
-    const actors = async (g: TestGateway) => {
-      const pings = await Promise.all(Array.from({ length: g.gw.services.shards.size }, (_, i) => g.gw.services.shards.callShard(i, 'shard.ping', {})));
-      return pings.reduce((n, p) => n + p.actors, 0);
-    };
     try {
       const a = await startTestGateway({}, { dataDir });
-      const before = await actors(a);
+      const before = await shardActors(a);
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) {
         const seat = await a.req('POST', '/v1/seats', { headers: mgmt(a.managementKey), body: {} });
         expect(seat.body.status).toBe('ACTIVE');
         ids.push(seat.body.id);
       }
-      expect(await actors(a)).toBe(before);
+      expect(await shardActors(a)).toBe(before);
       await a.stop();
       const b = await startTestGateway({}, { dataDir });
       try {
-        expect(await actors(b)).toBe(0);
+        expect(await shardActors(b)).toBe(0);
         for (const id of ids) {
           const r = await b.req('GET', `/v1/seats/${id}`, { headers: mgmt(b.managementKey) });
           expect(r.body).toMatchObject({ id, status: 'ACTIVE' });
         }
-        expect(await actors(b)).toBe(0);
+        expect(await shardActors(b)).toBe(0);
       } finally {
         await b.stop();
       }
