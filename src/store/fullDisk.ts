@@ -15,8 +15,6 @@ export interface FullDiskOptions {
   log: Logger;
   /** How long a postponed write waits before it is tried again (ms). */
   retryMs: number;
-  /** An episode began: the gateway's StorageHealth hears it (its /readyz and /metrics say so). */
-  onFull?: (reason: string) => void;
 }
 
 /** The default wait before a postponed write is tried again (the gateway's STORAGE_CHECK_MS default). */
@@ -30,18 +28,13 @@ export function fullDiskOf(ctx: { fullDisk?: FullDisk; log: Logger }): FullDisk 
 export class FullDisk {
   /** What met the full disk first in the current episode; undefined: none. */
   private first: string | undefined;
-  /** Writes postponed since start (tests, diagnostics). */
+  /** Writes postponed since start (named in the line that ends an episode). */
   postponedWrites = 0;
 
   constructor(private readonly o: FullDiskOptions) {}
 
   get retryMs(): number {
     return this.o.retryMs;
-  }
-
-  /** Whether an episode is on (a write was postponed and none succeeded since). */
-  get full(): boolean {
-    return this.first !== undefined;
   }
 
   /**
@@ -54,9 +47,7 @@ export class FullDisk {
     this.postponedWrites++;
     if (this.first === undefined) {
       this.first = what;
-      const reason = `${what}: ${errorMessage(err)}`;
       this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: errorMessage(err) });
-      this.o.onFull?.(reason);
     }
     return true;
   }
