@@ -17,10 +17,14 @@ import type { TradeReply } from '../../src/runtime/hosts/accountCommands.js';
 import { createAccountHost } from '../../src/runtime/hosts/accounts.js';
 import { createSeatHost } from '../../src/runtime/hosts/seats.js';
 import type { ActorHost } from '../../src/runtime/hosts/context.js';
+import type { BrokerConnection, BrokerCredentials } from '../../src/broker/types.js';
+import { RETCODE_DONE, type TradeResult } from '../../src/market/orders.js';
+import type { ServerInfo } from '../../src/market/server.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { runMigrations } from '../../src/store/migrations.js';
 import { FullDisk } from '../../src/store/fullDisk.js';
+import { systemClock } from '../../src/util/clock.js';
 import { ManualClock } from '../helpers/gateway.js';
 import { fillUp } from '../helpers/fullDisk.js';
 import { until } from '../helpers/until.js';
@@ -177,5 +181,110 @@ describe('a seat becoming ACTIVE (its timer\'s write) on a full DATA_DIR', () =>
     await until(() => status() === 'ACTIVE', 'the seat\'s ACTIVE row written once there is room');
     expect(host.handlers['seat.get']!({ seatId: 'seat-1' })).toMatchObject({ status: 'ACTIVE' });
     expect(logs.filter((l) => /DATA_DIR has room again/.test(l.msg))).toHaveLength(1);
+  }, 60_000);
+});
+
+describe('an idempotency record\'s outcome (written a turn after the answer) on a full DATA_DIR', () => {
+  const fake: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'Fake', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
+  const FAKE_ACCOUNT = '88888888-8888-4888-8888-888888888888';
+
+  /** A broker in another process (a bridge's shape: no atomic claim), whose reply the test releases. */
+  class Upstream {
+    executed = 0;
+    lookups = 0;
+    readonly done = new Map<string, TradeResult>();
+    release: () => void = () => {};
+    hold = false;
+    /** An order is at the broker, its reply held. */
+    holding = false;
+    conn(c: BrokerCredentials): BrokerConnection {
+      let state = 'disconnected';
+      return {
+        server: fake, login: c.login,
+        get state() { return state; },
+        connect: async () => { state = 'connected'; },
+        disconnect: async () => { state = 'disconnected'; },
+        on: () => () => {},
+        orderSend: async (req: { symbol: string; type: string; volume: number }, opts?: { requestId?: string }): Promise<TradeResult> => {
+          if (this.hold) {
+            this.holding = true;
+            await new Promise<void>((r) => (this.release = r));
+          }
+          this.executed++;
+          const result: TradeResult = {
+            ok: true, retcode: RETCODE_DONE, deals: [],
+            order: {
+              kind: 'order', ticket: 900 + this.executed, symbol: req.symbol, type: req.type, state: 'filled', volume: req.volume, volumeInitial: req.volume,
+              openPrice: 1.1, openTimeMsc: 1_700_000_000_000, sl: 0, tp: 0, magic: 0, comment: '', commission: 0, swap: 0, profit: 0, positionId: 900 + this.executed,
+            },
+          } as TradeResult;
+          if (opts?.requestId) this.done.set(opts.requestId, result);
+          return result;
+        },
+        lookupRequest: async (requestId: string) => {
+          this.lookups++;
+          const result = this.done.get(requestId);
+          return result ? { requestId, timeMsc: 1, result } : null;
+        },
+      } as unknown as BrokerConnection;
+    }
+  }
+
+  it('the outcome waits in memory (a same-id retry waits for it), is written once there is room, and only then replayed from its row: no broker question, no second order', async () => {
+    const dir = join(mnt, 'outcomes');
+    mkdirSync(dir);
+    const up = new Upstream();
+    const logs: Booted['logs'] = [];
+    const boot = () => {
+      const db = openDb(dir);
+      open.push(db);
+      const log = createLogger('info', {}, (line) => logs.push(JSON.parse(line) as Booted['logs'][number]));
+      const full = new RecordingFullDisk({ log, retryMs: 50 });
+      const host = createAccountHost({
+        shard: 0, shards: 1, db, log, settings: shardSettings({ secretKeyHex: KEY }), clock: systemClock, emit: () => {}, owns: () => true, fullDisk: full,
+      }, { broker: { factory: (c) => up.conn(c), stop: () => {} } });
+      open.push({ close: () => host.stop() });
+      host.rehydrate();
+      return { db, host, full };
+    };
+    const b = boot();
+    const bind = (h: ActorHost) => h.handlers['account.bind']!({ accountId: FAKE_ACCOUNT, customerId: 'c', server: 'Fake-P5', login: '9', passwordEnc: new SecretBox(Buffer.from(KEY, 'hex')).seal('pw', FAKE_ACCOUNT) });
+    await bind(b.host);
+    const send = (h: ActorHost) => Promise.resolve(h.handlers['account.trade']!({ accountId: FAKE_ACCOUNT, op: 'OrderSend', args: { symbol: 'EURUSD', operation: 'Buy', volume: 0.1 }, clientOrderId: 'o-1' })) as Promise<TradeReply>;
+    const phase = () => (b.db.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'o-1'").get() as { phase: string } | undefined)?.phase;
+
+    up.hold = true;
+    const first = send(b.host);
+    // The claim ('sent') is on disk before the order goes out.
+    await until(() => phase() === 'sent' && up.holding, 'the claim committed');
+    b.db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fillUp(mnt);
+    let retried: TradeReply | undefined;
+    try {
+      up.release();
+      const answer = await first;
+      expect(answer).toMatchObject({ status: 200, replay: false });
+      await until(() => b.full.writers.includes('idempotency outcomes'), 'the outcome\'s commit meeting the full disk');
+      expect(logs.filter((l) => /DATA_DIR is full/.test(l.msg))).toMatchObject([{ level: 'error', what: 'idempotency outcomes' }]);
+      expect(logs.filter((l) => l.msg === 'cannot commit idempotency outcomes' || l.msg === 'idempotency actor failed')).toEqual([]);
+      // A same-id retry waits for the outcome to be on disk: still waiting after two more tries of the write.
+      const retry = send(b.host).then((r) => (retried = r));
+      const tries = b.full.writers.length;
+      await until(() => b.full.writers.length >= tries + 2, 'two more tries of the outcome\'s write');
+      expect(retried).toBeUndefined();
+      expect(phase()).toBe('sent');
+      rmSync(filler);
+      await until(() => phase() === 'result', 'the outcome written once there is room');
+      expect(await retry).toEqual({ ...answer, replay: true });
+    } finally {
+      rmSync(join(mnt, 'filler'), { force: true });
+    }
+    expect(logs.filter((l) => /DATA_DIR has room again/.test(l.msg))).toHaveLength(1);
+    // From its row: a start from the disk replays it without asking the broker.
+    b.host.stop();
+    const again = boot();
+    await bind(again.host);
+    expect(await send(again.host)).toMatchObject({ status: 200, replay: true });
+    expect([up.executed, up.lookups]).toEqual([1, 0]);
   }, 60_000);
 });
