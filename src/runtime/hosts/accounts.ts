@@ -9,6 +9,7 @@ import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { AuditStore } from '../../store/audit.js';
 import { writeTransaction } from '../../store/db.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
+import { fullDiskOf } from '../../store/fullDisk.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
@@ -30,7 +31,7 @@ export interface AccountHostOptions {
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
   const store = new AccountStore(ctx.db);
   const audits = new AuditStore(ctx.db);
-  const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock), ctx.log, ctx.clock);
+  const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock), ctx.log, ctx.clock, fullDiskOf(ctx));
   const hex = ctx.settings.secretKeyHex;
   const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
   const now = opts.now ?? (() => ctx.clock.now());

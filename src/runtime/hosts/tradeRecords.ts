@@ -6,6 +6,7 @@ import { idempotencyMachine, type IdempotencyContext, type StoredResult } from '
 import { FreshRecord, type FreshRecordActions } from '../../../actors/idempotencyFresh.js';
 import type { Logger } from '../../log.js';
 import { systemClock, type Clock } from '../../util/clock.js';
+import { FULL_DISK_RETRY_MS, FullDisk } from '../../store/fullDisk.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import { RecordExistsError, stoppedError, type IdemActor, type Outcome } from './recordClaim.js';
@@ -22,7 +23,8 @@ export interface Rec {
   evicted?: boolean;
   /** Lost after an atomic claim: kept in memory, its row may have gone with a failed commit. */
   pinned?: boolean;
-  /** From the claim until the actor has taken the call's outcome. */
+  /** From the claim until the actor has taken the call's outcome and its row has it (a full disk
+   *  keeps it busy until the outcome is written: same-id requests wait for that). */
   busy: boolean;
   /** The claiming request, until the outcome is known. */
   reply?: { resolve(ev: Outcome): void; reject(err: Error): void };
@@ -50,8 +52,17 @@ export abstract class TradeRecords {
   /** Outcomes known but not yet given to their records (see `outcome`). */
   private queue: [Rec, Outcome][] = [];
   private flushQueued = false;
+  /** In `flush`: the machine's outcome writes are left to `write` (one commit, kept and retried on a full disk). */
+  private deferring = false;
+  /** Records whose outcome a full disk kept from their rows (busy, in memory), written every retryMs. */
+  private unwritten: Rec[] = [];
+  private rewrite: NodeJS.Timeout | undefined;
 
-  constructor(protected readonly store: IdempotencyStore, protected readonly log: Logger, protected readonly clock: Clock = systemClock) {
+  constructor(
+    protected readonly store: IdempotencyStore, protected readonly log: Logger, protected readonly clock: Clock = systemClock,
+    /** The shard's: an outcome that meets a full DATA_DIR waits for room (src/store/fullDisk.ts). */
+    private readonly fullDisk: FullDisk = new FullDisk({ log, retryMs: FULL_DISK_RETRY_MS }),
+  ) {
     this.observer = {
       // A collision with a settled record is how one is found again, not a failure.
       error: (err: unknown) => err instanceof RecordExistsError || this.log.error('idempotency actor failed', { err }),
@@ -65,10 +76,14 @@ export abstract class TradeRecords {
         throw new RecordExistsError(`idempotency record ${c.clientOrderId} already exists`);
       }
     };
-    a.persistResult = (c) => this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json);
-    a.persistUncertain = (c) => this.store.setUncertain(c.accountId, c.clientOrderId);
+    a.persistResult = (c) => {
+      if (!this.deferring) this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json);
+    };
+    a.persistUncertain = (c) => {
+      if (!this.deferring) this.store.setUncertain(c.accountId, c.clientOrderId);
+    };
     a.forget = (self, c) => {
-      this.store.remove(c.accountId, c.clientOrderId);
+      if (!this.deferring) this.store.remove(c.accountId, c.clientOrderId);
       const k = this.key(c.accountId, c.clientOrderId);
       if ((this.records.get(k)?.actor as unknown) === self) this.records.delete(k);
     };
@@ -186,26 +201,83 @@ export abstract class TradeRecords {
     reply.resolve(ev);
   }
 
-  /** Gives the queued outcomes to their records (their writes in one commit), then wakes their waiters. */
+  /** Gives the queued outcomes to their records, writes them (one commit), then wakes their waiters. */
   private flush(): void {
     this.flushQueued = false;
     const q = this.queue;
     if (q.length === 0) return;
     this.queue = [];
+    // The records take their outcomes in memory; `write` puts them on disk, from their state.
+    this.deferring = true;
+    try {
+      for (const [rec, ev] of q) rec.actor.send(ev);
+    } finally {
+      this.deferring = false;
+    }
+    this.write(q.map(([rec]) => rec));
+  }
+
+  /**
+   * Writes the records' outcomes, as their state in memory says, in one commit; then same-id
+   * requests waiting for them go on and they are let go. On a full disk nothing is let go: they
+   * stay busy in memory (a same-id request waits, then gets the outcome from memory once its row
+   * has it) and the commit is tried again every retryMs, until it is done or the host stops (their
+   * rows then stay 'sent': recovering after a restart, as after a crash). Any other failure is
+   * logged and the records are settled as they are (rows 'sent', as above).
+   */
+  private write(recs: Rec[]): void {
     try {
       this.store.batch(() => {
-        for (const [rec, ev] of q) rec.actor.send(ev);
+        for (const rec of recs) this.writeOutcome(rec);
       });
+      this.fullDisk.wrote();
     } catch (err) {
-      // The commit failed: the rows stay 'sent' (→ uncertain after a restart), the actors hold the outcome.
-      this.log.error('cannot commit idempotency outcomes', { err });
-    } finally {
-      for (const [rec] of q) {
-        this.idle(rec);
-        // Its waiters read the last snapshot, which a stopped actor keeps.
-        this.evict(rec);
+      if (this.fullDisk.postponed('idempotency outcomes', err)) {
+        for (const rec of recs) {
+          rec.busy = true;
+          // A discarded record left the table (its id is free once its row is gone): back until then.
+          const c = rec.actor.getSnapshot().context;
+          const k = this.key(c.accountId, c.clientOrderId);
+          if (!this.records.has(k)) this.records.set(k, rec);
+          this.unwritten.push(rec);
+        }
+        this.rewrite ??= setTimeout(() => {
+          this.rewrite = undefined;
+          this.writeUnwritten();
+        }, this.fullDisk.retryMs);
+        this.rewrite.unref();
+        return;
       }
+      this.log.error('cannot commit idempotency outcomes', { err });
     }
+    for (const rec of recs) {
+      this.idle(rec);
+      const s = rec.actor.getSnapshot();
+      if (s.matches('discarded')) {
+        const k = this.key(s.context.accountId, s.context.clientOrderId);
+        if (this.records.get(k) === rec) this.records.delete(k);
+      }
+      // Its waiters read the last snapshot, which a stopped actor keeps.
+      this.evict(rec);
+    }
+  }
+
+  /** A record's outcome (result, uncertain, or discarded: no row) to its row, in the caller's transaction. */
+  private writeOutcome(rec: Rec): void {
+    const s = rec.actor.getSnapshot();
+    const c = s.context;
+    if (s.matches('result')) this.store.setResult(c.accountId, c.clientOrderId, c.result!.status, c.result!.json);
+    else if (s.matches('uncertain')) this.store.setUncertain(c.accountId, c.clientOrderId);
+    else if (s.matches('discarded')) this.store.remove(c.accountId, c.clientOrderId);
+  }
+
+  /** Outcomes a full disk kept waiting: tried again (see `write`). */
+  private writeUnwritten(): void {
+    clearTimeout(this.rewrite);
+    this.rewrite = undefined;
+    const recs = this.unwritten;
+    this.unwritten = [];
+    if (recs.length > 0) this.write(recs);
   }
 
   /** A settled record found on disk when claiming its id: back as an actor (expired: removed). */
@@ -218,8 +290,11 @@ export abstract class TradeRecords {
 
   stop(): void {
     clearInterval(this.sweep);
-    // Outcomes already answered are written first (a graceful stop loses nothing).
+    // Outcomes already answered are written first (a graceful stop loses nothing; on a disk still
+    // full those rows stay 'sent', recovering after the restart).
     this.flush();
+    this.writeUnwritten();
+    clearTimeout(this.rewrite);
     for (const rec of this.records.values()) this.halt(rec);
     this.records.clear();
   }
@@ -228,6 +303,7 @@ export abstract class TradeRecords {
    *  ledger in PostgreSQL is what the next owner answers retries from). */
   release(accountIds: ReadonlySet<string>): void {
     this.flush();
+    this.writeUnwritten();
     for (const [k, rec] of this.records) {
       if (!accountIds.has(k.slice(0, k.indexOf('\u0000')))) continue;
       this.halt(rec);
