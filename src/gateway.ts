@@ -42,6 +42,7 @@ import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
 import { STREAM_EVENT } from './runtime/hosts/streamCommands.js';
 import { ShardSet, type Shards } from './runtime/shardSet.js';
 import { THREAD_STATS_EVENT, type ThreadStats } from './runtime/threadStats.js';
+import { STORAGE_EVENT } from './runtime/storageEvent.js';
 import type { ShardEvent } from './runtime/protocol.js';
 import type { Services } from './http/services.js';
 import { registerMetrics, watchMainThread, type Watch } from './gatewayMetrics.js';
@@ -227,6 +228,8 @@ interface ShardEventReceivers {
   threadStats: Map<string, ThreadStats>;
   stream?: StreamHub;
   gatewaySocket?: GatewaySocket;
+  /** The shards' full-disk episodes (their background writes waiting for room). */
+  storage?: StorageHealth;
 }
 
 /** Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap). */
@@ -237,6 +240,7 @@ function routeShardEvent(r: ShardEventReceivers, ev: ShardEvent): void {
     case ACCOUNT_BINDING_EVENT: break;
     case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: r.gatewaySocket?.onShardEvent(ev); break;
     case THREAD_STATS_EVENT: r.threadStats.set(`shard-${ev.key}`, ev.data); break;
+    case STORAGE_EVENT: r.storage?.shardReport(Number(ev.key), ev.data); break;
     default: r.stream?.onShardEvent(ev);
   }
 }
@@ -337,6 +341,7 @@ async function openEdge(
   const storage = new StorageHealth({
     dir: config.dataDir, minFreeBytes: Math.max(64 * 1024, config.storageMinFreeMb * 1_048_576), checkMs: config.storageCheckMs, log, now: () => clock.now(),
   }).start();
+  receivers.storage = storage;
   const audit = new AuditStore(db);
   const tenancyWrites = cluster ? cluster.tenancy : sqliteTenancyWrites(db, tenancy, audit);
   const services: Services = { config, db, tenancy, tenancyWrites, auth, shards, log, clock, secretBox: new SecretBox(secretKey), operatorCustomerId: boot.customerId,

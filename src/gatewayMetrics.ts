@@ -57,6 +57,8 @@ export function registerMetrics(
   metrics.gauge('tagw_storage_available', () => (storage.available() ? 1 : 0));
   metrics.gauge('tagw_storage_free_bytes', () => storage.status().freeBytes ?? -1);
   metrics.counter('tagw_storage_full_episodes_total', () => storage.episodes);
+  metrics.gauge('tagw_storage_shards_waiting', () => storage.shardsWaiting);
+  metrics.counter('tagw_storage_shard_waiting_episodes_total', () => storage.shardEpisodes);
   metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
   metrics.labeledCounter('tagw_broker_reconnects_total', [], () => [[[], connections.reconnects]], 'Broker connections lost and being re-established (entries into the reconnecting phase).');
   metrics.labeledGauge('tagw_shard_queue_depth', 'shard', () => Object.fromEntries(shards.queueDepths().map((n, i) => [String(i), n])), 'Commands sent to a shard and not answered yet.');

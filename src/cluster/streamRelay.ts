@@ -12,6 +12,7 @@ import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from '../runtime/hosts/acc
 import { STREAM_EVENT } from '../runtime/hosts/streamCommands.js';
 import type { ShardEvent, ShardEventKind } from '../runtime/protocol.js';
 import { THREAD_STATS_EVENT } from '../runtime/threadStats.js';
+import { STORAGE_EVENT } from '../runtime/storageEvent.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { NatsLink } from './natsLink.js';
 import { SUBJECTS } from './subjects.js';
@@ -23,7 +24,7 @@ const ACCOUNT_STREAM_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind
 ]);
 
 /** Kinds that describe this node, not an account: never relayed. */
-const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, ACCOUNT_PHASE_EVENT, ACCOUNT_BINDING_EVENT]);
+const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD_STATS_EVENT, STORAGE_EVENT, ACCOUNT_PHASE_EVENT, ACCOUNT_BINDING_EVENT]);
 
 export interface StreamRelayOptions {
   link: NatsLink;

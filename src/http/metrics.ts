@@ -29,6 +29,8 @@ const HELP: Record<string, string> = {
   tagw_storage_available: '1 while DATA_DIR has the configured free space, else 0 (trading answers 503).',
   tagw_storage_free_bytes: 'Free bytes on the DATA_DIR file system (-1: unknown).',
   tagw_storage_full_episodes_total: 'Times DATA_DIR ran short of space.',
+  tagw_storage_shards_waiting: "Shards whose background writes (the simulator's, a seat's, idempotency outcomes) wait in memory for room on DATA_DIR now.",
+  tagw_storage_shard_waiting_episodes_total: "Times a shard's background writes began to wait for room on DATA_DIR.",
   tagw_broker_connections: 'Bound accounts by broker connection phase.',
   tagw_stream_sockets: 'Open /v1/stream sockets.',
   tagw_stream_coalescing_sockets: '/v1/stream sockets over their soft backpressure limit (quotes coalesced).',

@@ -8,7 +8,7 @@ import { createLogger } from '../log.js';
 import { offsetClock } from '../util/clock.js';
 import { openDb } from '../store/db.js';
 import { CommitGroup } from '../store/commitGroup.js';
-import { FULL_DISK_RETRY_MS, FullDisk } from '../store/fullDisk.js';
+import { FULL_DISK_RETRY_MS, FullDisk, type FullDiskEpisode } from '../store/fullDisk.js';
 import { requestChunks } from './requestChunks.js';
 import type { ActorHost, Handlers, ShardContext } from './hosts/context.js';
 import { createAccountHost } from './hosts/accounts.js';
@@ -17,6 +17,7 @@ import { createSessionHost } from './hosts/sessions.js';
 import { createStreamHost } from './hosts/streams.js';
 import './hosts/ownershipCommands.js';
 import { startThreadStats, THREAD_STATS_EVENT, THREAD_STATS_MS } from './threadStats.js';
+import { STORAGE_EVENT } from './storageEvent.js';
 import { shardOf, type MainToShard, type ReplyMsg, type RequestMsg, type ShardEvent, type ShardInit, type ShardToMain } from './protocol.js';
 
 /** Hosts of every actor kind; later features append theirs here. */
@@ -49,6 +50,11 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
       queueMicrotask(flush);
     }
   };
+  // The shard's full-disk episodes, to the main thread (runtime/storageEvent.ts).
+  const reportStorage = (data: FullDiskEpisode) => {
+    events.push({ kind: STORAGE_EVENT, key: String(shard), data });
+    queueFlush();
+  };
 
   // Cluster mode: the accounts whose leases this node holds; they change by shard.adopt / shard.release.
   const owned = init.owned === undefined ? undefined : new Set(init.owned);
@@ -68,7 +74,7 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
     },
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
     // One for the shard's background writes (the simulator's, a seat's): one log line per episode.
-    fullDisk: new FullDisk({ log, retryMs: init.settings.timing.storageRetryMs ?? FULL_DISK_RETRY_MS }),
+    fullDisk: new FullDisk({ log, retryMs: init.settings.timing.storageRetryMs ?? FULL_DISK_RETRY_MS, report: reportStorage }),
     emit(ev) {
       events.push(ev);
       queueFlush();
@@ -100,6 +106,7 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
   const rehydrated = hosts.reduce((n, h) => n + h.rehydrate(), 0);
   log.info('shard started', { rehydrated });
   postStats(); // the first snapshot at once: /metrics has every thread from the start
+  reportStorage({ waiting: false }); // nothing waits in a fresh shard (a restart ends its last run's episode)
 
   const reply = (r: ReplyMsg) => {
     replies.push(r);

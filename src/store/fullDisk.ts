@@ -6,7 +6,8 @@
 // full disk for a failed commit and stopped its shard). So its writer keeps what it could not write,
 // in memory, and writes it once there is room: tried again every `retryMs`. Which errors mean "no
 // room" is errors.ts's isStorageFull, as for requests. One line when a thread's episode begins, one
-// when a write succeeds again, however many writes waited.
+// when a write succeeds again, however many writes waited; `report` hears the same two moments (a
+// shard tells its main thread: runtime/storageEvent.ts).
 import { isStorageFull } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -15,7 +16,12 @@ export interface FullDiskOptions {
   log: Logger;
   /** How long a postponed write waits before it is tried again (ms). */
   retryMs: number;
+  /** Told when an episode begins (writes wait) and when it ends (a write succeeded again). */
+  report?: (episode: FullDiskEpisode) => void;
 }
+
+/** An episode's beginning (what met the full disk first, and the error) or its end. */
+export type FullDiskEpisode = { waiting: true; what: string; err: string } | { waiting: false };
 
 /** The default wait before a postponed write is tried again (the gateway's STORAGE_CHECK_MS default). */
 export const FULL_DISK_RETRY_MS = 1_000;
@@ -48,6 +54,7 @@ export class FullDisk {
     if (this.first === undefined) {
       this.first = what;
       this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: errorMessage(err) });
+      this.o.report?.({ waiting: true, what, err: errorMessage(err) });
     }
     return true;
   }
@@ -79,5 +86,6 @@ export class FullDisk {
     if (this.first === undefined) return;
     this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponedSinceStart: this.postponedWrites });
     this.first = undefined;
+    this.o.report?.({ waiting: false });
   }
 }

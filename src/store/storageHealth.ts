@@ -3,10 +3,14 @@
 // than the reserve free, or since a write failed for lack of space (SQLITE_FULL, ENOSPC), trading
 // calls are refused with 503 STORAGE_UNAVAILABLE before anything is sent, /readyz answers 503 and
 // /metrics shows it. A check every `checkMs` ends the episode by itself once space is back. One log
-// line when an episode starts and one when it ends, however many requests it refused.
+// line when an episode starts and one when it ends, however many requests it refused. A shard whose
+// background writes wait for room (its FullDisk's episode, told as a storage.waiting event) makes
+// the disk full too, until it says a write succeeded again: such writes wait for room the reserve
+// check may not see (a quota), and an order's commit would meet the same disk.
 import { statfsSync } from 'node:fs';
 import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { FullDiskEpisode } from './fullDisk.js';
 
 export interface StorageHealthOptions {
   dir: string;
@@ -26,7 +30,13 @@ export interface StorageStatus {
   freeBytes: number | null;
   /** When the current episode began (ms), when the disk is full. */
   fullSince?: number;
+  /** Why, when the disk is full: what found it full first in the episode. */
+  reason?: string;
+  /** Shards whose background writes wait for room (since when, what met the full disk first), when any do. */
+  shardsWaiting?: ShardWaiting[];
 }
+
+export interface ShardWaiting { shard: number; since: number; what: string }
 
 const statfsFree = (dir: string) => {
   const s = statfsSync(dir);
@@ -40,6 +50,10 @@ export class StorageHealth {
   private timer: NodeJS.Timeout | undefined;
   /** Episodes of a full disk since start (a counter in /metrics). */
   episodes = 0;
+  /** Shards whose background writes wait for room now, by index (see shardReport). */
+  private readonly waiting = new Map<number, ShardWaiting>();
+  /** Episodes of shards' background writes waiting since start (a counter in /metrics). */
+  shardEpisodes = 0;
 
   constructor(private readonly o: StorageHealthOptions) {}
 
@@ -71,7 +85,30 @@ export class StorageHealth {
       return;
     }
     if (this.free < this.o.minFreeBytes) this.enter(`${mb(this.free)} free, below the ${mb(this.o.minFreeBytes)} reserve`);
-    else if (this.full) this.leave();
+    else if (this.full && this.waiting.size === 0) this.leave();
+  }
+
+  /**
+   * A shard's background writes began waiting for room, or the wait is over (a write succeeded,
+   * or the shard started afresh). While any shard waits the disk is full (trading calls 503);
+   * once none does, it is full only as long as the free space says so.
+   */
+  shardReport(shard: number, e: FullDiskEpisode): void {
+    if (e.waiting) {
+      if (this.waiting.has(shard)) return;
+      const now = this.o.now();
+      this.waiting.set(shard, { shard, since: now, what: e.what });
+      this.shardEpisodes++;
+      this.checkedAt = now;
+      this.enter(`shard ${shard}'s background writes wait for room: ${e.what}, ${e.err}`);
+    } else if (this.waiting.delete(shard) && this.waiting.size === 0 && this.full) {
+      this.check();
+    }
+  }
+
+  /** How many shards' background writes wait for room now (a gauge in /metrics). */
+  get shardsWaiting(): number {
+    return this.waiting.size;
   }
 
   /** A write failed for lack of space: full until a later check finds room. */
@@ -89,7 +126,10 @@ export class StorageHealth {
 
   status(): StorageStatus {
     const available = this.available();
-    return { available, freeBytes: this.free, ...(this.full ? { fullSince: this.full.since } : {}) };
+    return {
+      available, freeBytes: this.free, ...(this.full ? { fullSince: this.full.since, reason: this.full.reason } : {}),
+      ...(this.waiting.size > 0 ? { shardsWaiting: [...this.waiting.values()] } : {}),
+    };
   }
 
   /** Throws 503 STORAGE_UNAVAILABLE while the disk is full: called before a trade is recorded or sent. */

@@ -18,6 +18,8 @@ import { cleanupProcesses, startProcess } from '../helpers/process.js';
 import { runBuiltCli } from '../helpers/build.js';
 import { EXIT } from '../../src/cli/errors.js';
 import { fillUp } from '../helpers/fullDisk.js';
+import { until } from '../helpers/until.js';
+import Database from 'better-sqlite3';
 
 let mnt: string;
 let mounted = false;
@@ -139,6 +141,55 @@ describe('`tagw status` against a gateway on a full disk', () => {
   }, 60_000);
 });
 
+describe("a shard's background writes waiting for room on the full disk", () => {
+  it('/readyz names the shard and its writer, /metrics counts it, until its write is done once there is room; no shard restarts', async () => {
+    await untilReady(true);
+    const reader = new Database(join(t.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    const statusOf = (id: string) => (reader.prepare('SELECT status FROM seat_state WHERE seat_id = ?').get(id) as { status: string } | undefined)?.status;
+    const waitingNow = async () => ((await t.req('GET', '/readyz')).body.storage.shardsWaiting ?? []) as Array<{ shard: number; what: string; since: number }>;
+    const episodesBefore = await metric('tagw_storage_shard_waiting_episodes_total');
+    let seat: string | undefined;
+    let filler: string | undefined;
+    try {
+      // A privately hosted seat's ACTIVE row is written by its shard's timer (SEAT_BUILD_MS, 300 ms
+      // here), a write no request waits for. It must meet the full disk: a seat whose row was
+      // written before the disk filled up is left, and another made.
+      for (let i = 0; i < 10 && seat === undefined; i++) {
+        const made = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
+        expect(made.status, made.text).toBe(201);
+        const id = made.body.id as string;
+        t.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
+        filler = fill();
+        await until(async () => statusOf(id) === 'ACTIVE' || (await waitingNow()).some((w) => w.what === 'seat state'), 'the seat\'s row written or waiting');
+        if (statusOf(id) === 'ACTIVE') {
+          rmSync(filler);
+          filler = undefined;
+          await untilReady(true);
+        } else {
+          seat = id;
+        }
+      }
+      expect(seat).toBeDefined();
+      const down = await t.req('GET', '/readyz');
+      expect(down.status).toBe(503);
+      expect(down.body.storage).toMatchObject({ available: false, reason: expect.any(String), shardsWaiting: expect.arrayContaining([{ shard: expect.any(Number), since: expect.any(Number), what: 'seat state' }]) });
+      expect(await metric('tagw_storage_shards_waiting')).toBeGreaterThanOrEqual(1);
+      expect(await metric('tagw_storage_shard_waiting_episodes_total')).toBeGreaterThan(episodesBefore);
+      expect(await metric('tagw_storage_available')).toBe(0);
+      if (filler !== undefined) rmSync(filler);
+      filler = undefined;
+      const up = await untilReady(true);
+      expect(up.body.storage.shardsWaiting).toBeUndefined();
+      expect(statusOf(seat!)).toBe('ACTIVE');
+      expect(await metric('tagw_storage_shards_waiting')).toBe(0);
+      expect(t.gw.services.shards.restarts()).toBe(0);
+    } finally {
+      if (filler !== undefined) rmSync(filler);
+      reader.close();
+    }
+  }, 60_000);
+});
+
 describe('StorageHealth', () => {
   it('a gateway started on a full disk says so in one line naming the file, exit 1, no stack trace; with room again it starts', async () => {
     const small = mkdtempSync(join(tmpdir(), 'tagw-full-start-'));
@@ -214,6 +265,44 @@ describe('StorageHealth', () => {
     clock.advance(1);
     expect(h.available()).toBe(true);
     expect(h.episodes).toBe(2);
+    expect(lines.filter((l) => l.startsWith('DATA_DIR is full'))).toHaveLength(2);
+    expect(lines.filter((l) => l.startsWith('DATA_DIR has room again'))).toHaveLength(2);
+  });
+
+  it("a shard's background writes waiting make the disk full until the shard says a write succeeded, whatever the free space; one episode each", () => {
+    const clock = new ManualClock(1_000);
+    let free = 100;
+    const lines: string[] = [];
+    const h = new StorageHealth({ dir: '/x', minFreeBytes: 10, checkMs: 50, now: () => clock.now(), freeBytes: () => free, log: createLogger('info', {}, (l) => lines.push(JSON.parse(l).msg)) });
+    h.check();
+    const waiting = { waiting: true, what: 'seat state', err: 'database or disk is full' } as const;
+    h.shardReport(1, waiting);
+    h.shardReport(1, waiting); // the same episode
+    expect(h.available()).toBe(false);
+    expect(h.status()).toEqual({
+      available: false, freeBytes: 100, fullSince: 1_000, reason: "shard 1's background writes wait for room: seat state, database or disk is full",
+      shardsWaiting: [{ shard: 1, since: 1_000, what: 'seat state' }],
+    });
+    expect(() => h.assertWritable()).toThrow(expect.objectContaining({ code: 'STORAGE_UNAVAILABLE' }));
+    clock.advance(50);
+    expect(h.available()).toBe(false); // room by the free space, the shard's writes still wait
+    h.shardReport(0, { waiting: false }); // another shard starting: nothing of it waited
+    expect(h.available()).toBe(false);
+    h.shardReport(1, { waiting: false });
+    expect(h.available()).toBe(true);
+    expect(h.status().shardsWaiting).toBeUndefined();
+    expect([h.episodes, h.shardEpisodes, h.shardsWaiting]).toEqual([1, 1, 0]);
+    // Full by the free space, a shard waiting too: the shard's end alone does not end the episode.
+    free = 5;
+    clock.advance(50);
+    expect(h.available()).toBe(false);
+    h.shardReport(0, waiting);
+    h.shardReport(0, { waiting: false });
+    expect(h.available()).toBe(false);
+    free = 100;
+    clock.advance(50);
+    expect(h.available()).toBe(true);
+    expect([h.episodes, h.shardEpisodes]).toEqual([2, 2]);
     expect(lines.filter((l) => l.startsWith('DATA_DIR is full'))).toHaveLength(2);
     expect(lines.filter((l) => l.startsWith('DATA_DIR has room again'))).toHaveLength(2);
   });

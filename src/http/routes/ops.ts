@@ -26,6 +26,10 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
           available: z.boolean().describe('False while DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE'),
           freeBytes: z.number().nullable().describe('Free bytes of the file system holding DATA_DIR at the last check'),
           fullSince: z.number().optional().describe('When the disk was found full (epoch ms)'),
+          reason: z.string().optional().describe('Why the disk counts as full: what found it so first in this episode (the free space below the reserve, a write that failed for lack of space, a shard whose background writes wait)'),
+          shardsWaiting: z.array(z.object({
+            shard: z.number(), since: z.number().describe('When its writes began to wait (epoch ms)'), what: z.string().describe('The first of its writes that met the full disk'),
+          })).optional().describe("Shards whose background writes (the simulator's, a seat's, idempotency outcomes) wait in memory for room; the disk counts as full until none does"),
         }),
         cluster: z.object({
           nats: z.boolean().describe('Connected to NATS: false while the link is down (calls for accounts owned elsewhere answer 503)'),
