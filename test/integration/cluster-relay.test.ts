@@ -220,8 +220,9 @@ describe('StreamRelay', () => {
     expect(A.relay.stats.dropped).toBe(before + 1);
   });
 
-  it('node-local kinds (thread stats, operator phases) are not relayed', async () => {
+  it('node-local kinds (thread stats, a shard waiting for disk space, operator phases) are not relayed', async () => {
     const before = A.relay.stats.published;
+    A.relay.publish({ kind: 'storage.waiting', key: '0', data: { waiting: true, what: 'seat state', err: 'database or disk is full' } });
     A.relay.publish({ kind: 'thread.stats', key: '0', data: { lagP99: 0, lagMax: 0, gcSeconds: 0, gcCount: 0, heapUsedBytes: 0, heapTotalBytes: 0 } });
     A.relay.publish({ kind: 'acct.phase', key: 'x', data: 'connected' } as ShardEvent);
     expect(A.relay.stats.published).toBe(before);
