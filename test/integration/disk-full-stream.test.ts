@@ -1,0 +1,99 @@
+// The /v1/stream account history on a full DATA_DIR (docs/storage.md, docs/stream.md "History").
+// Each batch of account events is written before its frames leave, so a client is never ahead of
+// what a restart finds. In bridge mode the broker's events keep coming while the gateway's disk is
+// full (they need no write of the gateway's to happen): before, the failed write was logged (one
+// error line a batch) and the frames sent anyway, never stored. Now the batch waits in memory and
+// is written, then sent, once there is room, in order, each frame once. A real tmpfs filled to the
+// last byte, a real gateway in bridge mode over loopback TCP, a real /v1/stream socket.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimBrokerConnection } from '../../src/broker/sim.js';
+import { createLogger } from '../../src/log.js';
+import { fillUp } from '../helpers/fullDisk.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startBridgeSim, type BridgeSim } from '../helpers/sim-helpers.js';
+import { expectAccountStream, mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
+import { until } from '../helpers/until.js';
+
+let mnt: string;
+let mounted = false;
+let bs: BridgeSim;
+let t: TestGateway | undefined;
+const logs: Array<{ level: string; msg: string; what?: string }> = [];
+const clients: StreamClient[] = [];
+
+beforeAll(async () => {
+  mnt = mkdtempSync(join(tmpdir(), 'tagw-full-stream-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mnt], { stdio: 'pipe' });
+    mounted = true;
+  } catch (err) {
+    throw new Error(`this test mounts a 64 MiB tmpfs and needs root (or CAP_SYS_ADMIN) for it: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
+  }
+  mkdirSync(join(mnt, 'data'));
+  bs = await startBridgeSim();
+  const log = createLogger('warn', {}, (line) => logs.push(JSON.parse(line) as (typeof logs)[number]));
+  t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url, storageCheckMs: 20, storageMinFreeMb: 1 }, { dataDir: join(mnt, 'data'), log });
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  await t?.stop();
+  await bs?.close();
+  rmSync(join(mnt, 'filler'), { force: true });
+  if (mounted) execFileSync('umount', [mnt]);
+  rmSync(mnt, { recursive: true, force: true });
+});
+
+describe('the /v1/stream history on a full DATA_DIR', () => {
+  it('account frames wait for their history rows: sent once written, in order and once each, the rows on disk; quotes go on', async () => {
+    const gw = t!;
+    const h = mgmt(gw.managementKey);
+    const bound = await gw.req('POST', '/ConnectEx', { headers: h, body: { user: 'full-stream', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(bound.status, bound.text).toBe(200);
+    const id = bound.body.id as string;
+    const key = (await gw.req('POST', '/v1/keys', { headers: h, body: { label: 's' } })).body.key as string;
+    const c = await mustOpen(gw.url, { id, apiKey: key, heartbeat: '0' });
+    clients.push(c);
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    const snapshot = await c.next('ORDERS', 0);
+    await c.next('QUOTE', 0);
+    const reader = new Database(join(gw.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+    const stored = () => (reader.prepare('SELECT seq FROM stream_history WHERE account_id = ? ORDER BY seq').all(id) as Array<{ seq: number }>).map((r) => r.seq);
+    const accountFrames = () => c.frames.filter((f) => f.type === 'POSITIONS' || f.type === 'ORDERS' || f.type === 'TRADE').filter((f) => f.seq > snapshot.seq);
+    // The same broker login, traded at the broker itself (another terminal): its events reach the gateway.
+    const other = new SimBrokerConnection(bs.sim, { server: 'Sim-P5-Demo', login: 'full-stream', password: 'pw' });
+    await other.connect();
+    try {
+      gw.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
+      const filler = fillUp(mnt);
+      try {
+        await other.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.01 });
+        await until(() => logs.some((l) => /DATA_DIR is full: background writes wait/.test(l.msg) && l.what === 'stream history'), 'the history write meeting the full disk');
+        // A quote sent after the failed write: an account frame sent with it would have come before.
+        await c.next('QUOTE');
+        expect(accountFrames()).toEqual([]);
+        expect(stored().filter((s) => s > snapshot.seq)).toEqual([]);
+        await other.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.02 });
+        await c.next('QUOTE');
+        expect(accountFrames()).toEqual([]);
+      } finally {
+        rmSync(filler);
+      }
+      // Room again: written, then sent.
+      await c.until(() => accountFrames().filter((f) => f.type === 'TRADE').length >= 2, 15_000, 'both TRADE frames once there is room');
+      const sent = accountFrames().map((f) => f.seq);
+      expect(new Set(sent).size).toBe(sent.length);
+      expect(stored()).toEqual(expect.arrayContaining(sent));
+      expectAccountStream(c.frames);
+      expect(logs.filter((l) => l.msg === 'stream history write failed')).toEqual([]);
+      expect(logs.filter((l) => /DATA_DIR is full: background writes wait/.test(l.msg))).toHaveLength(1);
+    } finally {
+      await other.disconnect();
+      reader.close();
+    }
+  }, 60_000);
+});
