@@ -47,6 +47,7 @@ import type { ShardEvent } from './runtime/protocol.js';
 import type { Services } from './http/services.js';
 import { registerMetrics, watchMainThread, type Watch } from './gatewayMetrics.js';
 import { StorageHealth } from './store/storageHealth.js';
+import { FullDisk } from './store/fullDisk.js';
 import { StreamHub } from './stream/hub.js';
 import { errorMessage } from './util/errorMessage.js';
 import { redactAlso } from './util/redactKeys.js';
@@ -357,8 +358,12 @@ async function openEdge(
     onHandingOver: (settled) => { cluster.beforeHandOver = settled; }, onAcquired: (listener) => { cluster.onAcquired = listener; },
     onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });
+  // The stream history's batches, written by this thread, wait for room on a full disk (docs/storage.md).
+  const fullDisk = new FullDisk({
+    log, retryMs: config.storageCheckMs, report: (e) => e.waiting && storage.reportFull(`the stream history's writes wait for room: ${e.err}`),
+  });
   const streamHub = (receivers.stream = new StreamHub({
-    config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id),
+    config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id), fullDisk,
     ...(shared ? { shared } : {}),
   }));
   const closeSockets = {

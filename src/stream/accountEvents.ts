@@ -1,7 +1,8 @@
 // The account stream of /v1/stream (docs/stream.md): POSITIONS, ORDERS and TRADE get the next seq
 // of their account's epoch, are written to the history store (one transaction per batch, before
 // their frames leave, so a restarted gateway never finds a client ahead of it), then go to every
-// live socket of the account. A socket becomes live by a snapshot (fresh, or after a failed resume)
+// live socket of the account. On a full disk a batch waits in memory, its frames unsent, and later
+// ones wait behind it: all are written, then sent, once there is room (docs/storage.md). A socket becomes live by a snapshot (fresh, or after a failed resume)
 // or by a replay of what it missed (since=<epoch>:<seq>).
 import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
@@ -9,6 +10,7 @@ import type { Logger } from '../log.js';
 import { isNoOpenStream, STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
 import { eventIsOlder, snapshotIsOlder } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
+import type { FullDisk } from '../store/fullDisk.js';
 import type { StreamHistoryStore } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { AccountStreams } from './accounts.js';
@@ -22,13 +24,20 @@ import type { AccountState, Sock } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
 
-export interface AccountEventDeps { config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore; shared?: SharedHistory }
+export interface AccountEventDeps {
+  config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore; shared?: SharedHistory;
+  /** The main thread's: a history write that meets a full DATA_DIR waits for room (src/store/fullDisk.ts). */
+  fullDisk?: FullDisk;
+}
 
 interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
 
 export class AccountEvents {
   private pending: Pending[] = [];
   private commitQueued = false;
+  /** Recorded, not stored yet: a full disk keeps them (and their frames) until a retry writes them. */
+  private unstored: Pending[] = [];
+  private storeRetry: NodeJS.Timeout | undefined;
   private readonly resyncing = new Set<AccountState>();
   /** Cluster mode only (docs/cluster.md "Streams and resume"). */
   readonly shared: SharedAccounts | undefined;
@@ -146,23 +155,55 @@ export class AccountEvents {
     if (this.pending.length === 0) return;
     const batch = this.pending;
     this.pending = [];
-    const byAcc = new Map<AccountState, HistoryEntry[]>();
-    for (const p of batch) {
-      if (p.epoch !== p.acc.history.epoch) continue; // an epoch that ended meanwhile (its sockets are closed)
-      let list = byAcc.get(p.acc);
-      if (!list) byAcc.set(p.acc, (list = []));
-      list.push(p.entry);
+    if (this.shared) return this.shared.commit([...byAccount(batch)]); // stored in JetStream, sent once stored
+    // Behind entries a full disk keeps waiting: written with them, by the retry, in order.
+    if (this.unstored.length > 0) {
+      for (const p of batch) this.unstored.push(p);
+      return;
     }
-    if (this.shared) return this.shared.commit([...byAcc]); // stored in JetStream, sent once stored
+    this.store(batch);
+  }
+
+  /**
+   * Writes the entries (one transaction), then sends them. A full disk keeps them, unsent, and
+   * tries again every retryMs (entries recorded meanwhile join them): a client is never ahead of
+   * the disk, and each frame is sent once, in order, when it is stored. Any other failure is
+   * logged and the frames are sent (a restart may not find them: docs/stream.md).
+   */
+  private store(batch: Pending[]): void {
+    const byAcc = byAccount(batch);
     try {
       this.deps.history.write([...byAcc].map(([acc, entries]) => ({
         accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
       })), this.deps.clock.now());
+      this.deps.fullDisk?.wrote();
     } catch (err) {
-      // Live clients still get their frames; a restart may not find them (see docs/stream.md).
+      const fullDisk = this.deps.fullDisk;
+      if (fullDisk?.postponed('stream history', err)) {
+        this.unstored = batch.filter((p) => p.epoch === p.acc.history.epoch);
+        this.storeRetry ??= setTimeout(() => this.storeUnstored(), fullDisk.retryMs);
+        this.storeRetry.unref();
+        return;
+      }
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
     }
     for (const [acc, entries] of byAcc) this.deliver(acc, entries);
+  }
+
+  /** The entries a full disk kept: tried again (see `store`). */
+  private storeUnstored(): void {
+    clearTimeout(this.storeRetry);
+    this.storeRetry = undefined;
+    const batch = this.unstored;
+    this.unstored = [];
+    if (batch.length > 0) this.store(batch);
+  }
+
+  /** Shutdown: what a full disk kept is tried once more; what still cannot be written was never sent. */
+  stop(): void {
+    this.storeUnstored();
+    clearTimeout(this.storeRetry);
+    this.storeRetry = undefined;
   }
 
   /** Entries of the account's stream (stored) to its live sockets, each from past its cursor. */
@@ -476,4 +517,16 @@ export class AccountEvents {
     this.accounts.rotate(acc);
     for (const s of [...acc.sockets]) this.out.end(s, 'STREAM_GAP');
   }
+}
+
+/** A batch's entries by account, in order; entries of an epoch that ended meanwhile (its sockets are closed) left out. */
+function byAccount(batch: readonly Pending[]): Map<AccountState, HistoryEntry[]> {
+  const byAcc = new Map<AccountState, HistoryEntry[]>();
+  for (const p of batch) {
+    if (p.epoch !== p.acc.history.epoch) continue;
+    let list = byAcc.get(p.acc);
+    if (!list) byAcc.set(p.acc, (list = []));
+    list.push(p.entry);
+  }
+  return byAcc;
 }

@@ -19,6 +19,7 @@ import type { SharedHistory } from './shared.js';
 import type { AccountState } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
+import type { FullDisk } from '../store/fullDisk.js';
 
 export interface AccountStreamDeps {
   config: Config;
@@ -30,6 +31,8 @@ export interface AccountStreamDeps {
   inflight: { draining: boolean };
   /** Where account histories are kept across restarts. */
   history: StreamHistoryStore;
+  /** The main thread's background writes (the history's batches) that meet a full DATA_DIR wait for room. */
+  fullDisk?: FullDisk;
   /** Cluster mode: the account stream numbered by its owner, kept in JetStream (none: one node, SQLite). */
   shared?: SharedHistory;
   /** The broker login bound to an account, from this thread's own database connection. */

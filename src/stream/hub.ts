@@ -145,6 +145,7 @@ export class StreamHub {
     // What was recorded is written, and the kept streams marked alive: a restart picks them up.
     this.guard('history flush', () => {
       this.events.commit();
+      this.events.stop();
       this.accounts.touch();
     });
     this.accounts.stop();
