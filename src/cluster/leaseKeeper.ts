@@ -143,6 +143,29 @@ export class LeaseKeeper {
     }, this.periodMs);
   }
 
+  /**
+   * Resolves once a round has claimed this NODE_ID (its first statement, reclaim: the node's row at
+   * this incarnation, an earlier process of the id fenced out) or found it taken over (superseded),
+   * true then; false if neither happened within `boundMs`. A round that fails is tried again every
+   * period. A start waits for this before it listens: a start whose first round failed (its
+   * statements slower than the query timeout on a loaded host) went on to serve under an id it had
+   * not claimed, beside a newer process of the id, until its next round found it taken over.
+   */
+  async claim(boundMs: number): Promise<boolean> {
+    let over = false;
+    const bound = setTimeout(() => { over = true; }, boundMs);
+    try {
+      for (;;) {
+        await this.tick();
+        if (!this.reclaimPending || this.superseded) return true;
+        if (this.stopped || over) return false;
+        await new Promise((r) => setTimeout(r, this.periodMs));
+      }
+    } finally {
+      clearTimeout(bound);
+    }
+  }
+
   /** Rounds only heartbeat for the settle period (none when it is 0), then a round plans at once. */
   private settle(): void {
     const settleMs = this.o.settleMs ?? this.periodMs;
