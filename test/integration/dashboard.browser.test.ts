@@ -395,6 +395,28 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('says on the overview when DATA_DIR is full and how many shards\' background writes wait (from /metrics), and not once it has room', async () => {
+    const page = await browser.page();
+    await signIn(page);
+    await page.waitForSelector('[data-testid=version]');
+    expect(await page.locator('[data-testid=disk-full]').count()).toBe(0);
+    // The gateway's own /metrics, with the disk full and one shard's writes waiting (disk-full.test.ts
+    // shows these series so on a real full disk).
+    await page.route('**/metrics', async (r) => {
+      const res = await r.fetch();
+      const text = (await res.text()).replace(/^tagw_storage_available 1$/m, 'tagw_storage_available 0').replace(/^tagw_storage_shards_waiting 0$/m, 'tagw_storage_shards_waiting 1');
+      await r.fulfill({ response: res, body: text });
+    });
+    await nextPoll(page, 2_000);
+    const banner = page.locator('[data-testid=disk-full]');
+    await banner.waitFor();
+    expect(await banner.textContent()).toBe("The disk holding DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE until space is freed; 1 shard's background writes wait in memory. See /readyz.");
+    await page.unroute('**/metrics');
+    await nextPoll(page, 2_000);
+    await banner.waitFor({ state: 'detached' });
+    await page.close();
+  });
+
   it('says in words when the gateway stops answering or a proxy answers HTML, and how old the figures shown are', async () => {
     const page = await browser.page();
     await signIn(page);

@@ -1,6 +1,6 @@
 // Overview: the gateway's own figures, refreshed every 2 s: /v1/status (version, uptime, shards,
 // accounts per connection phase; in cluster mode the nodes, leases and calls between nodes) and
-// /metrics (request rates and p99 per route family, stream).
+// /metrics (request rates and p99 per route family, stream; a full DATA_DIR, docs/storage.md).
 import { api, metricsText } from '../api.js';
 import { TimeChart } from '../chart.js';
 import { ClusterPanel } from '../cluster.js';
@@ -50,10 +50,13 @@ export function Overview({ title }) {
   const inflight = Math.max(0, (value(samples, 'tagw_http_inflight_requests') ?? 1) - 1);
   const quotes = value(samples, 'tagw_stream_quotes_published_total');
   const brokerPhases = byLabel(samples, 'tagw_broker_connections', 'phase');
+  const diskFull = value(samples, 'tagw_storage_available') === 0;
+  const shardsWaiting = value(samples, 'tagw_storage_shards_waiting') ?? 0;
   const totalRate = stats.reduce((n, r) => n + (r.rate ?? 0), 0);
   return html`
     <${Top} title=${title} at=${at} error=${error} />
     <${Err} error=${error} />
+    ${diskFull ? html`<div class="err" role="alert" data-testid="disk-full">The disk holding DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE until space is freed${shardsWaiting > 0 ? html`; ${shardsWaiting === 1 ? '1 shard\'s' : `${shardsWaiting} shards'`} background writes wait in memory` : null}. See /readyz.</div>` : null}
     <div class="grid g4">
       <div class="panel stat" data-testid="version"><div class="l">Version</div><div class="v">${status.version}</div><div class="s">API ${status.apiVersion} · Node ${status.node}</div></div>
       <div class="panel stat"><div class="l">Uptime</div><div class="v" data-testid="uptime">${duration(status.uptimeSec)}</div><div class="s">since ${status.startedAt.replace('T', ' ').slice(0, 19)} UTC</div></div>
