@@ -20,6 +20,7 @@ import type { ActorHost } from '../../src/runtime/hosts/context.js';
 import type { BrokerConnection, BrokerCredentials } from '../../src/broker/types.js';
 import { RETCODE_DONE, type TradeResult } from '../../src/market/orders.js';
 import type { ServerInfo } from '../../src/market/server.js';
+import { BrokerDisconnectedError, BrokerTimeoutError } from '../../src/market/brokerErrors.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { runMigrations } from '../../src/store/migrations.js';
@@ -195,6 +196,8 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
     readonly done = new Map<string, TradeResult>();
     release: () => void = () => {};
     hold = false;
+    /** Thrown once the held reply is released (the order executed first when the reply is lost). */
+    fail: Error | undefined;
     /** An order is at the broker, its reply held. */
     holding = false;
     conn(c: BrokerCredentials): BrokerConnection {
@@ -210,7 +213,9 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
             this.holding = true;
             await new Promise<void>((r) => (this.release = r));
           }
+          if (this.fail instanceof BrokerDisconnectedError) throw this.fail;
           this.executed++;
+          if (this.fail) throw this.fail;
           const result: TradeResult = {
             ok: true, retcode: RETCODE_DONE, deals: [],
             order: {
@@ -230,8 +235,9 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
     }
   }
 
-  it('the outcome waits in memory (a same-id retry waits for it), is written once there is room, and only then replayed from its row: no broker question, no second order', async () => {
-    const dir = join(mnt, 'outcomes');
+  /** An account host over `name`'s database on the tmpfs, its broker the Upstream; `boot` again: a start from the disk. */
+  function outcomeHost(name: string) {
+    const dir = join(mnt, name);
     mkdirSync(dir);
     const up = new Upstream();
     const logs: Booted['logs'] = [];
@@ -247,11 +253,17 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
       host.rehydrate();
       return { db, host, full };
     };
-    const b = boot();
     const bind = (h: ActorHost) => h.handlers['account.bind']!({ accountId: FAKE_ACCOUNT, customerId: 'c', server: 'Fake-P5', login: '9', passwordEnc: new SecretBox(Buffer.from(KEY, 'hex')).seal('pw', FAKE_ACCOUNT) });
-    await bind(b.host);
     const send = (h: ActorHost) => Promise.resolve(h.handlers['account.trade']!({ accountId: FAKE_ACCOUNT, op: 'OrderSend', args: { symbol: 'EURUSD', operation: 'Buy', volume: 0.1 }, clientOrderId: 'o-1' })) as Promise<TradeReply>;
-    const phase = () => (b.db.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'o-1'").get() as { phase: string } | undefined)?.phase;
+    const phaseIn = (db: Db) => () => (db.prepare("SELECT phase FROM idempotency WHERE client_order_id = 'o-1'").get() as { phase: string } | undefined)?.phase;
+    return { up, logs, boot, bind, send, phaseIn };
+  }
+
+  it('the outcome waits in memory (a same-id retry waits for it), is written once there is room, and only then replayed from its row: no broker question, no second order', async () => {
+    const { up, logs, boot, bind, send, phaseIn } = outcomeHost('outcomes');
+    const b = boot();
+    await bind(b.host);
+    const phase = phaseIn(b.db);
 
     up.hold = true;
     const first = send(b.host);
@@ -286,5 +298,44 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
     await bind(again.host);
     expect(await send(again.host)).toMatchObject({ status: 200, replay: true });
     expect([up.executed, up.lookups]).toEqual([1, 0]);
+  }, 60_000);
+
+  it.each([
+    ['never sent (the connection dropped first): its row is removed once there is room, and the retry sends the order', 'failed'],
+    ['sent, its reply lost and the broker cannot tell: its row says uncertain once there is room, and the retry answers 409', 'lost'],
+  ] as const)('an order %s', async (_name, how) => {
+    const { up, boot, bind, send, phaseIn } = outcomeHost(`outcomes-${how}`);
+    const b = boot();
+    await bind(b.host);
+    const phase = phaseIn(b.db);
+    up.hold = true;
+    up.fail = how === 'failed' ? new BrokerDisconnectedError() : new BrokerTimeoutError(true, 'reply lost');
+    const first = send(b.host).then(() => 'answered', (e: unknown) => (e as { code?: string }).code);
+    await until(() => phase() === 'sent' && up.holding, 'the claim committed');
+    b.db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fillUp(mnt);
+    let retried: string | undefined;
+    try {
+      up.release();
+      expect(await first).toBe(how === 'failed' ? 'NOT_CONNECTED' : 'TERMINAL_ERROR');
+      await until(() => b.full.writers.includes('idempotency outcomes'), 'the outcome\'s commit meeting the full disk');
+      up.hold = false;
+      up.fail = undefined;
+      const retry = send(b.host).then((r) => (retried = `${r.status}`), (e: unknown) => (retried = (e as { code?: string }).code));
+      const tries = b.full.writers.length;
+      await until(() => b.full.writers.length >= tries + 2, 'two more tries of the outcome\'s write');
+      expect([retried, phase()]).toEqual([undefined, 'sent']);
+      rmSync(filler);
+      await retry;
+    } finally {
+      rmSync(join(mnt, 'filler'), { force: true });
+    }
+    if (how === 'failed') {
+      // The id was free: the retry's order, the only one executed, and its own row (its outcome a turn after its answer).
+      await until(() => phase() === 'result', 'the retry\'s outcome written');
+      expect([retried, up.executed]).toEqual(['200', 1]);
+    } else {
+      expect([retried, up.executed, phase()]).toEqual(['IDEMPOTENCY_UNCERTAIN', 1, 'uncertain']);
+    }
   }, 60_000);
 });
