@@ -38,6 +38,8 @@ export class AccountEvents {
   /** Recorded, not stored yet: a full disk keeps them (and their frames) until a retry writes them. */
   private unstored: Pending[] = [];
   private storeRetry: NodeJS.Timeout | undefined;
+  /** Snapshots waiting for those entries (they describe lists as of them). */
+  private afterStored: Array<() => void> = [];
   private readonly resyncing = new Set<AccountState>();
   /** Cluster mode only (docs/cluster.md "Streams and resume"). */
   readonly shared: SharedAccounts | undefined;
@@ -188,6 +190,9 @@ export class AccountEvents {
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
     }
     for (const [acc, entries] of byAcc) this.deliver(acc, entries);
+    const waiting = this.afterStored;
+    this.afterStored = [];
+    for (const f of waiting) f();
   }
 
   /** The entries a full disk kept: tried again (see `store`). */
@@ -422,6 +427,14 @@ export class AccountEvents {
       // and again while events keep arriving faster than JetStream acknowledges, up to a bound.
       this.boundClusterWait(sock, 'snapshot');
       this.shared.afterStores(() => {
+        if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
+      });
+      return;
+    }
+    if (h.sent < h.seq && this.unstored.length > 0) {
+      // One node, a full disk: the lists are as of frames not stored yet, so the snapshot waits for
+      // them as they do (a restart would find the client ahead of it).
+      this.afterStored.push(() => {
         if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
       });
       return;

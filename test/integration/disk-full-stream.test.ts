@@ -67,6 +67,7 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
     // The same broker login, traded at the broker itself (another terminal): its events reach the gateway.
     const other = new SimBrokerConnection(bs.sim, { server: 'Sim-P5-Demo', login: 'full-stream', password: 'pw' });
     await other.connect();
+    let fresh: StreamClient | undefined;
     const failed = () => logs.some((l) => /DATA_DIR is full: background writes wait/.test(l.msg) && l.what === 'stream history');
     let orders = 0;
     const trade = async () => {
@@ -93,9 +94,19 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
         await c.next('QUOTE');
         expect(accountFrames()).toHaveLength(sentWhileFull);
         expect(stored()).toEqual(storedWhileFull);
+        // A socket that comes now: its snapshot (the lists as of frames not stored yet) waits too,
+        // or a restart would find it ahead.
+        fresh = await mustOpen(gw.url, { id, apiKey: key, heartbeat: '0' });
+        clients.push(fresh);
+        fresh.send({ action: 'subscribe', symbol: 'BTCUSD' });
+        await fresh.next('QUOTE', 0);
+        await fresh.next('QUOTE');
+        expect(fresh.of('POSITIONS')).toEqual([]);
       } finally {
         rmSync(filler);
       }
+      const freshSnapshot = await fresh!.next('ORDERS', 0);
+      expect(stored()).toContain(freshSnapshot.seq);
       // Room again: written, then sent.
       await c.until(() => accountFrames().filter((f) => f.type === 'TRADE').length >= orders, 15_000, 'every TRADE frame once there is room');
       const sent = accountFrames().map((f) => f.seq);
