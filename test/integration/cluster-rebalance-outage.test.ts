@@ -15,8 +15,13 @@ import { expectAccountStream, mustOpen } from '../helpers/stream-helpers.js';
 /** Past JetStream's 5 s ack timeout: the owner's first store of the order's frames has failed. */
 const CUT_MS = 7_000;
 const proxies = useNatsProxies(['a', 'b', 'c']);
-// Never stepping down within the test: only a rebalance moves the account.
-const env = useCluster({ env: { CLUSTER_STEP_DOWN_MS: '120000' }, nodeEnv: proxies.nodeEnv });
+// Never stepping down within the test: only a rebalance moves the account. The lease is the
+// default (CLUSTER_LEASE_MS, 10 s), not the helper's 1.5 s: the test is about an owner that keeps
+// its lease through the outage, and a 1.5 s lease lapsed under load (CI, and 1 in 10 runs here at
+// load 25-37: "cluster leases lost ... revoked" on the holder, the account taken by a survivor and the
+// order through the holder 503; a lapse after the link was back, before the stores, closes the
+// socket with 4014). A lapse moves the account as the spec says; it is not what this test checks.
+const env = useCluster({ leaseMs: 10_000, env: { CLUSTER_STEP_DOWN_MS: '120000' }, nodeEnv: proxies.nodeEnv });
 
 let acct: ClusterAccount;
 beforeAll(async () => {
@@ -25,10 +30,11 @@ beforeAll(async () => {
 
 describe('a rebalance after the owner\'s NATS outage', () => {
   it('the owner keeps the account while its link is down, then stores what it numbered before handing it over: its socket gets the TRADE once and no 4014', async () => {
-    // One account: it goes to one node (the rendezvous' largest share). Killed, the account moves
-    // to a survivor; relaunched, that node is the account's target again: a rebalance.
+    // One account: it goes to one node (the rendezvous' largest share). Stopped (SIGTERM: handed
+    // over, no lease to wait out), the account moves to a survivor; relaunched, that node is the
+    // account's target again: a rebalance.
     const target = (await env.cluster.owner(acct.id)).owner;
-    await env.cluster.kill(target);
+    await env.cluster.term(target);
     const holder = (await env.cluster.owner(acct.id, { not: target, limitMs: 15_000 })).owner;
     const node = env.cluster.node(holder);
     const s = await mustOpen(node.url, { id: acct.id, heartbeat: '0' }, { 'x-api-key': acct.key });
