@@ -176,6 +176,12 @@ describe("a shard's background writes waiting for room on the full disk", () => 
       expect(await metric('tagw_storage_shards_waiting')).toBeGreaterThanOrEqual(1);
       expect(await metric('tagw_storage_shard_waiting_episodes_total')).toBeGreaterThan(episodesBefore);
       expect(await metric('tagw_storage_available')).toBe(0);
+      // `tagw status`: not ready (disk full), and a line saying why and which shard's writes wait.
+      const env: NodeJS.ProcessEnv = { ...process.env, HOST: '127.0.0.1', PORT: String(t.gw.port), DATA_DIR: t.dataDir, GATEWAY_MANAGEMENT_KEY: t.managementKey };
+      for (const k of ['TAGW_CONFIG', 'TAGW_URL', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+      const status = await runBuiltCli(['status'], env);
+      expect(status.code, status.stderr).toBe(EXIT.NOT_READY);
+      expect(status.stdout).toMatch(/^disk: +full \(.+\); background writes wait in memory: shard \d+ \(seat state\)/m);
       if (filler !== undefined) rmSync(filler);
       filler = undefined;
       const up = await untilReady(true);

@@ -46,7 +46,9 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
 
 /** /readyz's body (its 503 carries the same): which parts are down. */
 interface Readiness {
-  ready: boolean; store?: boolean; shardsUp?: boolean; storage?: { available: boolean };
+  ready: boolean; store?: boolean; shardsUp?: boolean;
+  /** `reason` and `shardsWaiting` from gateways that have them. */
+  storage?: { available: boolean; reason?: string; shardsWaiting?: Array<{ shard: number; what: string }> };
   /** Cluster mode only (absent from older gateways). */
   cluster?: { nats: boolean; database: boolean };
 }
@@ -71,6 +73,13 @@ export function notReady(r: Readiness | undefined, st: { shards?: Status['shards
     st.cluster?.steppedDown === true && 'stepped down (its accounts handed over to other nodes)',
   ].filter((x): x is string => typeof x === 'string');
   return down.length === 0 && !r.ready ? [UNNAMED] : down;
+}
+
+/** A full disk in words: why, and which shards' background writes wait (docs/storage.md); null when it has room. */
+export function diskLine(storage: Readiness['storage']): string | null {
+  if (!storage || storage.available) return null;
+  const waiting = storage.shardsWaiting ?? [];
+  return `full${storage.reason ? ` (${storage.reason})` : ''}${waiting.length > 0 ? `; background writes wait in memory: ${waiting.map((w) => `shard ${w.shard} (${w.what})`).join(', ')}` : ''}`;
 }
 
 /** `yes`, or `no` with what keeps it from being ready (a gateway that did not answer: unreachable). */
@@ -116,9 +125,11 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     // An older gateway's status has no schema version: the database file says it (read-only).
     const schemaVersion = st.schemaVersion ?? await schemaVersionOnDisk(c.config().dataDir);
     const down = notReady(readiness, st);
+    const disk = diskLine(readiness?.storage);
     const data = { url: client.url, health: health.status, ready: down.length === 0, notReady: down, ...(readiness?.cluster ? { clusterReady: readiness.cluster } : {}), ...st, schemaVersion };
     c.out.print(data, (d) => fields([
-      ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness, st)], ['version', `${d.version} (API ${d.apiVersion})`],
+      ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness, st)], ...(disk ? [['disk', disk] as [string, unknown]] : []),
+      ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
       ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
       ...(d.cluster ? clusterFields(d.cluster) : []),
