@@ -338,4 +338,33 @@ describe('an idempotency record\'s outcome (written a turn after the answer) on 
       expect([retried, up.executed, phase()]).toEqual(['IDEMPOTENCY_UNCERTAIN', 1, 'uncertain']);
     }
   }, 60_000);
+
+  it('a record restored \'sent\' whose recovered outcome meets the full disk fails for lack of space (503 STORAGE_UNAVAILABLE), and once there is room its retry is answered from the disk: it was stuck on that error until the shard restarted', async () => {
+    const { up, boot, bind, send, phaseIn } = outcomeHost('outcomes-recover');
+    const b = boot();
+    await bind(b.host);
+    const phase = phaseIn(b.db);
+    up.hold = true;
+    const first = send(b.host);
+    await until(() => phase() === 'sent' && up.holding, 'the claim committed');
+    // A start from the disk while the order is at the broker: the record is restored 'sent'. The
+    // first host dies (its connection to the database closed: its outcome is never written).
+    const restarted = boot();
+    await bind(restarted.host);
+    b.db.close();
+    up.release();
+    expect(await first).toMatchObject({ status: 200 });
+    restarted.db.pragma('wal_checkpoint(TRUNCATE)');
+    const filler = fillUp(mnt);
+    try {
+      // The restarted host asks the broker (it executed) and writes the outcome: no room (the shard
+      // answers it as 503 STORAGE_UNAVAILABLE, errors.ts).
+      await expect(send(restarted.host)).rejects.toMatchObject({ code: 'SQLITE_FULL' });
+    } finally {
+      rmSync(filler);
+    }
+    expect(await send(restarted.host)).toMatchObject({ status: 200, replay: true });
+    expect(phaseIn(restarted.db)()).toBe('result');
+    expect(up.executed).toBe(1);
+  }, 60_000);
 });
