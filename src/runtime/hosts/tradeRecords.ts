@@ -6,6 +6,7 @@ import { idempotencyMachine, type IdempotencyContext, type StoredResult } from '
 import { FreshRecord, type FreshRecordActions } from '../../../actors/idempotencyFresh.js';
 import type { Logger } from '../../log.js';
 import { systemClock, type Clock } from '../../util/clock.js';
+import { isStorageFull } from '../../errors.js';
 import { FULL_DISK_RETRY_MS, FullDisk } from '../../store/fullDisk.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import { KeyedTable } from '../../util/keyedTable.js';
@@ -175,7 +176,16 @@ export abstract class TradeRecords {
   protected async settled(rec: Rec): Promise<IdemSnapshot> {
     if (rec.busy) await new Promise<void>((resolve, reject) => (rec.waiters ??= []).push({ resolve, reject }));
     const s = rec.actor.getSnapshot();
-    if (s.status === 'error') throw s.error;
+    if (s.status === 'error') {
+      // A write of the record that found no room (a recovered outcome on a full disk): its row is as
+      // it was, so the record leaves memory and the next request restores it from the row (before,
+      // it stayed in error and answered every later request so, room or not, until a restart).
+      if (isStorageFull(s.error)) {
+        const k = this.key(s.context.accountId, s.context.clientOrderId);
+        if (this.records.get(k) === rec) this.records.delete(k);
+      }
+      throw s.error;
+    }
     if (s.status === 'stopped' && !rec.evicted) throw stoppedError();
     return s;
   }
