@@ -2,8 +2,9 @@
 // of their account's epoch, are written to the history store (one transaction per batch, before
 // their frames leave, so a restarted gateway never finds a client ahead of it), then go to every
 // live socket of the account. On a full disk a batch waits in memory, its frames unsent, and later
-// ones wait behind it: all are written, then sent, once there is room (docs/storage.md). A socket becomes live by a snapshot (fresh, or after a failed resume)
-// or by a replay of what it missed (since=<epoch>:<seq>).
+// ones wait behind it: all are written, then sent, once there is room (docs/storage.md). A socket
+// becomes live by a snapshot (fresh, or after a failed resume) or by a replay of what it missed
+// (since=<epoch>:<seq>).
 import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
 import type { Logger } from '../log.js';
