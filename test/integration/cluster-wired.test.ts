@@ -5,6 +5,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../../src/auth/keys.js';
+import { connect } from '@nats-io/transport-node';
 import { targetOwners } from '../../src/cluster/rendezvous.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { handleHash } from '../../src/http/routes/gateway.js';
@@ -50,6 +51,18 @@ async function accountFollowedFrom(follower: TestGateway): Promise<{ id: string;
     if (owner !== follower) return { id, owner };
   }
   throw new Error('eight new accounts in a row went to the following node');
+}
+
+/** Where the lease plan (targetOwners, as every node computes it) puts `account` once `lapsing` has
+ *  been judged departed (its accounts taken by the others) and is back holding nothing, from what
+ *  PostgreSQL says is bound and held now. */
+async function placeAfterLapse(lapsing: TestGateway, account: string): Promise<string | undefined> {
+  const lapsingId = lapsing.gw.cluster!.nodeId;
+  const others = lapsing.gw.cluster!.liveNodes().map((n) => n.nodeId).filter((n) => n !== lapsingId);
+  const accounts = (await engines.pool.query<{ seat_id: string }>('SELECT b.seat_id FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL')).rows.map((r) => r.seat_id);
+  const held = (await engines.pool.query<{ account_id: string; owner: string }>('SELECT account_id, owner FROM account_leases WHERE owner IS NOT NULL AND expires_at > now()')).rows;
+  const during = targetOwners(others, accounts, new Map(held.filter((r) => r.owner !== lapsingId).map((r) => [r.account_id, r.owner])));
+  return targetOwners([...others, lapsingId], accounts, during).get(account);
 }
 
 beforeAll(async () => {
@@ -243,9 +256,24 @@ describe('gateways as cluster nodes', () => {
     u.port = String(proxy.port);
     const id = 'node-lapses';
     const lapsing = await startNode(id, u.toString());
-    // A node that cannot reach PostgreSQL could not keep an account: the followed one is another's.
-    const { id: account, owner } = await accountFollowedFrom(lapsing);
+    // A node that cannot reach PostgreSQL could not keep an account: the followed one is another's,
+    // and one that stays with that owner when the node is back and takes its share again (the owner,
+    // over its share then, hands over the accounts it scores lowest: half the time the followed one,
+    // which then moved away from the node the test watches: with such an account chosen, 2 of 4 runs
+    // at load 10 failed).
+    let followedAccount: { id: string; owner: TestGateway } | undefined;
+    for (let i = 0; i < 8 && !followedAccount; i++) {
+      const f = await accountFollowedFrom(lapsing);
+      if ((await placeAfterLapse(lapsing, f.id)) === f.owner.gw.cluster!.nodeId) followedAccount = f;
+    }
+    if (!followedAccount) throw new Error('eight followed accounts in a row would move when the cut-off node is back');
+    const { id: account, owner } = followedAccount;
     const interest = () => owner.gw.cluster!.router.interest.holding(id, account);
+    // The owner tells a node whose holds it released (tagw.node.<id>.released).
+    const nc = await connect({ servers: engines.nats.url });
+    let releasedBy: string | undefined;
+    nc.subscribe(SUBJECTS.nodeReleased(id), { max: 1, callback: (_err, m) => { releasedBy = m.string(); } });
+    await nc.flush();
     const socket = await mustOpen(lapsing.url, { id: account }, { 'x-api-key': apiKey.value });
     try {
       await socket.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
@@ -253,7 +281,11 @@ describe('gateways as cluster nodes', () => {
       // PostgreSQL refuses the node (NATS stays): its heartbeats stop, the owner judges it departed.
       proxy.target(1);
       proxy.cut('reset');
-      await until(() => interest() === undefined, 'the owner to release the cut-off node\'s stream after its heartbeat expired', 30_000);
+      // Seen as the owner's notice, not as the owner's ledger without the node's holds: told over
+      // NATS (its link is up), the node opens them there again at once, and a test polling for that
+      // moment could miss it (seen once in 4 runs at load 10: 30 s without seeing it).
+      await until(() => releasedBy !== undefined, 'the owner to release the cut-off node\'s stream after its heartbeat expired', 30_000);
+      expect(releasedBy).toBe(owner.gw.cluster!.nodeId);
       proxy.target(engines.postgres.port);
       await until(() => interest()?.opens === 1, 'the node, back, to open its socket\'s stream at the owner again (once)', 30_000);
       const sent = await orderSend(owner.url, apiKey.value, account, 'after-lapse');
@@ -261,6 +293,7 @@ describe('gateways as cluster nodes', () => {
       await socket.until((c) => c.of('TRADE').find((f) => f.data.order === sent.ticket), 15_000, 'the TRADE of the order placed after the lapse');
       expect(interest()?.opens).toBe(1);
     } finally {
+      await nc.close();
       await socket.close();
       nodes.splice(nodes.indexOf(lapsing), 1);
       await lapsing.stop().catch(() => undefined);
