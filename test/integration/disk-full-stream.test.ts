@@ -84,6 +84,9 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
         // that trade's frames were stored and sent, and the next trade meets the full disk.
         for (let i = 0; i < 10 && !failed(); i++) await trade();
         expect(failed()).toBe(true);
+        // /readyz says what waits on the main thread.
+        const ready = await gw.req('GET', '/readyz');
+        expect([ready.status, ready.body.storage.mainWaiting]).toEqual([503, { since: expect.any(Number), what: 'stream history' }]);
         // A quote sent after the failed write: an account frame sent with it would have come before.
         await c.next('QUOTE');
         const storedWhileFull = stored();
@@ -115,6 +118,7 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
       expectAccountStream(c.frames);
       expect(logs.filter((l) => l.msg === 'stream history write failed')).toEqual([]);
       expect(logs.filter((l) => /DATA_DIR is full: background writes wait/.test(l.msg))).toHaveLength(1);
+      expect((await gw.req('GET', '/readyz')).body.storage.mainWaiting).toBeUndefined();
     } finally {
       await other.disconnect();
       reader.close();

@@ -312,4 +312,25 @@ describe('StorageHealth', () => {
     expect(lines.filter((l) => l.startsWith('DATA_DIR is full'))).toHaveLength(2);
     expect(lines.filter((l) => l.startsWith('DATA_DIR has room again'))).toHaveLength(2);
   });
+
+  it("the main thread's stream history waiting holds the episode too, shown apart from the shards, until its write is done", () => {
+    const clock = new ManualClock(1_000);
+    const h = new StorageHealth({ dir: '/x', minFreeBytes: 10, checkMs: 50, now: () => clock.now(), freeBytes: () => 100, log: createLogger('silent') });
+    h.check();
+    h.mainReport({ waiting: true, what: 'stream history', err: 'database or disk is full' });
+    expect(h.status()).toEqual({
+      available: false, freeBytes: 100, fullSince: 1_000, reason: "the main thread's background writes wait for room: stream history, database or disk is full",
+      mainWaiting: { since: 1_000, what: 'stream history' },
+    });
+    expect(h.shardsWaiting).toBe(0);
+    clock.advance(50);
+    expect(h.available()).toBe(false);
+    h.shardReport(0, { waiting: false });
+    expect(h.available()).toBe(false);
+    h.mainReport({ waiting: false });
+    expect(h.available()).toBe(true);
+    expect(h.status().mainWaiting).toBeUndefined();
+    expect(h.episodes).toBe(1);
+  });
 });
+
