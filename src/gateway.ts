@@ -360,7 +360,7 @@ async function openEdge(
   });
   // The stream history's batches, written by this thread, wait for room on a full disk (docs/storage.md).
   const fullDisk = new FullDisk({
-    log, retryMs: config.storageCheckMs, report: (e) => e.waiting && storage.reportFull(`the stream history's writes wait for room: ${e.err}`),
+    log, retryMs: config.storageCheckMs, report: (e) => storage.mainReport(e),
   });
   const streamHub = (receivers.stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id), fullDisk,

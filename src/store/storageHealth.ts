@@ -4,9 +4,10 @@
 // calls are refused with 503 STORAGE_UNAVAILABLE before anything is sent, /readyz answers 503 and
 // /metrics shows it. A check every `checkMs` ends the episode by itself once space is back. One log
 // line when an episode starts and one when it ends, however many requests it refused. A shard whose
-// background writes wait for room (its FullDisk's episode, told as a storage.waiting event) makes
-// the disk full too, until it says a write succeeded again: such writes wait for room the reserve
-// check may not see (a quota), and an order's commit would meet the same disk.
+// background writes wait for room (its FullDisk's episode, told as a storage.waiting event), or the
+// main thread's own (the stream history's), makes the disk full too, until a write succeeded again:
+// such writes wait for room the reserve check may not see (a quota), and an order's commit would
+// meet the same disk.
 import { statfsSync } from 'node:fs';
 import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -34,6 +35,8 @@ export interface StorageStatus {
   reason?: string;
   /** Shards whose background writes wait for room (since when, what met the full disk first), when any do. */
   shardsWaiting?: ShardWaiting[];
+  /** The main thread's background writes (the stream history's batches), when they wait for room. */
+  mainWaiting?: { since: number; what: string };
 }
 
 export interface ShardWaiting { shard: number; since: number; what: string }
@@ -50,8 +53,8 @@ export class StorageHealth {
   private timer: NodeJS.Timeout | undefined;
   /** Episodes of a full disk since start (a counter in /metrics). */
   episodes = 0;
-  /** Shards whose background writes wait for room now, by index (see shardReport). */
-  private readonly waiting = new Map<number, ShardWaiting>();
+  /** Threads whose background writes wait for room now: shards by index, and 'main' (see shardReport, mainReport). */
+  private readonly waiting = new Map<number | 'main', { since: number; what: string }>();
   /** Episodes of shards' background writes waiting since start (a counter in /metrics). */
   shardEpisodes = 0;
 
@@ -94,21 +97,30 @@ export class StorageHealth {
    * once none does, it is full only as long as the free space says so.
    */
   shardReport(shard: number, e: FullDiskEpisode): void {
+    if (e.waiting && !this.waiting.has(shard)) this.shardEpisodes++;
+    this.report(shard, `shard ${shard}'s`, e);
+  }
+
+  /** The same for the main thread's own background writes (the stream history's batches). */
+  mainReport(e: FullDiskEpisode): void {
+    this.report('main', "the main thread's", e);
+  }
+
+  private report(thread: number | 'main', whose: string, e: FullDiskEpisode): void {
     if (e.waiting) {
-      if (this.waiting.has(shard)) return;
+      if (this.waiting.has(thread)) return;
       const now = this.o.now();
-      this.waiting.set(shard, { shard, since: now, what: e.what });
-      this.shardEpisodes++;
+      this.waiting.set(thread, { since: now, what: e.what });
       this.checkedAt = now;
-      this.enter(`shard ${shard}'s background writes wait for room: ${e.what}, ${e.err}`);
-    } else if (this.waiting.delete(shard) && this.waiting.size === 0 && this.full) {
+      this.enter(`${whose} background writes wait for room: ${e.what}, ${e.err}`);
+    } else if (this.waiting.delete(thread) && this.waiting.size === 0 && this.full) {
       this.check();
     }
   }
 
   /** How many shards' background writes wait for room now (a gauge in /metrics). */
   get shardsWaiting(): number {
-    return this.waiting.size;
+    return this.waiting.size - (this.waiting.has('main') ? 1 : 0);
   }
 
   /** A write failed for lack of space: full until a later check finds room. */
@@ -126,9 +138,11 @@ export class StorageHealth {
 
   status(): StorageStatus {
     const available = this.available();
+    const main = this.waiting.get('main');
     return {
       available, freeBytes: this.free, ...(this.full ? { fullSince: this.full.since, reason: this.full.reason } : {}),
-      ...(this.waiting.size > 0 ? { shardsWaiting: [...this.waiting.values()] } : {}),
+      ...(this.shardsWaiting > 0 ? { shardsWaiting: [...this.waiting].flatMap(([t, w]) => (t === 'main' ? [] : [{ shard: t, ...w }])) } : {}),
+      ...(main ? { mainWaiting: { ...main } } : {}),
     };
   }
 

@@ -30,6 +30,7 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
           shardsWaiting: z.array(z.object({
             shard: z.number(), since: z.number().describe('When its writes began to wait (epoch ms)'), what: z.string().describe('The first of its writes that met the full disk'),
           })).optional().describe("Shards whose background writes (the simulator's, a seat's, idempotency outcomes) wait in memory for room; the disk counts as full until none does"),
+          mainWaiting: z.object({ since: z.number(), what: z.string() }).optional().describe("The main thread's background writes (the /v1/stream history's batches, their frames unsent) waiting in memory for room; the disk counts as full until they are written"),
         }),
         cluster: z.object({
           nats: z.boolean().describe('Connected to NATS: false while the link is down (calls for accounts owned elsewhere answer 503)'),
