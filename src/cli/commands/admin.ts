@@ -47,8 +47,8 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
 /** /readyz's body (its 503 carries the same): which parts are down. */
 interface Readiness {
   ready: boolean; store?: boolean; shardsUp?: boolean;
-  /** `reason` and `shardsWaiting` from gateways that have them. */
-  storage?: { available: boolean; reason?: string; shardsWaiting?: Array<{ shard: number; what: string }> };
+  /** `reason`, `shardsWaiting` and `mainWaiting` from gateways that have them. */
+  storage?: { available: boolean; reason?: string; shardsWaiting?: Array<{ shard: number; what: string }>; mainWaiting?: { what: string } };
   /** Cluster mode only (absent from older gateways). */
   cluster?: { nats: boolean; database: boolean };
 }
@@ -78,8 +78,9 @@ export function notReady(r: Readiness | undefined, st: { shards?: Status['shards
 /** A full disk in words: why, and which shards' background writes wait (docs/storage.md); null when it has room. */
 export function diskLine(storage: Readiness['storage']): string | null {
   if (!storage || storage.available) return null;
-  const waiting = storage.shardsWaiting ?? [];
-  return `full${storage.reason ? ` (${storage.reason})` : ''}${waiting.length > 0 ? `; background writes wait in memory: ${waiting.map((w) => `shard ${w.shard} (${w.what})`).join(', ')}` : ''}`;
+  const waiting = (storage.shardsWaiting ?? []).map((w) => `shard ${w.shard} (${w.what})`);
+  if (storage.mainWaiting) waiting.push(`main thread (${storage.mainWaiting.what})`);
+  return `full${storage.reason ? ` (${storage.reason})` : ''}${waiting.length > 0 ? `; background writes wait in memory: ${waiting.join(', ')}` : ''}`;
 }
 
 /** `yes`, or `no` with what keeps it from being ready (a gateway that did not answer: unreachable). */
