@@ -354,7 +354,7 @@ async function openEdge(
   // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
   const shared = cluster && await (await import('./cluster/clusterStreamHistory.js')).ClusterStreamHistory.open({
     nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },
-    replicas: clusterCfg?.streamReplicas ?? 1, owns: (id) => cluster.owns(id), holds: (id) => cluster.holds(id),
+    replicas: clusterCfg?.streamReplicas ?? 1, owns: (id) => cluster.owns(id), holds: (id) => cluster.holds(id), leaseEpoch: (id) => cluster.pg.keeper.epochOf(id),
     onHandingOver: (settled) => { cluster.beforeHandOver = settled; }, onAcquired: (listener) => { cluster.onAcquired = listener; },
     onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });

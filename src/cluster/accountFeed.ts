@@ -13,9 +13,14 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { H_WHY, historySubject, type JetStreamHistory, type StreamPosition } from './jsHistory.js';
+import { H_WHY, historySubject, leasedOf, type HistoryHead, type JetStreamHistory, type StreamPosition } from './jsHistory.js';
+import { LeaseOrder } from './leaseOrder.js';
 
-export interface FeedFrame { epoch: string; seq: number; frame: string; /** an epoch marker's reason */ why?: 'rebound' }
+export interface FeedFrame {
+  epoch: string; seq: number; frame: string; /** an epoch marker's reason */ why?: 'rebound';
+  /** Its writer's lease and whether it is a takeover's fence (leaseOrder.ts). */
+  lease?: number; fence?: boolean;
+}
 
 /** How a feed began: for a resume, whether everything after `since` was there (then `replayed` frames came first).
  *  `storedAt`: when JetStream stored the frame at `position` (a start from the head; null for a resume). */
@@ -31,8 +36,10 @@ export interface AccountFeedOptions {
   onFrame: (f: FeedFrame) => void;
   /** The stream went on in another epoch (a new owner could not continue), or a gap could not be
    *  repaired: the position before it is gone; clients re-sync. The feed continues in `epoch`.
-   *  `why`: the owner began it because the account was bound to another login. */
-  onBreak: (epoch: string, why?: 'rebound') => void;
+   *  `why`: the owner began it because the account was bound to another login. `at`: the feed
+   *  continues after that seq of `epoch`, which the frames it delivered went past or fell short of
+   *  (a later owner continues from before them: an earlier owner's writes stored after its fence). */
+  onBreak: (epoch: string, why?: 'rebound', at?: number) => void;
   log: Logger;
   /** Waits between replays of a gap JetStream has not filled yet (REPAIR_WAITS_MS). */
   repairWaitsMs?: readonly number[];
@@ -52,6 +59,9 @@ const REPAIR_WAITS_MS = [25, 50, 100, 200, 400, 800, 1_600, 2_000] as const;
 
 export class AccountFeed {
   private cursor: StreamPosition | null = null;
+  /** The lease order of what the feed met (leaseOrder.ts): an earlier owner's write after a later
+   *  owner's fence is skipped. */
+  private order = new LeaseOrder();
   /** Live frames in arrival order, processed one at a time (a repair is awaited in between), and
    *  catch-ups where they were asked. */
   private queue: Array<FeedFrame | typeof CATCH_UP> = [];
@@ -89,11 +99,10 @@ export class AccountFeed {
     this.sub = nc.subscribe(historySubject(accountId), {
       callback: (err, msg) => {
         if (err || this.closed) return;
-        const epoch = msg.headers?.get('Tagw-Epoch');
-        const seq = Number(msg.headers?.get('Tagw-Seq'));
-        if (!epoch || !Number.isSafeInteger(seq)) return;
-        const why = seq === 0 && msg.headers?.get(H_WHY) === 'rebound' ? 'rebound' as const : undefined;
-        this.queue.push({ epoch, seq, frame: msg.string(), ...(why ? { why } : {}) });
+        const l = leasedOf(msg.headers);
+        if (!l) return;
+        const why = l.seq === 0 && msg.headers?.get(H_WHY) === 'rebound' ? 'rebound' as const : undefined;
+        this.queue.push({ ...l, frame: msg.string(), ...(why ? { why } : {}) });
         if (this.started) void this.drain();
       },
     });
@@ -102,11 +111,13 @@ export class AccountFeed {
     const r = since ? await history.replay(accountId, since) : { recovered: false as const };
     if (since && r.recovered) {
       this.cursor = { ...since };
+      this.order = new LeaseOrder(r.lease ?? 0);
       for (const e of r.entries) this.deliver({ epoch: since.epoch, seq: e.seq, frame: e.frame });
       start = { recovered: true, replayed: r.entries.length, position: this.cursor, storedAt: null };
     } else {
       const head = await history.head(accountId);
       this.cursor = head ? { epoch: head.epoch, seq: head.seq } : null;
+      this.order = new LeaseOrder(head?.lease ?? 0);
       start = { recovered: false, replayed: 0, position: this.cursor, storedAt: head?.at ?? null };
     }
     this.started = true;
@@ -133,7 +144,7 @@ export class AccountFeed {
       try {
         const head = await this.o.history.head(this.o.accountId);
         if (!head || this.closed) return;
-        return await this.accept({ epoch: head.epoch, seq: head.seq, frame: head.frame, ...(head.seq === 0 && head.why ? { why: head.why } : {}) });
+        return await this.accept(headFrame(head));
       } catch (err) {
         if (waitMs === null) {
           this.o.log.warn('account feed could not catch up after a reconnect; the next frame repairs the gap', { accountId: this.o.accountId, err: errorMessage(err) });
@@ -168,14 +179,34 @@ export class AccountFeed {
     const c = this.cursor;
     // A plain subscriber also gets what JetStream refused to store: the marker of a node that lost
     // the race to start the account's first epoch (startFirstEpoch). Not an epoch of the stream.
+    // (A fence refused for a write stored before it, which this feed took, counts as its owner's
+    // tenure begun: the same owner fences again, after that write.)
     if ((!c || f.epoch !== c.epoch) && f.seq === 0 && (await this.o.history.head(this.o.accountId))?.epoch !== f.epoch) return;
-    if (!c) return this.deliver(f); // no history before it: the stream starts here for us
+    // An earlier owner's write stored after a later owner's fence: not part of the stream.
+    const met = this.order.meet(f);
+    if (met === 'stale') return;
+    // A fence restates where its owner continues: nothing to deliver, the position to be at.
+    const to = f.fence ? f.seq : f.seq - 1;
+    if (!c) {
+      if (f.fence) this.cursor = { epoch: f.epoch, seq: f.seq };
+      else this.deliver(f); // no history before it: the stream starts here for us
+      return;
+    }
     if (f.epoch !== c.epoch) {
+      if (f.fence) return void this.rewind(f.epoch, f.seq);
       this.o.onBreak(f.epoch, f.why);
       return this.deliver(f);
     }
+    // A later owner's frame at or before what this feed delivered: that was an earlier owner's
+    // write stored after the later one's fence (taken before the fence was met: a head read between
+    // the fence and its note). A fence never rewinds: one refused for a write stored before it
+    // restates less than the stream holds.
+    if (met === 'newer' && !f.fence && c.seq > to) {
+      this.rewind(f.epoch, to);
+      return this.deliver(f);
+    }
     if (f.seq <= c.seq) return; // replayed already, or a republished frame
-    if (f.seq === c.seq + 1) return this.deliver(f);
+    if (c.seq === to) return f.fence ? undefined : this.deliver(f);
     // Skipped numbers: fetch them from JetStream. A plain subscriber can get a message before the
     // stream has stored it, or the frames before it (an owner's store being retried): a replay that
     // ends short of f is asked again, a little later each time; a gap that stays is a break, never
@@ -184,14 +215,20 @@ export class AccountFeed {
       const r = await this.o.history.replay(this.o.accountId, this.cursor!);
       if (this.closed) return;
       if (!r.recovered) break;
+      if (r.lease) this.order.meet({ lease: r.lease });
       for (const e of r.entries) if (e.seq > this.cursor!.seq) this.deliver({ epoch: c.epoch, seq: e.seq, frame: e.frame });
       if (this.cursor!.seq >= f.seq) return;
-      if (this.cursor!.seq + 1 === f.seq) return this.deliver(f);
+      if (this.cursor!.seq === to) return f.fence ? undefined : this.deliver(f);
       if (waitMs !== null) await new Promise((r) => setTimeout(r, waitMs));
     }
-    this.o.onBreak(f.epoch);
-    this.cursor = { epoch: f.epoch, seq: f.seq - 1 };
-    this.deliver(f);
+    this.rewind(f.epoch, to);
+    if (!f.fence) this.deliver(f);
+  }
+
+  /** The stream continues after `seq` of `epoch`, not after the cursor: clients re-sync. */
+  private rewind(epoch: string, seq: number): void {
+    this.o.onBreak(epoch, undefined, seq);
+    this.cursor = { epoch, seq };
   }
 
   close(): void {
@@ -203,21 +240,38 @@ export class AccountFeed {
   }
 }
 
+/** A head read as a frame (a probe's): a fence's restated position, an epoch's marker, the last frame. */
+function headFrame(head: HistoryHead): FeedFrame {
+  return { epoch: head.epoch, seq: head.seq, frame: head.frame, ...(head.seq === 0 && head.why ? { why: head.why } : {}), ...(head.lease > 0 ? { lease: head.lease } : {}), ...(head.fence ? { fence: true } : {}) };
+}
+
+/** How many times a takeover reads the head again after a write of an earlier owner landed
+ *  between its read and its fence. */
+const FENCE_TRIES = 8;
+
 /** Where a new owner's numbering begins: the epoch continues when JetStream holds its last number
  *  (every frame any client got was stored before it was sent); otherwise a new epoch, announced by
  *  its start marker (written only if the account still has no message: nodes racing agree on one),
  *  and resumers from the old one get recovered:false. A follower with nothing to follow yet uses it
  *  too, so its sockets' snapshot is in the epoch the owner will continue. `storedAt`: when JetStream
- *  stored the head continued from (null: the epoch started here). */
+ *  stored the head continued from (null: the epoch started here). With `lease` (an owner's lease
+ *  epoch) the tenure begins with a fence (JetStreamHistory.fence): a write of an earlier owner stored
+ *  between the head's read and the fence makes it read the head again and continue after that write;
+ *  one stored after the fence is skipped by every reader (leaseOrder.ts). */
 export async function takeOver(
-  history: JetStreamHistory, accountId: string, newEpoch: () => string, startDeal: DealMark,
+  history: JetStreamHistory, accountId: string, newEpoch: () => string, startDeal: DealMark, lease?: number,
 ): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean; storedAt: number | null }> {
   for (let attempt = 0; ; attempt++) {
     const head = await history.head(accountId);
-    if (head) return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true, storedAt: head.at };
-    const epoch = newEpoch();
-    if (await history.startFirstEpoch(accountId, epoch, startDeal)) return { epoch, seq: 0, deal: startDeal, continued: false, storedAt: null };
-    // Another node started one meanwhile: continue it (read again; it may also have aged out at once).
-    if (attempt >= 3) throw new Error(`no epoch could be started or read for account ${accountId}`);
+    if (head && lease !== undefined && head.lease > lease) throw new Error(`account ${accountId}: its history has a later owner (lease ${head.lease}) than this one (${lease})`);
+    if (head && (lease === undefined || await history.fence(accountId, head, lease))) {
+      return { epoch: head.epoch, seq: head.seq, deal: head.deal, continued: true, storedAt: head.at };
+    }
+    if (!head) {
+      const epoch = newEpoch();
+      if (await history.startFirstEpoch(accountId, epoch, startDeal, lease)) return { epoch, seq: 0, deal: startDeal, continued: false, storedAt: null };
+    }
+    // Another node started one meanwhile, or a write landed after the head read: read again.
+    if (attempt >= FENCE_TRIES) throw new Error(`no epoch could be started or read for account ${accountId}`);
   }
 }

@@ -17,6 +17,8 @@ export interface ClusterStreamHistoryOptions {
   owns: (accountId: string) => boolean;
   /** The lease is still this node's, also while being handed over. */
   holds: (accountId: string) => boolean;
+  /** The lease epoch of the account's lease while this node holds it (LeaseKeeper.epochOf). */
+  leaseEpoch: (accountId: string) => number | undefined;
   /** Registers what a handover waits for before the leases are released. */
   onHandingOver: (settled: (boundMs: number) => Promise<void>) => void;
   /** Registers what runs when this node acquired accounts (their shards started them). */
@@ -70,12 +72,16 @@ export class ClusterStreamHistory {
     return (await this.js.head(accountId)) !== undefined;
   }
 
-  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): ReturnType<typeof takeOver> {
-    return takeOver(this.js, accountId, () => newEpoch, startDeal);
+  leaseEpoch(accountId: string): number | undefined {
+    return this.o.leaseEpoch(accountId);
   }
 
-  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound = false): Promise<void> {
-    return this.js.startEpoch(accountId, epoch, deal, rebound ? 'rebound' : undefined);
+  takeOver(accountId: string, newEpoch: string, startDeal: DealMark, lease?: number): ReturnType<typeof takeOver> {
+    return takeOver(this.js, accountId, () => newEpoch, startDeal, lease);
+  }
+
+  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound = false, lease?: number): Promise<void> {
+    return this.js.startEpoch(accountId, epoch, deal, rebound ? 'rebound' : undefined, lease);
   }
 
   append(accountId: string, frames: readonly NumberedFrame[]): Promise<void> {
@@ -91,11 +97,11 @@ export class ClusterStreamHistory {
   }
 
   async follow(
-    accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
+    accountId: string, since: StreamPosition | null, onFrame: (f: FeedFrame) => void, onBreak: (epoch: string, rebound: boolean, at?: number) => void,
   ): Promise<{ feed: AccountFeed; position: StreamPosition | null; recovered: boolean; storedAt: number | null }> {
     let opened: AccountFeed | undefined;
     const { feed, start } = await AccountFeed.open({
-      nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why) => onBreak(epoch, why === 'rebound'), log: this.o.log,
+      nc: this.o.nc, history: this.js, accountId, since, onFrame, onBreak: (epoch, why, at) => onBreak(epoch, why === 'rebound', at), log: this.o.log,
       onClose: () => void (opened && this.feeds.delete(opened)),
     });
     opened = feed;

@@ -212,6 +212,12 @@ export class LeaseKeeper {
     return h !== undefined && this.o.clock.now() < h.validUntil;
   }
 
+  /** The epoch of the account's lease while holds() (also while being handed over): the fencing
+   *  token its stream history's writes carry (docs/cluster.md "Fencing the history"). */
+  epochOf(accountId: string): number | undefined {
+    return this.holds(accountId) ? this.leases.get(accountId)!.epoch : undefined;
+  }
+
   /** This node still holds the account's lease at `epoch` and is not handing it over (its deadline
    *  aside: a renewal may be late, and the deadline drops it as lost if so). */
   holdsAt(accountId: string, epoch: number): boolean {

@@ -54,6 +54,12 @@ export class AccountHistory {
     if (seq > this.delivered) this.delivered = Math.min(seq, this.last);
   }
 
+  /** Forgets the frames numbered after what went to the sockets: the history continues from there. */
+  dropUnsent(): void {
+    while (this.entries.length > this.head && this.entries.at(-1)!.seq > this.delivered) this.entries.pop();
+    this.last = this.delivered;
+  }
+
   /** The oldest seq still held (seq + 1 when none is). */
   get firstSeq(): number {
     return this.head < this.entries.length ? this.entries[this.head]!.seq : this.last + 1;

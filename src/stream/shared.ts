@@ -6,16 +6,24 @@ import type { DealMark } from '../store/streamHistory.js';
 import type { StreamEvent } from '../runtime/hosts/streamCommands.js';
 import type { Replay, StreamPosition } from './history.js';
 
-export interface SharedFrame { epoch: string; seq: number; frame: string; /** an epoch marker (seq 0) of a rebound */ rebound?: boolean }
+export interface SharedFrame {
+  epoch: string; seq: number; frame: string; /** an epoch marker (seq 0) of a rebound */ rebound?: boolean;
+  /** Not a frame: the stream continues after (epoch, seq), which is not after the frames this node
+   *  had (a later owner continues from before them: an earlier owner's writes stored after its fence). */
+  rewind?: boolean;
+}
 
-/** A numbered frame as stored: with the deal mark a next owner continues from. */
-export type StoredFrame = SharedFrame & { deal: DealMark };
+/** A numbered frame as stored: with the deal mark a next owner continues from, and the lease epoch
+ *  under which its owner took the account's role (docs/cluster.md "Fencing the history"). */
+export type StoredFrame = SharedFrame & { deal: DealMark; lease?: number };
 
 export interface SharedHistory {
   /** This node holds the account's lease: it numbers the account's events. */
   owns(accountId: string): boolean;
   /** The lease is still this node's, also while being handed over: it may store what it numbered. */
   holds(accountId: string): boolean;
+  /** The epoch of the account's lease while this node holds it (PostgreSQL's fencing epoch). */
+  leaseEpoch(accountId: string): number | undefined;
   /** Registers what a handover of this node's accounts waits for (within `boundMs`) before the
    *  leases are released: the frames numbered so far, stored. */
   onHandingOver(settled: (boundMs: number) => Promise<void>): void;
@@ -27,10 +35,11 @@ export interface SharedHistory {
   /** The account's stream is kept: a client may still resume in it (its history did not age out). */
   kept(accountId: string): Promise<boolean>;
   /** Where a new owner numbers from: the stored epoch continued (`storedAt`: when its head was
-   *  stored), or `newEpoch` started (`storedAt` null). */
-  takeOver(accountId: string, newEpoch: string, startDeal: DealMark): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean; storedAt: number | null }>;
+   *  stored), or `newEpoch` started (`storedAt` null). With `lease` (an owner's lease epoch) its
+   *  tenure is fenced in the history first. */
+  takeOver(accountId: string, newEpoch: string, startDeal: DealMark, lease?: number): Promise<{ epoch: string; seq: number; deal: DealMark; continued: boolean; storedAt: number | null }>;
   /** The owner began another epoch (continuity lost; `rebound`: the account was bound to another login). */
-  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean): Promise<void>;
+  startEpoch(accountId: string, epoch: string, deal: DealMark, rebound?: boolean, lease?: number): Promise<void>;
   /** Stores numbered frames; resolves once all are stored (only then are they sent). */
   append(accountId: string, frames: readonly StoredFrame[]): Promise<void>;
   /** Stores a stored frame again (a new msg id, `again`) so it is the account's last stored message. */
@@ -39,7 +48,7 @@ export interface SharedHistory {
   /** The owner's frames as they are stored, after `since` (replayed first) or from now on (from
    *  `position`, the head, stored at `storedAt`). */
   follow(
-    accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string, rebound: boolean) => void,
+    accountId: string, since: StreamPosition | null, onFrame: (f: SharedFrame) => void, onBreak: (epoch: string, rebound: boolean, at?: number) => void,
   ): Promise<{ feed: SharedFeed; position: StreamPosition | null; recovered: boolean; storedAt: number | null }>;
 }
 
@@ -75,6 +84,9 @@ export interface SharedState {
   /** Taking the role failed (JetStream unreachable): serving a local epoch, the role taken again at
    *  this time (SharedAccounts.checkRoles). */
   retryAt?: number;
+  /** The owner's lease epoch when it took the role (its fence's): what its frames carry. A lease
+   *  lost and taken again since (another owner may have numbered meanwhile) takes the role again. */
+  lease?: number;
 }
 
 const DATA = '"data":';

@@ -160,7 +160,13 @@ export class SharedAccounts {
    *  lease is gone (handed over or lost): the role follows at the next sweep, and the next owner,
    *  which may number from JetStream's head already, resyncs what happened meanwhile. */
   numbers(acc: AccountState): boolean {
-    return acc.shared?.role === 'owner' && !acc.shared.ready && this.deps.shared.owns(acc.id);
+    return acc.shared?.role === 'owner' && !acc.shared.ready && this.deps.shared.owns(acc.id) && this.sameLease(acc.id, acc.shared);
+  }
+
+  /** The lease this node holds is the one under which it took the role (its fence's): not one lost
+   *  and taken again since, another owner's tenure between them. */
+  private sameLease(id: string, s: SharedState): boolean {
+    return this.deps.shared.leaseEpoch(id) === s.lease;
   }
 
   /** The owner's committed batches: stored in order, each sent once stored (never ahead of the history). */
@@ -168,9 +174,11 @@ export class SharedAccounts {
     // Each batch's first store starts now (commits overlap, pipelined); one that failed is tried
     // again in its turn in the chain, so an outage has one batch retrying, not every commit since.
     const epochs = batches.map(([acc]) => acc.history.epoch);
+    const leases = batches.map(([acc]) => acc.shared?.lease);
     const frames = batches.map(([acc, entries], i) => {
       const deal = acc.deals.mark;
-      return entries.map((e) => ({ epoch: epochs[i]!, seq: e.seq, frame: e.frame, deal }));
+      const lease = acc.shared?.lease;
+      return entries.map((e) => ({ epoch: epochs[i]!, seq: e.seq, frame: e.frame, deal, ...(lease === undefined ? {} : { lease }) }));
     });
     const firsts = batches.map(([acc], i) => (acc.shared?.role !== 'owner' ? Promise.resolve(null)
       : this.deps.shared.append(acc.id, frames[i]!).then(() => this.acknowledged(acc, frames[i]!), (err: unknown) => errorMessage(err))));
@@ -181,11 +189,19 @@ export class SharedAccounts {
       }
       return stored;
     }).then((stored) => {
-      // Not into an epoch begun meanwhile (a rebound): its sockets have another numbering.
+      // Not into an epoch begun meanwhile (a rebound): its sockets have another numbering. Not by
+      // an owner whose tenure ended meanwhile (its lease gone by its clock: frozen past it, say):
+      // stored after a later owner's fence, the frames are not the stream's (leaseOrder.ts); the
+      // node takes those numbers from the history as a follower (becomeFollower).
       batches.forEach(([acc, entries], i) => {
-        if (stored[i] && acc.history.epoch === epochs[i]) this.events.deliver(acc, entries);
+        if (stored[i] && acc.history.epoch === epochs[i] && this.tenure(acc, leases[i])) this.events.deliver(acc, entries);
       });
     }).catch((err: unknown) => this.deps.log.error('stream delivery failed', { err: errorMessage(err) }));
+  }
+
+  /** The node is still the owner under `lease` (while handing over too). */
+  private tenure(acc: AccountState, lease: number | undefined): boolean {
+    return acc.shared?.role === 'owner' && acc.shared.lease === lease && this.deps.shared.holds(acc.id) && this.deps.shared.leaseEpoch(acc.id) === lease;
   }
 
   /** JetStream acknowledged these frames of the account (in any order: stores overlap): the
@@ -244,7 +260,7 @@ export class SharedAccounts {
   /** The owner began another epoch: announced to the other nodes (a rebound as such: their sockets close with 4012). */
   epochStarted(acc: AccountState, rebound: boolean): void {
     if (acc.shared?.role !== 'owner' || !this.deps.shared.owns(acc.id)) return;
-    this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark, rebound).catch((err: unknown) =>
+    this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark, rebound, acc.shared.lease).catch((err: unknown) =>
       this.deps.log.error('shared stream epoch not stored', { accountId: acc.id, err: errorMessage(err) }));
   }
 
@@ -270,7 +286,7 @@ export class SharedAccounts {
       if (!owns && acc.opens === 0 && acc.sockets.size === 0 && !acc.retainTimer) {
         this.accounts.accounts.delete(acc.id);
         this.release(acc);
-      } else if ((s.role === 'owner') !== owns || (s.retryAt !== undefined && this.deps.clock.now() >= s.retryAt)) {
+      } else if ((s.role === 'owner') !== owns || (owns && !this.sameLease(acc.id, s)) || (s.retryAt !== undefined && this.deps.clock.now() >= s.retryAt)) {
         this.takeRole(acc); // retryAt stays set until the role is taken: a failed retry keeps its epoch
       }
     }
@@ -323,7 +339,11 @@ export class SharedAccounts {
     await this.deps.ensureClock(acc);
     s.feed?.close();
     s.feed = null;
-    const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+    // The lease's epoch fences the tenure in the history (a write of an earlier owner stored after
+    // it is skipped by every reader): docs/cluster.md "Fencing the history".
+    const lease = this.deps.shared.leaseEpoch(acc.id);
+    const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() }, lease);
+    s.lease = lease;
     const h = acc.history;
     if (!s.placeholder && t.epoch === h.epoch && t.seq > h.seq) {
       // Stored after what this node's feed delivered: take it before numbering on.
@@ -344,10 +364,14 @@ export class SharedAccounts {
 
   private async becomeFollower(acc: AccountState, s: SharedState): Promise<void> {
     s.early = [];
+    // Frames this node numbered as the owner and did not send (their store not acknowledged, or
+    // acknowledged after its tenure ended): a next owner may have given those numbers to other
+    // frames. Its sockets never had them: they are taken from the history like any other.
+    if (!s.placeholder) acc.history.dropUnsent();
     const since = s.placeholder ? null : { epoch: acc.history.epoch, seq: acc.history.seq };
     // A new epoch goes through the same path as frames (behind any that wait), as its seq 0.
     const f = await this.deps.shared.follow(acc.id, since, (fr) => this.onFrame(acc, fr),
-      (epoch, rebound) => this.onFrame(acc, { epoch, seq: 0, frame: '', ...(rebound ? { rebound } : {}) }));
+      (epoch, rebound, at) => this.onFrame(acc, at === undefined ? { epoch, seq: 0, frame: '', ...(rebound ? { rebound } : {}) } : { epoch, seq: at, frame: '', rewind: true }));
     s.feed?.close();
     s.feed = f.feed;
     if (s.placeholder || !f.recovered) {
@@ -372,6 +396,10 @@ export class SharedAccounts {
   /** An owner's frame on this node: into the history, then to the live sockets. */
   private apply(acc: AccountState, f: SharedFrame): void {
     const h = acc.history;
+    if (f.rewind) {
+      if (f.epoch !== h.epoch || f.seq !== h.seq) this.restart(acc, f.epoch, f.seq);
+      return;
+    }
     if (f.seq === 0) {
       if (f.epoch !== h.epoch) this.restart(acc, f.epoch, 0, f.rebound ? 'ACCOUNT_REBOUND' : 'STREAM_GAP');
       return;

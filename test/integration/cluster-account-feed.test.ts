@@ -223,7 +223,7 @@ describe('numbering by the owner over JetStream', () => {
     })();
     try {
       const shared = await ClusterStreamHistory.open({
-        nc, limits, replicas: 1, owns: () => false, holds: () => false, onHandingOver: () => undefined, onAcquired: () => undefined, onReopened: () => undefined, log,
+        nc, limits, replicas: 1, owns: () => false, holds: () => false, leaseEpoch: () => undefined, onHandingOver: () => undefined, onAcquired: () => undefined, onReopened: () => undefined, log,
       });
       const got: number[] = [];
       const f = await shared.follow(acc, { epoch: owner.epoch, seq: 1 }, (fr) => got.push(fr.seq), () => got.push(-1));

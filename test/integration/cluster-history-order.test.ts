@@ -37,6 +37,8 @@ async function storedFrames(accountId: string): Promise<Stored[]> {
     const m = await jsm.direct.getMessage(HISTORY_STREAM, { seq: at, next_by_subj: historySubject(accountId) });
     if (!m) return out;
     at = m.seq + 1;
+    // Not a frame: a takeover's fence (it restates the head its owner continued from).
+    if (m.header?.get('Tagw-Fence')) continue;
     out.push({ epoch: m.header?.get('Tagw-Epoch') ?? '', seq: Number(m.header?.get('Tagw-Seq')), frame: m.string() });
   }
 }
