@@ -229,8 +229,7 @@ interface ShardEventReceivers {
   threadStats: Map<string, ThreadStats>;
   stream?: StreamHub;
   gatewaySocket?: GatewaySocket;
-  /** The shards' full-disk episodes (their background writes waiting for room). */
-  storage?: StorageHealth;
+  storage?: StorageHealth; // the shards' full-disk episodes (their background writes waiting for room)
 }
 
 /** Each kind has one receiver; the compiler checks that every kind is routed (see ShardEventMap). */
@@ -358,10 +357,8 @@ async function openEdge(
     onHandingOver: (settled) => { cluster.beforeHandOver = settled; }, onAcquired: (listener) => { cluster.onAcquired = listener; },
     onReopened: (listener) => { cluster.router.streams.onReopened = listener; }, log,
   });
-  // The stream history's batches, written by this thread, wait for room on a full disk (docs/storage.md).
-  const fullDisk = new FullDisk({
-    log, retryMs: config.storageCheckMs, report: (e) => storage.mainReport(e),
-  });
+  // The stream history's batches (this thread's writes) wait for room on a full disk (docs/storage.md).
+  const fullDisk = new FullDisk({ log, retryMs: config.storageCheckMs, report: (e) => storage.mainReport(e) });
   const streamHub = (receivers.stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id), fullDisk,
     ...(shared ? { shared } : {}),

@@ -7,14 +7,12 @@
 // (since=<epoch>:<seq>).
 import type { Config } from '../config.js';
 import { toApiError } from '../errors.js';
-import type { Logger } from '../log.js';
 import { isNoOpenStream, STREAM_EVENT, type StreamEvent, type StreamSnapshotResult, type PhaseEventData } from '../runtime/hosts/streamCommands.js';
 import { eventIsOlder, snapshotIsOlder } from '../runtime/hosts/listVersion.js';
 import type { Shards } from '../runtime/shardSet.js';
-import type { FullDisk } from '../store/fullDisk.js';
-import type { StreamHistoryStore } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { AccountStreams } from './accounts.js';
+import { byAccount, HistoryWrites, type HistoryWritesDeps, type Pending } from './historyWrites.js';
 import { ordersData, positionsData, tradeData } from '../runtime/frameData.js';
 import { accountFrame, type FrameType } from './frames.js';
 import type { HistoryEntry, StreamPosition } from './history.js';
@@ -25,22 +23,13 @@ import type { AccountState, Sock } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
 
-export interface AccountEventDeps {
-  config: Config; shards: Shards; log: Logger; clock: Clock; history: StreamHistoryStore; shared?: SharedHistory;
-  /** The main thread's: a history write that meets a full DATA_DIR waits for room (src/store/fullDisk.ts). */
-  fullDisk?: FullDisk;
-}
-
-interface Pending { acc: AccountState; epoch: string; entry: HistoryEntry }
+export interface AccountEventDeps extends HistoryWritesDeps { config: Config; shards: Shards; clock: Clock; shared?: SharedHistory }
 
 export class AccountEvents {
   private pending: Pending[] = [];
   private commitQueued = false;
-  /** Recorded, not stored yet: a full disk keeps them (and their frames) until a retry writes them. */
-  private unstored: Pending[] = [];
-  private storeRetry: NodeJS.Timeout | undefined;
-  /** Snapshots waiting for those entries (they describe lists as of them). */
-  private afterStored: Array<() => void> = [];
+  /** One node: the history's writes in SQLite, their frames sent once written (historyWrites.ts). */
+  private readonly writes: HistoryWrites;
   private readonly resyncing = new Set<AccountState>();
   /** Cluster mode only (docs/cluster.md "Streams and resume"). */
   readonly shared: SharedAccounts | undefined;
@@ -49,6 +38,7 @@ export class AccountEvents {
     private readonly deps: AccountEventDeps, private readonly accounts: AccountStreams,
     private readonly topics: Topics, private readonly out: Outbox,
   ) {
+    this.writes = new HistoryWrites(deps, (acc, entries) => this.deliver(acc, entries));
     accounts.onOpened = (acc) => this.resync(acc);
     const shared = deps.shared;
     if (shared) {
@@ -159,57 +149,12 @@ export class AccountEvents {
     const batch = this.pending;
     this.pending = [];
     if (this.shared) return this.shared.commit([...byAccount(batch)]); // stored in JetStream, sent once stored
-    // Behind entries a full disk keeps waiting: written with them, by the retry, in order.
-    if (this.unstored.length > 0) {
-      for (const p of batch) this.unstored.push(p);
-      return;
-    }
-    this.store(batch);
+    this.writes.write(batch);
   }
 
-  /**
-   * Writes the entries (one transaction), then sends them. A full disk keeps them, unsent, and
-   * tries again every retryMs (entries recorded meanwhile join them): a client is never ahead of
-   * the disk, and each frame is sent once, in order, when it is stored. Any other failure is
-   * logged and the frames are sent (a restart may not find them: docs/stream.md).
-   */
-  private store(batch: Pending[]): void {
-    const byAcc = byAccount(batch);
-    try {
-      this.deps.history.write([...byAcc].map(([acc, entries]) => ({
-        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
-      })), this.deps.clock.now());
-      this.deps.fullDisk?.wrote();
-    } catch (err) {
-      const fullDisk = this.deps.fullDisk;
-      if (fullDisk?.postponed('stream history', err)) {
-        this.unstored = batch.filter((p) => p.epoch === p.acc.history.epoch);
-        this.storeRetry ??= setTimeout(() => this.storeUnstored(), fullDisk.retryMs);
-        this.storeRetry.unref();
-        return;
-      }
-      this.deps.log.error('stream history write failed', { err: errorMessage(err) });
-    }
-    for (const [acc, entries] of byAcc) this.deliver(acc, entries);
-    const waiting = this.afterStored;
-    this.afterStored = [];
-    for (const f of waiting) f();
-  }
-
-  /** The entries a full disk kept: tried again (see `store`). */
-  private storeUnstored(): void {
-    clearTimeout(this.storeRetry);
-    this.storeRetry = undefined;
-    const batch = this.unstored;
-    this.unstored = [];
-    if (batch.length > 0) this.store(batch);
-  }
-
-  /** Shutdown: what a full disk kept is tried once more; what still cannot be written was never sent. */
+  /** Shutdown: what a full disk kept waiting is tried once more. */
   stop(): void {
-    this.storeUnstored();
-    clearTimeout(this.storeRetry);
-    this.storeRetry = undefined;
+    this.writes.stop();
   }
 
   /** Entries of the account's stream (stored) to its live sockets, each from past its cursor. */
@@ -432,10 +377,10 @@ export class AccountEvents {
       });
       return;
     }
-    if (h.sent < h.seq && this.unstored.length > 0) {
+    if (h.sent < h.seq && this.writes.waiting) {
       // One node, a full disk: the lists are as of frames not stored yet, so the snapshot waits for
       // them as they do (a restart would find the client ahead of it).
-      this.afterStored.push(() => {
+      this.writes.afterStored(() => {
         if (!sock.closed && sock.stream === 'waiting' && sock.acc === acc) this.sendSnapshot(sock);
       });
       return;
@@ -533,14 +478,3 @@ export class AccountEvents {
   }
 }
 
-/** A batch's entries by account, in order; entries of an epoch that ended meanwhile (its sockets are closed) left out. */
-function byAccount(batch: readonly Pending[]): Map<AccountState, HistoryEntry[]> {
-  const byAcc = new Map<AccountState, HistoryEntry[]>();
-  for (const p of batch) {
-    if (p.epoch !== p.acc.history.epoch) continue;
-    let list = byAcc.get(p.acc);
-    if (!list) byAcc.set(p.acc, (list = []));
-    list.push(p.entry);
-  }
-  return byAcc;
-}
