@@ -378,11 +378,9 @@ export class ClusterNode {
     };
     look();
     this.seenTimer = setInterval(look, Math.max(100, Math.floor(this.o.settings.leaseMs / 3))).unref();
-    // Its first round claims the id; one that failed (PostgreSQL slower than the query timeout) is
-    // tried again for up to a lease before the node listens, then its later rounds claim it.
-    if (!(await this.pg.keeper.claim(this.o.settings.leaseMs))) {
-      this.o.log.warn('NODE_ID not claimed within the lease (PostgreSQL slow or unreachable): serving; a later round claims it', { nodeId: this.nodeId });
-    }
+    // Its first round claims the id; one that failed (PostgreSQL slower than the query timeout) is tried again for up to a lease.
+    const claimed = await this.pg.keeper.claim(this.o.settings.leaseMs);
+    if (!claimed) this.o.log.warn('NODE_ID not claimed within the lease (PostgreSQL slow or unreachable): serving; a later round claims it', { nodeId: this.nodeId });
     // Taken over at its first round (another process of the id started at the same time, later):
     // the start fails (exit 2). Before, main was not listening for it yet: the process went on to
     // serve, holding nothing, answering the id's forwarded calls "not held here" beside the other.
