@@ -411,6 +411,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     const banner = page.locator('[data-testid=disk-full]');
     await banner.waitFor();
     expect(await banner.textContent()).toBe("The disk holding DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE until space is freed; 1 shard's background writes wait in memory. See /readyz.");
+    await browser.shot(page, '43-overview-disk-full');
     await page.unroute('**/metrics');
     await nextPoll(page, 2_000);
     await banner.waitFor({ state: 'detached' });
