@@ -2,9 +2,11 @@
 // numbered frames (jsHistory.ts), a feed per followed account (accountFeed.ts), the lease keeper
 // for who numbers. docs/cluster.md "Streams and resume".
 import type { NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
 import type { DealMark } from '../store/streamHistory.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { apiError } from '../errors.js';
 import { AccountFeed, takeOver, type FeedFrame } from './accountFeed.js';
 import { JetStreamHistory, type HistoryLimits, type NumberedFrame, type Replay, type StreamPosition } from './jsHistory.js';
 
@@ -93,7 +95,11 @@ export class ClusterStreamHistory {
   }
 
   replay(accountId: string, since: StreamPosition): Promise<Replay> {
-    return this.js.replay(accountId, since);
+    return this.js.replay(accountId, since).catch((err: unknown) => {
+      // No answer (a request timing out, no responders, the connection closed or reconnecting) says
+      // nothing about the history: SERVICE_UNAVAILABLE, which a resume reads again on within its bound.
+      throw err instanceof JetStreamApiError ? err : apiError('SERVICE_UNAVAILABLE', `the cluster's account history (JetStream) did not answer: ${errorMessage(err)}`);
+    });
   }
 
   async follow(

@@ -4,6 +4,7 @@
 // other node takes the owner's numbered frames from a feed into its own AccountHistory and sends
 // them, so every node sends the same seq; a resume that this node's memory cannot serve is replayed
 // from the shared history. Roles follow the lease (checkRoles, on the sweep timer).
+import { ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { STREAM_EVENT, type StreamEvent } from '../runtime/hosts/streamCommands.js';
 import type { Clock } from '../util/clock.js';
@@ -46,6 +47,8 @@ const STORE_RETRY_MS = [100, 200, 400, 500] as const;
 
 /** After taking an account's role failed (every attempt), how long until it is taken again. */
 const ROLE_RETRY_MS = 3_000;
+/** A resume's read of the shared history that JetStream did not answer is tried again after this. */
+const RESUME_READ_RETRY_MS = 250;
 
 export class SharedAccounts {
   private chain: Promise<void> = Promise.resolve();
@@ -422,7 +425,11 @@ export class SharedAccounts {
 
   /** A resume this node's memory cannot serve: from the shared history, then this node's memory,
    *  then live. The read is bounded (AccountEvents.boundClusterWait): a read that ends after the
-   *  socket was answered and closed does nothing. */
+   *  socket was answered and closed does nothing. A read JetStream did not answer (SERVICE_UNAVAILABLE:
+   *  its 5 s request timeout within the 10 s bound, nats-server frozen or restarting) is tried again
+   *  until the bound answers 4010: it said nothing about the client's position, and recovered:false
+   *  would have made the client resync, missing the TRADEs made before its late snapshot (`npm run
+   *  chaos`, seed 1579256419 schedule 33). */
   resume(sock: Sock, since: StreamPosition): void {
     sock.stream = 'waiting';
     this.events.boundClusterWait(sock, 'resume');
@@ -430,7 +437,8 @@ export class SharedAccounts {
     const failed = () => {
       if (this.events.answerResume(sock, false, 0)) this.events.requestSnapshot(sock);
     };
-    this.deps.shared.replay(acc.id, since).then((r) => {
+    const waiting = () => !sock.closed && sock.stream === 'waiting';
+    const read = (): void => void this.deps.shared.replay(acc.id, since).then((r) => {
       if (sock.closed || sock.stream !== 'waiting') return;
       const h = acc.history;
       const last = since.seq + (r.recovered ? r.entries.length : 0);
@@ -442,8 +450,11 @@ export class SharedAccounts {
       sock.backlog = { entries: r.entries, next: 0 };
       sock.stream = 'replaying';
       this.events.continueReplay(sock);
-    }, () => {
-      if (!sock.closed && sock.stream === 'waiting') failed();
+    }, (err: unknown) => {
+      if (!waiting()) return;
+      if (!(err instanceof ApiError && err.code === 'SERVICE_UNAVAILABLE')) return failed();
+      setTimeout(() => waiting() && read(), RESUME_READ_RETRY_MS).unref?.();
     }).catch((err: unknown) => this.deps.log.error('shared resume failed', { accountId: acc.id, err: errorMessage(err) }));
+    read();
   }
 }
