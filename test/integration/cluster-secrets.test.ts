@@ -133,6 +133,9 @@ describe('cluster mode keeps its secrets', () => {
     keep('during the NATS outage', await call(base, 'GET', `/AccountSummary?id=${id}`, { headers: api }));
     await nats.restart();
     await until(async () => (await call(base, 'GET', `/AccountSummary?id=${id}`, { headers: api })).status === 200, 'the node to serve again after NATS is back', 30_000);
+    // The account is served here without NATS: ready again (tagw status exits 0) once the node's
+    // NATS link is back, which can come later (CI: 'not ready: NATS unreachable', exit 7).
+    await until(async () => (await call(base, 'GET', '/readyz')).status === 200, 'the node ready again (its NATS link back)', 30_000);
     keep('status after the outage', await call(base, 'GET', '/v1/status', { headers: mk }));
     // The operator's view: tagw status (text and --json), keys list, with the management key and a
     // TAGW_URL that carries a user and password of its own.
