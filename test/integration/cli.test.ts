@@ -23,8 +23,9 @@ let t: TestGateway;
 const work = mkdtempSync(join(tmpdir(), 'tagw-cli-'));
 
 beforeAll(async () => {
-  // No GATEWAY_MANAGEMENT_KEY: the CLI finds the generated key in DATA_DIR/bootstrap.json.
-  t = await startTestGateway({ managementKey: undefined });
+  // No GATEWAY_MANAGEMENT_KEY: the CLI finds the generated key in DATA_DIR/bootstrap.json. Two
+  // shards: `tagw status` lists each.
+  t = await startTestGateway({ managementKey: undefined, shards: 2 });
 });
 afterAll(async () => {
   await t?.stop();

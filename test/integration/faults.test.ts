@@ -11,8 +11,9 @@ const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key }
 
 beforeAll(async () => {
   // A request for an account whose connection is down answers after 0.3 s, not the default 2 s
-  // (BROKER_WAIT_MS): the outage cases poll while it is down.
-  t = await startTestGateway({ brokerWaitMs: 300 });
+  // (BROKER_WAIT_MS): the outage cases poll while it is down. Two shards: a server-wide fault
+  // reaches each shard's simulator.
+  t = await startTestGateway({ brokerWaitMs: 300, shards: 2 });
   key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'k' } })).body.key;
   account = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'faulty', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
 });

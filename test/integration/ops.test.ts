@@ -5,7 +5,8 @@ import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 
 let t: TestGateway;
 beforeAll(async () => {
-  t = await startTestGateway();
+  // Two shards: /readyz counts them and says whether all are up.
+  t = await startTestGateway({ shards: 2 });
 });
 afterAll(async () => {
   await t.stop();

@@ -20,8 +20,8 @@ async function open(query: Record<string, string>): Promise<StreamClient> {
 
 beforeAll(async () => {
   // Reconnect attempts at most 0.5 s apart: the upstream drops below end after 1.5 s, and the default
-  // backoff (to 30 s) would try again only at 3.75 s.
-  t = await startTestGateway({ streamHeartbeatMs: HB_MS, reconnectCapMs: 500 });
+  // backoff (to 30 s) would try again only at 3.75 s. Two shards: the fan-out across shards.
+  t = await startTestGateway({ streamHeartbeatMs: HB_MS, reconnectCapMs: 500, shards: 2 });
   const h = mgmt(t.managementKey);
   const a = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-p5', password: 'pw', server: 'Sim-P5-Demo' } });
   const b = await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'stream-p4', password: 'pw', server: 'Sim-P4-Demo' } });
