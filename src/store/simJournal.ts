@@ -15,6 +15,7 @@ import type { Mirror } from './simMirror.js';
 import { FailStop } from './simFailStop.js';
 import { createLogger } from '../log.js';
 import { FULL_DISK_RETRY_MS, FullDisk } from './fullDisk.js';
+import { HeldWrites } from './heldWrites.js';
 
 /** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
  *
@@ -102,10 +103,9 @@ export abstract class SimJournal {
   /** A request waits for the queued changes (whenDurable, a claim): their commit failing, for
    *  whatever reason, poisons the store, since the request is answered that nothing happened. */
   private awaited = false;
-  /** The retry of queued changes whose commit met a full disk (none of them awaited). */
-  private retry: NodeJS.Timeout | undefined;
-  /** Why the queued changes wait (the full disk's error), while they do. */
-  private waitingFor: unknown;
+  /** The retry of queued changes whose commit met a full disk (none of them awaited): they stay in
+   *  the queue (readers read them there), so nothing is held in it but the retry and its reason. */
+  private readonly journalWaits: HeldWrites<never>;
 
   constructor(
     protected readonly db: Database.Database,
@@ -113,6 +113,12 @@ export abstract class SimJournal {
     options: { groupCommit?: boolean; checkpointMs?: number; checkpointRows?: number; onError?: (err: unknown) => void; clock?: Clock; commitGroup?: CommitGroup; fullDisk?: FullDisk } = {},
   ) {
     this.fullDisk = options.fullDisk ?? new FullDisk({ log: createLogger('warn', { component: 'simulator store' }), retryMs: FULL_DISK_RETRY_MS });
+    this.journalWaits = new HeldWrites<never>({
+      fullDisk: this.fullDisk, what: 'simulator journal',
+      retry: () => {
+        if (this.db.open && !this.failStop.poisoned) this.commitReporting();
+      },
+    });
     this.commitGroup = options.commitGroup;
     this.failStop = new FailStop(options.onError ?? ((err) => console.error(`simulator store: a commit failed; refusing writes until restarted: ${errorMessage(err)}`)));
     this.groupCommit = options.groupCommit ?? true;
@@ -257,7 +263,7 @@ export abstract class SimJournal {
   checkpoint(): void {
     this.commitQueued();
     // Changes a full disk keeps waiting: no checkpoint may be ahead of the journal.
-    if (this.queue.length > 0) throw this.waitingFor;
+    if (this.queue.length > 0) throw this.journalWaits.reason;
     this.checkpointTx(true);
   }
 
@@ -368,26 +374,19 @@ export abstract class SimJournal {
   commitQueued(): void {
     if (this.queue.length === 0 && this.claims.length === 0) return;
     const awaited = this.awaited || this.claims.length > 0;
+    let written: boolean;
     try {
-      this.failStop.check();
-      // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
-      if (this.claims.length > 0) this.commitTx.immediate();
-      else this.commitTx();
+      // Changes a request waits for may not wait for room: their commit failing fails (below).
+      written = this.journalWaits.attempt(() => {
+        this.failStop.check();
+        // With claims: IMMEDIATE, the write lock taken up front (see bookAtomically).
+        if (this.claims.length > 0) this.commitTx.immediate();
+        else this.commitTx();
+      }, [], !awaited);
     } catch (err) {
       // Rolled back: the marks it wrote are not on disk.
       for (const m of this.marking) m.marked = false;
       this.marking = [];
-      if (!awaited && this.fullDisk.postponed('simulator journal', err)) {
-        // Nobody was told anything of these changes (their events wait for the commit): they are
-        // the simulator's own (ticks, the clock), and written as they are once there is room.
-        this.waitingFor = err;
-        this.retry ??= setTimeout(() => {
-          this.retry = undefined;
-          if (this.db.open && !this.failStop.poisoned) this.commitReporting();
-        }, this.fullDisk.retryMs);
-        this.retry.unref();
-        return;
-      }
       // The memory now holds what the disk does not (the bookings, the mirrors): nothing more is
       // written from it, and what was queued is dropped (the shard restarts from disk).
       const reject = this.rejectDurable;
@@ -400,18 +399,20 @@ export abstract class SimJournal {
       reject?.(err);
       throw err;
     }
+    if (!written) {
+      // Rolled back, for lack of room. Nobody was told anything of these changes (their events wait
+      // for the commit): they are the simulator's own (ticks, the clock), and stay queued, written
+      // as they are once there is room (the retry, or any commit before it).
+      for (const m of this.marking) m.marked = false;
+      this.marking = [];
+      return;
+    }
     const resolve = this.resolveDurable;
     this.durable = this.resolveDurable = this.rejectDurable = null;
     this.queue = [];
     this.marking = [];
     this.awaited = false;
-    if (this.waitingFor !== undefined) {
-      // Rows a full disk kept waiting are written: the episode is over.
-      this.waitingFor = undefined;
-      clearTimeout(this.retry);
-      this.retry = undefined;
-    }
-    this.fullDisk.wrote();
+    // Rows a full disk kept waiting are written (the retry disarmed, the episode over: attempt).
     resolve?.();
     this.scheduleCheckpoints();
   }
@@ -477,7 +478,7 @@ export abstract class SimJournal {
     // A request waits: its commit may not wait for room (it fails, and the store with it), and is
     // made now if a full disk kept the changes before it waiting.
     this.awaited = true;
-    if (this.retry !== undefined) setImmediate(() => this.commitReporting());
+    if (this.journalWaits.retrying) setImmediate(() => this.commitReporting());
     return this.durable;
   }
 

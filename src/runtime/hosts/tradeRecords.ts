@@ -8,6 +8,7 @@ import type { Logger } from '../../log.js';
 import { systemClock, type Clock } from '../../util/clock.js';
 import { isStorageFull } from '../../errors.js';
 import { FULL_DISK_RETRY_MS, FullDisk } from '../../store/fullDisk.js';
+import { HeldWrites } from '../../store/heldWrites.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import { RecordExistsError, stoppedError, type IdemActor, type Outcome } from './recordClaim.js';
@@ -56,14 +57,14 @@ export abstract class TradeRecords {
   /** In `flush`: the machine's outcome writes are left to `write` (one commit, kept and retried on a full disk). */
   private deferring = false;
   /** Records whose outcome a full disk kept from their rows (busy, in memory), written every retryMs. */
-  private unwritten: Rec[] = [];
-  private rewrite: NodeJS.Timeout | undefined;
+  private readonly unwritten: HeldWrites<Rec>;
 
   constructor(
     protected readonly store: IdempotencyStore, protected readonly log: Logger, protected readonly clock: Clock = systemClock,
     /** The shard's: an outcome that meets a full DATA_DIR waits for room (src/store/fullDisk.ts). */
-    private readonly fullDisk: FullDisk = new FullDisk({ log, retryMs: FULL_DISK_RETRY_MS }),
+    fullDisk: FullDisk = new FullDisk({ log, retryMs: FULL_DISK_RETRY_MS }),
   ) {
+    this.unwritten = new HeldWrites({ fullDisk, what: 'idempotency outcomes', retry: (recs) => this.write(recs) });
     this.observer = {
       // A collision with a settled record is how one is found again, not a failure.
       error: (err: unknown) => err instanceof RecordExistsError || this.log.error('idempotency actor failed', { err }),
@@ -237,27 +238,20 @@ export abstract class TradeRecords {
    */
   private write(recs: Rec[]): void {
     try {
-      this.store.batch(() => {
+      const written = this.unwritten.attempt(() => this.store.batch(() => {
         for (const rec of recs) this.writeOutcome(rec);
-      });
-      this.fullDisk.wrote();
-    } catch (err) {
-      if (this.fullDisk.postponed('idempotency outcomes', err)) {
+      }), recs);
+      if (!written) {
         for (const rec of recs) {
           rec.busy = true;
           // A discarded record left the table (its id is free once its row is gone): back until then.
           const c = rec.actor.getSnapshot().context;
           const k = this.key(c.accountId, c.clientOrderId);
           if (!this.records.has(k)) this.records.set(k, rec);
-          this.unwritten.push(rec);
         }
-        this.rewrite ??= setTimeout(() => {
-          this.rewrite = undefined;
-          this.writeUnwritten();
-        }, this.fullDisk.retryMs);
-        this.rewrite.unref();
         return;
       }
+    } catch (err) {
       this.log.error('cannot commit idempotency outcomes', { err });
     }
     for (const rec of recs) {
@@ -281,15 +275,6 @@ export abstract class TradeRecords {
     else if (s.matches('discarded')) this.store.remove(c.accountId, c.clientOrderId);
   }
 
-  /** Outcomes a full disk kept waiting: tried again (see `write`). */
-  private writeUnwritten(): void {
-    clearTimeout(this.rewrite);
-    this.rewrite = undefined;
-    const recs = this.unwritten;
-    this.unwritten = [];
-    if (recs.length > 0) this.write(recs);
-  }
-
   /** A settled record found on disk when claiming its id: back as an actor (expired: removed). */
   protected restoreSettled(accountId: string, clientOrderId: string): boolean {
     const row = this.store.get(accountId, clientOrderId);
@@ -303,8 +288,7 @@ export abstract class TradeRecords {
     // Outcomes already answered are written first (a graceful stop loses nothing; on a disk still
     // full those rows stay 'sent', recovering after the restart).
     this.flush();
-    this.writeUnwritten();
-    clearTimeout(this.rewrite);
+    this.unwritten.stop();
     for (const rec of this.records.values()) this.halt(rec);
     this.records.clear();
   }
@@ -313,7 +297,7 @@ export abstract class TradeRecords {
    *  ledger in PostgreSQL is what the next owner answers retries from). */
   release(accountIds: ReadonlySet<string>): void {
     this.flush();
-    this.writeUnwritten();
+    this.unwritten.flush();
     for (const [k, rec] of this.records) {
       if (!accountIds.has(k.slice(0, k.indexOf('\u0000')))) continue;
       this.halt(rec);

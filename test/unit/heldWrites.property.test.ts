@@ -1,0 +1,161 @@
+// HeldWrites (src/store/heldWrites.ts), the one loop the full-disk writers share: a write that meets
+// a full disk is held, one retry timer runs while anything waits, the retry writes what is held
+// (holding it again while the disk is still full), a stop tries once more and leaves no timer, and
+// the log has one line when an episode begins and one when it ends. A model of it, run against the
+// real helper with a scheduler in the test's hands (no time) and a disk whose fullness the commands set.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { FullDisk } from '../../src/store/fullDisk.js';
+import { HeldWrites } from '../../src/store/heldWrites.js';
+import { ManualScheduler } from '../helpers/fullDisk.js';
+
+const full = () => Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+
+interface Real {
+  disk: { full: boolean };
+  written: number[];
+  lines: Array<{ level: string; msg: string }>;
+  sched: ManualScheduler;
+  held: HeldWrites<number>;
+  write(items: number[]): void;
+}
+
+function real(): Real {
+  const r = { disk: { full: false }, written: [] as number[], lines: [] as Array<{ level: string; msg: string }>, sched: new ManualScheduler() } as Real;
+  const log = createLogger('info', {}, (line) => r.lines.push(JSON.parse(line) as { level: string; msg: string }));
+  // A writer as TradeRecords is one: its own batch tried now, a retry writing what was held.
+  r.write = (items) => {
+    r.held.attempt(() => {
+      if (r.disk.full) throw full();
+      r.written.push(...items);
+    }, items);
+  };
+  r.held = new HeldWrites<number>({ fullDisk: new FullDisk({ log, retryMs: 1_000 }), what: 'test writes', retry: (items) => r.write(items), sizeOf: () => 10, scheduler: r.sched });
+  return r;
+}
+
+interface Model { full: boolean; written: number[]; held: number[]; armed: boolean; episode: boolean; begun: number; ended: number; next: number }
+
+/** What the model says a write attempt of `items` does. */
+function attempt(m: Model, items: number[]): void {
+  if (m.full) {
+    m.held.push(...items);
+    m.armed = true;
+    if (!m.episode) m.begun++;
+    m.episode = true;
+    return;
+  }
+  m.written.push(...items);
+  if (m.held.length === 0) m.armed = false;
+  if (m.episode) m.ended++;
+  m.episode = false;
+}
+
+function retry(m: Model): void {
+  m.armed = false;
+  const items = m.held;
+  m.held = [];
+  attempt(m, items);
+}
+
+function check(m: Model, r: Real): void {
+  expect(r.written).toEqual(m.written);
+  expect(r.held.held).toEqual(m.held);
+  expect(r.held.size).toBe(m.held.length * 10);
+  expect(r.held.retrying).toBe(m.armed);
+  expect(r.held.waiting).toBe(m.armed || m.held.length > 0);
+  // One timer while armed, never two.
+  expect(r.sched.timers.size).toBe(m.armed ? 1 : 0);
+  expect(r.lines.filter((l) => l.level === 'error' && /DATA_DIR is full/.test(l.msg))).toHaveLength(m.begun);
+  expect(r.lines.filter((l) => l.level === 'info' && /DATA_DIR has room again/.test(l.msg))).toHaveLength(m.ended);
+  // Nothing lost, nothing twice: every item written or held, once.
+  const all = [...m.written, ...m.held].sort((a, b) => a - b);
+  expect(all).toEqual(Array.from({ length: m.next }, (_, i) => i));
+}
+
+class Write implements fc.Command<Model, Real> {
+  constructor(readonly n: number) {}
+  check = () => true;
+  run(m: Model, r: Real): void {
+    const items = Array.from({ length: this.n }, () => m.next++);
+    r.write(items);
+    attempt(m, items);
+    check(m, r);
+  }
+  toString = () => `write(${this.n})`;
+}
+
+class Disk implements fc.Command<Model, Real> {
+  constructor(readonly full: boolean) {}
+  check = () => true;
+  run(m: Model, r: Real): void {
+    m.full = r.disk.full = this.full;
+    check(m, r);
+  }
+  toString = () => (this.full ? 'disk full' : 'disk has room');
+}
+
+class Fire implements fc.Command<Model, Real> {
+  check = () => true;
+  run(m: Model, r: Real): void {
+    r.sched.fire();
+    if (m.armed) retry(m);
+    check(m, r);
+  }
+  toString = () => 'retry timer';
+}
+
+class OtherFailure implements fc.Command<Model, Real> {
+  check = () => true;
+  run(m: Model, r: Real): void {
+    expect(() => r.held.attempt(() => {
+      throw new Error('disk I/O error');
+    }, [-1])).toThrow('disk I/O error');
+    check(m, r);
+  }
+  toString = () => 'other failure';
+}
+
+class Stop implements fc.Command<Model, Real> {
+  check = () => true;
+  run(m: Model, r: Real): void {
+    r.held.stop();
+    if (m.armed || m.held.length > 0) retry(m);
+    m.armed = false;
+    // What still waits stays held, with no timer: the writer's to keep or lose.
+    check(m, r);
+  }
+  toString = () => 'stop';
+}
+
+describe('HeldWrites', () => {
+  it('holds what meets a full disk, retries it on one timer, in order, once each, and logs one line per episode', () => {
+    const commands = [
+      fc.integer({ min: 1, max: 3 }).map((n) => new Write(n)),
+      fc.boolean().map((f) => new Disk(f)),
+      fc.constant(new Fire()),
+      fc.constant(new OtherFailure()),
+      fc.constant(new Stop()),
+    ];
+    fc.assert(fc.property(fc.commands(commands, { maxCommands: 60, size: 'max' }), (cmds) => {
+      fc.modelRun(() => ({ model: { full: false, written: [], held: [], armed: false, episode: false, begun: 0, ended: 0, next: 0 }, real: real() }), cmds);
+    }), { numRuns: 80 });
+  });
+
+  it('a writer that keeps its rows itself (the simulator journal): the retry runs with nothing held, and a write a request waits for is not held', () => {
+    const r = real();
+    let tries = 0;
+    const h = new HeldWrites<never>({ fullDisk: new FullDisk({ log: createLogger('silent'), retryMs: 5 }), what: 'journal', retry: () => tries++, scheduler: r.sched });
+    expect(h.attempt(() => {
+      throw full();
+    })).toBe(false);
+    expect([h.waiting, h.retrying, (h.reason as Error).message]).toEqual([true, true, 'database or disk is full']);
+    r.sched.fire();
+    expect([tries, h.waiting]).toEqual([1, false]);
+    expect(() => h.attempt(() => {
+      throw full();
+    }, [], false)).toThrow('database or disk is full');
+    expect(h.waiting).toBe(false);
+  });
+});
