@@ -54,6 +54,9 @@ export const COMMAND_REACH: ReachTable = {
   'stream.sub': 'broker',
   'stream.unsub': 'broker',
   'stream.close': 'broker',
+  // A node's near sources (nearSources.ts) go to its own shards only, for accounts running there.
+  'stream.source': 'broker',
+  'stream.unsource': 'broker',
 };
 
 export function reachOf<C extends CommandName>(op: C, args: ArgsOf<C>): Reach {

@@ -50,6 +50,12 @@ declare module '../protocol.js' {
     'stream.unsub': { args: { accountId: string; symbol: string; timeframes?: Timeframe[] }; result: { ok: true } };
     /** The last socket of this account closed. */
     'stream.close': { args: { accountId: string }; result: { ok: true } };
+    /** Cluster mode: this account (running here, on `server`) also subscribes the symbol for other
+     *  accounts' sockets of the server (a near source: streamSources.ts). ok false: not running here,
+     *  or on another server. */
+    'stream.source': { args: { accountId: string; server: string; symbol: string }; result: { ok: boolean } };
+    /** The near source of the symbol at this account is no longer wanted. */
+    'stream.unsource': { args: { accountId: string; symbol: string }; result: { ok: true } };
   }
 }
 

@@ -18,6 +18,7 @@ import { errorMessage } from '../../util/errorMessage.js';
 import type { Deal } from '../../market/orders.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
+import { createStreamSources } from './streamSources.js';
 
 interface StreamAccount {
   rt: AccountRuntime;
@@ -61,6 +62,8 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     const data: TickEventData = { server, tick };
     ctx.emit({ kind: STREAM_EVENT.tick, key: server, data });
   };
+  /** Cluster mode: this shard's accounts as near sources of other accounts' symbols. */
+  const sources = createStreamSources(ctx, forwardTick);
   /** Candle topics whose missed closes are being read from history: their live events wait, in order. */
   const holding = new Map<string, CandleEvent[]>();
   const forwardCandle = (server: string, ev: CandleEvent) => {
@@ -212,6 +215,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
 
   return {
     handlers: {
+      ...sources.handlers,
       'stream.open': async ({ accountId }) => {
         const rt = await registry().ensure(accountId);
         let a = accounts.get(accountId);
@@ -297,11 +301,13 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     rehydrate: () => 0,
     actorCount: () => 0,
     release(ids) {
+      sources.release(ids);
       for (const id of ids) accounts.get(id)?.off();
       for (const id of ids) accounts.delete(id);
       return 0;
     },
     stop() {
+      sources.stop();
       for (const a of accounts.values()) a.off();
       accounts.clear();
     },
