@@ -22,6 +22,9 @@ import { SessionRecords } from './sessionRecords.js';
 import { nudgeOnRelease } from './leaseKeeper.js';
 import { replacedBy, TWIN_TAKEN_OVER } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
+import { RoutedShards } from './routedShards.js';
+import { NearSources } from './nearSources.js';
+import { AccountStore } from '../store/accounts.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { nodeCounters } from './nodeCounters.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
@@ -61,28 +64,6 @@ export interface ClusterStatus {
   leases: PgNode['keeper']['stats'];
   routing: AccountRouter['stats'];
   relay: StreamRelay['stats'];
-}
-
-/** Shards as routes see them in cluster mode: an account's calls go to its owner; commands for a
- *  shard index, and seat timers (no lease: a seat is an account only once bound), stay here. */
-class RoutedShards implements Shards {
-  constructor(private readonly set: ShardSet, private readonly router: AccountRouter, private readonly follower: StreamFollower) {}
-  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
-    if (op.startsWith('seat.')) return this.set.call(key, op, args, opts);
-    // The stream hub's commands also start (or stop) this node's relay subscriptions for them.
-    return this.follower.call(key, op, args, () => this.router.call(key, op, args, opts));
-  }
-  callShard<C extends CommandName>(shard: number, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
-    return this.set.callShard(shard, op, args, opts);
-  }
-  shardFor(key: string): number { return this.set.shardFor(key); }
-  get size(): number { return this.set.size; }
-  allReady(): boolean { return this.set.allReady(); }
-  restarts(): number { return this.set.restarts(); }
-  queueDepths(): number[] { return this.set.queueDepths(); }
-  health(): ReturnType<ShardSet['health']> { return this.set.health(); }
-  kill(shard: number): Promise<void> { return this.set.kill(shard); }
-  threadId(shard: number): number | undefined { return this.set.threadId(shard); }
 }
 
 /**
@@ -126,7 +107,7 @@ const NO_CALLS = { forwarded: 0, served: 0, unavailable: 0, ownerWaits: 0 } as c
 
 export class ClusterNode {
   readonly nodeId: string;
-  private wired: { set: ShardSet; adopted: Adoptions; calls: CallDrain; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy } | undefined;
+  private wired: { set: ShardSet; adopted: Adoptions; calls: CallDrain; nats: NatsNode; shards: Shards; tenancy: ClusterTenancy; near: NearSources } | undefined;
   /** Gateway sessions in PostgreSQL: written by the owner, read by any node, restored by the next owner. */
   private readonly sessions: SessionRecords;
   /** Binding changes made by this node's shards (login, platform, build), copied to PostgreSQL. */
@@ -219,7 +200,11 @@ export class ClusterNode {
     // A "no owner" announcement: the account's target takes it now, not at its next round.
     nudgeOnRelease(nats.owners, this.pg.keeper);
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, sqlite: this.o.sqlite, apply: (n) => this.onTenancyNotice(n) });
-    this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(nats.relay)), tenancy };
+    // A symbol this node's sockets follow on another node's account also comes from an account of the
+    // same server running here, if there is one (nearSources.ts).
+    const bindings = new AccountStore(this.o.sqlite);
+    const near = new NearSources({ shards: set, serverOf: (id) => bindings.getLive(id)?.server, log: this.o.log });
+    this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(near.relayWith(nats.relay))), tenancy, near };
     // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
     this.pg.mirror.runsHere = (id) => adopted.has(id);
     // Gateway sessions live in the SQLite of the node that owned the account when they were made:
@@ -414,6 +399,7 @@ export class ClusterNode {
     this.w.adopted.add(leases.map((l) => l.accountId));
     for (const l of leases) this.w.nats.owners.announce(l.accountId, { owner: this.nodeId, epoch: l.epoch });
     await started.catch((err: unknown) => this.o.log.error('could not start acquired accounts', { accounts: leases.length, err: errorMessage(err) }));
+    this.w.near.added(leases.map((l) => l.accountId).filter((id) => this.w.adopted.has(id)));
     this.onAcquired(leases.map((l) => l.accountId));
   }
 
@@ -430,6 +416,7 @@ export class ClusterNode {
 
   private async release(ids: string[], why: string): Promise<void> {
     this.w.adopted.delete(ids);
+    this.w.near.removed(ids);
     this.o.log.info('accounts leave this node', { accounts: ids.length, why });
     // Their bindings as the cluster has them (a change of their shards PostgreSQL refused is undone
     // here), again once the shards stopped them (a bind in flight may have written meanwhile).
@@ -449,6 +436,11 @@ export class ClusterNode {
       nodeId: this.nodeId, natsUp: this.w.nats.link.up, ownedHere: this.pg.keeper.held().length, steppedDown: this.pg.keeper.cutOff,
       leases: this.pg.keeper.stats, routing: this.w.nats.router.stats, relay: this.w.nats.relay.stats,
     };
+  }
+
+  /** Symbols this node's sockets follow on other nodes' accounts, and how many a local account serves (nearSources.ts). */
+  nearCounts(): { wanted: number; served: number } {
+    return this.wired?.near.counts() ?? { wanted: 0, served: 0 };
   }
 
   /** Readiness (/readyz): NATS connected (it can forward and relay) and PostgreSQL answering its
@@ -492,6 +484,7 @@ export class ClusterNode {
    */
   async close(opts: { handover: boolean }): Promise<void> {
     clearInterval(this.seenTimer);
+    this.wired?.near.stop();
     await this.flushAudit();
     await this.pg.close(opts);
     this.wired?.tenancy.close();

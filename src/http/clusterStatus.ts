@@ -20,6 +20,10 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
   }, 'Lease changes on this node: acquired, handed over (released to another node), lost (not renewed in time).');
   metrics.gauge('tagw_cluster_audit_outbox_rows', () => node.auditPending(), 'Audit rows not in PostgreSQL yet: kept in this node\'s SQLite while it was unreachable, written when it is back (or at the node\'s next start).');
   metrics.counter('tagw_cluster_takeovers_total', () => st().leases.takeovers, 'Accounts this node acquired that another node (or an earlier lease) had held.');
+  metrics.labeledGauge('tagw_cluster_followed_symbols', 'source', () => {
+    const { wanted, served } = node.nearCounts();
+    return { near: served, relay_only: wanted - served };
+  }, 'Symbols (of a server) this node\'s sockets follow on accounts other nodes own: served by an account of the same server running here too (near), or by the owner\'s relay alone.');
   metrics.labeledCounter('tagw_cluster_calls_total', ['outcome'], () => {
     const r = st().routing;
     return [[['forwarded'], r.forwarded], [['served'], r.served], [['unavailable'], r.unavailable], [['owner_wait'], r.ownerWaits]];

@@ -32,7 +32,7 @@ export interface StreamStats extends StreamCounters {
 export class StreamHub {
   private readonly sockets = new Set<Sock>();
   readonly counters: StreamCounters = {
-    ticksIn: 0, ticksDuplicate: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0, syncUpgrades: 0,
+    ticksIn: 0, ticksDuplicate: 0, quotesInLocal: 0, quotesInRelay: 0, quotesPublished: 0, candlesPublished: 0, coalescedFlushes: 0, backpressureCloses: 0, syncUpgrades: 0,
   };
   private readonly topics: Topics;
   private readonly out: Outbox;
@@ -83,6 +83,8 @@ export class StreamHub {
     metrics.counter('tagw_stream_sync_upgrades_total', () => this.counters.syncUpgrades);
     metrics.counter('tagw_stream_ticks_in_total', () => this.counters.ticksIn);
     metrics.counter('tagw_stream_ticks_duplicate_total', () => this.counters.ticksDuplicate);
+    metrics.labeledCounter('tagw_stream_quotes_in_total', ['path'], () => [[['local'], this.counters.quotesInLocal], [['relay'], this.counters.quotesInRelay]],
+      'Ticks that made a new quote (not a duplicate), by where they came from: this node\'s shards (its accounts; cluster mode: a near source too) or the cluster relay.');
     metrics.counter('tagw_stream_quotes_published_total', () => this.counters.quotesPublished);
     metrics.counter('tagw_stream_candles_published_total', () => this.counters.candlesPublished);
     metrics.counter('tagw_stream_coalesced_flushes_total', () => this.counters.coalescedFlushes);

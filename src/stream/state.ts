@@ -131,6 +131,9 @@ export interface StreamCounters {
   syncUpgrades: number;
   ticksIn: number;
   ticksDuplicate: number;
+  /** Ticks that made a new quote, by where they came from: this node's shards / the cluster relay. */
+  quotesInLocal: number;
+  quotesInRelay: number;
   quotesPublished: number;
   candlesPublished: number;
   coalescedFlushes: number;

@@ -9,6 +9,7 @@ import { clockFor, type ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
+import { isRelayed } from '../runtime/marketOrigin.js';
 import { marketFrame } from './frames.js';
 import { newEpoch } from './history.js';
 import type { Clock } from '../util/clock.js';
@@ -121,6 +122,8 @@ export class Topics {
     t.lastBid = tick.bid;
     t.lastAsk = tick.ask;
     t.lastTick = tick;
+    if (isRelayed(tick)) this.counters.quotesInRelay++;
+    else this.counters.quotesInLocal++;
     t.seq++;
     if (t.refs === 0) return;
     const srv = this.servers.get(server);

@@ -1,0 +1,148 @@
+// A node takes a symbol's quotes from a broker session of its own on the same server (docs/cluster.md
+// "Streams": the near source), the owner's relay staying as the fallback. Three gateway processes on
+// real nats-server and PostgreSQL, one simulator process. Node b's NATS user may not subscribe the
+// market subjects (`tagw.md.>`, a nats-server permission): whatever the owner relays of a symbol
+// never reaches b, so what b's sockets get of an account owned elsewhere comes from an account of
+// the same server running on b, or not at all.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, type ClusterAccount, type Engines } from '../helpers/clusterProcs.js';
+import { startNats } from '../helpers/engines.js';
+import { sharedPostgres } from '../helpers/postgres.js';
+import { cleanupProcesses } from '../helpers/process.js';
+import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
+import { until } from '../helpers/until.js';
+
+let engines: Engines;
+let cluster: ClusterProcs;
+/** Two nodes, every one reaching the market subjects: both copies of a quote reach a node. */
+let both: ClusterProcs;
+let b: string;
+/** Owned by another node than b. */
+let remote: ClusterAccount;
+/** Owned by b, on the same server. */
+const mine: ClusterAccount[] = [];
+
+beforeAll(async () => {
+  const conf = join(mkdtempSync(join(tmpdir(), 'tagw-nats-conf-')), 'nats.conf');
+  writeFileSync(conf, `authorization {
+  users = [
+    { user: "node", password: "pw" }
+    { user: "nomd", password: "pw", permissions: { subscribe: { deny: ["tagw.md.>"] } } }
+  ]
+}
+`);
+  const [nats, pg] = await Promise.all([startNats({ args: ['-c', conf] }), sharedPostgres()]);
+  const url = (user: string) => `nats://${user}:pw@127.0.0.1:${nats.port}`;
+  engines = { nats: { ...nats, url: url('node') }, pg, stop: async () => void (await Promise.all([nats.stop(), pg.stop()])) };
+  cluster = await ClusterProcs.start(engines, { nodes: 3, nodeEnv: (id): Record<string, string> => (id.endsWith('-b') ? { NATS_URL: url('nomd') } : {}) });
+  b = cluster.nodes.find((n) => n.id.endsWith('-b'))!.id;
+  // Accounts until one is owned elsewhere and two are owned by b (placement is by the account's id).
+  for (let i = 0; i < 14 && (!remote || mine.length < 2); i++) {
+    const a = await cluster.account();
+    const { owner } = await cluster.owner(a.id);
+    if (owner === b) mine.push(a);
+    else remote ??= a;
+  }
+  expect(remote).toBeDefined();
+  expect(mine.length).toBeGreaterThan(0);
+}, 240_000);
+afterAll(async () => {
+  await both?.close();
+  await cluster?.close();
+  cleanupProcesses();
+  await engines?.stop();
+}, 60_000);
+
+const quoteKey = (f: Frame) => JSON.stringify([f.data.symbol, f.data.bid, f.data.ask, f.data.timeMsc]);
+
+/** No quote twice, and the topic's seqs one after another. */
+function expectWhole(quotes: Frame[]): void {
+  const keys = quotes.map(quoteKey);
+  expect(new Set(keys).size).toBe(keys.length);
+  for (let i = 1; i < quotes.length; i++) expect(quotes[i]!.seq).toBe(quotes[i - 1]!.seq + 1);
+}
+
+async function metric(node: string, re: RegExp, c = cluster): Promise<number> {
+  const text = await (await fetch(`${c.node(node).url}/metrics`)).text();
+  return Number(re.exec(text)?.[1] ?? 0);
+}
+
+describe('near source', () => {
+  let sock: StreamClient;
+
+  it('a socket on b for an account owned elsewhere gets its quotes from b\'s own session on the server, the relay\'s never reaching b', async () => {
+    sock = await mustOpen(cluster.node(b).url, { id: remote.id, heartbeat: '0' }, { 'x-api-key': remote.key });
+    await sock.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
+    sock.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await sock.next('SUBSCRIBED', 0, 15_000);
+    await sock.until((c) => c.of('QUOTE').length >= 5, 20_000, 'five quotes on b');
+    expectWhole(sock.of('QUOTE'));
+    expect(await metric(b, /^tagw_stream_quotes_in_total\{path="local"\} (\d+)/m)).toBeGreaterThanOrEqual(5);
+    expect(await metric(b, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m)).toBe(0);
+    expect(await metric(b, /^tagw_cluster_followed_symbols\{source="near"\} (\d+)/m)).toBe(1);
+  }, 60_000);
+
+  it('b\'s accounts on the server leave it in turn (their leases lost): quotes keep coming, from the one still there or back, and none twice', async () => {
+    for (const a of mine) {
+      const before = await cluster.lease(a.id);
+      await cluster.expireLease(a.id);
+      // b finds it lost at its next renewal and releases it; then some node (b again, its target) takes it.
+      await until(async () => {
+        const now = await cluster.lease(a.id);
+        return now.live && now.epoch > before.epoch;
+      }, `a new lease of ${a.id}`, 20_000);
+      const n = sock.of('QUOTE').length;
+      await sock.until((c) => c.of('QUOTE').length >= n + 5, 20_000, `five more quotes after ${a.id} left b`);
+    }
+    expectWhole(sock.of('QUOTE'));
+    expect(await metric(b, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m)).toBe(0);
+  }, 120_000);
+
+  it('the last socket gone, b holds no near source any more', async () => {
+    await sock.close();
+    await until(async () => (await metric(b, /^tagw_cluster_followed_symbols\{source="near"\} (\d+)/m)) === 0, 'no near source on b', 20_000);
+  }, 30_000);
+});
+
+describe('near source and relay together', () => {
+  it('both copies reach the node: each quote once, seqs one after another; the near account removed, the relay\'s copies carry on alone', async () => {
+    both = await ClusterProcs.start(engines, { nodes: 2 });
+    const [na, nb] = both.nodes.map((n) => n.id) as [string, string];
+    let x: ClusterAccount | undefined;
+    let y: ClusterAccount | undefined;
+    for (let i = 0; i < 12 && (!x || !y); i++) {
+      const a = await both.account();
+      const { owner } = await both.owner(a.id);
+      if (owner === na) x ??= a;
+      else y ??= a;
+    }
+    expect(x && y).toBeTruthy();
+    const s = await mustOpen(both.node(nb).url, { id: x!.id, heartbeat: '0' }, { 'x-api-key': x!.key });
+    try {
+      await s.until((c) => c.of('ORDERS').find((f) => f.data.snapshot === true), 15_000, 'the ORDERS snapshot');
+      s.send({ action: 'subscribe', symbol: 'BTCUSD' });
+      await s.next('SUBSCRIBED', 0, 15_000);
+      await s.until((c) => c.of('QUOTE').length >= 10, 20_000, 'ten quotes');
+      expect(await metric(nb, /^tagw_cluster_followed_symbols\{source="near"\} (\d+)/m, both)).toBe(1);
+      expect(await metric(nb, /^tagw_stream_quotes_in_total\{path="local"\} (\d+)/m, both)).toBeGreaterThan(0);
+      // Every tick came twice (near, then the owner's relay): one of each pair was dropped.
+      expect(await metric(nb, /^tagw_stream_ticks_duplicate_total (\d+)/m, both)).toBeGreaterThan(0);
+      expectWhole(s.of('QUOTE'));
+
+      // The near account's seat removed: it leaves node b, which has no other on the server.
+      const del = await fetch(`${both.node(na).url}/v1/seats/${y!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } });
+      expect(del.status).toBe(200);
+      await until(async () => (await metric(nb, /^tagw_cluster_followed_symbols\{source="relay_only"\} (\d+)/m, both)) === 1, 'the relay alone on b', 20_000);
+      const relayed = await metric(nb, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m, both);
+      const n = s.of('QUOTE').length;
+      await s.until((c) => c.of('QUOTE').length >= n + 5, 20_000, 'five quotes over the relay alone');
+      expect(await metric(nb, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m, both)).toBeGreaterThanOrEqual(relayed + 5);
+      expectWhole(s.of('QUOTE'));
+    } finally {
+      await s.close();
+    }
+  }, 180_000);
+});
