@@ -124,6 +124,10 @@ export const configSchema = z.object({
    *  cover a 60 s disconnect of a busy account (100 events/s). */
   streamHistoryMaxEvents: int(1, 1_000_000).default(10_000),
   streamHistoryMaxAgeMs: int(100, 86_400_000).default(120_000),
+  /** The most memory (bytes, about) account frames waiting for a full DATA_DIR take on one node
+   *  (docs/storage.md): past it an account whose frame does not fit has its waiting frames dropped
+   *  (none was sent) and its stream begins a new epoch (sockets close 4014, resume recovered:false). */
+  streamHistoryHeldMaxBytes: int(64 * 1024, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
   /** Economic calendar for /news: rules JSON, events JSON, CSV or ICS export (docs/news.md). Missing file: built-in schedule. */
   calendarFile: z.string().min(1).default('./config/calendar.json'),
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
@@ -196,6 +200,7 @@ const ENV: Record<string, keyof Config> = {
   STREAM_HEARTBEAT_MS: 'streamHeartbeatMs', STREAM_SOFT_LIMIT_BYTES: 'streamSoftLimitBytes',
   STREAM_HARD_LIMIT_BYTES: 'streamHardLimitBytes', STREAM_SWEEP_MS: 'streamSweepMs', STREAM_SNAPSHOT_STORE_WAIT_MS: 'streamSnapshotStoreWaitMs',
   STREAM_HISTORY_MAX_EVENTS: 'streamHistoryMaxEvents', STREAM_HISTORY_MAX_AGE_MS: 'streamHistoryMaxAgeMs',
+  STREAM_HISTORY_HELD_MAX_BYTES: 'streamHistoryHeldMaxBytes',
   CORS_ORIGINS: 'corsOrigins', STORAGE_MIN_FREE_MB: 'storageMinFreeMb', STORAGE_CHECK_MS: 'storageCheckMs', CHECKPOINTER_PRIORITY: 'checkpointerPriority',
   TLS_CERT_FILE: 'tlsCertFile', TLS_KEY_FILE: 'tlsKeyFile', TLS_CA_FILE: 'tlsCaFile', TLS_KEY_PASSPHRASE: 'tlsKeyPassphrase',
   BRIDGE_CA_FILE: 'bridgeCaFile',

@@ -8,7 +8,11 @@ export interface StoredEntry { seq: number; at: number; frame: string }
  *  first, with the epoch's start on the shards' clock. */
 export interface DealMark { ticket: number; timeMsc: number }
 export interface StoredStream { epoch: string; seq: number; aliveAt: number; deal: DealMark; entries: StoredEntry[] }
-export interface StreamWrite { accountId: string; epoch: string; seq: number; deal: DealMark; entries: StoredEntry[]; keepFrom: number }
+export interface StreamWrite {
+  accountId: string; epoch: string; seq: number; deal: DealMark; entries: StoredEntry[]; keepFrom: number;
+  /** A new epoch: the account's rows of the one before go first. */
+  fresh?: boolean;
+}
 
 export class StreamHistoryStore {
   private readonly st;
@@ -46,6 +50,7 @@ export class StreamHistoryStore {
   write(batch: readonly StreamWrite[], now: number): void {
     this.db.transaction(() => {
       for (const w of batch) {
+        if (w.fresh) this.st.dropEntries.run(w.accountId);
         this.st.upsert.run(w.accountId, w.epoch, w.seq, now, w.deal.ticket, w.deal.timeMsc);
         for (const e of w.entries) this.st.insert.run(w.accountId, e.seq, e.at, e.frame);
         this.st.trim.run(w.accountId, w.keepFrom);

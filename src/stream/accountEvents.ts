@@ -38,7 +38,11 @@ export class AccountEvents {
     private readonly deps: AccountEventDeps, private readonly accounts: AccountStreams,
     private readonly topics: Topics, private readonly out: Outbox,
   ) {
-    this.writes = new HistoryWrites(deps, (acc, entries) => this.deliver(acc, entries));
+    this.writes = new HistoryWrites(deps, {
+      deliver: (acc, entries) => this.deliver(acc, entries),
+      overflow: (acc) => this.overflow(acc),
+      kept: (acc) => this.accounts.accounts.get(acc.id) === acc,
+    }, deps.config.streamHistoryHeldMaxBytes);
     accounts.onOpened = (acc) => this.resync(acc);
     const shared = deps.shared;
     if (shared) {
@@ -467,6 +471,20 @@ export class AccountEvents {
         }
       },
     ).catch((err: unknown) => this.deps.log.error('stream resync failed', { accountId: acc.id, err: errorMessage(err) }));
+  }
+
+  /** What a full disk held of the account's frames passed STREAM_HISTORY_HELD_MAX_BYTES (historyWrites.ts):
+   *  they were dropped, never sent; a new epoch (written once there is room), its sockets reconnect
+   *  (their resume says recovered:false). */
+  private overflow(acc: AccountState): void {
+    this.accounts.rotate(acc, false, true);
+    for (const s of [...acc.sockets]) this.out.end(s, 'STREAM_GAP');
+  }
+
+  /** The memory account frames waiting for a full disk take (tagw_stream_history_held_bytes), and
+   *  how many account streams began a new epoch since start for want of it. */
+  get held(): { bytes: number; overflows: number } {
+    return { bytes: this.writes.heldBytes, overflows: this.writes.overflows };
   }
 
   /** Deals may be missing from the stream: a new epoch, and its sockets reconnect (their resume says recovered:false). */

@@ -85,10 +85,10 @@ export class AccountStreams {
    * A new epoch, stored at once: a client whose snapshot is at seq 0 of it can resume after a restart
    * too. Its deals start now, on the shards' clock (the broker's deal times are on it).
    */
-  private freshHistory(id: string, now: number): { history: AccountHistory; deals: DealLedger } {
+  private freshHistory(id: string, now: number, unstored = false): { history: AccountHistory; deals: DealLedger } {
     const history = new AccountHistory(newEpoch(now), 0, this.limits);
     const deals = new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() });
-    if (this.deps.shared) return { history, deals };
+    if (this.deps.shared || unstored) return { history, deals };
     try {
       this.deps.history.drop(id);
       this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, deal: deals.mark, entries: [], keepFrom: 1 }], now);
@@ -98,9 +98,10 @@ export class AccountStreams {
     return { history, deals };
   }
 
-  /** Continuity lost (rebound, shard restarted): a new epoch, nothing known of the lists. */
-  rotate(acc: AccountState, rebound = false): void {
-    Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now()));
+  /** Continuity lost (rebound, shard restarted, its frames over what a full disk may hold): a new
+   *  epoch, nothing known of the lists. `unstored`: not written now (historyWrites.ts writes it). */
+  rotate(acc: AccountState, rebound = false, unstored = false): void {
+    Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now(), unstored));
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = NO_VERSION;
     acc.needsResync = false;

@@ -20,7 +20,8 @@ export const SOCKET_CLOSE = {
    *  begins a new epoch); on another server also another market, clock, maybe platform. Reconnect
    *  and resubscribe. */
   ACCOUNT_REBOUND: { code: 4012, reason: 'account bound to another broker login; reconnect and resubscribe' },
-  /** /v1/stream: after a restart or an outage the broker's deal history could not be read, so deals
+  /** /v1/stream: after a restart or an outage the broker's deal history could not be read, or on a
+   *  full disk the account's frames waiting to be stored passed STREAM_HISTORY_HELD_MAX_BYTES, so deals
    *  may be missing from the account stream: a new epoch began. Reconnect: the resume answers
    *  recovered:false, then fresh snapshots; read /OrderHistory for the deals. */
   STREAM_GAP: { code: 4014, reason: 'account events may have been missed; reconnect and resync' },

@@ -3,10 +3,14 @@
 // a client ahead of it), then handed to `deliver`. On a full DATA_DIR a batch waits in memory with
 // its frames unsent, later batches wait behind it, and the write is tried again every retryMs: once
 // it is done the frames are sent, in order, each once (docs/storage.md). Snapshots that describe
-// lists as of waiting frames wait with them (afterStored).
+// lists as of waiting frames wait with them (afterStored). What waits is bounded (heldMaxBytes,
+// STREAM_HISTORY_HELD_MAX_BYTES): an account whose frame does not fit has its waiting frames dropped
+// (never sent) and begins a new epoch (its sockets told: 4014), sent unstored until a write puts
+// that epoch on disk where it stands; a restart meanwhile knows nothing of it, so cannot contradict it.
 import type { Logger } from '../log.js';
-import type { FullDisk } from '../store/fullDisk.js';
-import type { StreamHistoryStore } from '../store/streamHistory.js';
+import { FULL_DISK_RETRY_MS, FullDisk } from '../store/fullDisk.js';
+import { HeldWrites, type Scheduler } from '../store/heldWrites.js';
+import type { StreamHistoryStore, StreamWrite } from '../store/streamHistory.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { HistoryEntry } from './history.js';
@@ -21,20 +25,58 @@ export interface HistoryWritesDeps {
   history: StreamHistoryStore;
   /** The main thread's: a history write that meets a full DATA_DIR waits for room (src/store/fullDisk.ts). */
   fullDisk?: FullDisk;
+  /** Tests: the retry's timers (default: the system's). */
+  scheduler?: Scheduler;
 }
+
+/** What the account streams do with what HistoryWrites decides (accountEvents.ts). */
+export interface HistoryWritesHooks {
+  /** Stored entries to the account's live sockets. */
+  deliver(acc: AccountState, entries: readonly HistoryEntry[]): void;
+  /** The account's frames no longer fit in memory while the disk is full: its waiting frames (never
+   *  sent) are dropped, so its stream must begin a new epoch, and its sockets be told (4014). */
+  overflow(acc: AccountState): void;
+  /** Whether the account's stream is still kept here (only those get their epoch written). */
+  kept(acc: AccountState): boolean;
+}
+
+/** A frame's cost in memory while it waits: its text, and about this much for its entry and Pending. */
+const ENTRY_OVERHEAD_BYTES = 160;
 
 export class HistoryWrites {
   /** Recorded, not stored yet: a full disk keeps them (and their frames) until a retry writes them. */
-  private unstored: Pending[] = [];
-  private retry: NodeJS.Timeout | undefined;
+  private readonly unstored: HeldWrites<Pending>;
   /** Snapshots waiting for those entries (they describe lists as of them). */
   private waiters: Array<() => void> = [];
+  /** Accounts whose frames this episode could not hold (over `heldMaxBytes`): a new epoch, sent
+   *  without being stored, until a write of its position (a fresh epoch on disk) succeeds. */
+  private readonly unheld = new Set<AccountState>();
+  /** Since start: account streams that began a new epoch so (tagw_stream_history_overflows_total). */
+  overflows = 0;
+  private overflowLogged = false;
 
-  constructor(private readonly deps: HistoryWritesDeps, private readonly deliver: (acc: AccountState, entries: readonly HistoryEntry[]) => void) {}
+  constructor(
+    private readonly deps: HistoryWritesDeps, private readonly hooks: HistoryWritesHooks,
+    /** STREAM_HISTORY_HELD_MAX_BYTES: the most account frames a full disk holds in memory. */
+    private readonly heldMaxBytes = Number.POSITIVE_INFINITY,
+  ) {
+    this.unstored = new HeldWrites<Pending>({
+      fullDisk: deps.fullDisk ?? new FullDisk({ log: deps.log, retryMs: FULL_DISK_RETRY_MS }),
+      what: 'stream history',
+      retry: (batch) => this.store(batch),
+      sizeOf: (p) => p.entry.frame.length + ENTRY_OVERHEAD_BYTES,
+      ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
+    });
+  }
 
   /** Whether entries wait for room (their frames unsent). */
   get waiting(): boolean {
-    return this.unstored.length > 0;
+    return this.unstored.held.length > 0;
+  }
+
+  /** The memory the waiting frames take (about: tagw_stream_history_held_bytes). */
+  get heldBytes(): number {
+    return this.unstored.size;
   }
 
   /** Runs `f` once what waits now is stored and sent (after the write that stores it). */
@@ -44,8 +86,13 @@ export class HistoryWrites {
 
   /** A batch: written and sent now, or behind entries a full disk keeps waiting (the retry writes them all, in order). */
   write(batch: Pending[]): void {
-    if (this.unstored.length > 0) {
-      for (const p of batch) this.unstored.push(p);
+    if (this.unheld.size > 0) {
+      // Their new epoch is not on disk yet: nothing of it was stored, nothing is held for it.
+      for (const [acc, entries] of byAccount(batch.filter((p) => this.unheld.has(p.acc)))) this.hooks.deliver(acc, entries);
+      batch = batch.filter((p) => !this.unheld.has(p.acc));
+    }
+    if (this.waiting) {
+      this.hold(batch);
       return;
     }
     this.store(batch);
@@ -54,45 +101,72 @@ export class HistoryWrites {
   /**
    * Writes the entries (one transaction), then sends them. A full disk keeps them, unsent, and
    * tries again every retryMs. Any other failure is logged and the frames are sent (a restart may
-   * not find them: docs/stream.md).
+   * not find them: docs/stream.md). The same transaction writes the position of the accounts
+   * whose frames could not be held (a fresh epoch), after which theirs are stored again.
    */
   private store(batch: Pending[]): void {
     const byAcc = byAccount(batch);
+    const unheld = [...this.unheld].filter((acc) => this.hooks.kept(acc));
     try {
-      this.deps.history.write([...byAcc].map(([acc, entries]) => ({
-        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
-      })), this.deps.clock.now());
-      this.deps.fullDisk?.wrote();
-    } catch (err) {
-      const fullDisk = this.deps.fullDisk;
-      if (fullDisk?.postponed('stream history', err)) {
-        this.unstored = batch.filter((p) => p.epoch === p.acc.history.epoch);
-        this.retry ??= setTimeout(() => this.storeUnstored(), fullDisk.retryMs);
-        this.retry.unref();
+      const writes: StreamWrite[] = unheld.map((acc) => ({
+        // Up to what was sent (a frame numbered since is still on its way here: stored with its batch).
+        accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.sent, deal: acc.deals.mark, entries: [], keepFrom: acc.history.sent + 1, fresh: true,
+      }));
+      for (const [acc, entries] of byAcc) {
+        writes.push({ accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq });
+      }
+      if (!this.unstored.attempt(() => this.deps.history.write(writes, this.deps.clock.now()))) {
+        this.hold(batch);
         return;
       }
+      this.endEpisode();
+    } catch (err) {
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
     }
-    for (const [acc, entries] of byAcc) this.deliver(acc, entries);
+    for (const [acc, entries] of byAcc) this.hooks.deliver(acc, entries);
     const waiters = this.waiters;
     this.waiters = [];
     for (const f of waiters) f();
   }
 
-  /** The entries a full disk kept: tried again (see `store`). */
-  private storeUnstored(): void {
-    clearTimeout(this.retry);
-    this.retry = undefined;
-    const batch = this.unstored;
-    this.unstored = [];
-    if (batch.length > 0) this.store(batch);
+  /** Holds the entries, each unless its account's waiting frames would pass `heldMaxBytes`: that
+   *  account's are then dropped (none of them was sent) and its stream begins a new epoch. */
+  private hold(batch: readonly Pending[]): void {
+    const max = this.heldMaxBytes;
+    for (const p of batch) {
+      if (p.epoch !== p.acc.history.epoch || this.unheld.has(p.acc)) continue;
+      if (this.unstored.size + p.entry.frame.length + ENTRY_OVERHEAD_BYTES <= max) {
+        this.unstored.hold([p]);
+        continue;
+      }
+      const acc = p.acc;
+      const dropped = this.unstored.remove((q) => q.acc === acc).length + 1;
+      this.unheld.add(acc);
+      this.overflows++;
+      if (!this.overflowLogged) {
+        this.overflowLogged = true;
+        this.deps.log.error('DATA_DIR is full and the stream history\'s waiting frames reached STREAM_HISTORY_HELD_MAX_BYTES: accounts whose frames do not fit begin a new epoch (their sockets close 4014, a resume answers recovered:false)', {
+          heldMaxBytes: max, heldBytes: this.unstored.size, accountId: acc.id, droppedFrames: dropped,
+        });
+      }
+      this.hooks.overflow(acc);
+    }
+    // Nothing left to hold for an account's new epoch, but its position must reach the disk.
+    if (this.unheld.size > 0) this.unstored.hold([]);
+  }
+
+  /** A write succeeded: accounts over the bound are stored again from here on. */
+  private endEpisode(): void {
+    if (this.overflowLogged) {
+      this.deps.log.info('stream history: the accounts that began a new epoch for lack of room are stored again', { overflowsSinceStart: this.overflows });
+    }
+    this.overflowLogged = false;
+    this.unheld.clear();
   }
 
   /** Shutdown: what a full disk kept is tried once more; what still cannot be written was never sent. */
   stop(): void {
-    this.storeUnstored();
-    clearTimeout(this.retry);
-    this.retry = undefined;
+    this.unstored.stop();
   }
 }
 

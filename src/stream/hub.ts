@@ -89,6 +89,10 @@ export class StreamHub {
     metrics.counter('tagw_stream_candles_published_total', () => this.counters.candlesPublished);
     metrics.counter('tagw_stream_coalesced_flushes_total', () => this.counters.coalescedFlushes);
     metrics.counter('tagw_stream_backpressure_closes_total', () => this.counters.backpressureCloses);
+    metrics.gauge('tagw_stream_history_held_bytes', () => this.events.held.bytes,
+      'Memory (bytes, about) taken by account frames waiting for a full DATA_DIR, at most STREAM_HISTORY_HELD_MAX_BYTES.');
+    metrics.counter('tagw_stream_history_overflows_total', () => this.events.held.overflows,
+      'Account streams that began a new epoch because their frames waiting for a full DATA_DIR passed STREAM_HISTORY_HELD_MAX_BYTES.');
   }
 
   /** Registers the /v1/stream WebSocket route on the app and starts the timers. */

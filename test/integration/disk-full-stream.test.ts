@@ -23,7 +23,7 @@ let mnt: string;
 let mounted = false;
 let bs: BridgeSim;
 let t: TestGateway | undefined;
-const logs: Array<{ level: string; msg: string; what?: string }> = [];
+const logs: Array<{ level: string; msg: string; what?: string; accountId?: string }> = [];
 const clients: StreamClient[] = [];
 
 beforeAll(async () => {
@@ -37,7 +37,8 @@ beforeAll(async () => {
   mkdirSync(join(mnt, 'data'));
   bs = await startBridgeSim();
   const log = createLogger('warn', {}, (line) => logs.push(JSON.parse(line) as (typeof logs)[number]));
-  t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url, storageCheckMs: 20, storageMinFreeMb: 1 }, { dataDir: join(mnt, 'data'), log });
+  // The bound on what waits at its least (64 KiB): the first test stays far below it, the second passes it.
+  t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: bs.url, storageCheckMs: 20, storageMinFreeMb: 1, streamHistoryHeldMaxBytes: 64 * 1024 }, { dataDir: join(mnt, 'data'), log });
 }, 60_000);
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
@@ -48,21 +49,28 @@ afterAll(async () => {
   rmSync(mnt, { recursive: true, force: true });
 });
 
+/** A P5 account bound to the broker login `user`, a key, a socket on it after its snapshot, and a
+ *  reader of its history rows on disk. */
+async function streamedAccount(gw: TestGateway, user: string) {
+  const h = mgmt(gw.managementKey);
+  const bound = await gw.req('POST', '/ConnectEx', { headers: h, body: { user, password: 'pw', server: 'Sim-P5-Demo' } });
+  expect(bound.status, bound.text).toBe(200);
+  const id = bound.body.id as string;
+  const key = (await gw.req('POST', '/v1/keys', { headers: h, body: { label: user } })).body.key as string;
+  const c = await mustOpen(gw.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(c);
+  const snapshot = await c.next('ORDERS', 0);
+  const reader = new Database(join(gw.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+  const stored = () => (reader.prepare('SELECT seq FROM stream_history WHERE account_id = ? ORDER BY seq').all(id) as Array<{ seq: number }>).map((r) => r.seq);
+  return { h, id, key, c, snapshot, reader, stored };
+}
+
 describe('the /v1/stream history on a full DATA_DIR', () => {
   it('account frames wait for their history rows: sent once written, in order and once each, the rows on disk; quotes go on', async () => {
     const gw = t!;
-    const h = mgmt(gw.managementKey);
-    const bound = await gw.req('POST', '/ConnectEx', { headers: h, body: { user: 'full-stream', password: 'pw', server: 'Sim-P5-Demo' } });
-    expect(bound.status, bound.text).toBe(200);
-    const id = bound.body.id as string;
-    const key = (await gw.req('POST', '/v1/keys', { headers: h, body: { label: 's' } })).body.key as string;
-    const c = await mustOpen(gw.url, { id, apiKey: key, heartbeat: '0' });
-    clients.push(c);
+    const { id, key, c, snapshot, reader, stored } = await streamedAccount(gw, 'full-stream');
     c.send({ action: 'subscribe', symbol: 'BTCUSD' });
-    const snapshot = await c.next('ORDERS', 0);
     await c.next('QUOTE', 0);
-    const reader = new Database(join(gw.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
-    const stored = () => (reader.prepare('SELECT seq FROM stream_history WHERE account_id = ? ORDER BY seq').all(id) as Array<{ seq: number }>).map((r) => r.seq);
     const accountFrames = () => c.frames.filter((f) => f.type === 'POSITIONS' || f.type === 'ORDERS' || f.type === 'TRADE').filter((f) => f.seq > snapshot.seq);
     // The same broker login, traded at the broker itself (another terminal): its events reach the gateway.
     const other = new SimBrokerConnection(bs.sim, { server: 'Sim-P5-Demo', login: 'full-stream', password: 'pw' });
@@ -124,4 +132,65 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
       reader.close();
     }
   }, 60_000);
+
+  it('past STREAM_HISTORY_HELD_MAX_BYTES an account\'s waiting frames are dropped, never sent: its stream begins a new epoch (4014, the resume answers recovered:false), sent unstored until there is room, then stored again', async () => {
+    const gw = t!;
+    const { h, id, key, c, snapshot, reader, stored: storedSeqs } = await streamedAccount(gw, 'full-stream-cap');
+    const epochOnDisk = () => (reader.prepare('SELECT epoch FROM stream_epochs WHERE account_id = ?').get(id) as { epoch: string } | undefined)?.epoch;
+    const other = new SimBrokerConnection(bs.sim, { server: 'Sim-P5-Demo', login: 'full-stream-cap', password: 'pw' });
+    await other.connect();
+    const overflowLines = () => logs.filter((l) => /reached STREAM_HISTORY_HELD_MAX_BYTES/.test(l.msg));
+    const metric = async (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec((await gw.req('GET', '/metrics', { headers: h })).text)?.[1]);
+    let r: StreamClient | undefined;
+    let fresh: { epoch: string; seq: number } | undefined;
+    try {
+      gw.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
+      const filler = fillUp(mnt);
+      try {
+        // Each order adds a position: the account's POSITIONS frames grow, and wait with its TRADEs.
+        for (let i = 0; i < 300 && !c.closed; i++) {
+          await other.orderSend({ symbol: 'BTCUSD', type: 'Buy', volume: 0.01 });
+          if (i % 10 === 9) expect(await metric('tagw_stream_history_held_bytes')).toBeLessThanOrEqual(64 * 1024);
+        }
+        await c.until(() => c.closed, 15_000, 'the socket closed when its frames passed the bound');
+        expect(c.closed!.code).toBe(4014);
+        expect(overflowLines()).toHaveLength(1);
+        expect(overflowLines()[0]!.accountId).toBe(id);
+        expect(await metric('tagw_stream_history_overflows_total')).toBe(1);
+        // Nothing the socket got was missing from the disk: the frames that waited were never sent.
+        const stored = storedSeqs();
+        const got = c.frames.filter((f) => f.epoch === snapshot.epoch && f.seq > snapshot.seq && f.type !== 'RESUMED');
+        expect(got.map((f) => f.seq).filter((seq) => !stored.includes(seq))).toEqual([]);
+        // The client resumes from where it was: that position is gone, so recovered:false and fresh snapshots of the new epoch.
+        const cursor = got.at(-1)?.seq ?? snapshot.seq;
+        r = await mustOpen(gw.url, { id, apiKey: key, heartbeat: '0', since: `${snapshot.epoch}:${cursor}` });
+        clients.push(r);
+        const resumed = await r.next('RESUMED', 0);
+        expect(resumed.data).toEqual({ recovered: false, replayed: 0 });
+        const snap = await r.next('ORDERS', 0);
+        const now = (fresh = { epoch: snap.epoch!, seq: snap.seq });
+        expect(now.epoch).not.toBe(snapshot.epoch);
+        // Its new epoch goes on while the disk is still full: sent as it comes (no disk holds it, no restart can contradict it).
+        await other.orderSend({ symbol: 'BTCUSD', type: 'Sell', volume: 0.01 });
+        const trade = await r.until((x) => x.frames.find((f) => f.type === 'TRADE' && f.epoch === now.epoch), 15_000, 'a TRADE of the new epoch while the disk is full');
+        expect(epochOnDisk()).not.toBe(now.epoch);
+        expect(storedSeqs()).not.toContain(trade.seq);
+        expect(r.closed).toBeNull();
+      } finally {
+        rmSync(filler);
+      }
+      // Room again: the new epoch is written where it stands, and stored before sent from then on.
+      await until(() => epochOnDisk() === fresh!.epoch, 'the new epoch written once there is room');
+      const before = r!.frames.length;
+      await other.orderSend({ symbol: 'BTCUSD', type: 'Sell', volume: 0.01 });
+      const next = await r!.until((x) => x.frames.slice(before).find((f) => f.type === 'TRADE'), 15_000, 'a TRADE once there is room');
+      expect(storedSeqs()).toContain(next.seq);
+      // Written fresh: no row of the epoch before is left under it.
+      expect(storedSeqs().every((seq) => seq > fresh!.seq)).toBe(true);
+      expectAccountStream(r!.frames);
+    } finally {
+      await other.disconnect();
+      reader.close();
+    }
+  }, 90_000);
 });
