@@ -19,7 +19,8 @@ import type { SharedHistory } from './shared.js';
 import type { AccountState } from './state.js';
 import type { Topics } from './topics.js';
 import type { Clock } from '../util/clock.js';
-import type { FullDisk } from '../store/fullDisk.js';
+import { FULL_DISK_RETRY_MS, FullDisk } from '../store/fullDisk.js';
+import { HeldWrites, type Scheduler } from '../store/heldWrites.js';
 
 export interface AccountStreamDeps {
   config: Config;
@@ -33,6 +34,8 @@ export interface AccountStreamDeps {
   history: StreamHistoryStore;
   /** The main thread's background writes (the history's batches) that meet a full DATA_DIR wait for room. */
   fullDisk?: FullDisk;
+  /** Tests: the timers of the retries on a full disk (default: the system's). */
+  scheduler?: Scheduler;
   /** Cluster mode: the account stream numbered by its owner, kept in JetStream (none: one node, SQLite). */
   shared?: SharedHistory;
   /** The broker login bound to an account, from this thread's own database connection. */
@@ -50,7 +53,24 @@ export class AccountStreams {
   /** An account entered `accounts` (the hub's sweep runs while any is there). */
   onActive: () => void = () => undefined;
 
-  constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {}
+  /** The periodic "still alive" mark (touch) when it met a full disk: tried again every retryMs,
+   *  one log line an episode (FullDisk's) instead of one a period. */
+  private readonly marks: HeldWrites<never>;
+
+  constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {
+    this.marks = new HeldWrites<never>({
+      fullDisk: deps.fullDisk ?? new FullDisk({ log: deps.log, retryMs: FULL_DISK_RETRY_MS }),
+      what: 'stream history mark',
+      retry: () => {
+        try {
+          this.touch();
+        } catch (err) {
+          this.deps.log.error('stream history failed', { err: errorMessage(err) });
+        }
+      },
+      ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
+    });
+  }
 
   private get limits() {
     return { maxEvents: this.deps.config.streamHistoryMaxEvents, maxAgeMs: this.deps.config.streamHistoryMaxAgeMs };
@@ -253,13 +273,16 @@ export class AccountStreams {
   /** Shutdown: no hold outlives the gateway (the history stays in the store for the next start). */
   stop(): void {
     this.stopped = true;
+    this.marks.stop();
     for (const acc of this.accounts.values()) {
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;
     }
   }
 
-  /** Periodic: the kept streams are alive (a restart within the age limit picks them up), history trimmed by age. */
+  /** Periodic: the kept streams are alive (a restart within the age limit picks them up), history
+   *  trimmed by age. On a full disk the mark is tried again every retryMs (the latest, whole) until
+   *  it is written; any other failure is thrown (the hub logs it). */
   touch(): void {
     const now = this.deps.clock.now();
     const list: { accountId: string; keepFrom: number }[] = [];
@@ -267,7 +290,7 @@ export class AccountStreams {
       acc.history.trim(now);
       list.push({ accountId: acc.id, keepFrom: acc.history.firstSeq });
     }
-    if (list.length && !this.deps.shared) this.deps.history.touch(list, now);
+    if (list.length && !this.deps.shared) this.marks.attempt(() => this.deps.history.touch(list, now));
   }
 
   // ---- reference counts of what the account's sockets want at the broker ------------------------
