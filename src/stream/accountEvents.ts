@@ -44,6 +44,7 @@ export class AccountEvents {
       kept: (acc) => this.accounts.accounts.get(acc.id) === acc,
     }, deps.config.streamHistoryHeldMaxBytes);
     accounts.onOpened = (acc) => this.resync(acc);
+    accounts.onEpoch = (acc) => this.writes.epochBegun(acc);
     const shared = deps.shared;
     if (shared) {
       const limits = { maxEvents: deps.config.streamHistoryMaxEvents, maxAgeMs: deps.config.streamHistoryMaxAgeMs };
@@ -477,7 +478,7 @@ export class AccountEvents {
    *  they were dropped, never sent; a new epoch (written once there is room), its sockets reconnect
    *  (their resume says recovered:false). */
   private overflow(acc: AccountState): void {
-    this.accounts.rotate(acc, false, true);
+    this.accounts.rotate(acc);
     for (const s of [...acc.sockets]) this.out.end(s, 'STREAM_GAP');
   }
 

@@ -52,6 +52,9 @@ export class AccountStreams {
   onReleased: (acc: AccountState) => void = () => undefined;
   /** An account entered `accounts` (the hub's sweep runs while any is there). */
   onActive: () => void = () => undefined;
+  /** One node: an account's stream began a new epoch here (fresh, or rotated), not written yet:
+   *  AccountEvents has it written (HistoryWrites.epochBegun: fresh, in order with what waits). */
+  onEpoch: (acc: AccountState) => void = () => undefined;
 
   /** The periodic "still alive" mark (touch) when it met a full disk: tried again every retryMs,
    *  one log line an episode (FullDisk's) instead of one a period. */
@@ -87,45 +90,44 @@ export class AccountStreams {
     const stored = this.deps.shared ? undefined : this.deps.history.load(id);
     let kept: { history: AccountHistory; deals: DealLedger };
     let needsResync = false;
-    if (stored && stored.aliveAt >= now - this.limits.maxAgeMs) {
+    const picked = stored !== undefined && stored.aliveAt >= now - this.limits.maxAgeMs;
+    if (picked) {
       kept = { history: new AccountHistory(stored.epoch, stored.seq, this.limits, stored.entries), deals: new DealLedger(stored.deal, tradesIn(stored.entries)) };
       kept.history.trim(now);
       needsResync = true; // what happened while nobody listened did not arrive as events
     } else {
-      kept = this.freshHistory(id, now);
+      kept = this.freshHistory(now);
     }
-    return {
+    const acc: AccountState = {
       id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
       // A picked-up stream holds live deals from the start: one made before them may be missing until its resync.
       ...kept, positions: null, orders: null, posV: NO_VERSION, ordV: NO_VERSION, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
     };
+    if (!picked) this.epochBegun(acc);
+    return acc;
   }
 
-  /**
-   * A new epoch, stored at once: a client whose snapshot is at seq 0 of it can resume after a restart
-   * too. Its deals start now, on the shards' clock (the broker's deal times are on it).
-   */
-  private freshHistory(id: string, now: number, unstored = false): { history: AccountHistory; deals: DealLedger } {
-    const history = new AccountHistory(newEpoch(now), 0, this.limits);
-    const deals = new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() });
-    if (this.deps.shared || unstored) return { history, deals };
-    try {
-      this.deps.history.drop(id);
-      this.deps.history.write([{ accountId: id, epoch: history.epoch, seq: 0, deal: deals.mark, entries: [], keepFrom: 1 }], now);
-    } catch (err) {
-      this.deps.log.warn('stream epoch not stored', { accountId: id, err: errorMessage(err) });
-    }
-    return { history, deals };
+  /** A new epoch. Its deals start now, on the shards' clock (the broker's deal times are on it). */
+  private freshHistory(now: number): { history: AccountHistory; deals: DealLedger } {
+    return { history: new AccountHistory(newEpoch(now), 0, this.limits), deals: new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() }) };
   }
 
-  /** Continuity lost (rebound, shard restarted, its frames over what a full disk may hold): a new
-   *  epoch, nothing known of the lists. `unstored`: not written now (historyWrites.ts writes it). */
-  rotate(acc: AccountState, rebound = false, unstored = false): void {
-    Object.assign(acc, this.freshHistory(acc.id, this.deps.clock.now(), unstored));
+  /** One node: the new epoch is stored (a client whose snapshot is at seq 0 of it can resume after
+   *  a restart too), at once or, on a full disk, in order with the history's waiting writes, the rows
+   *  of the epoch before deleted in the same transaction (historyWrites.ts). Cluster mode: JetStream's. */
+  private epochBegun(acc: AccountState): void {
+    if (!this.deps.shared) this.onEpoch(acc);
+  }
+
+  /** Continuity lost (rebound, shard restarted, deals not readable, its frames over what a full disk
+   *  may hold): a new epoch, nothing known of the lists. */
+  rotate(acc: AccountState, rebound = false): void {
+    Object.assign(acc, this.freshHistory(this.deps.clock.now()));
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = NO_VERSION;
     acc.needsResync = false;
     acc.heldDeals = null;
+    this.epochBegun(acc);
     this.onRotated(acc, rebound);
   }
 

@@ -7,6 +7,9 @@
 // STREAM_HISTORY_HELD_MAX_BYTES): an account whose frame does not fit has its waiting frames dropped
 // (never sent) and begins a new epoch (its sockets told: 4014), sent unstored until a write puts
 // that epoch on disk where it stands; a restart meanwhile knows nothing of it, so cannot contradict it.
+// A new epoch (a rotation, a fresh stream: epochBegun) is written here too, fresh (the rows of the
+// one before deleted in the same transaction), in order with what waits. The invariant: a frame is
+// sent only if it is stored, or its epoch is one no disk holds.
 import type { Logger } from '../log.js';
 import { FULL_DISK_RETRY_MS, FullDisk } from '../store/fullDisk.js';
 import { HeldWrites, type Scheduler } from '../store/heldWrites.js';
@@ -48,9 +51,14 @@ export class HistoryWrites {
   private readonly unstored: HeldWrites<Pending>;
   /** Snapshots waiting for those entries (they describe lists as of them). */
   private waiters: Array<() => void> = [];
-  /** Accounts whose frames this episode could not hold (over `heldMaxBytes`): a new epoch, sent
-   *  without being stored, until a write of its position (a fresh epoch on disk) succeeds. */
+  /** Accounts whose epoch is on no disk yet (begun while writes waited or the disk was full): the
+   *  next write that succeeds writes it fresh, where it stands (with the account's frames that waited). */
+  private readonly unwritten = new Set<AccountState>();
+  /** Of those, the accounts whose frames this episode could not hold (over `heldMaxBytes`): their
+   *  epoch's frames are sent without being stored until that write succeeds. */
   private readonly unheld = new Set<AccountState>();
+  /** A write or a hold is under way (a new epoch begun from inside it waits for the retry). */
+  private busy = 0;
   /** Since start: account streams that began a new epoch so (tagw_stream_history_overflows_total). */
   overflows = 0;
   private overflowLogged = false;
@@ -84,6 +92,23 @@ export class HistoryWrites {
     this.waiters.push(f);
   }
 
+  /**
+   * The account's stream began a new epoch here (AccountStreams.rotate, or a stream begun fresh):
+   * written now when nothing waits (fresh: the rows of the epoch before go in the same transaction),
+   * else by the write that stores what waits, in order (its frames wait behind it, stored before
+   * sent). An account over the bound stays so: its new epoch's frames go out unstored (no disk holds
+   * that epoch, not even at seq 0) until a write puts it on disk where it stands. Until it is
+   * written a restart finds the epoch before, which holds nothing not sent as it was.
+   */
+  epochBegun(acc: AccountState): void {
+    this.unwritten.add(acc);
+    if (this.waiting || this.busy > 0) {
+      this.unstored.hold([]); // the retry (or the next write) writes it
+      return;
+    }
+    this.store([], acc);
+  }
+
   /** A batch: written and sent now, or behind entries a full disk keeps waiting (the retry writes them all, in order). */
   write(batch: Pending[]): void {
     if (this.unheld.size > 0) {
@@ -101,19 +126,34 @@ export class HistoryWrites {
   /**
    * Writes the entries (one transaction), then sends them. A full disk keeps them, unsent, and
    * tries again every retryMs. Any other failure is logged and the frames are sent (a restart may
-   * not find them: docs/stream.md). The same transaction writes the position of the accounts
-   * whose frames could not be held (a fresh epoch), after which theirs are stored again.
+   * not find them: docs/stream.md). The same transaction writes the epochs not on disk yet, fresh:
+   * an account's with its entries, or where it stands (its frames unstored over the bound, or none
+   * yet); from then on every account's frames are stored before they are sent. `begun`: the account
+   * whose new epoch this write is for (not in the streams' map yet when it is a new stream's); its
+   * stream's sockets are being closed, so the snapshots waiting for stored frames wait for the next write.
    */
-  private store(batch: Pending[]): void {
-    const byAcc = byAccount(batch);
-    const unheld = [...this.unheld].filter((acc) => this.hooks.kept(acc));
+  private store(batch: Pending[], begun?: AccountState): void {
+    this.busy++;
     try {
-      const writes: StreamWrite[] = unheld.map((acc) => ({
+      this.storeNow(batch, begun);
+    } finally {
+      this.busy--;
+    }
+  }
+
+  private storeNow(batch: Pending[], begun: AccountState | undefined): void {
+    const byAcc = byAccount(batch);
+    const unwritten = [...this.unwritten].filter((acc) => acc === begun || this.hooks.kept(acc));
+    try {
+      const writes: StreamWrite[] = unwritten.filter((acc) => !byAcc.has(acc)).map((acc) => ({
         // Up to what was sent (a frame numbered since is still on its way here: stored with its batch).
         accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.sent, deal: acc.deals.mark, entries: [], keepFrom: acc.history.sent + 1, fresh: true,
       }));
       for (const [acc, entries] of byAcc) {
-        writes.push({ accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq });
+        writes.push({
+          accountId: acc.id, epoch: acc.history.epoch, seq: acc.history.seq, deal: acc.deals.mark, entries, keepFrom: acc.history.firstSeq,
+          ...(this.unwritten.has(acc) ? { fresh: true } : {}),
+        });
       }
       if (!this.unstored.attempt(() => this.deps.history.write(writes, this.deps.clock.now()))) {
         this.hold(batch);
@@ -124,6 +164,7 @@ export class HistoryWrites {
       this.deps.log.error('stream history write failed', { err: errorMessage(err) });
     }
     for (const [acc, entries] of byAcc) this.hooks.deliver(acc, entries);
+    if (begun) return;
     const waiters = this.waiters;
     this.waiters = [];
     for (const f of waiters) f();
@@ -132,6 +173,15 @@ export class HistoryWrites {
   /** Holds the entries, each unless its account's waiting frames would pass `heldMaxBytes`: that
    *  account's are then dropped (none of them was sent) and its stream begins a new epoch. */
   private hold(batch: readonly Pending[]): void {
+    this.busy++;
+    try {
+      this.holdNow(batch);
+    } finally {
+      this.busy--;
+    }
+  }
+
+  private holdNow(batch: readonly Pending[]): void {
     const max = this.heldMaxBytes;
     for (const p of batch) {
       if (p.epoch !== p.acc.history.epoch || this.unheld.has(p.acc)) continue;
@@ -142,6 +192,7 @@ export class HistoryWrites {
       const acc = p.acc;
       const dropped = this.unstored.remove((q) => q.acc === acc).length + 1;
       this.unheld.add(acc);
+      this.unwritten.add(acc);
       this.overflows++;
       if (!this.overflowLogged) {
         this.overflowLogged = true;
@@ -149,18 +200,19 @@ export class HistoryWrites {
           heldMaxBytes: max, heldBytes: this.unstored.size, accountId: acc.id, droppedFrames: dropped,
         });
       }
-      this.hooks.overflow(acc);
+      this.hooks.overflow(acc); // its new epoch: epochBegun, over the bound
     }
     // Nothing left to hold for an account's new epoch, but its position must reach the disk.
-    if (this.unheld.size > 0) this.unstored.hold([]);
+    if (this.unwritten.size > 0) this.unstored.hold([]);
   }
 
-  /** A write succeeded: accounts over the bound are stored again from here on. */
+  /** A write succeeded: every epoch is on disk, accounts over the bound are stored again from here on. */
   private endEpisode(): void {
     if (this.overflowLogged) {
       this.deps.log.info('stream history: the accounts that began a new epoch for lack of room are stored again', { overflowsSinceStart: this.overflows });
     }
     this.overflowLogged = false;
+    this.unwritten.clear();
     this.unheld.clear();
   }
 
