@@ -36,7 +36,7 @@ const OP_NOTE: Record<string, string> = {
 };
 
 function describeParams(op: string, def: OpDef): string {
-  const plat = [def.P5 ? 'P5' : null, def.P4 ? 'P4' : null].filter(Boolean).join(' and ');
+  const plat = (['P5', 'P4'] as const).filter((p) => p in def).join(' and ');
   return `Available on ${plat}. Parameters as SPEC §4.4/§4.5; validated strictly per platform (a parameter the operation does not take is 400 INVALID_PARAMETER).${def.kind === 'trade' ? ' No idempotency id: an Idempotency-Key header is a 400 and nothing is sent (the classic /OrderSend takes clientOrderId).' : ''}${OP_NOTE[op] ?? ''} See docs/gateway.md.`;
 }
 
@@ -87,21 +87,25 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     return result;
   };
 
-  // Both platforms' schemas, named, so the document can say which platform requires a parameter.
-  const platformDocs = (def: (typeof OPERATIONS)[string]) => {
-    const named = (['P5', 'P4'] as const).flatMap((p) => (def[p] ? [{ p, schema: def[p] }] : []));
-    return { docQuery: named.map((x) => x.schema), docQueryLabels: named.map((x) => x.p) };
+  // Both platforms' schemas, named, so the document can say which platform requires a parameter:
+  // asked for by the document only, so not built with the route table (proxySchemas.ts lazyOp).
+  const withPlatformDocs = (route: AnyRoute, def: OpDef): AnyRoute => {
+    const labels = (['P5', 'P4'] as const).filter((p) => p in def);
+    return Object.defineProperties(route, {
+      docQuery: { enumerable: true, get: () => labels.map((p) => def[p]!) },
+      docQueryLabels: { enumerable: true, value: labels },
+    });
   };
-  const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) =>
+  const routes: AnyRoute[] = Object.entries(OPERATIONS).map(([op, def]) => withPlatformDocs(
     defineRoute({
       method: 'get', path: `/v1/proxy/${op}`, family: 'gateway', auth: 'api', tags: ['gateway'],
       orders: def.kind === 'trade', changesState: def.kind !== 'read',
-      summary: def.summary, description: describeParams(op, def), ...platformDocs(def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
+      summary: def.summary, description: describeParams(op, def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
         ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR',
         ...(op in MIN_BUILD ? (['NOT_ON_THIS_TERMINAL'] as const) : [])],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
-    }));
+    }), def));
   routes.push(defineRoute({
     // No key is looked at: like the fallback's 404/405, this answer says only that the route does
     // not exist (in that form), and a 401 here would count toward the failed-auth block.

@@ -105,7 +105,7 @@ const sendCommon = () => ({
   comment: comment().optional(),
 });
 
-const p5OrderSend = params({
+const p5OrderSend = () => params({
   symbol: symbol(),
   operation: qInt().pipe(z.number().int().min(0).max(ORDER_TYPES.length - 1, `0..${ORDER_TYPES.length - 1}: 0 Buy, 1 Sell, 2 BuyLimit, 3 SellLimit, 4 BuyStop, 5 SellStop, 6 BuyStopLimit, 7 SellStopLimit`)),
   volume: volume(),
@@ -122,7 +122,7 @@ const p5OrderSend = params({
 });
 
 const P4_OPERATIONS = ['Buy', 'Sell', 'BuyLimit', 'SellLimit', 'BuyStop', 'SellStop'] as const;
-const p4OrderSend = params({
+const p4OrderSend = () => params({
   symbol: symbol(),
   operation: qString().transform((s, ctx) => {
     const t = P4_OPERATIONS.find((x) => x.toLowerCase() === s.trim().toLowerCase());
@@ -144,13 +144,13 @@ const p4OrderSend = params({
   return o;
 });
 
-const modifyCommon = {
+const modifyCommon = () => ({
   ticket: ticket(),
   stoploss: nonNegative(),
   takeprofit: nonNegative(),
   price: positive().optional(),
   expiration: serverTime().optional(),
-};
+});
 
 // ---- the operation table -----------------------------------------------------------------------
 
@@ -168,89 +168,93 @@ export interface OpDef {
 
 const none = () => params({});
 
-const both = <S extends z.ZodType>(summary: string, kind: OpKind, schema: () => S) => ({ summary, kind, P4: schema(), P5: schema() }) satisfies OpDef;
+/** An operation whose schemas are built when first asked for (a request of that operation on that
+ *  platform, or the OpenAPI document), not when the module loads: the table's ~70 schemas cost a
+ *  gateway process ~40 ms of CPU at each start, most of them for operations it is never sent.
+ *  `'P5' in def` says whether a platform has the operation without building its schema. */
+function lazyOp<K extends OpKind, P extends { P4?: () => z.ZodType; P5?: () => z.ZodType }>(summary: string, kind: K, make: P, more: Pick<OpDef, 'noHandle'> = {}) {
+  const def = { summary, kind, ...more } as { summary: string; kind: K; noHandle?: boolean } & { readonly [X in keyof P]-?: P[X] extends () => infer S ? S : never };
+  for (const p of ['P4', 'P5'] as const) {
+    const build = make[p];
+    if (!build) continue;
+    let schema: z.ZodType | undefined;
+    Object.defineProperty(def, p, { enumerable: true, get: () => (schema ??= build()) });
+  }
+  return def;
+}
+
+const both = <S extends z.ZodType>(summary: string, kind: OpKind, schema: () => S) => lazyOp(summary, kind, { P4: schema, P5: schema });
 
 /** Exported with their literal types: the SDK (src/client) derives its parameter types from them. */
 export const OPERATION_DEFS = {
   CheckConnect: both('Reports and restores the connection', 'session', none),
   ConnectionStatus: both('Connection state (informational)', 'session', none),
   Disconnect: both('Closes the session and invalidates the handle', 'session', none),
-  Ping: { summary: 'Liveness of the gateway; no handle needed', kind: 'session', noHandle: true, P4: strictParams({ handle: z.unknown().optional() }), P5: strictParams({ handle: z.unknown().optional() }) },
-  Account: { summary: "The account holder's full profile (personal data)", kind: 'read', P5: none() },
+  Ping: lazyOp('Liveness of the gateway; no handle needed', 'session', { P4: () => strictParams({ handle: z.unknown().optional() }), P5: () => strictParams({ handle: z.unknown().optional() }) }, { noHandle: true }),
+  Account: lazyOp("The account holder's full profile (personal data)", 'read', { P5: none }),
   AccountSummary: both('Balance, equity, margin', 'read', none),
   AccountDetails: both('Account number, server, time zone, leverage...', 'read', none),
   SymbolList: both('Symbol names', 'read', none),
-  Symbols: { summary: 'Full metadata of every symbol', kind: 'read', P5: none() },
+  Symbols: lazyOp('Full metadata of every symbol', 'read', { P5: none }),
   SymbolParams: both('Metadata of one symbol', 'read', () => params({ symbol: symbol() })),
-  SymbolParamsMany: {
-    summary: 'Metadata of several symbols (all when none given)', kind: 'read',
-    P5: params({ symbols: symbolList().optional(), limit: qInt().pipe(z.number().int().min(1).max(100_000)).optional(), filter: qList().pipe(z.array(z.string().max(64)).max(100)).optional() }, { symbol: 'symbols' }),
-    P4: params({ symbols: symbolList().optional() }, { symbol: 'symbols' }),
-  },
-  GetQuote: { summary: 'Latest tick of a symbol', kind: 'read', P5: params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) },
-  Quote: { summary: 'Latest tick of a symbol (P4)', kind: 'read', P4: params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) },
+  SymbolParamsMany: lazyOp('Metadata of several symbols (all when none given)', 'read', {
+    P5: () => params({ symbols: symbolList().optional(), limit: qInt().pipe(z.number().int().min(1).max(100_000)).optional(), filter: qList().pipe(z.array(z.string().max(64)).max(100)).optional() }, { symbol: 'symbols' }),
+    P4: () => params({ symbols: symbolList().optional() }, { symbol: 'symbols' }),
+  }),
+  GetQuote: lazyOp('Latest tick of a symbol', 'read', { P5: () => params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) }),
+  Quote: lazyOp('Latest tick of a symbol (P4)', 'read', { P4: () => params({ symbol: symbol(), msNotOlder: msNotOlder().default(0) }) }),
   GetQuoteMany: both('Latest ticks of several symbols', 'read', () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), msNotOlder: msNotOlder().default(0) }, { symbol: 'symbols' })),
-  MarketWatchMany: { summary: 'Market watch rows (quote, daily range) of several symbols', kind: 'read', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) },
-  OpenedOrders: {
-    summary: 'Open positions and pending orders', kind: 'read',
-    P5: params({ sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true) }),
-    P4: none(),
-  },
+  MarketWatchMany: lazyOp('Market watch rows (quote, daily range) of several symbols', 'read', { P5: () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) }),
+  OpenedOrders: lazyOp('Open positions and pending orders', 'read', {
+    P5: () => params({ sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true) }),
+    P4: none,
+  }),
   OpenedOrder: both('One open position or pending order', 'read', () => params({ ticket: ticket() })),
   OpenedOrdersTickets: both('Tickets of open positions and pending orders', 'read', none),
-  ClosedOrders: { summary: 'Last 100 orders closed since this handle connected', kind: 'read', P5: none() },
-  OrderHistory: {
-    summary: 'Orders and deals in a time range', kind: 'read',
-    P5: params({ from: serverTime(), to: serverTime(), sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true), filter: qList().pipe(z.array(z.string().max(64)).max(50)).optional() }),
-    P4: params({ from: serverTime(), to: serverTime().optional() }),
-  },
-  RequiredMargin: {
-    summary: 'Margin a new position would need', kind: 'read',
-    P5: params({ symbol: symbol(), lots: volume(), type: side(true).default('Buy'), price: qPrice().optional() }),
-    P4: params({ symbol: symbol(), lots: volume(), type: side(false).default('Buy'), price: qPrice().optional() }),
-  },
-  OrderSendSafe: { summary: 'Place an order (integer operation codes; stop-limit supported)', kind: 'trade', P5: p5OrderSend },
-  OrderSend: { summary: 'Place an order (operation by name; magic number)', kind: 'trade', P4: p4OrderSend },
-  OrderModifySafe: {
-    summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade',
-    P5: params({ ...modifyCommon, expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(), stoplimit: positive().optional() })
+  ClosedOrders: lazyOp('Last 100 orders closed since this handle connected', 'read', { P5: none }),
+  OrderHistory: lazyOp('Orders and deals in a time range', 'read', {
+    P5: () => params({ from: serverTime(), to: serverTime(), sort: qInt().pipe(z.number().int().min(0).max(1)).optional(), ascending: qBool().default(true), filter: qList().pipe(z.array(z.string().max(64)).max(50)).optional() }),
+    P4: () => params({ from: serverTime(), to: serverTime().optional() }),
+  }),
+  RequiredMargin: lazyOp('Margin a new position would need', 'read', {
+    P5: () => params({ symbol: symbol(), lots: volume(), type: side(true).default('Buy'), price: qPrice().optional() }),
+    P4: () => params({ symbol: symbol(), lots: volume(), type: side(false).default('Buy'), price: qPrice().optional() }),
+  }),
+  OrderSendSafe: lazyOp('Place an order (integer operation codes; stop-limit supported)', 'trade', { P5: p5OrderSend }),
+  OrderSend: lazyOp('Place an order (operation by name; magic number)', 'trade', { P4: p4OrderSend }),
+  OrderModifySafe: lazyOp('Change SL/TP (and price/expiration of a pending order)', 'trade', {
+    P5: () => params({ ...modifyCommon(), expirationType: qInt().pipe(z.number().int().min(0).max(3)).optional(), stoplimit: positive().optional() })
       .superRefine((q, ctx) => checkExpirationType(q.expirationType, q.expiration !== undefined, (path, message) => ctx.addIssue({ code: 'custom', path: [path], message }))),
-  },
-  OrderModify: { summary: 'Change SL/TP (and price/expiration of a pending order)', kind: 'trade', P4: params(modifyCommon) },
-  OrderCloseSafe: {
-    summary: 'Close a position, fully or partly; on a pending order, cancel it', kind: 'trade',
-    P5: params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
-  },
-  OrderClose: {
-    summary: 'Close a ticket, fully or partly', kind: 'trade',
-    P4: params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional() }),
-  },
-  OrderDelete: { summary: 'Cancel a pending order', kind: 'trade', P4: params({ ticket: ticket() }) },
-  PriceHistory: {
-    summary: 'Candles in a time range (superseded by PriceHistoryV2)', kind: 'read',
-    P5: params({ symbol: symbol(), from: serverTime(), to: serverTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
-  },
-  PriceHistoryV2: {
-    summary: 'Candles in a time range (ISO 8601 from/to)', kind: 'read',
-    P5: params({ symbol: symbol(), from: isoTime(), to: isoTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
-  },
-  QuoteHistory: {
-    summary: 'The `count` candles back from `from`', kind: 'read',
-    P4: params({ symbol: symbol(), timeframe: timeframeName(), from: serverTime(), count: qInt().pipe(z.number().int().min(1).max(100_000)) }),
-  },
+  }),
+  OrderModify: lazyOp('Change SL/TP (and price/expiration of a pending order)', 'trade', { P4: () => params(modifyCommon()) }),
+  OrderCloseSafe: lazyOp('Close a position, fully or partly; on a pending order, cancel it', 'trade', {
+    P5: () => params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional(), comment: comment().optional() }),
+  }),
+  OrderClose: lazyOp('Close a ticket, fully or partly', 'trade', {
+    P4: () => params({ ticket: ticket(), lots: volume().optional(), price: priceOrNone().optional(), slippage: qInt().pipe(z.number().int().min(0).max(100_000)).optional() }),
+  }),
+  OrderDelete: lazyOp('Cancel a pending order', 'trade', { P4: () => params({ ticket: ticket() }) }),
+  PriceHistory: lazyOp('Candles in a time range (superseded by PriceHistoryV2)', 'read', {
+    P5: () => params({ symbol: symbol(), from: serverTime(), to: serverTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
+  }),
+  PriceHistoryV2: lazyOp('Candles in a time range (ISO 8601 from/to)', 'read', {
+    P5: () => params({ symbol: symbol(), from: isoTime(), to: isoTime(), timeFrame: timeframeMinutes(), timeoutSeconds: qInt().pipe(z.number().int().min(1).max(300)).default(30) }),
+  }),
+  QuoteHistory: lazyOp('The `count` candles back from `from`', 'read', {
+    P4: () => params({ symbol: symbol(), timeframe: timeframeName(), from: serverTime(), count: qInt().pipe(z.number().int().min(1).max(100_000)) }),
+  }),
   EquityHistory: both('(time, equity) points since `from`', 'read', () => params({ from: serverTime(), excludeSameBars: qBool().default(false) })),
   Subscribe: both('Push quotes of a symbol on /ws', 'subscribe', () => params({ symbol: symbol(), interval: intervalMs().default(0) })),
-  SubscribeMany: {
-    summary: 'Push quotes of several symbols on /ws', kind: 'subscribe',
-    P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0), force: qBool().default(false) }, { symbol: 'symbols' }),
-    P4: params({ symbols: symbolList().optional(), interval: intervalMs().default(0), replace: qBool().default(false) }, { symbol: 'symbols' }),
-  },
+  SubscribeMany: lazyOp('Push quotes of several symbols on /ws', 'subscribe', {
+    P5: () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0), force: qBool().default(false) }, { symbol: 'symbols' }),
+    P4: () => params({ symbols: symbolList().optional(), interval: intervalMs().default(0), replace: qBool().default(false) }, { symbol: 'symbols' }),
+  }),
   UnSubscribe: both('Stop quote pushes of a symbol', 'subscribe', () => params({ symbol: symbol() })),
   UnSubscribeMany: both('Stop quote pushes of several symbols (all when none given)', 'subscribe', () => params({ symbols: symbolList().optional() }, { symbol: 'symbols' })),
   SubscribeOhlc: both('Push candles of a symbol and timeframe on /ws', 'subscribe', () => params({ symbol: symbol(), timeframe: timeframeMinutes().default('M1'), interval: qInt().pipe(z.number().int().min(0).max(3600)).default(0) })),
   UnsubscribeOhlc: both('Stop candle pushes (all timeframes of the symbol when none given)', 'subscribe', () => params({ symbol: symbol(), timeframe: timeframeMinutes().optional() })),
-  SubscribeOrderBook: { summary: 'Push order book frames of symbols on /ws', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0) }, { symbol: 'symbols' }) },
-  UnsubscribeOrderBook: { summary: 'Stop order book pushes', kind: 'subscribe', P5: params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) },
+  SubscribeOrderBook: lazyOp('Push order book frames of symbols on /ws', 'subscribe', { P5: () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)), interval: intervalMs().default(0) }, { symbol: 'symbols' }) }),
+  UnsubscribeOrderBook: lazyOp('Stop order book pushes', 'subscribe', { P5: () => params({ symbols: symbolList().pipe(z.array(z.string()).min(1)) }, { symbol: 'symbols' }) }),
   SubscribedSymbols: both('The live subscriptions of this session', 'read', none),
 } satisfies Record<string, OpDef>;
 export const OPERATIONS: Readonly<Record<string, OpDef>> = OPERATION_DEFS;
