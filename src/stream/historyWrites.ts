@@ -143,6 +143,9 @@ export class HistoryWrites {
 
   private storeNow(batch: Pending[], begun: AccountState | undefined): void {
     const byAcc = byAccount(batch);
+    // A stream released meanwhile (no socket got them): its frames are not written (its history was
+    // dropped, and a stream of the account begun since, maybe from that history, numbers its own).
+    for (const acc of byAcc.keys()) if (!this.hooks.kept(acc)) byAcc.delete(acc);
     const unwritten = [...this.unwritten].filter((acc) => acc === begun || this.hooks.kept(acc));
     try {
       const writes: StreamWrite[] = unwritten.filter((acc) => !byAcc.has(acc)).map((acc) => ({

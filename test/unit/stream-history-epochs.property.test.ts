@@ -1,7 +1,8 @@
 // The /v1/stream account history across epochs on a full DATA_DIR (src/stream/historyWrites.ts,
 // src/stream/accounts.ts, docs/storage.md): under random sequences of account frames, rotations
-// (a rebind, a 4014, a shard restart: AccountStreams.rotate), the disk filling and getting room, the
-// retry, and a crash then a restart on the same database, nothing a restart loads contradicts a
+// (a rebind, a 4014, a shard restart: AccountStreams.rotate), a stream released then opened again,
+// the alive mark, the disk filling and getting room, the retry, and a crash then a restart on the
+// same database, nothing a restart loads contradicts a
 // frame that was sent: one (epoch, seq) is one frame, whichever run of the gateway sent it; what a
 // restart loads holds one epoch's rows only, and no seq of its epoch below one already sent. The
 // invariant behind it: a frame is sent only if it is stored, or its epoch is one no disk holds.
@@ -31,11 +32,14 @@ const PAD = 'p'.repeat(200);
 type Op =
   | { t: 'frame'; accs: number[] }
   | { t: 'rotate'; a: number }
-  | { t: 'full' } | { t: 'room' } | { t: 'retry' } | { t: 'crash' };
+  | { t: 'release'; a: number }
+  | { t: 'mark' } | { t: 'full' } | { t: 'room' } | { t: 'retry' } | { t: 'crash' };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ t: fc.constant('frame' as const), accs: fc.subarray([0, 1], { minLength: 1 }) }), weight: 6 },
   { arbitrary: fc.record({ t: fc.constant('rotate' as const), a: fc.integer({ min: 0, max: 1 }) }), weight: 2 },
+  { arbitrary: fc.record({ t: fc.constant('release' as const), a: fc.integer({ min: 0, max: 1 }) }), weight: 1 },
+  { arbitrary: fc.constant({ t: 'mark' as const }), weight: 1 },
   { arbitrary: fc.constant({ t: 'full' as const }), weight: 2 },
   { arbitrary: fc.constant({ t: 'room' as const }), weight: 2 },
   { arbitrary: fc.constant({ t: 'retry' as const }), weight: 2 },
@@ -115,6 +119,21 @@ class Runs {
         break;
       case 'rotate':
         g.streams.rotate(g.accs[o.a]!);
+        break;
+      case 'release': {
+        // Its last socket gone and its hold over (accounts.ts releaseIfUnused), then a new socket.
+        const acc = g.accs[o.a]!;
+        g.streams.dropOpen(acc);
+        try {
+          this.d.store.drop(acc.id);
+        } catch {
+          // 'stream history not dropped' (a full disk)
+        }
+        g.accs[o.a] = g.streams.noteOpen(acc.id, OPEN);
+        break;
+      }
+      case 'mark':
+        g.streams.touch(); // the periodic alive mark and trim
         break;
       case 'full':
         this.d.disk.full = true;
