@@ -1,6 +1,6 @@
 // npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--quote-warmup N] [--accounts N] [--lease-ms MS]
-//   [--http-orders N] [--http-warmup N] [--only quotes]
-// `--only quotes`: the quote part alone (about 40 s), its own shorter line (`only: 'quotes'`).
+//   [--http-orders N] [--http-warmup N] [--near-seconds S] [--only quotes]
+// `--only quotes`: the quote parts alone (about 90 s), its own shorter line (`only: 'quotes'`).
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -17,7 +17,12 @@
 // - A quote from a shard-like thread to a /v1/stream client: through the owner's hub (same node) vs.
 //   through the relay to another node's hub (cross node), real sockets, client processes; the same
 //   ticks to both, and each path alone, alternating tick by tick, stamped along each path
-//   (bench/lib/clusterQuotes.ts).
+//   (bench/lib/clusterQuotes.ts). Since near sources (docs/cluster.md), this relay path is that of a
+//   node running no account of the symbol's server.
+// - Quotes on a real cluster (bench/lib/clusterNearQuotes.ts): three gateway processes, a simulator
+//   process; the gateway's added latency over a bare bridge-protocol subscriber of the same ticks, on
+//   the owner's socket, on a node with a session on the server (near source) and on one without
+//   (relay alone), `--near-seconds` S of ticks.
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
 //   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`. Before
@@ -52,6 +57,7 @@ import { measureTakeover } from './lib/clusterTakeover.js';
 import { SchedTally } from './lib/procSched.js';
 import { measureHandover } from './lib/clusterHandover.js';
 import { measureQuotes } from './lib/clusterQuotes.js';
+import { measureNearQuotes, type NearQuoteFigures } from './lib/clusterNearQuotes.js';
 import { describeForwarding, forwardDecomposition } from './lib/forwardDecomposition.js';
 
 const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
@@ -68,6 +74,7 @@ const QUOTE_WARMUP = arg('quote-warmup', 2_000);
 const ACCOUNTS = arg('accounts', 12);
 const LEASE_MS = arg('lease-ms', 1_500);
 const HANDOVER_RUNS = arg('handover-runs', 3);
+const NEAR_SECONDS = arg('near-seconds', 30);
 // Orders of each kind before measuring: V8 compiles the path's code (on its own threads) for the
 // first thousand or so, which otherwise lands in the measured blocks' CPU per order.
 const WARMUP = arg('warmup', 1000);
@@ -138,6 +145,16 @@ const printQuotes = (quotes: Awaited<ReturnType<typeof measureQuotePart>>) => {
   console.log('quote cross node   ', quotes.shared.crossNode, 'alone', quotes.alone.crossNode);
   console.log('quote steps (µs)   ', JSON.stringify(quotes.steps));
 };
+const printNear = (n: NearQuoteFigures) => {
+  console.log('real cluster quotes, added over a bare subscriber (µs):', JSON.stringify(n.addedUs), 'counts', JSON.stringify(n.counts));
+  console.log('  near / same', JSON.stringify(n.nearOverSame), ' relay / same', JSON.stringify(n.relayOverSame), ' near node quotes in', JSON.stringify(n.nearNodeQuotesIn));
+};
+const nearFields = (n: NearQuoteFigures) => ({
+  // A real cluster: the socket on a node with a session on the server (near source) and on one
+  // without (relay alone), over the owner's socket, each as added latency over a bare subscriber.
+  quoteRealNearOverSameP50: n.nearOverSame.p50, quoteRealNearOverSameP99: n.nearOverSame.p99,
+  quoteRealRelayOverSameP50: n.relayOverSame.p50, quoteRealRelayOverSameP99: n.relayOverSame.p99,
+});
 /** The two nodes, the simulator and nats-server of the parts above, done with. */
 const closeTwoNodes = async () => {
   await A.close();
@@ -150,12 +167,15 @@ const closeTwoNodes = async () => {
 if (ONLY === 'quotes') {
   const quotes = await measureQuotePart();
   await closeTwoNodes();
+  process.stderr.write('quotes on a real cluster: three gateway processes, a simulator process\n');
+  const near = await measureNearQuotes({ seconds: NEAR_SECONDS });
   printQuotes(quotes);
+  printNear(near);
   console.log('load', uptime().trim());
   console.log(JSON.stringify({
     bench: 'cluster', only: 'quotes', unit: 'us', load1m: +load!.toFixed(2), quotes: quotes.quotes,
     quoteCrossOverSameP50: quotes.shared.crossOverSame.p50, quoteCrossOverSameP99: quotes.shared.crossOverSame.p99,
-    quoteCrossOverSameP999: quotes.shared.crossOverSame.p999, quoteAloneCrossOverSame: quotes.alone.crossOverSame, quote: quotes,
+    quoteCrossOverSameP999: quotes.shared.crossOverSame.p999, quoteAloneCrossOverSame: quotes.alone.crossOverSame, ...nearFields(near), quote: quotes, quoteRealCluster: near,
   }));
   process.exit(0);
 }
@@ -263,6 +283,8 @@ process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of 
 const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS, httpOrders: HTTP_ORDERS, httpWarmup: HTTP_WARMUP });
 process.stderr.write('handover: two lease keepers, SIGTERM, with and without the nudge\n');
 const handover = await measureHandover({ leaseMs: 3_000, accounts: 40, runs: HANDOVER_RUNS });
+process.stderr.write('quotes on a real cluster: three gateway processes, a simulator process\n');
+const near = await measureNearQuotes({ seconds: NEAR_SECONDS });
 const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
 const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 const router = {
@@ -276,6 +298,7 @@ console.log('forwarded OrderSend', forwarded.summary());
 console.log('NATS round trip    ', natsRtt.summary());
 console.log('TCP round trip     ', tcpRtt.summary());
 printQuotes(quotes);
+printNear(near);
 console.log(describeForwarding(router, decomposition, http));
 console.log('load', uptime().trim());
 console.log(JSON.stringify({
@@ -294,6 +317,7 @@ console.log(JSON.stringify({
   quoteCrossOverSameP999: quotes.shared.crossOverSame.p999,
   // Each path by itself, alternating tick by tick: what the cross-node path adds.
   quoteAloneCrossOverSame: quotes.alone.crossOverSame,
+  ...nearFields(near),
   routerLevel: {
     ...router,
     forwardedOverLocalAfterIdle: {
@@ -319,6 +343,7 @@ console.log(JSON.stringify({
   },
   httpOrderSend: http,
   quote: quotes,
+  quoteRealCluster: near,
   takeover: { leaseMs: takeover.leaseMs, afterSigkillMs: takeover.takeoverMs, attempts: takeover.attempts },
   accountsPerNode: takeover.accountsPerNode,
   handover,
