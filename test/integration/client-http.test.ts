@@ -23,7 +23,9 @@ const client = (o: Partial<ConstructorParameters<typeof TagwClient>[0]> = {}) =>
   new TagwClient({ baseUrl: g.url, apiKey: key, fetch: recordingFetch, retry: { baseMs: 1, maxMs: 5 }, ...o });
 
 beforeAll(async () => {
-  g = await startTestGateway();
+  // A seat's build outlasts the file (the default 300 ms passed before the create's answer at load ~25,
+  // and the answer said ACTIVE): the test reads a building seat, not how fast the machine is.
+  g = await startTestGateway({ seatBuildMs: 600_000 });
   mgmt = new TagwClient({ baseUrl: g.url, managementKey: g.managementKey });
   key = (await mgmt.keys.create({ label: 'sdk-test' })).key;
   id = (await client().connectEx({ user: 'sdk-http', password: 'pw', server: 'Sim-P5-Demo' })).id;
