@@ -78,7 +78,8 @@ export async function measureNearQuotes(opts: { seconds: number }): Promise<Near
     const nearNode = c.node(p5.find((y) => y.owner !== x.owner)!.owner);
     const acct4 = await c.account('Sim-P4-Demo');
     const owner4 = c.node((await c.owner(acct4.id)).owner);
-    const relayNode = c.running().find((n) => n.id !== owner4.id)!;
+    // Not the near node, where it can be: its quotes by path (nearNodeQuotesIn) are then the near socket's alone.
+    const relayNode = c.running().find((n) => n.id !== owner4.id && n.id !== nearNode.id) ?? c.running().find((n) => n.id !== owner4.id)!;
 
     const config = loadSimConfig();
     const symbolsOf = (server: SimServer) => config.servers.find((s) => s.name === server)!.symbols.map((s) => s.name);
