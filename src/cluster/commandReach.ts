@@ -30,6 +30,7 @@ export const COMMAND_REACH: ReachTable = {
   'seat.create': 'local',
   'seat.get': 'local',
   'seat.remove': 'local',
+  'seat.prepared': 'local',
   'sim.faults.set': 'local',
   'sim.faults.clear': 'local',
   'sim.faults.list': 'local',

@@ -15,6 +15,10 @@ export interface CommandMap {
   'seat.get': { args: { seatId: string }; result: SeatView | null };
   /** Stops the actor of a removed seat (its seat_state row stays, as history). */
   'seat.remove': { args: { seatId: string }; result: { stopped: boolean } };
+  /** The seat's server is built now, whatever time its build was promised for: a seat still
+   *  building turns ACTIVE (its actor's `seat.prepared`); null for an unknown seat. No HTTP route
+   *  sends it: tests finish a long build on demand with it instead of racing a short one. */
+  'seat.prepared': { args: { seatId: string }; result: SeatView | null };
 }
 
 export interface SeatView { seatId: string; status: 'BUILDING_SERVER' | 'ACTIVE'; readyAt: number }

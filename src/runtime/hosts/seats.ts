@@ -41,6 +41,14 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
     return { seatId: c.seatId, status: c.status, readyAt: c.readyAt };
   };
   const fromRow = (row: SeatStateRow): SeatView => ({ seatId: row.seat_id, status: row.status as SeatStatus, readyAt: row.ready_at });
+  /** A seat as it is: its actor while it builds (started from its row if none runs), else its row. */
+  const get = (seatId: string): SeatView | null => {
+    const a = actors.get(seatId);
+    if (a) return view(a);
+    const row = store.seatState(seatId);
+    if (!row) return null;
+    return row.status === 'ACTIVE' ? fromRow(row) : start(seatId, row.ready_at);
+  };
 
   return {
     handlers: {
@@ -56,12 +64,13 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
         a?.stop();
         return { stopped: a !== undefined };
       },
-      'seat.get': ({ seatId }) => {
+      'seat.get': ({ seatId }) => get(seatId),
+      'seat.prepared': ({ seatId }) => {
+        const seat = get(seatId);
         const a = actors.get(seatId);
-        if (a) return view(a);
-        const row = store.seatState(seatId);
-        if (!row) return null;
-        return row.status === 'ACTIVE' ? fromRow(row) : start(seatId, row.ready_at);
+        if (seat?.status !== 'BUILDING_SERVER' || !a) return seat;
+        a.send({ type: 'seat.prepared' });
+        return view(a);
       },
     },
     rehydrate() {
