@@ -34,7 +34,9 @@ async function onScreen(page: Page, selector: string, sidewaysOnly = false): Pro
 const sideways = (page: Page) => page.evaluate('document.documentElement.scrollWidth - innerWidth') as Promise<number>;
 
 beforeAll(async () => {
-  t = await startTestGateway({ shards: 1 });
+  // Private seats build for 10 minutes, not the helper's 300 ms: a seat made in a test is surely
+  // still building when the page has it, whatever the load; a test finishes a build on demand.
+  t = await startTestGateway({ shards: 1, seatBuildMs: 600_000 });
   for (let i = 0; i < 40; i += 1) {
     expect((await t.req('POST', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY), body: {} })).status).toBe(201);
     expect((await t.req('POST', '/v1/keys', { headers: mgmt(TEST_MANAGEMENT_KEY), body: { label: `bot-${i}` } })).status).toBe(201);
@@ -444,7 +446,14 @@ describe('the console says what happened where the operator looks', { timeout: 6
     const note = page.locator('[data-testid=seat-created]');
     await note.waitFor();
     const id = (await note.locator('.mono').textContent())!;
-    await page.locator(`[data-testid=seat-row][data-id="${id}"] [data-testid=seat-status]`, { hasText: 'ACTIVE' }).waitFor();
+    // Made building (at load ~25 a 300 ms build was over before the create answered: the note said
+    // "(ACTIVE)", true, but this test is about the turn), and said so under the form and in the table.
+    expect(await note.textContent()).toContain('BUILDING_SERVER');
+    const status = page.locator(`[data-testid=seat-row][data-id="${id}"] [data-testid=seat-status]`);
+    await status.filter({ hasText: 'BUILDING_SERVER' }).waitFor();
+    // Its server built now: the table's next poll says ACTIVE.
+    expect((await t.gw.services.shards.call(id, 'seat.prepared', { seatId: id }))?.status).toBe('ACTIVE');
+    await status.filter({ hasText: 'ACTIVE' }).waitFor();
     // Not "BUILDING_SERVER" under the form beside a row that says ACTIVE.
     await expect.poll(() => note.textContent()).toMatch(/is ACTIVE/);
     expect(await note.textContent()).not.toContain('BUILDING_SERVER');
