@@ -48,15 +48,17 @@ afterAll(async () => {
 function fill(): string {
   return fillUp(mnt);
 }
-const untilReady = async (ready: boolean) => {
+const untilReadyOf = async (ready: boolean, g: TestGateway) => {
   for (let i = 0; i < 500; i++) {
-    const r = await t.req('GET', '/readyz');
+    const r = await g.req('GET', '/readyz');
     if (r.body.ready === ready) return r;
     await new Promise((res) => setTimeout(res, 10));
   }
   throw new Error(`/readyz never became ready=${ready}`);
 };
-const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await t.req('GET', '/metrics')).text)?.[1]);
+const untilReady = (ready: boolean) => untilReadyOf(ready, t);
+const metricOf = async (name: string, g: TestGateway) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await g.req('GET', '/metrics')).text)?.[1]);
+const metric = (name: string) => metricOf(name, t);
 
 describe('DATA_DIR on a full file system', () => {
   it('orders are 503 STORAGE_UNAVAILABLE with nothing sent, readyz/metrics show it, one log line; freeing space recovers by itself', async () => {
@@ -143,58 +145,74 @@ describe('`tagw status` against a gateway on a full disk', () => {
 
 describe("a shard's background writes waiting for room on the full disk", () => {
   it('/readyz names the shard and its writer, /metrics counts it, until its write is done once there is room; no shard restarts', async () => {
-    await untilReady(true);
-    const reader = new Database(join(t.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
-    const statusOf = (id: string) => (reader.prepare('SELECT status FROM seat_state WHERE seat_id = ?').get(id) as { status: string } | undefined)?.status;
-    const waitingNow = async () => ((await t.req('GET', '/readyz')).body.storage.shardsWaiting ?? []) as Array<{ shard: number; what: string; since: number }>;
-    const episodesBefore = await metric('tagw_storage_shard_waiting_episodes_total');
-    let seat: string | undefined;
-    let filler: string | undefined;
+    // A gateway of its own with seats only: its shard's one background writer is the seat's. (The
+    // file's gateway holds an open position from the first test: its simulator's writes could meet
+    // the full disk first, and /readyz names an episode's first writer only. ci23: 'seat state' never
+    // named in 15 s, the test gateways being one shard since 451452f.)
+    mkdirSync(join(mnt, 'seats'));
+    const s = await startTestGateway({ storageCheckMs: 20, storageMinFreeMb: 1 }, { dataDir: join(mnt, 'seats'), log: createLogger('silent') });
     try {
-      // A privately hosted seat's ACTIVE row is written by its shard's timer (SEAT_BUILD_MS, 300 ms
-      // here), a write no request waits for. It must meet the full disk: a seat whose row was
-      // written before the disk filled up is left, and another made.
-      for (let i = 0; i < 10 && seat === undefined; i++) {
-        const made = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
-        expect(made.status, made.text).toBe(201);
-        const id = made.body.id as string;
-        t.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
-        filler = fill();
-        await until(async () => statusOf(id) === 'ACTIVE' || (await waitingNow()).some((w) => w.what === 'seat state'), 'the seat\'s row written or waiting');
-        if (statusOf(id) === 'ACTIVE') {
-          rmSync(filler);
-          filler = undefined;
-          await untilReady(true);
-        } else {
-          seat = id;
-        }
-      }
-      expect(seat).toBeDefined();
-      const down = await t.req('GET', '/readyz');
-      expect(down.status).toBe(503);
-      expect(down.body.storage).toMatchObject({ available: false, reason: expect.any(String), shardsWaiting: expect.arrayContaining([{ shard: expect.any(Number), since: expect.any(Number), what: 'seat state' }]) });
-      expect(await metric('tagw_storage_shards_waiting')).toBeGreaterThanOrEqual(1);
-      expect(await metric('tagw_storage_shard_waiting_episodes_total')).toBeGreaterThan(episodesBefore);
-      expect(await metric('tagw_storage_available')).toBe(0);
-      // `tagw status`: not ready (disk full), and a line saying why and which shard's writes wait.
-      const env: NodeJS.ProcessEnv = { ...process.env, HOST: '127.0.0.1', PORT: String(t.gw.port), DATA_DIR: t.dataDir, GATEWAY_MANAGEMENT_KEY: t.managementKey };
-      for (const k of ['TAGW_CONFIG', 'TAGW_URL', 'NATS_URL', 'DATABASE_URL']) delete env[k];
-      const status = await runBuiltCli(['status'], env);
-      expect(status.code, status.stderr).toBe(EXIT.NOT_READY);
-      expect(status.stdout).toMatch(/^disk: +full \(.+\); background writes wait in memory: shard \d+ \(seat state\)/m);
-      if (filler !== undefined) rmSync(filler);
-      filler = undefined;
-      const up = await untilReady(true);
-      expect(up.body.storage.shardsWaiting).toBeUndefined();
-      expect(statusOf(seat!)).toBe('ACTIVE');
-      expect(await metric('tagw_storage_shards_waiting')).toBe(0);
-      expect(t.gw.services.shards.restarts()).toBe(0);
+      await seatWriteWaits(s);
     } finally {
-      if (filler !== undefined) rmSync(filler);
-      reader.close();
+      await s.stop();
     }
   }, 60_000);
 });
+
+async function seatWriteWaits(t: TestGateway): Promise<void> {
+  const untilReady = (ready: boolean) => untilReadyOf(ready, t);
+  const metric = (name: string) => metricOf(name, t);
+  await untilReady(true);
+  const reader = new Database(join(t.dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
+  const statusOf = (id: string) => (reader.prepare('SELECT status FROM seat_state WHERE seat_id = ?').get(id) as { status: string } | undefined)?.status;
+  const waitingNow = async () => ((await t.req('GET', '/readyz')).body.storage.shardsWaiting ?? []) as Array<{ shard: number; what: string; since: number }>;
+  const episodesBefore = await metric('tagw_storage_shard_waiting_episodes_total');
+  let seat: string | undefined;
+  let filler: string | undefined;
+  try {
+    // A privately hosted seat's ACTIVE row is written by its shard's timer (SEAT_BUILD_MS, 300 ms
+    // here), a write no request waits for. It must meet the full disk: a seat whose row was
+    // written before the disk filled up is left, and another made.
+    for (let i = 0; i < 10 && seat === undefined; i++) {
+      const made = await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: true } });
+      expect(made.status, made.text).toBe(201);
+      const id = made.body.id as string;
+      t.gw.services.db.pragma('wal_checkpoint(TRUNCATE)');
+      filler = fill();
+      await until(async () => statusOf(id) === 'ACTIVE' || (await waitingNow()).some((w) => w.what === 'seat state'), 'the seat\'s row written or waiting');
+      if (statusOf(id) === 'ACTIVE') {
+        rmSync(filler);
+        filler = undefined;
+        await untilReady(true);
+      } else {
+        seat = id;
+      }
+    }
+    expect(seat).toBeDefined();
+    const down = await t.req('GET', '/readyz');
+    expect(down.status).toBe(503);
+    expect(down.body.storage).toMatchObject({ available: false, reason: expect.any(String), shardsWaiting: expect.arrayContaining([{ shard: expect.any(Number), since: expect.any(Number), what: 'seat state' }]) });
+    expect(await metric('tagw_storage_shards_waiting')).toBeGreaterThanOrEqual(1);
+    expect(await metric('tagw_storage_shard_waiting_episodes_total')).toBeGreaterThan(episodesBefore);
+    expect(await metric('tagw_storage_available')).toBe(0);
+    // `tagw status`: not ready (disk full), and a line saying why and which shard's writes wait.
+    const env: NodeJS.ProcessEnv = { ...process.env, HOST: '127.0.0.1', PORT: String(t.gw.port), DATA_DIR: t.dataDir, GATEWAY_MANAGEMENT_KEY: t.managementKey };
+    for (const k of ['TAGW_CONFIG', 'TAGW_URL', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+    const status = await runBuiltCli(['status'], env);
+    expect(status.code, status.stderr).toBe(EXIT.NOT_READY);
+    expect(status.stdout).toMatch(/^disk: +full \(.+\); background writes wait in memory: shard \d+ \(seat state\)/m);
+    if (filler !== undefined) rmSync(filler);
+    filler = undefined;
+    const up = await untilReady(true);
+    expect(up.body.storage.shardsWaiting).toBeUndefined();
+    expect(statusOf(seat!)).toBe('ACTIVE');
+    expect(await metric('tagw_storage_shards_waiting')).toBe(0);
+    expect(t.gw.services.shards.restarts()).toBe(0);
+  } finally {
+    if (filler !== undefined) rmSync(filler);
+    reader.close();
+  }
+}
 
 describe('StorageHealth', () => {
   it('a gateway started on a full disk says so in one line naming the file, exit 1, no stack trace; with room again it starts', async () => {
