@@ -366,20 +366,23 @@ describe('AccountRouter', () => {
     const [old, fresh] = await Promise.all([1, 2].map((incarnation) => startNode('D', nats.url, fakeShards('D').shards, leases, { ownerWaitMs: 1_500, incarnation })));
     try {
       await until(async () => (await old!.owners.ownerOf(id)) === 'B' && (await fresh!.owners.ownerOf(id)) === 'B', 'both learn the owner');
+      // This account's calls only: node C of the test before, forgotten by B, opens again there what
+      // it still holds (ci24: its stream.sub of the account before came in between).
+      const shardGot = () => fakes.B.calls.filter((c) => c.key === id).map((c) => [c.op, c.args]);
       await old!.router.call(id, 'stream.open', { accountId: id });
       await old!.router.call(id, 'stream.sub', { accountId: id, symbol: 'EURUSD', timeframes: ['M1'], timeoutMs: 1_000 });
       fakes.B.calls.length = 0;
       await fresh!.router.call(id, 'stream.open', { accountId: id });
-      expect(fakes.B.calls.map((c) => [c.op, c.args])).toEqual([
+      expect(shardGot()).toEqual([
         ['stream.unsub', { accountId: id, symbol: 'EURUSD' }], ['stream.close', { accountId: id }], ['stream.open', { accountId: id }],
       ]);
       fakes.B.calls.length = 0;
       const late = await old!.router.call(id, 'stream.sub', { accountId: id, symbol: 'GBPUSD', timeframes: [], timeoutMs: 1_000 }).catch((e: unknown) => e);
       expect(late).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
-      expect(fakes.B.calls).toEqual([]);
+      expect(shardGot()).toEqual([]);
       // The node list showing the same incarnation again changes nothing.
       expect(await B.router.streams.supersede('D', 2)).toBe(true);
-      expect(fakes.B.calls).toEqual([]);
+      expect(shardGot()).toEqual([]);
     } finally {
       await Promise.all([old?.close(), fresh?.close()]);
     }

@@ -154,9 +154,13 @@ describe('the /v1/stream history on a full DATA_DIR', () => {
         }
         await c.until(() => c.closed, 15_000, 'the socket closed when its frames passed the bound');
         expect(c.closed!.code).toBe(4014);
-        expect(overflowLines()).toHaveLength(1);
-        expect(overflowLines()[0]!.accountId).toBe(id);
-        expect(await metric('tagw_stream_history_overflows_total')).toBe(1);
+        // One line an episode (stream-history-held.test.ts counts them with the timers in hand); here
+        // the file system can free a little meanwhile (a WAL shrinking), a write then succeeds and ends
+        // the episode, and the next overflow begins another (ci24: two lines). Every one is this account's.
+        const lines = overflowLines();
+        expect(lines.length).toBeGreaterThanOrEqual(1);
+        expect(lines.map((l) => l.accountId)).toEqual(lines.map(() => id));
+        expect(await metric('tagw_stream_history_overflows_total')).toBeGreaterThanOrEqual(lines.length);
         // Nothing the socket got was missing from the disk: the frames that waited were never sent.
         const stored = storedSeqs();
         const got = c.frames.filter((f) => f.epoch === snapshot.epoch && f.seq > snapshot.seq && f.type !== 'RESUMED');
