@@ -384,9 +384,7 @@ export abstract class SimJournal {
         else this.commitTx();
       }, [], !awaited);
     } catch (err) {
-      // Rolled back: the marks it wrote are not on disk.
-      for (const m of this.marking) m.marked = false;
-      this.marking = [];
+      this.unmark();
       // The memory now holds what the disk does not (the bookings, the mirrors): nothing more is
       // written from it, and what was queued is dropped (the shard restarts from disk).
       const reject = this.rejectDurable;
@@ -403,8 +401,7 @@ export abstract class SimJournal {
       // Rolled back, for lack of room. Nobody was told anything of these changes (their events wait
       // for the commit): they are the simulator's own (ticks, the clock), and stay queued, written
       // as they are once there is room (the retry, or any commit before it).
-      for (const m of this.marking) m.marked = false;
-      this.marking = [];
+      this.unmark();
       return;
     }
     const resolve = this.resolveDurable;
@@ -415,6 +412,12 @@ export abstract class SimJournal {
     // Rows a full disk kept waiting are written (the retry disarmed, the episode over: attempt).
     resolve?.();
     this.scheduleCheckpoints();
+  }
+
+  /** A commit rolled back: the marks it wrote are not on disk. */
+  private unmark(): void {
+    for (const m of this.marking) m.marked = false;
+    this.marking = [];
   }
 
   /** The queued rows of an account in [fromMs, toMs) (a full disk keeps them waiting), in order. */
