@@ -59,28 +59,6 @@ export class FullDisk {
     return true;
   }
 
-  /**
-   * A write that stands alone (a row's latest state, written whole): now, or on a full disk every
-   * retryMs until it is done. Any other failure is thrown now, or logged from a retry (a timer must
-   * not throw: that would end the thread).
-   */
-  write(what: string, fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      if (!this.postponed(what, err)) throw err;
-      setTimeout(() => {
-        try {
-          this.write(what, fn);
-        } catch (e) {
-          this.o.log.error('a postponed background write failed', { what, err: errorMessage(e) });
-        }
-      }, this.o.retryMs).unref();
-      return;
-    }
-    this.wrote();
-  }
-
   /** A write succeeded: the episode, if one is on, is over. */
   wrote(): void {
     if (this.first === undefined) return;

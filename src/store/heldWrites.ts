@@ -1,7 +1,7 @@
 // Background writes held in memory while DATA_DIR is full, and tried again (docs/storage.md). The
 // one loop its writers shared, each by hand before (the idempotency outcomes of a shard's
 // TradeRecords, the stream history's batches in HistoryWrites, the simulator journal's queued
-// rows): a write that meets a full disk keeps what it could not write, one retry timer runs every
+// rows, a seat's state row, which FullDisk.write retried with a timer of its own per write): a write that meets a full disk keeps what it could not write, one retry timer runs every
 // retryMs while anything waits, and a stop tries once more. Which errors mean "no room", and the
 // one log line per episode, are FullDisk's (fullDisk.ts). Timers come from a scheduler passed in
 // (a test's own, or the system's), so the helper's states can be driven by a test without time.

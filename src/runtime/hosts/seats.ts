@@ -4,20 +4,34 @@ import { createActor, type Actor } from 'xstate';
 import { seatMachine, type SeatContext, type SeatStatus } from '../../../actors/seat.js';
 import { TenancyStore, type SeatStateRow } from '../../store/tenancy.js';
 import { fullDiskOf } from '../../store/fullDisk.js';
+import { HeldWrites } from '../../store/heldWrites.js';
+import { errorMessage } from '../../util/errorMessage.js';
 import type { SeatView } from '../protocol.js';
 import type { ActorHost, ShardContext } from './context.js';
 
 export function createSeatHost(ctx: ShardContext): ActorHost {
   const store = new TenancyStore(ctx.db);
-  const fullDisk = fullDiskOf(ctx);
   const actors = new Map<string, Actor<typeof seatMachine>>();
+  // A seat becoming ACTIVE is its timer's write, no request's: on a full disk it waits for room
+  // (the actor goes on; until written, a restart finds the seat building and finishes it again).
+  const upsert = (rows: SeatStateRow[]) => () => {
+    for (const row of rows) store.upsertSeatState(row);
+  };
+  const rows: HeldWrites<SeatStateRow> = new HeldWrites<SeatStateRow>({
+    fullDisk: fullDiskOf(ctx), what: 'seat state',
+    retry: (held) => {
+      try {
+        rows.attempt(upsert(held), held);
+      } catch (err) {
+        ctx.log.error('a postponed background write failed', { what: 'seat state', err: errorMessage(err) });
+      }
+    },
+  });
   const machine = seatMachine.provide({
     actions: {
-      // A seat becoming ACTIVE is its timer's write, no request's: on a full disk it waits for room
-      // (the actor goes on; until written, a restart finds the seat building and finishes it again).
       persist: (_a, c: SeatContext) => {
         const row = { seat_id: c.seatId, status: c.status, ready_at: c.readyAt, updated_at: ctx.clock.now() };
-        fullDisk.write('seat state', () => store.upsertSeatState(row));
+        rows.attempt(upsert([row]), [row]);
       },
     },
   });
