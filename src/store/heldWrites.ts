@@ -1,8 +1,11 @@
 // Background writes held in memory while DATA_DIR is full, and tried again (docs/storage.md). The
 // one loop its writers shared, each by hand before (the idempotency outcomes of a shard's
 // TradeRecords, the stream history's batches in HistoryWrites, the simulator journal's queued
-// rows, a seat's state row, which FullDisk.write retried with a timer of its own per write): a write that meets a full disk keeps what it could not write, one retry timer runs every
-// retryMs while anything waits, and a stop tries once more. Which errors mean "no room", and the
+// rows, a seat's state row, which FullDisk.write retried with a timer of its own per write): a
+// write that meets a full disk keeps what it could not write, one retry timer runs every retryMs
+// while anything waits, and a stop tries once more. What is held is written in the order held; a
+// writer of state rows, one a key (a seat's: keyOf), has the latest row of a key win, so a retry
+// never writes an older row after a newer one written at once. Which errors mean "no room", and the
 // one log line per episode, are FullDisk's (fullDisk.ts). Timers come from a scheduler passed in
 // (a test's own, or the system's), so the helper's states can be driven by a test without time.
 import type { FullDisk } from './fullDisk.js';
@@ -29,6 +32,11 @@ export interface HeldWritesOptions<T> {
   retry: (items: T[]) => void;
   /** An item's size, for a writer that bounds what it holds (`size`); default 0. */
   sizeOf?: (item: T) => number;
+  /** A writer of state rows, one a key (a seat's state): the latest row of a key wins. A held row is
+   *  dropped once a newer one of its key is written, and replaced by one held after it, so a retry
+   *  never writes an older row over a newer one. Without it what is held is written in the order
+   *  held (an append-only writer also keeps a later row behind what is held: HistoryWrites). */
+  keyOf?: (item: T) => string;
   scheduler?: Scheduler;
 }
 
@@ -63,9 +71,10 @@ export class HeldWrites<T> {
   }
 
   /**
-   * Runs `write`. True: it is done, and a full-disk episode on is over (FullDisk.wrote); the retry
-   * is disarmed unless items are still held. False: it met a full disk: `items` are held (behind
-   * what is held already) and the retry armed. Any other failure is thrown, nothing held. With
+   * Runs `write`. True: it is done, and a full-disk episode on is over (FullDisk.wrote); with
+   * `keyOf` the held rows of the keys written leave memory (older); the retry is disarmed unless
+   * items are still held. False: it met a full disk: `items` are held (behind what is held already;
+   * with `keyOf` in place of the held rows of their keys) and the retry armed. Any other failure is thrown, nothing held. With
    * `mayWait` false (a write a request waits for) a full disk is thrown like any other failure.
    */
   attempt(write: () => void, items: readonly T[] = [], mayWait = true): boolean {
@@ -77,6 +86,7 @@ export class HeldWrites<T> {
       this.hold(items);
       return false;
     }
+    this.supersede(items);
     if (this.items.length === 0) {
       this.disarm();
       this.reason = undefined;
@@ -85,9 +95,11 @@ export class HeldWrites<T> {
     return true;
   }
 
-  /** Holds `items` behind what waits (no write tried now) and arms the retry. */
+  /** Holds `items` behind what waits (with `keyOf`: in place of the held rows of their keys; no
+   *  write tried now) and arms the retry. */
   hold(items: readonly T[]): void {
     for (const it of items) {
+      this.supersede([it]);
       this.items.push(it);
       this.bytes += this.o.sizeOf?.(it) ?? 0;
     }
@@ -103,6 +115,14 @@ export class HeldWrites<T> {
     this.items = keep;
     for (const it of out) this.bytes -= this.o.sizeOf?.(it) ?? 0;
     return out;
+  }
+
+  /** With `keyOf`: the held rows of the keys of `items` (newer rows) leave memory. */
+  private supersede(items: readonly T[]): void {
+    const keyOf = this.o.keyOf;
+    if (!keyOf || items.length === 0 || this.items.length === 0) return;
+    const keys = new Set(items.map(keyOf));
+    this.remove((it) => keys.has(keyOf(it)));
   }
 
   /** What waits, now: the retry disarmed and the held items handed to `retry` (the timer does this every retryMs). */

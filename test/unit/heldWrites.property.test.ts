@@ -159,3 +159,122 @@ describe('HeldWrites', () => {
     expect(h.waiting).toBe(false);
   });
 });
+
+// The order of what is held. A writer of state rows per key (a seat's state: seats.ts, `keyOf`) and
+// an append-only writer (journal rows: a later row waits behind what is held, as HistoryWrites' do)
+// share one FullDisk. A seat's BUILDING row held on a full disk was written by the retry after its
+// ACTIVE row, written at once when room returned: the stored state went backwards. Now the latest
+// row of a key wins (the held one dropped once a newer one is written, replaced by one held after
+// it), and the appended rows keep their order.
+interface Ordered {
+  disk: { full: boolean };
+  /** What the disk holds: per key, the value of its row; the appended rows in order. */
+  stored: Map<number, number>;
+  appended: number[];
+  sched: ManualScheduler;
+  keyed: HeldWrites<{ key: number; v: number }>;
+  log: HeldWrites<number>;
+  /** Per key, the last value written (asked to be); the rows appended, in order. */
+  last: Map<number, number>;
+  rows: number[];
+  next: number;
+  /** A new row of `key` (its value the next number); a new appended row. */
+  put(key: number): void;
+  append(): void;
+}
+
+function ordered(): Ordered {
+  const o = { disk: { full: false }, stored: new Map(), appended: [], sched: new ManualScheduler(), last: new Map(), rows: [], next: 0 } as unknown as Ordered;
+  const fullDisk = new FullDisk({ log: createLogger('silent'), retryMs: 1_000 });
+  const put = (rows: Array<{ key: number; v: number }>) => {
+    o.keyed.attempt(() => {
+      if (o.disk.full) throw full();
+      for (const r of rows) o.stored.set(r.key, r.v);
+    }, rows);
+  };
+  const append = (rows: number[]) => {
+    o.log.attempt(() => {
+      if (o.disk.full) throw full();
+      o.appended.push(...rows);
+    }, rows);
+  };
+  o.keyed = new HeldWrites({ fullDisk, what: 'seat state', keyOf: (r) => String(r.key), retry: put, scheduler: o.sched });
+  o.log = new HeldWrites({ fullDisk, what: 'journal', retry: append, scheduler: o.sched });
+  o.put = (key) => {
+    const row = { key, v: o.next++ };
+    o.last.set(key, row.v);
+    put([row]);
+  };
+  o.append = () => {
+    const row = o.next++;
+    o.rows.push(row);
+    if (o.log.waiting) o.log.hold([row]);
+    else append([row]);
+  };
+  return o;
+}
+
+/** Every step: no key's stored value older than one stored before, nothing lost (stored or held, the
+ *  last of each key), the appended rows a prefix of the rows in order, the held ones the rest. */
+function checkOrdered(o: Ordered, before: Map<number, number>): void {
+  for (const [k, v] of before) expect(o.stored.get(k)!).toBeGreaterThanOrEqual(v);
+  const heldKeys = o.keyed.held.map((r) => r.key);
+  expect(new Set(heldKeys).size).toBe(heldKeys.length); // one row a key
+  for (const [k, v] of o.last) {
+    const held = o.keyed.held.find((r) => r.key === k);
+    expect(held ? held.v : o.stored.get(k)).toBe(v);
+  }
+  expect([...o.appended, ...o.log.held]).toEqual(o.rows);
+}
+
+type OrderedCommand = fc.Command<object, Ordered>;
+const step = (name: string, f: (o: Ordered) => void): OrderedCommand => ({
+  check: () => true,
+  run: (_m, o) => {
+    const before = new Map(o.stored);
+    f(o);
+    checkOrdered(o, before);
+  },
+  toString: () => name,
+});
+
+describe('HeldWrites: the order of what is held', () => {
+  it('a key\'s stored row always ends as its last written, never older than one stored before; appended rows keep their order', () => {
+    const commands = [
+      fc.integer({ min: 0, max: 2 }).map((k) => step(`put(${k})`, (o) => o.put(k))),
+      fc.constant(step('append', (o) => o.append())),
+      fc.boolean().map((f) => step(f ? 'disk full' : 'disk has room', (o) => {
+        o.disk.full = f;
+      })),
+      fc.constant(step('retry timer', (o) => o.sched.fire())),
+      fc.constant(step('stop', (o) => {
+        o.keyed.stop();
+        o.log.stop();
+      })),
+    ];
+    fc.assert(fc.property(fc.commands(commands, { maxCommands: 60, size: 'max' }), (cmds) => {
+      let o: Ordered | undefined;
+      fc.modelRun(() => ({ model: {}, real: (o = ordered()) }), cmds);
+      // Room, and what waits written (the retry, or after a stop a flush): every key's row is its
+      // last written, every appended row there, in order.
+      o!.disk.full = false;
+      o!.keyed.flush();
+      o!.log.flush();
+      expect([o!.keyed.waiting, o!.log.waiting]).toEqual([false, false]);
+      expect(o!.stored).toEqual(o!.last);
+      expect(o!.appended).toEqual(o!.rows);
+    }), { numRuns: 100 });
+  });
+
+  it('the seat\'s case: BUILDING held, ACTIVE written at once with room, then the retry: ACTIVE stays', () => {
+    const o = ordered();
+    o.disk.full = true;
+    o.put(1); // BUILDING
+    o.disk.full = false;
+    o.put(1); // ACTIVE, at once
+    const active = o.stored.get(1);
+    o.sched.fire();
+    expect(o.stored.get(1)).toBe(active);
+    expect([o.keyed.waiting, o.sched.timers.size]).toEqual([false, 0]);
+  });
+});

@@ -14,11 +14,13 @@ export function createSeatHost(ctx: ShardContext): ActorHost {
   const actors = new Map<string, Actor<typeof seatMachine>>();
   // A seat becoming ACTIVE is its timer's write, no request's: on a full disk it waits for room
   // (the actor goes on; until written, a restart finds the seat building and finishes it again).
+  // A seat's latest row wins (keyOf): its BUILDING row held, then its ACTIVE row written at once as
+  // room returns, the retry does not write BUILDING after it.
   const upsert = (rows: SeatStateRow[]) => () => {
     for (const row of rows) store.upsertSeatState(row);
   };
   const rows: HeldWrites<SeatStateRow> = new HeldWrites<SeatStateRow>({
-    fullDisk: fullDiskOf(ctx), what: 'seat state',
+    fullDisk: fullDiskOf(ctx), what: 'seat state', keyOf: (row) => row.seat_id,
     retry: (held) => {
       try {
         rows.attempt(upsert(held), held);
