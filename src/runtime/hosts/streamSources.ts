@@ -23,7 +23,7 @@ export interface StreamSources {
   stop(): void;
 }
 
-export function createStreamSources(ctx: ShardContext, forwardTick: (server: string, tick: Tick) => void): StreamSources {
+export function createStreamSources(ctx: ShardContext, forwardTick: (source: string, server: string, tick: Tick) => void): StreamSources {
   const sources = new Map<string, Source>();
 
   const subscribe = async (accountId: string, s: Source, rt: AccountRuntime, symbols: string[]) => {
@@ -51,7 +51,7 @@ export function createStreamSources(ctx: ShardContext, forwardTick: (server: str
     s.rt = rt;
     s.off = rt.on((ev) => {
       if (ev.type === 'tick') {
-        if (s.symbols.has(ev.tick.symbol) && rt.server.name === server) forwardTick(server, ev.tick);
+        if (s.symbols.has(ev.tick.symbol) && rt.server.name === server) forwardTick(accountId, server, ev.tick);
       } else if (ev.type === 'phase' && ev.phase === 'connected') void subscribe(accountId, s, rt, [...s.symbols]);
     });
   };

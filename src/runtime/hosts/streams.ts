@@ -10,6 +10,7 @@ import { clockFor } from '../../market/serverClock.js';
 import type { Tick } from '../../market/server.js';
 import type { CandleEvent, Timeframe } from '../../market/timeframes.js';
 import { barRangeUtc } from '../../market/bars.js';
+import { TickMerge } from '../../market/tickMerge.js';
 import {
   NO_OPEN_STREAM, STREAM_EVENT, type CandleEventData, type DealEventData, type OrdersEventData, type PhaseEventData,
   type PositionsEventData, type ReboundEventData, type TickEventData,
@@ -33,7 +34,6 @@ interface StreamAccount {
   ordV: number;
 }
 
-interface LastTick { t: number; bid: number; ask: number }
 interface LastCandle { bar: number; ticks: number; closed: boolean }
 
 /** This host's name as a holder of the account's broker subscriptions (see AccountRuntime.whenConnected). */
@@ -41,7 +41,7 @@ const OWNER = 'stream';
 
 export function createStreamHost(ctx: ShardContext): ActorHost {
   const accounts = new Map<string, StreamAccount>();
-  const lastTicks = new Map<string, LastTick>();
+  const lastTicks = new Map<string, TickMerge>();
   const lastCandles = new Map<string, LastCandle>();
 
   const registry = () => {
@@ -54,11 +54,12 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     return a;
   };
 
-  const forwardTick = (server: string, tick: Tick) => {
+  /** `source`: the account whose broker session the tick came through (its copies are merged). */
+  const forwardTick = (source: string, server: string, tick: Tick) => {
     const k = `${server}|${tick.symbol}`;
-    const last = lastTicks.get(k);
-    if (last && (tick.timeMsc < last.t || (tick.timeMsc === last.t && tick.bid === last.bid && tick.ask === last.ask))) return;
-    lastTicks.set(k, { t: tick.timeMsc, bid: tick.bid, ask: tick.ask });
+    let merge = lastTicks.get(k);
+    if (!merge) lastTicks.set(k, (merge = new TickMerge()));
+    if (!merge.admit(source, tick.timeMsc, tick.bid, tick.ask)) return;
     const data: TickEventData = { server, tick };
     ctx.emit({ kind: STREAM_EVENT.tick, key: server, data });
   };
@@ -174,7 +175,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   const listen = (accountId: string, a: StreamAccount) => (ev: AccountEvent) => {
     switch (ev.type) {
       case 'tick':
-        if (a.symbols.has(ev.tick.symbol)) forwardTick(a.rt.server.name, ev.tick);
+        if (a.symbols.has(ev.tick.symbol)) forwardTick(accountId, a.rt.server.name, ev.tick);
         break;
       case 'candle':
         if (a.candles.get(ev.candle.symbol)?.has(ev.candle.timeframe)) forwardCandle(a.rt.server.name, ev.candle);
