@@ -72,9 +72,11 @@ export class NearPlan {
     return this.reassign((x) => x === w);
   }
 
-  /** Every source again (a shard restarted: it holds none of them). */
-  resend(): NearCommand[] {
-    return [...this.wants.values()].filter((w) => w.at !== undefined).map((w) => ({ op: 'source', accountId: w.at!, server: w.server, symbol: w.symbol }));
+  /** The sources of the accounts `of` names again (their shard restarted: it holds none of them). */
+  resend(of: (accountId: string) => boolean): NearCommand[] {
+    const out: NearCommand[] = [];
+    for (const w of this.wants.values()) if (w.at !== undefined && of(w.at)) out.push({ op: 'source', accountId: w.at, server: w.server, symbol: w.symbol });
+    return out;
   }
 
   /** What serves the (server, symbol) now (undefined: only the relay). */

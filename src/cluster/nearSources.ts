@@ -4,10 +4,9 @@
 // (its shard's stream.source). Both copies reach the hub, whose dedupe sends the first: the near one
 // (one process hand-off) unless its session is down or gone, when the relay's copy still comes. The
 // accounts running here come from the node's adoptions and releases; a shard that restarted holds no
-// source any more, so they are sent again (checked every second while any symbol is followed).
+// source any more, so its accounts' sources are sent again once it is up (ShardSet.onRestart).
 import type { Logger } from '../log.js';
 import type { ShardSet } from '../runtime/shardSet.js';
-import { DemandTimer } from '../util/demandTimer.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { NearPlan, type NearCommand } from './nearPlan.js';
 import type { StreamRelay } from './streamRelay.js';
@@ -17,29 +16,18 @@ export type FollowRelay = Pick<StreamRelay, 'follow' | 'unfollow' | 'followMarke
 
 export interface NearSourcesOptions {
   /** This node's own shards (never the router: a source is an account running here). */
-  shards: Pick<ShardSet, 'call' | 'restarts'>;
+  shards: Pick<ShardSet, 'call' | 'shardFor' | 'onRestart'>;
   /** The broker server of an account (its binding), undefined when it has none. */
   serverOf: (accountId: string) => string | undefined;
   log: Logger;
-  /** How often a shard restart is looked for while symbols are followed (ms). */
-  checkMs?: number;
 }
 
 export class NearSources {
   private readonly plan = new NearPlan();
-  private restarts: number;
-  private readonly timer: DemandTimer;
+  private readonly offRestart: () => void;
 
   constructor(private readonly o: NearSourcesOptions) {
-    this.restarts = o.shards.restarts();
-    this.timer = new DemandTimer(o.checkMs ?? 1_000, () => {
-      const r = this.o.shards.restarts();
-      if (r !== this.restarts) {
-        this.restarts = r;
-        this.run(this.plan.resend());
-      }
-      return this.plan.counts().wanted > 0;
-    });
+    this.offRestart = o.shards.onRestart((shard) => this.run(this.plan.resend((id) => o.shards.shardFor(id) === shard)));
   }
 
   /** The relay as the follower uses it, with the near sources kept in step with its market subscriptions. */
@@ -49,7 +37,6 @@ export class NearSources {
       unfollow: (key) => relay.unfollow(key),
       followMarket: (server, symbol) => {
         this.run(this.plan.want(server, symbol));
-        this.timer.arm();
         return relay.followMarket(server, symbol);
       },
       unfollowMarket: (server, symbol) => {
@@ -83,7 +70,7 @@ export class NearSources {
   }
 
   stop(): void {
-    this.timer.stop();
+    this.offRestart();
   }
 
   private run(cmds: NearCommand[]): void {

@@ -95,7 +95,8 @@ class Shard {
     return this.pending.size;
   }
 
-  constructor(readonly index: number, private readonly opts: ShardSetOptions) {
+  /** `onRestarted`: a restarted thread reported ready (see ShardSet.onRestart). */
+  constructor(readonly index: number, private readonly opts: ShardSetOptions, private readonly onRestarted: () => void) {
     this.pool = new Piscina({
       filename: opts.workerFile ?? workerFile,
       minThreads: 1,
@@ -135,6 +136,7 @@ class Shard {
     } else if (m.t === 'ev') {
       if (this.opts.onEvent) for (const ev of m.batch) this.opts.onEvent(ev);
     } else if (m.t === 'ready') {
+      const restarted = this.started;
       this.ready = true;
       this.crashStreak = 0;
       this.started = true;
@@ -142,6 +144,7 @@ class Shard {
       this.readyWaiters = [];
       for (const f of w) f.resolve();
       this.queueFlush();
+      if (restarted) this.onRestarted();
     }
   }
 
@@ -264,12 +267,14 @@ class Shard {
 
 /** What routes and the stream hub use of the shards: a ShardSet, or in cluster mode the node's
  *  router in front of it (`call` reaches the account's owner; the rest stays on this node). */
-export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
+export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
 
 export class ShardSet {
   private readonly shards: Shard[];
-  constructor(opts: ShardSetOptions) {
-    this.shards = Array.from({ length: opts.shards }, (_, i) => new Shard(i, opts));
+  private readonly restartListeners = new Set<(shard: number) => void>();
+
+  constructor(private readonly opts: ShardSetOptions) {
+    this.shards = Array.from({ length: opts.shards }, (_, i) => new Shard(i, opts, () => this.restarted(i)));
   }
 
   get size(): number {
@@ -296,8 +301,27 @@ export class ShardSet {
     return this.shards.every((s) => s.ready);
   }
 
+  /** Deaths of shard threads (counted when one dies; /metrics, /healthz). */
   restarts(): number {
     return this.shards.reduce((n, s) => n + s.restarts, 0);
+  }
+
+  /** `listener` runs each time a shard that died is up again: its new thread reported ready, takes
+   *  commands and holds nothing of the old one's memory (stream state, subscriptions); once per
+   *  return, however many starts it took. A first start is not one. Returns the unsubscribe. */
+  onRestart(listener: (shard: number) => void): () => void {
+    this.restartListeners.add(listener);
+    return () => void this.restartListeners.delete(listener);
+  }
+
+  private restarted(shard: number): void {
+    for (const l of [...this.restartListeners]) {
+      try {
+        l(shard);
+      } catch (err) {
+        this.opts.log.error('shard restart listener failed', { shard, err: errorMessage(err) });
+      }
+    }
   }
 
   /** Commands sent to each shard and not answered yet. */

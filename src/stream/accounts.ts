@@ -59,6 +59,7 @@ export class AccountStreams {
   /** The periodic "still alive" mark (touch) when it met a full disk: tried again every retryMs,
    *  one log line an episode (FullDisk's) instead of one a period. */
   private readonly marks: HeldWrites<never>;
+  private readonly offRestart: () => void;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {
     this.marks = new HeldWrites<never>({
@@ -73,14 +74,11 @@ export class AccountStreams {
       },
       ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
     });
+    this.offRestart = deps.shards.onRestart((shard) => this.shardRestarted(shard));
   }
 
   private get limits() {
     return { maxEvents: this.deps.config.streamHistoryMaxEvents, maxAgeMs: this.deps.config.streamHistoryMaxAgeMs };
-  }
-
-  private threadOf(id: string): number | undefined {
-    return this.deps.shards.threadId(this.deps.shards.shardFor(id));
   }
 
   /** A new account state, its history picked up from the store when it was kept until recently. */
@@ -99,7 +97,7 @@ export class AccountStreams {
       kept = this.freshHistory(now);
     }
     const acc: AccountState = {
-      id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, threadId: this.threadOf(id),
+      id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
       // A picked-up stream holds live deals from the start: one made before them may be missing until its resync.
       ...kept, positions: null, orders: null, posV: NO_VERSION, ordV: NO_VERSION, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
     };
@@ -276,6 +274,7 @@ export class AccountStreams {
   stop(): void {
     this.stopped = true;
     this.marks.stop();
+    this.offRestart();
     for (const acc of this.accounts.values()) {
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;
@@ -324,26 +323,13 @@ export class AccountStreams {
 
   // ---- shard restarts ---------------------------------------------------------------------------
 
-  private seenRestarts = 0;
-  private recheckUntil = 0;
-
-  /** A restarted shard lost the stream state of its accounts (subscriptions, listeners, events in
-   *  flight): their sockets are closed with RUNTIME_RESTARTED so clients reconnect, resubscribe and
-   *  resync, and their streams start a new epoch. The new thread may appear a little after the
-   *  restart is counted, so accounts are re-checked for a few seconds. */
-  checkShardRestarts(): void {
+  /** A restarted shard (up again: ShardSet.onRestart) lost the stream state of its accounts
+   *  (subscriptions, listeners, events in flight): their sockets are closed with RUNTIME_RESTARTED so
+   *  clients reconnect, resubscribe and resync, and their streams start a new epoch. */
+  private shardRestarted(shard: number): void {
     const shards = this.deps.shards;
-    const r = shards.restarts();
-    const now = this.deps.clock.now();
-    if (r !== this.seenRestarts) {
-      this.seenRestarts = r;
-      this.recheckUntil = now + 5_000;
-    }
-    if (now > this.recheckUntil) return;
     for (const acc of [...this.accounts.values()]) {
-      const current = shards.threadId(shards.shardFor(acc.id));
-      if (current === acc.threadId) continue;
-      acc.threadId = current;
+      if (shards.shardFor(acc.id) !== shard) continue;
       // Cluster mode: an account this node only follows runs on its owner's shard, not here; its
       // stream goes on as the owner numbers it (a local epoch would end its sockets twice).
       if (acc.shared?.role === 'follower') continue;

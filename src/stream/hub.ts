@@ -60,7 +60,7 @@ export class StreamHub {
     return this.topics.epoch;
   }
 
-  /** Whether the backpressure / restart sweep is scheduled (it is not while nothing streams). */
+  /** Whether the backpressure sweep is scheduled (it is not while nothing streams). */
   get sweeping(): boolean {
     return this.sweeper?.armed ?? false;
   }
@@ -124,7 +124,6 @@ export class StreamHub {
     // Armed when a socket opens or an account's stream is opened (AccountStreams.onActive).
     const sweeper = (this.sweeper = new DemandTimer(cfg.streamSweepMs, () => {
       this.guard('sweep', () => {
-        this.accounts.checkShardRestarts();
         this.events.shared?.checkRoles(); // cluster mode: leases that came or went
         this.out.sweep();
       });

@@ -57,8 +57,6 @@ export interface AccountState {
   candleRefs: Map<string, number>;
   /** stream.open calls not yet paired with a stream.close. */
   opens: number;
-  /** Thread of the account's shard when its stream state was set up there. */
-  threadId: number | undefined;
   /** The account stream: its epoch, seq and recent events (accountEvents.ts). */
   history: AccountHistory;
   /** The latest full lists the stream carried (null: not known yet) and the shard's versions of them:

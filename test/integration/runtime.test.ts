@@ -34,6 +34,15 @@ describe('shard supervision', () => {
     const before = await t.gw.services.shards.callShard(shard, 'shard.ping', {});
     const threadBefore = t.gw.services.shards.threadId(shard);
     const restartsBefore = t.gw.services.shards.restarts();
+    // Announced once the new thread is up: it takes commands then (what the stream hub and the
+    // near sources act on).
+    const announced = new Promise<{ shard: number; up: boolean; newThread: boolean; restarts: number }>((resolve) => {
+      const off = t.gw.services.shards.onRestart((s) => {
+        off();
+        const shards = t.gw.services.shards;
+        resolve({ shard: s, up: shards.health()[s]!.ready, newThread: shards.threadId(s) !== threadBefore, restarts: shards.restarts() });
+      });
+    });
 
     await t.gw.services.shards.kill(shard);
     // A request issued while the shard is down waits for the restart instead of failing.
@@ -42,6 +51,7 @@ describe('shard supervision', () => {
     expect(during.body.status).toBe('BUILDING_SERVER');
     expect(t.gw.services.shards.restarts()).toBe(restartsBefore + 1);
     expect(t.gw.services.shards.threadId(shard)).not.toBe(threadBefore);
+    expect(await announced).toEqual({ shard, up: true, newThread: true, restarts: restartsBefore + 1 });
     const after = await t.gw.services.shards.callShard(shard, 'shard.ping', {});
     expect(after.actors).toBeGreaterThanOrEqual(1);
     expect(before.shard).toBe(after.shard);

@@ -1,8 +1,8 @@
 // A node's near sources (src/cluster/nearPlan.ts): whatever its followers want and drop, whatever
 // accounts come and go and whatever the shards refuse, in any order, the shards (modelled as
 // src/runtime/hosts/streamSources.ts keeps them: a set of symbols per account, dropped with the
-// account when it leaves) hold exactly one source per wanted (server, symbol) that a local account
-// of that server can serve, and nothing else.
+// account when it leaves, all of a shard's when it restarts) hold exactly one source per wanted
+// (server, symbol) that a local account of that server can serve, and nothing else.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { NearPlan, type NearCommand } from '../../src/cluster/nearPlan.js';
@@ -10,17 +10,19 @@ import { NearPlan, type NearCommand } from '../../src/cluster/nearPlan.js';
 const SERVERS = ['S1', 'S2'];
 const SYMBOLS = ['EURUSD', 'BTCUSD'];
 const ACCOUNTS = ['a', 'b', 'c', 'd'];
+/** Two shards: a and b on the first, c and d on the second. */
+const shardOf = (id: string) => (id < 'c' ? 0 : 1);
 
 type Step =
   | { t: 'want' | 'drop'; server: number; symbol: number }
   | { t: 'add'; account: number; server: number }
   | { t: 'remove' | 'refuse'; account: number }
-  | { t: 'restart' };
+  | { t: 'restart'; shard: number };
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ t: fc.constantFrom('want' as const, 'drop' as const), server: fc.nat(1), symbol: fc.nat(1) }),
   fc.record({ t: fc.constant('add' as const), account: fc.nat(3), server: fc.nat(1) }),
   fc.record({ t: fc.constantFrom('remove' as const, 'refuse' as const), account: fc.nat(3) }),
-  fc.constant({ t: 'restart' as const }),
+  fc.record({ t: fc.constant('restart' as const), shard: fc.nat(1) }),
 );
 
 describe('NearPlan', () => {
@@ -76,9 +78,12 @@ describe('NearPlan', () => {
           shards.get(id)!.delete(held[0]!);
           refusing.set(id, new Set([...(refusing.get(id) ?? []), held[0]!]));
           apply(plan.refused(id, server, symbol));
-        } else {
-          shards.clear();
-          apply(plan.resend());
+        } else if (s.t === 'restart') {
+          // The shard's new thread holds nothing; the other shard keeps what it holds.
+          const shard = s.shard;
+          const restarted = (id: string) => shardOf(id) === shard;
+          for (const id of shards.keys()) if (restarted(id)) shards.delete(id);
+          apply(plan.resend(restarted));
         }
       }
       // Exactly one source per wanted (server, symbol) with a local, non-refusing account on its server.

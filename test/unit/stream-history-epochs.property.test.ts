@@ -85,7 +85,7 @@ class Runs {
     const fullDisk = new FullDisk({ log, retryMs: 1_000 });
     const deps = {
       config, log, clock, history: store, fullDisk, scheduler: timers, inflight: { draining: false },
-      shards: { threadId: () => 1, shardFor: () => 0 },
+      shards: { shardFor: () => 0, onRestart: () => () => undefined },
     } as unknown as AccountStreamDeps;
     const streams = new AccountStreams(deps, { shardClock: clock, noteServer: () => undefined } as unknown as Topics, {} as Outbox);
     const w = new HistoryWrites({ log, clock, history: store, fullDisk, scheduler: timers }, {

@@ -1,0 +1,105 @@
+// What follows a shard restart on the main thread, on ShardSet.onRestart (src/runtime/shardSet.ts):
+// a node's near sources of that shard's accounts are sent again (src/cluster/nearSources.ts) and the
+// stream state of its accounts is dropped, their sockets closed with RUNTIME_RESTARTED
+// (src/stream/accounts.ts). Both happen when the restart is announced, with no timer running: the
+// timers are fake and never advanced (both once polled `restarts()` on a timer of their own).
+// Accounts 'a…' run on shard 0, 'b…' on shard 1.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { NearSources } from '../../src/cluster/nearSources.js';
+import type { Config } from '../../src/config.js';
+import type { StreamOpenResult } from '../../src/runtime/hosts/streamCommands.js';
+import { AccountStreams, type AccountStreamDeps } from '../../src/stream/accounts.js';
+import type { Outbox } from '../../src/stream/outbox.js';
+import type { Sock } from '../../src/stream/state.js';
+import type { Topics } from '../../src/stream/topics.js';
+
+const log = { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined };
+
+/** The shards as both consumers see them: calls recorded, a restart announced by the test. */
+class Shards {
+  readonly calls: Array<{ key: string; op: string; args: unknown }> = [];
+  private readonly listeners = new Set<(shard: number) => void>();
+  private n = 0;
+  shardFor(id: string): number {
+    return id.startsWith('a') ? 0 : 1;
+  }
+  call(key: string, op: string, args: unknown): Promise<never> {
+    this.calls.push({ key, op, args });
+    return Promise.resolve({ ok: true } as never);
+  }
+  restarts(): number {
+    return this.n;
+  }
+  threadId(shard: number): number {
+    return 100 * shard + this.n;
+  }
+  onRestart(listener: (shard: number) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+  /** The shard's thread died and its new one is up. */
+  restart(shard: number): void {
+    this.n++;
+    for (const l of this.listeners) l(shard);
+  }
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('near sources after a shard restart', () => {
+  it('sends the restarted shard\'s sources again at once, those of the other shard not', () => {
+    const shards = new Shards();
+    const servers: Record<string, string> = { a1: 'S1', b1: 'S2' };
+    const near = new NearSources({ shards: shards as never, serverOf: (id) => servers[id], log: log as never });
+    const relay = near.relayWith({ follow: () => undefined, unfollow: () => undefined, followMarket: async () => undefined, unfollowMarket: () => undefined } as never);
+    near.added(['a1', 'b1']);
+    void relay.followMarket('S1', 'EURUSD');
+    void relay.followMarket('S2', 'BTCUSD');
+    const sources = () => shards.calls.filter((c) => c.op === 'stream.source').map((c) => c.args);
+    expect(sources()).toEqual([{ accountId: 'a1', server: 'S1', symbol: 'EURUSD' }, { accountId: 'b1', server: 'S2', symbol: 'BTCUSD' }]);
+
+    shards.restart(1);
+    expect(sources().slice(2)).toEqual([{ accountId: 'b1', server: 'S2', symbol: 'BTCUSD' }]);
+    shards.restart(0);
+    expect(sources().slice(3)).toEqual([{ accountId: 'a1', server: 'S1', symbol: 'EURUSD' }]);
+
+    near.stop();
+    shards.restart(0);
+    expect(sources()).toHaveLength(4);
+  });
+});
+
+describe('account streams after a shard restart', () => {
+  it('close the restarted shard\'s sockets with RUNTIME_RESTARTED and begin a new epoch, at once', () => {
+    const shards = new Shards();
+    const ended: Array<[string, string]> = [];
+    const out = { end: (s: Sock, why: string) => void ended.push([s.acc.id, why]) } as unknown as Outbox;
+    const deps = {
+      config: { streamHistoryMaxEvents: 100, streamHistoryMaxAgeMs: 60_000 } as Config, log, clock: { now: () => 1_700_000_000_000 },
+      history: { load: () => undefined }, inflight: { draining: false }, shards,
+    } as unknown as AccountStreamDeps;
+    const streams = new AccountStreams(deps, { shardClock: { now: () => 1_700_000_000_000 } } as unknown as Topics, out);
+    const open = { platform: 'P5', server: 'S1', phase: 'connected' } as StreamOpenResult;
+    const a = streams.noteOpen('a1', open);
+    const b = streams.noteOpen('b1', open);
+    a.sockets.add({ acc: a } as Sock);
+    b.sockets.add({ acc: b } as Sock);
+    const [epochA, epochB] = [a.history.epoch, b.history.epoch];
+
+    shards.restart(0);
+    expect(ended).toEqual([['a1', 'RUNTIME_RESTARTED']]);
+    expect(a.history.epoch).not.toBe(epochA);
+    expect(a.opens).toBe(0); // the new thread holds no stream.open of ours
+    expect(b.history.epoch).toBe(epochB);
+    expect(b.opens).toBe(1);
+
+    streams.stop();
+    shards.restart(1);
+    expect(ended).toHaveLength(1);
+  });
+});
