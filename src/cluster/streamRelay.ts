@@ -10,7 +10,6 @@ import type { Msg, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from '../runtime/hosts/accountCommands.js';
 import { STREAM_EVENT } from '../runtime/hosts/streamCommands.js';
-import { markRelayed } from '../runtime/marketOrigin.js';
 import type { ShardEvent, ShardEventKind } from '../runtime/protocol.js';
 import { THREAD_STATS_EVENT } from '../runtime/threadStats.js';
 import { STORAGE_EVENT } from '../runtime/storageEvent.js';
@@ -228,7 +227,7 @@ export class StreamRelay {
       return this.opts.log.warn('malformed relayed event ignored', { subject: msg.subject, err: errorMessage(e) });
     }
     this.stats.received++;
-    if (ev.kind === STREAM_EVENT.tick) markRelayed(ev.data.tick);
+    if (ev.kind === STREAM_EVENT.tick) ev.data.relayed = true; // the hub counts quotes by path
     // The account's lease is this node's: another node's shards still running it (an earlier owner
     // resumed from a SIGSTOP, its broker connection delivering what it buffered meanwhile; one
     // releasing it) send what this node's own shards have or will have, or what its resync reads.

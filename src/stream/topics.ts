@@ -9,7 +9,6 @@ import { clockFor, type ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
-import { isRelayed } from '../runtime/marketOrigin.js';
 import { marketFrame } from './frames.js';
 import { newEpoch } from './history.js';
 import type { Clock } from '../util/clock.js';
@@ -110,8 +109,9 @@ export class Topics {
     return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > this.shardClock.now();
   }
 
-  /** Dedupe, serialize once, publish. */
-  ingestTick(server: string, tick: Tick): void {
+  /** Dedupe, serialize once, publish. `relayed`: it came over the cluster relay, not from this
+   *  node's shards (/metrics counts new quotes by path: tagw_stream_quotes_in_total). */
+  ingestTick(server: string, tick: Tick, relayed: boolean): void {
     this.counters.ticksIn++;
     const t = this.quoteTopic(server, tick.symbol);
     if (tick.timeMsc < t.lastT || (tick.timeMsc === t.lastT && tick.bid === t.lastBid && tick.ask === t.lastAsk)) {
@@ -122,7 +122,7 @@ export class Topics {
     t.lastBid = tick.bid;
     t.lastAsk = tick.ask;
     t.lastTick = tick;
-    if (isRelayed(tick)) this.counters.quotesInRelay++;
+    if (relayed) this.counters.quotesInRelay++;
     else this.counters.quotesInLocal++;
     t.seq++;
     if (t.refs === 0) return;

@@ -70,7 +70,9 @@ export const STREAM_EVENT = {
   rebound: 'stream.rebound',
 } as const;
 
-export interface TickEventData { server: string; tick: Tick }
+/** `relayed`: set by the cluster relay on a tick it received from another node (never sent: a node
+ *  publishes its own shards' ticks); absent, the tick came from this node's shards. */
+export interface TickEventData { server: string; tick: Tick; relayed?: true }
 export interface CandleEventData { server: string; candle: CandleEvent }
 /** `src` and `v`: a ListVersion (listVersion.ts). */
 export interface PositionsEventData { src: number; v: number; positions: readonly Position[] }
