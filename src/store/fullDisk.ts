@@ -6,8 +6,9 @@
 // full disk for a failed commit and stopped its shard). So its writer keeps what it could not write,
 // in memory, and writes it once there is room: tried again every `retryMs`. Which errors mean "no
 // room" is errors.ts's isStorageFull, as for requests. One line when a thread's episode begins, one
-// when a write succeeds again, however many writes waited; `report` hears the same two moments (a
-// shard tells its main thread: runtime/storageEvent.ts).
+// when a write succeeds again, however many writes waited; `report` hears the same two moments, and
+// each other writer whose writes meet the full disk in the episode (a shard tells its main thread:
+// runtime/storageEvent.ts), so /readyz names every writer that waits, not only the first.
 import { isStorageFull } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
@@ -16,11 +17,13 @@ export interface FullDiskOptions {
   log: Logger;
   /** How long a postponed write waits before it is tried again (ms). */
   retryMs: number;
-  /** Told when an episode begins (writes wait) and when it ends (a write succeeded again). */
+  /** Told when an episode begins (writes wait), when another writer's writes wait in it, and when
+   *  it ends (a write succeeded again). */
   report?: (episode: FullDiskEpisode) => void;
 }
 
-/** An episode's beginning (what met the full disk first, and the error) or its end. */
+/** An episode's beginning, or another writer waiting in it (`what`: the writers whose writes wait,
+ *  in the order they met the full disk, comma-separated; `err`: the first's error), or its end. */
 export type FullDiskEpisode = { waiting: true; what: string; err: string } | { waiting: false };
 
 /** The default wait before a postponed write is tried again (the gateway's STORAGE_CHECK_MS default). */
@@ -34,6 +37,9 @@ export function fullDiskOf(ctx: { fullDisk?: FullDisk; log: Logger }): FullDisk 
 export class FullDisk {
   /** What met the full disk first in the current episode; undefined: none. */
   private first: string | undefined;
+  /** The writers whose writes met the full disk in the current episode, first first. */
+  private inEpisode: string[] = [];
+  private firstErr = '';
   /** Writes postponed since start (named in the line that ends an episode). */
   postponedWrites = 0;
 
@@ -53,8 +59,14 @@ export class FullDisk {
     this.postponedWrites++;
     if (this.first === undefined) {
       this.first = what;
-      this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: errorMessage(err) });
-      this.o.report?.({ waiting: true, what, err: errorMessage(err) });
+      this.inEpisode = [what];
+      this.firstErr = errorMessage(err);
+      this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: this.firstErr });
+      this.o.report?.({ waiting: true, what, err: this.firstErr });
+    } else if (!this.inEpisode.includes(what)) {
+      // Another writer waits in the episode: no line of its own, but it is named.
+      this.inEpisode.push(what);
+      this.o.report?.({ waiting: true, what: this.inEpisode.join(', '), err: this.firstErr });
     }
     return true;
   }
@@ -64,6 +76,7 @@ export class FullDisk {
     if (this.first === undefined) return;
     this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponedSinceStart: this.postponedWrites });
     this.first = undefined;
+    this.inEpisode = [];
     this.o.report?.({ waiting: false });
   }
 }

@@ -33,7 +33,8 @@ export interface StorageStatus {
   fullSince?: number;
   /** Why, when the disk is full: what found it full first in the episode. */
   reason?: string;
-  /** Shards whose background writes wait for room (since when, what met the full disk first), when any do. */
+  /** Shards whose background writes wait for room (since when, which writers: the first to meet the
+   *  full disk first, comma-separated), when any do. */
   shardsWaiting?: ShardWaiting[];
   /** The main thread's background writes (the stream history's batches), when they wait for room. */
   mainWaiting?: { since: number; what: string };
@@ -108,7 +109,11 @@ export class StorageHealth {
 
   private report(thread: number | 'main', whose: string, e: FullDiskEpisode): void {
     if (e.waiting) {
-      if (this.waiting.has(thread)) return;
+      const on = this.waiting.get(thread);
+      if (on) {
+        on.what = e.what; // another of its writers waits too (the episode and its reason go on)
+        return;
+      }
       const now = this.o.now();
       this.waiting.set(thread, { since: now, what: e.what });
       this.checkedAt = now;

@@ -147,8 +147,9 @@ describe("a shard's background writes waiting for room on the full disk", () => 
   it('/readyz names the shard and its writer, /metrics counts it, until its write is done once there is room; no shard restarts', async () => {
     // A gateway of its own with seats only: its shard's one background writer is the seat's. (The
     // file's gateway holds an open position from the first test: its simulator's writes could meet
-    // the full disk first, and /readyz names an episode's first writer only. ci23: 'seat state' never
-    // named in 15 s, the test gateways being one shard since 451452f.)
+    // the full disk first, and /readyz named an episode's first writer only then. ci23: 'seat state'
+    // never named in 15 s, the test gateways being one shard since 451452f. Every writer waiting is
+    // named now (storage-waiting-writers.test.ts); the exact 'seat state' below wants it alone.)
     mkdirSync(join(mnt, 'seats'));
     const s = await startTestGateway({ storageCheckMs: 20, storageMinFreeMb: 1 }, { dataDir: join(mnt, 'seats'), log: createLogger('silent') });
     try {

@@ -28,9 +28,9 @@ export function opsRoutes(s: Services, metrics: Metrics, allRoutes: () => AnyRou
           fullSince: z.number().optional().describe('When the disk was found full (epoch ms)'),
           reason: z.string().optional().describe('Why the disk counts as full: what found it so first in this episode (the free space below the reserve, a write that failed for lack of space, a shard whose background writes wait)'),
           shardsWaiting: z.array(z.object({
-            shard: z.number(), since: z.number().describe('When its writes began to wait (epoch ms)'), what: z.string().describe('The first of its writes that met the full disk'),
+            shard: z.number(), since: z.number().describe('When its writes began to wait (epoch ms)'), what: z.string().describe('Its writers whose writes wait, comma-separated, in the order they met the full disk (e.g. `simulator journal, seat state`)'),
           })).optional().describe("Shards whose background writes (the simulator's, a seat's, idempotency outcomes) wait in memory for room; the disk counts as full until none does"),
-          mainWaiting: z.object({ since: z.number(), what: z.string() }).optional().describe("The main thread's background writes (the /v1/stream history's batches, their frames unsent) waiting in memory for room; the disk counts as full until they are written"),
+          mainWaiting: z.object({ since: z.number(), what: z.string().describe('Its writers whose writes wait, comma-separated, as for shardsWaiting') }).optional().describe("The main thread's background writes (the /v1/stream history's batches, their frames unsent) waiting in memory for room; the disk counts as full until they are written"),
         }),
         cluster: z.object({
           nats: z.boolean().describe('Connected to NATS: false while the link is down (calls for accounts owned elsewhere answer 503)'),
