@@ -19,7 +19,7 @@ import { mountOrderFloor } from './lib/orderFloor.js';
 import { threadCpuWindow } from './lib/threadCpu.js';
 import { machineIdleWindow } from './lib/machineIdle.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
-import { floorFirst, pairedRatios } from './lib/pairedBlocks.js';
+import { pairedRatios, runPair } from './lib/pairedBlocks.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -168,13 +168,8 @@ if (sequentialOnly) {
   const pairs: { floor: MergedLoad; orders: MergedLoad }[] = [];
   for (let i = 0; i < pairCount; i++) {
     const orderBlock = () => sequential(gw.port, orderPaths(blockAccounts[i]!, `b${i}-`), h, orders);
-    if (floorFirst(i)) {
-      const floorRun = await floorBlock();
-      pairs.push({ floor: floorRun, orders: await orderBlock() });
-    } else {
-      const ordersRun = await orderBlock();
-      pairs.push({ floor: await floorBlock(), orders: ordersRun });
-    }
+    const { base, other } = await runPair(i, floorBlock, orderBlock);
+    pairs.push({ floor: base, orders: other });
     console.error(JSON.stringify({ pair: i, floorUs: pairs[i]!.floor.latencyUs, orderSendUs: pairs[i]!.orders.latencyUs }));
   }
   const runs = [cold, warm, ...pairs.flatMap((p) => [p.floor, p.orders])];

@@ -3,7 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Histogram } from '../../bench/lib/histogram.js';
-import { floorFirst, pairedRatios, type Block } from '../../bench/lib/pairedBlocks.js';
+import { baseFirst, blockOf, pairedComparison, pairedRatios, runPair, type Block } from '../../bench/lib/pairedBlocks.js';
 
 const block = (samples: number[]): Block => {
   const h = new Histogram();
@@ -62,6 +62,26 @@ describe('pairedRatios', () => {
   });
 });
 
+describe('pairedComparison', () => {
+  it('gives other / base of each pair at p50 and p99, their min, median and max, and the pooled ratio', () => {
+    const h = (xs: number[]) => {
+      const x = new Histogram();
+      for (const v of xs) x.record(v);
+      return blockOf(x);
+    };
+    const r = pairedComparison([
+      { base: h([100, 100, 400]), other: h([150, 150, 800]) },
+      { base: h([100, 100, 400]), other: h([120, 120, 400]) },
+      { base: h([100, 100, 400]), other: h([300, 300, 1200]) },
+    ]);
+    expect(r.pairs.map((e) => e.otherOverBase)).toEqual([{ p50: 1.5, p99: 2 }, { p50: 1.2, p99: 1 }, { p50: 3, p99: 3 }]);
+    expect(r.otherOverBaseP50).toEqual({ min: 1.2, median: 1.5, max: 3 });
+    expect(r.otherOverBaseP99).toEqual({ min: 1, median: 2, max: 3 });
+    expect(r.pooled.baseUs.n).toBe(9);
+    expect(r.pooled.otherOverBase).toEqual({ p50: 3, p99: 3 }); // 300 of 120,120,150,150,300,... over 100
+  });
+});
+
 describe('Histogram.percentile', () => {
   it('is the smallest sample with at least p% of the samples at or below it', () => {
     fc.assert(fc.property(samples, fc.constantFrom(50, 90, 95, 97, 98, 99, 99.5, 99.9), (xs, p) => {
@@ -75,8 +95,18 @@ describe('Histogram.percentile', () => {
   });
 });
 
-describe('floorFirst', () => {
-  it('alternates which side runs first (ABBA), starting with the floor', () => {
-    expect([0, 1, 2, 3].map(floorFirst)).toEqual([true, false, true, false]);
+describe('baseFirst', () => {
+  it('alternates which side runs first (ABBA), starting with the base (the floor)', () => {
+    expect([0, 1, 2, 3].map(baseFirst)).toEqual([true, false, true, false]);
+  });
+
+  it('runs a pair\'s two blocks in that order, and gives each back as its side', async () => {
+    const ran: string[] = [];
+    const side = (name: string) => async () => {
+      ran.push(name);
+      return name;
+    };
+    for (let i = 0; i < 4; i++) expect(await runPair(i, side('base'), side('other'))).toEqual({ base: 'base', other: 'other' });
+    expect(ran).toEqual(['base', 'other', 'other', 'base', 'base', 'other', 'other', 'base']);
   });
 });
