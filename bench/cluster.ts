@@ -1,6 +1,6 @@
 // npm run bench -- cluster [--orders N] [--warmup N] [--quotes N] [--quote-warmup N] [--accounts N] [--lease-ms MS]
-//   [--http-orders N] [--http-warmup N] [--near-seconds S] [--only quotes]
-// `--only quotes`: the quote parts alone (about 90 s), its own shorter line (`only: 'quotes'`).
+//   [--http-orders N] [--http-pairs N] [--http-warmup N] [--near-seconds S] [--near-pairs N] [--near-copies K] [--only quotes]
+// `--only quotes`: the quote parts alone (about 2 min), its own shorter line (`only: 'quotes'`).
 // Cluster mode's costs, against baselines in the same run (ratios; absolute numbers are load noise):
 // - OrderSend through the AccountRouter: on the owner node (local shards) vs. from another node
 //   (NATS request/reply to the owner, tagged JSON both ways). Two real gateways in bridge mode on one
@@ -22,12 +22,14 @@
 // - Quotes on a real cluster (bench/lib/clusterNearQuotes.ts): three gateway processes, a simulator
 //   process; the gateway's added latency over a bare bridge-protocol subscriber of the same ticks, on
 //   the owner's socket, on a node with a session on the server (near source) and on one without
-//   (relay alone), `--near-seconds` S of ticks.
+//   (relay alone): the owner's sockets and the others' in `--near-pairs` N pairs of alternating
+//   blocks, `--near-seconds` S of ticks each side, each server's symbols `--near-copies` K times over.
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
 //   order on its account accepted through a survivor, under CLUSTER_LEASE_MS `--lease-ms`. Before
 //   the kill, OrderSend over HTTP on those processes: to each account's owner vs. through another
-//   node (`httpOrderSend`: what a client sees, PostgreSQL ledger and all; bench/lib/clusterHttpOrders.ts).
+//   node (`httpOrderSend`: what a client sees, PostgreSQL ledger and all; bench/lib/clusterHttpOrders.ts),
+//   `--http-orders` N of each in `--http-pairs` pairs of alternating blocks.
 // - Handover (bench/lib/clusterHandover.ts): a SIGTERM handover between two lease keepers, the
 //   survivor nudged by the release announcements vs. on its periodic rounds alone (lease 3 s, 40
 //   accounts, `--handover-runs` runs of each, alternating).
@@ -52,6 +54,7 @@ import { startNats } from '../test/helpers/engines.js';
 import { bindAccount } from '../test/helpers/trading.js';
 import type { NodeCommand, NodeReply } from './lib/clusterNode.js';
 import { Histogram } from './lib/histogram.js';
+import { baseFirst, blockOf, pairedComparison, type Block } from './lib/pairedBlocks.js';
 import { loaderArgs, moduleBeside } from './lib/launch.js';
 import { measureTakeover } from './lib/clusterTakeover.js';
 import { SchedTally } from './lib/procSched.js';
@@ -66,20 +69,30 @@ const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : def;
 };
-const ORDERS = arg('orders', 1000);
-// Ticks at one a millisecond, round three symbols (bench/lib/clusterQuotes.ts): 30,000 leave each
-// comparison 100 ticks past its p99 and 10 past its p99.9.
-const QUOTES = arg('quotes', 30_000);
+// Router-level orders of each kind (p99: the 30th slowest of 3,000), in ROUTER_PAIRS rounds.
+const ORDERS = arg('orders', 3000);
+const ROUTER_PAIRS = arg('router-pairs', 8);
+const RBLOCK = Math.ceil(ORDERS / ROUTER_PAIRS);
+// Ticks at one a millisecond, round three symbols (bench/lib/clusterQuotes.ts): 31,500 leave each
+// comparison 10,500 ticks, 105 past its p99 and 10 past its p99.9 (10,000 or more even when a few
+// are incomplete).
+const QUOTES = arg('quotes', 31_500);
 const QUOTE_WARMUP = arg('quote-warmup', 2_000);
 const ACCOUNTS = arg('accounts', 12);
 const LEASE_MS = arg('lease-ms', 1_500);
 const HANDOVER_RUNS = arg('handover-runs', 3);
-const NEAR_SECONDS = arg('near-seconds', 30);
+// Seconds of each side, in pairs of alternating blocks, each server's symbols K times over: ~4,400
+// quotes a path on P5 (28 ticks a second, 224 with the copies), ~4,000 on P4: a p99 of 40 quotes.
+const NEAR_SECONDS = arg('near-seconds', 20);
+const NEAR_PAIRS = arg('near-pairs', 4);
+const NEAR_COPIES = arg('near-copies', 8);
 // Orders of each kind before measuring: V8 compiles the path's code (on its own threads) for the
 // first thousand or so, which otherwise lands in the measured blocks' CPU per order.
 const WARMUP = arg('warmup', 1000);
-// OrderSend over HTTP on the cluster-mode gateway processes, to the owner vs. through another node.
-const HTTP_ORDERS = arg('http-orders', 300);
+// OrderSend over HTTP on the cluster-mode gateway processes, to the owner vs. through another node:
+// N of each kind (p99: the 20th slowest of 2,000), in pairs of alternating blocks.
+const HTTP_ORDERS = arg('http-orders', 2000);
+const HTTP_PAIRS = arg('http-pairs', 8);
 const HTTP_WARMUP = arg('http-warmup', 100);
 const ONLY = (() => {
   const i = process.argv.indexOf('--only');
@@ -148,12 +161,18 @@ const printQuotes = (quotes: Awaited<ReturnType<typeof measureQuotePart>>) => {
 const printNear = (n: NearQuoteFigures) => {
   console.log('real cluster quotes, added over a bare subscriber (µs):', JSON.stringify(n.addedUs), 'counts', JSON.stringify(n.counts));
   console.log('  near / same', JSON.stringify(n.nearOverSame), ' relay / same', JSON.stringify(n.relayOverSame), ' near node quotes in', JSON.stringify(n.nearNodeQuotesIn));
+  console.log('  pair by pair: near / same p50', JSON.stringify(n.paired.nearOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.nearOverSame.otherOverBaseP99),
+    ' relay / same p50', JSON.stringify(n.paired.relayOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.relayOverSame.otherOverBaseP99));
 };
 const nearFields = (n: NearQuoteFigures) => ({
   // A real cluster: the socket on a node with a session on the server (near source) and on one
-  // without (relay alone), over the owner's socket, each as added latency over a bare subscriber.
+  // without (relay alone), over the owner's socket, each as added latency over a bare subscriber;
+  // pooled over the pairs of alternating blocks (each pair's in quoteRealCluster.paired), and the
+  // quotes measured on each path.
   quoteRealNearOverSameP50: n.nearOverSame.p50, quoteRealNearOverSameP99: n.nearOverSame.p99,
   quoteRealRelayOverSameP50: n.relayOverSame.p50, quoteRealRelayOverSameP99: n.relayOverSame.p99,
+  quoteRealNearOverSameP99Pairs: n.paired.nearOverSame.otherOverBaseP99,
+  quoteRealCounts: n.counts,
 });
 /** The two nodes, the simulator and nats-server of the parts above, done with. */
 const closeTwoNodes = async () => {
@@ -168,7 +187,7 @@ if (ONLY === 'quotes') {
   const quotes = await measureQuotePart();
   await closeTwoNodes();
   process.stderr.write('quotes on a real cluster: three gateway processes, a simulator process\n');
-  const near = await measureNearQuotes({ seconds: NEAR_SECONDS });
+  const near = await measureNearQuotes({ seconds: NEAR_SECONDS, pairs: NEAR_PAIRS, copies: NEAR_COPIES });
   printQuotes(quotes);
   printNear(near);
   console.log('load', uptime().trim());
@@ -181,7 +200,7 @@ if (ONLY === 'quotes') {
 }
 
 // --- OrderSend: local vs forwarded -------------------------------------------------------------
-const total = 3 * ORDERS + 3 * Math.max(WARMUP, BLOCK) + 4 * BLOCK;
+const total = 3 * ROUTER_PAIRS * RBLOCK + 3 * Math.max(WARMUP, BLOCK) + 4 * BLOCK;
 const accounts: string[] = [];
 for (let i = 0; i < Math.ceil(total / PER_ACCOUNT); i++) {
   const { id } = await bindAccount(`http://127.0.0.1:${gwA.port}`, MGMT, `bench${i}`);
@@ -206,8 +225,8 @@ const sendAfterIdle = async (h: Histogram | null) => {
   await idleInbox.request('bench.echo.B', '{}', 5_000, undefined);
   await send(A.router, h);
 };
-const remote = async (record: boolean) => {
-  const r = await ask({ t: 'orders', accounts, n: BLOCK, record });
+const remote = async (record: boolean, n = BLOCK) => {
+  const r = await ask({ t: 'orders', accounts, n, record });
   if (r.t !== 'done') throw new Error('node B did not run the orders');
   return r;
 };
@@ -224,8 +243,8 @@ const tcpEcho = createServer((s) => {
 });
 await new Promise<void>((resolve) => tcpEcho.listen(0, '127.0.0.1', resolve));
 const tcpPort = (tcpEcho.address() as { port: number }).port;
-const floor = async (t: 'echo' | 'ping', into: Histogram | null) => {
-  const r = await ask(t === 'echo' ? { t, subject: 'bench.echo', n: BLOCK } : { t, port: tcpPort, n: BLOCK });
+const floor = async (t: 'echo' | 'ping', into: Histogram | null, n = BLOCK) => {
+  const r = await ask(t === 'echo' ? { t, subject: 'bench.echo', n } : { t, port: tcpPort, n });
   if (r.t !== 'done') throw new Error(`node B did not run the ${t} round trips`);
   into?.merge(r.hist);
 };
@@ -249,23 +268,42 @@ const localSched = new SchedTally(schedPids);
 const forwardedSched = new SchedTally(schedPids);
 const afterIdleSched = new SchedTally(schedPids);
 const echoSched = new SchedTally(schedPids);
-for (let done = 0; done < ORDERS; done += BLOCK) {
-  const endLocal = localSched.start();
-  for (let i = 0; i < BLOCK; i++) await send(A.router, local);
-  endLocal();
-  const endAfterIdle = afterIdleSched.start();
-  for (let i = 0; i < BLOCK; i++) await sendAfterIdle(localAfterIdle);
-  endAfterIdle();
-  const endForwarded = forwardedSched.start();
-  const r = await remote(true);
-  endForwarded();
-  forwarded.merge(r.hist);
-  forwardedCount = r.forwarded;
-  const endEcho = echoSched.start();
-  await floor('echo', natsRtt);
-  endEcho();
-  await floor('ping', tcpRtt);
-  process.stderr.write(`orders: ${done + BLOCK}/${ORDERS} of each kind\r`);
+// The kinds in ROUTER_PAIRS rounds of RBLOCK each, in one order and then the reverse (ABBA: a drift
+// of the machine's state falls on all alike); local and forwarded of a round are a pair.
+const routerPairs: Array<{ base: Block; other: Block }> = [];
+for (let i = 0; i < ROUTER_PAIRS; i++) {
+  const l = new Histogram();
+  const f = new Histogram();
+  const kinds: Array<() => Promise<void>> = [
+    async () => {
+      const end = localSched.start();
+      for (let j = 0; j < RBLOCK; j++) await send(A.router, l);
+      end();
+    },
+    async () => {
+      const end = afterIdleSched.start();
+      for (let j = 0; j < RBLOCK; j++) await sendAfterIdle(localAfterIdle);
+      end();
+    },
+    async () => {
+      const end = forwardedSched.start();
+      const r = await remote(true, RBLOCK);
+      end();
+      f.merge(r.hist);
+      forwardedCount = r.forwarded;
+    },
+    async () => {
+      const end = echoSched.start();
+      await floor('echo', natsRtt, RBLOCK);
+      end();
+    },
+    () => floor('ping', tcpRtt, RBLOCK),
+  ];
+  for (const kind of baseFirst(i) ? kinds : kinds.reverse()) await kind();
+  local.merge(l.toJSON());
+  forwarded.merge(f.toJSON());
+  routerPairs.push({ base: blockOf(l), other: blockOf(f) });
+  process.stderr.write(`orders: ${(i + 1) * RBLOCK}/${ROUTER_PAIRS * RBLOCK} of each kind\r`);
 }
 process.stderr.write('\n');
 echo.unsubscribe();
@@ -280,11 +318,11 @@ const servedByA = A.router.stats.served;
 await closeTwoNodes();
 
 process.stderr.write('takeover: three gateway processes, PostgreSQL, SIGKILL of an owner\n');
-const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS, httpOrders: HTTP_ORDERS, httpWarmup: HTTP_WARMUP });
+const takeover = await measureTakeover({ leaseMs: LEASE_MS, accounts: ACCOUNTS, httpOrders: HTTP_ORDERS, httpPairs: HTTP_PAIRS, httpWarmup: HTTP_WARMUP });
 process.stderr.write('handover: two lease keepers, SIGTERM, with and without the nudge\n');
 const handover = await measureHandover({ leaseMs: 3_000, accounts: 40, runs: HANDOVER_RUNS });
 process.stderr.write('quotes on a real cluster: three gateway processes, a simulator process\n');
-const near = await measureNearQuotes({ seconds: NEAR_SECONDS });
+const near = await measureNearQuotes({ seconds: NEAR_SECONDS, pairs: NEAR_PAIRS, copies: NEAR_COPIES });
 const p = (h: { percentile(q: number): number }) => ({ p50: h.percentile(50), p99: h.percentile(99) });
 const ratio = (a: number, b: number) => +(a / b).toFixed(2);
 const router = {
@@ -292,6 +330,7 @@ const router = {
 };
 const decomposition = forwardDecomposition(router);
 const http = takeover.httpOrderSend;
+const { tail: _tail, ...routerPaired } = pairedComparison(routerPairs);
 console.log('local OrderSend    ', local.summary());
 console.log('local after idle   ', localAfterIdle.summary());
 console.log('forwarded OrderSend', forwarded.summary());
@@ -302,15 +341,19 @@ printNear(near);
 console.log(describeForwarding(router, decomposition, http));
 console.log('load', uptime().trim());
 console.log(JSON.stringify({
-  bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: ORDERS, quotes: quotes.quotes,
+  bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: local.count, quotes: quotes.quotes,
   // The issue's goal (forwarded / local OrderSend <= 1.5), measured twice. Over HTTP: what a client
   // sees, a request sent to a node that does not own the account against one sent to its owner.
+  // Pooled over the pairs of alternating blocks; the pairs' own ratios in httpOrderSend.paired.
   httpForwardedOverLocalP50: http.forwardedOverLocalP50,
   httpForwardedOverLocalP99: http.forwardedOverLocalP99,
+  httpOrdersPerKind: http.orders,
+  httpForwardedOverLocalP99Pairs: http.paired.otherOverBaseP99,
   // At router level: AccountRouter.call from another node's process against the same call made
   // back to back on the owner (no HTTP, no PostgreSQL): the strict figure, routerLevel below.
   routerForwardedOverLocalP50: ratio(forwarded.percentile(50), local.percentile(50)),
   routerForwardedOverLocalP99: ratio(forwarded.percentile(99), local.percentile(99)),
+  routerForwardedOverLocalP99Pairs: routerPaired.otherOverBaseP99,
   // The same ticks to a socket on the owner and one on another node (a symbol both want).
   quoteCrossOverSameP50: quotes.shared.crossOverSame.p50,
   quoteCrossOverSameP99: quotes.shared.crossOverSame.p99,
@@ -336,10 +379,12 @@ console.log(JSON.stringify({
     // owner's "local after idle" includes its side of the empty round trip before each order, and
     // natsRoundTrip is per empty round trip (node B asks, the owner answers).
     perOrderUs: {
-      local: localSched.perUnit(ORDERS), localAfterIdle: afterIdleSched.perUnit(ORDERS),
-      forwarded: forwardedSched.perUnit(ORDERS), natsRoundTrip: echoSched.perUnit(ORDERS),
+      local: localSched.perUnit(local.count), localAfterIdle: afterIdleSched.perUnit(local.count),
+      forwarded: forwardedSched.perUnit(local.count), natsRoundTrip: echoSched.perUnit(local.count),
     },
     forwarded: forwardedCount, served: servedByA,
+    // Each round's local and forwarded blocks (base: local, other: forwarded).
+    paired: routerPaired,
   },
   httpOrderSend: http,
   quote: quotes,

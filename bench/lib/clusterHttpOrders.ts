@@ -2,34 +2,40 @@
 // compiled gateway processes in cluster mode (test/helpers/clusterProcs.ts: PostgreSQL leases and
 // idempotency ledger, a simulator process, nats-server). Local: sent to the account's owner.
 // Forwarded: sent to another node (the others in turn), which routes it over NATS to the owner.
-// Same accounts (all of the takeover part's, so every node owns some), each order
-// with its own clientOrderId (so each is claimed in PostgreSQL), the two kinds in alternating blocks
-// after a warm-up. Both include what every order costs in cluster mode (HTTP, authentication, the
+// Same accounts (the takeover part's and more, so every node owns some and none runs out of margin),
+// each order with its own clientOrderId (so each is claimed in PostgreSQL), after a warm-up the two
+// kinds in `pairs` pairs of blocks, ABBA (bench/lib/pairedBlocks.ts): a ratio per pair and one over
+// the pooled blocks. Both include what every order costs in cluster mode (HTTP, authentication, the
 // fenced claim and its outcome in PostgreSQL); the router-level figures in the same JSON line leave
 // all that out and compare the forwarded call with a back-to-back call on the owner's own thread.
 import { execFileSync } from 'node:child_process';
 import type { ClusterAccount, ClusterNode } from '../../test/helpers/clusterProcs.js';
 import { Histogram } from './histogram.js';
+import { blockOf, pairedComparison, runPair } from './pairedBlocks.js';
 import { SchedTally } from './procSched.js';
 
 export interface HttpOrderFigures {
+  /** Orders of each kind measured (pooled over the blocks). */
   orders: number;
   accounts: number;
+  /** Pooled over all blocks of the kind. */
   local: { p50: number; p99: number };
   forwarded: { p50: number; p99: number };
   forwardedOverLocalP50: number;
   forwardedOverLocalP99: number;
+  /** The blocks pair by pair (base: local, other: forwarded), their ratios' min/median/max, the
+   *  pooled summaries with n (pairedComparison). */
+  paired: Omit<ReturnType<typeof pairedComparison>, 'tail'>;
   /** µs of CPU and run-queue wait per order: the gateway processes together (owners and forwarding
    *  nodes), nats-server, the simulator process. */
   perOrderUs: { local: Record<string, { cpu: number; runQueue: number }>; forwarded: Record<string, { cpu: number; runQueue: number }> };
 }
 
-const BLOCK = 50;
-
 /** Each of `accts` with its owner's node and the other running nodes (forwarded orders take turns). */
 export interface RoutedAccount { acct: ClusterAccount; owner: ClusterNode; others: ClusterNode[] }
 
-export async function measureHttpOrders(opts: { accts: RoutedAccount[]; nodes: ClusterNode[]; simPid: number | undefined; orders: number; warmup: number; tag: string }): Promise<HttpOrderFigures> {
+export async function measureHttpOrders(opts: { accts: RoutedAccount[]; nodes: ClusterNode[]; simPid: number | undefined; orders: number; pairs: number; warmup: number; tag: string }): Promise<HttpOrderFigures> {
+  const BLOCK = Math.ceil(opts.orders / opts.pairs);
   let seq = 0;
   const send = async (forward: boolean, h: Histogram | null, retries = 0): Promise<void> => {
     const a = opts.accts[seq % opts.accts.length]!;
@@ -49,12 +55,12 @@ export async function measureHttpOrders(opts: { accts: RoutedAccount[]; nodes: C
     h?.record((performance.now() - t0) * 1000);
     if (r.status !== 200) throw new Error(`OrderSend through ${node.id} answered ${r.status}: ${text}`);
   };
-  const block = async (forward: boolean, h: Histogram | null) => {
-    for (let i = 0; i < BLOCK; i++) await send(forward, h);
+  const block = async (forward: boolean, h: Histogram | null, n = BLOCK) => {
+    for (let i = 0; i < n; i++) await send(forward, h);
   };
-  for (let done = 0; done < opts.warmup; done += BLOCK) {
-    await block(false, null);
-    await block(true, null);
+  for (let done = 0; done < opts.warmup; done += 50) {
+    await block(false, null, 50);
+    await block(true, null, 50);
   }
   const natsPid = (() => {
     try {
@@ -69,16 +75,21 @@ export async function measureHttpOrders(opts: { accts: RoutedAccount[]; nodes: C
   const forwardedSched = new SchedTally(pids);
   const local = new Histogram();
   const forwarded = new Histogram();
-  for (let done = 0; done < opts.orders; done += BLOCK) {
-    const endLocal = localSched.start();
-    await block(false, local);
-    endLocal();
-    const endForwarded = forwardedSched.start();
-    await block(true, forwarded);
-    endForwarded();
-    process.stderr.write(`http orders: ${done + BLOCK}/${opts.orders} of each kind\r`);
+  const pairs: Array<{ base: ReturnType<typeof blockOf>; other: ReturnType<typeof blockOf> }> = [];
+  const timed = async (forward: boolean) => {
+    const h = new Histogram();
+    const end = (forward ? forwardedSched : localSched).start();
+    await block(forward, h);
+    end();
+    (forward ? forwarded : local).merge(h.toJSON());
+    return blockOf(h);
+  };
+  for (let i = 0; i < opts.pairs; i++) {
+    pairs.push(await runPair(i, () => timed(false), () => timed(true)));
+    process.stderr.write(`http orders: ${(i + 1) * BLOCK}/${opts.pairs * BLOCK} of each kind\r`);
   }
   process.stderr.write('\n');
+  const { tail: _tail, ...paired } = pairedComparison(pairs);
   const p = (h: Histogram) => ({ p50: h.percentile(50), p99: h.percentile(99) });
   const ratio = (a: number, b: number) => +(a / b).toFixed(2);
   const n = local.count;
@@ -97,6 +108,7 @@ export async function measureHttpOrders(opts: { accts: RoutedAccount[]; nodes: C
     orders: n, accounts: opts.accts.length, local: p(local), forwarded: p(forwarded),
     forwardedOverLocalP50: ratio(forwarded.percentile(50), local.percentile(50)),
     forwardedOverLocalP99: ratio(forwarded.percentile(99), local.percentile(99)),
+    paired,
     perOrderUs: { local: perUnit(localSched), forwarded: perUnit(forwardedSched) },
   };
 }

@@ -9,6 +9,12 @@
 // Each quote's arrival at a socket minus its arrival at the bare subscriber is the gateway's added
 // latency on that path (µs); the ratios compare the cross-node paths with their owner's socket.
 // Arrivals are stamped in this one event loop (the client side costs every path alike).
+// The two sides in alternating blocks (bench/lib/pairedBlocks.ts, ABBA): the owner's sockets (same,
+// same4) open alone, then the other nodes' (near, relay) alone, each block's sockets opened afresh
+// and let settle before it is measured; a ratio per pair of blocks and one over the pooled blocks.
+// Each server's symbols `copies` times over (EURUSD, EURUSD_2, ...; the simulator's own tick rates,
+// 28 a second on P5, 25 on P4, before the copies), all followed by every socket: more quotes a
+// second rather than longer runs.
 import WebSocket from 'ws';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import type { Tick } from '../../src/market/server.js';
@@ -16,20 +22,39 @@ import { loadSimConfig } from '../../src/sim/config.js';
 import { ClusterProcs, startEngines, type ClusterAccount, type ClusterNode, type SimServer } from '../../test/helpers/clusterProcs.js';
 import { cleanupProcesses } from '../../test/helpers/process.js';
 import { Histogram } from './histogram.js';
+import { blockOf, pairedComparison, runPair } from './pairedBlocks.js';
 
 type Path = 'same' | 'near' | 'same4' | 'relay';
 
+type Paired = Omit<ReturnType<typeof pairedComparison>, 'tail'>;
+
 export interface NearQuoteFigures {
+  /** Seconds measured of each side (its blocks together), in `pairs` pairs of blocks. */
   seconds: number;
-  /** Quotes measured on each path (seen by the bare subscriber and the socket). */
+  pairs: number;
+  /** Symbols each socket follows on P5 and P4 (the servers' own, `copies` times). */
+  symbols: { p5: number; p4: number; copies: number };
+  /** Quotes measured on each path (seen by the bare subscriber and the socket), all blocks. */
   counts: Record<Path, number>;
-  /** Added latency over the bare subscriber, µs. */
+  /** Added latency over the bare subscriber, µs, pooled over the path's blocks. */
   addedUs: Record<Path, { p50: number; p99: number }>;
-  /** near / same and relay / same4 of the added latency. */
+  /** near / same and relay / same4 of the pooled added latency. */
   nearOverSame: { p50: number; p99: number };
   relayOverSame: { p50: number; p99: number };
-  /** The near node's new quotes by where they came from during the run (tagw_stream_quotes_in_total). */
+  /** The same pair by pair (base: same or same4, other: near or relay), with the ratios' min, median
+   *  and max over the pairs and the pooled summaries with n (pairedComparison). */
+  paired: { nearOverSame: Paired; relayOverSame: Paired };
+  /** The near node's new quotes by where they came from during its blocks (tagw_stream_quotes_in_total). */
   nearNodeQuotesIn: { local: number; relay: number };
+}
+
+/** Each server's symbols `copies` times over: the originals, then NAME_2 ... NAME_copies. */
+export function withSymbolCopies<S extends { name: string; symbols: Array<{ name: string }> }>(servers: S[], copies: number): void {
+  for (const server of servers) {
+    const own = server.symbols;
+    server.symbols = [...own];
+    for (let k = 2; k <= copies; k++) server.symbols.push(...own.map((sym) => ({ ...sym, name: `${sym.name}_${k}` })));
+  }
 }
 
 const key = (server: string, symbol: string, timeMsc: number, bid: number, ask: number) => `${server}|${symbol}|${timeMsc}|${bid}|${ask}`;
@@ -60,12 +85,12 @@ function openSocket(node: ClusterNode, acct: ClusterAccount, symbols: string[], 
   });
 }
 
-export async function measureNearQuotes(opts: { seconds: number }): Promise<NearQuoteFigures> {
+export async function measureNearQuotes(opts: { seconds: number; pairs: number; copies: number }): Promise<NearQuoteFigures> {
   const engines = await startEngines();
   let cluster: ClusterProcs | undefined;
   const closers: Array<() => unknown> = [];
   try {
-    cluster = await ClusterProcs.start(engines, { nodes: 3 });
+    cluster = await ClusterProcs.start(engines, { nodes: 3, simServers: (config) => withSymbolCopies(config.servers, opts.copies) });
     const c = cluster;
     process.stderr.write('real cluster quotes: nodes up, making accounts\n');
     // P5 accounts until one node owns one and another node owns one too; one P4 account.
@@ -82,13 +107,19 @@ export async function measureNearQuotes(opts: { seconds: number }): Promise<Near
     const relayNode = c.running().find((n) => n.id !== owner4.id && n.id !== nearNode.id) ?? c.running().find((n) => n.id !== owner4.id)!;
 
     const config = loadSimConfig();
+    withSymbolCopies(config.servers, opts.copies);
     const symbolsOf = (server: SimServer) => config.servers.find((s) => s.name === server)!.symbols.map((s) => s.name);
     const arrivals = new Map<string, Partial<Record<Path | 'bare', number>>>();
-    let measuring = false;
+    // 'measure': every arrival stamped; 'grace' (after a block): the sockets' late arrivals of quotes
+    // the bare subscriber had in the block, no new ones.
+    let phase: 'off' | 'measure' | 'grace' = 'off';
     const stamp = (path: Path | 'bare') => (k: string, at: number) => {
-      if (!measuring) return;
+      if (phase === 'off' || (phase === 'grace' && path === 'bare')) return;
       let a = arrivals.get(k);
-      if (!a) arrivals.set(k, (a = {}));
+      if (!a) {
+        if (phase === 'grace') return;
+        arrivals.set(k, (a = {}));
+      }
       a[path] ??= at;
     };
     for (const [server, acct] of [['Sim-P5-Demo', x.acct], ['Sim-P4-Demo', acct4]] as const) {
@@ -99,40 +130,78 @@ export async function measureNearQuotes(opts: { seconds: number }): Promise<Near
       bare.on('tick', (t: Tick) => onTick(key(server, t.symbol, t.timeMsc, t.bid, t.ask), performance.now()));
       await bare.subscribe(symbolsOf(server));
     }
-    const sockets: Array<[ClusterNode, ClusterAccount, Path]> = [
-      [c.node(x.owner), x.acct, 'same'], [nearNode, x.acct, 'near'], [owner4, acct4, 'same4'], [relayNode, acct4, 'relay'],
-    ];
-    for (const [node, acct, path] of sockets) {
-      process.stderr.write(`real cluster quotes: ${path} socket on ${node.id}\n`);
-      const ws = await openSocket(node, acct, symbolsOf(acct.server), stamp(path));
-      closers.push(() => ws.close());
-    }
-    // Warm-up: the paths' code compiled, the near source placed.
-    await new Promise((r) => setTimeout(r, 3_000));
-    const before = await quotesIn(nearNode);
-    measuring = true;
-    await new Promise((r) => setTimeout(r, opts.seconds * 1000));
-    measuring = false;
-    const after = await quotesIn(nearNode);
-    const hist: Record<Path, Histogram> = { same: new Histogram(), near: new Histogram(), same4: new Histogram(), relay: new Histogram() };
-    for (const a of arrivals.values()) {
-      if (a.bare === undefined) continue;
-      for (const path of Object.keys(hist) as Path[]) {
-        const t = a[path];
-        // A socket's frame before the bare subscriber's tick: the bare one was late in this loop; 0.
-        if (t !== undefined) hist[path].record(Math.max(0, (t - a.bare) * 1000));
+    const sockets: Record<Path, [ClusterNode, ClusterAccount]> = {
+      same: [c.node(x.owner), x.acct], near: [nearNode, x.acct], same4: [owner4, acct4], relay: [relayNode, acct4],
+    };
+    const open = async (paths: Path[]) => Promise.all(paths.map((path) => openSocket(sockets[path][0], sockets[path][1], symbolsOf(sockets[path][1].server), stamp(path))));
+    const close = async (list: WebSocket[]) => Promise.all(list.map((ws) => new Promise<void>((resolve) => {
+      ws.removeAllListeners('close');
+      ws.once('close', () => resolve());
+      ws.close();
+    })));
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // Warm-up: all four sockets, the paths' code compiled.
+    process.stderr.write(`real cluster quotes: ${symbolsOf('Sim-P5-Demo').length} symbols on P5, ${symbolsOf('Sim-P4-Demo').length} on P4; warm-up\n`);
+    const all = await open(['same', 'near', 'same4', 'relay']);
+    await sleep(3_000);
+    await close(all);
+    const BASE: Path[] = ['same', 'same4'];
+    const OTHER: Path[] = ['near', 'relay'];
+    const blockMs = (opts.seconds * 1000) / opts.pairs;
+    const nearIn = { local: 0, relay: 0 };
+    /** One block of `paths`' sockets: opened, settled (the near source placed, the relay's interest
+     *  known), measured, closed; each path's added latency. */
+    const block = async (paths: Path[]) => {
+      const ws = await open(paths);
+      await sleep(1_000);
+      const before = paths.includes('near') ? await quotesIn(nearNode) : undefined;
+      arrivals.clear();
+      phase = 'measure';
+      await sleep(blockMs);
+      phase = 'grace';
+      const after = before ? await quotesIn(nearNode) : undefined;
+      await sleep(500);
+      phase = 'off';
+      await close(ws);
+      if (before && after) {
+        nearIn.local += after.local - before.local;
+        nearIn.relay += after.relay - before.relay;
       }
+      const hist = Object.fromEntries(paths.map((p) => [p, new Histogram()])) as Partial<Record<Path, Histogram>>;
+      for (const a of arrivals.values()) {
+        if (a.bare === undefined) continue;
+        for (const path of paths) {
+          const t = a[path];
+          // A socket's frame before the bare subscriber's tick: the bare one was late in this loop; 0.
+          if (t !== undefined) hist[path]!.record(Math.max(0, (t - a.bare) * 1000));
+        }
+      }
+      return hist;
+    };
+    const pairs: Array<{ base: Partial<Record<Path, Histogram>>; other: Partial<Record<Path, Histogram>> }> = [];
+    for (let i = 0; i < opts.pairs; i++) {
+      process.stderr.write(`real cluster quotes: pair ${i + 1}/${opts.pairs}\r`);
+      pairs.push(await runPair(i, () => block(BASE), () => block(OTHER)));
     }
-    const p = (h: Histogram) => ({ p50: h.percentile(50), p99: h.percentile(99) });
-    const r = (a: number, b: number) => +(a / b).toFixed(2);
-    const addedUs = { same: p(hist.same), near: p(hist.near), same4: p(hist.same4), relay: p(hist.relay) };
+    process.stderr.write('\n');
+    const compare = (base: Path, other: Path) => {
+      const { tail: _tail, ...r } = pairedComparison(pairs.map((p) => ({ base: blockOf(p.base[base]!), other: blockOf(p.other[other]!) })));
+      return r;
+    };
+    const nearOverSame = compare('same', 'near');
+    const relayOverSame = compare('same4', 'relay');
+    const pooled = { same: nearOverSame.pooled.baseUs, near: nearOverSame.pooled.otherUs, same4: relayOverSame.pooled.baseUs, relay: relayOverSame.pooled.otherUs };
+    const p = (s: { p50: number; p99: number }) => ({ p50: s.p50, p99: s.p99 });
     return {
       seconds: opts.seconds,
-      counts: { same: hist.same.count, near: hist.near.count, same4: hist.same4.count, relay: hist.relay.count },
-      addedUs,
-      nearOverSame: { p50: r(addedUs.near.p50, addedUs.same.p50), p99: r(addedUs.near.p99, addedUs.same.p99) },
-      relayOverSame: { p50: r(addedUs.relay.p50, addedUs.same4.p50), p99: r(addedUs.relay.p99, addedUs.same4.p99) },
-      nearNodeQuotesIn: { local: after.local - before.local, relay: after.relay - before.relay },
+      pairs: opts.pairs,
+      symbols: { p5: symbolsOf('Sim-P5-Demo').length, p4: symbolsOf('Sim-P4-Demo').length, copies: opts.copies },
+      counts: { same: pooled.same.n, near: pooled.near.n, same4: pooled.same4.n, relay: pooled.relay.n },
+      addedUs: { same: p(pooled.same), near: p(pooled.near), same4: p(pooled.same4), relay: p(pooled.relay) },
+      nearOverSame: nearOverSame.pooled.otherOverBase,
+      relayOverSame: relayOverSame.pooled.otherOverBase,
+      paired: { nearOverSame, relayOverSame },
+      nearNodeQuotesIn: nearIn,
     };
   } finally {
     for (const close of closers) await Promise.resolve(close()).catch(() => undefined);

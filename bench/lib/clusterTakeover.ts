@@ -24,7 +24,11 @@ export interface TakeoverFigures {
   httpOrderSend: HttpOrderFigures;
 }
 
-export async function measureTakeover(opts: { leaseMs: number; accounts: number; httpOrders: number; httpWarmup: number }): Promise<TakeoverFigures> {
+/** Orders the HTTP part sends an account at most: a demo account's margin lasts a few hundred 0.01
+ *  BTCUSD positions (32.50 USD each of 10,000). */
+const HTTP_PER_ACCOUNT = 150;
+
+export async function measureTakeover(opts: { leaseMs: number; accounts: number; httpOrders: number; httpPairs: number; httpWarmup: number }): Promise<TakeoverFigures> {
   const engines = await startEngines();
   let cluster: ClusterProcs | undefined;
   try {
@@ -33,10 +37,15 @@ export async function measureTakeover(opts: { leaseMs: number; accounts: number;
     for (let i = 0; i < opts.accounts; i++) accts.push(await cluster.account());
     const owners = await Promise.all(accts.map((a) => cluster!.owner(a.id)));
     const accountsPerNode = cluster.nodes.map((n) => owners.filter((o) => o.owner === n.id).length);
+    // More accounts for the HTTP orders (after the spread is counted), none past HTTP_PER_ACCOUNT.
+    const httpTotal = 2 * (Math.ceil(opts.httpOrders / opts.httpPairs) * opts.httpPairs + Math.ceil(opts.httpWarmup / 50) * 50);
+    const httpAccts = [...accts];
+    while (httpAccts.length < Math.ceil(httpTotal / HTTP_PER_ACCOUNT)) httpAccts.push(await cluster.account());
+    const httpOwners = [...owners, ...await Promise.all(httpAccts.slice(accts.length).map((a) => cluster!.owner(a.id)))];
     const c = cluster;
     const httpOrderSend = await measureHttpOrders({
-      accts: accts.map((acct, i) => ({ acct, owner: c.node(owners[i]!.owner), others: c.running().filter((n) => n.id !== owners[i]!.owner) })),
-      nodes: c.running(), simPid: c.sim.proc.child.pid, orders: opts.httpOrders, warmup: opts.httpWarmup, tag: 'http',
+      accts: httpAccts.map((acct, i) => ({ acct, owner: c.node(httpOwners[i]!.owner), others: c.running().filter((n) => n.id !== httpOwners[i]!.owner) })),
+      nodes: c.running(), simPid: c.sim.proc.child.pid, orders: opts.httpOrders, pairs: opts.httpPairs, warmup: opts.httpWarmup, tag: 'http',
     });
 
     const acct = accts[0]!;

@@ -19,7 +19,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
-import { DEFAULT_CONFIG_PATH, type FaultSpecConfig } from '../../src/sim/config.js';
+import { DEFAULT_CONFIG_PATH, type FaultSpecConfig, type SimConfigInput } from '../../src/sim/config.js';
 import type { TenancyNotice } from '../../src/cluster/clusterTenancy.js';
 import { builtEntry } from './build.js';
 import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
@@ -116,6 +116,9 @@ export interface ClusterOptions {
    *  first trade of login `<prefix>-lost`, account(server, { login: 'lost' }), executed with its reply
    *  lost). */
   simFaults?: (prefix: string) => FaultSpecConfig[];
+  /** The simulator process's servers (config/sim-servers.json as read), changed in place before it
+   *  starts (bench/lib/clusterNearQuotes.ts: more symbols, for more quotes a second). */
+  simServers?: (config: SimConfigInput) => void;
 }
 
 export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
@@ -142,7 +145,7 @@ export class ClusterProcs {
 
   static async start(engines: Engines, opts: ClusterOptions = {}): Promise<ClusterProcs> {
     const prefix = `c${++clusters}`;
-    const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim(prefix, opts.simFaults)]);
+    const [databaseUrl, sim] = await Promise.all([createDatabase(engines.pg.url, prefix), startSim(prefix, opts)]);
     const nodesDb = new URL(databaseUrl);
     if (opts.pgPort !== undefined) nodesDb.port = String(opts.pgPort);
     const leaseMs = opts.leaseMs ?? 1_500;
@@ -427,11 +430,12 @@ export async function readyz(node: { url: string }): Promise<{ status: number; b
   return { status: r.status, body: await r.json() as Readiness };
 }
 
-async function startSim(prefix: string, faults?: (prefix: string) => FaultSpecConfig[]): Promise<{ proc: GatewayProcess; port: number }> {
+async function startSim(prefix: string, opts: Pick<ClusterOptions, 'simFaults' | 'simServers'>): Promise<{ proc: GatewayProcess; port: number }> {
   const args = [builtEntry('src/simServer.ts'), '--port', '0'];
-  if (faults) {
-    const config = JSON.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { servers: Array<{ name: string; faults?: FaultSpecConfig[] }> };
-    config.servers.find((s) => s.name === 'Sim-P5-Demo')!.faults = faults(prefix);
+  if (opts.simFaults || opts.simServers) {
+    const config = JSON.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as SimConfigInput;
+    if (opts.simFaults) config.servers.find((s) => s.name === 'Sim-P5-Demo')!.faults = opts.simFaults(prefix);
+    opts.simServers?.(config);
     const file = join(mkdtempSync(join(tmpdir(), 'tagw-sim-config-')), 'sim-servers.json');
     writeFileSync(file, JSON.stringify(config));
     args.push('--config', file);
