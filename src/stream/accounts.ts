@@ -59,11 +59,16 @@ export class AccountStreams {
   /** The periodic "still alive" mark (touch) when it met a full disk: tried again every retryMs,
    *  one log line an episode (FullDisk's) instead of one a period. */
   private readonly marks: HeldWrites<never>;
+  /** The histories of streams whose hold is over (releaseIfUnused), when dropping them met a full
+   *  disk: tried again every retryMs until done. One of an account whose stream begins again
+   *  meanwhile is not done (create: the new epoch's fresh write replaces those rows, in its order). */
+  private readonly drops: HeldWrites<string>;
   private readonly offRestart: () => void;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {
+    const fullDisk = deps.fullDisk ?? new FullDisk({ log: deps.log, retryMs: FULL_DISK_RETRY_MS });
     this.marks = new HeldWrites<never>({
-      fullDisk: deps.fullDisk ?? new FullDisk({ log: deps.log, retryMs: FULL_DISK_RETRY_MS }),
+      fullDisk,
       what: 'stream history mark',
       retry: () => {
         try {
@@ -72,6 +77,10 @@ export class AccountStreams {
           this.deps.log.error('stream history failed', { err: errorMessage(err) });
         }
       },
+      ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
+    });
+    this.drops = new HeldWrites<string>({
+      fullDisk, what: 'stream history drop', keyOf: (id) => id, retry: (ids) => this.dropHistory(ids),
       ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
     });
     this.offRestart = deps.shards.onRestart((shard) => this.shardRestarted(shard));
@@ -84,8 +93,11 @@ export class AccountStreams {
   /** A new account state, its history picked up from the store when it was kept until recently. */
   private create(id: string, platform: AccountState['platform'], server: string, phase: AccountState['phase']): AccountState {
     const now = this.deps.clock.now();
+    // A stream whose hold ended, its history's drop waiting for room: it ended, so it is not picked
+    // up, and the drop is not done after the new epoch's write (which deletes those rows itself).
+    const ended = this.drops.remove((q) => q === id).length > 0;
     // Cluster mode: a placeholder until the account's role is taken (the owner's numbering, or its feed).
-    const stored = this.deps.shared ? undefined : this.deps.history.load(id);
+    const stored = this.deps.shared || ended ? undefined : this.deps.history.load(id);
     let kept: { history: AccountHistory; deals: DealLedger };
     let needsResync = false;
     const picked = stored !== undefined && stored.aliveAt >= now - this.limits.maxAgeMs;
@@ -195,11 +207,7 @@ export class AccountStreams {
         if (this.accounts.get(id) !== acc || acc.sockets.size > 0) return;
         this.releaseNow(id);
         if (this.accounts.has(id)) return;
-        try {
-          this.deps.history.drop(id); // nobody listens any more: the epoch ends
-        } catch (err) {
-          this.deps.log.warn('stream history not dropped', { accountId: id, err: errorMessage(err) });
-        }
+        this.dropHistory([id]); // nobody listens any more: the epoch ends
       }, this.deps.config.streamHistoryMaxAgeMs);
       acc.retainTimer.unref();
       return;
@@ -216,6 +224,22 @@ export class AccountStreams {
       if (acc.sockets.size === 0) this.releaseNow(id);
     }
     this.deps.history.drop(id);
+    this.drops.remove((q) => q === id); // done
+  }
+
+  /** Drops the histories of streams that ended. On a full disk they wait for room (`drops`: tried
+   *  again every retryMs, one log line an episode); any other failure is logged. (Before, a drop
+   *  that met a full disk was logged and never tried again: a restart within the age limit picked
+   *  the ended stream up.) The retry may find none left (begun again meanwhile): the empty write
+   *  then ends what this writer waited for. */
+  private dropHistory(ids: string[]): void {
+    try {
+      this.drops.attempt(() => {
+        for (const id of ids) this.deps.history.drop(id);
+      }, ids);
+    } catch (err) {
+      this.deps.log.warn('stream history not dropped', { accountIds: ids, err: errorMessage(err) });
+    }
   }
 
   private releaseNow(id: string): void {
@@ -274,6 +298,7 @@ export class AccountStreams {
   stop(): void {
     this.stopped = true;
     this.marks.stop();
+    this.drops.stop();
     this.offRestart();
     for (const acc of this.accounts.values()) {
       if (acc.retainTimer) clearTimeout(acc.retainTimer);

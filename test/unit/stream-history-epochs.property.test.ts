@@ -1,6 +1,7 @@
 // The /v1/stream account history across epochs on a full DATA_DIR (src/stream/historyWrites.ts,
 // src/stream/accounts.ts, docs/storage.md): under random sequences of account frames, rotations
-// (a rebind, a 4014, a shard restart: AccountStreams.rotate), a stream released then opened again,
+// (a rebind, a 4014, a shard restart: AccountStreams.rotate), a stream released (its hold over, its
+// history dropped or the drop waiting for room) then opened again,
 // the alive mark, the disk filling and getting room, the retry, and a crash then a restart on the
 // same database, nothing a restart loads contradicts a
 // frame that was sent: one (epoch, seq) is one frame, whichever run of the gateway sent it; what a
@@ -10,7 +11,7 @@
 // The real AccountStreams and HistoryWrites on a real SQLite gateway database whose history writes
 // fail as a full disk makes them fail (SQLITE_FULL) while `disk.full` holds, timers in the test's hands.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import type { StreamOpenResult } from '../../src/runtime/hosts/streamCommands.js';
@@ -85,7 +86,7 @@ class Runs {
     const fullDisk = new FullDisk({ log, retryMs: 1_000 });
     const deps = {
       config, log, clock, history: store, fullDisk, scheduler: timers, inflight: { draining: false },
-      shards: { shardFor: () => 0, onRestart: () => () => undefined },
+      shards: { shardFor: () => 0, onRestart: () => () => undefined, call: () => Promise.resolve() },
     } as unknown as AccountStreamDeps;
     const streams = new AccountStreams(deps, { shardClock: clock, noteServer: () => undefined } as unknown as Topics, {} as Outbox);
     const w = new HistoryWrites({ log, clock, history: store, fullDisk, scheduler: timers }, {
@@ -121,14 +122,13 @@ class Runs {
         g.streams.rotate(g.accs[o.a]!);
         break;
       case 'release': {
-        // Its last socket gone and its hold over (accounts.ts releaseIfUnused), then a new socket.
+        // Its last socket gone and its hold over (accounts.ts releaseIfUnused: the stream released,
+        // its history dropped, or on a full disk the drop waiting for room), then a new socket: a
+        // new epoch, the waiting drop not done after it.
         const acc = g.accs[o.a]!;
-        g.streams.dropOpen(acc);
-        try {
-          this.d.store.drop(acc.id);
-        } catch {
-          // 'stream history not dropped' (a full disk)
-        }
+        g.streams.releaseIfUnused(acc.id);
+        vi.advanceTimersByTime(config.streamHistoryMaxAgeMs);
+        expect(g.streams.accounts.has(acc.id)).toBe(false);
         g.accs[o.a] = g.streams.noteOpen(acc.id, OPEN);
         break;
       }
@@ -185,6 +185,14 @@ class Runs {
 }
 
 describe('stream history epochs on a full disk', () => {
+  // The retention hold's timer (a released stream's): advanced by the 'release' op.
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('a restart never contradicts a frame that was sent (same epoch and seq, same frame), through rotations, overflows and crashes', () => {
     const d = database();
     fc.assert(fc.property(fc.array(op, { minLength: 1, maxLength: 25 }), fc.integer({ min: 700, max: 2_000 }), (ops, heldMaxBytes) => {
