@@ -382,7 +382,9 @@ console.log(JSON.stringify({
       local: localSched.perUnit(local.count), localAfterIdle: afterIdleSched.perUnit(local.count),
       forwarded: forwardedSched.perUnit(local.count), natsRoundTrip: echoSched.perUnit(local.count),
     },
-    forwarded: forwardedCount, served: servedByA,
+    // The routers' counts of calls: node B's forwarded, node A's served. (Until 2026-11-27 they were
+    // `forwarded` and `served` here, the count hiding the forwarded latency spread in above.)
+    calls: { forwarded: forwardedCount, served: servedByA },
     // Each round's local and forwarded blocks (base: local, other: forwarded).
     paired: routerPaired,
   },
