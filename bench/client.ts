@@ -62,7 +62,7 @@ async function main() {
       for (; i <= due; i++) {
         const symbol = symbols[i % symbols.length]!;
         const px = 1 + (i % 1000) / 100_000;
-        gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick: { symbol, bid: px, ask: px + 0.0001, timeMsc: nowMs(), volume: -1 } } });
+        gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick: { symbol, bid: px, ask: px + 0.0001, timeMsc: nowMs(), volume: -1 }, source: 's0' } });
       }
       await new Promise((r) => setTimeout(r, 1));
     }

@@ -312,7 +312,7 @@ async function main() {
           bare.publish(tick.symbol, marketFrame('QUOTE', seq, gw.stream.marketEpoch, quoteData(tick, clock, Date.now())));
         },
       },
-      { clients: gc, emit: (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } }) },
+      { clients: gc, emit: (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick, source: 's0' } }) },
     ], symbols, p.totalTicks, expected)) as [Side, Side];
     await bc.stop();
     await gc.stop();
@@ -343,7 +343,7 @@ async function main() {
     const fc = new Clients();
     await fc.start({ url, symbols, mode: 'gateway' }, 100);
     fastRounds.push(await measure(fc, (lag) => generate(symbols, sp.totalTicks, lag,
-      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), 100 * sp.perSocket));
+      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick, source: 's0' } })), 100 * sp.perSocket));
     await fc.stop();
     const sc = new Clients();
     await sc.start({ url, symbols, mode: 'gateway', slow: Math.ceil(SLOW / CLIENT_PROCS), slowTimeframe: 'MN1' }, 100 + SLOW);
@@ -361,7 +361,7 @@ async function main() {
       await new Promise((r) => setTimeout(r, 2));
     }
     slowRounds.push(await measure(sc, (lag) => generate(symbols, sp.totalTicks, lag,
-      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick } })), 100 * sp.perSocket, 3));
+      (tick) => gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: server, data: { server, tick, source: 's0' } })), 100 * sp.perSocket, 3));
     slowRounds[slowRounds.length - 1]!.burst = burst;
     const coalescing = gw.stream.stats().coalescingSockets;
     slowRounds[slowRounds.length - 1]!.coalescingSockets = coalescing;

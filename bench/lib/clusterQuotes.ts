@@ -85,7 +85,7 @@ const WORKER = `
     if (++i > w.warmup + w.n) { clearInterval(timer); parentPort.postMessage(null); return; }
     if (i === w.warmup + 1) parentPort.postMessage('measure');
     const tick = { symbol: w.symbols[i % 3], bid: 2000 + (i % 100) / 100, ask: 2000.5, timeMsc: performance.timeOrigin + performance.now(), volume: i > w.warmup ? -1 : -2 };
-    parentPort.postMessage({ kind: 'stream.tick', key: w.server, data: { server: w.server, tick } });
+    parentPort.postMessage({ kind: 'stream.tick', key: w.server, data: { server: w.server, tick, source: 's0' } });
   }, 1);
 `;
 

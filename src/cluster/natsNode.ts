@@ -65,7 +65,7 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
   // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
   const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;
-  const relay = new StreamRelay({ link, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}), ...(o.holds ? { holds: o.holds } : {}) });
+  const relay = new StreamRelay({ link, nodeId: o.nodeId, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}), ...(o.holds ? { holds: o.holds } : {}) });
   if (o.answerAlive !== false) await liveness.answer(o.nodeId, o.incarnation ?? 0);
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();

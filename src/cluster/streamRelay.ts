@@ -14,6 +14,7 @@ import type { ShardEvent, ShardEventKind } from '../runtime/protocol.js';
 import { THREAD_STATS_EVENT } from '../runtime/threadStats.js';
 import { STORAGE_EVENT } from '../runtime/storageEvent.js';
 import { errorMessage } from '../util/errorMessage.js';
+import { TickMerge } from '../market/tickMerge.js';
 import type { NatsLink } from './natsLink.js';
 import { SUBJECTS } from './subjects.js';
 import { decode, encode } from './wireCodec.js';
@@ -28,6 +29,8 @@ const LOCAL_KINDS: ReadonlySet<ShardEventKind> = new Set<ShardEventKind>([THREAD
 
 export interface StreamRelayOptions {
   link: NatsLink;
+  /** This node's id: the source its published ticks carry to the other nodes' merge of copies. */
+  nodeId: string;
   /** Where received events go: the gateway's onEvent, as for its own shards' events. */
   onEvent: (ev: ShardEvent) => void;
   /** Whether another node's sockets want this symbol's market data (default: always). Not wanted:
@@ -54,8 +57,9 @@ export interface RelayStats {
 }
 
 interface Interest { refs: number; sub: Subscription }
-/** The last market event published of one server, symbol and kind (timeframe for candles). */
-interface LastMarket { t: number; json: string; subject: string }
+/** The last market event published of one server, symbol and kind (timeframe for candles); for
+ *  ticks, the merge of this node's shards' copies instead. */
+interface LastMarket { t: number; json: string; subject: string; merge?: TickMerge }
 
 function isMarket(ev: ShardEvent): ev is Extract<ShardEvent, { kind: typeof STREAM_EVENT.tick | typeof STREAM_EVENT.candle }> {
   return ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
@@ -80,8 +84,11 @@ export class StreamRelay {
   private wroteThisTurn = false;
   private readonly endTurn = () => { this.wroteThisTurn = false; };
 
+  private readonly source: string;
+
   constructor(private readonly opts: StreamRelayOptions) {
     this.writeNow = writerOf(opts.link.nc);
+    this.source = `n:${opts.nodeId}`;
   }
 
   /** Owner side: publish one event of this node's shards (called for every event; filters itself). */
@@ -132,24 +139,33 @@ export class StreamRelay {
         this.stats.dropped++;
         return;
       }
-      const t = tick ? ev.data.tick.timeMsc : ev.data.candle.candle.time;
-      json = encode(ev);
       const byServer = this.lastMarket[ev.kind];
       let bySymbol = byServer.get(ev.key);
       if (!bySymbol) byServer.set(ev.key, (bySymbol = new Map()));
       const k = tick ? symbol : `${symbol}\u0000${ev.data.candle.timeframe}`;
-      const last = bySymbol.get(k);
-      if (last && (t < last.t || json === last.json)) {
-        this.stats.duplicates++;
-        return;
+      let last = bySymbol.get(k);
+      if (!last) {
+        last = { t: -Infinity, json: '', subject: SUBJECTS.market(ev.key, symbol, ev.kind), ...(tick ? { merge: new TickMerge() } : {}) };
+        bySymbol.set(k, last);
       }
-      if (last) {
+      subject = last.subject;
+      if (ev.kind === STREAM_EVENT.tick) {
+        // One copy of each tick from this node's shards, carrying this node as its source.
+        const { server, tick: q, source } = ev.data;
+        if (!last.merge!.admit(source, q.timeMsc, q.bid, q.ask)) {
+          this.stats.duplicates++;
+          return;
+        }
+        json = encode({ kind: ev.kind, key: ev.key, data: { server, tick: q, source: this.source } });
+      } else {
+        const t = ev.data.candle.candle.time;
+        json = encode(ev);
+        if (t < last.t || json === last.json) {
+          this.stats.duplicates++;
+          return;
+        }
         last.t = t;
         last.json = json;
-        subject = last.subject;
-      } else {
-        subject = SUBJECTS.market(ev.key, symbol, ev.kind);
-        bySymbol.set(k, { t, json, subject });
       }
     } else {
       // Account events go out even while NATS reconnects: the client buffers them until it is back.
@@ -227,7 +243,11 @@ export class StreamRelay {
       return this.opts.log.warn('malformed relayed event ignored', { subject: msg.subject, err: errorMessage(e) });
     }
     this.stats.received++;
-    if (ev.kind === STREAM_EVENT.tick) ev.data.relayed = true; // the hub counts quotes by path
+    if (ev.kind === STREAM_EVENT.tick) {
+      ev.data.relayed = true; // the hub counts quotes by path
+      // A node of a version before sources: all its copies as one source.
+      if (typeof ev.data.source !== 'string') ev.data.source = 'n:';
+    }
     // The account's lease is this node's: another node's shards still running it (an earlier owner
     // resumed from a SIGSTOP, its broker connection delivering what it buffered meanwhile; one
     // releasing it) send what this node's own shards have or will have, or what its resync reads.

@@ -172,7 +172,7 @@ export class StreamHub {
   onShardEvent(ev: StreamEvent): void {
     try {
       if (ev.kind === STREAM_EVENT.tick) {
-        this.topics.ingestTick(ev.data.server, ev.data.tick, ev.data.relayed === true);
+        this.topics.ingestTick(ev.data);
       } else if (ev.kind === STREAM_EVENT.candle) {
         this.topics.ingestCandle(ev.data.server, ev.data.candle);
       } else {

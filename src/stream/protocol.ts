@@ -195,7 +195,8 @@ export class ClientProtocol {
         // ageMs was true when it was published, and the topic may have sat without subscribers
         // (and without ticks from the shard) for minutes since.
         if (lastTick && (!qt.lastTick || lastTick.timeMsc > qt.lastTick.timeMsc)) {
-          this.topics.ingestTick(server, lastTick, false); // a subscribe's answer, not the relay's stream
+          // A subscribe's answer: a source of its own (the shard's stream may bring the same tick).
+          this.topics.ingestTick({ server, tick: lastTick, source: 'subscribe' });
         } else if (qt.lastTick) {
           const srv = this.topics.servers.get(server);
           if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.clock.now())));

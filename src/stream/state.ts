@@ -1,5 +1,6 @@
 // The state the rooms of /v1/stream share (main thread): topics, accounts, sockets. Plain records;
 // each room owns the changes to its part (topics.ts, accounts.ts, outbox.ts, protocol.ts).
+import type { TickMerge } from '../market/tickMerge.js';
 import type { WebSocket } from 'uWebSockets.js';
 import type { ServerClock } from '../market/serverClock.js';
 import type { ServerInfo, Tick } from '../market/server.js';
@@ -20,9 +21,8 @@ export interface QuoteTopic {
   server: string;
   symbol: string;
   seq: number;
-  lastT: number;
-  lastBid: number;
-  lastAsk: number;
+  /** The copies of the server's ticks from this node's shards and the relay, merged. */
+  merge: TickMerge;
   lastTick: Tick | null;
   refs: number;
 }

@@ -1,14 +1,16 @@
 // Topics and fan-out of /v1/stream market data (main thread, hot path). A tick arrives from a shard
-// (ShardEvent 'stream.tick', batched per microtask), is deduplicated by (server, symbol, time, bid,
-// ask) because several accounts of the same server in different shards may forward the same tick,
+// (ShardEvent 'stream.tick', batched per microtask), is merged with the other copies of the server's
+// ticks (several shards, and the cluster relay, may forward the same tick: TickMerge, by source),
 // is serialized ONCE into a QUOTE frame and handed to uWS with app.publish(topic): the
 // per-subscriber copy loop runs in C++. Candles likewise, per (server, symbol, timeframe).
 import type { TemplatedApp } from 'uWebSockets.js';
 import { barRangeUtc } from '../market/bars.js';
 import { clockFor, type ServerClock } from '../market/serverClock.js';
-import type { ServerInfo, Tick } from '../market/server.js';
+import type { ServerInfo } from '../market/server.js';
 import type { CandleEvent, Timeframe } from '../market/timeframes.js';
 import { candleData, quoteData } from '../runtime/frameData.js';
+import type { TickEventData } from '../runtime/hosts/streamCommands.js';
+import { TickMerge } from '../market/tickMerge.js';
 import { marketFrame } from './frames.js';
 import { newEpoch } from './history.js';
 import type { Clock } from '../util/clock.js';
@@ -51,7 +53,7 @@ export class Topics {
     if (!bySymbol) this.quoteTopics.set(server, (bySymbol = new Map()));
     let t = bySymbol.get(symbol);
     if (!t) {
-      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, lastT: -Infinity, lastBid: NaN, lastAsk: NaN, lastTick: null, refs: 0 };
+      t = { key: `q|${server}|${symbol}`, server, symbol, seq: 0, merge: new TickMerge(), lastTick: null, refs: 0 };
       bySymbol.set(symbol, t);
     }
     return t;
@@ -109,20 +111,17 @@ export class Topics {
     return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > this.shardClock.now();
   }
 
-  /** Dedupe, serialize once, publish. `relayed`: it came over the cluster relay, not from this
-   *  node's shards (/metrics counts new quotes by path: tagw_stream_quotes_in_total). */
-  ingestTick(server: string, tick: Tick, relayed: boolean): void {
+  /** Merge the copies, serialize once, publish. `relayed`: it came over the cluster relay, not
+   *  from this node's shards (/metrics counts new quotes by path: tagw_stream_quotes_in_total). */
+  ingestTick({ server, tick, source, relayed }: TickEventData): void {
     this.counters.ticksIn++;
     const t = this.quoteTopic(server, tick.symbol);
-    if (tick.timeMsc < t.lastT || (tick.timeMsc === t.lastT && tick.bid === t.lastBid && tick.ask === t.lastAsk)) {
+    if (!t.merge.admit(source, tick.timeMsc, tick.bid, tick.ask)) {
       this.counters.ticksDuplicate++;
       return;
     }
-    t.lastT = tick.timeMsc;
-    t.lastBid = tick.bid;
-    t.lastAsk = tick.ask;
     t.lastTick = tick;
-    if (relayed) this.counters.quotesInRelay++;
+    if (relayed === true) this.counters.quotesInRelay++;
     else this.counters.quotesInLocal++;
     t.seq++;
     if (t.refs === 0) return;

@@ -17,8 +17,10 @@ let A: TestNode, B: TestNode;
 let seq = 0;
 
 const positions = (accountId: string): ShardEvent => ({ kind: 'stream.positions', key: accountId, data: { src: 1, v: ++seq, positions: [] } });
-const tick = (server: string, symbol: string, timeMsc: number, bid = 1.1): ShardEvent =>
-  ({ kind: 'stream.tick', key: server, data: { server, tick: { symbol, bid, ask: bid + 0.0002, timeMsc } } });
+const tick = (server: string, symbol: string, timeMsc: number, bid = 1.1, source = 's0'): ShardEvent =>
+  ({ kind: 'stream.tick', key: server, data: { server, tick: { symbol, bid, ask: bid + 0.0002, timeMsc }, source } });
+/** A tick as another node receives it: A's relay names A as its source. */
+const fromA = (ev: ShardEvent): ShardEvent => (ev.kind === 'stream.tick' ? { ...ev, data: { ...ev.data, source: 'n:A', relayed: true } } : ev);
 /** Publishes a marker on a followed account and waits for it: what A published before it has arrived (NATS keeps a publisher's order). */
 async function barrier(marker = 'marker'): Promise<void> {
   const p = positions(marker);
@@ -79,7 +81,7 @@ describe('StreamRelay', () => {
     await B.relay.followMarket(server, 'EURUSD');
     const before = A.relay.stats.duplicates;
     // Two shards (two accounts on the same server) forward the same ticks; one is older than the last.
-    for (const t of [1000, 1000, 1001, 1001, 999]) A.relay.publish(tick(server, 'EURUSD', t));
+    for (const [t, shard] of [[1000, 's0'], [1000, 's1'], [1001, 's0'], [1001, 's1'], [999, 's1']] as const) A.relay.publish(tick(server, 'EURUSD', t, 1.1, shard));
     A.relay.publish(tick(server, 'GBPUSD', 1002)); // not followed
     A.relay.publish(tick('Other', 'EURUSD', 1003)); // another server: not followed
     await barrier();
@@ -175,7 +177,19 @@ describe('StreamRelay', () => {
     A.relay.publish(tick(server, 'EURUSD\u0000M1', 3002));
     await barrier();
     const got = B.events.filter((e) => e.key === server);
-    expect(got).toStrictEqual(sent.slice(0, 4));
+    expect(got).toStrictEqual(sent.slice(0, 4).map(fromA));
+    B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
+  it('merges its shards\' copies by source: ticks of one millisecond once each and in order (A, B, A again), named as this node\'s', async () => {
+    const server = 'Same-Ms';
+    await B.relay.followMarket(server, 'EURUSD');
+    // Shard s0 delivers A B A within one millisecond, s1 its copies later; then the next millisecond.
+    const copies: Array<[number, number, string]> = [[4000, 1.1, 's0'], [4000, 1.2, 's0'], [4000, 1.1, 's1'], [4000, 1.2, 's1'], [4000, 1.1, 's0'], [4000, 1.1, 's1'], [4001, 1.3, 's1'], [4001, 1.3, 's0']];
+    for (const [t, bid, shard] of copies) A.relay.publish(tick(server, 'EURUSD', t, bid, shard));
+    await barrier();
+    const got = B.events.filter((e) => e.key === server);
+    expect(got).toStrictEqual([tick(server, 'EURUSD', 4000, 1.1), tick(server, 'EURUSD', 4000, 1.2), tick(server, 'EURUSD', 4000, 1.1), tick(server, 'EURUSD', 4001, 1.3)].map(fromA));
     B.relay.unfollowMarket(server, 'EURUSD');
   });
 

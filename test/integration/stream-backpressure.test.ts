@@ -44,7 +44,7 @@ function injectTicks(n: number): void {
   for (let i = 0; i < n; i++) {
     const bid = 60_000 + (tickTime % 1000);
     const tick = { symbol: 'BTCUSD', bid, ask: bid + 15, timeMsc: ++tickTime };
-    t.gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick } });
+    t.gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick, source: 's0' } });
   }
 }
 

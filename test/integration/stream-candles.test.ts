@@ -78,7 +78,7 @@ it('dedupes across shards, closes each bar once, drops late updates; partial onl
 });
 
 it('counts this node\'s sockets on a symbol\'s quotes and on a timeframe\'s candles (how the owner orders its relay: ownerOrder)', async () => {
-  const tick = (symbol: string) => ({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol, bid: 1, ask: 1.1, timeMsc: 1 } } }) as const;
+  const tick = (symbol: string) => ({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol, bid: 1, ask: 1.1, timeMsc: 1 }, source: 's0' } }) as const;
   const bar = (timeframe: CandleEvent['timeframe']) => ({ kind: STREAM_EVENT.candle, key: SERVER, data: { server: SERVER, candle: { ...candle(60, 1, false), symbol: 'GBPUSD', timeframe } } }) as const;
   const sockets = (ev: Parameters<TestGateway['gw']['stream']['localSockets']>[0]) => t.gw.stream.localSockets(ev);
   expect(sockets(tick('GBPUSD'))).toBe(0);
@@ -96,4 +96,27 @@ it('counts this node\'s sockets on a symbol\'s quotes and on a timeframe\'s cand
   c.send({ action: 'unsubscribe', symbol: 'GBPUSD' });
   await c.next('UNSUBSCRIBED', 0);
   expect(sockets(tick('GBPUSD'))).toBe(1);
+});
+
+it('quotes: copies from two shards and the relay merged by source: each tick of a millisecond once and in order (A, B, A again); the relay\'s counted as relayed', async () => {
+  const a = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0' });
+  clients.push(a);
+  a.send({ action: 'subscribe', symbol: 'XAUUSD' });
+  await a.next('SUBSCRIBED', 0);
+  const relayedBefore = t.gw.stream.stats().quotesInRelay;
+  const ms = Date.now() + 3_600_000; // ahead of the simulator's own ticks, which are dropped from then on
+  const n = a.frames.length;
+  const copy = (at: number, bid: number, source: string) => t.gw.stream.onShardEvent({
+    kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol: 'XAUUSD', bid, ask: bid + 1, timeMsc: at }, source, ...(source.startsWith('n:') ? { relayed: true as const } : {}) },
+  });
+  // Shard s0 delivers A B within the millisecond, s1 its copies later, the relay A B A (a return to
+  // A that neither shard delivered yet), then the shards their A, and the next millisecond.
+  for (const [bid, source] of [[2000, 's0'], [2001, 's0'], [2000, 's1'], [2001, 's1'], [2000, 'n:B'], [2001, 'n:B'], [2000, 'n:B'], [2000, 's0'], [2000, 's1']] as const) copy(ms, bid, source);
+  copy(ms + 1, 2002, 's1');
+  copy(ms + 1, 2002, 'n:B');
+  await a.until((x) => x.frames.slice(n).some((fr) => fr.type === 'QUOTE' && fr.data.bid === 2002), 10_000, 'the next millisecond\'s quote');
+  const got = a.frames.slice(n).filter((fr) => fr.type === 'QUOTE');
+  expect(got.map((fr) => fr.data.bid)).toEqual([2000, 2001, 2000, 2002]);
+  got.forEach((fr, i) => i > 0 && expect(fr.seq).toBe(got[i - 1]!.seq + 1));
+  expect(t.gw.stream.stats().quotesInRelay - relayedBefore).toBe(1);
 });

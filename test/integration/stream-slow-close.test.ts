@@ -48,7 +48,7 @@ it('a reader that stopped during a burst of quotes is closed with 4008 (a close 
   // socket buffers and the 256 KiB hard limit together.
   for (let i = 0; i < 50_000; i++) {
     const bid = 60_000 + (i % 1000);
-    t.gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol: 'BTCUSD', bid, ask: bid + 15, timeMsc: ++tickTime } } });
+    t.gw.stream.onShardEvent({ kind: STREAM_EVENT.tick, key: SERVER, data: { server: SERVER, tick: { symbol: 'BTCUSD', bid, ask: bid + 15, timeMsc: ++tickTime }, source: 's0' } });
   }
   const closes = t.gw.stream.stats().backpressureCloses;
   for (let n = 0; n < 5_000 && t.gw.stream.stats().backpressureCloses === closes; n++) {

@@ -41,10 +41,10 @@ describe('wire codec (cluster JSON)', () => {
   });
 
   it('writes plain data with JSON.stringify alone (no replacer called back per value), and tags what is not plain however deep', () => {
-    const quote = { kind: 'stream.tick', key: 'Srv', data: { server: 'Srv', tick: { symbol: 'EURUSD', bid: 1.1, ask: 1.1002, timeMsc: 1764172800123.5, volume: 2 } } };
+    const quote = { kind: 'stream.tick', key: 'Srv', data: { server: 'Srv', tick: { symbol: 'EURUSD', bid: 1.1, ask: 1.1002, timeMsc: 1764172800123.5, volume: 2 }, source: 's0' } };
     const stringify = vi.spyOn(JSON, 'stringify');
     try {
-      expect(encode(quote)).toBe('{"kind":"stream.tick","key":"Srv","data":{"server":"Srv","tick":{"symbol":"EURUSD","bid":1.1,"ask":1.1002,"timeMsc":1764172800123.5,"volume":2}}}');
+      expect(encode(quote)).toBe('{"kind":"stream.tick","key":"Srv","data":{"server":"Srv","tick":{"symbol":"EURUSD","bid":1.1,"ask":1.1002,"timeMsc":1764172800123.5,"volume":2},"source":"s0"}}');
       expect(stringify.mock.calls.map((c) => c.length)).toEqual([1]);
     } finally {
       stringify.mockRestore();

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { FEW_LOCAL_SOCKETS, ownerOrder } from '../../src/gateway.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 
-const tick: ShardEvent = { kind: 'stream.tick', key: 'Srv', data: { server: 'Srv', tick: { symbol: 'EURUSD', bid: 1.1, ask: 1.1002, timeMsc: 1 } } };
+const tick: ShardEvent = { kind: 'stream.tick', key: 'Srv', data: { server: 'Srv', tick: { symbol: 'EURUSD', bid: 1.1, ask: 1.1002, timeMsc: 1 }, source: 's0' } };
 const candle = { kind: 'stream.candle', key: 'Srv', data: { server: 'Srv', candle: { symbol: 'EURUSD', timeframe: 'M1', closed: false, candle: { time: 60 } } } } as unknown as ShardEvent;
 const positions: ShardEvent = { kind: 'stream.positions', key: 'acc', data: { src: 1, v: 1, positions: [] } };
 const phase = { kind: 'stream.phase', key: 'acc', data: { phase: 'connected' } } as unknown as ShardEvent;

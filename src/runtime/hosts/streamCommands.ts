@@ -70,9 +70,11 @@ export const STREAM_EVENT = {
   rebound: 'stream.rebound',
 } as const;
 
-/** `relayed`: set by the cluster relay on a tick it received from another node (never sent: a node
- *  publishes its own shards' ticks); absent, the tick came from this node's shards. */
-export interface TickEventData { server: string; tick: Tick; relayed?: true }
+/** `source`: which copy of the server's tick sequence this is, for the next merge of copies
+ *  (src/market/tickMerge.ts): `s<shard>` from a shard of the node, `n:<node>` once the node's relay
+ *  published it. `relayed`: set by the cluster relay on a tick it received from another node (never
+ *  sent: a node publishes its own shards' ticks); absent, the tick came from this node's shards. */
+export interface TickEventData { server: string; tick: Tick; source: string; relayed?: true }
 export interface CandleEventData { server: string; candle: CandleEvent }
 /** `src` and `v`: a ListVersion (listVersion.ts). */
 export interface PositionsEventData { src: number; v: number; positions: readonly Position[] }

@@ -54,13 +54,15 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     return a;
   };
 
+  /** This shard as a source of ticks at the main thread's merge. */
+  const shardSource = `s${ctx.shard}`;
   /** `source`: the account whose broker session the tick came through (its copies are merged). */
   const forwardTick = (source: string, server: string, tick: Tick) => {
     const k = `${server}|${tick.symbol}`;
     let merge = lastTicks.get(k);
     if (!merge) lastTicks.set(k, (merge = new TickMerge()));
     if (!merge.admit(source, tick.timeMsc, tick.bid, tick.ask)) return;
-    const data: TickEventData = { server, tick };
+    const data: TickEventData = { server, tick, source: shardSource };
     ctx.emit({ kind: STREAM_EVENT.tick, key: server, data });
   };
   /** Cluster mode: this shard's accounts as near sources of other accounts' symbols. */
