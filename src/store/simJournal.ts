@@ -67,6 +67,15 @@ export abstract class SimJournal {
   /** Records a checkpoint pass writes before it yields (checkpointDue); set when it left some due. */
   private readonly checkpointRows: number;
   private checkpointsLeft = false;
+  /**
+   * A pass (not `all`) before this instant finds no account due, so it is skipped, transaction and
+   * walk of the dirty accounts included: the earliest age-due instant of the dirty accounts the
+   * last pass left (Infinity: none), lowered as accounts turn dirty; -Infinity when unknown (an
+   * account with checkpointRows records changed, a pass that stopped early or was undone). Most
+   * commits fall due nothing: the empty pass after each cost the shard a BEGIN, a COMMIT and a
+   * walk of every dirty account, right after the reply's post (issue 19).
+   */
+  private nextDueMs = -Infinity;
   /** Checkpoint ages: wall time by default (a write cadence, whatever clock the market runs on). */
   protected readonly clock: Clock;
   private queue: { m: Mirror; server: string; login: string; seq: number; time: number; data: string }[] = [];
@@ -163,6 +172,7 @@ export abstract class SimJournal {
     const checkpointTx = db.transaction((all: boolean) => this.checkpointDue(all));
     this.checkpointTx = (all: boolean) => {
       this.failStop.check();
+      if (!all && this.clock.now() < this.nextDueMs) return;
       this.checkpointed = [];
       try {
         checkpointTx(all);
@@ -208,11 +218,16 @@ export abstract class SimJournal {
   private checkpointDue(all: boolean): void {
     const now = this.clock.now();
     let budget = this.checkpointRows;
+    let nextDue = Infinity;
     for (const m of this.dirtyMirrors) {
       const records = (m.positions?.size ?? 0) + (m.activeOrders?.size ?? 0);
-      if (!all && now - m.checkpointedMs < this.checkpointMs && records < this.checkpointRows) continue;
+      if (!all && now - m.checkpointedMs < this.checkpointMs && records < this.checkpointRows) {
+        nextDue = Math.min(nextDue, m.checkpointedMs + this.checkpointMs);
+        continue;
+      }
       if (!all && budget <= 0) {
         this.checkpointsLeft = true;
+        this.nextDueMs = -Infinity;
         return;
       }
       budget -= records + 1;
@@ -233,6 +248,7 @@ export abstract class SimJournal {
       this.dirtyMirrors.delete(m);
       m.checkpointedMs = now;
     }
+    this.nextDueMs = nextDue;
   }
 
   /** The checkpoint transaction in progress failed: its mirrors as they were before it. */
@@ -244,6 +260,7 @@ export abstract class SimJournal {
       c.m.checkpointedMs = c.checkpointedMs;
       this.dirtyMirrors.add(c.m);
     }
+    this.nextDueMs = -Infinity;
   }
 
   flush(): void {
@@ -280,7 +297,15 @@ export abstract class SimJournal {
       (m.refs ??= new RequestRefs()).set(c.request.requestId, time, seq);
       m.newRefs.push(c.request.requestId);
     }
+    this.markDirty(m);
+    if ((m.positions?.size ?? 0) + (m.activeOrders?.size ?? 0) >= this.checkpointRows) this.nextDueMs = -Infinity;
+  }
+
+  /** `m` has changes to checkpoint: the next pass looks at it once it is due by age. */
+  protected markDirty(m: Mirror): void {
     this.dirtyMirrors.add(m);
+    const due = m.checkpointedMs + this.checkpointMs;
+    if (due < this.nextDueMs) this.nextDueMs = due;
   }
 
   apply(server: string, login: string, change: SimChange): void {

@@ -48,7 +48,7 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
       }
       m.dirtyFrom = replay.from;
       m.marked = true;
-      this.dirtyMirrors.add(m);
+      this.markDirty(m);
     }
     this.mirrors.set(this.key(server, login), m);
     return {
@@ -63,7 +63,7 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
   createAccount(a: StoredAccount): void {
     const m = newMirror({ ...a }, 0, a.createdMs, 0);
     this.mirrors.set(this.key(a.server, a.login), m);
-    this.dirtyMirrors.add(m);
+    this.markDirty(m);
     // The checkpoint row is what makes the account exist: write it at once. Failed (a full disk),
     // the account does not exist, here either.
     try {

@@ -23,7 +23,9 @@ const CAP = 4;
 function open(checkpointMs: number) {
   const dir = mkdtempSync(join(tmpdir(), 'tagw-simslice-'));
   dirs.push(dir);
-  const db = new Database(join(dir, 'sim.db'));
+  // Every statement the store runs (BEGIN and COMMIT included), for the tests of skipped passes.
+  const statements: string[] = [];
+  const db = new Database(join(dir, 'sim.db'), { verbose: (sql) => statements.push(String(sql)) });
   SqliteSimStore.configure(db);
   const clock = new ManualClock(T0);
   const store = new SqliteSimStore(db, { checkpointMs, checkpointRows: CAP, clock });
@@ -32,6 +34,7 @@ function open(checkpointMs: number) {
   db.exec(`CREATE TEMP TABLE written (login TEXT);
     CREATE TEMP TRIGGER w_ins AFTER INSERT ON main.sim_state WHEN new.kind = 'P' BEGIN INSERT INTO written VALUES (new.login); END;`);
   const written = () => (db.prepare('SELECT count(*) AS n FROM written').get() as { n: number }).n;
+  const writtenFor = (id: string) => (db.prepare('SELECT count(*) AS n FROM written WHERE login = ?').get(id) as { n: number }).n;
   const login = async (id: string) => {
     const c = new SimBrokerConnection(sim, { server: 'Sim-P5-Demo', login: id, password: 'pw' });
     await c.connect();
@@ -42,7 +45,7 @@ function open(checkpointMs: number) {
     store.commitQueued();
     db.close();
   };
-  return { db, store, clock, login, buy, written, close };
+  return { db, store, clock, login, buy, written, writtenFor, statements, close };
 }
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
@@ -84,6 +87,51 @@ describe('simulator checkpoint passes in slices', () => {
     expect(s.written()).toBe(3 * (CAP - 1) + 1); // the three, and the late account's own
     expect(perTurn.length).toBeGreaterThan(1);
     for (const n of perTurn) expect(n).toBeLessThanOrEqual(CAP);
+    s.close();
+  });
+
+  it('runs no checkpoint transaction after a commit that left no account due', async () => {
+    const s = open(1000);
+    const c = await s.login('5001');
+    await s.buy(c);
+    for (let i = 0; i < 3; i++) await turn();
+    s.statements.length = 0;
+    await s.buy(c);
+    for (let i = 0; i < 3; i++) await turn();
+    // The order's own commit only: no BEGIN and COMMIT of a pass that would write nothing.
+    expect(s.statements.filter((q) => q.startsWith('BEGIN'))).toHaveLength(1);
+    expect(s.written()).toBe(0);
+    // Due by age: the next commit's pass writes it.
+    s.clock.advance(1000);
+    await s.buy(c);
+    for (let i = 0; i < 3; i++) await turn();
+    expect(s.writtenFor('5001')).toBe(3);
+    s.close();
+  });
+
+  it('checkpoints an account that turns dirty long after its last checkpoint at the next pass', async () => {
+    const s = open(1000);
+    const a = await s.login('5001');
+    const b = await s.login('5002');
+    const settle = async () => {
+      for (let i = 0; i < 3; i++) await turn();
+    };
+    // A pass at T0 + 1500 checkpoints both (b dirty since its login), then b stays clean.
+    s.clock.advance(1500);
+    await s.buy(a);
+    await settle();
+    // At T0 + 3000 a is checkpointed again and turns dirty once more: due by age at T0 + 4000.
+    s.clock.advance(1500);
+    await s.buy(a);
+    await settle();
+    await s.buy(a);
+    await settle();
+    expect(s.writtenFor('5001')).toBe(2);
+    // b, clean since T0 + 1500, is due by age as soon as it changes: the pass after its commit writes it.
+    await s.buy(b);
+    await settle();
+    expect(s.writtenFor('5002')).toBe(1);
+    expect(s.writtenFor('5001')).toBe(2);
     s.close();
   });
 });
