@@ -20,6 +20,8 @@ const SWEEP_MS = 60_000;
 
 /** A record's actor, and while its one broker call is in flight, who waits for it. */
 export interface Rec {
+  /** Its key in `records`, made once: built again and hashed anew at each lookup, it cost the shard a string and a hash an order. */
+  readonly key: string;
   actor: IdemActor;
   /** Settled and let go: its actor is stopped, its last snapshot still answers who held it. */
   evicted?: boolean;
@@ -115,15 +117,15 @@ export abstract class TradeRecords {
     if (row.phase === 'new') return this.startFresh(this.key(row.account_id, row.client_order_id), input);
     const actor = createActor(this.machine, { input: { ...input, phase: row.phase, ...(row.result ? { result: row.result } : {}) } });
     actor.subscribe(this.observer);
-    const rec: Rec = { actor, busy: false };
-    this.records.set(this.key(row.account_id, row.client_order_id), rec);
+    const rec: Rec = { key: this.key(row.account_id, row.client_order_id), actor, busy: false };
+    this.records.set(rec.key, rec);
     actor.start();
     return rec;
   }
 
   /** A fresh claim's record, under its key `k`: the machine's plain twin (actors/idempotencyFresh.ts). */
   protected startFresh(k: string, input: ConstructorParameters<typeof FreshRecord>[0]): Rec {
-    const rec: Rec = { actor: new FreshRecord(input, this.actions, this.observer.error), busy: false };
+    const rec: Rec = { key: k, actor: new FreshRecord(input, this.actions, this.observer.error), busy: false };
     this.records.set(k, rec);
     return rec;
   }
@@ -161,8 +163,7 @@ export abstract class TradeRecords {
     if (s.status !== 'active' || !(s.matches('result') || s.matches('uncertain'))) return;
     rec.evicted = true;
     rec.actor.stop();
-    const k = this.key(s.context.accountId, s.context.clientOrderId);
-    if (this.records.get(k) === rec) this.records.delete(k);
+    if (this.records.get(rec.key) === rec) this.records.delete(rec.key);
   }
 
   /** The record's broker call (or broker question) is over: same-id requests waiting for it go on. */
@@ -181,10 +182,7 @@ export abstract class TradeRecords {
       // A write of the record that found no room (a recovered outcome on a full disk): its row is as
       // it was, so the record leaves memory and the next request restores it from the row (before,
       // it stayed in error and answered every later request so, room or not, until a restart).
-      if (isStorageFull(s.error)) {
-        const k = this.key(s.context.accountId, s.context.clientOrderId);
-        if (this.records.get(k) === rec) this.records.delete(k);
-      }
+      if (isStorageFull(s.error) && this.records.get(rec.key) === rec) this.records.delete(rec.key);
       throw s.error;
     }
     if (s.status === 'stopped' && !rec.evicted) throw stoppedError();
@@ -245,9 +243,7 @@ export abstract class TradeRecords {
         for (const rec of recs) {
           rec.busy = true;
           // A discarded record left the table (its id is free once its row is gone): back until then.
-          const c = rec.actor.getSnapshot().context;
-          const k = this.key(c.accountId, c.clientOrderId);
-          if (!this.records.has(k)) this.records.set(k, rec);
+          if (!this.records.has(rec.key)) this.records.set(rec.key, rec);
         }
         return;
       }
@@ -257,10 +253,7 @@ export abstract class TradeRecords {
     for (const rec of recs) {
       this.idle(rec);
       const s = rec.actor.getSnapshot();
-      if (s.matches('discarded')) {
-        const k = this.key(s.context.accountId, s.context.clientOrderId);
-        if (this.records.get(k) === rec) this.records.delete(k);
-      }
+      if (s.matches('discarded') && this.records.get(rec.key) === rec) this.records.delete(rec.key);
       // Its waiters read the last snapshot, which a stopped actor keeps.
       this.evict(rec);
     }
