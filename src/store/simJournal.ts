@@ -1,5 +1,5 @@
-// The simulator store's writing side (SqliteSimStore in simStore.ts extends it with loading and reading):
-// the schema, changes applied to an account's mirror and queued for the journal, their group commit
+// The simulator store's writing side (SqliteSimStore in simStore.ts extends it with loading and reading;
+// the schema is simSchema.ts): changes applied to an account's mirror and queued for the journal, their group commit
 // with the claims of atomic bookings (bookAtomically) and its fail-stop, and the checkpoint passes
 // scheduled after each commit.
 import type Database from 'better-sqlite3';
@@ -9,39 +9,14 @@ import { CheckpointRowStore, notePending, type CheckpointWrite, type ReadCheckpo
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
 import type { CommitGroup } from './commitGroup.js';
-import { DirtyMarks, migrateDirtyMarks } from './simDirty.js';
+import { DirtyMarks } from './simDirty.js';
+import { migrateSimStore } from './simSchema.js';
 import { RequestRefs } from './requestRefs.js';
 import type { Mirror } from './simMirror.js';
 import { FailStop } from './simFailStop.js';
 import { createLogger } from '../log.js';
 import { FULL_DISK_RETRY_MS, FullDisk } from './fullDisk.js';
 import { HeldWrites } from './heldWrites.js';
-
-/** DDL of the simulator tables; idempotent, callable from the gateway's migration runner.
- *
- *  Layout, chosen because a WAL commit costs roughly per distinct page it rewrites (about
- *  40 us each on a virtual disk) and a shard has many accounts trading at once:
- *  - sim_journal: one row per applied change (a trade, a triggered SL, a balance deposit),
- *    clustered by (server, time), so every account appends to the same right-most leaf;
- *    it is the source of truth for deals, finished orders and equity points.
- *  - sim_state: per account, a checkpoint document (account, open positions, active
- *    orders, last journal seq) and request ids ('R' rows), written every second or so, not
- *    per trade. Loading an account reads the checkpoint and replays the journal after it.
- *  - sim_dirty: per account with rows after its checkpoint, where they start (simDirty.ts). */
-export function migrateSimStore(db: Database.Database): void {
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS sim_counters (server TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS sim_state (
-      server TEXT NOT NULL, login TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
-      PRIMARY KEY (server, login, kind, key)) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS sim_journal (
-      server TEXT NOT NULL, time_ms INTEGER NOT NULL, login TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
-      PRIMARY KEY (server, time_ms, login, seq)) WITHOUT ROWID;
-  `);
-  // An account's rows after its checkpoint are found from its mark in sim_dirty (an index of the
-  // journal by account did it before, at one more b-tree leaf per trade).
-  migrateDirtyMarks(db);
-}
 
 /** A claim of bookAtomically, as its commit writes it. */
 type WrittenClaim = { write(booked: unknown): void };

@@ -12,7 +12,7 @@ import { RequestRefs } from './requestRefs.js';
 import { newMirror } from './simMirror.js';
 import { REQUEST_TTL_MS, SimJournal } from './simJournal.js';
 
-export { migrateSimStore } from './simJournal.js';
+export { migrateSimStore } from './simSchema.js';
 
 /** Loading accounts (checkpoint, request ids, the journal replayed after it) and reading their history. */
 export class SqliteSimStore extends SimJournal implements SimPersistence {
