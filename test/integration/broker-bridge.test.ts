@@ -18,7 +18,9 @@ async function setup(login = '2001') {
   const { sim, clock } = makeSim();
   const handle: SimServerHandle = await startSimServer(sim, { port: 0 });
   cleanups.push(() => handle.close());
-  const client = new BridgeBrokerConnection({ host: '127.0.0.1', port: handle.port, server: 'Sim-P5-Demo', login, password: 'pw', requestTimeoutMs: 400 });
+  // The bound every request gets: the timeout faults wait it out once, and every other request must
+  // be answered within it (400 ms was not at load 8 in ci29: a resend timed out).
+  const client = new BridgeBrokerConnection({ host: '127.0.0.1', port: handle.port, server: 'Sim-P5-Demo', login, password: 'pw', requestTimeoutMs: 2_000 });
   cleanups.push(() => client.disconnect());
   const deals: Deal[] = [];
   client.on('deal', (d) => deals.push(d));
