@@ -35,10 +35,9 @@ export function fullDiskOf(ctx: { fullDisk?: FullDisk; log: Logger }): FullDisk 
 }
 
 export class FullDisk {
-  /** What met the full disk first in the current episode; undefined: none. */
-  private first: string | undefined;
-  /** The writers whose writes met the full disk in the current episode, first first. */
+  /** The writers whose writes met the full disk in the current episode, first first (empty: none on). */
   private inEpisode: string[] = [];
+  /** The first one's error. */
   private firstErr = '';
   /** Writes postponed since start (named in the line that ends an episode). */
   postponedWrites = 0;
@@ -57,8 +56,7 @@ export class FullDisk {
   postponed(what: string, err: unknown): boolean {
     if (!isStorageFull(err)) return false;
     this.postponedWrites++;
-    if (this.first === undefined) {
-      this.first = what;
+    if (this.inEpisode.length === 0) {
       this.inEpisode = [what];
       this.firstErr = errorMessage(err);
       this.o.log.error('DATA_DIR is full: background writes wait in memory until there is room (nothing is dropped)', { what, err: this.firstErr });
@@ -73,9 +71,8 @@ export class FullDisk {
 
   /** A write succeeded: the episode, if one is on, is over. */
   wrote(): void {
-    if (this.first === undefined) return;
-    this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.first, postponedSinceStart: this.postponedWrites });
-    this.first = undefined;
+    if (this.inEpisode.length === 0) return;
+    this.o.log.info('DATA_DIR has room again: the postponed background writes are done', { first: this.inEpisode[0], postponedSinceStart: this.postponedWrites });
     this.inEpisode = [];
     this.o.report?.({ waiting: false });
   }
