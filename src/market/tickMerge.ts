@@ -31,11 +31,6 @@ export class TickMerge {
   private readonly sources = new Map<string, SourceMs>();
   private sweptAt = -Infinity;
 
-  /** The last millisecond a tick was passed on at (-Infinity before the first). */
-  get lastTime(): number {
-    return this.lastT;
-  }
-
   /** Sources remembered (for tests: the forgotten ones are gone). */
   get sourceCount(): number {
     return this.sources.size;

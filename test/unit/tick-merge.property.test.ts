@@ -94,7 +94,7 @@ describe('TickMerge', () => {
     expect(merge.admit('a', 201, 1, 2)).toBe(true);
     expect(merge.admit('a', 201, 1, 2)).toBe(false);
     expect(merge.admit('b', 201, 1, 2)).toBe(false);
-    expect(merge.lastTime).toBe(201);
+    expect(merge.admit('c', 200, 7, 8)).toBe(false); // 201 went out: 200 is older now
   });
 
   it('forgets sources not heard from for a minute of tick time', () => {
