@@ -57,9 +57,21 @@ export interface RelayStats {
 }
 
 interface Interest { refs: number; sub: Subscription }
-/** The last market event published of one server, symbol and kind (timeframe for candles); for
- *  ticks, the merge of this node's shards' copies instead. */
-interface LastMarket { t: number; json: string; subject: string; merge?: TickMerge }
+/** A symbol's quotes of one server: their subject, and the merge of this node's shards' copies. */
+interface TickSlot { subject: string; merge: TickMerge }
+/** A symbol's candles of one server and timeframe: their subject, and the last one published. */
+interface CandleSlot { subject: string; t: number; json: string }
+
+/** Slots are kept per server, then key (nested: no string built per event). */
+type Slots<T> = Map<string, Map<string, T>>;
+
+/** `slot` as the slot of (server, key), returned. */
+function addSlot<T>(slots: Slots<T>, server: string, key: string, slot: T): T {
+  let byKey = slots.get(server);
+  if (!byKey) slots.set(server, (byKey = new Map()));
+  byKey.set(key, slot);
+  return slot;
+}
 
 function isMarket(ev: ShardEvent): ev is Extract<ShardEvent, { kind: typeof STREAM_EVENT.tick | typeof STREAM_EVENT.candle }> {
   return ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
@@ -76,8 +88,10 @@ function writerOf(nc: NatsLink['nc']): (() => void) | undefined {
 export class StreamRelay {
   readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0 };
   private readonly interests = new Map<string, Interest>();
-  /** Last market event published per kind, server, then symbol (and timeframe for candles). */
-  private readonly lastMarket = { [STREAM_EVENT.tick]: new Map<string, Map<string, LastMarket>>(), [STREAM_EVENT.candle]: new Map<string, Map<string, LastMarket>>() };
+  /** Per server, then symbol: what was published of its quotes. */
+  private readonly tickSlots: Slots<TickSlot> = new Map();
+  /** Per server, then symbol and timeframe: what was published of its candles. */
+  private readonly candleSlots: Slots<CandleSlot> = new Map();
   private readonly writeNow: (() => void) | undefined;
   /** Market data was written at once in this turn already: the turn's later events go in nats.js's
    *  one write at its end (a shard's batch of ticks costs one write more, not one per tick). */
@@ -129,8 +143,7 @@ export class StreamRelay {
     let json: string;
     const market = isMarket(ev);
     if (market) {
-      const tick = ev.kind === STREAM_EVENT.tick;
-      const symbol = tick ? ev.data.tick.symbol : ev.data.candle.symbol;
+      const symbol = ev.kind === STREAM_EVENT.tick ? ev.data.tick.symbol : ev.data.candle.symbol;
       if (this.opts.wanted && !this.opts.wanted(ev.key, symbol)) {
         this.stats.unwanted++;
         return;
@@ -139,33 +152,30 @@ export class StreamRelay {
         this.stats.dropped++;
         return;
       }
-      const byServer = this.lastMarket[ev.kind];
-      let bySymbol = byServer.get(ev.key);
-      if (!bySymbol) byServer.set(ev.key, (bySymbol = new Map()));
-      const k = tick ? symbol : `${symbol}\u0000${ev.data.candle.timeframe}`;
-      let last = bySymbol.get(k);
-      if (!last) {
-        last = { t: -Infinity, json: '', subject: SUBJECTS.market(ev.key, symbol, ev.kind), ...(tick ? { merge: new TickMerge() } : {}) };
-        bySymbol.set(k, last);
-      }
-      subject = last.subject;
       if (ev.kind === STREAM_EVENT.tick) {
         // One copy of each tick from this node's shards, carrying this node as its source.
+        const slot = this.tickSlots.get(ev.key)?.get(symbol)
+          ?? addSlot(this.tickSlots, ev.key, symbol, { subject: SUBJECTS.market(ev.key, symbol, ev.kind), merge: new TickMerge() });
         const { server, tick: q, source } = ev.data;
-        if (!last.merge!.admit(source, q.timeMsc, q.bid, q.ask)) {
+        if (!slot.merge.admit(source, q.timeMsc, q.bid, q.ask)) {
           this.stats.duplicates++;
           return;
         }
+        subject = slot.subject;
         json = encode({ kind: ev.kind, key: ev.key, data: { server, tick: q, source: this.source } });
       } else {
+        const key = `${symbol}\u0000${ev.data.candle.timeframe}`;
+        const slot = this.candleSlots.get(ev.key)?.get(key)
+          ?? addSlot(this.candleSlots, ev.key, key, { subject: SUBJECTS.market(ev.key, symbol, ev.kind), t: -Infinity, json: '' });
         const t = ev.data.candle.candle.time;
         json = encode(ev);
-        if (t < last.t || json === last.json) {
+        if (t < slot.t || json === slot.json) {
           this.stats.duplicates++;
           return;
         }
-        last.t = t;
-        last.json = json;
+        slot.t = t;
+        slot.json = json;
+        subject = slot.subject;
       }
     } else {
       // Account events go out even while NATS reconnects: the client buffers them until it is back.
@@ -263,6 +273,7 @@ export class StreamRelay {
     this.afterLocal.length = 0;
     for (const i of this.interests.values()) i.sub.unsubscribe();
     this.interests.clear();
-    for (const byServer of Object.values(this.lastMarket)) byServer.clear();
+    this.tickSlots.clear();
+    this.candleSlots.clear();
   }
 }
