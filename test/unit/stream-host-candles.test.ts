@@ -3,21 +3,12 @@
 // down had its close (the first tick of the next bar) at the broker but not here: without care the
 // bar in progress at the drop never got its `closed:true` frame.
 import { describe, expect, it } from 'vitest';
-import type { AccountEvent, AccountRuntime, ConnectionPhase } from '../../src/runtime/hosts/accountRegistry.js';
-import type { ShardContext } from '../../src/runtime/hosts/context.js';
-import { createStreamHost } from '../../src/runtime/hosts/streams.js';
-import type { ShardEvent } from '../../src/runtime/protocol.js';
-import type { BrokerConnection } from '../../src/broker/types.js';
-import type { ServerInfo } from '../../src/market/server.js';
+import type { AccountEvent } from '../../src/runtime/hosts/accountRegistry.js';
 import type { Candle, CandleEvent, Timeframe } from '../../src/market/timeframes.js';
 import { STREAM_EVENT, type CandleEventData } from '../../src/runtime/hosts/streamCommands.js';
-import { shardSettings, type ShardTiming } from '../../src/runtime/settings.js';
+import type { ShardTiming } from '../../src/runtime/settings.js';
 import { until } from '../helpers/until.js';
-
-const SERVER: ServerInfo = {
-  name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x',
-  timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' }
-};
+import { scriptedRuntime, streamHostOver } from '../helpers/streamHost.js';
 
 /** The host's clock, still in the middle of a minute: which bar is "in progress" cannot change
  *  during a test (with the system clock, a minute turning mid-test on a slow run moved it). */
@@ -28,13 +19,9 @@ const candle = (time: number, close: number, ticks: number): Candle =>
   ({ time, serverTime: time, open: 1, high: Math.max(1, close), low: Math.min(1, close), close, ticks, volume: ticks });
 
 function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => Candle[], timing: Partial<ShardTiming> = {}) {
-  const events: ShardEvent[] = [];
   /** Each wait for the connection the host asked for: its bound and the holder it asked as. */
   const waits: Array<[number | undefined, string | undefined]> = [];
-  const listeners = new Set<(ev: AccountEvent) => void>();
-  let phase: ConnectionPhase = 'connected';
   const conn = {
-    server: SERVER,
     symbol: async () => ({ name: 'EURUSD' }),
     subscribe: async () => undefined,
     subscribeCandles: async () => undefined,
@@ -42,31 +29,9 @@ function setup(history: (symbol: string, tf: Timeframe, fromMs: number, toMs: nu
     unsubscribeCandles: async () => undefined,
     quote: async () => null,
     priceHistory: async (symbol: string, tf: Timeframe, fromMs: number, toMs: number) => history(symbol, tf, fromMs, toMs),
-  } as unknown as BrokerConnection;
-  const rt = {
-    accountId: 'acc', customerId: 'c', platform: 'P5', server: SERVER, serverKnown: true,
-    phase: () => phase,
-    whenConnected: async (ms?: number, owner?: string) => {
-      waits.push([ms, owner]);
-      return conn;
-    },
-    on: (l: (ev: AccountEvent) => void) => {
-      listeners.add(l);
-      return () => listeners.delete(l);
-    },
-    lastSummary: undefined,
-    check: () => undefined,
-  } as unknown as AccountRuntime;
-  const ctx = {
-    shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: shardSettings({ timing }), clock, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
-    accounts: { get: () => rt, ensure: async () => rt },
-  } as unknown as ShardContext;
-  const host = createStreamHost(ctx);
-  const fire = (ev: AccountEvent) => {
-    if (ev.type === 'phase') phase = ev.phase;
-    for (const l of listeners) l(ev);
   };
+  const { rt, fire } = scriptedRuntime('acc', conn, (ms, owner) => waits.push([ms, owner]));
+  const { host, events } = streamHostOver([rt], { clock, timing });
   const candles = () => events.filter((e) => e.kind === STREAM_EVENT.candle).map((e) => (e.data as CandleEventData).candle);
   return { host, fire, candles, waits };
 }

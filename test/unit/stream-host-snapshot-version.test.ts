@@ -6,36 +6,18 @@
 // stream edge applied the stale lists last (a resync) and the stream held them for good (`npm run
 // chaos`, schedule 25 of seed 580281107: the last POSITIONS without the last position opened).
 import { describe, expect, it } from 'vitest';
-import type { AccountEvent, AccountRuntime } from '../../src/runtime/hosts/accountRegistry.js';
-import type { ShardContext } from '../../src/runtime/hosts/context.js';
-import { createStreamHost } from '../../src/runtime/hosts/streams.js';
-import type { ShardEvent } from '../../src/runtime/protocol.js';
-import type { BrokerConnection } from '../../src/broker/types.js';
-import type { ServerInfo } from '../../src/market/server.js';
+import type { AccountEvent } from '../../src/runtime/hosts/accountRegistry.js';
 import type { Position } from '../../src/market/orders.js';
 import { STREAM_EVENT, type PositionsEventData, type StreamSnapshotResult } from '../../src/runtime/hosts/streamCommands.js';
-import { shardSettings } from '../../src/runtime/settings.js';
 import { snapshotIsOlder } from '../../src/runtime/hosts/listVersion.js';
+import { scriptedRuntime, streamHostOver } from '../helpers/streamHost.js';
 
-const SERVER: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
 const position = (ticket: number) => ({ ticket }) as unknown as Position;
 
 function setup(openedOrders: (fire: (ev: AccountEvent) => void) => Promise<{ positions: Position[]; orders: [] }>) {
-  const events: ShardEvent[] = [];
-  const listeners = new Set<(ev: AccountEvent) => void>();
-  const fire = (ev: AccountEvent) => { for (const l of listeners) l(ev); };
-  const conn = { server: SERVER, openedOrders: () => openedOrders(fire), historyDeals: async () => [] } as unknown as BrokerConnection;
-  const rt = {
-    accountId: 'acc', customerId: 'c', platform: 'P5', server: SERVER, serverKnown: true, phase: () => 'connected',
-    whenConnected: async () => conn,
-    on: (l: (ev: AccountEvent) => void) => { listeners.add(l); return () => listeners.delete(l); },
-  } as unknown as AccountRuntime;
-  const ctx = {
-    shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: shardSettings({}), clock: { now: () => Date.now() }, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
-    accounts: { get: () => rt, ensure: async () => rt },
-  } as unknown as ShardContext;
-  const host = createStreamHost(ctx);
+  const conn = { openedOrders: () => openedOrders(fire), historyDeals: async () => [] };
+  const { rt, fire } = scriptedRuntime('acc', conn);
+  const { host, events } = streamHostOver([rt]);
   const positionsEvents = () => events.filter((e) => e.kind === STREAM_EVENT.positions).map((e) => e.data as PositionsEventData);
   return { host, fire, positionsEvents };
 }

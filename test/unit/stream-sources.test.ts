@@ -3,58 +3,27 @@
 // holder 'near' and forwards its ticks keyed by that server; anything else is refused; an unsource
 // (or the account's release) stops it, including one that arrives while the account is looked up.
 import { describe, expect, it } from 'vitest';
-import type { BrokerConnection } from '../../src/broker/types.js';
-import type { ServerInfo, Tick } from '../../src/market/server.js';
-import type { AccountEvent, AccountRuntime, ConnectionPhase } from '../../src/runtime/hosts/accountRegistry.js';
-import type { ShardContext } from '../../src/runtime/hosts/context.js';
+import type { Tick } from '../../src/market/server.js';
 import { STREAM_EVENT, type TickEventData } from '../../src/runtime/hosts/streamCommands.js';
-import { createStreamHost } from '../../src/runtime/hosts/streams.js';
-import type { ShardEvent } from '../../src/runtime/protocol.js';
-import { shardSettings } from '../../src/runtime/settings.js';
-
-const SERVER: ServerInfo = { name: 'Fake-P5', platform: 'P5', build: 4620, company: 'x', timeZone: { description: 'UTC', standardOffsetMinutes: 0, dst: 'none' } };
+import { scriptedRuntime, streamHostOver } from '../helpers/streamHost.js';
 
 function setup() {
-  const events: ShardEvent[] = [];
   const calls: string[] = [];
-  const listeners = new Set<(ev: AccountEvent) => void>();
-  let phase: ConnectionPhase = 'connected';
   const conn = {
-    server: SERVER,
     subscribe: async (s: readonly string[]) => void calls.push(`sub ${s.join(',')}`),
     unsubscribe: async (s: readonly string[]) => void calls.push(`unsub ${s.join(',')}`),
-  } as unknown as BrokerConnection;
-  const rt = {
-    accountId: 'y', server: SERVER, serverKnown: true, phase: () => phase,
-    whenConnected: async (_ms?: number, owner?: string) => {
-      calls.push(`as ${owner}`);
-      return conn;
-    },
-    on: (l: (ev: AccountEvent) => void) => {
-      listeners.add(l);
-      return () => listeners.delete(l);
-    },
-  } as unknown as AccountRuntime;
+  };
+  const { rt, fire, listeners } = scriptedRuntime('y', conn, (_ms, owner) => calls.push(`as ${owner}`));
   let lookup: Promise<void> = Promise.resolve();
-  const ctx = {
-    shard: 0, shards: 1, log: { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined },
-    settings: shardSettings({}), clock: { now: () => Date.now() }, emit: (ev: ShardEvent) => events.push(ev), owns: () => true,
-    accounts: {
-      get: () => rt,
-      ensure: async (id: string) => {
-        await lookup;
-        if (id !== 'y') throw new Error('account not found');
-        return rt;
-      },
+  const { host, events } = streamHostOver([rt], {
+    ensure: async (id: string) => {
+      await lookup;
+      if (id !== 'y') throw new Error('account not found');
+      return rt;
     },
-  } as unknown as ShardContext;
-  const host = createStreamHost(ctx);
+  });
   const h = host.handlers;
   const tick = (symbol: string, t: number): Tick => ({ symbol, bid: 1, ask: 2, timeMsc: t } as Tick);
-  const fire = (ev: AccountEvent) => {
-    if (ev.type === 'phase') phase = ev.phase;
-    for (const l of listeners) l(ev);
-  };
   const ticks = () => events.filter((e) => e.kind === STREAM_EVENT.tick).map((e) => [(e.data as TickEventData).server, (e.data as TickEventData).tick.symbol, (e.data as TickEventData).tick.timeMsc]);
   return {
     host, fire, tick, ticks, calls, listeners,
