@@ -2,7 +2,8 @@
 //   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir] [--tls-cert file --tls-key file]
 // Each socket is one login: the first frame is `hello`, then requests and pushed events.
 // Injected faults act on the wire: a drop closes the socket, "timeout after send" executes
-// the trade and never sends its reply, latency delays replies.
+// the trade and never sends its reply, latency delays replies, a mute sends no ticks or candles
+// (the connection's own events, which the bridge forwards).
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { createSecureContext, createServer as createTlsServer } from 'node:tls';

@@ -1,7 +1,7 @@
 // The session of a simulated login (the base of SimBrokerConnection in ./sim.ts): its connection
 // state and the injected drops that end it, the gate every request passes, the account events
 // (left once the journal holds them) and the tick and candle subscriptions, which outlive a drop
-// and are restored by the next connect().
+// and are restored by the next connect(), and deliver nothing while an injected mute lasts.
 import { BrokerListeners } from './listeners.js';
 import type { SimAccount } from '../sim/account.js';
 import type { AccountSink, FaultWatcher, SimServer, Simulator } from '../sim/simulator.js';
@@ -197,7 +197,9 @@ export abstract class SimSession implements FaultWatcher {
     const list = symbols.map((n) => this.sym(n));
     for (const s of list) {
       if (this.tickSubs?.has(s)) continue;
-      const l = (t: Tick) => this.emit('tick', t);
+      const l = (t: Tick) => {
+        if (!this.sim.faults.muted(this.server.name, this.login)) this.emit('tick', t);
+      };
       (this.tickSubs ??= new Map()).set(s, l);
       this.host.tickListeners[s.index]!.add(l);
     }
@@ -225,7 +227,7 @@ export abstract class SimSession implements FaultWatcher {
       const clock = this.host.market.clock;
       const wanted = set;
       const listener: BarListener = (k, start, o, closed) => {
-        if (wanted.has(k) && this._state === 'connected') {
+        if (wanted.has(k) && this._state === 'connected' && !this.sim.faults.muted(this.server.name, this.login)) {
           this.emit('candle', { symbol, timeframe: TIMEFRAMES[k]!, candle: toCandle(start, clock, o, s.feed.scale), closed });
         }
       };

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { FAULT_KINDS } from './faults.js';
 
 const sessionWindow = z.object({ fromMin: z.number().int().min(0).max(1440), toMin: z.number().int().min(0).max(1440) });
 /** A named preset or an explicit week (index 0 = Sunday), in server time. */
@@ -49,9 +50,9 @@ export const symbolConfigSchema = z.object({
 export type SimSymbolConfig = z.infer<typeof symbolConfigSchema>;
 
 export const faultSpecSchema = z.object({
-  kind: z.enum(['drop', 'latency', 'reject', 'timeoutAfterSend']),
+  kind: z.enum(FAULT_KINDS),
   login: z.string().optional(),
-  /** drop: how long the outage lasts. */
+  /** drop: how long the outage lasts; mute: how long no ticks or candles are delivered. */
   durationMs: z.number().int().min(0).optional(),
   /** latency: added to every reply. */
   latencyMs: z.number().int().min(0).optional(),

@@ -1,17 +1,20 @@
 // Fault injection for benchmark harnesses and tests, per server or per account:
-// connection drops for a duration, added reply latency, trade rejects and "timeout after
-// send" (the trade executes, the reply is lost). Probabilities use a seeded RNG so a run
+// connection drops for a duration, added reply latency, trade rejects, "timeout after
+// send" (the trade executes, the reply is lost) and mutes (the session stays up but delivers
+// no ticks or candles for a duration). Probabilities use a seeded RNG so a run
 // is reproducible.
 import { Rng } from './hash.js';
 
-export type FaultKind = 'drop' | 'latency' | 'reject' | 'timeoutAfterSend';
+/** Every kind, for the schemas that take one (simulator config, HTTP routes). */
+export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'mute'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultSpec {
   readonly server: string;
   /** Omit for every account of the server. */
   readonly login?: string;
   readonly kind: FaultKind;
-  /** drop: outage length (from when it is set). */
+  /** drop / mute: how long it lasts (from when it is set). */
   readonly durationMs?: number;
   /** latency: added to every reply. */
   readonly latencyMs?: number;
@@ -81,7 +84,7 @@ export class FaultController {
   private expire(): void {
     const now = this.now();
     for (const f of this.faults.values()) {
-      if (f.kind === 'drop' && f.createdMs + (f.durationMs ?? 0) <= now) this.faults.delete(f.id);
+      if ((f.kind === 'drop' || f.kind === 'mute') && f.createdMs + (f.durationMs ?? 0) <= now) this.faults.delete(f.id);
       if (f.remaining !== undefined && f.remaining <= 0) this.faults.delete(f.id);
     }
   }
@@ -96,6 +99,19 @@ export class FaultController {
       max = Math.max(max, f.createdMs + (f.durationMs ?? 0) - now);
     }
     return max;
+  }
+
+  /** Whether this account's market data (ticks, candles) is muted now. Runs per delivered tick:
+   *  false at once while no fault is set; a mute found over is removed. */
+  muted(server: string, login: string): boolean {
+    if (this.faults.size === 0) return false;
+    const now = this.now();
+    for (const f of this.faults.values()) {
+      if (f.kind !== 'mute' || !this.matches(f, server, login)) continue;
+      if (f.createdMs + (f.durationMs ?? 0) > now) return true;
+      this.faults.delete(f.id);
+    }
+    return false;
   }
 
   latency(server: string, login: string): number {

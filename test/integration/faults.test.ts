@@ -94,6 +94,35 @@ describe('simulator fault injection over HTTP', () => {
     else expect(down!.body.error).toBe('NOT_CONNECTED');
   });
 
+  it('a mute is set per account and per server with durationMs; without one, or a negative one, 400 JSON', async () => {
+    const h = { headers: mgmt(t.managementKey) };
+    const one = await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'mute', durationMs: 60_000 } });
+    expect(one.status).toBe(201);
+    expect(one.body).toMatchObject({ accountId: account, kind: 'mute' });
+    const all = await t.req('POST', '/v1/sim/faults', { ...h, body: { server: 'Sim-P5-Demo', login: 'faulty', kind: 'mute', durationMs: 60_000 } });
+    expect(all.status).toBe(201);
+    expect(all.body).toMatchObject({ server: 'Sim-P5-Demo', kind: 'mute', shards: 2 });
+    const mutes = (await t.req('GET', '/v1/sim/faults', h)).body.faults.filter((x: { kind: string }) => x.kind === 'mute');
+    // The account's on its shard, the server-wide one on each of the two.
+    expect(mutes).toHaveLength(3);
+    expect(mutes.every((x: { login: string; durationMs: number }) => x.login === 'faulty' && x.durationMs === 60_000)).toBe(true);
+    // Muted, the connection is up: requests answer from the broker.
+    expect((await api(`/AccountSummary?id=${account}`)).body.synced).toBe(true);
+    for (const [path, body] of [
+      [`/v1/accounts/${account}/faults`, { kind: 'mute' }],
+      [`/v1/accounts/${account}/faults`, { kind: 'mute', durationMs: -5 }],
+      ['/v1/sim/faults', { server: 'Sim-P5-Demo', kind: 'mute' }],
+      ['/v1/sim/faults', { server: 'Sim-P5-Demo', kind: 'mute', durationMs: -5 }],
+    ] as const) {
+      const r = await t.req('POST', path, { ...h, body });
+      expect(r.status).toBe(400);
+      expect(r.headers.get('content-type')).toContain('application/json');
+      expect(r.body.error).toBe('BAD_REQUEST');
+      expect(r.body.message).toContain('durationMs');
+    }
+    expect((await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', h)).body.cleared).toBe(3);
+  });
+
   it('server-wide faults are for the operator only; another customer cannot touch this account', async () => {
     const other = createCustomer(t.gw.services.tenancy, 'tenant-b');
     const r = await t.req('POST', '/v1/sim/faults', { headers: mgmt(other.managementKey), body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 5 } });

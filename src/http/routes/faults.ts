@@ -1,25 +1,28 @@
 // Fault injection into the embedded simulator, for benchmark harnesses and failure tests
-// (issue 3): connection drops, added latency, trade rejects, "timeout after send".
+// (issue 3): connection drops, added latency, trade rejects, "timeout after send", and mutes (the
+// connection stays up, no ticks or candles arrive).
 // Per account: the account owner's management key. Per server: the operator only (the customer
 // created on first start), since a server-wide fault reaches every customer's accounts there.
 import { z } from 'zod';
 import { apiError } from '../../errors.js';
+import { FAULT_KINDS, type FaultKind } from '../../sim/faults.js';
 import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { ownedSeat } from './provisioning.js';
 
 const FaultFields = {
-  kind: z.enum(['drop', 'latency', 'reject', 'timeoutAfterSend']).describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend: trade requests'),
-  durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length'),
+  kind: z.enum(FAULT_KINDS)
+    .describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend: trade requests; mute: connected, but no ticks or candles'),
+  durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length; mute: how long no market data arrives'),
   latencyMs: z.number().int().min(1).max(60_000).optional().describe('latency: added per reply'),
   count: z.number().int().min(1).max(1_000_000).optional().describe('reject / timeoutAfterSend: the next N trade requests'),
   probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend: each trade request with this probability'),
 };
 
-type FaultBody = { kind: 'drop' | 'latency' | 'reject' | 'timeoutAfterSend'; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined };
+type FaultBody = { kind: FaultKind; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined };
 
 function checked(b: FaultBody) {
-  if (b.kind === 'drop' && b.durationMs === undefined) throw apiError('BAD_REQUEST', "body field 'durationMs': required for a drop");
+  if ((b.kind === 'drop' || b.kind === 'mute') && b.durationMs === undefined) throw apiError('BAD_REQUEST', `body field 'durationMs': required for a ${b.kind}`);
   if (b.kind === 'latency' && b.latencyMs === undefined) throw apiError('BAD_REQUEST', "body field 'latencyMs': required for latency");
   if ((b.kind === 'reject' || b.kind === 'timeoutAfterSend') && b.count === undefined && b.probability === undefined) {
     throw apiError('BAD_REQUEST', `body: ${b.kind} needs 'count' or 'probability'`);

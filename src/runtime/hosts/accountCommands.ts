@@ -2,7 +2,7 @@
 // types-only module so the HTTP routes (main thread) and the host (shard) share one definition.
 import type { TradeOp } from '../../market/orderSchemas.js';
 import type { Platform } from '../../market/server.js';
-import type { Fault } from '../../sim/faults.js';
+import type { Fault, FaultKind } from '../../sim/faults.js';
 import type { ConnectionPhase } from './accountRegistry.js';
 import type { NewAuditRow } from '../../store/audit.js';
 
@@ -51,7 +51,7 @@ export const ACCOUNT_BINDING_EVENT = 'acct.binding';
 
 
 export interface FaultArgs {
-  kind: 'drop' | 'latency' | 'reject' | 'timeoutAfterSend';
+  kind: FaultKind;
   durationMs?: number;
   latencyMs?: number;
   count?: number;
