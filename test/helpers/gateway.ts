@@ -1,8 +1,9 @@
 // Starts a real gateway (uWS on 127.0.0.1, port 0, its own temp data dir, real shard workers)
 // and gives tests a small HTTP client for it.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../src/auth/throttle.js';
 import { parseConfig, type ConfigInput } from '../../src/config.js';
 import { startGateway, type Gateway } from '../../src/gateway.js';
@@ -18,6 +19,14 @@ export const SHARD_WORKER = builtEntry('src/runtime/shardWorker.ts');
 /** The WAL checkpointer's thread, from the build too: from the sources it registered tsx's loader
  *  first (~180 ms of CPU and ~370 ms before it answered, against ~35 ms and ~50 ms). */
 export const CHECKPOINT_WORKER = builtEntry('src/store/checkpointWorker.ts');
+const DOWNABLE_SHARD_WORKER = fileURLToPath(new URL('./downableShard.mjs', import.meta.url));
+/** What downableShard.mjs reads at every start: the real worker, and the shards kept down. */
+const downableShards = (dataDir: string) => join(dataDir, 'test-shards.json');
+function setShardsDown(dataDir: string, change: (down: number[]) => number[]): void {
+  const file = downableShards(dataDir);
+  const cfg = JSON.parse(readFileSync(file, 'utf8')) as { worker: string; down: number[] };
+  writeFileSync(file, JSON.stringify({ ...cfg, down: change(cfg.down) }));
+}
 
 export interface TestGateway {
   gw: Gateway;
@@ -63,14 +72,16 @@ function openApiOf(routes: Gateway['routes']): ReturnType<typeof buildOpenApi> {
  *  gateways per test. */
 export async function startTestGateway(
   overrides: ConfigInput = {},
-  opts: { clock?: Clock; dataDir?: string; log?: Logger } = {},
+  opts: { clock?: Clock; dataDir?: string; log?: Logger; downableShards?: boolean } = {},
 ): Promise<TestGateway> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tagw-test-'));
+  // The shards run the real worker through downableShard.mjs, which keepShardDown can stop from starting.
+  if (opts.downableShards) writeFileSync(downableShards(dataDir), JSON.stringify({ worker: SHARD_WORKER, down: [] }));
   const config = parseConfig({
     host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: TEST_MANAGEMENT_KEY,
     seatBuildMs: 300, drainTimeoutMs: 2_000, ...overrides,
   });
-  const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent'), shardWorkerFile: SHARD_WORKER, checkpointWorkerFile: CHECKPOINT_WORKER };
+  const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent'), shardWorkerFile: opts.downableShards ? DOWNABLE_SHARD_WORKER : SHARD_WORKER, checkpointWorkerFile: CHECKPOINT_WORKER };
   if (opts.clock) gwOpts.clock = opts.clock;
   const gw = await startGateway(config, gwOpts);
   const url = `http://127.0.0.1:${gw.port}`;
@@ -103,6 +114,16 @@ export async function startTestGateway(
       if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A gateway started with `downableShards`: every later start of the shard fails (kill it to take it
+ *  down; the supervisor then restarts it for ever, never ready) until allowShardUp. */
+export function keepShardDown(g: TestGateway, shard: number): void {
+  setShardsDown(g.dataDir, (down) => [...down, shard]);
+}
+
+export function allowShardUp(g: TestGateway, shard: number): void {
+  setShardsDown(g.dataDir, (down) => down.filter((s) => s !== shard));
 }
 
 export const mgmt = (key: string) => ({ authorization: `Bearer ${key}` });
