@@ -20,6 +20,7 @@ export class RoutedShards implements Shards {
   get size(): number { return this.set.size; }
   allReady(): boolean { return this.set.allReady(); }
   restarts(): number { return this.set.restarts(); }
+  onDeath(listener: (shard: number) => void): () => void { return this.set.onDeath(listener); }
   onRestart(listener: (shard: number) => void): () => void { return this.set.onRestart(listener); }
   queueDepths(): number[] { return this.set.queueDepths(); }
   health(): ReturnType<ShardSet['health']> { return this.set.health(); }

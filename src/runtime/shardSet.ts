@@ -95,8 +95,9 @@ class Shard {
     return this.pending.size;
   }
 
-  /** `onRestarted`: a restarted thread reported ready (see ShardSet.onRestart). */
-  constructor(readonly index: number, private readonly opts: ShardSetOptions, private readonly onRestarted: () => void) {
+  /** `announce`: the thread died after the shard was up ('died', see ShardSet.onDeath), or a
+   *  restarted thread reported ready ('up', see ShardSet.onRestart). */
+  constructor(readonly index: number, private readonly opts: ShardSetOptions, private readonly announce: (what: 'died' | 'up') => void) {
     this.pool = new Piscina({
       filename: opts.workerFile ?? workerFile,
       minThreads: 1,
@@ -144,7 +145,7 @@ class Shard {
       this.readyWaiters = [];
       for (const f of w) f.resolve();
       this.queueFlush();
-      if (restarted) this.onRestarted();
+      if (restarted) this.announce('up');
     }
   }
 
@@ -173,6 +174,8 @@ class Shard {
         p.reject(apiError('SERVICE_UNAVAILABLE', 'the account runtime restarted before replying; retry', { headers: { 'retry-after': '1' } }));
       }
     }
+    // After the calls in flight are queued again: what the listeners send now is queued once.
+    if (this.started) this.announce('died');
     // Back off only when crash-looping, so a single crash is repaired at once.
     const delay = this.crashStreak <= 1 ? 0 : Math.min(5_000, 100 * 2 ** (this.crashStreak - 2));
     // A start that fails for good rejects the first start()'s promise too, which reports it.
@@ -267,14 +270,14 @@ class Shard {
 
 /** What routes and the stream hub use of the shards: a ShardSet, or in cluster mode the node's
  *  router in front of it (`call` reaches the account's owner; the rest stays on this node). */
-export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
+export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onDeath' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
 
 export class ShardSet {
   private readonly shards: Shard[];
-  private readonly restartListeners = new Set<(shard: number) => void>();
+  private readonly listeners = { died: new Set<(shard: number) => void>(), up: new Set<(shard: number) => void>() };
 
   constructor(private readonly opts: ShardSetOptions) {
-    this.shards = Array.from({ length: opts.shards }, (_, i) => new Shard(i, opts, () => this.restarted(i)));
+    this.shards = Array.from({ length: opts.shards }, (_, i) => new Shard(i, opts, (what) => this.announce(what, i)));
   }
 
   get size(): number {
@@ -306,20 +309,33 @@ export class ShardSet {
     return this.shards.reduce((n, s) => n + s.restarts, 0);
   }
 
+  /** `listener` runs each time the thread of a shard that was up dies (a crash, a kill), before its
+   *  restart: what it held in memory (stream state, subscriptions, events not yet sent) is gone, and
+   *  nothing says when a new thread will be ready (one that crashes while it rehydrates is started
+   *  again with backoff, maybe for ever). Once per death, from the shard's first ready on: in a
+   *  crash loop every start that crashes is one. Returns the unsubscribe. */
+  onDeath(listener: (shard: number) => void): () => void {
+    return this.listen('died', listener);
+  }
+
   /** `listener` runs each time a shard that died is up again: its new thread reported ready, takes
    *  commands and holds nothing of the old one's memory (stream state, subscriptions); once per
    *  return, however many starts it took. A first start is not one. Returns the unsubscribe. */
   onRestart(listener: (shard: number) => void): () => void {
-    this.restartListeners.add(listener);
-    return () => void this.restartListeners.delete(listener);
+    return this.listen('up', listener);
   }
 
-  private restarted(shard: number): void {
-    for (const l of [...this.restartListeners]) {
+  private listen(what: 'died' | 'up', listener: (shard: number) => void): () => void {
+    this.listeners[what].add(listener);
+    return () => void this.listeners[what].delete(listener);
+  }
+
+  private announce(what: 'died' | 'up', shard: number): void {
+    for (const l of [...this.listeners[what]]) {
       try {
         l(shard);
       } catch (err) {
-        this.opts.log.error('shard restart listener failed', { shard, err: errorMessage(err) });
+        this.opts.log.error(`shard ${what === 'died' ? 'death' : 'restart'} listener failed`, { shard, err: errorMessage(err) });
       }
     }
   }

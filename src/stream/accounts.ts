@@ -63,7 +63,7 @@ export class AccountStreams {
    *  disk: tried again every retryMs until done. One of an account whose stream begins again
    *  meanwhile is not done (create: the new epoch's fresh write replaces those rows, in its order). */
   private readonly drops: HeldWrites<string>;
-  private readonly offRestart: () => void;
+  private readonly offDeath: () => void;
 
   constructor(private readonly deps: AccountStreamDeps, private readonly topics: Topics, private readonly out: Outbox) {
     const fullDisk = deps.fullDisk ?? new FullDisk({ log: deps.log, retryMs: FULL_DISK_RETRY_MS });
@@ -83,7 +83,7 @@ export class AccountStreams {
       fullDisk, what: 'stream history drop', keyOf: (id) => id, retry: (ids) => this.dropHistory(ids),
       ...(deps.scheduler ? { scheduler: deps.scheduler } : {}),
     });
-    this.offRestart = deps.shards.onRestart((shard) => this.shardRestarted(shard));
+    this.offDeath = deps.shards.onDeath((shard) => this.shardDied(shard));
   }
 
   private get limits() {
@@ -299,7 +299,7 @@ export class AccountStreams {
     this.stopped = true;
     this.marks.stop();
     this.drops.stop();
-    this.offRestart();
+    this.offDeath();
     for (const acc of this.accounts.values()) {
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;
@@ -348,10 +348,13 @@ export class AccountStreams {
 
   // ---- shard restarts ---------------------------------------------------------------------------
 
-  /** A restarted shard (up again: ShardSet.onRestart) lost the stream state of its accounts
-   *  (subscriptions, listeners, events in flight): their sockets are closed with RUNTIME_RESTARTED so
-   *  clients reconnect, resubscribe and resync, and their streams start a new epoch. */
-  private shardRestarted(shard: number): void {
+  /** A shard whose thread died (ShardSet.onDeath) lost the stream state of its accounts
+   *  (subscriptions, listeners, events in flight): their sockets are closed with RUNTIME_RESTARTED at
+   *  once, not when a new thread is ready (one crashing while it rehydrates may never be), so clients
+   *  learn of the hole, reconnect, resubscribe and resync; their streams start a new epoch. A socket
+   *  that reconnects meanwhile waits for the new thread (its stream.open goes there), and is closed
+   *  again if that thread dies too. */
+  private shardDied(shard: number): void {
     const shards = this.deps.shards;
     for (const acc of [...this.accounts.values()]) {
       if (shards.shardFor(acc.id) !== shard) continue;

@@ -14,7 +14,10 @@ export const SOCKET_CLOSE = {
   BACKPRESSURE: { code: 4008, reason: 'client too slow: over the backpressure limit; reconnect and resume' },
   /** /v1/stream: the account runtime could not be reached or the account disappeared. */
   ACCOUNT_UNAVAILABLE: { code: 4010, reason: 'account unavailable' },
-  /** /v1/stream: the account's shard restarted (crash recovery): reconnect, resubscribe and resync from the snapshots. */
+  /** The thread of the account's shard died (crash recovery), sent when it dies, not once a new one is
+   *  up. /v1/stream: reconnect, resubscribe and resync from the snapshots (a new epoch); /ws: reconnect
+   *  with the same handle (the session survives; its subscriptions are placed again when the shard is
+   *  up). Both sockets. */
   RUNTIME_RESTARTED: { code: 4011, reason: 'account runtime restarted; reconnect and resubscribe' },
   /** /v1/stream: the account was bound (/ConnectEx id=) to another broker login (its account stream
    *  begins a new epoch); on another server also another market, clock, maybe platform. Reconnect

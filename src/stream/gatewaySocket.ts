@@ -5,7 +5,10 @@
 //
 // Auth is checked before the upgrade: x-api-key header or ?apiKey=, and the handle must be a
 // live session of the key's customer (and of its account for a scoped key). When the session
-// ends (Disconnect) its sockets are closed with SESSION_ENDED.
+// ends (Disconnect) its sockets are closed with SESSION_ENDED. When the shard running its account
+// dies, they are closed with RUNTIME_RESTARTED at once: the pushes stop until a new thread is up and
+// has placed the session's subscriptions again (which may take long, or never happen while the
+// shard crashes at every start), and a client told so reconnects with the same handle.
 //
 // Slow readers: a socket whose unread backlog passes WS_BACKLOG_LIMIT is closed with 4008
 // (SOCKET_CLOSE.BACKPRESSURE) rather than silently losing frames: the client reconnects and places
@@ -39,7 +42,8 @@ import type { SessionRow } from '../store/sessions.js';
 import { GATEWAY_EVENT, type GatewayEvent } from '../runtime/hosts/gatewayCommands.js';
 import type { Services } from '../http/services.js';
 
-interface UserData { hash: string; keyId: string; followed: boolean }
+/** `accountId`: the session's account (a socket's pushes stop when the shard running it dies). */
+interface UserData { hash: string; keyId: string; followed: boolean; accountId: string }
 
 const topic = (hash: string) => `gw/${hash}`;
 
@@ -79,6 +83,7 @@ export class GatewaySocket {
   }
 
   private keyTimer: NodeJS.Timeout | null = null;
+  private offDeath: (() => void) | null = null;
   /** Armed by a publish: with nothing published since the last check there is nothing to check. */
   private sweeper: DemandTimer | null = null;
   private publishedBytes = 0;
@@ -93,6 +98,7 @@ export class GatewaySocket {
     // Open sockets re-check their API key, as /v1/stream does: a revoked key stops receiving.
     this.keyTimer = setInterval(() => this.checkKeys(), this.s.config.streamKeyCheckMs);
     this.keyTimer.unref();
+    this.offDeath = this.s.shards.onDeath((shard) => this.shardDied(shard));
     this.sweeper = new DemandTimer(this.s.config.streamSweepMs, () => {
       this.sweep();
       return false; // the next publish arms it again
@@ -146,14 +152,16 @@ export class GatewaySocket {
       if (!handle) throw apiError('BAD_REQUEST', "parameter 'handle' is required: /ws?handle=<handle from POST /v1/connect>");
       assertHandshake({ key, connection });
       const hash = handleHash(handle);
-      const check = (session: SessionRow | undefined): void => {
+      /** The session's account, once the key may use the session. */
+      const check = (session: SessionRow | undefined): string => {
         if (!session || session.customer_id !== principal.customerId) throw apiError('SESSION_NOT_FOUND', 'session handle unknown or disconnected');
         assertAccountScope(principal, session.account_id);
+        return session.account_id;
       };
       const cluster = this.s.cluster;
       if (!cluster) {
-        check(this.dir.get(hash));
-        sink.upgradeNow({ hash, keyId: principal.keyId, followed: false } satisfies UserData, key, protocol, extensions, context);
+        const accountId = check(this.dir.get(hash));
+        sink.upgradeNow({ hash, keyId: principal.keyId, followed: false, accountId } satisfies UserData, key, protocol, extensions, context);
         return;
       }
       // Cluster mode: the row may be another node's, and the relay's interest must be in place
@@ -162,14 +170,14 @@ export class GatewaySocket {
         let followed = false;
         try {
           const session = this.dir.get(hash) ?? (await this.dir.findElsewhere(hash, cluster));
-          check(session);
+          const accountId = check(session);
           await cluster.relay.follow(hash);
           followed = true;
           if (!sink.open) {
             cluster.relay.unfollow(hash);
             return;
           }
-          sink.upgradeLater({ hash, keyId: principal.keyId, followed } satisfies UserData, key, protocol, extensions, context);
+          sink.upgradeLater({ hash, keyId: principal.keyId, followed, accountId } satisfies UserData, key, protocol, extensions, context);
         } catch (err) {
           if (followed) cluster.relay.unfollow(hash);
           refuse(err);
@@ -211,6 +219,20 @@ export class GatewaySocket {
     }
   }
 
+  /** A shard of this node died (ShardSet.onDeath): the sockets of the sessions it ran are closed.
+   *  Cluster mode: only of the accounts this node owns (a session of another node's account runs on
+   *  that node's shards, whatever this node's shard of the same number does). */
+  private shardDied(shard: number): void {
+    const { shards, cluster } = this.s;
+    for (const set of this.sockets.values()) {
+      for (const ws of [...set]) {
+        const { accountId } = ws.getUserData();
+        if (shards.shardFor(accountId) !== shard || (cluster && !cluster.owns(accountId))) continue;
+        ws.end(SOCKET_CLOSE.RUNTIME_RESTARTED.code, SOCKET_CLOSE.RUNTIME_RESTARTED.reason);
+      }
+    }
+  }
+
   /** A key revoked through the management API: its sockets close now, not at the next check. */
   closeKey(keyId: string): void {
     for (const set of this.sockets.values()) {
@@ -231,6 +253,8 @@ export class GatewaySocket {
 
   close(): void {
     if (this.keyTimer) clearInterval(this.keyTimer);
+    this.offDeath?.();
+    this.offDeath = null;
     this.sweeper?.stop();
     this.keyTimer = null;
     for (const set of this.sockets.values()) for (const ws of [...set]) ws.end(SOCKET_CLOSE.GOING_AWAY.code, SOCKET_CLOSE.GOING_AWAY.reason);

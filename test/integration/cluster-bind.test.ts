@@ -17,6 +17,7 @@ import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { useClusterEngines } from '../helpers/cluster.js';
 import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { openWs, type WsClient } from '../helpers/gateway-helpers.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
 import { until } from '../helpers/until.js';
@@ -128,8 +129,10 @@ describe('cluster: a start that fails after the cluster side opened', () => {
 
 describe('cluster: a follower node\'s own shard restart, and a rebound relayed to it', () => {
   const sockets: StreamClient[] = [];
+  const pushes: WsClient[] = [];
   afterAll(async () => {
     await Promise.all(sockets.map((c) => c.close()));
+    for (const w of pushes) w.ws.terminate();
   });
   /** A new account, its owner, and a socket on the other node (which follows it) past its snapshot. */
   async function followed(login: string) {
@@ -144,12 +147,26 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     return { id, owner, follower, c, before };
   }
 
-  it('a restart of the follower\'s shard does not end the sockets of an account it only follows, nor start an epoch there', async () => {
+  /** A gateway session of the account with BTCUSD quotes, and its /ws socket on `node`, past a quote. */
+  async function pushed(id: string, node: TestGateway): Promise<WsClient> {
+    const made = await node.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: id } });
+    expect(made.status).toBe(200);
+    const ws = await openWs(node, made.body.handle as string, apiKey.value);
+    pushes.push(ws);
+    const sub = await node.req('GET', `/v1/proxy/Subscribe?handle=${encodeURIComponent(made.body.handle as string)}&symbol=BTCUSD&interval=0`, { headers: { 'x-api-key': apiKey.value } });
+    expect(sub.status).toBe(200);
+    await ws.waitFor((f) => f.type === 'QUOTE', 15_000);
+    return ws;
+  }
+
+  it('a restart of the follower\'s shard does not end the sockets of an account it only follows (/v1/stream and /ws), nor start an epoch there', async () => {
     const { id, owner, follower, c, before } = await followed('followed');
+    // The session's pushes come from the owner's shard: the follower's shard of the same number is not theirs.
+    const ws = await pushed(id, follower);
     const shards = follower.gw.services.shards;
     const thread = shards.threadId(shards.shardFor(id));
     await shards.kill(shards.shardFor(id));
-    // The stream hub compares threads on its sweep (every STREAM_SWEEP_MS, 20 ms): the new thread is what it sees.
+    // Its new thread is there (the hub acted on the death: nothing of it touches an account run by the owner).
     await until(() => { const t = shards.threadId(shards.shardFor(id)); return t !== undefined && t !== thread; }, 'the follower\'s shard to restart');
     // An order through the owner: its TRADE reaches the follower's socket in the same epoch.
     const sent = await orderSend(owner.url, apiKey.value, id, 'after-restart');
@@ -157,6 +174,18 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     const trade = await c.next('TRADE', 0, 15_000);
     expect(trade.epoch).toBe(before.epoch);
     expect(c.closed).toBeNull();
+    const quotes = ws.frames.length;
+    await ws.waitFor((f) => ws.frames.indexOf(f) >= quotes && f.type === 'QUOTE', 15_000);
+    expect(ws.ws.readyState).toBe(ws.ws.OPEN);
+  }, 60_000);
+
+  it('the owner\'s shard dies: the /ws socket of the account\'s session on the owner is closed with 4011 at once', async () => {
+    const { id, owner } = await followed('owner-death');
+    const ws = await pushed(id, owner);
+    const shards = owner.gw.services.shards;
+    await shards.kill(shards.shardFor(id));
+    expect(await ws.closed).toEqual({ code: SOCKET_CLOSE.RUNTIME_RESTARTED.code, reason: SOCKET_CLOSE.RUNTIME_RESTARTED.reason });
+    await until(() => shards.allReady(), 'the owner\'s shard to be up again');
   }, 60_000);
 
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {

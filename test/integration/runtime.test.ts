@@ -36,6 +36,13 @@ describe('shard supervision', () => {
     const restartsBefore = t.gw.services.shards.restarts();
     // Announced once the new thread is up: it takes commands then (what the stream hub and the
     // near sources act on).
+    // Its death is announced at once, before any new thread is up (what the stream sockets act on).
+    const died = new Promise<{ shard: number; up: boolean; restarts: number }>((resolve) => {
+      const off = t.gw.services.shards.onDeath((s) => {
+        off();
+        resolve({ shard: s, up: t.gw.services.shards.health()[s]!.ready, restarts: t.gw.services.shards.restarts() });
+      });
+    });
     const announced = new Promise<{ shard: number; up: boolean; newThread: boolean; restarts: number }>((resolve) => {
       const off = t.gw.services.shards.onRestart((s) => {
         off();
@@ -51,6 +58,7 @@ describe('shard supervision', () => {
     expect(during.body.status).toBe('BUILDING_SERVER');
     expect(t.gw.services.shards.restarts()).toBe(restartsBefore + 1);
     expect(t.gw.services.shards.threadId(shard)).not.toBe(threadBefore);
+    expect(await died).toEqual({ shard, up: false, restarts: restartsBefore + 1 });
     expect(await announced).toEqual({ shard, up: true, newThread: true, restarts: restartsBefore + 1 });
     const after = await t.gw.services.shards.callShard(shard, 'shard.ping', {});
     expect(after.actors).toBeGreaterThanOrEqual(1);

@@ -1,8 +1,9 @@
-// What follows a shard restart on the main thread, on ShardSet.onRestart (src/runtime/shardSet.ts):
-// a node's near sources of that shard's accounts are sent again (src/cluster/nearSources.ts) and the
-// stream state of its accounts is dropped, their sockets closed with RUNTIME_RESTARTED
-// (src/stream/accounts.ts). Both happen when the restart is announced, with no timer running: the
-// timers are fake and never advanced (both once polled `restarts()` on a timer of their own).
+// What follows a shard's death and restart on the main thread (src/runtime/shardSet.ts): when its
+// thread dies (ShardSet.onDeath) the stream state of its accounts is dropped, their sockets closed
+// with RUNTIME_RESTARTED (src/stream/accounts.ts), whether or not a new thread ever comes up; once
+// it is up again (ShardSet.onRestart) a node's near sources of its accounts are sent again
+// (src/cluster/nearSources.ts). Both happen when announced, with no timer running: the timers are
+// fake and never advanced (both once polled `restarts()` on a timer of their own).
 // Accounts 'a…' run on shard 0, 'b…' on shard 1.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NearSources } from '../../src/cluster/nearSources.js';
@@ -15,10 +16,11 @@ import type { Topics } from '../../src/stream/topics.js';
 
 const log = { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined };
 
-/** The shards as both consumers see them: calls recorded, a restart announced by the test. */
+/** The shards as both consumers see them: calls recorded, a death and a restart announced by the test. */
 class Shards {
   readonly calls: Array<{ key: string; op: string; args: unknown }> = [];
   private readonly listeners = new Set<(shard: number) => void>();
+  private readonly deathListeners = new Set<(shard: number) => void>();
   private n = 0;
   shardFor(id: string): number {
     return id.startsWith('a') ? 0 : 1;
@@ -37,9 +39,17 @@ class Shards {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
   }
-  /** The shard's thread died and its new one is up. */
-  restart(shard: number): void {
+  onDeath(listener: (shard: number) => void): () => void {
+    this.deathListeners.add(listener);
+    return () => void this.deathListeners.delete(listener);
+  }
+  /** The shard's thread died (no new one is up yet). */
+  die(shard: number): void {
     this.n++;
+    for (const l of this.deathListeners) l(shard);
+  }
+  /** The shard's new thread is up. */
+  restart(shard: number): void {
     for (const l of this.listeners) l(shard);
   }
 }
@@ -74,8 +84,8 @@ describe('near sources after a shard restart', () => {
   });
 });
 
-describe('account streams after a shard restart', () => {
-  it('close the restarted shard\'s sockets with RUNTIME_RESTARTED and begin a new epoch, at once', () => {
+describe('account streams after a shard death', () => {
+  it('close the dead shard\'s sockets with RUNTIME_RESTARTED and begin a new epoch, at once, with no new thread up', () => {
     const shards = new Shards();
     const ended: Array<[string, string]> = [];
     const out = { end: (s: Sock, why: string) => void ended.push([s.acc.id, why]) } as unknown as Outbox;
@@ -91,15 +101,19 @@ describe('account streams after a shard restart', () => {
     b.sockets.add({ acc: b } as Sock);
     const [epochA, epochB] = [a.history.epoch, b.history.epoch];
 
-    shards.restart(0);
+    shards.die(0);
     expect(ended).toEqual([['a1', 'RUNTIME_RESTARTED']]);
     expect(a.history.epoch).not.toBe(epochA);
     expect(a.opens).toBe(0); // the new thread holds no stream.open of ours
     expect(b.history.epoch).toBe(epochB);
     expect(b.opens).toBe(1);
+    // Its new thread up: nothing more to do (a socket that came meanwhile opened its stream there).
+    shards.restart(0);
+    expect(ended).toHaveLength(1);
+    expect(b.history.epoch).toBe(epochB);
 
     streams.stop();
-    shards.restart(1);
+    shards.die(1);
     expect(ended).toHaveLength(1);
   });
 });

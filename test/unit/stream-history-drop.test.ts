@@ -43,7 +43,7 @@ function boot() {
     config: { streamHistoryMaxEvents: 10_000, streamHistoryMaxAgeMs: MAX_AGE } as Config,
     log, clock: { now: () => now }, history, fullDisk: new FullDisk({ log, retryMs: 1_000 }), scheduler,
     inflight: { draining: false },
-    shards: { call: () => Promise.resolve({}), shardFor: () => 0, threadId: () => 1, onRestart: () => () => undefined },
+    shards: { call: () => Promise.resolve({}), shardFor: () => 0, threadId: () => 1, onDeath: () => () => undefined },
   } as unknown as AccountStreamDeps;
   const streams = new AccountStreams(deps, { shardClock: { now: () => now } } as unknown as Topics, {} as Outbox);
   const open: StreamOpenResult = { platform: 'P5', server: 'Sim', phase: 'connected' } as StreamOpenResult;

@@ -86,7 +86,7 @@ class Runs {
     const fullDisk = new FullDisk({ log, retryMs: 1_000 });
     const deps = {
       config, log, clock, history: store, fullDisk, scheduler: timers, inflight: { draining: false },
-      shards: { shardFor: () => 0, onRestart: () => () => undefined, call: () => Promise.resolve() },
+      shards: { shardFor: () => 0, onDeath: () => () => undefined, call: () => Promise.resolve() },
     } as unknown as AccountStreamDeps;
     const streams = new AccountStreams(deps, { shardClock: clock, noteServer: () => undefined } as unknown as Topics, {} as Outbox);
     const w = new HistoryWrites({ log, clock, history: store, fullDisk, scheduler: timers }, {

@@ -34,7 +34,7 @@ describe('the stream history\'s alive mark on a full disk', () => {
     const deps = {
       config: { streamHistoryMaxEvents: 10_000, streamHistoryMaxAgeMs: 120_000 } as Config,
       log, clock: { now: () => now }, history, fullDisk: new FullDisk({ log, retryMs: 1_000 }), scheduler,
-      shards: { onRestart: () => () => undefined },
+      shards: { onDeath: () => () => undefined },
     } as unknown as AccountStreamDeps;
     const streams = new AccountStreams(deps, {} as Topics, {} as Outbox);
     history.write([{ accountId: 'a', epoch: 'e1', seq: 0, deal: { ticket: 0, timeMsc: 0 }, entries: [], keepFrom: 1 }], now);
