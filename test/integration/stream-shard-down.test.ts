@@ -33,10 +33,12 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** A /v1/stream socket of the account subscribed to BTCUSD, and its /ws socket with BTCUSD quotes, both streaming. */
+/** A /v1/stream socket of the account past its snapshot (its shard's) and subscribed to BTCUSD, and
+ *  its /ws socket with BTCUSD quotes (its session's, on its shard), both streaming. */
 async function streaming(a: Acct): Promise<{ stream: StreamClient; ws: WsClient }> {
   const stream = await mustOpen(t.url, { id: a.id, apiKey: a.key, heartbeat: '0' });
   streams.push(stream);
+  await stream.next('ORDERS', 0, 15_000);
   stream.send({ action: 'subscribe', symbol: 'BTCUSD' });
   await stream.next('QUOTE', 0, 15_000);
   const ws = await openWs(t, a.handle, a.key);
