@@ -24,6 +24,7 @@ import { replacedBy, TWIN_TAKEN_OVER } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
 import { RoutedShards } from './routedShards.js';
 import { NearSources } from './nearSources.js';
+import { quietAnnouncer } from './quietNotices.js';
 import { AccountStore } from '../store/accounts.js';
 import { clusterOverview, type Lease, type NodeRow } from './leases.js';
 import { nodeCounters } from './nodeCounters.js';
@@ -189,7 +190,7 @@ export class ClusterNode {
     let nats: NatsNode;
     try {
       nats = await startNatsNode({
-        url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, answerAlive: false, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log,
+        url: natsUrl, nodeId, incarnation: this.pg.incarnation, marketOnInterest: true, answerAlive: false, shards: calls, lookupOwner: this.pg.lookupOwner, ownerWaitMs, onEvent: this.o.onEvent, log: this.o.log, clock: this.o.clock,
         holds: (accountId) => this.pg.keeper.holds(accountId),
         ...(this.o.settings.aliveAskMs === undefined ? {} : { aliveAskMs: this.o.settings.aliveAskMs }),
       });
@@ -203,7 +204,11 @@ export class ClusterNode {
     // A symbol this node's sockets follow on another node's account also comes from an account of the
     // same server running here, if there is one (nearSources.ts).
     const bindings = new AccountStore(this.o.sqlite);
-    const near = new NearSources({ shards: set, serverOf: (id) => bindings.getLive(id)?.server, log: this.o.log });
+    const near = new NearSources({
+      shards: set, serverOf: (id) => bindings.getLive(id)?.server, log: this.o.log,
+      quiet: { nodeId, announce: quietAnnouncer(nats.link, this.o.log) },
+    });
+    nats.relay.watch = near.watch;
     this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(near.relayWith(nats.relay))), tenancy, near };
     // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
     this.pg.mirror.runsHere = (id) => adopted.has(id);
@@ -439,8 +444,8 @@ export class ClusterNode {
   }
 
   /** Symbols this node's sockets follow on other nodes' accounts, and how many a local account serves (nearSources.ts). */
-  nearCounts(): { wanted: number; served: number } {
-    return this.wired?.near.counts() ?? { wanted: 0, served: 0 };
+  nearCounts(): { wanted: number; served: number; quiet: number; stalls: number } {
+    return this.wired?.near.counts() ?? { wanted: 0, served: 0, quiet: 0, stalls: 0 };
   }
 
   /** Readiness (/readyz): NATS connected (it can forward and relay) and PostgreSQL answering its

@@ -4,11 +4,14 @@
 // startPgNode: lease events -> owners.announce; routes and the stream hub -> router.call; every
 // shard event -> relay.publish as well as the local receivers; relay.onEvent -> those receivers.
 import type { Logger } from '../log.js';
+import { systemClock, type Clock } from '../util/clock.js';
 import type { ShardEvent } from '../runtime/protocol.js';
 import { Liveness } from './liveness.js';
 import { NatsLink } from './natsLink.js';
 import { OwnerCache, type OwnerInfo } from './owners.js';
 import { AccountRouter, type LocalShards, type RouterStats } from './router.js';
+import { QuietNodes } from './quietNodes.js';
+import { listenQuiet } from './quietNotices.js';
 import { StreamRelay, type RelayStats } from './streamRelay.js';
 
 export interface NatsNodeOptions {
@@ -32,6 +35,8 @@ export interface NatsNodeOptions {
    *  other nodes' shards: StreamRelayOptions.holds). */
   holds?: (accountId: string) => boolean;
   log: Logger;
+  /** Time for the quiet notices' ttl (default: the system clock). */
+  clock?: Clock;
   reconnectWaitMs?: number;
   /** CLUSTER_ALIVE_ASK_MS: how long a liveness question waits for its answer (default 250). */
   aliveAskMs?: number;
@@ -65,7 +70,18 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
   // A gateway's relay: market data goes out only while another node's sockets want the symbol of an
   // account owned here (the router's ledger). Tests and benches of the relay alone publish all of it.
   const wanted = o.marketOnInterest ? (_server: string, symbol: string) => router.interest.wantedElsewhere(symbol) : undefined;
-  const relay = new StreamRelay({ link, nodeId: o.nodeId, log, onEvent: o.onEvent, ...(wanted ? { wanted } : {}), ...(o.holds ? { holds: o.holds } : {}) });
+  // Ticks are withheld while every node wanting them said its near source keeps up (quietNodes.ts).
+  const quiet = new QuietNodes();
+  const clock = o.clock ?? systemClock;
+  const quietFor = (server: string, symbol: string) => {
+    if (quiet.empty) return false;
+    const now = clock.now();
+    return router.interest.everyElsewhere(symbol, (node) => quiet.has(node, server, symbol, now));
+  };
+  const quietSub = o.marketOnInterest ? listenQuiet(link, o.nodeId, quiet, clock, log) : undefined;
+  const relay = new StreamRelay({
+    link, nodeId: o.nodeId, log, onEvent: o.onEvent, ...(wanted ? { wanted, quietFor } : {}), ...(o.holds ? { holds: o.holds } : {}),
+  });
   if (o.answerAlive !== false) await liveness.answer(o.nodeId, o.incarnation ?? 0);
   // The subscriptions are at the server before anyone is told this node is up.
   await link.nc.flush();
@@ -73,6 +89,7 @@ export async function startNatsNode(o: NatsNodeOptions): Promise<NatsNode> {
     link, owners, router, relay, liveness,
     stats: () => ({ natsUp: link.up, router: router.stats, relay: relay.stats }),
     async close() {
+      quietSub?.unsubscribe();
       relay.close();
       router.close();
       liveness.close();

@@ -5,11 +5,16 @@
 // (one process hand-off) unless its session is down or gone, when the relay's copy still comes. The
 // accounts running here come from the node's adoptions and releases; a shard that restarted holds no
 // source any more, so its accounts' sources are sent again once it is up (ShardSet.onRestart).
+// While local delivery of a served symbol keeps up (NearWatch), the node tells the owners it is
+// quiet for it and they withhold the relay's copies; it asks for them again (its notice without the
+// symbol) as soon as their pulses show local delivery fell behind, or no local account serves it.
 import type { Logger } from '../log.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { NearPlan, type NearCommand } from './nearPlan.js';
-import type { StreamRelay } from './streamRelay.js';
+import { NearWatch } from './nearWatch.js';
+import type { QuietNotice } from './quietNodes.js';
+import type { StreamRelay, TickWatch } from './streamRelay.js';
 import '../runtime/hosts/streamCommands.js';
 
 export type FollowRelay = Pick<StreamRelay, 'follow' | 'unfollow' | 'followMarket' | 'unfollowMarket'>;
@@ -20,14 +25,41 @@ export interface NearSourcesOptions {
   /** The broker server of an account (its binding), undefined when it has none. */
   serverOf: (accountId: string) => string | undefined;
   log: Logger;
+  /** This node's quiet set to the owners (NATS: SUBJECTS.nearQuiet), sent again every `refreshMs`
+   *  (default 1 s) while not empty, holding for three times that; absent: never quiet. */
+  quiet?: { nodeId: string; announce: (notice: QuietNotice) => void; refreshMs?: number };
+  /** How far (in tick time) local delivery may fall behind what the relay's pulses report before
+   *  the relay's copies are asked for again (NearWatch; default 1 s). */
+  graceMs?: number;
 }
 
 export class NearSources {
   private readonly plan = new NearPlan();
+  private readonly watched: NearWatch;
   private readonly offRestart: () => void;
+  private readonly refresh: ReturnType<typeof setInterval> | undefined;
+  /** Whether the last notice sent named any pair (an empty one is sent once, then no more). */
+  private saidQuiet = false;
+
+  /** The relay's tick times, to the watch; a change of the quiet set is told at once. */
+  readonly watch: TickWatch = {
+    local: (server, symbol, t) => {
+      if (this.watched.local(server, symbol, t)) this.announce();
+    },
+    known: (server, symbol, t) => {
+      if (this.watched.known(server, symbol, t)) this.announce();
+    },
+  };
 
   constructor(private readonly o: NearSourcesOptions) {
+    this.watched = new NearWatch(o.graceMs);
     this.offRestart = o.shards.onRestart((shard) => this.run(this.plan.resend((id) => o.shards.shardFor(id) === shard)));
+    if (o.quiet) {
+      this.refresh = setInterval(() => {
+        if (this.saidQuiet || this.watched.quietSize > 0) this.announce();
+      }, o.quiet.refreshMs ?? 1_000);
+      this.refresh.unref?.();
+    }
   }
 
   /** The relay as the follower uses it, with the near sources kept in step with its market subscriptions. */
@@ -59,9 +91,10 @@ export class NearSources {
     for (const id of accountIds) this.run(this.plan.removed(id));
   }
 
-  /** Followed (server, symbol) pairs, and how many of them an account running here serves. */
-  counts(): { wanted: number; served: number } {
-    return this.plan.counts();
+  /** Followed (server, symbol) pairs, how many of them an account running here serves, how many
+   *  of those the owners' relays withhold (quiet), and how often one fell behind (stalls). */
+  counts(): { wanted: number; served: number; quiet: number; stalls: number } {
+    return { ...this.plan.counts(), quiet: this.watched.quietSize, stalls: this.watched.stalls };
   }
 
   /** The account serving the (server, symbol) now (undefined: the relay alone). */
@@ -71,11 +104,23 @@ export class NearSources {
 
   stop(): void {
     this.offRestart();
+    if (this.refresh) clearInterval(this.refresh);
+  }
+
+  private announce(): void {
+    const q = this.o.quiet;
+    if (!q) return;
+    const pairs = this.watched.quiet();
+    this.saidQuiet = pairs.length > 0;
+    q.announce({ node: q.nodeId, pairs, ttlMs: 3 * (q.refreshMs ?? 1_000) });
   }
 
   private run(cmds: NearCommand[]): void {
+    let changed = false;
     for (const c of cmds) {
       if (c.op === 'source') {
+        // A new source (or one sent again to a restarted shard): quiet only once it delivers.
+        changed = this.watched.serve(c.server, c.symbol) || changed;
         this.o.shards.call(c.accountId, 'stream.source', { accountId: c.accountId, server: c.server, symbol: c.symbol }).then((r) => {
           if (!r.ok) this.run(this.plan.refused(c.accountId, c.server, c.symbol));
         }, (err: unknown) => this.o.log.warn('near source not started', { accountId: c.accountId, symbol: c.symbol, err: errorMessage(err) }));
@@ -84,5 +129,11 @@ export class NearSources {
           .catch((err: unknown) => this.o.log.warn('near source not stopped', { accountId: c.accountId, symbol: c.symbol, err: errorMessage(err) }));
       }
     }
+    // Pairs no local account serves any more (let go, or their account left with none to take
+    // over): the relay's copies are needed again.
+    for (const [server, symbol] of this.watched.served()) {
+      if (this.plan.sourceOf(server, symbol) === undefined) changed = this.watched.unserve(server, symbol) || changed;
+    }
+    if (changed) this.announce();
   }
 }

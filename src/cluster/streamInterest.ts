@@ -4,8 +4,9 @@
 // node's unsub would cut off every other node's sockets. The router passes each node's calls
 // through this ledger: a sub goes to the shard as is, an unsub only for what no other node still
 // wants, a node's last close (or its departure) releases what it alone wanted. Given this node's id,
-// it also counts which symbols some other node's sockets hold (wantedElsewhere): the owner publishes
-// a symbol's market data on NATS only while one does. Pure logic.
+// it also counts which symbols some other node's sockets hold, and which nodes (wantedElsewhere,
+// everyElsewhere): the owner publishes a symbol's market data on NATS only while one does, and its
+// ticks only while one is not quiet for them. Pure logic.
 import type { Timeframe } from '../market/timeframes.js';
 
 /** An unsub the shard must get (timeframes absent: the whole symbol). */
@@ -16,8 +17,8 @@ interface Origin { opens: number; symbols: Map<string, Set<Timeframe>> }
 export class StreamInterest {
   /** accountId -> node -> what that node's sockets hold. */
   private readonly accounts = new Map<string, Map<string, Origin>>();
-  /** symbol -> how many (account, node other than `self`) hold it. */
-  private readonly elsewhere = new Map<string, number>();
+  /** symbol -> node other than `self` -> how many of its accounts here it holds the symbol on. */
+  private readonly elsewhere = new Map<string, Map<string, number>>();
   /** Accounts whose every hold was closed (or forgotten) here: their shard stream is closed, and
    *  events meanwhile were not emitted. */
   private readonly closed = new Set<string>();
@@ -30,11 +31,23 @@ export class StreamInterest {
     return this.elsewhere.has(symbol);
   }
 
+  /** Whether the symbol is held elsewhere and every node holding it passes `test` (a node quiet
+   *  for it: its ticks need not be relayed, quietNodes.ts). */
+  everyElsewhere(symbol: string, test: (node: string) => boolean): boolean {
+    const nodes = this.elsewhere.get(symbol);
+    if (!nodes) return false;
+    for (const node of nodes.keys()) if (!test(node)) return false;
+    return true;
+  }
+
   private count(node: string, symbol: string, d: 1 | -1): void {
     if (node === this.self) return;
-    const n = (this.elsewhere.get(symbol) ?? 0) + d;
-    if (n > 0) this.elsewhere.set(symbol, n);
-    else this.elsewhere.delete(symbol);
+    let nodes = this.elsewhere.get(symbol);
+    if (!nodes) this.elsewhere.set(symbol, (nodes = new Map()));
+    const n = (nodes.get(node) ?? 0) + d;
+    if (n > 0) nodes.set(node, n);
+    else nodes.delete(node);
+    if (nodes.size === 0) this.elsewhere.delete(symbol);
   }
 
   private originOf(node: string, accountId: string): Origin {

@@ -39,8 +39,22 @@ export interface StreamRelayOptions {
   /** Whether this node holds the account's lease: its own shards are then the account's only
    *  source, and the account's events relayed from another node are dropped (see receive). */
   holds?: (accountId: string) => boolean;
+  /** Whether every node that wants the symbol's ticks said it is quiet for them (its near source
+   *  keeps up: quietNodes.ts): they are withheld then, and a pulse carrying the latest one's time is
+   *  published every `pulseMs` instead, so those nodes notice a near source that fell behind. */
+  quietFor?: (server: string, symbol: string) => boolean;
+  /** How often withheld ticks are announced by a pulse (default 500 ms). */
+  pulseMs?: number;
   log: Logger;
 }
+
+export interface TickWatch {
+  local(server: string, symbol: string, timeMsc: number): void;
+  known(server: string, symbol: string, timeMsc: number): void;
+}
+
+/** What a pulse carries: the latest withheld tick's time of the (server, symbol). */
+interface Pulse { server: string; symbol: string; t: number }
 
 export interface RelayStats {
   published: number;
@@ -54,6 +68,11 @@ export interface RelayStats {
   received: number;
   /** Received, not delivered: an account event from another node's shards for an account this node holds. */
   stale: number;
+  /** Ticks not published: every node wanting them is quiet for them (served by a near source). */
+  withheld: number;
+  /** Pulses published (withheld ticks' latest time) and received. */
+  pulses: number;
+  pulsesIn: number;
 }
 
 interface Interest { refs: number; sub: Subscription }
@@ -73,6 +92,10 @@ function addSlot<T>(slots: Slots<T>, server: string, key: string, slot: T): T {
   return slot;
 }
 
+/** The market subject kind of a pulse (tagw.md.<server>.<symbol>.pulse). */
+const PULSE = 'pulse';
+const PULSE_SUFFIX = `.${PULSE}`;
+
 function isMarket(ev: ShardEvent): ev is Extract<ShardEvent, { kind: typeof STREAM_EVENT.tick | typeof STREAM_EVENT.candle }> {
   return ev.kind === STREAM_EVENT.tick || ev.kind === STREAM_EVENT.candle;
 }
@@ -86,7 +109,7 @@ function writerOf(nc: NatsLink['nc']): (() => void) | undefined {
 }
 
 export class StreamRelay {
-  readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0 };
+  readonly stats: RelayStats = { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0, withheld: 0, pulses: 0, pulsesIn: 0 };
   private readonly interests = new Map<string, Interest>();
   /** Per server, then symbol: what was published of its quotes. */
   private readonly tickSlots: Slots<TickSlot> = new Map();
@@ -99,6 +122,12 @@ export class StreamRelay {
   private readonly endTurn = () => { this.wroteThisTurn = false; };
 
   private readonly source: string;
+  /** Follower side: told the tick times seen, this node's shards' (local) and another node's
+   *  (known: a relayed tick or a pulse), for its near sources' watch (nearSources.ts). */
+  watch: TickWatch | undefined;
+  /** Per server, then symbol: the latest withheld tick's time, until the next pulse. */
+  private readonly pulsesDue: Slots<number> = new Map();
+  private pulseTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly opts: StreamRelayOptions) {
     this.writeNow = writerOf(opts.link.nc);
@@ -144,8 +173,13 @@ export class StreamRelay {
     const market = isMarket(ev);
     if (market) {
       const symbol = ev.kind === STREAM_EVENT.tick ? ev.data.tick.symbol : ev.data.candle.symbol;
+      if (ev.kind === STREAM_EVENT.tick) this.watch?.local(ev.key, symbol, ev.data.tick.timeMsc);
       if (this.opts.wanted && !this.opts.wanted(ev.key, symbol)) {
         this.stats.unwanted++;
+        return;
+      }
+      if (ev.kind === STREAM_EVENT.tick && this.opts.quietFor?.(ev.key, symbol)) {
+        this.withhold(ev.key, symbol, ev.data.tick.timeMsc);
         return;
       }
       if (!link.up) {
@@ -199,6 +233,34 @@ export class StreamRelay {
     }
   }
 
+  private withhold(server: string, symbol: string, t: number): void {
+    this.stats.withheld++;
+    const due = this.pulsesDue.get(server)?.get(symbol);
+    if (due === undefined) addSlot(this.pulsesDue, server, symbol, t);
+    else if (t > due) this.pulsesDue.get(server)!.set(symbol, t);
+    if (!this.pulseTimer) {
+      this.pulseTimer = setTimeout(this.sendPulses, this.opts.pulseMs ?? 500);
+      this.pulseTimer.unref?.();
+    }
+  }
+
+  private readonly sendPulses = () => {
+    this.pulseTimer = undefined;
+    const { link } = this.opts;
+    for (const [server, bySymbol] of this.pulsesDue) {
+      for (const [symbol, t] of bySymbol) {
+        if (!link.up) continue;
+        try {
+          link.nc.publish(SUBJECTS.market(server, symbol, PULSE), JSON.stringify({ server, symbol, t } satisfies Pulse));
+          this.stats.pulses++;
+        } catch (err) {
+          this.opts.log.warn('tick pulse not published', { err: errorMessage(err) });
+        }
+      }
+    }
+    this.pulsesDue.clear();
+  };
+
   /** Receive the events of an account (or of a gateway session handle: the /ws socket's key).
    *  Resolves once the NATS server has the interest, so what the owner publishes next arrives. */
   follow(key: string): Promise<void> {
@@ -245,6 +307,7 @@ export class StreamRelay {
 
   private receive(err: Error | null, msg: Msg): void {
     if (err) return this.opts.log.warn('stream relay subscription ended', { err: errorMessage(err) });
+    if (msg.subject.endsWith(PULSE_SUFFIX)) return this.receivePulse(msg);
     let ev: ShardEvent;
     try {
       ev = decode(msg.string()) as ShardEvent;
@@ -257,6 +320,7 @@ export class StreamRelay {
       ev.data.relayed = true; // the hub counts quotes by path
       // A node of a version before sources: all its copies as one source.
       if (typeof ev.data.source !== 'string') ev.data.source = 'n:';
+      this.watch?.known(ev.key, ev.data.tick.symbol, ev.data.tick.timeMsc);
     }
     // The account's lease is this node's: another node's shards still running it (an earlier owner
     // resumed from a SIGSTOP, its broker connection delivering what it buffered meanwhile; one
@@ -269,7 +333,22 @@ export class StreamRelay {
     this.opts.onEvent(ev);
   }
 
+  private receivePulse(msg: Msg): void {
+    let p: Pulse;
+    try {
+      p = JSON.parse(msg.string()) as Pulse;
+      if (typeof p?.server !== 'string' || typeof p.symbol !== 'string' || typeof p.t !== 'number') throw new Error('not a pulse');
+    } catch (e) {
+      return this.opts.log.warn('malformed tick pulse ignored', { subject: msg.subject, err: errorMessage(e) });
+    }
+    this.stats.pulsesIn++;
+    this.watch?.known(p.server, p.symbol, p.t);
+  }
+
   close(): void {
+    if (this.pulseTimer) clearTimeout(this.pulseTimer);
+    this.pulseTimer = undefined;
+    this.pulsesDue.clear();
     this.afterLocal.length = 0;
     for (const i of this.interests.values()) i.sub.unsubscribe();
     this.interests.clear();

@@ -53,6 +53,9 @@ export const SUBJECTS = {
   /** Market data of a broker server's symbol, once per server and symbol (src/cluster/streamRelay.ts). */
   market: (server: string, symbol: string, kind: string) => `tagw.md.${token(server)}.${token(symbol)}.${kind}`,
   marketAll: (server: string, symbol: string) => `tagw.md.${token(server)}.${token(symbol)}.>`,
+  /** A node's quiet set: the (server, symbol) pairs whose ticks its near sources deliver in time,
+   *  so owners withhold their relayed copies (nearSources.ts, quietNodes.ts). */
+  nearQuiet: 'tagw.near.quiet',
   /** Events of one account (or one gateway session handle, for the /ws socket's kinds). */
   account: (key: string, kind: string) => `tagw.acct.${token(key)}.${kind}`,
   accountAll: (key: string) => `tagw.acct.${token(key)}.>`,

@@ -176,8 +176,11 @@ describe('near source and relay together', () => {
       await s.until((c) => c.of('QUOTE').length >= 10, 20_000, 'ten quotes');
       expect(await metric(nb, /^tagw_cluster_followed_symbols\{source="near"\} (\d+)/m, both)).toBe(1);
       expect(await metric(nb, /^tagw_stream_quotes_in_total\{path="local"\} (\d+)/m, both)).toBeGreaterThan(0);
-      // Every tick came twice (near, then the owner's relay): one of each pair was dropped.
+      // Every tick came twice (near, then the owner's relay) until b's source caught up: one of each pair was dropped.
       expect(await metric(nb, /^tagw_stream_ticks_duplicate_total (\d+)/m, both)).toBeGreaterThan(0);
+      // Then b said it is quiet for the symbol, and a withholds its copies (pulses instead).
+      await until(async () => (await metric(nb, /^tagw_cluster_near_quiet_symbols (\d+)/m, both)) === 1, 'b quiet for the symbol', 20_000);
+      await until(async () => (await metric(na, /^tagw_cluster_relay_ticks_withheld_total (\d+)/m, both)) > 0, 'a to withhold ticks', 20_000);
       expectWhole(s.of('QUOTE'));
 
       // The seats of b's accounts on the server removed (the near one among them): b runs none there any more.
@@ -195,6 +198,7 @@ describe('near source and relay together', () => {
       await until(async () => (await metric(nb, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m, both)) >= relayed + 5, 'five quotes over the relay alone', 20_000)
         .catch(async (e: Error) => { throw new Error(`${e.message}; ${await diag()}`); });
       await s.until((c) => c.of('QUOTE').length >= n + 5, 20_000, 'five more quotes at the socket');
+      expect(await metric(nb, /^tagw_cluster_near_quiet_symbols (\d+)/m, both)).toBe(0);
       expect((await both.lease(x!.id)).owner, await diag()).toBe(na);
       expectWhole(s.of('QUOTE'));
     } finally {

@@ -7,6 +7,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import type { LocalShards } from '../../src/cluster/router.js';
+import { StreamRelay } from '../../src/cluster/streamRelay.js';
+import { createLogger } from '../../src/log.js';
 import { startNats, type Engine } from '../helpers/engines.js';
 import { MemoryLeases, startNode, type TestNode } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
@@ -191,6 +193,41 @@ describe('StreamRelay', () => {
     const got = B.events.filter((e) => e.key === server);
     expect(got).toStrictEqual([tick(server, 'EURUSD', 4000, 1.1), tick(server, 'EURUSD', 4000, 1.2), tick(server, 'EURUSD', 4000, 1.1), tick(server, 'EURUSD', 4001, 1.3)].map(fromA));
     B.relay.unfollowMarket(server, 'EURUSD');
+  });
+
+  it('withholds the ticks every node wanting them is quiet for, publishing the latest one\'s time as a pulse instead; candles still go; the watches hear each side\'s ticks', async () => {
+    const server = 'Quiet';
+    let quiet = false;
+    const owner = new StreamRelay({ link: A.link, nodeId: 'A', log: createLogger('silent'), onEvent: () => {}, wanted: () => true, quietFor: () => quiet, pulseMs: 40 });
+    const heard = { local: [] as number[], known: [] as number[] };
+    owner.watch = { local: (_s, _y, t) => heard.local.push(t), known: () => {} };
+    B.relay.watch = { local: () => {}, known: (sv, y, t) => (sv === server && y === 'EURUSD' ? heard.known.push(t) : undefined) };
+    try {
+      await B.relay.followMarket(server, 'EURUSD');
+      owner.publish(tick(server, 'EURUSD', 5000));
+      quiet = true;
+      owner.publish(tick(server, 'EURUSD', 5001));
+      owner.publish(tick(server, 'EURUSD', 5003, 1.2, 's1'));
+      owner.publish(tick(server, 'EURUSD', 5002));
+      const candle = { kind: 'stream.candle', key: server, data: { server, candle: { symbol: 'EURUSD', timeframe: 'M1', candle: { time: 5000, open: 1, high: 1, low: 1, close: 1, tickVolume: 1 }, closed: false } } } as unknown as ShardEvent;
+      owner.publish(candle);
+      expect(owner.stats.withheld).toBe(3);
+      // One pulse for the three withheld: the latest time.
+      await until(() => heard.known.includes(5003), 'the pulse');
+      quiet = false;
+      owner.publish(tick(server, 'EURUSD', 5004));
+      await until(() => heard.known.includes(5004), 'the tick after the quiet');
+      await barrier();
+      expect(B.events.filter((e) => e.key === server).map((e) => e.kind === 'stream.tick' ? (e.data as { tick: { timeMsc: number } }).tick.timeMsc : 'candle')).toEqual([5000, 'candle', 5004]);
+      expect(heard.known).toEqual([5000, 5003, 5004]);
+      expect(heard.local).toEqual([5000, 5001, 5003, 5002, 5004]);
+      expect(owner.stats.pulses).toBe(1);
+      expect(B.relay.stats.pulsesIn).toBeGreaterThanOrEqual(1);
+    } finally {
+      owner.close();
+      B.relay.watch = undefined;
+      B.relay.unfollowMarket(server, 'EURUSD');
+    }
   });
 
   it('a node never receives its own events back (its sockets had them from its shards)', async () => {

@@ -13,7 +13,7 @@ function status(over: Partial<ClusterStatus> = {}): ClusterStatus {
     nodeId: 'node-b', natsUp: true, ownedHere: 3, steppedDown: false,
     leases: { acquired: 5, takeovers: 1, released: 2, lost: 0, failedRounds: 0 },
     routing: { forwarded: 7, served: 4, ownerWaits: 1, unavailable: 2, streamReplays: 0 },
-    relay: { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0 },
+    relay: { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0, withheld: 0, pulses: 0, pulsesIn: 0 },
     ...over,
   };
 }

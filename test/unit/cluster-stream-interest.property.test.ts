@@ -117,11 +117,17 @@ describe('StreamInterest (owner side, several nodes)', () => {
         expect(shard.sockets).toBe(hubs.reduce((n, h) => n + h.opens, 0));
         expect(shard.symbols).toEqual(wantSymbols);
         expect(shard.candles).toEqual(wantCandles);
-        for (const sym of SYMBOLS) expect(ledger.wantedElsewhere(sym), sym).toBe(hubs.slice(1).some((h) => h.symbolRefs.has(sym)));
+        for (const sym of SYMBOLS) {
+          expect(ledger.wantedElsewhere(sym), sym).toBe(hubs.slice(1).some((h) => h.symbolRefs.has(sym)));
+          // The nodes holding it: its ticks are withheld only when each of them is quiet (here: B alone is).
+          const holders = NODES.filter((_, i) => i > 0 && hubs[i]!.symbolRefs.has(sym));
+          expect(ledger.everyElsewhere(sym, (n) => n === 'B'), sym).toBe(holders.length > 0 && holders.every((n) => n === 'B'));
+        }
       }
       // The account moved away: nothing of it is wanted here any more.
       ledger.dropAccount(acct);
       for (const sym of SYMBOLS) expect(ledger.wantedElsewhere(sym)).toBe(false);
+      for (const sym of SYMBOLS) expect(ledger.everyElsewhere(sym, () => true)).toBe(false);
     }), { numRuns: 1000 });
   });
 
