@@ -21,7 +21,7 @@ export type FollowRelay = Pick<StreamRelay, 'follow' | 'unfollow' | 'followMarke
 
 export interface NearSourcesOptions {
   /** This node's own shards (never the router: a source is an account running here). */
-  shards: Pick<ShardSet, 'call' | 'shardFor' | 'onRestart'>;
+  shards: Pick<ShardSet, 'call' | 'shardFor' | 'onRestart' | 'onDeath'>;
   /** The broker server of an account (its binding), undefined when it has none. */
   serverOf: (accountId: string) => string | undefined;
   log: Logger;
@@ -37,6 +37,7 @@ export class NearSources {
   private readonly plan = new NearPlan();
   private readonly watched: NearWatch;
   private readonly offRestart: () => void;
+  private readonly offDeath: () => void;
   private readonly refresh: ReturnType<typeof setInterval> | undefined;
   /** Whether the last notice sent named any pair (an empty one is sent once, then no more). */
   private saidQuiet = false;
@@ -54,6 +55,13 @@ export class NearSources {
   constructor(private readonly o: NearSourcesOptions) {
     this.watched = new NearWatch(o.graceMs);
     this.offRestart = o.shards.onRestart((shard) => this.run(this.plan.resend((id) => o.shards.shardFor(id) === shard)));
+    // A dead shard delivers nothing: its sources' symbols are not quiet from now on (the owners'
+    // copies again), not only once the pulses show it.
+    this.offDeath = o.shards.onDeath((shard) => {
+      let changed = false;
+      for (const c of this.plan.resend((id) => o.shards.shardFor(id) === shard)) changed = this.watched.serve(c.server, c.symbol) || changed;
+      if (changed) this.announce();
+    });
     if (o.quiet) {
       this.refresh = setInterval(() => {
         if (this.saidQuiet || this.watched.quietSize > 0) this.announce();
@@ -104,6 +112,7 @@ export class NearSources {
 
   stop(): void {
     this.offRestart();
+    this.offDeath();
     if (this.refresh) clearInterval(this.refresh);
   }
 

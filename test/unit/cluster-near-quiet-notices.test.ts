@@ -1,7 +1,7 @@
 // NearSources' quiet notices (src/cluster/nearSources.ts): the node tells the owners a served
 // symbol is quiet (its relayed ticks not needed) once local delivery caught up, again every refresh
 // while it is, and that it is not as soon as local delivery fell behind the owner's pulses, its
-// account left with none to take over, the symbol is let go, or the source's shard restarted.
+// account left with none to take over, the symbol is let go, or the source's shard died or restarted.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NearSources } from '../../src/cluster/nearSources.js';
 import type { QuietNotice } from '../../src/cluster/quietNodes.js';
@@ -10,6 +10,7 @@ const log = { warn: () => undefined, info: () => undefined, error: () => undefin
 
 class Shards {
   private readonly listeners = new Set<(shard: number) => void>();
+  private readonly deaths = new Set<(shard: number) => void>();
   shardFor(id: string): number {
     return id.startsWith('a') ? 0 : 1;
   }
@@ -19,6 +20,13 @@ class Shards {
   onRestart(listener: (shard: number) => void): () => void {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
+  }
+  onDeath(listener: (shard: number) => void): () => void {
+    this.deaths.add(listener);
+    return () => void this.deaths.delete(listener);
+  }
+  die(shard: number): void {
+    for (const l of this.deaths) l(shard);
   }
   restart(shard: number): void {
     for (const l of this.listeners) l(shard);
@@ -67,7 +75,7 @@ describe('quiet notices', () => {
     near.stop();
   });
 
-  it('not quiet at once when the serving account leaves with none to take over, when the symbol is let go, or when the source\'s shard restarted', async () => {
+  it('not quiet at once when the serving account leaves with none to take over, when the symbol is let go, or when the source\'s shard died or restarted', async () => {
     const { shards, near, relay, said } = setup();
     near.added(['a1']);
     void relay.followMarket('S', 'X');
@@ -79,7 +87,15 @@ describe('quiet notices', () => {
     near.added(['b1']); // takes the symbol: quiet once it delivers
     near.watch.local('S', 'X', 2);
     expect(said().at(-1)).toBe('S/X');
+    shards.die(0); // not the source's shard
+    expect(said().at(-1)).toBe('S/X');
+    shards.die(1); // the source's shard died: it delivers nothing now
+    expect(said().at(-1)).toBe('');
     shards.restart(1); // its new thread holds no source: sent again, not quiet until it delivers
+    expect(said().at(-1)).toBe('');
+    near.watch.local('S', 'X', 3);
+    expect(said().at(-1)).toBe('S/X');
+    shards.restart(1); // restarted again (no death seen, say): not quiet until the new thread delivers
     expect(said().at(-1)).toBe('');
     near.watch.local('S', 'X', 3);
     expect(said().at(-1)).toBe('S/X');
