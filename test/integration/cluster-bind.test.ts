@@ -188,6 +188,33 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     await until(() => shards.allReady(), 'the owner\'s shard to be up again');
   }, 60_000);
 
+  it('the owner\'s shard dies before the account had an event: the follower\'s socket streams on from the new thread (same epoch), and the owner\'s ledger counts the follower\'s opens and closes there', async () => {
+    const { id, owner, follower, c, before } = await followed('owner-death-follower');
+    const router = owner.gw.cluster!.router;
+    const at = follower.gw.cluster!.nodeId;
+    expect(router.interest.holding(at, id)?.opens).toBe(1);
+    const shards = owner.gw.services.shards;
+    const thread = shards.threadId(shards.shardFor(id));
+    await shards.kill(shards.shardFor(id));
+    await until(() => { const t = shards.threadId(shards.shardFor(id)); return t !== undefined && t !== thread && shards.allReady(); }, 'the owner\'s shard to restart');
+    // An order through the owner's new thread: its TRADE reaches the follower's socket, in the same
+    // epoch (the owner held no stream state of the account: nothing to begin again), no close.
+    expect(await orderSend(owner.url, apiKey.value, id, 'after-owner-death')).toMatchObject({ status: 200 });
+    expect((await c.next('TRADE', 0, 15_000)).epoch).toBe(before.epoch);
+    // The owner's ledger holds the follower's one open (the new thread's), not the dead thread's too.
+    await until(() => router.interest.holding(at, id)?.opens === 1, 'the owner\'s ledger to hold the follower\'s open once');
+    // A second socket on the follower opens and closes: its close takes its own open, not c's.
+    const again = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    await again.next('ORDERS', 0, 15_000);
+    await until(() => router.interest.holding(at, id)?.opens === 2, 'the second socket\'s open at the owner');
+    await again.close();
+    await until(() => router.interest.holding(at, id)?.opens === 1, 'the second socket\'s close at the owner');
+    const trades = c.frames.filter((f) => f.type === 'TRADE').length;
+    expect(await orderSend(owner.url, apiKey.value, id, 'after-owner-death-2')).toMatchObject({ status: 200 });
+    await c.until((x) => x.frames.filter((f) => f.type === 'TRADE').length > trades, 15_000, 'the second order\'s TRADE on the follower\'s socket');
+    expect(c.closed).toBeNull();
+  }, 60_000);
+
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
     // The owner has no socket of the account: it must still begin the new epoch (in JetStream) for the follower's.
     const { id, owner, follower, c, before } = await followed('rebound-1');
