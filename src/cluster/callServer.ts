@@ -37,6 +37,9 @@ export interface CallServerOptions {
   unavailable: (message: string, cause?: unknown) => ApiError;
   /** An owner says it released what this node's sockets held there (the router's rejoinAt). */
   released: (owner: string) => void;
+  /** An owner's shard running these accounts died: what this node's sockets hold of them there is
+   *  opened again (the router's reopen). */
+  reopen: (owner: string, accountIds: string[]) => void;
 }
 
 export class CallServer {
@@ -83,6 +86,18 @@ export class CallServer {
     this.subs.push(nc.subscribe(SUBJECTS.nodeReleased(this.opts.nodeId), {
       callback: (err, msg) => {
         if (!err) this.opts.released(msg.string());
+      },
+    }));
+    // Every process of the id: only the one whose sockets hold the accounts' streams there has anything to open.
+    this.subs.push(nc.subscribe(SUBJECTS.nodeReopen(this.opts.nodeId), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const { owner, accounts } = msg.json<{ owner: string; accounts: string[] }>();
+          if (typeof owner === 'string' && Array.isArray(accounts)) this.opts.reopen(owner, accounts.filter((a) => typeof a === 'string'));
+        } catch (e) {
+          this.opts.log.warn('malformed stream reopen notice', { err: errorMessage(e) });
+        }
       },
     }));
     // Every process of the id (no queue group): only the one that answered the call keeps its parts,

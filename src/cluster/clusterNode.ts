@@ -209,6 +209,8 @@ export class ClusterNode {
       quiet: { nodeId, announce: quietAnnouncer(nats.link, this.o.log) },
     });
     nats.relay.watch = near.watch;
+    // A shard that died took the streams it held with it: the owner's ledger and the nodes holding them follow.
+    set.onDeath((shard) => nats.router.shardDied((id) => set.shardFor(id) === shard));
     this.wired = { set, adopted, calls, nats, shards: new RoutedShards(set, nats.router, new StreamFollower(near.relayWith(nats.relay))), tenancy, near };
     // The bindings of the accounts running here are written by their shards: the mirror leaves them be.
     this.pg.mirror.runsHere = (id) => adopted.has(id);

@@ -4,6 +4,8 @@
 // off another's sockets, and a node that left (or was started again) has what it held released. A
 // node released while it may live on (judged departed: frozen past its lease) has its stream
 // commands refused until it asks to be forgotten and opens again what it holds (releasedError).
+// When a shard dies, its new thread holds nothing: the ledger drops what every node held of its
+// accounts and tells the other nodes, which open again what they hold (shardDied).
 import { apiError, ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NO_OPEN_STREAM } from '../runtime/hosts/streamCommands.js';
@@ -47,6 +49,10 @@ export class OwnerStreams {
   /** A node judged departed had holds here, released now: it is told (it may live on, frozen past
    *  its lease; then its own rejoin asks too, and this notice may be lost). */
   onReleased: (nodeId: string) => void = () => {};
+  /** The shard running these accounts died while `nodeId`'s sockets held their streams here: its
+   *  new thread holds none of them, nor does the ledger any more; the node is told, and opens again
+   *  what it still holds of them (AccountRouter.reopen). */
+  onLost: (nodeId: string, accountIds: string[]) => void = () => {};
 
   constructor(private readonly nodeId: string, private readonly shards: Shards, private readonly log: Logger) {
     this.interest = new StreamInterest(nodeId);
@@ -107,6 +113,14 @@ export class OwnerStreams {
     this.incarnations.set(node, { inc, forgetting });
     await forgetting;
     return true;
+  }
+
+  /** A shard of this node died (ShardSet.onDeath; `lost`: the accounts it ran): the ledger holds
+   *  nothing of their streams, as the new thread, and every other node that held some is told
+   *  (onLost). Nothing goes to the shard: the closes and unsubs of the dead thread's opens would take
+   *  the new thread's. This node's own holds are its router's (AccountRouter.shardDied). */
+  shardDied(lost: (accountId: string) => boolean): void {
+    for (const [node, accountIds] of this.interest.shardLost(lost)) if (node !== this.nodeId) this.onLost(node, accountIds);
   }
 
   /** A node left the cluster (its heartbeat expired) with sockets on accounts owned here: release

@@ -103,12 +103,22 @@ export class AccountRouter {
       ownerOf: (key) => this.ownerOf(key),
       run: (origin, key, op, args, o) => this.runHere(origin, key, op, args, o),
       released: (owner) => void this.rejoinAt(owner),
+      // After the turn's other messages: a stream.open answered just before the owner's shard died
+      // (its reply in the same read) is counted in what this node holds first.
+      reopen: (owner, ids) => void setImmediate(() => this.reopen(owner, ids)),
     });
     this.streams.onReleased = (node) => {
       try {
         link.nc.publish(SUBJECTS.nodeReleased(node), nodeId);
       } catch (err) {
         log.warn('could not tell a node its streams were released', { node, err: errorMessage(err) });
+      }
+    };
+    this.streams.onLost = (node, accounts) => {
+      try {
+        link.nc.publish(SUBJECTS.nodeReopen(node), JSON.stringify({ owner: nodeId, accounts }));
+      } catch (err) {
+        log.warn('could not tell a node to open its streams again on a restarted shard', { node, err: errorMessage(err) });
       }
     };
     this.offOwners = opts.owners.onChange((accountId, owner, epoch) => {
@@ -303,6 +313,41 @@ export class AccountRouter {
       if (!within) void this.rejoinAt(releasedBy(err) ?? owner);
       return false;
     }
+  }
+
+  /**
+   * A shard of this node died (ShardSet.onDeath; `lost`: the accounts it ran): its new thread holds
+   * no stream of them. The owner's ledger drops every node's holds of the accounts owned here and
+   * tells the other nodes, which open again what they hold (reopen). This node's own hub let go of
+   * its opens of the accounts it numbers (their sockets closed with 4011: opensLost); what it still
+   * holds of others owned here (a role not yet the owner's) is opened on the new thread, once every
+   * listener of the death ran.
+   */
+  shardDied(lost: (accountId: string) => boolean): void {
+    this.streams.shardDied(lost);
+    const me = this.opts.nodeId;
+    const mine = [...this.heldAt].filter(([id, at]) => at.owner === me && lost(id)).map(([id]) => id);
+    if (mine.length) setImmediate(() => this.reopen(me, mine));
+  }
+
+  /** `owner`'s shard running these accounts died (its notice, or this node's own): what this node's
+   *  sockets hold of them there is opened and subscribed again, on its new thread (replay: done again
+   *  from a clean slate at that owner if it fails). */
+  reopen(owner: string, accountIds: readonly string[]): void {
+    for (const id of accountIds) {
+      const at = this.heldAt.get(id);
+      if (at?.owner === owner) void this.replay(id, at);
+    }
+  }
+
+  /** This node's stream hub let go of its opens of the account without closing them: the shard
+   *  running it here died under them (AccountStreams.shardDied). Nothing of them is held any more
+   *  (a move reopens none of them elsewhere). An account owned elsewhere: its owner's shard still
+   *  holds them, and so does this ledger (what a move reopens). */
+  opensLost(accountId: string): void {
+    if (this.heldAt.get(accountId)?.owner !== this.opts.nodeId) return;
+    this.held.dropAccount(accountId);
+    this.heldAt.delete(accountId);
   }
 
   /** The owner cache's answer; the lease store failing behind it is a 503 like NATS's, not a 500. */

@@ -3,7 +3,8 @@
 // were the only one; the shard keeps a count of opens but a *set* of symbols and timeframes, so one
 // node's unsub would cut off every other node's sockets. The router passes each node's calls
 // through this ledger: a sub goes to the shard as is, an unsub only for what no other node still
-// wants, a node's last close (or its departure) releases what it alone wanted. Given this node's id,
+// wants, a node's last close (or its departure) releases what it alone wanted; the death of the
+// shard's thread drops every node's holds of its accounts (the new thread has none). Given this node's id,
 // it also counts which symbols some other node's sockets hold, and which nodes (wantedElsewhere,
 // everyElsewhere): the owner publishes a symbol's market data on NATS only while one does, and its
 // ticks only while one is not quiet for them. Pure logic.
@@ -144,6 +145,25 @@ export class StreamInterest {
     const o = this.accounts.get(accountId)?.get(node);
     if (!o || (o.opens <= 0 && o.symbols.size === 0)) return undefined;
     return { opens: o.opens, symbols: [...o.symbols].map(([s, tfs]) => [s, [...tfs]]) };
+  }
+
+  /** The thread of the shard running these accounts died: its new thread holds no open or sub of
+   *  any node. Every node's holds of them go, and each counts as closed (the first open again is a
+   *  reopen: its events since were not emitted). @returns per node, the accounts it held some of
+   *  (which it must open again, if it still holds them). */
+  shardLost(lost: (accountId: string) => boolean): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    for (const [accountId, byNode] of [...this.accounts]) {
+      if (!lost(accountId)) continue;
+      for (const node of byNode.keys()) {
+        const ids = out.get(node);
+        if (ids) ids.push(accountId);
+        else out.set(node, [accountId]);
+      }
+      this.dropAccount(accountId);
+      this.closed.add(accountId);
+    }
+    return out;
   }
 
   /** The account moved to another owner: its shard here let go of everything. */

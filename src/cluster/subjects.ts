@@ -42,6 +42,10 @@ export const SUBJECTS = {
   /** An owner released what a node's sockets held there, judging it departed (OwnerStreams.forgetNode):
    *  told to the node (the owner's id), in case it lives on; it asks to be forgotten and reopens. */
   nodeReleased: (nodeId: string) => `tagw.node.${token(nodeId)}.released`,
+  /** The owner's shard running some accounts died with a node's sockets holding their streams there
+   *  (OwnerStreams.shardDied): told to the node ({ owner, accounts }), which opens them again on the
+   *  new thread (AccountRouter.reopen). */
+  nodeReopen: (nodeId: string) => `tagw.node.${token(nodeId)}.reopen`,
   /** Whether a node's process is alive and on NATS: it answers its incarnation (liveness.ts). */
   nodeAlive: (nodeId: string) => `tagw.node.${token(nodeId)}.alive`,
   /** A tenancy write landed in PostgreSQL: every node mirrors at once and answers (clusterTenancy.ts). */

@@ -270,7 +270,12 @@ class Shard {
 
 /** What routes and the stream hub use of the shards: a ShardSet, or in cluster mode the node's
  *  router in front of it (`call` reaches the account's owner; the rest stays on this node). */
-export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onDeath' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'>;
+export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onDeath' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'> & {
+  /** The caller (the stream hub) let go of its stream.opens of the account without closing them: the
+   *  shard's thread died under them. Cluster mode: the router forgets them (on one node the new
+   *  thread simply holds none). */
+  opensLost?(key: string): void;
+};
 
 export class ShardSet {
   private readonly shards: Shard[];

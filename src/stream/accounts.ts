@@ -362,6 +362,7 @@ export class AccountStreams {
       // stream goes on as the owner numbers it (a local epoch would end its sockets twice).
       if (acc.shared?.role === 'follower') continue;
       acc.opens = 0; // the new thread holds no stream.open of ours
+      shards.opensLost?.(acc.id);
       this.rotate(acc);
       if (acc.retainTimer) clearTimeout(acc.retainTimer);
       acc.retainTimer = null;

@@ -215,6 +215,26 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     expect(c.closed).toBeNull();
   }, 60_000);
 
+  it('the owner\'s shard dies with a socket of the account on the owner too: that socket closes 4011, the follower\'s 4014 (the owner began a new epoch), and a socket opened on the follower after it gets the next TRADE', async () => {
+    const { id, owner, follower, c } = await followed('owner-death-both');
+    const onOwner = await mustOpen(owner.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(onOwner);
+    await onOwner.next('ORDERS', 0, 15_000);
+    const shards = owner.gw.services.shards;
+    await shards.kill(shards.shardFor(id));
+    await onOwner.until((x) => x.closed, 15_000, 'the owner\'s socket to close');
+    expect(onOwner.closed!.code).toBe(SOCKET_CLOSE.RUNTIME_RESTARTED.code);
+    await c.until((x) => x.closed, 15_000, 'the follower\'s socket to close');
+    expect(c.closed!.code).toBe(4014);
+    await until(() => shards.allReady(), 'the owner\'s shard to be up again');
+    const again = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(again);
+    await again.next('ORDERS', 0, 15_000);
+    expect(await orderSend(owner.url, apiKey.value, id, 'after-owner-death-both')).toMatchObject({ status: 200 });
+    await again.next('TRADE', 0, 15_000);
+    expect(again.closed).toBeNull();
+  }, 60_000);
+
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
     // The owner has no socket of the account: it must still begin the new epoch (in JetStream) for the follower's.
     const { id, owner, follower, c, before } = await followed('rebound-1');

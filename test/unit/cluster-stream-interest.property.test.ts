@@ -1,7 +1,9 @@
 // Several nodes' stream hubs share one owner's shard: whatever they do, in any order, the shard
 // (modelled as src/runtime/hosts/streams.ts keeps it: a count of opens, a set of symbols and
 // timeframes) holds exactly the union of what every node still wants, and no node's unsub takes
-// away what another still holds.
+// away what another still holds. Also across the death of the owner's shard thread: the ledger
+// drops everything (the new thread holds nothing), the owner's own hub lets go of its opens (its
+// sockets closed 4011), and each other node told opens again what its hub holds.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { StreamInterest, type Unsub } from '../../src/cluster/streamInterest.js';
@@ -48,9 +50,11 @@ const SYMBOLS = ['EURUSD', 'BTC.X'];
 const TFS: Timeframe[] = ['M1', 'H1'];
 type Step =
   | { t: 'open' | 'close' | 'leave'; node: number }
+  | { t: 'shardDies' }
   | { t: 'sub'; node: number; symbol: number; tfs: Timeframe[] }
   | { t: 'unsubSymbol' | 'unsubCandle'; node: number; symbol: number; tf: number };
 const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ t: fc.constant('shardDies' as const) }),
   fc.record({ t: fc.constantFrom('open' as const, 'close' as const, 'leave' as const), node: fc.nat(2) }),
   fc.record({ t: fc.constant('sub' as const), node: fc.nat(2), symbol: fc.nat(1), tfs: fc.subarray(TFS) }),
   fc.record({ t: fc.constantFrom('unsubSymbol' as const, 'unsubCandle' as const), node: fc.nat(2), symbol: fc.nat(1), tf: fc.nat(1) }),
@@ -61,10 +65,34 @@ describe('StreamInterest (owner side, several nodes)', () => {
     fc.assert(fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
       // Seen from node A, the owner: which symbols other nodes want (what its relay publishes).
       const ledger = new StreamInterest('A');
-      const shard = new ShardModel();
+      let shard = new ShardModel();
       const hubs = NODES.map((): Hub => ({ opens: 0, symbolRefs: new Map(), candleRefs: new Map() }));
       const acct = 'acc';
       for (const s of steps) {
+        if (s.t === 'shardDies') {
+          const told = ledger.shardLost((id) => id === acct);
+          // Every node whose hub holds the stream, and no other, is named.
+          expect([...told.keys()].sort()).toEqual(NODES.filter((_, i) => hubs[i]!.opens > 0));
+          expect(told.get('A') ?? [acct]).toEqual([acct]);
+          shard = new ShardModel();
+          hubs[0] = { opens: 0, symbolRefs: new Map(), candleRefs: new Map() }; // A, the owner: its sockets closed
+          let first = true;
+          for (const [i, h] of hubs.entries()) {
+            if (i === 0 || !told.has(NODES[i]!)) continue;
+            for (let n = 0; n < h.opens; n++) {
+              // The first open on the new thread is a reopen (the owner resyncs what was not emitted).
+              expect(ledger.open(NODES[i]!, acct)).toBe(first);
+              first = false;
+              shard.open();
+            }
+            for (const symbol of h.symbolRefs.keys()) {
+              const tfs = TFS.filter((tf) => h.candleRefs.has(`${symbol}|${tf}`));
+              ledger.sub(NODES[i]!, acct, symbol, tfs);
+              shard.sub(symbol, tfs);
+            }
+          }
+          continue;
+        }
         const node = NODES[s.node]!;
         const hub = hubs[s.node]!;
         if (s.t === 'open') {
