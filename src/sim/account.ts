@@ -21,8 +21,9 @@ export interface AccountHost extends LedgerHost {
   readonly store: SimPersistence;
   /** Announce changes to the connections of this account. */
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void;
-  /** The account's book changed: the host keeps only accounts with something open on its clock and ticks. */
-  track(account: SimAccount): void;
+  /** The account's book changed: the host keeps only accounts with something open on its clock and
+   *  ticks. `change`: what its flush wrote (its positions and orders name the symbols it may hold now). */
+  track(account: SimAccount, change?: SimChange): void;
 }
 
 // Records derived from another are made with Object.assign, as in the ledger (./accountLedger.ts).
@@ -310,7 +311,7 @@ export class SimAccount extends AccountLedger {
     const { change, positionsChanged: pc, ordersChanged: oc } = this.changes.take();
     if (request) change.request = request;
     this.host.store.apply(this.data.server, this.data.login, change);
-    if (pc || oc) this.host.track(this);
+    if (pc || oc) this.host.track(this, change);
     if (change.deals.length > 0 || pc || oc) this.host.publish(this, change.deals, pc, oc);
   }
 }

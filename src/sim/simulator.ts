@@ -49,6 +49,11 @@ export class SimServer implements AccountHost {
   /** Accounts with a position or a pending order: the only ones ticks and the clock visit, so an
    *  idle account costs no CPU however many there are (kept by track() after every flush). */
   readonly busy = new Set<SimAccount>();
+  /** Per symbol index: the accounts that may hold a position or an order of it, the only ones its
+   *  ticks visit. An account joins when a change of its gives it one (track), and leaves at the
+   *  first tick that finds it holds nothing of the symbol any more. A tick walked every busy account
+   *  and asked each: O(busy accounts) per tick of every symbol (issue 19). */
+  private readonly holders: Set<SimAccount>[];
   readonly sinks = new Map<SimAccount, Set<AccountSink>>();
   /** Per symbol index: tick listeners (connections subscribed to it). */
   readonly tickListeners: Set<(t: Tick) => void>[];
@@ -72,6 +77,7 @@ export class SimServer implements AccountHost {
     this.market = new Market(config, options, startMs);
     this.info = { name: config.name, platform: config.platform, build: config.build, company: config.company, timeZone: config.timeZone };
     this.tickListeners = this.market.symbols.map(() => new Set());
+    this.holders = this.market.symbols.map(() => new Set());
     this.market.onTick = (s) => this.onTick(s);
   }
 
@@ -92,9 +98,15 @@ export class SimServer implements AccountHost {
   }
 
   private onTick(s: MarketSymbol): void {
-    if (this.busy.size > 0) {
-      for (const acc of this.busy) {
-        if (!acc.hasSymbol(s.info.name)) continue;
+    const holders = this.holders[s.index]!;
+    if (holders.size > 0) {
+      const name = s.info.name;
+      // A visit's flush adds only its own account, which is in the set already: none is visited twice.
+      for (const acc of holders) {
+        if (!acc.hasSymbol(name)) {
+          holders.delete(acc);
+          continue;
+        }
         acc.onTick(s);
         acc.flush();
       }
@@ -106,7 +118,15 @@ export class SimServer implements AccountHost {
     }
   }
 
-  track(account: SimAccount): void {
+  track(account: SimAccount, change?: SimChange): void {
+    if (change) {
+      if (change.positions) for (const p of change.positions) this.mayHold(account, p.symbol);
+      if (change.orders) for (const o of change.orders) this.mayHold(account, o.order.symbol);
+    } else {
+      // Loaded: whatever it holds.
+      for (const p of account.positions.values()) this.mayHold(account, p.symbol);
+      for (const o of account.orders.values()) this.mayHold(account, o.symbol);
+    }
     if (account.busy) {
       this.busy.add(account);
       this.touched.add(account);
@@ -114,6 +134,11 @@ export class SimServer implements AccountHost {
     } else {
       this.busy.delete(account);
     }
+  }
+
+  private mayHold(account: SimAccount, symbol: string): void {
+    const s = this.market.bySymbol.get(symbol);
+    if (s) this.holders[s.index]!.add(account);
   }
 
   // The clock's visits (expirations, equity samples) walk every busy account only when one may
