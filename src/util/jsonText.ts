@@ -68,18 +68,30 @@ export class JsonText {
   /** A number as JSON.stringify writes it (safe integers digit by digit, without a string). */
   num(x: number): this {
     if (Number.isSafeInteger(x)) {
-      let v = x < 0 ? -x : x;
+      const v = x < 0 ? -x : x;
       let digits = 1;
       for (let p = 10; p <= v; p *= 10) digits++;
       this.room(digits + 1);
       const b = this.buf;
       if (x < 0) b[this.n++] = 0x2d;
-      let i = this.n + digits;
-      this.n = i;
-      do {
-        b[--i] = 0x30 + (v % 10);
-        v = Math.floor(v / 10);
-      } while (v > 0);
+      const end = this.n + digits;
+      this.n = end;
+      // In parts of nine digits, each below 2^31: their digits come from integer arithmetic. Digit by
+      // digit on the whole number (a millisecond instant, 13 digits), `v % 10` was a double modulo,
+      // a call into C per digit (issue 19: a tenth of the shard's JSON time).
+      if (v < BILLION) {
+        intDigits(b, end, v, 1);
+      } else {
+        const hi = Math.floor(v / BILLION);
+        intDigits(b, end, v - hi * BILLION, 9);
+        if (hi < BILLION) {
+          intDigits(b, end - 9, hi, 1);
+        } else {
+          const top = Math.floor(hi / BILLION);
+          intDigits(b, end - 9, hi - top * BILLION, 9);
+          intDigits(b, end - 18, top, 1);
+        }
+      }
       return this;
     }
     return this.raw(Number.isFinite(x) ? String(x) : 'null');
@@ -166,6 +178,20 @@ export class JsonText {
 const DAY_MS = 86_400_000;
 /** 10000-01-01T00:00:00Z: from there toISOString writes a six-digit, signed year. */
 const MAX_ISO_MS = 253_402_300_800_000;
+
+const BILLION = 1_000_000_000;
+
+/** `v` (an integer from 0 to 2^31 - 1) in decimal, zero-padded to at least `width` digits, its
+ *  last digit at `end - 1`. */
+function intDigits(b: Buffer, end: number, v: number, width: number): void {
+  let i = end;
+  const first = end - width;
+  do {
+    const q = (v / 10) | 0;
+    b[--i] = 0x30 + (v - q * 10);
+    v = q;
+  } while (v > 0 || i > first);
+}
 
 /** `v` as `width` decimal digits, zero-padded, at `at`. */
 function digits(b: Buffer, at: number, v: number, width: number): void {

@@ -12,7 +12,7 @@ describe('JsonText', () => {
       fc.double(),
       fc.integer(),
       fc.maxSafeInteger(),
-      fc.constantFrom(0, -0, NaN, Infinity, -Infinity, 9, 10, 99, 100, 1e15, 1e16, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1e21, 1795671600001),
+      fc.constantFrom(0, -0, NaN, Infinity, -Infinity, 9, 10, 99, 100, 1e15, 1e16, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1e21, 1795671600001, 999_999_999, 1e9, 1e9 + 1, -1e9, 1e18 - 1, 1_000_000_000_000_000_001),
     );
     fc.assert(fc.property(fc.array(nums, { maxLength: 8 }), (xs) => {
       w.begin();
