@@ -148,7 +148,7 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
   }
 
   /** A gateway session of the account with BTCUSD quotes, and its /ws socket on `node`, past a quote. */
-  async function pushed(id: string, node: TestGateway): Promise<WsClient> {
+  async function pushed(id: string, node: TestGateway): Promise<WsClient & { handle: string }> {
     const made = await node.req('POST', '/v1/connect', { headers: { 'x-api-key': apiKey.value }, body: { brokerAccountId: id } });
     expect(made.status).toBe(200);
     const ws = await openWs(node, made.body.handle as string, apiKey.value);
@@ -156,7 +156,7 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     const sub = await node.req('GET', `/v1/proxy/Subscribe?handle=${encodeURIComponent(made.body.handle as string)}&symbol=BTCUSD&interval=0`, { headers: { 'x-api-key': apiKey.value } });
     expect(sub.status).toBe(200);
     await ws.waitFor((f) => f.type === 'QUOTE', 15_000);
-    return ws;
+    return { ...ws, handle: made.body.handle as string };
   }
 
   it('a restart of the follower\'s shard does not end the sockets of an account it only follows (/v1/stream and /ws), nor start an epoch there', async () => {
@@ -186,6 +186,18 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     await shards.kill(shards.shardFor(id));
     expect(await ws.closed).toEqual({ code: SOCKET_CLOSE.RUNTIME_RESTARTED.code, reason: SOCKET_CLOSE.RUNTIME_RESTARTED.reason });
     await until(() => shards.allReady(), 'the owner\'s shard to be up again');
+  }, 60_000);
+
+  it('the owner\'s shard dies: the /ws socket of the session on a follower node is closed with 4011 too, and the same handle attached again gets pushes from the new thread', async () => {
+    const { id, owner, follower } = await followed('owner-death-follower-ws');
+    const ws = await pushed(id, follower);
+    const shards = owner.gw.services.shards;
+    await shards.kill(shards.shardFor(id));
+    expect(await ws.closed).toEqual({ code: SOCKET_CLOSE.RUNTIME_RESTARTED.code, reason: SOCKET_CLOSE.RUNTIME_RESTARTED.reason });
+    await until(() => shards.allReady(), 'the owner\'s shard to be up again');
+    const again = await openWs(follower, ws.handle, apiKey.value);
+    pushes.push(again);
+    await again.waitFor((f) => f.type === 'QUOTE', 15_000);
   }, 60_000);
 
   it('the owner\'s shard dies before the account had an event: the follower\'s socket streams on from the new thread (same epoch), and the owner\'s ledger counts the follower\'s opens and closes there', async () => {
