@@ -238,7 +238,7 @@ function routeShardEvent(r: ShardEventReceivers, ev: ShardEvent): void {
     case ACCOUNT_PHASE_EVENT: r.connections.note(ev.key, ev.data); break;
     // Its SQLite has the change already (cluster mode: ClusterNode.publish copies it to PostgreSQL).
     case ACCOUNT_BINDING_EVENT: break;
-    case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: r.gatewaySocket?.onShardEvent(ev); break;
+    case GATEWAY_EVENT.frame: case GATEWAY_EVENT.end: case GATEWAY_EVENT.restarted: r.gatewaySocket?.onShardEvent(ev); break;
     case THREAD_STATS_EVENT: r.threadStats.set(`shard-${ev.key}`, ev.data); break;
     case STORAGE_EVENT: r.storage?.shardReport(Number(ev.key), ev.data); break;
     default: r.stream?.onShardEvent(ev);

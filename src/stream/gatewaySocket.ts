@@ -21,7 +21,8 @@
 // proxy routes do), and every node with sockets of a handle follows its events (gw.frame, gw.end,
 // keyed by the handle's hash) through the stream relay from before the upgrade until its last
 // socket closes: the owner's pushes reach a socket on any node, and still do after the account
-// moves (a node receives no echo of its own publications, so the owner's follow stays idle).
+// moves (a node receives no echo of its own publications, so the owner's follow stays idle). When
+// the owner's shard running the session dies, it says so there too (gw.restarted): 4011 on every node.
 import { clusterSettings } from '../config.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from 'uWebSockets.js';
 import { assertAccountScope } from '../auth/rights.js';
@@ -205,6 +206,15 @@ export class GatewaySocket {
       const set = this.sockets.get(ev.key);
       if (!set) return;
       for (const ws of [...set]) ws.end(SOCKET_CLOSE.SESSION_ENDED.code, SOCKET_CLOSE.SESSION_ENDED.reason);
+    } else {
+      // Relayed from the account's owner: its shard running the session died (see shardDied). An
+      // account this node holds now is run by its own shards (a notice of an earlier owner is stale).
+      const set = this.sockets.get(ev.key);
+      if (!set) return;
+      for (const ws of [...set]) {
+        if (this.s.cluster?.owns(ws.getUserData().accountId)) continue;
+        ws.end(SOCKET_CLOSE.RUNTIME_RESTARTED.code, SOCKET_CLOSE.RUNTIME_RESTARTED.reason);
+      }
     }
   }
 
@@ -221,16 +231,16 @@ export class GatewaySocket {
 
   /** A shard of this node died (ShardSet.onDeath): the sockets of the sessions it ran are closed.
    *  Cluster mode: only of the accounts this node owns (a session of another node's account runs on
-   *  that node's shards, whatever this node's shard of the same number does). */
+   *  that node's shards, whatever this node's shard of the same number does), and the other nodes'
+   *  sockets of those sessions are told on the relay (gw.restarted per live session's handle: nothing
+   *  reaches a node without a socket of it), so they close them with the same code. */
   private shardDied(shard: number): void {
     const { shards, cluster } = this.s;
+    const ran = (accountId: string) => shards.shardFor(accountId) === shard && (!cluster || cluster.owns(accountId));
     for (const set of this.sockets.values()) {
-      for (const ws of [...set]) {
-        const { accountId } = ws.getUserData();
-        if (shards.shardFor(accountId) !== shard || (cluster && !cluster.owns(accountId))) continue;
-        ws.end(SOCKET_CLOSE.RUNTIME_RESTARTED.code, SOCKET_CLOSE.RUNTIME_RESTARTED.reason);
-      }
+      for (const ws of [...set]) if (ran(ws.getUserData().accountId)) ws.end(SOCKET_CLOSE.RUNTIME_RESTARTED.code, SOCKET_CLOSE.RUNTIME_RESTARTED.reason);
     }
+    if (cluster) for (const key of this.dir.liveHandles(ran)) cluster.publish({ kind: GATEWAY_EVENT.restarted, key, data: null });
   }
 
   /** A key revoked through the management API: its sockets close now, not at the next check. */

@@ -55,6 +55,10 @@ export class HandleDirectory {
   set(row: SessionRow): void {
     this.cache.set(row.handle_hash, row);
   }
+  /** The handles of the live sessions of the accounts `of` selects, as this node's SQLite has them. */
+  liveHandles(of: (accountId: string) => boolean): string[] {
+    return this.store.live().filter((r) => of(r.account_id)).map((r) => r.handle_hash);
+  }
   invalidate(hash: string): void {
     const row = this.cache.get(hash) ?? this.store.byHash(hash);
     if (row) this.cache.set(hash, { ...row, state: 'invalidated' });

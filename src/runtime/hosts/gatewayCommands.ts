@@ -37,8 +37,9 @@ export interface SessionOpArgs {
   clientOrderId?: string;
 }
 
-/** ShardEvent kinds of the gateway socket: a frame for a handle's /ws sockets, or its end. */
-export const GATEWAY_EVENT = { frame: 'gw.frame', end: 'gw.end' } as const;
+/** ShardEvent kinds of the gateway socket: a frame for a handle's /ws sockets, or its end; in cluster
+ *  mode also the death of the shard running the session on the account's owner (`restarted`). */
+export const GATEWAY_EVENT = { frame: 'gw.frame', end: 'gw.end', restarted: 'gw.restarted' } as const;
 export interface GatewayFrameData {
   type: 'QUOTE' | 'CANDLE' | 'BOOK';
   /** JSON text of the frame's data, serialized once in the shard. */
@@ -57,6 +58,11 @@ declare module '../protocol.js' {
     'gw.frame': GatewayFrameData;
     /** The session ended (not through Disconnect): its handle is gone. */
     'gw.end': null;
+    /** Cluster mode, not from a shard: the account's owner says the shard running the session died
+     *  there (GatewaySocket.shardDied publishes it on the relay): the other nodes' /ws sockets of the
+     *  handle are closed with 4011 as the owner's are. A node of a build before it has no receiver for
+     *  the kind: its stream hub finds no account under a handle hash and drops it. */
+    'gw.restarted': null;
   }
 }
 
