@@ -148,7 +148,7 @@ describe('near source', () => {
 });
 
 describe('near source and relay together', () => {
-  it('both copies reach the node: each quote once, seqs one after another; the near account removed, the relay\'s copies carry on alone', async () => {
+  it('both copies reach the node until it is quiet: each quote once, seqs one after another; the near account removed, the relay\'s copies carry on alone', async () => {
     both = await ClusterProcs.start(engines, { nodes: 2 });
     const [na, nb] = both.nodes.map((n) => n.id) as [string, string];
     let x: ClusterAccount | undefined;
@@ -176,8 +176,8 @@ describe('near source and relay together', () => {
       await s.until((c) => c.of('QUOTE').length >= 10, 20_000, 'ten quotes');
       expect(await metric(nb, /^tagw_cluster_followed_symbols\{source="near"\} (\d+)/m, both)).toBe(1);
       expect(await metric(nb, /^tagw_stream_quotes_in_total\{path="local"\} (\d+)/m, both)).toBeGreaterThan(0);
-      // Every tick came twice (near, then the owner's relay) until b's source caught up: one of each pair was dropped.
-      expect(await metric(nb, /^tagw_stream_ticks_duplicate_total (\d+)/m, both)).toBeGreaterThan(0);
+      // Until b's source caught up both copies came (how many depends on the machine: b may be quiet
+      // before any of the relay's arrives; ci34 saw none), the hub sending each quote once (expectWhole).
       // Then b said it is quiet for the symbol, and a withholds its copies (pulses instead).
       await until(async () => (await metric(nb, /^tagw_cluster_near_quiet_symbols (\d+)/m, both)) === 1, 'b quiet for the symbol', 20_000);
       await until(async () => (await metric(na, /^tagw_cluster_relay_ticks_withheld_total (\d+)/m, both)) > 0, 'a to withhold ticks', 20_000);
