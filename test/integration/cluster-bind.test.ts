@@ -247,6 +247,22 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     expect(again.closed).toBeNull();
   }, 60_000);
 
+  it('the owner\'s shard dies while its hub holds the account\'s stream for resume (its last socket closed): the owner\'s relay subscription to the account goes with that open', async () => {
+    const { id, owner } = await followed('owner-death-held');
+    const onOwner = await mustOpen(owner.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    await onOwner.next('ORDERS', 0, 15_000);
+    const open = owner.gw.stream.stats().sockets;
+    await onOwner.close();
+    await until(() => owner.gw.stream.stats().sockets < open, 'the owner to see the socket close (its stream held)');
+    const relay = owner.gw.cluster!.relay;
+    expect(relay.following().has(SUBJECTS.accountAll(id))).toBe(true);
+    const shards = owner.gw.services.shards;
+    const thread = shards.threadId(shards.shardFor(id));
+    await shards.kill(shards.shardFor(id));
+    await until(() => { const t = shards.threadId(shards.shardFor(id)); return t !== undefined && t !== thread && shards.allReady(); }, 'the owner\'s shard to restart');
+    expect(relay.following().has(SUBJECTS.accountAll(id))).toBe(false);
+  }, 60_000);
+
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
     // The owner has no socket of the account: it must still begin the new epoch (in JetStream) for the follower's.
     const { id, owner, follower, c, before } = await followed('rebound-1');
