@@ -22,7 +22,10 @@ export class RoutedShards implements Shards {
   restarts(): number { return this.set.restarts(); }
   onDeath(listener: (shard: number) => void): () => void { return this.set.onDeath(listener); }
   onRestart(listener: (shard: number) => void): () => void { return this.set.onRestart(listener); }
-  opensLost(key: string): void { this.router.opensLost(key); }
+  opensLost(key: string): void {
+    this.router.opensLost(key);
+    this.follower.forget(key);
+  }
   queueDepths(): number[] { return this.set.queueDepths(); }
   health(): ReturnType<ShardSet['health']> { return this.set.health(); }
   kill(shard: number): Promise<void> { return this.set.kill(shard); }

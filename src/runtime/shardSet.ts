@@ -272,8 +272,8 @@ class Shard {
  *  router in front of it (`call` reaches the account's owner; the rest stays on this node). */
 export type Shards = Pick<ShardSet, 'call' | 'callShard' | 'shardFor' | 'size' | 'allReady' | 'restarts' | 'onDeath' | 'onRestart' | 'queueDepths' | 'health' | 'kill' | 'threadId'> & {
   /** The caller (the stream hub) let go of its stream.opens of the account without closing them: the
-   *  shard's thread died under them. Cluster mode: the router forgets them (on one node the new
-   *  thread simply holds none). */
+   *  shard's thread died under them. Cluster mode: the router forgets them, and so does the node's
+   *  StreamFollower (its relay subscriptions for them go); on one node the new thread simply holds none. */
   opensLost?(key: string): void;
 };
 

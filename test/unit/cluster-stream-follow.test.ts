@@ -20,7 +20,7 @@ function setup() {
       return (await reply()) as ResultOf<C>;
     });
   const open = () => run('stream.open', {}, async () => ({ server: 'Srv', platform: 'P5' }));
-  return { calls, run, open };
+  return { calls, run, open, follower: f };
 }
 
 describe('StreamFollower', () => {
@@ -69,5 +69,19 @@ describe('StreamFollower', () => {
     ]);
     await run('stream.close', {});
     expect(calls).toStrictEqual(['send stream.close', 'unfollowMarket Srv BTCUSD', 'unfollow acc']);
+  });
+
+  it('forget (the hub let go of its opens at a shard\'s death): every open and symbol goes at once; a later open follows again and its close drops it', async () => {
+    const { calls, run, open, follower } = setup();
+    await open();
+    await open(); // a second socket
+    await run('stream.sub', { symbol: 'BTCUSD', timeframes: [] });
+    calls.length = 0;
+    follower.forget('acc');
+    follower.forget('acc'); // nothing left: nothing more
+    expect(calls.splice(0)).toStrictEqual(['unfollowMarket Srv BTCUSD', 'unfollow acc']);
+    await open();
+    await run('stream.close', {});
+    expect(calls).toStrictEqual(['follow acc', 'send stream.open', 'send stream.close', 'unfollow acc']);
   });
 });
