@@ -1,8 +1,8 @@
 // A node's near sources (docs/cluster.md "Streams"), the I/O around NearPlan: the follower's market
 // subscriptions on the relay (StreamFollower) are mirrored here, and for each followed (server,
 // symbol) an account this node runs on that server subscribes the symbol at its own broker session
-// (its shard's stream.source). Both copies reach the hub, whose dedupe sends the first: the near one
-// (one process hand-off) unless its session is down or gone, when the relay's copy still comes. The
+// (its shard's stream.source). Both copies reach the hub, whose merge sends the first: the near one
+// (one process hand-off), until the node is quiet for the symbol (below). The
 // accounts running here come from the node's adoptions and releases; a shard that restarted holds no
 // source any more, so its accounts' sources are sent again once it is up (ShardSet.onRestart).
 // While local delivery of a served symbol keeps up (NearWatch), the node tells the owners it is

@@ -24,7 +24,7 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
     const { wanted, served } = node.nearCounts();
     return { near: served, relay_only: wanted - served };
   }, 'Symbols (of a server) this node\'s sockets follow on accounts other nodes own: served by an account of the same server running here too (near), or by the owner\'s relay alone.');
-  metrics.gauge('tagw_cluster_near_quiet_symbols', () => node.nearCounts().quiet, 'Followed symbols a near source serves in time: the owners withhold their relayed copies of the ticks and send a pulse (the latest tick time) instead.');
+  metrics.gauge('tagw_cluster_near_quiet_symbols', () => node.nearCounts().quiet, 'Followed symbols this node told the owners it is quiet for: its near source delivers their ticks in time, so an owner may withhold its relayed copies (it does when every node wanting them is quiet) and send a pulse (the latest tick time) instead.');
   metrics.counter('tagw_cluster_near_stalls_total', () => node.nearCounts().stalls, 'Times a quiet symbol\'s near source was found behind the owner\'s pulses: its relayed copies were asked for again.');
   metrics.counter('tagw_cluster_relay_ticks_withheld_total', () => st().relay.withheld, 'Ticks this node did not relay: every node wanting them said its near source delivers them in time (a pulse went out instead).');
   metrics.labeledCounter('tagw_cluster_calls_total', ['outcome'], () => {
