@@ -82,15 +82,10 @@ export class JsonText {
       if (v < BILLION) {
         intDigits(b, end, v, 1);
       } else {
+        // A safe integer has at most 16 digits: the high part is below 2^31 too.
         const hi = Math.floor(v / BILLION);
         intDigits(b, end, v - hi * BILLION, 9);
-        if (hi < BILLION) {
-          intDigits(b, end - 9, hi, 1);
-        } else {
-          const top = Math.floor(hi / BILLION);
-          intDigits(b, end - 9, hi - top * BILLION, 9);
-          intDigits(b, end - 18, top, 1);
-        }
+        intDigits(b, end - 9, hi, 1);
       }
       return this;
     }
