@@ -25,7 +25,9 @@ async function open(route: string, width = 1440, height = 900, before?: (page: P
 
 /** Whether the element's box lies wholly inside the window, sideways and (unless `sidewaysOnly`) up and down. */
 async function onScreen(page: Page, selector: string, sidewaysOnly = false): Promise<boolean> {
-  const box = (await page.locator(selector).first().boundingBox())!;
+  // Null while the element is not laid out (a list re-rendered under it): not on screen yet.
+  const box = await page.locator(selector).first().boundingBox();
+  if (!box) return false;
   const { w, h } = (await page.evaluate('({ w: innerWidth, h: innerHeight })')) as { w: number; h: number };
   // A pixel of slack: a box scrolled to the window's edge may sit a fraction of a pixel past it.
   return box.x >= -1 && box.x + box.width <= w + 1 && (sidewaysOnly || (box.y >= -1 && box.y + box.height <= h + 1));
@@ -130,7 +132,7 @@ describe('the console says what happened where the operator looks', { timeout: 6
     const seats = (await t.req('GET', '/v1/seats', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.seats as { id: string; createdAt: string }[];
     const newest = seats.reduce((a, b) => (a.createdAt >= b.createdAt ? a : b));
     expect(await note.textContent()).toContain(newest.id);
-    expect(await onScreen(page, '[data-testid=seat-created]')).toBe(true);
+    await expect.poll(() => onScreen(page, '[data-testid=seat-created]')).toBe(true);
     await page.close();
   });
 
@@ -488,7 +490,7 @@ describe('the console says what happened where the operator looks', { timeout: 6
     await note.waitFor();
     expect(await note.textContent()).toContain(seat);
     expect(await note.textContent()).toContain(key);
-    expect(await onScreen(page, '[data-testid=seat-deleted]')).toBe(true);
+    await expect.poll(() => onScreen(page, '[data-testid=seat-deleted]')).toBe(true);
     await browser.shot(page, '42-seat-deleted');
     await page.close();
   });
