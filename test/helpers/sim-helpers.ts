@@ -23,6 +23,20 @@ export function makeSim(opts: { seed?: number; store?: SimPersistence; t0?: numb
   return { sim, clock, store };
 }
 
+/** Each login's journal (equity points, deals, history orders) and books (open orders, positions)
+ *  on a server: what two simulators given the same commands must agree on (the A/B property tests
+ *  of a walk cut short against the full walk). */
+export function journalAndBooks(w: { sim: Simulator; store: SimPersistence }, server: string, logins: readonly string[]) {
+  const s = w.sim.server(server)!;
+  return logins.map((login) => ({
+    equity: w.store.equity(server, login, 0),
+    deals: w.store.deals(server, login, 0, Number.MAX_SAFE_INTEGER),
+    orders: w.store.historyOrders(server, login, 0, Number.MAX_SAFE_INTEGER),
+    open: [...s.accounts.get(login)!.orders.values()],
+    positions: [...s.accounts.get(login)!.positions.values()],
+  }));
+}
+
 export async function connect(sim: Simulator, server = 'Sim-P5-Demo', login = '1001', password = 'pw') {
   const c = new SimBrokerConnection(sim, { server, login, password });
   await c.connect();

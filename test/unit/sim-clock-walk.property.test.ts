@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import type { SimBrokerConnection } from '../../src/broker/sim.js';
 import { SimAccount } from '../../src/sim/account.js';
-import { connect, makeSim } from '../helpers/sim-helpers.js';
+import { connect, journalAndBooks, makeSim } from '../helpers/sim-helpers.js';
 
 const SERVER = 'Sim-P5-Demo';
 const LOGINS = ['2001', '2002', '2003'];
@@ -61,15 +61,7 @@ async function run(w: Awaited<ReturnType<typeof world>>, x: Cmd): Promise<void> 
   }
 }
 
-function record(w: Awaited<ReturnType<typeof world>>) {
-  return LOGINS.map((login) => ({
-    equity: w.store.equity(SERVER, login, 0),
-    deals: w.store.deals(SERVER, login, 0, Number.MAX_SAFE_INTEGER),
-    orders: w.store.historyOrders(SERVER, login, 0, Number.MAX_SAFE_INTEGER),
-    open: [...w.server.accounts.get(login)!.orders.values()],
-    positions: [...w.server.accounts.get(login)!.positions.values()],
-  }));
-}
+const record = (w: Awaited<ReturnType<typeof world>>) => journalAndBooks(w, SERVER, LOGINS);
 
 describe('the clock walks busy accounts only when something may be due', () => {
   it('journals and books as a walk at every step does', async () => {

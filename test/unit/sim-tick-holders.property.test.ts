@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { SimBrokerConnection } from '../../src/broker/sim.js';
 import type { SimAccount } from '../../src/sim/account.js';
 import type { MarketSymbol } from '../../src/sim/market.js';
-import { connect, makeSim } from '../helpers/sim-helpers.js';
+import { connect, journalAndBooks, makeSim } from '../helpers/sim-helpers.js';
 
 const SERVER = 'Sim-P5-Demo';
 const LOGINS = ['3001', '3002', '3003'];
@@ -88,15 +88,7 @@ async function run(w: Awaited<ReturnType<typeof world>>, x: Cmd): Promise<void> 
   if (x.k === 'cancel' && orders.length) await c.orderClose({ ticket: orders[x.pick % orders.length]!.ticket }).catch(() => undefined);
 }
 
-function record(w: Awaited<ReturnType<typeof world>>) {
-  return LOGINS.map((login) => ({
-    equity: w.store.equity(SERVER, login, 0),
-    deals: w.store.deals(SERVER, login, 0, Number.MAX_SAFE_INTEGER),
-    orders: w.store.historyOrders(SERVER, login, 0, Number.MAX_SAFE_INTEGER),
-    open: [...w.server.accounts.get(login)!.orders.values()],
-    positions: [...w.server.accounts.get(login)!.positions.values()],
-  }));
-}
+const record = (w: Awaited<ReturnType<typeof world>>) => journalAndBooks(w, SERVER, LOGINS);
 
 /** The index holds, for each symbol, every account with a position or an order of it (and may
  *  hold others until the symbol's next tick). */
