@@ -5,33 +5,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NearSources } from '../../src/cluster/nearSources.js';
 import type { QuietNotice } from '../../src/cluster/quietNodes.js';
+import { FakeShards } from '../helpers/fakeShards.js';
 
 const log = { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined };
-
-class Shards {
-  private readonly listeners = new Set<(shard: number) => void>();
-  private readonly deaths = new Set<(shard: number) => void>();
-  shardFor(id: string): number {
-    return id.startsWith('a') ? 0 : 1;
-  }
-  call(): Promise<never> {
-    return Promise.resolve({ ok: true } as never);
-  }
-  onRestart(listener: (shard: number) => void): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
-  }
-  onDeath(listener: (shard: number) => void): () => void {
-    this.deaths.add(listener);
-    return () => void this.deaths.delete(listener);
-  }
-  die(shard: number): void {
-    for (const l of this.deaths) l(shard);
-  }
-  restart(shard: number): void {
-    for (const l of this.listeners) l(shard);
-  }
-}
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -41,7 +17,7 @@ afterEach(() => {
 });
 
 function setup() {
-  const shards = new Shards();
+  const shards = new FakeShards();
   const notices: QuietNotice[] = [];
   const near = new NearSources({
     shards: shards as never, serverOf: () => 'S', log: log as never,

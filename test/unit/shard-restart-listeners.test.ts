@@ -13,46 +13,9 @@ import { AccountStreams, type AccountStreamDeps } from '../../src/stream/account
 import type { Outbox } from '../../src/stream/outbox.js';
 import type { Sock } from '../../src/stream/state.js';
 import type { Topics } from '../../src/stream/topics.js';
+import { FakeShards } from '../helpers/fakeShards.js';
 
 const log = { warn: () => undefined, info: () => undefined, error: () => undefined, debug: () => undefined };
-
-/** The shards as both consumers see them: calls recorded, a death and a restart announced by the test. */
-class Shards {
-  readonly calls: Array<{ key: string; op: string; args: unknown }> = [];
-  private readonly listeners = new Set<(shard: number) => void>();
-  private readonly deathListeners = new Set<(shard: number) => void>();
-  private n = 0;
-  shardFor(id: string): number {
-    return id.startsWith('a') ? 0 : 1;
-  }
-  call(key: string, op: string, args: unknown): Promise<never> {
-    this.calls.push({ key, op, args });
-    return Promise.resolve({ ok: true } as never);
-  }
-  restarts(): number {
-    return this.n;
-  }
-  threadId(shard: number): number {
-    return 100 * shard + this.n;
-  }
-  onRestart(listener: (shard: number) => void): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
-  }
-  onDeath(listener: (shard: number) => void): () => void {
-    this.deathListeners.add(listener);
-    return () => void this.deathListeners.delete(listener);
-  }
-  /** The shard's thread died (no new one is up yet). */
-  die(shard: number): void {
-    this.n++;
-    for (const l of this.deathListeners) l(shard);
-  }
-  /** The shard's new thread is up. */
-  restart(shard: number): void {
-    for (const l of this.listeners) l(shard);
-  }
-}
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -63,7 +26,7 @@ afterEach(() => {
 
 describe('near sources after a shard restart', () => {
   it('sends the restarted shard\'s sources again at once, those of the other shard not', () => {
-    const shards = new Shards();
+    const shards = new FakeShards();
     const servers: Record<string, string> = { a1: 'S1', b1: 'S2' };
     const near = new NearSources({ shards: shards as never, serverOf: (id) => servers[id], log: log as never });
     const relay = near.relayWith({ follow: () => undefined, unfollow: () => undefined, followMarket: async () => undefined, unfollowMarket: () => undefined } as never);
@@ -86,7 +49,7 @@ describe('near sources after a shard restart', () => {
 
 describe('account streams after a shard death', () => {
   it('close the dead shard\'s sockets with RUNTIME_RESTARTED and begin a new epoch, at once, with no new thread up', () => {
-    const shards = new Shards();
+    const shards = new FakeShards();
     const ended: Array<[string, string]> = [];
     const out = { end: (s: Sock, why: string) => void ended.push([s.acc.id, why]) } as unknown as Outbox;
     const deps = {
