@@ -55,7 +55,12 @@ describe('NearPlan', () => {
           const n = wants.get(k) ?? 0;
           if (s.t === 'drop' && n === 0) continue; // the follower drops only what it wanted
           wants.set(k, s.t === 'want' ? n + 1 : n - 1);
-          if (wants.get(k) === 0) wants.delete(k);
+          if (wants.get(k) === 0) {
+            wants.delete(k);
+            // A want let go and wanted again is a new want: the plan asks its accounts afresh
+            // (NearPlan.drop forgets the refusals of it; an account still unable refuses again).
+            for (const r of refusing.values()) r.delete(k);
+          }
           apply(s.t === 'want' ? plan.want(server, symbol) : plan.drop(server, symbol));
         } else if (s.t === 'add') {
           const id = ACCOUNTS[s.account]!;
