@@ -52,7 +52,8 @@ export type SimSymbolConfig = z.infer<typeof symbolConfigSchema>;
 export const faultSpecSchema = z.object({
   kind: z.enum(FAULT_KINDS),
   login: z.string().optional(),
-  /** drop: how long the outage lasts; mute: how long no ticks or candles are delivered. */
+  /** drop: how long the outage lasts; mute: how long no ticks or candles are delivered; any other
+   *  kind: when it ends (absent: it lasts until cleared or its count is used up). */
   durationMs: z.number().int().min(0).optional(),
   /** latency: added to every reply. */
   latencyMs: z.number().int().min(0).optional(),

@@ -14,7 +14,8 @@ export interface FaultSpec {
   /** Omit for every account of the server. */
   readonly login?: string;
   readonly kind: FaultKind;
-  /** drop / mute: how long it lasts (from when it is set). */
+  /** How long it lasts (from when it is set): required for drop and mute; a latency, reject or
+   *  timeoutAfterSend without it lasts until cleared (or its count is used up). */
   readonly durationMs?: number;
   /** latency: added to every reply. */
   readonly latencyMs?: number;
@@ -84,8 +85,7 @@ export class FaultController {
   private expire(): void {
     const now = this.now();
     for (const f of this.faults.values()) {
-      if ((f.kind === 'drop' || f.kind === 'mute') && f.createdMs + (f.durationMs ?? 0) <= now) this.faults.delete(f.id);
-      if (f.remaining !== undefined && f.remaining <= 0) this.faults.delete(f.id);
+      if (over(f, now) || (f.remaining !== undefined && f.remaining <= 0)) this.faults.delete(f.id);
     }
   }
 
@@ -116,16 +116,26 @@ export class FaultController {
 
   latency(server: string, login: string): number {
     if (this.faults.size === 0) return 0;
+    const now = this.now();
     let total = 0;
-    for (const f of this.faults.values()) if (f.kind === 'latency' && this.matches(f, server, login)) total += f.latencyMs ?? 0;
+    for (const f of this.faults.values()) {
+      if (f.kind !== 'latency' || !this.matches(f, server, login)) continue;
+      if (over(f, now)) this.faults.delete(f.id);
+      else total += f.latencyMs ?? 0;
+    }
     return total;
   }
 
   /** Decide the fate of one trade request: consumes counts and RNG draws. */
   tradeFault(server: string, login: string): 'reject' | 'timeoutAfterSend' | null {
     if (this.faults.size === 0) return null;
+    const now = this.now();
     for (const f of this.faults.values()) {
       if ((f.kind !== 'reject' && f.kind !== 'timeoutAfterSend') || !this.matches(f, server, login)) continue;
+      if (over(f, now)) {
+        this.faults.delete(f.id);
+        continue;
+      }
       if (f.remaining !== undefined) {
         if (f.remaining <= 0) continue;
         f.remaining--;
@@ -136,4 +146,11 @@ export class FaultController {
     }
     return null;
   }
+}
+
+/** Whether a fault has run its course at `now`: a drop or mute `durationMs` after it was set (none:
+ *  at once); any other kind then too when it was given a `durationMs`, else never by time. */
+function over(f: Fault, now: number): boolean {
+  if (f.kind === 'drop' || f.kind === 'mute') return f.createdMs + (f.durationMs ?? 0) <= now;
+  return f.durationMs !== undefined && f.createdMs + f.durationMs <= now;
 }

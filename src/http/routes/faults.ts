@@ -13,7 +13,7 @@ import { ownedSeat } from './provisioning.js';
 const FaultFields = {
   kind: z.enum(FAULT_KINDS)
     .describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend: trade requests; mute: connected, but no ticks or candles'),
-  durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length; mute: how long no market data arrives'),
+  durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length; mute: how long no market data arrives; latency, reject, timeoutAfterSend: optional, when they end (without it: until cleared or their count is used up)'),
   latencyMs: z.number().int().min(1).max(60_000).optional().describe('latency: added per reply'),
   count: z.number().int().min(1).max(1_000_000).optional().describe('reject / timeoutAfterSend: the next N trade requests'),
   probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend: each trade request with this probability'),
