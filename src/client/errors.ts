@@ -1,8 +1,19 @@
 // One error class for everything the gateway (or the network) refused, and one subclass for the
 // answer a bot must handle by itself: 409 IDEMPOTENCY_UNCERTAIN.
+import type { ErrorCode } from '../errors.js';
+import type { RejectReason } from '../market/orders.js';
+
+export type { ErrorCode, RejectReason };
+
+/** Codes the SDK gives itself: no answer (NETWORK_ERROR, TIMEOUT, ABORTED: `status` 0), an answer it
+ *  does not follow (REDIRECT), a socket that could not open or was closed for a revoked key, and
+ *  HTTP_<status> for an answer without a JSON `error` (a proxy's 502 page, say). */
+export type ClientErrorCode = 'NETWORK_ERROR' | 'TIMEOUT' | 'ABORTED' | 'REDIRECT' | 'WEBSOCKET_ERROR' | 'NO_WEBSOCKET' | 'KEY_REVOKED' | `HTTP_${number}`;
+/** Every `TagwError.code`: the gateway's (src/errors.ts, the one table its errors come from) and the SDK's own. */
+export type TagwErrorCode = ErrorCode | ClientErrorCode;
 
 export interface TagwErrorInit {
-  code: string;
+  code: TagwErrorCode;
   status: number;
   message: string;
   /** ms to wait before trying again, from `retry-after`. */
@@ -18,8 +29,13 @@ export interface TagwErrorInit {
 /** `code` is the body's `error` (e.g. BAD_REQUEST, TRADE_REQUEST_ERROR), or NETWORK_ERROR /
  *  TIMEOUT with `status` 0 when no answer arrived. */
 export class TagwError extends Error {
-  readonly code: string;
+  readonly code: TagwErrorCode;
   readonly status: number;
+  /** A broker rejection (TRADE_REQUEST_ERROR): why (MARKET_CLOSED, REQUOTE, NO_MONEY, ...), final
+   *  and replayed for the same clientOrderId; a corrected order needs a new id. */
+  readonly reason: RejectReason | undefined;
+  /** ...and its MT5-style trade server return code (10018 market closed, ...). */
+  readonly retcode: number | undefined;
   readonly retryAfter: number | undefined;
   readonly requestId: string | undefined;
   readonly body: Record<string, unknown> | undefined;
@@ -37,6 +53,8 @@ export class TagwError extends Error {
     this.requestId = init.requestId;
     this.body = init.body;
     this.clientOrderId = init.clientOrderId;
+    this.reason = typeof init.body?.reason === 'string' ? (init.body.reason as RejectReason) : undefined;
+    this.retcode = typeof init.body?.retcode === 'number' ? init.body.retcode : undefined;
   }
 }
 

@@ -1,7 +1,7 @@
 // The HTTP transport: one call = one logical request, tried again with jittered backoff when
 // `shouldRetry` allows it. Platform fetch only (Node 20+, browsers), injectable for tests.
 import { backoffDelay, type BackoffOptions, type CallSafety, DEFAULT_BACKOFF, parseRetryAfter, shouldRetry } from './backoff.js';
-import { IdempotencyUncertainError, TagwError } from './errors.js';
+import { IdempotencyUncertainError, TagwError, type TagwErrorCode } from './errors.js';
 import { newRequestId } from './ids.js';
 
 export type Auth = 'api' | 'management' | 'none';
@@ -277,7 +277,7 @@ export class Transport {
   private errorOf(res: Response, parsed: unknown, text: string, requestId: string, spec: CallSpec): TagwError {
     const b = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
     const init = {
-      code: typeof b?.error === 'string' ? b.error : `HTTP_${res.status}`,
+      code: typeof b?.error === 'string' ? (b.error as TagwErrorCode) : (`HTTP_${res.status}` as const),
       status: res.status,
       message: typeof b?.message === 'string' ? b.message : text.slice(0, 200) || res.statusText,
       // A 429 RATE_LIMITED's body has the exact wait; its retry-after header rounds it up to whole
