@@ -123,7 +123,8 @@ describe('the standalone simulator and malformed traffic', () => {
   // One socket is one login: a second hello (same or another login) is refused, and the first
   // login goes on alone; before, it was accepted, and both logins' events came on the socket.
   it('refuses a second hello on a logged-in socket; the first login keeps serving, its events come once', async () => {
-    const sub = JSON.stringify({ id: 4, op: 'subscribe', args: { symbols: ['EURUSD'] } }) + '\n';
+    // BTCUSD trades around the clock: its ticks come on a weekend too (EURUSD's stop Friday 21:55 UTC).
+    const sub = JSON.stringify({ id: 4, op: 'subscribe', args: { symbols: ['BTCUSD'] } }) + '\n';
     const again = (login: string, id: number) => JSON.stringify({ id, op: 'hello', args: { version: 1, server: 'Sim-P5-Demo', login, password: 'pw' } }) + '\n';
     // The first hello is answered before anything else is sent (as the gateway's client does).
     const lines: string[] = [];

@@ -219,8 +219,9 @@ describe('§7 statuses', () => {
   });
 
   it('400 for a time with no calendar date (out of range, 2026-02-30) and for absurd lots or prices; nothing is sent', async () => {
-    const q = (await api(`/GetQuote?id=${p5}&symbol=EURUSD`)).body;
-    const limit = `/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyLimit&volume=0.01&price=${(q.ask - 0.01).toFixed(5)}`;
+    // BTCUSD trades around the clock (EURUSD's market closes Friday 21:55 UTC until Sunday 22:00).
+    const q = (await api(`/GetQuote?id=${p5}&symbol=BTCUSD`)).body;
+    const limit = `/OrderSend?id=${p5}&symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=${(q.ask - 100).toFixed(2)}`;
     const before = (await api(`/OpenedOrdersTickets?id=${p5}`)).body;
     for (const exp of ['8640000000000001', '99999999999999999999', '2026-02-30T00:00:00', '10000-01-01T00:00:00Z']) {
       const r = await api(`${limit}&expiration=${exp}`);
@@ -231,10 +232,10 @@ describe('§7 statuses', () => {
     expect((await api(`/OpenedOrdersTickets?id=${p5}`)).body).toEqual(before);
     // A field of another kind of order is 400 before the id is claimed, as on /v1/proxy: a Buy with an
     // expiration, a BuyStop with a stopLimitPrice (it filled at market, or placed a plain stop).
-    const stop = `/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyStop&volume=0.01&price=${(q.ask + 0.01).toFixed(5)}`;
+    const stop = `/OrderSend?id=${p5}&symbol=BTCUSD&operation=BuyStop&volume=0.01&price=${(q.ask + 100).toFixed(2)}`;
     for (const [url, field] of [
-      [`/OrderSend?id=${p5}&symbol=EURUSD&operation=Buy&volume=0.01&expiration=2030-01-01T00:00:00&clientOrderId=belongs-1`, 'expiration'],
-      [`${stop}&stopLimitPrice=${q.ask.toFixed(5)}&clientOrderId=belongs-2`, 'stopLimitPrice'],
+      [`/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01&expiration=2030-01-01T00:00:00&clientOrderId=belongs-1`, 'expiration'],
+      [`${stop}&stopLimitPrice=${q.ask.toFixed(2)}&clientOrderId=belongs-2`, 'stopLimitPrice'],
     ] as const) {
       const r = await api(url);
       expect(r.status, url).toBe(400);
@@ -242,10 +243,10 @@ describe('§7 statuses', () => {
     }
     // A value no order can have is 400 before the id is claimed (it reached the broker and burned the id
     // as a final rejection; a negative slippage was taken), with the value ranges of /v1/proxy.
-    const buy = `/OrderSend?id=${p5}&symbol=EURUSD&operation=Buy&volume=0.01`;
+    const buy = `/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01`;
     for (const [url, field] of [
       [`${buy}&slippage=-5`, 'slippage'], [`${buy}&stoploss=-1`, 'stoploss'], [`${buy}&takeprofit=-1`, 'takeprofit'],
-      [`${stop}&stopLimitPrice=0`, 'stopLimitPrice'], [`/OrderSend?id=${p5}&symbol=EURUSD&operation=BuyLimit&volume=0.01&price=-1`, 'price'],
+      [`${stop}&stopLimitPrice=0`, 'stopLimitPrice'], [`/OrderSend?id=${p5}&symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=-1`, 'price'],
       [`/OrderClose?id=${p5}&ticket=1&lots=-0.01`, 'lots'], [`/OrderClose?id=${p5}&ticket=1&volume=0`, 'volume'],
       [`/OrderClose?id=${p5}&ticket=1&slippage=-1`, 'slippage'], [`/OrderModify?id=${p5}&ticket=1&stoploss=-1`, 'stoploss'],
     ] as const) {
@@ -265,8 +266,8 @@ describe('§7 statuses', () => {
     }
     expect((await api(`/TickValueWithSize?id=${p5}&symbols=EURUSD&lots=-2`)).status).toBe(400);
     // A single-symbol route given two symbols: 400 (it answered for the last one).
-    expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=GBPUSD`)).body.message).toContain('one symbol');
-    expect((await api(`/GetQuote?id=${p5}&symbol=EURUSD&symbol=EURUSD`)).status).toBe(200);
+    expect((await api(`/GetQuote?id=${p5}&symbol=BTCUSD&symbol=GBPUSD`)).body.message).toContain('one symbol');
+    expect((await api(`/GetQuote?id=${p5}&symbol=BTCUSD&symbol=BTCUSD`)).status).toBe(200);
     // Any single-valued parameter given twice with different values: 400 naming it, nothing sent.
     const send = `/OrderSend?id=${p5}&symbol=BTCUSD&operation=Buy&volume=0.01`;
     for (const [q, field] of [['&clientOrderId=x1&clientOrderId=x2', 'clientOrderId'], ['&volume=0.02', 'volume'], ['&operation=Sell', 'operation']]) {

@@ -24,7 +24,14 @@ import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { until } from '../helpers/until.js';
 
 // A lease long enough that a node killed and started again is back well before its heartbeat lapses.
-const env = useCluster({ nodes: 2, leaseMs: 8_000 });
+// EURUSD (the second symbol of a test below) quoted around the clock: its real sessions stop from
+// Friday 21:55 UTC to Sunday 22:00.
+const env = useCluster({
+  nodes: 2, leaseMs: 8_000,
+  simServers: (c) => c.servers.forEach((srv) => srv.symbols.forEach((sym) => {
+    if (sym.name === 'EURUSD') Object.assign(sym, { tradeSessions: 'always', quoteSessions: 'always' });
+  })),
+});
 let acct: ClusterAccount;
 let nc: NatsConnection;
 /** Market data messages on NATS, all of them and BTCUSD's. */

@@ -136,7 +136,7 @@ describe('re-binding an account to a login on another server', () => {
     const h = mgmt(t.managementKey);
     const acc = (await t.req('POST', '/ConnectEx', { headers: h, body: { user: 'mover', password: 'pw', server: 'Sim-P5-Demo' } })).body.id;
     const a = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
-    a.send({ action: 'subscribe', symbol: 'EURUSD' });
+    a.send({ action: 'subscribe', symbol: 'BTCUSD' });
     await a.next('SUBSCRIBED', 0);
     await a.until((x) => x.of('ORDERS').length >= 1, 8_000, 'P5 snapshots');
     const r = await t.req('POST', '/ConnectEx', { headers: h, body: { id: acc, user: 'mover-p4', password: 'pw', server: 'Sim-P4-Demo' } });
@@ -145,11 +145,15 @@ describe('re-binding an account to a login on another server', () => {
     expect(a.closed!.code).toBe(SOCKET_CLOSE.ACCOUNT_REBOUND.code);
     const b = await mustOpen(t.url, { apiKey: key, id: acc, heartbeat: '0' });
     try {
-      b.send({ action: 'subscribe', symbol: 'EURUSD' });
+      // BTCUSD trades around the clock (EURUSD's quotes stop from Friday 21:55 UTC to Sunday 22:00).
+      b.send({ action: 'subscribe', symbol: 'BTCUSD' });
       await b.until((x) => x.of('QUOTE').length >= 2, 10_000, 'quotes of the new server');
-      const q = await t.req('GET', `/GetQuote?id=${acc}&symbol=EURUSD&cached=0`, { headers: { 'x-api-key': key } });
-      // Two simulated servers, two markets: the socket's quotes are the new server's.
-      expect(Math.abs(b.of('QUOTE').at(-1)!.data.bid - q.body.bid)).toBeLessThan(0.001);
+      const q = await t.req('GET', `/GetQuote?id=${acc}&symbol=BTCUSD&cached=0`, { headers: { 'x-api-key': key } });
+      // Two simulated servers, two markets: the socket's quotes are the new server's. Told apart by the
+      // spread (config/sim-servers.json: 18.00 on P4, 15.00 on P5, each within a few cents).
+      const spread = (x: { bid: number; ask: number }) => x.ask - x.bid;
+      expect(spread(q.body)).toBeGreaterThan(17);
+      expect(Math.abs(spread(b.of('QUOTE').at(-1)!.data) - spread(q.body))).toBeLessThan(1);
       expect(b.of('ORDERS')).toEqual([]); // P4 now: no ORDERS frames, no initial snapshot
       expect(b.of('POSITIONS')).toEqual([]);
       // The old binding's account stream ended with it: a resume from it is not recovered.
