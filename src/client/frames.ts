@@ -19,6 +19,11 @@ export interface TradeDeal {
 }
 export interface StreamPositionRow { ticket: number; symbol: string; type: 'Buy' | 'Sell'; volume: number; openPrice: number; currentPrice: number; sl: number; tp: number; magic: number; comment: string; profit: number; [k: string]: Json | undefined }
 export interface StreamOrderRow { ticket: number; symbol: string; type: string; state: string; volume: number; price: number; magic: number; comment: string; [k: string]: Json | undefined }
+/** A /ws BOOK push: top of book only (one level per side: the broker interface carries no depth). */
+export interface Book { symbol: string; bids: Array<{ price: number; volume: number }>; asks: Array<{ price: number; volume: number }>; time: string; timeMsc: number; timeUtc: string; timeMscUtc: number }
+/** The answer to a subscribe or unsubscribe. */
+export interface SubscriptionAnswer { symbol: string; timeframes: string[]; remainingTimeframes?: string[] }
+export interface ErrorFrameData { error: string; message: string; request?: unknown }
 export interface Resumed { recovered: boolean; replayed: number; /** Set when the SDK, not the gateway, concluded continuity was lost (a new epoch without RESUMED, repeated gaps). */ synthetic?: boolean; reason?: string }
 
 export type KnownFrame =
@@ -29,7 +34,20 @@ export type KnownFrame =
   | StreamFrame<'ORDERS', { snapshot: boolean; orders: StreamOrderRow[] }>
   | StreamFrame<'HEARTBEAT', { connection: string; timeMscUtc: number; symbols: Array<{ symbol: string; lastTickTimeMsc: number | null; lastQuoteAgeMs: number | null; lastTickTimeMscUtc: number | null }> }>
   | StreamFrame<'RESUMED', Resumed>
-  | StreamFrame<'SUBSCRIBED' | 'UNSUBSCRIBED', { symbol: string; timeframes: string[]; remainingTimeframes?: string[] }>
-  | StreamFrame<'ERROR', { error: string; message: string; request?: unknown }>;
+  // One member each: `FrameOf<'SUBSCRIBED'>` (Extract) matches no member typed 'SUBSCRIBED' | 'UNSUBSCRIBED'.
+  | StreamFrame<'SUBSCRIBED', SubscriptionAnswer>
+  | StreamFrame<'UNSUBSCRIBED', SubscriptionAnswer>
+  | StreamFrame<'ERROR', ErrorFrameData>;
 
 export type FrameOf<T extends KnownFrame['type']> = Extract<KnownFrame, { type: T }>;
+
+/** Frames of a gateway session's `/ws` (docs/gateway.md): market data pushes, and the answers to a
+ *  ping (PONG) and to any other message (ERROR). */
+export type GatewayFrame =
+  | StreamFrame<'QUOTE', Quote>
+  | StreamFrame<'CANDLE', Candle>
+  | StreamFrame<'BOOK', Book>
+  | StreamFrame<'PONG', Record<string, never>>
+  | StreamFrame<'ERROR', ErrorFrameData>;
+
+export type GatewayFrameOf<T extends GatewayFrame['type']> = Extract<GatewayFrame, { type: T }>;

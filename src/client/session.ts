@@ -4,7 +4,7 @@
 // subscriptions made through it, and its socket comes back after drops like the stream's.
 import type { BackoffOptions } from './backoff.js';
 import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
-import type { FrameOf, KnownFrame } from './frames.js';
+import type { GatewayFrame, GatewayFrameOf } from './frames.js';
 import type { Transport } from './http.js';
 import { FrameChannel } from './queue.js';
 import { PROXY_OPERATIONS } from './routes.js';
@@ -105,8 +105,8 @@ export class GatewaySession {
   }
 }
 
-export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
-  private readonly channel: FrameChannel<KnownFrame, GatewaySocketEvents>;
+export class GatewaySocketClient implements AsyncIterable<GatewayFrame> {
+  private readonly channel: FrameChannel<GatewayFrame, GatewaySocketEvents>;
   private readonly sock: ReconnectingSocket;
   /** The HTTP question in flight about a refused upgrade or an ended session: close() aborts it. */
   private probe: AbortController | null = null;
@@ -114,7 +114,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
 
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
     t.socketAuth(); // no API key: refused now
-    this.channel = new FrameChannel<KnownFrame, GatewaySocketEvents>(() => this.close());
+    this.channel = new FrameChannel<GatewayFrame, GatewaySocketEvents>(() => this.close());
     this.sock = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
@@ -125,7 +125,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
         opened: () => undefined,
         frame: (text) => {
           try {
-            this.channel.push(JSON.parse(text) as KnownFrame);
+            this.channel.push(JSON.parse(text) as GatewayFrame);
           } catch {
             // not a frame
           }
@@ -143,7 +143,8 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
     return this.sock.reconnects;
   }
 
-  on<T extends KnownFrame['type']>(type: T, listener: (frame: FrameOf<T>) => void): () => void;
+  on<T extends GatewayFrame['type']>(type: T, listener: (frame: GatewayFrameOf<T>) => void): () => void;
+  on(type: '*', listener: (frame: GatewayFrame) => void): () => void;
   on(type: string, listener: (frame: any) => void): () => void {
     return this.channel.onFrame(type, listener);
   }
@@ -159,7 +160,7 @@ export class GatewaySocketClient implements AsyncIterable<KnownFrame> {
     this.channel.end();
   }
 
-  [Symbol.asyncIterator](): AsyncIterator<KnownFrame> {
+  [Symbol.asyncIterator](): AsyncIterator<GatewayFrame> {
     return this.channel[Symbol.asyncIterator]();
   }
 
