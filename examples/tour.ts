@@ -2,9 +2,11 @@
 //
 //   eval "$(node --import tsx examples/tour.ts)"    # steps on stderr; exports TAGW_URL, TAGW_KEY, TAGW_ACCOUNT
 //
-// Reads the management key from GATEWAY_MANAGEMENT_KEY or ./data/bootstrap.json; PORT as the gateway's.
+// Reads the management key from GATEWAY_MANAGEMENT_KEY or DATA_DIR/bootstrap.json (./data by default);
+// PORT and DATA_DIR as the gateway reads them.
 // In your own project: import { TagwClient } from 'tagw/client'.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { TagwClient } from '../src/client/index.js';
 
@@ -33,7 +35,7 @@ export async function tour(baseUrl: string, managementKey: string, say: (line: s
 
 if (process.argv[1] && import.meta.url === new URL(process.argv[1], 'file://').href) {
   const baseUrl = process.env.TAGW_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`;
-  const mk = process.env.GATEWAY_MANAGEMENT_KEY ?? (JSON.parse(readFileSync('data/bootstrap.json', 'utf8')) as { managementKey: string }).managementKey;
+  const mk = process.env.GATEWAY_MANAGEMENT_KEY ?? (JSON.parse(readFileSync(join(process.env.DATA_DIR ?? 'data', 'bootstrap.json'), 'utf8')) as { managementKey: string }).managementKey;
   const { key, accountId } = await tour(baseUrl, mk, (l) => console.error(l));
   console.log(`export TAGW_URL=${baseUrl} TAGW_KEY=${key} TAGW_ACCOUNT=${accountId}`);
 }

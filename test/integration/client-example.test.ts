@@ -31,6 +31,28 @@ describe('examples/tour.ts', () => {
     expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session/);
     expect((await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).OpenedOrders()).length).toBe(1);
   });
+
+  it("run as the README says, on a gateway started with DATA_DIR elsewhere: reads that DATA_DIR's bootstrap.json, as it reads PORT", async () => {
+    // Bot walk: `DATA_DIR=/srv/tagw npm start`, then the tour with DATA_DIR and PORT exported, failed
+    // with ENOENT on ./data/bootstrap.json (the CLI reads DATA_DIR; the tour did not).
+    const dataDir = join(ROOT, '.tmp', `tour-data-${process.pid}`);
+    mkdirSync(dataDir, { recursive: true });
+    try {
+      writeFileSync(join(dataDir, 'bootstrap.json'), JSON.stringify({ managementKey: g.managementKey }));
+      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'examples', 'tour.ts')], {
+        cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: new URL(g.url).port, DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      const code = await new Promise<number | null>((r) => child.on('exit', r));
+      expect(code, err).toBe(0);
+      expect(out).toMatch(/^export TAGW_URL=http:\/\/127\.0\.0\.1:\d+ TAGW_KEY=tagw_\S+ TAGW_ACCOUNT=\S+\n$/);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe("docs/client.md's example", () => {
