@@ -16,6 +16,15 @@ const pemPath = z.string().min(1).refine((v) => !v.includes('-----BEGIN') && !/[
   message: 'holds a PEM block (the key or certificate itself), not a path: write it to a file (mode 0600 for a key) and give its path',
 }).optional();
 
+/** Whether an engine's client can parse the address (WHATWG URL, as pg-connection-string and nats.js
+ *  parse it; pg also takes an empty host, `postgres://user@/db?host=/socket`). One that cannot (a port
+ *  that is no number) is a mistake in the value, exit 2, not an engine away (exit 1, restarted). */
+function parsesAsUrl(v: string): boolean {
+  return [v, v.replace('@/', '@host/')].some((u) => URL.canParse(u));
+}
+/** The value may hold a password: the message never repeats it. */
+const NOT_A_URL = (form: string) => `not a valid URL (a port that is not a number? characters of the user or password not percent-encoded?): expected ${form}`;
+
 export const configSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   port: int(0, 65535).default(8080),
@@ -133,8 +142,10 @@ export const configSchema = z.object({
   /** Zone of wall-clock times in CSV/ICS calendar exports without an explicit zone (ForexFactory exports: New York). */
   /** Cluster mode (docs/cluster.md) iff both are set: NATS carries forwarding and stream events,
    *  PostgreSQL the records of value. Either may hold credentials: /v1/status shows them redacted. */
-  natsUrl: z.string().regex(/^(nats|tls):\/\/\S+$/, 'expected nats://host:port (comma-separate several servers)').optional(),
-  databaseUrl: z.string().regex(/^postgres(ql)?:\/\/\S+$/, 'expected postgres://user:password@host:port/database').optional(),
+  natsUrl: z.string().regex(/^(nats|tls):\/\/\S+$/, 'expected nats://host:port (comma-separate several servers)')
+    .refine((v) => v.split(',').map((u) => u.trim()).filter((u) => u !== '').every(parsesAsUrl), NOT_A_URL('nats://user:password@host:port')).optional(),
+  databaseUrl: z.string().regex(/^postgres(ql)?:\/\/\S+$/, 'expected postgres://user:password@host:port/database')
+    .refine(parsesAsUrl, NOT_A_URL('postgres://user:password@host:port/database')).optional(),
   /** This node's name in the cluster; default `${hostname}:${port}` (clusterSettings). */
   nodeId: z.string().min(1).max(200).regex(/^[A-Za-z0-9._:-]+$/, 'letters, digits and . _ : - only (it is part of NATS subjects)').optional(),
   /** An account's owner must renew its lease within this (renewals every third of it); a node that

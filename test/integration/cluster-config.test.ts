@@ -37,6 +37,15 @@ describe('cluster settings', () => {
     expect(() => loadConfig({ NATS_URL: 'localhost:4222', DATABASE_URL: PG, ...BRIDGE })).toThrow(ConfigError);
     expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: 'mysql://x', ...BRIDGE })).toThrow(/databaseUrl: expected postgres:/);
     expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: PG, NODE_ID: 'a b', ...BRIDGE })).toThrow(/nodeId/);
+    // An address its client cannot parse (a port that is no number) is a mistake in the value (exit 2),
+    // not an engine away (exit 1, which a supervisor answers by restarting): named, never echoed.
+    expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: 'postgres://tagw:pw@127.0.0.1:notaport/tagw', ...BRIDGE })).toThrow(/databaseUrl: not a valid URL/);
+    expect(() => loadConfig({ NATS_URL: 'nats://u:pw@127.0.0.1:4222,nats://127.0.0.1:notaport', DATABASE_URL: PG, ...BRIDGE })).toThrow(/natsUrl: not a valid URL/);
+    expect(() => loadConfig({ NATS_URL: NATS, DATABASE_URL: 'postgres://tagw:pw@127.0.0.1:notaport/tagw', ...BRIDGE })).not.toThrow(/:pw@/);
+    // What the clients do take stays accepted: an unencoded @ in the password, a socket host, IPv6, several servers.
+    for (const DATABASE_URL of ['postgres://tagw:p@w@127.0.0.1:5432/tagw', 'postgres://tagw@/tagw?host=/var/run/postgresql', 'postgres://tagw@%2Fvar%2Frun%2Fpostgresql/tagw', 'postgresql://tagw:pw@[::1]:5432/tagw']) {
+      expect(() => loadConfig({ NATS_URL: 'nats://a:4222,tls://token@b:4222', DATABASE_URL, ...BRIDGE }), DATABASE_URL).not.toThrow();
+    }
     expect(() => loadConfig({ CLUSTER_LEASE_MS: '10' })).toThrow(/clusterLeaseMs/);
     expect(() => loadConfig({ CLUSTER_STEP_DOWN_MS: '50' })).toThrow(/clusterStepDownMs/);
     expect(() => loadConfig({ CLUSTER_SETTLE_MS: '-1' })).toThrow(/clusterSettleMs/);
