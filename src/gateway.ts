@@ -306,7 +306,7 @@ async function startShards(
       brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
       bridgeCaFile: config.bridgeCaFile === undefined ? undefined : resolvePath(config.bridgeCaFile),
       // Resolved here: shard workers may not share the operator's idea of the working directory.
-      simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile),
+      simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile), simMarketHours: config.simMarketHours,
       timing: {
         reconnectBaseMs: config.reconnectBaseMs, reconnectCapMs: config.reconnectCapMs,
         brokerWaitMs: config.brokerWaitMs, bindWaitMs: config.bindWaitMs, checkWaitMs: config.checkWaitMs, resumeWaitMs: config.resumeWaitMs,

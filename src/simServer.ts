@@ -1,5 +1,6 @@
 // Standalone simulator speaking the bridge protocol over TCP:
-//   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir] [--tls-cert file --tls-key file]
+//   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir] [--market-hours sessions|always]
+//                  [--tls-cert file --tls-key file]
 // Each socket is one login: the first frame is `hello`, then requests and pushed events.
 // Injected faults act on the wire: a drop closes the socket, "timeout after send" executes
 // the trade and never sends its reply, latency delays replies, a mute sends no ticks or candles
@@ -16,7 +17,7 @@ import type { BrokerEventName } from './broker/types.js';
 import { BrokerRequestError, BrokerTimeoutError } from './market/brokerErrors.js';
 import type { Timeframe } from './market/timeframes.js';
 import { startCheckpointer } from './store/checkpointer.js';
-import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH } from './sim/config.js';
+import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH, MARKET_HOURS, type MarketHours } from './sim/config.js';
 import { Simulator } from './sim/simulator.js';
 import { SqliteSimStore } from './store/simStore.js';
 import { MemorySimStore } from './store/memorySimStore.js';
@@ -207,7 +208,7 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   }
 }
 
-const OPTIONS = ['port', 'seed', 'config', 'data', 'host', 'tls-cert', 'tls-key'];
+const OPTIONS = ['port', 'seed', 'config', 'data', 'host', 'market-hours', 'tls-cert', 'tls-key'];
 
 /**
  * `--name value` or `--name=value`. Anything else is refused: an ignored typo (`--dta dir`,
@@ -242,8 +243,14 @@ async function main(): Promise<void> {
   const port = Number(args.port ?? 0);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port ${args.port}: expected a port number 0-65535`);
   if (args.seed !== undefined && !Number.isInteger(Number(args.seed))) throw new UsageError(`--seed ${args.seed}: expected an integer`);
+  const hours = args['market-hours'];
+  if (hours !== undefined && !(MARKET_HOURS as readonly string[]).includes(hours)) {
+    throw new UsageError(`--market-hours ${hours}: expected ${MARKET_HOURS.join(' or ')}`);
+  }
   const configPath = args.config || DEFAULT_CONFIG_PATH;
-  const config = attempt(`--config ${configPath}`, () => loadSimConfig(configPath, args.seed ? { seed: Number(args.seed) } : {}));
+  const config = attempt(`--config ${configPath}`, () => loadSimConfig(configPath, {
+    ...(args.seed ? { seed: Number(args.seed) } : {}), ...(hours ? { marketHours: hours as MarketHours } : {}),
+  }));
   const replay = attempt(`replay data of ${configPath}`, () => loadReplayData(config, dirname(configPath)));
   let store;
   if (args.data) {
@@ -277,7 +284,7 @@ async function main(): Promise<void> {
   const handle = await startSimServer(sim, { port, host, ...(tls ? { tls } : {}) }).catch((err: unknown) => {
     throw new UsageError(`cannot listen on ${host}:${port}: ${oneLine(err)}`);
   });
-  console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed }));
+  console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed, marketHours: hours ?? 'sessions' }));
   const stop = () => {
     sim.stop();
     void handle.close().then(() => process.exit(0));

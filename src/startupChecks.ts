@@ -22,6 +22,8 @@ export function oneLine(err: unknown): string {
 /** The broker side: a bridge needs its address; the embedded simulator needs a valid servers file. */
 export function checkBrokerConfig(config: Config): void {
   if (config.brokerMode === 'bridge') {
+    // The bridge's simulator (or real broker) keeps its own hours: the setting would do nothing.
+    if (config.simMarketHours !== undefined) throw new ConfigError('SIM_MARKET_HOURS is for the embedded simulator; with BROKER_MODE=bridge start the simulator with `npm run sim -- --market-hours always`');
     if (!config.bridgeUrl) throw new ConfigError('BROKER_MODE=bridge needs BRIDGE_URL=tcp://host:port (or tls://host:port)');
     if (config.bridgeCaFile) {
       if (!config.bridgeUrl.startsWith('tls://')) throw new ConfigError('BRIDGE_CA_FILE needs BRIDGE_URL=tls://host:port');
@@ -36,7 +38,7 @@ export function checkBrokerConfig(config: Config): void {
   }
   const path = config.simServersFile === undefined ? DEFAULT_CONFIG_PATH : resolve(config.simServersFile);
   try {
-    loadSimConfig(path);
+    loadSimConfig(path, { ...(config.simMarketHours ? { marketHours: config.simMarketHours } : {}) });
   } catch (err) {
     throw new ConfigError(`SIM_SERVERS_FILE ${path}: ${oneLine(err)}`);
   }

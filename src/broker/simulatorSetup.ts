@@ -3,7 +3,7 @@
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { Simulator, type Clock } from '../sim/simulator.js';
-import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig } from '../sim/config.js';
+import { DEFAULT_CONFIG_PATH, loadReplayData, loadSimConfig, type MarketHours } from '../sim/config.js';
 import { SqliteSimStore } from '../store/simStore.js';
 import { MemorySimStore } from '../store/memorySimStore.js';
 import type { CommitGroup } from '../store/commitGroup.js';
@@ -14,6 +14,8 @@ export interface CreateSimulatorOptions {
   readonly db?: Database.Database;
   readonly configPath?: string;
   readonly seed?: number;
+  /** `always`: every symbol quotes and trades around the clock; default each symbol's own sessions. */
+  readonly marketHours?: MarketHours;
   readonly clock?: Clock;
   /** Drive the market from a timer every N ms (default 20); false for manual advance(). */
   readonly driveMs?: number | false;
@@ -29,7 +31,9 @@ export interface CreateSimulatorOptions {
  *  persistence, market driven by a timer. */
 export function createSimulator(options: CreateSimulatorOptions = {}): Simulator {
   const path = options.configPath ?? DEFAULT_CONFIG_PATH;
-  const config = loadSimConfig(path, options.seed !== undefined ? { seed: options.seed } : {});
+  const config = loadSimConfig(path, {
+    ...(options.seed !== undefined ? { seed: options.seed } : {}), ...(options.marketHours ? { marketHours: options.marketHours } : {}),
+  });
   const store = options.db
     ? new SqliteSimStore(options.db, {
       ...(options.commitGroup ? { commitGroup: options.commitGroup } : {}), ...(options.onStoreFailure ? { onError: options.onStoreFailure } : {}), ...(options.fullDisk ? { fullDisk: options.fullDisk } : {}),

@@ -2,6 +2,7 @@
 // and backoff of the shard hosts is here, so a test (or an operator, through src/config.ts) sets
 // them instead of waiting out hard-coded times.
 import type { LogLevel } from '../log.js';
+import type { MarketHours } from '../sim/config.js';
 
 export interface ShardTiming {
   /** Broker reconnect backoff: the first delay and the cap (ms, full jitter in between). */
@@ -38,6 +39,8 @@ export interface ShardSettings {
   bridgeCaFile?: string | undefined;
   /** Servers file of the embedded simulator (absolute); absent: the shipped one. */
   simConfigPath?: string | undefined;
+  /** The embedded simulator's market hours (SIM_MARKET_HOURS); absent: each symbol's own sessions. */
+  simMarketHours?: MarketHours | undefined;
   timing: ShardTiming;
   /** The shard's clock (its hosts and its embedded simulator) runs this far from the system clock
    *  (ms). 0 in production; a test sets it to put the simulator just before a bar boundary. */

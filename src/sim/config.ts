@@ -126,7 +126,31 @@ export function loadReplayData(config: SimConfig, baseDir: string): Map<string, 
   return out;
 }
 
-export function loadSimConfig(path: string = DEFAULT_CONFIG_PATH, overrides: { seed?: number } = {}): SimConfig {
+/** When symbols quote and trade: each symbol's own `tradeSessions`/`quoteSessions` (`sessions`, the
+ *  default), or every symbol around the clock (`always`: a forex bench or demo on a weekend). */
+export const MARKET_HOURS = ['sessions', 'always'] as const;
+export type MarketHours = (typeof MARKET_HOURS)[number];
+
+export interface SimConfigOverrides {
+  seed?: number;
+  marketHours?: MarketHours;
+}
+
+/** The config with the overrides applied: `marketHours: 'always'` replaces every symbol's sessions,
+ *  so what the simulator does and the sessions it reports (SymbolSessions, IsTradeSession) agree. */
+export function withOverrides(config: SimConfig, overrides: SimConfigOverrides): SimConfig {
+  const seeded = overrides.seed !== undefined ? { ...config, seed: overrides.seed } : config;
+  if (overrides.marketHours !== 'always') return seeded;
+  return {
+    ...seeded,
+    servers: seeded.servers.map((server) => ({
+      ...server,
+      symbols: server.symbols.map((s) => ({ ...s, tradeSessions: 'always' as const, quoteSessions: 'always' as const })),
+    })),
+  };
+}
+
+export function loadSimConfig(path: string = DEFAULT_CONFIG_PATH, overrides: SimConfigOverrides = {}): SimConfig {
   const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  return parseSimConfig({ ...raw, ...(overrides.seed !== undefined ? { seed: overrides.seed } : {}) });
+  return withOverrides(parseSimConfig(raw), overrides);
 }

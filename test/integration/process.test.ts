@@ -230,6 +230,7 @@ describe('process', () => {
       [{ TAGW_CONFIG: join(dir, 'typo.json') }, 2, /TAGW_CONFIG .*typo\.json: unknown setting 'prot' \(the camelCase keys of src\/config\.ts, e\.g\. port, dataDir\)/],
       [{ TAGW_CONFIG: join(dir, 'list.json') }, 2, /TAGW_CONFIG .*list\.json: not a JSON object/],
       [{ STREAM_SOFT_LIMIT_BYTES: '10000000', STREAM_HARD_LIMIT_BYTES: '5000' }, 2, /invalid configuration: streamSoftLimitBytes: must be below streamHardLimitBytes \(5000\)/],
+      [{ SIM_MARKET_HOURS: 'weekends' }, 2, /invalid configuration: simMarketHours: .*"sessions"\|"always"/],
     ];
     // All at once: each is its own process and DATA_DIR, and most of its time is starting node.
     const runs = cases.map(([env, code, message]) => [env, code, message, start(env)] as const);
@@ -294,7 +295,8 @@ describe('process', () => {
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
       [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
       // A typo or another option syntax is not ignored (state would silently stay in memory).
-      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --tls-cert, --tls-key\)/],
+      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --market-hours, --tls-cert, --tls-key\)/],
+      [['--market-hours', 'weekends'], /--market-hours weekends: expected sessions or always/],
       [['--port', '0', 'extra'], /unexpected argument extra/],
       [['--tls-cert', join(dir, 'bad.json')], /--tls-cert and --tls-key go together/],
       [['--tls-cert', join(dir, 'bad.json'), '--tls-key', join(dir, 'bad.json')], /--tls-cert .*bad\.json .*: /],

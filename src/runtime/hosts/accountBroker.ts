@@ -38,9 +38,11 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
       stop: () => {},
     };
   }
-  // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it.
+  // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it; SIM_MARKET_HOURS.
   const path = ctx.settings.simConfigPath;
-  const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
+  const hours = ctx.settings.simMarketHours;
+  const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(hours ? { marketHours: hours } : {}),
+    ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
     ...(ctx.fatal ? { onStoreFailure: ctx.fatal } : {}),
     fullDisk: fullDiskOf(ctx),
   });
