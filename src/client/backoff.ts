@@ -17,8 +17,20 @@ export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 100, maxMs: 5_000 };
  * back in lock-step.
  */
 export function backoffDelay(attempt: number, opts: BackoffOptions, random: () => number): number {
+  return retryWait(attempt, opts, random, 0);
+}
+
+/**
+ * The wait before retry number `attempt` when the server may have said how long (`retryAfterMs`:
+ * a `retry-after`, a 429's `retryAfterMs`): the backoff, or, when retry-after is longer, retry-after
+ * plus the backoff's random half. Not retry-after alone: every caller refused in the same moment
+ * (a bot's concurrent orders over its key's limit, a fleet of bots told 503 retry-after by a
+ * draining gateway) would otherwise come back in the same millisecond, and most be refused again.
+ */
+export function retryWait(attempt: number, opts: BackoffOptions, random: () => number, retryAfterMs: number): number {
   const cap = Math.min(opts.maxMs, opts.baseMs * 2 ** Math.min(Math.max(0, attempt), 30));
-  return Math.round(cap / 2 + random() * (cap / 2));
+  const jitter = random() * (cap / 2);
+  return Math.round(Math.max(cap / 2 + jitter, retryAfterMs > 0 ? retryAfterMs + jitter : 0));
 }
 
 /** What a call may do when retried: `safe` ones change nothing the second time (reads, and trades

@@ -1,6 +1,6 @@
 // The HTTP transport: one call = one logical request, tried again with jittered backoff when
 // `shouldRetry` allows it. Platform fetch only (Node 20+, browsers), injectable for tests.
-import { backoffDelay, type BackoffOptions, type CallSafety, DEFAULT_BACKOFF, parseRetryAfter, shouldRetry } from './backoff.js';
+import { type BackoffOptions, type CallSafety, DEFAULT_BACKOFF, parseRetryAfter, retryWait, shouldRetry } from './backoff.js';
 import { IdempotencyUncertainError, TagwError, type TagwErrorCode } from './errors.js';
 import { newRequestId } from './ids.js';
 
@@ -240,7 +240,7 @@ export class Transport {
       }
       if (attempt + 1 >= (spec.tries ?? this.retry.attempts) || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
       if (err.retryAfter !== undefined && err.retryAfter > this.retry.maxRetryAfterMs) throw err;
-      await this.pause(Math.max(backoffDelay(attempt, this.retry, this.random), err.retryAfter ?? 0), signal);
+      await this.pause(retryWait(attempt, this.retry, this.random, err.retryAfter ?? 0), signal);
     }
   }
 

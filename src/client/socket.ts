@@ -2,7 +2,7 @@
 // any close it did not ask for. The stream and gateway-socket clients build on it; what a frame
 // means is theirs. Works with the browser's WebSocket and with `ws` in Node (injected).
 import type { SOCKET_CLOSE } from '../stream/closeCodes.js';
-import { backoffDelay, type BackoffOptions } from './backoff.js';
+import { type BackoffOptions, retryWait } from './backoff.js';
 import type { ClosedVerdict } from './errors.js';
 
 type Code<K extends keyof typeof SOCKET_CLOSE> = (typeof SOCKET_CLOSE)[K]['code'];
@@ -164,7 +164,7 @@ export class ReconnectingSocket {
 
   private scheduleRetry(code?: number, reason?: string, atLeastMs = 0): void {
     if (this.stopped) return;
-    const delayMs = Math.max(atLeastMs, backoffDelay(this.attempt++, this.o.backoff, this.o.random ?? Math.random));
+    const delayMs = retryWait(this.attempt++, this.o.backoff, this.o.random ?? Math.random, atLeastMs);
     this.reconnects++;
     this.h.state?.('reconnecting', { ...(code !== undefined ? { code } : {}), ...(reason !== undefined ? { reason } : {}), delayMs });
     this.retryTimer = setTimeout(() => {
