@@ -148,7 +148,7 @@ async function start(
   registerMetrics(watch, edge, stores.cluster, shards);
   if (listener.secure) watch.metrics.gauge('tagw_tls_certificate_expiry_timestamp_seconds', () => (listener.certificateExpiresAt ?? 0) / 1000, 'When the TLS certificate loaded last (start or SIGHUP) expires, in seconds since the epoch.');
   const routes = routesOf(edge.services, watch, edge.closeSockets);
-  wireCluster(stores, access, edge.closeSockets);
+  wireCluster(stores, access, edge.closeSockets, watch.connections);
   const gatewaySocket = mountAll(listener.app, at, access, watch, edge, routes, receivers);
   const { port, relay, url } = await listen(at, listener, stores, edge, watch.metrics);
   const close = shutdown(at, listener, lock, relay, stores, access, watch, edge, gatewaySocket, shardSet);
@@ -385,8 +385,11 @@ function routesOf(services: Services, { metrics, connections, startedAt }: Watch
 }
 
 /** Cluster mode: a key revoked or a seat removed through any node stops working here too, at once. */
-function wireCluster({ cluster, tenancy }: Stores, { auth, rateLimits }: Access, closeSockets: Edge['closeSockets']): void {
+function wireCluster({ cluster, tenancy }: Stores, { auth, rateLimits }: Access, closeSockets: Edge['closeSockets'], connections: ConnectionLog): void {
   if (!cluster) return;
+  // An account that left this node runs on another: its phases here would be stale (`connected`
+  // forever in tagw status, the dashboard and tagw_broker_connections).
+  cluster.onReleased = (ids) => { for (const id of ids) connections.forget(id); };
   cluster.onTenancyNotice = (n) => {
     for (const k of n.keys ?? []) {
       auth.evict(k);

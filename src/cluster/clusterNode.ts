@@ -124,6 +124,9 @@ export class ClusterNode {
   onTenancyNotice: (n: TenancyNotice) => void = () => {};
   /** Accounts this node acquired, once its shards started them: set by the gateway (the stream edge). */
   onAcquired: (accountIds: string[]) => void = () => {};
+  /** Accounts that left this node (handed over, lost), once its shards stopped them: set by the
+   *  gateway (their connection phases are no longer this node's). */
+  onReleased: (accountIds: string[]) => void = () => {};
   /** Resolves once the stream frames this node numbered so far are stored, or after `boundMs`:
    *  set by the gateway (the stream edge). */
   beforeHandOver: (boundMs: number) => Promise<void> = async () => {};
@@ -430,6 +433,8 @@ export class ClusterNode {
     this.refreshBindings(ids);
     await this.perShard(ids, 'shard.release').catch((err: unknown) => this.o.log.error('could not stop released accounts', { accounts: ids.length, err: errorMessage(err) }));
     this.refreshBindings(ids);
+    // Taken again meanwhile (a handover undone, a lease won back): its phases are this node's again.
+    this.onReleased(ids.filter((id) => !this.w.adopted.has(id)));
   }
 
   /** This node's SQLite takes these accounts' bindings from PostgreSQL at the next mirror pass, run now. */

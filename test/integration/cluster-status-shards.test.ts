@@ -1,6 +1,7 @@
 // `GET /v1/status` (and so `tagw status` and the dashboard) of a cluster node: its shards' accounts
 // are the accounts this node runs. Every node's SQLite mirrors all the cluster's seats; counting those
 // showed each node running every account (two nodes, four accounts: 4 and 4).
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
@@ -9,8 +10,10 @@ import { runBuiltCli } from '../helpers/build.js';
 
 const engines = useClusterEngines();
 let nodes: TestGateway[] = [];
+/** One secret key for the nodes started at once and the one that joins later. */
+const secretKey = randomBytes(32).toString('hex');
 beforeAll(async () => {
-  nodes = await startClusterGateways(engines, ['status-a', 'status-b'], { shards: 2, leaseMs: 6_000 });
+  nodes = await startClusterGateways(engines, ['status-a', 'status-b'], { shards: 2, leaseMs: 6_000, perNode: () => ({ secretKey }) });
 }, 60_000);
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
@@ -92,4 +95,28 @@ describe('a cluster node\'s status', () => {
     expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+$/m);
     expect(run.stdout).not.toMatch(/^stepped down:/m);
   }, 60_000);
+
+  it('counts by connection state only the accounts it runs: one handed over to a node that joined leaves its counts and its phase list', async () => {
+    const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
+    const before = nodes.map((n) => n.gw.cluster!.owned());
+    const [joined] = await startClusterGateways(engines, ['status-c'], { shards: 2, leaseMs: 6_000, perNode: () => ({ secretKey }) });
+    nodes.push(joined!);
+    await until(() => joined!.gw.cluster!.owned().length > 0, 'the joining node to take its share');
+    const moved = before.flat().filter((id) => joined!.gw.cluster!.owned().includes(id));
+    expect(moved.length).toBeGreaterThan(0);
+    type Phases = Record<string, number>;
+    const counted = async (n: TestGateway) => Object.values((await n.req('GET', '/v1/status', { headers: mk })).body.accounts as Phases).reduce((a, b) => a + b, 0);
+    // Each node's accounts by state add up to the accounts it holds (a handed-over account stayed
+    // `connected` in its former owner's counts: tagw status, the dashboard, tagw_broker_connections).
+    for (const n of nodes) {
+      await until(async () => (await counted(n)) === n.gw.cluster!.owned().length, `${n.gw.cluster!.nodeId}: accounts by state = accounts it holds`, 10_000);
+    }
+    for (const n of nodes.slice(0, 2)) {
+      const list = (await n.req('GET', '/v1/accounts/connections', { headers: mk })).body.accounts as Array<{ id: string; phase: string | null }>;
+      for (const id of moved.filter((m) => !n.gw.cluster!.owned().includes(m))) expect(list.find((a) => a.id === id)?.phase, id).toBeNull();
+    }
+    const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
+    const gauge = [...metrics.matchAll(/^tagw_broker_connections\{phase="[a-z]+"\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+    expect(gauge).toBe(nodes[0]!.gw.cluster!.owned().length);
+  }, 90_000);
 });
