@@ -76,6 +76,12 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     expect(await row('dash-node-a').locator('[data-testid=this-node]').count()).toBe(0);
     expect(await panel.textContent()).toMatch(/NATS\s*up/i);
     expect(await panel.textContent()).toContain('Every account has an owner');
+    // Accounts by connection state are node b's: the seats bound and running on node a are not
+    // "without a broker login" (it said 3 - b's own before).
+    const phases = page.locator('[data-testid=phases]');
+    await expect.poll(async () => await phases.locator('[data-testid=phases-elsewhere]').textContent(), { timeout: 10_000, interval: 200 })
+      .toBe(String(ids.filter((id) => a.gw.cluster!.owned().includes(id)).length));
+    expect(await phases.locator('[data-testid=phases-unbound]').textContent()).toBe('0');
     const forwarded = page.locator('[data-testid=calls-forwarded]');
     const before = Number(await forwarded.textContent());
     const ownedByA = ids.find((id) => a.gw.cluster!.owned().includes(id));

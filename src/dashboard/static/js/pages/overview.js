@@ -42,6 +42,11 @@ export function Overview({ title }) {
   if (!data) return html`<${Top} title=${title} /><${Err} error=${error} />${error ? null : html`<p class="muted">Loading…</p>`}`;
   const { status, samples, stats, chart } = data;
   const phases = status.accounts ?? {};
+  // A cluster node's phases are the accounts it runs: the cluster's other bound accounts run on other
+  // nodes (their leases), or wait for one (unowned); only what is left has no broker login.
+  const cl = status.cluster;
+  const elsewhere = cl ? cl.nodes.filter((n) => n.nodeId !== cl.nodeId).reduce((n, x) => n + x.accounts, 0) : 0;
+  const bound = cl ? cl.nodes.reduce((n, x) => n + x.accounts, 0) + cl.unowned : PHASES.reduce((n, p) => n + (phases[p] ?? 0), 0);
   const shardsUp = status.shards.filter((s) => s.ready).length;
   const sockets = value(samples, 'tagw_stream_sockets') ?? 0;
   const coalescing = value(samples, 'tagw_stream_coalescing_sockets') ?? 0;
@@ -69,7 +74,8 @@ export function Overview({ title }) {
         <h2>Accounts by connection state</h2>
         <table data-testid="phases"><tbody>
           ${PHASES.map((p) => html`<tr><td><${Badge} value=${p} /></td><td class="num">${phases[p] ?? brokerPhases[p] ?? 0}</td></tr>`)}
-          <tr><td class="muted">seats without a broker login</td><td class="num">${Math.max(0, status.seats - PHASES.reduce((n, p) => n + (phases[p] ?? 0), 0))}</td></tr>
+          ${cl ? html`<tr><td class="muted">running on other nodes</td><td class="num" data-testid="phases-elsewhere">${elsewhere}</td></tr>` : null}
+          <tr><td class="muted">seats without a broker login</td><td class="num" data-testid="phases-unbound">${Math.max(0, status.seats - bound)}</td></tr>
         </tbody></table>
       </div>
       <div class="panel">
