@@ -351,16 +351,21 @@ export class AccountStreams {
   /** A shard whose thread died (ShardSet.onDeath) lost the stream state of its accounts
    *  (subscriptions, listeners, events in flight): their sockets are closed with RUNTIME_RESTARTED at
    *  once, not when a new thread is ready (one crashing while it rehydrates may never be), so clients
-   *  learn of the hole, reconnect, resubscribe and resync; their streams start a new epoch. A socket
-   *  that reconnects meanwhile waits for the new thread (its stream.open goes there), and is closed
-   *  again if that thread dies too. */
+   *  learn of the hole, reconnect, resubscribe and resync; their streams start a new epoch (one node;
+   *  cluster mode: ownedShardDied). A socket that reconnects meanwhile waits for the new thread (its
+   *  stream.open goes there), and is closed again if that thread dies too. */
   private shardDied(shard: number): void {
     const shards = this.deps.shards;
+    const shared = this.deps.shared;
     for (const acc of [...this.accounts.values()]) {
       if (shards.shardFor(acc.id) !== shard) continue;
       // Cluster mode: an account this node only follows runs on its owner's shard, not here; its
       // stream goes on as the owner numbers it (a local epoch would end its sockets twice).
       if (acc.shared?.role === 'follower') continue;
+      if (shared) {
+        this.ownedShardDied(acc);
+        continue;
+      }
       acc.opens = 0; // the new thread holds no stream.open of ours
       shards.opensLost?.(acc.id);
       this.rotate(acc);
@@ -372,5 +377,36 @@ export class AccountStreams {
       }
       for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
     }
+  }
+
+  /**
+   * Cluster mode: the shard running an account this node owns died. Every frame sent is in JetStream
+   * (stored before sent), so the stream's epoch goes on: a client resumes on any node (recovered:true)
+   * and the other nodes' sockets stream on, opened again on the new thread (AccountRouter.shardDied).
+   * What the dead thread had in flight is resynced with the broker (missed deals as TRADEs, then a
+   * snapshot pair) once the stream opens or connects there, as a new owner does after a SIGKILL. The
+   * state that numbers the account stays here: taken up again from JetStream's head, it could number
+   * again what is still being stored. Before, a new epoch began here: the other nodes' sockets closed
+   * 4014 and every resume answered recovered:false. Its sockets' opens went with the thread: closing
+   * them releases nothing (only one still under way was sent to the new thread).
+   */
+  private ownedShardDied(acc: AccountState): void {
+    acc.opens = 0;
+    for (const s of acc.sockets) {
+      if (s.openState === 'pending') acc.opens++;
+      else s.openState = 'failed';
+    }
+    this.deps.shards.opensLost?.(acc.id);
+    if (acc.retainTimer) clearTimeout(acc.retainTimer);
+    acc.retainTimer = null;
+    if (acc.shared && !acc.shared.placeholder) {
+      acc.needsResync = true;
+      acc.heldDeals ??= [];
+    } else if (acc.opens === 0) {
+      // Nothing numbered here yet: the account's next event takes the role again.
+      this.accounts.delete(acc.id);
+      this.onReleased(acc);
+    }
+    for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
   }
 }

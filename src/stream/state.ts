@@ -109,7 +109,8 @@ export interface Sock {
   /** What the client asked for at the upgrade; since=message: what its first message asked for. */
   since: StreamPosition | 'message' | null;
   /** Its stream.open at the shard: done before the upgrade ('open'), or still under way after a
-   *  synchronous upgrade ('pending'), or refused ('failed': nothing to release). */
+   *  synchronous upgrade ('pending'), or refused or gone with the shard's thread ('failed': nothing
+   *  to release). */
   openState: 'open' | 'pending' | 'failed';
   /** While its stream.open is pending: the snapshot request and client messages, run once it is
    *  done (the shard may hold no stream state for the account before that). */
