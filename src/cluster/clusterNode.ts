@@ -26,7 +26,7 @@ import { RoutedShards } from './routedShards.js';
 import { NearSources } from './nearSources.js';
 import { quietAnnouncer } from './quietNotices.js';
 import { AccountStore } from '../store/accounts.js';
-import { clusterOverview, type Lease, type NodeRow } from './leases.js';
+import { clusterOverview, leaseRows, type Lease, type NodeRow } from './leases.js';
 import { nodeCounters } from './nodeCounters.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
@@ -482,6 +482,12 @@ export class ClusterNode {
   /** Accounts no node holds (a takeover in progress), as last read. */
   unowned(): number {
     return this.seen.unowned;
+  }
+
+  /** The node running each of these accounts now, from PostgreSQL's leases (null: none holds it, a
+   *  takeover under way; absent: never leased, e.g. a seat without a broker login). */
+  async owners(accountIds: readonly string[]): Promise<Map<string, string | null>> {
+    return new Map((await leaseRows(this.pg.pool, accountIds)).map((r) => [r.accountId, r.live ? r.owner : null]));
   }
 
   /** Every node PostgreSQL knows of, with its live lease count (/v1/status). */

@@ -115,6 +115,16 @@ describe('a cluster node\'s status', () => {
       const list = (await n.req('GET', '/v1/accounts/connections', { headers: mk })).body.accounts as Array<{ id: string; phase: string | null }>;
       for (const id of moved.filter((m) => !n.gw.cluster!.owned().includes(m))) expect(list.find((a) => a.id === id)?.phase, id).toBeNull();
     }
+    // Which node runs each account: the route says so, and `tagw accounts list` shows `on <node>`
+    // where it said `unknown` (the phase is the owner's).
+    const listA = (await nodes[0]!.req('GET', '/v1/accounts/connections', { headers: mk })).body.accounts as Array<{ id: string; owner?: string | null }>;
+    for (const n of nodes) for (const id of n.gw.cluster!.owned()) expect(listA.find((a) => a.id === id)?.owner, id).toBe(n.gw.cluster!.nodeId);
+    const env: NodeJS.ProcessEnv = { ...process.env, TAGW_URL: nodes[0]!.url, GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY, DATA_DIR: nodes[0]!.dataDir };
+    for (const k of ['TAGW_CONFIG', 'NATS_URL', 'DATABASE_URL']) delete env[k];
+    const run = await runBuiltCli(['accounts', 'list'], env);
+    expect(run.code, run.stderr).toBe(0);
+    for (const id of joined!.gw.cluster!.owned()) expect(run.stdout).toMatch(new RegExp(`^${id} .* on status-c `, 'm'));
+    expect(run.stdout).not.toMatch(/ unknown /);
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     const gauge = [...metrics.matchAll(/^tagw_broker_connections\{phase="[a-z]+"\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(gauge).toBe(nodes[0]!.gw.cluster!.owned().length);

@@ -11,7 +11,13 @@ interface Seat {
 interface Connection {
   id: string; platform: string | null; server: string | null; phase: string | null; synced: boolean; since: string | null;
   lastError: { at: string; phase: string } | null; history: Array<{ at: string; phase: string }>;
+  /** Cluster mode: the node running it (null: none now, a takeover under way); absent on a single node. */
+  owner?: string | null;
 }
+
+/** The phase this node knows; an account another cluster node runs has its phase there. */
+const phaseOf = (a: Connection) => a.phase
+  ?? (a.owner ? `on ${a.owner}` : a.owner === null && a.server ? 'no owner (takeover under way)' : a.server ? 'unknown' : 'no login bound');
 
 const hosting = (s: Seat) => (s.privateHosting ? `private${s.region ? ` (${s.region})` : ''}` : 'shared');
 const seg = (v: string) => encodeURIComponent(v);
@@ -72,7 +78,7 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
     const rows = await connections(c);
     c.out.print({ accounts: rows }, (d) => table(d.accounts, [
       { header: 'ID', value: (a) => a.id }, { header: 'PLATFORM', value: (a) => a.platform }, { header: 'SERVER', value: (a) => a.server },
-      { header: 'PHASE', value: (a) => a.phase ?? (a.server ? 'unknown' : 'no login bound') }, { header: 'SINCE', value: (a) => when(a.since) },
+      { header: 'PHASE', value: phaseOf }, { header: 'SINCE', value: (a) => when(a.since) },
       { header: 'LAST ERROR', value: (a) => (a.lastError ? `${a.lastError.phase} at ${when(a.lastError.at)}` : null) },
     ]));
   });
@@ -82,7 +88,8 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
     const a = (await connections(c)).find((x) => x.id === id);
     if (!a) throw new CliError(EXIT.FAILED, `no account ${id}`);
     c.out.print(a, (d) => fields([
-      ['id', d.id], ['platform', d.platform], ['server', d.server], ['phase', d.phase], ['synced', d.synced ? 'yes' : 'no'],
+      ['id', d.id], ['platform', d.platform], ['server', d.server], ['phase', phaseOf(d)], ...(d.owner !== undefined ? [['node', d.owner ?? 'none (takeover under way)'] as [string, unknown]] : []),
+      ['synced', d.synced ? 'yes' : 'no'],
       ['since', when(d.since)], ['last error', d.lastError ? `${d.lastError.phase} at ${when(d.lastError.at)}` : null],
     ]) + `\nHistory:\n${table(d.history, [{ header: 'AT', value: (h) => when(h.at) }, { header: 'PHASE', value: (h) => h.phase }])}`);
   });

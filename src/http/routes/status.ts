@@ -83,12 +83,16 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
           id: z.string(), platform: z.enum(['P4', 'P5']).nullable(), server: z.string().nullable(),
           phase: Phase.nullable(), synced: z.boolean(), since: z.string().nullable(),
           lastError: PhaseChange.nullable(), history: z.array(PhaseChange),
+          owner: z.string().nullable().optional().describe('Cluster mode: the node running the account now, whose phases these are (this node shows phase null for an account another node runs); null while none holds it (a takeover under way). Absent on a single node, for a seat without a broker login, or when PostgreSQL did not answer'),
         })),
       }),
       errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
-      handler: ({ principal }) => {
+      handler: async ({ principal }) => {
         const iso = (at: number) => new Date(at).toISOString();
-        const accounts = s.tenancy.seatsOf(principal!.customerId).map((seat) => {
+        const seats = s.tenancy.seatsOf(principal!.customerId);
+        // Cluster mode: which node runs each (a list without it, PostgreSQL away, is still an answer).
+        const owners = s.cluster ? await s.cluster.owners(seats.map((seat) => seat.id)).catch(() => undefined) : undefined;
+        const accounts = seats.map((seat) => {
           const b = bindings.get(seat.id);
           const history = connections.history(seat.id);
           const last = history[history.length - 1];
@@ -98,6 +102,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
             phase: b ? (last?.phase ?? null) : null, synced: b !== undefined && last?.phase === 'connected',
             since: last ? iso(last.at) : null, lastError: err ? { at: iso(err.at), phase: err.phase } : null,
             history: history.map((h) => ({ at: iso(h.at), phase: h.phase })),
+            ...(owners?.has(seat.id) ? { owner: owners.get(seat.id)! } : {}),
           };
         });
         return { body: { accounts } };
