@@ -54,8 +54,9 @@ export class FaultController {
     return fault;
   }
 
-  /** Remove one fault, or all (optionally only of a server). Returns how many were removed. */
+  /** Remove one fault, or all (optionally only of a server). Returns how many were removed that were still in force. */
   clear(id?: number, server?: string): number {
+    this.expire(); // what ran its course is gone already: not counted as cleared
     if (id !== undefined) return this.faults.delete(id) ? 1 : 0;
     let n = 0;
     for (const f of [...this.faults.values()]) {

@@ -42,3 +42,15 @@ describe('simulator faults: durationMs ends every kind', () => {
     expect(f.tradeFault('S', 'a')).toBe('reject');
   });
 });
+
+describe('simulator faults: clear counts what was still in force', () => {
+  it('a drop already over is not counted as cleared (bot walk: DELETE /v1/sim/faults answered cleared 3 for 2 live faults)', () => {
+    let now = 0;
+    const f = new FaultController(1, () => now);
+    f.set({ server: 'S', kind: 'drop', durationMs: 3_000 });
+    f.set({ server: 'S', login: 'a', kind: 'mute', durationMs: 10_000 });
+    f.set({ server: 'S', login: 'a', kind: 'latency', latencyMs: 300 });
+    now = 4_000;
+    expect(f.clear(undefined, 'S')).toBe(2);
+  });
+});
