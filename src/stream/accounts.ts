@@ -359,11 +359,13 @@ export class AccountStreams {
     const shared = this.deps.shared;
     for (const acc of [...this.accounts.values()]) {
       if (shards.shardFor(acc.id) !== shard) continue;
-      // Cluster mode: an account this node only follows runs on its owner's shard, not here; its
-      // stream goes on as the owner numbers it (a local epoch would end its sockets twice).
-      if (acc.shared?.role === 'follower') continue;
       if (shared) {
-        this.ownedShardDied(acc);
+        // An account whose lease another node holds runs on that node's shard: this node's opens of
+        // it (its sockets', a hold's) are there, whether or not it took its role in the stream yet,
+        // and its stream goes on as that owner numbers it. Before, one whose role was not taken yet
+        // (a hold of a socket gone before its open was answered) was let go of here without a close:
+        // the owner counted the open for good.
+        if (shared.holds(acc.id)) this.ownedShardDied(acc);
         continue;
       }
       acc.opens = 0; // the new thread holds no stream.open of ours

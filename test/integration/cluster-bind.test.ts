@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import WebSocket from 'ws';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { generateKey, hashSecret } from '../../src/auth/keys.js';
 import { HISTORY_STREAM, historySubject } from '../../src/cluster/jsHistory.js';
 import type { Deal } from '../../src/market/orders.js';
@@ -16,7 +16,7 @@ import { STREAM_EVENT } from '../../src/runtime/hosts/streamCommands.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
 import { useClusterEngines } from '../helpers/cluster.js';
 import { EMPTY_START_SETTLE_MS } from '../helpers/engines.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { allowShardUp, keepShardDown, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { openWs, type WsClient } from '../helpers/gateway-helpers.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
 import { orderSend } from '../helpers/trading.js';
@@ -45,12 +45,26 @@ beforeAll(async () => {
       brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 2, secretKey,
       natsUrl: engines.nats.url, databaseUrl: engines.databaseUrl, nodeId, clusterLeaseMs: 6_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: 5_000,
       streamSoftLimitBytes: 16 * 1024, streamHardLimitBytes: HARD_LIMIT,
-    }));
+    }, { downableShards: true }));
   }
 }, 60_000);
 afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
 });
+
+/** A new account bound through the first node, the node that owns it, and the other one. */
+async function boundAccount(login: string, server = 'Sim-P5-Demo') {
+  const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: login, password: 'pw', server } });
+  const id = bound.body.id as string;
+  await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
+  const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
+  return { id, owner, follower: nodes.find((n) => n !== owner)! };
+}
+
+/** The follower's stream hub's state of an account (internal: its opens, its hold, its role). */
+const hubAccount = (n: TestGateway, id: string) => (n.gw.stream as unknown as {
+  accounts: { accounts: Map<string, { opens: number; retainTimer: unknown; shared?: unknown }> };
+}).accounts.accounts.get(id);
 
 const liveBindings = async (login: string) => (await engines.pool.query<{ seat_id: string }>(
   'SELECT b.seat_id FROM account_bindings b JOIN seats s ON s.id = b.seat_id WHERE s.removed_at IS NULL AND b.login = $1', [login])).rows.map((r) => r.seat_id);
@@ -136,11 +150,7 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
   });
   /** A new account, its owner, and a socket on the other node (which follows it) past its snapshot. */
   async function followed(login: string) {
-    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: login, password: 'pw', server: 'Sim-P5-Demo' } });
-    const id = bound.body.id as string;
-    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
-    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
-    const follower = nodes.find((n) => n !== owner)!;
+    const { id, owner, follower } = await boundAccount(login);
     const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
     sockets.push(c);
     const before = await c.next('ORDERS', 0, 15_000);
@@ -284,6 +294,57 @@ describe('cluster: a follower node\'s own shard restart, and a rebound relayed t
     expect(relay.following().has(SUBJECTS.accountAll(id))).toBe(false);
   }, 60_000);
 
+  it('the follower\'s own shard dies while it holds an account owned elsewhere whose role it has not taken (a socket gone before its open was answered): the hold stays, counted on both nodes', async () => {
+    // P4: a server no socket of the follower streamed yet, so its upgrade waits for the seat check
+    // (on the follower's own shard) and the stream.open at the owner.
+    const { id, owner, follower } = await boundAccount('unroled-hold', 'Sim-P4-Demo');
+    const held = () => hubAccount(follower, id);
+    // A socket on the owner: the account's stream is open at its shard, and quiet (no order), so the
+    // follower's open starts no event there (one relayed would make the follower take its role).
+    const onOwner = await mustOpen(owner.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(onOwner);
+    onOwner.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await onOwner.next('QUOTE', 0, 15_000);
+    // The follower's shard of the account kept down: the socket's seat check waits there, and the
+    // client goes away meanwhile.
+    const shards = follower.gw.services.shards;
+    const shard = shards.shardFor(id);
+    keepShardDown(follower, shard);
+    await shards.kill(shard);
+    const calls = vi.spyOn(shards, 'call');
+    try {
+      const ws = new WebSocket(`${follower.url.replace('http', 'ws')}/v1/stream?id=${id}&heartbeat=0`, { headers: { 'x-api-key': apiKey.value } });
+      ws.on('error', () => undefined);
+      await until(() => calls.mock.calls.some(([key, op]) => key === id && op === 'seat.get'), 'the socket\'s seat check to wait at the follower\'s shard');
+      ws.terminate();
+    } finally {
+      calls.mockRestore();
+    }
+    expect((await follower.req('GET', '/metrics')).status).toBe(200); // the follower read the client's going first
+    allowShardUp(follower, shard);
+    // Its open answered: held for resume (the client gone), and no role taken (nothing started it).
+    const router = owner.gw.cluster!.router;
+    const at = follower.gw.cluster!.nodeId;
+    await until(() => held()?.retainTimer != null, 'the follower to hold the account\'s stream', 30_000);
+    expect(held()?.opens).toBe(1);
+    expect(held()?.shared).toBeUndefined();
+    expect(router.interest.holding(at, id)?.opens).toBe(1);
+    // The follower's shard of the account dies again: the account runs on the owner, its open is there.
+    const thread = shards.threadId(shard);
+    await shards.kill(shard);
+    await until(() => { const t = shards.threadId(shard); return t !== undefined && t !== thread && shards.allReady(); }, 'the follower\'s shard to restart');
+    expect(held()?.opens).toBe(1);
+    expect(follower.gw.cluster!.relay.following().has(SUBJECTS.accountAll(id))).toBe(true);
+    // A socket there takes the hold's place: the owner counts its open, and the hold's close (before,
+    // the hold's open stayed there for good: two).
+    const c = await mustOpen(follower.url, { id, apiKey: apiKey.value, heartbeat: '0' });
+    sockets.push(c);
+    c.send({ action: 'subscribe', symbol: 'BTCUSD' });
+    await c.next('QUOTE', 0, 15_000);
+    await until(() => router.interest.holding(at, id)?.opens === 1, 'the owner to count the follower\'s one open');
+    expect(held()?.opens).toBe(1);
+  }, 90_000);
+
   it('a rebound relayed to a follower ends its sockets once (4012): a socket opened after it streams the owner\'s new epoch, not a local one', async () => {
     // The owner has no socket of the account: it must still begin the new epoch (in JetStream) for the follower's.
     const { id, owner, follower, c, before } = await followed('rebound-1');
@@ -369,11 +430,7 @@ describe('cluster: a resume replayed from JetStream to a slow reader', () => {
   const buffered = async (n: TestGateway) => Number(/^tagw_stream_buffered_bytes (\d+)$/m.exec((await n.req('GET', '/metrics')).text)?.[1]);
 
   it('is sent as the socket drains (its buffer stays under the hard limit), every missed frame once, in order, then live', async () => {
-    const bound = await nodes[0]!.req('POST', '/ConnectEx', { headers: { 'x-api-key': apiKey.value }, body: { user: 'paced', password: 'pw', server: 'Sim-P5-Demo' } });
-    const id = bound.body.id as string;
-    await until(() => nodes.some((n) => n.gw.cluster!.owned().includes(id)), 'an owner for the account');
-    const owner = nodes.find((n) => n.gw.cluster!.owned().includes(id))!;
-    const other = nodes.find((n) => n !== owner)!;
+    const { id, owner, follower: other } = await boundAccount('paced');
     const q = { id, apiKey: apiKey.value, heartbeat: '0' };
     const first = await mustOpen(owner.url, q);
     const cursor = await first.next('ORDERS', 0, 15_000);
