@@ -21,7 +21,7 @@ import { buildOpenApi } from '../../src/http/openapi.js';
 import { API_VERSION } from '../../src/http/routes/ops.js';
 import { createLogger } from '../../src/log.js';
 import { mgmt, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
-import { hostileString, jsonHostile, NOT_UUID, NUMERIC_EDGE, RAW_ESCAPES, sometimes } from '../helpers/hostileValues.js';
+import { BINARY_UNIT, hostileString, jsonHostile, NOT_UUID, NUMERIC_EDGE, RAW_ESCAPES, sometimes } from '../helpers/hostileValues.js';
 import { checkResponse } from '../helpers/openapiCheck.js';
 import { until } from '../helpers/until.js';
 
@@ -156,7 +156,7 @@ function bodyOf(o: Op): fc.Arbitrary<{ text: string; type: string | undefined } 
     { weight: 5, arbitrary: shaped },
     { weight: 2, arbitrary: jsonHostile.map((v) => JSON.stringify(v) ?? 'null') },
     { weight: 2, arbitrary: fc.constantFrom('\ufeff{}', '{"label":"a","label":{"x":1}}', '{"privateHosting":1e999,"readOnly":-0,"label":1e400}', '{"brokerAccountId":null}', '[{"label":"a"}]', '"{}"', '', '{', '{"a":', '[1,', 'nul', '{"a":1}{"b":2}', "{'a':1}", '{"a":1,}', '\u0000', '{"__proto__":{"x":1}}', '{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', '{"label":"' + 'y'.repeat(70_000) + '"}') },
-    { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
+    { weight: 1, arbitrary: fc.string({ unit: BINARY_UNIT, maxLength: 40 }) },
   );
   const type = fc.constantFrom<string | undefined>('application/json', 'application/json', 'application/json; charset=utf-8', undefined, 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml', 'application/json; charset=latin1', '');
   return fc.option(fc.record({ text, type }), { nil: undefined, freq: 5 });
