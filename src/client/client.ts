@@ -14,8 +14,8 @@ import type { WebSocketConstructor } from './socket.js';
 import { StreamSubscription, type StreamOptions } from './stream.js';
 import type {
   BrokerAccountInfo, BrokerAccountInput, CalendarEvent, ClassicParams, ClassicReadName, ClassicResponse, ClassicTradeName,
-  AuditLogEntry, ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, KeyListParams, NewKey, NewsParams, ReplacedKeyInfo,
-  RotatedManagementKey, SeatInfo, SeatInput,
+  AccountFaultInfo, AccountFaultInput, AuditLogEntry, ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, KeyListParams, NewKey, NewsParams, ReplacedKeyInfo,
+  RotatedManagementKey, SeatInfo, SeatInput, SimFaultInfo, SimFaultInput, SimFaultListing,
 } from './types.js';
 
 export interface TagwClientOptions extends TransportOptions {
@@ -150,14 +150,14 @@ export class TagwClient {
     upgradeAll: (body: { build?: number } = {}): Promise<JsonObject> =>
       this.req({ method: 'POST', path: '/v1/accounts/upgrade', auth: 'management', safety: 'safe', body }),
     /** Simulator fault on one account (docs/simulator.md). */
-    addFault: (id: string, body: JsonObject): Promise<JsonObject> =>
+    addFault: (id: string, body: AccountFaultInput): Promise<AccountFaultInfo> =>
       this.req({ method: 'POST', path: `/v1/accounts/${enc(id)}/faults`, auth: 'management', safety: 'unsafe', body }),
   };
 
   /** Simulator faults of a whole server (operator management key; docs/simulator.md). */
   readonly sim = {
-    addFault: (body: JsonObject): Promise<JsonObject> => this.req({ method: 'POST', path: '/v1/sim/faults', auth: 'management', safety: 'unsafe', body }),
-    listFaults: (): Promise<{ faults: JsonObject[] }> => this.req({ method: 'GET', path: '/v1/sim/faults', auth: 'management', safety: 'safe' }),
+    addFault: (body: SimFaultInput): Promise<SimFaultInfo> => this.req({ method: 'POST', path: '/v1/sim/faults', auth: 'management', safety: 'unsafe', body }),
+    listFaults: (): Promise<SimFaultListing> => this.req({ method: 'GET', path: '/v1/sim/faults', auth: 'management', safety: 'safe' }),
     clearFaults: (server?: string): Promise<{ cleared: number }> =>
       this.req({ method: 'DELETE', path: '/v1/sim/faults', auth: 'management', safety: 'safe', query: { server } }),
   };

@@ -11,6 +11,7 @@ import type { CalendarEventSchema, NewsQuery } from '../http/routes/news.js';
 import type { AuditEntry, KeyInfo, KeyListQuery, ReplacedKey, RotatedKey } from '../http/routes/management.js';
 import type { CreatedKey, KeyBody, Seat, SeatBody } from '../http/routes/provisioning.js';
 import type { OPERATION_DEFS } from '../http/routes/proxySchemas.js';
+import type { AccountFaultBody, AccountFaultReply, SimFaultBody, SimFaultList, SimFaultReply } from '../http/routes/faults.js';
 
 type Scalar = string | number | boolean;
 /** A time parameter: a Date, ISO 8601 text, or epoch ms (classic routes also take seconds). */
@@ -93,6 +94,13 @@ export type ConnectExInput = z.input<typeof ConnectExBody>;
 export type ConnectExResult = z.output<typeof ConnectExReply>;
 export type NewsParams = ParamsOf<ShapeOf<typeof NewsQuery>>;
 export type CalendarEvent = z.output<typeof CalendarEventSchema>;
+/** A simulator fault on one account (docs/simulator.md, Faults). */
+export type AccountFaultInput = z.input<typeof AccountFaultBody>;
+export type AccountFaultInfo = z.output<typeof AccountFaultReply>;
+/** A simulator fault on a whole server, or one login on it (operator only). */
+export type SimFaultInput = z.input<typeof SimFaultBody>;
+export type SimFaultInfo = z.output<typeof SimFaultReply>;
+export type SimFaultListing = z.output<typeof SimFaultList>;
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 export type JsonObject = { [k: string]: Json };

@@ -19,6 +19,13 @@ const FaultFields = {
   probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend: each trade request with this probability'),
 };
 
+/** The bodies and answers of the fault routes (the SDK's types come from these). */
+export const AccountFaultBody = z.object(FaultFields).strict();
+export const AccountFaultReply = z.object({ accountId: z.string(), id: z.number(), kind: z.string() });
+export const SimFaultBody = z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict();
+export const SimFaultReply = z.object({ server: z.string(), kind: z.string(), shards: z.number() });
+export const SimFaultList = z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) });
+
 type FaultBody = { kind: FaultKind; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined };
 
 function checked(b: FaultBody) {
@@ -41,8 +48,8 @@ export function faultRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'post', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'management', audit: 'account.fault', tags: ['simulator'],
       summary: "Inject a simulator fault on one account's broker login (embedded simulator only)",
-      body: z.object(FaultFields).strict(), successStatus: 201,
-      response: z.object({ accountId: z.string(), id: z.number(), kind: z.string() }),
+      body: AccountFaultBody, successStatus: 201,
+      response: AccountFaultReply,
       errors: ['BAD_REQUEST', 'NOT_FOUND'],
       handler: async ({ params, body, principal }) => {
         const row = ownedSeat(s, principal!.customerId, params[0]!);
@@ -54,8 +61,8 @@ export function faultRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'post', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', audit: 'sim.fault.set', tags: ['simulator'],
       summary: 'Inject a simulator fault for a whole server, or one login on it (operator only)',
-      body: z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict(), successStatus: 201,
-      response: z.object({ server: z.string(), kind: z.string(), shards: z.number() }),
+      body: SimFaultBody, successStatus: 201,
+      response: SimFaultReply,
       errors: ['BAD_REQUEST', 'FORBIDDEN'],
       handler: async ({ body, principal }) => {
         operatorOnly(principal!.customerId);
@@ -67,7 +74,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
     defineRoute({
       method: 'get', path: '/v1/sim/faults', family: 'provisioning', auth: 'management', tags: ['simulator'],
       summary: 'Active simulator faults (operator only; each shard runs its own simulator copy, so each fault is listed per shard)',
-      response: z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) }),
+      response: SimFaultList,
       errors: ['BAD_REQUEST', 'FORBIDDEN'],
       handler: async ({ principal }) => {
         operatorOnly(principal!.customerId);
