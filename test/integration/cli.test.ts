@@ -188,6 +188,13 @@ describe('tagw', () => {
     expect(plan).toMatchObject({ tooNew: false, pending: [] });
     expect(plan.current).toBe(plan.target);
     expect(busy.code).toBe(EXIT.DATA_DIR_IN_USE);
+    // With a cluster's settings (no engine is contacted) the file is that node's SQLite, a mirror of
+    // PostgreSQL, not a backup of the cluster: it says so, and where the cluster's is made.
+    const cluster = { NATS_URL: 'nats://127.0.0.1:4222', DATABASE_URL: 'postgres://tagw:pw@127.0.0.1:5432/tagw', BROKER_MODE: 'bridge', BRIDGE_URL: 'tcp://127.0.0.1:4510' };
+    const node = await tagw(['backup', join(work, 'node.bak')], cluster);
+    expect(node.code, node.stderr).toBe(0);
+    expect(node.stdout).toMatch(/^cluster: +this node's SQLite, a mirror of the cluster database: NOT a backup of the cluster; back up PostgreSQL .*docs\/cluster\.md#backup-and-restore/m);
+    expect(node.stdout + node.stderr).not.toContain(':pw@');
     await t.gw.close();
     const restored = await json(['restore', backupFile]);
     expect(restored).toMatchObject({ schemaVersion: plan.current, secretKey: { matches: true } });

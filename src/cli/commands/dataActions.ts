@@ -26,12 +26,16 @@ function planText(database: string, p: MigrationPlan): string {
 
 const keyLine = (k: { location: string; fingerprint: string | null }) => `${k.location}${k.fingerprint ? ` (fingerprint ${k.fingerprint})` : ' (no key yet)'}`;
 
+/** A cluster node's SQLite only mirrors PostgreSQL (docs/cluster.md#backup-and-restore). */
+const CLUSTER_MIRROR = "this node's SQLite, a mirror of the cluster database: NOT a backup of the cluster; back up PostgreSQL (DATABASE_URL) with pg_dump, docs/cluster.md#backup-and-restore";
+
 export async function backup(c: Ctx, file: string): Promise<void> {
-  const { dataDir, secretKey } = c.config();
+  const { dataDir, secretKey, databaseUrl } = c.config();
   const r = await backupDatabase({ dataDir, secretKey }, file).catch((e: unknown) => { throw asCliError(e); });
-  c.out.print(r, (d) => fields([
+  c.out.print(databaseUrl === undefined ? r : { ...r, cluster: CLUSTER_MIRROR }, (d) => fields([
     ['backup', d.file], ['bytes', d.bytes], ['schema version', d.schemaVersion], ['taken at', d.takenAt],
     ['secret key', `${keyLine(d.secretKey)}: NOT in the backup; keep it too, or the broker passwords in it cannot be decrypted`],
+    ...('cluster' in d ? [['cluster', d.cluster] as [string, unknown]] : []),
   ]));
 }
 
