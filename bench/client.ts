@@ -32,7 +32,9 @@ const MGMT = 'bench-management-key-0123456789';
 
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-client-'));
-  const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT }), { log: createLogger('silent') });
+  // Market hours always: the simulator's own ticks of the forex symbols (not measured, volume >= 0)
+  // reach the sockets beside the bench's on any day, as they do while forex is open.
+  const gw = await startGateway(parseConfig({ host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: MGMT, simMarketHours: 'always' }), { log: createLogger('silent') });
   const base = `http://127.0.0.1:${gw.port}`;
   const admin = new TagwClient({ baseUrl: base, managementKey: MGMT });
   const key = (await admin.keys.create({ label: 'bench' })).key;

@@ -106,7 +106,9 @@ const log = createLogger('silent');
 const load = loadavg()[0];
 
 const nats = await startNats();
-const sim = new Simulator({ config: loadSimConfig(), store: new MemorySimStore() });
+// Market hours always: the quote part's symbols (EURUSD, GBPUSD, USDJPY) get the simulator's own
+// ticks beside the bench's on any day, not only while forex is open (Sunday 22:00 to Friday 21:55 UTC).
+const sim = new Simulator({ config: loadSimConfig(undefined, { marketHours: 'always' }), store: new MemorySimStore() });
 sim.start();
 const bridge = await startSimServer(sim, { port: 0, host: '127.0.0.1' });
 const dirs: string[] = [];

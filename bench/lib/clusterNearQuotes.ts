@@ -90,7 +90,9 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
   let cluster: ClusterProcs | undefined;
   const closers: Array<() => unknown> = [];
   try {
-    cluster = await ClusterProcs.start(engines, { nodes: 3, simServers: (config) => withSymbolCopies(config.servers, opts.copies) });
+    // Market hours always: the forex symbols (and their copies) tick on a weekend too (they stopped
+    // from Friday 21:55 UTC to Sunday 22:00 UTC, and only BTCUSD's copies were measured).
+    cluster = await ClusterProcs.start(engines, { nodes: 3, simMarketHours: 'always', simServers: (config) => withSymbolCopies(config.servers, opts.copies) });
     const c = cluster;
     process.stderr.write('real cluster quotes: nodes up, making accounts\n');
     // P5 accounts until one node owns one and another node owns one too; one P4 account.

@@ -19,7 +19,7 @@ import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
 import { PgTenancy } from '../../src/cluster/pgTenancy.js';
 import { SecretBox } from '../../src/crypto/secretBox.js';
 import { SUBJECTS } from '../../src/cluster/subjects.js';
-import { DEFAULT_CONFIG_PATH, type FaultSpecConfig, type SimConfigInput } from '../../src/sim/config.js';
+import { DEFAULT_CONFIG_PATH, type FaultSpecConfig, type MarketHours, type SimConfigInput } from '../../src/sim/config.js';
 import type { TenancyNotice } from '../../src/cluster/clusterTenancy.js';
 import { builtEntry } from './build.js';
 import { createDatabase, EMPTY_START_SETTLE_MS, startNats, startPostgres, type Engine, type NatsEngine } from './engines.js';
@@ -119,6 +119,9 @@ export interface ClusterOptions {
   /** The simulator process's servers (config/sim-servers.json as read), changed in place before it
    *  starts (bench/lib/clusterNearQuotes.ts: more symbols, for more quotes a second). */
   simServers?: (config: SimConfigInput) => void;
+  /** The simulator process's `--market-hours` (default: each symbol's own sessions; `always`: forex
+   *  ticks and trades on a weekend too). */
+  simMarketHours?: MarketHours;
 }
 
 export interface LeaseRow { owner: string | null; epoch: number; live: boolean }
@@ -430,8 +433,8 @@ export async function readyz(node: { url: string }): Promise<{ status: number; b
   return { status: r.status, body: await r.json() as Readiness };
 }
 
-async function startSim(prefix: string, opts: Pick<ClusterOptions, 'simFaults' | 'simServers'>): Promise<{ proc: GatewayProcess; port: number }> {
-  const args = [builtEntry('src/simServer.ts'), '--port', '0'];
+async function startSim(prefix: string, opts: Pick<ClusterOptions, 'simFaults' | 'simServers' | 'simMarketHours'>): Promise<{ proc: GatewayProcess; port: number }> {
+  const args = [builtEntry('src/simServer.ts'), '--port', '0', ...(opts.simMarketHours ? ['--market-hours', opts.simMarketHours] : [])];
   if (opts.simFaults || opts.simServers) {
     const config = JSON.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as SimConfigInput;
     if (opts.simFaults) config.servers.find((s) => s.name === 'Sim-P5-Demo')!.faults = opts.simFaults(prefix);
