@@ -122,7 +122,16 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     const health = await client.call<{ status: string }>('GET', '/healthz', undefined, { auth: false });
     // 503 while not ready: its body says why.
     const readiness = await client.call<Readiness>('GET', '/readyz', undefined, { auth: false, accept: [503] }).catch(() => undefined);
-    const st = await client.call<Status>('GET', '/v1/status');
+    const st = await client.call<Status>('GET', '/v1/status').catch((e: unknown) => {
+      // A cluster node cut off from PostgreSQL answers /v1/status (which reads it) with 503 as well:
+      // it is not ready, as /readyz says (7), not a gateway that refused (1). What could be read is shown.
+      const down = notReady(readiness);
+      if (!(e instanceof CliError) || e.exitCode !== EXIT.FAILED || !readiness || down.length === 0) throw e;
+      c.out.print({ url: client.url, health: health.status, ready: false, notReady: down, ...(readiness.cluster ? { clusterReady: readiness.cluster } : {}) }, (d) => fields([
+        ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness)], ['status', `not available: ${e.message}`],
+      ]));
+      throw new CliError(EXIT.NOT_READY, `not ready: ${down.join(', ')}`);
+    });
     // An older gateway's status has no schema version: the database file says it (read-only).
     const schemaVersion = st.schemaVersion ?? await schemaVersionOnDisk(c.config().dataDir);
     const down = notReady(readiness, st);
