@@ -9,6 +9,8 @@ import { KeyUsage } from './auth/keyUsage.js';
 import { AuthThrottle, systemClock, type Clock } from './auth/throttle.js';
 import { clusterSettings, ConfigError, type ClusterSettings, type Config } from './config.js';
 import type { ClusterNode } from './cluster/clusterNode.js';
+import { applyClusterNotices } from './clusterNotices.js';
+import type { ConnectionLog } from './runtime/connectionLog.js';
 import { mountNotFound, mountPreflight, mountRoutes } from './http/app.js';
 import type { HttpDeps } from './http/exchange.js';
 import { CorsPolicy } from './http/cors.js';
@@ -25,7 +27,6 @@ import { managementRoutes } from './http/routes/management.js';
 import { provisioningRoutes } from './http/routes/provisioning.js';
 import { socketRoutes } from './http/routes/sockets.js';
 import { statusRoutes } from './http/routes/status.js';
-import type { ConnectionLog } from './runtime/connectionLog.js';
 import { mountDashboard } from './dashboard/assets.js';
 import { Listener, tlsFilesOf } from './http/listener.js';
 import { logCertificateExpiry, logPlainHttp } from './http/tlsNotices.js';
@@ -148,7 +149,7 @@ async function start(
   registerMetrics(watch, edge, stores.cluster, shards);
   if (listener.secure) watch.metrics.gauge('tagw_tls_certificate_expiry_timestamp_seconds', () => (listener.certificateExpiresAt ?? 0) / 1000, 'When the TLS certificate loaded last (start or SIGHUP) expires, in seconds since the epoch.');
   const routes = routesOf(edge.services, watch, edge.closeSockets);
-  wireCluster(stores, access, edge.closeSockets, watch.connections);
+  if (stores.cluster) applyClusterNotices(stores.cluster, { ...access, tenancy: stores.tenancy, closeSockets: edge.closeSockets, connections: watch.connections });
   const gatewaySocket = mountAll(listener.app, at, access, watch, edge, routes, receivers);
   const { port, relay, url } = await listen(at, listener, stores, edge, watch.metrics);
   const close = shutdown(at, listener, lock, relay, stores, access, watch, edge, gatewaySocket, shardSet);
@@ -382,25 +383,6 @@ function routesOf(services: Services, { metrics, connections, startedAt }: Watch
   routes.push(...socketRoutes());
   routes.push(...statusRoutes(services, connections, startedAt));
   return routes;
-}
-
-/** Cluster mode: a key revoked or a seat removed through any node stops working here too, at once. */
-function wireCluster({ cluster, tenancy }: Stores, { auth, rateLimits }: Access, closeSockets: Edge['closeSockets'], connections: ConnectionLog): void {
-  if (!cluster) return;
-  // An account that left this node runs on another: its phases here would be stale (`connected`
-  // forever in tagw status, the dashboard and tagw_broker_connections).
-  cluster.onReleased = (ids) => { for (const id of ids) connections.forget(id); };
-  cluster.onTenancyNotice = (n) => {
-    for (const k of n.keys ?? []) {
-      auth.evict(k);
-      rateLimits.forget(k);
-      closeSockets.ofKey(k);
-    }
-    for (const a of n.accounts ?? []) {
-      tenancy.seatRemoved(a);
-      closeSockets.ofAccount(a);
-    }
-  };
 }
 
 /** The uWS app's handlers, in the order uWS matches them: the two sockets, the routes, the

@@ -5,8 +5,9 @@
 // one handed over is released before its lease is freed; a lost one is released at once (queued on
 // its shard ahead of any later command, and FencedShards refuses its trades from that moment).
 import type { Logger } from '../log.js';
-import type { ArgsOf, CommandName, ResultOf, ShardEvent } from '../runtime/protocol.js';
-import type { CallOptions, Shards, ShardSet } from '../runtime/shardSet.js';
+import type { ShardEvent } from '../runtime/protocol.js';
+import type { Shards, ShardSet } from '../runtime/shardSet.js';
+import { Adoptions } from './adoptions.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../util/clock.js';
 import { SessionStore, type SessionRow } from '../store/sessions.js';
@@ -30,7 +31,7 @@ import { clusterOverview, leaseRows, type Lease, type NodeRow } from './leases.j
 import { nodeCounters } from './nodeCounters.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
-import type { AccountRouter, LocalShards } from './router.js';
+import type { AccountRouter } from './router.js';
 import type { StreamRelay } from './streamRelay.js';
 import { ACCOUNT_BINDING_EVENT } from '../runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from '../runtime/hosts/gatewayCommands.js';
@@ -65,42 +66,6 @@ export interface ClusterStatus {
   leases: PgNode['keeper']['stats'];
   routing: AccountRouter['stats'];
   relay: StreamRelay['stats'];
-}
-
-/**
- * The node's shards as the owner's side sees them: a call for an account whose lease was just
- * acquired but whose shard has not been told yet (the tenancy mirror pass before adopting) waits
- * for the adoption, up to the owner wait, instead of finding the account not held.
- */
-class Adoptions implements LocalShards {
-  private readonly ids = new Set<string>();
-  private readonly waiters = new Map<string, Array<() => void>>();
-  constructor(private readonly set: ShardSet, private readonly keeper: PgNode['keeper'], private readonly waitMs: number) {}
-
-  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>> {
-    if (this.ids.has(key) || !this.keeper.leaseOf(key)) return this.set.call(key, op, args, opts);
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, this.waitMs);
-      this.waiters.set(key, [...(this.waiters.get(key) ?? []), () => { clearTimeout(timer); resolve(); }]);
-    }).then(() => this.set.call(key, op, args, opts));
-  }
-
-  add(ids: string[]): void {
-    for (const id of ids) {
-      this.ids.add(id);
-      for (const w of this.waiters.get(id) ?? []) w();
-      this.waiters.delete(id);
-    }
-  }
-
-  delete(ids: string[]): void {
-    for (const id of ids) this.ids.delete(id);
-  }
-
-  /** The account runs on this node's shards (started, not handed over or lost since). */
-  has(id: string): boolean {
-    return this.ids.has(id);
-  }
 }
 
 /** Calls between nodes before the NATS side is wired (none yet). */

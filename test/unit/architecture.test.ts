@@ -19,7 +19,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
   { name: 'runtime', paths: ['src/runtime/'] },
   { name: 'cluster', paths: ['src/cluster/'] },
   { name: 'edge', paths: ['src/http/', 'src/stream/', 'src/dashboard/', 'src/config.ts', 'src/startupChecks.ts'] },
-  { name: 'composition', paths: ['src/gateway.ts', 'src/gatewayMetrics.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/', 'src/cli/'] },
+  { name: 'composition', paths: ['src/gateway.ts', 'src/gatewayMetrics.ts', 'src/clusterNotices.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/', 'src/cli/'] },
 ];
 
 /** Imports that are never allowed, whatever the layers say. */

@@ -1,0 +1,29 @@
+// Cluster mode: what the cluster tells this node, applied to its local caches (gateway.ts wires it).
+import type { ClusterNode } from './cluster/clusterNode.js';
+
+export interface LocalCaches {
+  auth: { evict(keyId: string): void };
+  rateLimits: { forget(keyId: string): void };
+  closeSockets: { ofKey(keyId: string): void; ofAccount(accountId: string): void };
+  tenancy: { seatRemoved(accountId: string): void };
+  connections: { forget(accountId: string): void };
+}
+
+/** A key revoked or a seat removed through any node stops working here too, at once; an account
+ *  that left this node forgets its connection phases here. */
+export function applyClusterNotices(cluster: ClusterNode, { auth, rateLimits, closeSockets, tenancy, connections }: LocalCaches): void {
+  // An account that left this node runs on another: its phases here would be stale (`connected`
+  // forever in tagw status, the dashboard and tagw_broker_connections).
+  cluster.onReleased = (ids) => { for (const id of ids) connections.forget(id); };
+  cluster.onTenancyNotice = (n) => {
+    for (const k of n.keys ?? []) {
+      auth.evict(k);
+      rateLimits.forget(k);
+      closeSockets.ofKey(k);
+    }
+    for (const a of n.accounts ?? []) {
+      tenancy.seatRemoved(a);
+      closeSockets.ofAccount(a);
+    }
+  };
+}
