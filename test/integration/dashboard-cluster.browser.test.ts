@@ -82,6 +82,15 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     await expect.poll(async () => await phases.locator('[data-testid=phases-elsewhere]').textContent(), { timeout: 10_000, interval: 200 })
       .toBe(String(ids.filter((id) => a.gw.cluster!.owned().includes(id)).length));
     expect(await phases.locator('[data-testid=phases-unbound]').textContent()).toBe('0');
+    // The seats page says where an account another node runs is (its phase is there), not '—' and
+    // 'synced: no' as for an account that is not connected.
+    await page.click('[data-testid=nav-seats]');
+    const onA = ids.filter((id) => a.gw.cluster!.owned().includes(id));
+    for (const id of onA) {
+      await page.locator('tr', { hasText: id }).locator('[data-testid=conn-owner]', { hasText: 'on dash-node-a' }).waitFor({ timeout: 10_000 });
+    }
+    await page.click('[data-testid=nav-overview]');
+    await panel.waitFor();
     const forwarded = page.locator('[data-testid=calls-forwarded]');
     const before = Number(await forwarded.textContent());
     const ownedByA = ids.find((id) => a.gw.cluster!.owned().includes(id));

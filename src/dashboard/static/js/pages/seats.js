@@ -101,8 +101,8 @@ export function Seats({ title }) {
             <td>${s.privateHosting ? `private${s.region ? ` · ${s.region}` : ''}` : 'shared'}</td>
             <td data-testid="seat-status"><${Badge} value=${s.status} /></td>
             <td>${c?.server ? `${c.platform} · ${c.server}` : html`<span class="muted">no login</span>`}</td>
-            <td data-testid="conn-phase">${c?.phase ? html`<${Badge} value=${c.phase} />` : html`<span class="muted">—</span>`}</td>
-            <td>${c?.server ? (c.synced ? 'yes' : 'no') : '—'}</td>
+            <td data-testid="conn-phase">${c?.phase ? html`<${Badge} value=${c.phase} />` : c?.owner ? html`<span class="muted" data-testid="conn-owner">on ${c.owner}</span>` : html`<span class="muted">—</span>`}</td>
+            <td>${c?.server && !(c.phase === null && c.owner) ? (c.synced ? 'yes' : 'no') : '—'}</td>
             <td class="nowrap">${ago(c?.since)}</td>
             <td class="nowrap">${c?.lastError ? html`<${Badge} value=${c.lastError.phase} /> <span class="muted">${ago(c.lastError.at)}</span>` : '—'}</td>
             <td class="actions">
