@@ -188,8 +188,11 @@ export async function clusterOverview(q: Queryable): Promise<{ nodes: NodeRow[];
     `SELECT n.node_id, n.url, n.incarnation, n.nats_up, n.counters, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8 AS age_ms,
        (SELECT count(*)::int FROM account_leases l WHERE l.owner = n.node_id AND l.expires_at > now()) AS accounts
      FROM cluster_nodes n ORDER BY n.node_id`);
+  // A deleted seat's lease row stays, released (fencing keeps its epoch): it is no account waiting
+  // for an owner, or the count (and tagw_cluster_accounts_unowned's alert) would stay above 0.
   const unowned = await q.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM account_leases WHERE owner IS NULL OR expires_at <= now()');
+    `SELECT count(*)::int AS n FROM account_leases l WHERE (l.owner IS NULL OR l.expires_at <= now())
+       AND EXISTS (SELECT 1 FROM seats s WHERE s.id = l.account_id AND s.removed_at IS NULL)`);
   return {
     nodes: nodes.rows.map((r) => ({
       nodeId: r.node_id, url: r.url, heartbeatAgeMs: Math.max(0, Math.round(r.age_ms)), accounts: r.accounts, natsUp: r.nats_up, counters: countersOf(r.counters), ...(r.incarnation === null ? {} : { incarnation: r.incarnation }),

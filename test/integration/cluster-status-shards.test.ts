@@ -129,4 +129,16 @@ describe('a cluster node\'s status', () => {
     const gauge = [...metrics.matchAll(/^tagw_broker_connections\{phase="[a-z]+"\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(gauge).toBe(nodes[0]!.gw.cluster!.owned().length);
   }, 90_000);
+
+  it('a deleted seat is no account without owner (its lease row, released, stayed counted: "1 account without owner" for good)', async () => {
+    const mk = { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` };
+    const owned = nodes.flatMap((n) => n.gw.cluster!.owned());
+    const id = owned[0]!;
+    expect((await nodes[1]!.req('DELETE', `/v1/seats/${id}`, { headers: mk })).status).toBe(200);
+    await until(() => nodes.every((n) => !n.gw.cluster!.owned().includes(id)), 'the deleted seat\'s account to be let go');
+    // Every other account still has its owner: none is without one.
+    await until(() => nodes.flatMap((n) => n.gw.cluster!.owned()).length === owned.length - 1, 'the other accounts to be held');
+    const status = await nodes[0]!.req('GET', '/v1/status', { headers: mk });
+    expect(status.body.cluster.unowned).toBe(0);
+  }, 60_000);
 });
