@@ -42,16 +42,20 @@ export interface Outcome {
   status: number;
   /** The body's `error` code, when there was one. */
   code?: string | undefined;
+  /** 409 IDEMPOTENCY_UNCERTAIN's `final` field (absent: final). */
+  final?: boolean | undefined;
 }
 
 /**
  * Whether to try again after `outcome`. Never 401/403 (they count toward the failed-auth block,
- * SPEC §7 rule 1), never a 409 IDEMPOTENCY_UNCERTAIN (a retry cannot settle it: the caller must
- * look), never a 4xx the same request will get again. An unsafe call is retried only when the
+ * SPEC §7 rule 1), never a final 409 IDEMPOTENCY_UNCERTAIN (a retry cannot settle it: the caller
+ * must look), never a 4xx the same request will get again. A 409 IDEMPOTENCY_UNCERTAIN that is not
+ * final is retried: the same id again is what settles it. An unsafe call is retried only when the
  * gateway said it did nothing (429 RATE_LIMITED): after a lost connection it may have acted.
  */
 export function shouldRetry(safety: CallSafety, o: Outcome): boolean {
   if (o.status === 429) return o.code !== 'AUTH_THROTTLED';
+  if (o.status === 409 && o.code === 'IDEMPOTENCY_UNCERTAIN') return o.final === false;
   if (safety === 'unsafe') return false;
   if (o.status === 0) return true;
   if (o.status === 408) return true;

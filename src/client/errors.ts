@@ -60,18 +60,26 @@ export class TagwError extends Error {
 
 /**
  * 409 IDEMPOTENCY_UNCERTAIN: an earlier attempt with this clientOrderId was sent to the broker and
- * its answer was lost, so the gateway cannot say whether the order exists. Retrying the same id
- * cannot settle it (it answers 409 again); a new id could place a second order. What to do is in
- * `nextStep`.
+ * its answer was lost. `final` (the usual kind): the gateway cannot say whether the order exists,
+ * and the same id answers 409 for as long as its record lives; a new id could place a second order.
+ * Not `final`: right after a gateway restart the broker could not be asked this time; the SDK sends
+ * the same request again after `retryAfter` (as for a 503), so a bot sees this kind only once its
+ * tries are used up. What to do is in `nextStep`.
  */
 export class IdempotencyUncertainError extends TagwError {
+  readonly final: boolean;
   readonly nextStep: string;
 
   constructor(init: TagwErrorInit) {
     super(init);
     this.name = 'IdempotencyUncertainError';
-    this.nextStep = 'Look for the order before sending another: read /OpenedOrders (and /OrderHistory for one already filled and closed), '
-      + 'matching your magic number and comment. Found: it was placed, do not resend. Not found: send it again with a NEW clientOrderId.';
+    // A gateway before the field was added sent the final kind only with a message; absent = final.
+    this.final = init.body?.final !== false;
+    this.nextStep = this.final
+      ? 'Look for the order before sending another: read /OpenedOrders (and /OrderHistory for one already filled and closed), '
+        + 'matching your magic number and comment. Found: it was placed, do not resend. Not found: send it again with a NEW clientOrderId.'
+      : 'Send the same request again (the same clientOrderId) after retryAfter ms: the gateway then answers what the broker did with it. '
+        + 'Do not use a new id: the first may have been placed.';
   }
 }
 

@@ -238,7 +238,7 @@ export class Transport {
           message: timedOut ? `${spec.method} ${spec.path}: no answer within ${this.timeoutMs} ms` : `${spec.method} ${spec.path}: ${(e as Error)?.message ?? String(e)}`,
         });
       }
-      if (attempt + 1 >= (spec.tries ?? this.retry.attempts) || !shouldRetry(spec.safety, { status: err.status, code: err.code })) throw err;
+      if (attempt + 1 >= (spec.tries ?? this.retry.attempts) || !shouldRetry(spec.safety, { status: err.status, code: err.code, final: err instanceof IdempotencyUncertainError ? err.final : undefined })) throw err;
       if (err.retryAfter !== undefined && err.retryAfter > this.retry.maxRetryAfterMs) throw err;
       await this.pause(retryWait(attempt, this.retry, this.random, err.retryAfter ?? 0), signal);
     }

@@ -12,6 +12,9 @@ export const ErrorBody = z.looseObject({
   reason: z.enum(Object.keys(RETCODES) as [RejectReason, ...RejectReason[]]).optional()
     .describe('TRADE_REQUEST_ERROR only: why the broker rejected the trade (e.g. NO_MONEY, INVALID_STOPS)'),
   retcode: z.number().int().optional().describe('TRADE_REQUEST_ERROR only: the trade server return code'),
+  final: z.boolean().optional()
+    .describe('IDEMPOTENCY_UNCERTAIN only: true, the same clientOrderId answers this for as long as its record lives (look for the order, then use a new id); false, the broker could not be asked this time (send the same request again after retryAfterMs)'),
+  retryAfterMs: z.number().int().optional().describe('RATE_LIMITED, and IDEMPOTENCY_UNCERTAIN with final false: how long to wait before trying again'),
 }).meta({ id: 'Error' });
 
 /** A single-valued parameter: repeated with the same value is that value; repeated with different

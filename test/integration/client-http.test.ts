@@ -167,7 +167,34 @@ describe('trading retries', () => {
     expect(err).toBeInstanceOf(IdempotencyUncertainError);
     expect(err).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', status: 409, clientOrderId: 'sdk-uncertain-1' });
     expect((err as IdempotencyUncertainError).nextStep).toContain('/OpenedOrders');
+    expect((err as IdempotencyUncertainError).final).toBe(true);
     expect(calls).toBe(1);
+  });
+
+  it('409 IDEMPOTENCY_UNCERTAIN that is not final (the broker could not be asked after a restart) is sent again with the same id after its wait, which settles it', async () => {
+    // The gateway's answer while a record restored in `sent` cannot ask the broker
+    // (idempotency.property.test.ts), then the replayed result once it can.
+    const sent: string[] = [];
+    const waits: number[] = [];
+    const recovering: typeof fetch = async (input) => {
+      sent.push(new URL(String(input)).searchParams.get('clientOrderId') ?? '');
+      if (sent.length === 1) {
+        return new Response(JSON.stringify({ error: 'IDEMPOTENCY_UNCERTAIN', message: 'not known yet', final: false, retryAfterMs: 40 }), { status: 409, headers: { 'content-type': 'application/json', 'retry-after': '1' } });
+      }
+      return new Response(JSON.stringify({ ticket: 7 }), { status: 200, headers: { 'content-type': 'application/json', 'idempotent-replay': 'true' } });
+    };
+    const c = new TagwClient({ baseUrl: g.url, apiKey: key, fetch: recovering, sleep: async (ms) => void waits.push(ms) });
+    expect(await c.account(id).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId: 'sdk-recovering-1' })).toMatchObject({ ticket: 7 });
+    expect(sent).toEqual(['sdk-recovering-1', 'sdk-recovering-1']);
+    expect(waits.length).toBe(1);
+    expect(waits[0]).toBeGreaterThanOrEqual(40); // the body's exact wait, not the header's whole second
+    expect(waits[0]).toBeLessThan(1_000);
+    // Its tries used up, the bot gets it, saying what to do.
+    const never: typeof fetch = async () => new Response(JSON.stringify({ error: 'IDEMPOTENCY_UNCERTAIN', message: 'not known yet', final: false, retryAfterMs: 1 }), { status: 409, headers: { 'content-type': 'application/json' } });
+    const err = await new TagwClient({ baseUrl: g.url, apiKey: key, fetch: never, sleep: async () => {}, retry: { attempts: 2 } }).account(id).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId: 'sdk-recovering-2' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyUncertainError);
+    expect(err).toMatchObject({ final: false, retryAfter: 1, clientOrderId: 'sdk-recovering-2' });
+    expect((err as IdempotencyUncertainError).nextStep).toContain('same clientOrderId');
   });
 
   it('an unsafe call is not retried after a lost answer', async () => {

@@ -31,6 +31,15 @@ describe('backoff', () => {
     for (const status of [0, 500, 503]) expect(shouldRetry('unsafe', { status })).toBe(false);
   });
 
+  it('retries a 409 IDEMPOTENCY_UNCERTAIN only when it says it is not final (the same id again settles it)', () => {
+    for (const safety of ['safe', 'unsafe'] as const) {
+      expect(shouldRetry(safety, { status: 409, code: 'IDEMPOTENCY_UNCERTAIN' })).toBe(false);
+      expect(shouldRetry(safety, { status: 409, code: 'IDEMPOTENCY_UNCERTAIN', final: true })).toBe(false);
+      expect(shouldRetry(safety, { status: 409, code: 'IDEMPOTENCY_UNCERTAIN', final: false })).toBe(true);
+    }
+    expect(shouldRetry('safe', { status: 409, code: 'IDEMPOTENCY_KEY_REUSED', final: false })).toBe(false);
+  });
+
   it('reads retry-after as seconds or an HTTP date', () => {
     expect(parseRetryAfter('3', 0)).toBe(3000);
     expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).toBe(6000);

@@ -173,7 +173,10 @@ describe('idempotent OrderSend (host level)', () => {
 
     h.broker.nextFault = 'timeoutLost';
     await expect(h.send('u', 0.1)).rejects.toMatchObject({ code: 'TERMINAL_ERROR' });
-    await expect(h.send('u', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN' });
+    // Final: the same id answers this for as long as its record lives (no retry-after).
+    const final = await h.send('u', 0.1).catch((e: unknown) => e);
+    expect(final).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', details: { final: true } });
+    expect((final as { headers?: unknown }).headers).toBeUndefined();
 
     h.broker.nextFault = 'timeoutFound';
     const f = await h.send('f', 0.1);
@@ -194,7 +197,11 @@ describe('idempotent OrderSend (host level)', () => {
     await h.bind();
     // The broker cannot be asked at first: 409 for now, and the record waits for a later retry.
     h.broker.lookupFails = true;
-    await expect(h.send('k', 0.1)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', message: expect.stringContaining('not known yet') });
+    // Not final, and says so in fields a bot can act on: the same request again after retry-after.
+    await expect(h.send('k', 0.1)).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_UNCERTAIN', message: expect.stringContaining('not known yet'),
+      details: { final: false, retryAfterMs: 1_000 }, headers: { 'retry-after': '1' },
+    });
     const [a, b] = await Promise.all([h.send('k', 0.1), h.send('k', 0.1)]);
     const executed = h.broker.results.get([...h.broker.results.keys()].find((k) => k.split('/')[1] === 'k')!)!.result;
     for (const r of [a, b]) {

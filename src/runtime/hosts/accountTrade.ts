@@ -31,6 +31,12 @@ export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: b
   return brokerInProcess ? { type: 'notExecuted' } : { type: 'lost' };
 }
 
+// The two 409 IDEMPOTENCY_UNCERTAIN told apart by what a bot can act on: `final` (the same id answers
+// this for as long as its record lives: look for the order, then use a new id) or not (the broker
+// could not be asked this time: the same request again after retryAfterMs gets the real answer).
+const UNCERTAIN_FINAL = { details: { final: true } } as const;
+const UNCERTAIN_FOR_NOW = { details: { final: false, retryAfterMs: 1_000 }, headers: { 'retry-after': '1' } };
+
 /** The trade path over the records: a request with a new id claimed and sent (the usual order
  *  claimed and booked atomically, with no async function of its own), one with a known id answered
  *  from its record. */
@@ -45,7 +51,7 @@ export class TradeDesk extends TradeRecords {
     this.evict(rec);
     if (s.matches('result')) return tradeReply(s.context.result!, true);
     if (s.matches('uncertain')) {
-      throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is unknown (its reply was lost after it was sent): check /OpenedOrders and /OrderHistory, then use a new id');
+      throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is unknown (its reply was lost after it was sent): check /OpenedOrders and /OrderHistory, then use a new id', UNCERTAIN_FINAL);
     }
     return undefined; // discarded (never sent) or expired: the id is free again
   }
@@ -72,7 +78,7 @@ export class TradeDesk extends TradeRecords {
         }
       } catch (err) {
         this.log.warn('cannot ask the broker about an order sent before a restart', { err });
-        throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is not known yet (the gateway restarted while it was at the broker, and the broker cannot be asked now): retry this request shortly');
+        throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is not known yet (the gateway restarted while it was at the broker, and the broker cannot be asked now): retry this request shortly', UNCERTAIN_FOR_NOW);
       }
       if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(recoveredOutcome(found, inProcess));
     } finally {
