@@ -86,6 +86,8 @@ describe('a cluster node\'s status', () => {
     const run = await runBuiltCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^node: +status-b \(owns \d+ accounts?\)$/m);
+    // The seats are the cluster's, the accounts by state this node's: the line says so.
+    expect(run.stdout).toMatch(/^accounts: +\d+ connecting, \d+ connected, \d+ reconnecting, \d+ refused \(on this node; the others on theirs\)$/m);
     expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);
     expect(run.stdout).toMatch(/^calls: +\d+ forwarded, \d+ served for other nodes, \d+ unavailable, \d+ owner waits?$/m);
     const table = run.stdout.slice(run.stdout.indexOf('Nodes:\n'));

@@ -141,7 +141,7 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
       ['gateway', d.url], ['health', d.health], ['ready', readinessLine(readiness, st)], ...(disk ? [['disk', disk] as [string, unknown]] : []),
       ['version', `${d.version} (API ${d.apiVersion})`],
       ['schema version', d.schemaVersion], ['up since', `${when(d.startedAt)} (${duration(d.uptimeSec)})`], ['seats', d.seats],
-      ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ')],
+      ['accounts', Object.entries(d.accounts).map(([phase, n]) => `${n} ${phase}`).join(', ') + (d.cluster ? ' (on this node; the others on theirs)' : '')],
       ...(d.cluster ? clusterFields(d.cluster) : []),
     ]) + `\nShards:\n${table(d.shards, [
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
