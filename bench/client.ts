@@ -18,6 +18,9 @@ import type { Deal } from '../src/market/orders.js';
 import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { nowMs, TurnHist } from './streamHist.js';
 import { loaderArgs, moduleBeside } from './lib/launch.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, d: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -178,6 +181,7 @@ async function main() {
   const frameCost = await sdkFrameCost();
   const round = (x: number) => Number(x.toFixed(2));
   console.log(JSON.stringify({
+    machine: machineFacts(),
     bench: 'client', ticksPerSec: RATE, rounds: ROUNDS, turnMs: TURN_MS,
     latency: { ...latency, ratio: Object.fromEntries(Object.entries(latency.ratio).map(([k, v]) => [k, round(v)])) },
     goal: { p50: 1.1, p99: 1.1 },

@@ -10,6 +10,9 @@ import { acquireLeases, renewLeases } from '../src/cluster/leases.js';
 import { startPostgres } from '../test/helpers/engines.js';
 import { migratedDatabase } from '../test/helpers/postgres.js';
 import { Histogram } from './lib/histogram.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -67,6 +70,7 @@ try {
 
   const r = (x: number) => Math.round(x * 100) / 100;
   console.log(JSON.stringify({
+    machine: machineFacts(),
     bench: 'cluster-pg', orders,
     fencedOrderP50Us: fenced.percentile(50), fencedOrderP99Us: fenced.percentile(99),
     plainOrderP50Us: plain.percentile(50), plainOrderP99Us: plain.percentile(99),

@@ -10,6 +10,9 @@ import { connect } from '@nats-io/transport-node';
 import { JetStreamHistory } from '../src/cluster/jsHistory.js';
 import { AccountHistory } from '../src/stream/history.js';
 import { startNats } from '../test/helpers/engines.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const rounds = Number(process.argv[process.argv.indexOf('--rounds') + 1]) || 30;
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
@@ -45,6 +48,7 @@ try {
     if (!a.recovered || !b.recovered || a.entries.length !== 1_000 || b.entries.length !== 1_000) throw new Error('replay did not recover 1,000 frames');
   }
   console.log(JSON.stringify({
+    machine: machineFacts(),
     bench: 'cluster-resume', missed: 1_000, streamFrames: 20_000, rounds, load1: Number(loadavg()[0]!.toFixed(1)),
     jetstreamReplayMs: { p50: +pct(fromJs, 50).toFixed(2), p99: +pct(fromJs, 99).toFixed(2) },
     memoryReplayMs: { p50: +pct(fromMem, 50).toFixed(3), p99: +pct(fromMem, 99).toFixed(3) },

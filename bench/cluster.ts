@@ -62,6 +62,9 @@ import { measureHandover } from './lib/clusterHandover.js';
 import { measureQuotes } from './lib/clusterQuotes.js';
 import { measureNearQuotes, type NearQuoteFigures } from './lib/clusterNearQuotes.js';
 import { describeForwarding, forwardDecomposition } from './lib/forwardDecomposition.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
 
@@ -194,6 +197,7 @@ if (ONLY === 'quotes') {
   printNear(near);
   console.log('load', uptime().trim());
   console.log(JSON.stringify({
+    machine: machineFacts(),
     bench: 'cluster', only: 'quotes', unit: 'us', load1m: +load!.toFixed(2), quotes: quotes.quotes,
     quoteCrossOverSameP50: quotes.shared.crossOverSame.p50, quoteCrossOverSameP99: quotes.shared.crossOverSame.p99,
     quoteCrossOverSameP999: quotes.shared.crossOverSame.p999, quoteAloneCrossOverSame: quotes.alone.crossOverSame, ...nearFields(near), quote: quotes, quoteRealCluster: near,
@@ -343,6 +347,7 @@ printNear(near);
 console.log(describeForwarding(router, decomposition, http));
 console.log('load', uptime().trim());
 console.log(JSON.stringify({
+  machine: machineFacts(),
   bench: 'cluster', unit: 'us', load1m: +load!.toFixed(2), orders: local.count, quotes: quotes.quotes,
   // The goal (forwarded / local OrderSend <= 1.5), measured twice. Over HTTP: what a client
   // sees, a request sent to a node that does not own the account against one sent to its owner.

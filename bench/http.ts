@@ -20,6 +20,9 @@ import { threadCpuWindow } from './lib/threadCpu.js';
 import { machineIdleWindow } from './lib/machineIdle.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
 import { pairedRatios, runPair } from './lib/pairedBlocks.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -134,7 +137,7 @@ if (curve) {
   }
   await floor.close();
   rmSync(dataDir, { recursive: true, force: true });
-  console.log(JSON.stringify({ bench: 'http-shards', cores: availableParallelism(), points }));
+  console.log(JSON.stringify({ machine: machineFacts(), bench: 'http-shards', cores: availableParallelism(), points }));
   process.exit(0);
 }
 
@@ -176,7 +179,7 @@ if (sequentialOnly) {
   await gw.close();
   await floor.close();
   rmSync(dataDir, { recursive: true, force: true });
-  console.log(JSON.stringify({ bench: 'http-sequential', ordersPerBlock: orders, ...pairedRatios(pairs),
+  console.log(JSON.stringify({ machine: machineFacts(), bench: 'http-sequential', ordersPerBlock: orders, ...pairedRatios(pairs),
     errors: runs.reduce((n, r) => n + r.errors, 0), loadavg: { before: loadBefore, after: loadavg() } }));
   process.exit(0);
 }
@@ -287,5 +290,5 @@ const summary = {
 await gw.close();
 await floor.close();
 rmSync(dataDir, { recursive: true, force: true });
-console.log(JSON.stringify(summary));
+console.log(JSON.stringify({ ...summary, machine: machineFacts() }));
 process.exit(0);

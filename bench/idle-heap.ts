@@ -13,6 +13,9 @@ import { pipeline } from 'node:stream/promises';
 import { writeHeapSnapshot } from 'node:v8';
 import type { Worker as WorkerT } from 'node:worker_threads';
 import { diff, summarize, total, type DiffRow } from './lib/heapDiff.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -111,6 +114,7 @@ if (r) print(`shard, ${to} restored after a restart, against ${from} created`, d
 rmSync(dataDir, { recursive: true, force: true });
 rmSync(out, { recursive: true, force: true });
 console.log(JSON.stringify({
+  machine: machineFacts(),
   bench: 'idle-heap', from, to,
   shardBytesPerAccount: per(a.shard, b.shard), mainBytesPerAccount: per(a.main, b.main), restoredShardBytesPerAccount: restored,
   shardTop: shardRows.slice(0, 12),

@@ -15,6 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Histogram } from './lib/histogram.js';
 import { loaderArgs, moduleBeside } from './lib/launch.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -258,4 +261,4 @@ const summary = {
   getQuoteDuringRampUs: q,
   targets: { creationRateLastOverFirstMin: 0.8, rssPerAccountKiBMax: 12, coldStartServingMsMax: 10_000 },
 };
-console.log(JSON.stringify(summary));
+console.log(JSON.stringify({ ...summary, machine: machineFacts() }));

@@ -13,6 +13,9 @@ import { ManualClock, Simulator } from '../src/sim/simulator.js';
 import { SqliteSimStore } from '../src/store/simStore.js';
 import { MemorySimStore } from '../src/store/memorySimStore.js';
 import { SimBrokerConnection } from '../src/broker/sim.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const T0 = Date.UTC(2026, 10, 18, 12, 0, 0);
 
@@ -177,6 +180,7 @@ for (let i = 0; i < 3; i++) {
 rounds.sort((x, y) => x - y);
 console.log(
   JSON.stringify({
+    machine: machineFacts(),
     bench: 'sim',
     ticksPerSec: t.ticksPerSec,
     ordersPerSec: rounds[1],

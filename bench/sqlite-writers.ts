@@ -11,6 +11,9 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { floorDbSource } from './lib/orderFloor.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -56,5 +59,5 @@ for (const n of counts) {
   points.push({ threads: n, oneFileCommitsPerSec: oneFile, filePerThreadCommitsPerSec: filePerThread, oneOverOwn: Math.round((oneFile / filePerThread) * 1000) / 1000 });
   console.error(JSON.stringify(points.at(-1)));
 }
-console.log(JSON.stringify({ bench: 'sqlite-writers', cores: availableParallelism(), seconds, points }));
+console.log(JSON.stringify({ machine: machineFacts(), bench: 'sqlite-writers', cores: availableParallelism(), seconds, points }));
 process.exit(0);

@@ -37,6 +37,9 @@ import { marketFrame } from '../src/stream/frames.js';
 import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import type { ClientJob } from './streamClient.js';
 import { nowMs, StreamHist, TurnHist, type HistData } from './streamHist.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const args = process.argv.slice(2);
 const full = args.includes('--full');
@@ -393,6 +396,7 @@ async function main() {
   rmSync(dataDir, { recursive: true, force: true });
   const sdk = args.includes('--no-sdk') ? undefined : await sdkBench();
   console.log(JSON.stringify({
+    machine: machineFacts(),
     bench: 'stream', mode: full ? 'full' : 'quick', measureSec, clientProcesses: CLIENT_PROCS, sizes: results,
     slowReaders,
     shardHopRoundTripUs: hop.summary(),

@@ -26,6 +26,9 @@ import { FreshRecord } from '../actors/idempotencyFresh.js';
 import { Histogram } from './lib/histogram.js';
 import { shardSettings } from '../src/runtime/settings.js';
 import { systemClock } from '../src/util/clock.js';
+import { watchHost } from './lib/hostFacts.js';
+
+const machineFacts = watchHost();
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -152,6 +155,7 @@ console.log('no idempotency', plain.summary());
 console.log('idempotent    ', idem.summary());
 console.log(`back to back: ${plainCost.toFixed(0)} µs/order without idempotency, ${idemCost.toFixed(0)} µs/order with`);
 console.log(JSON.stringify({
+  machine: machineFacts(),
   bench: 'trade-path', orders, unit: 'us', noIdem: a, idem: b,
   costPerOrderUs: { noIdem: Math.round(plainCost), idem: Math.round(idemCost) },
   idemAddedP50Us: b.p50 - a.p50, idemOverNoIdemP50: +(b.p50 / a.p50).toFixed(2), idemOverNoIdemP99: +(b.p99 / a.p99).toFixed(2),
