@@ -70,19 +70,17 @@ describe('FreshRecord (plain) and the idempotency machine (xstate) from a fresh 
           },
         }, (e) => pErrors.push(e));
 
+        /** What is compared after each event: status, action calls, errors, and (unless the status is
+         *  'error', then the error) the state, context and which states it matches. One expect() for
+         *  all of it: one per field cost 97,000 calls of ~15 us, a third of the file's CPU. */
+        const view = (s: ReturnType<typeof plain.getSnapshot> | ReturnType<typeof actor.getSnapshot>, calls: string[], errors: unknown[]) => ({
+          status: s.status, calls, errors: errors.map(String),
+          ...(s.status === 'error'
+            ? { error: String(s.error) }
+            : { value: s.value, context: s.context, matches: (['new', 'sent', 'result', 'uncertain', 'discarded', 'recovering'] as const).map((m) => [m, s.matches(m)]) }),
+        });
         const compare = () => {
-          const xs = actor.getSnapshot();
-          const ps = plain.getSnapshot();
-          expect(ps.status).toBe(xs.status);
-          expect(p.calls).toEqual(x.calls);
-          expect(pErrors.map(String)).toEqual(xErrors.map(String));
-          if (xs.status === 'error') {
-            expect(String(ps.error)).toBe(String(xs.error));
-            return;
-          }
-          expect(ps.value).toBe(xs.value);
-          expect(ps.context).toEqual(xs.context);
-          for (const s of ['new', 'sent', 'result', 'uncertain', 'discarded', 'recovering'] as const) expect(ps.matches(s)).toBe(xs.matches(s));
+          expect(view(plain.getSnapshot(), p.calls, pErrors)).toEqual(view(actor.getSnapshot(), x.calls, xErrors));
         };
         compare();
         for (const ev of events) {
