@@ -127,6 +127,12 @@ describe('a cluster node\'s status', () => {
     expect(run.code, run.stderr).toBe(0);
     for (const id of joined!.gw.cluster!.owned()) expect(run.stdout).toMatch(new RegExp(`^${id} .* on status-c `, 'm'));
     expect(run.stdout).not.toMatch(/ unknown /);
+    // `accounts show` of one: its node, and no `synced: no` that reads as a broken account.
+    const other = joined!.gw.cluster!.owned()[0]!;
+    const show = await runBuiltCli(['accounts', 'show', other], env);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout, show.stdout).toMatch(/^node: +status-c$/m);
+    expect(show.stdout, show.stdout).toMatch(/^synced: +ask status-c$/m);
     const metrics = await (await fetch(`${nodes[0]!.url}/metrics`)).text();
     const gauge = [...metrics.matchAll(/^tagw_broker_connections\{phase="[a-z]+"\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(gauge).toBe(nodes[0]!.gw.cluster!.owned().length);

@@ -89,7 +89,8 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
     if (!a) throw new CliError(EXIT.FAILED, `no account ${id}`);
     c.out.print(a, (d) => fields([
       ['id', d.id], ['platform', d.platform], ['server', d.server], ['phase', phaseOf(d)], ...(d.owner !== undefined ? [['node', d.owner ?? 'none (takeover under way)'] as [string, unknown]] : []),
-      ['synced', d.synced ? 'yes' : 'no'],
+      // Another node runs it: this node knows no phase of it, so no 'no' that reads as a broken account.
+      ['synced', d.phase === null && d.owner ? `ask ${d.owner}` : d.synced ? 'yes' : 'no'],
       ['since', when(d.since)], ['last error', d.lastError ? `${d.lastError.phase} at ${when(d.lastError.at)}` : null],
     ]) + `\nHistory:\n${table(d.history, [{ header: 'AT', value: (h) => when(h.at) }, { header: 'PHASE', value: (h) => h.phase }])}`);
   });
