@@ -60,18 +60,21 @@ function retry(m: Model): void {
 }
 
 function check(m: Model, r: Real): void {
-  expect(r.written).toEqual(m.written);
-  expect(r.held.held).toEqual(m.held);
-  expect(r.held.size).toBe(m.held.length * 10);
-  expect(r.held.retrying).toBe(m.armed);
-  expect(r.held.waiting).toBe(m.armed || m.held.length > 0);
-  // One timer while armed, never two.
-  expect(r.sched.timers.size).toBe(m.armed ? 1 : 0);
-  expect(r.lines.filter((l) => l.level === 'error' && /DATA_DIR is full/.test(l.msg))).toHaveLength(m.begun);
-  expect(r.lines.filter((l) => l.level === 'info' && /DATA_DIR has room again/.test(l.msg))).toHaveLength(m.ended);
-  // Nothing lost, nothing twice: every item written or held, once.
-  const all = [...m.written, ...m.held].sort((a, b) => a - b);
-  expect(all).toEqual(Array.from({ length: m.next }, (_, i) => i));
+  const lines = (level: string, re: RegExp) => r.lines.filter((l) => l.level === level && re.test(l.msg)).length;
+  // One expect() for all of it after each command (one per field was 40,000 calls of ~15 us).
+  expect({
+    written: r.written, held: r.held.held, size: r.held.size, retrying: r.held.retrying, waiting: r.held.waiting,
+    // One timer while armed, never two.
+    timers: r.sched.timers.size,
+    fullLines: lines('error', /DATA_DIR is full/), roomLines: lines('info', /DATA_DIR has room again/),
+    // Nothing lost, nothing twice: every item written or held, once.
+    items: [...m.written, ...m.held].sort((a, b) => a - b),
+  }).toEqual({
+    written: m.written, held: m.held, size: m.held.length * 10, retrying: m.armed, waiting: m.armed || m.held.length > 0,
+    timers: m.armed ? 1 : 0,
+    fullLines: m.begun, roomLines: m.ended,
+    items: Array.from({ length: m.next }, (_, i) => i),
+  });
 }
 
 class Write implements fc.Command<Model, Real> {
