@@ -91,7 +91,7 @@ export async function startPgNode(o: PgNodeOptions): Promise<PgNode> {
     });
     if (applied.length > 0) o.log.info('cluster schema migrated', { versions: applied });
     const tenancy = new PgTenancy(pool);
-    const mirror = new TenancyMirror(pool, o.sqlite);
+    const mirror = new TenancyMirror(pool, o.sqlite, (n) => o.log.warn('keys and seats in this node\'s mirror are not in PostgreSQL (restored from an older backup?): revoked and removed here', n));
     await mirror.sync();
     const ledger = new IdempotencyLedger(pool);
     const incarnation = await newIncarnation(pool);

@@ -4,7 +4,10 @@
 // snapshot, the rows stamped at or after the oldest transaction still running at the previous
 // pass; a transaction that commits late is therefore never skipped (a row may be copied twice,
 // which an upsert absorbs). Rows are never deleted in tenancy (removal and revocation are stamps),
-// so upserts are the whole of it.
+// so upserts are the whole of it, with one exception: PostgreSQL restored from a backup older than
+// some keys or seats no longer has them, and a mirror kept from before would go on accepting them.
+// The first pass of each process (the restore procedure stops every node) reads every row, so it
+// revokes the keys and removes the seats the mirror holds and PostgreSQL does not.
 import type { Db } from '../store/db.js';
 import { LatestRuns } from '../util/latestRuns.js';
 import { withTransaction, type PgPool } from './pgPool.js';
@@ -53,8 +56,15 @@ export class TenancyMirror {
   /** Accounts whose binding the next pass copies whatever its stamp (`refresh`). */
   private stale = new Set<string>();
 
-  constructor(private readonly pool: PgPool, private readonly db: Db) {
+  private readonly absent;
+
+  /** `onAbsent`: told how many keys and seats the first pass found only here (a restored PostgreSQL). */
+  constructor(private readonly pool: PgPool, private readonly db: Db, private readonly onAbsent: (n: { keys: number; seats: number }) => void = () => {}) {
     this.upserts = TABLES.map((t) => ({ t, stmt: db.prepare(upsertSql(t)) }));
+    this.absent = {
+      keys: db.prepare<[number, string]>('UPDATE keys SET revoked_at = ? WHERE revoked_at IS NULL AND id NOT IN (SELECT value FROM json_each(?))'),
+      seats: db.prepare<[number, string]>('UPDATE seats SET removed_at = ? WHERE removed_at IS NULL AND id NOT IN (SELECT value FROM json_each(?))'),
+    };
   }
 
   /** Copies what changed since the last pass (everything at the first) into SQLite, in one SQLite
@@ -84,7 +94,8 @@ export class TenancyMirror {
   private async copy(): Promise<number> {
     const again = [...this.stale];
     this.stale = new Set();
-    const { next, rows } = await withTransaction(this.pool, async (c) => {
+    const whole = this.from === 0; // every row: the first pass of this process
+    const { next, rows, now } = await withTransaction(this.pool, async (c) => {
       // REPEATABLE READ: one snapshot for the horizon and every table, so a child row never comes
       // without its parent.
       await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
@@ -96,7 +107,8 @@ export class TenancyMirror {
           : await c.query(`SELECT ${t.columns.join(', ')} FROM ${t.name} WHERE txid >= $1 ORDER BY ${t.key}`, [this.from]);
         out.push(r.rows as Record<string, unknown>[]);
       }
-      return { next: Number(h.rows[0]!.xmin), rows: out };
+      const now = whole ? Number((await c.query<{ ms: string }>('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text AS ms')).rows[0]!.ms) : 0;
+      return { next: Number(h.rows[0]!.xmin), rows: out, now };
     }).catch((err: unknown) => {
       this.refresh(again); // for the next pass
       throw err;
@@ -110,6 +122,11 @@ export class TenancyMirror {
           stmt.run(row);
           copied++;
         }
+      }
+      if (whole) {
+        const ids = (name: string, key: string) => JSON.stringify(rows[TABLES.findIndex((t) => t.name === name)]!.map((r) => r[key]));
+        const n = { keys: this.absent.keys.run(now, ids('keys', 'id')).changes, seats: this.absent.seats.run(now, ids('seats', 'id')).changes };
+        if (n.keys + n.seats > 0) this.onAbsent(n);
       }
     })();
     this.from = next;

@@ -88,6 +88,32 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
     expect(new AccountStore(b.db).live()).toEqual(new AccountStore(a.db).live());
   });
 
+  it('a node started after PostgreSQL was restored from an older backup: its first pass revokes the keys and removes the seats only its mirror still has (they answered 200 after a restore)', async () => {
+    const pg = new PgTenancy(server.pool);
+    await pg.createCustomer('c-restore', 'restored', T);
+    for (const id of ['s-kept', 's-later']) await pg.insertSeat({ id, customer_id: 'c-restore', private_hosting: 0, region: null, created_at: T });
+    for (const id of ['k-kept', 'k-later']) await pg.insertKey({ ...key(id), customer_id: 'c-restore' });
+    const n = node();
+    await n.mirror.sync();
+    const t = new TenancyStore(n.db);
+    expect(t.keyById('k-later')!.revoked_at).toBeNull();
+    // The backup was taken before k-later and s-later: restored, PostgreSQL has neither.
+    await server.pool.query("DELETE FROM keys WHERE id = 'k-later'");
+    await server.pool.query("DELETE FROM seats WHERE id = 's-later'");
+    // The node started again on its DATA_DIR (the restore stops every node): its first pass.
+    const told: Array<{ keys: number; seats: number }> = [];
+    const before = Date.now();
+    await new TenancyMirror(server.pool, n.db, (x) => told.push(x)).sync();
+    expect(told).toEqual([{ keys: 1, seats: 1 }]);
+    expect(t.keyById('k-later')!.revoked_at).toBeGreaterThanOrEqual(before - 60_000); // PostgreSQL's clock
+    expect(t.seatById('s-later')).toBeUndefined();
+    expect(t.keyById('k-kept')!.revoked_at).toBeNull();
+    expect(t.seatById('s-kept')).toBeDefined();
+    // Nothing more to find at the next start.
+    await new TenancyMirror(server.pool, n.db, (x) => told.push(x)).sync();
+    expect(told).toHaveLength(1);
+  });
+
   it('nodes starting together bootstrap one operator customer and one management key; the SQLite bootstrap then finds them', async () => {
     const fresh = await migratedDatabase(server.engine);
     try {
