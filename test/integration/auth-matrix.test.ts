@@ -321,6 +321,16 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect((await t.req('GET', `/AccountSummary?accountId=${acct.B1}`, { headers: h })).status).toBe(404);
     expect((await t.req('POST', '/v1/connect', { headers: h, body: { brokerAccountId: acct.B1 } })).status).toBe(404);
     expect((await t.req('POST', '/ConnectEx', { headers: h, body: { id: acct.B1, user: login.A2, password: PASSWORD, server: 'Sim-P5-Demo', platform: 'P5' } })).status).toBe(404);
+    // A's broker login with a wrong password: the broker's refusal (400), as for any login, not a
+    // 409 that tells another customer the login is bound at this gateway.
+    const wrongPw = { user: login.A2, password: 'not-the-password', server: 'Sim-P5-Demo', platform: 'P5' };
+    const b = { 'x-api-key': key.otherApi!, 'x-forwarded-for': nextIp() };
+    for (const [m, p, body] of [['POST', '/v1/broker-accounts', wrongPw], ['POST', '/ConnectEx', wrongPw]] as const) {
+      const r = await t.req(m, p, { headers: b, body });
+      expect([r.status, r.body.error], `${p}: ${r.text}`).toEqual([400, 'BROKER_AUTH_FAILED']);
+    }
+    const byQuery = await t.req('GET', `/ConnectEx?${new URLSearchParams(wrongPw)}`, { headers: b });
+    expect([byQuery.status, byQuery.body.error]).toEqual([400, 'BROKER_AUTH_FAILED']);
     // The scoped key: the other account's id in the query alias and in a body.
     const s = { 'x-api-key': key.scoped!, 'x-forwarded-for': nextIp() };
     expect((await t.req('GET', `/AccountSummary?accountId=${acct.A2}`, { headers: s })).status).toBe(403);

@@ -225,22 +225,26 @@ export function accountForLogin(
 }
 
 /** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
+const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+
 async function boundAccount(
   s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
+  const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
   if (bound.customer_id !== b.customerId) {
+    // Another customer's login: a wrong password is the broker's refusal, as for any login, so the
+    // 409 tells only someone who holds the password that the login is bound at this gateway (it
+    // was an oracle of which logins other customers use).
+    if (stored !== undefined && !samePassword(stored, b.password)) throw brokerRefused();
     throw loginInUse();
   }
-  const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
   if (stored === undefined) {
     // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
     // the platform), and the password is sealed again with the current key.
     const status = await bindUnlocked(s, { ...b, accountId: bound.seat_id, audit: auditOf?.(bound.seat_id, false) });
     return { id: bound.seat_id, status, created: false };
   }
-  if (!samePassword(stored, b.password)) {
-    throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
-  }
+  if (!samePassword(stored, b.password)) throw brokerRefused();
   // The same check a new login gets in its shard: a given platform must match the server's.
   if (b.platform !== undefined && b.platform !== bound.platform) {
     throw apiError('BAD_REQUEST', `server ${b.server} is a ${bound.platform} server, not ${b.platform}`);
