@@ -365,6 +365,16 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect(wrong).toEqual([]);
   }, 120_000);
 
+  it('what answers without a key (/metrics, /readyz, /healthz, /openapi.json, /dashboard) names no account, key or secret', async () => {
+    const ids = [...Object.values(acct), ...secrets()];
+    for (const p of ['/metrics', '/readyz', '/healthz', '/openapi.json', '/dashboard', '/dashboard/']) {
+      const r = await fetch(t.url + p);
+      const text = await r.text();
+      expect(r.status, p).toBe(200);
+      for (const id of ids) expect(text, p).not.toContain(id);
+    }
+  });
+
   it('no log line (LOG_LEVEL=debug) carries a key, a handle or a broker password', () => {
     expect(logs.length).toBeGreaterThan(100);
     const leaked = logs.filter((l) => secrets().some((s) => l.includes(s)));
