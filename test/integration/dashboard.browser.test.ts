@@ -176,6 +176,12 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     expect(order.status, order.text).toBe(200);
     await page.locator('[data-testid=position-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
     await page.locator('[data-testid=trade-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    // The position's current price and profit move with the market, not stay as the stream's last
+    // POSITIONS list had them (that list changes only when a position does: a newcomer's walk saw a
+    // table frozen at its snapshot beside moving quotes and a moving equity).
+    const current = page.locator('[data-testid=position-row]', { hasText: 'BTCUSD' }).locator('[data-testid=position-current]');
+    const atOpen = await current.textContent();
+    await expect.poll(async () => { await nextPoll(page, 2_000); return current.textContent(); }, { timeout: 15_000, interval: 200 }).not.toBe(atOpen);
     await page.locator('[data-testid=balance]', { hasText: '.' }).waitFor();
     await page.locator('[data-testid=chart] canvas').first().waitFor();
     await page.waitForTimeout(300); // one more paint of the chart and tables for the screenshot

@@ -83,6 +83,13 @@ function LiveAccount({ id, title }) {
     if (!key) return undefined;
     return api.get(`/AccountSummary?id=${encodeURIComponent(id)}`, { apiKey: key });
   }, 2000, [id, key]);
+  // Positions' current price and profit as the broker has them now: the stream's POSITIONS list
+  // changes only when a position does, so its figures are those of the last change.
+  const marks = usePoll(async () => {
+    if (!key) return undefined;
+    const rows = await api.get(`/OpenedOrders?id=${encodeURIComponent(id)}`, { apiKey: key });
+    return Object.fromEntries((Array.isArray(rows) ? rows : []).filter((r) => r.kind === 'position').map((r) => [r.ticket, r]));
+  }, 2000, [id, key]);
 
   // The key, the symbol list, then the socket (reopened after a drop).
   useEffect(() => {
@@ -233,7 +240,7 @@ function LiveAccount({ id, title }) {
         <h2>Positions <span class="muted small">${state.positions.length}</span></h2>
         <table data-testid="positions"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">open</th><th class="num">current</th><th class="num">profit</th></tr></thead><tbody>
           ${state.positions.length === 0 ? html`<tr><td colspan="7" class="empty">No open positions.</td></tr>` : null}
-          ${state.positions.map((p) => html`<tr key=${p.ticket} data-testid="position-row"><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
+          ${state.positions.map((s) => ({ ...s, ...pick(marks.data?.[s.ticket], ['currentPrice', 'profit']) })).map((p) => html`<tr key=${p.ticket} data-testid="position-row"><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num" data-testid="position-current">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
         </tbody></table>
       </div>
       <div class="panel">
@@ -257,4 +264,9 @@ export function Live({ arg, title }) {
   if (!session.key) return null;
   // Another account (#/live/<id>): a new view, its stream and key its own.
   return arg ? html`<${LiveAccount} key=${arg} id=${arg} title=${title} />` : html`<${Top} title=${title} /><${Picker} />`;
+}
+
+/** `keys` of `o` that it has (none when there is no `o`). */
+function pick(o, keys) {
+  return o ? Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) : {};
 }
