@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/errors.js';
+import { parseKey } from '../../src/auth/keys.js';
 import { table } from '../../src/cli/output.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { makeCerts } from '../helpers/tls.js';
@@ -164,6 +165,8 @@ describe('tagw', () => {
     const fresh = /tagw_m_[0-9a-f]{16}_\S{43}/.exec(rotated.stdout)![0];
     expect(fresh).not.toBe(before);
     expect(currentKey()).toBe(fresh); // bootstrap.json rewritten by the gateway
+    // and the CLI says so, rather than "updated when it held it" (was it?)
+    expect(rotated.stdout).toContain(`${parseKey(before)!.id} is revoked; the gateway's DATA_DIR/bootstrap.json now holds the new key`);
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(before) })).status).toBe(401);
 
     const file = join(work, 'mk');

@@ -159,6 +159,10 @@ export function mgmtKeyCommand(program: Command, ctx: () => Promise<Ctx>): void 
     .action(async (o: { label?: string }) => {
       const c = await ctx();
       const r = await c.client().call('POST', '/v1/management-key/rotate', o.label ? { label: o.label } : {});
-      c.out.revealSecret(r, `New management key ${r.id} (${r.revoked} is revoked; DATA_DIR/bootstrap.json is updated when it held it):`);
+      // An older gateway does not say whether it rewrote bootstrap.json.
+      const file = r.bootstrapFileUpdated === true ? "the gateway's DATA_DIR/bootstrap.json now holds the new key"
+        : r.bootstrapFileUpdated === false ? "the gateway's DATA_DIR/bootstrap.json did not hold the old key and is unchanged: store this one where you keep it"
+          : 'DATA_DIR/bootstrap.json is updated when it held the old key';
+      c.out.revealSecret(r, `New management key ${r.id} (${r.revoked} is revoked; ${file}):`);
     });
 }

@@ -56,6 +56,7 @@ export const RotatedKey = z.object({
   label: z.string(),
   createdAt: z.string(),
   revoked: z.string().describe('Id of the management key this rotation revoked (the one that sent the request)'),
+  bootstrapFileUpdated: z.boolean().describe('Whether the answering gateway rewrote its DATA_DIR/bootstrap.json with the new key (it held the old one)'),
 }).meta({ id: 'RotatedManagementKey' });
 
 export const AuditEntry = z.object({
@@ -172,9 +173,9 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
         }, now, (replaced) => (replaced ? audit?.row(old.id, { newKeyId: k.id }) : undefined));
         if (!ok) throw apiError('CONFLICT', 'this management key was revoked meanwhile');
         forget(old.id);
-        rewriteBootstrapKey(s.bootstrapFile, old.id, k.value, s.log);
+        const bootstrapFileUpdated = rewriteBootstrapKey(s.bootstrapFile, old.id, k.value, s.log);
         return {
-          status: 201, body: { id: k.id, key: k.value, label, createdAt: new Date(now).toISOString(), revoked: old.id },
+          status: 201, body: { id: k.id, key: k.value, label, createdAt: new Date(now).toISOString(), revoked: old.id, bootstrapFileUpdated },
         };
       },
     }),
