@@ -331,6 +331,16 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     }
     const byQuery = await t.req('GET', `/ConnectEx?${new URLSearchParams(wrongPw)}`, { headers: b });
     expect([byQuery.status, byQuery.body.error]).toEqual([400, 'BROKER_AUTH_FAILED']);
+    // The same through a re-bind of B's own account, and a new seat with B's management key.
+    const rebindB = await t.req('POST', `/ConnectEx?id=${acct.B1}`, { headers: b, body: wrongPw });
+    expect([rebindB.status, rebindB.body.error], rebindB.text).toEqual([400, 'BROKER_AUTH_FAILED']);
+    const seatsBefore = (await t.req('GET', '/v1/seats', { headers: mgmt(key.otherMgmt!) })).body;
+    const seatB = await t.req('POST', '/v1/seats', { headers: mgmt(key.otherMgmt!), body: { user: login.A2, password: 'not-the-password', server: 'Sim-P5-Demo' } });
+    expect([seatB.status, seatB.body.error], seatB.text).toEqual([400, 'BROKER_AUTH_FAILED']);
+    expect((await t.req('GET', '/v1/seats', { headers: mgmt(key.otherMgmt!) })).body).toEqual(seatsBefore);
+    // With the right password B learns the login is bound (it holds the login): 409, nothing bound.
+    const right = await t.req('POST', `/ConnectEx?id=${acct.B1}`, { headers: b, body: { ...wrongPw, password: PASSWORD } });
+    expect([right.status, right.body.error]).toEqual([409, 'BROKER_LOGIN_IN_USE']);
     // The scoped key: the other account's id in the query alias and in a body.
     const s = { 'x-api-key': key.scoped!, 'x-forwarded-for': nextIp() };
     expect((await t.req('GET', `/AccountSummary?accountId=${acct.A2}`, { headers: s })).status).toBe(403);

@@ -138,7 +138,7 @@ export async function bindSeatBroker<R>(
   const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build };
   return withLoginLock(s, input.server, input.user, async () => {
     if (s.tenancyWrites.clustered) {
-      if (boundElsewhere(s, input)) throw loginInUse();
+      assertNotBoundElsewhere(s, input);
       return (await seatFirst(s, input, createSeat, audit)).created;
     }
     await bindUnlocked(s, input);
@@ -230,14 +230,8 @@ const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused t
 async function boundAccount(
   s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
+  if (bound.customer_id !== b.customerId) inUse(s, b, bound);
   const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
-  if (bound.customer_id !== b.customerId) {
-    // Another customer's login: a wrong password is the broker's refusal, as for any login, so the
-    // 409 tells only someone who holds the password that the login is bound at this gateway (it
-    // was an oracle of which logins other customers use).
-    if (stored !== undefined && !samePassword(stored, b.password)) throw brokerRefused();
-    throw loginInUse();
-  }
   if (stored === undefined) {
     // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
     // the platform), and the password is sealed again with the current key.
@@ -258,12 +252,27 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
 }
 
 /** Whether the login is bound to an account other than `b.accountId` (this node's SQLite). */
-function boundElsewhere(s: Services, b: BindInput): boolean {
+/** Refuses a login bound to another account than `b.accountId` (nothing when it is free or bound to it). */
+function assertNotBoundElsewhere(s: Services, b: BindInput): void {
   const bound = new AccountStore(s.db).boundTo(b.server, b.user);
-  return bound !== undefined && bound.seat_id !== b.accountId;
+  if (bound !== undefined && bound.seat_id !== b.accountId) inUse(s, b, bound);
+}
+
+/**
+ * The refusal of a login bound to another account: 409, except that another customer with a wrong
+ * password gets the broker's refusal of any login (400), so the 409 tells only someone who holds
+ * the password that the login is bound at this gateway (it was an oracle of which logins other
+ * customers use). The same customer knows its own logins: 409 whatever the password.
+ */
+function inUse(s: Services, b: Pick<BindInput, 'customerId' | 'password'>, bound: BindingRow): never {
+  if (bound.customer_id !== b.customerId) {
+    const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
+    if (stored !== undefined && !samePassword(stored, b.password)) throw brokerRefused();
+  }
+  throw loginInUse();
 }
 
 function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
-  if (boundElsewhere(s, b)) throw loginInUse();
+  assertNotBoundElsewhere(s, b);
   return bindBroker(s, b);
 }
