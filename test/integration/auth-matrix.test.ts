@@ -18,6 +18,7 @@ import { mgmt, startTestGateway, type TestGateway, type TestResponse } from '../
 const CREDS = ['none', 'garbled', 'unknown', 'revoked', 'replaced', 'mgmt', 'otherMgmt', 'otherApi', 'scoped', 'ro', 'scopedOwn', 'api'] as const;
 type Cred = (typeof CREDS)[number];
 const PASSWORD = 'secret-pw-auth-matrix';
+const WRONG_PASSWORD = 'not-the-password';
 
 let t: TestGateway;
 const logs: string[] = [];
@@ -49,7 +50,13 @@ async function connect(id: string, mkey = t.managementKey): Promise<string> {
   return r.body.handle;
 }
 
+/** The shard threads log on their own (to the process's stdout, LOG_LEVEL from the settings): kept too. */
+const stdoutWrite = process.stdout.write.bind(process.stdout);
 beforeAll(async () => {
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    logs.push(String(chunk));
+    return (stdoutWrite as (...a: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stdout.write;
   t = await startTestGateway({ trustProxy: true, logLevel: 'debug' }, { log: createLogger('debug', {}, (l) => logs.push(l)) });
   for (const [name, platform] of [['A1', 'P5'], ['A2', 'P5'], ['A4', 'P4']] as const) {
     const a = await brokerAccount(platform, t.managementKey);
@@ -80,10 +87,13 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await t?.stop();
+  process.stdout.write = stdoutWrite;
 });
 
 /** Every secret of the file: no response (but the one that creates it) and no log line may carry one. */
 const secrets = () => [...new Set(Object.values(key))].filter((k) => k !== 'not-a-key').concat(Object.values(handle), [PASSWORD]);
+/** What the log must not carry either: the wrong password B tried on A's login. */
+const logSecrets = () => [...secrets(), WRONG_PASSWORD];
 
 type Auth = 'management' | 'api' | 'connection' | 'none';
 interface Probe { method: string; path: string; body?: unknown }
@@ -323,7 +333,7 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect((await t.req('POST', '/ConnectEx', { headers: h, body: { id: acct.B1, user: login.A2, password: PASSWORD, server: 'Sim-P5-Demo', platform: 'P5' } })).status).toBe(404);
     // A's broker login with a wrong password: the broker's refusal (400), as for any login, not a
     // 409 that tells another customer the login is bound at this gateway.
-    const wrongPw = { user: login.A2, password: 'not-the-password', server: 'Sim-P5-Demo', platform: 'P5' };
+    const wrongPw = { user: login.A2, password: WRONG_PASSWORD, server: 'Sim-P5-Demo', platform: 'P5' };
     const b = { 'x-api-key': key.otherApi!, 'x-forwarded-for': nextIp() };
     for (const [m, p, body] of [['POST', '/v1/broker-accounts', wrongPw], ['POST', '/ConnectEx', wrongPw]] as const) {
       const r = await t.req(m, p, { headers: b, body });
@@ -335,7 +345,7 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     const rebindB = await t.req('POST', `/ConnectEx?id=${acct.B1}`, { headers: b, body: wrongPw });
     expect([rebindB.status, rebindB.body.error], rebindB.text).toEqual([400, 'BROKER_AUTH_FAILED']);
     const seatsBefore = (await t.req('GET', '/v1/seats', { headers: mgmt(key.otherMgmt!) })).body;
-    const seatB = await t.req('POST', '/v1/seats', { headers: mgmt(key.otherMgmt!), body: { user: login.A2, password: 'not-the-password', server: 'Sim-P5-Demo' } });
+    const seatB = await t.req('POST', '/v1/seats', { headers: mgmt(key.otherMgmt!), body: { user: login.A2, password: WRONG_PASSWORD, server: 'Sim-P5-Demo' } });
     expect([seatB.status, seatB.body.error], seatB.text).toEqual([400, 'BROKER_AUTH_FAILED']);
     expect((await t.req('GET', '/v1/seats', { headers: mgmt(key.otherMgmt!) })).body).toEqual(seatsBefore);
     // With the right password B learns the login is bound (it holds the login): 409, nothing bound.
@@ -387,7 +397,8 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
 
   it('no log line (LOG_LEVEL=debug) carries a key, a handle or a broker password', () => {
     expect(logs.length).toBeGreaterThan(100);
-    const leaked = logs.filter((l) => secrets().some((s) => l.includes(s)));
+    expect(logs.some((l) => l.includes('"shard":0'))).toBe(true);
+    const leaked = logs.filter((l) => logSecrets().some((s) => l.includes(s)));
     expect(leaked).toEqual([]);
   });
 });
