@@ -170,6 +170,16 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await bid.waitFor({ timeout: 10_000 });
     const first = await bid.textContent();
     await expect.poll(() => bid.textContent(), { timeout: 10_000, interval: 100 }).not.toBe(first);
+    // A quote from another day (forex on a Sunday: Friday's last tick) says its day and is greyed as
+    // old, not shown as a bare "21:54:59" beside live ones. The page's clock two days on makes
+    // BTCUSD's ticks two days old.
+    const btcRow = page.locator('[data-testid=quote-row][data-symbol=BTCUSD]');
+    expect(await btcRow.getAttribute('class')).not.toContain('stale');
+    await page.clock.setSystemTime(Date.now() + 2 * 86_400_000);
+    await expect.poll(() => btcRow.locator('[data-testid=quote-time]').textContent(), { timeout: 10_000, interval: 100 }).toMatch(/^[A-Z][a-z]{2} \d\d:\d\d:\d\d$/);
+    expect(await btcRow.getAttribute('class')).toContain('stale');
+    await page.clock.setSystemTime(Date.now());
+    await expect.poll(() => btcRow.locator('[data-testid=quote-time]').textContent(), { timeout: 10_000, interval: 100 }).toMatch(/^\d\d:\d\d:\d\d$/);
     // A bot trades on the account: the position and the deal arrive over the stream.
     const botKey = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'bot' } })).body.key as string;
     const order = await t.req('GET', `/OrderSend?id=${seatId}&symbol=BTCUSD&operation=Buy&volume=0.05&clientOrderId=console-1`, { headers: { 'x-api-key': botKey } });

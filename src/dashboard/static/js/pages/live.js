@@ -225,12 +225,13 @@ function LiveAccount({ id, title }) {
           ${quotes.length === 0 ? html`<tr><td colspan="5" class="empty">Waiting for quotes… (forex is closed at the weekend; BTCUSD trades around the clock)</td></tr>` : null}
           ${quotes.map((q) => {
             const dg = Math.max(digitsOf(q.bid), digitsOf(q.ask));
-            return html`<tr key=${q.symbol} data-testid="quote-row" data-symbol=${q.symbol}>
+            const t = quoteTime(q.timeUtc, Date.now());
+            return html`<tr key=${q.symbol} data-testid="quote-row" data-symbol=${q.symbol} class=${t.stale ? 'stale' : ''} title=${t.title}>
               <td>${q.symbol}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`} data-testid="bid">${q.bid.toFixed(dg)}</td>
               <td class=${`num ${q.dir > 0 ? 'up' : q.dir < 0 ? 'down' : ''}`}>${q.ask.toFixed(dg)}</td>
               <td class="num spread">${(q.ask - q.bid).toFixed(dg)}</td>
-              <td class="num mono small">${q.timeUtc.slice(11, 19)}</td></tr>`;
+              <td class="num mono small" data-testid="quote-time">${t.text}</td></tr>`;
           })}
         </tbody></table>
       </div>
@@ -269,4 +270,18 @@ export function Live({ arg, title }) {
 /** `keys` of `o` that it has (none when there is no `o`). */
 function pick(o, keys) {
   return o ? Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) : {};
+}
+
+/** A quote's time as the table shows it: hh:mm:ss (UTC) today, with the weekday when the last tick
+ *  was on another day (forex on a Sunday shows Friday's); older than a minute, `stale` greys the row
+ *  and `title` says how old (its market may be closed). */
+export function quoteTime(timeUtc, now) {
+  const at = Date.parse(timeUtc);
+  const hms = timeUtc.slice(11, 19);
+  const otherDay = timeUtc.slice(0, 10) !== new Date(now).toISOString().slice(0, 10);
+  const text = otherDay ? `${new Date(at).toUTCString().slice(0, 3)} ${hms}` : hms;
+  const ageMin = Math.floor((now - at) / 60_000);
+  if (!(ageMin >= 1)) return { text, stale: false, title: '' };
+  const age = ageMin >= 60 ? `${Math.floor(ageMin / 60)} h ${ageMin % 60} min` : `${ageMin} min`;
+  return { text, stale: true, title: `last tick ${timeUtc.slice(0, 10)} ${hms} UTC, ${age} ago: its market may be closed` };
 }
