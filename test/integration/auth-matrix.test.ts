@@ -355,8 +355,26 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     const s = { 'x-api-key': key.scoped!, 'x-forwarded-for': nextIp() };
     expect((await t.req('GET', `/AccountSummary?accountId=${acct.A2}`, { headers: s })).status).toBe(403);
     expect((await t.req('POST', '/ConnectEx', { headers: s, body: { accountId: acct.A2, user: login.A2, password: PASSWORD, server: 'Sim-P5-Demo', platform: 'P5' } })).status).toBe(403);
+    // The other account's id in another spelling, or beside its own under the alias: never served.
+    expect((await t.req('GET', `/AccountSummary?id=${acct.A2.toUpperCase()}`, { headers: s })).status).toBe(403);
+    expect((await t.req('GET', `/AccountSummary?id=${acct.A1}&accountId=${acct.A2}`, { headers: s })).status).toBe(400);
+    expect((await t.req('GET', `/AccountSummary?id=${acct.A1}&id=${acct.A2}`, { headers: s })).status).toBe(400);
+    expect((await t.req('GET', `/OrderSend?id=${acct.A2.toUpperCase()}&${order}`, { headers: s })).status).toBe(403);
     // An id in the query and another in the body of /ConnectEx: refused, not the body's taken.
     expect((await t.req('POST', `/ConnectEx?id=${acct.A1}`, { headers: s, body: { id: acct.A2, user: login.A2, password: PASSWORD, server: 'Sim-P5-Demo', platform: 'P5' } })).status).toBe(400);
+  });
+
+  it('the keys scoped to a removed seat answer 401 from the next request (they were cached as verified)', async () => {
+    const seat = (await brokerAccount('P5', t.managementKey)).id;
+    const scoped = (await seatKey(seat, { accountScoped: true })).key;
+    const unscoped = (await seatKey(seat)).key;
+    const h = (k: string) => ({ headers: { 'x-api-key': k, 'x-forwarded-for': nextIp() } });
+    expect((await t.req('GET', `/AccountSummary?id=${seat}`, h(scoped))).status).toBe(200);
+    expect((await t.req('DELETE', `/v1/seats/${seat}`, { headers: mgmt(t.managementKey) })).status).toBe(200);
+    expect((await t.req('GET', '/v1/whoami', h(scoped))).status).toBe(401);
+    // An unscoped key made on that seat's page works for the customer's other accounts; the seat is gone.
+    expect((await t.req('GET', `/AccountSummary?id=${seat}`, h(unscoped))).status).toBe(404);
+    expect((await t.req('GET', `/AccountSummary?id=${acct.A3}`, h(unscoped))).status).toBe(200);
   });
 
   it("B's management key sees none of A's seats, keys, audit rows or connections", async () => {
