@@ -253,7 +253,7 @@ export class AccountRouter {
         }
         // Nobody holds the account's lease: for such a call, nothing left to do (CallOptions).
         if (opts.unownedIsDone && owner === null) return undefined;
-        await this.waitForOwner(key, deadline, !waited);
+        await this.waitForOwner(key, deadline, !waited, hasClientOrderId(op, args));
         waited = true;
       }
     } catch (err) {
@@ -263,10 +263,14 @@ export class AccountRouter {
     }
   }
 
-  /** No owner to run the call now: waits for news of one (or `recheckMs`), or 503 past the deadline. */
-  private async waitForOwner(key: string, deadline: number, first: boolean): Promise<void> {
+  /** No owner to run the call now: waits for news of one (or `recheckMs`), or 503 past the deadline.
+   *  `keyed`: a trade with a clientOrderId, which may have reached an owner that went away with it
+   *  (to the broker, even): the 503 says to retry with the same id, as an owner's own 503 does. */
+  private async waitForOwner(key: string, deadline: number, first: boolean, keyed: boolean): Promise<void> {
     const left = deadline - this.now();
-    if (left <= 0) throw this.unavailable(`account ${key} has no reachable owner yet (a node is taking it over); retry`);
+    if (left <= 0) {
+      throw this.unavailable(`account ${key} has no reachable owner yet (a node is taking it over); ${keyed ? 'retry with the same clientOrderId: it is answered once, wherever it lands' : 'retry'}`);
+    }
     if (first) this.stats.ownerWaits++;
     await this.ownerChange(key, Math.min(left, this.recheckMs));
   }
@@ -445,4 +449,9 @@ export class AccountRouter {
     this.forwarder.close();
     this.offOwners();
   }
+}
+
+/** A trade the caller keyed (its clientOrderId): safe to send again with that id, never with another. */
+function hasClientOrderId(op: CommandName, args: unknown): boolean {
+  return op === 'account.trade' && typeof (args as { clientOrderId?: unknown }).clientOrderId === 'string';
 }

@@ -312,6 +312,15 @@ describe('AccountRouter', () => {
     fakes.C.stallUntil(Promise.resolve());
   });
 
+  it('a keyed trade with no owner within the wait (a handover or takeover under way; it may have reached an owner that went away with it): 503 that says to retry with the same clientOrderId; other calls just to retry', async () => {
+    const keyed = await A.router.call(acct(), 'account.trade', { accountId: 'x', op: 'OrderSend', args: {}, clientOrderId: 'k-4' }, { retryOnRestart: false }).catch((e: unknown) => e);
+    expect(keyed).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '1' } });
+    expect((keyed as Error).message).toMatch(/no reachable owner yet .*; retry with the same clientOrderId/);
+    const plain = await A.router.call(acct(), 'account.status', { accountId: 'x' }).catch((e: unknown) => e);
+    expect(plain).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503 });
+    expect((plain as Error).message).not.toMatch(/clientOrderId/);
+  });
+
   it('a keyed trade stranded at a dead owner whose claim the new owner found: the new owner\'s 409 once the old one gave no answer within the owner wait', async () => {
     const id = acct();
     const stranded = await callToGhost(id, 'H', () => A.router.call(id, 'account.trade', { accountId: id, op: 'OrderSend', args: { failOn: 'B' }, clientOrderId: 'k-3' }, { retryOnRestart: false }));
