@@ -403,6 +403,14 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect(wrong).toEqual([]);
   }, 120_000);
 
+  it('a rotated management key (B rotated its own in the matrix) answers 401 wherever management keys go', async () => {
+    const h = { authorization: `Bearer ${key.otherMgmt}`, 'x-forwarded-for': nextIp() };
+    expect((await t.req('GET', '/v1/seats', { headers: h })).status).toBe(401);
+    expect((await t.req('GET', '/news', { headers: h })).status).toBe(401);
+    expect((await t.req('POST', '/v1/connect', { headers: h, body: { brokerAccountId: acct.B1 } })).status).toBe(401);
+    expect((await t.req('GET', '/v1/seats', { headers: { 'x-management-key': key.otherMgmt!, 'x-forwarded-for': nextIp() } })).status).toBe(401);
+  });
+
   it('what answers without a key (/metrics, /readyz, /healthz, /openapi.json, /dashboard) names no account, key or secret', async () => {
     const ids = [...Object.values(acct), ...secrets()];
     for (const p of ['/metrics', '/readyz', '/healthz', '/openapi.json', '/dashboard', '/dashboard/']) {
