@@ -377,6 +377,16 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect((await t.req('GET', `/AccountSummary?id=${acct.A3}`, h(unscoped))).status).toBe(200);
   });
 
+  it("key listings show no secret and no hash of one", async () => {
+    for (const p of ['/v1/keys?kind=all', `/v1/seats/${acct.A1}/keys`]) {
+      const r = await t.req('GET', p, { headers: mgmt(t.managementKey) });
+      expect(r.status).toBe(200);
+      expect(r.body.keys.length).toBeGreaterThan(0);
+      expect(r.text).not.toMatch(/[0-9a-f]{64}|"hash"|"secret"/);
+      for (const s of secrets()) expect(r.text).not.toContain(s);
+    }
+  });
+
   it("B's management key sees none of A's seats, keys, audit rows or connections", async () => {
     const h = mgmt(key.otherMgmt!);
     const texts = await Promise.all(['/v1/seats', '/v1/keys?kind=all', `/v1/keys?seatId=${acct.A1}`, '/v1/audit', '/v1/accounts/connections'].map((p) => t.req('GET', p, { headers: h })));
