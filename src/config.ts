@@ -9,7 +9,9 @@ import { MARKET_HOURS } from './sim/config.js';
 
 const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
   typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** Not a number, or not a whole one: said so ("received NaN" told an operator who wrote PORT=abc little). */
+const int = (min: number, max: number) =>
+  z.coerce.number({ error: (i) => (i.code === 'invalid_type' ? 'must be a whole number' : undefined) }).int().min(min).max(max);
 /** The path of a PEM file. The PEM itself given instead (TLS_KEY_FILE="$(cat key.pem)", the usual
  *  slip with a secrets store) is refused without being repeated: the error naming the "path" that
  *  does not exist went to the log with the whole private key in it. */
@@ -285,5 +287,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const v = env[name];
     if (v !== undefined && v !== '') fromEnv[key] = v;
   }
-  return parseConfig({ ...fromFile, ...fromEnv });
+  const r = configSchema.safeParse({ ...fromFile, ...fromEnv });
+  if (r.success) return r.data;
+  // Each bad value named as the operator wrote it: the variable (PORT), or the key in the file.
+  const envName = Object.fromEntries(Object.entries(ENV).filter(([, k]) => k in fromEnv).map(([n, k]) => [k, n]));
+  const from = (path: PropertyKey[]) => {
+    const key = String(path[0] ?? '');
+    return envName[key] ? ` (from ${envName[key]})` : key in fromFile ? ` (from TAGW_CONFIG ${env.TAGW_CONFIG})` : '';
+  };
+  throw new ConfigError(`invalid configuration: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${from(i.path)}`).join('; ')}`);
 }
