@@ -18,7 +18,9 @@ describe('a gateway with SIM_MARKET_HOURS=always', () => {
   let key: string;
   const api = (path: string) => t.req('GET', path, { headers: { 'x-api-key': key } });
   beforeAll(async () => {
-    t = await startTestGateway({ ...loadConfig({ SIM_MARKET_HOURS: 'always' }), host: '127.0.0.1', port: 0, shards: 1, logLevel: 'silent' });
+    // Only the setting under test from loadConfig: its whole result has dataDir './data', the
+    // checkout's own (it ran on the data of a gateway started there with npm start, or failed with 4).
+    t = await startTestGateway({ simMarketHours: loadConfig({ SIM_MARKET_HOURS: 'always' }).simMarketHours, host: '127.0.0.1', port: 0, shards: 1, logLevel: 'silent' });
     key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'hours' } })).body.key;
   }, 60_000);
   afterAll(async () => {
