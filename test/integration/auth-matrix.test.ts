@@ -387,6 +387,18 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     }
   });
 
+  it('a trading route reached with HEAD, or a gateway trade operation with POST, sends no order', async () => {
+    const tickets = async () => (await t.req('GET', `/OpenedOrdersTickets?id=${acct.A3}`, { headers: { 'x-api-key': key.api! } })).text;
+    const before = await tickets();
+    const head = await fetch(`${t.url}/OrderSend?id=${acct.A3}&${order}`, { method: 'HEAD', headers: { 'x-api-key': key.api! } });
+    expect(head.status).toBe(405);
+    const post = await fetch(`${t.url}/OrderSend?id=${acct.A3}&${order}`, { method: 'POST', headers: { 'x-api-key': key.api! } });
+    expect(post.status).toBe(405);
+    const proxyPost = await fetch(`${t.url}/v1/proxy/OrderSendSafe?handle=${encodeURIComponent(handle.A2)}&symbol=BTCUSD&operation=0&volume=0.01`, { method: 'POST', headers: { 'x-api-key': key.api! } });
+    expect(proxyPost.status).toBe(405);
+    expect(await tickets()).toBe(before);
+  });
+
   it("B's management key sees none of A's seats, keys, audit rows or connections", async () => {
     const h = mgmt(key.otherMgmt!);
     const texts = await Promise.all(['/v1/seats', '/v1/keys?kind=all', `/v1/keys?seatId=${acct.A1}`, '/v1/audit', '/v1/accounts/connections'].map((p) => t.req('GET', p, { headers: h })));
