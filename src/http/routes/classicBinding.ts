@@ -224,9 +224,9 @@ export function accountForLogin(
   });
 }
 
-/** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
 const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
 
+/** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
 async function boundAccount(
   s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
@@ -251,8 +251,8 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
   return withLoginLock(s, b.server, b.user, () => bindUnlocked(s, b));
 }
 
-/** Whether the login is bound to an account other than `b.accountId` (this node's SQLite). */
-/** Refuses a login bound to another account than `b.accountId` (nothing when it is free or bound to it). */
+/** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when
+ *  it is free or bound to it). */
 function assertNotBoundElsewhere(s: Services, b: BindInput): void {
   const bound = new AccountStore(s.db).boundTo(b.server, b.user);
   if (bound !== undefined && bound.seat_id !== b.accountId) inUse(s, b, bound);
