@@ -259,8 +259,9 @@ export function clusterSettings(c: Config): ClusterSettings | undefined {
 }
 
 /** A zod error as one line, as every start-up error is: `path: message; ...`. */
-export function issuesLine(err: z.ZodError): string {
-  return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+/** Each issue as `path: message`, and `from(path)` after it (where the value came from: loadConfig). */
+export function issuesLine(err: z.ZodError, from: (path: PropertyKey[]) => string = () => ''): string {
+  return err.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${from(i.path)}`).join('; ');
 }
 
 export function parseConfig(input: Record<string, unknown>): Config {
@@ -295,5 +296,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const key = String(path[0] ?? '');
     return envName[key] ? ` (from ${envName[key]})` : key in fromFile ? ` (from TAGW_CONFIG ${env.TAGW_CONFIG})` : '';
   };
-  throw new ConfigError(`invalid configuration: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${from(i.path)}`).join('; ')}`);
+  throw new ConfigError(`invalid configuration: ${issuesLine(r.error, from)}`);
 }
