@@ -38,7 +38,7 @@ export function checkBrokerConfig(config: Config): void {
   }
   const path = config.simServersFile === undefined ? DEFAULT_CONFIG_PATH : resolve(config.simServersFile);
   try {
-    loadSimConfig(path, { ...(config.simMarketHours ? { marketHours: config.simMarketHours } : {}) });
+    loadSimConfig(path); // the file's validity: market hours change no part that could fail
   } catch (err) {
     throw new ConfigError(`SIM_SERVERS_FILE ${path}: ${oneLine(err)}`);
   }
