@@ -78,16 +78,19 @@ export class StreamFollower {
   /** The hub let go of its opens of the account without closing them (the shard's thread died under
    *  them: Shards.opensLost): none is counted here any more, and its subscriptions go. */
   forget(key: string): void {
-    const f = this.accounts.get(key);
-    if (!f) return;
-    f.opens = 1;
-    this.release(key);
+    this.drop(key);
   }
 
   /** One open fewer; the last one takes the account's and its symbols' subscriptions with it. */
   private release(key: string): void {
     const f = this.accounts.get(key);
-    if (!f || --f.opens > 0) return;
+    if (f && --f.opens <= 0) this.drop(key);
+  }
+
+  /** The account's and its symbols' subscriptions go, whatever its opens. */
+  private drop(key: string): void {
+    const f = this.accounts.get(key);
+    if (!f) return;
     for (const symbol of [...f.symbols]) this.dropSymbol(key, symbol);
     this.accounts.delete(key);
     this.relay.unfollow(key);
