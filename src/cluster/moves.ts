@@ -24,6 +24,11 @@ export class NotHeldError extends ApiError {
  * command if the shards would send it again after a restart (`retry`, CallOptions.retryOnRestart).
  */
 export function mayRunAgain(op: CommandName, args: unknown, retry: boolean | undefined): boolean {
-  if (reachOf(op, args as never) === 'trade') return typeof (args as { clientOrderId?: unknown } | null)?.clientOrderId === 'string';
+  if (reachOf(op, args as never) === 'trade') return keyedTrade(op, args);
   return retry !== false;
+}
+
+/** A trade the caller keyed with its clientOrderId: safe to send again with that id, never with another. */
+export function keyedTrade(op: CommandName, args: unknown): boolean {
+  return reachOf(op, args as never) === 'trade' && typeof (args as { clientOrderId?: unknown } | null)?.clientOrderId === 'string';
 }

@@ -16,7 +16,7 @@ import { CallServer } from './callServer.js';
 import type { Alive } from './liveness.js';
 import type { NatsLink } from './natsLink.js';
 import type { OwnerDirectory } from './owners.js';
-import { NotHeldError } from './moves.js';
+import { keyedTrade, NotHeldError } from './moves.js';
 import { isNoOpenStream } from '../runtime/hosts/streamCommands.js';
 import { OwnerStreams, releasedBy } from './ownerStreams.js';
 import { StreamInterest } from './streamInterest.js';
@@ -253,7 +253,7 @@ export class AccountRouter {
         }
         // Nobody holds the account's lease: for such a call, nothing left to do (CallOptions).
         if (opts.unownedIsDone && owner === null) return undefined;
-        await this.waitForOwner(key, deadline, !waited, hasClientOrderId(op, args));
+        await this.waitForOwner(key, deadline, !waited, keyedTrade(op, args));
         waited = true;
       }
     } catch (err) {
@@ -449,9 +449,4 @@ export class AccountRouter {
     this.forwarder.close();
     this.offOwners();
   }
-}
-
-/** A trade the caller keyed (its clientOrderId): safe to send again with that id, never with another. */
-function hasClientOrderId(op: CommandName, args: unknown): boolean {
-  return op === 'account.trade' && typeof (args as { clientOrderId?: unknown }).clientOrderId === 'string';
 }
