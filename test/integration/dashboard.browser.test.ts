@@ -304,6 +304,9 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await signIn(tab);
     await go(tab, '/settings');
     await tab.waitForSelector('[data-testid=config] tbody tr');
+    // An unset setting whose default is decided where it is used says what applies, not a bare dash.
+    const stepDown = tab.locator('[data-testid=config] tr', { has: tab.locator('td', { hasText: /^clusterStepDownMs$/ }) });
+    expect(await stepDown.locator('[data-testid=unset]').textContent()).toMatch(/^unset: the lease: \d+$/);
     await browser.shot(tab, '7-settings');
     await tab.click('[data-testid=rotate]');
     await tab.click('[data-testid=rotate]'); // the second click confirms

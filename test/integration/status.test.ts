@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../helpers/until.js';
-import { parseConfig } from '../../src/config.js';
+import { configSchema, parseConfig } from '../../src/config.js';
+import { unsetMeanings } from '../../src/configUnset.js';
 import { ConnectionLog, HISTORY_LENGTH } from '../../src/runtime/connectionLog.js';
 import { redactedConfig } from '../../src/http/routes/status.js';
 import { OPERATOR_PHASES, type OperatorPhase } from '../../src/runtime/hosts/accountCommands.js';
@@ -35,6 +36,20 @@ describe('ConnectionLog', () => {
       expect(Object.values(counts).reduce((a, b) => a + b, 0)).toBe(model.size);
       for (const p of OPERATOR_PHASES) expect(counts[p]).toBe([...model.values()].filter((h) => h[h.length - 1] === p).length);
     }));
+  });
+});
+
+describe('unsetMeanings', () => {
+  it('says what applies for every optional setting left unset, and nothing for one that is set', () => {
+    const optional = Object.entries(configSchema.shape).filter(([, v]) => v.safeParse(undefined).success && v.parse(undefined) === undefined).map(([k]) => k);
+    const words = unsetMeanings(parseConfig({}));
+    expect(Object.keys(words).sort()).toEqual(optional.sort());
+    for (const w of Object.values(words)) expect(w).not.toBe('');
+    const set = unsetMeanings(parseConfig({ simMarketHours: 'always', clusterLeaseMs: 3000 }));
+    expect(set).not.toHaveProperty('simMarketHours');
+    expect(set.clusterStepDownMs).toBe('the lease: 3000');
+    expect(set.clusterSettleMs).toBe('a third of the lease: 1000');
+    expect(unsetMeanings(parseConfig({ brokerMode: 'bridge', bridgeUrl: 'tcp://127.0.0.1:4510' })).simMarketHours).toMatch(/^not used \(bridge mode/);
   });
 });
 
@@ -75,6 +90,10 @@ describe('status routes', () => {
     expect(r.body.config.secretKey).toBe('[redacted]');
     expect(r.body.config.secretKeyReset).toBe(false);
     expect(r.body.config.bridgeUrl).toBeNull();
+    // Unset settings whose default is decided where they are used say what applies instead.
+    expect(r.body.config.clusterStepDownMs).toBeNull();
+    expect(r.body.configUnset).toMatchObject({ simMarketHours: expect.stringMatching(/^sessions/), clusterStepDownMs: 'the lease: 10000', bridgeUrl: 'not used (embedded simulator)' });
+    expect(r.body.configUnset).not.toHaveProperty('managementKey');
     expect(r.text).not.toContain(t.managementKey);
     expect(r.text).not.toContain('ab'.repeat(32));
     expect((await t.req('GET', '/v1/status')).status).toBe(401);

@@ -18,7 +18,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
   { name: 'adapters', paths: ['src/broker/', 'src/auth/'] },
   { name: 'runtime', paths: ['src/runtime/'] },
   { name: 'cluster', paths: ['src/cluster/'] },
-  { name: 'edge', paths: ['src/http/', 'src/stream/', 'src/dashboard/', 'src/config.ts', 'src/startupChecks.ts'] },
+  { name: 'edge', paths: ['src/http/', 'src/stream/', 'src/dashboard/', 'src/config.ts', 'src/configUnset.ts', 'src/startupChecks.ts'] },
   { name: 'composition', paths: ['src/gateway.ts', 'src/gatewayMetrics.ts', 'src/clusterNotices.ts', 'src/main.ts', 'src/simServer.ts', 'src/client/', 'src/cli/'] },
 ];
 

@@ -15,6 +15,7 @@ import { API_VERSION } from './ops.js';
 import { clusterStatusBody, ClusterStatusBody } from '../clusterStatus.js';
 import { PACKAGE_VERSION } from '../../version.js';
 import { redactUrlCredentials } from '../../util/urlCredentials.js';
+import { unsetMeanings } from '../../configUnset.js';
 
 
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
@@ -51,6 +52,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
         shards: z.array(z.object({ index: z.number(), ready: z.boolean(), restarts: z.number(), accounts: z.number() })),
         seats: z.number(), accounts: z.record(z.string(), z.number()),
         config: z.record(z.string(), z.unknown()),
+        configUnset: z.record(z.string(), z.string()).describe('For each optional setting left unset (null in config), what applies instead: its default decided where it is used'),
         cluster: ClusterStatusBody,
       }),
       errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'FORBIDDEN'],
@@ -69,6 +71,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
             shards: s.shards.health().map((h) => ({ ...h, accounts: perShard[h.index] ?? 0 })),
             seats: seats.length, accounts: connections.counts(OPERATOR_PHASES),
             config: redactedConfig(s.config),
+            configUnset: unsetMeanings(s.config),
             cluster: await clusterStatusBody(s.cluster, s.config.clusterLeaseMs),
           },
         };

@@ -5,8 +5,9 @@ import { api, session } from '../api.js';
 import { html, useState } from '../lib.js';
 import { ConfirmButton, Err, Secret, Top, usePoll } from '../ui.js';
 
-function show(v) {
-  if (v === undefined || v === null) return '—';
+/** A setting's value; an unset one shows what applies instead, greyed (status' configUnset). */
+function show(v, unset) {
+  if (v === undefined || v === null) return unset ? html`<span class="muted" data-testid="unset">unset: ${unset}</span>` : '—';
   if (Array.isArray(v)) return v.length ? v.join(', ') : '(none)';
   return String(v);
 }
@@ -25,6 +26,7 @@ export function Settings({ title }) {
     } catch (err) { setError(err); }
   };
   const config = data?.config ?? {};
+  const unset = data?.configUnset ?? {};
   return html`
     <${Top} title=${title} at=${at} error=${pollError} />
     <div class="panel">
@@ -38,7 +40,7 @@ export function Settings({ title }) {
       <h2>Active configuration <span class="muted small">secrets redacted; set by environment variables or TAGW_CONFIG</span></h2>
       <${Err} error=${pollError} />
       <table data-testid="config"><thead><tr><th>setting</th><th>value</th></tr></thead><tbody>
-        ${Object.keys(config).sort().map((k) => html`<tr><td class="mono">${k}</td><td class="mono wrap-any">${show(config[k])}</td></tr>`)}
+        ${Object.keys(config).sort().map((k) => html`<tr><td class="mono">${k}</td><td class="mono wrap-any">${show(config[k], unset[k])}</td></tr>`)}
       </tbody></table>
     </div>`;
 }
