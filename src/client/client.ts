@@ -31,7 +31,28 @@ export type AccountApi = { readonly id: string } & {
   /** Trading calls always carry a clientOrderId (yours, or one the SDK makes), so a lost answer is
    *  retried safely: the gateway replays the first result. */
   [N in ClassicTradeName]: (params: ClassicParams<N>) => Promise<ClassicResponse<N>>;
+} & {
+  /** The trading calls again, answering the result with what the gateway said of it:
+   *  `const { result, replayed } = await acct.withMeta.OrderSend({...})`. */
+  readonly withMeta: { [N in ClassicTradeName]: (params: ClassicParams<N>) => Promise<TradeAnswer<ClassicResponse<N>>> };
 };
+
+/** A trading call's result and what the answer said of it (`account(id).withMeta.<Route>`). */
+export interface TradeAnswer<T> {
+  /** What the plain method answers. */
+  result: T;
+  /** The gateway answered from its record of an earlier request with this clientOrderId
+   *  (`Idempotent-Replay: true`): nothing went to the broker this time. The earlier request was
+   *  yours (the same id sent again) or a try of this very call whose answer was lost and which the
+   *  SDK sent again. False: this request placed (or changed) it. */
+  replayed: boolean;
+  /** Yours, or the one the SDK made. */
+  clientOrderId: string;
+  /** The gateway's `x-request-id` of the answer (its request log's id). */
+  requestId: string | undefined;
+  /** Tries it took (1 = no retry). */
+  tries: number;
+}
 
 const enc = encodeURIComponent;
 
@@ -59,12 +80,17 @@ export class TagwClient {
     for (const name of Object.keys(CLASSIC_READS)) {
       api[name] = (p: Record<string, QueryValue> = {}) => this.get(`/${name}`, 'safe', { ...p, id });
     }
+    const withMeta: Record<string, unknown> = {};
     for (const name of Object.keys(CLASSIC_TRADES)) {
-      api[name] = (p: Record<string, QueryValue>) => {
+      const trade = async (p: Record<string, QueryValue>): Promise<TradeAnswer<Json>> => {
         const clientOrderId = (p.clientOrderId as string | undefined) ?? newClientOrderId();
-        return this.req({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId });
+        const r = await this.transport.call<Json>({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId });
+        return { result: r.body, replayed: r.replay, clientOrderId, requestId: r.headers.get('x-request-id') ?? undefined, tries: r.tries };
       };
+      withMeta[name] = trade;
+      api[name] = async (p: Record<string, QueryValue>) => (await trade(p)).result;
     }
+    api.withMeta = withMeta;
     return api as AccountApi;
   }
 

@@ -23,6 +23,8 @@ export interface TagwErrorInit {
   body?: Record<string, unknown> | undefined;
   /** The trading call's clientOrderId (yours, or the one the SDK made for it). */
   clientOrderId?: string | undefined;
+  /** The answer carried `Idempotent-Replay: true`. */
+  replayed?: boolean | undefined;
   cause?: unknown;
 }
 
@@ -43,6 +45,10 @@ export class TagwError extends Error {
    *  NETWORK_ERROR the order may have been placed, and sending it again with this id is safe (the
    *  gateway replays the first result); with a new id it could be placed twice. */
   readonly clientOrderId: string | undefined;
+  /** The gateway answered from its record of an earlier request with this clientOrderId
+   *  (`Idempotent-Replay: true`): a broker rejection is final and replayed for its id, so this one
+   *  is the first attempt's (its market, its prices), not a new judgement. False otherwise. */
+  readonly replayed: boolean;
 
   constructor(init: TagwErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -53,6 +59,7 @@ export class TagwError extends Error {
     this.requestId = init.requestId;
     this.body = init.body;
     this.clientOrderId = init.clientOrderId;
+    this.replayed = init.replayed === true;
     this.reason = typeof init.body?.reason === 'string' ? (init.body.reason as RejectReason) : undefined;
     this.retcode = typeof init.body?.retcode === 'number' ? init.body.retcode : undefined;
   }

@@ -226,7 +226,7 @@ export class Transport {
         if (res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400)) throw redirectError(res, spec, requestId);
         const parsed = parseJson(text);
         if (res.ok) {
-          return { status: res.status, headers: res.headers, body: parsed as T, replay: res.headers.get('idempotent-replay') === 'true', tries: attempt + 1 };
+          return { status: res.status, headers: res.headers, body: parsed as T, replay: isReplay(res.headers), tries: attempt + 1 };
         }
         err = this.errorOf(res, parsed, text, requestId, spec);
       } catch (e) {
@@ -286,11 +286,15 @@ export class Transport {
       requestId: res.headers.get('x-request-id') ?? requestId,
       body: b,
       clientOrderId: spec.clientOrderId,
+      replayed: isReplay(res.headers),
     };
     if (init.code === 'IDEMPOTENCY_UNCERTAIN') return new IdempotencyUncertainError(init);
     return new TagwError(init);
   }
 }
+
+/** The gateway answered from an idempotency record (SPEC §4.1: `Idempotent-Replay: true`). */
+const isReplay = (h: Headers): boolean => h.get('idempotent-replay') === 'true';
 
 function parseJson(text: string): unknown {
   if (text === '') return undefined;

@@ -1,6 +1,6 @@
 // tagw/client: the TypeScript SDK of the gateway (docs/client.md). Runs in Node 20+ and browsers
 // on the platform fetch and WebSocket; nothing from node:, no dependency.
-export { TagwClient, type AccountApi, type TagwClientOptions } from './client.js';
+export { TagwClient, type AccountApi, type TagwClientOptions, type TradeAnswer } from './client.js';
 export { TagwError, IdempotencyUncertainError, isTagwError, type TagwErrorCode, type ClientErrorCode, type ErrorCode, type RejectReason } from './errors.js';
 export { GatewaySession, GatewaySocketClient, type ProxyApi, type GatewaySocketOptions } from './session.js';
 export { StreamSubscription, type StreamOptions, type StreamEvents } from './stream.js';

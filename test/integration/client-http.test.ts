@@ -107,6 +107,40 @@ describe('trading retries', () => {
     expect((await client().account(id).OpenedOrders()).length).toBe(before + 1);
   });
 
+  it('withMeta tells a replayed answer from a first one (Idempotent-Replay), for results and for a replayed rejection', async () => {
+    const acct = client().account(id);
+    const order = { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId: 'sdk-meta-1' } as const;
+    const first = await acct.withMeta.OrderSend(order);
+    expect(first).toMatchObject({ replayed: false, clientOrderId: 'sdk-meta-1', tries: 1 });
+    expect(first.result.state).toBe('filled');
+    expect(first.requestId).toMatch(/./);
+    const again = await acct.withMeta.OrderSend(order);
+    expect(again.replayed).toBe(true);
+    expect(again.result.ticket).toBe(first.result.ticket);
+    // The plain method answers the same result, without the flag.
+    expect((await acct.OrderSend(order)).ticket).toBe(first.result.ticket);
+    // The SDK's own retry after a lost answer is a replay too: nothing was sent twice.
+    let lose = true;
+    const losingFetch: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (new URL(String(input)).pathname === '/OrderSend' && lose) {
+        lose = false;
+        await res.text();
+        throw new TypeError('fetch failed: connection reset');
+      }
+      return res;
+    };
+    const lost = await client({ fetch: losingFetch }).account(id).withMeta.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+    expect(lost).toMatchObject({ replayed: true, tries: 2 });
+    expect(lost.clientOrderId).toMatch(/^sdk-/);
+    // A broker rejection is final and replayed for its id: the error says which one this is.
+    const bad = { symbol: 'BTCUSD', operation: 'Buy', volume: 99_999, clientOrderId: 'sdk-meta-2' } as const;
+    const e1 = (await acct.OrderSend(bad).catch((e: unknown) => e)) as TagwError;
+    expect(e1).toMatchObject({ code: 'TRADE_REQUEST_ERROR', replayed: false });
+    const e2 = (await acct.withMeta.OrderSend(bad).catch((e: unknown) => e)) as TagwError;
+    expect(e2).toMatchObject({ code: 'TRADE_REQUEST_ERROR', replayed: true, reason: e1.reason });
+  });
+
   it('an order whose answers were all lost: the error names the clientOrderId the SDK made, and sending it again places nothing twice', async () => {
     const proxy = await startTcpProxy(Number(new URL(g.url).port));
     try {
