@@ -155,7 +155,9 @@ const classicTrade: Array<[string, string, number]> = [
 const now = Date.now();
 const st = (ms: number) => new Date(ms).toISOString().slice(0, 19);
 /** Gateway operations on A2's session (P5), or A4's for the P4-only ones. */
-const proxyOps: Array<{ op: string; q: string; kind: 'read' | 'trade' | 'p4read' | 'p4trade' | 'session'; ok?: number; own?: number }> = [
+/** `unsubscribe`: ends subscriptions of the session, which every key of the customer shares: the
+ *  read-only key 403 as on Disconnect (it may Subscribe: SPEC §2 "data and streaming"). */
+const proxyOps: Array<{ op: string; q: string; kind: 'read' | 'trade' | 'p4read' | 'p4trade' | 'session' | 'unsubscribe'; ok?: number; own?: number }> = [
   { op: 'CheckConnect', q: '', kind: 'session' }, { op: 'ConnectionStatus', q: '', kind: 'session' },
   { op: 'Account', q: '', kind: 'read' }, { op: 'AccountSummary', q: '', kind: 'read' }, { op: 'AccountDetails', q: '', kind: 'read' },
   { op: 'SymbolList', q: '', kind: 'read' }, { op: 'Symbols', q: '', kind: 'read' }, { op: 'SymbolParams', q: '&symbol=EURUSD', kind: 'read' },
@@ -176,9 +178,9 @@ const proxyOps: Array<{ op: string; q: string; kind: 'read' | 'trade' | 'p4read'
   { op: 'QuoteHistory', q: `&symbol=EURUSD&timeframe=M1&from=${st(now)}&count=5`, kind: 'p4read' },
   { op: 'EquityHistory', q: `&from=${st(now - 86_400_000)}`, kind: 'read' },
   { op: 'Subscribe', q: '&symbol=EURUSD', kind: 'read' }, { op: 'SubscribeMany', q: '&symbols=EURUSD', kind: 'read' },
-  { op: 'UnSubscribe', q: '&symbol=EURUSD', kind: 'read' }, { op: 'UnSubscribeMany', q: '&symbols=EURUSD', kind: 'read' },
-  { op: 'SubscribeOhlc', q: '&symbol=EURUSD&timeframe=1', kind: 'read' }, { op: 'UnsubscribeOhlc', q: '&symbol=EURUSD', kind: 'read' },
-  { op: 'SubscribeOrderBook', q: '&symbols=EURUSD', kind: 'read' }, { op: 'UnsubscribeOrderBook', q: '&symbols=EURUSD', kind: 'read' },
+  { op: 'UnSubscribe', q: '&symbol=EURUSD', kind: 'unsubscribe' }, { op: 'UnSubscribeMany', q: '&symbols=EURUSD', kind: 'unsubscribe' },
+  { op: 'SubscribeOhlc', q: '&symbol=EURUSD&timeframe=1', kind: 'read' }, { op: 'UnsubscribeOhlc', q: '&symbol=EURUSD', kind: 'unsubscribe' },
+  { op: 'SubscribeOrderBook', q: '&symbols=EURUSD', kind: 'read' }, { op: 'UnsubscribeOrderBook', q: '&symbols=EURUSD', kind: 'unsubscribe' },
   { op: 'SubscribedSymbols', q: '', kind: 'read' },
 ];
 
@@ -191,7 +193,7 @@ function proxyRow(p: (typeof proxyOps)[number]): Row {
   return {
     route: `GET /v1/proxy/${p.op}`, auth: 'api',
     probe: (c) => ({ method: 'GET', path: `/v1/proxy/${p.op}?handle=${encodeURIComponent(H(c, p4))}${p.q}` }),
-    expect: trade ? tradeRow(ok, own) : readRow(ok, own),
+    expect: trade || p.kind === 'unsubscribe' ? tradeRow(ok, own) : readRow(ok, own),
   };
 }
 

@@ -359,3 +359,47 @@ describe('idempotency ids on the gateway trade operations', () => {
     expect(r.status).toBe(403);
   });
 });
+
+// Every key of the customer shares the account's one session (SPEC §3, §4.4: "a subscription lasts
+// until unsubscribed or the session ends"). A read-only key streams (SPEC §2: "data and streaming"),
+// so it may add subscriptions; ending or changing one would stop or slow the pushes of the key that
+// trades (as Disconnect would, which it may not do either).
+describe('read-only keys and the shared session subscriptions', () => {
+  it('a read-only key adds subscriptions, but cannot end or change those the session has', async () => {
+    const a = await account(t, 'P5');
+    const ro = await apiKey(t, a.id, { readOnly: true });
+    expect((await op(t, a, 'Subscribe', { symbol: 'EURUSD', interval: 0 })).status).toBe(200);
+    expect((await op(t, a, 'SubscribeOhlc', { symbol: 'BTCUSD', timeframe: 1 })).status).toBe(200);
+    expect((await op(t, a, 'SubscribeOrderBook', { symbols: 'EURUSD' })).status).toBe(200);
+    const before = (await op(t, a, 'SubscribedSymbols')).body;
+    for (const [name, query] of [
+      ['UnSubscribe', { symbol: 'EURUSD' }], ['UnSubscribeMany', {}], ['UnSubscribeMany', { symbols: 'EURUSD' }],
+      ['UnsubscribeOhlc', { symbol: 'BTCUSD' }], ['UnsubscribeOrderBook', { symbols: 'EURUSD' }],
+      // the same subscription at another interval: it would space the trading key's pushes
+      ['Subscribe', { symbol: 'EURUSD', interval: 60_000 }], ['SubscribeMany', { symbols: 'XAUUSD,EURUSD', interval: 60_000 }],
+      ['SubscribeOhlc', { symbol: 'BTCUSD', timeframe: 1, interval: 60 }], ['SubscribeOrderBook', { symbols: 'EURUSD', interval: 500 }],
+    ] as const) {
+      const r = await op(t, a, name, query, ro);
+      expect([r.status, r.body.error], `${name} ${JSON.stringify(query)}: ${r.text}`).toEqual([403, 'READ_ONLY_KEY']);
+    }
+    // Nothing changed, not even XAUUSD of the refused SubscribeMany.
+    expect((await op(t, a, 'SubscribedSymbols', {}, ro)).body).toEqual(before);
+    // Subscribing what the session has, as it has it, and adding a symbol: allowed.
+    expect((await op(t, a, 'Subscribe', { symbol: 'EURUSD', interval: 0 }, ro)).status).toBe(200);
+    const added = await op(t, a, 'SubscribeMany', { symbols: 'XAUUSD,EURUSD' }, ro);
+    expect(added.status, added.text).toBe(200);
+    expect(added.body.quotes).toEqual([{ symbol: 'EURUSD', interval: 0 }, { symbol: 'XAUUSD', interval: 0 }]);
+    // The key that trades still manages them.
+    expect((await op(t, a, 'UnSubscribeMany')).body.quotes).toEqual([]);
+  });
+
+  it('P4: a read-only SubscribeMany with replace (it ends the other subscriptions) is refused', async () => {
+    const a = await account(t, 'P4');
+    const ro = await apiKey(t, a.id, { readOnly: true });
+    expect((await op(t, a, 'Subscribe', { symbol: 'BTCUSD' })).status).toBe(200);
+    const r = await op(t, a, 'SubscribeMany', { symbols: 'XAUUSD', replace: true }, ro);
+    expect([r.status, r.body.error], r.text).toEqual([403, 'READ_ONLY_KEY']);
+    expect((await op(t, a, 'SubscribedSymbols')).body.quotes).toEqual([{ symbol: 'BTCUSD', interval: 0 }]);
+    expect((await op(t, a, 'SubscribeMany', { symbols: 'XAUUSD' }, ro)).status).toBe(200);
+  });
+});

@@ -79,8 +79,15 @@ export function proxyRoutes(s: Services): AnyRoute[] {
     if (op === 'Disconnect' && principal.readOnly) throw apiError('READ_ONLY_KEY', 'a read-only key cannot end the session (it is shared with the keys that trade)');
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw queryError(parsed.error as z.ZodError);
+    // Nor its subscriptions: a read-only key streams (SPEC §2), so it may add one, but ending one
+    // (or replacing them) would stop the pushes of the key that trades. Changing an interval is
+    // refused in the shard, which knows the session's subscriptions (addOnly).
+    const addOnly = principal.readOnly && def.kind === 'subscribe';
+    if (addOnly && (/^Un[Ss]ubscribe/.test(op) || (parsed.data as { replace?: boolean }).replace === true)) {
+      throw apiError('READ_ONLY_KEY', "a read-only key cannot end the session's subscriptions (they are shared with the keys that trade); it may add its own");
+    }
     const result = await s.shards.call(session.account_id, 'session.op', {
-      accountId: session.account_id, handleHash: hash, op, args: stripHandle(parsed.data),
+      accountId: session.account_id, handleHash: hash, op, args: stripHandle(parsed.data), ...(addOnly ? { addOnly } : {}),
       // A trade is never re-sent after a shard restart: the caller sees 503 and checks OpenedOrders.
     }, { retryOnRestart: def.kind !== 'trade' });
     if (op === 'Disconnect') dir.invalidate(hash);
@@ -102,7 +109,7 @@ export function proxyRoutes(s: Services): AnyRoute[] {
       orders: def.kind === 'trade', changesState: def.kind !== 'read',
       summary: def.summary, description: describeParams(op, def), response: PROXY_RESPONSES[op as keyof typeof PROXY_RESPONSES],
       errors: ['BAD_REQUEST', 'INVALID_PARAMETER', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'SESSION_NOT_FOUND', 'OPERATION_NOT_ON_PLATFORM', 'ACCOUNT_SCOPE',
-        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR',
+        ...(def.kind === 'trade' ? (['READ_ONLY_KEY', 'TRADE_REQUEST_ERROR', 'STORAGE_UNAVAILABLE'] as const) : op === 'Disconnect' || def.kind === 'subscribe' ? (['READ_ONLY_KEY'] as const) : []), 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'TERMINAL_ERROR',
         ...(op in MIN_BUILD ? (['NOT_ON_THIS_TERMINAL'] as const) : [])],
       handler: async ({ req, principal }) => ({ body: await serve(op, req.query, principal!, req.headers) }),
     }), def));

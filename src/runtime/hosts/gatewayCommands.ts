@@ -31,6 +31,10 @@ export interface SessionOpArgs {
   handleHash: string;
   op: string;
   args: Record<string, unknown>;
+  /** The caller's key is read-only: a Subscribe* operation may add subscriptions to the session, not
+   *  change the interval of one it has (403 READ_ONLY_KEY; the session is shared with the keys that
+   *  trade). The Un* operations and a replacing SubscribeMany are refused before the shard. */
+  addOnly?: boolean;
   /** Cluster mode, a trading op: the id its fenced claim in PostgreSQL is recorded under (made on
    *  the owner when absent; the gateway routes take none from clients). The same call repeated
    *  with it replays the recorded answer. The shard ignores it. */

@@ -35,8 +35,20 @@ export function sessionSubscriptions(registry: () => AccountRegistry) {
     };
   }
 
-  async function subscribeOp(live: SessionOf, op: string, a: Record<string, unknown>): Promise<unknown> {
-    const send = (spec: SubscriptionSpec) => live.actor.send({ type: 'subscribe', spec });
+  /** `addOnly` (a read-only key's call): subscriptions it adds are made, but one the session has
+   *  already is left as it is; at another interval the call is refused whole (READ_ONLY_KEY). */
+  async function subscribeOp(live: SessionOf, op: string, a: Record<string, unknown>, addOnly = false): Promise<unknown> {
+    const sendAll = (specs: SubscriptionSpec[]) => {
+      if (addOnly) {
+        const had = subscriptions(live);
+        const changed = specs.find((spec) => { const h = had[subscriptionKey(spec)]; return h !== undefined && h.intervalMs !== spec.intervalMs; });
+        if (changed) {
+          throw apiError('READ_ONLY_KEY', `a read-only key cannot change the interval of ${changed.symbol}'s subscription (the session's subscriptions are shared with the keys that trade); it may add its own`);
+        }
+      }
+      for (const spec of specs) live.actor.send({ type: 'subscribe', spec });
+    };
+    const send = (spec: SubscriptionSpec) => sendAll([spec]);
     const unsend = (key: string) => live.actor.send({ type: 'unsubscribe', key });
     const quoteKeys = () => Object.values(subscriptions(live)).filter((s) => s.kind === 'quote').map((s) => s.symbol);
     switch (op) {
@@ -53,8 +65,9 @@ export function sessionSubscriptions(registry: () => AccountRegistry) {
           symbols = (await (await rt.whenConnected()).symbols()).map((s) => s.name);
         }
         await checkSymbols(live.accountId, symbols);
+        const specs = symbols.map((s): SubscriptionSpec => ({ kind: 'quote', symbol: s, intervalMs: a.interval as number }));
         if (a.replace === true) for (const s of quoteKeys()) if (!symbols.includes(s)) unsend(`quote:${s}`);
-        for (const s of symbols) send({ kind: 'quote', symbol: s, intervalMs: a.interval as number });
+        sendAll(specs);
         break;
       }
       case 'UnSubscribe':
@@ -80,7 +93,7 @@ export function sessionSubscriptions(registry: () => AccountRegistry) {
       case 'SubscribeOrderBook': {
         const symbols = a.symbols as string[];
         await checkSymbols(live.accountId, symbols);
-        for (const s of symbols) send({ kind: 'book', symbol: s, intervalMs: a.interval as number });
+        sendAll(symbols.map((s): SubscriptionSpec => ({ kind: 'book', symbol: s, intervalMs: a.interval as number })));
         break;
       }
       case 'UnsubscribeOrderBook':

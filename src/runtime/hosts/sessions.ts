@@ -222,7 +222,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         if (live) disconnect(live);
         return { closed: live !== undefined };
       },
-      'session.op': async ({ handleHash, op, args }) => {
+      'session.op': async ({ handleHash, op, args, addOnly }) => {
         const live = liveSession(handleHash);
         switch (op) {
           case 'Disconnect': {
@@ -248,7 +248,7 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
         }
         if (/^(Un)?[Ss]ubscribe/.test(op) && op !== 'SubscribedSymbols') {
           try {
-            return await subscribeOp(live, op, args);
+            return await subscribeOp(live, op, args, addOnly === true);
           } catch (e) {
             throw brokerFailure(e);
           }
