@@ -166,8 +166,19 @@ class Shard {
       return;
     }
     this.opts.log.error('shard died; restarting', { shard: this.index, err: errorMessage(err), restarts: this.restarts });
+    // What the new thread gets is made again from the calls still waiting, once each: what was not
+    // flushed yet is among them. Before, the outbox kept it and the calls were queued again behind it:
+    // each start that failed (a crash loop) sent every waiting call once more, and a call refused
+    // here (a trade, told to retry) was still sent, and run, when a thread came up.
+    this.outbox = [];
     for (const [id, p] of this.pending) {
-      if (p.retry) {
+      if (p.op === 'stream.close') {
+        // It lets go of a stream.open the dead thread answered (a close is sent only after its open
+        // is answered): nothing is left to let go of. Sent again, the new thread would count it
+        // against an open it holds (a reconnect's), and drop that stream under its socket.
+        this.pending.delete(id);
+        p.resolve({ ok: true });
+      } else if (p.retry) {
         this.outbox.push({ id, op: p.op, args: p.args });
       } else {
         this.pending.delete(id);
@@ -221,6 +232,8 @@ class Shard {
         oldest = p.sentAt;
       }
     }
+    // Expired while no thread was ready to take them: they are never sent (the caller was told 503).
+    if (!this.ready) this.outbox = this.outbox.filter((r) => this.pending.has(r.id));
     if (oldest !== Infinity && !this.closing) this.armDeadline(Math.max(1, oldest + timeout - now));
   };
 
