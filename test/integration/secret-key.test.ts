@@ -53,7 +53,12 @@ describe('secret key', () => {
     expect(await b.req('POST', '/ConnectEx', { headers: h, body: login })).toMatchObject({ status: 200, body: { id } });
     expect((await b.req('GET', `/AccountSummary?id=${id}`, { headers: h })).status).toBe(200);
     expect((await b.req('POST', '/ConnectEx', { headers: h, body: { ...login, password: 'wrong' } })).body.error).toBe('BROKER_AUTH_FAILED');
-    // The session handle sealed with the old key cannot be given out again: a new session.
+    // The session handle sealed with the old key cannot be given out again: only a key that may end
+    // the session (it is shared: a read-only key may not Disconnect it either) starts a new one.
+    const ro = (await b.req('POST', `/v1/seats/${id}/keys`, { headers: mgmt(b.managementKey), body: { label: 'ro', readOnly: true } })).body.key as string;
+    const refused = await b.req('POST', '/v1/connect', { headers: { 'x-api-key': ro }, body: { brokerAccountId: id } });
+    expect([refused.status, refused.body.error], refused.text).toEqual([403, 'READ_ONLY_KEY']);
+    expect((await b.req('GET', `/v1/proxy/AccountSummary?handle=${oldHandle}`, { headers: h })).status).toBe(200);
     const renewed = await b.req('POST', '/v1/connect', { headers: h, body: { brokerAccountId: id } });
     expect(renewed.status).toBe(200);
     expect(renewed.body.handle).not.toBe(oldHandle);

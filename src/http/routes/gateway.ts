@@ -114,7 +114,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/connect', family: 'gateway', auth: 'connection', tags: ['gateway'],
       summary: 'Open a session for a broker account and get its handle (the same handle while it is live)',
       body: ConnectBody, response: ConnectReply,
-      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'BROKER_AUTH_FAILED'],
+      errors: ['BAD_REQUEST', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'NO_SUBSCRIPTION', 'NOT_FOUND', 'NOT_CONNECTED', 'SERVICE_UNAVAILABLE', 'BROKER_AUTH_FAILED'],
       handler: async ({ body, principal }) => {
         const p = principal!;
         const accountId = canonicalAccountId(body.brokerAccountId);
@@ -135,7 +135,12 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
           handle = r.fresh ? candidate : box.open(r.handleSealed, handleAad(accountId));
         } catch {
           // The live session's handle was sealed with a secret key since reset (SECRET_KEY_RESET):
-          // nobody can be given it again, so that session ends and a new one starts.
+          // nobody can be given it again, so that session ends and a new one starts. Not for a
+          // read-only key: the session is shared with the keys that trade, and it may not end it
+          // (as it may not Disconnect it); a bot holding the old handle keeps using it.
+          if (p.readOnly) {
+            throw apiError('READ_ONLY_KEY', "the account's live session was opened before the gateway's secret key was reset and its handle cannot be given again; a key that may trade must connect (that ends the old session) before a read-only key can");
+          }
           r = await connect(true);
           handle = candidate;
         }
