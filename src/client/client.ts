@@ -14,7 +14,7 @@ import type { WebSocketConstructor } from './socket.js';
 import { StreamSubscription, type StreamOptions } from './stream.js';
 import type {
   BrokerAccountInfo, BrokerAccountInput, CalendarEvent, ClassicParams, ClassicReadName, ClassicResponse, ClassicTradeName,
-  AccountFaultInfo, AccountFaultInput, AuditLogEntry, ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, KeyListParams, NewKey, NewsParams, ReplacedKeyInfo,
+  AccountFaultInfo, AccountFaultInput, AccountFaultListing, AuditLogEntry, ConnectExInput, ConnectExResult, Json, JsonObject, KeyInput, KeyListEntry, KeyListParams, NewKey, NewsParams, ReplacedKeyInfo,
   RotatedManagementKey, SeatInfo, SeatInput, SimFaultInfo, SimFaultInput, SimFaultListing,
 } from './types.js';
 
@@ -178,6 +178,11 @@ export class TagwClient {
     /** Simulator fault on one account (docs/simulator.md). */
     addFault: (id: string, body: AccountFaultInput): Promise<AccountFaultInfo> =>
       this.req({ method: 'POST', path: `/v1/accounts/${enc(id)}/faults`, auth: 'management', safety: 'unsafe', body }),
+    /** The simulator faults set on the account's login (an API key of the account; read-only keys too). */
+    listFaults: (id: string): Promise<AccountFaultListing> => this.req({ method: 'GET', path: `/v1/accounts/${enc(id)}/faults`, auth: 'api', safety: 'safe' }),
+    /** Clears them, or the one `faultId` names (an API key of the account that may trade). */
+    clearFaults: (id: string, faultId?: number): Promise<{ cleared: number }> =>
+      this.req({ method: 'DELETE', path: `/v1/accounts/${enc(id)}/faults`, auth: 'api', safety: 'safe', query: { faultId } }),
   };
 
   /** Simulator faults of a whole server (operator management key; docs/simulator.md). */

@@ -53,6 +53,8 @@ export const OTHER_ROUTES = {
   'accounts.upgrade': ['POST', '/v1/accounts/:id/upgrade'],
   'accounts.upgradeAll': ['POST', '/v1/accounts/upgrade'],
   'accounts.addFault': ['POST', '/v1/accounts/:id/faults'],
+  'accounts.listFaults': ['GET', '/v1/accounts/:id/faults'],
+  'accounts.clearFaults': ['DELETE', '/v1/accounts/:id/faults'],
   'sim.addFault': ['POST', '/v1/sim/faults'],
   'sim.listFaults': ['GET', '/v1/sim/faults'],
   'sim.clearFaults': ['DELETE', '/v1/sim/faults'],

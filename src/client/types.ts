@@ -11,7 +11,7 @@ import type { CalendarEventSchema, NewsQuery } from '../http/routes/news.js';
 import type { AuditEntry, KeyInfo, KeyListQuery, ReplacedKey, RotatedKey } from '../http/routes/management.js';
 import type { CreatedKey, KeyBody, Seat, SeatBody } from '../http/routes/provisioning.js';
 import type { OPERATION_DEFS } from '../http/routes/proxySchemas.js';
-import type { AccountFaultBody, AccountFaultReply, SimFaultBody, SimFaultList, SimFaultReply } from '../http/routes/faults.js';
+import type { AccountFaultBody, AccountFaultReply, AccountFaultList, SimFaultBody, SimFaultList, SimFaultReply } from '../http/routes/faults.js';
 
 type Scalar = string | number | boolean;
 /** A time parameter: a Date, ISO 8601 text, or epoch ms (classic routes also take seconds). */
@@ -97,6 +97,7 @@ export type CalendarEvent = z.output<typeof CalendarEventSchema>;
 /** A simulator fault on one account (docs/simulator.md, Faults). */
 export type AccountFaultInput = z.input<typeof AccountFaultBody>;
 export type AccountFaultInfo = z.output<typeof AccountFaultReply>;
+export type AccountFaultListing = z.output<typeof AccountFaultList>;
 /** A simulator fault on a whole server, or one login on it (operator only). */
 export type SimFaultInput = z.input<typeof SimFaultBody>;
 export type SimFaultInfo = z.output<typeof SimFaultReply>;

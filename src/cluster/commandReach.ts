@@ -44,6 +44,8 @@ export const COMMAND_REACH: ReachTable = {
   'account.upgrade': 'change',
   'account.check': 'broker',
   'account.fault': 'broker',
+  'account.faults': 'broker',
+  'account.faults.clear': 'broker',
   'account.trade': 'trade',
   // Asks the broker about an order an earlier owner sent: a read, sends nothing.
   'account.lookupTrade': 'broker',

@@ -54,13 +54,13 @@ export class FaultController {
     return fault;
   }
 
-  /** Remove one fault, or all (optionally only of a server). Returns how many were removed that were still in force. */
-  clear(id?: number, server?: string): number {
+  /** Remove one fault, or all; only of a server, and only those set on one login of it (not the
+   *  server-wide ones), when given. Returns how many were removed that were still in force. */
+  clear(id?: number, server?: string, login?: string): number {
     this.expire(); // what ran its course is gone already: not counted as cleared
-    if (id !== undefined) return this.faults.delete(id) ? 1 : 0;
     let n = 0;
     for (const f of [...this.faults.values()]) {
-      if (server === undefined || f.server === server) {
+      if ((id === undefined || f.id === id) && (server === undefined || f.server === server) && (login === undefined || f.login === login)) {
         this.faults.delete(f.id);
         n++;
       }

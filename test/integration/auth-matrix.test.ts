@@ -229,6 +229,10 @@ const ROWS: Row[] = [
   { route: 'DELETE /v1/seats/{id}', auth: 'management', probe: async () => ({ method: 'DELETE', path: `/v1/seats/${await freshSeat()}` }), expect: mgmtRow(200) },
   { route: 'POST /v1/accounts/{id}/upgrade', auth: 'management', probe: () => ({ method: 'POST', path: `/v1/accounts/${acct.A3}/upgrade`, body: {} }), expect: mgmtRow(200) },
   { route: 'POST /v1/accounts/{id}/faults', auth: 'management', probe: () => ({ method: 'POST', path: `/v1/accounts/${acct.A3}/faults`, body: { kind: 'latency', latencyMs: 1, durationMs: 1 } }), expect: mgmtRow(201) },
+  // The faults of an account's login: its customer's management key, or its API keys (scoped: its own
+  // account only); clearing them needs a key that may trade.
+  { route: 'GET /v1/accounts/{id}/faults', auth: 'connection', probe: (c) => ({ method: 'GET', path: `/v1/accounts/${A(c)}/faults` }), expect: connectionRow(200) },
+  { route: 'DELETE /v1/accounts/{id}/faults', auth: 'connection', probe: (c) => ({ method: 'DELETE', path: `/v1/accounts/${A(c)}/faults?faultId=999999` }), expect: connectionRow(200, { ro: 403 }) },
   // Server-wide faults and the gateway's status: the operator (customer A) only.
   { route: 'POST /v1/sim/faults', auth: 'management', probe: () => ({ method: 'POST', path: '/v1/sim/faults', body: { server: 'Matrix-None', kind: 'latency', latencyMs: 1, durationMs: 1 } }), expect: mgmtRow(201, 403) },
   { route: 'GET /v1/sim/faults', auth: 'management', probe: () => ({ method: 'GET', path: '/v1/sim/faults' }), expect: mgmtRow(200, 403) },

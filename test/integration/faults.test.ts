@@ -133,6 +133,51 @@ describe('simulator fault injection over HTTP', () => {
   });
 });
 
+describe("an account's own faults: listed and cleared by its customer, not only the operator", () => {
+  it('the management key that set them, or an API key that may trade (read-only: list only); server-wide faults stay the operator\'s', async () => {
+    // A bot developer (not the operator) sets faults on its own account and must be able to end them.
+    const dev = createCustomer(t.gw.services.tenancy, 'bot-dev');
+    const devMgmt = { headers: mgmt(dev.managementKey) };
+    const acct = (await t.req('POST', '/v1/broker-accounts', { ...devMgmt, body: { platform: 'P5', user: 'dev-own-faults', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+    const keyOf = async (readOnly: boolean) => (await t.req('POST', `/v1/seats/${acct}/keys`, { ...devMgmt, body: { label: 'dev', readOnly } })).body.key as string;
+    const [full, ro] = [await keyOf(false), await keyOf(true)];
+    const reject = (await t.req('POST', `/v1/accounts/${acct}/faults`, { ...devMgmt, body: { kind: 'reject', count: 5 } })).body.id as number;
+    const slow = (await t.req('POST', `/v1/accounts/${acct}/faults`, { ...devMgmt, body: { kind: 'latency', latencyMs: 1 } })).body.id as number;
+    const operatorWide = await t.req('POST', '/v1/sim/faults', { headers: mgmt(t.managementKey), body: { server: 'Sim-P5-Demo', kind: 'latency', latencyMs: 1 } });
+    expect(operatorWide.status).toBe(201);
+
+    const path = `/v1/accounts/${acct}/faults`;
+    for (const h of [devMgmt, { headers: { 'x-api-key': full } }, { headers: { 'x-api-key': ro } }]) {
+      const listed = await t.req('GET', path, h);
+      expect(listed.status, listed.text).toBe(200);
+      // The account's own faults only: the operator's server-wide one is not the customer's to see or end.
+      expect(listed.body.faults.map((f: { id: number; kind: string }) => [f.id, f.kind])).toEqual([[reject, 'reject'], [slow, 'latency']]);
+      expect(listed.body.faults[0]).toMatchObject({ count: 5, remaining: 5 });
+      expect(listed.text).not.toContain('dev-own-faults');
+    }
+    const refused = await t.req('DELETE', path, { headers: { 'x-api-key': ro } });
+    expect([refused.status, refused.body.error]).toEqual([403, 'READ_ONLY_KEY']);
+    // The operator's management key is another customer's here: the account is not found.
+    expect((await t.req('GET', path, { headers: mgmt(t.managementKey) })).status).toBe(404);
+    expect((await t.req('DELETE', path, { headers: mgmt(t.managementKey) })).status).toBe(404);
+
+    expect((await t.req('DELETE', `${path}?faultId=${slow}`, { headers: { 'x-api-key': full } })).body).toEqual({ cleared: 1 });
+    expect((await t.req('GET', path, devMgmt)).body.faults.map((f: { id: number }) => f.id)).toEqual([reject]);
+    expect((await t.req('DELETE', `${path}?faultId=${slow}`, devMgmt)).body).toEqual({ cleared: 0 });
+    expect((await t.req('DELETE', path, devMgmt)).body).toEqual({ cleared: 1 });
+    // A management key's clears are audited (both of them, the one that found nothing too); an API key's, as on /ConnectEx, not.
+    const audit = (await t.req('GET', '/v1/audit', devMgmt)).body.entries as Array<{ action: string; target: string }>;
+    expect(audit.filter((e) => e.action === 'account.fault.clear').map((e) => e.target)).toEqual([acct, acct]);
+    // Cleared for real: the next order is not rejected.
+    const order = await t.req('GET', `/OrderSend?id=${acct}&symbol=BTCUSD&operation=Buy&volume=0.01`, { headers: { 'x-api-key': full } });
+    expect(order.status, order.text).toBe(200);
+    // The operator's server-wide fault is still there (one per shard), for the operator to clear.
+    const wide = (await t.req('GET', '/v1/sim/faults', { headers: mgmt(t.managementKey) })).body.faults.filter((f: { login?: string }) => f.login === undefined);
+    expect(wide).toHaveLength(2);
+    expect((await t.req('DELETE', '/v1/sim/faults?server=Sim-P5-Demo', { headers: mgmt(t.managementKey) })).body.cleared).toBe(2);
+  });
+});
+
 describe('simulator fault routes in bridge mode', () => {
   it('answer 400 for every method: the faults live in the simulator process, an empty list would be wrong', async () => {
     // A standalone simulator takes its faults from its servers file; the gateway cannot list or clear them.

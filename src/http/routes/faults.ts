@@ -1,13 +1,17 @@
 // Fault injection into the embedded simulator, for benchmark harnesses and failure tests
 // (issue 3): connection drops, added latency, trade rejects, "timeout after send", and mutes (the
 // connection stays up, no ticks or candles arrive).
-// Per account: the account owner's management key. Per server: the operator only (the customer
-// created on first start), since a server-wide fault reaches every customer's accounts there.
+// Per account: the account owner's management key sets them; it, or an API key of the account that
+// may trade, clears them (a read-only one lists them): a bot developer who set a fault on its own
+// account must be able to end it. Per server: the operator only (the customer created on first
+// start), since a server-wide fault reaches every customer's accounts there.
 import { z } from 'zod';
+import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
 import { FAULT_KINDS, type FaultKind } from '../../sim/faults.js';
 import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { qInt } from '../schemas.js';
 import { ownedSeat } from './provisioning.js';
 
 const FaultFields = {
@@ -22,6 +26,14 @@ const FaultFields = {
 /** The bodies and answers of the fault routes (the SDK's types come from these). */
 export const AccountFaultBody = z.object(FaultFields).strict();
 export const AccountFaultReply = z.object({ accountId: z.string(), id: z.number(), kind: z.string() });
+export const AccountFaultList = z.object({
+  accountId: z.string(),
+  faults: z.array(z.object({
+    id: z.number(), kind: z.string(), createdMs: z.number().describe('when it was set (UTC epoch ms)'),
+    durationMs: z.number().optional(), latencyMs: z.number().optional(), count: z.number().optional(), probability: z.number().optional(),
+    remaining: z.number().optional().describe('reject / timeoutAfterSend with a count: trade requests it still takes'),
+  })).describe("the faults set on this account's login; the operator's server-wide ones are not listed"),
+});
 export const SimFaultBody = z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict();
 export const SimFaultReply = z.object({ server: z.string(), kind: z.string(), shards: z.number() });
 export const SimFaultList = z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) });
@@ -43,6 +55,12 @@ export function faultRoutes(s: Services): AnyRoute[] {
   const operatorOnly = (customerId: string) => {
     if (customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', 'server-wide simulator faults are for the operator (the first customer) only');
   };
+  /** The caller's customer's account (404 otherwise), within an API key's scope (403). */
+  const ownAccount = (p: NonNullable<Parameters<typeof assertCanTrade>[0]>, id: string) => {
+    const row = ownedSeat(s, p.customerId, id);
+    assertAccountScope(p, row.id);
+    return row;
+  };
   const everyShard = <T>(f: (shard: number) => Promise<T>) => Promise.all(Array.from({ length: s.shards.size }, (_, i) => f(i)));
   return [
     defineRoute({
@@ -56,6 +74,30 @@ export function faultRoutes(s: Services): AnyRoute[] {
         const fault = checked(body);
         const r = await s.shards.call(row.id, 'account.fault', { accountId: row.id, fault });
         return { status: 201, body: { accountId: row.id, id: r.id, kind: fault.kind } };
+      },
+    }),
+    defineRoute({
+      method: 'get', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'connection', tags: ['simulator'],
+      summary: "The simulator faults set on one account's broker login (its customer's management key or API keys)",
+      response: AccountFaultList,
+      errors: ['BAD_REQUEST', 'NOT_FOUND', 'ACCOUNT_SCOPE'],
+      handler: async ({ params, principal }) => {
+        const row = ownAccount(principal!, params[0]!);
+        const faults = await s.shards.call(row.id, 'account.faults', { accountId: row.id });
+        // Not the login (SPEC §2: never returned) nor the server: what was set, and what is left of it.
+        return { body: { accountId: row.id, faults: faults.map(({ server: _s, login: _l, ...f }) => f) } };
+      },
+    }),
+    defineRoute({
+      method: 'delete', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'connection', audit: 'account.fault.clear', tags: ['simulator'],
+      summary: "Clear the simulator faults set on one account's broker login, or one with ?faultId= (not a read-only key)",
+      query: z.object({ faultId: qInt().pipe(z.number().int().min(1)).optional().describe('the id POST answered; without it, all of them') }),
+      response: z.object({ cleared: z.number() }),
+      errors: ['BAD_REQUEST', 'NOT_FOUND', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY'],
+      handler: async ({ params, query, principal }) => {
+        const row = ownAccount(principal!, params[0]!);
+        assertCanTrade(principal!);
+        return { body: await s.shards.call(row.id, 'account.faults.clear', { accountId: row.id, ...(query.faultId !== undefined ? { id: query.faultId } : {}) }) };
       },
     }),
     defineRoute({

@@ -17,7 +17,8 @@ export interface BrokerSource {
   factory: BrokerConnectionFactory;
   /** Fault injection (tests, benchmarks); undefined when the upstream is not the simulator. */
   injectFault?(spec: FaultSpec): number;
-  clearFaults?(server?: string): number;
+  /** Those of a server, of one login of it (not the server-wide ones), or one by id, when given. */
+  clearFaults?(server?: string, login?: string, id?: number): number;
   listFaults?(): Fault[];
   stop(): void;
 }
@@ -49,7 +50,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),
     injectFault: (spec) => sim.faults.set(spec).id,
-    clearFaults: (server) => sim.faults.clear(undefined, server),
+    clearFaults: (server, login, id) => sim.faults.clear(id, server, login),
     listFaults: () => sim.faults.list(),
     stop: () => sim.stop(),
   };

@@ -86,6 +86,11 @@ declare module '../protocol.js' {
     'account.check': { args: { accountId: string }; result: AccountStatus & { connected: boolean } };
     /** Simulator fault injection on this account's login (tests, benchmarks). */
     'account.fault': { args: { accountId: string; fault: FaultArgs }; result: { id: number } };
+    /** The faults set on this account's login (not the server-wide ones), in this shard's simulator: the
+     *  one its connection runs on. */
+    'account.faults': { args: { accountId: string }; result: Fault[] };
+    /** Clears them, or the one `id` names if it is one of them. */
+    'account.faults.clear': { args: { accountId: string; id?: number }; result: { cleared: number } };
     /** Server-wide simulator faults. Every shard runs its own copy of the simulator, so these go to each shard. */
     'sim.faults.set': { args: { fault: FaultArgs & { server: string; login?: string } }; result: { id: number } };
     'sim.faults.clear': { args: { server?: string }; result: { cleared: number } };

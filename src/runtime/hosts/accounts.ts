@@ -302,6 +302,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const e = entryOf(accountId);
         return { id: simFaults().injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
       },
+      'account.faults': ({ accountId }) => {
+        const e = entryOf(accountId);
+        return simFaults().listFaults().filter((f) => f.server === e.server.name && f.login === e.credentials.login);
+      },
+      'account.faults.clear': ({ accountId, id }) => {
+        const e = entryOf(accountId);
+        return { cleared: simFaults().clearFaults(e.server.name, e.credentials.login, id) };
+      },
       'sim.faults.set': ({ fault }) => ({ id: simFaults().injectFault(fault) }),
       'sim.faults.clear': ({ server }) => ({ cleared: simFaults().clearFaults(server) }),
       'sim.faults.list': () => simFaults().listFaults(),
