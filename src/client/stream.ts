@@ -7,13 +7,14 @@ import { StreamCursor, formatSince, isPositioned, parseSince, type StreamPositio
 import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
+import type { StreamTimeframe } from './types.js';
 import { FrameChannel } from './queue.js';
 import { CLOSE, ReconnectingSocket, type SocketState, type SocketTarget, type WebSocketConstructor } from './socket.js';
 
 export interface StreamOptions {
   symbols?: readonly string[];
-  /** Candle timeframes for every symbol (M1, H1, ...). */
-  timeframes?: readonly string[];
+  /** Candle timeframes for every symbol (M1, H1, ... or minutes: 1, 60). */
+  timeframes?: readonly StreamTimeframe[];
   /** Start from a position saved earlier (`<epoch>:<seq>`, see `stream.since`), e.g. by a bot
    *  that restarted: the gateway replays what happened since, or says recovered:false. */
   since?: string;
@@ -54,7 +55,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   private readonly cursor: StreamCursor;
   /** The last account event the consumer was handed: what `position`/`since` say, for a bot to save. */
   private taken: StreamPosition | undefined;
-  private readonly wanted = new Map<string, Set<string>>();
+  private readonly wanted = new Map<string, Set<StreamTimeframe>>();
   /** Last seq per market-data topic on the current connection (QUOTE per symbol, CANDLE per bar series). */
   private topicSeq = new Map<string, number>();
   /** The next account event may start a new position without that being news (after a RESUMED
@@ -124,8 +125,8 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     return this.channel.onEvent(event, listener);
   }
 
-  subscribe(symbol: string, timeframes: readonly string[] = []): void {
-    const set = this.wanted.get(symbol) ?? new Set<string>();
+  subscribe(symbol: string, timeframes: readonly StreamTimeframe[] = []): void {
+    const set = this.wanted.get(symbol) ?? new Set<StreamTimeframe>();
     for (const tf of timeframes) set.add(tf);
     this.wanted.set(symbol, set);
     this.socket.send({ action: 'subscribe', symbol, ...(timeframes.length ? { timeframes } : {}) });

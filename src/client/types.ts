@@ -11,6 +11,7 @@ import type { CalendarEventSchema, NewsQuery } from '../http/routes/news.js';
 import type { AuditEntry, KeyInfo, KeyListQuery, ReplacedKey, RotatedKey } from '../http/routes/management.js';
 import type { CreatedKey, KeyBody, Seat, SeatBody } from '../http/routes/provisioning.js';
 import type { OPERATION_DEFS } from '../http/routes/proxySchemas.js';
+import type { ClientMessageInput } from '../stream/protocol.js';
 import type { AccountFaultBody, AccountFaultReply, AccountFaultList, SimFaultBody, SimFaultList, SimFaultReply } from '../http/routes/faults.js';
 
 type Scalar = string | number | boolean;
@@ -18,11 +19,17 @@ type Scalar = string | number | boolean;
 export type TimeInput = Date | string | number;
 type TimeKeys = 'from' | 'to' | 'expiration';
 
-type Sendable<V, K> = K extends TimeKeys
+/** What the SDK can send for a parameter named K, parsed to V by a schema whose input type is I:
+ *  I itself where the schema says what it takes (`accepting` in src/http/schemas.ts: a timeframe's
+ *  minutes as well as its name), else what V's text is (query text has no type of its own, so I is
+ *  `unknown` there). */
+type Sendable<V, I, K> = K extends TimeKeys
   ? TimeInput
-  : V extends readonly (infer E)[]
-    ? readonly (E extends Scalar ? E : string)[]
-    : V extends Scalar ? V : TimeInput;
+  : unknown extends I
+    ? V extends readonly (infer E)[]
+      ? readonly (E extends Scalar ? E : string)[]
+      : V extends Scalar ? V : TimeInput
+    : Exclude<I, undefined> extends infer A ? (A extends readonly (infer E)[] ? readonly E[] : A) : never;
 
 type IsOptional<F> = F extends z.ZodOptional<any> | z.ZodDefault<any> ? true : false;
 
@@ -37,8 +44,8 @@ type Simplify<T> = { [K in keyof T]: T[K] } & {};
 
 /** Parameters of a shape, without the ones the SDK fills itself (the account id, the handle). */
 export type ParamsOf<Sh, Omit extends PropertyKey = 'id' | 'accountId' | 'handle'> = Simplify<
-  { [K in Exclude<keyof Sh, Omit> as IsOptional<Sh[K]> extends true ? never : K]: Sendable<NonNullable<z.output<Sh[K]>>, K> } &
-  { [K in Exclude<keyof Sh, Omit> as IsOptional<Sh[K]> extends true ? K : never]?: Sendable<NonNullable<z.output<Sh[K]>>, K> }
+  { [K in Exclude<keyof Sh, Omit> as IsOptional<Sh[K]> extends true ? never : K]: Sendable<NonNullable<z.output<Sh[K]>>, z.input<Sh[K]>, K> } &
+  { [K in Exclude<keyof Sh, Omit> as IsOptional<Sh[K]> extends true ? K : never]?: Sendable<NonNullable<z.output<Sh[K]>>, z.input<Sh[K]>, K> }
 >;
 
 // ---- classic routes -------------------------------------------------------------------------
@@ -102,6 +109,13 @@ export type AccountFaultListing = z.output<typeof AccountFaultList>;
 export type SimFaultInput = z.input<typeof SimFaultBody>;
 export type SimFaultInfo = z.output<typeof SimFaultReply>;
 export type SimFaultListing = z.output<typeof SimFaultList>;
+
+/** A candle timeframe of a /v1/stream subscription, as the gateway reads it: a name (M1, H4, any
+ *  case) or its minutes (1, 240). */
+export type StreamTimeframe = NonNullable<ClientMessageInput['timeframes']>[number];
+
+export type { TimeframeInput } from '../market/timeframes.js';
+export type { OrderTypeInput } from '../market/orders.js';
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 export type JsonObject = { [k: string]: Json };

@@ -93,6 +93,14 @@ export const COMMENT_MAX = 64;
 export const qComment = () => z.preprocess(one, z.string(repeated).max(COMMENT_MAX, `at most ${COMMENT_MAX} characters`));
 
 export const qString = () => z.preprocess(one, z.string(repeated).min(1));
+/**
+ * Types what a parameter takes where its parser takes more than it gives: a timeframe is read from
+ * its minutes as well as its name, but parses to the name. Query text has no type of its own
+ * (`z.input` of a preprocessed schema is `unknown`), so `z.input` of the schema becomes `I`, and the
+ * SDK's parameter type (src/client/types.ts) is that instead of the parsed type. Type only: the
+ * schema is returned as it is. `accepting<1 | 'M1'>()(schema)`.
+ */
+export const accepting = <I>() => <S extends z.ZodType>(schema: S): S & { _zod: { input: I } } => schema as S & { _zod: { input: I } };
 /** One symbol: the parameter repeated with different values is refused, not "last wins" (which
  *  silently dropped the others); several symbols go to the *Many routes. */
 export const qSymbol = () =>

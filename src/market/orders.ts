@@ -14,6 +14,11 @@ export const ORDER_TYPES = [
 /** MT5 numbering: the index in ORDER_TYPES is the numeric code (0 Buy ... 7 SellStopLimit). */
 export type OrderType = (typeof ORDER_TYPES)[number];
 export type Side = 'Buy' | 'Sell';
+/** An order type's MT5 code: its index in ORDER_TYPES. */
+export type OrderTypeCode = NumberOf<Exclude<keyof typeof ORDER_TYPES, keyof readonly unknown[]>>;
+type NumberOf<K> = K extends `${infer N extends number}` ? N : never;
+/** What `parseOrderType` reads: a name (any case: BuyLimit, buylimit) or its code, as a number or digits. */
+export type OrderTypeInput = OrderType | Lowercase<OrderType> | OrderTypeCode | `${OrderTypeCode}`;
 
 export function orderTypeCode(type: OrderType): number {
   return ORDER_TYPES.indexOf(type);

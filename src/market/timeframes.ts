@@ -2,8 +2,7 @@
 
 export const TIMEFRAMES = ['M1', 'M5', 'M15', 'M30', 'H1', 'H4', 'D1', 'W1', 'MN1'] as const;
 export type Timeframe = (typeof TIMEFRAMES)[number];
-/** Minutes per timeframe (MN1 nominal 43200, as MT numbers it). */
-export const TIMEFRAME_MINUTES: Readonly<Record<Timeframe, number>> = {
+const MINUTES = {
   M1: 1,
   M5: 5,
   M15: 15,
@@ -13,7 +12,12 @@ export const TIMEFRAME_MINUTES: Readonly<Record<Timeframe, number>> = {
   D1: 1440,
   W1: 10080,
   MN1: 43200,
-};
+} as const satisfies Record<Timeframe, number>;
+/** Minutes per timeframe (MN1 nominal 43200, as MT numbers it). */
+export const TIMEFRAME_MINUTES: Readonly<Record<Timeframe, number>> = MINUTES;
+export type TimeframeMinutes = (typeof MINUTES)[Timeframe];
+/** What `parseTimeframe` reads: a name (any case: M1, h4) or its minutes, as a number or digits. */
+export type TimeframeInput = Timeframe | Lowercase<Timeframe> | TimeframeMinutes | `${TimeframeMinutes}`;
 export function parseTimeframe(value: string | number): Timeframe | undefined {
   if (typeof value === 'number' || /^\d+$/.test(value)) {
     const minutes = Number(value);

@@ -31,6 +31,8 @@ const ClientMessage = strictParams({
   timeframe: z.union([z.string(), z.number()]).optional(),
   timeframes: z.array(z.union([z.string(), z.number()])).max(9).optional(),
 }, 'field').refine((m) => m.symbol !== undefined || m.symbols !== undefined, { message: "'symbol' (or 'symbols') is required" });
+/** A subscribe or unsubscribe message as a client may send it (the SDK's stream types come from it). */
+export type ClientMessageInput = z.input<typeof ClientMessage>;
 
 export interface ClientProtocolDeps { config: Config; shards: Shards; log: Logger }
 

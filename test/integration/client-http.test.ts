@@ -244,6 +244,30 @@ describe('trading retries', () => {
   });
 });
 
+describe('parameters as the server takes them', () => {
+  // Bot walk: the SDK typed a parameter by what the server parses it to, so `timeFrame: 1` (minutes,
+  // which the server takes) did not compile. The types now say what the schemas accept
+  // (test/unit/client-param-types.test.ts); these calls show the server takes them.
+  it('a timeframe in minutes, an order type by code, a side by code', async () => {
+    const session = await client().connect(id);
+    const to = new Date();
+    const from = new Date(to.getTime() - 3_600_000);
+    const byMinutes = await session.op.PriceHistoryV2({ symbol: 'BTCUSD', from, to, timeFrame: 1 });
+    const byName = await session.op.PriceHistoryV2({ symbol: 'BTCUSD', from, to, timeFrame: 'M1' });
+    expect(Array.isArray(byMinutes)).toBe(true);
+    expect((byMinutes as unknown[]).length).toBeGreaterThan(0);
+    expect((byMinutes as unknown[]).length).toBe((byName as unknown[]).length);
+    expect(await session.op.SubscribeOhlc({ symbol: 'BTCUSD', timeframe: 60 })).toBeTruthy();
+    expect(await session.op.UnsubscribeOhlc({ symbol: 'BTCUSD', timeframe: 'h1' })).toBeTruthy();
+    expect(await session.op.RequiredMargin({ symbol: 'BTCUSD', lots: 0.01, type: 1 })).toMatchObject({ type: 'Sell' });
+    const acct = client().account(id);
+    expect(await acct.RequiredMargin({ symbol: 'BTCUSD', lots: 0.01, operation: 1 })).toMatchObject({ type: 'Sell' });
+    const order = await acct.OrderSend({ symbol: 'BTCUSD', operation: 0, volume: 0.01 });
+    expect(order.state).toBe('filled');
+    expect(order.type).toBe('Buy');
+  });
+});
+
 describe('gateway session', () => {
   it('connect -> handle -> proxy calls; a disconnected handle is renewed', async () => {
     const session = await client().connect(id);

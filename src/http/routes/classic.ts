@@ -7,8 +7,9 @@ import { LATEST_TIME_MS } from '../../market/serverClock.js';
 import type { ErrorCode } from '../../errors.js';
 import { apiError } from '../../errors.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
+import type { OrderTypeInput } from '../../market/orders.js';
 import type { Services } from '../services.js';
-import { aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qPriceOrNone, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
+import { accepting, aliasConflict, isCalendarDate, one, qComment, qInt, qList, qLots, qNumber, qPrice, qPriceOrNone, qString, qSymbol, qTicket, repeated, strictParams } from '../schemas.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import type { ArgsOf, ResultOf } from '../../runtime/protocol.js';
@@ -88,6 +89,11 @@ interface ClassicSpec {
   errors?: readonly ErrorCode[];
 }
 
+/** An order type as the classic routes read it (`parseOrderType`): a name, any case, or its code 0-7.
+ *  Typed so (the SDK's `operation: 0` as well as `'Buy'`); any other text stays a string here and is
+ *  refused by the order's own check. */
+const orderTypeText = () => accepting<OrderTypeInput | (string & {})>()(qString());
+
 /** Exported with their literal types: the SDK (src/client) derives its parameter types from them. */
 export const READ_ROUTE_DEFS = [
   { path: 'Account', summary: "The holder's full profile (personal data of the broker account owner)" },
@@ -120,8 +126,8 @@ export const READ_ROUTE_DEFS = [
   {
     path: 'RequiredMargin', summary: 'Margin needed to open a position',
     fields: {
-      symbol: qSymbol().optional(), lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots'), type: qString().optional(),
-      operation: qString().optional(), price: qPrice().optional(),
+      symbol: qSymbol().optional(), lots: qLots().optional(), volume: qLots().optional().describe('Alias of lots'), type: orderTypeText().optional(),
+      operation: orderTypeText().optional(), price: qPrice().optional(),
     },
   },
   {
@@ -145,7 +151,7 @@ const qSlippage = () => qNumber().pipe(z.number().min(0).max(100_000));
  *  taken). */
 export const TRADE_FIELDS = {
   OrderSend: {
-    symbol: qSymbol(), operation: qString().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
+    symbol: qSymbol(), operation: orderTypeText().describe('Buy, Sell, BuyLimit, SellLimit, BuyStop, SellStop, BuyStopLimit, SellStopLimit (P5) or the code 0-7'),
     volume: qLots().optional(), lots: qLots().optional().describe('Alias of volume'), price: qPriceOrNone().optional(), slippage: qSlippage().optional(),
     stoploss: qPriceOrNone().optional(), takeprofit: qPriceOrNone().optional(), comment: qComment().optional(), magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
     expiration: qTime().optional(), stopLimitPrice: qPrice().optional(), stoplimit: qPrice().optional().describe('Alias of stopLimitPrice'),

@@ -4,11 +4,11 @@
 // Each schema turns the query into the normalized arguments the shard side executes
 // (src/runtime/hosts/gatewayOps.ts), so the dialects differ here and nowhere else.
 import { z } from 'zod';
-import { ORDER_TYPES, type OrderType } from '../../market/orders.js';
+import { ORDER_TYPES, type OrderType, type Side } from '../../market/orders.js';
 import { checkExpirationType, checkOrder, type SendArgs, type TimeArg } from '../../market/orderSchemas.js';
-import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe } from '../../market/timeframes.js';
+import { TIMEFRAMES, TIMEFRAME_MINUTES, parseTimeframe, type Timeframe, type TimeframeInput } from '../../market/timeframes.js';
 import type { Platform } from '../../market/server.js';
-import { isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, strictParams } from '../schemas.js';
+import { accepting, isCalendarDate, qBool, qComment, qInt, qList, qLots, qNumber, qPrice, qString, qSymbol, qTicket, strictParams } from '../schemas.js';
 
 // ---- field helpers --------------------------------------------------------------------------
 
@@ -56,24 +56,25 @@ const isoTime = () => timeParser(ISO_RE, 'an ISO 8601 time, e.g. 2026-03-04T10:0
 
 /** Timeframe given as minutes (P5 integers, P4 "string (minutes)") or as a name (M1, H4...). */
 const timeframeMinutes = () =>
-  qString().transform((s, ctx): Timeframe => {
+  accepting<TimeframeInput>()(qString().transform((s, ctx): Timeframe => {
     const tf = parseTimeframe(s.trim());
     if (!tf) {
       ctx.addIssue({ code: 'custom', message: `one of ${Object.values(TIMEFRAME_MINUTES).join(', ')} (minutes) or ${TIMEFRAMES.join(', ')}` });
       return z.NEVER;
     }
     return tf;
-  });
+  }));
 const timeframeName = () => qString().pipe(z.enum(TIMEFRAMES));
 
-const side = (allowCodes: boolean) =>
-  qString().transform((s, ctx): 'Buy' | 'Sell' => {
+type SideName = Side | Lowercase<Side> | Uppercase<Side>;
+const side = <Codes extends boolean>(allowCodes: Codes) =>
+  accepting<SideName | (Codes extends true ? 0 | 1 | '0' | '1' : never)>()(qString().transform((s, ctx): Side => {
     const v = s.trim().toLowerCase();
     if (v === 'buy' || (allowCodes && v === '0')) return 'Buy';
     if (v === 'sell' || (allowCodes && v === '1')) return 'Sell';
     ctx.addIssue({ code: 'custom', message: allowCodes ? '"Buy" or "Sell" (or 0, 1)' : '"Buy" or "Sell"' });
     return z.NEVER;
-  });
+  }));
 
 /** Object schema over the raw query: strict (a misspelt parameter is an error, not ignored). */
 function params<S extends z.ZodRawShape>(shape: S, aliases: Record<string, string> = {}) {
@@ -122,16 +123,17 @@ const p5OrderSend = () => params({
 });
 
 const P4_OPERATIONS = ['Buy', 'Sell', 'BuyLimit', 'SellLimit', 'BuyStop', 'SellStop'] as const;
+type P4Operation = (typeof P4_OPERATIONS)[number];
 const p4OrderSend = () => params({
   symbol: symbol(),
-  operation: qString().transform((s, ctx) => {
+  operation: accepting<P4Operation | Lowercase<P4Operation>>()(qString().transform((s, ctx) => {
     const t = P4_OPERATIONS.find((x) => x.toLowerCase() === s.trim().toLowerCase());
     if (!t) {
       ctx.addIssue({ code: 'custom', message: `one of ${P4_OPERATIONS.join(', ')}` });
       return z.NEVER;
     }
     return t as OrderType;
-  }),
+  })),
   volume: volume(),
   ...sendCommon(),
   magic: qInt().pipe(z.number().int().min(0).max(2 ** 31 - 1)).optional(),
