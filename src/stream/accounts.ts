@@ -109,7 +109,7 @@ export class AccountStreams {
       kept = this.freshHistory(now);
     }
     const acc: AccountState = {
-      id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0,
+      id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, openCalls: 0,
       // A picked-up stream holds live deals from the start: one made before them may be missing until its resync.
       ...kept, positions: null, orders: null, posV: NO_VERSION, ordV: NO_VERSION, needsResync, heldDeals: needsResync ? [] : null, retainTimer: null,
     };
@@ -129,8 +129,8 @@ export class AccountStreams {
     if (!this.deps.shared) this.onEpoch(acc);
   }
 
-  /** Continuity lost (rebound, shard restarted, deals not readable, its frames over what a full disk
-   *  may hold): a new epoch, nothing known of the lists. */
+  /** Continuity lost (rebound, deals not readable, its frames over what a full disk may hold): a new
+   *  epoch, nothing known of the lists. (A shard restart is not one: goOn.) */
   rotate(acc: AccountState, rebound = false): void {
     Object.assign(acc, this.freshHistory(this.deps.clock.now()));
     acc.positions = acc.orders = null;
@@ -351,64 +351,73 @@ export class AccountStreams {
   /** A shard whose thread died (ShardSet.onDeath) lost the stream state of its accounts
    *  (subscriptions, listeners, events in flight): their sockets are closed with RUNTIME_RESTARTED at
    *  once, not when a new thread is ready (one crashing while it rehydrates may never be), so clients
-   *  learn of the hole, reconnect, resubscribe and resync; their streams start a new epoch (one node;
-   *  cluster mode: ownedShardDied). A socket that reconnects meanwhile waits for the new thread (its
-   *  stream.open goes there), and is closed again if that thread dies too. */
+   *  learn of the hole, reconnect, resubscribe and resume. The account stream itself goes on in the
+   *  same epoch (goOn). A socket that reconnects meanwhile waits for the new thread (its stream.open
+   *  goes there), and is closed again if that thread dies too. */
   private shardDied(shard: number): void {
     const shards = this.deps.shards;
     const shared = this.deps.shared;
     for (const acc of [...this.accounts.values()]) {
       if (shards.shardFor(acc.id) !== shard) continue;
-      if (shared) {
-        // An account whose lease another node holds runs on that node's shard: this node's opens of
-        // it (its sockets', a hold's) are there, whether or not it took its role in the stream yet,
-        // and its stream goes on as that owner numbers it. Before, one whose role was not taken yet
-        // (a hold of a socket gone before its open was answered) was let go of here without a close:
-        // the owner counted the open for good.
-        if (shared.holds(acc.id)) this.ownedShardDied(acc);
-        continue;
-      }
-      acc.opens = 0; // the new thread holds no stream.open of ours
-      shards.opensLost?.(acc.id);
-      this.rotate(acc);
-      if (acc.retainTimer) clearTimeout(acc.retainTimer);
-      acc.retainTimer = null;
-      if (acc.sockets.size === 0) {
-        this.accounts.delete(acc.id);
-        this.onReleased(acc);
-      }
-      for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
+      // Cluster mode: an account whose lease another node holds runs on that node's shard: this
+      // node's opens of it (its sockets', a hold's) are there, whether or not it took its role in the
+      // stream yet, and its stream goes on as that owner numbers it. Before, one whose role was not
+      // taken yet (a hold of a socket gone before its open was answered) was let go of here without a
+      // close: the owner counted the open for good.
+      if (shared && !shared.holds(acc.id)) continue;
+      this.goOn(acc);
     }
   }
 
   /**
-   * Cluster mode: the shard running an account this node owns died. Every frame sent is in JetStream
-   * (stored before sent), so the stream's epoch goes on: a client resumes on any node (recovered:true)
-   * and the other nodes' sockets stream on, opened again on the new thread (AccountRouter.shardDied).
-   * What the dead thread had in flight is resynced with the broker (missed deals as TRADEs, then a
-   * snapshot pair) once the stream opens or connects there, as a new owner does after a SIGKILL. The
-   * state that numbers the account stays here: taken up again from JetStream's head, it could number
-   * again what is still being stored. Before, a new epoch began here: the other nodes' sockets closed
-   * 4014 and every resume answered recovered:false. Its sockets' opens went with the thread: closing
-   * them releases nothing (only one still under way was sent to the new thread).
+   * The shard running an account numbered here died. The numbering is this thread's, not the
+   * shard's: every frame sent was stored first (one node: SQLite, before it is sent; cluster mode:
+   * JetStream), and this state is what was numbered. So the epoch goes on: a client resumes
+   * (recovered:true, on any node in cluster mode) and a follower node's sockets stream on, opened
+   * again on the new thread (AccountRouter.shardDied). What the dead thread had in flight (a deal, a
+   * list change) is resynced with the broker (missed deals as TRADEs, then a snapshot pair; live deals
+   * wait behind it) once the stream opens or connects there, as after a gateway SIGKILL. The state
+   * stays rather than being taken up again from the store: JetStream's head may not hold yet what is
+   * still being stored (numbered again, one seq would be two frames); on one node the frames a full
+   * disk keeps waiting would be dropped (never sent, so safe, but lost to every client). Before, a new
+   * epoch began: every resume answered recovered:false (in cluster mode the other nodes' sockets
+   * closed 4014).
+   *
+   * Its sockets' opens went with the thread: closing them releases nothing (openState 'failed'; a
+   * stream.close sent for one would take an open made on the new thread, a reconnect's), and only the
+   * opens still under way (sent again to the new thread: openCalls) are counted. One node: a stream
+   * with no open left (held after its last socket, or every socket just closed) is opened again on
+   * the new thread and held as after its last socket (reopen), so what happens there goes into its
+   * history.
    */
-  private ownedShardDied(acc: AccountState): void {
-    acc.opens = 0;
-    for (const s of acc.sockets) {
-      if (s.openState === 'pending') acc.opens++;
-      else s.openState = 'failed';
-    }
+  private goOn(acc: AccountState): void {
+    acc.opens = acc.openCalls; // sent again to the new thread, which counts them (a socket's may be closed already)
+    for (const s of acc.sockets) if (s.openState !== 'pending') s.openState = 'failed';
     this.deps.shards.opensLost?.(acc.id);
     if (acc.retainTimer) clearTimeout(acc.retainTimer);
     acc.retainTimer = null;
-    if (acc.shared && !acc.shared.placeholder) {
+    if (!acc.shared || !acc.shared.placeholder) {
       acc.needsResync = true;
       acc.heldDeals ??= [];
     } else if (acc.opens === 0) {
-      // Nothing numbered here yet: the account's next event takes the role again.
+      // Cluster mode, nothing numbered here yet: the account's next event takes the role again.
       this.accounts.delete(acc.id);
       this.onReleased(acc);
     }
     for (const s of [...acc.sockets]) this.out.end(s, 'RUNTIME_RESTARTED');
+    if (!this.deps.shared && acc.opens === 0) void this.reopen(acc);
+  }
+
+  /** One node: the stream of an account whose shard died, opened again on the new thread and held (a
+   *  socket that came meanwhile keeps it too). If the thread does not answer (a shard that crashes at
+   *  every start, past the call timeout) and nothing else opened it, the state goes: the history
+   *  stays stored, and a socket within streamHistoryMaxAgeMs of its last alive mark picks it up (the
+   *  same epoch, resynced), as after a restart; later, a new epoch. */
+  private async reopen(acc: AccountState): Promise<void> {
+    if (await this.keep(acc.id)) return;
+    if (this.accounts.get(acc.id) === acc && acc.opens <= 0 && acc.sockets.size === 0) {
+      this.accounts.delete(acc.id);
+      this.onReleased(acc);
+    }
   }
 }

@@ -143,6 +143,7 @@ export class StreamAdmission {
     const id = acc.id;
     this.counters.syncUpgrades++;
     acc.opens++; // reserved for this socket's stream.open: the account state stays while it is under way
+    acc.openCalls++;
     userData.openPending = true;
     // uWS runs `open` synchronously inside upgrade() and hands it a copy of userData, so the new
     // socket is passed back through this field rather than through userData.
@@ -151,12 +152,14 @@ export class StreamAdmission {
       sink.upgradeNow(userData, key, protocol, extensions, context);
     } catch (err) {
       acc.opens--;
+      acc.openCalls--;
       throw err;
     }
     const sock = this.justOpened as Sock | undefined;
     this.justOpened = undefined;
     d.shards.call(id, 'stream.open', { accountId: id }).then(
       (open) => {
+        acc.openCalls--;
         if (open.serverInfo) this.topics.noteServer(open.serverInfo);
         const cur = this.accounts.accounts.get(id);
         if (cur) {
@@ -174,6 +177,7 @@ export class StreamAdmission {
         else if (deferred) for (const f of deferred) this.guard('deferred', f);
       },
       (err: unknown) => {
+        acc.openCalls--;
         d.log.warn('stream.open failed after upgrade', { accountId: id, err: errorMessage(err) });
         this.accounts.dropOpen(acc); // nothing to close at the shard: the open failed
         if (sock) {

@@ -57,6 +57,9 @@ export interface AccountState {
   candleRefs: Map<string, number>;
   /** stream.open calls not yet paired with a stream.close. */
   opens: number;
+  /** Of those, the ones still under way (a synchronous upgrade's, admission.ts): a shard thread that
+   *  dies under them sends them again to its new thread, which counts them (AccountStreams.goOn). */
+  openCalls: number;
   /** The account stream: its epoch, seq and recent events (accountEvents.ts). */
   history: AccountHistory;
   /** The latest full lists the stream carried (null: not known yet) and the shard's versions of them:
@@ -65,8 +68,8 @@ export interface AccountState {
   orders: readonly Order[] | null;
   posV: ListVersion;
   ordV: ListVersion;
-  /** The history was picked up after a restart: a resync (missed deals, then a snapshot pair) goes
-   *  into the stream once connected. */
+  /** The history was picked up after a restart, or the account's shard thread died under it: a
+   *  resync (missed deals, then a snapshot pair) goes into the stream once connected. */
   needsResync: boolean;
   /** The deals the stream carried (each deal is a TRADE once) and the latest one (accountEvents.ts). */
   deals: DealLedger;

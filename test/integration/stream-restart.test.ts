@@ -1,5 +1,5 @@
 // A shard that dies loses the stream state of its accounts: their sockets are closed with 4011 so
-// clients reconnect and resubscribe; after the supervisor restarted the shard, streaming works again.
+// clients reconnect, resume and resubscribe; after the supervisor restarted the shard, streaming works again.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { until } from '../helpers/until.js';
 import { SOCKET_CLOSE } from '../../src/stream/closeCodes.js';
@@ -41,13 +41,15 @@ it('closes with 4011 when the account shard restarts; a new socket streams again
   }, 'a stream to open once the shard is back', 30_000);
   expect(again).toBeDefined();
   clients.push(again!);
-  // The account stream cannot vouch for what the dead shard had in flight: a resume is refused and
-  // the stream continues under a new epoch.
+  // The account stream goes on in its epoch (numbered by the main thread, stored before sent): a
+  // resume recovers, and what the dead shard had in flight comes in the resync inside the stream
+  // (stream-shard-death-resume.test.ts). Before, a new epoch: recovered:false.
   const resumed = await mustOpen(t.url, { id, apiKey: key, heartbeat: '0', since: `${before.epoch}:${before.seq}` });
   clients.push(resumed);
-  await resumed.until((x) => x.of('ORDERS').length >= 1, 10_000, 'the snapshots');
-  expect(resumed.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: false, replayed: 0 } });
-  expect(resumed.of('POSITIONS')[0]!.epoch).not.toBe(before.epoch);
+  await resumed.until((x) => x.of('ORDERS').length >= 1, 10_000, 'the resync pair');
+  expect(resumed.frames[0]).toMatchObject({ type: 'RESUMED', data: { recovered: true } });
+  expect(resumed.of('ORDERS')[0]).toMatchObject({ epoch: before.epoch, data: { snapshot: true } });
+  expect(resumed.of('ORDERS')[0]!.seq).toBeGreaterThan(before.seq);
   again!.send({ action: 'subscribe', symbol: 'BTCUSD' });
   await again!.next('QUOTE', 0);
 });

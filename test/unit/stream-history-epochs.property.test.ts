@@ -1,7 +1,9 @@
 // The /v1/stream account history across epochs on a full DATA_DIR (src/stream/historyWrites.ts,
 // src/stream/accounts.ts, docs/storage.md): under random sequences of account frames, rotations
-// (a rebind, a 4014, a shard restart: AccountStreams.rotate), a stream released (its hold over, its
-// history dropped or the drop waiting for room) then opened again,
+// (a rebind, a 4014: AccountStreams.rotate), a stream released (its hold over, its history dropped
+// or the drop waiting for room) then opened again, the death of the accounts' shard thread (the
+// epoch goes on: the stream opened again on the new thread, or, that failing, its state let go and
+// picked up from the store by the next socket),
 // the alive mark, the disk filling and getting room, the retry, and a crash then a restart on the
 // same database, nothing a restart loads contradicts a
 // frame that was sent: one (epoch, seq) is one frame, whichever run of the gateway sent it; what a
@@ -34,7 +36,8 @@ type Op =
   | { t: 'frame'; accs: number[] }
   | { t: 'rotate'; a: number }
   | { t: 'release'; a: number }
-  | { t: 'mark' } | { t: 'full' } | { t: 'room' } | { t: 'retry' } | { t: 'crash' };
+  | { t: 'mark' } | { t: 'full' } | { t: 'room' } | { t: 'retry' } | { t: 'crash' }
+  | { t: 'shardDies'; reopened: boolean };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ t: fc.constant('frame' as const), accs: fc.subarray([0, 1], { minLength: 1 }) }), weight: 6 },
@@ -45,6 +48,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.constant({ t: 'room' as const }), weight: 2 },
   { arbitrary: fc.constant({ t: 'retry' as const }), weight: 2 },
   { arbitrary: fc.constant({ t: 'crash' as const }), weight: 1 },
+  { arbitrary: fc.record({ t: fc.constant('shardDies' as const), reopened: fc.boolean() }), weight: 2 },
 );
 
 const keyOf = (frame: string) => {
@@ -84,9 +88,14 @@ class Runs {
     const { log, store } = this.d;
     const timers = new ManualScheduler();
     const fullDisk = new FullDisk({ log, retryMs: 1_000 });
+    // The accounts' shard: its thread's death (ShardSet.onDeath), and whether the new thread answers
+    // the stream.open that opens their streams again there (AccountStreams.reopen).
+    const shard = { die: (_shard: number): void => undefined, answers: true };
+    const call = (_id: string, op: string) => op !== 'stream.open' ? Promise.resolve()
+      : shard.answers ? Promise.resolve(OPEN) : Promise.reject(new Error('the new thread did not answer'));
     const deps = {
       config, log, clock, history: store, fullDisk, scheduler: timers, inflight: { draining: false },
-      shards: { shardFor: () => 0, onDeath: () => () => undefined, call: () => Promise.resolve() },
+      shards: { shardFor: () => 0, onDeath: (l: (shard: number) => void) => { shard.die = l; return () => undefined; }, call },
     } as unknown as AccountStreamDeps;
     const streams = new AccountStreams(deps, { shardClock: clock, noteServer: () => undefined } as unknown as Topics, {} as Outbox);
     const w = new HistoryWrites({ log, clock, history: store, fullDisk, scheduler: timers }, {
@@ -106,7 +115,21 @@ class Runs {
     }, this.heldMaxBytes);
     streams.onEpoch = (acc) => w.epochBegun(acc); // as AccountEvents wires them
     const accs = IDS.map((id) => streams.noteOpen(id, OPEN));
-    return { timers, streams, w, accs };
+    return { timers, streams, w, accs, shard };
+  }
+
+  /** The accounts' shard thread dies; the new thread answers the stream.open that opens their
+   *  streams again, or not (then their state goes). Then a socket of each comes back (a state let go
+   *  of is picked up from the store). */
+  async shardDies(reopened: boolean): Promise<void> {
+    const g = this.g;
+    g.shard.answers = reopened;
+    g.shard.die(0);
+    await new Promise((r) => setImmediate(r)); // the reopen's answer
+    IDS.forEach((id, i) => {
+      expect(g.streams.accounts.get(id) === g.accs[i], `${id}: the state stays unless the new thread did not answer`).toBe(reopened);
+      g.accs[i] = g.streams.noteOpen(id, OPEN);
+    });
   }
 
   apply(o: Op): void {
@@ -149,6 +172,8 @@ class Runs {
         this.g = this.boot(); // the waiting frames (never sent) and timers are gone with the process
         this.checkLoad();
         break;
+      case 'shardDies':
+        throw new Error('a shard death waits for the reopen\'s answer: Runs.shardDies');
     }
   }
 
@@ -193,13 +218,16 @@ describe('stream history epochs on a full disk', () => {
     vi.useRealTimers();
   });
 
-  it('a restart never contradicts a frame that was sent (same epoch and seq, same frame), through rotations, overflows and crashes', () => {
+  it('a restart never contradicts a frame that was sent (same epoch and seq, same frame), through rotations, overflows, shard deaths and crashes', async () => {
     const d = database();
-    fc.assert(fc.property(fc.array(op, { minLength: 1, maxLength: 25 }), fc.integer({ min: 700, max: 2_000 }), (ops, heldMaxBytes) => {
+    await fc.assert(fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), fc.integer({ min: 700, max: 2_000 }), async (ops, heldMaxBytes) => {
       d.disk.full = false;
       d.db.exec('DELETE FROM stream_history; DELETE FROM stream_epochs');
       const runs = new Runs(d, heldMaxBytes);
-      for (const o of ops) runs.apply(o);
+      for (const o of ops) {
+        if (o.t === 'shardDies') await runs.shardDies(o.reopened);
+        else runs.apply(o);
+      }
       runs.settle();
     }), {
       numRuns: 1000,
