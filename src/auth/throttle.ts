@@ -1,9 +1,11 @@
 // Failed-auth throttle (SPEC §8): `limit` 401s from one IP within `windowMs` block that IP for
-// `blockMs`. Pure apart from the injected clock. Per-IP state lives in an LRU so a flood of
-// distinct addresses cannot grow memory without bound.
+// `blockMs`. Pure apart from the injected clock. "One IP" is an IPv4 address or an IPv6 /64
+// (throttleKey: a client rotating its IPv6 address within its /64 is still one client). Per-IP
+// state lives in an LRU so a flood of distinct addresses cannot grow memory without bound.
 import type { LRUCache } from 'lru-cache';
 import { boundedCache } from '../util/boundedCache.js';
 import { systemClock, type Clock } from '../util/clock.js';
+import { throttleKey } from '../util/ipAddress.js';
 
 /** Re-exported for the callers that took the clock from here before src/util/clock.ts. */
 export { systemClock, type Clock };
@@ -28,7 +30,8 @@ export class AuthThrottle {
   }
 
   /** Seconds until the block lifts, or 0 when the IP may proceed. */
-  blockedFor(ip: string): number {
+  blockedFor(address: string): number {
+    const ip = throttleKey(address);
     const s = this.ips.peek(ip);
     if (!s || s.blockedUntil === 0) return 0;
     const left = s.blockedUntil - this.clock.now();
@@ -40,7 +43,8 @@ export class AuthThrottle {
   }
 
   /** Records one failed authentication. */
-  fail(ip: string): void {
+  fail(address: string): void {
+    const ip = throttleKey(address);
     const now = this.clock.now();
     let s = this.ips.get(ip);
     if (!s) {

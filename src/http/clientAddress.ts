@@ -51,26 +51,3 @@ export class ClientAddress {
     return `${this.relaySecret} ${address}`;
   }
 }
-
-/**
- * A Node socket address as uWS writes the same address (getRemoteAddressAsText): IPv4 dotted,
- * IPv6 as eight zero-padded groups (`::ffff:1.2.3.4` becomes `0000:…:ffff:0102:0304`), so a client
- * is one key in the throttle whichever listener it came through.
- */
-export function uwsAddressText(address: string): string {
-  if (!address.includes(':')) return address;
-  let text = address;
-  const zone = text.indexOf('%');
-  if (zone >= 0) text = text.slice(0, zone);
-  // An embedded IPv4 tail becomes two groups.
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (v4) {
-    const [a, b, c, d] = v4.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return groups.map((g) => g.padStart(4, '0')).join(':');
-}

@@ -20,7 +20,8 @@ import { apiError, type ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { SHUTDOWN_RETRY_AFTER_S, shuttingDown } from './admission.js';
-import { RELAY_HEADER, uwsAddressText, type ClientAddress } from './clientAddress.js';
+import { RELAY_HEADER, type ClientAddress } from './clientAddress.js';
+import { uwsAddressText } from '../util/ipAddress.js';
 import { tlsFilesOf, type Listener, type TlsFiles } from './listener.js';
 import type { Metrics } from './metrics.js';
 

@@ -159,6 +159,22 @@ describe('failed-auth throttle (SPEC §8)', () => {
     }
   });
 
+  it('IPv6 clients are counted by their /64 (rotating addresses within it does not dodge the block); IPv4 by address', async () => {
+    const proxied = await startTestGateway({ authFailLimit: 3, trustProxy: true });
+    try {
+      const fail = (ip: string) => proxied.req('GET', '/v1/whoami', { headers: { 'x-api-key': 'nope', 'x-forwarded-for': ip } });
+      for (const ip of ['2001:db8:7:1::1', '2001:db8:7:1:aaaa::2', '2001:db8:7:1:ffff:ffff:ffff:ffff']) expect((await fail(ip)).status).toBe(401);
+      const blocked = await fail('2001:db8:7:1::4');
+      expect([blocked.status, blocked.headers.get('retry-after')]).toEqual([429, '600']);
+      // Another /64, and IPv4 neighbours, are other clients.
+      expect((await fail('2001:db8:7:2::1')).status).toBe(401);
+      for (const ip of ['198.51.100.21', '198.51.100.22', '198.51.100.23']) expect((await fail(ip)).status).toBe(401);
+      expect((await fail('::ffff:198.51.100.24')).status).toBe(401);
+    } finally {
+      await proxied.stop();
+    }
+  });
+
   it('x-forwarded-for is ignored unless TRUST_PROXY is set', async () => {
     const plain = await startTestGateway({ authFailLimit: 3 });
     try {
