@@ -44,6 +44,8 @@ export const COMMAND_REACH: ReachTable = {
   'account.upgrade': 'change',
   'account.check': 'broker',
   'account.fault': 'broker',
+  // A login at the broker on a connection of its own: binds nothing.
+  'account.probe': 'broker',
   'account.faults': 'broker',
   'account.faults.clear': 'broker',
   'account.trade': 'trade',

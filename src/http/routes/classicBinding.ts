@@ -138,7 +138,7 @@ export async function bindSeatBroker<R>(
   const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build };
   return withLoginLock(s, input.server, input.user, async () => {
     if (s.tenancyWrites.clustered) {
-      assertNotBoundElsewhere(s, input);
+      await assertNotBoundElsewhere(s, input);
       return (await seatFirst(s, input, createSeat, audit)).created;
     }
     await bindUnlocked(s, input);
@@ -230,7 +230,7 @@ const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused t
 async function boundAccount(
   s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
-  if (bound.customer_id !== b.customerId) inUse(s, b, bound);
+  if (bound.customer_id !== b.customerId) await inUse(s, b, bound);
   const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
   if (stored === undefined) {
     // Sealed with a key since reset (SECRET_KEY_RESET): the broker checks the password (and
@@ -253,26 +253,35 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
 
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when
  *  it is free or bound to it). */
-function assertNotBoundElsewhere(s: Services, b: BindInput): void {
+async function assertNotBoundElsewhere(s: Services, b: BindInput): Promise<void> {
   const bound = new AccountStore(s.db).boundTo(b.server, b.user);
-  if (bound !== undefined && bound.seat_id !== b.accountId) inUse(s, b, bound);
+  if (bound !== undefined && bound.seat_id !== b.accountId) await inUse(s, b, bound);
 }
 
 /**
- * The refusal of a login bound to another account: 409, except that another customer with a wrong
- * password gets the broker's refusal of any login (400), so the 409 tells only someone who holds
- * the password that the login is bound at this gateway (it was an oracle of which logins other
- * customers use). The same customer knows its own logins: 409 whatever the password.
+ * The refusal of a login bound to another account: 409, except that another customer gets the
+ * broker's refusal of any login (400) unless the broker takes its password, so the 409 tells only
+ * someone who holds the password that the login is bound at this gateway (it was an oracle of which
+ * logins other customers use). The password is checked at the broker, on a connection of its own
+ * in the account's shard, as a login bound nowhere is before it is bound: answered at once from the
+ * stored password, the refusal came back sooner than a broker's check, and the time told the same
+ * thing. (A broker that cannot be reached now: the same 400.) The same customer knows its own
+ * logins: 409 whatever the password; the right stored password: 409 without asking the broker.
  */
-function inUse(s: Services, b: Pick<BindInput, 'customerId' | 'password'>, bound: BindingRow): never {
+async function inUse(s: Services, b: Pick<BindInput, 'customerId' | 'password' | 'server' | 'user'>, bound: BindingRow): Promise<never> {
   if (bound.customer_id !== b.customerId) {
     const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
-    if (stored !== undefined && !samePassword(stored, b.password)) throw brokerRefused();
+    if (stored === undefined || !samePassword(stored, b.password)) {
+      const { reached } = await s.shards.call(bound.seat_id, 'account.probe', {
+        accountId: bound.seat_id, server: b.server, login: b.user, passwordEnc: s.secretBox.seal(b.password, bound.seat_id), platform: bound.platform,
+      }, { retryOnRestart: true });
+      if (!reached) throw brokerRefused();
+    }
   }
   throw loginInUse();
 }
 
-function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
-  assertNotBoundElsewhere(s, b);
+async function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {
+  await assertNotBoundElsewhere(s, b);
   return bindBroker(s, b);
 }

@@ -69,6 +69,10 @@ export interface TradeReply {
 declare module '../protocol.js' {
   interface CommandMap {
     'account.bind': { args: BindArgs; result: AccountStatus };
+    /** Tries a login and password at the broker on a connection of its own and binds nothing:
+     *  BROKER_AUTH_FAILED when refused; `reached: false` when the broker cannot be reached now.
+     *  `accountId` routes it (the account the login is bound to) and is the aad of `passwordEnc`. */
+    'account.probe': { args: Pick<BindArgs, 'accountId' | 'server' | 'login' | 'passwordEnc' | 'platform'>; result: { reached: boolean } };
     'account.status': { args: { accountId: string }; result: AccountStatus };
     /** Stops the connection of an account whose seat was removed. */
     'account.remove': { args: { accountId: string }; result: { stopped: boolean } };

@@ -198,6 +198,36 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     }
   };
 
+  /** A connection of their own for credentials to be tried on (an unknown server: 400). */
+  const probeOf = (credentials: BrokerCredentials): BrokerConnection => {
+    try {
+      return broker().factory(credentials);
+    } catch (err) {
+      throw err instanceof BrokerError ? apiError('BAD_REQUEST', err.message) : err;
+    }
+  };
+  /** Logs the probe in and out: the broker's refusal as the API's; false when the broker cannot be reached now. */
+  const tryLogin = async (probe: BrokerConnection): Promise<boolean> => {
+    try {
+      await probe.connect();
+      return true;
+    } catch (err) {
+      if (err instanceof BrokerAuthError) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+      // The broker (a bridge) answered and refused the login's server: as in embedded mode, where
+      // the factory throws for an unknown server, nothing is bound.
+      if (err instanceof BrokerRequestError) throw apiError('BAD_REQUEST', err.message);
+      // Reached, but it speaks another version of the bridge protocol: nothing the caller can fix,
+      // and binding anyway would leave an account that never connects. Bindings made before keep
+      // retrying, so they recover once the operator runs matching releases.
+      if (err instanceof BrokerError && err.code === 'BROKER_PROTOCOL') {
+        throw apiError('TERMINAL_ERROR', `the broker bridge refused this gateway's protocol (${err.message}): run a simulator and a gateway of the same release`);
+      }
+      return false;
+    } finally {
+      await probe.disconnect().catch(() => undefined);
+    }
+  };
+
   const bind = async (a: BindArgs): Promise<AccountStatus> => {
     const password_enc = a.passwordEnc;
     const t = now();
@@ -209,37 +239,15 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     const credentials = credentialsOf(row);
     // Try the credentials on a connection of their own first: a wrong password or an unknown
     // server must not replace a working binding.
-    let probe: BrokerConnection;
-    try {
-      probe = broker().factory(credentials);
-    } catch (err) {
-      throw err instanceof BrokerError ? apiError('BAD_REQUEST', err.message) : err;
-    }
+    const probe = probeOf(credentials);
     let existing = entries.get(a.accountId);
     const sameLogin = existing && existing.credentials.server === a.server && existing.credentials.login === a.login;
     // The same login with another password is tried first too: replacing the binding straight
     // away stored a refused password over the working one (400 to the caller, and every request
     // after it 503 'the broker refused the stored login', restarts included).
     const samePassword = sameLogin && passwordOf(existing!.credentials.password) === passwordOf(credentials.password);
-    if (!samePassword) {
-      try {
-        await probe.connect();
-      } catch (err) {
-        if (err instanceof BrokerAuthError) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
-        // The broker (a bridge) answered and refused the login's server: as in embedded mode, where
-        // the factory throws for an unknown server, nothing is bound.
-        if (err instanceof BrokerRequestError) throw apiError('BAD_REQUEST', err.message);
-        // Reached, but it speaks another version of the bridge protocol: nothing the caller can fix,
-        // and binding anyway would leave an account that never connects. Bindings made before keep
-        // retrying, so they recover once the operator runs matching releases.
-        if (err instanceof BrokerError && err.code === 'BROKER_PROTOCOL') {
-          throw apiError('TERMINAL_ERROR', `the broker bridge refused this gateway's protocol (${err.message}): run a simulator and a gateway of the same release`);
-        }
-        // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
-      } finally {
-        await probe.disconnect().catch(() => undefined);
-      }
-    }
+    // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
+    if (!samePassword) await tryLogin(probe);
     // Known once connected (a bridge learns it from the server's hello). A bridge that could not be
     // reached cannot tell: the given platform (else P5) is taken unverified, and corrected from the
     // server once the account connects (deps.onServer).
@@ -270,6 +278,11 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   return {
     handlers: {
       'account.bind': bind,
+      // The broker's check of a login and password, binding nothing (a login bound to another
+      // customer's account, tried with a password that is not the stored one: classicBinding.ts).
+      'account.probe': async ({ accountId, server, login, passwordEnc, platform }) => ({
+        reached: await tryLogin(probeOf(credentialsOf({ seat_id: accountId, server, login, password_enc: passwordEnc, platform: platform ?? 'P5' }))),
+      }),
       'account.status': ({ accountId }) => status(entryOf(accountId)),
       // Its seat was removed (DELETE /v1/seats/{id}): the broker connection closes; the binding,
       // orders and idempotency records stay as history.
