@@ -104,7 +104,7 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
    *  function and no await (~1 KB of promises and frames an order, issue 19); else `tradeLater`. */
   private trade(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
     const claim = opts?.claim;
-    if (!claim || !this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0) return this.tradeLater(opts, op);
+    if (!claim || !this.claimsAtomically || this.claimsFirst()) return this.tradeLater(opts, op);
     try {
       const acc = this.readyNow();
       const requestId = opts.requestId;
@@ -123,8 +123,9 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
   private async tradeLater(opts: TradeOptions | undefined, op: (acc: SimAccount) => TradeResult): Promise<TradeResult> {
     let claim = opts?.claim;
     // A held reply (injected latency) waits before executing: the claim is committed before the
-    // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record.
-    if (claim && (!this.claimsAtomically || this.sim.faults.latency(this.server.name, this.login) > 0)) {
+    // wait, as through a bridge, so a crash meanwhile leaves a durable 'sent' record. So does a trade
+    // an unknownAfterSend may take: its lost reply then leaves the record 'sent', as a restart would.
+    if (claim && (!this.claimsAtomically || this.claimsFirst())) {
       claim.check();
       claim.write(undefined);
       claim = undefined;
@@ -146,8 +147,13 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
     }
     if (seen) return result;
     if (!claim) await this.host.store.whenDurable();
-    if (fault === 'timeoutAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
+    if (fault === 'timeoutAfterSend' || fault === 'unknownAfterSend') throw new BrokerTimeoutError(true, 'broker reply lost after send (injected fault)', requestId);
     return result;
+  }
+
+  /** The claim goes before the trade, not in its booking's transaction (see tradeLater). */
+  private claimsFirst(): boolean {
+    return this.sim.faults.latency(this.server.name, this.login) > 0 || this.sim.faults.claimsFirst(this.server.name, this.login);
   }
 
   /** Whether the last `book` answered a request id it knew (its first outcome, replayed). Read right
@@ -188,6 +194,7 @@ export class SimBrokerConnection extends SimSession implements BrokerConnection 
 
   async lookupRequest(requestId: string): Promise<RequestLookup | null> {
     await this.ready();
+    if (this.sim.faults.lookupFails(this.server.name, this.login)) throw new BrokerTimeoutError(false, 'the broker cannot be asked about requests now (injected fault: unknownAfterSend)');
     return this.host.store.request(this.server.name, this.login, requestId);
   }
 

@@ -69,7 +69,8 @@ export class TagwError extends Error {
  * 409 IDEMPOTENCY_UNCERTAIN: an earlier attempt with this clientOrderId was sent to the broker and
  * its answer was lost. `final` (the usual kind): the gateway cannot say whether the order exists,
  * and the same id answers 409 for as long as its record lives; a new id could place a second order.
- * Not `final`: right after a gateway restart the broker could not be asked this time; the SDK sends
+ * Not `final`: the order was at the broker when the gateway restarted, or its reply was lost after it
+ * was sent, and the broker could not be asked this time; the SDK sends
  * the same request again after `retryAfter` (as for a 503), so a bot sees this kind only once its
  * tries are used up. What to do is in `nextStep`.
  */

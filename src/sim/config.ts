@@ -57,10 +57,12 @@ export const faultSpecSchema = z.object({
   durationMs: z.number().int().min(0).optional(),
   /** latency: added to every reply. */
   latencyMs: z.number().int().min(0).optional(),
-  /** reject / timeoutAfterSend: affect the next N trade requests... */
+  /** reject / timeoutAfterSend / unknownAfterSend: affect the next N trade requests... */
   count: z.number().int().min(1).optional(),
   /** ...or each trade request with this probability (seeded RNG). */
   probability: z.number().min(0).max(1).optional(),
+  /** unknownAfterSend: how long after a trade it took the broker cannot be asked about it. */
+  lookupFailMs: z.number().int().min(0).optional(),
 });
 export type FaultSpecConfig = z.infer<typeof faultSpecSchema>;
 

@@ -1,12 +1,16 @@
 // Fault injection for benchmark harnesses and tests, per server or per account:
 // connection drops for a duration, added reply latency, trade rejects, "timeout after
-// send" (the trade executes, the reply is lost) and mutes (the session stays up but delivers
+// send" (the trade executes, the reply is lost; with unknownAfterSend the broker then cannot be
+// asked about it for a while either) and mutes (the session stays up but delivers
 // no ticks or candles for a duration). Probabilities use a seeded RNG so a run
 // is reproducible.
 import { Rng } from './hash.js';
 
 /** Every kind, for the schemas that take one (simulator config, HTTP routes). */
-export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'mute'] as const;
+export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'unknownAfterSend', 'mute'] as const;
+/** The kinds that act on trade requests (`count` or `probability` picks which). */
+type TradeFaultKind = 'reject' | 'timeoutAfterSend' | 'unknownAfterSend';
+const isTradeKind = (k: FaultKind): k is TradeFaultKind => k === 'reject' || k === 'timeoutAfterSend' || k === 'unknownAfterSend';
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface FaultSpec {
@@ -19,10 +23,13 @@ export interface FaultSpec {
   readonly durationMs?: number;
   /** latency: added to every reply. */
   readonly latencyMs?: number;
-  /** reject / timeoutAfterSend: the next `count` trade requests... */
+  /** reject / timeoutAfterSend / unknownAfterSend: the next `count` trade requests... */
   readonly count?: number;
   /** ...or each trade request with this probability. */
   readonly probability?: number;
+  /** unknownAfterSend: how long after a trade it took the broker cannot be asked about it
+   *  (`lookupRequest` fails), as a broker that is down right after it executed. */
+  readonly lookupFailMs?: number;
 }
 
 export interface Fault extends FaultSpec {
@@ -30,6 +37,8 @@ export interface Fault extends FaultSpec {
   readonly createdMs: number;
   /** Trades left for count-based faults. */
   remaining?: number;
+  /** unknownAfterSend: lookups fail until then (from its last trade; the fault stays listed until then). */
+  lookupFailUntil?: number;
 }
 
 export type FaultListener = (fault: Fault) => void;
@@ -86,7 +95,7 @@ export class FaultController {
   private expire(): void {
     const now = this.now();
     for (const f of this.faults.values()) {
-      if (over(f, now) || (f.remaining !== undefined && f.remaining <= 0)) this.faults.delete(f.id);
+      if (over(f, now) || spent(f, now)) this.faults.delete(f.id);
     }
   }
 
@@ -128,11 +137,11 @@ export class FaultController {
   }
 
   /** Decide the fate of one trade request: consumes counts and RNG draws. */
-  tradeFault(server: string, login: string): 'reject' | 'timeoutAfterSend' | null {
+  tradeFault(server: string, login: string): TradeFaultKind | null {
     if (this.faults.size === 0) return null;
     const now = this.now();
     for (const f of this.faults.values()) {
-      if ((f.kind !== 'reject' && f.kind !== 'timeoutAfterSend') || !this.matches(f, server, login)) continue;
+      if (!isTradeKind(f.kind) || !this.matches(f, server, login)) continue;
       if (over(f, now)) {
         this.faults.delete(f.id);
         continue;
@@ -140,13 +149,45 @@ export class FaultController {
       if (f.remaining !== undefined) {
         if (f.remaining <= 0) continue;
         f.remaining--;
-        if (f.remaining <= 0) this.faults.delete(f.id);
-        return f.kind;
+        return this.took(f, now);
       }
-      if (f.probability !== undefined && this.rng.next() < f.probability) return f.kind;
+      if (f.probability !== undefined && this.rng.next() < f.probability) return this.took(f, now);
     }
     return null;
   }
+
+  /** A trade request the fault takes: an unknownAfterSend's lookups fail from now on, for its lookupFailMs. */
+  private took(f: Fault, now: number): TradeFaultKind {
+    if (f.kind === 'unknownAfterSend') f.lookupFailUntil = now + (f.lookupFailMs ?? 0);
+    if (spent(f, now)) this.faults.delete(f.id);
+    return f.kind as TradeFaultKind;
+  }
+
+  /** Whether the next trade request of the login may be taken by an unknownAfterSend: its claim is
+   *  then written before the trade (as through a bridge), so a lost reply leaves a durable `sent`. */
+  claimsFirst(server: string, login: string): boolean {
+    if (this.faults.size === 0) return false;
+    for (const f of this.faults.values()) {
+      if (f.kind === 'unknownAfterSend' && this.matches(f, server, login) && (f.remaining === undefined || f.remaining > 0)) return true;
+    }
+    return false;
+  }
+
+  /** Whether the broker cannot be asked about the login's requests now (an unknownAfterSend took one of
+   *  its trades less than lookupFailMs ago, and was not cleared). */
+  lookupFails(server: string, login: string): boolean {
+    if (this.faults.size === 0) return false;
+    const now = this.now();
+    for (const f of this.faults.values()) {
+      if (f.kind === 'unknownAfterSend' && this.matches(f, server, login) && !over(f, now) && (f.lookupFailUntil ?? 0) > now) return true;
+    }
+    return false;
+  }
+}
+
+/** A count-based fault with no trade left to take, and no lookup failure left to give. */
+function spent(f: Fault, now: number): boolean {
+  return f.remaining !== undefined && f.remaining <= 0 && !((f.lookupFailUntil ?? 0) > now);
 }
 
 /** Whether a fault has run its course at `now`: a drop or mute `durationMs` after it was set (none:

@@ -37,6 +37,18 @@ describe('simulator fault injection over HTTP', () => {
     expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'drop' } })).status).toBe(400);
     expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'explode', durationMs: 5 } })).status).toBe(400);
     expect((await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body: { kind: 'reject' } })).status).toBe(400);
+    // unknownAfterSend: which trades (count or probability) and how long the broker cannot be asked.
+    const bad = async (body: object, says: RegExp) => {
+      const r = await t.req('POST', `/v1/accounts/${account}/faults`, { ...h, body });
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body).toMatchObject({ error: 'BAD_REQUEST' });
+      expect(r.body.message).toMatch(says);
+    };
+    await bad({ kind: 'unknownAfterSend', lookupFailMs: 1000 }, /needs 'count' or 'probability'/);
+    await bad({ kind: 'unknownAfterSend', count: 1 }, /lookupFailMs.*required/);
+    await bad({ kind: 'unknownAfterSend', count: 1, lookupFailMs: 0 }, /lookupFailMs/);
+    await bad({ kind: 'reject', count: 1, lookupFailMs: 1000 }, /lookupFailMs.*only for unknownAfterSend/);
+    await bad({ kind: 'unknownAfterSend', count: 1, lookupFailMs: '1000' }, /lookupFailMs/);
   });
 
   it('a server-wide drop takes the connection down, and it comes back', async () => {

@@ -8,7 +8,7 @@ describe('fault call types', () => {
   it('bodies and answers of accounts.addFault and sim.*', () => {
     type AddAccountFault = TagwClient['accounts']['addFault'];
     type AddSimFault = TagwClient['sim']['addFault'];
-    expectTypeOf<Parameters<AddAccountFault>[1]['kind']>().toEqualTypeOf<'drop' | 'latency' | 'reject' | 'timeoutAfterSend' | 'mute'>();
+    expectTypeOf<Parameters<AddAccountFault>[1]['kind']>().toEqualTypeOf<'drop' | 'latency' | 'reject' | 'timeoutAfterSend' | 'unknownAfterSend' | 'mute'>();
     expectTypeOf<Awaited<ReturnType<AddSimFault>>['shards']>().toEqualTypeOf<number>();
     expectTypeOf<Awaited<ReturnType<AddAccountFault>>['id']>().toEqualTypeOf<number>();
     expectTypeOf<Awaited<ReturnType<TagwClient['sim']['listFaults']>>['faults'][number]['shard']>().toEqualTypeOf<number>();

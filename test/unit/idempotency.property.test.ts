@@ -23,7 +23,10 @@ import { openDb, type Db } from '../../src/store/db.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { systemClock } from '../../src/util/clock.js';
 
-type Fault = 'none' | 'reject' | 'timeoutFound' | 'timeoutLost' | 'hang';
+// timeoutFound: the reply is lost, the broker's lookup finds the order. timeoutLost: the reply is
+// lost and the lookup fails (the broker cannot be asked then; it can later). timeoutUnknown: the
+// reply is lost and the broker does not know the request (a bridge's broker that never logged it).
+type Fault = 'none' | 'reject' | 'timeoutFound' | 'timeoutLost' | 'timeoutUnknown' | 'hang';
 
 /** The upstream: survives "shard kills". Counts every order it executed per request id. */
 class FakeBroker {
@@ -67,8 +70,8 @@ class FakeBroker {
             },
           };
         broker.executed.set(id, (broker.executed.get(id) ?? 0) + 1);
-        broker.results.set(requestId, { requestId, timeMsc: 1, result });
-        if (fault === 'timeoutFound' || fault === 'timeoutLost') {
+        if (fault !== 'timeoutUnknown') broker.results.set(requestId, { requestId, timeMsc: 1, result });
+        if (fault === 'timeoutFound' || fault === 'timeoutLost' || fault === 'timeoutUnknown') {
           if (fault === 'timeoutLost') broker.lookupFails = true;
           throw new BrokerTimeoutError(true);
         }
@@ -171,7 +174,16 @@ describe('idempotent OrderSend (host level)', () => {
     expect(JSON.parse(r.json)).toMatchObject({ error: 'TRADE_REQUEST_ERROR', reason: 'NO_MONEY' });
     expect(await h.send('r', 0.1)).toEqual({ ...r, replay: true });
 
+    // The broker cannot be asked after the lost reply: not known yet (409, not final, retry-after),
+    // and the same id asks again: the order's result, replayed. Before, it was 409 final for 24 h.
     h.broker.nextFault = 'timeoutLost';
+    const notYet = await h.send('l', 0.1).catch((e: unknown) => e);
+    expect(notYet).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', details: { final: false, retryAfterMs: 1000 }, headers: { 'retry-after': '1' } });
+    const asked = await h.send('l', 0.1);
+    expect(asked).toMatchObject({ status: 200, replay: true });
+    expect(await h.send('l', 0.1)).toEqual(asked);
+
+    h.broker.nextFault = 'timeoutUnknown';
     await expect(h.send('u', 0.1)).rejects.toMatchObject({ code: 'TERMINAL_ERROR' });
     // Final: the same id answers this for as long as its record lives (no retry-after).
     const final = await h.send('u', 0.1).catch((e: unknown) => e);
@@ -234,7 +246,7 @@ describe('idempotent OrderSend (host level)', () => {
         t: fc.constant('send' as const),
         id: fc.constantFrom('a', 'b', 'c'),
         v: fc.constantFrom(0.1, 0.2),
-        fault: fc.constantFrom<Fault>('none', 'none', 'reject', 'timeoutFound', 'timeoutLost', 'hang'),
+        fault: fc.constantFrom<Fault>('none', 'none', 'reject', 'timeoutFound', 'timeoutLost', 'timeoutUnknown', 'hang'),
         copies: fc.integer({ min: 1, max: 3 }),
       }),
       fc.record({ t: fc.constant('kill' as const) }),
@@ -274,6 +286,8 @@ describe('idempotent OrderSend (host level)', () => {
               await new Promise((r) => setImmediate(r));
               continue;
             }
+            // A reply lost and its broker not asked: 409 (not final) until a later request asks.
+            if (fresh && s.fault === 'timeoutLost') m.uncertain = true;
             const outs = await Promise.all(runs);
             for (const o of outs) {
               if (o.kind === 'error') {
@@ -283,7 +297,7 @@ describe('idempotent OrderSend (host level)', () => {
                   expect(m.uncertain).toBe(true);
                 } else {
                   // Only the attempt that actually lost its reply may fail otherwise.
-                  expect(fresh && s.fault === 'timeoutLost' && o.code === 'TERMINAL_ERROR').toBe(true);
+                  expect(fresh && s.fault === 'timeoutUnknown' && o.code === 'TERMINAL_ERROR').toBe(true);
                   m.uncertain = true;
                 }
               } else {

@@ -16,11 +16,13 @@ import { ownedSeat } from './provisioning.js';
 
 const FaultFields = {
   kind: z.enum(FAULT_KINDS)
-    .describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend: trade requests; mute: connected, but no ticks or candles'),
+    .describe('drop: connection outage; latency: added to every reply; reject / timeoutAfterSend / unknownAfterSend: trade requests; mute: connected, but no ticks or candles'),
   durationMs: z.number().int().min(1).max(3_600_000).optional().describe('drop: outage length; mute: how long no market data arrives; latency, reject, timeoutAfterSend: optional, when they end (without it: until cleared or their count is used up)'),
   latencyMs: z.number().int().min(1).max(60_000).optional().describe('latency: added per reply'),
-  count: z.number().int().min(1).max(1_000_000).optional().describe('reject / timeoutAfterSend: the next N trade requests'),
-  probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend: each trade request with this probability'),
+  count: z.number().int().min(1).max(1_000_000).optional().describe('reject / timeoutAfterSend / unknownAfterSend: the next N trade requests'),
+  probability: z.number().min(0).max(1).optional().describe('reject / timeoutAfterSend / unknownAfterSend: each trade request with this probability'),
+  lookupFailMs: z.number().int().min(1).max(3_600_000).optional()
+    .describe('unknownAfterSend (required, and for it only): how long after a trade it took the broker cannot be asked about it; the same clientOrderId answers 409 IDEMPOTENCY_UNCERTAIN final:false meanwhile'),
 };
 
 /** The bodies and answers of the fault routes (the SDK's types come from these). */
@@ -31,24 +33,27 @@ export const AccountFaultList = z.object({
   faults: z.array(z.object({
     id: z.number(), kind: z.string(), createdMs: z.number().describe('when it was set (UTC epoch ms)'),
     durationMs: z.number().optional(), latencyMs: z.number().optional(), count: z.number().optional(), probability: z.number().optional(),
-    remaining: z.number().optional().describe('reject / timeoutAfterSend with a count: trade requests it still takes'),
+    remaining: z.number().optional().describe('reject / timeoutAfterSend / unknownAfterSend with a count: trade requests it still takes'),
+    lookupFailMs: z.number().optional(), lookupFailUntil: z.number().optional().describe('unknownAfterSend: lookups fail until then (UTC epoch ms)'),
   })).describe("the faults set on this account's login; the operator's server-wide ones are not listed"),
 });
 export const SimFaultBody = z.object({ server: z.string().min(1), login: z.string().min(1).optional(), ...FaultFields }).strict();
 export const SimFaultReply = z.object({ server: z.string(), kind: z.string(), shards: z.number() });
 export const SimFaultList = z.object({ faults: z.array(z.object({ shard: z.number(), id: z.number(), server: z.string(), kind: z.string() }).passthrough()) });
 
-type FaultBody = { kind: FaultKind; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined };
+type FaultBody = { kind: FaultKind; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined; lookupFailMs?: number | undefined };
 
 function checked(b: FaultBody) {
   if ((b.kind === 'drop' || b.kind === 'mute') && b.durationMs === undefined) throw apiError('BAD_REQUEST', `body field 'durationMs': required for a ${b.kind}`);
   if (b.kind === 'latency' && b.latencyMs === undefined) throw apiError('BAD_REQUEST', "body field 'latencyMs': required for latency");
-  if ((b.kind === 'reject' || b.kind === 'timeoutAfterSend') && b.count === undefined && b.probability === undefined) {
+  if ((b.kind === 'reject' || b.kind === 'timeoutAfterSend' || b.kind === 'unknownAfterSend') && b.count === undefined && b.probability === undefined) {
     throw apiError('BAD_REQUEST', `body: ${b.kind} needs 'count' or 'probability'`);
   }
+  if (b.kind === 'unknownAfterSend' && b.lookupFailMs === undefined) throw apiError('BAD_REQUEST', "body field 'lookupFailMs': required for unknownAfterSend");
+  if (b.kind !== 'unknownAfterSend' && b.lookupFailMs !== undefined) throw apiError('BAD_REQUEST', `body field 'lookupFailMs': only for unknownAfterSend, not ${b.kind}`);
   const out: Record<string, unknown> = { kind: b.kind };
-  for (const k of ['durationMs', 'latencyMs', 'count', 'probability'] as const) if (b[k] !== undefined) out[k] = b[k];
-  return out as { kind: FaultBody['kind']; durationMs?: number; latencyMs?: number; count?: number; probability?: number };
+  for (const k of ['durationMs', 'latencyMs', 'count', 'probability', 'lookupFailMs'] as const) if (b[k] !== undefined) out[k] = b[k];
+  return out as { kind: FaultBody['kind']; durationMs?: number; latencyMs?: number; count?: number; probability?: number; lookupFailMs?: number };
 }
 
 export function faultRoutes(s: Services): AnyRoute[] {

@@ -56,6 +56,7 @@ export interface FaultArgs {
   latencyMs?: number;
   count?: number;
   probability?: number;
+  lookupFailMs?: number;
 }
 
 export interface TradeReply {

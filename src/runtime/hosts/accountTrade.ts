@@ -10,8 +10,8 @@ import type { TradeReply } from './accountCommands.js';
 import type { TradeOp } from '../../market/orderSchemas.js';
 import type { AccountEntry, Lease } from './accountEntry.js';
 import { brokerFailure } from '../brokerFailures.js';
-import { answer, assertClientOrderId, brokerRequestId, execute, notSentError, paramsHash, prepare, sendFailed, type Prepared } from './tradeRequest.js';
-import { HeldOutcome, RecordClaim, RecordExistsError, replyOf, stoppedError, tradeReply, UnclaimedError, type Outcome } from './recordClaim.js';
+import { answer, assertClientOrderId, brokerRequestId, execute, NotAskedError, notSentError, paramsHash, prepare, sendFailed, uncertainForNowError, type Prepared } from './tradeRequest.js';
+import { HeldOutcome, RecordClaim, RecordExistsError, replyOf, stoppedError, tradeReply, UnclaimedError, type Outcome, type RecordEvent } from './recordClaim.js';
 import { TradeRecords, type IdemSnapshot, type Rec } from './tradeRecords.js';
 
 export { answer, brokerRequestId, CLIENT_ORDER_ID, paramsHash, prepare } from './tradeRequest.js';
@@ -26,7 +26,7 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
  * us): it never executed and never will, so the id is freed (`notExecuted`) and a retry sends the order,
  * instead of 24 h of 409 for an order that certainly does not exist.
  */
-export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: boolean): Outcome {
+export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: boolean): RecordEvent {
   if (found) return { type: 'done', result: answer(found.result) };
   return brokerInProcess ? { type: 'notExecuted' } : { type: 'lost' };
 }
@@ -35,7 +35,6 @@ export function recoveredOutcome(found: RequestLookup | null, brokerInProcess: b
 // this for as long as its record lives: look for the order, then use a new id) or not (the broker
 // could not be asked this time: the same request again after retryAfterMs gets the real answer).
 const UNCERTAIN_FINAL = { details: { final: true } } as const;
-const UNCERTAIN_FOR_NOW = { details: { final: false, retryAfterMs: 1_000 }, headers: { 'retry-after': '1' } };
 
 /** The trade path over the records: a request with a new id claimed and sent (the usual order
  *  claimed and booked atomically, with no async function of its own), one with a known id answered
@@ -78,7 +77,7 @@ export class TradeDesk extends TradeRecords {
         }
       } catch (err) {
         this.log.warn('cannot ask the broker about an order sent before a restart', { err });
-        throw apiError('IDEMPOTENCY_UNCERTAIN', 'the outcome of an earlier request with this clientOrderId is not known yet (the gateway restarted while it was at the broker, and the broker cannot be asked now): retry this request shortly', UNCERTAIN_FOR_NOW);
+        throw uncertainForNowError('the outcome of an earlier request with this clientOrderId is not known yet (it was at the broker when the gateway restarted or its reply was lost, and the broker cannot be asked now): retry this request shortly');
       }
       if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(recoveredOutcome(found, inProcess));
     } finally {
@@ -189,7 +188,7 @@ export class TradeDesk extends TradeRecords {
         });
         execute(prep, lease, brokerRequestId(entry.accountId, clientOrderId, rec.actor.getSnapshot().context.expiresAt)).then(answer).then(
           (result) => this.outcome(rec, { type: 'done', result }),
-          (err: unknown) => this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err),
+          (err: unknown) => (err instanceof NotAskedError ? this.leaveForRecovery(rec, err) : this.outcome(rec, err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' }, err)),
         );
         ev = await outcome;
       }
@@ -250,11 +249,33 @@ export class TradeDesk extends TradeRecords {
     return held.take();
   }
 
+  /**
+   * Sent, its reply lost, and the broker could not be asked (NotAskedError): the record is left as a
+   * restart leaves one, its row `sent`, and let go from memory. The next request with its id restores
+   * it `recovering` from the row (its claim finds the row) and asks the broker then: the order's
+   * result once it can, 409 `final: false` while it cannot (`recover`). Before, such a record was
+   * `uncertain`: 409 `final: true` for 24 h for an order the broker could have told about a moment later.
+   */
+  private leaveForRecovery(rec: Rec, err: NotAskedError): void {
+    const reply = rec.reply;
+    rec.reply = undefined;
+    this.log.warn('order outcome not known yet: reply lost after send, and the broker cannot be asked now', { err: err.cause });
+    if (this.records.get(rec.key) === rec) this.records.delete(rec.key);
+    rec.evicted = true;
+    rec.actor.stop();
+    this.idle(rec);
+    reply?.resolve({ type: 'notAsked' });
+  }
+
   /** The atomic send failed: unclaimed (nothing recorded or executed), not sent, or lost. */
   private notBooked(rec: Rec, held: HeldOutcome, claim: RecordClaim, err: unknown): Outcome {
     if (!claim.checked) {
       rec.reply = undefined;
       throw new UnclaimedError(err);
+    }
+    if (err instanceof NotAskedError && rec.actor.getSnapshot().matches('sent')) {
+      this.leaveForRecovery(rec, err);
+      return held.take();
     }
     const ev: Outcome = err instanceof NotSentError ? { type: 'failed' } : { type: 'lost' };
     if (ev.type === 'lost') {

@@ -10,11 +10,15 @@ import { apiError } from '../../errors.js';
 import type { TradeResult } from '../../market/orders.js';
 import type { IdempotencyStore } from '../../store/idempotency.js';
 import type { TradeReply } from './accountCommands.js';
-import { answer, lostError, notSentError } from './tradeRequest.js';
+import { answer, lostError, notAskedError, notSentError } from './tradeRequest.js';
 
 /** A record's machine: an xstate actor, or for a fresh claim its plain twin (actors/idempotencyFresh.ts). */
 export type IdemActor = Actor<typeof idempotencyMachine> | FreshRecord;
-export type Outcome = Exclude<IdempotencyEvent, { type: 'send' }>;
+/** A claim's outcome: the machine's (done, failed, lost), or `notAsked` (TradeDesk.leaveForRecovery:
+ *  the record is left to be restored `recovering`, and the machine takes no event). */
+export type Outcome = RecordEvent | { type: 'notAsked' };
+/** The outcomes the record's machine takes. */
+export type RecordEvent = Exclude<IdempotencyEvent, { type: 'send' }>;
 
 /** A durable record exists for the id: settled records live on disk only, not in memory. */
 export class RecordExistsError extends Error {}
@@ -40,6 +44,7 @@ export const tradeReply = (r: StoredResult, replay: boolean): TradeReply => ({ s
 export function replyOf(ev: Outcome): TradeReply {
   if (ev.type === 'done') return tradeReply(ev.result, false);
   if (ev.type === 'lost') throw lostError();
+  if (ev.type === 'notAsked') throw notAskedError();
   throw notSentError();
 }
 

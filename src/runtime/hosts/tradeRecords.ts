@@ -11,7 +11,7 @@ import { FULL_DISK_RETRY_MS, FullDisk } from '../../store/fullDisk.js';
 import { HeldWrites } from '../../store/heldWrites.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import { KeyedTable } from '../../util/keyedTable.js';
-import { RecordExistsError, stoppedError, type IdemActor, type Outcome } from './recordClaim.js';
+import { RecordExistsError, stoppedError, type IdemActor, type Outcome, type RecordEvent } from './recordClaim.js';
 
 export type IdemSnapshot = ReturnType<Actor<typeof idempotencyMachine>['getSnapshot']> | FreshRecord;
 
@@ -54,7 +54,7 @@ export abstract class TradeRecords {
   // error; without an error observer xstate would rethrow it from a timer and kill the shard.
   private readonly observer;
   /** Outcomes known but not yet given to their records (see `outcome`). */
-  private queue: [Rec, Outcome][] = [];
+  private queue: [Rec, RecordEvent][] = [];
   private flushQueued = false;
   /** In `flush`: the machine's outcome writes are left to `write` (one commit, kept and retried on a full disk). */
   private deferring = false;
@@ -197,7 +197,7 @@ export abstract class TradeRecords {
    * result. A crash in between leaves the durable row 'sent', which rehydrates as 'uncertain'
    * (a retry answers 409, never a second order).
    */
-  protected outcome(rec: Rec, ev: Outcome, err?: unknown): void {
+  protected outcome(rec: Rec, ev: RecordEvent, err?: unknown): void {
     const reply = rec.reply;
     if (!reply) return; // the host stopped meanwhile: its requests were failed already
     rec.reply = undefined;

@@ -115,12 +115,26 @@ export async function execute(prep: Prepared, lease: Lease, requestId: string, c
   }
 }
 
+/** Sent, its reply lost, and the broker could not be asked about it (its lookup failed): not known
+ *  to be lost, only not known yet. The record is left as a restart leaves one (TradeDesk). */
+export class NotAskedError extends Error {
+  constructor(override readonly cause: unknown) {
+    super('broker reply lost after send, and the broker cannot be asked about it now');
+  }
+}
+
 /** What `execute` makes of a failed send (the lease still held): not sent (NotSentError), the
- *  result the broker looked up after a lost reply, or the failure itself (thrown). */
+ *  result the broker looked up after a lost reply, not asked (NotAskedError: the lookup failed), or
+ *  the failure itself (thrown: the broker does not know the request). */
 export async function sendFailed(err: unknown, lease: Lease, requestId: string): Promise<TradeResult> {
   if (err instanceof BrokerDisconnectedError || (err instanceof BrokerTimeoutError && !err.sent)) throw new NotSentError(err.message);
   if (err instanceof BrokerTimeoutError) {
-    const found = await lease.conn.lookupRequest(requestId).catch(() => null);
+    let found: Awaited<ReturnType<typeof lease.conn.lookupRequest>>;
+    try {
+      found = await lease.conn.lookupRequest(requestId);
+    } catch (lookupErr) {
+      throw new NotAskedError(lookupErr);
+    }
     if (found) return found.result;
   }
   throw err;
@@ -136,6 +150,11 @@ export function assertClientOrderId(clientOrderId: string): void {
   }
 }
 
+/** 409 for this attempt only (`final: false`): an earlier request with the id is at the broker, which
+ *  cannot be asked about it now; the same request again after retryAfterMs gets the real answer. */
+export const uncertainForNowError = (message: string) =>
+  apiError('IDEMPOTENCY_UNCERTAIN', message, { details: { final: false, retryAfterMs: 1_000 }, headers: { 'retry-after': '1' } });
+export const notAskedError = () => uncertainForNowError('the order was sent and its reply lost, and the broker cannot be asked about it now: send this request again (the same clientOrderId) shortly; never with a new id');
 export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
 export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
 /** Cluster mode's lost reply: a retry (on whichever node owns the account then) asks the broker by
