@@ -48,6 +48,24 @@ async function buy(id: string): Promise<void> {
   expect(r.status, r.text).toBe(200);
 }
 
+/**
+ * A client's resume while the account's shard is down: its socket waits for the new thread. Each start
+ * of the thread that crashes is a death too, and closes it 4011 again (docs/stream.md): it reconnects
+ * with the same position, as a client does, until it is answered. `meanwhile` runs once the first
+ * socket is open (the test lets the shard start then).
+ */
+async function resume(id: string, since: string, meanwhile: () => void): Promise<StreamClient> {
+  let first = true;
+  for (;;) {
+    const c = await open(id, { since });
+    if (first) meanwhile();
+    first = false;
+    await c.until((x) => x.frames.length > 0 || x.closed, 30_000, 'RESUMED, or a close');
+    if (c.frames.length > 0) return c;
+    expect(c.closed).toEqual({ code: SOCKET_CLOSE.RUNTIME_RESTARTED.code, reason: SOCKET_CLOSE.RUNTIME_RESTARTED.reason });
+  }
+}
+
 /** The resync pair inside the stream: POSITIONS then ORDERS, snapshot:true, consecutive seqs. */
 function resyncPair(c: StreamClient): Frame | undefined {
   const acc = accountFrames(c);
@@ -87,8 +105,7 @@ it('a client resumes across its shard\'s death (kept down a while, a deal made a
   await direct.disconnect();
 
   // The client reconnects at once: its socket waits for the new thread, then is answered.
-  const back = await open(id, { since: `${snapshot.epoch}:${snapshot.seq}` });
-  allowShardUp(t, shard);
+  const back = await resume(id, `${snapshot.epoch}:${snapshot.seq}`, () => allowShardUp(t, shard));
   await back.until((x) => x.frames.length >= 1 + (x.frames[0]?.data.replayed ?? 0), 20_000, 'the replay');
   expect(back.frames[0]).toEqual({ type: 'RESUMED', data: { recovered: true, replayed: missed.length } });
   expect(back.frames.slice(1, 1 + missed.length)).toEqual(missed);
