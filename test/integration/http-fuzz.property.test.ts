@@ -17,10 +17,8 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, type ErrorCode } from '../../src/errors.js';
 import { CLIENT_MESSAGE_MAX_BYTES } from '../../src/stream/closeCodes.js';
-import { buildOpenApi } from '../../src/http/openapi.js';
-import { API_VERSION } from '../../src/http/routes/ops.js';
 import { createLogger } from '../../src/log.js';
-import { mgmt, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
+import { mgmt, openApiOf, startTestGateway, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { BINARY_UNIT, hostileString, jsonHostile, NOT_UUID, NUMERIC_EDGE, RAW_ESCAPES, sometimes } from '../helpers/hostileValues.js';
 import { checkResponse } from '../helpers/openapiCheck.js';
 import { until } from '../helpers/until.js';
@@ -75,7 +73,8 @@ beforeAll(async () => {
   const c4 = await t.req('POST', '/v1/connect', { headers: mgmt(t.managementKey), body: { brokerAccountId: victimSeat } });
   expect(c4.status, c4.text).toBe(200);
   handleP4 = c4.body.handle;
-  doc = buildOpenApi(t.gw.routes, API_VERSION) as Json;
+  // The document (and its checker's compiled validators) the request helper already built for this route table.
+  doc = openApiOf(t.gw.routes) as Json;
   ops = operations(doc);
 }, 30_000);
 
