@@ -9,12 +9,11 @@
 // the same DATA_DIR, time until it listens, until the last account answers /GetQuote, and until every
 // account is connected again (restored in the background). The gateway runs as its
 // own process (as an operator runs it), so its RSS and CPU are its own.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Histogram } from './lib/histogram.js';
-import { loaderArgs, moduleBeside } from './lib/launch.js';
+import { cpuSeconds, gatewayEntry, rssBytes, rssParts, spawnGateway, threadHeaps } from './lib/gatewayProcess.js';
 import { watchHost } from './lib/hostFacts.js';
 
 const machineFacts = watchHost();
@@ -38,45 +37,10 @@ const settleMs = Number(arg('settle-ms', '150000'));
 const SETTLED_USED = 0.9;
 const SETTLED_RESERVE = 1.25;
 const MK = 'bench-scale-management-key-0123456789';
-// Run from `npm run bench`'s build (dist-bench/bench/scale.js) or from bench/scale.ts through tsx.
-const built = !import.meta.url.endsWith('.ts');
-const ROOT = join(import.meta.dirname, ...(built ? ['..', '..'] : ['..']));
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-scale-'));
-
-interface Gateway { child: ChildProcess; url: string; exited: Promise<void> }
-
-// As an operator runs it (`npm start`): tsc's build, the one `npm run bench` made beside this module
-// (dist-bench/src/main.js), or dist/ compiled here when this bench runs from its source. `--source`
-// runs src/ through tsx instead, which compiles at every start (seconds of the cold start) and names
-// every function it compiles (~2 KiB more per idle account).
-const fromSource = process.argv.includes('--source');
-if (!fromSource && !built) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
-const sourceMain = join(ROOT, 'src', 'main.ts');
-const entry = fromSource ? [...loaderArgs(sourceMain), sourceMain]
-  : [built ? moduleBeside('../src/main.ts', import.meta.url) : join(ROOT, 'dist', 'src', 'main.js')];
-
-async function startGateway(): Promise<Gateway & { listenMs: number }> {
-  const t0 = performance.now();
-  const child = spawn(process.execPath, entry, {
-    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, GATEWAY_MANAGEMENT_KEY: MK, LOG_LEVEL: 'info',
-      KEY_REQUESTS_PER_SEC: '10000000', KEY_ORDERS_PER_SEC: '10000000', ...(shards ? { SHARDS: shards } : {}) },
-  });
-  let out = '';
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /"msg":"gateway listening","url":"([^"]+)"/.exec(out);
-      if (m) resolve(m[1]!);
-      if (out.length > 1_000_000) out = out.slice(-10_000);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    void exited.then(() => reject(new Error(`gateway exited before listening:\n${out.slice(-2000)}`)));
-  });
-  return { child, url, exited, listenMs: performance.now() - t0 };
-}
+const at = gatewayEntry(import.meta.url);
+const startGateway = () => spawnGateway(at, { PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, GATEWAY_MANAGEMENT_KEY: MK,
+  KEY_REQUESTS_PER_SEC: '10000000', KEY_ORDERS_PER_SEC: '10000000', ...(shards ? { SHARDS: shards } : {}) });
 
 async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown) {
   const r = await fetch(`${base}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body: JSON.stringify(body) } : {}) });
@@ -84,20 +48,6 @@ async function call(base: string, method: string, path: string, headers: Record<
   if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
   return json;
 }
-
-/** Resident set of the gateway process (main and shard threads share it). */
-const rssBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
-/** Its parts (MiB): anonymous memory (heaps, malloc), file pages, shared memory (SQLite's WAL index). */
-const rssParts = (pid: number) => {
-  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const mib = (k: string) => Math.round(Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(st)?.[1] ?? 0) / 1024);
-  return { anon: mib('RssAnon'), file: mib('RssFile'), shmem: mib('RssShmem') };
-};
-/** CPU seconds the process used so far (user + system). */
-const cpuSeconds = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
 
 let gw = await startGateway();
 const pid = () => gw.child.pid!;
@@ -146,8 +96,8 @@ async function allConnected(n: number): Promise<number | null> {
   return null;
 }
 /** Each thread's V8 heap (MiB), in use or reserved, as the gateway's last 5 s snapshot has it. */
-const heapMiB = (text: string, which: 'used' | 'total') => Object.fromEntries([...text.matchAll(new RegExp(`tagw_thread_heap_${which}_bytes\\{thread="([^"]+)"\\} (\\d+)`, 'g'))]
-  .map((m) => [m[1]!, Math.round(Number(m[2]) / 1048576 * 10) / 10]));
+const heapMiB = (text: string, which: 'used' | 'total') => Object.fromEntries(Object.entries(threadHeaps(text, which))
+  .map(([t, b]) => [t, Math.round(b / 1048576 * 10) / 10]));
 /** The process's CPU, as % of one core, over `ms` with no requests (after 2 s of rest). */
 async function idleCpu(ms: number): Promise<number> {
   await new Promise((r) => setTimeout(r, 2000));
@@ -241,7 +191,7 @@ const rssPerAccountKiB = perAccountKiB(first.rssMiB, lastStep.rssMiB);
 const q = quoteHist.summary();
 const summary = {
   bench: 'scale',
-  build: fromSource ? 'src (tsx)' : built ? 'dist-bench' : 'dist',
+  build: at.build,
   sizes,
   steps,
   // The cost of a creation must not grow with the accounts there: last thousand of the last step against the first thousand of the first.
