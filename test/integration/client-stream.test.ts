@@ -39,6 +39,20 @@ describe('stream', () => {
     expect(types).toContain('SUBSCRIBED');
   });
 
+  it('timeframes in minutes, as the subscribe message takes them: the subscription names them, candles come', async () => {
+    let subscribed: string[] | undefined;
+    let candle: string | undefined;
+    for await (const f of client.stream(id, { symbols: ['BTCUSD'], timeframes: [1, 'h1'] })) {
+      if (f.type === 'SUBSCRIBED') subscribed = f.data.timeframes;
+      if (f.type === 'CANDLE') {
+        candle = f.data.timeframe;
+        break;
+      }
+    }
+    expect(subscribed?.slice().sort()).toEqual(['H1', 'M1']);
+    expect(['M1', 'H1']).toContain(candle);
+  });
+
   it('TRADE frames: each deal once, in the order of /OrderHistory', async () => {
     const s = client.stream(id);
     const trades: TradeDeal[] = [];
