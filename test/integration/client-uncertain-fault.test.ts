@@ -25,11 +25,15 @@ afterAll(async () => {
 const positions = async () => (await new TagwClient({ baseUrl: g.url, apiKey: key }).account(id).OpenedOrdersTickets()) as number[];
 
 describe('unknownAfterSend: the order executes, its reply is lost, the broker cannot be asked for lookupFailMs', () => {
-  it('over raw HTTP: 409 final:false with retry-after while the broker cannot be asked, then the one order, replayed', async () => {
+  it('over raw HTTP: 500 to the first request, 409 final:false with retry-after to the same id while the broker cannot be asked, then the one order, replayed', async () => {
     const before = await positions();
     await mgmt.accounts.addFault(id, { kind: 'unknownAfterSend', count: 1, lookupFailMs: 60_000 });
     const url = `${g.url}/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=raw-unknown-1`;
     const send = () => fetch(url, { headers: { 'x-api-key': key } });
+    const first = await send();
+    expect(first.status).toBe(500);
+    expect(first.headers.get('retry-after')).toBe('1');
+    expect(await first.json()).toMatchObject({ error: 'TERMINAL_ERROR', message: expect.stringContaining('same clientOrderId') });
     for (let i = 0; i < 2; i++) {
       const r = await send();
       expect(r.status).toBe(409);

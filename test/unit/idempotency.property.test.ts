@@ -80,7 +80,7 @@ class FakeBroker {
       },
       async lookupRequest(id: string) {
         if (broker.lookupFails) {
-          broker.lookupFails = false;
+          if (--broker.lookupFailsFor <= 0) broker.lookupFails = false;
           throw new Error('lookup unavailable');
         }
         return broker.results.get(id) ?? null;
@@ -89,6 +89,8 @@ class FakeBroker {
     return conn as unknown as BrokerConnection;
   }
   lookupFails = false;
+  /** Lookups that fail, once lookupFails is set (then it is cleared). */
+  lookupFailsFor = 1;
 }
 
 const dirs: string[] = [];
@@ -174,9 +176,14 @@ describe('idempotent OrderSend (host level)', () => {
     expect(JSON.parse(r.json)).toMatchObject({ error: 'TRADE_REQUEST_ERROR', reason: 'NO_MONEY' });
     expect(await h.send('r', 0.1)).toEqual({ ...r, replay: true });
 
-    // The broker cannot be asked after the lost reply: not known yet (409, not final, retry-after),
-    // and the same id asks again: the order's result, replayed. Before, it was 409 final for 24 h.
+    // The broker cannot be asked after the lost reply: not known yet. The first answer is 500 as for
+    // any lost reply, the retries 409 not final (retry-after) while it cannot be asked, then the
+    // order's result, replayed. Before, the retries were 409 final for 24 h.
     h.broker.nextFault = 'timeoutLost';
+    h.broker.lookupFailsFor = 2;
+    const first = await h.send('l', 0.1).catch((e: unknown) => e);
+    expect(first).toMatchObject({ code: 'TERMINAL_ERROR', headers: { 'retry-after': '1' } });
+    expect((first as Error).message).toContain('same clientOrderId');
     const notYet = await h.send('l', 0.1).catch((e: unknown) => e);
     expect(notYet).toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', details: { final: false, retryAfterMs: 1000 }, headers: { 'retry-after': '1' } });
     const asked = await h.send('l', 0.1);
@@ -297,7 +304,7 @@ describe('idempotent OrderSend (host level)', () => {
                   expect(m.uncertain).toBe(true);
                 } else {
                   // Only the attempt that actually lost its reply may fail otherwise.
-                  expect(fresh && s.fault === 'timeoutUnknown' && o.code === 'TERMINAL_ERROR').toBe(true);
+                  expect(fresh && (s.fault === 'timeoutUnknown' || s.fault === 'timeoutLost') && o.code === 'TERMINAL_ERROR').toBe(true);
                   m.uncertain = true;
                 }
               } else {

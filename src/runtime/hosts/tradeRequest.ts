@@ -154,7 +154,11 @@ export function assertClientOrderId(clientOrderId: string): void {
  *  cannot be asked about it now; the same request again after retryAfterMs gets the real answer. */
 export const uncertainForNowError = (message: string) =>
   apiError('IDEMPOTENCY_UNCERTAIN', message, { details: { final: false, retryAfterMs: 1_000 }, headers: { 'retry-after': '1' } });
-export const notAskedError = () => uncertainForNowError('the order was sent and its reply lost, and the broker cannot be asked about it now: send this request again (the same clientOrderId) shortly; never with a new id');
+/** The claiming request of a lost reply the broker could not be asked about: 500 as any lost reply
+ *  (SPEC §7 keeps 409 for the retries), saying what the retries get. */
+export const notAskedError = () => apiError('TERMINAL_ERROR', 'the order was sent and its reply lost, and the broker cannot be asked about it now: send this request again with the same clientOrderId (never a new one): it answers the order\'s result once the broker can be asked, 409 IDEMPOTENCY_UNCERTAIN (final: false) until then', {
+  headers: { 'retry-after': '1' },
+});
 export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
 export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
 /** Cluster mode's lost reply: a retry (on whichever node owns the account then) asks the broker by
