@@ -19,7 +19,7 @@ import type { AuditOf, NewAuditRow } from '../store/audit.js';
 import { AuditQueueStore } from '../store/auditQueue.js';
 import type { Db } from '../store/db.js';
 import { TenancyStore, type NewKeyRow, type SeatRow, type SeatStateRow } from '../store/tenancy.js';
-import type { TenancyWrites } from '../store/tenancyWrites.js';
+import type { LoginHolder, TenancyWrites } from '../store/tenancyWrites.js';
 import { errorMessage } from '../util/errorMessage.js';
 import { AuditOutbox } from './auditOutbox.js';
 import { clusterOverview } from './leases.js';
@@ -159,6 +159,9 @@ export class ClusterTenancy implements TenancyWrites {
   async releaseLogin(accountId: string, server: string, login: string): Promise<void> {
     // A write and its notice: every node mirrors the binding the owner copied before it answered.
     await this.write((t) => t.releaseLogin(accountId, server, login), () => undefined);
+  }
+  loginHolder(server: string, login: string, exceptSeatId: string): Promise<LoginHolder | undefined> {
+    return this.o.pg.tenancy.loginHolder(server, login, exceptSeatId);
   }
   /** An action that is no tenancy write: on this node's disk at once; resolves once in PostgreSQL, or
    *  kept (the database unreachable); rejects on other failures. */

@@ -10,6 +10,7 @@ import { generateKey, hashSecret } from '../auth/keys.js';
 import type { BindingRow } from '../store/accounts.js';
 import type { AuditOf, NewAuditRow } from '../store/audit.js';
 import type { NewKeyRow, SeatRow, SeatStateRow } from '../store/tenancy.js';
+import type { LoginHolder } from '../store/tenancyWrites.js';
 import { withTransaction, type PgPool, type Queryable } from './pgPool.js';
 
 // Any fixed number: the key of the advisory lock under which nodes starting together bootstrap once.
@@ -210,14 +211,23 @@ export class PgTenancy {
   private async loginTaken(c: Queryable, server: string, login: string, seatId: string): Promise<boolean> {
     // The key: a hash of the login (a collision only serialises two logins' bindings).
     await c.query("SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 20))", [server, login]);
-    const taken = await c.query(
-      `SELECT 1 FROM account_bindings b JOIN seats s ON s.id = b.seat_id
-       WHERE s.removed_at IS NULL AND b.server = $1 AND b.login = $2 AND b.seat_id <> $3
+    return (await this.loginHolder(server, login, seatId, c)) !== undefined;
+  }
+
+  /** Who has the login bound to a live account other than `seatId`, else held for one: what
+   *  `loginTaken` finds, also read after it refused a login (the refusal's password check needs the
+   *  account: loginInUse.ts). A hold counts whatever its seat (its customer: null without one). */
+  async loginHolder(server: string, login: string, seatId: string, q: Queryable = this.pool): Promise<LoginHolder | undefined> {
+    const r = await q.query<LoginHolder>(
+      `SELECT * FROM (SELECT b.seat_id, b.customer_id, b.platform, b.password_enc FROM account_bindings b JOIN seats s ON s.id = b.seat_id
+         WHERE s.removed_at IS NULL AND b.server = $1 AND b.login = $2 AND b.seat_id <> $3 ORDER BY b.created_at LIMIT 1) bound
        UNION ALL
-       SELECT 1 FROM login_claims WHERE server = $1 AND login = $2 AND seat_id <> $3 AND expires_at > now()
+       SELECT c.seat_id, s.customer_id, NULL, NULL FROM login_claims c LEFT JOIN seats s ON s.id = c.seat_id
+         WHERE c.server = $1 AND c.login = $2 AND c.seat_id <> $3 AND c.expires_at > now()
        LIMIT 1`,
       [server, login, seatId]);
-    return (taken.rowCount ?? 0) > 0;
+    const h = r.rows[0];
+    return h && { seat_id: h.seat_id, customer_id: h.customer_id, ...(h.platform ? { platform: h.platform } : {}), ...(h.password_enc ? { password_enc: h.password_enc } : {}) };
   }
 
   async setBuild(seatId: string, build: number | null, now: number): Promise<void> {

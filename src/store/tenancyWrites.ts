@@ -4,7 +4,7 @@
 // (src/cluster/clusterTenancy.ts). Reads stay synchronous on the SQLite stores. An audited write
 // takes its audit row (`audit`, made from the outcome) and writes it in the change's own transaction:
 // a process killed after the change committed cannot leave it without its row.
-import type { BindingRow } from './accounts.js';
+import { AccountStore, type BindingRow } from './accounts.js';
 import type { AuditOf, AuditStore, NewAuditRow } from './audit.js';
 import { type Db, writeTransaction } from './db.js';
 import type { NewKeyRow, SeatRow, SeatStateRow, TenancyStore } from './tenancy.js';
@@ -38,7 +38,14 @@ export interface TenancyWrites {
   releaseLogin(accountId: string, server: string, login: string): Promise<void>;
   /** The audit row of an action that is no tenancy write (an upgrade, a fault), after it. */
   addAudit(row: NewAuditRow): Promise<void>;
+  /** Who has the login bound (a live account other than `exceptSeatId`), else held for a re-bind
+   *  (cluster: PostgreSQL's answer, which a mirror may not have yet); undefined when nobody. */
+  loginHolder(server: string, login: string, exceptSeatId: string): Promise<LoginHolder | undefined>;
 }
+
+/** The account a broker login is bound or held for: a binding's row has the sealed password and
+ *  platform; a hold (a re-bind in flight) has neither. */
+export type LoginHolder = Pick<BindingRow, 'seat_id' | 'customer_id'> & Partial<Pick<BindingRow, 'platform' | 'password_enc'>>;
 
 export function sqliteTenancyWrites(db: Db, t: TenancyStore, audit: AuditStore): TenancyWrites {
   /** The change and its audit row in one SQLite transaction. */
@@ -67,6 +74,10 @@ export function sqliteTenancyWrites(db: Db, t: TenancyStore, audit: AuditStore):
     releaseLogin: async () => {},
     addAudit: async (row) => {
       audit.add(row);
+    },
+    loginHolder: async (server, login, exceptSeatId) => {
+      const b = new AccountStore(db).boundTo(server, login);
+      return b && b.seat_id !== exceptSeatId ? b : undefined;
     },
   };
 }

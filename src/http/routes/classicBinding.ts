@@ -1,11 +1,10 @@
 // Binding a broker login to an account, shared by /ConnectEx and POST /v1/seats (kept apart from
 // both route files so neither imports the other). The password is sealed here, in the main thread,
 // with AES-256-GCM (aad = the account id) and only the sealed form reaches the shard and SQLite.
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { seatStatusAt } from '../../../actors/seatStatus.js';
 import type { Platform } from '../../market/server.js';
-import type { SecretBox } from '../../crypto/secretBox.js';
 import { apiError, toApiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../services.js';
@@ -13,6 +12,7 @@ import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { ActionAudit } from '../route.js';
 import type { NewAuditRow } from '../../store/audit.js';
+import { brokerRefused, holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -57,8 +57,6 @@ export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
   return s.tenancyWrites.clustered ? bindInCluster(s, b, row, bind) : bind();
 }
 
-export const loginInUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
-
 /**
  * Cluster mode: an account runs on the node holding its lease, and a lease exists only for a
  * binding in PostgreSQL. A new account's binding goes there first (a seat made with it: in the
@@ -73,7 +71,7 @@ export const loginInUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker log
 async function bindInCluster(s: Services, b: BindInput, row: BindingRow, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
   // PostgreSQL checks the login again: another node may have bound it at the same moment.
   if (new AccountStore(s.db).get(b.accountId)) {
-    if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) throw loginInUse();
+    if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) await takenInCluster(s, b, b.accountId);
     try {
       return await bind();
     } finally {
@@ -81,7 +79,7 @@ async function bindInCluster(s: Services, b: BindInput, row: BindingRow, bind: (
         .catch((err: unknown) => s.log.warn('a held broker login not released; it expires by itself', { accountId: b.accountId, err: errorMessage(err) }));
     }
   }
-  if (!(await s.tenancyWrites.createBinding(row))) throw loginInUse();
+  if (!(await s.tenancyWrites.createBinding(row))) await takenInCluster(s, b, b.accountId);
   return bind();
 }
 
@@ -139,7 +137,8 @@ export async function bindSeatBroker<R>(
   return withLoginLock(s, input.server, input.user, async () => {
     if (s.tenancyWrites.clustered) {
       await assertNotBoundElsewhere(s, input);
-      return (await seatFirst(s, input, createSeat, audit)).created;
+      // PostgreSQL refused the login (createSeat): the check its copy in this node's mirror gets.
+      return (await seatFirst(s, input, createSeat, audit).catch((err: unknown) => (isLoginInUse(err) ? takenInCluster(s, input, accountId) : Promise.reject(err)))).created;
     }
     await bindUnlocked(s, input);
     return createSeat();
@@ -166,20 +165,6 @@ function withLoginLock<T>(s: Services, server: string, login: string, f: () => P
     if (locks.get(k) === tail) locks.delete(k);
   });
   return run;
-}
-
-function openedOrUndefined(box: SecretBox, sealed: string, aad: string): string | undefined {
-  try {
-    return box.open(sealed, aad);
-  } catch {
-    return undefined;
-  }
-}
-
-function samePassword(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 export interface LoginAccount { id: string; status: AccountStatus | null; created: boolean }
@@ -210,11 +195,13 @@ export function accountForLogin(
       try {
         ({ status } = await seatFirst(s, { ...b, accountId: id, audit: auditOf?.(id, true) }, createSeat));
       } catch (err) {
-        // Another node bound the login first (PostgreSQL kept one binding, and this node's mirror
-        // has it now): the answer one node gives for a login found bound.
-        const first = toApiError(err).code === 'BROKER_LOGIN_IN_USE' ? new AccountStore(s.db).boundTo(b.server, b.user) : undefined;
-        if (first) return boundAccount(s, b, first, auditOf);
-        throw err;
+        if (!isLoginInUse(err)) throw err;
+        // PostgreSQL refused the login: another account has it, which this node's mirror may not
+        // have yet (another node bound it a moment ago): the answer one node gives for a login
+        // found bound, from PostgreSQL's binding (a hold, a re-bind in flight: in use).
+        const h = await holderInCluster(s, b, id);
+        if (h.password_enc === undefined || h.platform === undefined) return inUse(s, b, h);
+        return boundAccount(s, b, { ...h, password_enc: h.password_enc, platform: h.platform }, auditOf);
       }
       return { id, status, created: true };
     }
@@ -224,11 +211,10 @@ export function accountForLogin(
   });
 }
 
-const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
-
 /** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
 async function boundAccount(
-  s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: BindingRow, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
+  s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, bound: Pick<BindingRow, 'seat_id' | 'customer_id' | 'password_enc' | 'platform'>,
+  auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
   if (bound.customer_id !== b.customerId) await inUse(s, b, bound);
   const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
@@ -256,29 +242,6 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
 async function assertNotBoundElsewhere(s: Services, b: BindInput): Promise<void> {
   const bound = new AccountStore(s.db).boundTo(b.server, b.user);
   if (bound !== undefined && bound.seat_id !== b.accountId) await inUse(s, b, bound);
-}
-
-/**
- * The refusal of a login bound to another account: 409, except that another customer gets the
- * broker's refusal of any login (400) unless the broker takes its password, so the 409 tells only
- * someone who holds the password that the login is bound at this gateway (it was an oracle of which
- * logins other customers use). The password is checked at the broker, on a connection of its own
- * in the account's shard, as a login bound nowhere is before it is bound: answered at once from the
- * stored password, the refusal came back sooner than a broker's check, and the time told the same
- * thing. (A broker that cannot be reached now: the same 400.) The same customer knows its own
- * logins: 409 whatever the password; the right stored password: 409 without asking the broker.
- */
-async function inUse(s: Services, b: Pick<BindInput, 'customerId' | 'password' | 'server' | 'user'>, bound: BindingRow): Promise<never> {
-  if (bound.customer_id !== b.customerId) {
-    const stored = openedOrUndefined(s.secretBox, bound.password_enc, bound.seat_id);
-    if (stored === undefined || !samePassword(stored, b.password)) {
-      const { reached } = await s.shards.call(bound.seat_id, 'account.probe', {
-        accountId: bound.seat_id, server: b.server, login: b.user, passwordEnc: s.secretBox.seal(b.password, bound.seat_id), platform: bound.platform,
-      }, { retryOnRestart: true });
-      if (!reached) throw brokerRefused();
-    }
-  }
-  throw loginInUse();
 }
 
 async function bindUnlocked(s: Services, b: BindInput): Promise<AccountStatus> {

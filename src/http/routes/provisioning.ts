@@ -11,7 +11,8 @@ import type { NewAuditRow } from '../../store/audit.js';
 import type { SeatRow } from '../../store/tenancy.js';
 import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { bindSeatBroker, loginInUse, SeatBrokerFields } from './classicBinding.js';
+import { bindSeatBroker, SeatBrokerFields } from './classicBinding.js';
+import { loginInUse } from './loginInUse.js';
 
 /** Billing constants (SPEC §1): USD per account per month. */
 export const SEAT_PRICE = { shared: 14, private: 17, currency: 'USD' } as const;
