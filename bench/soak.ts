@@ -1,4 +1,4 @@
-// npm run bench -- soak [--minutes 10] [--warmup-minutes 2] [--accounts 20] [--shards 2] [--source]
+// npm run bench -- soak [--minutes 10] [--warmup-minutes 2] [--accounts 20] [--shards 2] [--no-snapshots] [--keep-snapshots] [--source]
 // What an operator's gateway does after days: does its memory stay flat under a bot's churn? The
 // gateway runs as its own process (as `npm start` runs it); for the run's minutes, loops as bots and
 // people use it: idempotent orders opened and closed (every tenth sent again: a replay), /v1/stream
@@ -10,6 +10,7 @@
 // records, journal, audit) are in SQLite, not the heaps; anything that grows there with the
 // operations is held for each of them: a leak, unless bounded (say what bounds it).
 import { mkdtempSync, rmSync } from 'node:fs';
+import { diff, summarize } from './lib/heapDiff.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
@@ -29,6 +30,8 @@ const accountCount = Number(arg('accounts', '20'));
 const shards = arg('shards', '2');
 const MK = 'bench-soak-management-key-0123456789';
 const SAMPLE_MS = 60_000;
+const snapshots = !process.argv.includes('--no-snapshots');
+const SNAPSHOT_THREADS = ['main', 'worker.js#1'];
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tagw-bench-soak-'));
 const at = gatewayEntry(import.meta.url);
@@ -181,16 +184,30 @@ async function sample(): Promise<void> {
   samples.push({ atMin: (performance.now() - t0) / 60_000, heaps, rss: rssBytes(pid), ops: total() });
   progress(JSON.stringify({ ...samples.at(-1), ops }));
 }
+const snapDir = mkdtempSync(join(tmpdir(), 'tagw-bench-soak-heaps-'));
+/** Snapshot files by label and thread, with the operations done when they were taken. */
+const snaps: { label: string; ops: number; files: Record<string, string> }[] = [];
+async function snapshotAll(label: string): Promise<void> {
+  const files: Record<string, string> = {};
+  for (const t of SNAPSHOT_THREADS) {
+    files[t] = join(snapDir, `${label}-${t}.heapsnapshot`);
+    await inspector.snapshot(t, files[t]);
+  }
+  snaps.push({ label, ops: total(), files });
+  progress(`soak: ${label} heap snapshots taken`);
+}
 async function sampler(): Promise<void> {
   await sample();
   while (running()) {
     await sleep(Math.min(SAMPLE_MS, endAt - performance.now()));
     try {
       await sample();
+      if (snapshots && snaps.length === 0 && samples.at(-1)!.atMin >= warmupMinutes - 0.01 && running()) await snapshotAll('warm');
     } catch (e) {
       fail('heaps', e);
     }
   }
+  if (snapshots && snaps.length === 1) await snapshotAll('end');
 }
 
 await Promise.all([orders(), orders(), streams(), sessions(), keys(), quotes(), sampler()]);
@@ -214,11 +231,26 @@ const growth = (pts: [number, number][]) => {
   return { firstMiB: r1(pts[0]![1] / MiB), lastMiB: r1(pts.at(-1)![1] / MiB), perHourMiB: r1((perMin * 60) / MiB), per10kOpsKiB: r1(opsPerMin > 0 ? (perMin / opsPerMin) * 10_000 / 1024 : 0) };
 };
 const heapsAfterGc = Object.fromEntries(Object.keys(last.heaps).map((t) => [t, growth(measured.map((x) => [x.atMin, x.heaps[t] ?? 0]))]));
+// What grew between the two snapshots, per 10,000 operations (read after the gateway's last sample).
+const grew: Record<string, { what: string; bytes: number; count: number }[]> = {};
+if (snaps.length === 2) {
+  const per10k = (snaps[1]!.ops - snaps[0]!.ops) / 10_000;
+  for (const t of SNAPSHOT_THREADS) {
+    const rows = diff(summarize(snaps[0]!.files[t]!).byWhat, summarize(snaps[1]!.files[t]!).byWhat, per10k, 1024);
+    grew[t] = rows.slice(0, 8).map((r) => ({ ...r, what: r.what.slice(0, 160), count: Math.round(r.count * 10) / 10 }));
+    progress(`\n${t}: grew per 10k operations`);
+    for (const r of rows.slice(0, 25)) progress(`${String(r.bytes).padStart(9)} B ${r.count.toFixed(1).padStart(8)}x  ${r.what.slice(0, 200)}`);
+  }
+}
+if (process.argv.includes('--keep-snapshots')) console.error(`soak: heap snapshots kept in ${snapDir}`);
+else rmSync(snapDir, { recursive: true, force: true });
+
 const result = {
   bench: 'soak', minutes, warmupMinutes, accounts: accountCount, shards: Number(shards), build: at.build,
   ops, opsPerMin: Math.round(opsPerMin),
   heapsAfterGc,
   rss: growth(measured.map((x) => [x.atMin, x.rss])),
+  grewPer10kOps: grew,
   errorSamples,
   machine: machineFacts(),
 };

@@ -3,6 +3,7 @@
 // its NodeWorker domain, on every worker thread, then Runtime.getHeapUsage. A heap in use read
 // without a collection holds garbage of unknown age (it moves by tens of MiB with V8's timing);
 // after one it is what the process holds.
+import { createWriteStream, type WriteStream } from 'node:fs';
 import WebSocket from 'ws';
 
 export interface ThreadHeap { thread: string; usedBytes: number }
@@ -14,6 +15,8 @@ export class InspectorHeaps {
   private readonly pending = new Map<number, Pending>();
   /** Worker sessions by id: their title/url, and their own pending calls. */
   private readonly workers = new Map<string, { name: string; seq: number; pending: Map<number, Pending> }>();
+  /** Where a heap snapshot being taken goes: by worker session id, '' for the main thread. */
+  private readonly sinks = new Map<string, WriteStream>();
 
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data) => this.onMessage(JSON.parse(String(data))));
@@ -42,7 +45,9 @@ export class InspectorHeaps {
   }
 
   private onMessage(m: any): void {
-    if (m.id !== undefined) {
+    if (m.method === 'HeapProfiler.addHeapSnapshotChunk') {
+      this.sinks.get('')?.write(m.params.chunk);
+    } else if (m.id !== undefined) {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
       if (m.error) p?.reject(new Error(m.error.message));
@@ -56,6 +61,7 @@ export class InspectorHeaps {
     } else if (m.method === 'NodeWorker.receivedMessageFromWorker') {
       const w = this.workers.get(m.params.sessionId);
       const inner = JSON.parse(m.params.message);
+      if (inner.method === 'HeapProfiler.addHeapSnapshotChunk') this.sinks.get(m.params.sessionId)?.write(inner.params.chunk);
       if (!w || inner.id === undefined) return;
       const p = w.pending.get(inner.id);
       w.pending.delete(inner.id);
@@ -68,14 +74,38 @@ export class InspectorHeaps {
   async heaps(): Promise<ThreadHeap[]> {
     await this.call('HeapProfiler.collectGarbage');
     const out: ThreadHeap[] = [{ thread: 'main', usedBytes: (await this.call('Runtime.getHeapUsage')).usedSize }];
-    const names = new Map<string, number>();
-    for (const [sessionId, w] of this.workers) {
+    for (const [sessionId, thread] of this.threads()) {
       await this.callWorker(sessionId, 'HeapProfiler.collectGarbage');
-      const n = (names.get(w.name) ?? 0) + 1;
-      names.set(w.name, n);
-      out.push({ thread: `${w.name}#${n}`, usedBytes: (await this.callWorker(sessionId, 'Runtime.getHeapUsage')).usedSize });
+      out.push({ thread, usedBytes: (await this.callWorker(sessionId, 'Runtime.getHeapUsage')).usedSize });
     }
     return out;
+  }
+
+  /** Each worker's name by its session: its script's file name and its rank among those of that script. */
+  private threads(): Map<string, string> {
+    const seen = new Map<string, number>();
+    const out = new Map<string, string>();
+    for (const [sessionId, w] of this.workers) {
+      const n = (seen.get(w.name) ?? 0) + 1;
+      seen.set(w.name, n);
+      out.set(sessionId, `${w.name}#${n}`);
+    }
+    return out;
+  }
+
+  /** A heap snapshot of `thread` (as heaps() names it) written to `file` (V8 collects first). */
+  async snapshot(thread: string, file: string): Promise<void> {
+    const sessionId = thread === 'main' ? '' : [...this.threads()].find(([, name]) => name === thread)?.[0];
+    if (sessionId === undefined) throw new Error(`no thread ${thread}`);
+    const sink = createWriteStream(file);
+    this.sinks.set(sessionId, sink);
+    try {
+      if (sessionId) await this.callWorker(sessionId, 'HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+      else await this.call('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+    } finally {
+      this.sinks.delete(sessionId);
+      await new Promise<void>((resolve, reject) => sink.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    }
   }
 
   close(): void {
