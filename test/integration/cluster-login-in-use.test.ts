@@ -123,6 +123,19 @@ describe("cluster: another customer's login that PostgreSQL alone knows", () => 
     await expectBrokerChecks(login, c2Account);
   }, 60_000);
 
+  it('released between PostgreSQL\'s refusal and the read of who has it: 503 to retry, not a 409', async () => {
+    const login = fresh('released');
+    hideFromMirror(await bound(c1, login));
+    const writes = node.gw.services.tenancyWrites;
+    const read = vi.spyOn(writes, 'loginHolder').mockResolvedValueOnce(undefined);
+    try {
+      const r = await node.req('POST', '/ConnectEx', { headers: api(c2), body: { user: login, password: WRONG, server: 'Sim-P5-Demo' } });
+      expect([r.status, r.body.error, r.headers.get('retry-after')], r.text).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+    } finally {
+      read.mockRestore();
+    }
+  }, 60_000);
+
   it("whose stored password this node cannot open (sealed with a key since reset): the broker checks it", async () => {
     const login = fresh('unreadable');
     const id = await bound(c1, login);
