@@ -8,6 +8,21 @@ import { Rng } from './hash.js';
 
 /** Every kind, for the schemas that take one (simulator config, HTTP routes). */
 export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'unknownAfterSend', 'mute'] as const;
+/** The fields each kind takes (besides `kind` and a target): a field of another kind would be
+ *  ignored, so the fault routes and the servers file refuse it. */
+export const FAULT_FIELDS: Record<FaultKind, readonly ('durationMs' | 'latencyMs' | 'count' | 'probability' | 'lookupFailMs')[]> = {
+  drop: ['durationMs'],
+  mute: ['durationMs'],
+  latency: ['latencyMs', 'durationMs'],
+  reject: ['count', 'probability', 'durationMs'],
+  timeoutAfterSend: ['count', 'probability', 'durationMs'],
+  unknownAfterSend: ['count', 'probability', 'lookupFailMs', 'durationMs'],
+};
+/** The field of `spec` its kind does not take, if any. */
+export function foreignFaultField(spec: { kind: FaultKind } & Partial<Record<(typeof FAULT_FIELDS)[FaultKind][number], unknown>>): string | undefined {
+  return (['durationMs', 'latencyMs', 'count', 'probability', 'lookupFailMs'] as const).find((k) => spec[k] !== undefined && !FAULT_FIELDS[spec.kind].includes(k));
+}
+
 /** The kinds that act on trade requests (`count` or `probability` picks which). */
 type TradeFaultKind = 'reject' | 'timeoutAfterSend' | 'unknownAfterSend';
 const isTradeKind = (k: FaultKind): k is TradeFaultKind => k === 'reject' || k === 'timeoutAfterSend' || k === 'unknownAfterSend';

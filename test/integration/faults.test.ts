@@ -48,6 +48,11 @@ describe('simulator fault injection over HTTP', () => {
     await bad({ kind: 'unknownAfterSend', count: 1 }, /lookupFailMs.*required/);
     await bad({ kind: 'unknownAfterSend', count: 1, lookupFailMs: 0 }, /lookupFailMs/);
     await bad({ kind: 'reject', count: 1, lookupFailMs: 1000 }, /lookupFailMs.*only for unknownAfterSend/);
+    // A field of another kind would be ignored: refused, naming the fields the kind takes.
+    await bad({ kind: 'reject', count: 1, latencyMs: 50 }, /'latencyMs': not for reject \(reject takes count, probability, durationMs\)/);
+    await bad({ kind: 'drop', durationMs: 100, count: 2 }, /'count': not for drop/);
+    await bad({ kind: 'latency', latencyMs: 10, probability: 0.5 }, /'probability': not for latency/);
+    await bad({ kind: 'timeoutAfterSend', count: 1, probability: 0.5 }, /'count' or 'probability', not both/);
     await bad({ kind: 'unknownAfterSend', count: 1, lookupFailMs: '1000' }, /lookupFailMs/);
   });
 

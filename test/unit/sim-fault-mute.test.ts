@@ -103,4 +103,12 @@ describe('simulator fault: mute', () => {
   it('a servers file may carry one (a standalone simulator takes its faults from there)', () => {
     expect(faultSpecSchema.parse({ kind: 'mute', login: '1001', durationMs: 30_000 })).toEqual({ kind: 'mute', login: '1001', durationMs: 30_000 });
   });
+
+  it("a servers file's fault with a field of another kind is refused (it would be ignored), naming what the kind takes", () => {
+    const r = faultSpecSchema.safeParse({ kind: 'mute', durationMs: 1000, count: 3 });
+    expect(r.success).toBe(false);
+    expect(r.error!.issues).toMatchObject([{ path: ['count'], message: 'not for a mute fault (it takes durationMs)' }]);
+    expect(faultSpecSchema.safeParse({ kind: 'reject', probability: 0.1, latencyMs: 5 }).success).toBe(false);
+    expect(faultSpecSchema.safeParse({ kind: 'unknownAfterSend', count: 1, lookupFailMs: 500, durationMs: 9000 }).success).toBe(true);
+  });
 });
