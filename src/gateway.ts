@@ -36,7 +36,7 @@ import { drainHttp } from './http/drain.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
-import { checkBrokerConfig, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
+import { checkBrokerConfig, checkClusterKey, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
@@ -186,7 +186,8 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
     settings: clusterCfg, url: `http://${config.host}:${config.port}`, sqlite: db, log, clock, onEvent,
   });
   if (cluster) opened.cluster = cluster;
-  checkSealedPasswords(db, secretKey, config, log);
+  if (cluster) await checkClusterKey(cluster.pg.pool, db, secretKey, config, log, cluster.nodeId);
+  else checkSealedPasswords(db, secretKey, config, log);
   persistSecretKey(config, secretKey);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {

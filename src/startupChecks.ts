@@ -9,6 +9,8 @@ import { ZodError } from 'zod';
 import { ConfigError, issuesLine, type Config } from './config.js';
 import { loadSecretKey, parseSecretKey, readKeyFile, SecretBox, SecretKeyError, secretKeyPath, writeSecretKey } from './crypto/secretBox.js';
 import type { Logger } from './log.js';
+import { clusterKeyFingerprint, recordedKeyFingerprint, recordKeyFingerprint } from './cluster/clusterKey.js';
+import type { Queryable } from './cluster/pgPool.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
 import { AccountStore } from './store/accounts.js';
 import type { Db } from './store/db.js';
@@ -80,7 +82,7 @@ export function persistSecretKey(config: Config, key: Buffer): void {
  * one by one, and counted, by the shards as they restore those accounts
  * (src/runtime/hosts/accounts.ts).
  */
-export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: Logger): void {
+export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: Logger, cluster = false): void {
   const store = new AccountStore(db);
   const box = new SecretBox(key);
   let after = '';
@@ -101,10 +103,47 @@ export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: L
   }
   if (unreadable === 0) return;
   if (!config.secretKeyReset) {
-    throw new ConfigError(
-      `the secret key opens none of the ${unreadable} broker passwords stored in ${config.dataDir} (TAGW_SECRET_KEY or secret.key changed?): ` +
-      'restore the key they were sealed with, or set SECRET_KEY_RESET=1 to start anyway and bind those accounts again with /ConnectEx',
+    throw new ConfigError(cluster
+      ? `the secret key opens none of the ${unreadable} broker passwords stored in the cluster's PostgreSQL: ${keySource(config)} is not the cluster's key? ` +
+        'Give every node the same TAGW_SECRET_KEY, the one they were sealed with (see docs/cluster.md), or set SECRET_KEY_RESET=1 to make this key the cluster\'s and bind those accounts again with /ConnectEx'
+      : `the secret key opens none of the ${unreadable} broker passwords stored in ${config.dataDir} (TAGW_SECRET_KEY or secret.key changed?): ` +
+        'restore the key they were sealed with, or set SECRET_KEY_RESET=1 to start anyway and bind those accounts again with /ConnectEx',
     );
   }
   log.error('broker passwords that this secret key cannot open: bind those accounts again with /ConnectEx', { unreadable });
+}
+
+/** Where the node's key comes from, for a message (never the key). */
+function keySource(config: Config): string {
+  if (config.secretKey) return 'TAGW_SECRET_KEY';
+  const file = secretKeyPath(config.dataDir);
+  return existsSync(file) ? `the key in ${resolve(file)} (no TAGW_SECRET_KEY set)` : 'a key generated for this node (no TAGW_SECRET_KEY set)';
+}
+
+/**
+ * Cluster mode: every node must have the cluster's key (src/cluster/clusterKey.ts). A key whose
+ * fingerprint is not the one recorded in PostgreSQL is refused (exit 2), SECRET_KEY_RESET=1 makes it
+ * the cluster's key instead (never a key generated for this node: it would live in one node's
+ * DATA_DIR only). No fingerprint yet (a new cluster, or one from a build before it): recorded by
+ * the first node whose key opens the stored passwords (checkSealedPasswords on the mirror of the
+ * cluster's bindings), or that finds none. A recorded fingerprint that matches is the whole check:
+ * after a reset the other nodes start with the new key without one.
+ */
+export async function checkClusterKey(pool: Queryable, db: Db, key: Buffer, config: Config, log: Logger, nodeId: string): Promise<void> {
+  const mine = clusterKeyFingerprint(key);
+  const recorded = await recordedKeyFingerprint(pool);
+  if (recorded === mine) return;
+  const generated = !config.secretKey && !existsSync(secretKeyPath(config.dataDir));
+  const refuse = () => new ConfigError(generated
+    ? 'this cluster node has no TAGW_SECRET_KEY (nor a secret.key in its DATA_DIR), and a key generated for it is not the cluster\'s: ' +
+      'give every node the cluster\'s key in TAGW_SECRET_KEY (the one the other nodes run with; a first node started without it generated it into its DATA_DIR/secret.key)'
+    : `${keySource(config)} is not the cluster's secret key (its fingerprint differs from the one recorded in PostgreSQL): ` +
+      'give every node the same TAGW_SECRET_KEY, the one the other nodes run with; or, to replace the cluster\'s key, start with SECRET_KEY_RESET=1 ' +
+      '(accounts sealed with the old key must then be bound again with /ConnectEx, and every other node restarted with the new key)');
+  if (recorded !== undefined && (generated || !config.secretKeyReset)) throw refuse();
+  checkSealedPasswords(db, key, config, log, true);
+  const now = await recordKeyFingerprint(pool, mine, nodeId, recorded !== undefined);
+  if (now !== mine) throw refuse(); // another node recorded its own first
+  if (recorded === undefined) log.info('cluster secret key fingerprint recorded: every node must run with this key');
+  else log.error('SECRET_KEY_RESET=1: this node\'s secret key is now the cluster\'s; restart every other node with it (a node with the old key is refused at its next start)');
 }

@@ -176,6 +176,16 @@ export const PG_MIGRATIONS: readonly Migration[] = [
   { name: 'node heartbeats carry the node\'s counters', sql: `
   ALTER TABLE cluster_nodes ADD COLUMN counters JSONB;
   ` },
+  // 9: the fingerprint of the cluster's TAGW_SECRET_KEY (an HMAC under the key, never the key), one
+  // row, written by the first node (clusterKey.ts): a node started with another key is refused.
+  { name: 'the cluster\'s secret key fingerprint', sql: `
+  CREATE TABLE cluster_secret_key (
+    one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    fingerprint TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    set_at TIMESTAMPTZ NOT NULL DEFAULT now()
+  );
+  ` },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;
