@@ -3,7 +3,8 @@
 // gateway runs as its own process (as `npm start` runs it); for the run's minutes, loops as bots and
 // people use it: idempotent orders opened and closed (every tenth sent again: a replay), /v1/stream
 // sockets opened, read and closed, then resumed from their position; /ws gateway sessions joined,
-// read and left; API keys created, used once and revoked; /GetQuote polled. Every minute each
+// read and left; API keys created, used once and revoked; accounts (seats) bound, traded once,
+// streamed and deleted, as customers come and go; /GetQuote polled. Every minute each
 // thread's V8 heap after a full collection (forced through the inspector: a heap read without one
 // holds garbage of unknown age and moves by tens of MiB) and the process's RSS; the slope of the
 // heaps after the warm-up is the growth per hour, and per 10,000 operations. The operations' own records (idempotency
@@ -64,7 +65,7 @@ for (let i = 0; i < 4; i++) brokerAccounts.push((await call('POST', '/v1/broker-
 for (const id of accounts) while ((await fetch(`${gw.url}/GetQuote?id=${id}&symbol=BTCUSD`, { headers: h })).status !== 200) await sleep(100);
 
 progress('soak: accounts connected; running');
-const ops = { orders: 0, replays: 0, closes: 0, streams: 0, resumes: 0, sessions: 0, keys: 0, quotes: 0, errors: 0 };
+const ops = { orders: 0, replays: 0, closes: 0, streams: 0, resumes: 0, sessions: 0, keys: 0, seats: 0, quotes: 0, errors: 0 };
 const errorSamples: string[] = [];
 const endAt = performance.now() + minutes * 60_000;
 const running = () => performance.now() < endAt;
@@ -163,6 +164,25 @@ async function keys(): Promise<void> {
   }
 }
 
+/** An account bound, traded, streamed and deleted: what it held must go with it. */
+async function seats(): Promise<void> {
+  let n = 0;
+  while (running()) {
+    try {
+      const id = (await call('POST', '/ConnectEx', h, { user: `soak-seat-${++n}`, password: 'pw', server: 'Sim-P5-Demo' })).id as string;
+      await call('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=seat-${n}`, h);
+      const s = client.stream(id, { symbols: ['BTCUSD'] });
+      await read(s, 3, 10_000, () => s.close());
+      s.close();
+      await call('DELETE', `/v1/seats/${id}`, mgmt);
+      ops.seats++;
+    } catch (e) {
+      fail('seat', e);
+    }
+    await sleep(200);
+  }
+}
+
 async function quotes(): Promise<void> {
   while (running()) {
     try {
@@ -178,7 +198,7 @@ async function quotes(): Promise<void> {
 interface Sample { atMin: number; heaps: Record<string, number>; rss: number; ops: number }
 const samples: Sample[] = [];
 const t0 = performance.now();
-const total = () => ops.orders + ops.replays + ops.closes + ops.streams + ops.resumes + ops.sessions + ops.keys + ops.quotes;
+const total = () => ops.orders + ops.replays + ops.closes + ops.streams + ops.resumes + ops.sessions + ops.keys + ops.seats + ops.quotes;
 async function sample(): Promise<void> {
   const heaps = Object.fromEntries((await inspector.heaps()).map((h) => [h.thread, h.usedBytes]));
   samples.push({ atMin: (performance.now() - t0) / 60_000, heaps, rss: rssBytes(pid), ops: total() });
@@ -210,7 +230,7 @@ async function sampler(): Promise<void> {
   if (snapshots && snaps.length === 1) await snapshotAll('end');
 }
 
-await Promise.all([orders(), orders(), streams(), sessions(), keys(), quotes(), sampler()]);
+await Promise.all([orders(), orders(), streams(), sessions(), keys(), seats(), quotes(), sampler()]);
 client.close();
 inspector.close();
 
