@@ -164,16 +164,20 @@ async function keys(): Promise<void> {
   }
 }
 
-/** An account bound, traded, streamed and deleted: what it held must go with it. */
+/** An account bound, traded, streamed, its position closed and the seat deleted: what it held must go with it. */
 async function seats(): Promise<void> {
   let n = 0;
   while (running()) {
     try {
       const id = (await call('POST', '/ConnectEx', h, { user: `soak-seat-${++n}`, password: 'pw', server: 'Sim-P5-Demo' })).id as string;
-      await call('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=seat-${n}`, h);
+      const sent = await call('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=seat-${n}`, h);
       const s = client.stream(id, { symbols: ['BTCUSD'] });
       await read(s, 3, 10_000, () => s.close());
       s.close();
+      // Closed before the seat goes: a simulated account with a position open stays in its shard's
+      // memory, its stops and stop-out evaluated on ticks with nobody logged in, as a broker's are
+      // (docs/simulator.md); one with nothing open is let go.
+      await call('GET', `/OrderClose?id=${id}&ticket=${sent.ticket}&clientOrderId=seat-${n}-c`, h);
       await call('DELETE', `/v1/seats/${id}`, mgmt);
       ops.seats++;
     } catch (e) {
