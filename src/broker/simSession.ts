@@ -143,6 +143,9 @@ export abstract class SimSession implements FaultWatcher {
 
   private detach(): void {
     this.detachSink();
+    // Logged out: the server lets the account go once nobody is logged in and nothing is open.
+    if (this.account) this.host.logout(this.account);
+    this.account = null;
     if (this.tickSubs) for (const [s, l] of this.tickSubs) this.host.tickListeners[s.index]!.delete(l);
     this.host.faultWatchers.delete(this);
     if (this.dropTimer) clearTimeout(this.dropTimer);

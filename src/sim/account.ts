@@ -30,6 +30,8 @@ export interface AccountHost extends LedgerHost {
 export class SimAccount extends AccountLedger {
   protected declare readonly host: AccountHost;
 
+  /** Connections logged in to it (SimServer.login / logout): with none and nothing open, its server lets it go. */
+  logins = 0;
   private lastEquityMinute = -1;
   private lastEquityOnChange = -Infinity;
 

@@ -58,6 +58,11 @@ export interface SimPersistence {
   allocateIds(server: string, count: number): number;
   loadAccount(server: string, login: string): LoadedAccount | null;
   createAccount(account: StoredAccount): void;
+  /** The simulator let go of the account (nobody logged in, nothing open): the store may forget what
+   *  it holds of it in memory if everything of it is stored; loadAccount reads it again, the same.
+   *  True: forgotten (or nothing held); false: not yet (changes not stored), ask again later. A
+   *  store without it keeps every account loaded, and so does the simulator. */
+  release?(server: string, login: string): boolean;
   /** The change's records are the store's to keep: the engine never changes them afterwards (the
    *  positions it changes in place reach a change as copies). */
   apply(server: string, login: string, change: SimChange): void;

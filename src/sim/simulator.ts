@@ -133,6 +133,51 @@ export class SimServer implements AccountHost {
       if (account.orders.nextExpiryMs < this.nextExpiryMs) this.nextExpiryMs = account.orders.nextExpiryMs;
     } else {
       this.busy.delete(account);
+      // Its last position or order went with nobody logged in (a stop, an expiration): let it go.
+      if (account.logins === 0) this.idle.add(account);
+    }
+  }
+
+  /**
+   * Accounts nobody is logged in to with nothing open (no position, no pending order: nothing a
+   * tick or the clock acts on), let go once their store holds all of them (SimPersistence.release):
+   * the next login loads them again. Under seat churn (deleted seats' logins, tests and benches
+   * binding fresh logins) the thread held every login ever used, ~5 KB each. An account with
+   * something open stays, and its triggers run with no connection, as a broker's do.
+   */
+  private readonly idle = new Set<SimAccount>();
+
+  /** A connection logged out of `account` (SimSession): the last one lets it go if nothing is open. */
+  logout(account: SimAccount): void {
+    if (account.logins > 0) account.logins--;
+    if (account.logins === 0 && !account.busy) {
+      this.idle.add(account);
+      this.releaseIdle();
+    }
+  }
+
+  /** Let go of the idle accounts whose store holds all of them (the others are asked again at the
+   *  clock's next minute: their changes are checkpointed within the store's checkpointMs). */
+  releaseIdle(): void {
+    if (this.idle.size === 0) return;
+    const release = this.store.release;
+    if (!release) {
+      this.idle.clear();
+      return;
+    }
+    for (const acc of this.idle) {
+      const login = acc.data.login;
+      if (acc.logins > 0 || acc.busy || this.accounts.get(login) !== acc) {
+        this.idle.delete(acc);
+        continue;
+      }
+      if (!release.call(this.store, this.config.name, login)) continue;
+      this.idle.delete(acc);
+      this.accounts.delete(login);
+      this.sinks.delete(acc);
+      this.busy.delete(acc);
+      this.touched.delete(acc);
+      for (const h of this.holders) h.delete(acc);
     }
   }
 
@@ -175,6 +220,7 @@ export class SimServer implements AccountHost {
     this.touched.clear();
     this.nextExpiryMs = next;
     this.walkedMinute = minute;
+    this.releaseIdle();
   }
 
   publish(account: SimAccount, deals: readonly Deal[], positionsChanged: boolean, ordersChanged: boolean): void {
@@ -190,7 +236,8 @@ export class SimServer implements AccountHost {
   }
 
   /** Log in: loads the account, or creates it with the server's demo defaults on first
-   *  connect. A wrong password is refused (the error never contains it). */
+   *  connect. A wrong password is refused (the error never contains it). Each login is ended by
+   *  logout (the account is let go once nobody is logged in and nothing is open). */
   login(login: string, password: string): SimAccount {
     let acc = this.accounts.get(login);
     if (!acc) {
@@ -204,8 +251,15 @@ export class SimServer implements AccountHost {
       this.track(acc);
     }
     if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
+      // Loaded for nobody: let go as any account nobody is logged in to.
+      if (acc.logins === 0 && !acc.busy) {
+        this.idle.add(acc);
+        this.releaseIdle();
+      }
       throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
     }
+    acc.logins++;
+    this.idle.delete(acc);
     return acc;
   }
 

@@ -32,6 +32,10 @@ export class MemorySimStore implements SimPersistence {
       activeOrders: [...a.orders.values()].filter((o) => o.doneMs === null).map((o) => clone(o.order)),
     };
   }
+  /** Its records are the store itself: an account's engine may always be let go (loadAccount again). */
+  release(): boolean {
+    return true;
+  }
   createAccount(account: StoredAccount): void {
     this.accounts.set(`${account.server}\u0000${account.login}`, {
       account: clone(account),

@@ -259,6 +259,12 @@ export abstract class SimJournal {
     this.checkpointTx(true);
   }
 
+  /** Nothing of `m` is only in memory: its checkpoint and marks are committed, no change waits. */
+  protected clean(m: Mirror): boolean {
+    return !this.failStop.poisoned && !this.dirtyMirrors.has(m) && m.dirtyFrom === undefined && !m.marked
+      && m.newRefs.length === 0 && !m.positions?.size && !m.activeOrders?.size;
+  }
+
   private mirrorFor(server: string, login: string): Mirror {
     const m = this.mirrors.get(this.key(server, login));
     if (!m) throw new Error(`simulator account ${server}/${login} is not loaded`);

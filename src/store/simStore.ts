@@ -60,6 +60,24 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     };
   }
 
+  /** Accounts held in memory (their mirrors): loaded or created, and not released since. */
+  get loadedAccounts(): number {
+    return this.mirrors.size;
+  }
+
+  /** Lets go of an account's mirror if the disk holds all of it (checkpointed, no journal row after
+   *  its checkpoint, nothing queued): the next loadAccount reads it again, the same. False: it has
+   *  changes not checkpointed yet (a checkpoint pass comes within checkpointMs), or the store is
+   *  poisoned; it stays. Its caller holds nothing of the account any more (SimServer.releaseIdle). */
+  release(server: string, login: string): boolean {
+    const k = this.key(server, login);
+    const m = this.mirrors.get(k);
+    if (!m) return true;
+    if (!this.clean(m)) return false;
+    this.mirrors.delete(k);
+    return true;
+  }
+
   createAccount(a: StoredAccount): void {
     const m = newMirror({ ...a }, 0, a.createdMs, 0);
     this.mirrors.set(this.key(a.server, a.login), m);

@@ -134,12 +134,13 @@ describe('request ids', () => {
 });
 
 describe('request ids (property)', () => {
-  type Op = { k: 'trade'; id: number; ok: boolean } | { k: 'turn' } | { k: 'checkpoint' } | { k: 'reload' };
+  type Op = { k: 'trade'; id: number; ok: boolean } | { k: 'turn' } | { k: 'checkpoint' } | { k: 'reload' } | { k: 'release' };
   const op: fc.Arbitrary<Op> = fc.oneof(
     { weight: 6, arbitrary: fc.record({ k: fc.constant('trade' as const), id: fc.integer({ min: 0, max: 12 }), ok: fc.boolean() }) },
     fc.constant({ k: 'turn' as const }),
     fc.constant({ k: 'checkpoint' as const }),
     fc.constant({ k: 'reload' as const }),
+    fc.constant({ k: 'release' as const }),
   );
   const lookup = (id: number, seq: number, ok: boolean): RequestLookup => ({
     requestId: `r${id}`, timeMsc: T0 + seq,
@@ -148,9 +149,10 @@ describe('request ids (property)', () => {
       : { ok: false, reason: 'NO_MONEY', message: `no money ${seq}`, retcode: 10019 },
   });
 
-  // Whatever the interleaving of new ids, repeats, commits, checkpoints and restarts, an id answers
-  // the outcome it was first applied with, and an id never applied answers nothing.
-  it('an id answers its first outcome across commits, checkpoints and restarts', async () => {
+  // Whatever the interleaving of new ids, repeats, commits, checkpoints, restarts and releases (the
+  // account let go from memory, refused while it has changes not checkpointed, then loaded again),
+  // an id answers the outcome it was first applied with, and an id never applied answers nothing.
+  it('an id answers its first outcome across commits, checkpoints, restarts and releases', async () => {
     await fc.assert(fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), fc.integer({ min: 0, max: 1 }), async (ops, ckpt) => {
       const dir = mkdtempSync(join(tmpdir(), 'tagw-sim-'));
       dirs.push(dir);
@@ -174,6 +176,16 @@ describe('request ids (property)', () => {
           await new Promise((r) => setImmediate(r));
         } else if (x.k === 'checkpoint') {
           store.checkpoint();
+        } else if (x.k === 'release') {
+          const clean = store.release('S', 'L');
+          // Refused only while something is not checkpointed: once it is, the account goes.
+          if (!clean) {
+            store.checkpoint();
+            expect(store.release('S', 'L')).toBe(true);
+          }
+          expect(store.loadedAccounts).toBe(0);
+          expect(store.loadAccount('S', 'L')).not.toBeNull();
+          expect(store.loadedAccounts).toBe(1);
         } else {
           store.flush();
           db.close();
