@@ -154,11 +154,14 @@ describe('trading retries', () => {
       const clientOrderId = (err as TagwError).clientOrderId;
       expect(clientOrderId).toMatch(/^sdk-/);
       lose = false;
-      const again = await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId });
+      // Sent again with the SDK's usual timeout: 300 ms (to lose the first answers fast) is too short for
+      // an answer on a machine loaded by the rest of the suite (CI: TIMEOUT here at load 12-15).
+      const patient = new TagwClient({ baseUrl: proxy.url, apiKey: key }).account(id);
+      const again = await patient.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId });
       expect(again.state).toBe('filled');
       expect((await client().account(id).OpenedOrders()).length).toBe(before + 1);
       // Every refusal of a trading call names it too.
-      const refused = await acct.OrderSend({ symbol: 'NOPE', operation: 'Buy', volume: 0.01 }).catch((e: unknown) => e);
+      const refused = await patient.OrderSend({ symbol: 'NOPE', operation: 'Buy', volume: 0.01 }).catch((e: unknown) => e);
       expect((refused as TagwError).clientOrderId).toMatch(/^sdk-/);
     } finally {
       await proxy.close();
