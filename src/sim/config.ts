@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { FAULT_FIELDS, FAULT_KINDS, foreignFaultField } from './faults.js';
+import { FAULT_KINDS, faultSpecProblem } from './faults.js';
 
 const sessionWindow = z.object({ fromMin: z.number().int().min(0).max(1440), toMin: z.number().int().min(0).max(1440) });
 /** A named preset or an explicit week (index 0 = Sunday), in server time. */
@@ -64,8 +64,8 @@ export const faultSpecSchema = z.object({
   /** unknownAfterSend: how long after a trade it took the broker cannot be asked about it. */
   lookupFailMs: z.number().int().min(0).optional(),
 }).superRefine((f, ctx) => {
-  const foreign = foreignFaultField(f);
-  if (foreign) ctx.addIssue({ code: 'custom', path: [foreign], message: `not for a ${f.kind} fault (it takes ${FAULT_FIELDS[f.kind].join(', ')})` });
+  const problem = faultSpecProblem(f);
+  if (problem) ctx.addIssue({ code: 'custom', path: problem.field ? [problem.field] : [], message: problem.message });
 });
 export type FaultSpecConfig = z.infer<typeof faultSpecSchema>;
 

@@ -18,9 +18,26 @@ export const FAULT_FIELDS: Record<FaultKind, readonly ('durationMs' | 'latencyMs
   timeoutAfterSend: ['count', 'probability', 'durationMs'],
   unknownAfterSend: ['count', 'probability', 'lookupFailMs', 'durationMs'],
 };
+type FaultSpecFields = { kind: FaultKind } & Partial<Record<(typeof FAULT_FIELDS)[FaultKind][number], unknown>>;
+
 /** The field of `spec` its kind does not take, if any. */
-export function foreignFaultField(spec: { kind: FaultKind } & Partial<Record<(typeof FAULT_FIELDS)[FaultKind][number], unknown>>): string | undefined {
+export function foreignFaultField(spec: FaultSpecFields): string | undefined {
   return (['durationMs', 'latencyMs', 'count', 'probability', 'lookupFailMs'] as const).find((k) => spec[k] !== undefined && !FAULT_FIELDS[spec.kind].includes(k));
+}
+
+/** What a spec lacks or has too much of for its kind (the field it concerns, if one), or undefined:
+ *  one rule for the fault routes and the servers file. */
+export function faultSpecProblem(spec: FaultSpecFields): { field?: string; message: string } | undefined {
+  const foreign = foreignFaultField(spec);
+  if (foreign) return { field: foreign, message: `not for ${spec.kind}${foreign === 'lookupFailMs' ? ' (only for unknownAfterSend)' : ''} (${spec.kind} takes ${FAULT_FIELDS[spec.kind].join(', ')})` };
+  if ((spec.kind === 'drop' || spec.kind === 'mute') && spec.durationMs === undefined) return { field: 'durationMs', message: `required for a ${spec.kind}` };
+  if (spec.kind === 'latency' && spec.latencyMs === undefined) return { field: 'latencyMs', message: 'required for latency' };
+  if (isTradeKind(spec.kind)) {
+    if (spec.count === undefined && spec.probability === undefined) return { message: `${spec.kind} needs 'count' or 'probability'` };
+    if (spec.count !== undefined && spec.probability !== undefined) return { message: `${spec.kind} takes 'count' or 'probability', not both` };
+  }
+  if (spec.kind === 'unknownAfterSend' && spec.lookupFailMs === undefined) return { field: 'lookupFailMs', message: 'required for unknownAfterSend' };
+  return undefined;
 }
 
 /** The kinds that act on trade requests (`count` or `probability` picks which). */

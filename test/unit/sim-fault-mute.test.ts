@@ -107,8 +107,18 @@ describe('simulator fault: mute', () => {
   it("a servers file's fault with a field of another kind is refused (it would be ignored), naming what the kind takes", () => {
     const r = faultSpecSchema.safeParse({ kind: 'mute', durationMs: 1000, count: 3 });
     expect(r.success).toBe(false);
-    expect(r.error!.issues).toMatchObject([{ path: ['count'], message: 'not for a mute fault (it takes durationMs)' }]);
+    expect(r.error!.issues).toMatchObject([{ path: ['count'], message: 'not for mute (mute takes durationMs)' }]);
     expect(faultSpecSchema.safeParse({ kind: 'reject', probability: 0.1, latencyMs: 5 }).success).toBe(false);
     expect(faultSpecSchema.safeParse({ kind: 'unknownAfterSend', count: 1, lookupFailMs: 500, durationMs: 9000 }).success).toBe(true);
+  });
+
+  it("a servers file's fault needs what its kind needs, as the fault routes do (a drop without durationMs did nothing)", () => {
+    const issues = (spec: object) => faultSpecSchema.safeParse(spec).error?.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message));
+    expect(issues({ kind: 'drop' })).toEqual(['durationMs: required for a drop']);
+    expect(issues({ kind: 'latency' })).toEqual(['latencyMs: required for latency']);
+    expect(issues({ kind: 'reject' })).toEqual(["reject needs 'count' or 'probability'"]);
+    expect(issues({ kind: 'reject', count: 1, probability: 0.5 })).toEqual(["reject takes 'count' or 'probability', not both"]);
+    expect(issues({ kind: 'unknownAfterSend', count: 1 })).toEqual(['lookupFailMs: required for unknownAfterSend']);
+    expect(issues({ kind: 'reject', count: 1 })).toBeUndefined();
   });
 });

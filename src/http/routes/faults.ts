@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
-import { FAULT_FIELDS, FAULT_KINDS, foreignFaultField, type FaultKind } from '../../sim/faults.js';
+import { FAULT_FIELDS, FAULT_KINDS, faultSpecProblem, type FaultKind } from '../../sim/faults.js';
 import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { qInt } from '../schemas.js';
@@ -44,15 +44,8 @@ export const SimFaultList = z.object({ faults: z.array(z.object({ shard: z.numbe
 type FaultBody = { kind: FaultKind; durationMs?: number | undefined; latencyMs?: number | undefined; count?: number | undefined; probability?: number | undefined; lookupFailMs?: number | undefined };
 
 function checked(b: FaultBody) {
-  const foreign = foreignFaultField(b);
-  if (foreign) throw apiError('BAD_REQUEST', `body field '${foreign}': not for ${b.kind}${foreign === 'lookupFailMs' ? ' (only for unknownAfterSend)' : ''} (${b.kind} takes ${FAULT_FIELDS[b.kind].join(', ')})`);
-  if ((b.kind === 'drop' || b.kind === 'mute') && b.durationMs === undefined) throw apiError('BAD_REQUEST', `body field 'durationMs': required for a ${b.kind}`);
-  if (b.kind === 'latency' && b.latencyMs === undefined) throw apiError('BAD_REQUEST', "body field 'latencyMs': required for latency");
-  if (FAULT_FIELDS[b.kind].includes('count')) {
-    if (b.count === undefined && b.probability === undefined) throw apiError('BAD_REQUEST', `body: ${b.kind} needs 'count' or 'probability'`);
-    if (b.count !== undefined && b.probability !== undefined) throw apiError('BAD_REQUEST', `body: ${b.kind} takes 'count' or 'probability', not both`);
-  }
-  if (b.kind === 'unknownAfterSend' && b.lookupFailMs === undefined) throw apiError('BAD_REQUEST', "body field 'lookupFailMs': required for unknownAfterSend");
+  const problem = faultSpecProblem(b);
+  if (problem) throw apiError('BAD_REQUEST', problem.field ? `body field '${problem.field}': ${problem.message}` : `body: ${problem.message}`);
   const out: Record<string, unknown> = { kind: b.kind };
   for (const k of FAULT_FIELDS[b.kind]) if (b[k] !== undefined) out[k] = b[k];
   return out as { kind: FaultBody['kind']; durationMs?: number; latencyMs?: number; count?: number; probability?: number; lookupFailMs?: number };
