@@ -19,13 +19,10 @@ import { STREAM_EVENT } from '../src/runtime/hosts/streamCommands.js';
 import { nowMs, TurnHist } from './streamHist.js';
 import { loaderArgs, moduleBeside } from './lib/launch.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argNumber as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, d: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : d;
-};
 const ROUNDS = arg('rounds', 6);
 const TURN_MS = arg('turn-ms', 1_000);
 const RATE = arg('rate', 1_000); // ticks/s over all symbols

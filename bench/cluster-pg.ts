@@ -11,13 +11,10 @@ import { startPostgres } from '../test/helpers/engines.js';
 import { migratedDatabase } from '../test/helpers/postgres.js';
 import { Histogram } from './lib/histogram.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argNumber as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
 const orders = arg('orders', 4000);
 const leaseCount = arg('leases', 2000);
 const BLOCK = 100;

@@ -63,15 +63,12 @@ import { measureQuotes } from './lib/clusterQuotes.js';
 import { measureNearQuotes, type NearQuoteFigures } from './lib/clusterNearQuotes.js';
 import { describeForwarding, forwardDecomposition } from './lib/forwardDecomposition.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argNumber as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
 const uptime = () => execFileSync('uptime', { encoding: 'utf8' });
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
 // Router-level orders of each kind (p99: the 30th slowest of 3,000), in ROUTER_PAIRS rounds.
 const ORDERS = arg('orders', 3000);
 const ROUTER_PAIRS = arg('router-pairs', 8);

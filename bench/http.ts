@@ -21,13 +21,10 @@ import { machineIdleWindow } from './lib/machineIdle.js';
 import { spawnLoad, type MergedLoad } from './lib/spawnLoad.js';
 import { pairedRatios, runPair } from './lib/pairedBlocks.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argNumber as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
 const seconds = arg('seconds', 3);
 const orders = arg('orders', 3000);
 // --shards N: one full run with N shards (0: the default, cores - 1). --shards 1,2,4 or

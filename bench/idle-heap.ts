@@ -14,13 +14,10 @@ import { writeHeapSnapshot } from 'node:v8';
 import type { Worker as WorkerT } from 'node:worker_threads';
 import { diff, summarize, total, type DiffRow } from './lib/heapDiff.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argText as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1]! : def;
-};
 const from = Number(arg('from', '1000'));
 const to = Number(arg('to', '4000'));
 const restart = process.argv.includes('--restart');

@@ -15,13 +15,10 @@ import { join } from 'node:path';
 import { Histogram } from './lib/histogram.js';
 import { cpuSeconds, gatewayEntry, rssBytes, rssParts, spawnGateway, threadHeaps } from './lib/gatewayProcess.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argText as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1]! : def;
-};
 const sizes = arg('sizes', '1000,20000,50000').split(',').map(Number);
 const concurrency = Number(arg('concurrency', '16'));
 const shards = arg('shards', '');

@@ -19,12 +19,9 @@ import { TagwClient } from '../src/client/index.js';
 import { watchHost } from './lib/hostFacts.js';
 import { gatewayEntry, rssBytes, spawnGateway } from './lib/gatewayProcess.js';
 import { InspectorHeaps, inspectorUrl } from './lib/inspectorHeaps.js';
+import { argText as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
-const arg = (name: string, def: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1]! : def;
-};
 const minutes = Number(arg('minutes', '10'));
 const warmupMinutes = Number(arg('warmup-minutes', '2'));
 const accountCount = Number(arg('accounts', '20'));

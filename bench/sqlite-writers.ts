@@ -12,13 +12,10 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { floorDbSource } from './lib/orderFloor.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argText as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1]! : def;
-};
 const counts = arg('threads', [1, 2, 4].filter((n) => n <= Math.max(2, availableParallelism())).join(',')).split(',').map(Number);
 const seconds = Number(arg('seconds', '2'));
 const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');

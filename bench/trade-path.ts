@@ -27,13 +27,10 @@ import { Histogram } from './lib/histogram.js';
 import { shardSettings } from '../src/runtime/settings.js';
 import { systemClock } from '../src/util/clock.js';
 import { watchHost } from './lib/hostFacts.js';
+import { argNumber as arg } from './lib/args.js';
 
 const machineFacts = watchHost();
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
 const orders = arg('orders', 3000);
 const prof = process.argv.includes('--prof');
 const BLOCK = 100;
