@@ -87,114 +87,88 @@ async function read(it: AsyncIterable<unknown>, n: number, ms: number, close: ()
   return got;
 }
 
+/** Runs `step` over and over until the run ends, `pauseMs` apart; a failure is counted and sampled
+ *  (`fail`), then waited out for `failPauseMs` instead. */
+async function repeat(what: string, pauseMs: number, failPauseMs: number, step: () => Promise<void>): Promise<void> {
+  while (running()) {
+    try {
+      await step();
+    } catch (e) {
+      fail(what, e);
+      await sleep(failPauseMs);
+      continue;
+    }
+    if (pauseMs > 0) await sleep(pauseMs);
+  }
+}
+
 let seq = 0;
-async function orders(): Promise<void> {
-  while (running()) {
-    const id = pick(accounts);
-    const coid = `soak-${++seq}`;
-    try {
-      const path = `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${coid}`;
-      const sent = await call('GET', path, h);
-      ops.orders++;
-      if (seq % 10 === 0) {
-        await call('GET', path, h);
-        ops.replays++;
-      }
-      await call('GET', `/OrderClose?id=${id}&ticket=${sent.ticket}&clientOrderId=${coid}-c`, h);
-      ops.closes++;
-    } catch (e) {
-      fail('order', e);
-      await sleep(100);
-    }
+const orders = () => repeat('order', 0, 100, async () => {
+  const id = pick(accounts);
+  const coid = `soak-${++seq}`;
+  const path = `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${coid}`;
+  const sent = await call('GET', path, h);
+  ops.orders++;
+  if (seq % 10 === 0) {
+    await call('GET', path, h);
+    ops.replays++;
   }
-}
+  await call('GET', `/OrderClose?id=${id}&ticket=${sent.ticket}&clientOrderId=${coid}-c`, h);
+  ops.closes++;
+});
 
-/** A socket read until `frames` frames came, then closed; resumed from where it stopped. */
-async function streams(): Promise<void> {
-  while (running()) {
-    const id = pick(accounts);
-    try {
-      let since: string | undefined;
-      for (const resume of [false, true]) {
-        const s = client.stream(id, { symbols: ['BTCUSD'], ...(resume && since ? { since } : {}) });
-        if ((await read(s, 5, 10_000, () => s.close())) < 5) throw new Error('a stream gave fewer than 5 frames in 10 s');
-        since = s.since;
-        s.close();
-        if (resume) ops.resumes++;
-        else ops.streams++;
-      }
-    } catch (e) {
-      fail('stream', e);
-      await sleep(200);
-    }
+/** A socket read until 5 frames came, then closed; resumed from where it stopped. */
+const streams = () => repeat('stream', 0, 200, async () => {
+  const id = pick(accounts);
+  let since: string | undefined;
+  for (const resume of [false, true]) {
+    const s = client.stream(id, { symbols: ['BTCUSD'], ...(resume && since ? { since } : {}) });
+    if ((await read(s, 5, 10_000, () => s.close())) < 5) throw new Error('a stream gave fewer than 5 frames in 10 s');
+    since = s.since;
+    s.close();
+    if (resume) ops.resumes++;
+    else ops.streams++;
   }
-}
+});
 
-async function sessions(): Promise<void> {
-  while (running()) {
-    try {
-      const session = await client.connect(pick(brokerAccounts));
-      const sock = session.socket();
-      await session.call('Subscribe', { symbol: 'BTCUSD' });
-      const got = await read(sock, 1, 10_000, () => sock.close());
-      sock.close();
-      if (got < 1) throw new Error('a /ws socket got no frame in 10 s');
-      ops.sessions++;
-    } catch (e) {
-      fail('session', e);
-    }
-    await sleep(50);
-  }
-}
+const sessions = () => repeat('session', 50, 50, async () => {
+  const session = await client.connect(pick(brokerAccounts));
+  const sock = session.socket();
+  await session.call('Subscribe', { symbol: 'BTCUSD' });
+  const got = await read(sock, 1, 10_000, () => sock.close());
+  sock.close();
+  if (got < 1) throw new Error('a /ws socket got no frame in 10 s');
+  ops.sessions++;
+});
 
-async function keys(): Promise<void> {
-  while (running()) {
-    try {
-      const k = await call('POST', '/v1/keys', mgmt, { label: `soak-${ops.keys}` });
-      await call('GET', '/v1/whoami', { 'x-api-key': k.key as string });
-      await call('DELETE', `/v1/keys/${k.id}`, mgmt);
-      ops.keys++;
-    } catch (e) {
-      fail('key', e);
-    }
-    await sleep(100);
-  }
-}
+const keys = () => repeat('key', 100, 100, async () => {
+  const k = await call('POST', '/v1/keys', mgmt, { label: `soak-${ops.keys}` });
+  await call('GET', '/v1/whoami', { 'x-api-key': k.key as string });
+  await call('DELETE', `/v1/keys/${k.id}`, mgmt);
+  ops.keys++;
+});
 
 /** An account bound, traded, streamed, its position closed and the seat deleted: what it held must go with it. */
-async function seats(): Promise<void> {
-  let n = 0;
-  while (running()) {
-    try {
-      const id = (await call('POST', '/ConnectEx', h, { user: `soak-seat-${++n}`, password: 'pw', server: 'Sim-P5-Demo' })).id as string;
-      const sent = await call('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=seat-${n}`, h);
-      const s = client.stream(id, { symbols: ['BTCUSD'] });
-      await read(s, 3, 10_000, () => s.close());
-      s.close();
-      // Closed before the seat goes: a simulated account with a position open stays in its shard's
-      // memory, its stops and stop-out evaluated on ticks with nobody logged in, as a broker's are
-      // (docs/simulator.md); one with nothing open is let go.
-      await call('GET', `/OrderClose?id=${id}&ticket=${sent.ticket}&clientOrderId=seat-${n}-c`, h);
-      await call('DELETE', `/v1/seats/${id}`, mgmt);
-      ops.seats++;
-    } catch (e) {
-      fail('seat', e);
-    }
-    await sleep(200);
-  }
-}
+let seatSeq = 0;
+const seats = () => repeat('seat', 200, 200, async () => {
+  const n = ++seatSeq;
+  const id = (await call('POST', '/ConnectEx', h, { user: `soak-seat-${n}`, password: 'pw', server: 'Sim-P5-Demo' })).id as string;
+  const sent = await call('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=seat-${n}`, h);
+  const s = client.stream(id, { symbols: ['BTCUSD'] });
+  await read(s, 3, 10_000, () => s.close());
+  s.close();
+  // Closed before the seat goes: a simulated account with a position open stays in its shard's
+  // memory, its stops and stop-out evaluated on ticks with nobody logged in, as a broker's are
+  // (docs/simulator.md); one with nothing open is let go.
+  await call('GET', `/OrderClose?id=${id}&ticket=${sent.ticket}&clientOrderId=seat-${n}-c`, h);
+  await call('DELETE', `/v1/seats/${id}`, mgmt);
+  ops.seats++;
+});
 
-async function quotes(): Promise<void> {
-  while (running()) {
-    try {
-      await call('GET', `/GetQuote?id=${pick(accounts)}&symbol=BTCUSD`, h);
-      ops.quotes++;
-    } catch (e) {
-      fail('quote', e);
-    }
-    await sleep(5);
-  }
-}
+const quotes = () => repeat('quote', 5, 5, async () => {
+  await call('GET', `/GetQuote?id=${pick(accounts)}&symbol=BTCUSD`, h);
+  ops.quotes++;
+});
 
 interface Sample { atMin: number; heaps: Record<string, number>; rss: number; ops: number }
 const samples: Sample[] = [];
