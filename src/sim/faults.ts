@@ -8,9 +8,12 @@ import { Rng } from './hash.js';
 
 /** Every kind, for the schemas that take one (simulator config, HTTP routes). */
 export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'unknownAfterSend', 'mute'] as const;
-/** The fields each kind takes (besides `kind` and a target): a field of another kind would be
- *  ignored, so the fault routes and the servers file refuse it. */
-export const FAULT_FIELDS: Record<FaultKind, readonly ('durationMs' | 'latencyMs' | 'count' | 'probability' | 'lookupFailMs')[]> = {
+/** A fault's fields besides `kind` and its target. */
+const FIELD_NAMES = ['durationMs', 'latencyMs', 'count', 'probability', 'lookupFailMs'] as const;
+type FieldName = (typeof FIELD_NAMES)[number];
+/** The fields each kind takes: a field of another kind would be ignored, so the fault routes and
+ *  the servers file refuse it. */
+export const FAULT_FIELDS: Record<FaultKind, readonly FieldName[]> = {
   drop: ['durationMs'],
   mute: ['durationMs'],
   latency: ['latencyMs', 'durationMs'],
@@ -18,17 +21,12 @@ export const FAULT_FIELDS: Record<FaultKind, readonly ('durationMs' | 'latencyMs
   timeoutAfterSend: ['count', 'probability', 'durationMs'],
   unknownAfterSend: ['count', 'probability', 'lookupFailMs', 'durationMs'],
 };
-type FaultSpecFields = { kind: FaultKind } & Partial<Record<(typeof FAULT_FIELDS)[FaultKind][number], unknown>>;
-
-/** The field of `spec` its kind does not take, if any. */
-export function foreignFaultField(spec: FaultSpecFields): string | undefined {
-  return (['durationMs', 'latencyMs', 'count', 'probability', 'lookupFailMs'] as const).find((k) => spec[k] !== undefined && !FAULT_FIELDS[spec.kind].includes(k));
-}
+type FaultSpecFields = { kind: FaultKind } & Partial<Record<FieldName, unknown>>;
 
 /** What a spec lacks or has too much of for its kind (the field it concerns, if one), or undefined:
  *  one rule for the fault routes and the servers file. */
 export function faultSpecProblem(spec: FaultSpecFields): { field?: string; message: string } | undefined {
-  const foreign = foreignFaultField(spec);
+  const foreign = FIELD_NAMES.find((k) => spec[k] !== undefined && !FAULT_FIELDS[spec.kind].includes(k));
   if (foreign) return { field: foreign, message: `not for ${spec.kind}${foreign === 'lookupFailMs' ? ' (only for unknownAfterSend)' : ''} (${spec.kind} takes ${FAULT_FIELDS[spec.kind].join(', ')})` };
   if ((spec.kind === 'drop' || spec.kind === 'mute') && spec.durationMs === undefined) return { field: 'durationMs', message: `required for a ${spec.kind}` };
   if (spec.kind === 'latency' && spec.latencyMs === undefined) return { field: 'latencyMs', message: 'required for latency' };
