@@ -48,8 +48,9 @@ export interface TradeAnswer<T> {
   replayed: boolean;
   /** Yours, or the one the SDK made. */
   clientOrderId: string;
-  /** The gateway's `x-request-id` of the answer (its request log's id). */
-  requestId: string | undefined;
+  /** The gateway's `x-request-id` of the answer (its request log's id); the SDK's own id of the
+   *  call when the answer had none, as on its errors. */
+  requestId: string;
   /** Tries it took (1 = no retry). */
   tries: number;
 }
@@ -85,7 +86,7 @@ export class TagwClient {
       const trade = async (p: Record<string, QueryValue>): Promise<TradeAnswer<Json>> => {
         const clientOrderId = (p.clientOrderId as string | undefined) ?? newClientOrderId();
         const r = await this.transport.call<Json>({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId });
-        return { result: r.body, replayed: r.replay, clientOrderId, requestId: r.headers.get('x-request-id') ?? undefined, tries: r.tries };
+        return { result: r.body, replayed: r.replay, clientOrderId, requestId: r.requestId, tries: r.tries };
       };
       withMeta[name] = trade;
       api[name] = async (p: Record<string, QueryValue>) => (await trade(p)).result;

@@ -56,6 +56,9 @@ export interface CallResult<T> {
   replay: boolean;
   /** Tries it took (1 = no retry). */
   tries: number;
+  /** The gateway's `x-request-id` of the answer; the SDK's own id of the call when none came
+   *  (a proxy that drops the header), as its errors say. */
+  requestId: string;
 }
 
 export function encodeQuery(q: Record<string, QueryValue> | undefined): string {
@@ -226,7 +229,7 @@ export class Transport {
         if (res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400)) throw redirectError(res, spec, requestId);
         const parsed = parseJson(text);
         if (res.ok) {
-          return { status: res.status, headers: res.headers, body: parsed as T, replay: isReplay(res.headers), tries: attempt + 1 };
+          return { status: res.status, headers: res.headers, body: parsed as T, replay: isReplay(res.headers), tries: attempt + 1, requestId: res.headers.get('x-request-id') ?? requestId };
         }
         err = this.errorOf(res, parsed, text, requestId, spec);
       } catch (e) {

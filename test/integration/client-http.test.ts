@@ -133,6 +133,16 @@ describe('trading retries', () => {
     const lost = await client({ fetch: losingFetch }).account(id).withMeta.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
     expect(lost).toMatchObject({ replayed: true, tries: 2 });
     expect(lost.clientOrderId).toMatch(/^sdk-/);
+    // A proxy that drops x-request-id: the answer still names an id, the SDK's own (as its errors do).
+    const stripping: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      const headers = new Headers(res.headers);
+      headers.delete('x-request-id');
+      return new Response(await res.text(), { status: res.status, headers });
+    };
+    const stripped = await client({ fetch: stripping }).account(id).withMeta.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+    expect(stripped.requestId).toMatch(/^req-/);
+    expect(first.requestId).not.toMatch(/^req-/);
     // A broker rejection is final and replayed for its id: the error says which one this is.
     const bad = { symbol: 'BTCUSD', operation: 'Buy', volume: 99_999, clientOrderId: 'sdk-meta-2' } as const;
     const e1 = (await acct.OrderSend(bad).catch((e: unknown) => e)) as TagwError;
