@@ -90,6 +90,12 @@ export function apiError(code: ErrorCode, message: string, opts?: ApiErrorOption
   return new ApiError(code, message, opts);
 }
 
+/** The broker turned a login down: worded once, so a refusal from the broker, from a stored
+ *  password and from another node's holder read the same (the answer must not tell them apart). */
+export function brokerRefused(): ApiError {
+  return apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+}
+
 /** Whether an error is a write that failed for lack of space: SQLite's SQLITE_FULL, or ENOSPC/EDQUOT from the file system. */
 export function isStorageFull(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

@@ -5,14 +5,14 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { seatStatusAt } from '../../../actors/seatStatus.js';
 import type { Platform } from '../../market/server.js';
-import { apiError, toApiError } from '../../errors.js';
+import { apiError, brokerRefused, toApiError } from '../../errors.js';
 import type { AccountStatus } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../services.js';
 import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { ActionAudit } from '../route.js';
 import type { NewAuditRow } from '../../store/audit.js';
-import { brokerRefused, holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
+import { holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),

@@ -3,13 +3,12 @@
 // proved the login's password, the broker's 400 otherwise, on one node and in a cluster alike.
 import { timingSafeEqual } from 'node:crypto';
 import type { SecretBox } from '../../crypto/secretBox.js';
-import { apiError, toApiError } from '../../errors.js';
+import { apiError, brokerRefused, toApiError } from '../../errors.js';
 import type { Platform } from '../../market/server.js';
 import type { LoginHolder } from '../../store/tenancyWrites.js';
 import type { Services } from '../services.js';
 
 export const loginInUse = () => apiError('BROKER_LOGIN_IN_USE', 'this broker login is already connected to another account');
-export const brokerRefused = () => apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
 
 export function openedOrUndefined(box: SecretBox, sealed: string, aad: string): string | undefined {
   try {

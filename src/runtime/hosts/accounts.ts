@@ -1,7 +1,7 @@
 // The account host: one AccountEntry (connection actor + BrokerConnection) per bound account
 // this shard owns, the AccountRegistry other hosts of the shard use, the classic operations and
 // idempotent trading. First in HOST_FACTORIES, so ctx.accounts is set before other hosts start.
-import { apiError, ApiError } from '../../errors.js';
+import { apiError, ApiError, brokerRefused } from '../../errors.js';
 import { SecretBox } from '../../crypto/secretBox.js';
 import { passwordOf, type BrokerConnection, type BrokerCredentials } from '../../broker/types.js';
 import { BrokerAuthError, BrokerError, BrokerRequestError } from '../../market/brokerErrors.js';
@@ -212,7 +212,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       await probe.connect();
       return true;
     } catch (err) {
-      if (err instanceof BrokerAuthError) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+      if (err instanceof BrokerAuthError) throw brokerRefused();
       // The broker (a bridge) answered and refused the login's server: as in embedded mode, where
       // the factory throws for an unknown server, nothing is bound.
       if (err instanceof BrokerRequestError) throw apiError('BAD_REQUEST', err.message);
@@ -271,7 +271,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       existing = startEntry(row);
     }
     await settle(existing, a.waitMs ?? ctx.settings.timing.bindWaitMs);
-    if (existing.authFailed) throw apiError('BROKER_AUTH_FAILED', 'the broker refused this login and password');
+    if (existing.authFailed) throw brokerRefused();
     return status(existing);
   };
 
