@@ -1,4 +1,4 @@
-// The README tour with the SDK: a key, an account, a few calls, an order and some stream frames.
+// The README tour with the SDK: a key, an account, a few calls, an order, some stream frames, the order closed.
 //
 //   eval "$(node --import tsx examples/tour.ts)"    # steps on stderr; exports TAGW_URL, TAGW_KEY, TAGW_ACCOUNT
 //
@@ -12,7 +12,10 @@ import { TagwClient } from '../src/client/index.js';
 
 export async function tour(baseUrl: string, managementKey: string, say: (line: string) => void): Promise<{ key: string; accountId: string }> {
   const admin = new TagwClient({ baseUrl, managementKey });
-  const { key } = await admin.keys.create({ label: 'tour' });                       // shown once; only a hash is kept
+  const earlier = (await admin.keys.list()).keys.find((k) => k.label === 'tour' && !k.revoked);
+  const { key } = earlier                                                           // shown once; only a hash is kept
+    ? await admin.keys.replace(earlier.id, { label: 'tour' })                       // run again: the last run's key is revoked
+    : await admin.keys.create({ label: 'tour' });
   const client = new TagwClient({ baseUrl, apiKey: key, WebSocket });
   const { id } = await client.connectEx({ user: 'alice', password: 's3cret', server: 'Sim-P5-Demo' });
   const acct = client.account(id);
@@ -30,6 +33,9 @@ export async function tour(baseUrl: string, managementKey: string, say: (line: s
   const session = await client.connect(id);                                          // the gateway routes: a session handle
   const s = (await session.op.AccountSummary()) as { equity: number };
   say(`gateway session ${session.handle.slice(0, 12)}...: equity ${s.equity}`);
+  const closed = await acct.OrderClose({ ticket: order.ticket });                     // the position closed: nothing left open
+  const deal = closed.deals[0];
+  say(`closed: deal ${deal?.ticket} at ${deal?.price}, profit ${deal?.profit}`);
   return { key, accountId: id };
 }
 

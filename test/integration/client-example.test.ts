@@ -28,8 +28,16 @@ describe('examples/tour.ts', () => {
     const lines: string[] = [];
     const { key, accountId } = await tour(g.url, g.managementKey, (l) => lines.push(l));
     expect(key).toMatch(/^tagw_/);
-    expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session/);
-    expect((await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).OpenedOrders()).length).toBe(1);
+    expect(lines.join('\n')).toMatch(/balance 10000 USD[\s\S]*order \d+ filled[\s\S]*stream: [\s\S]*gateway session[\s\S]*closed: deal \d+ at [\d.]+, profit -?[\d.]+/);
+    // Run again (the README's eval, a second time): its position closed as well, one tour key live.
+    const again = await tour(g.url, g.managementKey, () => undefined);
+    expect(again.accountId).toBe(accountId);
+    expect((await new TagwClient({ baseUrl: g.url, apiKey: again.key }).account(accountId).OpenedOrders()).length).toBe(0);
+    const tourKeys = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.list()).keys.filter((k) => k.label === 'tour');
+    expect(tourKeys.filter((k) => !k.revoked)).toHaveLength(1);
+    expect(tourKeys.find((k) => k.revoked)?.replacedBy).toBe(tourKeys.find((k) => !k.revoked)?.id);
+    const old = await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).AccountSummary().catch((e: unknown) => e);
+    expect(old).toMatchObject({ status: 401 });
   });
 
   it("run as the README says, on a gateway started with DATA_DIR elsewhere: reads that DATA_DIR's bootstrap.json, as it reads PORT", async () => {
