@@ -61,8 +61,9 @@ export interface SimPersistence {
   /** The simulator let go of the account (nobody logged in, nothing open): the store may forget what
    *  it holds of it in memory if everything of it is stored; loadAccount reads it again, the same.
    *  True: forgotten (or nothing held); false: not yet (changes not stored), ask again later. A
-   *  store without it keeps every account loaded, and so does the simulator. */
-  release?(server: string, login: string): boolean;
+   *  store without it keeps every account loaded, and so does the simulator. `open`: the account
+   *  may hold positions and orders (forgotten: SimServer.forget); its checkpoint is written first. */
+  release?(server: string, login: string, open?: boolean): boolean;
   /** The change's records are the store's to keep: the engine never changes them afterwards (the
    *  positions it changes in place reach a change as copies). */
   apply(server: string, login: string, change: SimChange): void;

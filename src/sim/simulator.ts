@@ -147,13 +147,43 @@ export class SimServer implements AccountHost {
    */
   private readonly idle = new Set<SimAccount>();
 
+  /**
+   * Accounts no connection of this thread will use again (forget), let go once nobody is logged
+   * in, open positions and orders included: another thread's simulator may load the login next.
+   */
+  private readonly forgotten = new Set<SimAccount>();
+
   /** A connection logged out of `account` (SimSession): the last one lets it go if nothing is open. */
   logout(account: SimAccount): void {
     if (account.logins > 0) account.logins--;
-    if (account.logins === 0 && !account.busy) {
+    if (account.logins === 0 && (!account.busy || this.forgotten.has(account))) {
       this.idle.add(account);
       this.releaseIdle();
     }
+  }
+
+  /**
+   * No account of this thread binds `login` any more (its seat was removed, its account bound to
+   * another login, a probe of a login bound elsewhere ended): once nobody is logged in, let it go
+   * with whatever it has open, after its store holds all of it, and until then it acts on nothing
+   * (no tick or clock visits). Accounts land on shard threads by their ids, so the login's next
+   * account may sit in another thread, whose simulator loads it from the same store: two copies
+   * would each fill its orders and stops, and the second's journal row, refused, stop its store.
+   * Its triggers then wait for its next login, as after a restart (docs/simulator.md).
+   */
+  forget(login: string): void {
+    const acc = this.accounts.get(login);
+    if (!acc) return;
+    this.forgotten.add(acc);
+    if (acc.logins === 0) this.idle.add(acc);
+    this.releaseIdle();
+  }
+
+  /** Out of every visit of ticks and the clock (a forgotten account waiting for its store). */
+  private quiet(acc: SimAccount): void {
+    this.busy.delete(acc);
+    this.touched.delete(acc);
+    for (const h of this.holders) h.delete(acc);
   }
 
   /** Let go of the idle accounts whose store holds all of them (the others are asked again at the
@@ -163,21 +193,23 @@ export class SimServer implements AccountHost {
     const release = this.store.release;
     if (!release) {
       this.idle.clear();
+      this.forgotten.clear();
       return;
     }
     for (const acc of this.idle) {
       const login = acc.data.login;
-      if (acc.logins > 0 || acc.busy || this.accounts.get(login) !== acc) {
+      const forgotten = this.forgotten.has(acc);
+      if (acc.logins > 0 || (acc.busy && !forgotten) || this.accounts.get(login) !== acc) {
         this.idle.delete(acc);
         continue;
       }
-      if (!release.call(this.store, this.config.name, login)) continue;
+      if (forgotten) this.quiet(acc);
+      if (!release.call(this.store, this.config.name, login, forgotten)) continue;
       this.idle.delete(acc);
+      this.forgotten.delete(acc);
       this.accounts.delete(login);
       this.sinks.delete(acc);
-      this.busy.delete(acc);
-      this.touched.delete(acc);
-      for (const h of this.holders) h.delete(acc);
+      this.quiet(acc);
     }
   }
 
@@ -240,6 +272,7 @@ export class SimServer implements AccountHost {
    *  logout (the account is let go once nobody is logged in and nothing is open). */
   login(login: string, password: string): SimAccount {
     let acc = this.accounts.get(login);
+    const loadedNow = !acc;
     if (!acc) {
       const loaded = this.store.loadAccount(this.config.name, login);
       if (loaded) {
@@ -251,8 +284,10 @@ export class SimServer implements AccountHost {
       this.track(acc);
     }
     if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
-      // Loaded for nobody: let go as any account nobody is logged in to.
-      if (acc.logins === 0 && !acc.busy) {
+      // Loaded for nobody: let go as any account nobody is logged in to, and, loaded by this
+      // very login (no account of this thread had it), with whatever it has open (forget).
+      if (acc.logins === 0 && loadedNow) this.forget(login);
+      else if (acc.logins === 0 && !acc.busy) {
         this.idle.add(acc);
         this.releaseIdle();
       }
@@ -260,6 +295,8 @@ export class SimServer implements AccountHost {
     }
     acc.logins++;
     this.idle.delete(acc);
+    // Forgotten and still here (its store was not ready to let go): in use again, as it was.
+    if (this.forgotten.delete(acc)) this.track(acc);
     return acc;
   }
 

@@ -68,11 +68,22 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
   /** Lets go of an account's mirror if the disk holds all of it (checkpointed, no journal row after
    *  its checkpoint, nothing queued): the next loadAccount reads it again, the same. False: it has
    *  changes not checkpointed yet (a checkpoint pass comes within checkpointMs), or the store is
-   *  poisoned; it stays. Its caller holds nothing of the account any more (SimServer.releaseIdle). */
-  release(server: string, login: string): boolean {
+   *  poisoned; it stays. Its caller holds nothing of the account any more (SimServer.releaseIdle).
+   *  `open`: forgotten, positions and orders open too; let go once its rows are committed. */
+  release(server: string, login: string, open = false): boolean {
     const k = this.key(server, login);
     const m = this.mirrors.get(k);
     if (!m) return true;
+    if (open && !this.clean(m)) {
+      // Forgotten (SimServer.forget): another thread may load it next, so its checkpoint is written
+      // now rather than by a later pass of this copy (which would clear the marks of the other's
+      // rows). A full disk or a poisoned store keeps it here, asked again later.
+      try {
+        this.checkpoint();
+      } catch {
+        return false;
+      }
+    }
     if (!this.clean(m)) return false;
     this.mirrors.delete(k);
     return true;

@@ -1,7 +1,8 @@
 // Where an account's BrokerConnection comes from inside a shard. Embedded mode (default): one
 // in-process simulator per shard thread, over the shard's own SQLite connection. The simulator is
 // deterministic from its seed and the clock, so every shard shows the same market; a login's
-// account state lives in SQLite and is only ever driven by the one shard owning the account.
+// account state lives in SQLite and is only ever driven by the one shard owning its account: a
+// shard whose account lets the login go lets its simulator's copy go (letGo).
 // Bridge mode: each connection is a BridgeBrokerConnection to BRIDGE_URL (the standalone simulator
 // server or a real terminal bridge); the server's platform, build and clock are known once connected.
 import { readFileSync } from 'node:fs';
@@ -20,6 +21,9 @@ export interface BrokerSource {
   /** Those of a server, of one login of it (not the server-wide ones), or one by id, when given. */
   clearFaults?(server?: string, login?: string, id?: number): number;
   listFaults?(): Fault[];
+  /** No account of this thread binds the login any more: the embedded simulator lets its copy go
+   *  (SimServer.forget), as the login's next account may run in another thread. */
+  letGo?(server: string, login: string): void;
   stop(): void;
 }
 
@@ -52,6 +56,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     injectFault: (spec) => sim.faults.set(spec).id,
     clearFaults: (server, login, id) => sim.faults.clear(id, server, login),
     listFaults: () => sim.faults.list(),
+    letGo: (server, login) => sim.server(server)?.forget(login),
     stop: () => sim.stop(),
   };
 }

@@ -206,8 +206,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       throw err instanceof BrokerError ? apiError('BAD_REQUEST', err.message) : err;
     }
   };
+  /** The embedded simulator's copy of a login no entry here binds goes (BrokerSource.letGo): the
+   *  login's next account may run in another shard, with its own simulator over the same store. */
+  const letGoUnbound = ({ server, login }: BrokerCredentials): void => {
+    for (const e of entries.values()) if (e.credentials.server === server && e.credentials.login === login) return;
+    source?.letGo?.(server, login);
+  };
   /** Logs the probe in and out: the broker's refusal as the API's; false when the broker cannot be reached now. */
-  const tryLogin = async (probe: BrokerConnection): Promise<boolean> => {
+  const tryLogin = async (probe: BrokerConnection, credentials: BrokerCredentials): Promise<boolean> => {
     try {
       await probe.connect();
       return true;
@@ -225,6 +231,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       return false;
     } finally {
       await probe.disconnect().catch(() => undefined);
+      letGoUnbound(credentials);
     }
   };
 
@@ -247,7 +254,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     // after it 503 'the broker refused the stored login', restarts included).
     const samePassword = sameLogin && passwordOf(existing!.credentials.password) === passwordOf(credentials.password);
     // Unreachable right now: bind anyway, the connection actor keeps retrying with backoff.
-    if (!samePassword) await tryLogin(probe);
+    if (!samePassword) await tryLogin(probe, credentials);
     // Known once connected (a bridge learns it from the server's hello). A bridge that could not be
     // reached cannot tell: the given platform (else P5) is taken unverified, and corrected from the
     // server once the account connects (deps.onServer).
@@ -266,7 +273,9 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       if (a.audit) audits.add(a.audit);
     });
     if (existing) {
+      const was = existing.credentials;
       await existing.replace({ credentials, build: row.build });
+      if (!sameLogin) letGoUnbound(was);
     } else {
       existing = startEntry(row);
     }
@@ -280,9 +289,10 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.bind': bind,
       // The broker's check of a login and password, binding nothing (a login bound to another
       // customer's account, tried with a password that is not the stored one: classicBinding.ts).
-      'account.probe': async ({ accountId, server, login, passwordEnc, platform }) => ({
-        reached: await tryLogin(probeOf(credentialsOf({ seat_id: accountId, server, login, password_enc: passwordEnc, platform: platform ?? 'P5' }))),
-      }),
+      'account.probe': async ({ accountId, server, login, passwordEnc, platform }) => {
+        const c = credentialsOf({ seat_id: accountId, server, login, password_enc: passwordEnc, platform: platform ?? 'P5' });
+        return { reached: await tryLogin(probeOf(c), c) };
+      },
       'account.status': ({ accountId }) => status(entryOf(accountId)),
       // Its seat was removed (DELETE /v1/seats/{id}): the broker connection closes; the binding,
       // orders and idempotency records stay as history.
@@ -290,6 +300,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const e = entries.get(accountId);
         entries.delete(accountId);
         e?.stop();
+        if (e) letGoUnbound(e.credentials);
         return { stopped: e !== undefined };
       },
       'account.upgrade': async ({ accountId, build, audit }) => {
