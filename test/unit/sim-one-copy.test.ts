@@ -34,7 +34,14 @@ function shards(n: number) {
     c.dbs.push(db);
     const store = new SqliteSimStore(db, { checkpointMs: 0 });
     const sim = new Simulator({ config: testConfig(), store, clock });
-    const source = { factory: (cr: ConstructorParameters<typeof SimBrokerConnection>[1]) => new SimBrokerConnection(sim, cr), stop: () => sim.stop(), letGo: (s: string, l: string) => sim.server(s)?.forget(l) };
+    const letGone: string[] = [];
+    const source = {
+      factory: (cr: ConstructorParameters<typeof SimBrokerConnection>[1]) => new SimBrokerConnection(sim, cr), stop: () => sim.stop(),
+      letGo: (s: string, l: string) => {
+        letGone.push(l);
+        sim.server(s)?.forget(l);
+      },
+    };
     const host = createAccountHost({
       shard, shards: n, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock, emit: () => {}, owns: () => true,
     }, { broker: source });
@@ -48,7 +55,7 @@ function shards(n: number) {
       return JSON.parse(r.json) as { ticket: number };
     };
     const read = (accountId: string, op: string, args: Record<string, unknown> = {}) => Promise.resolve(host.handlers['account.op']!({ accountId, op, args })) as Promise<Record<string, unknown>>;
-    return { db, store, sim, host, held, bind, trade, read, clock };
+    return { db, store, sim, host, held, bind, trade, read, clock, letGone };
   });
 }
 
@@ -120,6 +127,24 @@ describe('a login has one copy of its simulated account in a process', () => {
     await turn();
     expect(fills(b, limit.ticket)).toHaveLength(1);
     await stillTrades(b, second);
+  });
+
+  it('a probe of a login bound to an account of the same shard leaves its copy, order and all', async () => {
+    const [a] = shards(2) as [ReturnType<typeof shards>[number]];
+    const first = '88888888-8888-4888-8888-888888888888';
+    // Its seat, as the gateway has one (the host finds the login's account by its live seat).
+    a.db.exec(`INSERT INTO customers (id, name, created_at) VALUES ('c', 'c', 0); INSERT INTO seats (id, customer_id, private_hosting, created_at) VALUES ('${first}', 'c', 0, 0)`);
+    await a.bind(first);
+    const limit = await pendingBuy(a, first);
+    await turn();
+    const other = '99999999-9999-4999-8999-999999999999';
+    a.letGone.length = 0; // the bind's own probe came before its account ran here
+    expect(await a.host.handlers['account.probe']!({ accountId: other, server: SERVER, login: LOGIN, passwordEnc: box.seal('pw', other) })).toEqual({ reached: true });
+    expect(a.held()).toBe(true);
+    expect(a.letGone).toEqual([]);
+    await runMarket([a], async () => fills(a, limit.ticket).length > 0);
+    expect(fills(a, limit.ticket)).toHaveLength(1);
+    await stillTrades(a, first);
   });
 
   it("a bind's probe with a wrong password loads nothing for good: the bind on another shard fills its order once", async () => {

@@ -209,8 +209,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
   /** The embedded simulator's copy of a login no entry here binds goes (BrokerSource.letGo): the
    *  login's next account may run in another shard, with its own simulator over the same store. */
   const letGoUnbound = ({ server, login }: BrokerCredentials): void => {
-    for (const e of entries.values()) if (e.credentials.server === server && e.credentials.login === login) return;
-    source?.letGo?.(server, login);
+    const letGo = source?.letGo;
+    if (!letGo) return;
+    // Bound to an account this shard runs: its copy stays. An indexed lookup, not a walk of the
+    // entries (a shard may run 50,000; a bind's probe comes here).
+    const bound = store.boundTo(server, login);
+    const e = bound && entries.get(bound.seat_id);
+    if (e && e.credentials.server === server && e.credentials.login === login) return;
+    letGo(server, login);
   };
   /** Logs the probe in and out: the broker's refusal as the API's; false when the broker cannot be reached now. */
   const tryLogin = async (probe: BrokerConnection, credentials: BrokerCredentials): Promise<boolean> => {
