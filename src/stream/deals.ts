@@ -5,6 +5,7 @@
 import type { Deal } from '../market/orders.js';
 import type { DealMark } from '../store/streamHistory.js';
 import type { HistoryEntry } from './history.js';
+import { RecentDeals } from './recentDeals.js';
 
 /** How many recent deals are remembered for deduplication (far more than arrive between two reconciles). */
 const KEEP = 4096;
@@ -19,7 +20,7 @@ const after = (d: DealId, m: DealMark) => brokerOrder(d, m) > 0;
 export class DealLedger {
   /** ticket -> broker time of the deals carried recently. A ticket with another time is another deal
    *  (a broker that lost its state numbers its deals from the start again, as the bridge adapter knows). */
-  private readonly seen = new Map<number, number>();
+  private readonly seen = new RecentDeals(KEEP);
 
   /**
    * A deal the ledger began from (an inherited mark: a restart's history on disk, a cluster's new
@@ -66,9 +67,7 @@ export class DealLedger {
   }
 
   private note(d: DealId): void {
-    this.seen.delete(d.ticket);
-    this.seen.set(d.ticket, d.timeMsc);
-    if (this.seen.size > KEEP) this.seen.delete(this.seen.keys().next().value!);
+    this.seen.note(d.ticket, d.timeMsc);
   }
 }
 
