@@ -19,7 +19,7 @@ import { createLogger } from '../../src/log.js';
 import type { ShardEvent } from '../../src/runtime/protocol.js';
 import { createDatabase, EMPTY_START_SETTLE_MS, startNats, type Engine } from './engines.js';
 import { sharedPostgres } from './postgres.js';
-import { startTestGateway, type TestGateway } from './gateway.js';
+import { startTestGateway, TEST_SHARDS, type TestGateway } from './gateway.js';
 import { startBridgeSim, type BridgeSim } from './sim-helpers.js';
 import { startTcpProxy, type TcpProxy } from './tcpProxy.js';
 import { until } from './until.js';
@@ -207,7 +207,7 @@ export async function startProxiedClusterGateway(nodeId: string, opts: { cluster
   u.port = String(proxy.port);
   const databaseUrl = u.toString();
   const gw = await startTestGateway({
-    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: 1, secretKey: randomBytes(32).toString('hex'),
+    brokerMode: 'bridge', bridgeUrl: engines.sim.url, shards: TEST_SHARDS, secretKey: randomBytes(32).toString('hex'),
     natsUrl: engines.nats.url, databaseUrl, nodeId, clusterLeaseMs: 9_000, clusterSettleMs: EMPTY_START_SETTLE_MS, clusterOwnerWaitMs: opts.clusterOwnerWaitMs,
     ...(opts.seatBuildMs !== undefined ? { seatBuildMs: opts.seatBuildMs } : {}),
   }, { log: createLogger('debug', {}, (line) => opts.logs.push(line)) });

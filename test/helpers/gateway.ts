@@ -12,6 +12,9 @@ import { buildOpenApi } from '../../src/http/openapi.js';
 import { API_VERSION } from '../../src/http/routes/ops.js';
 import { checkResponse } from './openapiCheck.js';
 import { builtEntry } from './build.js';
+import { TEST_SHARDS } from './testShards.js';
+
+export { TEST_SHARDS };
 
 /** Shard workers run from this run's build (helpers/build.ts): through tsx each one spent several
  *  times the CPU compiling the runtime before it was ready, and a test run starts hundreds. */
@@ -67,9 +70,9 @@ export function openApiOf(routes: Gateway['routes']): ReturnType<typeof buildOpe
 }
 
 /** One shard unless a test asks for more (`{ shards: 2 }`: a test of what spans shards, such as
- *  fan-out across them, a fault every shard takes, readiness counting them): a second shard thread
- *  cost ~0.2 CPU-s more per start (~0.42 against ~0.22 on the 2-vCPU machine), and most files start
- *  gateways per test. */
+ *  fan-out across them, a fault every shard takes, readiness counting them) or TAGW_TEST_SHARDS says
+ *  so: a second shard thread cost ~0.2 CPU-s more per start (~0.42 against ~0.22 on the 2-vCPU
+ *  machine), and most files start gateways per test. */
 export async function startTestGateway(
   overrides: ConfigInput = {},
   opts: { clock?: Clock; dataDir?: string; log?: Logger; downableShards?: boolean } = {},
@@ -78,7 +81,7 @@ export async function startTestGateway(
   // The shards run the real worker through downableShard.mjs, which keepShardDown can stop from starting.
   if (opts.downableShards) writeFileSync(downableShards(dataDir), JSON.stringify({ worker: SHARD_WORKER, down: [] }));
   const config = parseConfig({
-    host: '127.0.0.1', port: 0, dataDir, shards: 1, logLevel: 'silent', managementKey: TEST_MANAGEMENT_KEY,
+    host: '127.0.0.1', port: 0, dataDir, shards: TEST_SHARDS, logLevel: 'silent', managementKey: TEST_MANAGEMENT_KEY,
     seatBuildMs: 300, drainTimeoutMs: 2_000, ...overrides,
   });
   const gwOpts: Parameters<typeof startGateway>[1] = { log: opts.log ?? createLogger('silent'), shardWorkerFile: opts.downableShards ? DOWNABLE_SHARD_WORKER : SHARD_WORKER, checkpointWorkerFile: CHECKPOINT_WORKER };

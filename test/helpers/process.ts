@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { builtEntry, ROOT } from './build.js';
+import { TEST_SHARDS } from './testShards.js';
 
 export { ROOT };
 export const MAIN = join(ROOT, 'src', 'main.ts');
@@ -41,7 +42,7 @@ export interface GatewayProcess {
 export function startProcess(env: Record<string, string>, dataDir?: string, argv: string[] = [BUILT_MAIN], command = process.execPath): GatewayProcess {
   const dir = dataDir ?? tempDir();
   const child = spawn(command, argv, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: '1', ...env },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, SHARDS: String(TEST_SHARDS), ...env },
     stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT,
   });
   procs.push(child);
