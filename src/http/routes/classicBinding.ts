@@ -153,10 +153,13 @@ export async function bindSeatBroker<R>(
 // gateway (a process runs one; tests run several, each as its own node). Across cluster nodes
 // PostgreSQL checks it again (PgTenancy.upsertBinding).
 const loginLocks = new WeakMap<Services, Map<string, Promise<unknown>>>();
+const loginKey = (server: string, login: string) => `${server}\u0000${login}`;
 function withLoginLock<T>(s: Services, server: string, login: string, f: () => Promise<T>): Promise<T> {
+  return withLockKey(s, loginKey(server, login), f);
+}
+function withLockKey<T>(s: Services, k: string, f: () => Promise<T>): Promise<T> {
   let locks = loginLocks.get(s);
   if (!locks) loginLocks.set(s, (locks = new Map()));
-  const k = `${server}\u0000${login}`;
   const prev = locks.get(k) ?? Promise.resolve();
   const run = prev.then(f, f);
   const tail = run.catch(() => undefined);
@@ -165,6 +168,32 @@ function withLoginLock<T>(s: Services, server: string, login: string, f: () => P
     if (locks.get(k) === tail) locks.delete(k);
   });
   return run;
+}
+
+/**
+ * `f` under the lock of `server`/`login` and of the login `accountId` is bound to now, which it may
+ * leave (a re-bind to another login). The account's shard lets the login it leaves go only at the
+ * end of its call (a re-bind first drains the trades in flight on the old connection), and an
+ * account of that login in another shard loads its own copy as soon as it binds it: bound
+ * meanwhile (the binding row said it was free), the other shard's copy missed what the first
+ * booked after: a trade answered 200 was missing from the login's orders on its new account, two
+ * copies writing the login's journal (login-moves-shard.test.ts). Locks taken in one order (two accounts swapping
+ * logins wait for each other, no deadlock); the account's login read again once they are held.
+ */
+async function withAccountLogins<T>(s: Services, accountId: string, server: string, login: string, f: () => Promise<T>): Promise<T> {
+  const bindings = new AccountStore(s.db);
+  const boundNow = () => {
+    const b = bindings.get(accountId);
+    return b ? loginKey(b.server, b.login) : undefined;
+  };
+  for (;;) {
+    const was = boundNow();
+    const keys = [...new Set([loginKey(server, login), ...(was === undefined ? [] : [was])])].sort();
+    const locked = (i: number): Promise<{ done: true; value: T } | { done: false }> =>
+      i < keys.length ? withLockKey(s, keys[i]!, () => locked(i + 1)) : boundNow() === was ? f().then((value) => ({ done: true, value })) : Promise.resolve({ done: false });
+    const r = await locked(0);
+    if (r.done) return r.value;
+  }
 }
 
 export interface LoginAccount { id: string; status: AccountStatus | null; created: boolean }
@@ -232,9 +261,10 @@ async function boundAccount(
   return { id: bound.seat_id, status: null, created: false };
 }
 
-/** Re-binding a given account: the login must not be bound to a different account. */
+/** Re-binding a given account: the login must not be bound to a different account; the one it
+ *  leaves is locked too, until the account's shard has let it go (withAccountLogins). */
 export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
-  return withLoginLock(s, b.server, b.user, () => bindUnlocked(s, b));
+  return withAccountLogins(s, b.accountId, b.server, b.user, () => bindUnlocked(s, b));
 }
 
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when

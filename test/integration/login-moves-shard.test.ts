@@ -1,0 +1,69 @@
+// A login moves between shards: each shard thread runs its own simulator over the one SQLite file,
+// and an account's login lives in its account's shard (by the random account id). A login that
+// leaves one account (a re-bind to another login) and is bound by an account on another shard must
+// be let go by the first shard before the second loads it: a trade still in flight on the old
+// connection (a re-bind drains it first) was booked by the first shard's copy after the second
+// loaded its own. The trade was answered 200 and was missing from the login's orders on its new
+// account (ticket 100005 of [100002, 100005]), the two copies writing the login's journal apart.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountStore } from '../../src/store/accounts.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { until } from '../helpers/until.js';
+
+const SERVER = 'Sim-P5-Demo';
+let t: TestGateway;
+let key: string;
+beforeAll(async () => {
+  t = await startTestGateway({ shards: 2 });
+  key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'moves' } })).body.key as string;
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+const h = () => mgmt(t.managementKey);
+const connect = (body: Record<string, unknown>) => t.req('POST', '/ConnectEx', { headers: h(), body: { password: 'pw', server: SERVER, ...body } });
+const api = () => ({ 'x-api-key': key });
+const order = (id: string, clientOrderId: string) => t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${clientOrderId}`, { headers: api() });
+const tickets = async (id: string) => ((await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: api() })).body as number[]).sort((x, y) => x - y);
+/** A seat without a login, on another shard than `other`'s. */
+async function seatOnOtherShard(other: string): Promise<string> {
+  const shards = t.gw.services.shards;
+  for (;;) {
+    const r = await t.req('POST', '/v1/seats', { headers: h(), body: {} });
+    expect(r.status, r.text).toBe(201);
+    const id = r.body.id as string;
+    if (shards.shardFor(id) !== shards.shardFor(other)) return id;
+  }
+}
+
+describe('a login re-bound away and bound on another shard', () => {
+  it('the trade in flight on the old binding is in the new account, which trades on: no shard restarts', async () => {
+    const a = (await connect({ user: 'moves-1' })).body.id as string;
+    const b = await seatOnOtherShard(a);
+    const first = await order(a, 'first');
+    expect(first.status, first.text).toBe(200);
+    // a's next order waits at the simulator: in flight while a is re-bound (the re-bind drains it).
+    expect((await t.req('POST', `/v1/accounts/${a}/faults`, { headers: h(), body: { kind: 'latency', latencyMs: 1_500 } })).status).toBe(201);
+    const restarts = t.gw.services.shards.restarts();
+    const held = order(a, 'held');
+    await new Promise((r) => setTimeout(r, 200));
+    const rebind = connect({ id: a, user: 'moves-2' });
+    // The binding row says moves-1 is free once a's shard wrote moves-2 (its drain still under way).
+    const bindings = new AccountStore(t.gw.services.db);
+    await until(() => bindings.boundTo(SERVER, 'moves-1') === undefined, 'moves-1 unbound');
+    const bound = await connect({ id: b, user: 'moves-1' });
+    expect(bound.status, bound.text).toBe(200);
+    const heldReply = await held;
+    expect(heldReply.status, heldReply.text).toBe(200);
+    expect((await rebind).status).toBe(200);
+
+    // b has the login's two trades, and trades on.
+    const both = [first.body.ticket as number, heldReply.body.ticket as number].sort((x, y) => x - y);
+    console.log("B-TICKETS", await tickets(b));
+    const after = await order(b, 'after');
+    console.log("AFTER", after.status, after.text, t.gw.services.shards.restarts() - restarts);
+    expect(await tickets(b)).toEqual([...both, after.body.ticket as number].sort((x, y) => x - y));
+    expect(t.gw.services.shards.restarts()).toBe(restarts);
+  });
+});
