@@ -54,9 +54,20 @@ export class KeyRateLimiter {
     return undefined;
   }
 
-  /** After a key's overrides changed: the next request reads them (and starts with full buckets). */
+  /** After a key's overrides changed: the next request reads them (and starts with full buckets).
+   *  After a key was revoked: its buckets go at once, not when the LRU gets to them. */
   forget(keyId: string): void {
     this.keys.delete(keyId);
+  }
+
+  /** Whether buckets are held for `keyId` (its recency unchanged). */
+  has(keyId: string): boolean {
+    return this.keys.has(keyId);
+  }
+
+  /** Keys with buckets held. */
+  get size(): number {
+    return this.keys.size;
   }
 
   private state(keyId: string, now: number): KeyState {

@@ -192,8 +192,14 @@ describe('gateways as cluster nodes', () => {
     expect(metrics).toMatch(/^tagw_cluster_leases_total\{event="acquired"\} [1-9]/m);
 
     const socket = await mustOpen(y.url, { apiKey: key, id });
-    const revoked = await x.req('DELETE', `/v1/keys/${created.body.id as string}`, { headers: mk });
+    // Each node holds the key's rate-limit buckets (it served the key); the revocation drops them on
+    // both at once (x: its route; y: the cluster's notice, applied before x answers), not when each
+    // node's LRU of 100,000 keys gets to them.
+    const keyId = created.body.id as string;
+    expect([x, y].map((n) => n.gw.services.rateLimits.has(keyId))).toEqual([true, true]);
+    const revoked = await x.req('DELETE', `/v1/keys/${keyId}`, { headers: mk });
     expect(revoked.status).toBe(200);
+    expect([x, y].map((n) => n.gw.services.rateLimits.has(keyId))).toEqual([false, false]);
     expect((await y.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status).toBe(401);
     await until(() => socket.closed !== null, 'the revoked key\'s socket on the other node to close');
     expect(socket.closed!.code).toBe(4001);

@@ -146,6 +146,34 @@ describe('over real sockets', () => {
     expect(audit[0]).toMatchObject({ action: 'key.limits', target: k.id, detail: { requestsPerSec: 0, ordersPerSec: null } });
   });
 
+  it("a revoked key's buckets go at once: revoked, replaced, or its seat deleted (not when the LRU of 100,000 gets to them)", async () => {
+    const limits = t.gw.services.rateLimits;
+    clock.advance(1_000);
+    const revoked = await newKey('revoked');
+    expect((await whoami(revoked.key)).status).toBe(200);
+    expect(limits.has(revoked.id)).toBe(true);
+    const held = limits.size;
+    expect((await t.req('DELETE', `/v1/keys/${revoked.id}`, { headers: mgmt(t.managementKey) })).status).toBe(200);
+    expect(limits.has(revoked.id)).toBe(false);
+    expect(limits.size).toBe(held - 1);
+
+    const replaced = await newKey('replaced');
+    expect((await whoami(replaced.key)).status).toBe(200);
+    const successor = (await t.req('POST', `/v1/keys/${replaced.id}/replace`, { headers: mgmt(t.managementKey), body: {} })).body as { id: string; key: string };
+    expect(limits.has(replaced.id)).toBe(false);
+    expect((await whoami(successor.key)).status).toBe(200);
+    expect(limits.has(successor.id)).toBe(true);
+
+    const seat = (await t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: {} })).body.id as string;
+    const scoped = (await t.req('POST', `/v1/seats/${seat}/keys`, { headers: mgmt(t.managementKey), body: { label: 'scoped', accountScoped: true } })).body as { id: string; key: string };
+    expect((await whoami(scoped.key)).status).toBe(200);
+    expect(limits.has(scoped.id)).toBe(true);
+    const removed = await t.req('DELETE', `/v1/seats/${seat}`, { headers: mgmt(t.managementKey) });
+    expect(removed.status).toBe(200);
+    expect(removed.body.revokedKeys).toEqual([scoped.id]);
+    expect(limits.has(scoped.id)).toBe(false);
+  });
+
   it('the failed-auth throttle keeps working beside it, and a rate-limited key is no failed authentication', async () => {
     const k = await newKey('not-a-failure');
     clock.advance(1_000);

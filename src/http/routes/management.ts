@@ -76,9 +76,11 @@ function ownedApiKey(s: Services, customerId: string, id: string): KeyRow {
 }
 
 export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: string): void; ofAccount(accountId: string): void }): AnyRoute[] {
-  /** After a revocation committed: the next request with the key is refused, its sockets close. */
+  /** After a revocation committed: the next request with the key is refused, its sockets close, its
+   *  rate-limit buckets go (other nodes do the same on the cluster's notice: clusterNotices.ts). */
   const forget = (keyId: string) => {
     s.auth.evict(keyId);
+    s.rateLimits.forget(keyId);
     closeSockets.ofKey(keyId);
   };
   return [
