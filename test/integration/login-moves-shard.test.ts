@@ -66,4 +66,41 @@ describe('a login re-bound away and bound on another shard', () => {
     expect(await tickets(b)).toEqual([...both, after.body.ticket as number].sort((x, y) => x - y));
     expect(t.gw.services.shards.restarts()).toBe(restarts);
   });
+
+  it("a seat removed: its login bound again on another shard waits until the removed account's shard let it go", async () => {
+    const a = (await connect({ user: 'moves-3' })).body.id as string;
+    const b = await seatOnOtherShard(a);
+    // The removal's last step, its shard letting the login go (account.remove), held back: until it
+    // runs, that shard's copy of moves-3 still acts (its pending orders and stops fill on ticks).
+    const shards = t.gw.services.shards;
+    const call = shards.call.bind(shards);
+    const seen: string[] = [];
+    let letRemove!: () => void;
+    const removeHeld = new Promise<void>((r) => (letRemove = r));
+    shards.call = (async (key: string, op: string, args: unknown, opts?: unknown) => {
+      if (op === 'account.remove' && key === a) {
+        await removeHeld;
+        const r = await call(key, op as never, args as never, opts as never);
+        seen.push('removed');
+        return r;
+      }
+      if (op === 'account.bind' && key === b) seen.push('bind');
+      return call(key, op as never, args as never, opts as never);
+    }) as typeof shards.call;
+    try {
+      const removed = t.req('DELETE', `/v1/seats/${a}`, { headers: h() });
+      const bindings = new AccountStore(t.gw.services.db);
+      await until(() => bindings.boundTo(SERVER, 'moves-3') === undefined, 'the seat removed');
+      const bound = connect({ id: b, user: 'moves-3' });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(seen).toEqual([]);
+      letRemove();
+      expect((await removed).status).toBe(200);
+      expect((await bound).status).toBe(200);
+      expect(seen).toEqual(['removed', 'bind']);
+    } finally {
+      letRemove();
+      delete (shards as { call?: unknown }).call;
+    }
+  });
 });

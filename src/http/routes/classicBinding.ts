@@ -171,16 +171,18 @@ function withLockKey<T>(s: Services, k: string, f: () => Promise<T>): Promise<T>
 }
 
 /**
- * `f` under the lock of `server`/`login` and of the login `accountId` is bound to now, which it may
- * leave (a re-bind to another login). The account's shard lets the login it leaves go only at the
- * end of its call (a re-bind first drains the trades in flight on the old connection), and an
- * account of that login in another shard loads its own copy as soon as it binds it: bound
+ * `f` under the lock of the login `accountId` is bound to now, which it may leave (a re-bind to
+ * another login, its seat removed), and of `to`, the login it is bound to next (none for a removal).
+ * The account's shard lets the login it leaves go only at the end of its call (a re-bind first
+ * drains the trades in flight on the old connection; a removal stops it with account.remove), and
+ * an account of that login in another shard loads its own copy as soon as it binds it: bound
  * meanwhile (the binding row said it was free), the other shard's copy missed what the first
  * booked after: a trade answered 200 was missing from the login's orders on its new account, two
- * copies writing the login's journal (login-moves-shard.test.ts). Locks taken in one order (two accounts swapping
- * logins wait for each other, no deadlock); the account's login read again once they are held.
+ * copies writing the login's journal (login-moves-shard.test.ts). Locks taken in one order (two
+ * accounts swapping logins wait for each other, no deadlock); the account's login read again once
+ * they are held.
  */
-async function withAccountLogins<T>(s: Services, accountId: string, server: string, login: string, f: () => Promise<T>): Promise<T> {
+export async function withAccountLogins<T>(s: Services, accountId: string, to: { server: string; login: string } | undefined, f: () => Promise<T>): Promise<T> {
   const bindings = new AccountStore(s.db);
   const boundNow = () => {
     const b = bindings.get(accountId);
@@ -188,7 +190,7 @@ async function withAccountLogins<T>(s: Services, accountId: string, server: stri
   };
   for (;;) {
     const was = boundNow();
-    const keys = [...new Set([loginKey(server, login), ...(was === undefined ? [] : [was])])].sort();
+    const keys = [...new Set([...(to ? [loginKey(to.server, to.login)] : []), ...(was === undefined ? [] : [was])])].sort();
     const locked = (i: number): Promise<{ done: true; value: T } | { done: false }> =>
       i < keys.length ? withLockKey(s, keys[i]!, () => locked(i + 1)) : boundNow() === was ? f().then((value) => ({ done: true, value })) : Promise.resolve({ done: false });
     const r = await locked(0);
@@ -264,7 +266,7 @@ async function boundAccount(
 /** Re-binding a given account: the login must not be bound to a different account; the one it
  *  leaves is locked too, until the account's shard has let it go (withAccountLogins). */
 export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
-  return withAccountLogins(s, b.accountId, b.server, b.user, () => bindUnlocked(s, b));
+  return withAccountLogins(s, b.accountId, { server: b.server, login: b.user }, () => bindUnlocked(s, b));
 }
 
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when

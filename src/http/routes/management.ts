@@ -12,6 +12,7 @@ import { AccountStore } from '../../store/accounts.js';
 import type { KeyRow } from '../../store/tenancy.js';
 import { qInt } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { withAccountLogins } from './classicBinding.js';
 import { CreatedKey, ownedSeat } from './provisioning.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -187,23 +188,27 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       response: z.object({ id: z.string(), removed: z.literal(true), revokedKeys: z.array(z.string()) }), errors: ['NOT_FOUND'],
       handler: async ({ params, principal, audit }) => {
         const seat = ownedSeat(s, principal!.customerId, params[0]!);
-        const revoked = await s.tenancyWrites.removeSeat(seat.id, principal!.customerId, s.clock.now(),
-          (keys) => (keys ? audit?.row(seat.id, { revokedKeys: keys }) : undefined));
-        if (!revoked) throw apiError('NOT_FOUND', 'account not found');
-        for (const k of revoked) forget(k);
-        closeSockets.ofAccount(seat.id);
-        // The seat is gone for every request from here (the store says so); the shard's actors stop after.
-        // In cluster mode an account without a broker login runs on no node, so it has no owner to
-        // ask: the call would wait CLUSTER_OWNER_WAIT_MS for one and answer 503 for a seat removed.
-        // Nor has an account whose owner's lease round, since the removal, released it (it exists no
-        // more): that release stopped its actors, so no owner means nothing left to stop.
-        const stop = { unownedIsDone: true };
-        if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
-          await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
-          await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop);
-        }
-        await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id }, stop);
-        return { body: { id: seat.id, removed: true, revokedKeys: revoked } };
+        // Under its login's lock until its shard let the login go (account.remove): that login bound
+        // again meanwhile, on another shard, would have two copies acting (withAccountLogins).
+        return withAccountLogins(s, seat.id, undefined, async () => {
+          const revoked = await s.tenancyWrites.removeSeat(seat.id, principal!.customerId, s.clock.now(),
+            (keys) => (keys ? audit?.row(seat.id, { revokedKeys: keys }) : undefined));
+          if (!revoked) throw apiError('NOT_FOUND', 'account not found');
+          for (const k of revoked) forget(k);
+          closeSockets.ofAccount(seat.id);
+          // The seat is gone for every request from here (the store says so); the shard's actors stop after.
+          // In cluster mode an account without a broker login runs on no node, so it has no owner to
+          // ask: the call would wait CLUSTER_OWNER_WAIT_MS for one and answer 503 for a seat removed.
+          // Nor has an account whose owner's lease round, since the removal, released it (it exists no
+          // more): that release stopped its actors, so no owner means nothing left to stop.
+          const stop = { unownedIsDone: true };
+          if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
+            await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
+            await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop);
+          }
+          await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id }, stop);
+          return { body: { id: seat.id, removed: true, revokedKeys: revoked } };
+        });
       },
     }),
     defineRoute({
