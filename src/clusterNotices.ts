@@ -9,8 +9,9 @@ export interface LocalCaches {
   connections: { forget(accountId: string): void };
 }
 
-/** A key revoked or a seat removed through any node stops working here too, at once; an account
- *  that left this node forgets its connection phases here. */
+/** A key revoked or a seat removed through any node stops working here too, at once, and a key's
+ *  new limits hold here from its next request; an account that left this node forgets its
+ *  connection phases here. */
 export function applyClusterNotices(cluster: ClusterNode, { auth, rateLimits, closeSockets, tenancy, connections }: LocalCaches): void {
   // An account that left this node runs on another: its phases here would be stale (`connected`
   // forever in tagw status, the dashboard and tagw_broker_connections).
@@ -21,6 +22,8 @@ export function applyClusterNotices(cluster: ClusterNode, { auth, rateLimits, cl
       rateLimits.forget(k);
       closeSockets.ofKey(k);
     }
+    // A key's own limits set through another node: read again here at its next request.
+    for (const k of n.limits ?? []) rateLimits.forget(k);
     for (const a of n.accounts ?? []) {
       tenancy.seatRemoved(a);
       closeSockets.ofAccount(a);

@@ -34,6 +34,8 @@ export interface TenancyNotice {
   keys?: string[];
   /** Seats removed (close their sockets). */
   accounts?: string[];
+  /** Keys whose own rate limits changed: their buckets go, the limits are read again at their next request. */
+  limits?: string[];
   /** A new account exists: run a lease round now. */
   nudge?: boolean;
 }
@@ -132,7 +134,7 @@ export class ClusterTenancy implements TenancyWrites {
     });
   }
   setKeyLimits(id: string, customerId: string, limits: { requestsPerSec: number | null; ordersPerSec: number | null }, audit?: AuditOf<boolean>): Promise<boolean> {
-    return this.write((t) => t.setKeyLimits(id, customerId, limits, audit), () => undefined);
+    return this.write((t) => t.setKeyLimits(id, customerId, limits, audit), (ok) => (ok ? { limits: [id] } : undefined));
   }
   insertSeat(row: Omit<SeatRow, 'removed_at'>, state: SeatStateRow, binding?: BindingRow, audit?: AuditOf<boolean>): Promise<boolean> {
     // A new account: its owner takes it at once.

@@ -191,6 +191,17 @@ describe('gateways as cluster nodes', () => {
     expect(metrics).toMatch(/^tagw_cluster_calls_total\{outcome="served"\} [1-9]/m);
     expect(metrics).toMatch(/^tagw_cluster_leases_total\{event="acquired"\} [1-9]/m);
 
+    // A key's own limits set through x hold on y from its next request (before, y kept the limits
+    // it had read until its LRU of 100,000 keys let the key go). Then the default again.
+    const setLimits = (requestsPerSec: number | null) => x.req('PUT', `/v1/keys/${created.body.id as string}/limits`, { headers: mk, body: { requestsPerSec, ordersPerSec: null } });
+    expect((await setLimits(0.01)).status).toBe(200);
+    expect((await y.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status).toBe(200);
+    const limited = await y.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } });
+    expect(limited.status).toBe(429);
+    expect(limited.body).toMatchObject({ error: 'RATE_LIMITED', limit: 'requests', perSecond: 0.01 });
+    expect((await setLimits(null)).status).toBe(200);
+    for (const n of [x, y]) expect((await n.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status).toBe(200);
+
     const socket = await mustOpen(y.url, { apiKey: key, id });
     // Each node holds the key's rate-limit buckets (it served the key); the revocation drops them on
     // both at once (x: its route; y: the cluster's notice, applied before x answers), not when each
