@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type { BrowserContext, Page } from 'playwright-core';
+import { noteUnreaped, reapedCpu, treeCpu } from './procCpu.js';
 
 /** playwright-core, required rather than imported: imported as an ES module, Node first scans its
  *  CommonJS bundle for the names it exports (cjs-module-lexer), which cost each vitest worker that
@@ -63,8 +64,14 @@ export async function launchBrowser(): Promise<Browser> {
       if (SCREENSHOTS) await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
     },
     async close() {
+      // TEST_CPU_OUT (cpuRecord.ts): what Chromium's zygotes and their renderers spent, which no
+      // reaped-children time counts (procCpu.ts).
+      const tree = process.env.TEST_CPU_OUT ? treeCpu(`--user-data-dir=${profile}`) : undefined;
+      const reapedBefore = reapedCpu();
       await context.close();
+      if (tree !== undefined) noteUnreaped(tree - (reapedCpu() - reapedBefore));
       rmSync(profile, { recursive: true, force: true });
     },
   };
 }
+
