@@ -41,6 +41,7 @@ export class TenancyStore {
         VALUES (@id, @customer_id, @private_hosting, @region, @created_at)`),
       seatById: db.prepare<[string], SeatRow>('SELECT * FROM seats WHERE id = ? AND removed_at IS NULL'),
       seatsOf: db.prepare<[string], SeatRow>('SELECT * FROM seats WHERE customer_id = ? AND removed_at IS NULL ORDER BY created_at'),
+      liveSeatIds: db.prepare<[], string>('SELECT id FROM seats WHERE removed_at IS NULL').pluck(),
       upsertSeatState: db.prepare(`INSERT INTO seat_state (seat_id, status, ready_at, updated_at) VALUES (@seat_id, @status, @ready_at, @updated_at)
         ON CONFLICT(seat_id) DO UPDATE SET status = excluded.status, ready_at = excluded.ready_at, updated_at = excluded.updated_at`),
       seatState: db.prepare<[string], SeatStateRow>('SELECT * FROM seat_state WHERE seat_id = ?'),
@@ -128,6 +129,10 @@ export class TenancyStore {
   }
   seatsOf(customerId: string): SeatRow[] {
     return this.q.seatsOf.all(customerId);
+  }
+  /** Every customer's seats not removed: the accounts the shards run (/v1/status, per shard). */
+  liveSeatIds(): string[] {
+    return this.q.liveSeatIds.all();
   }
   upsertSeatState(row: SeatStateRow): void {
     this.q.upsertSeatState.run(row);

@@ -9,6 +9,7 @@ import { unsetMeanings } from '../../src/configUnset.js';
 import { ConnectionLog, HISTORY_LENGTH } from '../../src/runtime/connectionLog.js';
 import { redactedConfig } from '../../src/http/routes/status.js';
 import { OPERATOR_PHASES, type OperatorPhase } from '../../src/runtime/hosts/accountCommands.js';
+import { createCustomer } from '../../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 describe('ConnectionLog', () => {
@@ -127,5 +128,29 @@ describe('status routes', () => {
     const status = await t.req('GET', '/v1/status', { headers: mgmt(t.managementKey) });
     expect(status.body.accounts).toMatchObject({ connected: 1 });
     expect(status.body.seats).toBe(2);
+  });
+});
+
+describe('status: the accounts on each shard', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ shards: 2 });
+  });
+  afterAll(() => t.stop());
+
+  it("counts every customer's accounts on the shard that runs them, not the operator's only", async () => {
+    const other = createCustomer(t.gw.services.tenancy, 'status-other');
+    const ids: string[] = [];
+    for (const key of [t.managementKey, other.managementKey, other.managementKey, other.managementKey, other.managementKey]) {
+      const r = await t.req('POST', '/v1/seats', { headers: mgmt(key), body: {} });
+      expect(r.status, r.text).toBe(201);
+      ids.push(r.body.id as string);
+    }
+    const removed = ids.pop()!;
+    expect((await t.req('DELETE', `/v1/seats/${removed}`, { headers: mgmt(other.managementKey) })).status).toBe(200);
+    const perShard = [0, 1].map((i) => ids.filter((id) => t.gw.services.shards.shardFor(id) === i).length);
+    const status = await t.req('GET', '/v1/status', { headers: mgmt(t.managementKey) });
+    expect((status.body.shards as Array<{ accounts: number }>).map((s) => s.accounts)).toEqual(perShard);
+    expect(status.body.seats).toBe(1);
   });
 });

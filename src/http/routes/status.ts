@@ -59,10 +59,11 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
       handler: async ({ principal }) => {
         if (principal!.customerId !== s.operatorCustomerId) throw apiError('FORBIDDEN', "the gateway's status is for its operator's management key");
         const seats = s.tenancy.seatsOf(principal!.customerId);
-        // The accounts each shard runs: in cluster mode only those this node holds (its SQLite mirrors
-        // every seat of the cluster; the others run on their owners).
+        // The accounts each shard runs, every customer's: in cluster mode only those this node holds
+        // (its SQLite mirrors every seat of the cluster; the others run on their owners). Counted
+        // from the operator's own seats before, a shard running other customers' accounts showed 0.
         const perShard = new Array<number>(s.shards.size).fill(0);
-        for (const id of s.cluster ? s.cluster.owned() : seats.map((seat) => seat.id)) perShard[s.shards.shardFor(id)]!++;
+        for (const id of s.cluster ? s.cluster.owned() : s.tenancy.liveSeatIds()) perShard[s.shards.shardFor(id)]!++;
         const now = s.clock.now();
         return {
           body: {
