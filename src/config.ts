@@ -2,6 +2,7 @@
 // The defaults make `npm start` work on a fresh machine.
 import { readFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseOrigins } from './util/origins.js';
 import { isTimeZone } from './news/zone.js';
@@ -174,6 +175,10 @@ export const configSchema = z.object({
    *  on one nats-server, lost with it; 3 on a 3-server JetStream cluster survives the loss of any one.
    *  At most the number of JetStream servers (else the start fails: "insufficient resources"). */
   natsStreamReplicas: int(1, 5).default(1),
+  /** Cluster mode: per broker server, a market-data login used only for quotes (a JSON file,
+   *  src/runtime/quoteLogins.ts): a node whose sockets follow a symbol of a server no account
+   *  running on it is of takes its quotes from a session of that login rather than the owner's relay. */
+  quoteLoginsFile: z.string().min(1).optional(),
   calendarTimeZone: z.string().min(1).default('America/New_York').superRefine((tz, ctx) => {
     // Checked here, not at the first calendar load: an unknown zone there throws for every row and
     // the operator's whole file is dropped for the built-in schedule.
@@ -224,7 +229,7 @@ const ENV: Record<string, keyof Config> = {
   BRIDGE_CA_FILE: 'bridgeCaFile',
   NATS_URL: 'natsUrl', DATABASE_URL: 'databaseUrl', NODE_ID: 'nodeId', CLUSTER_LEASE_MS: 'clusterLeaseMs',
   CLUSTER_OWNER_WAIT_MS: 'clusterOwnerWaitMs', CLUSTER_ALIVE_ASK_MS: 'clusterAliveAskMs', CLUSTER_STEP_DOWN_MS: 'clusterStepDownMs',
-  CLUSTER_SETTLE_MS: 'clusterSettleMs', NATS_STREAM_REPLICAS: 'natsStreamReplicas',
+  CLUSTER_SETTLE_MS: 'clusterSettleMs', NATS_STREAM_REPLICAS: 'natsStreamReplicas', QUOTE_LOGINS_FILE: 'quoteLoginsFile',
 };
 
 /** The environment variables the configuration reads (README "Configuration" lists each). */
@@ -246,6 +251,8 @@ export interface ClusterSettings {
   settleMs?: number;
   /** NATS_STREAM_REPLICAS: the history stream's replicas in JetStream. */
   streamReplicas: number;
+  /** QUOTE_LOGINS_FILE, absolute (checked at start: checkBrokerConfig). */
+  quoteLoginsFile?: string;
 }
 
 export function clusterSettings(c: Config): ClusterSettings | undefined {
@@ -255,6 +262,7 @@ export function clusterSettings(c: Config): ClusterSettings | undefined {
     leaseMs: c.clusterLeaseMs, ownerWaitMs: c.clusterOwnerWaitMs, aliveAskMs: c.clusterAliveAskMs, stepDownMs: c.clusterStepDownMs ?? c.clusterLeaseMs,
     streamReplicas: c.natsStreamReplicas,
     ...(c.clusterSettleMs === undefined ? {} : { settleMs: c.clusterSettleMs }),
+    ...(c.quoteLoginsFile === undefined ? {} : { quoteLoginsFile: resolve(c.quoteLoginsFile) }),
   };
 }
 

@@ -27,6 +27,7 @@ const MEANING: { [K in Optional]: (c: Config) => string } = {
   nodeId: (c) => `${hostname()}:${c.port} (host name and port)`,
   clusterStepDownMs: (c) => `the lease: ${c.clusterLeaseMs}`,
   clusterSettleMs: (c) => `a third of the lease: ${Math.round(c.clusterLeaseMs / 3)}`,
+  quoteLoginsFile: () => 'none (a node running no account of a server takes its quotes from the owner\'s relay)',
 };
 
 /** For each optional setting the configuration leaves unset, what applies instead. */

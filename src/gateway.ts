@@ -306,7 +306,7 @@ async function startShards(
     settings: {
       logLevel: config.logLevel, secretKeyHex: secretKey.toString('hex'),
       brokerMode: config.brokerMode, bridgeUrl: config.bridgeUrl,
-      bridgeCaFile: config.bridgeCaFile === undefined ? undefined : resolvePath(config.bridgeCaFile),
+      bridgeCaFile: config.bridgeCaFile === undefined ? undefined : resolvePath(config.bridgeCaFile), quoteLoginsFile: clusterCfg?.quoteLoginsFile,
       // Resolved here: shard workers may not share the operator's idea of the working directory.
       simConfigPath: config.simServersFile === undefined ? undefined : resolvePath(config.simServersFile), simMarketHours: config.simMarketHours,
       timing: {

@@ -12,6 +12,7 @@ import type { Logger } from './log.js';
 import { clusterKeyFingerprint, recordedKeyFingerprint, recordKeyFingerprint } from './cluster/clusterKey.js';
 import type { Queryable } from './cluster/pgPool.js';
 import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
+import { loadQuoteLogins, QuoteLoginsError } from './runtime/quoteLogins.js';
 import { AccountStore } from './store/accounts.js';
 import type { Db } from './store/db.js';
 
@@ -21,8 +22,10 @@ export function oneLine(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 }
 
-/** The broker side: a bridge needs its address; the embedded simulator needs a valid servers file. */
+/** The broker side: a bridge needs its address; the embedded simulator needs a valid servers file;
+ *  market-data logins a valid file, in cluster mode. */
 export function checkBrokerConfig(config: Config): void {
+  if (config.quoteLoginsFile !== undefined) checkQuoteLogins(config, config.quoteLoginsFile);
   if (config.brokerMode === 'bridge') {
     // The bridge's simulator (or real broker) keeps its own hours: the setting would do nothing.
     if (config.simMarketHours !== undefined) throw new ConfigError('SIM_MARKET_HOURS is for the embedded simulator; with BROKER_MODE=bridge start the simulator with `npm run sim -- --market-hours always`');
@@ -43,6 +46,20 @@ export function checkBrokerConfig(config: Config): void {
     loadSimConfig(path); // the file's validity: market hours change no part that could fail
   } catch (err) {
     throw new ConfigError(`SIM_SERVERS_FILE ${path}: ${oneLine(err)}`);
+  }
+}
+
+/** QUOTE_LOGINS_FILE: cluster mode only (one node takes its quotes from its own accounts or the
+ *  owners'), and a file that parses. The message names the setting and the file, never a password. */
+function checkQuoteLogins(config: Config, file: string): void {
+  const path = resolve(file);
+  if (config.natsUrl === undefined || config.databaseUrl === undefined) {
+    throw new ConfigError(`QUOTE_LOGINS_FILE ${path}: market-data logins are for cluster mode (NATS_URL and DATABASE_URL): a single node takes its quotes from its own accounts`);
+  }
+  try {
+    loadQuoteLogins(path);
+  } catch (err) {
+    throw new ConfigError(`QUOTE_LOGINS_FILE ${path}: ${err instanceof QuoteLoginsError ? err.message : 'cannot be read'}`);
   }
 }
 

@@ -25,6 +25,7 @@ import { replacedBy, TWIN_TAKEN_OVER } from './nodeTwin.js';
 import { StreamFollower } from './streamFollow.js';
 import { RoutedShards } from './routedShards.js';
 import { NearSources } from './nearSources.js';
+import { loadQuoteLogins } from '../runtime/quoteLogins.js';
 import { quietAnnouncer } from './quietNotices.js';
 import { AccountStore } from '../store/accounts.js';
 import { clusterOverview, leaseRows, type Lease, type NodeRow } from './leases.js';
@@ -38,7 +39,9 @@ import { GATEWAY_EVENT } from '../runtime/hosts/gatewayCommands.js';
 import '../runtime/hosts/ownershipCommands.js';
 
 /** clusterSettings() of src/config.ts. */
-export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number; aliveAskMs?: number; stepDownMs?: number; settleMs?: number }
+export interface ClusterNodeSettings { natsUrl: string; databaseUrl: string; nodeId: string; leaseMs: number; ownerWaitMs: number; aliveAskMs?: number; stepDownMs?: number; settleMs?: number;
+  /** QUOTE_LOGINS_FILE (absolute): the servers with a market-data login (nearSources.ts). */
+  quoteLoginsFile?: string }
 
 export interface ClusterNodeOptions {
   settings: ClusterNodeSettings;
@@ -175,6 +178,8 @@ export class ClusterNode {
     const near = new NearSources({
       shards: set, serverOf: (id) => bindings.getLive(id)?.server, log: this.o.log,
       quiet: { nodeId, announce: quietAnnouncer(nats.link, this.o.log) },
+      // Servers with a market-data login: their quote session serves what no local account does.
+      ...(this.o.settings.quoteLoginsFile ? { quoteServers: new Set(loadQuoteLogins(this.o.settings.quoteLoginsFile).keys()) } : {}),
     });
     nats.relay.watch = near.watch;
     // A shard that died took the streams it held with it: the owner's ledger and the nodes holding them follow.
@@ -416,8 +421,8 @@ export class ClusterNode {
   }
 
   /** Symbols this node's sockets follow on other nodes' accounts, and how many a local account serves (nearSources.ts). */
-  nearCounts(): { wanted: number; served: number; quiet: number; stalls: number } {
-    return this.wired?.near.counts() ?? { wanted: 0, served: 0, quiet: 0, stalls: 0 };
+  nearCounts(): { wanted: number; served: number; quoted: number; quiet: number; stalls: number } {
+    return this.wired?.near.counts() ?? { wanted: 0, served: 0, quoted: 0, quiet: 0, stalls: 0 };
   }
 
   /** Readiness (/readyz): NATS connected (it can forward and relay) and PostgreSQL answering its

@@ -62,6 +62,8 @@ export const COMMAND_REACH: ReachTable = {
   // A node's near sources (nearSources.ts) go to its own shards only, for accounts running there.
   'stream.source': 'broker',
   'stream.unsource': 'broker',
+  'stream.quote': 'broker',
+  'stream.unquote': 'broker',
 };
 
 export function reachOf<C extends CommandName>(op: C, args: ArgsOf<C>): Reach {

@@ -7,7 +7,11 @@
 // says which shard commands follow from each change: `source` at an account (it subscribes the
 // symbol), `unsource` (it lets go). An account that leaves the node (its lease moved, released) lets
 // go by itself (its shard drops it); a refused source (the account runs on another server now, or
-// no longer here) is not asked again until the account comes back. Pure logic.
+// no longer here) is not asked again until the account comes back. A server with a market-data login
+// (QUOTE_LOGINS_FILE) has one more source, after the local accounts: the node's quote session of that
+// server (`quoteSourceId`), which the NearSources start at a shard with the login's credentials; a
+// want it serves stays there while it serves (an account adopted later takes only unserved ones).
+// Pure logic.
 
 export interface NearCommand { op: 'source' | 'unsource'; accountId: string; server: string; symbol: string }
 
@@ -15,12 +19,20 @@ interface Want { server: string; symbol: string; refs: number; at: string | unde
 
 const wantKey = (server: string, symbol: string) => `${server}\u0000${symbol}`;
 
+/** The plan's name of a server's quote session (a NUL first: no account id looks like it). */
+const QUOTE = '\u0000quote:';
+export const quoteSourceId = (server: string) => `${QUOTE}${server}`;
+export const isQuoteSource = (id: string) => id.startsWith(QUOTE);
+
 export class NearPlan {
   /** Accounts running on this node -> their server (as their binding says). */
   private readonly local = new Map<string, string>();
   private readonly wants = new Map<string, Want>();
   /** account -> wants (keys) it refused. */
   private readonly refusals = new Map<string, Set<string>>();
+
+  /** `quoteServers`: the servers with a market-data login (their quote session serves what no local account does). */
+  constructor(private readonly quoteServers: ReadonlySet<string> = new Set()) {}
 
   /** One more follower of the symbol. */
   want(server: string, symbol: string): NearCommand[] {
@@ -84,11 +96,17 @@ export class NearPlan {
     return this.wants.get(wantKey(server, symbol))?.at;
   }
 
-  /** Wanted symbols, and how many of them a local account serves. */
-  counts(): { wanted: number; served: number } {
+  /** Wanted symbols, how many of them a local source serves (an account or a quote session), and
+   *  how many of those a quote session. */
+  counts(): { wanted: number; served: number; quoted: number } {
     let served = 0;
-    for (const w of this.wants.values()) if (w.at !== undefined) served++;
-    return { wanted: this.wants.size, served };
+    let quoted = 0;
+    for (const w of this.wants.values()) {
+      if (w.at === undefined) continue;
+      served++;
+      if (isQuoteSource(w.at)) quoted++;
+    }
+    return { wanted: this.wants.size, served, quoted };
   }
 
   private reassign(which: (w: Want) => boolean): NearCommand[] {
@@ -102,13 +120,17 @@ export class NearPlan {
   }
 
   /** The first local account on the want's server that has not refused it (insertion order: the
-   *  earliest adopted, so a want stays where it is while its account stays). */
+   *  earliest adopted, so a want stays where it is while its account stays); else the server's
+   *  quote session, unless it refused. */
   private assign(k: string, w: Want): NearCommand[] {
     for (const [id, server] of this.local) {
       if (server !== w.server || this.refusals.get(id)?.has(k)) continue;
       w.at = id;
       return [{ op: 'source', accountId: id, server: w.server, symbol: w.symbol }];
     }
-    return [];
+    const q = quoteSourceId(w.server);
+    if (!this.quoteServers.has(w.server) || this.refusals.get(q)?.has(k)) return [];
+    w.at = q;
+    return [{ op: 'source', accountId: q, server: w.server, symbol: w.symbol }];
   }
 }

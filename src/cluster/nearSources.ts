@@ -8,10 +8,12 @@
 // While local delivery of a served symbol keeps up (NearWatch), the node tells the owners it is
 // quiet for it and they withhold the relay's copies; it asks for them again (its notice without the
 // symbol) as soon as their pulses show local delivery fell behind, or no local account serves it.
+// A server with a market-data login (QUOTE_LOGINS_FILE) is served, where no local account is of it,
+// by the node's quote session of that server (its shard's stream.quote), watched the same way.
 import type { Logger } from '../log.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { NearPlan, type NearCommand } from './nearPlan.js';
+import { isQuoteSource, NearPlan, type NearCommand } from './nearPlan.js';
 import { NearWatch } from './nearWatch.js';
 import type { QuietNotice } from './quietNodes.js';
 import type { StreamRelay, TickWatch } from './streamRelay.js';
@@ -31,16 +33,21 @@ export interface NearSourcesOptions {
   /** How far (in tick time) local delivery may fall behind what the relay's pulses report before
    *  the relay's copies are asked for again (NearWatch; default 1 s). */
   graceMs?: number;
+  /** Servers with a market-data login (QUOTE_LOGINS_FILE): a quote session serves their symbols no
+   *  local account serves. */
+  quoteServers?: ReadonlySet<string>;
 }
 
 export class NearSources {
-  private readonly plan = new NearPlan();
+  private readonly plan: NearPlan;
   private readonly watched: NearWatch;
   private readonly offRestart: () => void;
   private readonly offDeath: () => void;
   private readonly refresh: ReturnType<typeof setInterval> | undefined;
   /** Whether the last notice sent named any pair (an empty one is sent once, then no more). */
   private saidQuiet = false;
+  /** Servers whose quote login the broker refused: warned of once. */
+  private readonly refusedQuotes = new Set<string>();
 
   /** The relay's tick times, to the watch; a change of the quiet set is told at once. */
   readonly watch: TickWatch = {
@@ -53,6 +60,7 @@ export class NearSources {
   };
 
   constructor(private readonly o: NearSourcesOptions) {
+    this.plan = new NearPlan(o.quoteServers);
     this.watched = new NearWatch(o.graceMs);
     this.offRestart = o.shards.onRestart((shard) => this.run(this.plan.resend((id) => o.shards.shardFor(id) === shard)));
     // A dead shard delivers nothing: its sources' symbols are not quiet from now on (the owners'
@@ -99,9 +107,10 @@ export class NearSources {
     for (const id of accountIds) this.run(this.plan.removed(id));
   }
 
-  /** Followed (server, symbol) pairs, how many of them an account running here serves, how many
-   *  of those the owners' relays withhold (quiet), and how often one fell behind (stalls). */
-  counts(): { wanted: number; served: number; quiet: number; stalls: number } {
+  /** Followed (server, symbol) pairs, how many of them an account or a quote session running here
+   *  serves (served; quoted: a quote session), how many of those the owners' relays withhold
+   *  (quiet), and how often one fell behind (stalls). */
+  counts(): { wanted: number; served: number; quoted: number; quiet: number; stalls: number } {
     return { ...this.plan.counts(), quiet: this.watched.quietSize, stalls: this.watched.stalls };
   }
 
@@ -127,7 +136,9 @@ export class NearSources {
   private run(cmds: NearCommand[]): void {
     let changed = false;
     for (const c of cmds) {
-      if (c.op === 'source') {
+      if (isQuoteSource(c.accountId)) {
+        changed = this.runQuote(c) || changed;
+      } else if (c.op === 'source') {
         // A new source (or one sent again to a restarted shard): quiet only once it delivers.
         changed = this.watched.serve(c.server, c.symbol) || changed;
         this.o.shards.call(c.accountId, 'stream.source', { accountId: c.accountId, server: c.server, symbol: c.symbol }).then((r) => {
@@ -144,5 +155,24 @@ export class NearSources {
       if (this.plan.sourceOf(server, symbol) === undefined) changed = this.watched.unserve(server, symbol) || changed;
     }
     if (changed) this.announce();
+  }
+
+  /** A quote session's command: at the shard of its plan id (the same one for every symbol of the server). */
+  private runQuote(c: NearCommand): boolean {
+    const { server, symbol } = c;
+    if (c.op === 'unsource') {
+      this.o.shards.call(c.accountId, 'stream.unquote', { server, symbol })
+        .catch((err: unknown) => this.o.log.warn('quote session symbol not let go', { server, symbol, err: errorMessage(err) }));
+      return false;
+    }
+    this.o.shards.call(c.accountId, 'stream.quote', { server, symbol }).then((r) => {
+      if (r.ok) return;
+      if (!this.refusedQuotes.has(server)) {
+        this.refusedQuotes.add(server);
+        this.o.log.warn('quote login refused by the broker (or not in QUOTE_LOGINS_FILE): this server\'s quotes come over the owners\' relay', { server });
+      }
+      this.run(this.plan.refused(c.accountId, server, symbol));
+    }, (err: unknown) => this.o.log.warn('quote session not started', { server, symbol, err: errorMessage(err) }));
+    return this.watched.serve(server, symbol);
   }
 }

@@ -69,6 +69,9 @@ export class Rendezvous {
 const PLACE_SEED = 0x5bd1e995;
 const SHARE_SEED = 0x27d4eb2f;
 
+/** A node's place in the fixed rank that gives nodes the larger share (higher first; targetOwners). */
+export const shareRankOf = (node: string): number => hash32(node, SHARE_SEED);
+
 const byId = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
 
 /**
@@ -100,7 +103,7 @@ export function targetOwners(liveNodes: Iterable<string>, accounts: Iterable<str
     else free.push(a);
   }
   const floor = Math.floor(ids.size / nodes.length);
-  const shareRank = new Map(nodes.map((n) => [n, hash32(n, SHARE_SEED)]));
+  const shareRank = new Map(nodes.map((n) => [n, shareRankOf(n)]));
   const byShare = [...nodes].sort((x, y) => shareRank.get(y)! - shareRank.get(x)! || byId(x, y));
   const larger = ids.size % nodes.length;
   const cap = new Map(byShare.map((n, i) => [n, floor + (i < larger ? 1 : 0)]));

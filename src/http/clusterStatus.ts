@@ -21,9 +21,9 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
   metrics.gauge('tagw_cluster_audit_outbox_rows', () => node.auditPending(), 'Audit rows not in PostgreSQL yet: kept in this node\'s SQLite while it was unreachable, written when it is back (or at the node\'s next start).');
   metrics.counter('tagw_cluster_takeovers_total', () => st().leases.takeovers, 'Accounts this node acquired that another node (or an earlier lease) had held.');
   metrics.labeledGauge('tagw_cluster_followed_symbols', 'source', () => {
-    const { wanted, served } = node.nearCounts();
-    return { near: served, relay_only: wanted - served };
-  }, 'Symbols (of a server) this node\'s sockets follow on accounts other nodes own: served by an account of the same server running here too (near), or by the owner\'s relay alone.');
+    const { wanted, served, quoted } = node.nearCounts();
+    return { near: served - quoted, quote: quoted, relay_only: wanted - served };
+  }, 'Symbols (of a server) this node\'s sockets follow on accounts other nodes own: served by an account of the same server running here too (near), by this node\'s quote session of the server (quote: its market-data login, QUOTE_LOGINS_FILE), or by the owner\'s relay alone.');
   metrics.gauge('tagw_cluster_near_quiet_symbols', () => node.nearCounts().quiet, 'Followed symbols this node told the owners it is quiet for: its near source delivers their ticks in time, so an owner may withhold its relayed copies (it does when every node wanting them is quiet) and send a pulse (the latest tick time) instead.');
   metrics.counter('tagw_cluster_near_stalls_total', () => node.nearCounts().stalls, 'Times a quiet symbol\'s near source was found behind the owner\'s pulses: its relayed copies were asked for again.');
   metrics.counter('tagw_cluster_relay_ticks_withheld_total', () => st().relay.withheld, 'Ticks this node did not relay: every node wanting them said its near source delivers them in time (a pulse went out instead).');

@@ -42,6 +42,8 @@ export interface ShardSettings {
   /** The embedded simulator's market hours (SIM_MARKET_HOURS); absent: each symbol's own sessions. */
   simMarketHours?: MarketHours | undefined;
   timing: ShardTiming;
+  /** Cluster mode: the market-data logins file (QUOTE_LOGINS_FILE, absolute; quoteSessions.ts). */
+  quoteLoginsFile?: string | undefined;
   /** The shard's clock (its hosts and its embedded simulator) runs this far from the system clock
    *  (ms). 0 in production; a test sets it to put the simulator just before a bar boundary. */
   clockOffsetMs?: number | undefined;

@@ -4,12 +4,10 @@
 // market subjects (`tagw.md.>`, a nats-server permission): whatever the owner relays of a symbol
 // never reaches b, so what b's sockets get of an account owned elsewhere comes from an account of
 // the same server running on b, or not at all.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLUSTER_MANAGEMENT_KEY, ClusterProcs, type ClusterAccount, type Engines } from '../helpers/clusterProcs.js';
 import { startNats } from '../helpers/engines.js';
+import { natsUserUrl, natsUsersConf, type NatsUser } from '../helpers/natsUsers.js';
 import { sharedPostgres } from '../helpers/postgres.js';
 import { cleanupProcesses } from '../helpers/process.js';
 import { mustOpen, type Frame, type StreamClient } from '../helpers/stream-helpers.js';
@@ -26,16 +24,8 @@ let remote: ClusterAccount;
 const mine: ClusterAccount[] = [];
 
 beforeAll(async () => {
-  const conf = join(mkdtempSync(join(tmpdir(), 'tagw-nats-conf-')), 'nats.conf');
-  writeFileSync(conf, `authorization {
-  users = [
-    { user: "node", password: "pw" }
-    { user: "nomd", password: "pw", permissions: { subscribe: { deny: ["tagw.md.>"] } } }
-  ]
-}
-`);
-  const [nats, pg] = await Promise.all([startNats({ args: ['-c', conf] }), sharedPostgres()]);
-  const url = (user: string) => `nats://${user}:pw@127.0.0.1:${nats.port}`;
+  const [nats, pg] = await Promise.all([startNats({ args: ['-c', natsUsersConf()] }), sharedPostgres()]);
+  const url = (user: NatsUser) => natsUserUrl(nats.port, user);
   engines = { nats: { ...nats, url: url('node') }, pg, stop: async () => void (await Promise.all([nats.stop(), pg.stop()])) };
   cluster = await ClusterProcs.start(engines, { nodes: 3, nodeEnv: (id): Record<string, string> => (id.endsWith('-b') ? { NATS_URL: url('nomd') } : {}) });
   b = cluster.nodes.find((n) => n.id.endsWith('-b'))!.id;

@@ -2,7 +2,7 @@
 // each account's runtime here; the other hosts of the same shard (gateway sessions, stream
 // subscriptions) look accounts up through it instead of opening broker connections of their own,
 // so an account has exactly one broker connection, owned by its connection actor.
-import type { BrokerConnection, BrokerEvents } from '../../broker/types.js';
+import type { BrokerConnection, BrokerCredentials, BrokerEvents } from '../../broker/types.js';
 import type { AccountSummary } from '../../market/account.js';
 import type { Platform, ServerInfo } from '../../market/server.js';
 
@@ -54,6 +54,9 @@ export interface AccountRegistry {
   get(accountId: string): AccountRuntime | undefined;
   /** Starts the account's connection actor from its stored binding if needed; rejects with ApiError NOT_FOUND for an unknown account. */
   ensure(accountId: string): Promise<AccountRuntime>;
+  /** A broker connection of no account, from the shard's broker source (a quote session:
+   *  quoteSessions.ts); the caller connects, and disconnects it. */
+  open(credentials: BrokerCredentials): BrokerConnection;
 }
 
 /**

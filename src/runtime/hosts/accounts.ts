@@ -169,6 +169,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       if (!row) throw apiError('NOT_FOUND', 'account not found');
       return startEntry(row);
     },
+    open: (c) => broker().factory(c),
   };
   ctx.accounts = registry;
 

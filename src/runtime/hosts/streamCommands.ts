@@ -56,6 +56,12 @@ declare module '../protocol.js' {
     'stream.source': { args: { accountId: string; server: string; symbol: string }; result: { ok: boolean } };
     /** The near source of the symbol at this account is no longer wanted. */
     'stream.unsource': { args: { accountId: string; symbol: string }; result: { ok: true } };
+    /** Cluster mode: the node's quote session of the server (its market-data login, no account:
+     *  quoteSessions.ts) subscribes the symbol. ok false: no quote login for the server, or the
+     *  broker refused it (answered once the session's first login settled). */
+    'stream.quote': { args: { server: string; symbol: string }; result: { ok: boolean } };
+    /** The symbol is no longer wanted from the quote session; the last one closes it. */
+    'stream.unquote': { args: { server: string; symbol: string }; result: { ok: true } };
   }
 }
 

@@ -20,6 +20,7 @@ import type { Deal } from '../../market/orders.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
 import type { ActorHost, ShardContext } from './context.js';
 import { createStreamSources } from './streamSources.js';
+import { createQuoteSessions } from './quoteSessions.js';
 
 interface StreamAccount {
   rt: AccountRuntime;
@@ -67,6 +68,8 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   };
   /** Cluster mode: this shard's accounts as near sources of other accounts' symbols. */
   const sources = createStreamSources(ctx, forwardTick);
+  /** Cluster mode: the node's quote sessions (market-data logins) placed in this shard. */
+  const quotes = createQuoteSessions(ctx, forwardTick);
   /** Candle topics whose missed closes are being read from history: their live events wait, in order. */
   const holding = new Map<string, CandleEvent[]>();
   const forwardCandle = (server: string, ev: CandleEvent) => {
@@ -219,6 +222,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
   return {
     handlers: {
       ...sources.handlers,
+      ...quotes.handlers,
       'stream.open': async ({ accountId }) => {
         const rt = await registry().ensure(accountId);
         let a = accounts.get(accountId);
@@ -311,6 +315,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     },
     stop() {
       sources.stop();
+      quotes.stop();
       for (const a of accounts.values()) a.off();
       accounts.clear();
     },
