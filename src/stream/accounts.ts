@@ -44,6 +44,8 @@ export interface AccountStreamDeps {
 
 export class AccountStreams {
   readonly accounts = new Map<string, AccountState>();
+  /** Seats seen ACTIVE (the last seat status): an upgrade asks no shard for them. One entry per
+   *  streamed seat, gone with the seat (forget). */
   readonly activeSeats = new Set<string>();
   /** Called when an account's stream is open at the shard with no resync done yet (accountEvents). */
   onOpened: (acc: AccountState) => void = () => undefined;
@@ -215,8 +217,9 @@ export class AccountStreams {
     this.releaseNow(id);
   }
 
-  /** The seat is gone: no hold, no history (its sockets are closed already). */
+  /** The seat is gone: no hold, no history, not ACTIVE (its sockets are closed already). */
   forget(id: string): void {
+    this.activeSeats.delete(id);
     const acc = this.accounts.get(id);
     if (acc?.retainTimer) {
       clearTimeout(acc.retainTimer);

@@ -26,6 +26,8 @@ export interface StreamStats extends StreamCounters {
   sockets: number;
   /** Accounts with stream state here (sockets open, or a stream.open under way). */
   accounts: number;
+  /** Seats known ACTIVE here (the upgrade's cache: one per seat streamed, gone with the seat). */
+  seatsKnownActive: number;
   coalescingSockets: number;
 }
 
@@ -66,7 +68,7 @@ export class StreamHub {
   }
 
   stats(): StreamStats {
-    return { sockets: this.sockets.size, accounts: this.accounts.accounts.size, coalescingSockets: this.out.coalescing.size, ...this.counters };
+    return { sockets: this.sockets.size, accounts: this.accounts.accounts.size, seatsKnownActive: this.accounts.activeSeats.size, coalescingSockets: this.out.coalescing.size, ...this.counters };
   }
 
   /** Gauges on /metrics: open and coalescing sockets, and the running counts of the fan-out. */

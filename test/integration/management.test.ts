@@ -168,10 +168,13 @@ describe('removing a seat', () => {
     expect((await t.req('GET', `/v1/proxy/AccountSummary?handle=${handle}`, { headers: { 'x-api-key': full.key } })).status).toBe(200);
     const stream = await mustOpen(t.url, { apiKey: full.key, id });
     expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(200);
+    const knownActive = t.gw.stream.stats().seatsKnownActive; // the stream's cache of ACTIVE seats holds it
 
     const del = await t.req('DELETE', `/v1/seats/${id}`, { headers: h() });
     expect(del.status).toBe(200);
     expect(del.body).toEqual({ id, removed: true, revokedKeys: [scoped.id] });
+    // and lets it go (before, every seat ever streamed stayed in it)
+    expect(t.gw.stream.stats().seatsKnownActive).toBe(knownActive - 1);
 
     expect((await stream.until((c) => c.closed, 10_000, 'close'))!.code).toBe(SOCKET_CLOSE.ACCOUNT_UNAVAILABLE.code);
     expect((await t.req('GET', `/AccountSummary?id=${id}`, { headers: { 'x-api-key': full.key } })).status).toBe(404);
