@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { assertAccountScope, assertCanTrade } from '../../auth/rights.js';
 import { apiError } from '../../errors.js';
+import { errorMessage } from '../../util/errorMessage.js';
 import { FAULT_FIELDS, FAULT_KINDS, faultSpecProblem, type FaultKind } from '../../sim/faults.js';
 import type { Services } from '../services.js';
 import { defineRoute, type AnyRoute } from '../route.js';
@@ -62,6 +63,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
     return row;
   };
   const everyShard = <T>(f: (shard: number) => Promise<T>) => Promise.all(Array.from({ length: s.shards.size }, (_, i) => f(i)));
+  const kept = keptSimFaults(s);
   return [
     defineRoute({
       method: 'post', path: '/v1/accounts/:id/faults', family: 'provisioning', auth: 'management', audit: 'account.fault', tags: ['simulator'],
@@ -109,7 +111,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
       handler: async ({ body, principal }) => {
         operatorOnly(principal!.customerId);
         const fault = { ...checked(body), server: body.server, ...(body.login ? { login: body.login } : {}) };
-        await everyShard((i) => s.shards.callShard(i, 'sim.faults.set', { fault }));
+        await kept.set(fault, (i) => s.shards.callShard(i, 'sim.faults.set', { fault }));
         return { status: 201, body: { server: body.server, kind: fault.kind, shards: s.shards.size } };
       },
     }),
@@ -132,9 +134,51 @@ export function faultRoutes(s: Services): AnyRoute[] {
       errors: ['BAD_REQUEST', 'FORBIDDEN'],
       handler: async ({ query, principal }) => {
         operatorOnly(principal!.customerId);
+        kept.clear(query.server);
         const r = await everyShard((i) => s.shards.callShard(i, 'sim.faults.clear', query.server ? { server: query.server } : {}));
         return { body: { cleared: r.reduce((n, x) => n + x.cleared, 0) } };
       },
     }),
   ];
+}
+
+type SimFault = FaultBody & { server: string; login?: string };
+interface KeptFault { fault: SimFault; setAt: number; until: number; unanswered: Set<number> }
+
+/**
+ * The operator's faults (POST /v1/sim/faults), kept in the main thread and set again in a shard
+ * whose thread died and came back (ShardSet.onRestart), for what is left of their duration: each
+ * shard runs its own simulator, and a restarted one held none of them while the others kept theirs
+ * (a fault on the accounts of some shards only). A shard that had not answered the set yet (down
+ * meanwhile) gets it from that call, not twice. A fault with a `count` is not kept: its count is
+ * each shard's own (docs/simulator.md), gone with the thread, and set again a used-up one would
+ * act again. Account faults are not kept either (one shard's, as before).
+ */
+function keptSimFaults(s: Services) {
+  const kept = new Set<KeptFault>();
+  const live = (k: KeptFault, now: number) => k.until > now || (kept.delete(k), false);
+  s.shards.onRestart((shard) => {
+    const now = s.clock.now();
+    for (const k of kept) {
+      if (!live(k, now) || k.unanswered.has(shard)) continue;
+      const fault = k.fault.durationMs === undefined ? k.fault : { ...k.fault, durationMs: k.until - now };
+      s.shards.callShard(shard, 'sim.faults.set', { fault }).catch((err: unknown) => s.log.warn('a simulator fault not set again in a restarted shard', { shard, err: errorMessage(err) }));
+    }
+  });
+  return {
+    async set(fault: SimFault, setIn: (shard: number) => Promise<unknown>): Promise<void> {
+      const setAt = s.clock.now();
+      const k: KeptFault = { fault, setAt, until: fault.durationMs === undefined ? Infinity : setAt + fault.durationMs, unanswered: new Set(Array.from({ length: s.shards.size }, (_, i) => i)) };
+      if (fault.count === undefined) kept.add(k);
+      try {
+        await Promise.all([...k.unanswered].map((i) => setIn(i).finally(() => k.unanswered.delete(i))));
+      } catch (err) {
+        kept.delete(k); // refused (a bridge gateway has no simulator of its own)
+        throw err;
+      }
+    },
+    clear(server: string | undefined): void {
+      for (const k of kept) if (server === undefined || k.fault.server === server) kept.delete(k);
+    },
+  };
 }
