@@ -104,3 +104,41 @@ describe('a login re-bound away and bound on another shard', () => {
     }
   });
 });
+
+describe("an account's own faults when its login leaves it", () => {
+  /** A seat without a login on `other`'s shard. */
+  async function seatOnSameShard(other: string): Promise<string> {
+    const shards = t.gw.services.shards;
+    for (;;) {
+      const r = await t.req('POST', '/v1/seats', { headers: h(), body: {} });
+      expect(r.status, r.text).toBe(201);
+      const id = r.body.id as string;
+      if (shards.shardFor(id) === shards.shardFor(other)) return id;
+    }
+  }
+  const faults = async (id: string) => ((await t.req('GET', `/v1/accounts/${id}/faults`, { headers: h() })).body.faults as unknown[]);
+  const setFault = async (id: string) => expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: h(), body: { kind: 'latency', latencyMs: 500 } })).status).toBe(201);
+
+  it('end with it: the login bound again on the same shard, as on another, has none (its seat removed, or its account re-bound)', async () => {
+    const a = (await connect({ user: 'moves-faults-1' })).body.id as string;
+    await setFault(a);
+    expect(await faults(a)).toHaveLength(1);
+    expect((await t.req('DELETE', `/v1/seats/${a}`, { headers: h() })).status).toBe(200);
+    const same = await seatOnSameShard(a);
+    expect((await connect({ id: same, user: 'moves-faults-1' })).status).toBe(200);
+    expect(await faults(same)).toEqual([]);
+
+    const c = (await connect({ user: 'moves-faults-2' })).body.id as string;
+    await setFault(c);
+    expect((await connect({ id: c, user: 'moves-faults-3' })).status).toBe(200);
+    expect(await faults(c)).toEqual([]);
+    const again = await seatOnSameShard(c);
+    expect((await connect({ id: again, user: 'moves-faults-2' })).status).toBe(200);
+    expect(await faults(again)).toEqual([]);
+    // The operator's fault on a login is in every shard, and stays there.
+    expect((await t.req('POST', '/v1/sim/faults', { headers: h(), body: { server: SERVER, login: 'moves-faults-2', kind: 'latency', latencyMs: 20 } })).status).toBe(201);
+    expect((await t.req('DELETE', `/v1/seats/${again}`, { headers: h() })).status).toBe(200);
+    expect(((await t.req('GET', '/v1/sim/faults', { headers: h() })).body.faults as unknown[])).toHaveLength(2);
+    expect((await t.req('DELETE', '/v1/sim/faults', { headers: h() })).status).toBe(200);
+  });
+});

@@ -218,7 +218,14 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     const e = bound && entries.get(bound.seat_id);
     if (e && e.credentials.server === server && e.credentials.login === login) return;
     letGo(server, login);
+    // The faults its accounts here set on it end with them (not the operator's, set in every shard):
+    // kept, they came back only if the login's next account landed on this shard.
+    const k = `${server}\u0000${login}`;
+    for (const id of accountFaults.get(k) ?? []) simFaults().clearFaults(undefined, undefined, id);
+    accountFaults.delete(k);
   };
+  /** The ids of the faults set through this shard's accounts (account.fault), by server and login. */
+  const accountFaults = new Map<string, number[]>();
   /** Logs the probe in and out: the broker's refusal as the API's; false when the broker cannot be reached now. */
   const tryLogin = async (probe: BrokerConnection, credentials: BrokerCredentials): Promise<boolean> => {
     try {
@@ -331,7 +338,11 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       },
       'account.fault': ({ accountId, fault }) => {
         const e = entryOf(accountId);
-        return { id: simFaults().injectFault({ ...fault, server: e.server.name, login: e.credentials.login }) };
+        const id = simFaults().injectFault({ ...fault, server: e.server.name, login: e.credentials.login });
+        const k = `${e.server.name}\u0000${e.credentials.login}`;
+        const live = new Set(simFaults().listFaults().map((f) => f.id)); // those that ran their course go
+        accountFaults.set(k, [...(accountFaults.get(k) ?? []).filter((x) => live.has(x)), id]);
+        return { id };
       },
       'account.faults': ({ accountId }) => {
         const e = entryOf(accountId);
