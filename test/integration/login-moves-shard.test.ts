@@ -26,16 +26,18 @@ const connect = (body: Record<string, unknown>) => t.req('POST', '/ConnectEx', {
 const api = () => ({ 'x-api-key': key });
 const order = (id: string, clientOrderId: string) => t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=${clientOrderId}`, { headers: api() });
 const tickets = async (id: string) => ((await t.req('GET', `/OpenedOrdersTickets?id=${id}`, { headers: api() })).body as number[]).sort((x, y) => x - y);
-/** A seat without a login, on another shard than `other`'s. */
-async function seatOnOtherShard(other: string): Promise<string> {
+/** A seat without a login, on `other`'s shard (`same`) or on another. */
+async function seatBy(other: string, same: boolean): Promise<string> {
   const shards = t.gw.services.shards;
   for (;;) {
     const r = await t.req('POST', '/v1/seats', { headers: h(), body: {} });
     expect(r.status, r.text).toBe(201);
     const id = r.body.id as string;
-    if (shards.shardFor(id) !== shards.shardFor(other)) return id;
+    if ((shards.shardFor(id) === shards.shardFor(other)) === same) return id;
   }
 }
+const seatOnOtherShard = (other: string) => seatBy(other, false);
+const seatOnSameShard = (other: string) => seatBy(other, true);
 
 describe('a login re-bound away and bound on another shard', () => {
   it('the trade in flight on the old binding is in the new account, which trades on: no shard restarts', async () => {
@@ -106,16 +108,6 @@ describe('a login re-bound away and bound on another shard', () => {
 });
 
 describe("an account's own faults when its login leaves it", () => {
-  /** A seat without a login on `other`'s shard. */
-  async function seatOnSameShard(other: string): Promise<string> {
-    const shards = t.gw.services.shards;
-    for (;;) {
-      const r = await t.req('POST', '/v1/seats', { headers: h(), body: {} });
-      expect(r.status, r.text).toBe(201);
-      const id = r.body.id as string;
-      if (shards.shardFor(id) === shards.shardFor(other)) return id;
-    }
-  }
   const faults = async (id: string) => ((await t.req('GET', `/v1/accounts/${id}/faults`, { headers: h() })).body.faults as unknown[]);
   const setFault = async (id: string) => expect((await t.req('POST', `/v1/accounts/${id}/faults`, { headers: h(), body: { kind: 'latency', latencyMs: 500 } })).status).toBe(201);
 
