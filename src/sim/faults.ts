@@ -86,8 +86,12 @@ export class FaultController {
     this.rng = new Rng(seed ^ 0xfa17);
   }
 
-  set(spec: FaultSpec): Fault {
-    const fault: Fault = { ...spec, id: this.nextId++, createdMs: this.now(), ...(spec.count !== undefined ? { remaining: spec.count } : {}) };
+  /** `shared`: the count is kept there (one Int32 over a SharedArrayBuffer), taken from by every
+   *  simulator given it, one per thread: a gateway's shards count one fault's trades together. */
+  set(spec: FaultSpec, shared?: Int32Array): Fault {
+    const fault: Fault = { ...spec, id: this.nextId++, createdMs: this.now(), ...(spec.count !== undefined ? { remaining: shared ? Atomics.load(shared, 0) : spec.count } : {}) };
+    // Not enumerable: list() gives plain copies.
+    if (shared && spec.count !== undefined) Object.defineProperty(fault, 'shared', { value: shared, enumerable: false });
     this.faults.set(fault.id, fault);
     for (const l of this.listeners) l(fault);
     return fault;
@@ -125,6 +129,7 @@ export class FaultController {
   private expire(): void {
     const now = this.now();
     for (const f of this.faults.values()) {
+      synced(f);
       if (over(f, now) || spent(f, now)) this.faults.delete(f.id);
     }
   }
@@ -177,8 +182,7 @@ export class FaultController {
         continue;
       }
       if (f.remaining !== undefined) {
-        if (f.remaining <= 0) continue;
-        f.remaining--;
+        if (!take(f)) continue;
         return this.took(f, now);
       }
       if (f.probability !== undefined && this.rng.next() < f.probability) return this.took(f, now);
@@ -198,7 +202,7 @@ export class FaultController {
   claimsFirst(server: string, login: string): boolean {
     if (this.faults.size === 0) return false;
     for (const f of this.faults.values()) {
-      if (f.kind === 'unknownAfterSend' && this.matches(f, server, login) && (f.remaining === undefined || f.remaining > 0)) return true;
+      if (f.kind === 'unknownAfterSend' && this.matches(f, server, login) && (synced(f).remaining === undefined || f.remaining! > 0)) return true;
     }
     return false;
   }
@@ -212,6 +216,37 @@ export class FaultController {
       if (f.kind === 'unknownAfterSend' && this.matches(f, server, login) && !over(f, now) && (f.lookupFailUntil ?? 0) > now) return true;
     }
     return false;
+  }
+}
+
+/** A count kept in shared memory (FaultController.set's `shared`), or undefined. */
+const sharedOf = (f: Fault) => (f as { shared?: Int32Array }).shared;
+
+/** `f.remaining` read again from its shared count, when it has one (another thread may have taken). */
+function synced(f: Fault): Fault {
+  const c = sharedOf(f);
+  if (c) f.remaining = Math.max(0, Atomics.load(c, 0));
+  return f;
+}
+
+/** One trade off a count-based fault's count, if one is left. */
+function take(f: Fault): boolean {
+  const c = sharedOf(f);
+  if (!c) {
+    if (f.remaining! <= 0) return false;
+    f.remaining!--;
+    return true;
+  }
+  for (;;) {
+    const left = Atomics.load(c, 0);
+    if (left <= 0) {
+      f.remaining = 0;
+      return false;
+    }
+    if (Atomics.compareExchange(c, 0, left, left - 1) === left) {
+      f.remaining = left - 1;
+      return true;
+    }
   }
 }
 

@@ -111,7 +111,9 @@ export function faultRoutes(s: Services): AnyRoute[] {
       handler: async ({ body, principal }) => {
         operatorOnly(principal!.customerId);
         const fault = { ...checked(body), server: body.server, ...(body.login ? { login: body.login } : {}) };
-        await kept.set(fault, (i) => s.shards.callShard(i, 'sim.faults.set', { fault }));
+        // One count for every shard (a SharedArrayBuffer reaches each thread as the same memory).
+        const shared = fault.count === undefined ? undefined : new Int32Array(new SharedArrayBuffer(4)).fill(fault.count);
+        await kept.set(fault, shared, (i) => s.shards.callShard(i, 'sim.faults.set', { fault, ...(shared ? { shared } : {}) }));
         return { status: 201, body: { server: body.server, kind: fault.kind, shards: s.shards.size } };
       },
     }),
@@ -143,33 +145,32 @@ export function faultRoutes(s: Services): AnyRoute[] {
 }
 
 type SimFault = FaultBody & { server: string; login?: string };
-interface KeptFault { fault: SimFault; setAt: number; until: number; unanswered: Set<number> }
+interface KeptFault { fault: SimFault; shared: Int32Array | undefined; setAt: number; until: number; unanswered: Set<number> }
 
 /**
  * The operator's faults (POST /v1/sim/faults), kept in the main thread and set again in a shard
  * whose thread died and came back (ShardSet.onRestart), for what is left of their duration: each
  * shard runs its own simulator, and a restarted one held none of them while the others kept theirs
  * (a fault on the accounts of some shards only). A shard that had not answered the set yet (down
- * meanwhile) gets it from that call, not twice. A fault with a `count` is not kept: its count is
- * each shard's own (docs/simulator.md), gone with the thread, and set again a used-up one would
- * act again. Account faults are not kept either (one shard's, as before).
+ * meanwhile) gets it from that call, not twice. A fault with a `count` goes on with the count the
+ * shards share (what is left of it). Account faults are not kept (one shard's, as before).
  */
 function keptSimFaults(s: Services) {
   const kept = new Set<KeptFault>();
-  const live = (k: KeptFault, now: number) => k.until > now || (kept.delete(k), false);
+  const live = (k: KeptFault, now: number) => (k.until > now && (!k.shared || Atomics.load(k.shared, 0) > 0)) || (kept.delete(k), false);
   s.shards.onRestart((shard) => {
     const now = s.clock.now();
     for (const k of kept) {
       if (!live(k, now) || k.unanswered.has(shard)) continue;
       const fault = k.fault.durationMs === undefined ? k.fault : { ...k.fault, durationMs: k.until - now };
-      s.shards.callShard(shard, 'sim.faults.set', { fault }).catch((err: unknown) => s.log.warn('a simulator fault not set again in a restarted shard', { shard, err: errorMessage(err) }));
+      s.shards.callShard(shard, 'sim.faults.set', { fault, ...(k.shared ? { shared: k.shared } : {}) }).catch((err: unknown) => s.log.warn('a simulator fault not set again in a restarted shard', { shard, err: errorMessage(err) }));
     }
   });
   return {
-    async set(fault: SimFault, setIn: (shard: number) => Promise<unknown>): Promise<void> {
+    async set(fault: SimFault, shared: Int32Array | undefined, setIn: (shard: number) => Promise<unknown>): Promise<void> {
       const setAt = s.clock.now();
-      const k: KeptFault = { fault, setAt, until: fault.durationMs === undefined ? Infinity : setAt + fault.durationMs, unanswered: new Set(Array.from({ length: s.shards.size }, (_, i) => i)) };
-      if (fault.count === undefined) kept.add(k);
+      const k: KeptFault = { fault, shared, setAt, until: fault.durationMs === undefined ? Infinity : setAt + fault.durationMs, unanswered: new Set(Array.from({ length: s.shards.size }, (_, i) => i)) };
+      kept.add(k);
       try {
         await Promise.all([...k.unanswered].map((i) => setIn(i).finally(() => k.unanswered.delete(i))));
       } catch (err) {

@@ -17,7 +17,8 @@ import type { ShardContext } from './context.js';
 export interface BrokerSource {
   factory: BrokerConnectionFactory;
   /** Fault injection (tests, benchmarks); undefined when the upstream is not the simulator. */
-  injectFault?(spec: FaultSpec): number;
+  /** `shared`: its count, shared by the gateway's shards (FaultController.set). */
+  injectFault?(spec: FaultSpec, shared?: Int32Array): number;
   /** Those of a server, of one login of it (not the server-wide ones), or one by id, when given. */
   clearFaults?(server?: string, login?: string, id?: number): number;
   listFaults?(): Fault[];
@@ -53,7 +54,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   });
   return {
     factory: (credentials) => new SimBrokerConnection(sim, credentials),
-    injectFault: (spec) => sim.faults.set(spec).id,
+    injectFault: (spec, shared) => sim.faults.set(spec, shared).id,
     clearFaults: (server, login, id) => sim.faults.clear(id, server, login),
     listFaults: () => sim.faults.list(),
     letGo: (server, login) => sim.server(server)?.forget(login),

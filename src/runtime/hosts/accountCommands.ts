@@ -96,8 +96,9 @@ declare module '../protocol.js' {
     'account.faults': { args: { accountId: string }; result: Fault[] };
     /** Clears them, or the one `id` names if it is one of them. */
     'account.faults.clear': { args: { accountId: string; id?: number }; result: { cleared: number } };
-    /** Server-wide simulator faults. Every shard runs its own copy of the simulator, so these go to each shard. */
-    'sim.faults.set': { args: { fault: FaultArgs & { server: string; login?: string } }; result: { id: number } };
+    /** Server-wide simulator faults. Every shard runs its own copy of the simulator, so these go to each
+     *  shard; `shared`: a count's one Int32 over a SharedArrayBuffer, the same in every shard (one count). */
+    'sim.faults.set': { args: { fault: FaultArgs & { server: string; login?: string }; shared?: Int32Array }; result: { id: number } };
     'sim.faults.clear': { args: { server?: string }; result: { cleared: number } };
     'sim.faults.list': { args: Record<string, never>; result: Fault[] };
   }

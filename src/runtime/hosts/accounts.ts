@@ -352,7 +352,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const e = entryOf(accountId);
         return { cleared: simFaults().clearFaults(e.server.name, e.credentials.login, id) };
       },
-      'sim.faults.set': ({ fault }) => ({ id: simFaults().injectFault(fault) }),
+      'sim.faults.set': ({ fault, shared }) => ({ id: simFaults().injectFault(fault, shared) }),
       'sim.faults.clear': ({ server }) => ({ cleared: simFaults().clearFaults(server) }),
       'sim.faults.list': () => simFaults().listFaults(),
       'account.op': async ({ accountId, op, args }) => {
