@@ -114,6 +114,7 @@ export class TenancyStore {
   }
   /** A seat removed elsewhere (cluster mode: another node, or PostgreSQL first): the caches forget it. */
   seatRemoved(id: string): void {
+    this.seatChanges++;
     for (const l of this.seatRemovedListeners) l(id);
   }
   private readonly seatRemovedListeners: Array<(seatId: string) => void> = [];
@@ -123,14 +124,19 @@ export class TenancyStore {
   }
   insertSeat(row: Omit<SeatRow, 'removed_at'>): void {
     this.q.insertSeat.run(row);
+    this.seatChanges++;
   }
+  /** Seats added or removed through this store since it opened: what reads every live seat
+   *  (liveSeatIds) need not read them again while it stays the same. */
+  seatChanges = 0;
   seatById(id: string): SeatRow | undefined {
     return this.q.seatById.get(id);
   }
   seatsOf(customerId: string): SeatRow[] {
     return this.q.seatsOf.all(customerId);
   }
-  /** Every customer's seats not removed: the accounts the shards run (/v1/status, per shard). */
+  /** Every customer's seats not removed: the accounts the shards run (/v1/status, per shard,
+   *  read again only after seatChanges moved: a scan of every seat). */
   liveSeatIds(): string[] {
     return this.q.liveSeatIds.all();
   }

@@ -140,6 +140,8 @@ describe('status: the accounts on each shard', () => {
 
   it("counts every customer's accounts on the shard that runs them, not the operator's only", async () => {
     const other = createCustomer(t.gw.services.tenancy, 'status-other');
+    // Counted once before (the count is kept until a seat comes or goes).
+    expect((await t.req('GET', '/v1/status', { headers: mgmt(t.managementKey) })).status).toBe(200);
     const ids: string[] = [];
     for (const key of [t.managementKey, other.managementKey, other.managementKey, other.managementKey, other.managementKey]) {
       const r = await t.req('POST', '/v1/seats', { headers: mgmt(key), body: {} });
@@ -152,5 +154,9 @@ describe('status: the accounts on each shard', () => {
     const status = await t.req('GET', '/v1/status', { headers: mgmt(t.managementKey) });
     expect((status.body.shards as Array<{ accounts: number }>).map((s) => s.accounts)).toEqual(perShard);
     expect(status.body.seats).toBe(1);
+    // A seat removed after that count: counted again.
+    expect((await t.req('DELETE', `/v1/seats/${ids.pop()!}`, { headers: mgmt(other.managementKey) })).status).toBe(200);
+    const after = await t.req('GET', '/v1/status', { headers: mgmt(t.managementKey) });
+    expect((after.body.shards as Array<{ accounts: number }>).map((s) => s.accounts)).toEqual([0, 1].map((i) => ids.filter((id) => t.gw.services.shards.shardFor(id) === i).length));
   });
 });

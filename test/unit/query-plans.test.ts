@@ -19,6 +19,7 @@ import { TenancyStore } from '../../src/store/tenancy.js';
 const WHOLE_TABLE_BY_DESIGN: readonly RegExp[] = [
   /FROM account_bindings b JOIN seats s ON s\.id = b\.seat_id WHERE s\.removed_at IS NULL$/, // start-up: every live binding, once
   /^SELECT \* FROM gateway_sessions WHERE state = 'live'$/, // start-up: every live session handle (a partial index holds just those)
+  /^SELECT id FROM seats WHERE removed_at IS NULL$/, // /v1/status: every live seat, counted per shard, again only after a seat came or went
 ];
 
 const dir = mkdtempSync(join(tmpdir(), 'tagw-plans-'));
