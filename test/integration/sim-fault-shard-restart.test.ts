@@ -101,4 +101,26 @@ describe("the operator's simulator faults and a shard's restart", () => {
     expect(taken).toBe(3);
     expect((await t.req('DELETE', '/v1/sim/faults', { headers: h() })).status).toBe(200);
   });
+
+  it("the operator's fault on a login, ended by the account's customer, ends in every shard, and a restart does not bring it back", async () => {
+    const id = (await t.req('POST', '/ConnectEx', { headers: h(), body: { user: 'cleared-login', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+    const shard = t.gw.services.shards.shardFor(id);
+    const set = async () => expect((await t.req('POST', '/v1/sim/faults', { headers: h(), body: { server: 'Sim-P5-Demo', login: 'cleared-login', kind: 'latency', latencyMs: 20 } })).status).toBe(201);
+    await set();
+    expect(await listed()).toHaveLength(2);
+    expect((await t.req('DELETE', `/v1/accounts/${id}/faults`, { headers: h() })).body).toEqual({ cleared: 1 });
+    expect(await listed()).toEqual([]);
+    await restart(shard);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await listed()).toEqual([]);
+
+    // One of them by the id the account's GET gave: the same, the others kept.
+    await set();
+    await set();
+    const ids = ((await t.req('GET', `/v1/accounts/${id}/faults`, { headers: h() })).body.faults as Array<{ id: number }>).map((f) => f.id);
+    expect(ids).toHaveLength(2);
+    expect((await t.req('DELETE', `/v1/accounts/${id}/faults?faultId=${ids[0]}`, { headers: h() })).body).toEqual({ cleared: 1 });
+    expect((await listed()).map((f) => f.shard).sort()).toEqual([0, 1]);
+    expect((await t.req('DELETE', '/v1/sim/faults', { headers: h() })).body).toEqual({ cleared: 2 });
+  });
 });

@@ -11,6 +11,7 @@ import { apiError } from '../../errors.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import { FAULT_FIELDS, FAULT_KINDS, faultSpecProblem, type FaultKind } from '../../sim/faults.js';
 import type { Services } from '../services.js';
+import { AccountStore } from '../../store/accounts.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { qInt } from '../schemas.js';
 import { ownedSeat } from './provisioning.js';
@@ -99,7 +100,11 @@ export function faultRoutes(s: Services): AnyRoute[] {
       handler: async ({ params, query, principal }) => {
         const row = ownAccount(principal!, params[0]!);
         assertCanTrade(principal!);
-        return { body: await s.shards.call(row.id, 'account.faults.clear', { accountId: row.id, ...(query.faultId !== undefined ? { id: query.faultId } : {}) }) };
+        const r = await s.shards.call(row.id, 'account.faults.clear', { accountId: row.id, ...(query.faultId !== undefined ? { id: query.faultId } : {}) });
+        // The operator's faults on its login among them: set in every shard, they end in every shard.
+        const b = new AccountStore(s.db).get(row.id);
+        if (b) await kept.endOfLogin(b.server, b.login, s.shards.shardFor(row.id), query.faultId);
+        return { body: r };
       },
     }),
     defineRoute({
@@ -145,7 +150,11 @@ export function faultRoutes(s: Services): AnyRoute[] {
 }
 
 type SimFault = FaultBody & { server: string; login?: string };
-interface KeptFault { fault: SimFault; shared: Int32Array | undefined; setAt: number; until: number; unanswered: Set<number> }
+interface KeptFault {
+  fault: SimFault; shared: Int32Array | undefined; setAt: number; until: number; unanswered: Set<number>;
+  /** Its id in each shard (what that shard's lists and account clears name it by). */
+  ids: Array<number | undefined>;
+}
 
 /**
  * The operator's faults (POST /v1/sim/faults), kept in the main thread and set again in a shard
@@ -163,16 +172,16 @@ function keptSimFaults(s: Services) {
     for (const k of kept) {
       if (!live(k, now) || k.unanswered.has(shard)) continue;
       const fault = k.fault.durationMs === undefined ? k.fault : { ...k.fault, durationMs: k.until - now };
-      s.shards.callShard(shard, 'sim.faults.set', { fault, ...(k.shared ? { shared: k.shared } : {}) }).catch((err: unknown) => s.log.warn('a simulator fault not set again in a restarted shard', { shard, err: errorMessage(err) }));
+      s.shards.callShard(shard, 'sim.faults.set', { fault, ...(k.shared ? { shared: k.shared } : {}) }).then((r) => (k.ids[shard] = r.id)).catch((err: unknown) => s.log.warn('a simulator fault not set again in a restarted shard', { shard, err: errorMessage(err) }));
     }
   });
   return {
-    async set(fault: SimFault, shared: Int32Array | undefined, setIn: (shard: number) => Promise<unknown>): Promise<void> {
+    async set(fault: SimFault, shared: Int32Array | undefined, setIn: (shard: number) => Promise<{ id: number }>): Promise<void> {
       const setAt = s.clock.now();
-      const k: KeptFault = { fault, shared, setAt, until: fault.durationMs === undefined ? Infinity : setAt + fault.durationMs, unanswered: new Set(Array.from({ length: s.shards.size }, (_, i) => i)) };
+      const k: KeptFault = { fault, shared, setAt, until: fault.durationMs === undefined ? Infinity : setAt + fault.durationMs, unanswered: new Set(Array.from({ length: s.shards.size }, (_, i) => i)), ids: [] };
       kept.add(k);
       try {
-        await Promise.all([...k.unanswered].map((i) => setIn(i).finally(() => k.unanswered.delete(i))));
+        await Promise.all([...k.unanswered].map((i) => setIn(i).then((r) => (k.ids[i] = r.id)).finally(() => k.unanswered.delete(i))));
       } catch (err) {
         kept.delete(k); // refused (a bridge gateway has no simulator of its own)
         throw err;
@@ -180,6 +189,15 @@ function keptSimFaults(s: Services) {
     },
     clear(server: string | undefined): void {
       for (const k of kept) if (server === undefined || k.fault.server === server) kept.delete(k);
+    },
+    /** An account's customer ended the faults on its login in the account's shard (`shard`; the one
+     *  with `id` there, when given): the operator's among them end in the other shards too, and are
+     *  not set again. Ended in one shard only, the others kept acting on the login (its next account
+     *  on another shard, a restart's copy). */
+    async endOfLogin(server: string, login: string, shard: number, id?: number): Promise<void> {
+      const ended = [...kept].filter((k) => k.fault.server === server && k.fault.login === login && (id === undefined || k.ids[shard] === id));
+      for (const k of ended) kept.delete(k);
+      await Promise.all(ended.flatMap((k) => k.ids.map((other, i) => (i === shard || other === undefined ? undefined : s.shards.callShard(i, 'sim.faults.clear', { id: other })))));
     },
   };
 }

@@ -99,7 +99,8 @@ declare module '../protocol.js' {
     /** Server-wide simulator faults. Every shard runs its own copy of the simulator, so these go to each
      *  shard; `shared`: a count's one Int32 over a SharedArrayBuffer, the same in every shard (one count). */
     'sim.faults.set': { args: { fault: FaultArgs & { server: string; login?: string }; shared?: Int32Array }; result: { id: number } };
-    'sim.faults.clear': { args: { server?: string }; result: { cleared: number } };
+    /** Those of a server, or the one `id` names (an operator's login fault its account's customer ended). */
+    'sim.faults.clear': { args: { server?: string; id?: number }; result: { cleared: number } };
     'sim.faults.list': { args: Record<string, never>; result: Fault[] };
   }
   interface ShardEventMap {

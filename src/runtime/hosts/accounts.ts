@@ -353,7 +353,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         return { cleared: simFaults().clearFaults(e.server.name, e.credentials.login, id) };
       },
       'sim.faults.set': ({ fault, shared }) => ({ id: simFaults().injectFault(fault, shared) }),
-      'sim.faults.clear': ({ server }) => ({ cleared: simFaults().clearFaults(server) }),
+      'sim.faults.clear': ({ server, id }) => ({ cleared: simFaults().clearFaults(server, undefined, id) }),
       'sim.faults.list': () => simFaults().listFaults(),
       'account.op': async ({ accountId, op, args }) => {
         const e = entryOf(accountId);
