@@ -1,14 +1,17 @@
 #!/usr/bin/env node
-// The `tagw` command (package.json "bin"). Runs the CLI from the build (dist/) when it is at least as
-// new as the sources, otherwise from the TypeScript sources through tsx: `npx tagw` works in a fresh
-// checkout with no build step, and never runs a stale build. In this process (no child process, so
-// no secret ever travels in a child's argv or environment).
+// The `tagw` command (package.json "bin"). Runs the CLI from the build (dist/) when a build finished
+// (dist/BUILT, written last by `npm run build`, removed first) at least as new as the sources,
+// otherwise from the TypeScript sources through tsx: `npx tagw` works in a fresh checkout with no
+// build step, never runs a stale build, and never one being written (`npm start` builds first: a
+// `tagw` started meanwhile loaded half-written modules). In this process (no child process, so no
+// secret ever travels in a child's argv or environment).
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const built = join(root, 'dist', 'src', 'cli', 'main.js');
+const finished = join(root, 'dist', 'BUILT');
 
 /** The newest modification time of the .ts files under `dir` (0 when there is none). */
 function newest(dir) {
@@ -24,7 +27,7 @@ function newest(dir) {
 
 let entry = built;
 const sources = join(root, 'src', 'cli', 'main.ts');
-if (existsSync(sources) && (!existsSync(built) || statSync(built).mtimeMs < Math.max(newest(join(root, 'src')), newest(join(root, 'actors'))))) {
+if (existsSync(sources) && (!existsSync(finished) || statSync(finished).mtimeMs < Math.max(newest(join(root, 'src')), newest(join(root, 'actors'))))) {
   let register;
   try {
     ({ register } = await import('tsx/esm/api'));
