@@ -4,6 +4,7 @@
 import type { Db } from './db.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { ClaimedIds } from './claimedIds.js';
+import { RecordKeys, type RecordKeysOptions } from './idempotencyKeys.js';
 
 export type IdemPhase = 'sent' | 'result' | 'uncertain';
 
@@ -20,33 +21,47 @@ export interface IdemRow {
 
 const COLUMNS = 'account_id, client_order_id, params_hash, phase, status, result_json, created_at, expires_at';
 
+/** A record claimed inside `writeOnce`, written when it ends; `taken`: its key had a record already. */
+interface HeldRow extends IdemRow {
+  taken: boolean;
+}
+
+export type IdempotencyStoreOptions = RecordKeysOptions;
+
 export class IdempotencyStore {
   private readonly q;
   private readonly tx: (f: () => void) => void;
   /** Inside `writeOnce`: the records claimed there, not written yet. */
-  private held: IdemRow[] | null = null;
-  private readonly heldRows: IdemRow[] = [];
+  private held: HeldRow[] | null = null;
+  private readonly heldRows: HeldRow[] = [];
   /** Ids that may have a record (claimedIds.ts), complete for the accounts in `known`. */
   private readonly claimed: ClaimedIds;
   /** Accounts whose records from before this store (an earlier process) are in `claimed`. */
   private readonly known = new Set<string>();
-  /** Only the shard that owns an account writes its records: all of them go through this store. */
-  constructor(db: Db, clock: Clock = systemClock) {
+  /** Where a record is found by its key: the keys moved, or the tail (idempotencyKeys.ts). */
+  private readonly keys: RecordKeys;
+  /** Only the shard that owns an account writes its records, and finds them by key: all of them go
+   *  through this store (the tail of records it wrote is in its memory until their keys are moved). */
+  constructor(db: Db, clock: Clock = systemClock, options: IdempotencyStoreOptions = {}) {
     this.claimed = new ClaimedIds(clock);
+    this.keys = new RecordKeys(db, options);
     this.tx = db.transaction((f: () => void) => f());
+    const byId = 'id = ? AND account_id = ? AND client_order_id = ?';
+    const byKey = 'id = (SELECT record FROM idempotency_keys WHERE account_id = ? AND client_order_id = ?)';
     this.q = {
-      insertSent: db.prepare(`INSERT OR IGNORE INTO idempotency (account_id, client_order_id, params_hash, phase, created_at, expires_at)
-        VALUES (?, ?, ?, 'sent', ?, ?)`),
-      insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
-      exists: db.prepare<[string, string], unknown>('SELECT 1 FROM idempotency WHERE account_id = ? AND client_order_id = ?').pluck(),
-      ofAccount: db.prepare<[string], { client_order_id: string; expires_at: number }>('SELECT client_order_id, expires_at FROM idempotency WHERE account_id = ?'),
-      get: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE account_id = ? AND client_order_id = ?`),
-      setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE account_id = ? AND client_order_id = ?`),
-      setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE account_id = ? AND client_order_id = ? AND phase = 'sent'`),
-      remove: db.prepare('DELETE FROM idempotency WHERE account_id = ? AND client_order_id = ?'),
+      insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      getById: db.prepare<[number, string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE ${byId}`),
+      getByKey: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE ${byKey}`),
+      setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE ${byId}`),
+      setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE ${byId} AND phase = 'sent'`),
+      remove: db.prepare(`DELETE FROM idempotency WHERE ${byId}`),
+      // Keys first: the expired records' keys, then the records (only moved records have keys).
+      purgeKeys: db.prepare(`DELETE FROM idempotency_keys WHERE (account_id, client_order_id, record) IN
+        (SELECT account_id, client_order_id, id FROM idempotency WHERE expires_at <= ?)`),
       purge: db.prepare('DELETE FROM idempotency WHERE expires_at <= ?'),
       unsettled: db.prepare<[number], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE phase = 'sent' AND expires_at > ?`),
     };
+    this.keys.load((accountId, id, expiresAt) => this.claimed.add(accountId, id, expiresAt));
   }
 
   /** Runs `f`'s writes in one transaction: one commit for a whole turn's outcomes. */
@@ -73,17 +88,19 @@ export class IdempotencyStore {
       } finally {
         this.held = null;
       }
-      for (const r of held) {
-        if (this.q.insert.run(r.account_id, r.client_order_id, r.params_hash, r.phase, r.status, r.result_json, r.created_at, r.expires_at).changes !== 1) {
-          throw new Error(`idempotency record ${r.client_order_id} already exists`);
-        }
-      }
+      for (const r of held) if (r.taken) throw new Error(`idempotency record ${r.client_order_id} already exists`);
+      for (const r of held) this.write(r);
     } finally {
       held.length = 0;
     }
   }
 
-  private heldRow(accountId: string, id: string): IdemRow | undefined {
+  private write(r: IdemRow): void {
+    const id = this.q.insert.run(r.account_id, r.client_order_id, r.params_hash, r.phase, r.status, r.result_json, r.created_at, r.expires_at).lastInsertRowid;
+    this.keys.wrote(r.account_id, r.client_order_id, Number(id));
+  }
+
+  private heldRow(accountId: string, id: string): HeldRow | undefined {
     const held = this.held;
     if (held) for (const r of held) if (r.client_order_id === id && r.account_id === accountId) return r;
     return undefined;
@@ -91,48 +108,86 @@ export class IdempotencyStore {
 
   /** Durably claims the id. False when a record already exists (the caller must read it). */
   insertSent(accountId: string, id: string, paramsHash: string, now: number, expiresAt: number): boolean {
+    // The key's uniqueness is this check's (no index refuses a second row): before the id is added.
+    const taken = (this.held !== null && this.heldRow(accountId, id) !== undefined) || this.exists(accountId, id);
     this.claimed.add(accountId, id, expiresAt);
+    const row: HeldRow = { account_id: accountId, client_order_id: id, params_hash: paramsHash, phase: 'sent', status: null, result_json: null, created_at: now, expires_at: expiresAt, taken };
     if (this.held) {
-      this.held.push({ account_id: accountId, client_order_id: id, params_hash: paramsHash, phase: 'sent', status: null, result_json: null, created_at: now, expires_at: expiresAt });
+      this.held.push(row);
       return true;
     }
-    return this.q.insertSent.run(accountId, id, paramsHash, now, expiresAt).changes === 1;
+    if (taken) return false;
+    this.write(row);
+    return true;
   }
-  /** Whether a record holds the id: read from the unique index, unless no record can (ClaimedIds). */
+  /** Whether a record holds the id: read from its key, unless no record can (ClaimedIds). */
   exists(accountId: string, id: string): boolean {
     if (!this.known.has(accountId)) {
-      // Once per account: the records an earlier process wrote.
-      for (const r of this.q.ofAccount.iterate(accountId)) this.claimed.add(accountId, r.client_order_id, r.expires_at);
+      // Once per account: the records an earlier process wrote (their tail was added at the start).
+      for (const r of this.keys.ofAccount(accountId)) this.claimed.add(accountId, r.client_order_id, r.expires_at);
       this.known.add(accountId);
     }
     if (!this.claimed.mayHold(accountId, id)) return false;
-    return this.q.exists.get(accountId, id) !== undefined;
+    return this.keys.recordOf(accountId, id) !== undefined;
   }
   get(accountId: string, id: string): IdemRow | undefined {
-    return this.q.get.get(accountId, id);
+    const r = this.keys.recordOf(accountId, id);
+    return r === undefined ? undefined : this.q.getById.get(r, accountId, id);
   }
   setResult(accountId: string, id: string, status: number, resultJson: string): void {
     const h = this.heldRow(accountId, id);
     if (h) Object.assign(h, { phase: 'result', status, result_json: resultJson });
-    else this.q.setResult.run(status, resultJson, accountId, id);
+    else this.byKey(accountId, id, (r) => this.q.setResult.run(status, resultJson, r, accountId, id).changes);
   }
   setUncertain(accountId: string, id: string): void {
     const h = this.heldRow(accountId, id);
     if (h) {
       if (h.phase === 'sent') h.phase = 'uncertain';
-    } else this.q.setUncertain.run(accountId, id);
+    } else this.byKey(accountId, id, (r) => this.q.setUncertain.run(r, accountId, id).changes);
+  }
+  /** `run` on the key's record by its id (which `run` checks is the key's): the tail's, and when that
+   *  changed nothing, the moved key's. */
+  private byKey(accountId: string, id: string, run: (record: number) => number): void {
+    const t = this.keys.inTail(accountId, id);
+    if (t !== undefined && run(t) > 0) return;
+    const k = this.keys.keyed(accountId, id);
+    if (k !== undefined) run(k);
   }
   /** Only for a request that certainly never reached the broker. */
   remove(accountId: string, id: string): void {
     const h = this.heldRow(accountId, id);
-    if (h) this.held!.splice(this.held!.indexOf(h), 1);
-    else this.q.remove.run(accountId, id);
+    if (h) {
+      this.held!.splice(this.held!.indexOf(h), 1);
+      return;
+    }
+    this.tx(() => {
+      const r = this.keys.recordOf(accountId, id);
+      if (r === undefined) return;
+      this.keys.forget(accountId, id);
+      this.q.remove.run(r, accountId, id);
+      this.keys.deleted();
+    });
   }
   purgeExpired(now: number): number {
-    return this.q.purge.run(now).changes;
+    let n = 0;
+    this.tx(() => {
+      this.q.purgeKeys.run(now);
+      n = this.q.purge.run(now).changes;
+      if (n > 0) this.keys.deleted();
+    });
+    return n;
   }
   /** Records whose outcome was never written (the process stopped while their order was out). */
   unsettled(now: number): IdemRow[] {
     return this.q.unsettled.all(now);
+  }
+  /** Moves the keys of the records written since the last move into the keyed table now (the
+   *  store does it by itself every MOVE_MS or MOVE_ROWS records). Returns how many. */
+  moveKeys(): number {
+    return this.keys.move();
+  }
+  /** A graceful stop: the keys moved, no move armed any more. */
+  stop(): void {
+    this.keys.stop();
   }
 }

@@ -231,6 +231,30 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE audit_log ADD COLUMN ref TEXT;
   CREATE UNIQUE INDEX audit_log_ref ON audit_log(ref);
   ` },
+  // 15: the idempotency records' keys off the order's commit (issue 19 item 5; src/store/idempotencyKeys.ts).
+  // The unique index (account, id) of migration 11 put every order's entry in its account's leaf: a
+  // group commit of 32 orders rewrote ~27 of them. The keys now go into idempotency_keys in bulk
+  // (every second, or every few thousand records), from the records above `through`; the shard
+  // finds the ones not moved yet from its memory (and, after a restart, from their ids), and
+  // checks a key's uniqueness before every claim. Every record here is moved at once.
+  { name: 'idempotency keys moved in bulk, off the order\'s commit', sql: `
+  CREATE TABLE idempotency_keys (
+    account_id TEXT NOT NULL,
+    client_order_id TEXT NOT NULL,
+    record INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, client_order_id)
+  ) WITHOUT ROWID;
+  -- One row: every record whose id is at or below it has its key in idempotency_keys.
+  CREATE TABLE idempotency_moved (
+    only INTEGER PRIMARY KEY CHECK (only = 0),
+    through INTEGER NOT NULL
+  );
+  INSERT INTO idempotency_keys (account_id, client_order_id, record, expires_at)
+    SELECT account_id, client_order_id, id, expires_at FROM idempotency ORDER BY account_id, client_order_id;
+  INSERT INTO idempotency_moved (only, through) SELECT 0, coalesce(max(id), 0) FROM idempotency;
+  DROP INDEX idempotency_key;
+  ` },
 ];
 
 /** The schema version this code writes and understands: the number of migrations. */

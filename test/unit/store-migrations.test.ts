@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditStore } from '../../src/store/audit.js';
 import { migrate } from '../../src/store/db.js';
+import { IdempotencyStore } from '../../src/store/idempotency.js';
 import { checkMigrations, migrationPlan, MIGRATIONS, runMigrations, SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/migrations.js';
 
 const at = (version: number, db = new Database(':memory:')) => {
@@ -50,8 +51,8 @@ describe('migration 11: idempotency records appended, found by a unique index', 
   it('moves the records across intact, in the order they were written, still one per (account, id)', () => {
     const db = at(10);
     db.prepare(`INSERT INTO idempotency VALUES ('acc-2', 'ord-1', 'h3', 'uncertain', NULL, NULL, 3, 97), ('acc-1', 'ord-1', 'h1', 'result', 200, '{"ticket":5}', 1, 99), ('acc-1', 'ord-2', 'h2', 'sent', NULL, NULL, 2, 98)`).run();
-    migrate(db);
-    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    // Up to 14, the last version with this index (migration 15 moved the keys out of it).
+    for (let v = 10; v < 14; v++) db.exec(MIGRATIONS[v]!.sql);
     expect(schemaOf(db, 'idempotency')).not.toMatch(/WITHOUT ROWID/);
     expect(schemaOf(db, 'idempotency_key')).toMatch(/UNIQUE INDEX idempotency_key ON idempotency\(account_id, client_order_id\)/);
     expect(schemaOf(db, 'idempotency_expiry')).toContain('expires_at');
@@ -65,6 +66,50 @@ describe('migration 11: idempotency records appended, found by a unique index', 
     // A new record goes after the others (the right-most leaf).
     insert.run('acc-0', 'ord-0');
     expect(db.prepare("SELECT rowid AS id FROM idempotency WHERE account_id = 'acc-0'").get()).toEqual({ id: 4 });
+  });
+});
+
+describe('migration 15: idempotency keys moved in bulk, off the order\'s commit', () => {
+  const COLUMNS = 'account_id, client_order_id, params_hash, phase, status, result_json, created_at, expires_at';
+  it('carries every record across, each found by its key; a second claim of one is refused; new records land above the moved ones', () => {
+    const db = at(14);
+    const insert = db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+    const rows = [
+      ['acc-1', 'ord-1', 'h1', 'result', 200, '{"ticket":5}', 1, 9e12],
+      ['acc-1', 'ord-2', 'h2', 'sent', null, null, 2, 9e12],
+      ['acc-2', 'ord-1', 'h3', 'uncertain', null, null, 3, 9e12],
+      ['acc-2', 'gone', 'h4', 'result', 200, '{}', 4, 9e12],
+      ['acc-3', 'ord-9', 'h5', 'result', 400, '{"retcode":10019}', 5, 9e12],
+    ] as const;
+    for (const r of rows) insert.run(...r);
+    // A gap in the ids, as deleted records leave.
+    db.prepare("DELETE FROM idempotency WHERE client_order_id = 'gone'").run();
+    migrate(db);
+    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    expect(schemaOf(db, 'idempotency_key')).toBeUndefined();
+    expect(schemaOf(db, 'idempotency_keys')).toMatch(/WITHOUT ROWID/);
+    expect(db.prepare('SELECT account_id, client_order_id, record, expires_at FROM idempotency_keys ORDER BY record').all()).toEqual([
+      { account_id: 'acc-1', client_order_id: 'ord-1', record: 1, expires_at: 9e12 },
+      { account_id: 'acc-1', client_order_id: 'ord-2', record: 2, expires_at: 9e12 },
+      { account_id: 'acc-2', client_order_id: 'ord-1', record: 3, expires_at: 9e12 },
+      { account_id: 'acc-3', client_order_id: 'ord-9', record: 5, expires_at: 9e12 },
+    ]);
+    expect(db.prepare('SELECT through FROM idempotency_moved').pluck().get()).toBe(5);
+    const store = new IdempotencyStore(db, { now: () => 10 }, { scheduler: { setTimeout: () => 0, clearTimeout: () => {} } });
+    for (const [account, id, hash, phase, status, json, created, expires] of rows) {
+      if (id === 'gone') {
+        expect(store.get(account, id)).toBeUndefined();
+        continue;
+      }
+      expect(store.exists(account, id)).toBe(true);
+      expect(store.get(account, id)).toEqual({ account_id: account, client_order_id: id, params_hash: hash, phase, status, result_json: json, created_at: created, expires_at: expires });
+      expect(store.insertSent(account, id, 'again', 10, 9e12)).toBe(false);
+    }
+    expect(store.unsettled(10).map((r) => r.client_order_id)).toEqual(['ord-2']);
+    expect(store.insertSent('acc-2', 'gone', 'h6', 10, 9e12)).toBe(true);
+    expect(db.prepare("SELECT id FROM idempotency WHERE client_order_id = 'gone'").pluck().get()).toBe(6);
+    expect(store.moveKeys()).toBe(1);
+    expect(db.prepare('SELECT count(*) FROM idempotency_keys').pluck().get()).toBe(5);
   });
 });
 

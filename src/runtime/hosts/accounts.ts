@@ -31,7 +31,7 @@ export interface AccountHostOptions {
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
   const store = new AccountStore(ctx.db);
   const audits = new AuditStore(ctx.db);
-  const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock), ctx.log, ctx.clock, fullDiskOf(ctx));
+  const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock, { log: ctx.log }), ctx.log, ctx.clock, fullDiskOf(ctx));
   const hex = ctx.settings.secretKeyHex;
   const box = hex ? new SecretBox(Buffer.from(hex, 'hex')) : undefined;
   const now = opts.now ?? (() => ctx.clock.now());

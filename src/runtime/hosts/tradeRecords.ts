@@ -284,6 +284,8 @@ export abstract class TradeRecords {
     this.unwritten.stop();
     for (const rec of this.records.values()) this.halt(rec);
     this.records.clear();
+    // The keys of the records written since the last move, moved now (a restart reads no tail).
+    this.store.stop();
   }
 
   /** Cluster mode: these accounts went to another node; their records here stop (the cluster's
