@@ -47,11 +47,9 @@ export class IdempotencyStore {
     this.keys = new RecordKeys(db, options);
     this.tx = db.transaction((f: () => void) => f());
     const byId = 'id = ? AND account_id = ? AND client_order_id = ?';
-    const byKey = 'id = (SELECT record FROM idempotency_keys WHERE account_id = ? AND client_order_id = ?)';
     this.q = {
       insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
       getById: db.prepare<[number, string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE ${byId}`),
-      getByKey: db.prepare<[string, string], IdemRow>(`SELECT ${COLUMNS} FROM idempotency WHERE ${byKey}`),
       setResult: db.prepare(`UPDATE idempotency SET phase = 'result', status = ?, result_json = ? WHERE ${byId}`),
       setUncertain: db.prepare(`UPDATE idempotency SET phase = 'uncertain' WHERE ${byId} AND phase = 'sent'`),
       remove: db.prepare(`DELETE FROM idempotency WHERE ${byId}`),
