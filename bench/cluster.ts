@@ -21,8 +21,9 @@
 //   node running no account of the symbol's server.
 // - Quotes on a real cluster (bench/lib/clusterNearQuotes.ts): three gateway processes, a simulator
 //   process; the gateway's added latency over a bare bridge-protocol subscriber of the same ticks, on
-//   the owner's socket, on a node with a session on the server (near source) and on one without
-//   (relay alone): the owner's sockets and the others' in `--near-pairs` N pairs of alternating
+//   the owner's socket, on a node with a session on the server (near source), on one without (relay
+//   alone) and on one without but with a quote login for the server (its quote session): the
+//   owner's sockets and the others' in `--near-pairs` N pairs of alternating
 //   blocks, `--near-seconds` S of ticks each side, each server's symbols `--near-copies` K times over.
 // - Takeover and spread (bench/lib/clusterTakeover.ts), after the above: three gateway processes on
 //   PostgreSQL leases; `--accounts N` accounts' leases per node, and SIGKILL of an owner -> the first
@@ -162,9 +163,10 @@ const printQuotes = (quotes: Awaited<ReturnType<typeof measureQuotePart>>) => {
 };
 const printNear = (n: NearQuoteFigures) => {
   console.log('real cluster quotes, added over a bare subscriber (µs):', JSON.stringify(n.addedUs), 'counts', JSON.stringify(n.counts));
-  console.log('  near / same', JSON.stringify(n.nearOverSame), ' relay / same', JSON.stringify(n.relayOverSame), ' near node quotes in', JSON.stringify(n.nearNodeQuotesIn));
+  console.log('  near / same', JSON.stringify(n.nearOverSame), ' quote / same', JSON.stringify(n.quoteOverSame), ' relay / same', JSON.stringify(n.relayOverSame), ' near node quotes in', JSON.stringify(n.nearNodeQuotesIn), ' quote node', JSON.stringify(n.quoteNodeQuotesIn));
   console.log('  pair by pair: near / same p50', JSON.stringify(n.paired.nearOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.nearOverSame.otherOverBaseP99),
-    ' relay / same p50', JSON.stringify(n.paired.relayOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.relayOverSame.otherOverBaseP99));
+    ' relay / same p50', JSON.stringify(n.paired.relayOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.relayOverSame.otherOverBaseP99),
+    ' quote / same p50', JSON.stringify(n.paired.quoteOverSame.otherOverBaseP50), 'p99', JSON.stringify(n.paired.quoteOverSame.otherOverBaseP99));
 };
 const nearFields = (n: NearQuoteFigures) => ({
   // A real cluster: the socket on a node with a session on the server (near source) and on one
@@ -173,6 +175,8 @@ const nearFields = (n: NearQuoteFigures) => ({
   // quotes measured on each path.
   quoteRealNearOverSameP50: n.nearOverSame.p50, quoteRealNearOverSameP99: n.nearOverSame.p99,
   quoteRealRelayOverSameP50: n.relayOverSame.p50, quoteRealRelayOverSameP99: n.relayOverSame.p99,
+  // A node with no account of the server and a market-data login for it (its quote session).
+  quoteRealQuoteSessionOverSameP50: n.quoteOverSame.p50, quoteRealQuoteSessionOverSameP99: n.quoteOverSame.p99,
   quoteRealNearOverSameP99Pairs: n.paired.nearOverSame.otherOverBaseP99,
   quoteRealCounts: n.counts,
 });

@@ -4,17 +4,25 @@
 // baseline: what any broker client gets) and /v1/stream sockets subscribed to the same symbols:
 // - P5 server: an account's socket on its owner (`same`) and on another node that runs an account
 //   of the same server (`near`: the near source, docs/cluster.md; the relay's copy comes too);
-// - P4 server: its only account's socket on its owner (`same4`) and on a node with no account of
-//   that server (`relay`: the owner's NATS relay alone, what the synthetic figures measure).
+// - P4 server: its only account's socket on its owner (`same4`), on a node with no account of that
+//   server and no quote login (`relay`: the owner's NATS relay alone, what the synthetic figures
+//   measure), and on a node with no account of it but a quote login for it (`quote`: its quote
+//   session, docs/cluster.md "Quote sessions"; node c, QUOTE_LOGINS_FILE naming Sim-P4-Demo).
 // Each quote's arrival at a socket minus its arrival at the bare subscriber is the gateway's added
 // latency on that path (µs); the ratios compare the cross-node paths with their owner's socket.
 // Arrivals are stamped in this one event loop (the client side costs every path alike).
 // The two sides in alternating blocks (bench/lib/pairedBlocks.ts, ABBA): the owner's sockets (same,
-// same4) open alone, then the other nodes' (near, relay) alone, each block's sockets opened afresh
-// and let settle before it is measured; a ratio per pair of blocks and one over the pooled blocks.
+// same4) open alone, then the other nodes' alone: near and relay (as before quote sessions), and, in
+// pairs of their own, near and quote (with a socket on the relay node following P4 too, the owner
+// could not withhold the quote node's copies), each block's sockets opened afresh and let settle
+// before it is measured (a quote session logs in when its block's socket subscribes, and closes
+// with it); a ratio per pair of blocks and one over the pooled blocks.
 // Each server's symbols `copies` times over (EURUSD, EURUSD_2, ...; the simulator's own tick rates,
 // 28 a second on P5, 25 on P4, before the copies), all followed by every socket: more quotes a
 // second rather than longer runs.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import type { Tick } from '../../src/market/server.js';
@@ -24,7 +32,7 @@ import { cleanupProcesses } from '../../test/helpers/process.js';
 import { Histogram } from './histogram.js';
 import { blockOf, pairedComparison, runPair } from './pairedBlocks.js';
 
-type Path = 'same' | 'near' | 'same4' | 'relay';
+type Path = 'same' | 'near' | 'same4' | 'relay' | 'quote';
 
 type Paired = Omit<ReturnType<typeof pairedComparison>, 'tail'>;
 
@@ -41,11 +49,16 @@ export interface NearQuoteFigures {
   /** near / same and relay / same4 of the pooled added latency. */
   nearOverSame: { p50: number; p99: number };
   relayOverSame: { p50: number; p99: number };
-  /** The same pair by pair (base: same or same4, other: near or relay), with the ratios' min, median
-   *  and max over the pairs and the pooled summaries with n (pairedComparison). */
-  paired: { nearOverSame: Paired; relayOverSame: Paired };
+  /** quote / same4: the quote session's socket over the owner's. */
+  quoteOverSame: { p50: number; p99: number };
+  /** The same pair by pair (base: same or same4, other: near, relay or quote), with the ratios' min,
+   *  median and max over the pairs and the pooled summaries with n (pairedComparison). */
+  paired: { nearOverSame: Paired; relayOverSame: Paired; quoteOverSame: Paired };
   /** The near node's new quotes by where they came from during its blocks (tagw_stream_quotes_in_total). */
   nearNodeQuotesIn: { local: number; relay: number };
+  /** The same of the quote node (its quote session's: local), during the blocks of its socket;
+   *  `sameNode` when it is the near node too (the two sockets' then). */
+  quoteNodeQuotesIn: { local: number; relay: number; sameNode: boolean };
 }
 
 /** Each server's symbols `copies` times over: the originals, then NAME_2 ... NAME_copies. */
@@ -92,7 +105,13 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
   try {
     // Market hours always: the forex symbols (and their copies) tick on a weekend too (they stopped
     // from Friday 21:55 UTC to Sunday 22:00 UTC, and only BTCUSD's copies were measured).
-    cluster = await ClusterProcs.start(engines, { nodes: 3, simMarketHours: 'always', simServers: (config) => withSymbolCopies(config.servers, opts.copies) });
+    // Node c has a market-data login for P4 (the simulator makes the login at its first connect).
+    const quoteFile = join(mkdtempSync(join(tmpdir(), 'tagw-bench-quote-logins-')), 'quote-logins.json');
+    writeFileSync(quoteFile, JSON.stringify({ 'Sim-P4-Demo': { login: 'bench-feed4', password: 'feed-pw' } }), { mode: 0o600 });
+    cluster = await ClusterProcs.start(engines, {
+      nodes: 3, simMarketHours: 'always', simServers: (config) => withSymbolCopies(config.servers, opts.copies),
+      nodeEnv: (id): Record<string, string> => (id.endsWith('-c') ? { QUOTE_LOGINS_FILE: quoteFile } : {}),
+    });
     const c = cluster;
     process.stderr.write('real cluster quotes: nodes up, making accounts\n');
     // P5 accounts until one node owns one and another node owns one too; one P4 account.
@@ -102,11 +121,22 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
       p5.push({ acct, owner: (await c.owner(acct.id)).owner });
     }
     const x = p5[0]!;
-    const nearNode = c.node(p5.find((y) => y.owner !== x.owner)!.owner);
+    const quoteNode = c.running().find((n) => n.id.endsWith('-c'))!;
+    // Not the quote node, where it can be: its quotes by path (nearNodeQuotesIn) are then the near socket's alone.
+    const others = p5.filter((y) => y.owner !== x.owner);
+    const nearNode = c.node((others.find((y) => y.owner !== quoteNode.id) ?? others[0]!).owner);
+    // One P4 account, not on the quote node (which must run none: its quote session serves P4
+    // there). Accounts go to nodes with room (at most ceil(N / 3) each): P5 ones first until the
+    // quote node has none left for the next account.
+    const held = (id: string) => p5.filter((y) => y.owner === id).length;
+    for (let i = 0; i < 8 && held(quoteNode.id) < Math.ceil((p5.length + 1) / 3); i++) {
+      const acct = await c.account();
+      p5.push({ acct, owner: (await c.owner(acct.id)).owner });
+    }
     const acct4 = await c.account('Sim-P4-Demo');
+    if ((await c.owner(acct4.id)).owner === quoteNode.id) throw new Error('the P4 account went to the quote node');
     const owner4 = c.node((await c.owner(acct4.id)).owner);
-    // Not the near node, where it can be: its quotes by path (nearNodeQuotesIn) are then the near socket's alone.
-    const relayNode = c.running().find((n) => n.id !== owner4.id && n.id !== nearNode.id) ?? c.running().find((n) => n.id !== owner4.id)!;
+    const relayNode = c.running().find((n) => n.id !== owner4.id && n.id !== quoteNode.id)!;
 
     const config = loadSimConfig();
     withSymbolCopies(config.servers, opts.copies);
@@ -133,7 +163,7 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
       await bare.subscribe(symbolsOf(server));
     }
     const sockets: Record<Path, [ClusterNode, ClusterAccount]> = {
-      same: [c.node(x.owner), x.acct], near: [nearNode, x.acct], same4: [owner4, acct4], relay: [relayNode, acct4],
+      same: [c.node(x.owner), x.acct], near: [nearNode, x.acct], same4: [owner4, acct4], relay: [relayNode, acct4], quote: [quoteNode, acct4],
     };
     const open = async (paths: Path[]) => Promise.all(paths.map((path) => openSocket(sockets[path][0], sockets[path][1], symbolsOf(sockets[path][1].server), stamp(path))));
     const close = async (list: WebSocket[]) => Promise.all(list.map((ws) => new Promise<void>((resolve) => {
@@ -144,27 +174,37 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     // Warm-up: all four sockets, the paths' code compiled.
     process.stderr.write(`real cluster quotes: ${symbolsOf('Sim-P5-Demo').length} symbols on P5, ${symbolsOf('Sim-P4-Demo').length} on P4; warm-up\n`);
-    const all = await open(['same', 'near', 'same4', 'relay']);
+    const all = await open(['same', 'near', 'same4', 'relay', 'quote']);
     await sleep(3_000);
     await close(all);
     const BASE: Path[] = ['same', 'same4'];
-    const OTHER: Path[] = ['near', 'relay'];
+    const OTHER: Path[] = ['near', 'quote'];
+    // The near socket in both: each block of the other side then has one P5 and one P4 socket (the
+    // same load), and this one is the set the runs before 2026-11-28 measured.
+    const RELAY: Path[] = ['near', 'relay'];
     const blockMs = (opts.seconds * 1000) / opts.pairs;
     const nearIn = { local: 0, relay: 0 };
+    const quoteIn = { local: 0, relay: 0, sameNode: quoteNode.id === nearNode.id };
     /** One block of `paths`' sockets: opened, settled (the near source placed, the relay's interest
      *  known), measured, closed; each path's added latency. */
     const block = async (paths: Path[]) => {
       const ws = await open(paths);
       await sleep(1_000);
       const before = paths.includes('near') ? await quotesIn(nearNode) : undefined;
+      const beforeQ = paths.includes('quote') ? await quotesIn(quoteNode) : undefined;
       arrivals.clear();
       phase = 'measure';
       await sleep(blockMs);
       phase = 'grace';
       const after = before ? await quotesIn(nearNode) : undefined;
+      const afterQ = beforeQ ? await quotesIn(quoteNode) : undefined;
       await sleep(500);
       phase = 'off';
       await close(ws);
+      if (beforeQ && afterQ) {
+        quoteIn.local += afterQ.local - beforeQ.local;
+        quoteIn.relay += afterQ.relay - beforeQ.relay;
+      }
       if (before && after) {
         nearIn.local += after.local - before.local;
         nearIn.relay += after.relay - before.relay;
@@ -180,30 +220,39 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
       }
       return hist;
     };
-    const pairs: Array<{ base: Partial<Record<Path, Histogram>>; other: Partial<Record<Path, Histogram>> }> = [];
+    type Pair = { base: Partial<Record<Path, Histogram>>; other: Partial<Record<Path, Histogram>> };
+    const pairs: Pair[] = [];
+    const relayPairs: Pair[] = [];
     for (let i = 0; i < opts.pairs; i++) {
       process.stderr.write(`real cluster quotes: pair ${i + 1}/${opts.pairs}\r`);
       pairs.push(await runPair(i, () => block(BASE), () => block(OTHER)));
+      relayPairs.push(await runPair(i, () => block(BASE), () => block(RELAY)));
     }
     process.stderr.write('\n');
-    const compare = (base: Path, other: Path) => {
-      const { tail: _tail, ...r } = pairedComparison(pairs.map((p) => ({ base: blockOf(p.base[base]!), other: blockOf(p.other[other]!) })));
+    const compare = (base: Path, other: Path, of = pairs) => {
+      const { tail: _tail, ...r } = pairedComparison(of.map((p) => ({ base: blockOf(p.base[base]!), other: blockOf(p.other[other]!) })));
       return r;
     };
-    const nearOverSame = compare('same', 'near');
-    const relayOverSame = compare('same4', 'relay');
-    const pooled = { same: nearOverSame.pooled.baseUs, near: nearOverSame.pooled.otherUs, same4: relayOverSame.pooled.baseUs, relay: relayOverSame.pooled.otherUs };
+    const nearOverSame = compare('same', 'near', relayPairs);
+    const quoteOverSame = compare('same4', 'quote');
+    const relayOverSame = compare('same4', 'relay', relayPairs);
+    const pooled = {
+      same: nearOverSame.pooled.baseUs, near: nearOverSame.pooled.otherUs, same4: quoteOverSame.pooled.baseUs, quote: quoteOverSame.pooled.otherUs,
+      relay: relayOverSame.pooled.otherUs,
+    };
     const p = (s: { p50: number; p99: number }) => ({ p50: s.p50, p99: s.p99 });
     return {
       seconds: opts.seconds,
       pairs: opts.pairs,
       symbols: { p5: symbolsOf('Sim-P5-Demo').length, p4: symbolsOf('Sim-P4-Demo').length, copies: opts.copies },
-      counts: { same: pooled.same.n, near: pooled.near.n, same4: pooled.same4.n, relay: pooled.relay.n },
-      addedUs: { same: p(pooled.same), near: p(pooled.near), same4: p(pooled.same4), relay: p(pooled.relay) },
+      counts: { same: pooled.same.n, near: pooled.near.n, same4: pooled.same4.n, relay: pooled.relay.n, quote: pooled.quote.n },
+      addedUs: { same: p(pooled.same), near: p(pooled.near), same4: p(pooled.same4), relay: p(pooled.relay), quote: p(pooled.quote) },
       nearOverSame: nearOverSame.pooled.otherOverBase,
       relayOverSame: relayOverSame.pooled.otherOverBase,
-      paired: { nearOverSame, relayOverSame },
+      quoteOverSame: quoteOverSame.pooled.otherOverBase,
+      paired: { nearOverSame, relayOverSame, quoteOverSame },
       nearNodeQuotesIn: nearIn,
+      quoteNodeQuotesIn: quoteIn,
     };
   } finally {
     for (const close of closers) await Promise.resolve(close()).catch(() => undefined);
