@@ -16,6 +16,9 @@ export class ConnectionLog {
   // Each history is replaced, not pushed to, by an array of its exact length: a pushed array
   // reserves 17 places (~150 B per account). Changes are rare (a connection's phases).
   private readonly entries = new Map<string, readonly PhaseChange[]>();
+  /** Accounts per current phase, kept as phases change: /metrics and /v1/status ask for them often
+   *  (the overview every 2 s), and a walk of every account's history was O(accounts) each time. */
+  private readonly inPhase = new Map<OperatorPhase, number>();
   /** Changes into 'reconnecting' since start (tagw_broker_reconnects_total). */
   reconnects = 0;
 
@@ -26,13 +29,21 @@ export class ConnectionLog {
     const h = this.entries.get(accountId) ?? [];
     if (h.length > 0 && h[h.length - 1]!.phase === phase) return;
     if (phase === 'reconnecting') this.reconnects++;
+    if (h.length > 0) this.count(h[h.length - 1]!.phase, -1);
+    this.count(phase, 1);
     const change: PhaseChange = { at: this.now(), phase: interned(phase) };
     this.entries.set(accountId, (h.length < HISTORY_LENGTH ? h : h.slice(h.length - HISTORY_LENGTH + 1)).concat(change));
   }
 
   /** Forgets an account (its seat was deleted). */
   forget(accountId: string): void {
+    const h = this.entries.get(accountId);
+    if (h && h.length > 0) this.count(h[h.length - 1]!.phase, -1);
     this.entries.delete(accountId);
+  }
+
+  private count(phase: OperatorPhase, by: number): void {
+    this.inPhase.set(phase, (this.inPhase.get(phase) ?? 0) + by);
   }
 
   phase(accountId: string): OperatorPhase | undefined {
@@ -48,10 +59,7 @@ export class ConnectionLog {
   /** Accounts per current phase, every phase in `phases` present (zeros included). */
   counts(phases: readonly OperatorPhase[]): Record<OperatorPhase, number> {
     const n = Object.fromEntries(phases.map((p) => [p, 0])) as Record<OperatorPhase, number>;
-    for (const h of this.entries.values()) {
-      const p = h[h.length - 1]?.phase;
-      if (p !== undefined) n[p] = (n[p] ?? 0) + 1;
-    }
+    for (const [p, c] of this.inPhase) if (c > 0) n[p] = c;
     return n;
   }
 

@@ -13,13 +13,20 @@ import { createCustomer } from '../../src/auth/bootstrap.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 describe('ConnectionLog', () => {
-  it('keeps the latest phase, changes only, at most HISTORY_LENGTH per account, and counts by phase', () => {
+  it('keeps the latest phase, changes only, at most HISTORY_LENGTH per account, and counts by phase (forgotten accounts not counted)', () => {
     const phase = fc.constantFrom(...OPERATOR_PHASES);
-    fc.assert(fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c'), phase), { maxLength: 200 }), (reports) => {
+    // A report, or (null) the account forgotten (its seat deleted).
+    fc.assert(fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c'), fc.option(phase, { freq: 6 })), { maxLength: 200 }), (reports) => {
       let now = 0;
       const log = new ConnectionLog(() => ++now);
       const model = new Map<string, OperatorPhase[]>();
       for (const [id, p] of reports) {
+        if (p === null) {
+          log.forget(id);
+          model.delete(id);
+          expect(log.history(id)).toEqual([]);
+          continue;
+        }
         log.note(id, p);
         const h = model.get(id) ?? [];
         if (h[h.length - 1] !== p) h.push(p);
