@@ -13,8 +13,9 @@
 // Arrivals are stamped in this one event loop (the client side costs every path alike).
 // The two sides in alternating blocks (bench/lib/pairedBlocks.ts, ABBA): the owner's sockets (same,
 // same4) open alone, then the other nodes' alone: near and relay (as before quote sessions), and, in
-// pairs of their own, near and quote (with a socket on the relay node following P4 too, the owner
-// could not withhold the quote node's copies), each block's sockets opened afresh and let settle
+// pairs of their own, quote beside same (the P5 side as in the base block; not beside relay: with a
+// socket on the relay node following P4 too, the owner could not withhold the quote node's copies),
+// each block's sockets opened afresh and let settle
 // before it is measured (a quote session logs in when its block's socket subscribes, and closes
 // with it); a ratio per pair of blocks and one over the pooled blocks.
 // Each server's symbols `copies` times over (EURUSD, EURUSD_2, ...; the simulator's own tick rates,
@@ -57,7 +58,7 @@ export interface NearQuoteFigures {
   /** The near node's new quotes by where they came from during its blocks (tagw_stream_quotes_in_total). */
   nearNodeQuotesIn: { local: number; relay: number };
   /** The same of the quote node (its quote session's: local), during the blocks of its socket;
-   *  `sameNode` when it is the near node too (the two sockets' then). */
+   *  `sameNode` when the P5 socket beside it (same) is on that node too (the two sockets' then). */
   quoteNodeQuotesIn: { local: number; relay: number; sameNode: boolean };
 }
 
@@ -178,13 +179,19 @@ export async function measureNearQuotes(opts: { seconds: number; pairs: number; 
     await sleep(3_000);
     await close(all);
     const BASE: Path[] = ['same', 'same4'];
-    const OTHER: Path[] = ['near', 'quote'];
-    // The near socket in both: each block of the other side then has one P5 and one P4 socket (the
-    // same load), and this one is the set the runs before 2026-11-28 measured.
+    // The quote socket beside the owner's P5 socket (`same`), as in its base block: the P5 side of
+    // both blocks is then the same sockets on the same nodes. With `near` beside it (before
+    // 2026-11-28 05:30), the simulator, which writes a step's ticks of P5 before those of P4, woke the
+    // near node's shard too before it wrote the quote session's ticks: one more process ahead of
+    // the quote path on the host's CPUs than ahead of same4's, ~100 µs more at the shard's receipt
+    // and at its main thread's (docs/cluster-performance.md, 2026-11-28 05:04).
+    const OTHER: Path[] = ['same', 'quote'];
+    // The near socket beside the relay's: each block of that side has one P5 and one P4 socket (the
+    // same load), the set the runs before 2026-11-28 measured.
     const RELAY: Path[] = ['near', 'relay'];
     const blockMs = (opts.seconds * 1000) / opts.pairs;
     const nearIn = { local: 0, relay: 0 };
-    const quoteIn = { local: 0, relay: 0, sameNode: quoteNode.id === nearNode.id };
+    const quoteIn = { local: 0, relay: 0, sameNode: OTHER.some((p) => p !== 'quote' && sockets[p][0].id === quoteNode.id) };
     /** One block of `paths`' sockets: opened, settled (the near source placed, the relay's interest
      *  known), measured, closed; each path's added latency. */
     const block = async (paths: Path[]) => {
