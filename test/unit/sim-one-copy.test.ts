@@ -59,13 +59,15 @@ function shards(n: number) {
   });
 }
 
+type Shard = ReturnType<typeof shards>[number];
+
 /** A turn or three: the group commit, then the checkpoint pass after it. */
 const turn = async () => {
   for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
 };
 
 /** A buy limit below the market, on `accountId`: filled later by the market's own moves. */
-async function pendingBuy(s: ReturnType<typeof shards>[number], accountId: string) {
+async function pendingBuy(s: Shard, accountId: string) {
   const q = (await s.read(accountId, 'GetQuote', { symbol: 'BTCUSD' })) as { ask: number };
   return s.trade(accountId, 'OrderSend', { symbol: 'BTCUSD', operation: 'BuyLimit', volume: 0.01, price: +(q.ask * 0.9995).toFixed(2) }, `limit-${accountId}`);
 }
@@ -80,20 +82,29 @@ async function runMarket(all: ReturnType<typeof shards>, done: () => Promise<boo
 }
 
 /** The shard whose account has the login still trades (its store did not stop on a refused write). */
-async function stillTrades(s: ReturnType<typeof shards>[number], accountId: string) {
+async function stillTrades(s: Shard, accountId: string) {
   await s.trade(accountId, 'OrderSend', { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, `after-${accountId}`);
   await turn();
   await s.trade(accountId, 'OrderSend', { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, `after2-${accountId}`);
 }
 
+/** The market runs on every shard of `all` until `order` fills on `s`: it filled once (one copy
+ *  of the login acted on it), and `s`, whose account `accountId` has the login, still trades. */
+async function fillsOnce(all: Shard[], s: Shard, accountId: string, order: number) {
+  await runMarket(all, async () => fills(s, order).length > 0);
+  await turn();
+  expect(fills(s, order)).toHaveLength(1);
+  await stillTrades(s, accountId);
+}
+
 /** Fills of `order` in the login's journal (every shard's store writes the same tables). */
-function fills(s: ReturnType<typeof shards>[number], order: number) {
+function fills(s: Shard, order: number) {
   return s.store.deals(SERVER, LOGIN, 0, Number.MAX_SAFE_INTEGER).filter((d) => d.order === order);
 }
 
 describe('a login has one copy of its simulated account in a process', () => {
   it('a removed seat with an order open leaves no copy in its shard: bound again on another shard, the order fills once', async () => {
-    const [a, b] = shards(2) as [ReturnType<typeof shards>[number], ReturnType<typeof shards>[number]];
+    const [a, b] = shards(2) as [Shard, Shard];
     const first = '11111111-1111-4111-8111-111111111111';
     await a.bind(first);
     const limit = await pendingBuy(a, first);
@@ -105,15 +116,12 @@ describe('a login has one copy of its simulated account in a process', () => {
     await b.bind(second);
     expect(b.held()).toBe(true);
     expect(((await b.read(second, 'OpenedOrders')) as unknown as { ticket: number }[]).map((o) => o.ticket)).toContain(limit.ticket);
-    await runMarket([a, b], async () => fills(b, limit.ticket).length > 0);
-    await turn();
-    expect(fills(b, limit.ticket)).toHaveLength(1);
-    await stillTrades(b, second);
+    await fillsOnce([a, b], b, second, limit.ticket);
     expect(a.held()).toBe(false);
   });
 
   it('an account bound to another login lets the old one go: bound on another shard, its order fills once', async () => {
-    const [a, b] = shards(2) as [ReturnType<typeof shards>[number], ReturnType<typeof shards>[number]];
+    const [a, b] = shards(2) as [Shard, Shard];
     const first = '33333333-3333-4333-8333-333333333333';
     await a.bind(first);
     const limit = await pendingBuy(a, first);
@@ -123,14 +131,11 @@ describe('a login has one copy of its simulated account in a process', () => {
 
     const second = '44444444-4444-4444-8444-444444444444';
     await b.bind(second);
-    await runMarket([a, b], async () => fills(b, limit.ticket).length > 0);
-    await turn();
-    expect(fills(b, limit.ticket)).toHaveLength(1);
-    await stillTrades(b, second);
+    await fillsOnce([a, b], b, second, limit.ticket);
   });
 
   it('a probe of a login bound to an account of the same shard leaves its copy, order and all', async () => {
-    const [a] = shards(2) as [ReturnType<typeof shards>[number]];
+    const [a] = shards(2) as [Shard];
     const first = '88888888-8888-4888-8888-888888888888';
     // Its seat, as the gateway has one (the host finds the login's account by its live seat).
     a.db.exec(`INSERT INTO customers (id, name, created_at) VALUES ('c', 'c', 0); INSERT INTO seats (id, customer_id, private_hosting, created_at) VALUES ('${first}', 'c', 0, 0)`);
@@ -142,13 +147,11 @@ describe('a login has one copy of its simulated account in a process', () => {
     expect(await a.host.handlers['account.probe']!({ accountId: other, server: SERVER, login: LOGIN, passwordEnc: box.seal('pw', other) })).toEqual({ reached: true });
     expect(a.held()).toBe(true);
     expect(a.letGone).toEqual([]);
-    await runMarket([a], async () => fills(a, limit.ticket).length > 0);
-    expect(fills(a, limit.ticket)).toHaveLength(1);
-    await stillTrades(a, first);
+    await fillsOnce([a], a, first, limit.ticket);
   });
 
   it("a bind's probe with a wrong password loads nothing for good: the bind on another shard fills its order once", async () => {
-    const [a, b] = shards(2) as [ReturnType<typeof shards>[number], ReturnType<typeof shards>[number]];
+    const [a, b] = shards(2) as [Shard, Shard];
     const first = '55555555-5555-4555-8555-555555555555';
     await b.bind(first);
     const limit = await pendingBuy(b, first);
@@ -163,9 +166,6 @@ describe('a login has one copy of its simulated account in a process', () => {
 
     const second = '77777777-7777-4777-8777-777777777777';
     await b.bind(second);
-    await runMarket([a, b], async () => fills(b, limit.ticket).length > 0);
-    await turn();
-    expect(fills(b, limit.ticket)).toHaveLength(1);
-    await stillTrades(b, second);
+    await fillsOnce([a, b], b, second, limit.ticket);
   });
 });
