@@ -156,8 +156,13 @@ export class SimServer implements AccountHost {
   /** A connection logged out of `account` (SimSession): the last one lets it go if nothing is open. */
   logout(account: SimAccount): void {
     if (account.logins > 0) account.logins--;
-    if (account.logins === 0 && (!account.busy || this.forgotten.has(account))) {
-      this.idle.add(account);
+    this.releaseIfUnused(account);
+  }
+
+  /** Nobody logged in, and nothing open or forgotten: let it go once its store holds all of it. */
+  private releaseIfUnused(acc: SimAccount): void {
+    if (acc.logins === 0 && (!acc.busy || this.forgotten.has(acc))) {
+      this.idle.add(acc);
       this.releaseIdle();
     }
   }
@@ -175,8 +180,7 @@ export class SimServer implements AccountHost {
     const acc = this.accounts.get(login);
     if (!acc) return;
     this.forgotten.add(acc);
-    if (acc.logins === 0) this.idle.add(acc);
-    this.releaseIdle();
+    this.releaseIfUnused(acc);
   }
 
   /** Out of every visit of ticks and the clock (a forgotten account waiting for its store). */
@@ -285,12 +289,9 @@ export class SimServer implements AccountHost {
     }
     if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
       // Loaded for nobody: let go as any account nobody is logged in to, and, loaded by this
-      // very login (no account of this thread had it), with whatever it has open (forget).
-      if (acc.logins === 0 && loadedNow) this.forget(login);
-      else if (acc.logins === 0 && !acc.busy) {
-        this.idle.add(acc);
-        this.releaseIdle();
-      }
+      // very login (no account of this thread had it), with whatever it has open (forgotten).
+      if (loadedNow) this.forgotten.add(acc);
+      this.releaseIfUnused(acc);
       throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
     }
     acc.logins++;
