@@ -220,12 +220,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     letGo(server, login);
     // The faults its accounts here set on it end with them (not the operator's, set in every shard):
     // kept, they came back only if the login's next account landed on this shard.
-    const k = `${server}\u0000${login}`;
+    const k = loginKey(server, login);
     for (const id of accountFaults.get(k) ?? []) simFaults().clearFaults(undefined, undefined, id);
     accountFaults.delete(k);
   };
   /** The ids of the faults set through this shard's accounts (account.fault), by server and login. */
   const accountFaults = new Map<string, number[]>();
+  const loginKey = (server: string, login: string) => `${server}\u0000${login}`;
   /** Logs the probe in and out: the broker's refusal as the API's; false when the broker cannot be reached now. */
   const tryLogin = async (probe: BrokerConnection, credentials: BrokerCredentials): Promise<boolean> => {
     try {
@@ -339,7 +340,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       'account.fault': ({ accountId, fault }) => {
         const e = entryOf(accountId);
         const id = simFaults().injectFault({ ...fault, server: e.server.name, login: e.credentials.login });
-        const k = `${e.server.name}\u0000${e.credentials.login}`;
+        const k = loginKey(e.server.name, e.credentials.login);
         const live = new Set(simFaults().listFaults().map((f) => f.id)); // those that ran their course go
         accountFaults.set(k, [...(accountFaults.get(k) ?? []).filter((x) => live.has(x)), id]);
         return { id };
