@@ -50,9 +50,9 @@ export interface RestoreReport {
   pendingMigrations: { version: number; name: string }[];
   /** When the backup was taken (null: a database file not made by `tagw backup`). */
   takenAt: string | null;
-  /** The key the backup's passwords were sealed with, and whether the key found now is that one
-   *  (null: unknown, no fingerprint recorded or no key found). */
-  secretKey: SecretKeyRef & { matches: boolean | null };
+  /** The key the backup's passwords were sealed with, whether the key found now is that one
+   *  (null: unknown, no fingerprint recorded or no key found), and the key found now (`found`). */
+  secretKey: SecretKeyRef & { matches: boolean | null; found: SecretKeyRef };
   /** Where the database it replaced was moved (null: there was none). */
   previous: string | null;
 }
@@ -228,6 +228,7 @@ export async function restoreDatabase(s: DataDirSettings, file: string, now: () 
         location: meta.get('secret_key_location') ?? current.location,
         fingerprint: recorded,
         matches: recorded && current.fingerprint ? recorded === current.fingerprint : null,
+        found: current,
       },
     };
   } finally {

@@ -188,6 +188,8 @@ describe('backupDatabase / restoreDatabase', () => {
     const other = await restoreDatabase({ dataDir: fresh, secretKey: 'c'.repeat(64) }, out);
     expect(other).toMatchObject({ previous: null, pendingMigrations: [], schemaVersion: SCHEMA_VERSION });
     expect(other.secretKey).toMatchObject({ location: join(dir, 'secret.key'), matches: false });
+    // and which key it found instead (the CLI names it first: docs/operations.md#backup-and-restore)
+    expect(other.secretKey.found).toEqual({ location: expect.stringContaining('TAGW_SECRET_KEY'), fingerprint: secretKeyFingerprint(Buffer.from('c'.repeat(64), 'hex')) });
     expect(integrity(dbPath(fresh))).toBe('ok');
     // The bookkeeping table of the backup does not end up in the live database.
     const db = new Database(dbPath(fresh), { readonly: true });

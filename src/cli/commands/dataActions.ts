@@ -1,6 +1,6 @@
 // What tagw backup, restore and migrate --check do (data.ts declares them): loaded only when one of
 // them runs, with the store (better-sqlite3) they need; PostgreSQL (pg) only for a cluster's database.
-import { BackupError, backupDatabase, restoreDatabase } from '../../store/backup.js';
+import { BackupError, backupDatabase, restoreDatabase, type RestoreReport } from '../../store/backup.js';
 import { DataDirInUseError } from '../../store/dataDirLock.js';
 import { dbPath } from '../../store/db.js';
 import { checkMigrations, SchemaTooNewError, type MigrationPlan } from '../../store/migrations.js';
@@ -24,7 +24,16 @@ function planText(database: string, p: MigrationPlan): string {
   ]) + (p.pending.length ? `\n${table(p.pending, [{ header: 'VERSION', value: (m) => m.version }, { header: 'MIGRATION', value: (m) => m.name }])}` : '');
 }
 
-const keyLine = (k: { location: string; fingerprint: string | null }) => `${k.location}${k.fingerprint ? ` (fingerprint ${k.fingerprint})` : ' (no key yet)'}`;
+const keyLine = (k: { location: string; fingerprint: string | null }, none = 'no key yet') => `${k.location}${k.fingerprint ? ` (fingerprint ${k.fingerprint})` : ` (${none})`}`;
+
+/** A restore's key lines: the key found now and whether it is the backup's, then the backup's own
+ *  (one line naming the backup's key and saying it DIFFERS read as if that key were the one found). */
+export function restoreKeyLines(k: RestoreReport['secretKey']): [string, string][] {
+  const note = k.matches === false
+    ? "DIFFERS from the backup's: broker passwords will not decrypt (restore the backup's key, or start with SECRET_KEY_RESET=1 and bind the accounts again)"
+    : k.matches === true ? "the backup's" : "unknown whether it is the backup's (no fingerprint recorded, or no key found)";
+  return [['secret key', `${keyLine(k.found)}: ${note}`], ["backup's secret key", keyLine(k, 'no fingerprint recorded')]];
+}
 
 /** A cluster node's SQLite only mirrors PostgreSQL (docs/cluster.md#backup-and-restore). */
 const CLUSTER_MIRROR = "this node's SQLite, a mirror of the cluster database: NOT a backup of the cluster; back up PostgreSQL (DATABASE_URL) with pg_dump, docs/cluster.md#backup-and-restore";
@@ -42,12 +51,9 @@ export async function backup(c: Ctx, file: string): Promise<void> {
 export async function restore(c: Ctx, file: string): Promise<void> {
   const { dataDir, secretKey } = c.config();
   const r = await restoreDatabase({ dataDir, secretKey }, file).catch((e: unknown) => { throw asCliError(e); });
-  const keyNote = r.secretKey.matches === false
-    ? 'DIFFERS from the key the backup was taken with: broker passwords will not decrypt (restore that key, or start with SECRET_KEY_RESET=1 and bind the accounts again)'
-    : r.secretKey.matches === true ? 'the same key the backup was taken with' : 'unknown (no fingerprint recorded, or no key found)';
   c.out.print(r, (d) => fields([
     ['restored', d.file], ['into', d.dataDir], ['schema version', d.schemaVersion], ['taken at', d.takenAt],
-    ['previous database', d.previous ?? '(none)'], ['secret key', `${keyLine(d.secretKey)}: ${keyNote}`],
+    ['previous database', d.previous ?? '(none)'], ...restoreKeyLines(d.secretKey),
     ['migrations at next start', d.pendingMigrations.map((m) => `${m.version} ${m.name}`).join('; ') || 'none'],
   ]));
 }
