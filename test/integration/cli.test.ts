@@ -133,7 +133,7 @@ describe('tagw', () => {
     expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+PLATFORM\s+SERVER\s+PHASE\s+SINCE\s+LAST ERROR$/);
     expect(list.stdout).toMatch(new RegExp(`^${id}\\s+P5\\s+Sim-P5-Demo\\s+connected\\s`, 'm'));
     const reconnect = await tagw(['accounts', 'reconnect', id]);
-    expect(reconnect.stdout).toMatch(new RegExp(`^Reconnected ${id}: connected \\(connection #\\d+\\)\\.$`, 'm'));
+    expect(reconnect.stdout).toMatch(new RegExp(`^Reconnected ${id}: connected \\(replacement #1 of its broker connection\\)\\.$`, 'm'));
     const show = await json(['accounts', 'show', id]);
     expect(show).toMatchObject({ id, platform: 'P5', phase: 'connected', synced: true });
     expect(show.history.map((h: { phase: string }) => h.phase)).toEqual(['connecting', 'connected', 'connecting', 'connected']);

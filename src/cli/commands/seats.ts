@@ -99,6 +99,12 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
     .action(async (id: string) => {
       const c = await ctx();
       const r = await c.client().call<{ id: string; connection: string; generation: number }>('POST', `/v1/accounts/${seg(id)}/upgrade`, {});
-      c.out.print(r, (d) => `Reconnected ${d.id}: ${d.connection} (connection #${d.generation}).\n`);
+      c.out.print(r, reconnectedLine);
     });
+}
+
+/** `generation` counts the replacements since the account's host started (0: its first connection),
+ *  so the first reconnect is replacement #1; it read "connection #1", which was the second. */
+export function reconnectedLine(d: { id: string; connection: string; generation: number }): string {
+  return `Reconnected ${d.id}: ${d.connection} (replacement #${d.generation} of its broker connection).\n`;
 }
