@@ -51,6 +51,10 @@ export interface LoadedAccount {
   readonly positions: StoredPosition[];
   /** Active orders (pending, and open P4 tickets). */
   readonly activeOrders: Order[];
+  /** At least the highest ticket the login was given (its deals, orders and positions, history
+   *  included), 0 if none: the simulator issues its next ones above it (SimServer.login). A store
+   *  that does not know it exactly answers a bound above it (the server's next id, say). */
+  readonly lastTicket: number;
 }
 
 export interface SimPersistence {

@@ -97,6 +97,33 @@ export class SimServer implements AccountHost {
     return this.idNext++;
   }
 
+  /**
+   * A login was loaded whose highest ticket is `last` (LoadedAccount.lastTicket): the ids issued
+   * from here on are above it. Its tickets may come from another thread's later block (it traded
+   * on another shard, then its seat was bound again by an account of this one: one copy of a login,
+   * docs/simulator.md) or, after a restart, from any earlier block; and the spare may have been
+   * taken before them. Bots poll deals and history by "ticket greater than the last I saw": a lower
+   * one is a deal they never see. The store hands out blocks in order, so the spare if it is above
+   * `last`, else a fresh block: one write at a load, none at an order. Throws if that write fails
+   * (a full disk), the blocks as they were: the other accounts go on from them (a stop hit must not
+   * need a write, docs/storage.md), and the login is refused (SimServer.login).
+   */
+  private issueAbove(last: number): void {
+    // The current block, or when it runs out the spare (taken after it) or a fresh one: all above.
+    if (last < this.idNext) return;
+    const spare = this.idSpare;
+    const next = spare !== undefined && spare > last ? spare : this.store.allocateIds(this.config.name, ID_BLOCK);
+    // Below `last`, the spare is no use any more: an id from it would go back for this login.
+    this.idSpare = undefined;
+    this.idNext = next;
+    this.idEnd = next + ID_BLOCK;
+  }
+
+  /** Accounts loaded whose ids are not issued above their tickets yet (issueAbove): their highest
+   *  ticket. Done at their login; one that failed (a full disk) is refused, and tried again at the
+   *  next login if the account is still here (forgotten, and its store not ready to let it go). */
+  private readonly owed = new Map<SimAccount, number>();
+
   private onTick(s: MarketSymbol): void {
     const holders = this.holders[s.index]!;
     if (holders.size > 0) {
@@ -211,6 +238,7 @@ export class SimServer implements AccountHost {
       if (!release.call(this.store, this.config.name, login, forgotten)) continue;
       this.idle.delete(acc);
       this.forgotten.delete(acc);
+      this.owed.delete(acc);
       this.accounts.delete(login);
       this.sinks.delete(acc);
       this.quiet(acc);
@@ -281,18 +309,26 @@ export class SimServer implements AccountHost {
       const loaded = this.store.loadAccount(this.config.name, login);
       if (loaded) {
         acc = new SimAccount(this, loaded.account, loaded.positions, loaded.activeOrders);
+        this.owed.set(acc, loaded.lastTicket);
       } else {
         acc = this.createAccount(login, password);
       }
       this.accounts.set(login, acc);
       this.track(acc);
     }
-    if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) {
+    try {
+      if (hashPassword(acc.data.salt, password) !== acc.data.passwordHash) throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
+      const last = this.owed.get(acc);
+      if (last !== undefined) {
+        this.issueAbove(last);
+        this.owed.delete(acc);
+      }
+    } catch (err) {
       // Loaded for nobody: let go as any account nobody is logged in to, and, loaded by this
       // very login (no account of this thread had it), with whatever it has open (forgotten).
       if (loadedNow) this.forgotten.add(acc);
       this.releaseIfUnused(acc);
-      throw new BrokerAuthError(`invalid password for login ${login} on ${this.config.name}`);
+      throw err;
     }
     acc.logins++;
     this.idle.delete(acc);

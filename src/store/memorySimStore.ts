@@ -26,10 +26,13 @@ export class MemorySimStore implements SimPersistence {
   loadAccount(server: string, login: string): LoadedAccount | null {
     const a = this.accounts.get(`${server}\u0000${login}`);
     if (!a) return null;
+    let lastTicket = 0;
+    for (const t of [...a.deals.map((d) => d.ticket), ...a.orders.keys(), ...a.positions.keys()]) lastTicket = Math.max(lastTicket, t);
     return {
       account: clone(a.account),
       positions: [...a.positions.values()].map(clone),
       activeOrders: [...a.orders.values()].filter((o) => o.doneMs === null).map((o) => clone(o.order)),
+      lastTicket,
     };
   }
   /** Its records are the store itself: an account's engine may always be let go (loadAccount again). */

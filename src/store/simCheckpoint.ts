@@ -40,6 +40,9 @@ export interface CheckpointState {
   activeOrders: Pending<Order> | undefined;
   seq: number;
   lastTimeMs: number;
+  /** The highest ticket of the account's records so far (at least): a simulator loading it issues
+   *  its next ids above it (LoadedAccount.lastTicket). */
+  lastTicket: number;
   rows?: CheckpointRows | undefined;
 }
 
@@ -47,6 +50,8 @@ export interface CheckpointState {
  *  has no rows yet) and the open records it holds, in the engine's order. */
 export interface ReadCheckpoint {
   state: CheckpointState;
+  /** The row's lastTicket; undefined: written before it was kept (state.lastTicket is 0 then). */
+  lastTicket: number | undefined;
   positions: Map<number, StoredPosition>;
   activeOrders: Map<number, Order>;
 }
@@ -55,8 +60,10 @@ export interface ReadCheckpoint {
  *  records (kept up to date too). The change's records are kept as they are: the engine never
  *  changes them afterwards (SimPersistence.apply). */
 export function notePending(m: CheckpointState, c: SimChange, open?: ReadCheckpoint): void {
+  if (c.deals) for (const d of c.deals) if (d.ticket > m.lastTicket) m.lastTicket = d.ticket;
   if (c.orders) {
     for (const { order, doneMs } of c.orders) {
+      if (order.ticket > m.lastTicket) m.lastTicket = order.ticket;
       if (doneMs === null) {
         m.activeOrders = noteChanged(m.activeOrders, order.ticket, order);
         open?.activeOrders.set(order.ticket, order);
@@ -68,6 +75,7 @@ export function notePending(m: CheckpointState, c: SimChange, open?: ReadCheckpo
   }
   if (c.positions) {
     for (const p of c.positions) {
+      if (p.ticket > m.lastTicket) m.lastTicket = p.ticket;
       m.positions = noteChanged(m.positions, p.ticket, p);
       open?.positions.set(p.ticket, p);
     }
@@ -97,6 +105,8 @@ interface AccountRow {
   account: StoredAccount;
   seq: number;
   lastTimeMs: number;
+  /** Absent from rows written before it was kept. */
+  lastTicket?: number;
   /** Version 1 only. */
   positions?: StoredPosition[];
   activeOrders?: Order[];
@@ -152,7 +162,7 @@ export class CheckpointRowStore {
         if (m.activeOrders) this.sync(a, ORDER, m.activeOrders, rows.orders, rows);
         m.positions = m.activeOrders = undefined;
       }
-      const row: AccountRow = { v: 2, account: a, seq: m.seq, lastTimeMs: m.lastTimeMs };
+      const row: AccountRow = { v: 2, account: a, seq: m.seq, lastTimeMs: m.lastTimeMs, lastTicket: m.lastTicket };
       this.st.upsert.run(a.server, a.login, CHECKPOINT, '', JSON.stringify(row));
     } catch (err) {
       this.undo(m, w); // its caller never saw this write
@@ -201,14 +211,15 @@ export class CheckpointRowStore {
   /** An account's checkpoint from its row (either version) and, for version 2, its rows. */
   read(server: string, login: string, data: string): ReadCheckpoint {
     const cp = JSON.parse(data) as AccountRow;
-    const state: CheckpointState = { account: cp.account, positions: undefined, activeOrders: undefined, seq: cp.seq, lastTimeMs: cp.lastTimeMs };
+    const state: CheckpointState = { account: cp.account, positions: undefined, activeOrders: undefined, seq: cp.seq, lastTimeMs: cp.lastTimeMs, lastTicket: cp.lastTicket ?? 0 };
+    const lastTicket = cp.lastTicket;
     if (cp.v === undefined) {
       // Version 1: no rows written yet; the next checkpoint writes them all.
       const positions = new Map((cp.positions ?? []).map((p) => [p.ticket, p]));
       const activeOrders = new Map((cp.activeOrders ?? []).map((o) => [o.ticket, o]));
       if (positions.size) state.positions = new Map(positions);
       if (activeOrders.size) state.activeOrders = new Map(activeOrders);
-      return { state, positions, activeOrders };
+      return { state, positions, activeOrders, lastTicket };
     }
     const rows: CheckpointRows = { positions: new Map(), orders: new Map(), next: 0 };
     const load = <T extends { ticket: number }>(kind: string, written: Map<number, number>): Map<number, T> => {
@@ -225,6 +236,6 @@ export class CheckpointRowStore {
     const positions = load<StoredPosition>(POSITION, rows.positions);
     const activeOrders = load<Order>(ORDER, rows.orders);
     if (rows.next > 0) state.rows = rows;
-    return { state, positions, activeOrders };
+    return { state, positions, activeOrders, lastTicket };
   }
 }

@@ -36,9 +36,9 @@ export interface Mirror extends CheckpointState {
  *  the first commit) gave mirrors three or four shapes, and the checkpoint pass, optimized for the
  *  shapes it had met, was thrown out and recompiled (~15 ms of a compiler thread) when a mirror of
  *  another shape came by, in the middle of an order stream (issue 19, the p99). */
-export function newMirror(account: StoredAccount, seq: number, lastTimeMs: number, checkpointedMs: number): Mirror {
+export function newMirror(account: StoredAccount, seq: number, lastTimeMs: number, checkpointedMs: number, lastTicket: number): Mirror {
   return {
-    account, positions: undefined, activeOrders: undefined, seq, lastTimeMs, refs: undefined, newRefs: [], checkpointedMs,
+    account, positions: undefined, activeOrders: undefined, seq, lastTimeMs, lastTicket, refs: undefined, newRefs: [], checkpointedMs,
     rows: undefined, dirtyFrom: undefined, marked: false,
   };
 }

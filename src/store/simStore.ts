@@ -29,7 +29,11 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
     const cp = read.state;
     // The server and login as the caller holds them (the row was found by them): the checkpoint's
     // parsed copies would be two more strings per account (issue 19, memory per idle account).
-    const m = newMirror({ ...cp.account, server, login }, cp.seq, cp.lastTimeMs, this.clock.now());
+    // A checkpoint written before the login's highest ticket was kept: every id handed out on the
+    // server so far is below the counter's next (a bound, kept by the next checkpoint as its own).
+    const counter = read.lastTicket === undefined ? this.st.counterGet.get(server) as { next: number } | undefined : undefined;
+    const lastTicket = read.lastTicket ?? (counter ? counter.next - 1 : 0);
+    const m = newMirror({ ...cp.account, server, login }, cp.seq, cp.lastTimeMs, this.clock.now(), lastTicket);
     m.positions = cp.positions;
     m.activeOrders = cp.activeOrders;
     m.rows = cp.rows;
@@ -57,6 +61,7 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
       account: { ...m.account },
       positions: [...read.positions.values()].map((p) => ({ ...p })),
       activeOrders: [...read.activeOrders.values()],
+      lastTicket: m.lastTicket,
     };
   }
 
@@ -90,7 +95,7 @@ export class SqliteSimStore extends SimJournal implements SimPersistence {
   }
 
   createAccount(a: StoredAccount): void {
-    const m = newMirror({ ...a }, 0, a.createdMs, 0);
+    const m = newMirror({ ...a }, 0, a.createdMs, 0, 0);
     this.mirrors.set(this.key(a.server, a.login), m);
     this.markDirty(m);
     // The checkpoint row is what makes the account exist: write it at once. Failed (a full disk),

@@ -134,3 +134,28 @@ describe("an account's own faults when its login leaves it", () => {
     expect((await t.req('DELETE', '/v1/sim/faults', { headers: h() })).status).toBe(200);
   });
 });
+
+describe("a login's tickets on the shards it moves between", () => {
+  // Each shard's simulator issues ids from its own block of the shared store: on main, the login
+  // bound back on the shard with the lower block was given tickets below those it had (bots that
+  // poll deals by "ticket greater than the last I saw" never see them).
+  it('only go up: bound by an account on another shard and back, each order and deal above every earlier one', async () => {
+    const a = (await connect({ user: 'moves-tickets' })).body.id as string;
+    const b = await seatOnOtherShard(a);
+    let highest = 0;
+    const trade = async (id: string, clientOrderId: string) => {
+      const r = await order(id, clientOrderId);
+      expect(r.status, r.text).toBe(200);
+      const fresh = [r.body.ticket as number, ...(r.body.deals as { ticket: number }[]).map((d) => d.ticket)];
+      for (const x of fresh) expect(x, `ticket ${x} after ${highest}`).toBeGreaterThan(highest);
+      highest = Math.max(highest, ...fresh);
+    };
+    await trade(a, 'tickets-1');
+    expect((await connect({ id: a, user: 'moves-tickets-away' })).status).toBe(200);
+    expect((await connect({ id: b, user: 'moves-tickets' })).status).toBe(200);
+    await trade(b, 'tickets-2');
+    expect((await connect({ id: b, user: 'moves-tickets-away-2' })).status).toBe(200);
+    expect((await connect({ id: a, user: 'moves-tickets' })).status).toBe(200);
+    await trade(a, 'tickets-3');
+  });
+});
