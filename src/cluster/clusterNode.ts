@@ -29,7 +29,7 @@ import { loadQuoteLogins } from '../runtime/quoteLogins.js';
 import { quietAnnouncer } from './quietNotices.js';
 import { AccountStore } from '../store/accounts.js';
 import { clusterOverview, leaseRows, type Lease, type NodeRow } from './leases.js';
-import { nodeCounters } from './nodeCounters.js';
+import { nodeCounters, type QuoteSessionStatus } from './nodeCounters.js';
 import { startNatsNode, type NatsNode } from './natsNode.js';
 import { startPgNode, type PgNode } from './pgNode.js';
 import type { AccountRouter } from './router.js';
@@ -125,7 +125,7 @@ export class ClusterNode {
       // Read from the first round on (after attach): cut off from NATS past the bound, it steps down.
       nats: { up: () => node?.wired?.nats.link.up ?? false, stepDownMs: o.settings.stepDownMs ?? o.settings.leaseMs },
       // With each heartbeat, so that any node's status shows this one's figures.
-      counters: () => (node ? nodeCounters(node.pg.keeper.stats, node.wired?.nats.router.stats ?? NO_CALLS) : undefined),
+      counters: () => (node ? nodeCounters(node.pg.keeper.stats, node.wired?.nats.router.stats ?? NO_CALLS, node.wired?.near.quoteSessionsSeen()) : undefined),
       ...(o.settings.settleMs === undefined ? {} : { settleMs: o.settings.settleMs }),
       events: {
         acquired: (leases) => void node?.adopt(leases),
@@ -423,6 +423,14 @@ export class ClusterNode {
   /** Symbols this node's sockets follow on other nodes' accounts, and how many a local account serves (nearSources.ts). */
   nearCounts(): { wanted: number; served: number; quoted: number; quiet: number; stalls: number } {
     return this.wired?.near.counts() ?? { wanted: 0, served: 0, quoted: 0, quiet: 0, stalls: 0 };
+  }
+
+  /** This node's quote sessions, read from its shards now / as last read (nearSources.ts). */
+  quoteSessions(): Promise<QuoteSessionStatus[]> {
+    return this.wired?.near.quoteSessions() ?? Promise.resolve([]);
+  }
+  quoteSessionsSeen(): QuoteSessionStatus[] {
+    return this.wired?.near.quoteSessionsSeen() ?? [];
   }
 
   /** Readiness (/readyz): NATS connected (it can forward and relay) and PostgreSQL answering its

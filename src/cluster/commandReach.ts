@@ -64,6 +64,7 @@ export const COMMAND_REACH: ReachTable = {
   'stream.unsource': 'broker',
   'stream.quote': 'broker',
   'stream.unquote': 'broker',
+  'stream.quoteSessions': 'local',
 };
 
 export function reachOf<C extends CommandName>(op: C, args: ArgsOf<C>): Reach {

@@ -96,6 +96,13 @@ export class NearPlan {
     return this.wants.get(wantKey(server, symbol))?.at;
   }
 
+  /** The server's wanted symbols no local source serves (the relay alone). */
+  relayOnly(server: string): string[] {
+    const out: string[] = [];
+    for (const w of this.wants.values()) if (w.server === server && w.at === undefined) out.push(w.symbol);
+    return out;
+  }
+
   /** Wanted symbols, how many of them a local source serves (an account or a quote session), and
    *  how many of those a quote session. */
   counts(): { wanted: number; served: number; quoted: number } {

@@ -9,12 +9,14 @@
 // quiet for it and they withhold the relay's copies; it asks for them again (its notice without the
 // symbol) as soon as their pulses show local delivery fell behind, or no local account serves it.
 // A server with a market-data login (QUOTE_LOGINS_FILE) is served, where no local account is of it,
-// by the node's quote session of that server (its shard's stream.quote), watched the same way.
+// by the node's quote session of that server (its shard's stream.quote), watched the same way; the
+// sessions' states are read from their shards each second (and for /v1/status) for the operator.
 import type { Logger } from '../log.js';
 import type { ShardSet } from '../runtime/shardSet.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { isQuoteSource, NearPlan, type NearCommand } from './nearPlan.js';
+import { isQuoteSource, NearPlan, quoteSourceId, type NearCommand } from './nearPlan.js';
 import { NearWatch } from './nearWatch.js';
+import type { QuoteSessionStatus } from './nodeCounters.js';
 import type { QuietNotice } from './quietNodes.js';
 import type { StreamRelay, TickWatch } from './streamRelay.js';
 import '../runtime/hosts/streamCommands.js';
@@ -48,6 +50,10 @@ export class NearSources {
   private saidQuiet = false;
   /** Servers whose quote login the broker refused: warned of once. */
   private readonly refusedQuotes = new Set<string>();
+  /** The quote sessions as last read from their shards (every second while there are quote logins). */
+  private quotesSeen: QuoteSessionStatus[] = [];
+  private quoteReads = 0;
+  private readonly quotePoll: ReturnType<typeof setInterval> | undefined;
 
   /** The relay's tick times, to the watch; a change of the quiet set is told at once. */
   readonly watch: TickWatch = {
@@ -76,6 +82,34 @@ export class NearSources {
       }, o.quiet.refreshMs ?? 1_000);
       this.refresh.unref?.();
     }
+    if (o.quoteServers?.size) {
+      this.quotePoll = setInterval(() => void this.quoteSessions(), 1_000);
+      this.quotePoll.unref?.();
+    }
+  }
+
+  /** This node's quote sessions now, read from their shards (a shard not answering: its sessions
+   *  left out), sorted by server; whether the node takes a server's quotes from its session alone
+   *  (up, and quiet for every symbol it follows through it) or from the owners' relay as well. */
+  async quoteSessions(): Promise<QuoteSessionStatus[]> {
+    const servers = this.o.quoteServers;
+    if (!servers?.size) return [];
+    const read = ++this.quoteReads;
+    const atShard = new Map<number, string>();
+    for (const server of servers) atShard.set(this.o.shards.shardFor(quoteSourceId(server)), quoteSourceId(server));
+    const views = await Promise.all([...atShard.values()].map((id) => this.o.shards.call(id, 'stream.quoteSessions', {}).catch(() => [])));
+    const out = views.flat().filter((v) => servers.has(v.server)).map((v): QuoteSessionStatus => {
+      const symbols = (v.state === 'refused' ? this.plan.relayOnly(v.server) : v.symbols).sort();
+      const alone = v.state === 'up' && symbols.length > 0 && symbols.every((symbol) => this.watched.isQuiet(v.server, symbol));
+      return { server: v.server, login: v.login, state: v.state, since: new Date(v.sinceMs).toISOString(), symbols, quotes: v.quotes, quotesFrom: alone ? 'session' : 'relay' };
+    }).sort((a, b) => (a.server < b.server ? -1 : a.server > b.server ? 1 : 0));
+    if (read === this.quoteReads) this.quotesSeen = out;
+    return out;
+  }
+
+  /** The quote sessions as last read (quoteSessions), for what must answer at once (/metrics, the heartbeat). */
+  quoteSessionsSeen(): QuoteSessionStatus[] {
+    return this.quotesSeen;
   }
 
   /** The relay as the follower uses it, with the near sources kept in step with its market subscriptions. */
@@ -123,6 +157,7 @@ export class NearSources {
     this.offRestart();
     this.offDeath();
     if (this.refresh) clearInterval(this.refresh);
+    if (this.quotePoll) clearInterval(this.quotePoll);
   }
 
   private announce(): void {

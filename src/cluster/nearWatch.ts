@@ -70,6 +70,11 @@ export class NearWatch {
     return out;
   }
 
+  /** Whether the node is quiet for the (server, symbol) now. */
+  isQuiet(server: string, symbol: string): boolean {
+    return this.entries.get(server)?.get(symbol)?.quiet ?? false;
+  }
+
   get quietSize(): number {
     return this.quietCount;
   }

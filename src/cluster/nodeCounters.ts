@@ -19,9 +19,23 @@ export const CallCounts = z.object({
   unavailable: count('Account calls answered 503 (no owner reachable in time, or NATS down)'),
   ownerWaits: count('Account calls that waited for an owner (a takeover)'),
 });
+/** One of a node's quote sessions (QUOTE_LOGINS_FILE, docs/cluster.md "Quote sessions"): its
+ *  broker server's market-data login, never the password. */
+export const QuoteSessionStatus = z.object({
+  server: z.string().describe('The broker server'),
+  login: z.string().describe('The quote login (QUOTE_LOGINS_FILE; never its password)'),
+  state: z.enum(['connecting', 'up', 'down', 'refused']).describe('connecting (its first login), up, down (dropped or not reached: trying again), refused (the broker refused the login: not tried again until the shard restarts)'),
+  since: z.string().describe('When it entered that state (ISO 8601, UTC, the node\'s clock)'),
+  symbols: z.array(z.string()).describe('Symbols of the server the node follows through it (refused: those the relay serves instead)'),
+  quotes: count('Quotes of followed symbols received from the session since the node\'s shard started'),
+  quotesFrom: z.enum(['session', 'relay']).describe('session: the node takes the server\'s quotes from the session alone (it keeps up: the owners withhold their relayed copies); relay: the owners\' relay sends them too, the fallback while the session is connecting, down, refused or behind'),
+});
+export type QuoteSessionStatus = z.infer<typeof QuoteSessionStatus>;
+
 /** A node's figures since its process started, written with each heartbeat (cluster_nodes.counters):
- *  what it did with leases, and with account calls between nodes. */
-export const NodeCounters = z.object({ leases: LeaseCounts, calls: CallCounts });
+ *  what it did with leases, and with account calls between nodes; and its quote sessions now
+ *  (absent from an older build's; another shape of them, a newer build's, is read as absent). */
+export const NodeCounters = z.object({ leases: LeaseCounts, calls: CallCounts, quoteSessions: z.array(QuoteSessionStatus).optional().catch(undefined) });
 export type NodeCounters = z.infer<typeof NodeCounters>;
 
 /** The counters from the lease keeper's and the router's figures (their own names: `released` is a
@@ -29,10 +43,12 @@ export type NodeCounters = z.infer<typeof NodeCounters>;
 export function nodeCounters(
   leases: { acquired: number; released: number; lost: number; takeovers: number },
   calls: { forwarded: number; served: number; unavailable: number; ownerWaits: number },
+  quoteSessions?: QuoteSessionStatus[],
 ): NodeCounters {
   return {
     leases: { acquired: leases.acquired, handedOver: leases.released, lost: leases.lost, takeovers: leases.takeovers },
     calls: { forwarded: calls.forwarded, served: calls.served, unavailable: calls.unavailable, ownerWaits: calls.ownerWaits },
+    ...(quoteSessions ? { quoteSessions } : {}),
   };
 }
 

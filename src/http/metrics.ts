@@ -181,6 +181,18 @@ export class Metrics {
     });
   }
 
+  /** A gauge with one series per label values (those `read` returns). */
+  gaugeSeries(name: string, labels: string[], read: () => Array<[string[], number]>, help = helpOf(name)): void {
+    if (name.endsWith('_total')) throw new Error(`gauge ${name} must not end in _total (a counter's suffix)`);
+    new Gauge({
+      name, help, labelNames: labels, registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [values, n] of read()) this.set(Object.fromEntries(labels.map((k, i) => [k, values[i]!])), n);
+      },
+    });
+  }
+
   /** A monotonic count kept elsewhere; its name ends in `_total` (Prometheus convention). */
   counter(name: string, read: () => number, help = helpOf(name)): void {
     if (!name.endsWith('_total')) throw new Error(`counter ${name} must end in _total`);

@@ -2,7 +2,7 @@
 // heartbeat is old is not listed as live), this node's leases and calls, every node in a table with
 // its NATS link, and a line when this node stepped down (cut off from NATS).
 import { describe, expect, it } from 'vitest';
-import { clusterFields, clusterNodesTable, notReady, readinessLine } from '../../src/cli/commands/admin.js';
+import { clusterFields, clusterNodesTable, notReady, quoteSessionsTable, readinessLine } from '../../src/cli/commands/admin.js';
 
 describe('tagw status, cluster lines', () => {
   it('names this node, its accounts, the live nodes only, and the accounts without owner', () => {
@@ -68,6 +68,39 @@ describe('tagw status, cluster lines', () => {
     ]);
     expect(clusterFields({ ...c, steppedDown: false }).map(([k]) => k)).toEqual(['node', 'cluster']);
     expect(clusterFields(c).map(([k]) => k)).toEqual(['node', 'cluster']);
+  });
+});
+
+describe('tagw status, quote sessions (QUOTE_LOGINS_FILE)', () => {
+  const q = (server: string, login: string, state: 'connecting' | 'up' | 'down' | 'refused', symbols: string[], quotes: number, quotesFrom: 'session' | 'relay') =>
+    ({ server, login, state, since: '2026-11-28T06:01:02.345Z', symbols, quotes, quotesFrom });
+  it("tables this node's sessions as it reads them now and the other live nodes' as their heartbeat said: server, login, state and since, symbols, quotes, where the quotes come from", () => {
+    expect(quoteSessionsTable({
+      nodeId: 'node-b', ownedHere: 0, unowned: 0,
+      nodes: [
+        // A down node's sessions are stale: not listed. A node that did not say (null, absent): nothing.
+        { nodeId: 'node-a', live: false, accounts: 0, quoteSessions: [q('Old-Server', '90', 'up', ['EURUSD'], 5, 'session')] },
+        // This node's row in the heartbeat lags: its sessions now (the top level) are shown instead.
+        { nodeId: 'node-b', live: true, accounts: 0, quoteSessions: [q('Sim-P5-Demo', '7001', 'connecting', [], 0, 'relay')] },
+        { nodeId: 'node-c', live: true, accounts: 2, quoteSessions: [q('Sim-P4-Live', '7002', 'refused', ['EURUSD', 'GBPUSD', 'USDJPY', 'XAUUSD'], 0, 'relay')] },
+        { nodeId: 'node-d', live: true, accounts: 1, quoteSessions: null },
+        { nodeId: 'node-e', live: true, accounts: 1 },
+      ],
+      quoteSessions: [q('Sim-P5-Demo', '7001', 'up', ['BTCUSD'], 1_250, 'session'), q('Sim-P4-Live', '7002', 'down', ['EURUSD', 'GBPUSD'], 17, 'relay')],
+    })).toBe([
+      'Quote sessions:',
+      'NODE                SERVER       LOGIN  STATE    SINCE                 SYMBOLS                                 QUOTES  FROM',
+      'node-b (this node)  Sim-P5-Demo  7001   up       2026-11-28 06:01:02Z  1 (BTCUSD)                              1250    session',
+      'node-b (this node)  Sim-P4-Live  7002   down     2026-11-28 06:01:02Z  2 (EURUSD, GBPUSD)                      17      relay',
+      'node-c              Sim-P4-Live  7002   refused  2026-11-28 06:01:02Z  4 (EURUSD, GBPUSD, USDJPY, and 1 more)  0       relay',
+      '',
+    ].join('\n'));
+  });
+
+  it('is nothing without a quote session on any node (a node without QUOTE_LOGINS_FILE, an older gateway)', () => {
+    const nodes = [{ nodeId: 'node-a', live: true, accounts: 1, quoteSessions: [] }, { nodeId: 'node-b', live: true, accounts: 0 }];
+    expect(quoteSessionsTable({ nodeId: 'node-a', ownedHere: 1, unowned: 0, nodes, quoteSessions: [] })).toBe('');
+    expect(quoteSessionsTable({ nodeId: 'node-a', ownedHere: 1, unowned: 0, nodes })).toBe('');
   });
 });
 

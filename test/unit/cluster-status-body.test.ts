@@ -1,10 +1,10 @@
 // /v1/status's `cluster` part (src/http/clusterStatus.ts) from this node's figures and PostgreSQL's
 // node rows: whether this node stepped down (cut off from NATS while others reach it), each node's
 // NATS link and counters as its last heartbeat said, as the route's schema (the OpenAPI document) has them.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ClusterStatus } from '../../src/cluster/clusterNode.js';
 import { countersOf, nodeCounters } from '../../src/cluster/nodeCounters.js';
-import { ClusterStatusBody, clusterStatusOf } from '../../src/http/clusterStatus.js';
+import { ClusterStatusBody, clusterStatusOf, quoteSessionsNow } from '../../src/http/clusterStatus.js';
 
 const LEASE_MS = 6_000;
 
@@ -31,14 +31,40 @@ describe("/v1/status's cluster part", () => {
     expect(body).toEqual({
       nodeId: 'node-b', natsUp: false, steppedDown: true, ownedHere: 0, unowned: 1,
       nodes: [
-        { nodeId: 'node-a', url: 'http://a', live: true, heartbeatAgeMs: 900, accounts: 4, natsUp: true, ...A_COUNTERS },
-        { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false, leases: null, calls: null },
-        { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null, leases: null, calls: null },
+        { nodeId: 'node-a', url: 'http://a', live: true, heartbeatAgeMs: 900, accounts: 4, natsUp: true, ...A_COUNTERS, quoteSessions: null },
+        { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false, leases: null, calls: null, quoteSessions: null },
+        { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null, leases: null, calls: null, quoteSessions: null },
       ],
       leases: { acquired: 5, handedOver: 2, lost: 0, takeovers: 1 },
       calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 },
+      quoteSessions: [],
     });
     expect(clusterStatusOf(status(), { nodes: rows, unowned: 0 }, LEASE_MS).steppedDown).toBe(false);
+  });
+
+  it("shows this node's quote sessions as given (read now) and each node's as its heartbeat wrote them (null: it did not say)", () => {
+    const up = { server: 'Sim-P5-Demo', login: '7001', state: 'up' as const, since: '2026-11-28T06:01:02.345Z', symbols: ['BTCUSD'], quotes: 12, quotesFrom: 'session' as const };
+    const refused = { ...up, login: '7002', state: 'refused' as const, quotes: 0, quotesFrom: 'relay' as const };
+    const withSessions = [{ ...rows[0]!, counters: { ...A_COUNTERS, quoteSessions: [refused] } }, { ...rows[1]!, counters: { ...A_COUNTERS, quoteSessions: [] } }, rows[2]!];
+    const body = clusterStatusOf(status(), { nodes: withSessions, unowned: 0 }, LEASE_MS, [up]);
+    expect(body.quoteSessions).toEqual([up]);
+    expect(body.nodes.map((n) => n.quoteSessions)).toEqual([[refused], [], null]);
+    expect(ClusterStatusBody.safeParse(body).success).toBe(true);
+    expect(ClusterStatusBody.safeParse({ ...body, quoteSessions: [{ ...up, state: 'sleeping' }] }).success).toBe(false);
+  });
+
+  it('reads the quote sessions from the shards now, or takes the last read when they do not answer within the bound (a shard stuck)', async () => {
+    const seen = [{ server: 'Sim-P5-Demo', login: '7001', state: 'up' as const, since: '2026-11-28T06:01:02.345Z', symbols: ['BTCUSD'], quotes: 12, quotesFrom: 'session' as const }];
+    const now = [{ ...seen[0]!, quotes: 13 }];
+    expect(await quoteSessionsNow({ quoteSessions: async () => now, quoteSessionsSeen: () => seen })).toEqual(now);
+    vi.useFakeTimers();
+    try {
+      const stuck = quoteSessionsNow({ quoteSessions: () => new Promise(() => undefined), quoteSessionsSeen: () => seen }, 1_000);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await stuck).toEqual(seen);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('matches the route schema, which requires steppedDown and a boolean or null natsUp per node', () => {
@@ -69,6 +95,10 @@ describe("a node's counters in its heartbeat row (cluster_nodes.counters)", () =
     expect(countersOf({ leases: A_COUNTERS.leases })).toBeNull();
     expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, served: -1 } })).toBeNull();
     expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, served: '12' } })).toBeNull();
+    // Quote sessions round trip; another shape of them (a newer build's state) is read as absent, the rest kept.
+    const q = { server: 'Sim-P5-Demo', login: '7001', state: 'down', since: '2026-11-28T06:01:02.345Z', symbols: ['BTCUSD'], quotes: 3, quotesFrom: 'relay' };
+    expect(countersOf(JSON.parse(JSON.stringify(nodeCounters({ acquired: 0, released: 0, lost: 0, takeovers: 0 }, A_COUNTERS.calls, [q as never]))))?.quoteSessions).toEqual([q]);
+    expect(countersOf({ ...A_COUNTERS, quoteSessions: [{ ...q, state: 'sleeping' }] })).toEqual(A_COUNTERS);
     // A newer build's extra figures are dropped, the known ones kept.
     expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, retried: 3 }, shards: 2 })).toEqual(A_COUNTERS);
   });

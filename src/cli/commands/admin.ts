@@ -22,11 +22,17 @@ interface ClusterStatus {
     nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number; natsUp?: boolean | null;
     /** The node's counters as of its last heartbeat (null: it did not say; absent from older gateways). */
     leases?: { lost: number; takeovers: number } | null; calls?: { forwarded: number; served: number; unavailable: number } | null;
+    /** The node's quote sessions as of its last heartbeat (null: it did not say; absent from older gateways). */
+    quoteSessions?: QuoteSession[] | null;
   }>;
   /** This node's lease changes and calls between nodes (absent from older gateways). */
   leases?: { acquired: number; handedOver: number; lost: number; takeovers: number };
   calls?: { forwarded: number; served: number; unavailable: number; ownerWaits: number };
+  /** This node's quote sessions now (QUOTE_LOGINS_FILE; absent from older gateways). */
+  quoteSessions?: QuoteSession[];
 }
+
+interface QuoteSession { server: string; login: string; state: string; since: string; symbols: string[]; quotes: number; quotesFrom: string }
 
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
@@ -108,6 +114,22 @@ export function clusterNodesTable(c: ClusterStatus): string {
   ])}`;
 }
 
+/** A quote session's symbols: how many, and the first three. */
+const symbolsCell = (s: readonly string[]) => (s.length === 0 ? '0' : `${s.length} (${s.slice(0, 3).join(', ')}${s.length > 3 ? `, and ${s.length - 3} more` : ''})`);
+
+/** The live nodes' quote sessions (QUOTE_LOGINS_FILE): this node's now, the others' as their last
+ *  heartbeat said (a down node's are stale: not shown). Empty when no node has one. */
+export function quoteSessionsTable(c: ClusterStatus): string {
+  const rows = c.nodes.flatMap((n) => (!n.live ? [] : n.nodeId === c.nodeId ? c.quoteSessions ?? n.quoteSessions ?? [] : n.quoteSessions ?? [])
+    .map((q) => ({ node: n.nodeId === c.nodeId ? `${n.nodeId} (this node)` : n.nodeId, ...q })));
+  if (rows.length === 0) return '';
+  return `Quote sessions:\n${table(rows, [
+    { header: 'NODE', value: (r) => r.node }, { header: 'SERVER', value: (r) => r.server }, { header: 'LOGIN', value: (r) => r.login },
+    { header: 'STATE', value: (r) => r.state }, { header: 'SINCE', value: (r) => when(r.since) }, { header: 'SYMBOLS', value: (r) => symbolsCell(r.symbols) },
+    { header: 'QUOTES', value: (r) => r.quotes }, { header: 'FROM', value: (r) => r.quotesFrom },
+  ])}`;
+}
+
 /** The schema version of DATA_DIR's database, read-only (null: no database); loads the store only here. */
 async function schemaVersionOnDisk(dataDir: string): Promise<number | null> {
   const [{ dbPath }, { checkMigrations }] = await Promise.all([import('../../store/db.js'), import('../../store/migrations.js')]);
@@ -146,7 +168,7 @@ export function statusCommand(program: Command, ctx: () => Promise<Ctx>): void {
     ]) + `\nShards:\n${table(d.shards, [
       { header: 'SHARD', value: (s) => s.index }, { header: 'STATE', value: (s) => (s.ready ? 'up' : 'down') },
       { header: 'RESTARTS', value: (s) => s.restarts }, { header: 'ACCOUNTS', value: (s) => s.accounts },
-    ])}${d.cluster ? clusterNodesTable(d.cluster) : ''}`);
+    ])}${d.cluster ? clusterNodesTable(d.cluster) + quoteSessionsTable(d.cluster) : ''}`);
     // `tagw status && deploy-next`: a gateway that answers but is not ready is no success.
     if (down.length > 0) throw new CliError(EXIT.NOT_READY, `not ready: ${down.join(', ')}`);
   });

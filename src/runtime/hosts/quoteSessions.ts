@@ -8,19 +8,25 @@
 // login); a login the broker refuses (wrong password, unknown server or login) is not tried again
 // while the shard runs: `stream.quote` answers ok false, and the main thread warns once and keeps
 // the owners' relay. The password is read from the file when the session first logs in, and never
-// goes into a log line or an answer.
+// goes into a log line or an answer. `stream.quoteSessions` tells the main thread each session's
+// state, login (never its password), symbols and quotes received (docs/cluster.md "Quote sessions").
 import type { BrokerConnection } from '../../broker/types.js';
 import { BrokerAuthError, BrokerRequestError } from '../../market/brokerErrors.js';
 import type { Tick } from '../../market/server.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import { loadQuoteLogins, type QuoteLogins } from '../quoteLogins.js';
 import type { Handlers, ShardContext } from './context.js';
+import type { QuoteSessionState, QuoteSessionView } from './streamCommands.js';
 
 /** The source a quote session's ticks carry into the shard's merge (never an account id). */
 export const quoteSource = (server: string) => `q:${server}`;
 
 interface Session {
   server: string;
+  login: string;
+  /** What the operator sees (connecting until the first login, then up or down), and since when. */
+  state: QuoteSessionState;
+  since: number;
   conn: BrokerConnection | undefined;
   symbols: Set<string>;
   /** Failed connects in a row (the backoff's exponent). */
@@ -34,14 +40,21 @@ interface Session {
 }
 
 export interface QuoteSessions {
-  handlers: Pick<Handlers, 'stream.quote' | 'stream.unquote'>;
+  handlers: Pick<Handlers, 'stream.quote' | 'stream.unquote' | 'stream.quoteSessions'>;
   stop(): void;
 }
 
 export function createQuoteSessions(ctx: ShardContext, forwardTick: (source: string, server: string, tick: Tick) => void): QuoteSessions {
   const sessions = new Map<string, Session>();
   /** Servers whose quote login the broker refused: not asked again while this shard runs. */
-  const refused = new Set<string>();
+  const refused = new Map<string, { login: string; since: number }>();
+  /** Quotes of followed symbols received per server while this shard runs (sessions closed and opened again add up). */
+  const received = new Map<string, number>();
+  const enter = (s: Session, state: QuoteSessionState) => {
+    if (s.state === state) return;
+    s.state = state;
+    s.since = ctx.clock.now();
+  };
   let logins: QuoteLogins | undefined;
   const loginOf = (server: string) => {
     const file = ctx.settings.quoteLoginsFile;
@@ -82,19 +95,21 @@ export function createQuoteSessions(ctx: ShardContext, forwardTick: (source: str
       await conn.connect();
       if (s.closed) return;
       s.attempt = 0;
+      enter(s, 'up');
       s.settle(true);
       // The symbols wanted while it logged in (the bridge subscribed those it already had).
       if (s.symbols.size) await conn.subscribe([...s.symbols]);
     } catch (err) {
       if (s.closed) return;
       if (err instanceof BrokerAuthError || err instanceof BrokerRequestError) {
-        refused.add(s.server);
+        refused.set(s.server, { login: s.login, since: ctx.clock.now() });
         s.settle(false);
         close(s);
         return;
       }
       ctx.log.debug('quote session not connected; trying again', { server: s.server, err: errorMessage(err) });
       // Not refused: the session keeps trying; meanwhile the relay serves (the main thread's watch).
+      enter(s, 'down');
       s.settle(true);
       retry(s);
     }
@@ -105,14 +120,21 @@ export function createQuoteSessions(ctx: ShardContext, forwardTick: (source: str
     if (!login || !ctx.accounts) return undefined;
     let settle!: (ok: boolean) => void;
     const first = new Promise<boolean>((r) => (settle = r));
-    const s: Session = { server, conn: undefined, symbols: new Set(), attempt: 0, timer: undefined, first, settle, closed: false, off: [] };
+    const s: Session = { server, login: login.login, state: 'connecting', since: ctx.clock.now(), conn: undefined, symbols: new Set(), attempt: 0, timer: undefined, first, settle, closed: false, off: [] };
     const conn = ctx.accounts.open({ server, login: login.login, password: () => loginOf(server)?.password ?? '', ...(login.platform ? { platform: login.platform } : {}) });
     s.conn = conn;
     s.off.push(conn.on('tick', (t) => {
-      if (s.symbols.has(t.symbol)) forwardTick(quoteSource(server), server, t);
+      if (!s.symbols.has(t.symbol)) return;
+      received.set(server, (received.get(server) ?? 0) + 1);
+      forwardTick(quoteSource(server), server, t);
     }));
     s.off.push(conn.on('state', (c) => {
-      if (c.state === 'disconnected' && !s.closed) retry(s);
+      if (s.closed) return;
+      if (c.state === 'connected') enter(s, 'up');
+      else if (c.state === 'disconnected') {
+        enter(s, s.state === 'connecting' ? 'connecting' : 'down');
+        retry(s);
+      }
     }));
     sessions.set(server, s);
     void connect(s);
@@ -140,6 +162,12 @@ export function createQuoteSessions(ctx: ShardContext, forwardTick: (source: str
           s.conn.unsubscribe([symbol]).catch((err: unknown) => ctx.log.debug('quote session unsubscribe failed', { server, symbol, err: errorMessage(err) }));
         }
         return { ok: true };
+      },
+      'stream.quoteSessions': () => {
+        const out: QuoteSessionView[] = [];
+        for (const s of sessions.values()) out.push({ server: s.server, login: s.login, state: s.state, sinceMs: s.since, symbols: [...s.symbols], quotes: received.get(s.server) ?? 0 });
+        for (const [server, r] of refused) out.push({ server, login: r.login, state: 'refused', sinceMs: r.since, symbols: [], quotes: received.get(server) ?? 0 });
+        return out;
       },
     },
     stop() {

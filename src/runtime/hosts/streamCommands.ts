@@ -37,6 +37,14 @@ export interface StreamSnapshotResult {
   deals?: Deal[] | null;
 }
 
+/** A quote session's state: connecting (its first login), up, down (dropped or not reached: trying
+ *  again), refused (the broker refused the login: not tried again while the shard runs). */
+export type QuoteSessionState = 'connecting' | 'up' | 'down' | 'refused';
+/** A quote session as its shard knows it (`stream.quoteSessions`): never its password. `sinceMs`:
+ *  when it entered the state (epoch ms); `quotes`: quotes of followed symbols the shard received
+ *  from the server's sessions since it started. */
+export interface QuoteSessionView { server: string; login: string; state: QuoteSessionState; sinceMs: number; symbols: string[]; quotes: number }
+
 declare module '../protocol.js' {
   interface CommandMap {
     /** A socket of this account opened: start forwarding its account events. NOT_FOUND for an unknown account. */
@@ -62,6 +70,8 @@ declare module '../protocol.js' {
     'stream.quote': { args: { server: string; symbol: string }; result: { ok: boolean } };
     /** The symbol is no longer wanted from the quote session; the last one closes it. */
     'stream.unquote': { args: { server: string; symbol: string }; result: { ok: true } };
+    /** The quote sessions of this shard, a refused one included (for the operator's views). */
+    'stream.quoteSessions': { args: Record<string, never>; result: QuoteSessionView[] };
   }
 }
 
