@@ -4,12 +4,12 @@
 // which move when an order is forwarded to the owner; and, node b's NATS link cut behind its proxy,
 // that it stepped down and which node's link is down. Screenshots at 1440 and 390 px (TAGW_SCREENSHOTS=1) land in
 // test-output/dashboard/ (docs/dashboard/overview-cluster*.png are copies).
-import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type Browser } from '../helpers/browser.js';
 import { startClusterGateways, useClusterEngines } from '../helpers/cluster.js';
 import { mgmt, TEST_MANAGEMENT_KEY, type TestGateway } from '../helpers/gateway.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
+import { fitsBothWidths, signIn } from '../helpers/dashboardCluster.js';
 import { until } from '../helpers/until.js';
 
 const engines = useClusterEngines();
@@ -31,26 +31,6 @@ afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
   await natsOfB?.close();
 });
-
-async function signIn(page: Page, node: TestGateway): Promise<void> {
-  await page.goto(`${node.url}/dashboard`);
-  await page.fill('[data-testid=mk]', TEST_MANAGEMENT_KEY);
-  await page.click('[data-testid=signin]');
-  await page.waitForSelector('[data-testid=nav-overview]');
-}
-
-/** Neither the page, nor the Cluster panel, nor the nodes table's own box scrolls sideways (a column
- *  cut off) at 1440 px, then at 390 px: a screenshot at each, `<shot>-1440px` and `<shot>-390px`. */
-async function fitsBothWidths(page: Page, shot: string): Promise<void> {
-  const sideways = () => page.evaluate(`[document.documentElement.scrollWidth - innerWidth, ...[document.querySelector('[data-testid=cluster]'),
-    document.querySelector('[data-testid=cluster-nodes]').parentElement].map((e) => e.scrollWidth - e.clientWidth)]`) as Promise<number[]>;
-  expect(await sideways()).toEqual([0, 0, 0]);
-  await browser.shot(page, `${shot}-1440px`);
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.locator('[data-testid=cluster]').waitFor();
-  expect(await sideways()).toEqual([0, 0, 0]);
-  await browser.shot(page, `${shot}-390px`);
-}
 
 describe('the console of a cluster node', { timeout: 60_000 }, () => {
   it('shows the nodes, this one marked, and its leases and forwarded calls, which move with a forwarded order; fits 1440 and 390 px', async () => {
@@ -105,7 +85,7 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     await expect.poll(async () => Number(await cell('dash-node-a', 'served').textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(0);
     expect(await cell('dash-node-a', 'takeovers').textContent()).toMatch(/^\d+$/);
     expect(Number(await page.locator('[data-testid=leases-acquired]').textContent())).toBe((await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster.leases.acquired);
-    await fitsBothWidths(page, '20-overview-cluster');
+    await fitsBothWidths(browser, page, '20-overview-cluster', 'cluster-nodes');
     expect(browser.problems).toEqual([]);
     await page.close();
   });
@@ -133,7 +113,7 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
       expect(await panel.locator('.cluster-sum').textContent()).toMatch(/NATS\s*down/);
       const status = (await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster;
       expect(status.steppedDown).toBe(true);
-      await fitsBothWidths(page, '22-overview-cluster-stepped-down');
+      await fitsBothWidths(browser, page, '22-overview-cluster-stepped-down', 'cluster-nodes');
     } finally {
       natsOfB.target(engines.nats.port);
     }

@@ -2,9 +2,10 @@
 // every node PostgreSQL knows of with the NATS link, takeovers and calls between nodes its last
 // heartbeat reported, the accounts without owner, whether this node stepped down (cut off from NATS
 // while others reach it), and this node's lease changes and calls since it started, now (as
-// /metrics, tagw_cluster_*).
+// /metrics, tagw_cluster_*); and the live nodes' quote sessions (QUOTE_LOGINS_FILE), shown when any
+// node has one.
 import { html } from './lib.js';
-import { Badge, duration } from './ui.js';
+import { ago, Badge, duration } from './ui.js';
 
 function heartbeat(ageMs) {
   return ageMs < 60_000 ? `${(ageMs / 1000).toFixed(1)} s ago` : `${duration(Math.round(ageMs / 1000))} ago`;
@@ -18,6 +19,39 @@ const nats = (n) => (n.live && typeof n.natsUp === 'boolean' ? html`<${Badge} va
 const Count = ({ value, testid }) => html`<td class="num wide-only" data-testid=${testid}>${value ?? '—'}</td>`;
 
 const Row = ({ label, value, testid }) => html`<tr><td>${label}</td><td class="num" data-testid=${testid}>${value ?? '—'}</td></tr>`;
+
+/** Every live node's quote sessions: this node's as read now, the others' as their last heartbeat
+ *  said (a down node's are stale: not shown; an older build's: none). */
+function quoteRows(c) {
+  return c.nodes.filter((n) => n.live)
+    .flatMap((n) => ((n.nodeId === c.nodeId ? c.quoteSessions ?? n.quoteSessions : n.quoteSessions) ?? []).map((q) => ({ node: n.nodeId, ...q })));
+}
+
+const symbolsText = (s) => (s.length === 0 ? '—' : s.length <= 3 ? s.join(', ') : `${s.slice(0, 3).join(', ')} +${s.length - 3}`);
+
+/** A node's market-data sessions: state and since when, symbols, quotes received, and whether the
+ *  node takes the server's quotes from the session alone or from the owners' relay too (the fallback).
+ *  At phone width: the columns that say whether each serves (login, since and quotes on wide screens). */
+function QuoteSessions({ c }) {
+  const rows = quoteRows(c);
+  if (rows.length === 0) return null;
+  return html`
+    <p class="small muted qs-head">Quote sessions: a node's market-data login of a broker server it runs no account of (QUOTE_LOGINS_FILE); the owners' relay is the fallback.</p>
+    <div class="scroll-x">
+      <table class="narrow-dense" data-testid="quote-sessions"><thead><tr><th>node</th><th>server</th><th class="wide-only">login</th><th>state</th>
+        <th class="wide-only">since</th><th>symbols</th><th class="num wide-only" title="quotes of followed symbols received since the node's shard started">quotes</th>
+        <th title="session: from the session alone; relay: the owners' relay too, while the session connects, is down, refused or behind">from</th></tr></thead><tbody>
+        ${rows.map((q) => html`<tr data-testid="quote-session" data-node=${q.node} data-server=${q.server}>
+          <td class="node-id">${q.node}${q.node === c.nodeId ? html` <span class="badge b-info wide-only">this node</span>` : null}</td>
+          <td class="wrap-any">${q.server}</td><td class="wide-only">${q.login}</td>
+          <td data-testid="qs-state"><${Badge} value=${q.state} /></td>
+          <td class="wide-only nowrap" title=${q.since}>${ago(q.since)}</td>
+          <td data-testid="qs-symbols" title=${q.symbols.join(', ')}>${symbolsText(q.symbols)}</td>
+          <td class="num wide-only" data-testid="qs-quotes">${q.quotes}</td>
+          <td data-testid="qs-from"><${Badge} value=${q.quotesFrom} tone=${q.quotesFrom === 'session' ? 'ok' : 'warn'} /></td></tr>`)}
+      </tbody></table>
+    </div>`;
+}
 
 export function ClusterPanel({ cluster: c }) {
   if (!c) return null;
@@ -57,5 +91,6 @@ export function ClusterPanel({ cluster: c }) {
           <${Row} label="unavailable (503)" value=${k.unavailable} testid="calls-unavailable" />
         </tbody></table>
       </div>
+      <${QuoteSessions} c=${c} />
     </div>`;
 }
