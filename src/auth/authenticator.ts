@@ -117,6 +117,8 @@ export class Authenticator {
         const value = headers['x-management-key'] ?? bearer(headers);
         if (!value) throw apiError('MANAGEMENT_KEY_REQUIRED', 'management key required: send Authorization: Bearer <key> or x-management-key');
         const p = this.resolve(value);
+        // The other kind, named only to the holder of its whole value: a bot's key pasted for the operator's.
+        if (p?.kind === 'api') throw apiError('INVALID_API_KEY', 'this is an API key: this route takes the management key (Authorization: Bearer or x-management-key)');
         if (!p || p.kind !== 'management') throw apiError('INVALID_API_KEY', 'invalid or revoked management key');
         return p;
       }
@@ -135,7 +137,8 @@ export class Authenticator {
         const value = headers['x-api-key'];
         if (!value) throw this.keyRequired(v1);
         const p = this.resolve(value);
-        // A management key is deliberately not valid here (SPEC §5.8).
+        // A management key is deliberately not valid here (SPEC §5.8); its holder is told so.
+        if (p?.kind === 'management') throw apiError('INVALID_API_KEY', 'this is the management key: trading and market-data routes take an API key (tagw_k_...) in x-api-key');
         if (!p || p.kind !== 'api') throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
         return p;
       }
