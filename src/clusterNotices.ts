@@ -11,7 +11,8 @@ export interface LocalCaches {
 
 /** A key revoked or a seat removed through any node stops working here too, at once, and a key's
  *  new limits hold here from its next request; an account that left this node forgets its
- *  connection phases here. */
+ *  connection phases here. The same drops follow what a mirror pass finds changed (a notice this
+ *  node missed: TenancyMirror.changed), so they hold within a second without one. */
 export function applyClusterNotices(cluster: ClusterNode, { auth, rateLimits, closeSockets, tenancy, connections }: LocalCaches): void {
   // An account that left this node runs on another: its phases here would be stale (`connected`
   // forever in tagw status, the dashboard and tagw_broker_connections).

@@ -109,6 +109,9 @@ export class ClusterNode {
     this.bindings = new BindingRecords(records, (id) => this.refreshBindings([id]));
     this.sessionRows = new SessionStore(o.sqlite);
     this.departures = new Departures(this.nodeId);
+    // What a mirror pass changed goes the way of a notice: a node that missed the notice (NATS is at
+    // most once) drops its stale keys, limits and seats at its next pass, every second.
+    pg.mirror.changed = (n) => this.onTenancyNotice(n);
   }
 
   /**

@@ -2,7 +2,8 @@
 // which also mirrors into this node's SQLite before it resolves), then a notice on `tagw.tenancy`
 // that every other live node answers once it mirrored too. So a key created through node A
 // authenticates on node B as soon as A answered, and a revoked key (or removed seat) is refused, and
-// its open sockets closed, on every node. Nodes NATS cannot reach catch up at their next mirror pass.
+// its open sockets closed, on every node. Nodes NATS cannot reach (or that lose the notice: core NATS
+// is at most once) catch up at their next mirror pass, every second, which drops the same caches.
 // A new account's binding also nudges every node's lease keeper, so its owner takes it within
 // milliseconds rather than at the next round. A create (key, seat, binding) whose commit happened is
 // answered as made even when PostgreSQL went away before the mirror pass after it: this node writes

@@ -8,6 +8,11 @@
 // some keys or seats no longer has them, and a mirror kept from before would go on accepting them.
 // The first pass of each process (the restore procedure stops every node) reads every row, so it
 // revokes the keys and removes the seats the mirror holds and PostgreSQL does not.
+// A pass also tells the node what it changed that the node's caches may hold (`changed`): keys
+// revoked (or otherwise changed for authentication), keys whose own limits changed, seats removed.
+// So a node that missed a write's notice on NATS (at most once: a cut link, a restarted
+// nats-server, a lost message) drops those caches at its next pass, every second, as it would
+// have at the notice (docs/cluster.md, "Tenancy across nodes").
 import type { Db } from '../store/db.js';
 import { LatestRuns } from '../util/latestRuns.js';
 import { withTransaction, type PgPool } from './pgPool.js';
@@ -33,6 +38,30 @@ const TABLES: readonly Table[] = [
   { name: 'audit_log', key: 'id', columns: ['id', 'customer_id', 'at', 'actor_key_id', 'action', 'target', 'detail_json'] },
 ];
 
+/** What a pass changed that a node's caches may hold (the fields of a TenancyNotice it stands for). */
+export interface MirrorChanges {
+  /** Keys revoked, or changed in what authenticates them (their auth entries, buckets and sockets go). */
+  keys: string[];
+  /** Keys whose own rate limits changed (their buckets go). */
+  limits: string[];
+  /** Seats removed (their cached rows and sockets go). */
+  accounts: string[];
+}
+
+/** A key's columns that a cached principal was made of (authenticator.ts): any of them changed drops it. */
+const AUTH_COLUMNS = ['revoked_at', 'hash', 'kind', 'customer_id', 'read_only', 'account_scoped', 'seat_id'] as const;
+const LIMIT_COLUMNS = ['requests_per_sec', 'orders_per_sec'] as const;
+type KeyBefore = Record<(typeof AUTH_COLUMNS)[number] | (typeof LIMIT_COLUMNS)[number], unknown>;
+
+/** Adds to `out` what copying `row` over `before` changes for the caches (nothing for a new key:
+ *  an unknown key is never cached). */
+function keyChange(before: KeyBefore | undefined, row: Record<string, unknown>, out: MirrorChanges): void {
+  if (!before) return;
+  const id = row.id as string;
+  if (AUTH_COLUMNS.some((c) => before[c] !== row[c])) out.keys.push(id);
+  else if (LIMIT_COLUMNS.some((c) => before[c] !== row[c])) out.limits.push(id);
+}
+
 function upsertSql(t: Table): string {
   const cols = t.columns.join(', ');
   const values = t.columns.map((c) => `@${c}`).join(', ');
@@ -55,8 +84,13 @@ export class TenancyMirror {
   runsHere: (accountId: string) => boolean = () => false;
   /** Accounts whose binding the next pass copies whatever its stamp (`refresh`). */
   private stale = new Set<string>();
+  /** Told after each pass (but the first: nothing is cached yet) what it changed that this node's
+   *  caches may hold, when anything. Set by the cluster node (the same drops as a notice). */
+  changed: (n: MirrorChanges) => void = () => {};
 
   private readonly absent;
+  /** The rows as this node had them before a pass copies over them. */
+  private readonly before;
 
   /** `onAbsent`: told how many keys and seats the first pass found only here (a restored PostgreSQL). */
   constructor(private readonly pool: PgPool, private readonly db: Db, private readonly onAbsent: (n: { keys: number; seats: number }) => void = () => {}) {
@@ -64,6 +98,10 @@ export class TenancyMirror {
     this.absent = {
       keys: db.prepare<[number, string]>('UPDATE keys SET revoked_at = ? WHERE revoked_at IS NULL AND id NOT IN (SELECT value FROM json_each(?))'),
       seats: db.prepare<[number, string]>('UPDATE seats SET removed_at = ? WHERE removed_at IS NULL AND id NOT IN (SELECT value FROM json_each(?))'),
+    };
+    this.before = {
+      key: db.prepare<[string], KeyBefore>(`SELECT ${[...AUTH_COLUMNS, ...LIMIT_COLUMNS].join(', ')} FROM keys WHERE id = ?`),
+      seatRemoved: db.prepare<[string], { removed_at: number | null }>('SELECT removed_at FROM seats WHERE id = ?'),
     };
   }
 
@@ -114,11 +152,15 @@ export class TenancyMirror {
       throw err;
     });
     let copied = 0;
+    const changes: MirrorChanges = { keys: [], limits: [], accounts: [] };
     this.db.transaction(() => {
       for (const [i, { t, stmt }] of this.upserts.entries()) {
         for (const row of rows[i]!) {
           if (t.name === 'account_bindings' && this.runsHere(row.seat_id as string)) continue;
           for (const f of t.flags ?? []) row[f] = row[f] ? 1 : 0;
+          // The first pass runs before anything reads this node's SQLite: no cache to tell.
+          if (!whole && t.name === 'keys') keyChange(this.before.key.get(row.id as string), row, changes);
+          if (!whole && t.name === 'seats' && row.removed_at !== null && this.before.seatRemoved.get(row.id as string)?.removed_at === null) changes.accounts.push(row.id as string);
           stmt.run(row);
           copied++;
         }
@@ -130,6 +172,7 @@ export class TenancyMirror {
       }
     })();
     this.from = next;
+    if (changes.keys.length + changes.limits.length + changes.accounts.length > 0) this.changed(changes);
     return copied;
   }
 }

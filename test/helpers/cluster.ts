@@ -130,15 +130,17 @@ export async function startClusterGateways(engines: ClusterEngines, nodeIds: rea
 
 /** A customer 'c1' with one API key and one seat bound to `login` on Sim-P5-Demo (`p4`: on
  *  Sim-P4-Demo; password 'pw', sealed with `secretKey`, which every node must share), in PostgreSQL
- *  before any node starts. */
-export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer; p4?: boolean }): Promise<void> {
+ *  before any node starts. `customer`: another id and name (the operator's, 'default', whose
+ *  keys and seats the test management key then manages). */
+export async function seedBoundAccount(t: PgTenancy, o: { apiKey: { id: string; secret: string }; account: string; login: string; secretKey: Buffer; p4?: boolean; customer?: { id: string; name: string } }): Promise<void> {
   const now = Date.now();
-  await t.createCustomer('c1', 'bots', now);
-  await t.insertKey({ id: o.apiKey.id, customer_id: 'c1', kind: 'api', hash: hashSecret(o.apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
-  await t.insertSeat({ id: o.account, customer_id: 'c1', private_hosting: 0, region: null, created_at: now });
+  const { id: customer, name } = o.customer ?? { id: 'c1', name: 'bots' };
+  await t.createCustomer(customer, name, now);
+  await t.insertKey({ id: o.apiKey.id, customer_id: customer, kind: 'api', hash: hashSecret(o.apiKey.secret), label: 'bot', read_only: 0, account_scoped: 0, seat_id: null, created_at: now });
+  await t.insertSeat({ id: o.account, customer_id: customer, private_hosting: 0, region: null, created_at: now });
   await t.upsertSeatState({ seat_id: o.account, status: 'ACTIVE', ready_at: now, updated_at: now });
   await t.upsertBinding({
-    seat_id: o.account, customer_id: 'c1', ...(o.p4 ? { platform: 'P4', server: 'Sim-P4-Demo' } : { platform: 'P5', server: 'Sim-P5-Demo' }), login: o.login,
+    seat_id: o.account, customer_id: customer, ...(o.p4 ? { platform: 'P4', server: 'Sim-P4-Demo' } : { platform: 'P5', server: 'Sim-P5-Demo' }), login: o.login,
     password_enc: new SecretBox(o.secretKey).seal('pw', o.account), build: null, created_at: now, updated_at: now,
   });
 }

@@ -188,4 +188,37 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
       holder.release();
     }
   });
+
+  it('a pass tells what it changed that a node caches (revoked or changed keys, new limits, removed seats), so a node that missed the write\'s notice drops them; nothing at the first pass, nor for a key\'s last use', async () => {
+    const pg = new PgTenancy(server.pool);
+    const c = 'c-changes';
+    await pg.createCustomer(c, 'changes', T);
+    const k = (id: string, seat: string | null = null) => ({ ...key(id, seat), customer_id: c });
+    await pg.insertSeat({ id: 's-gone', customer_id: c, private_hosting: 0, region: null, created_at: T });
+    await pg.insertSeat({ id: 's-kept-2', customer_id: c, private_hosting: 0, region: null, created_at: T });
+    for (const x of [k('k-rev'), k('k-lim'), k('k-rep'), k('k-used'), k('k-seat', 's-gone')]) await pg.insertKey(x);
+    const n = node();
+    const told: Array<{ keys: string[]; limits: string[]; accounts: string[] }> = [];
+    n.mirror.changed = (x) => told.push(x);
+    await n.mirror.sync(); // the first pass: nothing is cached yet
+    expect(told).toEqual([]);
+
+    expect(await pg.revokeKey('k-rev', c, T + 1)).toBe(true);
+    expect(await pg.setKeyLimits('k-lim', c, { requestsPerSec: 1, ordersPerSec: null })).toBe(true);
+    expect(await pg.replaceKey('k-rep', c, k('k-rep-new'), T + 2)).toBe(true);
+    await pg.touchKeys([['k-used', T + 3]]);
+    expect(await pg.removeSeat('s-gone', c, T + 4)).toEqual(['k-seat']);
+    await pg.insertSeat({ id: 's-new', customer_id: c, private_hosting: 0, region: null, created_at: T });
+    await n.mirror.sync();
+    expect(told).toHaveLength(1);
+    expect({ keys: [...told[0]!.keys].sort(), limits: told[0]!.limits, accounts: told[0]!.accounts })
+      .toEqual({ keys: ['k-rep', 'k-rev', 'k-seat'], limits: ['k-lim'], accounts: ['s-gone'] });
+
+    // Copied again (a late commit's horizon) or changed in nothing a cache holds: nothing told.
+    await pg.touchKeys([['k-used', T + 5], ['k-lim', T + 5]]);
+    await pg.setKeyLimits('k-lim', c, { requestsPerSec: 1, ordersPerSec: null });
+    await n.mirror.sync();
+    expect(told).toHaveLength(1);
+    expect(new TenancyStore(n.db).keyById('k-used')!.last_used_at).toBe(T + 5);
+  });
 });
