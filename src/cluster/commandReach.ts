@@ -34,6 +34,8 @@ export const COMMAND_REACH: ReachTable = {
   'sim.faults.set': 'local',
   'sim.faults.clear': 'local',
   'sim.faults.list': 'local',
+  // A shard's own simulated copy of a login let go (addressed by shard index; bridge mode holds none).
+  'sim.release': 'local',
   // Stops the account's actors; the lease loss itself does that on a stale owner.
   'account.remove': 'local',
   'session.closeAccount': 'local',

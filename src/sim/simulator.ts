@@ -202,12 +202,16 @@ export class SimServer implements AccountHost {
    * account may sit in another thread, whose simulator loads it from the same store: two copies
    * would each fill its orders and stops, and the second's journal row, refused, stop its store.
    * Its triggers then wait for its next login, as after a restart (docs/simulator.md).
+   * True: no copy stays here. False: it stays (its checkpoint could not be written, a full disk;
+   * someone still logged in), inert, asked again at the clock's next minute or at the next forget:
+   * until then no other thread may load the login (the main thread's HeldCopies).
    */
-  forget(login: string): void {
+  forget(login: string): boolean {
     const acc = this.accounts.get(login);
-    if (!acc) return;
+    if (!acc) return true;
     this.forgotten.add(acc);
     this.releaseIfUnused(acc);
+    return this.accounts.get(login) !== acc;
   }
 
   /** Out of every visit of ticks and the clock (a forgotten account waiting for its store). */

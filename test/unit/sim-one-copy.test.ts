@@ -39,7 +39,7 @@ function shards(n: number) {
       factory: (cr: ConstructorParameters<typeof SimBrokerConnection>[1]) => new SimBrokerConnection(sim, cr), stop: () => sim.stop(),
       letGo: (s: string, l: string) => {
         letGone.push(l);
-        sim.server(s)?.forget(l);
+        return sim.server(s)?.forget(l) ?? true;
       },
     };
     const host = createAccountHost({

@@ -12,6 +12,7 @@ import { AccountStore, type BindingRow } from '../../store/accounts.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import type { ActionAudit } from '../route.js';
 import type { NewAuditRow } from '../../store/audit.js';
+import { clearHeldCopy, noteHeldCopy } from './heldCopies.js';
 import { holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
 
 export const BrokerFields = {
@@ -43,11 +44,15 @@ function sealed(s: Services, b: BindInput): { row: BindingRow; bind: () => Promi
       seat_id: b.accountId, customer_id: b.customerId, platform: b.platform ?? 'P5', server: b.server, login: b.user,
       password_enc: passwordEnc, build: b.build ?? null, created_at: now, updated_at: now,
     },
-    bind: () => s.shards.call(b.accountId, 'account.bind', {
-      accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
-      ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
-      ...(b.audit ? { audit: b.audit } : {}),
-    }, { retryOnRestart: true }),
+    bind: async () => {
+      // Another shard still holding the login's simulated copy (a full disk kept it): not loaded twice (heldCopies.ts).
+      await clearHeldCopy(s, { server: b.server, login: b.user }, b.accountId);
+      return noteHeldCopy(s, b.accountId, await s.shards.call(b.accountId, 'account.bind', {
+        accountId: b.accountId, customerId: b.customerId, server: b.server, login: b.user, passwordEnc,
+        ...(b.platform ? { platform: b.platform } : {}), ...(b.build !== undefined ? { build: b.build } : {}),
+        ...(b.audit ? { audit: b.audit } : {}),
+      }, { retryOnRestart: true }));
+    },
   };
 }
 

@@ -13,6 +13,7 @@ import type { KeyRow } from '../../store/tenancy.js';
 import { qInt } from '../schemas.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { withAccountLogins } from './classicBinding.js';
+import { noteHeldCopy } from './heldCopies.js';
 import { CreatedKey, ownedSeat } from './provisioning.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -204,7 +205,8 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
           const stop = { unownedIsDone: true };
           if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
             await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
-            await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop);
+            // Its login's simulated copy kept by its shard (a full disk): no other shard loads it meanwhile.
+            noteHeldCopy(s, seat.id, await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop));
           }
           await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id }, stop);
           return { body: { id: seat.id, removed: true, revokedKeys: revoked } };

@@ -23,8 +23,9 @@ export interface BrokerSource {
   clearFaults?(server?: string, login?: string, id?: number): number;
   listFaults?(): Fault[];
   /** No account of this thread binds the login any more: the embedded simulator lets its copy go
-   *  (SimServer.forget), as the login's next account may run in another thread. */
-  letGo?(server: string, login: string): void;
+   *  (SimServer.forget), as the login's next account may run in another thread. False: its copy
+   *  stays here (its checkpoint could not be written: a full disk), to be let go later. */
+  letGo?(server: string, login: string): boolean;
   stop(): void;
 }
 
@@ -57,7 +58,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     injectFault: (spec, shared) => sim.faults.set(spec, shared).id,
     clearFaults: (server, login, id) => sim.faults.clear(id, server, login),
     listFaults: () => sim.faults.list(),
-    letGo: (server, login) => sim.server(server)?.forget(login),
+    letGo: (server, login) => sim.server(server)?.forget(login) ?? true,
     stop: () => sim.stop(),
   };
 }

@@ -38,6 +38,14 @@ export interface AccountStatus {
   generation: number;
 }
 
+/** A login whose simulated copy a shard could not let go (its checkpoint could not be written: a
+ *  full disk): it stays in that shard, inert, until written; no other shard may load the login
+ *  meanwhile (the main thread's HeldCopies, docs/simulator.md "one copy of a login"). */
+export interface HeldCopy {
+  server: string;
+  login: string;
+}
+
 /** Shard event (key: account id, data: OperatorPhase) on every change of an account's
  *  connection phase; the main thread counts accounts per phase for /metrics. */
 export const ACCOUNT_PHASE_EVENT = 'acct.phase';
@@ -69,14 +77,18 @@ export interface TradeReply {
 
 declare module '../protocol.js' {
   interface CommandMap {
-    'account.bind': { args: BindArgs; result: AccountStatus };
+    /** `heldCopy`: the login the account left (a re-bind to another login), whose copy stays in this shard. */
+    'account.bind': { args: BindArgs; result: AccountStatus & { heldCopy?: HeldCopy } };
     /** Tries a login and password at the broker on a connection of its own and binds nothing:
      *  BROKER_AUTH_FAILED when refused; `reached: false` when the broker cannot be reached now.
      *  `accountId` routes it (the account the login is bound to) and is the aad of `passwordEnc`. */
     'account.probe': { args: Pick<BindArgs, 'accountId' | 'server' | 'login' | 'passwordEnc' | 'platform'>; result: { reached: boolean } };
     'account.status': { args: { accountId: string }; result: AccountStatus };
     /** Stops the connection of an account whose seat was removed. */
-    'account.remove': { args: { accountId: string }; result: { stopped: boolean } };
+    'account.remove': { args: { accountId: string }; result: { stopped: boolean; heldCopy?: HeldCopy } };
+    /** Lets this shard's simulated copy of a login go now if no account of it binds the login (its
+     *  checkpoint written first). `held`: it stays (the disk is still full, or an account here binds it). */
+    'sim.release': { args: HeldCopy; result: { held: boolean } };
     'account.op': { args: { accountId: string; op: string; args: Record<string, unknown> }; result: unknown };
     /** `ledgerExpiresAt` (cluster mode, with `clientOrderId`): the order's idempotency record is the
      *  cluster ledger's, claimed and fenced in PostgreSQL before this call and expiring then; the shard

@@ -10,7 +10,7 @@ import { AuditStore } from '../../store/audit.js';
 import { writeTransaction } from '../../store/db.js';
 import { IdempotencyStore } from '../../store/idempotency.js';
 import { fullDiskOf } from '../../store/fullDisk.js';
-import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs } from './accountCommands.js';
+import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT, type AccountStatus, type BindArgs, type HeldCopy } from './accountCommands.js';
 import { AccountEntry, type EntryDeps } from './accountEntry.js';
 import { createBrokerSource, type BrokerSource } from './accountBroker.js';
 import { assertAvailable, runOp } from './accountOps.js';
@@ -208,21 +208,24 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     }
   };
   /** The embedded simulator's copy of a login no entry here binds goes (BrokerSource.letGo): the
-   *  login's next account may run in another shard, with its own simulator over the same store. */
-  const letGoUnbound = ({ server, login }: BrokerCredentials): void => {
+   *  login's next account may run in another shard, with its own simulator over the same store.
+   *  Returned: the login, when its copy could not go (a full disk): the main thread keeps other
+   *  shards from loading it until this one let it go (HeldCopies, sim.release). */
+  const letGoUnbound = ({ server, login }: HeldCopy): HeldCopy | undefined => {
     const letGo = source?.letGo;
-    if (!letGo) return;
+    if (!letGo) return undefined;
     // Bound to an account this shard runs: its copy stays. An indexed lookup, not a walk of the
     // entries (a shard may run 50,000; a bind's probe comes here).
     const bound = store.boundTo(server, login);
     const e = bound && entries.get(bound.seat_id);
-    if (e && e.credentials.server === server && e.credentials.login === login) return;
-    letGo(server, login);
+    if (e && e.credentials.server === server && e.credentials.login === login) return { server, login };
+    const gone = letGo(server, login);
     // The faults its accounts here set on it end with them (not the operator's, set in every shard):
     // kept, they came back only if the login's next account landed on this shard.
     const k = loginKey(server, login);
     for (const id of accountFaults.get(k) ?? []) simFaults().clearFaults(undefined, undefined, id);
     accountFaults.delete(k);
+    return gone ? undefined : { server, login };
   };
   /** The ids of the faults set through this shard's accounts (account.fault), by server and login. */
   const accountFaults = new Map<string, number[]>();
@@ -250,7 +253,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
     }
   };
 
-  const bind = async (a: BindArgs): Promise<AccountStatus> => {
+  const bind = async (a: BindArgs): Promise<AccountStatus & { heldCopy?: HeldCopy }> => {
     const password_enc = a.passwordEnc;
     const t = now();
     const prev = store.get(a.accountId);
@@ -287,16 +290,17 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       store.upsert(row);
       if (a.audit) audits.add(a.audit);
     });
+    let heldCopy: HeldCopy | undefined;
     if (existing) {
       const was = existing.credentials;
       await existing.replace({ credentials, build: row.build });
-      if (!sameLogin) letGoUnbound(was);
+      if (!sameLogin) heldCopy = letGoUnbound(was);
     } else {
       existing = startEntry(row);
     }
     await settle(existing, a.waitMs ?? ctx.settings.timing.bindWaitMs);
     if (existing.authFailed) throw brokerRefused();
-    return status(existing);
+    return heldCopy ? { ...status(existing), heldCopy } : status(existing);
   };
 
   return {
@@ -315,9 +319,10 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const e = entries.get(accountId);
         entries.delete(accountId);
         e?.stop();
-        if (e) letGoUnbound(e.credentials);
-        return { stopped: e !== undefined };
+        const heldCopy = e && letGoUnbound(e.credentials);
+        return heldCopy ? { stopped: e !== undefined, heldCopy } : { stopped: e !== undefined };
       },
+      'sim.release': (copy) => ({ held: letGoUnbound(copy) !== undefined }),
       'account.upgrade': async ({ accountId, build, audit }) => {
         const e = entryOf(accountId);
         const row = store.get(accountId)!;
