@@ -414,6 +414,36 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('a 1000-1279 px window (a small laptop, a tablet, half a wide screen): the nav on top, the seats and keys tables inside their panels', async () => {
+    // At 1100 px the seats table ran 47 px and the keys table 148 px past their panels beside the
+    // side nav: each row's buttons stacked five high and cut at the edge (Deta, Reconne, Dele), the
+    // keys' state and Revoke behind a sideways scroll nothing pointed at.
+    const page = await browser.page();
+    await signIn(page);
+    expect((await t.req('POST', '/ConnectEx', { headers: mgmt(mk), body: { user: '70101', password: 'pw', server: 'Sim-P5-Demo' } })).status).toBe(200);
+    const seat = await t.req('POST', '/v1/seats', { headers: mgmt(mk), body: { privateHosting: true, region: 'us-east' } });
+    await t.req('POST', `/v1/seats/${seat.body.id}/keys`, { headers: mgmt(mk), body: { label: 'browser', readOnly: true, accountScoped: true } });
+    for (const width of [1000, 1024, 1100, 1279]) {
+      await page.setViewportSize({ width, height: 800 });
+      for (const [route, table, last] of [['/seats', 'seats', 'delete-seat'], ['/keys', 'keys', 'revoke-key']] as const) {
+        await go(page, route);
+        await page.locator(`[data-testid=${last}]`).first().waitFor();
+        const panel = page.locator('.panel', { has: page.locator(`[data-testid=${table}]`) });
+        expect(await panel.evaluate((e) => e.scrollWidth - e.clientWidth), `${route} at ${width} px`).toBe(0);
+        const edge = (await panel.boundingBox())!;
+        for (const b of await page.locator(`[data-testid=${last}]`).all()) {
+          const box = (await b.boundingBox())!;
+          expect(box.x + box.width, `${route} at ${width} px`).toBeLessThanOrEqual(edge.x + edge.width);
+        }
+      }
+      expect(await page.evaluate('document.documentElement.scrollWidth - innerWidth'), `${width} px`).toBe(0);
+      // The nav sits above the page at its own height, as on a phone, leaving the tables the width.
+      expect((await page.locator('.side').boundingBox())!.height, `${width} px`).toBeLessThan(160);
+      await browser.shot(page, `16-keys-${width}px`);
+    }
+    await page.close();
+  });
+
   it('says on the overview when DATA_DIR is full and how many shards\' background writes wait (from /metrics), and not once it has room', async () => {
     const page = await browser.page();
     await signIn(page);
