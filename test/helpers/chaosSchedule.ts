@@ -76,3 +76,72 @@ const lasts = (f: Fault) => ('downMs' in f ? f.downMs : 'ms' in f ? f.ms : 0);
 export function scheduleMs(steps: readonly Step[]): number {
   return steps.reduce((ms, s) => ms + s.pauseMs + Math.max(lasts(s.fault), s.also ? (s.alsoAfterMs ?? 0) + lasts(s.also) : 0), 0);
 }
+
+// ---- The single node's schedules (test/chaos/single.chaos.ts): one gateway process, its shards ---
+
+/** The simulator faults a schedule sets on one of its logins (POST /v1/sim/faults, for `ms`): a
+ *  trade's reply lost after it executed, the same with the broker unable to say for a while, replies
+ *  held, the connection dropped. */
+export const SIM_FAULTS = ['timeoutAfterSend', 'unknownAfterSend', 'latency', 'drop'] as const;
+
+export type SingleFault =
+  /** SIGKILL the gateway, start it again on the same data dir `downMs` later. */
+  | { kind: 'kill'; downMs: number }
+  /** SIGKILL it `afterMoveMs` after a shard moved idempotency keys (idempotency_moved.through
+   *  changed: every second while orders come, so a delay near 1 s lands just before the next one). */
+  | { kind: 'killAtMove'; afterMoveMs: number; downMs: number }
+  /** SIGSTOP it for `ms`, then SIGCONT. */
+  | { kind: 'freeze'; ms: number }
+  /** SIGTERM it (graceful: it drains), start it again at once. */
+  | { kind: 'term' }
+  /** The seat of rebindable account `slot` removed (its clients stopped first), and its login bound
+   *  again by a new seat on another shard; clients trade on there. */
+  | { kind: 'rebind'; slot: number }
+  /** Simulator fault `fault` on the login of account `slot` for `ms`. */
+  | { kind: 'sim'; fault: (typeof SIM_FAULTS)[number]; slot: number; ms: number };
+
+export interface SingleStep { fault: SingleFault; also?: SingleFault; alsoAfterMs?: number; pauseMs: number }
+
+/** Faults on a gateway whose schedule has `slots` accounts, `rebindable` of which may be re-bound. */
+export function singleFaultArb(slots: number, rebindable: number): fc.Arbitrary<SingleFault> {
+  const downMs = fc.integer({ min: 0, max: 2_000 });
+  return fc.oneof(
+    fc.record({ kind: fc.constant('kill' as const), downMs }),
+    fc.record({ kind: fc.constant('killAtMove' as const), afterMoveMs: fc.integer({ min: 0, max: 1_100 }), downMs }),
+    fc.record({ kind: fc.constant('freeze' as const), ms: fc.integer({ min: 200, max: 4_000 }) }),
+    fc.constant({ kind: 'term' as const }),
+    fc.record({ kind: fc.constant('rebind' as const), slot: fc.integer({ min: 0, max: rebindable - 1 }) }),
+    fc.record({ kind: fc.constant('sim' as const), fault: fc.constantFrom(...SIM_FAULTS), slot: fc.integer({ min: 0, max: slots - 1 }), ms: fc.integer({ min: 300, max: 3_000 }) }),
+  );
+}
+
+const singleTarget = (f: SingleFault) => (f.kind === 'rebind' ? `seat ${f.slot}` : f.kind === 'sim' ? `sim ${f.slot}` : 'process');
+
+/** 2-5 steps with 0.2-3 s of traffic after each; about one in three two faults at once on different
+ *  targets (the process, a seat, a login's simulator faults). */
+export function singleScheduleArb(slots: number, rebindable: number): fc.Arbitrary<SingleStep[]> {
+  const pauseMs = fc.integer({ min: 200, max: 3_000 });
+  const fault = singleFaultArb(slots, rebindable);
+  const single = fc.record({ fault, pauseMs });
+  const pair = fc.record({ fault, also: fault, alsoAfterMs: fc.integer({ min: 0, max: 2_000 }), pauseMs })
+    .filter((s) => singleTarget(s.fault) !== singleTarget(s.also));
+  return fc.array(fc.oneof({ arbitrary: single, weight: 2 }, { arbitrary: pair, weight: 1 }), { minLength: 2, maxLength: 5 });
+}
+
+function describeSingleFault(f: SingleFault): string {
+  switch (f.kind) {
+    case 'kill': return `SIGKILL, restarted after ${f.downMs} ms`;
+    case 'killAtMove': return `SIGKILL ${f.afterMoveMs} ms after a key move, restarted after ${f.downMs} ms`;
+    case 'freeze': return `SIGSTOP for ${f.ms} ms`;
+    case 'term': return 'SIGTERM, restarted';
+    case 'rebind': return `seat of rebindable account ${f.slot} removed, its login bound on another shard`;
+    case 'sim': return `simulator ${f.fault} on account ${f.slot}'s login for ${f.ms} ms`;
+  }
+}
+
+/** One line per step of a single node's schedule. */
+export function describeSingleStep(s: SingleStep): string {
+  const first = describeSingleFault(s.fault);
+  const what = s.also ? `${first}, and ${s.alsoAfterMs ?? 0} ms later meanwhile: ${describeSingleFault(s.also)}` : first;
+  return `${what}; then ${s.pauseMs} ms of traffic`;
+}

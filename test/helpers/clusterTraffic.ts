@@ -2,7 +2,7 @@
 // Attempt for the order ledger), a client that retries the same clientOrderId on other nodes until it
 // gets an answer, and a stream of such clients running until told to stop: market orders only, or a
 // bot's mix (mixedBot: closes, pending orders placed, modified and deleted).
-import type { ClusterAccount, ClusterNode, ClusterProcs } from './clusterProcs.js';
+import type { ClusterAccount, ClusterNode } from './clusterProcs.js';
 import type { Attempt, TradeKind } from './orderLedger.js';
 
 export interface Answer extends Attempt {
@@ -66,14 +66,31 @@ export function orderVia(node: Pick<ClusterNode, 'id' | 'url'>, acct: ClusterAcc
   return tradeVia(node, acct, marketOrder(clientOrderId, operation), timeoutMs);
 }
 
+/** Where the clients send: a cluster's nodes (ClusterProcs), or one gateway process restarted on new
+ *  ports (test/chaos/single.chaos.ts): `running()` those that serve now, `nodes` every one. */
+export interface Targets {
+  readonly nodes: readonly Pick<ClusterNode, 'id' | 'url'>[];
+  running(): readonly Pick<ClusterNode, 'id' | 'url'>[];
+}
+
 /** Worth the same request again (on another node): no answer, or 503 (no owner yet, an engine down). */
 const retryable = (a: Answer) => a.status === 'refused' || a.status === 503;
+
+/** What a client that follows the answers' advice sends again besides (docs/accounts-and-trading.md,
+ *  the idempotency record's `recovering` row): a 500 `TERMINAL_ERROR` with `retry-after` (a reply lost
+ *  after sending: "send this request again with the same clientOrderId"), and a 409
+ *  `IDEMPOTENCY_UNCERTAIN` with `final: false` (the broker cannot be asked yet), after `retry-after`. */
+export function followsRetryAdvice(a: Answer): boolean {
+  if (retryable(a)) return true;
+  const body = a.body as { error?: unknown; final?: unknown } | null;
+  return a.retryAfter !== undefined && ((a.status === 500 && body?.error === 'TERMINAL_ERROR') || (a.status === 409 && body?.final === false));
+}
 
 /**
  * A client that sends one request until it has a final answer: it starts at node `start` and moves
  * to the next running node after each refused or 503 attempt. Every attempt goes to `log`.
  */
-export async function retryingTrade(cluster: ClusterProcs, acct: ClusterAccount, req: TradeRequest, log: Answer[], opts: { start?: number; giveUpMs?: number; pauseMs?: number } = {}): Promise<Answer> {
+export async function retryingTrade(cluster: Targets, acct: ClusterAccount, req: TradeRequest, log: Answer[], opts: { start?: number; giveUpMs?: number; pauseMs?: number; retry?: (a: Answer) => boolean } = {}): Promise<Answer> {
   const deadline = Date.now() + (opts.giveUpMs ?? 60_000);
   let i = opts.start ?? 0;
   for (;;) {
@@ -81,13 +98,13 @@ export async function retryingTrade(cluster: ClusterProcs, acct: ClusterAccount,
     const node = live[i++ % Math.max(1, live.length)] ?? cluster.nodes[0]!;
     const a = await tradeVia(node, acct, req);
     log.push(a);
-    if (!retryable(a) || Date.now() > deadline) return a;
-    await new Promise((r) => setTimeout(r, opts.pauseMs ?? 100));
+    if (!(opts.retry ?? retryable)(a) || Date.now() > deadline) return a;
+    await new Promise((r) => setTimeout(r, a.retryAfter && a.status !== 503 ? Number(a.retryAfter) * 1_000 : (opts.pauseMs ?? 100)));
   }
 }
 
 /** retryingTrade of a market order (marketOrder). */
-export function retryingOrder(cluster: ClusterProcs, acct: ClusterAccount, clientOrderId: string, log: Answer[], opts: { start?: number; giveUpMs?: number; pauseMs?: number } = {}): Promise<Answer> {
+export function retryingOrder(cluster: Targets, acct: ClusterAccount, clientOrderId: string, log: Answer[], opts: { start?: number; giveUpMs?: number; pauseMs?: number } = {}): Promise<Answer> {
   return retryingTrade(cluster, acct, marketOrder(clientOrderId), log, opts);
 }
 
@@ -175,7 +192,7 @@ export interface Traffic {
  *  `<tag>-<client>-<n>`) through the nodes in turn, retrying each until it has a final answer: market
  *  orders, or what `bot` (one per client) chooses. Paced (`pauseMs` between requests): a simulator
  *  account's margin holds about 250 of these buys. */
-export function startTraffic(cluster: ClusterProcs, acct: ClusterAccount, opts: { tag: string; clients?: number; pauseMs?: number; bot?: () => Bot }): Traffic {
+export function startTraffic(cluster: Targets, acct: ClusterAccount, opts: { tag: string; clients?: number; pauseMs?: number; bot?: () => Bot; retry?: (a: Answer) => boolean }): Traffic {
   const log: Answer[] = [];
   const finals: Answer[] = [];
   let running = true;
@@ -183,7 +200,7 @@ export function startTraffic(cluster: ClusterProcs, acct: ClusterAccount, opts: 
     const bot = (opts.bot ?? marketBot)();
     for (let n = 0; running; n++) {
       const req = bot.next(`${opts.tag}-${c}-${n}`);
-      const final = await retryingTrade(cluster, acct, req, log, { start: c + n });
+      const final = await retryingTrade(cluster, acct, req, log, { start: c + n, ...(opts.retry ? { retry: opts.retry } : {}) });
       bot.settled(req, final);
       finals.push(final);
       await new Promise((r) => setTimeout(r, opts.pauseMs ?? 250));

@@ -2,7 +2,7 @@
 // the cluster it has, sized against the lease, and described so a failure names what happened.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canOverlap, describeStep, scheduleArb, scheduleMs, type Step } from '../helpers/chaosSchedule.js';
+import { canOverlap, describeSingleStep, describeStep, scheduleArb, scheduleMs, singleScheduleArb, type SingleFault, type Step } from '../helpers/chaosSchedule.js';
 
 const LEASE_MS = 1_500;
 const IDS = ['c1-a', 'c1-b', 'c1-c'];
@@ -59,5 +59,40 @@ describe('chaos schedules', () => {
       'nats-server restarted, and 100 ms later meanwhile: SIGKILL c1-c, relaunched after 400 ms; then 300 ms of traffic',
     ]);
     expect(scheduleMs(steps)).toBe(500 + 900 + 300 + 2_000 + 200 + 1_000 + 700 + 250 + 300 + 500);
+  });
+});
+
+describe('single-node chaos schedules', () => {
+  const target = (f: SingleFault) => (f.kind === 'rebind' ? `seat ${f.slot}` : f.kind === 'sim' ? `sim ${f.slot}` : 'process');
+  it('name an existing account or rebindable one, keep the process down at most 2 s and frozen at most 4 s, overlap only different targets', () => {
+    fc.assert(fc.property(singleScheduleArb(4, 2), (steps) => {
+      expect(steps.length).toBeGreaterThanOrEqual(2);
+      expect(steps.length).toBeLessThanOrEqual(5);
+      for (const { fault, also } of steps) {
+        for (const f of also ? [fault, also] : [fault]) {
+          if (f.kind === 'rebind') expect(f.slot).toBeLessThan(2);
+          if (f.kind === 'sim') expect(f.slot).toBeLessThan(4);
+          if (f.kind === 'kill' || f.kind === 'killAtMove') expect(f.downMs).toBeLessThanOrEqual(2_000);
+          if (f.kind === 'freeze') expect(f.ms).toBeLessThanOrEqual(4_000);
+        }
+        if (also) expect(target(also)).not.toBe(target(fault));
+      }
+    }));
+  });
+
+  it('draw every kind of fault, and pairs', () => {
+    const drawn = fc.sample(singleScheduleArb(4, 2), { numRuns: 300, seed: 7 }).flat();
+    expect([...new Set(drawn.map((s) => s.fault.kind))].sort()).toEqual(['freeze', 'kill', 'killAtMove', 'rebind', 'sim', 'term']);
+    expect(drawn.some((s) => s.also)).toBe(true);
+  });
+
+  it('describe each step', () => {
+    expect([
+      { fault: { kind: 'killAtMove', afterMoveMs: 40, downMs: 300 }, pauseMs: 500 },
+      { fault: { kind: 'rebind', slot: 1 }, also: { kind: 'sim', fault: 'drop', slot: 0, ms: 900 }, alsoAfterMs: 100, pauseMs: 200 },
+    ].map((s) => describeSingleStep(s as Parameters<typeof describeSingleStep>[0]))).toEqual([
+      'SIGKILL 40 ms after a key move, restarted after 300 ms; then 500 ms of traffic',
+      "seat of rebindable account 1 removed, its login bound on another shard, and 100 ms later meanwhile: simulator drop on account 0's login for 900 ms; then 200 ms of traffic",
+    ]);
   });
 });
