@@ -22,12 +22,12 @@ export function brokerFailure(e: unknown, kind: BrokerCallKind = 'read'): ApiErr
     switch (err.code) {
       case 'BROKER_REQUEST': return apiError('BAD_REQUEST', err.message);
       case 'BROKER_NOT_SUPPORTED': return apiError('NOT_ON_THIS_TERMINAL', err.message);
-      case 'BROKER_DISCONNECTED': return apiError('NOT_CONNECTED', 'the account is not connected to its broker (reconnecting); retry shortly');
+      case 'BROKER_DISCONNECTED': return apiError('NOT_CONNECTED', 'the account is not connected to its broker (reconnecting); retry shortly', { headers: { 'retry-after': '1' } });
       case 'BROKER_TIMEOUT':
         if (kind === 'trade' && err.sent !== false) {
           return apiError('TERMINAL_ERROR', 'the broker did not answer in time; the order may have been executed: check OpenedOrders before sending it again', { cause: e });
         }
-        return apiError('SERVICE_UNAVAILABLE', `the broker did not answer in time: ${err.message}; retry shortly`);
+        return apiError('SERVICE_UNAVAILABLE', `the broker did not answer in time: ${err.message}; retry shortly`, { headers: { 'retry-after': '1' } });
       case 'BROKER_AUTH': return apiError('BROKER_AUTH_FAILED', 'the broker refused the login');
     }
   }

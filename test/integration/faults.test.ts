@@ -195,6 +195,34 @@ describe("an account's own faults: listed and cleared by its customer, not only 
   });
 });
 
+describe('an account whose broker connection drops', () => {
+  // `npm run chaos -- single` (seed 998552822, a drop on a login under trading bots): two orders
+  // answered 503 NOT_CONNECTED without retry-after, where every other 503 carries it (SPEC §7: 503
+  // is "not connected yet, or resuming", a client sends it again).
+  it('answers each 503 with retry-after: an order in flight when it drops, orders and reads while it is down', async () => {
+    const id = (await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'retry-after-1', password: 'pw', server: 'Sim-P5-Demo' } })).body.id as string;
+    const order = (n: string) => api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=ra-${n}`);
+    expect((await order('0')).status).toBe(200);
+    const h = { headers: mgmt(t.managementKey) };
+    // An order held at the simulator, then the connection dropped under it.
+    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { ...h, body: { kind: 'latency', latencyMs: 1_000 } })).status).toBe(201);
+    const inFlight = order('1');
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await t.req('POST', `/v1/accounts/${id}/faults`, { ...h, body: { kind: 'drop', durationMs: 60_000 } })).status).toBe(201);
+    const answers = [await inFlight];
+    let n = 2;
+    await until(async () => {
+      answers.push(await order(String(n++)), await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`), await api(`/OpenedOrders?id=${id}`));
+      return answers.filter((a) => a.status === 503).length >= 4;
+    }, 'answers while the connection is down');
+    expect((await t.req('DELETE', `/v1/accounts/${id}/faults`, h)).status).toBe(200);
+    expect(answers[0]!.status, answers[0]!.text).toBe(503);
+    const unavailable = answers.filter((a) => a.status === 503);
+    expect(unavailable.map((a) => ({ error: a.body.error, retryAfter: a.headers.get('retry-after') })))
+      .toStrictEqual(unavailable.map((a) => ({ error: a.body.error, retryAfter: '1' })));
+  });
+});
+
 describe('simulator fault routes in bridge mode', () => {
   it('answer 400 for every method: the faults live in the simulator process, an empty list would be wrong', async () => {
     // A standalone simulator takes its faults from its servers file; the gateway cannot list or clear them.

@@ -35,6 +35,12 @@ describe('brokerFailure', () => {
     expect(status(new Error('boom'))).toEqual([500, 'TERMINAL_ERROR']);
   });
 
+  it('every 503 says when to retry (retry-after: 1): a connection down, a read or an unsent trade that timed out', () => {
+    for (const e of [brokerFailure(new BrokerDisconnectedError()), brokerFailure(new BrokerDisconnectedError(), 'trade'), brokerFailure(new BrokerTimeoutError(true)), brokerFailure(new BrokerTimeoutError(false), 'trade')]) {
+      expect([e.status, e.headers?.['retry-after']]).toEqual([503, '1']);
+    }
+  });
+
   it('recognizes a broker error that lost its class crossing a thread (structured clone keeps code and sent)', () => {
     const cloned = structuredClone({ code: 'BROKER_TIMEOUT', message: 'no reply', sent: true });
     expect(status(cloned)).toEqual([503, 'SERVICE_UNAVAILABLE']);

@@ -229,7 +229,7 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
   private notConnected() {
     return apiError('NOT_CONNECTED', this.everConnected
       ? 'the account connection is resuming; retry shortly'
-      : 'the account is not connected to its broker yet; retry shortly');
+      : 'the account is not connected to its broker yet; retry shortly', { headers: { 'retry-after': '1' } });
   }
 
   private wakeWaiters(): void {

@@ -159,7 +159,7 @@ export const uncertainForNowError = (message: string) =>
 export const notAskedError = () => apiError('TERMINAL_ERROR', 'the order was sent and its reply lost, and the broker cannot be asked about it now: send this request again with the same clientOrderId (never a new one): it answers the order\'s result once the broker can be asked, 409 IDEMPOTENCY_UNCERTAIN (final: false) until then', {
   headers: { 'retry-after': '1' },
 });
-export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry');
+export const notSentError = () => apiError('NOT_CONNECTED', 'the order was not sent: the account connection dropped; retry', { headers: { 'retry-after': '1' } });
 export const lostError = () => apiError('TERMINAL_ERROR', 'the order was sent but its outcome is unknown (reply lost): check /OpenedOrders; retrying this clientOrderId answers 409');
 /** Cluster mode's lost reply: a retry (on whichever node owns the account then) asks the broker by
  *  the record's request id, so it replays the order's answer once the broker has it (docs/cluster.md). */
