@@ -56,9 +56,11 @@ let state: 'running' | 'stopped' | 'down' = 'down';
 const targets: Targets = { nodes: [node], running: () => (state === 'running' ? [node] : []) };
 /** The streams' way in: new connections go to the running process's port. */
 let proxy: TcpProxy | undefined;
-/** CHAOS_DEBUG: the processes' logs, ended ones first. */
+/** The logs of the processes this schedule ended (for its error lines, and CHAOS_DEBUG's files). */
 const ended: string[] = [];
 let debugDir: string | undefined;
+/** Where the running process's log of this schedule starts. */
+let logFrom = 0;
 
 afterAll(async () => {
   if (state === 'stopped') proc?.child.kill('SIGCONT');
@@ -67,8 +69,9 @@ afterAll(async () => {
 });
 
 async function launch(): Promise<void> {
-  if (proc && process.env.CHAOS_DEBUG) ended.push(proc.output());
+  if (proc) ended.push(proc.output().slice(logFrom));
   proc = startProcess({ GATEWAY_MANAGEMENT_KEY: MK, SHARDS: String(SHARDS), LOG_LEVEL: 'info' }, dataDir);
+  logFrom = 0;
   node.url = await proc.listening;
   node.port = Number(new URL(node.url).port);
   state = 'running';
@@ -275,10 +278,12 @@ describe('single-node chaos', () => {
           stopped = Date.now();
         }
         const histories = slots.map(historyOf);
+        // The gateway's error lines this schedule, each message once (a SIGKILL leaves none to write).
+        const logs = [...ended, proc!.output().slice(logFrom)];
+        const errorLines = logs.flatMap((o) => o.split('\n')).filter((l) => l.includes('"level":"error"'));
         if (process.env.CHAOS_DEBUG) {
           debugDir ??= mkdtempSync(join(tmpdir(), 'tagw-chaos-single-'));
           writeFileSync(join(debugDir, `schedule-${round}.log`), [...ended.map((o, i) => `--- process ${i + 1} (ended) ---\n${o}`), '--- running process ---', proc!.output()].join('\n'));
-          ended.length = 0;
           console.log(`gateway log: ${debugDir}/schedule-${round}.log`);
           for (const w of watched) console.log(`stream frames of ${w.acct.server} (account ${w.acct.id}): ${w.frames.join(' ')}`);
           for (const h of histories) console.log(h.log.map((x) => `${x.kind ?? 'open'}${x.target ? `#${x.target}` : ''} ${x.clientOrderId}:${x.status}${x.ticket ? `#${x.ticket}` : ''} ${new Date(x.sentAt).toISOString()}+${x.answeredAt - x.sentAt}`).join('\n'));
@@ -289,7 +294,12 @@ describe('single-node chaos', () => {
         checkLedgers(round, slots.map((s, i) => ({ what: `${s.server} ${s.login}`, history: histories[i]!, book: books[i]! })), HUNG_MS);
         const sum = summarize({ round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), histories, books, watched, started, stopped });
         addSummary(totals, sum);
-        console.log(JSON.stringify(sum));
+        ended.length = 0;
+        logFrom = proc!.output().length;
+        const errors = [...new Set(errorLines.map((l) => (JSON.parse(l) as { msg: string }).msg))];
+        console.log(JSON.stringify({ ...sum, errorLines: errorLines.length, errors }));
+        // Two records of one clientOrderId found by a key move (idempotencyKeys.ts): an id claimed twice.
+        expect(errorLines.filter((l) => l.includes('second record of one clientOrderId')), `schedule ${round}: ids recorded twice`).toStrictEqual([]);
       }), { numRuns: 1, seed, endOnFailure: true });
     }
     console.log(JSON.stringify({ chaos: 'single', minutes: MINUTES, shards: SHARDS, ...totals }));
