@@ -351,7 +351,7 @@ async function openEdge(
   const inflight = { count: 0, draining: false, refused: 0 };
   // The relay secret exists only when the pipelining listener runs (src/http/clientAddress.ts).
   const address = new ClientAddress(config.trustProxy, config.pipeliningPort === undefined ? undefined : ClientAddress.newRelaySecret());
-  const bindings = new AccountStore(db);
+  const bindings = AccountStore.of(db);
   // Cluster mode: one numbering per account for the cluster, its history in JetStream (docs/cluster.md).
   const shared = cluster && await (await import('./cluster/clusterStreamHistory.js')).ClusterStreamHistory.open({
     nc: cluster.natsConnection, limits: { maxEvents: config.streamHistoryMaxEvents, maxAgeMs: config.streamHistoryMaxAgeMs },

@@ -100,7 +100,7 @@ export function persistSecretKey(config: Config, key: Buffer): void {
  * (src/runtime/hosts/accounts.ts).
  */
 export function checkSealedPasswords(db: Db, key: Buffer, config: Config, log: Logger, cluster = false): void {
-  const store = new AccountStore(db);
+  const store = AccountStore.of(db);
   const box = new SecretBox(key);
   let after = '';
   let unreadable = 0;

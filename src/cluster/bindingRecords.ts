@@ -42,7 +42,7 @@ export class BindingRecords {
   private readonly rows = new Map<string, Array<NewAuditRow & { ref: string }>>();
   /** `refresh`: the node's SQLite is to take the account's binding from PostgreSQL again (TenancyMirror.refresh). */
   constructor(private readonly o: OwnerRecordsOptions, private readonly refresh: (accountId: string) => void = () => {}) {
-    this.store = new AccountStore(o.sqlite);
+    this.store = AccountStore.of(o.sqlite);
   }
 
   /** The owner's side of calls (wraps FencedShards): a bind's or upgrade's effect is in PostgreSQL

@@ -177,7 +177,7 @@ export class ClusterNode {
     const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, sqlite: this.o.sqlite, apply: (n) => this.onTenancyNotice(n) });
     // A symbol this node's sockets follow on another node's account also comes from an account of the
     // same server running here, if there is one (nearSources.ts).
-    const bindings = new AccountStore(this.o.sqlite);
+    const bindings = AccountStore.of(this.o.sqlite);
     const near = new NearSources({
       shards: set, serverOf: (id) => bindings.getLive(id)?.server, log: this.o.log,
       quiet: { nodeId, announce: quietAnnouncer(nats.link, this.o.log) },

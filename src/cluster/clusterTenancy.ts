@@ -144,7 +144,7 @@ export class ClusterTenancy implements TenancyWrites {
       const local = new TenancyStore(db);
       if (!local.seatById(row.id)) local.insertSeat(row);
       local.upsertSeatState(state);
-      if (binding) new AccountStore(db).upsert(binding);
+      if (binding) AccountStore.of(db).upsert(binding);
     });
   }
   removeSeat(id: string, customerId: string, now: number, audit?: AuditOf<string[] | undefined>): Promise<string[] | undefined> {
@@ -152,7 +152,7 @@ export class ClusterTenancy implements TenancyWrites {
   }
   createBinding(row: BindingRow): Promise<boolean> {
     return this.write((t) => t.upsertBinding(row), (written) => (written ? { nudge: true } : undefined), (written, db) => {
-      if (written) new AccountStore(db).upsert(row);
+      if (written) AccountStore.of(db).upsert(row);
     });
   }
   reserveLogin(accountId: string, server: string, login: string): Promise<boolean> {

@@ -76,7 +76,7 @@ export function sqliteTenancyWrites(db: Db, t: TenancyStore, audit: AuditStore):
       audit.add(row);
     },
     loginHolder: async (server, login, exceptSeatId) => {
-      const b = new AccountStore(db).boundTo(server, login);
+      const b = AccountStore.of(db).boundTo(server, login);
       return b && b.seat_id !== exceptSeatId ? b : undefined;
     },
   };

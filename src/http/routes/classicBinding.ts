@@ -75,7 +75,7 @@ export function bindBroker(s: Services, b: BindInput): Promise<AccountStatus> {
  */
 async function bindInCluster(s: Services, b: BindInput, row: BindingRow, bind: () => Promise<AccountStatus>): Promise<AccountStatus> {
   // PostgreSQL checks the login again: another node may have bound it at the same moment.
-  if (new AccountStore(s.db).get(b.accountId)) {
+  if (AccountStore.of(s.db).get(b.accountId)) {
     if (!(await s.tenancyWrites.reserveLogin(b.accountId, b.server, b.user))) await takenInCluster(s, b, b.accountId);
     try {
       return await bind();
@@ -188,7 +188,7 @@ function withLockKey<T>(s: Services, k: string, f: () => Promise<T>): Promise<T>
  * they are held.
  */
 export async function withAccountLogins<T>(s: Services, accountId: string, to: { server: string; login: string } | undefined, f: () => Promise<T>): Promise<T> {
-  const bindings = new AccountStore(s.db);
+  const bindings = AccountStore.of(s.db);
   const boundNow = () => {
     const b = bindings.get(accountId);
     return b ? loginKey(b.server, b.login) : undefined;
@@ -216,7 +216,7 @@ export function accountForLogin(
   auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
 ): Promise<LoginAccount> {
   return withLoginLock(s, b.server, b.user, async () => {
-    const bound = new AccountStore(s.db).boundTo(b.server, b.user);
+    const bound = AccountStore.of(s.db).boundTo(b.server, b.user);
     if (bound) return boundAccount(s, b, bound, auditOf);
     const id = randomUUID();
     const createSeat: CreateSeat<void> = async (binding) => {
@@ -277,7 +277,7 @@ export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus>
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when
  *  it is free or bound to it). */
 async function assertNotBoundElsewhere(s: Services, b: BindInput): Promise<void> {
-  const bound = new AccountStore(s.db).boundTo(b.server, b.user);
+  const bound = AccountStore.of(s.db).boundTo(b.server, b.user);
   if (bound !== undefined && bound.seat_id !== b.accountId) await inUse(s, b, bound);
 }
 

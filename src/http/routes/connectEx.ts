@@ -121,7 +121,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
       response: z.object({ upgraded: z.array(z.object({ id: z.string(), connection: z.string(), build: z.number(), generation: z.number() })) }),
       errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY'],
       handler: async ({ body, principal }) => {
-        const accounts = new AccountStore(s.db);
+        const accounts = AccountStore.of(s.db);
         const upgraded = [];
         for (const seat of s.tenancy.seatsOf(principal!.customerId)) {
           if (!accounts.get(seat.id)) continue; // a seat without a broker login has no connection to replace

@@ -102,7 +102,7 @@ export function faultRoutes(s: Services): AnyRoute[] {
         assertCanTrade(principal!);
         const r = await s.shards.call(row.id, 'account.faults.clear', { accountId: row.id, ...(query.faultId !== undefined ? { id: query.faultId } : {}) });
         // The operator's faults on its login among them: set in every shard, they end in every shard.
-        const b = new AccountStore(s.db).get(row.id);
+        const b = AccountStore.of(s.db).get(row.id);
         if (b) await kept.endOfLogin(b.server, b.login, s.shards.shardFor(row.id), query.faultId);
         return { body: r };
       },

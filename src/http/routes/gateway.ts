@@ -90,7 +90,7 @@ export const ConnectBody = z.object({ brokerAccountId: z.string().uuid() }).stri
 export const ConnectReply = z.object({ handle: z.string().describe('Opaque session handle; the same one while the session is live') }).meta({ id: 'ConnectReply' });
 
 export function gatewayRoutes(s: Services): AnyRoute[] {
-  const accounts = new AccountStore(s.db);
+  const accounts = AccountStore.of(s.db);
   const access = new AccountAccess(s);
   const dir = handleDirectory(s);
   return [

@@ -203,7 +203,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
           // Nor has an account whose owner's lease round, since the removal, released it (it exists no
           // more): that release stopped its actors, so no owner means nothing left to stop.
           const stop = { unownedIsDone: true };
-          if (!s.tenancyWrites.clustered || new AccountStore(s.db).get(seat.id)) {
+          if (!s.tenancyWrites.clustered || AccountStore.of(s.db).get(seat.id)) {
             await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
             // Its login's simulated copy kept by its shard (a full disk): no other shard loads it meanwhile.
             noteHeldCopy(s, seat.id, await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop));

@@ -55,7 +55,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
     if (counted?.changes !== changes) counted = { changes, perShard: countPerShard(s.tenancy.liveSeatIds()) };
     return counted.perShard;
   };
-  const bindings = new AccountStore(s.db);
+  const bindings = AccountStore.of(s.db);
   return [
     defineRoute({
       method: 'get', path: '/v1/status', family: 'provisioning', auth: 'management', tags: ['provisioning'],

@@ -29,7 +29,7 @@ export interface AccountHostOptions {
 }
 
 export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = {}): ActorHost {
-  const store = new AccountStore(ctx.db);
+  const store = AccountStore.of(ctx.db);
   const audits = new AuditStore(ctx.db);
   const desk = new TradeDesk(new IdempotencyStore(ctx.db, ctx.clock, { log: ctx.log }), ctx.log, ctx.clock, fullDiskOf(ctx));
   const hex = ctx.settings.secretKeyHex;
