@@ -500,6 +500,31 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('says the gateway does not answer when its polls hang (a frozen gateway), not live for ever', async () => {
+    // A gateway stopped by SIGSTOP (or an event loop stuck, or packets dropped) accepts connections and
+    // answers nothing: the polls' fetches never ended, nothing rendered again, and the page said
+    // "live" with a green dot for as long as it stayed frozen (seen for 9 s and counting).
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, '/seats');
+    const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
+    await updated.waitFor();
+    const lastGood = (await updated.textContent())!.match(/\d\d:\d\d:\d\d/)![0];
+    let hung = 0;
+    await page.route('**/v1/seats', () => { hung += 1; }); // neither answered nor refused
+    await expect.poll(async () => {
+      await nextPoll(page, 1_500);
+      return hung;
+    }, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    await page.clock.fastForward(10_000);
+    await page.locator('.err', { hasText: 'The gateway did not answer within 10 s' }).waitFor();
+    expect(await page.locator('[data-testid=updated]').textContent()).toMatch(new RegExp(`stale · ${lastGood} UTC`));
+    await page.unroute('**/v1/seats');
+    await nextPoll(page, 1_500);
+    await page.locator('[data-testid=updated]', { hasText: 'live' }).waitFor();
+    await page.close();
+  });
+
   it('pages back through an audit log longer than one page, its details in words', async () => {
     // Well past the newest page of 100 entries.
     for (let i = 0; i < 110; i += 1) await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: `audit-${i}` } });

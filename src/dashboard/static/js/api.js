@@ -51,17 +51,31 @@ export class ApiError extends Error {
   }
 }
 
-/** fetch, with "the gateway does not answer" in words: the browser's own ("Failed to fetch") tell an operator nothing. */
-async function reach(path, init) {
+/** How long a read (GET) may take, answer and body, before it fails: a gateway that accepts
+ *  connections and answers nothing (stopped by SIGSTOP, its event loop stuck, packets dropped) left
+ *  the polls waiting for ever, and the page said "live". Writes are not cut short (one may still act). */
+export const READ_TIMEOUT_MS = 10_000;
+
+/**
+ * fetch and the body's text, with "the gateway does not answer" in words: the browser's own ("Failed
+ * to fetch") tell an operator nothing. With `timeoutMs`, cut short after that long.
+ */
+async function reach(path, init, timeoutMs) {
+  const ctl = timeoutMs ? new AbortController() : undefined;
+  const timer = ctl ? setTimeout(() => ctl.abort(), timeoutMs) : undefined;
   try {
-    return await fetch(path, init);
+    const r = await fetch(path, ctl ? { ...init, signal: ctl.signal } : init);
+    return { r, text: await r.text() };
   } catch {
     // No "retrying" here: a sign-in or a key being created is not tried again (a poll says so itself).
+    if (ctl?.signal.aborted) throw new ApiError(0, 'TIMEOUT', `The gateway did not answer within ${timeoutMs / 1000} s (frozen, overloaded or the network is down).`);
     throw new ApiError(0, 'UNREACHABLE', 'The gateway does not answer (stopped, restarting or the network is down).');
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-async function call(method, path, { body, apiKey, mk } = {}) {
+async function call(method, path, { body, apiKey, mk, timeoutMs = method === 'GET' ? READ_TIMEOUT_MS : undefined } = {}) {
   const headers = {};
   if (apiKey) headers['x-api-key'] = apiKey;
   else {
@@ -73,8 +87,7 @@ async function call(method, path, { body, apiKey, mk } = {}) {
     headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const r = await reach(path, init);
-  const text = await r.text();
+  const { r, text } = await reach(path, init, timeoutMs);
   let data = text;
   if ((r.headers.get('content-type') || '').includes('json')) {
     try { data = JSON.parse(text); } catch { /* keep the text */ }
@@ -101,7 +114,7 @@ export const api = {
 
 /** /metrics as text (no key needed). */
 export async function metricsText() {
-  const r = await reach('/metrics', { cache: 'no-store', credentials: 'omit' });
+  const { r, text } = await reach('/metrics', { cache: 'no-store', credentials: 'omit' }, READ_TIMEOUT_MS);
   if (!r.ok) throw new ApiError(r.status, 'METRICS', `/metrics answered ${r.status}`);
-  return r.text();
+  return text;
 }

@@ -184,7 +184,8 @@ function LiveAccount({ id, title }) {
         const to = new Date();
         const from = new Date(to.getTime() - 3 * 3600_000);
         const q = new URLSearchParams({ handle, symbol: chartSymbol, timeFrame: '1', from: from.toISOString().slice(0, 19) + 'Z', to: to.toISOString().slice(0, 19) + 'Z' });
-        const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key });
+        // The gateway waits for the broker's history up to its timeoutSeconds (30 by default).
+        const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key, timeoutMs: 40_000 });
         if (stop) return;
         setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
         setError(null);
