@@ -69,6 +69,16 @@ async function go(page: Page, route: string): Promise<void> {
   await page.evaluate(`location.hash = ${JSON.stringify(route)}`);
 }
 
+/** A signed-in tab on the seats page, and the time its figures last arrived (`live · HH:MM:SS UTC`). */
+async function seatsLive(): Promise<{ page: Page; lastGood: string }> {
+  const page = await browser.page();
+  await signIn(page);
+  await go(page, '/seats');
+  const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
+  await updated.waitFor();
+  return { page, lastGood: (await updated.textContent())!.match(/\d\d:\d\d:\d\d/)![0] };
+}
+
 /** Status of an API call with an API key, from the test process (not the browser). */
 async function whoami(key: string): Promise<number> {
   return (await t.req('GET', '/v1/whoami', { headers: { 'x-api-key': key } })).status;
@@ -468,12 +478,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
   });
 
   it('says in words when the gateway stops answering or a proxy answers HTML, and how old the figures shown are', async () => {
-    const page = await browser.page();
-    await signIn(page);
-    await go(page, '/seats');
-    const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
-    await updated.waitFor();
-    const lastGood = (await updated.textContent())!.match(/\d\d:\d\d:\d\d/)![0];
+    const { page, lastGood } = await seatsLive();
     // The gateway gone: the browser says "Failed to fetch"; the console says what it means.
     let refused = 0;
     await page.route('**/v1/seats', (r) => { refused += 1; return r.abort('connectionrefused'); });
@@ -504,12 +509,7 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     // A gateway stopped by SIGSTOP (or an event loop stuck, or packets dropped) accepts connections and
     // answers nothing: the polls' fetches never ended, nothing rendered again, and the page said
     // "live" with a green dot for as long as it stayed frozen (seen for 9 s and counting).
-    const page = await browser.page();
-    await signIn(page);
-    await go(page, '/seats');
-    const updated = page.locator('[data-testid=updated]', { hasText: 'live' });
-    await updated.waitFor();
-    const lastGood = (await updated.textContent())!.match(/\d\d:\d\d:\d\d/)![0];
+    const { page, lastGood } = await seatsLive();
     let hung = 0;
     await page.route('**/v1/seats', () => { hung += 1; }); // neither answered nor refused
     await expect.poll(async () => {
