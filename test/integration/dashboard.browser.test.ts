@@ -477,6 +477,28 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('shows a P4 account live: its chart from QuoteHistory and the position it holds, not "No such account"', async () => {
+    // P4 has no PriceHistoryV2 (404 OPERATION_NOT_ON_PLATFORM), which the page took for "no such
+    // account"; and P4 streams no POSITIONS snapshot, so a position held before the page opened was
+    // not listed until it changed.
+    const bound = await t.req('POST', '/ConnectEx', { headers: mgmt(mk), body: { user: '40001', password: 'pw', server: 'Sim-P4-Demo' } });
+    expect(bound.status).toBe(200);
+    const id = bound.body.id as string;
+    const key = (await t.req('POST', '/v1/keys', { headers: mgmt(mk), body: { label: 'p4-bot' } })).body.key as string;
+    expect((await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01`, { headers: { 'x-api-key': key } })).status).toBe(200);
+    expect((await t.req('GET', `/OrderSend?id=${id}&symbol=BTCUSD&operation=BuyLimit&volume=0.01&price=1000`, { headers: { 'x-api-key': key } })).status).toBe(200);
+    const page = await browser.page();
+    await signIn(page);
+    await go(page, `/live/${id}`);
+    await page.locator('[data-testid=position-row]', { hasText: 'BTCUSD' }).waitFor({ timeout: 10_000 });
+    // and its pending order (P4 streams no ORDERS at all): from /OpenedOrders, as the positions
+    await page.locator('[data-testid=orders] tbody tr', { hasText: 'BuyLimit' }).waitFor();
+    await expect.poll(async () => Number(await page.locator('[data-testid=chart]').getAttribute('data-points')), { timeout: 10_000 }).toBeGreaterThan(100);
+    expect(await page.locator('[data-testid=live-gone]').count()).toBe(0);
+    await browser.shot(page, '17-live-p4');
+    await page.close();
+  });
+
   it('says in words when the gateway stops answering or a proxy answers HTML, and how old the figures shown are', async () => {
     const { page, lastGood } = await seatsLive();
     // The gateway gone: the browser says "Failed to fetch"; the console says what it means.

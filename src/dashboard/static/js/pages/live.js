@@ -72,24 +72,28 @@ function LiveAccount({ id, title }) {
   const [symbols, setSymbols] = useState([]);
   const [chartSymbol, setChartSymbol] = useState('BTCUSD');
   const [bars, setBars] = useState([]);
-  const [state, setState] = useState({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0 });
+  const [state, setState] = useState({ quotes: {}, positions: null, orders: null, trades: [], phase: null, socket: 'connecting', frames: 0 });
   const [error, setError] = useState(null);
   const [key, setKey] = useState(null);
   // 404: no such account (a bookmark of a deleted seat, a mistyped id): nothing to stream or retry.
   const [gone, setGone] = useState(false);
-  const live = useRef({ quotes: {}, positions: [], orders: [], trades: [], phase: null, socket: 'connecting', frames: 0, dirty: true });
+  // positions, orders: null until the stream sends a list (P4 sends none before a change, and no ORDERS
+  // at all): the page shows /OpenedOrders' until then.
+  const live = useRef({ quotes: {}, positions: null, orders: null, trades: [], phase: null, socket: 'connecting', frames: 0, dirty: true });
 
   const summary = usePoll(async () => {
     if (!key) return undefined;
     return api.get(`/AccountSummary?id=${encodeURIComponent(id)}`, { apiKey: key });
   }, 2000, [id, key]);
   // Positions' current price and profit as the broker has them now: the stream's POSITIONS list
-  // changes only when a position does, so its figures are those of the last change.
-  const marks = usePoll(async () => {
+  // changes only when a position does, so its figures are those of the last change. Also the
+  // positions and pending orders themselves until the stream lists them (P4: no snapshot, no ORDERS).
+  const opened = usePoll(async () => {
     if (!key) return undefined;
     const rows = await api.get(`/OpenedOrders?id=${encodeURIComponent(id)}`, { apiKey: key });
-    return Object.fromEntries((Array.isArray(rows) ? rows : []).filter((r) => r.kind === 'position').map((r) => [r.ticket, r]));
+    return Array.isArray(rows) ? rows : [];
   }, 2000, [id, key]);
+  const marks = useMemo(() => Object.fromEntries((opened.data ?? []).filter((r) => r.kind === 'position').map((r) => [r.ticket, r])), [opened.data]);
 
   // The key, the symbol list, then the socket (reopened after a drop).
   useEffect(() => {
@@ -125,7 +129,7 @@ function LiveAccount({ id, title }) {
         };
       } catch (err) {
         if (err.status === 401 && !refused && used) return open(used);
-        if (err.status === 404) return setGone(true);
+        if (err.code === 'NOT_FOUND') return setGone(true);
         setError(err);
         if (!closed) retry = setTimeout(() => open(null), 5000);
       }
@@ -185,11 +189,18 @@ function LiveAccount({ id, title }) {
         const from = new Date(to.getTime() - 3 * 3600_000);
         const q = new URLSearchParams({ handle, symbol: chartSymbol, timeFrame: '1', from: from.toISOString().slice(0, 19) + 'Z', to: to.toISOString().slice(0, 19) + 'Z' });
         // The gateway waits for the broker's history up to its timeoutSeconds (30 by default).
-        const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key, timeoutMs: 40_000 });
+        const rows = await api.get(`/v1/proxy/PriceHistoryV2?${q}`, { apiKey: key, timeoutMs: 40_000 }).catch(async (err) => {
+          if (err.code !== 'OPERATION_NOT_ON_PLATFORM') throw err;
+          // P4 has no PriceHistoryV2: QuoteHistory, the `count` bars back from `from` on the server's clock.
+          const { utcOffsetMinutes } = await api.get(`/ServerTimezone?id=${encodeURIComponent(id)}`, { apiKey: key });
+          const serverNow = new Date(Date.now() + utcOffsetMinutes * 60_000).toISOString().slice(0, 19);
+          const p4 = new URLSearchParams({ handle, symbol: chartSymbol, timeframe: 'M1', from: serverNow, count: '180' });
+          return api.get(`/v1/proxy/QuoteHistory?${p4}`, { apiKey: key, timeoutMs: 40_000 });
+        });
         if (stop) return;
         setBars((Array.isArray(rows) ? rows : []).map((r) => ({ t: r.timeSec, close: r.close, high: r.high, low: r.low })));
         setError(null);
-      } catch (err) { if (!stop) (err.status === 404 ? setGone(true) : setError(err)); }
+      } catch (err) { if (!stop) (err.code === 'NOT_FOUND' ? setGone(true) : setError(err)); }
     })();
     return () => { stop = true; };
   }, [id, chartSymbol]);
@@ -197,6 +208,9 @@ function LiveAccount({ id, title }) {
   const chartData = useMemo(() => [bars.map((b) => b.t), bars.map((b) => b.close), bars.map((b) => b.high), bars.map((b) => b.low)], [bars]);
   const acc = summary.data;
   const quotes = symbols.map((s) => state.quotes[s]).filter(Boolean);
+  const rows = opened.data ?? [];
+  const positions = state.positions ?? rows.filter((r) => r.kind === 'position');
+  const orders = state.orders ?? rows.filter((r) => r.kind === 'order').map((o) => ({ ...o, price: o.openPrice, timeSetupUtc: o.openTime }));
   if (gone) {
     return html`<${Top} title=${`${title} · ${short(id)}`} />
       <div class="panel" data-testid="live-gone"><h2>No such account</h2>
@@ -239,17 +253,17 @@ function LiveAccount({ id, title }) {
     </div>
     <div class="grid g2">
       <div class="panel">
-        <h2>Positions <span class="muted small">${state.positions.length}</span></h2>
+        <h2>Positions <span class="muted small">${positions.length}</span></h2>
         <table data-testid="positions"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">open</th><th class="num">current</th><th class="num">profit</th></tr></thead><tbody>
-          ${state.positions.length === 0 ? html`<tr><td colspan="7" class="empty">No open positions.</td></tr>` : null}
-          ${state.positions.map((s) => ({ ...s, ...pick(marks.data?.[s.ticket], ['currentPrice', 'profit']) })).map((p) => html`<tr key=${p.ticket} data-testid="position-row"><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num" data-testid="position-current">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
+          ${positions.length === 0 ? html`<tr><td colspan="7" class="empty">No open positions.</td></tr>` : null}
+          ${positions.map((s) => ({ ...s, ...pick(marks[s.ticket], ['currentPrice', 'profit']) })).map((p) => html`<tr key=${p.ticket} data-testid="position-row"><td class="mono">${p.ticket}</td><td>${p.symbol}</td><td>${p.type}</td><td class="num">${p.volume}</td><td class="num">${p.openPrice}</td><td class="num" data-testid="position-current">${p.currentPrice}</td><td class=${`num ${p.profit >= 0 ? 'up' : 'down'}`}>${Number(p.profit).toFixed(2)}</td></tr>`)}
         </tbody></table>
       </div>
       <div class="panel">
-        <h2>Pending orders <span class="muted small">${state.orders.length}</span></h2>
+        <h2>Pending orders <span class="muted small">${orders.length}</span></h2>
         <table data-testid="orders"><thead><tr><th>ticket</th><th>symbol</th><th>type</th><th class="num">volume</th><th class="num">price</th><th>placed (UTC)</th></tr></thead><tbody>
-          ${state.orders.length === 0 ? html`<tr><td colspan="6" class="empty">No pending orders.</td></tr>` : null}
-          ${state.orders.map((o) => html`<tr key=${o.ticket}><td class="mono">${o.ticket}</td><td>${o.symbol}</td><td>${o.type}</td><td class="num">${o.volume}</td><td class="num">${o.price}</td><td class="mono">${utc(o.timeSetupUtc)}</td></tr>`)}
+          ${orders.length === 0 ? html`<tr><td colspan="6" class="empty">No pending orders.</td></tr>` : null}
+          ${orders.map((o) => html`<tr key=${o.ticket}><td class="mono">${o.ticket}</td><td>${o.symbol}</td><td>${o.type}</td><td class="num">${o.volume}</td><td class="num">${o.price}</td><td class="mono">${utc(o.timeSetupUtc)}</td></tr>`)}
         </tbody></table>
       </div>
     </div>
