@@ -174,7 +174,7 @@ export class ClusterNode {
     }
     // A "no owner" announcement: the account's target takes it now, not at its next round.
     nudgeOnRelease(nats.owners, this.pg.keeper);
-    const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, sqlite: this.o.sqlite, apply: (n) => this.onTenancyNotice(n) });
+    const tenancy = new ClusterTenancy({ nodeId, pg: this.pg, link: nats.link, leaseMs: this.o.settings.leaseMs, log: this.o.log, sqlite: this.o.sqlite, clock: this.o.clock, apply: (n) => this.onTenancyNotice(n) });
     // A symbol this node's sockets follow on another node's account also comes from an account of the
     // same server running here, if there is one (nearSources.ts).
     const bindings = AccountStore.of(this.o.sqlite);

@@ -15,6 +15,7 @@
 // reached (at once, or when it is back, or at the node's next start after a crash).
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
+import type { Clock } from '../util/clock.js';
 import { AccountStore, type BindingRow } from '../store/accounts.js';
 import type { AuditOf, NewAuditRow } from '../store/audit.js';
 import { AuditQueueStore } from '../store/auditQueue.js';
@@ -53,6 +54,8 @@ export interface ClusterTenancyOptions {
   apply: (n: TenancyNotice) => void;
   /** How long a write waits for the other nodes' mirrors (default 2 s; then it answers anyway). */
   noticeWaitMs?: number;
+  /** When a notice's revocations are marked here while PostgreSQL is unreachable (the gateway's clock). */
+  clock: Clock;
 }
 
 export class ClusterTenancy implements TenancyWrites {
@@ -73,7 +76,16 @@ export class ClusterTenancy implements TenancyWrites {
           o.log.warn('malformed tenancy notice ignored');
         }
         void this.o.pg.mirror.sync()
-          .catch((e: unknown) => o.log.warn('tenancy mirror pass failed', { err: errorMessage(e) }))
+          .catch((e: unknown) => {
+            o.log.warn('tenancy mirror pass failed', { err: errorMessage(e) });
+            // PostgreSQL unreachable from here: a revoked key must not be read back live from this
+            // node's SQLite once the notice dropped it from the caches.
+            try {
+              this.o.pg.mirror.markGone(n, o.clock.now());
+            } catch (err) {
+              o.log.warn('revoked keys and removed seats of a tenancy notice not marked here', { err: errorMessage(err) });
+            }
+          })
           .then(() => {
             this.o.apply(n);
             if (n.nudge) this.nudge();

@@ -13,7 +13,7 @@
 // So a node that missed a write's notice on NATS (at most once: a cut link, a restarted
 // nats-server, a lost message) drops those caches at its next pass, every second, as it would
 // have at the notice (docs/cluster.md, "Tenancy across nodes").
-import type { Db } from '../store/db.js';
+import { writeTransaction, type Db } from '../store/db.js';
 import { LatestRuns } from '../util/latestRuns.js';
 import { withTransaction, type PgPool } from './pgPool.js';
 
@@ -91,6 +91,7 @@ export class TenancyMirror {
   private readonly absent;
   /** The rows as this node had them before a pass copies over them. */
   private readonly before;
+  private readonly gone;
 
   /** `onAbsent`: told how many keys and seats the first pass found only here (a restored PostgreSQL). */
   constructor(private readonly pool: PgPool, private readonly db: Db, private readonly onAbsent: (n: { keys: number; seats: number }) => void = () => {}) {
@@ -103,6 +104,10 @@ export class TenancyMirror {
       key: db.prepare<[string], KeyBefore>(`SELECT ${[...AUTH_COLUMNS, ...LIMIT_COLUMNS].join(', ')} FROM keys WHERE id = ?`),
       seatRemoved: db.prepare<[string], { removed_at: number | null }>('SELECT removed_at FROM seats WHERE id = ?'),
     };
+    this.gone = {
+      key: db.prepare<[number, string]>('UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+      seat: db.prepare<[number, string]>('UPDATE seats SET removed_at = ? WHERE id = ? AND removed_at IS NULL'),
+    };
   }
 
   /** Copies what changed since the last pass (everything at the first) into SQLite, in one SQLite
@@ -110,6 +115,19 @@ export class TenancyMirror {
    *  committed, so the caller gets the next pass, not that one. @returns the rows copied */
   sync(): Promise<number> {
     return this.passes.request('');
+  }
+
+  /**
+   * A notice whose pass failed (PostgreSQL unreachable from this node): the keys it revoked and the
+   * seats it removed are marked so here now, or the caches the notice drops would read them back
+   * live from this SQLite. The next pass that succeeds copies PostgreSQL's rows over them: their
+   * stamps are past the horizon, which a failed pass leaves where it was.
+   */
+  markGone(n: { keys?: readonly string[]; accounts?: readonly string[] }, now: number): void {
+    writeTransaction(this.db, () => {
+      for (const id of n.keys ?? []) this.gone.key.run(now, id);
+      for (const id of n.accounts ?? []) this.gone.seat.run(now, id);
+    });
   }
 
   /** Once the passes asked for by now have ended: before the pool they use is closed. */
@@ -153,7 +171,14 @@ export class TenancyMirror {
     });
     let copied = 0;
     const changes: MirrorChanges = { keys: [], limits: [], accounts: [] };
-    this.db.transaction(() => {
+    // Nothing to copy (most passes): no transaction, so no write lock taken every second.
+    if (!whole && rows.every((r) => r.length === 0)) {
+      this.from = next;
+      return 0;
+    }
+    // IMMEDIATE: a pass reads a key's or seat's row before it writes it; a deferred transaction would
+    // fail at once (SQLITE_BUSY) when a shard commits between that read and the first write.
+    writeTransaction(this.db, () => {
       for (const [i, { t, stmt }] of this.upserts.entries()) {
         for (const row of rows[i]!) {
           if (t.name === 'account_bindings' && this.runsHere(row.seat_id as string)) continue;
@@ -170,7 +195,7 @@ export class TenancyMirror {
         const n = { keys: this.absent.keys.run(now, ids('keys', 'id')).changes, seats: this.absent.seats.run(now, ids('seats', 'id')).changes };
         if (n.keys + n.seats > 0) this.onAbsent(n);
       }
-    })();
+    });
     this.from = next;
     if (changes.keys.length + changes.limits.length + changes.accounts.length > 0) this.changed(changes);
     return copied;

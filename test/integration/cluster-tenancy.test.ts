@@ -10,8 +10,9 @@ import { bootstrap } from '../../src/auth/bootstrap.js';
 import { hashSecret } from '../../src/auth/keys.js';
 import { AccountStore } from '../../src/store/accounts.js';
 import { AuditStore } from '../../src/store/audit.js';
-import { openDb, type Db } from '../../src/store/db.js';
+import { dbPath, openDb, type Db } from '../../src/store/db.js';
 import { TenancyStore } from '../../src/store/tenancy.js';
+import { otherWriter } from '../helpers/otherWriter.js';
 import { migratedDatabase, postgresForFile } from '../helpers/postgres.js';
 import { until } from '../helpers/until.js';
 
@@ -27,12 +28,12 @@ afterAll(() => {
 });
 
 /** A node's local SQLite (DATA_DIR) and its mirror. */
-function node(): { db: Db; mirror: TenancyMirror } {
+function node(): { db: Db; mirror: TenancyMirror; file: string } {
   const dir = mkdtempSync(join(tmpdir(), 'tagw-mirror-'));
   dirs.push(dir);
   const db = openDb(dir);
   dbs.push(db);
-  return { db, mirror: new TenancyMirror(server.pool, db) };
+  return { db, mirror: new TenancyMirror(server.pool, db), file: dbPath(dir) };
 }
 
 const T = 1_700_000_000_000;
@@ -220,5 +221,24 @@ describe('tenancy in PostgreSQL, mirrored into every node', () => {
     await n.mirror.sync();
     expect(told).toHaveLength(1);
     expect(new TenancyStore(n.db).keyById('k-used')!.last_used_at).toBe(T + 5);
+  });
+
+  it('a pass that reads a key\'s row before it writes it waits for a shard holding the SQLite write lock, then copies (deferred, it failed with SQLITE_BUSY once the shard committed: a 500 on the write that asked for it)', async () => {
+    const pg = new PgTenancy(server.pool);
+    const c = 'c-busy';
+    await pg.createCustomer(c, 'busy', T);
+    await pg.insertKey({ ...key('k-busy'), customer_id: c });
+    const n = node();
+    await n.mirror.sync();
+    const told: string[][] = [];
+    n.mirror.changed = (x) => told.push(x.keys);
+    expect(await pg.revokeKey('k-busy', c, T + 1)).toBe(true);
+    // A shard's write (any row) holding the lock while the pass reads PostgreSQL, committed while it waits.
+    const shard = otherWriter(n.file, 400, "UPDATE customers SET name = 'busy too' WHERE id = 'c-busy'");
+    await shard.locked;
+    await n.mirror.sync();
+    await shard.done;
+    expect(new TenancyStore(n.db).keyById('k-busy')!.revoked_at).toBe(T + 1);
+    expect(told).toEqual([['k-busy']]);
   });
 });

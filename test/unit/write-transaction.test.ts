@@ -3,42 +3,16 @@
 // it waits for the lock, and SQLite answers its write SQLITE_BUSY at once (seen as a 500 on
 // /ConnectEx in cluster mode, cluster-create-commit.test.ts, when a shard committed meanwhile).
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSqliteFile, configureWal, writeTransaction, type Db } from '../../src/store/db.js';
+import { otherWriter } from '../helpers/otherWriter.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-/** Another connection (a thread of its own) holds the write lock, then commits a row after `holdMs`. */
-function otherWriter(file: string, holdMs: number): { locked: Promise<void>; done: Promise<void> } {
-  const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
-  const shared = new Int32Array(new SharedArrayBuffer(4));
-  const w = new Worker(`
-    const { workerData } = require('node:worker_threads');
-    const db = new (require(${JSON.stringify(sqlite)}))(workerData.file);
-    db.pragma('busy_timeout = 5000');
-    db.exec('BEGIN IMMEDIATE');
-    db.prepare('INSERT INTO t (v) VALUES (?)').run('other');
-    Atomics.store(workerData.shared, 0, 1);
-    Atomics.notify(workerData.shared, 0);
-    Atomics.wait(workerData.shared, 0, 1, workerData.holdMs);
-    db.exec('COMMIT');
-    db.close();`, { eval: true, workerData: { file, shared, holdMs } });
-  const done = new Promise<void>((resolve, reject) => {
-    w.once('error', reject);
-    w.once('exit', () => resolve());
-  });
-  const locked = (async () => {
-    while (Atomics.load(shared, 0) !== 1) await new Promise((r) => setTimeout(r, 1));
-  })();
-  return { locked, done };
-}
 
 function setup(): { db: Db; file: string } {
   const d = mkdtempSync(join(tmpdir(), 'tagw-write-tx-'));
