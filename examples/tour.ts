@@ -5,10 +5,10 @@
 // Reads the management key from GATEWAY_MANAGEMENT_KEY or DATA_DIR/bootstrap.json (./data by default);
 // PORT and DATA_DIR as the gateway reads them.
 // In your own project: import { TagwClient } from 'tagw/client'.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import WebSocket from 'ws';
-import { TagwClient } from '../src/client/index.js';
+import { TagwClient, TagwError } from '../src/client/index.js';
 
 export async function tour(baseUrl: string, managementKey: string, say: (line: string) => void): Promise<{ key: string; accountId: string }> {
   const admin = new TagwClient({ baseUrl, managementKey });
@@ -41,7 +41,13 @@ export async function tour(baseUrl: string, managementKey: string, say: (line: s
 
 if (process.argv[1] && import.meta.url === new URL(process.argv[1], 'file://').href) {
   const baseUrl = process.env.TAGW_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`;
-  const mk = process.env.GATEWAY_MANAGEMENT_KEY ?? (JSON.parse(readFileSync(join(process.env.DATA_DIR ?? 'data', 'bootstrap.json'), 'utf8')) as { managementKey: string }).managementKey;
-  const { key, accountId } = await tour(baseUrl, mk, (l) => console.error(l));
+  const file = resolve(process.env.DATA_DIR ?? 'data', 'bootstrap.json');
+  const mk = process.env.GATEWAY_MANAGEMENT_KEY ?? (existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { managementKey: string }).managementKey : undefined);
+  const fail = (why: string): never => { console.error(`tour: ${why}`); process.exit(1); };   // one line, not a stack
+  if (!mk) fail(`no management key: ${file} not found (export DATA_DIR as the gateway's, or GATEWAY_MANAGEMENT_KEY)`);
+  const { key, accountId } = await tour(baseUrl, mk!, (l) => console.error(l)).catch((e: unknown) => {
+    if (!(e instanceof TagwError)) throw e;
+    return fail(e.code === 'NETWORK_ERROR' ? `no gateway answers at ${baseUrl} (NETWORK_ERROR): start it with npm start, and export PORT (and DATA_DIR) as you started it` : `${e.status} ${e.code}: ${e.message}`);
+  });
   console.log(`export TAGW_URL=${baseUrl} TAGW_KEY=${key} TAGW_ACCOUNT=${accountId}`);
 }

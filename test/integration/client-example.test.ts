@@ -11,6 +11,7 @@ import { tour } from '../../examples/tour.js';
 import { TagwClient } from '../../src/client/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/process.js';
+import { freePort } from '../helpers/engines.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { until } from '../helpers/until.js';
 import WebSocket from 'ws';
@@ -38,6 +39,32 @@ describe('examples/tour.ts', () => {
     expect(tourKeys.find((k) => k.revoked)?.replacedBy).toBe(tourKeys.find((k) => !k.revoked)?.id);
     const old = await new TagwClient({ baseUrl: g.url, apiKey: key }).account(accountId).AccountSummary().catch((e: unknown) => e);
     expect(old).toMatchObject({ status: 401 });
+  });
+
+  it('says in one line what is wrong when no gateway answers or no management key is found, not a stack trace', async () => {
+    // A newcomer's likeliest first mistake: the tour run before `npm start` is up, or with the gateway
+    // on another PORT or DATA_DIR. It printed a TagwError's stack ('GET /v1/keys: fetch failed') or
+    // node's ENOENT from readFileSync, and the README's eval did nothing.
+    const run = async (env: Record<string, string>) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'examples', 'tour.ts')], {
+        cwd: ROOT, env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      return { code: await new Promise<number | null>((r) => child.on('exit', r)), out, err };
+    };
+    const closed = await freePort(); // nothing listens there
+    const [noGateway, noKey] = await Promise.all([
+      run({ PORT: String(closed), GATEWAY_MANAGEMENT_KEY: g.managementKey }),
+      run({ PORT: new URL(g.url).port, DATA_DIR: join(ROOT, '.tmp', `no-such-data-${process.pid}`) }),
+    ]);
+    expect(noGateway.code).toBe(1);
+    expect(noGateway.out).toBe('');
+    expect(noGateway.err).toBe(`tour: no gateway answers at http://127.0.0.1:${closed} (NETWORK_ERROR): start it with npm start, and export PORT (and DATA_DIR) as you started it\n`);
+    expect(noKey.code).toBe(1);
+    expect(noKey.err).toBe(`tour: no management key: ${join(ROOT, '.tmp', `no-such-data-${process.pid}`, 'bootstrap.json')} not found (export DATA_DIR as the gateway's, or GATEWAY_MANAGEMENT_KEY)\n`);
   });
 
   it("run as the README says, on a gateway started with DATA_DIR elsewhere: reads that DATA_DIR's bootstrap.json, as it reads PORT", async () => {
