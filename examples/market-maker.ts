@@ -162,17 +162,19 @@ export async function runMarketMaker(o: MarketMakerOptions, stopSignal?: AbortSi
 
 // Run from the command line.
 if (process.argv[1] && import.meta.url === new URL(process.argv[1], 'file://').href) {
-  const env = (k: string, d?: string) => {
-    const v = process.env[k] ?? d;
-    if (v === undefined) throw new Error(`set ${k} (see the comment at the top of examples/market-maker.ts)`);
-    return v;
-  };
+  const fail = (why: string): never => { console.error(`market-maker: ${why}`); process.exit(1); };   // one line, not a stack
+  const env = (k: string, d?: string) => process.env[k] ?? d
+    ?? fail(`set ${k} (and TAGW_ACCOUNT): eval "$(node --import tsx examples/tour.ts)" sets both, or see the comment at the top of examples/market-maker.ts`);
   const ctrl = new AbortController();
   process.once('SIGINT', () => ctrl.abort());
+  const baseUrl = env('TAGW_URL', 'http://127.0.0.1:8080');
   const summary = await runMarketMaker({
-    baseUrl: env('TAGW_URL', 'http://127.0.0.1:8080'), apiKey: env('TAGW_KEY'), accountId: env('TAGW_ACCOUNT'),
+    baseUrl, apiKey: env('TAGW_KEY'), accountId: env('TAGW_ACCOUNT'),
     symbol: env('SYMBOL', 'BTCUSD'), lots: Number(env('LOTS', '0.01')), maxPosition: Number(env('MAX_POSITION', '0.05')),
     runMs: Number(env('RUN_SECONDS', '20')) * 1000,
-  }, ctrl.signal);
+  }, ctrl.signal).catch((e: unknown) => {
+    if (!(e instanceof TagwError)) throw e;
+    return fail(e.code === 'NETWORK_ERROR' ? `no gateway answers at ${baseUrl} (NETWORK_ERROR): is it running, and is TAGW_URL its address?` : `${e.status} ${e.code}: ${e.message}`);
+  });
   console.log(JSON.stringify({ msg: 'done', ...summary }));
 }

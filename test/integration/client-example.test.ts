@@ -24,6 +24,18 @@ afterAll(async () => {
   await g?.stop();
 });
 
+/** Runs `file` as the README runs an example (`node --import tsx`, from the repository), with only `env` set. */
+async function runTs(file: string, env: Record<string, string>): Promise<{ code: number | null; out: string; err: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    cwd: ROOT, env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  return { code: await new Promise<number | null>((r) => child.on('exit', r)), out, err };
+}
+
 describe('examples/tour.ts', () => {
   it('the README tour: key, account, reads, an order, stream frames, a gateway session', async () => {
     const lines: string[] = [];
@@ -45,16 +57,7 @@ describe('examples/tour.ts', () => {
     // A newcomer's likeliest first mistake: the tour run before `npm start` is up, or with the gateway
     // on another PORT or DATA_DIR. It printed a TagwError's stack ('GET /v1/keys: fetch failed') or
     // node's ENOENT from readFileSync, and the README's eval did nothing.
-    const run = async (env: Record<string, string>) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'examples', 'tour.ts')], {
-        cwd: ROOT, env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      return { code: await new Promise<number | null>((r) => child.on('exit', r)), out, err };
-    };
+    const run = (env: Record<string, string>) => runTs(join(ROOT, 'examples', 'tour.ts'), env);
     const closed = await freePort(); // nothing listens there
     const [noGateway, noKey] = await Promise.all([
       run({ PORT: String(closed), GATEWAY_MANAGEMENT_KEY: g.managementKey }),
@@ -74,14 +77,7 @@ describe('examples/tour.ts', () => {
     mkdirSync(dataDir, { recursive: true });
     try {
       writeFileSync(join(dataDir, 'bootstrap.json'), JSON.stringify({ managementKey: g.managementKey }));
-      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'examples', 'tour.ts')], {
-        cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: new URL(g.url).port, DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      const code = await new Promise<number | null>((r) => child.on('exit', r));
+      const { code, out, err } = await runTs(join(ROOT, 'examples', 'tour.ts'), { PORT: new URL(g.url).port, DATA_DIR: dataDir });
       expect(code, err).toBe(0);
       expect(out).toMatch(/^export TAGW_URL=http:\/\/127\.0\.0\.1:\d+ TAGW_KEY=tagw_\S+ TAGW_ACCOUNT=\S+\n$/);
     } finally {
@@ -102,15 +98,9 @@ describe("docs/client.md's example", () => {
       writeFileSync(file, block.replace("from 'tagw/client'", `from '${join(ROOT, 'src', 'client', 'index.js')}'`));
       const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'doc' })).key;
       const id = (await new TagwClient({ baseUrl: g.url, apiKey: key }).connectEx({ user: 'doc-example', password: 'pw', server: 'Sim-P5-Demo' })).id;
-      const child = spawn(process.execPath, ['--import', 'tsx', file], {
-        cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, TAGW_URL: g.url, TAGW_KEY: key, TAGW_ACCOUNT: id }, stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-      const code = await new Promise<number | null>((r) => child.on('exit', r));
-      expect(code, out).toBe(0);
-      expect(out).toMatch(/^balance 10000\norder \d+ filled\ndeal \d+ 0\.01 [\d.]+\n$/);
+      const r = await runTs(file, { TAGW_URL: g.url, TAGW_KEY: key, TAGW_ACCOUNT: id });
+      expect(r.code, r.out + r.err).toBe(0);
+      expect(r.out + r.err).toMatch(/^balance 10000\norder \d+ filled\ndeal \d+ 0\.01 [\d.]+\n$/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -118,6 +108,21 @@ describe("docs/client.md's example", () => {
 });
 
 describe('examples/market-maker.ts', () => {
+  it('run with no key set, or no gateway at its address: one line saying what to do, not a stack trace', async () => {
+    // Run before the tour's eval (no TAGW_KEY), it threw 'set TAGW_KEY' with a stack; at a port where
+    // nothing listens, a TagwError's stack ('GET /SymbolParams: fetch failed').
+    const mm = join(ROOT, 'examples', 'market-maker.ts');
+    const closed = await freePort();
+    const [noKey, noGateway] = await Promise.all([
+      runTs(mm, {}),
+      runTs(mm, { TAGW_URL: `http://127.0.0.1:${closed}`, TAGW_KEY: 'tagw_k_0123456789abcdef_x', TAGW_ACCOUNT: '00000000-0000-0000-0000-000000000000' }),
+    ]);
+    expect([noKey.code, noKey.out]).toEqual([1, '']);
+    expect(noKey.err).toBe('market-maker: set TAGW_KEY (and TAGW_ACCOUNT): eval "$(node --import tsx examples/tour.ts)" sets both, or see the comment at the top of examples/market-maker.ts\n');
+    expect([noGateway.code, noGateway.out]).toEqual([1, '']);
+    expect(noGateway.err).toBe(`market-maker: no gateway answers at http://127.0.0.1:${closed} (NETWORK_ERROR): is it running, and is TAGW_URL its address?\n`);
+  });
+
   it('quotes both sides through the SDK and cancels its orders when it stops', async () => {
     const key = (await new TagwClient({ baseUrl: g.url, managementKey: g.managementKey }).keys.create({ label: 'mm' })).key;
     const client = new TagwClient({ baseUrl: g.url, apiKey: key });
