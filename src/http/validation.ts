@@ -8,8 +8,11 @@ import type { RequestInfo } from './request.js';
 export function formatZodError(where: string, err: z.ZodError): string {
   return err.issues
     .map((i) => {
-      const field = i.path.length ? i.path.join('.') : where;
-      return `${where === 'body' ? 'body field' : 'parameter'} '${field}': ${i.message}`;
+      if (where === 'body') return `body field '${i.path.length ? i.path.join('.') : where}': ${i.message}`;
+      // A query parameter as the client wrote it; a list's (`impact=High,Extreme`) bad item by its
+      // place, not as the schema's path ('impact.1').
+      const [name, item] = i.path;
+      return `parameter '${name === undefined ? where : String(name)}'${typeof item === 'number' ? ` (value ${item + 1})` : ''}: ${i.message}`;
     })
     .join('; ');
 }

@@ -286,6 +286,10 @@ describe('GET /news over HTTP', () => {
     const r = await t.req('GET', '/news?impact=Extreme', { headers: { 'x-api-key': key } });
     expect(r.status).toBe(400);
     expect(r.body.error).toBe('BAD_REQUEST');
+    // The parameter as the client wrote it, with the bad value's place in its list: not 'impact.0'.
+    expect(r.body.message).toMatch(/^parameter 'impact' \(value 1\): /);
+    const second = await t.req('GET', '/news?impact=High,Extreme', { headers: { 'x-api-key': key } });
+    expect(second.body.message).toMatch(/^parameter 'impact' \(value 2\): /);
     expect((await t.req('GET', '/news?country=U$D', { headers: { 'x-api-key': key } })).status).toBe(400);
   });
 
