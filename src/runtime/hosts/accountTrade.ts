@@ -76,7 +76,7 @@ export class TradeDesk extends TradeRecords {
           lease.release();
         }
       } catch (err) {
-        this.log.warn('cannot ask the broker about an order sent before a restart', { err });
+        this.log.warn('cannot ask the broker about an order whose outcome is unknown (sent before a restart, or its reply lost)', { err });
         throw uncertainForNowError('the outcome of an earlier request with this clientOrderId is not known yet (it was at the broker when the gateway restarted or its reply was lost, and the broker cannot be asked now): retry this request shortly');
       }
       if (rec.actor.getSnapshot().matches('recovering')) rec.actor.send(recoveredOutcome(found, inProcess));
