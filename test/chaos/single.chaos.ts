@@ -28,7 +28,7 @@ import { SqliteSimStore } from '../../src/store/simStore.js';
 import { addSummary, checkLedgers, checkStreams, newTotals, summarize, watchStream, type History } from '../helpers/chaosCheck.js';
 import { describeSingleStep, singleScheduleArb, type SingleFault, type SingleStep } from '../helpers/chaosSchedule.js';
 import type { ClusterAccount, SimServer } from '../helpers/clusterProcs.js';
-import { followsRetryAdvice, mixedBot, startTraffic, tally, type Targets, type Traffic } from '../helpers/clusterTraffic.js';
+import { followsRetryAdvice, mixedBot, startTraffic, tally, type Answer, type Targets, type Traffic } from '../helpers/clusterTraffic.js';
 import type { BrokerBook } from '../helpers/orderLedger.js';
 import { cleanupProcesses, startProcess, tempDir, type GatewayProcess } from '../helpers/process.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
@@ -87,6 +87,9 @@ async function kill(): Promise<void> {
   await proc!.exited;
 }
 
+/** Kills timed on a key move this schedule: those that saw one, and those that waited 5 s for none. */
+const killsAtMove = { afterMove: 0, noMove: 0 };
+
 /** SIGKILL `afterMoveMs` after idempotency_moved.through next changes (5 s at most: then at once). */
 async function killAtMove(afterMoveMs: number): Promise<void> {
   const db = new Database(join(dataDir, 'tagw.sqlite'), { readonly: true, fileMustExist: true });
@@ -95,6 +98,7 @@ async function killAtMove(afterMoveMs: number): Promise<void> {
     const first = through.get();
     const deadline = Date.now() + 5_000;
     while (through.get() === first && Date.now() < deadline) await sleep(2);
+    killsAtMove[through.get() === first ? 'noMove' : 'afterMove']++;
   } finally {
     db.close();
   }
@@ -154,8 +158,9 @@ async function bindSeat(server: SimServer, login: string, notOn?: string): Promi
   }
 }
 
-/** An account's slot in a schedule: its login, the seats that held it, and every client's requests. */
-interface Slot { server: SimServer; login: string; acct: ClusterAccount; traffic: Traffic; past: Traffic[]; gen: number; tag: string }
+/** An account's slot in a schedule: its login, the seats that held it, and every client's requests
+ *  (`removedUnder`: the final answers of clients whose seat was removed while they traded). */
+interface Slot { server: SimServer; login: string; acct: ClusterAccount; traffic: Traffic; past: Traffic[]; gen: number; tag: string; removedUnder: Set<Answer> }
 
 function startSlotTraffic(slot: Slot): Traffic {
   return startTraffic(targets, slot.acct, { tag: `${slot.tag}-g${slot.gen}`, clients: 2, pauseMs: 400, bot: mixedBot, retry: followsRetryAdvice });
@@ -190,10 +195,15 @@ async function carryOut(f: SingleFault, slots: Slot[]): Promise<void> {
     case 'rebind': {
       // As an operator would: the clients of the seat stop, the seat goes, a new one takes its login.
       const slot = slots[REBINDABLE[f.slot]!]!;
-      await slot.traffic.stop();
+      if (!f.live) await slot.traffic.stop();
       // A removal whose answer the process took with it when killed may have been done: 404 then.
       const r = await manage('DELETE', `/v1/seats/${slot.acct.id}`);
       expect(r.status === 200 || (r.status === 404 && r.unanswered), `DELETE /v1/seats: ${r.status} ${JSON.stringify(r.body)}`).toBe(true);
+      if (f.live) {
+        // Its clients' requests from here on, and those in flight, may find the seat gone: 404.
+        await slot.traffic.stop();
+        for (const a of slot.traffic.finals) if (a.status === 404) slot.removedUnder.add(a);
+      }
       const old = slot.acct.id;
       slot.acct = await bindSeat(slot.server, slot.login, old);
       slot.past.push(slot.traffic);
@@ -257,7 +267,7 @@ describe('single-node chaos', () => {
         const slots: Slot[] = [];
         for (const [i, server] of SERVERS.entries()) {
           const login = `s${firstSeed}-r${round}-${i}`;
-          slots.push({ server, login, acct: await bindSeat(server, login), past: [], gen: 0, tag: `r${round}-${i}` } as unknown as Slot);
+          slots.push({ server, login, acct: await bindSeat(server, login), past: [], gen: 0, tag: `r${round}-${i}`, removedUnder: new Set() } as unknown as Slot);
         }
         // The streams first: every order's TRADE is owed to them.
         const watched = await Promise.all(WATCHED.map((i) => watchStream(slots[i]!.acct, proxy!.url)));
@@ -295,13 +305,20 @@ describe('single-node chaos', () => {
         // Nothing changes the books once the clients stopped (no stops, no fills).
         const books = await readBooks(slots);
         await checkStreams(round, WATCHED.map((i, k) => ({ w: watched[k]!, history: histories[i]!, book: books[i]! })), recovered);
-        checkLedgers(round, slots.map((s, i) => ({ what: `${s.server} ${s.login}`, history: histories[i]!, book: books[i]! })), HUNG_MS);
+        checkLedgers(round, slots.map((s, i) => ({
+          what: `${s.server} ${s.login}`, history: histories[i]!, book: books[i]!,
+          alsoFinal: (a) => s.removedUnder.has(a) && (a.body as { error?: unknown } | null)?.error === 'NOT_FOUND',
+        })), HUNG_MS);
         const sum = summarize({ round, seed, faults: steps.reduce((n, s) => n + (s.also ? 2 : 1), 0), histories, books, watched, started, stopped });
         addSummary(totals, sum);
         ended.length = 0;
         logFrom = proc!.output().length;
-        const errors = [...new Set(errorLines.map((l) => (JSON.parse(l) as { msg: string }).msg))];
-        console.log(JSON.stringify({ ...sum, errorLines: errorLines.length, errors }));
+        const errors = [...new Set(errorLines.map((l) => {
+          const e = JSON.parse(l) as { msg: string; code?: string; route?: string };
+          return [e.msg, e.code, e.route].filter(Boolean).join(' ');
+        }))];
+        console.log(JSON.stringify({ ...sum, killsAtMove, errorLines: errorLines.length, errors }));
+        killsAtMove.afterMove = killsAtMove.noMove = 0;
         // Two records of one clientOrderId found by a key move (idempotencyKeys.ts): an id claimed twice.
         expect(errorLines.filter((l) => l.includes('second record of one clientOrderId')), `schedule ${round}: ids recorded twice`).toStrictEqual([]);
       }), { numRuns: 1, seed, endOnFailure: true });

@@ -132,7 +132,9 @@ const show = (states: ReadonlySet<string | number>) => [...states].map((x) => (t
 /**
  * Every finding over a bot's whole history against the broker's book, one line each ([] when clean):
  * - market orders (kind 'open'), pending placements ('place') and closes ('close'): each id at most
- *   once at the broker, every 200 there under its ticket, nothing there no client sent (checkLedger);
+ *   once at the broker, every 200 there under its ticket, nothing there no client sent (checkLedger),
+ *   and none there whose final answer said it was not done (a 4xx other than 409: a removed seat's
+ *   404, a refusal);
  * - a position closed at most once (one 'out' deal), and a 200 close closed the position it named;
  * - each position the clients opened (200) is open at the broker unless a close of it was answered
  *   200 (then it is not) or left unknown (then either);
@@ -148,6 +150,22 @@ export function bookFindings(attempts: readonly Attempt[], book: BrokerBook): st
     ...ledgerLines(of('place'), placedBy(book), 'placement '),
     ...ledgerLines(of('close'), closedBy(book.deals), 'close '),
   ];
+  // A refusal after an attempt whose answer was lost (none came, or a 500) does not say the first
+  // did not run (a retry after a restart finding the seat removed: 404): unknown.
+  const lost = new Set(attempts.filter((a) => a.status === 'refused' || a.status === 500).map((a) => a.clientOrderId));
+  const outcomeOf = (a: Attempt) => {
+    const o = outcome(a);
+    return o === 'not' && lost.has(a.clientOrderId) ? 'unknown' : o;
+  };
+  // Refused, yet done: the id's final answer says not, the broker has it.
+  const done = new Map<TradeKind, Set<string>>([
+    ['open', new Set(openedBy(book.deals).map((o) => o.clientOrderId))],
+    ['place', new Set(placedBy(book).map((o) => o.clientOrderId))],
+    ['close', new Set(closedBy(book.deals).map((o) => o.clientOrderId))],
+  ]);
+  for (const a of finalsInOrder(attempts)) {
+    if (outcomeOf(a) === 'not' && done.get(a.kind ?? 'open')?.has(a.clientOrderId)) lines.push(`${a.kind ?? 'open'} ${a.clientOrderId} answered ${a.status} at last, but the broker has it`);
+  }
   const outs = book.deals.filter((d) => d.entry === 'out');
   const outsOf = new Map<number, Deal[]>();
   for (const d of outs) outsOf.set(d.position, [...(outsOf.get(d.position) ?? []), d]);
@@ -157,7 +175,7 @@ export function bookFindings(attempts: readonly Attempt[], book: BrokerBook): st
   const pending = new Map<number, Set<string | number>>();
   const pendingById = new Map<string, number | undefined>();
   for (const a of finalsInOrder(attempts)) {
-    const o = outcome(a);
+    const o = outcomeOf(a);
     if (o === 'not') continue;
     const kind = a.kind ?? 'open';
     if (kind === 'open' && o === 'done' && a.ticket !== undefined) positions.set(a.ticket, new Set(['open']));

@@ -89,9 +89,11 @@ describe('single-node chaos schedules', () => {
   it('describe each step', () => {
     expect([
       { fault: { kind: 'killAtMove', afterMoveMs: 40, downMs: 300 }, pauseMs: 500 },
-      { fault: { kind: 'rebind', slot: 1 }, also: { kind: 'sim', fault: 'drop', slot: 0, ms: 900 }, alsoAfterMs: 100, pauseMs: 200 },
+      { fault: { kind: 'rebind', slot: 0, live: true }, pauseMs: 300 },
+      { fault: { kind: 'rebind', slot: 1, live: false }, also: { kind: 'sim', fault: 'drop', slot: 0, ms: 900 }, alsoAfterMs: 100, pauseMs: 200 },
     ].map((s) => describeSingleStep(s as Parameters<typeof describeSingleStep>[0]))).toEqual([
       'SIGKILL 40 ms after a key move, restarted after 300 ms; then 500 ms of traffic',
+      'seat of rebindable account 0 removed while its clients trade, its login bound on another shard; then 300 ms of traffic',
       "seat of rebindable account 1 removed, its login bound on another shard, and 100 ms later meanwhile: simulator drop on account 0's login for 900 ms; then 200 ms of traffic",
     ]);
   });

@@ -53,6 +53,25 @@ describe('the broker book check', () => {
     }))).toStrictEqual([]);
   });
 
+  it('flags an order, placement or close whose final answer said not done (a 4xx), yet at the broker', () => {
+    const refused = [
+      ...attempts,
+      at({ clientOrderId: 'o6', kind: 'open', status: 503 }), at({ clientOrderId: 'o6', kind: 'open', status: 404 }),
+      at({ clientOrderId: 'p7', kind: 'place', price: 29_000, status: 404 }),
+      at({ clientOrderId: 'o8', kind: 'open', status: 404 }),
+      // Its first answer lost, then 404: it may have run (it did: #9 below).
+      at({ clientOrderId: 'o9', kind: 'open', status: 'refused' }), at({ clientOrderId: 'o9', kind: 'open', status: 404 }),
+    ];
+    // o8 refused and not there, o9 unknown: clean either way.
+    expect(bookFindings(refused, book())).toStrictEqual([]);
+    expect(bookFindings(refused, book({ deals: [...book().deals, deal('in', 9, 9, 'o9')], positions: [position(2, 'o2'), position(9, 'o9')] }))).toStrictEqual([]);
+    expect(bookFindings(refused, book({ deals: [...book().deals, deal('in', 6, 6, 'o6')], positions: [position(2, 'o2'), position(6, 'o6')], orders: [pendingOrder(3, 'p3', 31_990), pendingOrder(7, 'p7', 29_000)] }))).toStrictEqual([
+      'open o6 answered 404 at last, but the broker has it',
+      'place p7 answered 404 at last, but the broker has it',
+      "pending order #7 'p7' at 29000 in the book, not one the clients placed and kept",
+    ]);
+  });
+
   it('flags a position closed twice, and a 200 close that closed another position', () => {
     expect(bookFindings(attempts, book({ deals: [...book().deals, deal('out', 12, 1, 'c2')] }))).toStrictEqual(['position #1 closed 2 times: \'c1\', \'c2\'']);
     expect(bookFindings(attempts, book({ deals: [deal('in', 1, 1, 'o1'), deal('in', 2, 2, 'o2'), deal('out', 11, 2, 'c1')], positions: [position(1, 'o1')] }))).toStrictEqual([
