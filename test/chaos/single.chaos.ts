@@ -3,8 +3,9 @@
 // SHARDS=3 over one SQLite file and the embedded simulator in each shard, under random fault
 // schedules one after another (test/helpers/chaosSchedule.ts, singleScheduleArb: SIGKILL and a
 // restart on the same data dir, at a random moment or just after a shard moved idempotency keys;
-// SIGSTOP/SIGCONT; SIGTERM and a restart; a seat removed and its login bound again by a new seat on
-// another shard; simulator faults on a login through POST /v1/sim/faults) while idempotent bots
+// SIGSTOP/SIGCONT; SIGTERM and a restart, or SIGKILL during its drain; a seat removed (its clients
+// stopped first, or trading on) and its login bound again by a new seat on another shard; simulator
+// faults on a login through POST /v1/sim/faults) while idempotent bots
 // trade on four fresh accounts per schedule (two on the simulator's P5 server, two on its P4 server:
 // mixedBot, market orders, closes, pending orders placed, modified and deleted), retrying each
 // clientOrderId after a refusal or a 503, and as the answers advise (followsRetryAdvice: a reply lost
@@ -191,6 +192,12 @@ async function carryOut(f: SingleFault, slots: Slot[]): Promise<void> {
       return;
     case 'term':
       await term();
+      return launch();
+    case 'termKill':
+      state = 'down';
+      proc!.child.kill('SIGTERM');
+      await Promise.race([proc!.exited, sleep(f.afterMs)]);
+      await kill();
       return launch();
     case 'rebind': {
       // As an operator would: the clients of the seat stop, the seat goes, a new one takes its login.

@@ -94,6 +94,9 @@ export type SingleFault =
   | { kind: 'freeze'; ms: number }
   /** SIGTERM it (graceful: it drains), start it again at once. */
   | { kind: 'term' }
+  /** SIGTERM it, then SIGKILL `afterMs` later if it still runs (a supervisor's stop timeout cutting
+   *  the drain, the last key move and checkpoints short), start it again. */
+  | { kind: 'termKill'; afterMs: number }
   /** The seat of rebindable account `slot` removed (its clients stopped first, or `live`: while they
    *  trade, stopped after), and its login bound again by a new seat on another shard; clients trade
    *  on there. */
@@ -111,6 +114,7 @@ export function singleFaultArb(slots: number, rebindable: number): fc.Arbitrary<
     fc.record({ kind: fc.constant('killAtMove' as const), afterMoveMs: fc.integer({ min: 0, max: 1_100 }), downMs }),
     fc.record({ kind: fc.constant('freeze' as const), ms: fc.integer({ min: 200, max: 4_000 }) }),
     fc.constant({ kind: 'term' as const }),
+    fc.record({ kind: fc.constant('termKill' as const), afterMs: fc.integer({ min: 0, max: 1_000 }) }),
     fc.record({ kind: fc.constant('rebind' as const), slot: fc.integer({ min: 0, max: rebindable - 1 }), live: fc.boolean() }),
     fc.record({ kind: fc.constant('sim' as const), fault: fc.constantFrom(...SIM_FAULTS), slot: fc.integer({ min: 0, max: slots - 1 }), ms: fc.integer({ min: 300, max: 3_000 }) }),
   );
@@ -135,6 +139,7 @@ function describeSingleFault(f: SingleFault): string {
     case 'killAtMove': return `SIGKILL ${f.afterMoveMs} ms after a key move, restarted after ${f.downMs} ms`;
     case 'freeze': return `SIGSTOP for ${f.ms} ms`;
     case 'term': return 'SIGTERM, restarted';
+    case 'termKill': return `SIGTERM, SIGKILL ${f.afterMs} ms later, restarted`;
     case 'rebind': return `seat of rebindable account ${f.slot} removed${f.live ? ' while its clients trade' : ''}, its login bound on another shard`;
     case 'sim': return `simulator ${f.fault} on account ${f.slot}'s login for ${f.ms} ms`;
   }

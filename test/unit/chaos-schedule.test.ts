@@ -82,7 +82,7 @@ describe('single-node chaos schedules', () => {
 
   it('draw every kind of fault, and pairs', () => {
     const drawn = fc.sample(singleScheduleArb(4, 2), { numRuns: 300, seed: 7 }).flat();
-    expect([...new Set(drawn.map((s) => s.fault.kind))].sort()).toEqual(['freeze', 'kill', 'killAtMove', 'rebind', 'sim', 'term']);
+    expect([...new Set(drawn.map((s) => s.fault.kind))].sort()).toEqual(['freeze', 'kill', 'killAtMove', 'rebind', 'sim', 'term', 'termKill']);
     expect(drawn.some((s) => s.also)).toBe(true);
   });
 
