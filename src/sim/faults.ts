@@ -2,9 +2,10 @@
 // connection drops for a duration, added reply latency, trade rejects, "timeout after
 // send" (the trade executes, the reply is lost; with unknownAfterSend the broker then cannot be
 // asked about it for a while either) and mutes (the session stays up but delivers
-// no ticks or candles for a duration). Probabilities use a seeded RNG so a run
-// is reproducible.
-import { Rng } from './hash.js';
+// no ticks or candles for a duration). Each probability fault draws from its own RNG, seeded from
+// the config seed and the fault (kind, server, login) when it is set, so a run is reproducible:
+// the same fault set again takes the same trades of the same sequence of requests.
+import { hashString, mix32, Rng } from './hash.js';
 
 /** Every kind, for the schemas that take one (simulator config, HTTP routes). */
 export const FAULT_KINDS = ['drop', 'latency', 'reject', 'timeoutAfterSend', 'unknownAfterSend', 'mute'] as const;
@@ -76,15 +77,12 @@ export type FaultListener = (fault: Fault) => void;
 export class FaultController {
   private readonly faults = new Map<number, Fault>();
   private nextId = 1;
-  private readonly rng: Rng;
   private readonly listeners = new Set<FaultListener>();
 
   constructor(
-    seed: number,
+    private readonly seed: number,
     private readonly now: () => number,
-  ) {
-    this.rng = new Rng(seed ^ 0xfa17);
-  }
+  ) {}
 
   /** `shared`: the count is kept there (one Int32 over a SharedArrayBuffer), taken from by every
    *  simulator given it, one per thread: a gateway's shards count one fault's trades together. */
@@ -92,6 +90,7 @@ export class FaultController {
     const fault: Fault = { ...spec, id: this.nextId++, createdMs: this.now(), ...(spec.count !== undefined ? { remaining: shared ? Atomics.load(shared, 0) : spec.count } : {}) };
     // Not enumerable: list() gives plain copies.
     if (shared && spec.count !== undefined) Object.defineProperty(fault, 'shared', { value: shared, enumerable: false });
+    if (spec.probability !== undefined) Object.defineProperty(fault, 'rng', { value: faultRng(this.seed, spec), enumerable: false });
     this.faults.set(fault.id, fault);
     for (const l of this.listeners) l(fault);
     return fault;
@@ -185,7 +184,7 @@ export class FaultController {
         if (!take(f)) continue;
         return this.took(f, now);
       }
-      if (f.probability !== undefined && this.rng.next() < f.probability) return this.took(f, now);
+      if (f.probability !== undefined && rngOf(f)!.next() < f.probability) return this.took(f, now);
     }
     return null;
   }
@@ -218,6 +217,14 @@ export class FaultController {
     return false;
   }
 }
+
+/** A probability fault's own sequence: the same seed and fault (kind, server, login) draw the same one
+ *  from when it is set, whatever other faults drew before or draw in between (one RNG per simulator,
+ *  drawn from since its start, gave the same fault set again on a running gateway other trades). */
+function faultRng(seed: number, spec: FaultSpec): Rng {
+  return new Rng(mix32((seed ^ 0xfa17) ^ hashString(`${spec.kind}\u0000${spec.server}\u0000${spec.login ?? ''}`)));
+}
+const rngOf = (f: Fault) => (f as { rng?: Rng }).rng;
 
 /** A count kept in shared memory (FaultController.set's `shared`), or undefined. */
 const sharedOf = (f: Fault) => (f as { shared?: Int32Array }).shared;
