@@ -41,6 +41,9 @@ const SEED = process.env.CHAOS_SEED === undefined ? undefined : Number(process.e
 /** An attempt with no answer this long hung (tradeVia gives up at 20 s). */
 const HUNG_MS = 19_000;
 const SHARDS = 3;
+/** Clients per account (CHAOS_CLIENTS, default 2): more, more orders in flight at each fault. */
+const CLIENTS = Number(process.env.CHAOS_CLIENTS ?? 2);
+if (!(CLIENTS >= 1)) throw new Error(`CHAOS_CLIENTS=${process.env.CHAOS_CLIENTS}: clients per account, at least 1`);
 const MK = 'single-chaos-management-key-0123456789';
 /** Each schedule's fresh accounts; the streams followed: the first of each server's; the others
  *  may be re-bound (REBINDABLE[f.slot] of a 'rebind' fault). */
@@ -164,7 +167,7 @@ async function bindSeat(server: SimServer, login: string, notOn?: string): Promi
 interface Slot { server: SimServer; login: string; acct: ClusterAccount; traffic: Traffic; past: Traffic[]; gen: number; tag: string; removedUnder: Set<Answer> }
 
 function startSlotTraffic(slot: Slot): Traffic {
-  return startTraffic(targets, slot.acct, { tag: `${slot.tag}-g${slot.gen}`, clients: 2, pauseMs: 400, bot: mixedBot, retry: followsRetryAdvice });
+  return startTraffic(targets, slot.acct, { tag: `${slot.tag}-g${slot.gen}`, clients: CLIENTS, pauseMs: 400, bot: mixedBot, retry: followsRetryAdvice });
 }
 
 /** The login's whole history, across its seats. */
@@ -330,7 +333,7 @@ describe('single-node chaos', () => {
         expect(errorLines.filter((l) => l.includes('second record of one clientOrderId')), `schedule ${round}: ids recorded twice`).toStrictEqual([]);
       }), { numRuns: 1, seed, endOnFailure: true });
     }
-    console.log(JSON.stringify({ chaos: 'single', minutes: MINUTES, shards: SHARDS, ...totals }));
+    console.log(JSON.stringify({ chaos: 'single', minutes: MINUTES, shards: SHARDS, clients: CLIENTS, ...totals }));
     // A last graceful stop: it exits 0.
     await term();
     expect(totals.schedules).toBeGreaterThan(0);
