@@ -310,6 +310,9 @@ export class ShardSet {
     return shardOf(key, this.shards.length);
   }
 
+  /** With `unownedIsDone`: undefined in cluster mode when no node owns the account (CallOptions). */
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions & { unownedIsDone: true }): Promise<ResultOf<C> | undefined>;
+  call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions = {}): Promise<ResultOf<C>> {
     return this.callShard(this.shardFor(key), op, args, opts);
   }

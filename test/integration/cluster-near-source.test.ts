@@ -177,7 +177,7 @@ describe('near source and relay together', () => {
       const onB = (await Promise.all(made.map(async (a) => ((await both.lease(a.id)).owner === nb ? [a] : [])))).flat();
       for (const a of onB) {
         const del = await fetch(`${both.node(na).url}/v1/seats/${a.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` } });
-        expect(del.status).toBe(200);
+        expect(del.status, await del.text()).toBe(200);
       }
       await until(async () => (await metric(nb, /^tagw_cluster_followed_symbols\{source="relay_only"\} (\d+)/m, both)) === 1, 'the relay alone on b', 20_000);
       const relayed = await metric(nb, /^tagw_stream_quotes_in_total\{path="relay"\} (\d+)/m, both);

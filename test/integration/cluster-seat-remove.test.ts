@@ -40,3 +40,31 @@ it('a seat without a login is removed at once; a bound one stops on its owner, w
   await until(() => !gw.gw.cluster!.owned().includes(id), 'the removed seat\'s lease to be let go');
   expect((await gw.req('GET', `/v1/seats/${id}`, { headers: mk })).status).toBe(404);
 }, 90_000);
+
+it("a bound seat whose owner let its lease go before the removal's calls reached it: 200, not a 500 on the calls' empty answer", async () => {
+  // The removal's notice starts a lease round, which lets a removed seat's account go; the calls
+  // that stop the account then find no owner and answer nothing (unownedIsDone). ci61 saw this race
+  // as a 500 (the held-copy note read that empty answer); here the first call waits for the release.
+  const bound = await gw.req('POST', '/v1/seats', { headers: mk, body: { user: 'seat-remove-raced', password: 'pw', server: 'Sim-P5-Demo' } });
+  expect(bound.status, bound.text).toBe(201);
+  const id = bound.body.id as string;
+  expect(gw.gw.cluster!.owned()).toContain(id);
+  const shards = gw.gw.services.shards;
+  const call = shards.call.bind(shards);
+  let raced = false;
+  shards.call = (async (key: string, op: string, args: unknown, opts?: object) => {
+    if (key === id && op === 'session.closeAccount') {
+      await until(() => !gw.gw.cluster!.owned().includes(id), "the removed seat's lease to be let go first");
+      raced = true;
+    }
+    return call(key, op as never, args as never, opts);
+  }) as typeof shards.call;
+  try {
+    const removed = await gw.req('DELETE', `/v1/seats/${id}`, { headers: mk });
+    expect({ status: removed.status, body: removed.body }).toEqual({ status: 200, body: { id, removed: true, revokedKeys: [] } });
+    expect(raced).toBe(true);
+  } finally {
+    shards.call = call;
+  }
+  expect((await gw.req('GET', `/v1/seats/${id}`, { headers: mk })).status).toBe(404);
+}, 90_000);

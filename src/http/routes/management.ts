@@ -202,11 +202,13 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
           // ask: the call would wait CLUSTER_OWNER_WAIT_MS for one and answer 503 for a seat removed.
           // Nor has an account whose owner's lease round, since the removal, released it (it exists no
           // more): that release stopped its actors, so no owner means nothing left to stop.
-          const stop = { unownedIsDone: true };
+          const stop = { unownedIsDone: true } as const;
           if (!s.tenancyWrites.clustered || AccountStore.of(s.db).get(seat.id)) {
             await s.shards.call(seat.id, 'session.closeAccount', { accountId: seat.id }, stop);
             // Its login's simulated copy kept by its shard (a full disk): no other shard loads it meanwhile.
-            noteHeldCopy(s, seat.id, await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop));
+            // No answer: no owner any more (its lease round let it go since the removal), nothing held.
+            const removed = await s.shards.call(seat.id, 'account.remove', { accountId: seat.id }, stop);
+            if (removed) noteHeldCopy(s, seat.id, removed);
           }
           await s.shards.call(seat.id, 'seat.remove', { seatId: seat.id }, stop);
           return { body: { id: seat.id, removed: true, revokedKeys: revoked } };
