@@ -45,7 +45,10 @@ export class IdempotencyStore {
   constructor(db: Db, clock: Clock = systemClock, options: IdempotencyStoreOptions = {}) {
     this.claimed = new ClaimedIds(clock);
     this.keys = new RecordKeys(db, options);
-    this.tx = db.transaction((f: () => void) => f());
+    // IMMEDIATE: a removal reads the record's key before it deletes, and a deferred transaction
+    // that read was answered SQLITE_BUSY at once (no busy wait) when another connection of the file
+    // wrote meanwhile (another shard's login taking its id block): a 500 on a crashed order's retry.
+    this.tx = db.transaction((f: () => void) => f()).immediate;
     const byId = 'id = ? AND account_id = ? AND client_order_id = ?';
     this.q = {
       insert: db.prepare(`INSERT INTO idempotency (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),

@@ -19,6 +19,7 @@ import { recoveredOutcome } from '../../src/runtime/hosts/accountTrade.js';
 import type { ActorHost } from '../../src/runtime/hosts/context.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { cleanupProcesses, startProcess as spawnGateway, tempDir } from '../helpers/process.js';
+import { otherWriter } from '../helpers/otherWriter.js';
 import { shardSettings } from '../../src/runtime/settings.js';
 import { systemClock } from '../../src/util/clock.js';
 
@@ -72,6 +73,24 @@ describe('a gateway SIGKILLed while an idempotent order waits at the embedded si
   }, 60_000);
 });
 
+/** A shard host with the real embedded simulator, each boot on its own connection to one database
+ *  (a restart of the shard), and one account on it trading with `clientOrderId`. */
+function embeddedShard(prefix: string, accountId: string, login: string, clientOrderId: string, hosts: ActorHost[], dbs: Db[]) {
+  const dir = tempDir(prefix);
+  const key = randomBytes(32);
+  const boot = () => {
+    const db = openDb(dir);
+    dbs.push(db);
+    const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
+    hosts.push(host);
+    host.rehydrate();
+    return host;
+  };
+  const bind = (h: ActorHost) => h.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Sim-P5-Demo', login, passwordEnc: new SecretBox(key).seal('pw', accountId) });
+  const send = (h: ActorHost) => Promise.resolve(h.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId })) as Promise<TradeReply>;
+  return { boot, bind, send };
+}
+
 describe('a crash after the embedded simulator executed, before the outcome was written', () => {
   const hosts: ActorHost[] = [];
   const dbs: Db[] = [];
@@ -81,20 +100,8 @@ describe('a crash after the embedded simulator executed, before the outcome was 
   });
 
   it('the restarted shard replays the result the simulator journaled: same ticket, one position', async () => {
-    const dir = tempDir('tagw-idem-sim-');
-    const key = randomBytes(32);
     const accountId = '44444444-4444-4444-8444-444444444444';
-    // A shard host with the real embedded simulator, on its own connection to the same database.
-    const boot = () => {
-      const db = openDb(dir);
-      dbs.push(db);
-      const host = createAccountHost({ shard: 0, shards: 1, db, log: createLogger('silent'), settings: shardSettings({ secretKeyHex: key.toString('hex') }), clock: systemClock, emit: () => {}, owns: () => true });
-      hosts.push(host);
-      host.rehydrate();
-      return host;
-    };
-    const bind = (h: ActorHost) => h.handlers['account.bind']!({ accountId, customerId: 'c', server: 'Sim-P5-Demo', login: 'crash-2', passwordEnc: new SecretBox(key).seal('pw', accountId) });
-    const send = (h: ActorHost) => Promise.resolve(h.handlers['account.trade']!({ accountId, op: 'OrderSend', args: { symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, clientOrderId: 'e-1' })) as Promise<TradeReply>;
+    const { boot, bind, send } = embeddedShard('tagw-idem-sim-', accountId, 'crash-2', 'e-1', hosts, dbs);
     const first = boot();
     await bind(first);
     const answered = await send(first);
@@ -111,6 +118,42 @@ describe('a crash after the embedded simulator executed, before the outcome was 
     expect(retry).toEqual({ ...answered, replay: true });
     const opened = await restarted.handlers['account.op']!({ accountId, op: 'OpenedOrdersTickets', args: {} });
     expect(opened).toEqual([JSON.parse(answered.json).ticket]);
+  });
+});
+
+describe('a record restored `sent` that the embedded simulator never executed, while another connection writes', () => {
+  const hosts: ActorHost[] = [];
+  const dbs: Db[] = [];
+  afterEach(() => {
+    for (const h of hosts.splice(0)) h.stop();
+    for (const d of dbs.splice(0)) d.close();
+  });
+
+  // CI (load ~8) answered a crashed order's retry 500 INTERNAL_ERROR once: freeing the record (a
+  // transaction that reads its key, then deletes) was DEFERRED, so another connection of the file
+  // holding the write lock (another shard's login taking its id block, a checkpoint) made SQLite
+  // answer SQLITE_BUSY at once; the record's actor errored, and the error reached the client raw.
+  it('the retry waits for the lock, frees the id and sends the order (200, not 500)', async () => {
+    const accountId = '55555555-5555-4555-8555-555555555555';
+    const { boot, bind, send } = embeddedShard('tagw-idem-busy-', accountId, 'crash-3', 'b-1', hosts, dbs);
+    const first = boot();
+    await bind(first);
+    const answered = await send(first);
+    expect(answered).toMatchObject({ status: 200, replay: false });
+    // Back to `sent`, under a broker request id the simulator never saw (it is made from the
+    // record's expiry): a record of an order that never executed, as a SIGKILL leaves one.
+    dbs[0]!.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL, expires_at = expires_at + 1 WHERE client_order_id = 'b-1'").run();
+    const restarted = boot();
+    await bind(restarted);
+    // Connected (the login and its id block done) before the other connection takes the lock.
+    await restarted.handlers['account.op']!({ accountId, op: 'OpenedOrdersTickets', args: {} });
+    const other = otherWriter(dbs[1]!.name, 150, 'UPDATE idempotency_moved SET through = through WHERE only = 0');
+    await other.locked;
+    const retry = await send(restarted);
+    await other.done;
+    expect(retry).toMatchObject({ status: 200, replay: false });
+    expect(JSON.parse(retry.json).ticket).not.toBe(JSON.parse(answered.json).ticket);
+    expect((await send(restarted)).replay).toBe(true);
   });
 });
 

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../src/store/db.js';
 import { IdempotencyStore } from '../../src/store/idempotency.js';
+import { otherWriter } from '../helpers/otherWriter.js';
 
 const dbs: Db[] = [];
 const dirs: string[] = [];
@@ -73,4 +74,27 @@ describe('IdempotencyStore.writeOnce', () => {
     expect(store.exists('acc', 'y')).toBe(true);
     expect(store.insertSent('acc', 'y', 'h', 1, 99)).toBe(false);
   });
+});
+
+// A record's removal (a recovered record the embedded simulator never executed, a send that failed)
+// reads its key, then deletes. Deferred, that transaction failed at once with SQLITE_BUSY when another
+// connection (a shard's login taking its id block, a checkpoint) committed meanwhile: the record's
+// actor errored and the retry of a crashed order answered 500 INTERNAL_ERROR (idempotency-crash, CI).
+describe('IdempotencyStore removals beside another connection\'s write', () => {
+  const removals: Record<string, (s: IdempotencyStore) => void> = {
+    remove: (s) => s.remove('acc', 'r'),
+    'batch of a removal': (s) => s.batch(() => s.remove('acc', 'r')),
+  };
+  for (const [name, removal] of Object.entries(removals)) {
+    it(`${name}: waits for the other write lock and removes the record`, async () => {
+      const { db, store } = open();
+      store.insertSent('acc', 'r', 'h', 1, 99);
+      const other = otherWriter(db.name, 150, 'UPDATE idempotency_moved SET through = through WHERE only = 0');
+      await other.locked;
+      removal(store);
+      await other.done;
+      expect(store.exists('acc', 'r')).toBe(false);
+      expect(row(store, 'r')).toBeUndefined();
+    });
+  }
 });
