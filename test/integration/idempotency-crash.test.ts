@@ -121,7 +121,7 @@ describe('a crash after the embedded simulator executed, before the outcome was 
   });
 });
 
-describe('a record restored `sent` that the embedded simulator never executed, while another connection writes', () => {
+describe('a record restored `sent` that the embedded simulator never executed', () => {
   const hosts: ActorHost[] = [];
   const dbs: Db[] = [];
   afterEach(() => {
@@ -133,7 +133,7 @@ describe('a record restored `sent` that the embedded simulator never executed, w
   // transaction that reads its key, then deletes) was DEFERRED, so another connection of the file
   // holding the write lock (another shard's login taking its id block, a checkpoint) made SQLite
   // answer SQLITE_BUSY at once; the record's actor errored, and the error reached the client raw.
-  it('the retry waits for the lock, frees the id and sends the order (200, not 500)', async () => {
+  it('another connection holding the write lock: the retry waits for it, frees the id and sends the order (200, not 500)', async () => {
     const accountId = '55555555-5555-4555-8555-555555555555';
     const { boot, bind, send } = embeddedShard('tagw-idem-busy-', accountId, 'crash-3', 'b-1', hosts, dbs);
     const first = boot();
@@ -154,6 +154,25 @@ describe('a record restored `sent` that the embedded simulator never executed, w
     expect(retry).toMatchObject({ status: 200, replay: false });
     expect(JSON.parse(retry.json).ticket).not.toBe(JSON.parse(answered.json).ticket);
     expect((await send(restarted)).replay).toBe(true);
+  });
+
+  // Its freeing failing (a database error): its actor errored, and kept answering the raw error (500 INTERNAL_ERROR) to every retry until a restart.
+  it('answers 409 for this attempt (final: false), then the retry restores it from its row and sends the order', async () => {
+    const accountId = '66666666-6666-4666-8666-666666666666';
+    const { boot, bind, send } = embeddedShard('tagw-idem-fail-', accountId, 'crash-4', 'f-1', hosts, dbs);
+    const first = boot();
+    await bind(first);
+    const answered = await send(first);
+    // A record of an order the simulator never executed, as in the case above.
+    dbs[0]!.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL, expires_at = expires_at + 1 WHERE client_order_id = 'f-1'").run();
+    dbs[0]!.exec("CREATE TRIGGER test_no_delete BEFORE DELETE ON idempotency BEGIN SELECT RAISE(ABORT, 'cannot delete (test)'); END");
+    const restarted = boot();
+    await bind(restarted);
+    await expect(send(restarted)).rejects.toMatchObject({ code: 'IDEMPOTENCY_UNCERTAIN', details: { final: false } });
+    dbs[0]!.exec('DROP TRIGGER test_no_delete');
+    const retry = await send(restarted);
+    expect(retry).toMatchObject({ status: 200, replay: false });
+    expect(JSON.parse(retry.json).ticket).not.toBe(JSON.parse(answered.json).ticket);
   });
 });
 

@@ -12,6 +12,7 @@ import { HeldWrites } from '../../store/heldWrites.js';
 import type { IdempotencyStore, IdemRow } from '../../store/idempotency.js';
 import { KeyedTable } from '../../util/keyedTable.js';
 import { RecordExistsError, stoppedError, type IdemActor, type Outcome, type RecordEvent } from './recordClaim.js';
+import { uncertainForNowError } from './tradeRequest.js';
 
 export type IdemSnapshot = ReturnType<Actor<typeof idempotencyMachine>['getSnapshot']> | FreshRecord;
 
@@ -179,11 +180,14 @@ export abstract class TradeRecords {
     if (rec.busy) await new Promise<void>((resolve, reject) => (rec.waiters ??= []).push({ resolve, reject }));
     const s = rec.actor.getSnapshot();
     if (s.status === 'error') {
-      // A write of the record that found no room (a recovered outcome on a full disk): its row is as
-      // it was, so the record leaves memory and the next request restores it from the row (before,
-      // it stayed in error and answered every later request so, room or not, until a restart).
-      if (isStorageFull(s.error) && this.records.get(rec.key) === rec) this.records.delete(rec.key);
-      throw s.error;
+      if (s.error instanceof RecordExistsError) throw s.error;
+      // A write of the record that failed (a recovered outcome on a full disk, a database error): its
+      // row is as it was, so the record leaves memory and the next request restores it from the row
+      // (before, it stayed in error and answered every later request so until a restart). A full
+      // disk answers 503 STORAGE_UNAVAILABLE; anything else 409 for this attempt only, not a raw 500.
+      if (this.records.get(rec.key) === rec) this.records.delete(rec.key);
+      if (isStorageFull(s.error)) throw s.error;
+      throw uncertainForNowError('the outcome of an earlier request with this clientOrderId could not be recorded just now (a database error, logged): retry this request shortly');
     }
     if (s.status === 'stopped' && !rec.evicted) throw stoppedError();
     return s;
