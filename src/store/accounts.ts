@@ -1,6 +1,7 @@
 // Account bindings: which broker login a seat is connected to. The password column holds only the
 // AES-256-GCM sealed form (src/crypto/secretBox.ts); nothing here ever sees the plain password.
 import type { Db } from './db.js';
+import { onePer } from '../util/onePer.js';
 
 export interface BindingRow {
   seat_id: string;
@@ -14,20 +15,13 @@ export interface BindingRow {
   updated_at: number;
 }
 
-/** One store per connection (see AccountStore.of). */
-const perConnection = new WeakMap<Db, AccountStore>();
-
 export class AccountStore {
   /**
    * The connection's store, made once: the constructor prepares its eight statements (~70 µs of the
    * main thread), which each /ConnectEx paid three to four times (a creation ramp of 3,000 accounts
    * spent 200 ms preparing them, plus their garbage). The store holds nothing but its statements.
    */
-  static of(db: Db): AccountStore {
-    let store = perConnection.get(db);
-    if (!store) perConnection.set(db, (store = new AccountStore(db)));
-    return store;
-  }
+  static readonly of: (db: Db) => AccountStore = onePer((db: Db) => new AccountStore(db));
   private readonly q;
   constructor(db: Db) {
     this.q = {

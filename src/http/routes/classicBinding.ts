@@ -14,6 +14,7 @@ import type { ActionAudit } from '../route.js';
 import type { NewAuditRow } from '../../store/audit.js';
 import { clearHeldCopy, noteHeldCopy } from './heldCopies.js';
 import { holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
+import { onePer } from '../../util/onePer.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -157,14 +158,13 @@ export async function bindSeatBroker<R>(
 // 409 (another customer), and bindings of one login are serialized in this (main) thread, per
 // gateway (a process runs one; tests run several, each as its own node). Across cluster nodes
 // PostgreSQL checks it again (PgTenancy.upsertBinding).
-const loginLocks = new WeakMap<Services, Map<string, Promise<unknown>>>();
+const loginLocks = onePer((_: Services) => new Map<string, Promise<unknown>>());
 const loginKey = (server: string, login: string) => `${server}\u0000${login}`;
 function withLoginLock<T>(s: Services, server: string, login: string, f: () => Promise<T>): Promise<T> {
   return withLockKey(s, loginKey(server, login), f);
 }
 function withLockKey<T>(s: Services, k: string, f: () => Promise<T>): Promise<T> {
-  let locks = loginLocks.get(s);
-  if (!locks) loginLocks.set(s, (locks = new Map()));
+  const locks = loginLocks(s);
   const prev = locks.get(k) ?? Promise.resolve();
   const run = prev.then(f, f);
   const tail = run.catch(() => undefined);

@@ -18,6 +18,7 @@ import { canonicalAccountId } from '../../util/accountId.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { accountForLogin } from './classicBinding.js';
 import { AccountAccess } from './classicAccess.js';
+import { onePer } from '../../util/onePer.js';
 
 export const HANDLE_PREFIX = 'gwh_';
 
@@ -65,12 +66,7 @@ export class HandleDirectory {
   }
 }
 
-const directories = new WeakMap<Services, HandleDirectory>();
-export function handleDirectory(s: Services): HandleDirectory {
-  let d = directories.get(s);
-  if (!d) directories.set(s, (d = new HandleDirectory(s)));
-  return d;
-}
+export const handleDirectory = onePer((s: Services) => new HandleDirectory(s));
 
 export const BrokerAccountBody = z.object({
   platform: z.enum(['P4', 'P5']).describe('Platform generation of the account; checked against the server'),

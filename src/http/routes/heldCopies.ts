@@ -13,6 +13,7 @@
 import { apiError } from '../../errors.js';
 import type { HeldCopy } from '../../runtime/hosts/accountCommands.js';
 import type { Services } from '../services.js';
+import { onePer } from '../../util/onePer.js';
 
 /** Seconds a bind refused for a held copy is told to wait (a holder retries its write every minute of the clock, and at each ask). */
 export const HELD_COPY_RETRY_AFTER_S = 5;
@@ -57,14 +58,8 @@ export class HeldCopies {
   }
 }
 
-const tables = new WeakMap<Services, HeldCopies>();
-
 /** The gateway's table (one per Services: tests run several gateways in one process). */
-export function heldCopiesOf(s: Services): HeldCopies {
-  let t = tables.get(s);
-  if (!t) tables.set(s, (t = new HeldCopies()));
-  return t;
-}
+export const heldCopiesOf = onePer((_: Services) => new HeldCopies());
 
 /** HeldCopies.clearFor for a bind of `copy` on the shard of `accountId`, asking the holder through sim.release. */
 export function clearHeldCopy(s: Services, copy: HeldCopy, accountId: string): Promise<void> {
