@@ -73,9 +73,17 @@ describe('a gateway SIGKILLed while an idempotent order waits at the embedded si
   }, 60_000);
 });
 
+/** The shard hosts and connections embeddedShard made, stopped and closed after each test. */
+const hosts: ActorHost[] = [];
+const dbs: Db[] = [];
+afterEach(() => {
+  for (const h of hosts.splice(0)) h.stop();
+  for (const d of dbs.splice(0)) d.close();
+});
+
 /** A shard host with the real embedded simulator, each boot on its own connection to one database
  *  (a restart of the shard), and one account on it trading with `clientOrderId`. */
-function embeddedShard(prefix: string, accountId: string, login: string, clientOrderId: string, hosts: ActorHost[], dbs: Db[]) {
+function embeddedShard(prefix: string, accountId: string, login: string, clientOrderId: string) {
   const dir = tempDir(prefix);
   const key = randomBytes(32);
   const boot = () => {
@@ -92,16 +100,10 @@ function embeddedShard(prefix: string, accountId: string, login: string, clientO
 }
 
 describe('a crash after the embedded simulator executed, before the outcome was written', () => {
-  const hosts: ActorHost[] = [];
-  const dbs: Db[] = [];
-  afterEach(() => {
-    for (const h of hosts.splice(0)) h.stop();
-    for (const d of dbs.splice(0)) d.close();
-  });
 
   it('the restarted shard replays the result the simulator journaled: same ticket, one position', async () => {
     const accountId = '44444444-4444-4444-8444-444444444444';
-    const { boot, bind, send } = embeddedShard('tagw-idem-sim-', accountId, 'crash-2', 'e-1', hosts, dbs);
+    const { boot, bind, send } = embeddedShard('tagw-idem-sim-', accountId, 'crash-2', 'e-1');
     const first = boot();
     await bind(first);
     const answered = await send(first);
@@ -121,13 +123,12 @@ describe('a crash after the embedded simulator executed, before the outcome was 
   });
 });
 
+/** The answered record put back to `sent`, under a broker request id the simulator never saw (it is
+ *  made from the record's expiry): a record of an order that never executed, as a SIGKILL leaves one. */
+const neverExecuted = (db: Db, clientOrderId: string) =>
+  db.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL, expires_at = expires_at + 1 WHERE client_order_id = ?").run(clientOrderId);
+
 describe('a record restored `sent` that the embedded simulator never executed', () => {
-  const hosts: ActorHost[] = [];
-  const dbs: Db[] = [];
-  afterEach(() => {
-    for (const h of hosts.splice(0)) h.stop();
-    for (const d of dbs.splice(0)) d.close();
-  });
 
   // CI (load ~8) answered a crashed order's retry 500 INTERNAL_ERROR once: freeing the record (a
   // transaction that reads its key, then deletes) was DEFERRED, so another connection of the file
@@ -135,14 +136,12 @@ describe('a record restored `sent` that the embedded simulator never executed', 
   // answer SQLITE_BUSY at once; the record's actor errored, and the error reached the client raw.
   it('another connection holding the write lock: the retry waits for it, frees the id and sends the order (200, not 500)', async () => {
     const accountId = '55555555-5555-4555-8555-555555555555';
-    const { boot, bind, send } = embeddedShard('tagw-idem-busy-', accountId, 'crash-3', 'b-1', hosts, dbs);
+    const { boot, bind, send } = embeddedShard('tagw-idem-busy-', accountId, 'crash-3', 'b-1');
     const first = boot();
     await bind(first);
     const answered = await send(first);
     expect(answered).toMatchObject({ status: 200, replay: false });
-    // Back to `sent`, under a broker request id the simulator never saw (it is made from the
-    // record's expiry): a record of an order that never executed, as a SIGKILL leaves one.
-    dbs[0]!.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL, expires_at = expires_at + 1 WHERE client_order_id = 'b-1'").run();
+    neverExecuted(dbs[0]!, 'b-1');
     const restarted = boot();
     await bind(restarted);
     // Connected (the login and its id block done) before the other connection takes the lock.
@@ -159,12 +158,11 @@ describe('a record restored `sent` that the embedded simulator never executed', 
   // Its freeing failing (a database error): its actor errored, and kept answering the raw error (500 INTERNAL_ERROR) to every retry until a restart.
   it('answers 409 for this attempt (final: false), then the retry restores it from its row and sends the order', async () => {
     const accountId = '66666666-6666-4666-8666-666666666666';
-    const { boot, bind, send } = embeddedShard('tagw-idem-fail-', accountId, 'crash-4', 'f-1', hosts, dbs);
+    const { boot, bind, send } = embeddedShard('tagw-idem-fail-', accountId, 'crash-4', 'f-1');
     const first = boot();
     await bind(first);
     const answered = await send(first);
-    // A record of an order the simulator never executed, as in the case above.
-    dbs[0]!.prepare("UPDATE idempotency SET phase = 'sent', status = NULL, result_json = NULL, expires_at = expires_at + 1 WHERE client_order_id = 'f-1'").run();
+    neverExecuted(dbs[0]!, 'f-1');
     dbs[0]!.exec("CREATE TRIGGER test_no_delete BEFORE DELETE ON idempotency BEGIN SELECT RAISE(ABORT, 'cannot delete (test)'); END");
     const restarted = boot();
     await bind(restarted);
