@@ -44,6 +44,8 @@ export const ERROR_STATUS = {
   SERVICE_UNAVAILABLE: 503,
   /** DATA_DIR's file system is full (src/store/storageHealth.ts): nothing could be recorded, so nothing was sent. */
   STORAGE_UNAVAILABLE: 503,
+  /** DATA_DIR's database stayed locked by another writer past its busy wait (SQLITE_BUSY): nothing of the failed write was kept. */
+  STORAGE_BUSY: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -102,6 +104,13 @@ export function isStorageFull(err: unknown): boolean {
   return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
+/** Whether an error is SQLite giving up on a lock another connection held past busy_timeout
+ *  (SQLITE_BUSY and its extended codes; SQLITE_LOCKED alike): the statement's transaction was rolled back. */
+export function isStorageBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code);
+}
+
 // A PostgreSQL that is not there, going away or not accepting yet (cluster mode): SQLSTATE class 08
 // (connection exception), 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now; the
 // socket failing under node-postgres; and node-postgres' own words for a connection that never came
@@ -124,7 +133,8 @@ export function isDatabaseUnreachable(err: unknown, depth = 0): boolean {
 }
 
 /** Anything thrown that is not an ApiError is an internal fault: its text is logged, never shown.
- *  Except a full disk, which the operator can fix and the client can retry after: 503; and the
+ *  Except a full disk, which the operator can fix and the client can retry after: 503; the
+ *  database locked past its busy wait (another process holding DATA_DIR's write lock): 503; and the
  *  cluster database unreachable, answered as the cluster answers its messaging (NATS) being down:
  *  503 with retry-after, its message naming no server, user or password. */
 export function toApiError(err: unknown): ApiError {
@@ -132,6 +142,11 @@ export function toApiError(err: unknown): ApiError {
   if (isStorageFull(err)) {
     return new ApiError('STORAGE_UNAVAILABLE', "the gateway's disk (DATA_DIR) is full: the request could not be recorded, so it was not carried out; retry once the operator has freed space", {
       cause: err, headers: { 'retry-after': '5' },
+    });
+  }
+  if (isStorageBusy(err)) {
+    return new ApiError('STORAGE_BUSY', "the gateway's database (DATA_DIR) stayed locked by another writer for too long: the request's write was not kept; retry shortly", {
+      cause: err, headers: { 'retry-after': '1' },
     });
   }
   if (isDatabaseUnreachable(err)) {

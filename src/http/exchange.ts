@@ -250,6 +250,8 @@ class Exchange {
         deps.log.error('request failed', { route: route.path, code: e.code, requestId: sink.requestId, err: e.cause ?? e });
       }
       if (e.code === 'STORAGE_UNAVAILABLE') deps.storage?.reportFull(`a write failed for lack of space (${route.path})`);
+      // The operator's to find: something holds the database's write lock (a sqlite3 shell, a copy tool).
+      if (e.code === 'STORAGE_BUSY') deps.log.warn('request failed: the database stayed locked past its busy wait', { route: route.path, requestId: sink.requestId });
       noteRefusal(deps, this.req, e);
       sendError(sink, e, closesConnection(e));
     } finally {

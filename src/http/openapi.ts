@@ -142,9 +142,10 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     // Another method on this path is answered 405 with Allow by the fallback (app.ts mountNotFound, allowedMethods.ts);
     // an 'any' route answers every method itself.
     if (r.method !== 'any') errors.add('METHOD_NOT_ALLOWED');
-    // What changes state writes to DATA_DIR first: a full disk is 503 (src/store/storageHealth.ts);
-    // in cluster mode it writes PostgreSQL, and the database unreachable is 503 too (src/errors.ts).
-    if (r.method !== 'get' || r.trading || r.changesState) ['STORAGE_UNAVAILABLE', 'SERVICE_UNAVAILABLE'].forEach((c) => errors.add(c as ErrorCode));
+    // What changes state writes to DATA_DIR first: a full disk is 503 (src/store/storageHealth.ts), and
+    // so is the database locked past its busy wait; in cluster mode it writes PostgreSQL, and the
+    // database unreachable is 503 too (src/errors.ts).
+    if (r.method !== 'get' || r.trading || r.changesState) ['STORAGE_UNAVAILABLE', 'STORAGE_BUSY', 'SERVICE_UNAVAILABLE'].forEach((c) => errors.add(c as ErrorCode));
     const errorStatuses = new Set<number>([...errors].map((c) => ERROR_STATUS[c]));
     if (r.auth !== 'none') [401, 429].forEach((st) => errorStatuses.add(st));
     if (r.query || r.body) errorStatuses.add(400);
