@@ -85,6 +85,12 @@ function present(path: string, mode: number = constants.F_OK, hint = "run it as 
   }
 }
 
+/** Whether DATA_DIR's database is there, throwing BackupError NO_ACCESS when this user may not
+ *  reach it (`tagw migrate --check` as another user read a fresh, empty schema off a 0700 DATA_DIR). */
+export function databasePresent(file: string): boolean {
+  return present(file);
+}
+
 /** SHA-256 of the key, domain-separated, first 16 bytes: names the key without revealing it. */
 export function secretKeyFingerprint(key: Buffer): string {
   return createHash('sha256').update('tagw secret key fingerprint\0').update(key).digest('hex').slice(0, 32);

@@ -212,6 +212,12 @@ describe('backupDatabase / restoreDatabase', () => {
     expect(b.status, b.stderr).toBe(1);
     expect(b.stderr).toMatch(/permission denied/i);
     expect(b.stderr).not.toMatch(/no database/);
+    // migrate --check likewise: it said "schema version: 0, 15 migration(s) would run" of a
+    // database it could not see, exit 0.
+    const m = asNobody(theirs, ['migrate', '--check']);
+    expect(m.status, m.stdout + m.stderr).toBe(1);
+    expect(m.stderr).toMatch(/permission denied/i);
+    expect(m.stdout).not.toMatch(/would run/);
     // A backup file only root may read (backups are 0600), restored by another user into its own DATA_DIR.
     const rootsBackup = join(tempDir(), 'r.sqlite');
     copyFileSync(dbPath(theirs), rootsBackup);

@@ -1,6 +1,6 @@
 // What tagw backup, restore and migrate --check do (data.ts declares them): loaded only when one of
 // them runs, with the store (better-sqlite3) they need; PostgreSQL (pg) only for a cluster's database.
-import { BackupError, backupDatabase, restoreDatabase, type RestoreReport } from '../../store/backup.js';
+import { BackupError, backupDatabase, databasePresent, restoreDatabase, type RestoreReport } from '../../store/backup.js';
 import { DataDirInUseError } from '../../store/dataDirLock.js';
 import { dbPath } from '../../store/db.js';
 import { checkMigrations, SchemaTooNewError, type MigrationPlan } from '../../store/migrations.js';
@@ -61,7 +61,13 @@ export async function restore(c: Ctx, file: string): Promise<void> {
 export async function migrateCheck(c: Ctx): Promise<void> {
   const { dataDir, databaseUrl } = c.config();
   const file = dbPath(dataDir);
-  const plan = checkMigrations(file);
+  let plan: MigrationPlan;
+  try {
+    databasePresent(file);
+    plan = checkMigrations(file);
+  } catch (e) {
+    throw asCliError(e);
+  }
   // Cluster mode: PostgreSQL's schema too (a node refuses a newer one, exit 5, as for SQLite).
   const cluster = databaseUrl === undefined ? undefined
     : await import('../../cluster/pgMigrations.js').then((m) => m.checkPgMigrations(databaseUrl)).catch((e: unknown) => { throw new CliError(EXIT.FAILED, errorMessage(e)); });
