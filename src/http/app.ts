@@ -42,9 +42,13 @@ export function mountRoutes(app: TemplatedApp, routes: AnyRoute[], deps: HttpDep
         info = readRequest(res, req, n, deps.address, route.trading === true, fixedMethod);
         assertOneContentLength(req, info.headers['content-length']);
       } catch (err) {
-        // Thrown from a uWS callback it would end the process: answered here instead.
+        // Thrown from a uWS callback it would end the process: answered here instead, with its
+        // request id and counted under the route as any answer.
+        const receivedAt = performance.now();
+        sink.requestId = requestIdOf(req.getHeader('x-request-id') || undefined);
         const e = toApiError(err);
         sendError(sink, e, closesConnection(e));
+        deps.metrics.observe(route.family, e.status, (performance.now() - receivedAt) / 1000, label);
         return;
       }
       serve(route, info, sink, deps, memo, label);
@@ -69,6 +73,7 @@ function preflight(res: HttpResponse, req: HttpRequest, deps: HttpDeps, methodsO
   const path = req.getUrl();
   const origin = deps.cors?.allows(req.getHeader('origin'));
   const sink = new ResponseSink(res);
+  sink.requestId = requestIdOf(req.getHeader('x-request-id') || undefined);
   sink.cors = origin;
   sink.node = deps.node;
   const methods = methodsOf(path);

@@ -85,5 +85,15 @@ describe('x-request-id', () => {
     // Errors and unmatched routes too.
     expect((await t.req('GET', '/v1/seats')).headers.get('x-request-id')).toBeTruthy();
     expect((await t.req('GET', '/nope')).headers.get('x-request-id')).toBeTruthy();
+    // A request its route refuses before it runs (a path segment that is no percent-encoding) and
+    // an OPTIONS: both went out without an id (docs/operations.md: every response has one) and the
+    // refusal was missing from /metrics.
+    const seen = async () => counts((await t.req('GET', '/metrics')).text, 'tagw_http_route_duration_seconds')['route="GET /v1/seats/:id"'] ?? 0;
+    const before = await seen();
+    const bad = await t.req('GET', '/v1/seats/%zz', { headers: { ...mgmt(t.managementKey), 'x-request-id': 'bot-7:bad-path' } });
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('x-request-id')).toBe('bot-7:bad-path');
+    expect((await t.req('OPTIONS', '/healthz')).headers.get('x-request-id')).toMatch(/^[0-9a-f]{8}-/);
+    expect(await seen()).toBe(before + 1);
   });
 });
