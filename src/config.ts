@@ -211,7 +211,7 @@ export const configSchema = z.object({
 export type Config = z.infer<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
 
-const ENV: Record<string, keyof Config> = {
+export const CONFIG_ENV: Readonly<Record<string, keyof Config>> = {
   HOST: 'host', PORT: 'port', HTTP_PIPELINING_PORT: 'pipeliningPort', HTTP_PIPELINING_HOST: 'pipeliningHost', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
@@ -233,7 +233,7 @@ const ENV: Record<string, keyof Config> = {
 };
 
 /** The environment variables the configuration reads (README "Configuration" lists each). */
-export const CONFIG_VARIABLES: readonly string[] = Object.keys(ENV);
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(CONFIG_ENV);
 
 export class ConfigError extends Error {}
 
@@ -292,14 +292,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (unknown.length) throw new ConfigError(`TAGW_CONFIG ${env.TAGW_CONFIG}: unknown setting ${unknown.map((k) => `'${k}'`).join(', ')} (the camelCase keys of src/config.ts, e.g. port, dataDir)`);
   }
   const fromEnv: Record<string, unknown> = {};
-  for (const [name, key] of Object.entries(ENV)) {
+  for (const [name, key] of Object.entries(CONFIG_ENV)) {
     const v = env[name];
     if (v !== undefined && v !== '') fromEnv[key] = v;
   }
   const r = configSchema.safeParse({ ...fromFile, ...fromEnv });
   if (r.success) return r.data;
   // Each bad value named as the operator wrote it: the variable (PORT), or the key in the file.
-  const envName = Object.fromEntries(Object.entries(ENV).filter(([, k]) => k in fromEnv).map(([n, k]) => [k, n]));
+  const envName = Object.fromEntries(Object.entries(CONFIG_ENV).filter(([, k]) => k in fromEnv).map(([n, k]) => [k, n]));
   const from = (path: PropertyKey[]) => {
     const key = String(path[0] ?? '');
     return envName[key] ? ` (from ${envName[key]})` : key in fromFile ? ` (from TAGW_CONFIG ${env.TAGW_CONFIG})` : '';
