@@ -299,7 +299,13 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       existing = startEntry(row);
     }
     await settle(existing, a.waitMs ?? ctx.settings.timing.bindWaitMs);
-    if (existing.authFailed) throw brokerRefused();
+    if (existing.authFailed) {
+      // Started from its binding before this call came (cluster mode: the owner runs the binding
+      // PostgreSQL has), so nothing tried the login above: the broker's own answer, an unknown
+      // server 400 BAD_REQUEST naming it, not a refused password (cluster-unknown-server.test.ts).
+      if (samePassword) await tryLogin(probe, credentials);
+      throw brokerRefused();
+    }
     return heldCopy ? { ...status(existing), heldCopy } : status(existing);
   };
 
