@@ -61,13 +61,25 @@ export interface CallResult<T> {
   requestId: string;
 }
 
+/** A URL's `user:password@` as `***@` (with or without its scheme): for messages. */
+function withoutUserInfo(url: string): string {
+  return url.replace(/^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^?#]*@/i, '$1***@');
+}
+
+/** A Date as ISO 8601; an Invalid Date (`new Date(NaN)`, a parse that failed) is the caller's
+ *  mistake, a TagwError naming the parameter (before: `toISOString`'s RangeError, untyped). */
+function dateText(name: string, d: Date): string {
+  if (Number.isNaN(d.getTime())) throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `parameter '${name}': Invalid Date` });
+  return d.toISOString();
+}
+
 export function encodeQuery(q: Record<string, QueryValue> | undefined): string {
   if (!q) return '';
   const p = new URLSearchParams();
   for (const [k, v] of Object.entries(q)) {
     if (v === undefined) continue;
     if (Array.isArray(v)) for (const x of v) p.append(k, String(x));
-    else p.append(k, v instanceof Date ? v.toISOString() : String(v));
+    else p.append(k, v instanceof Date ? dateText(k, v) : String(v));
   }
   const s = p.toString();
   return s ? `?${s}` : '';
@@ -137,7 +149,19 @@ export class Transport {
     // Checked here: a base URL without its scheme ('localhost:8080') fails every call as if the
     // network were down (retried, NETWORK_ERROR) and every socket with a throw from its constructor.
     if (!/^https?:\/\/[^/?#]/i.test(o.baseUrl ?? '')) {
-      throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `baseUrl: expected http://host[:port] or https://..., got '${o.baseUrl}'` });
+      throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `baseUrl: expected http://host[:port] or https://..., got '${withoutUserInfo(String(o.baseUrl))}'` });
+    }
+    // One that does not parse, or holds a user and password (http://user:pw@host): fetch refuses every
+    // request to it, which was retried as a NETWORK_ERROR whose message held the whole URL, password
+    // included. Said here, and the messages show no user information.
+    let parsed: URL;
+    try {
+      parsed = new URL(o.baseUrl);
+    } catch {
+      throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `baseUrl: not a valid URL: '${withoutUserInfo(o.baseUrl)}'` });
+    }
+    if (parsed.username !== '' || parsed.password !== '') {
+      throw new TagwError({ code: 'BAD_REQUEST', status: 0, message: `baseUrl: holds a user name or password ('${withoutUserInfo(o.baseUrl)}'): fetch refuses such a URL; the gateway takes the API key (apiKey) and management key (managementKey) as options` });
     }
     this.baseUrl = o.baseUrl.replace(/\/+$/, '');
     this.#apiKey = o.apiKey;

@@ -44,6 +44,45 @@ describe('bad options', () => {
     }
   });
 
+  it('a baseUrl with a user and password, or one that does not parse, is refused by the constructor without repeating them', async () => {
+    // Before: every call was retried as NETWORK_ERROR ("Request cannot be constructed from a URL that
+    // includes credentials: http://bot:hunter2@..."), the password in the error's message.
+    const host = g.url.replace(/^http:\/\//, '');
+    for (const baseUrl of [`http://bot:hunter2@${host}`, `http://bot:hunter2@`, `http://bot:hunter2/x@${host}`, 'http://[::1']) {
+      const err = await errorOf(() => new TagwClient({ baseUrl, apiKey: key, WebSocket }));
+      expect(err, baseUrl).toBeInstanceOf(TagwError);
+      expect(err, baseUrl).toMatchObject({ code: 'BAD_REQUEST', status: 0 });
+      expect((err as Error).message, baseUrl).toContain('baseUrl');
+      expect((err as Error).message, baseUrl).not.toContain('hunter2');
+    }
+    const noScheme = await errorOf(() => new TagwClient({ baseUrl: `bot:hunter2@${host}`, apiKey: key }));
+    expect(noScheme).toMatchObject({ code: 'BAD_REQUEST', status: 0 });
+    expect((noScheme as Error).message).not.toContain('hunter2');
+  });
+
+  it('an Invalid Date parameter is a TagwError naming it, nothing sent', async () => {
+    let tries = 0;
+    const counting: typeof fetch = (input, init) => {
+      tries++;
+      return fetch(input, init);
+    };
+    const acct = new TagwClient({ baseUrl: g.url, apiKey: key, fetch: counting }).account(id);
+    // Before: toISOString's RangeError ("Invalid time value"), not a TagwError.
+    const err = await errorOf(() => acct.OrderHistory({ from: new Date(Number.NaN), to: new Date() }));
+    expect(err).toBeInstanceOf(TagwError);
+    expect(err).toMatchObject({ code: 'BAD_REQUEST', status: 0 });
+    expect((err as Error).message).toContain("'from'");
+    expect(tries).toBe(0);
+  });
+
+  it("a since the gateway would refuse is refused by stream() at once (before: reconnected for ever)", async () => {
+    for (const since of ['a b:5', 'e:007', `${'e'.repeat(33)}:1`]) {
+      const err = await errorOf(() => new TagwClient({ baseUrl: g.url, apiKey: key, WebSocket }).stream(id, { since }));
+      expect(err, since).toBeInstanceOf(TagwError);
+      expect(err, since).toMatchObject({ code: 'BAD_REQUEST', status: 0 });
+    }
+  });
+
   it('a stream without an API key or without a WebSocket is refused when asked for', async () => {
     const noKey = await errorOf(() => new TagwClient({ baseUrl: g.url, WebSocket }).stream(id));
     expect(noKey).toBeInstanceOf(TagwError);

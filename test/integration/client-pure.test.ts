@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { backoffDelay, parseRetryAfter, shouldRetry } from '../../src/client/backoff.js';
 import { StreamCursor, formatSince, parseSince } from '../../src/client/cursor.js';
 import { CLIENT_ORDER_ID_RE, newClientOrderId } from '../../src/client/ids.js';
+import { parseSince as gatewayParseSince } from '../../src/stream/history.js';
 import { TagwClient } from '../../src/client/index.js';
 import { ModelGateway, type Step } from '../helpers/client-model.js';
 
@@ -60,6 +61,19 @@ describe('ids and since', () => {
       expect(parseSince(formatSince({ epoch, seq }))).toEqual({ epoch, seq });
     }));
     for (const bad of ['', 'abc', ':5', 'e:', 'e:-1', 'e:1.5', 'e:x']) expect(parseSince(bad)).toBeUndefined();
+  });
+
+  it("since: the SDK takes exactly what the gateway takes (one it refuses, the stream reconnected for ever)", () => {
+    // Before: the SDK took any epoch and leading zeros ('a b:5', 'e:007', a 40-character epoch), the
+    // gateway refused each upgrade with 400, and the stream went on reconnecting without a word.
+    for (const bad of ['a b:5', 'e:007', `${'e'.repeat(33)}:1`, 'a:b:1', 'é:1']) {
+      expect(gatewayParseSince(bad), bad).toBeNull();
+      expect(parseSince(bad), bad).toBeUndefined();
+    }
+    const near = fc.tuple(fc.stringMatching(/^[A-Za-z0-9_: .é-]{0,34}$/), fc.constantFrom('', ':'), fc.stringMatching(/^[0-9x-]{0,18}$/)).map(([e, c, s]) => `${e}${c}${s}`);
+    fc.assert(fc.property(fc.oneof(near, fc.string()), (text) => {
+      expect(parseSince(text) ?? null).toEqual(gatewayParseSince(text));
+    }), { numRuns: 2000 });
   });
 
   it('cursor: a snapshot sets the position, a seq at or below it is a duplicate, a hole is a gap', () => {
