@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { parseOrigins } from './util/origins.js';
 import { isTimeZone } from './news/zone.js';
 import { MARKET_HOURS } from './sim/config.js';
+import { parseSimStart } from './sim/simStart.js';
 
 const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
   typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
@@ -63,6 +64,15 @@ export const configSchema = z.object({
    *  the weekend) or `always` (every symbol quotes and trades around the clock). Not for bridge mode:
    *  there it is the simulator process's `--market-hours`. */
   simMarketHours: z.enum(MARKET_HOURS).optional(),
+  /** The instant the embedded simulator's market starts at, on a fresh DATA_DIR (an ISO instant with
+   *  its zone); the offset from the wall clock is kept in DATA_DIR (src/store/simClock.ts). Unset: the
+   *  wall clock. Not for bridge mode: there it is the simulator process's `--start`. */
+  simStart: z.string().transform((v, ctx) => {
+    const r = parseSimStart(v);
+    if ('ms' in r) return new Date(r.ms).toISOString();
+    ctx.addIssue({ code: 'custom', message: r.problem });
+    return z.NEVER;
+  }).optional(),
   /** Bridge server address when brokerMode=bridge, e.g. tcp://127.0.0.1:4510. */
   bridgeUrl: z.string().regex(/^((tcp|tls):\/\/)?[^:/]+:\d+$/, 'expected tcp://host:port or tls://host:port').optional(),
   /** CA certificate(s) (PEM) a tls:// bridge's certificate must chain to, instead of the system's (a pinned CA). */
@@ -215,7 +225,7 @@ export const CONFIG_ENV: Readonly<Record<string, keyof Config>> = {
   HOST: 'host', PORT: 'port', HTTP_PIPELINING_PORT: 'pipeliningPort', HTTP_PIPELINING_HOST: 'pipeliningHost', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
   SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
-  BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile', SIM_MARKET_HOURS: 'simMarketHours',
+  BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile', SIM_MARKET_HOURS: 'simMarketHours', SIM_START: 'simStart',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', RECONNECT_BASE_MS: 'reconnectBaseMs', RECONNECT_CAP_MS: 'reconnectCapMs',
   BROKER_WAIT_MS: 'brokerWaitMs', BIND_WAIT_MS: 'bindWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', SUBSCRIPTION_WAIT_MS: 'subscriptionWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',
   KEY_REQUESTS_PER_SEC: 'keyRequestsPerSec', KEY_ORDERS_PER_SEC: 'keyOrdersPerSec', IDLE_TIMEOUT_SEC: 'idleTimeoutSec',

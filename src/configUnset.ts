@@ -16,6 +16,7 @@ const MEANING: { [K in Optional]: (c: Config) => string } = {
   secretKey: (c) => `the key file ${c.dataDir}/secret.key (generated at first start)`,
   simServersFile: (c) => (c.brokerMode === 'embedded' ? 'config/sim-servers.json (shipped)' : 'not used (bridge mode)'),
   simMarketHours: (c) => (c.brokerMode === 'embedded' ? "sessions (each symbol's own hours)" : "not used (bridge mode: the simulator's --market-hours)"),
+  simStart: (c) => (c.brokerMode === 'embedded' ? 'the wall clock (or the simulated clock DATA_DIR keeps)' : "not used (bridge mode: the simulator's --start)"),
   bridgeUrl: (c) => (c.brokerMode === 'bridge' ? 'required in bridge mode' : 'not used (embedded simulator)'),
   bridgeCaFile: () => "the system's CAs (tls:// bridges)",
   tlsCertFile: () => 'plain HTTP (no TLS)',

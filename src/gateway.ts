@@ -36,7 +36,7 @@ import { drainHttp } from './http/drain.js';
 import { loadUws } from './http/uws.js';
 import { GatewaySocket } from './stream/gatewaySocket.js';
 import { SecretBox } from './crypto/secretBox.js';
-import { checkBrokerConfig, checkClusterKey, checkSealedPasswords, persistSecretKey, secretKeyOf } from './startupChecks.js';
+import { checkBrokerConfig, checkClusterKey, checkSealedPasswords, persistSecretKey, secretKeyOf, simClockOffset } from './startupChecks.js';
 import { createLogger, type Logger } from './log.js';
 import { ACCOUNT_BINDING_EVENT, ACCOUNT_PHASE_EVENT } from './runtime/hosts/accountCommands.js';
 import { GATEWAY_EVENT } from './runtime/hosts/gatewayCommands.js';
@@ -172,7 +172,7 @@ interface Stores {
   cluster: ClusterNode | undefined;
   checkpointer: Checkpointer;
   tenancy: TenancyStore;
-  boot: BootstrapResult;
+  boot: BootstrapResult; simOffsetMs: number; // the embedded simulator's clock: the wall clock plus this (SIM_START)
 }
 
 /** The SQLite store, its checkpointer and the operator's bootstrap; in cluster mode the cluster's
@@ -186,8 +186,8 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
     settings: clusterCfg, url: `http://${config.host}:${config.port}`, sqlite: db, log, clock, onEvent,
   });
   if (cluster) opened.cluster = cluster;
-  if (cluster) await checkClusterKey(cluster.pg.pool, db, secretKey, config, log, cluster.nodeId);
-  else checkSealedPasswords(db, secretKey, config, log);
+  await (cluster ? checkClusterKey(cluster.pg.pool, db, secretKey, config, log, cluster.nodeId) : checkSealedPasswords(db, secretKey, config, log));
+  const simOffsetMs = simClockOffset(db, config, systemClock.now(), log); // the shards' clock is the system's
   persistSecretKey(config, secretKey);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
@@ -201,7 +201,7 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
     if (op.createdKey !== undefined) keepCreatedKey(config.dataDir, op.customerId, op.createdKey);
   }
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey, clock.now());
-  return { secretKey, db, cluster, checkpointer, tenancy, boot };
+  return { secretKey, db, cluster, checkpointer, tenancy, boot, simOffsetMs };
 }
 
 interface Access { keyUsage: KeyUsage; auth: Authenticator; rateLimits: KeyRateLimiter; throttle: AuthThrottle }
@@ -290,7 +290,7 @@ export function ownerOrder(ev: ShardEvent, p: OwnerPaths): void {
 
 /** The shard workers; in cluster mode they run the accounts this node holds leases for, behind the router. */
 async function startShards(
-  { config, log, clusterCfg, files }: Start, { cluster, secretKey }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
+  { config, log, clusterCfg, files }: Start, { cluster, secretKey, simOffsetMs }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
   localSockets: (ev: ShardEvent) => number,
 ): Promise<{ shardSet: ShardSet; shards: Shards }> {
   const shardSet = new ShardSet({
@@ -316,7 +316,7 @@ async function startShards(
         // An account a node has just taken over is waited for as long as its owner was.
         connectingWaitMs: Math.max(config.brokerWaitMs, clusterCfg?.ownerWaitMs ?? 0),
       },
-      clockOffsetMs: config.shardClockOffsetMs,
+      clockOffsetMs: config.shardClockOffsetMs, simClockOffsetMs: simOffsetMs,
     },
   });
   await shardSet.start();
@@ -337,7 +337,7 @@ interface Edge {
 
 /** What the route handlers and the /v1/stream sockets use. */
 async function openEdge(
-  { config, log, clock, clusterCfg }: Start, { db, cluster, tenancy, boot, secretKey }: Stores, { auth, throttle, keyUsage, rateLimits }: Access,
+  { config, log, clock, clusterCfg }: Start, { db, cluster, tenancy, boot, secretKey, simOffsetMs }: Stores, { auth, throttle, keyUsage, rateLimits }: Access,
   shards: Shards, { tradeOutcomes, connections }: Watch, receivers: ShardEventReceivers,
 ): Promise<Edge> {
   const storage = new StorageHealth({
@@ -363,7 +363,7 @@ async function openEdge(
   const fullDisk = new FullDisk({ log, retryMs: config.storageCheckMs, report: (e) => storage.mainReport(e) });
   const streamHub = (receivers.stream = new StreamHub({
     config, auth, throttle, tenancy, shards, log, clock, inflight, address, history: new StreamHistoryStore(db), bindingOf: (id) => bindings.get(id), fullDisk,
-    ...(shared ? { shared } : {}),
+    simClockOffsetMs: simOffsetMs, ...(shared ? { shared } : {}),
   }));
   const closeSockets = {
     ofKey: (id: string) => { streamHub.closeKey(id); receivers.gatewaySocket?.closeKey(id); },

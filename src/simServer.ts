@@ -1,5 +1,6 @@
 // Standalone simulator speaking the bridge protocol over TCP:
 //   npm run sim -- --port N [--host H] [--seed S] [--config file] [--data dir] [--market-hours sessions|always]
+//                  [--start ISO-instant]
 //                  [--tls-cert file --tls-key file]
 // Each socket is one login: the first frame is `hello`, then requests and pushed events.
 // Injected faults act on the wire: a drop closes the socket, "timeout after send" executes
@@ -20,6 +21,9 @@ import { startCheckpointer } from './store/checkpointer.js';
 import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH, MARKET_HOURS, type MarketHours } from './sim/config.js';
 import { Simulator } from './sim/simulator.js';
 import { SqliteSimStore } from './store/simStore.js';
+import { SimClockError, simClockOf } from './store/simClock.js';
+import { parseSimStart } from './sim/simStart.js';
+import { offsetClock } from './util/clock.js';
 import { MemorySimStore } from './store/memorySimStore.js';
 import { oneLine } from './startupChecks.js';
 
@@ -208,7 +212,7 @@ function serveSocket(sim: Simulator, socket: Socket): void {
   }
 }
 
-const OPTIONS = ['port', 'seed', 'config', 'data', 'host', 'market-hours', 'tls-cert', 'tls-key'];
+const OPTIONS = ['port', 'seed', 'config', 'data', 'host', 'market-hours', 'start', 'tls-cert', 'tls-key'];
 
 /**
  * `--name value` or `--name=value`. Anything else is refused: an ignored typo (`--dta dir`,
@@ -247,18 +251,26 @@ async function main(): Promise<void> {
   if (hours !== undefined && !(MARKET_HOURS as readonly string[]).includes(hours)) {
     throw new UsageError(`--market-hours ${hours}: expected ${MARKET_HOURS.join(' or ')}`);
   }
+  const start = args.start === undefined ? undefined : parseSimStart(args.start);
+  if (start && 'problem' in start) throw new UsageError(`--start: ${start.problem}`);
+  const startMs = start?.ms;
   const configPath = args.config || DEFAULT_CONFIG_PATH;
   const config = attempt(`--config ${configPath}`, () => loadSimConfig(configPath, {
     ...(args.seed ? { seed: Number(args.seed) } : {}), ...(hours ? { marketHours: hours as MarketHours } : {}),
   }));
   const replay = attempt(`replay data of ${configPath}`, () => loadReplayData(config, dirname(configPath)));
   let store;
+  // --start: the market's clock is the wall clock plus an offset, kept with --data (src/store/simClock.ts).
+  let offsetMs = startMs === undefined ? 0 : startMs - Date.now();
+  let simStartMs = startMs;
   if (args.data) {
+    let opened: Database.Database | undefined;
     const file = join(args.data, 'sim.db');
     store = attempt(`--data ${args.data}`, () => {
       mkdirSync(args.data!, { recursive: true });
       const db = new Database(file);
       SqliteSimStore.configure(db);
+      opened = db;
       // Fail-stop: after a failed commit the memory is ahead of the disk (simFailStop.ts); the process
       // ends so that its restart starts from what is durable.
       return new SqliteSimStore(db, {
@@ -268,11 +280,19 @@ async function main(): Promise<void> {
         },
       });
     });
+    try {
+      const clock = simClockOf(opened!, startMs, Date.now(), `--data ${args.data}`);
+      if (clock.kept) console.error(`simulator: no --start: the simulated clock --data ${args.data} keeps (started at ${new Date(clock.startMs!).toISOString()}) goes on`);
+      offsetMs = clock.offsetMs;
+      simStartMs = clock.startMs;
+    } catch (err) {
+      throw err instanceof SimClockError ? new UsageError(`--start: ${err.message}`) : err;
+    }
     startCheckpointer(file, { onError: (err) => console.error('WAL checkpointer stopped', err) });
   } else {
     store = new MemorySimStore();
   }
-  const sim = new Simulator({ config, store, replay });
+  const sim = new Simulator({ config, store, replay, clock: offsetClock(offsetMs) });
   sim.start(20);
   const host = args.host || '127.0.0.1';
   if (!args['tls-cert'] !== !args['tls-key']) throw new UsageError('--tls-cert and --tls-key go together');
@@ -284,7 +304,8 @@ async function main(): Promise<void> {
   const handle = await startSimServer(sim, { port, host, ...(tls ? { tls } : {}) }).catch((err: unknown) => {
     throw new UsageError(`cannot listen on ${host}:${port}: ${oneLine(err)}`);
   });
-  console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed, marketHours: hours ?? 'sessions' }));
+  console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed, marketHours: hours ?? 'sessions',
+    ...(simStartMs !== undefined ? { simStart: new Date(simStartMs).toISOString(), simNow: new Date(Date.now() + offsetMs).toISOString() } : {}) }));
   const stop = () => {
     sim.stop();
     void handle.close().then(() => process.exit(0));

@@ -15,6 +15,7 @@ import { DEFAULT_CONFIG_PATH, loadSimConfig } from './sim/config.js';
 import { loadQuoteLogins, QuoteLoginsError } from './runtime/quoteLogins.js';
 import { AccountStore } from './store/accounts.js';
 import type { Db } from './store/db.js';
+import { SimClockError, simClockOf } from './store/simClock.js';
 
 /** A zod error as one line: `path: message; ...`; any other error's message, first line. */
 export function oneLine(err: unknown): string {
@@ -29,6 +30,7 @@ export function checkBrokerConfig(config: Config): void {
   if (config.brokerMode === 'bridge') {
     // The bridge's simulator (or real broker) keeps its own hours: the setting would do nothing.
     if (config.simMarketHours !== undefined) throw new ConfigError('SIM_MARKET_HOURS is for the embedded simulator; with BROKER_MODE=bridge start the simulator with `npm run sim -- --market-hours always`');
+    if (config.simStart !== undefined) throw new ConfigError('SIM_START is for the embedded simulator; with BROKER_MODE=bridge start the simulator with `npm run sim -- --start <ISO instant>`');
     if (!config.bridgeUrl) throw new ConfigError('BROKER_MODE=bridge needs BRIDGE_URL=tcp://host:port (or tls://host:port)');
     if (config.bridgeCaFile) {
       if (!config.bridgeUrl.startsWith('tls://')) throw new ConfigError('BRIDGE_CA_FILE needs BRIDGE_URL=tls://host:port');
@@ -46,6 +48,25 @@ export function checkBrokerConfig(config: Config): void {
     loadSimConfig(path); // the file's validity: market hours change no part that could fail
   } catch (err) {
     throw new ConfigError(`SIM_SERVERS_FILE ${path}: ${oneLine(err)}`);
+  }
+}
+
+/**
+ * The embedded simulator's clock: its offset from the wall clock (0 without SIM_START), fixed in
+ * DATA_DIR the first time it holds simulator state (src/store/simClock.ts). A SIM_START the directory
+ * cannot take (another instant than its own, or state made on the wall clock) is exit 2; SIM_START
+ * unset on a directory with a simulated clock keeps that clock, with a warning. Bridge mode: 0.
+ */
+export function simClockOffset(db: Db, config: Config, nowMs: number, log: Logger): number {
+  if (config.brokerMode !== 'embedded') return 0;
+  try {
+    const c = simClockOf(db, config.simStart === undefined ? undefined : Date.parse(config.simStart), nowMs, `DATA_DIR ${config.dataDir}`);
+    if (c.kept) log.warn('SIM_START unset: the simulated clock DATA_DIR keeps goes on (only an empty DATA_DIR runs on the wall clock)', { simStart: new Date(c.startMs!).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
+    else if (c.startMs !== undefined) log.info('simulated clock', { simStart: new Date(c.startMs).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
+    return c.offsetMs;
+  } catch (err) {
+    if (err instanceof SimClockError) throw new ConfigError(`SIM_START: ${err.message}`);
+    throw err;
   }
 }
 

@@ -47,6 +47,10 @@ export interface ShardSettings {
   /** The shard's clock (its hosts and its embedded simulator) runs this far from the system clock
    *  (ms). 0 in production; a test sets it to put the simulator just before a bar boundary. */
   clockOffsetMs?: number | undefined;
+  /** SIM_START: the embedded simulator's clock, and the market times the shard's hosts use with it
+   *  (quote ages, default history ranges, sessions open now), run this far further (ms). Its own
+   *  timing (idempotency records, waits, leases) stays on the clock above. */
+  simClockOffsetMs?: number | undefined;
 }
 
 export const DEFAULT_SHARD_TIMING: ShardTiming = {

@@ -73,6 +73,8 @@ export default async function runShard(init: ShardInit): Promise<{ stopped: true
       setImmediate(() => end?.(err));
     },
     shard, shards, db, log, settings: init.settings, clock: offsetClock(init.settings.clockOffsetMs ?? 0),
+    // SIM_START: the simulator and what is compared with its times run on the offset kept in DATA_DIR.
+    marketClock: offsetClock((init.settings.clockOffsetMs ?? 0) + (init.settings.simClockOffsetMs ?? 0)),
     // One for the shard's background writes (the simulator's, a seat's): one log line per episode.
     fullDisk: new FullDisk({ log, retryMs: init.settings.timing.storageRetryMs ?? FULL_DISK_RETRY_MS, report: reportStorage }),
     emit(ev) {

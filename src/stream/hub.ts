@@ -20,7 +20,8 @@ import { Topics } from './topics.js';
 import { STREAM_EVENT, type StreamEvent } from '../runtime/hosts/streamCommands.js';
 import type { ShardEvent } from '../runtime/protocol.js';
 
-export type StreamHubDeps = StreamAdmissionDeps;
+/** `simClockOffsetMs`: SIM_START's offset of the embedded simulator's clock (the shards' market clock). */
+export type StreamHubDeps = StreamAdmissionDeps & { simClockOffsetMs?: number };
 
 export interface StreamStats extends StreamCounters {
   sockets: number;
@@ -48,7 +49,7 @@ export class StreamHub {
   private historyTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: StreamHubDeps) {
-    const offsetMs = deps.config.shardClockOffsetMs;
+    const offsetMs = deps.config.shardClockOffsetMs + (deps.simClockOffsetMs ?? 0);
     this.topics = new Topics(this.counters, deps.clock, offsetMs === 0 ? deps.clock : { now: () => deps.clock.now() + offsetMs });
     this.out = new Outbox(deps.config, this.topics, this.sockets, this.counters);
     this.accounts = new AccountStreams(deps, this.topics, this.out);

@@ -114,7 +114,7 @@ export class Outbox {
     if (s.closed) return;
     this.counters.coalescedFlushes++;
     const ws = s.ws;
-    const now = this.topics.clock.now();
+    const now = this.topics.shardClock.now(); // quote ages: on the market's clock
     ws.cork(() => {
       for (const t of s.quotes.values()) {
         const at = s.leftAt.get(t.key) ?? -1;

@@ -201,7 +201,7 @@ export class ClientProtocol {
           this.topics.ingestTick({ server, tick: lastTick, source: 'subscribe' });
         } else if (qt.lastTick) {
           const srv = this.topics.servers.get(server);
-          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.clock.now())));
+          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.shardClock.now())));
         }
       }
       for (const k of added) {

@@ -34,9 +34,9 @@ export class Topics {
   onBudgetSpent: () => void = () => undefined;
 
   /**
-   * `clock`: this gateway's (quote ages, history times). `shardClock`: the shards', which bars are
-   * stamped with (offset from this one by shardClockOffsetMs, which tests use to sit just before a
-   * bar boundary): a bar's end and a socket's join are compared with bar times on it.
+   * `clock`: this gateway's (history times). `shardClock`: the market's, which ticks and bars are
+   * stamped with (offset from this one by SIM_START's offset, and by shardClockOffsetMs, which tests
+   * use to sit just before a bar boundary): quote ages, a bar's end and a socket's join are on it.
    */
   constructor(private readonly counters: StreamCounters, readonly clock: Clock, readonly shardClock: Clock) {
     this.epoch = newEpoch(clock.now());
@@ -128,7 +128,7 @@ export class Topics {
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
     this.counters.quotesPublished++;
-    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, this.clock.now())));
+    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, this.shardClock.now())));
   }
 
   ingestCandle(server: string, ev: CandleEvent): void {

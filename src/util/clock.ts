@@ -6,7 +6,12 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+/** `base` shifted by `offsetMs` (`base` itself for 0). */
+export function shiftedClock(base: Clock, offsetMs: number): Clock {
+  return offsetMs === 0 ? base : { now: () => base.now() + offsetMs };
+}
+
 /** The system clock shifted by `offsetMs` (the system clock itself for 0). */
 export function offsetClock(offsetMs: number): Clock {
-  return offsetMs === 0 ? systemClock : { now: () => Date.now() + offsetMs };
+  return shiftedClock(systemClock, offsetMs);
 }

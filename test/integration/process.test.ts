@@ -295,7 +295,7 @@ describe('process', () => {
       [['--config', join(dir, 'bad.json')], /--config .*bad\.json: servers: /],
       [['--data', join(dir, 'bad.json')], /--data .*bad\.json: EEXIST/],
       // A typo or another option syntax is not ignored (state would silently stay in memory).
-      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --market-hours, --tls-cert, --tls-key\)/],
+      [['--dta', join(dir, 'state')], /unknown option --dta \(options: --port, --seed, --config, --data, --host, --market-hours, --start, --tls-cert, --tls-key\)/],
       [['--market-hours', 'weekends'], /--market-hours weekends: expected sessions or always/],
       [['--port', '0', 'extra'], /unexpected argument extra/],
       [['--tls-cert', join(dir, 'bad.json')], /--tls-cert and --tls-key go together/],

@@ -12,7 +12,7 @@ import { createSimulator } from '../../broker/simulatorSetup.js';
 import { fullDiskOf } from '../../store/fullDisk.js';
 import type { BrokerConnectionFactory } from '../../broker/types.js';
 import type { Fault, FaultSpec } from '../../sim/faults.js';
-import type { ShardContext } from './context.js';
+import { marketClockOf, type ShardContext } from './context.js';
 
 export interface BrokerSource {
   factory: BrokerConnectionFactory;
@@ -48,7 +48,7 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it; SIM_MARKET_HOURS.
   const path = ctx.settings.simConfigPath;
   const hours = ctx.settings.simMarketHours;
-  const sim = createSimulator({ db: ctx.db, clock: ctx.clock, ...(path ? { configPath: path } : {}), ...(hours ? { marketHours: hours } : {}),
+  const sim = createSimulator({ db: ctx.db, clock: marketClockOf(ctx), ...(path ? { configPath: path } : {}), ...(hours ? { marketHours: hours } : {}),
     ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
     ...(ctx.fatal ? { onStoreFailure: ctx.fatal } : {}),
     fullDisk: fullDiskOf(ctx),

@@ -17,6 +17,9 @@ export interface ShardContext {
   settings: ShardSettings;
   /** Now, for every host of the shard (systemClock in a worker; tests pass their own). */
   clock: Clock;
+  /** Now on the market: the embedded simulator's clock (SIM_START: `clock` plus an offset kept in
+   *  DATA_DIR), for what is compared with tick, bar and deal times. Absent: `clock` (marketClockOf). */
+  marketClock?: Clock;
   emit(ev: ShardEvent): void;
   /** True when `key` hashes to this shard (and, in cluster mode, this node holds its lease). */
   owns(key: string): boolean;
@@ -45,4 +48,9 @@ export interface ActorHost {
   stop(): void;
   /** Cluster mode: drop these accounts' actors (their lease went to another node); returns how many. */
   release?(accountIds: ReadonlySet<string>): number;
+}
+
+/** The market's now of a shard (ShardContext.marketClock, or its clock). */
+export function marketClockOf(ctx: Pick<ShardContext, 'clock' | 'marketClock'>): Clock {
+  return ctx.marketClock ?? ctx.clock;
 }

@@ -18,7 +18,7 @@ import {
 import { errorMessage } from '../../util/errorMessage.js';
 import type { Deal } from '../../market/orders.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
-import type { ActorHost, ShardContext } from './context.js';
+import { marketClockOf, type ActorHost, type ShardContext } from './context.js';
 import { createStreamSources } from './streamSources.js';
 import { createQuoteSessions } from './quoteSessions.js';
 
@@ -99,7 +99,8 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     const info = a.rt.server;
     const server = info.name;
     const clock = clockFor(info);
-    const now = ctx.clock.now();
+    const market = marketClockOf(ctx); // bar times are on it (SIM_START)
+    const now = market.now();
     const todo: Array<{ k: string; symbol: string; tf: Timeframe; from: number }> = [];
     for (const [symbol, tfs] of a.candles) {
       for (const tf of tfs) {
@@ -114,8 +115,8 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     for (const { k, symbol, tf, from } of todo) {
       try {
         const conn = await a.rt.whenConnected(ctx.settings.timing.subscriptionWaitMs, OWNER);
-        const bars = await conn.priceHistory(symbol, tf, from * 1000, ctx.clock.now());
-        const end = ctx.clock.now();
+        const bars = await conn.priceHistory(symbol, tf, from * 1000, market.now());
+        const end = market.now();
         for (const c of bars) {
           if (c.time < from || barRangeUtc(tf, c.time * 1000, clock)[1] > end) continue;
           const last = lastCandles.get(k);

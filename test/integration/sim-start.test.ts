@@ -1,0 +1,212 @@
+// SIM_START end to end (docs/simulator.md, "Starting the market at a fixed instant"): a real gateway
+// (shard workers, the embedded simulator, a temp DATA_DIR) whose market starts at a fixed instant
+// 73 days before this file was written, so the answers are the same whatever day it runs: quotes,
+// bars, deals and the market's "now" follow SIM_START, the gateway's own clock (Ping) stays the
+// wall clock, a restart goes on from where the market was (never back to SIM_START), another
+// SIM_START on that DATA_DIR is refused and none keeps its clock; then `npm run sim -- --start`.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
+import { ConfigError } from '../../src/config.js';
+import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { builtEntry } from '../helpers/build.js';
+import { mustOpen } from '../helpers/stream-helpers.js';
+
+const START = '2026-09-16T12:00:00.000Z'; // a Wednesday: forex open
+const START_MS = Date.parse(START);
+const DAY = 86_400_000;
+
+describe('a gateway with SIM_START', () => {
+  let dataDir: string;
+  let t: TestGateway | undefined;
+  let key: string;
+  let id: string;
+  /** Wall time before the first start: the market's now is at most START + (now - wall0). */
+  let wall0: number;
+  const api = (path: string) => t!.req('GET', path, { headers: { 'x-api-key': key } });
+  const simNowAtMost = () => START_MS + (Date.now() - wall0);
+  const start = (simStart?: string) => startTestGateway({ ...(simStart ? { simStart } : {}), shards: 2 }, { dataDir });
+  /** The latest market time seen before the restart. */
+  let seen = 0;
+  let positionOpen = 0;
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'tagw-simstart-'));
+    wall0 = Date.now();
+    t = await start(START);
+    key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'simstart' } })).body.key;
+    const c = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'simstart-1', password: 'pw', server: 'Sim-P5-Demo' } });
+    expect(c.status, c.text).toBe(200);
+    id = c.body.id;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('quotes, deals, history defaults and the server time follow SIM_START; Ping keeps the wall clock', async () => {
+    const q = await api(`/GetQuote?id=${id}&symbol=EURUSD`);
+    expect(q.status, q.text).toBe(200);
+    expect(q.body.timeMsc).toBeGreaterThanOrEqual(START_MS);
+    expect(q.body.timeMsc).toBeLessThanOrEqual(simNowAtMost());
+    const tz = await api(`/ServerTimezoneInfo?id=${id}`);
+    expect(Date.parse(tz.body.time)).toBeGreaterThanOrEqual(START_MS);
+    expect(Date.parse(tz.body.time)).toBeLessThanOrEqual(simNowAtMost());
+    expect(tz.body.dstInEffect).toBe(true); // September: US DST, whatever month it is now
+    const ping = await api(`/Ping?id=${id}`);
+    expect(Math.abs(Date.parse(ping.body.time) - Date.now())).toBeLessThan(60_000);
+
+    const o = await api(`/OrderSend?id=${id}&symbol=EURUSD&operation=Buy&volume=0.01`);
+    expect(o.status, o.text).toBe(200);
+    const open = (await api(`/OpenedOrders?id=${id}`)).body as Array<{ ticket: number; openTimeMsc: number }>;
+    expect(open).toHaveLength(1);
+    positionOpen = open[0]!.openTimeMsc;
+    expect(positionOpen).toBeGreaterThanOrEqual(START_MS);
+    expect(positionOpen).toBeLessThanOrEqual(simNowAtMost());
+    // The default range is the last 30 days of the market's clock (of the wall clock, the deal 73 days back was left out).
+    const h = await api(`/OrderHistory?id=${id}`);
+    expect(h.status, h.text).toBe(200);
+    expect((h.body.deals as Array<{ entry: string }>).filter((d) => d.entry === 'in')).toHaveLength(1);
+    seen = Math.max(q.body.timeMsc, positionOpen, Date.parse(tz.body.time));
+  });
+
+  it('a gateway session: bars around SIM_START, and ClosedOrders since its connect on the market clock', async () => {
+    const s = await t!.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: id } });
+    expect(s.status, s.text).toBe(200);
+    const handle = encodeURIComponent(s.body.handle);
+    const from = new Date(START_MS - 3_600_000).toISOString();
+    const to = new Date(START_MS + 3_600_000).toISOString();
+    const ph = await t!.req('GET', `/v1/proxy/PriceHistoryV2?handle=${handle}&symbol=BTCUSD&timeFrame=1&from=${from}&to=${to}`, { headers: { 'x-api-key': key } });
+    expect(ph.status, ph.text).toBe(200);
+    const bars = ph.body as Array<{ timeSec: number }>;
+    // timeSec: the bar open on the server clock (Sim-P5-Demo in September: GMT+3). The last bar is
+    // the one in progress: SIM_START's minute or one just after.
+    const lastOpen = bars[bars.length - 1]!.timeSec * 1000 - 3 * 3_600_000;
+    expect(lastOpen).toBeGreaterThanOrEqual(START_MS);
+    expect(lastOpen).toBeLessThanOrEqual(simNowAtMost());
+    expect(bars.length).toBeGreaterThanOrEqual(60); // the hour before SIM_START is history
+
+    const buy = await t!.req('GET', `/v1/proxy/OrderSendSafe?handle=${handle}&symbol=BTCUSD&operation=0&volume=0.01`, { headers: { 'x-api-key': key } });
+    expect(buy.status, buy.text).toBe(200);
+    const ticket = (buy.body.positionId || buy.body.ticket) as number;
+    const close = await t!.req('GET', `/v1/proxy/OrderCloseSafe?handle=${handle}&ticket=${ticket}`, { headers: { 'x-api-key': key } });
+    expect(close.status, close.text).toBe(200);
+    const closed = await t!.req('GET', `/v1/proxy/ClosedOrders?handle=${handle}`, { headers: { 'x-api-key': key } });
+    expect(closed.status, closed.text).toBe(200);
+    expect((closed.body as Array<{ symbol: string }>).some((x) => x.symbol === 'BTCUSD')).toBe(true);
+  });
+
+  it('/v1/stream: quotes and candles on the market clock, their age true (not the 73 days to the wall clock)', async () => {
+    const c = await mustOpen(t!.url, { id, apiKey: key, heartbeat: '0' });
+    try {
+      c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframes: ['M1'] });
+      await c.until((x) => x.of('QUOTE').length >= 3 && x.of('CANDLE').length >= 1, 10_000, 'quotes and a candle');
+      for (const f of c.of('QUOTE')) {
+        expect(f.data.timeMscUtc).toBeGreaterThanOrEqual(START_MS);
+        expect(f.data.timeMscUtc).toBeLessThanOrEqual(simNowAtMost());
+        expect(f.data.ageMs).toBeLessThan(10_000);
+        seen = Math.max(seen, f.data.timeMscUtc);
+      }
+      const candle = c.of('CANDLE')[0]!;
+      expect(candle.data.timeUtc * 1000).toBeGreaterThanOrEqual(START_MS - 60_000);
+      expect(candle.data.timeUtc * 1000).toBeLessThanOrEqual(simNowAtMost());
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a restart goes on from where the market was, the downtime included: never back to SIM_START', async () => {
+    await t!.stop();
+    t = undefined;
+    const down = 1_500;
+    await new Promise((r) => setTimeout(r, down));
+    t = await start(START);
+    const q = await api(`/GetQuote?id=${id}&symbol=BTCUSD`);
+    expect(q.status, q.text).toBe(200);
+    // BTCUSD ticks 4 times a second: its quote is at most ~250 ms before the market's now.
+    expect(q.body.timeMsc).toBeGreaterThan(seen + down - 500);
+    expect(q.body.timeMsc).toBeLessThanOrEqual(simNowAtMost());
+    const open = (await api(`/OpenedOrders?id=${id}`)).body as Array<{ openTimeMsc: number }>;
+    expect(open.map((p) => p.openTimeMsc)).toEqual([positionOpen]);
+    expect(q.body.timeMsc).toBeGreaterThan(positionOpen);
+    seen = q.body.timeMsc;
+  });
+
+  it('another SIM_START on this DATA_DIR is refused (exit 2 in main); none keeps its simulated clock', async () => {
+    await t!.stop();
+    t = undefined;
+    const other = '2026-09-17T00:00:00Z';
+    await expect(start(other)).rejects.toThrow(ConfigError);
+    await expect(start(other)).rejects.toThrow(/^SIM_START: DATA_DIR .*: its simulated clock started at 2026-09-16T12:00:00.000Z and holds accounts and deals on it; it cannot start again at 2026-09-17T00:00:00.000Z/);
+    t = await start();
+    const q = await api(`/GetQuote?id=${id}&symbol=BTCUSD`);
+    expect(q.status, q.text).toBe(200);
+    expect(q.body.timeMsc).toBeGreaterThan(seen);
+    expect(q.body.timeMsc).toBeLessThanOrEqual(simNowAtMost());
+    expect(q.body.timeMsc).toBeLessThan(START_MS + DAY);
+  });
+});
+
+/** The first stdout line of a process, or its exit code and stderr when it ends first. */
+function firstLine(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<{ code: number | null; stderr: string }>((resolve) => child.once('exit', (code) => resolve({ code, stderr })));
+  const line = new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+  return { child, exited, line };
+}
+
+describe('SIM_START and --start refused in one line, exit 2', () => {
+  it.each([['2026-11-18'], ['next monday']])('the gateway: SIM_START=%s', async (value) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tagw-simstart-bad-'));
+    try {
+      const { exited } = firstLine([builtEntry('src/main.ts')], { SIM_START: value, DATA_DIR: dir, PORT: '0' });
+      const { code, stderr } = await exited;
+      expect(code).toBe(2);
+      expect(stderr.trim().split('\n')).toEqual([expect.stringMatching(/^invalid configuration: simStart: '.*' is not an ISO 8601 instant with its zone, e\.g\. 2026-11-20T10:00:00Z \(from SIM_START\)$/)]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('npm run sim -- --start (the compiled build)', () => {
+  const sim = builtEntry('src/simServer.ts');
+  it('starts the market at --start, keeps the clock in --data, refuses another instant over its state', async () => {
+    const data = mkdtempSync(join(tmpdir(), 'tagw-simstart-sim-'));
+    try {
+      const wall0 = Date.now();
+      const a = firstLine([sim, '--port', '0', '--data', data, '--start', '2026-09-16T14:00+02:00']);
+      let first: { listening: number; simStart: string; simNow: string };
+      try {
+        first = JSON.parse(await a.line) as typeof first;
+        expect(first.simStart).toBe(START);
+        expect(Date.parse(first.simNow)).toBeGreaterThanOrEqual(START_MS);
+        const c = new BridgeBrokerConnection({ host: '127.0.0.1', port: first.listening, server: 'Sim-P5-Demo', login: '951', password: 'x' });
+        await c.connect();
+        const q = (await c.quote('EURUSD'))!;
+        expect(q.timeMsc).toBeGreaterThanOrEqual(START_MS);
+        expect(q.timeMsc).toBeLessThanOrEqual(START_MS + (Date.now() - wall0));
+        expect(await c.orderSend({ symbol: 'EURUSD', type: 'Buy', volume: 0.01 })).toMatchObject({ ok: true });
+        await c.disconnect();
+      } finally {
+        a.child.kill('SIGTERM');
+        await a.exited;
+      }
+      const b = firstLine([sim, '--port', '0', '--data', data, '--start', '2026-09-17T00:00:00Z']);
+      const refused = await b.exited;
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^simulator: --start: --data .*: its simulated clock started at 2026-09-16T12:00:00.000Z .* cannot start again at 2026-09-17T00:00:00.000Z/)]);
+      const bad = await firstLine([sim, '--port', '0', '--start', 'soon']).exited;
+      expect(bad.code).toBe(2);
+      expect(bad.stderr.trim()).toBe("simulator: --start: 'soon' is not an ISO 8601 instant with its zone, e.g. 2026-11-20T10:00:00Z");
+    } finally {
+      rmSync(data, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
