@@ -23,6 +23,11 @@ describe('tagw status, cluster lines', () => {
     ]);
   });
 
+  it('says no live node without an empty list after it (every heartbeat lapsed: PostgreSQL just back after an outage past the lease)', () => {
+    expect(clusterFields({ nodeId: 'node-a', ownedHere: 0, unowned: 10, nodes: [{ nodeId: 'node-a', live: false, accounts: 0 }] })[1])
+      .toEqual(['cluster', '0 live nodes; 10 accounts without owner']);
+  });
+
   it("adds this node's lease changes, takeovers and calls between nodes when the gateway reports them", () => {
     const lines = clusterFields({
       nodeId: 'node-a', ownedHere: 3, unowned: 0, nodes: [{ nodeId: 'node-a', live: true, accounts: 3 }],

@@ -44,7 +44,7 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
   return [
     ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
     ...(c.steppedDown ? [['stepped down', 'cut off from NATS, its accounts handed over until its link is back'] as [string, unknown]] : []),
-    ['cluster', `${count(live.length, 'live node')}: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}; ${count(c.unowned, 'account')} without owner`],
+    ['cluster', `${count(live.length, 'live node')}${live.length ? `: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}` : ''}; ${count(c.unowned, 'account')} without owner`],
     ...(l ? [['leases', `${l.acquired} acquired, ${l.handedOver} handed over, ${l.lost} lost; ${count(l.takeovers, 'takeover')}`] as [string, unknown]] : []),
     ...(k ? [['calls', `${k.forwarded} forwarded, ${k.served} served for other nodes, ${k.unavailable} unavailable, ${count(k.ownerWaits, 'owner wait')}`] as [string, unknown]] : []),
   ];
