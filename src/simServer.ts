@@ -22,7 +22,7 @@ import { loadReplayData, loadSimConfig, DEFAULT_CONFIG_PATH, MARKET_HOURS, type 
 import { Simulator } from './sim/simulator.js';
 import { SqliteSimStore } from './store/simStore.js';
 import { SimClockError, simClockOf } from './store/simClock.js';
-import { parseSimStart } from './sim/simStart.js';
+import { closedAt, parseSimStart } from './sim/simStart.js';
 import { offsetClock } from './util/clock.js';
 import { MemorySimStore } from './store/memorySimStore.js';
 import { oneLine } from './startupChecks.js';
@@ -293,6 +293,8 @@ async function main(): Promise<void> {
     store = new MemorySimStore();
   }
   const sim = new Simulator({ config, store, replay, clock: offsetClock(offsetMs) });
+  const closed = simStartMs === undefined ? [] : closedAt(config, Date.now() + offsetMs);
+  if (closed.length) console.error(`simulator: the simulated clock is where ${closed.join(', ')} do not quote or trade (a --start on a weekend opens into a closed forex market): they start at their next session, or use --market-hours always`);
   sim.start(20);
   const host = args.host || '127.0.0.1';
   if (!args['tls-cert'] !== !args['tls-key']) throw new UsageError('--tls-cert and --tls-key go together');

@@ -16,6 +16,7 @@ import { loadQuoteLogins, QuoteLoginsError } from './runtime/quoteLogins.js';
 import { AccountStore } from './store/accounts.js';
 import type { Db } from './store/db.js';
 import { SimClockError, simClockOf } from './store/simClock.js';
+import { closedAt } from './sim/simStart.js';
 
 /** A zod error as one line: `path: message; ...`; any other error's message, first line. */
 export function oneLine(err: unknown): string {
@@ -63,10 +64,21 @@ export function simClockOffset(db: Db, config: Config, nowMs: number, log: Logge
     const c = simClockOf(db, config.simStart === undefined ? undefined : Date.parse(config.simStart), nowMs, `DATA_DIR ${config.dataDir}`);
     if (c.kept) log.warn('SIM_START unset: the simulated clock DATA_DIR keeps goes on (only an empty DATA_DIR runs on the wall clock)', { simStart: new Date(c.startMs!).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
     else if (c.startMs !== undefined) log.info('simulated clock', { simStart: new Date(c.startMs).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
+    if (c.startMs !== undefined) warnClosed(config, nowMs + c.offsetMs, log);
     return c.offsetMs;
   } catch (err) {
     if (err instanceof SimClockError) throw new ConfigError(`SIM_START: ${err.message}`);
     throw err;
+  }
+}
+
+/** A simulated clock that starts where symbols do not quote (SIM_START on a weekend: forex closed) is
+ *  said at start: the operator sees why EURUSD is silent and answers MARKET_CLOSED. */
+function warnClosed(config: Config, simNowMs: number, log: Logger): void {
+  const path = config.simServersFile === undefined ? DEFAULT_CONFIG_PATH : resolve(config.simServersFile);
+  const closed = closedAt(loadSimConfig(path, config.simMarketHours ? { marketHours: config.simMarketHours } : {}), simNowMs);
+  if (closed.length) {
+    log.warn('the simulated clock is where these symbols do not quote or trade (a SIM_START on a weekend opens into a closed forex market): they start at their next session, or use SIM_MARKET_HOURS=always', { simNow: new Date(simNowMs).toISOString(), closed });
   }
 }
 

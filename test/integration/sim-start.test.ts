@@ -202,6 +202,13 @@ describe('npm run sim -- --start (the compiled build)', () => {
       const refused = await b.exited;
       expect(refused.code).toBe(2);
       expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^simulator: --start: --data .*: its simulated clock started at 2026-09-16T12:00:00.000Z .* cannot start again at 2026-09-17T00:00:00.000Z/)]);
+      // A Saturday: forex closed, said on stderr; BTCUSD quotes.
+      const sat = firstLine([sim, '--port', '0', '--start', '2026-11-21T12:00:00Z']);
+      expect(JSON.parse(await sat.line)).toMatchObject({ simStart: '2026-11-21T12:00:00.000Z' });
+      sat.child.kill('SIGTERM');
+      const satEnd = await sat.exited;
+      expect(satEnd.stderr).toMatch(/^simulator: the simulated clock is where .*Sim-P5-Demo:EURUSD.* do not quote or trade \(a --start on a weekend opens into a closed forex market\)/);
+      expect(satEnd.stderr).not.toMatch(/BTCUSD/);
       const bad = await firstLine([sim, '--port', '0', '--start', 'soon']).exited;
       expect(bad.code).toBe(2);
       expect(bad.stderr.trim()).toBe("simulator: --start: 'soon' is not an ISO 8601 instant with its zone, e.g. 2026-11-20T10:00:00Z");

@@ -7,11 +7,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { unsetMeanings } from '../../src/configUnset.js';
-import { checkBrokerConfig } from '../../src/startupChecks.js';
+import { checkBrokerConfig, simClockOffset } from '../../src/startupChecks.js';
+import { createLogger } from '../../src/log.js';
+import { loadSimConfig } from '../../src/sim/config.js';
 import { createSimulator } from '../../src/broker/simulatorSetup.js';
 import { SimBrokerConnection } from '../../src/broker/sim.js';
 import { ManualClock, type Simulator } from '../../src/sim/simulator.js';
-import { parseSimStart } from '../../src/sim/simStart.js';
+import { closedAt, parseSimStart } from '../../src/sim/simStart.js';
 import { SimClockError, simClockOf } from '../../src/store/simClock.js';
 import { SqliteSimStore } from '../../src/store/simStore.js';
 import { shiftedClock } from '../../src/util/clock.js';
@@ -57,6 +59,34 @@ describe('SIM_START, the setting', () => {
   it('parseSimStart: the same rules for `npm run sim -- --start`', () => {
     expect(parseSimStart(START)).toEqual({ ms: START_MS });
     expect(parseSimStart('10000-01-01T00:00:00Z')).toHaveProperty('problem');
+  });
+});
+
+describe('a SIM_START where symbols do not quote (a weekend) is said at start', () => {
+  const SATURDAY = '2026-11-21T12:00:00Z';
+  it('closedAt: the forex symbols and the index on a Saturday, nothing on a Wednesday or with always', () => {
+    const closed = closedAt(loadSimConfig(), Date.parse(SATURDAY));
+    expect(closed).toContain('Sim-P5-Demo:EURUSD');
+    expect(closed).toContain('Sim-P4-Demo:EURUSD');
+    expect(closed).toContain('Sim-P5-Demo:US500');
+    expect(closed.some((s) => s.endsWith(':BTCUSD'))).toBe(false);
+    expect(closedAt(loadSimConfig(), START_MS)).toEqual([]);
+    expect(closedAt(loadSimConfig(undefined, { marketHours: 'always' }), Date.parse(SATURDAY))).toEqual([]);
+  });
+
+  const warnings = (env: Record<string, string>) => {
+    const lines: string[] = [];
+    const log = createLogger('warn', {}, (l) => lines.push(l));
+    simClockOffset(new Database(':memory:'), loadConfig(env), Date.now(), log);
+    return lines.map((l) => JSON.parse(l) as { msg: string; closed?: string[] });
+  };
+  it('the gateway warns, naming the closed symbols; not on a weekday, nor with SIM_MARKET_HOURS=always', () => {
+    const w = warnings({ SIM_START: SATURDAY });
+    expect(w).toHaveLength(1);
+    expect(w[0]!.msg).toMatch(/a SIM_START on a weekend opens into a closed forex market/);
+    expect(w[0]!.closed).toContain('Sim-P5-Demo:EURUSD');
+    expect(warnings({ SIM_START: START })).toEqual([]);
+    expect(warnings({ SIM_START: SATURDAY, SIM_MARKET_HOURS: 'always' })).toEqual([]);
   });
 });
 
