@@ -48,7 +48,8 @@ export function checkTlsFiles(tls: TlsFiles): void {
     try {
       return readFileSync(file);
     } catch (err) {
-      throw new TlsConfigError(`${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new TlsConfigError(`${what} ${file}: ${code ? `${code}${FILE_HINT[code] ?? ''}` : (err as Error).message}`);
     }
   };
   const cert = read('TLS_CERT_FILE', tls.certFile);
@@ -57,8 +58,21 @@ export function checkTlsFiles(tls: TlsFiles): void {
   try {
     createSecureContext({ cert, key, ...(ca ? { ca } : {}), ...(tls.passphrase ? { passphrase: tls.passphrase } : {}) });
   } catch (err) {
-    throw new TlsConfigError(`TLS_CERT_FILE ${tls.certFile} / TLS_KEY_FILE ${tls.keyFile}: ${(err as Error).message.split('\n')[0]}`);
+    const said = (err as Error).message.split('\n')[0]!;
+    throw new TlsConfigError(`TLS_CERT_FILE ${tls.certFile} / TLS_KEY_FILE ${tls.keyFile}: ${said}${tlsHint(said, tls.passphrase !== undefined)}`);
   }
+}
+
+const FILE_HINT: Record<string, string> = { ENOENT: ' (no such file)', EACCES: ' (permission denied to this user)', EISDIR: ' (a directory, not a file)' };
+
+/** What to change, after OpenSSL's own words (which name no setting). */
+function tlsHint(said: string, passphrase: boolean): string {
+  if (/bad decrypt|bad password|interrupted or cancelled/i.test(said)) {
+    return passphrase ? ": TLS_KEY_PASSPHRASE is not the key's passphrase" : ': the key is encrypted: set TLS_KEY_PASSPHRASE';
+  }
+  if (/key values mismatch/i.test(said)) return ": the key is not the certificate's (TLS_KEY_FILE names another key)";
+  if (/DECODER routines|no start line|PEM routines/i.test(said)) return ': not a PEM certificate and key (BEGIN CERTIFICATE, BEGIN PRIVATE KEY)';
+  return '';
 }
 
 /** The DNS names of a certificate (subjectAltName), wildcards included. */

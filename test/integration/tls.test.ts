@@ -104,9 +104,12 @@ describe('HTTPS and WSS', () => {
     expect((await httpsJson(g.gw.url, 'GET', '/healthz', { ca })).status).toBe(200);
     await g.stop();
     const cases: Array<[Record<string, string>, RegExp]> = [
-      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.encryptedKey, tlsKeyPassphrase: 'wrong' }, /TLS_KEY_FILE .*a-enc\.key/],
-      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.b.key }, /TLS_CERT_FILE .*a\.crt \/ TLS_KEY_FILE .*b\.key: .*key values mismatch/],
-      [{ tlsCertFile: join(certDir, 'missing.crt'), tlsKeyFile: certs.a.key }, /TLS_CERT_FILE .*missing\.crt: ENOENT/],
+      // OpenSSL's own words alone ("bad decrypt", "key values mismatch", "ENOENT") left the operator
+      // to guess which setting to change: each line now says it.
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.encryptedKey, tlsKeyPassphrase: 'wrong' }, /TLS_KEY_FILE .*a-enc\.key: .*TLS_KEY_PASSPHRASE is not the key's passphrase/],
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.a.encryptedKey }, /TLS_KEY_FILE .*a-enc\.key: .*the key is encrypted: set TLS_KEY_PASSPHRASE/],
+      [{ tlsCertFile: certs.a.cert, tlsKeyFile: certs.b.key }, /TLS_CERT_FILE .*a\.crt \/ TLS_KEY_FILE .*b\.key: .*key values mismatch.*the key is not the certificate's/],
+      [{ tlsCertFile: join(certDir, 'missing.crt'), tlsKeyFile: certs.a.key }, /TLS_CERT_FILE .*missing\.crt: ENOENT \(no such file\)/],
     ];
     for (const [tls, message] of cases) {
       const dataDir = tempDir();
