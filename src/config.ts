@@ -9,7 +9,7 @@ import { isTimeZone } from './news/zone.js';
 import { MARKET_HOURS } from './sim/config.js';
 import { parseSimStart } from './sim/simStart.js';
 
-const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])]).transform((v) =>
+const bool = z.union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no', ''])], { error: 'must be 1, 0, true, false, yes or no' }).transform((v) =>
   typeof v === 'boolean' ? v : v === '1' || v === 'true' || v === 'yes');
 /** Not a number, or not a whole one: said so ("received NaN" told an operator who wrote PORT=abc little). */
 const int = (min: number, max: number) =>

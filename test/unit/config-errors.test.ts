@@ -20,6 +20,9 @@ it('names the environment variable of each bad value, and a number setting says 
     'invalid configuration: port: must be a whole number (from PORT); shards: Too small: expected number to be >=1 (from SHARDS)');
   expect(message({ SIM_MARKET_HOURS: 'weekends' })).toMatch(/^invalid configuration: simMarketHours: .*"sessions"\|"always" \(from SIM_MARKET_HOURS\)$/);
   expect(message({ BODY_TIMEOUT_MS: '1.5' })).toBe('invalid configuration: bodyTimeoutMs: must be a whole number (from BODY_TIMEOUT_MS)');
+  // An on/off setting said only "Invalid input".
+  expect(message({ TRUST_PROXY: 'on' })).toBe('invalid configuration: trustProxy: must be 1, 0, true, false, yes or no (from TRUST_PROXY)');
+  expect(loadConfig({ TRUST_PROXY: 'yes', SECRET_KEY_RESET: '0' })).toMatchObject({ trustProxy: true, secretKeyReset: false });
 });
 
 it('a bad value from the TAGW_CONFIG file is named by its key there', () => {
