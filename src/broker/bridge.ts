@@ -46,6 +46,9 @@ export interface BridgeOptions {
   readonly tls?: { readonly ca?: string | Buffer };
   /** Phase-change times and the deal lookback of a first resync (default: the system clock). */
   readonly clock?: Clock;
+  /** Told why the bridge could not be reached (refused, timed out, its certificate failed the
+   *  check); the error names host, port and the TLS reason, never the password. */
+  readonly onConnectError?: (err: Error) => void;
 }
 
 interface Pending {
@@ -150,7 +153,9 @@ export class BridgeBrokerConnection implements BrokerConnection {
     this.setState('connecting');
     const socket = await this.openSocket().catch((err: unknown) => {
       this.setState('disconnected', 'connect failed');
-      throw new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}${this.options.tls ? ` over TLS (${(err as Error).message})` : ''}`, { cause: err });
+      const failed = new BrokerDisconnectedError(`cannot reach bridge ${this.options.host}:${this.options.port}${this.options.tls ? ` over TLS (${(err as Error).message})` : ''}`, { cause: err });
+      this.options.onConnectError?.(failed);
+      throw failed;
     });
     this.socket = socket;
     this.positionsDelta = new PositionsDeltaDecoder();

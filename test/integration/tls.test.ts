@@ -320,6 +320,30 @@ describe('bridge over TLS', () => {
     }
   });
 
+  it('the log says why a bridge is not reached (its certificate), once however often its accounts retry, never the password', async () => {
+    // docs/operations.md#tls: "its accounts stay NOT_CONNECTED and the log says why". Nothing said
+    // it: the account stayed `connecting` with no last error, and no line named the certificate.
+    const rogue = await recordingBridge(certs.a.cert, certs.a.key);
+    const p = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tls://127.0.0.1:${rogue.port}`, BIND_WAIT_MS: '200', BROKER_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
+    try {
+      const url = await p.listening;
+      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
+      const bound = await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'refused', password: 'bridge-secret-pw', server: 'Sim-P5-Demo' }) });
+      expect(bound.status).toBe(200);
+      const said = () => p.output().split('\n').filter((l) => l.includes('"msg":"cannot connect to the bridge'));
+      await until(() => said().length > 0, 'a line saying why');
+      await until(() => rogue.seen.connections >= 3, 'two more attempts of the backoff');
+      expect(said().length, p.output()).toBe(1);
+      expect((JSON.parse(said()[0]!) as { error: string }).error).toMatch(/over TLS \(.*(certificate|issuer)/i);
+      expect(p.output()).not.toContain('bridge-secret-pw');
+      expect(rogue.seen.bytes).toBe(0);
+    } finally {
+      p.child.kill('SIGTERM');
+      await p.exited;
+      rogue.close();
+    }
+  });
+
   it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {
     const lines: string[] = [];
     const gw = await startGateway(parseConfig({ port: 0, dataDir: tempDir(), brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${bs.port}`, shards: 1 }), { log: createLogger('warn', {}, (l) => lines.push(l)), shardWorkerFile: SHARD_WORKER, checkpointWorkerFile: CHECKPOINT_WORKER });

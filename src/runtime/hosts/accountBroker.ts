@@ -29,6 +29,27 @@ export interface BrokerSource {
   stop(): void;
 }
 
+/** How often the same reason a bridge could not be reached is logged again by a shard. */
+const BRIDGE_FAILURE_REPEAT_MS = 60_000;
+
+/**
+ * Why the bridge cannot be reached, logged: a certificate that fails the check, a refused port.
+ * Before, nothing said it (the accounts stayed `connecting`, docs/operations.md#tls promised the
+ * log would say why). Every account of the shard meets the same failure at each of its backoff's
+ * tries: one line per reason per minute, not one per account and try.
+ */
+function bridgeFailureLog(ctx: ShardContext, url: string): (err: Error) => void {
+  const said = new Map<string, number>();
+  return (err) => {
+    const now = ctx.clock.now();
+    const last = said.get(err.message);
+    if (last !== undefined && now - last < BRIDGE_FAILURE_REPEAT_MS) return;
+    if (said.size >= 100) said.clear();
+    said.set(err.message, now);
+    ctx.log.warn('cannot connect to the bridge; its accounts stay not connected and retry with backoff', { bridge: url, error: err.message });
+  };
+}
+
 export function createBrokerSource(ctx: ShardContext): BrokerSource {
   const mode = ctx.settings.brokerMode;
   if (mode === 'bridge') {
@@ -38,9 +59,10 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
     const [host, port] = [m[2]!, Number(m[3])];
     const caFile = ctx.settings.bridgeCaFile;
     const tls = m[1] === 'tls' ? { tls: caFile ? { ca: readFileSync(caFile) } : {} } : {};
+    const onConnectError = bridgeFailureLog(ctx, url!);
     return {
       factory: (c) => new BridgeBrokerConnection({
-        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}), ...tls, clock: ctx.clock,
+        host, port, server: c.server, login: c.login, password: c.password, ...(c.platform ? { platform: c.platform } : {}), ...tls, clock: ctx.clock, onConnectError,
       }),
       stop: () => {},
     };
