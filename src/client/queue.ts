@@ -3,8 +3,18 @@
 
 type Listener<F> = (frame: F) => void;
 
+/** Latest-value frames (a symbol's quotes, a bar in progress): one still in the buffer is dropped when
+ *  a newer one of its topic comes, so a `for await` slower than the stream reads current prices, not
+ *  a backlog that grows older without bound. */
+export interface Coalescing<F> {
+  /** The frame's topic when it is a latest-value frame (a QUOTE's symbol), else undefined: never dropped. */
+  topic(frame: F): string | undefined;
+  /** Whether a newer frame of its topic replaces it (a bar's `closed:true` frame is never replaced). */
+  replaceable(frame: F): boolean;
+}
+
 export class FrameChannel<F extends { type: string }, E extends Record<string, unknown[]> = Record<string, unknown[]>> implements AsyncIterable<F> {
-  private readonly buffer: F[] = [];
+  private buffer: F[] = [];
   private readonly waiters: Array<(r: IteratorResult<F>) => void> = [];
   private readonly frameListeners = new Map<string, Set<Listener<F>>>();
   private readonly eventListeners = new Map<keyof E, Set<(...args: any[]) => void>>();
@@ -13,10 +23,20 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
   /** Whether anything iterates. Frames are buffered for an iterator, or while nobody listens at all
    *  (one may come); a callback-only consumer leaves nothing piling up. */
   private iterated = false;
+  /** Per topic, its replaceable frame still in the buffer (coalescing only). */
+  private readonly pending = new Map<string, F>();
+  /** Buffered frames a newer one of their topic replaced: skipped when their turn comes. */
+  private readonly dropped = new Set<F>();
+  /** Latest-value frames dropped from the buffer for a newer one of their topic. */
+  coalesced = 0;
 
   /** `onTaken`: a frame reached the consumer (its callbacks ran, or an iterator was handed it),
-   *  in order; a frame still in the buffer has not. */
-  constructor(private readonly onStop: () => void, private readonly onTaken: (frame: F) => void = () => undefined) {}
+   *  in order; a frame still in the buffer has not. `coalescing`: which buffered frames a newer one replaces. */
+  constructor(
+    private readonly onStop: () => void,
+    private readonly onTaken: (frame: F) => void = () => undefined,
+    private readonly coalescing?: Coalescing<F>,
+  ) {}
 
   push(frame: F): void {
     if (this.ended) return;
@@ -34,6 +54,40 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
       this.onTaken(frame);
       w({ value: frame, done: false });
     } else this.buffer.push(frame);
+    if (!w && this.coalescing) this.supersede(frame);
+  }
+
+  /** `frame` was just buffered: a replaceable frame of its topic still waiting is dropped (the newest
+   *  then waits at its own place in the order). */
+  private supersede(frame: F): void {
+    const c = this.coalescing!;
+    const topic = c.topic(frame);
+    if (topic === undefined) return;
+    const older = this.pending.get(topic);
+    if (older !== undefined) {
+      this.dropped.add(older);
+      this.coalesced++;
+      // Compacted once most of the buffer is replaced frames: a stalled reader holds one frame per
+      // topic (and every account event), not every quote since it stalled.
+      if (this.dropped.size >= 64 && this.dropped.size * 2 > this.buffer.length) {
+        this.buffer = this.buffer.filter((f) => !this.dropped.has(f));
+        this.dropped.clear();
+      }
+    }
+    if (c.replaceable(frame)) this.pending.set(topic, frame);
+    else this.pending.delete(topic);
+  }
+
+  /** The next buffered frame that was not replaced, taken out of the buffer. */
+  private shiftLive(): F | undefined {
+    for (;;) {
+      const f = this.buffer.shift();
+      if (f === undefined || (this.dropped.size === 0 && this.pending.size === 0)) return f;
+      if (this.dropped.delete(f)) continue;
+      const topic = this.coalescing!.topic(f);
+      if (topic !== undefined && this.pending.get(topic) === f) this.pending.delete(topic);
+      return f;
+    }
   }
 
   emit<K extends keyof E>(event: K, ...args: E[K]): void {
@@ -55,8 +109,7 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
   /** Buffered frames to the callbacks, in order (nothing iterates: nothing else will take them). */
   private flushToListeners(): void {
     if (this.iterated || this.frameListeners.size === 0) return;
-    while (this.buffer.length > 0) {
-      const f = this.buffer.shift()!;
+    for (let f = this.shiftLive(); f !== undefined; f = this.shiftLive()) {
       this.onTaken(f);
       const typed = this.frameListeners.get(f.type);
       if (typed) for (const l of typed) l(f);
@@ -98,7 +151,7 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
     this.iterated = true;
     return {
       next: () => {
-        const f = this.buffer.shift();
+        const f = this.shiftLive();
         if (f !== undefined) {
           this.onTaken(f);
           return Promise.resolve({ value: f, done: false });
@@ -114,3 +167,21 @@ export class FrameChannel<F extends { type: string }, E extends Record<string, u
     };
   }
 }
+
+type MarketFrame = { type: string; data?: unknown };
+const dataOf = (f: MarketFrame) => f.data as { symbol?: unknown; timeframe?: unknown; closed?: unknown } | undefined;
+
+/** The market data of `/v1/stream` and `/ws`: a symbol's `QUOTE`s (and `/ws` `BOOK`s), a
+ *  (symbol, timeframe)'s `CANDLE`s, of which the newest is what counts (the gateway coalesces them
+ *  the same way for a slow socket, docs/stream.md *Fan-out and backpressure*); a bar's `closed:true`
+ *  frame is never replaced. Account events and control frames have no topic. */
+export const LATEST_MARKET_DATA: Coalescing<MarketFrame> = {
+  topic(f) {
+    if (f.type !== 'QUOTE' && f.type !== 'CANDLE' && f.type !== 'BOOK') return undefined;
+    const d = dataOf(f);
+    if (typeof d?.symbol !== 'string') return undefined;
+    // Quotes by the symbol alone (no string made per quote); the other kinds by a key no symbol is.
+    return f.type === 'QUOTE' ? d.symbol : `\u0000${f.type}\u0000${d.symbol}\u0000${String(d.timeframe)}`;
+  },
+  replaceable: (f) => f.type !== 'CANDLE' || dataOf(f)?.closed !== true,
+};

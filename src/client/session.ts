@@ -6,7 +6,7 @@ import type { BackoffOptions } from './backoff.js';
 import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
 import type { GatewayFrame, GatewayFrameOf } from './frames.js';
 import type { Transport } from './http.js';
-import { FrameChannel } from './queue.js';
+import { FrameChannel, LATEST_MARKET_DATA } from './queue.js';
 import { PROXY_OPERATIONS } from './routes.js';
 import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
@@ -23,6 +23,9 @@ export interface GatewaySocketOptions {
   /** An upgrade not answered within this long is given up and tried again. Default 10 s. */
   connectTimeoutMs?: number;
   backoff?: Partial<BackoffOptions>;
+  /** A `for await` slower than the socket gets the newest QUOTE/BOOK of each symbol and CANDLE of each
+   *  bar series, not a backlog (a bar's closed frame is kept). Default true, as on the stream. */
+  coalesce?: boolean;
 }
 
 export type GatewaySocketEvents = {
@@ -114,7 +117,7 @@ export class GatewaySocketClient implements AsyncIterable<GatewayFrame> {
 
   constructor(private readonly session: GatewaySession, t: Transport, WebSocket: WebSocketConstructor, o: GatewaySocketOptions, random?: () => number) {
     t.socketAuth(); // no API key: refused now
-    this.channel = new FrameChannel<GatewayFrame, GatewaySocketEvents>(() => this.close());
+    this.channel = new FrameChannel<GatewayFrame, GatewaySocketEvents>(() => this.close(), undefined, o.coalesce === false ? undefined : LATEST_MARKET_DATA);
     this.sock = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.silenceMs ?? 0, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {

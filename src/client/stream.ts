@@ -8,7 +8,7 @@ import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.
 import type { FrameOf, KnownFrame, Resumed, StreamFrame } from './frames.js';
 import type { Transport } from './http.js';
 import type { StreamTimeframe } from './types.js';
-import { FrameChannel } from './queue.js';
+import { FrameChannel, LATEST_MARKET_DATA } from './queue.js';
 import { CLOSE, ReconnectingSocket, type SocketState, type SocketTarget, type WebSocketConstructor } from './socket.js';
 
 export interface StreamOptions {
@@ -26,6 +26,10 @@ export interface StreamOptions {
   /** A gap inside one epoch makes the SDK reconnect for the replay; after this many in a row
    *  without progress it gives up on the replay and signals recovered:false instead. Default 3. */
   maxGapRetries?: number;
+  /** A `for await` slower than the stream gets the newest QUOTE of each symbol and CANDLE of each bar
+   *  series, not every one that came while it was busy (account events, closed bars and control frames
+   *  are never dropped). Default true; false keeps every frame (memory then grows while it lags). */
+  coalesce?: boolean;
 }
 
 export type StreamEvents = {
@@ -83,7 +87,7 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
     for (const s of o.symbols ?? []) this.wanted.set(s, new Set(o.timeframes ?? []));
     this.channel = new FrameChannel<KnownFrame, StreamEvents>(() => this.close(), (f) => {
       if (isPositioned(f)) this.taken = { epoch: f.epoch, seq: f.seq };
-    });
+    }, o.coalesce === false ? undefined : LATEST_MARKET_DATA);
     this.socket = new ReconnectingSocket(
       { WebSocket, backoff: { ...DEFAULT_STREAM_BACKOFF, ...o.backoff }, silenceMs: o.heartbeatTimeoutMs ?? 25_000, connectTimeoutMs: o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, ...(random ? { random } : {}) },
       {
@@ -108,6 +112,12 @@ export class StreamSubscription implements AsyncIterable<StreamFrame & KnownFram
   /** `position` as `<epoch>:<seq>`, for `client.stream(id, { since })`. */
   get since(): string | undefined {
     return this.taken ? formatSince(this.taken) : undefined;
+  }
+
+  /** QUOTE and CANDLE frames a newer one of their symbol (bar series) replaced in the buffer of a
+   *  `for await` slower than the stream (`coalesce`), for your metrics. */
+  get coalesced(): number {
+    return this.channel.coalesced;
   }
 
   /** Connections replaced so far (closes, stalls, gaps). */

@@ -70,6 +70,38 @@ describe('stream', () => {
     expect(trades).toHaveLength(3);
   });
 
+  it('a for await that stalls reads the newest quote when it comes back, not a backlog; the TRADE made meanwhile arrives', async () => {
+    // Found driving a bot: reading 10 frames/s of a stream that sent ~40, the quote it acted on was 20 s
+    // old after 24 s and getting older (the SDK read every frame into its own buffer, so the gateway's
+    // coalescing of slow sockets never began). Now a buffered QUOTE is replaced by a newer one of its symbol.
+    const slow = (await client.connectEx({ user: 'sdk-stream-slow', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    const s = client.stream(slow, { symbols: ['BTCUSD'] });
+    let newest: unknown;
+    let quotes = 0;
+    s.on('QUOTE', (f) => {
+      newest = f;
+      quotes++;
+    });
+    const it = s[Symbol.asyncIterator]();
+    try {
+      while ((await it.next()).value?.type !== 'QUOTE');
+      // The bot is busy: it reads nothing while an order fills and quotes keep coming.
+      await client.account(slow).OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 });
+      const before = quotes;
+      await until(() => quotes >= before + 4, 'quotes coming while the reader is stalled');
+      const read: string[] = [];
+      while (!(read.includes('QUOTE') && read.includes('TRADE'))) {
+        const f = (await it.next()).value!;
+        read.push(f.type);
+        // The newest the stream received: no frame can arrive between that push and this read.
+        if (f.type === 'QUOTE') expect(f).toBe(newest);
+      }
+      expect(s.coalesced).toBeGreaterThanOrEqual(3);
+    } finally {
+      s.close();
+    }
+  });
+
   it('a subscribe refused for a passing reason (the account\'s connection down) is asked again until it holds: quotes come once the account is back', async () => {
     // Found by the cluster chaos run: a subscribe refused while its account changed owner left the
     // stream without quotes for good (the SDK sent it again only at a reconnect).

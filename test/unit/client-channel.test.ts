@@ -3,7 +3,7 @@
 // every frame that came meanwhile, in order and once; an iterator gets them instead when one runs.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FrameChannel } from '../../src/client/queue.js';
+import { FrameChannel, LATEST_MARKET_DATA } from '../../src/client/queue.js';
 
 type F = { type: string; n: number };
 type Step = { kind: 'push'; type: 'A' | 'B' } | { kind: 'listen'; type: 'A' | 'B' | '*' } | { kind: 'tick' };
@@ -53,5 +53,87 @@ describe('FrameChannel, callbacks added late', () => {
     expect((await it.next()).value).toEqual({ type: 'A', n: 1 });
     expect((await it.next()).value).toEqual({ type: 'A', n: 2 });
     expect(cb).toEqual([2]);
+  });
+});
+
+// A `for await` slower than the stream: latest-value frames waiting in the buffer are replaced by a
+// newer one of their topic (found driving a bot against a gateway: reading 10 frames/s of a stream
+// sending ~40, the quote a bot acted on was 20 s old after 24 s and getting older, its buffer 986
+// frames and growing; the gateway coalesces such a socket itself, but the SDK read everything into
+// its own buffer first).
+describe('FrameChannel, coalescing for a slow iterator', () => {
+  type M = { type: 'QUOTE' | 'CANDLE' | 'TRADE' | 'HEARTBEAT'; n: number; data: { symbol?: string; timeframe?: string; closed?: boolean } };
+  type Op = { kind: 'push'; frame: Omit<M, 'n'> } | { kind: 'read' };
+  const frame: fc.Arbitrary<Omit<M, 'n'>> = fc.oneof(
+    { weight: 6, arbitrary: fc.record({ type: fc.constant('QUOTE' as const), data: fc.record({ symbol: fc.constantFrom('A', 'B', 'C') }) }) },
+    { weight: 3, arbitrary: fc.record({ type: fc.constant('CANDLE' as const), data: fc.record({ symbol: fc.constantFrom('A', 'B'), timeframe: fc.constantFrom('M1', 'H1'), closed: fc.boolean() }) }) },
+    { weight: 2, arbitrary: fc.record({ type: fc.constant('TRADE' as const), data: fc.constant({}) }) },
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('HEARTBEAT' as const), data: fc.constant({}) }) },
+  );
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    { weight: 5, arbitrary: fc.record({ kind: fc.constant('push' as const), frame }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('read' as const) }) },
+  );
+  const topic = (f: M) => (f.type === 'QUOTE' ? `q${f.data.symbol}` : f.type === 'CANDLE' ? `c${f.data.symbol}${f.data.timeframe}` : undefined);
+  const replaceable = (f: M) => f.type === 'QUOTE' || (f.type === 'CANDLE' && f.data.closed !== true);
+
+  it('reads what a model buffer holding one replaceable frame per topic gives: every TRADE, closed bar and heartbeat once, in order, the newest of each topic', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(op, { maxLength: 400 }), async (ops) => {
+      const channel = new FrameChannel<M>(() => undefined, () => undefined, LATEST_MARKET_DATA);
+      const it = channel[Symbol.asyncIterator]();
+      const reads: Array<Promise<IteratorResult<M>>> = [];
+      // The model: frames pushed and not read yet, an older replaceable frame of a topic removed when
+      // a newer one of that topic comes; reads waiting take the next push directly.
+      const model: M[] = [];
+      const expected: number[] = [];
+      let waiting = 0;
+      let dropped = 0;
+      let n = 0;
+      for (const o of ops) {
+        if (o.kind === 'read') {
+          reads.push(it.next());
+          const f = model.shift();
+          if (f) expected.push(f.n);
+          else waiting++;
+          continue;
+        }
+        const f: M = { ...o.frame, n: ++n };
+        channel.push(f);
+        if (waiting > 0) {
+          waiting--;
+          expected.push(f.n);
+          continue;
+        }
+        const t = topic(f);
+        const older = t === undefined ? -1 : model.findIndex((m) => topic(m) === t && replaceable(m));
+        if (older >= 0) {
+          model.splice(older, 1);
+          dropped++;
+        }
+        model.push(f);
+      }
+      channel.end();
+      for (let r = await it.next(); !r.done; r = await it.next()) reads.push(Promise.resolve(r));
+      const got = (await Promise.all(reads)).filter((r) => !r.done).map((r) => r.value.n);
+      expect(got).toEqual([...expected, ...model.map((m) => m.n)]);
+      expect(channel.coalesced).toBe(dropped);
+    }), { numRuns: 300 });
+  });
+
+  it('a stalled reader holds one quote per symbol, not every quote since it stalled', async () => {
+    const channel = new FrameChannel<M>(() => undefined, () => undefined, LATEST_MARKET_DATA);
+    const it = channel[Symbol.asyncIterator]();
+    for (let n = 1; n <= 10_000; n++) channel.push({ type: 'QUOTE', n, data: { symbol: n % 2 ? 'A' : 'B' } });
+    expect((channel as unknown as { buffer: unknown[] }).buffer.length).toBeLessThan(200);
+    expect((await it.next()).value).toMatchObject({ n: 9_999 });
+    expect((await it.next()).value).toMatchObject({ n: 10_000 });
+    expect(channel.coalesced).toBe(9_998);
+  });
+
+  it('without coalescing (the stream\'s coalesce: false) every frame is kept', async () => {
+    const channel = new FrameChannel<M>(() => undefined);
+    const it = channel[Symbol.asyncIterator]();
+    for (let n = 1; n <= 5; n++) channel.push({ type: 'QUOTE', n, data: { symbol: 'A' } });
+    for (let n = 1; n <= 5; n++) expect((await it.next()).value).toMatchObject({ n });
   });
 });
