@@ -58,3 +58,10 @@ export function simClockOf(db: Db, startMs: number | undefined, nowMs: number, w
   }
   return { offsetMs: row.offset_ms, startMs };
 }
+
+/** The simulated clock stored in this database (what the last start decided), or undefined (the wall clock). */
+export function storedSimClock(db: Db): SimClock | undefined {
+  const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sim_clock'").get() !== undefined;
+  const row = has ? db.prepare('SELECT start_ms, offset_ms FROM sim_clock WHERE only = 0').get() as Row | undefined : undefined;
+  return row && { offsetMs: row.offset_ms, startMs: row.start_ms };
+}

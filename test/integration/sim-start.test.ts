@@ -57,6 +57,12 @@ describe('a gateway with SIM_START', () => {
     expect(Date.parse(tz.body.time)).toBeGreaterThanOrEqual(START_MS);
     expect(Date.parse(tz.body.time)).toBeLessThanOrEqual(simNowAtMost());
     expect(tz.body.dstInEffect).toBe(true); // September: US DST, whatever month it is now
+    // The operator sees the simulated clock in /v1/status.
+    const st = await t!.req('GET', '/v1/status', { headers: mgmt(t!.managementKey) });
+    expect(st.body.simClock.start).toBe(START);
+    expect(Date.parse(st.body.simClock.now)).toBeGreaterThanOrEqual(START_MS);
+    expect(Date.parse(st.body.simClock.now)).toBeLessThanOrEqual(simNowAtMost());
+    expect(st.body.config.simStart).toBe(START);
     const ping = await api(`/Ping?id=${id}`);
     expect(Math.abs(Date.parse(ping.body.time) - Date.now())).toBeLessThan(60_000);
 
@@ -148,6 +154,11 @@ describe('a gateway with SIM_START', () => {
     expect(q.body.timeMsc).toBeGreaterThan(seen);
     expect(q.body.timeMsc).toBeLessThanOrEqual(simNowAtMost());
     expect(q.body.timeMsc).toBeLessThan(START_MS + DAY);
+    // Unset, yet not the wall clock: /v1/status says which.
+    const st = await t!.req('GET', '/v1/status', { headers: mgmt(t!.managementKey) });
+    expect(st.body.config.simStart).toBeNull();
+    expect(st.body.simClock.start).toBe(START);
+    expect(Date.parse(st.body.simClock.now)).toBeLessThanOrEqual(simNowAtMost());
   });
 });
 

@@ -102,6 +102,7 @@ describe('status routes', () => {
     expect(r.body.config.clusterStepDownMs).toBeNull();
     expect(r.body.configUnset).toMatchObject({ simMarketHours: expect.stringMatching(/^sessions/), clusterStepDownMs: 'the lease: 10000', bridgeUrl: 'not used (embedded simulator)' });
     expect(r.body.configUnset).not.toHaveProperty('managementKey');
+    expect(r.body.simClock).toBeNull(); // no SIM_START: the simulator runs on the wall clock
     expect(r.text).not.toContain(t.managementKey);
     expect(r.text).not.toContain('ab'.repeat(32));
     expect((await t.req('GET', '/v1/status')).status).toBe(401);

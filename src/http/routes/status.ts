@@ -16,6 +16,7 @@ import { clusterStatusBody, ClusterStatusBody } from '../clusterStatus.js';
 import { PACKAGE_VERSION } from '../../version.js';
 import { redactUrlCredentials } from '../../util/urlCredentials.js';
 import { unsetMeanings } from '../../configUnset.js';
+import { storedSimClock } from '../../store/simClock.js';
 
 
 /** Configuration values that are secrets (keys, passwords, tokens): shown as set, never their value. */
@@ -56,6 +57,9 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
     return counted.perShard;
   };
   const bindings = AccountStore.of(s.db);
+  // What this start decided (startupChecks.simClockOffset wrote it before the shards ran); bridge mode: the process's own.
+  const sim = s.config.brokerMode === 'embedded' ? storedSimClock(s.db) : undefined;
+  const simClockBody = (now: number) => sim ? { start: new Date(sim.startMs!).toISOString(), now: new Date(now + sim.offsetMs).toISOString() } : null;
   return [
     defineRoute({
       method: 'get', path: '/v1/status', family: 'provisioning', auth: 'management', tags: ['provisioning'],
@@ -68,6 +72,8 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
         config: z.record(z.string(), z.unknown()),
         configUnset: z.record(z.string(), z.string()).describe('For each optional setting left unset (null in config), what applies instead: its default decided where it is used'),
         cluster: ClusterStatusBody,
+        simClock: z.object({ start: z.string(), now: z.string() }).nullable()
+          .describe("The embedded simulator's clock when it is not the wall clock (SIM_START, or the simulated clock DATA_DIR keeps): the instant it started at and its now, ISO 8601 UTC; null: the wall clock"),
       }),
       errors: ['MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'FORBIDDEN'],
       handler: async ({ principal }) => {
@@ -87,6 +93,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
             config: redactedConfig(s.config),
             configUnset: unsetMeanings(s.config),
             cluster: await clusterStatusBody(s.cluster, s.config.clusterLeaseMs),
+            simClock: simClockBody(now),
           },
         };
       },
