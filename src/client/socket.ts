@@ -53,6 +53,9 @@ export interface SocketOptions {
   /** An upgrade not answered within this long (a frozen gateway, a black-holed route: TCP connects,
    *  nothing comes back) is given up and tried again. */
   connectTimeoutMs: number;
+  /** A connection open at least this long was healthy: the next failure's backoff starts from the
+   *  bottom again. Default: the backoff's `maxMs`. */
+  healthyMs?: number;
   random?: () => number;
 }
 
@@ -72,6 +75,8 @@ export class ReconnectingSocket {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
   private lastFrameAt = 0;
+  /** When the current connection opened (0: it has not). */
+  private openedAt = 0;
   /** Times a connection was replaced (stall, close, gap): for tests and metrics. */
   reconnects = 0;
 
@@ -129,16 +134,16 @@ export class ReconnectingSocket {
       this.abandon(4000, 'upgrade not answered');
       this.scheduleRetry(undefined, `no answer to the upgrade within ${this.o.connectTimeoutMs} ms`);
     }, this.o.connectTimeoutMs);
+    this.openedAt = 0;
     sock.onopen = () => {
       everOpened = true;
+      this.openedAt = Date.now();
       this.clearConnect();
       this.armSilence();
       this.h.state?.('open');
       this.h.opened((m) => sock.send(typeof m === 'string' ? m : JSON.stringify(m)));
     };
     sock.onmessage = (ev: { data: unknown }) => {
-      // A frame proves the connection healthy: the next failure starts its backoff from the bottom.
-      this.attempt = 0;
       this.lastFrameAt = Date.now();
       this.h.frame(textOf(ev.data));
     };
@@ -164,6 +169,12 @@ export class ReconnectingSocket {
 
   private scheduleRetry(code?: number, reason?: string, atLeastMs = 0): void {
     if (this.stopped) return;
+    // The backoff starts from the bottom again after a connection that stayed open a while, not after
+    // any frame: a gateway answering each connection with an ERROR frame and a close (4010, the
+    // account's stream not set up) got a new one from every client each 100-200 ms for as long as
+    // that lasted.
+    if (this.openedAt > 0 && Date.now() - this.openedAt >= (this.o.healthyMs ?? this.o.backoff.maxMs)) this.attempt = 0;
+    this.openedAt = 0;
     const delayMs = retryWait(this.attempt++, this.o.backoff, this.o.random ?? Math.random, atLeastMs);
     this.reconnects++;
     this.h.state?.('reconnecting', { ...(code !== undefined ? { code } : {}), ...(reason !== undefined ? { reason } : {}), delayMs });
