@@ -342,6 +342,22 @@ describe('bridge over TLS', () => {
       await p.exited;
       rogue.close();
     }
+    // A tcp:// bridge whose port refuses: the line names the socket's error too.
+    const closed = createTlsServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const q = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${port}`, BIND_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
+    try {
+      const url = await q.listening;
+      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
+      await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'nobody-home', password: 'pw-of-nobody', server: 'Sim-P5-Demo' }) });
+      await until(() => q.output().includes('"msg":"cannot connect to the bridge'), 'a line saying why');
+      expect(q.output()).toMatch(new RegExp(`"error":"cannot reach bridge 127\\.0\\.0\\.1:${port}: connect ECONNREFUSED`));
+    } finally {
+      q.child.kill('SIGTERM');
+      await q.exited;
+    }
   });
 
   it('bridge mode over plain tcp:// starts with a warning; BRIDGE_CA_FILE with tcp:// is a mistake', async () => {

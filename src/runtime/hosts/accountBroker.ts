@@ -41,12 +41,15 @@ const BRIDGE_FAILURE_REPEAT_MS = 60_000;
 function bridgeFailureLog(ctx: ShardContext, url: string): (err: Error) => void {
   const said = new Map<string, number>();
   return (err) => {
+    // The socket's own error (ECONNREFUSED, a timeout) when the message does not carry it already.
+    const cause = err.cause instanceof Error && !err.message.includes(err.cause.message) ? err.cause.message : undefined;
+    const reason = cause === undefined ? err.message : `${err.message}: ${cause}`;
     const now = ctx.clock.now();
-    const last = said.get(err.message);
+    const last = said.get(reason);
     if (last !== undefined && now - last < BRIDGE_FAILURE_REPEAT_MS) return;
     if (said.size >= 100) said.clear();
-    said.set(err.message, now);
-    ctx.log.warn('cannot connect to the bridge; its accounts stay not connected and retry with backoff', { bridge: url, error: err.message });
+    said.set(reason, now);
+    ctx.log.warn('cannot connect to the bridge; its accounts stay not connected and retry with backoff', { bridge: url, error: reason });
   };
 }
 
