@@ -7,6 +7,7 @@ import { apiError, type ApiError } from '../errors.js';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { ClientAddress } from './clientAddress.js';
 import { readRequest, singleParam, type QueryMap, type RequestInfo } from './request.js';
+import { requestIdOf } from './requestId.js';
 import { ResponseSink } from './respond.js';
 
 export interface AdmissionDeps {
@@ -47,9 +48,13 @@ export function admit(deps: AdmissionDeps, client: Pick<RequestInfo, 'ip'>, mode
 export function readUpgrade(res: HttpResponse, req: HttpRequest, address: ClientAddress): {
   key: string; protocol: string; extensions: string; connection: string; info: RequestInfo; sink: ResponseSink;
 } {
+  const info = readRequest(res, req, 0, address);
+  const sink = new ResponseSink(res);
+  // A refusal is a response like any other: it carries the request's id (docs/operations.md).
+  sink.requestId = requestIdOf(info.headers['x-request-id']);
   return {
     key: req.getHeader('sec-websocket-key'), protocol: req.getHeader('sec-websocket-protocol'), extensions: req.getHeader('sec-websocket-extensions'),
-    connection: req.getHeader('connection'), info: readRequest(res, req, 0, address), sink: new ResponseSink(res),
+    connection: req.getHeader('connection'), info, sink,
   };
 }
 

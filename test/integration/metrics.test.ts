@@ -4,6 +4,7 @@
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { openStream, type Refused } from '../helpers/stream-helpers.js';
 
 let t: TestGateway;
 let key: string;
@@ -95,5 +96,11 @@ describe('x-request-id', () => {
     expect(bad.headers.get('x-request-id')).toBe('bot-7:bad-path');
     expect((await t.req('OPTIONS', '/healthz')).headers.get('x-request-id')).toMatch(/^[0-9a-f]{8}-/);
     expect(await seen()).toBe(before + 1);
+    // WebSocket upgrades refused (no key, an unknown account): their JSON answers had none either.
+    for (const q of [{ id }, { id: 'no-such-account', apiKey: key }] as Record<string, string>[]) {
+      const r = await openStream(t.url, q, { 'x-request-id': 'bot-7:refused-upgrade' });
+      expect('refused' in r && r.refused, JSON.stringify(q)).toBe(true);
+      expect((r as Refused).headers['x-request-id'], JSON.stringify(q)).toBe('bot-7:refused-upgrade');
+    }
   });
 });
