@@ -24,6 +24,7 @@ import { RELAY_HEADER, type ClientAddress } from './clientAddress.js';
 import { uwsAddressText } from '../util/ipAddress.js';
 import { tlsFilesOf, type Listener, type TlsFiles } from './listener.js';
 import type { Metrics } from './metrics.js';
+import { requestIdOf } from './requestId.js';
 
 export interface RelayOptions {
   /** The uWS app's private Unix socket (src/http/listener.ts listenPrivate); TLS when `tls` is set. */
@@ -359,10 +360,14 @@ function secureOptions(t: TlsFiles): tls.SecureContextOptions {
 }
 
 /** A JSON error answer; `close`: the connection ends after it. */
+/** A header Node may have joined into an array (sent twice): the first, as uWS reads it. */
+const singleHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
+
 function answerError(res: ServerResponse, e: ApiError, close: boolean): void {
   if (res.headersSent) return void res.destroy();
   const body = JSON.stringify(e.toBody());
-  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(close ? { connection: 'close' } : {}), ...e.headers });
+  const id = requestIdOf(singleHeader(res.req.headers['x-request-id']));
+  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...(close ? { connection: 'close' } : {}), ...e.headers });
   res.end(body);
 }
 
@@ -383,7 +388,7 @@ function refuseFraming(err: NodeJS.ErrnoException, socket: net.Socket): void {
     ? apiError('REQUEST_TIMEOUT', 'the request headers did not arrive in time')
     : apiError('BAD_REQUEST', `malformed HTTP request (${err.code ?? 'parse error'})`);
   const body = JSON.stringify(e.toBody());
-  socket.end(`HTTP/1.1 ${e.status} ${e.status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(`HTTP/1.1 ${e.status} ${e.status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestIdOf(undefined)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 /** The opt-in pipelining listener (docs/http.md "The pipelining port"), relaying to a private Unix socket of the app. */

@@ -156,6 +156,13 @@ describe('the pipelining port', () => {
     expect(await dav.closed).toBe('end');
     expect(dav.responses.map((r) => [r.status, r.json.error])).toEqual([[503, 'SERVICE_UNAVAILABLE'], [503, 'SERVICE_UNAVAILABLE']]);
     expect(dav.responses[1]!.json.message).toContain('not run');
+    // The port's own answers carry a request id as the gateway's do (docs/operations.md: every
+    // response); they had none. The client's own where the request was parsed.
+    expect(c.responses[1]!.headers['x-request-id']).toMatch(/^[0-9a-f]{8}-/);
+    const mine = await rawConnect(port);
+    mine.write(`PROPFIND /healthz HTTP/1.1\r\nHost: t\r\nx-request-id: bot-7:dav\r\n\r\n`);
+    expect(await mine.closed).toBe('end');
+    expect(mine.responses.map((r) => r.headers['x-request-id'])).toEqual(['bot-7:dav']);
   });
 
   it("the failed-auth throttle sees the relayed client's own address, and a forged relay header is no address", async () => {
