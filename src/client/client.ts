@@ -7,7 +7,7 @@
 import type { CallSafety } from './backoff.js';
 import { TagwError } from './errors.js';
 import { newClientOrderId } from './ids.js';
-import { type CallSpec, type QueryValue, Transport, type TransportOptions } from './http.js';
+import { type CallOptions, type CallSpec, type QueryValue, Transport, type TransportOptions } from './http.js';
 import { CLASSIC_READS, CLASSIC_TRADES } from './routes.js';
 import { GatewaySession } from './session.js';
 import type { WebSocketConstructor } from './socket.js';
@@ -23,18 +23,18 @@ export interface TagwClientOptions extends TransportOptions {
   WebSocket?: WebSocketConstructor | undefined;
 }
 
-type Args<P> = {} extends P ? [params?: P] : [params: P];
+type Args<P> = {} extends P ? [params?: P, options?: CallOptions] : [params: P, options?: CallOptions];
 /** One method per classic route, bound to an account: `account.AccountSummary()`. */
 export type AccountApi = { readonly id: string } & {
   [N in ClassicReadName]: (...args: Args<ClassicParams<N>>) => Promise<ClassicResponse<N>>;
 } & {
   /** Trading calls always carry a clientOrderId (yours, or one the SDK makes), so a lost answer is
    *  retried safely: the gateway replays the first result. */
-  [N in ClassicTradeName]: (params: ClassicParams<N>) => Promise<ClassicResponse<N>>;
+  [N in ClassicTradeName]: (params: ClassicParams<N>, options?: CallOptions) => Promise<ClassicResponse<N>>;
 } & {
   /** The trading calls again, answering the result with what the gateway said of it:
    *  `const { result, replayed } = await acct.withMeta.OrderSend({...})`. */
-  readonly withMeta: { [N in ClassicTradeName]: (params: ClassicParams<N>) => Promise<TradeAnswer<ClassicResponse<N>>> };
+  readonly withMeta: { [N in ClassicTradeName]: (params: ClassicParams<N>, options?: CallOptions) => Promise<TradeAnswer<ClassicResponse<N>>> };
 };
 
 /** A trading call's result and what the answer said of it (`account(id).withMeta.<Route>`). */
@@ -79,17 +79,17 @@ export class TagwClient {
   account(id: string): AccountApi {
     const api: Record<string, unknown> = { id };
     for (const name of Object.keys(CLASSIC_READS)) {
-      api[name] = (p: Record<string, QueryValue> = {}) => this.get(`/${name}`, 'safe', { ...p, id });
+      api[name] = (p: Record<string, QueryValue> = {}, o: CallOptions = {}) => this.req({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id }, signal: o.signal });
     }
     const withMeta: Record<string, unknown> = {};
     for (const name of Object.keys(CLASSIC_TRADES)) {
-      const trade = async (p: Record<string, QueryValue>): Promise<TradeAnswer<Json>> => {
+      const trade = async (p: Record<string, QueryValue>, o: CallOptions = {}): Promise<TradeAnswer<Json>> => {
         const clientOrderId = (p.clientOrderId as string | undefined) ?? newClientOrderId();
-        const r = await this.transport.call<Json>({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId });
+        const r = await this.transport.call<Json>({ method: 'GET', path: `/${name}`, auth: 'api', safety: 'safe', query: { ...p, id, clientOrderId }, clientOrderId, signal: o.signal });
         return { result: r.body, replayed: r.replay, clientOrderId, requestId: r.requestId, tries: r.tries };
       };
       withMeta[name] = trade;
-      api[name] = async (p: Record<string, QueryValue>) => (await trade(p)).result;
+      api[name] = async (p: Record<string, QueryValue>, o?: CallOptions) => (await trade(p, o)).result;
     }
     api.withMeta = withMeta;
     return api as AccountApi;

@@ -48,6 +48,15 @@ export interface CallSpec {
   signal?: AbortSignal | undefined;
 }
 
+/** What one call may be given besides its parameters (`acct.OrderSend(params, { signal })`,
+ *  `session.op.GetQuote(params, { signal })`). */
+export interface CallOptions {
+  /** Ends the call when it aborts: a try in flight is dropped, a retry wait ends, no further try is
+   *  made; the call fails ABORTED (a trading call names its clientOrderId: a try already sent may
+   *  have placed the order). `AbortSignal.timeout(ms)` bounds the whole call, retries included. */
+  signal?: AbortSignal | undefined;
+}
+
 export interface CallResult<T> {
   status: number;
   headers: Headers;

@@ -7,7 +7,7 @@ export { StreamSubscription, type StreamOptions, type StreamEvents } from './str
 export { StreamCursor, formatSince, parseSince, type StreamPosition } from './cursor.js';
 export { backoffDelay, shouldRetry, type BackoffOptions } from './backoff.js';
 export { newClientOrderId } from './ids.js';
-export type { RetryOptions, CallResult } from './http.js';
+export type { CallOptions, RetryOptions, CallResult } from './http.js';
 export type { WebSocketConstructor, WebSocketLike, SocketState } from './socket.js';
 export type * from './frames.js';
 export type * from './types.js';

@@ -5,14 +5,14 @@
 import type { BackoffOptions } from './backoff.js';
 import { type ClosedVerdict, refusalOf, socketError, TagwError } from './errors.js';
 import type { GatewayFrame, GatewayFrameOf } from './frames.js';
-import type { Transport } from './http.js';
+import type { CallOptions, Transport } from './http.js';
 import { FrameChannel, LATEST_MARKET_DATA } from './queue.js';
 import { PROXY_OPERATIONS } from './routes.js';
 import { CLOSE, ReconnectingSocket, type SocketState, type WebSocketConstructor } from './socket.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STREAM_BACKOFF, wsUrl } from './stream.js';
 import type { Json, ProxyOperation, ProxyParams } from './types.js';
 
-type ProxyArgs<O extends ProxyOperation> = {} extends ProxyParams<O> ? [params?: ProxyParams<O>] : [params: ProxyParams<O>];
+type ProxyArgs<O extends ProxyOperation> = {} extends ProxyParams<O> ? [params?: ProxyParams<O>, options?: CallOptions] : [params: ProxyParams<O>, options?: CallOptions];
 /** One method per gateway operation: `session.op.GetQuote({ symbol: 'EURUSD' })`. */
 export type ProxyApi = { [O in ProxyOperation]: (...args: ProxyArgs<O>) => Promise<Json> };
 
@@ -42,8 +42,8 @@ export class GatewaySession {
 
   constructor(private readonly t: Transport, private readonly WebSocket: WebSocketConstructor | undefined, readonly brokerAccountId: string, handle: string, private readonly random?: () => number) {
     this.current = handle;
-    const op = {} as Record<string, (p?: Record<string, unknown>) => Promise<Json>>;
-    for (const name of Object.keys(PROXY_OPERATIONS) as ProxyOperation[]) op[name] = (p) => this.call(name, (p ?? {}) as never);
+    const op = {} as Record<string, (p?: Record<string, unknown>, o?: CallOptions) => Promise<Json>>;
+    for (const name of Object.keys(PROXY_OPERATIONS) as ProxyOperation[]) op[name] = (p, o) => this.call(name, (p ?? {}) as never, o);
     this.op = op as unknown as ProxyApi;
   }
 
@@ -53,7 +53,7 @@ export class GatewaySession {
 
   /** Calls an operation. A read is retried like any safe call; a trade operation (it carries no
    *  idempotency id) is never re-sent after a lost answer: check OpenedOrders instead. */
-  async call<O extends ProxyOperation>(op: O, params: ProxyParams<O> | Record<string, never> = {}, opts: { signal?: AbortSignal } = {}): Promise<Json> {
+  async call<O extends ProxyOperation>(op: O, params: ProxyParams<O> | Record<string, never> = {}, opts: CallOptions = {}): Promise<Json> {
     const kind = PROXY_OPERATIONS[op];
     const p = params as Record<string, unknown>;
     const once = (handle: string) => this.t.call<Json>({

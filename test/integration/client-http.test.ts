@@ -244,6 +244,34 @@ describe('trading retries', () => {
     expect((err as IdempotencyUncertainError).nextStep).toContain('same clientOrderId');
   });
 
+  it("a call's own signal ends it, retries included: ABORTED naming the clientOrderId, no further try", async () => {
+    // Bot walk: an order refused 503 NOT_CONNECTED (the broker connection down) was retried for some
+    // 10 s (each try held 2 s by the gateway, then retry-after 1 s) and placed then, at a price the bot
+    // no longer wanted; nothing but client.close() could end one call. Now each call takes { signal }.
+    const away = (await client().connectEx({ user: 'sdk-http-signal', password: 'pw', server: 'Sim-P5-Demo' })).id;
+    const acct = client().account(away);
+    await acct.AccountSummary();
+    seen.length = 0;
+    const before = await acct.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01 }, { signal: AbortSignal.abort() }).catch((e: unknown) => e);
+    expect(before).toBeInstanceOf(TagwError);
+    expect(before).toMatchObject({ code: 'ABORTED', status: 0 });
+    expect((before as TagwError).clientOrderId).toMatch(/^sdk-/);
+    expect(seen).toHaveLength(0);
+    expect(await acct.AccountSummary({}, { signal: AbortSignal.abort() }).catch((e: unknown) => e)).toMatchObject({ code: 'ABORTED', status: 0 });
+    const session = await client().connect(away);
+    expect(await session.op.GetQuote({ symbol: 'BTCUSD' }, { signal: AbortSignal.abort() }).catch((e: unknown) => e)).toMatchObject({ code: 'ABORTED', status: 0 });
+
+    await g.gw.services.shards.call(away, 'account.fault', { accountId: away, fault: { kind: 'drop', durationMs: 8_000 } });
+    seen.length = 0;
+    const ctrl = new AbortController();
+    const during = acct.withMeta.OrderSend({ symbol: 'BTCUSD', operation: 'Buy', volume: 0.01, clientOrderId: 'sdk-signal-1' }, { signal: ctrl.signal }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 200)); // the first try in flight (the gateway waits for the broker) or its retry wait
+    ctrl.abort();
+    const err = await during;
+    expect(err).toMatchObject({ code: 'ABORTED', status: 0, clientOrderId: 'sdk-signal-1' });
+    expect(seen.filter((r) => r.url.pathname === '/OrderSend')).toHaveLength(1);
+  }, 20_000);
+
   it('an unsafe call is not retried after a lost answer', async () => {
     seen.length = 0;
     let calls = 0;
