@@ -77,6 +77,9 @@ export interface SimServerHandle {
 export interface SimServerOptions {
   port?: number;
   host?: string;
+  /** The simulator's clock runs this far from the wall clock (--start): told to each client in its
+   *  hello (ServerInfo.clockOffsetMs), so a gateway's quote ages and default ranges follow it. */
+  clockOffsetMs?: number;
   /** Serve TLS (gateways connect with BRIDGE_URL=tls://host:port): PEM certificate chain and key. */
   tls?: { cert: string | Buffer; key: string | Buffer };
 }
@@ -86,7 +89,7 @@ export async function startSimServer(sim: Simulator, options: SimServerOptions =
   const onSocket = (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
-    serveSocket(sim, socket);
+    serveSocket(sim, socket, options.clockOffsetMs ?? 0);
   };
   // TLS: a client that refuses the certificate never gets as far as a frame (the password is in its first).
   const server: Server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, onSocket) : createServer(onSocket);
@@ -110,7 +113,7 @@ export async function startSimServer(sim: Simulator, options: SimServerOptions =
   };
 }
 
-function serveSocket(sim: Simulator, socket: Socket): void {
+function serveSocket(sim: Simulator, socket: Socket, clockOffsetMs: number): void {
   socket.setNoDelay(true);
   socket.setEncoding('utf8');
   let conn: SimBrokerConnection | null = null;
@@ -185,7 +188,8 @@ function serveSocket(sim: Simulator, socket: Socket): void {
         }
         // An injected drop closes the wire, as a real outage would.
         offs.push(c.on('state', (s) => s.state === 'disconnected' && socket.destroy()));
-        send({ id: frame.id, result: { version: BRIDGE_PROTOCOL_VERSION, server: c.server, ...(delta ? { features: [POSITIONS_DELTA] } : {}) } });
+        const server = clockOffsetMs ? { ...c.server, clockOffsetMs } : c.server;
+        send({ id: frame.id, result: { version: BRIDGE_PROTOCOL_VERSION, server, ...(delta ? { features: [POSITIONS_DELTA] } : {}) } });
       } catch (err) {
         send({ id: frame.id, error: encodeError(err) });
         socket.end();
@@ -303,7 +307,7 @@ async function main(): Promise<void> {
     createSecureContext(files); // a key that does not match the certificate: refused here, not at the first client
     return files;
   }) : undefined;
-  const handle = await startSimServer(sim, { port, host, ...(tls ? { tls } : {}) }).catch((err: unknown) => {
+  const handle = await startSimServer(sim, { port, host, clockOffsetMs: offsetMs, ...(tls ? { tls } : {}) }).catch((err: unknown) => {
     throw new UsageError(`cannot listen on ${host}:${port}: ${oneLine(err)}`);
   });
   console.log(JSON.stringify({ listening: handle.port, servers: config.servers.map((s) => s.name), seed: config.seed, marketHours: hours ?? 'sessions',

@@ -167,7 +167,9 @@ export class BridgeBrokerConnection implements BrokerConnection {
         password: passwordOf(this.options.password),
         features: [POSITIONS_DELTA],
       })) as { version: number; server: ServerInfo };
-      this.info = hello.server;
+      // A clock offset only as a whole number of ms (a simulator started at --start); anything else: none.
+      const off = hello.server.clockOffsetMs;
+      this.info = off === undefined || Number.isSafeInteger(off) ? hello.server : { ...hello.server, clockOffsetMs: undefined };
       this.known = true;
       if (this.tickSymbols.size > 0) await this.request('subscribe', { symbols: [...this.tickSymbols] });
       for (const [symbol, tfs] of this.candleSubs) await this.request('subscribeCandles', { symbol, timeframes: [...tfs] });

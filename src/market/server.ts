@@ -25,6 +25,10 @@ export interface ServerInfo {
   readonly build: number;
   readonly company: string;
   readonly timeZone: ServerTimeZone;
+  /** The server's clock runs this far (ms) from the wall clock: a simulator process started at a
+   *  fixed instant (`npm run sim -- --start`) says so in its hello. Absent (0): a real broker, or the
+   *  embedded simulator (whose offset its shard knows: ShardSettings.simClockOffsetMs). */
+  readonly clockOffsetMs?: number;
 }
 
 /** Latest quote. `timeMsc` is UTC epoch ms. */

@@ -53,7 +53,7 @@ export class AccountEvents {
         const snap = await deps.shards.call(acc.id, 'stream.snapshot', { accountId: acc.id, timeoutMs: deps.config.streamSnapshotTimeoutMs });
         topics.noteServer(snap.server);
       };
-      const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, limits, log: deps.log, ensureClock }, accounts, out, this);
+      const s = new SharedAccounts({ shared, clock: deps.clock, shardClock: topics.shardClock, offsetOf: (server) => topics.servers.get(server)?.info.clockOffsetMs ?? 0, limits, log: deps.log, ensureClock }, accounts, out, this);
       accounts.onRotated = (acc, rebound) => s.epochStarted(acc, rebound);
       accounts.onReleased = (acc) => s.release(acc);
       this.shared = s;

@@ -108,7 +108,7 @@ export class AccountStreams {
       kept.history.trim(now);
       needsResync = true; // what happened while nobody listened did not arrive as events
     } else {
-      kept = this.freshHistory(now);
+      kept = this.freshHistory(now, server);
     }
     const acc: AccountState = {
       id, platform, server, phase, sockets: new Set(), symbolRefs: new Map(), candleRefs: new Map(), opens: 0, openCalls: 0,
@@ -119,9 +119,11 @@ export class AccountStreams {
     return acc;
   }
 
-  /** A new epoch. Its deals start now, on the shards' clock (the broker's deal times are on it). */
-  private freshHistory(now: number): { history: AccountHistory; deals: DealLedger } {
-    return { history: new AccountHistory(newEpoch(now), 0, this.limits), deals: new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() }) };
+  /** A new epoch. Its deals start now, on the server's market clock (the broker's deal times are on
+   *  it: the shards' clock, plus a bridged simulator's offset once its server is known). */
+  private freshHistory(now: number, server: string): { history: AccountHistory; deals: DealLedger } {
+    const offsetMs = this.topics.servers?.get(server)?.info.clockOffsetMs ?? 0;
+    return { history: new AccountHistory(newEpoch(now), 0, this.limits), deals: new DealLedger({ ticket: 0, timeMsc: this.topics.shardClock.now() + offsetMs }) };
   }
 
   /** One node: the new epoch is stored (a client whose snapshot is at seq 0 of it can resume after
@@ -134,7 +136,7 @@ export class AccountStreams {
   /** Continuity lost (rebound, deals not readable, its frames over what a full disk may hold): a new
    *  epoch, nothing known of the lists. (A shard restart is not one: goOn.) */
   rotate(acc: AccountState, rebound = false): void {
-    Object.assign(acc, this.freshHistory(this.deps.clock.now()));
+    Object.assign(acc, this.freshHistory(this.deps.clock.now(), acc.server));
     acc.positions = acc.orders = null;
     acc.posV = acc.ordV = NO_VERSION;
     acc.needsResync = false;

@@ -121,7 +121,7 @@ export class Outbox {
         const srv = this.topics.servers.get(t.server);
         if (t.seq > at && t.lastTick && srv) {
           // Re-encoded so ageMs tells how old the coalesced quote is now.
-          ws.send(marketFrame('QUOTE', t.seq, this.topics.epoch, quoteData(t.lastTick, srv.clock, now)));
+          ws.send(marketFrame('QUOTE', t.seq, this.topics.epoch, quoteData(t.lastTick, srv.clock, now + (srv.info.clockOffsetMs ?? 0))));
         }
         s.leftAt.set(t.key, t.seq);
       }

@@ -148,8 +148,8 @@ export class ClientProtocol {
       if (sock.candles.has(k)) continue;
       const topic = this.topics.candleTopic(server, symbol, tf);
       topic.refs++;
-      // On the clock the bars are stamped with: the shards' (Topics.shardClock).
-      sock.candles.set(k, { topic, partial: true, joinedAt: this.topics.shardClock.now() });
+      // On the clock the bars are stamped with: the server's market clock (Topics.marketNow).
+      sock.candles.set(k, { topic, partial: true, joinedAt: this.topics.marketNow(server) });
       this.accounts.incRef(acc.candleRefs, k);
       added.push(k);
     }
@@ -201,7 +201,7 @@ export class ClientProtocol {
           this.topics.ingestTick({ server, tick: lastTick, source: 'subscribe' });
         } else if (qt.lastTick) {
           const srv = this.topics.servers.get(server);
-          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.shardClock.now())));
+          if (srv) ws.send(marketFrame('QUOTE', qt.seq, this.topics.epoch, quoteData(qt.lastTick, srv.clock, this.topics.marketNow(server))));
         }
       }
       for (const k of added) {

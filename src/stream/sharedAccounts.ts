@@ -19,8 +19,10 @@ import type { AccountState, Sock } from './state.js';
 export interface SharedAccountsDeps {
   shared: SharedHistory;
   clock: Clock;
-  /** The shards' clock: a fresh epoch's deals start at its now. */
+  /** The shards' clock: a fresh epoch's deals start at its now (plus the server's offsetOf). */
   shardClock: Clock;
+  /** A bridged simulator's clock offset (ServerInfo.clockOffsetMs) of a server known here; absent: 0. */
+  offsetOf?: (server: string) => number;
   limits: HistoryLimits;
   log: Logger;
   /** Learns the account's server clock from its shard when this node has not seen it (frames carry server times). */
@@ -345,7 +347,7 @@ export class SharedAccounts {
     // The lease's epoch fences the tenure in the history (a write of an earlier owner stored after
     // it is skipped by every reader): docs/cluster.md "Fencing the history".
     const lease = this.deps.shared.leaseEpoch(acc.id);
-    const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() }, lease);
+    const t = await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() + (this.deps.offsetOf?.(acc.server) ?? 0) }, lease);
     s.lease = lease;
     const h = acc.history;
     if (!s.placeholder && t.epoch === h.epoch && t.seq > h.seq) {
@@ -380,7 +382,7 @@ export class SharedAccounts {
     if (s.placeholder || !f.recovered) {
       // Nothing stored yet (the owner has not numbered anything): the epoch it will continue.
       const at: StreamPosition & { storedAt: number | null } = f.position ? { ...f.position, storedAt: f.storedAt }
-        : await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() });
+        : await this.deps.shared.takeOver(acc.id, newEpoch(this.deps.clock.now()), { ticket: 0, timeMsc: this.deps.shardClock.now() + (this.deps.offsetOf?.(acc.server) ?? 0) });
       f.feed.seek(at);
       if (s.placeholder) s.first = { epoch: at.epoch, seq: at.seq, storedAt: at.storedAt };
       this.restart(acc, at.epoch, at.seq);

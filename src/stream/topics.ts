@@ -90,7 +90,7 @@ export class Topics {
    */
   noteServer(info: ServerInfo): void {
     const cur = this.servers.get(info.name);
-    if (cur && sameZone(cur.info, info)) return;
+    if (cur && sameZone(cur.info, info) && cur.info.clockOffsetMs === info.clockOffsetMs) return;
     this.servers.set(info.name, { info, clock: clockFor(info) });
   }
 
@@ -105,10 +105,16 @@ export class Topics {
     return srv.clock;
   }
 
+  /** Now on a server's market clock: the shards', plus the offset a bridged simulator started at a
+   *  fixed instant reported (ServerInfo.clockOffsetMs). Quote ages and bar ends are on it. */
+  marketNow(server: string): number {
+    return this.shardClock.now() + (this.servers.get(server)?.info.clockOffsetMs ?? 0);
+  }
+
   /** The topic's last bar has not ended yet (by the clock; its close may simply not have come). */
   isCurrentBar(t: CandleTopic, acc: AccountState): boolean {
     const clock = this.servers.get(acc.server)?.clock;
-    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > this.shardClock.now();
+    return t.last !== null && clock !== undefined && barRangeUtc(t.timeframe, t.last.candle.time * 1000, clock)[1] > this.marketNow(acc.server);
   }
 
   /** Merge the copies, serialize once, publish. `relayed`: it came over the cluster relay, not
@@ -128,7 +134,7 @@ export class Topics {
     const srv = this.servers.get(server);
     if (!srv || !this.app) return;
     this.counters.quotesPublished++;
-    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, this.shardClock.now())));
+    this.publish(t.key, marketFrame('QUOTE', t.seq, this.epoch, quoteData(tick, srv.clock, this.shardClock.now() + (srv.info.clockOffsetMs ?? 0))));
   }
 
   ingestCandle(server: string, ev: CandleEvent): void {
@@ -152,7 +158,7 @@ export class Topics {
     if (ev.closed) t.closedBar = bar;
     t.seq++;
     t.last = ev;
-    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: this.shardClock.now() };
+    if (ev.closed) t.lastClosed = { ev, seq: t.seq, at: this.marketNow(server) };
     if (t.refs === 0 || !this.app) return;
     this.counters.candlesPublished++;
     this.publish(t.key, marketFrame('CANDLE', t.seq, this.epoch, candleData(ev, false)));

@@ -14,7 +14,7 @@ import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import { ConfigError } from '../../src/config.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { builtEntry } from '../helpers/build.js';
-import { mustOpen } from '../helpers/stream-helpers.js';
+import { closedSinceConnect, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
 
 const START = '2026-09-16T12:00:00.000Z'; // a Wednesday: forex open
 const START_MS = Date.parse(START);
@@ -48,15 +48,11 @@ describe('a gateway with SIM_START', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
+  const market = (): MarketClockCase => ({ t: t!, key, id, startMs: START_MS, atMost: simNowAtMost });
+
   it('quotes, deals, history defaults and the server time follow SIM_START; Ping keeps the wall clock', async () => {
-    const q = await api(`/GetQuote?id=${id}&symbol=EURUSD`);
-    expect(q.status, q.text).toBe(200);
-    expect(q.body.timeMsc).toBeGreaterThanOrEqual(START_MS);
-    expect(q.body.timeMsc).toBeLessThanOrEqual(simNowAtMost());
-    const tz = await api(`/ServerTimezoneInfo?id=${id}`);
-    expect(Date.parse(tz.body.time)).toBeGreaterThanOrEqual(START_MS);
-    expect(Date.parse(tz.body.time)).toBeLessThanOrEqual(simNowAtMost());
-    expect(tz.body.dstInEffect).toBe(true); // September: US DST, whatever month it is now
+    const { quote, server, dstInEffect } = await quoteAndServerTime(market(), 'EURUSD');
+    expect(dstInEffect).toBe(true); // September: US DST, whatever month it is now
     // The operator sees the simulated clock in /v1/status.
     const st = await t!.req('GET', '/v1/status', { headers: mgmt(t!.managementKey) });
     expect(st.body.simClock.start).toBe(START);
@@ -66,24 +62,18 @@ describe('a gateway with SIM_START', () => {
     const ping = await api(`/Ping?id=${id}`);
     expect(Math.abs(Date.parse(ping.body.time) - Date.now())).toBeLessThan(60_000);
 
-    const o = await api(`/OrderSend?id=${id}&symbol=EURUSD&operation=Buy&volume=0.01`);
-    expect(o.status, o.text).toBe(200);
+    // The default range is the last 30 days of the market's clock (of the wall clock, the deal 73 days back was left out).
+    await orderInDefaultHistory(market());
     const open = (await api(`/OpenedOrders?id=${id}`)).body as Array<{ ticket: number; openTimeMsc: number }>;
     expect(open).toHaveLength(1);
     positionOpen = open[0]!.openTimeMsc;
     expect(positionOpen).toBeGreaterThanOrEqual(START_MS);
     expect(positionOpen).toBeLessThanOrEqual(simNowAtMost());
-    // The default range is the last 30 days of the market's clock (of the wall clock, the deal 73 days back was left out).
-    const h = await api(`/OrderHistory?id=${id}`);
-    expect(h.status, h.text).toBe(200);
-    expect((h.body.deals as Array<{ entry: string }>).filter((d) => d.entry === 'in')).toHaveLength(1);
-    seen = Math.max(q.body.timeMsc, positionOpen, Date.parse(tz.body.time));
+    seen = Math.max(quote, positionOpen, server);
   });
 
   it('a gateway session: bars around SIM_START, and ClosedOrders since its connect on the market clock', async () => {
-    const s = await t!.req('POST', '/v1/connect', { headers: { 'x-api-key': key }, body: { brokerAccountId: id } });
-    expect(s.status, s.text).toBe(200);
-    const handle = encodeURIComponent(s.body.handle);
+    const handle = await closedSinceConnect(market());
     const from = new Date(START_MS - 3_600_000).toISOString();
     const to = new Date(START_MS + 3_600_000).toISOString();
     const ph = await t!.req('GET', `/v1/proxy/PriceHistoryV2?handle=${handle}&symbol=BTCUSD&timeFrame=1&from=${from}&to=${to}`, { headers: { 'x-api-key': key } });
@@ -95,34 +85,10 @@ describe('a gateway with SIM_START', () => {
     expect(lastOpen).toBeGreaterThanOrEqual(START_MS);
     expect(lastOpen).toBeLessThanOrEqual(simNowAtMost());
     expect(bars.length).toBeGreaterThanOrEqual(60); // the hour before SIM_START is history
-
-    const buy = await t!.req('GET', `/v1/proxy/OrderSendSafe?handle=${handle}&symbol=BTCUSD&operation=0&volume=0.01`, { headers: { 'x-api-key': key } });
-    expect(buy.status, buy.text).toBe(200);
-    const ticket = (buy.body.positionId || buy.body.ticket) as number;
-    const close = await t!.req('GET', `/v1/proxy/OrderCloseSafe?handle=${handle}&ticket=${ticket}`, { headers: { 'x-api-key': key } });
-    expect(close.status, close.text).toBe(200);
-    const closed = await t!.req('GET', `/v1/proxy/ClosedOrders?handle=${handle}`, { headers: { 'x-api-key': key } });
-    expect(closed.status, closed.text).toBe(200);
-    expect((closed.body as Array<{ symbol: string }>).some((x) => x.symbol === 'BTCUSD')).toBe(true);
   });
 
   it('/v1/stream: quotes and candles on the market clock, their age true (not the 73 days to the wall clock)', async () => {
-    const c = await mustOpen(t!.url, { id, apiKey: key, heartbeat: '0' });
-    try {
-      c.send({ action: 'subscribe', symbol: 'BTCUSD', timeframes: ['M1'] });
-      await c.until((x) => x.of('QUOTE').length >= 3 && x.of('CANDLE').length >= 1, 10_000, 'quotes and a candle');
-      for (const f of c.of('QUOTE')) {
-        expect(f.data.timeMscUtc).toBeGreaterThanOrEqual(START_MS);
-        expect(f.data.timeMscUtc).toBeLessThanOrEqual(simNowAtMost());
-        expect(f.data.ageMs).toBeLessThan(10_000);
-        seen = Math.max(seen, f.data.timeMscUtc);
-      }
-      const candle = c.of('CANDLE')[0]!;
-      expect(candle.data.timeUtc * 1000).toBeGreaterThanOrEqual(START_MS - 60_000);
-      expect(candle.data.timeUtc * 1000).toBeLessThanOrEqual(simNowAtMost());
-    } finally {
-      await c.close();
-    }
+    seen = Math.max(seen, await streamOnMarketClock(market()));
   });
 
   it('a restart goes on from where the market was, the downtime included: never back to SIM_START', async () => {

@@ -17,7 +17,7 @@ import { assertAvailable, runOp } from './accountOps.js';
 import { summaryOrLastKnown, type AccountRegistry } from './accountRegistry.js';
 import { TradeDesk } from './accountTrade.js';
 import { brokerRequestId, lookedUpElsewhere, tradeRecordedElsewhere } from './tradeRequest.js';
-import { marketClockOf, type ActorHost, type ShardContext } from './context.js';
+import { marketNowOf, type ActorHost, type ShardContext } from './context.js';
 
 /** Accounts started per turn of the shard's event loop while a restart restores them. */
 const RESTORE_SLICE = 256;
@@ -382,7 +382,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
         const lease = await e.acquire();
         try {
           assertAvailable(op, e.platform, lease.build);
-          return await runOp(op, args, { conn: lease.conn, platform: e.platform, now: opts.now?.() ?? marketClockOf(ctx).now() });
+          return await runOp(op, args, { conn: lease.conn, platform: e.platform, now: opts.now?.() ?? marketNowOf(ctx, lease.conn.server) });
         } finally {
           lease.release();
         }

@@ -2,6 +2,7 @@
 // a way to push events to the main thread.
 import type { Logger } from '../../log.js';
 import type { Clock } from '../../util/clock.js';
+import type { ServerInfo } from '../../market/server.js';
 import type { ShardSettings } from '../settings.js';
 import type { Db } from '../../store/db.js';
 import type { CommitGroup } from '../../store/commitGroup.js';
@@ -53,4 +54,10 @@ export interface ActorHost {
 /** The market's now of a shard (ShardContext.marketClock, or its clock). */
 export function marketClockOf(ctx: Pick<ShardContext, 'clock' | 'marketClock'>): Clock {
   return ctx.marketClock ?? ctx.clock;
+}
+
+/** The market's now for a server: the shard's, plus the offset a bridged simulator started at a
+ *  fixed instant reported (ServerInfo.clockOffsetMs). */
+export function marketNowOf(ctx: Pick<ShardContext, 'clock' | 'marketClock'>, server: ServerInfo): number {
+  return marketClockOf(ctx).now() + (server.clockOffsetMs ?? 0);
 }

@@ -12,7 +12,8 @@ import type { GatewayFrameData } from './gatewayCommands.js';
 
 /** A quote frame not written yet: a subscription with an interval may hold it back, and its ageMs
  *  must be its age when it leaves, so it is serialized by the push, not on arrival. */
-export interface HeldQuote { type: 'QUOTE'; tick: Tick; clock: ServerClock }
+/** `offsetMs`: the server's ServerInfo.clockOffsetMs (its ticks' clock from the shard's market clock). */
+export interface HeldQuote { type: 'QUOTE'; tick: Tick; clock: ServerClock; offsetMs: number }
 
 /** The subscription children of a session actor, by key. */
 export type SessionChildren = Record<string, { send(e: unknown): void } | undefined>;
@@ -28,7 +29,7 @@ export function feedTick(children: SessionChildren, rt: AccountRuntime, tick: Ti
   const clock = (q || b) && clockOf(rt);
   if (!clock) return;
   // Written when pushed (see HeldQuote), so ageMs is the age at the push.
-  if (q) q.send({ type: 'data', frame: { type: 'QUOTE', tick, clock } satisfies HeldQuote });
+  if (q) q.send({ type: 'data', frame: { type: 'QUOTE', tick, clock, offsetMs: rt.server.clockOffsetMs ?? 0 } satisfies HeldQuote });
   if (b) b.send({ type: 'data', frame: { type: 'BOOK', json: bookJson(tick, clock) } satisfies GatewayFrameData });
 }
 
@@ -46,7 +47,7 @@ export function feedCandle(children: SessionChildren, firstBar: Map<string, numb
 
 /** The frame a subscription child pushes, as it leaves: a held quote is written now. */
 export function pushedFrame(f: GatewayFrameData | HeldQuote, clock: Clock): GatewayFrameData {
-  return 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, clock.now()) } : f;
+  return 'tick' in f ? { type: 'QUOTE', json: quoteData(f.tick, f.clock, clock.now() + f.offsetMs) } : f;
 }
 
 /** Order book frame data. The broker interface carries top of book only, so depth is one level. */

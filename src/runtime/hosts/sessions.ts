@@ -20,7 +20,7 @@ import { SessionStore } from '../../store/sessions.js';
 import { errorMessage } from '../../util/errorMessage.js';
 import { summaryOrLastKnown, type AccountEvent, type AccountRegistry, type AccountRuntime } from './accountRegistry.js';
 import { createBrokerLeases } from './brokerLeases.js';
-import { marketClockOf, type ActorHost, type ShardContext } from './context.js';
+import { marketClockOf, marketNowOf, type ActorHost, type ShardContext } from './context.js';
 import { GATEWAY_EVENT, type GatewayFrameData, type SessionConnectResult } from './gatewayCommands.js';
 import { assertAvailable } from './accountOps.js';
 import { runOp } from './gatewayOps.js';
@@ -259,9 +259,9 @@ export function createSessionHost(ctx: ShardContext): ActorHost {
           // An operation newer than the terminal answers 501 here as on the classic route of its name (SPEC §9).
           assertAvailable(op, rt.platform, rt.build);
           // The clock of the connection that answers: it has logged in, so its server is the broker's.
-          // Times on the market's clock (SIM_START's offset): the session's connect is the shard's.
-          const connectedAt = live.actor.getSnapshot().context.connectedAt + (ctx.settings.simClockOffsetMs ?? 0);
-          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt, now: () => marketClockOf(ctx).now() });
+          // Times on the market's clock (SIM_START's offset, a bridged simulator's): the session's connect is the shard's.
+          const connectedAt = live.actor.getSnapshot().context.connectedAt + (ctx.settings.simClockOffsetMs ?? 0) + (conn.server.clockOffsetMs ?? 0);
+          return await runOp(op, args, { runtime: rt, conn, clock: clockFor(conn.server), connectedAt, now: () => marketNowOf(ctx, conn.server) });
         } catch (e) {
           throw brokerFailure(e, GATEWAY_TRADE_OPS.has(op) ? 'trade' : 'read');
         }

@@ -18,7 +18,7 @@ import {
 import { errorMessage } from '../../util/errorMessage.js';
 import type { Deal } from '../../market/orders.js';
 import type { AccountEvent, AccountRuntime } from './accountRegistry.js';
-import { marketClockOf, type ActorHost, type ShardContext } from './context.js';
+import { marketNowOf, type ActorHost, type ShardContext } from './context.js';
 import { createStreamSources } from './streamSources.js';
 import { createQuoteSessions } from './quoteSessions.js';
 
@@ -99,7 +99,7 @@ export function createStreamHost(ctx: ShardContext): ActorHost {
     const info = a.rt.server;
     const server = info.name;
     const clock = clockFor(info);
-    const market = marketClockOf(ctx); // bar times are on it (SIM_START)
+    const market = { now: () => marketNowOf(ctx, info) }; // bar times are on it (SIM_START, a bridged --start)
     const now = market.now();
     const todo: Array<{ k: string; symbol: string; tf: Timeframe; from: number }> = [];
     for (const [symbol, tfs] of a.candles) {
