@@ -179,6 +179,12 @@ export class BridgeBrokerConnection implements BrokerConnection {
       this.everConnected = true;
     } catch (err) {
       this.closeSocket('login failed');
+      // Reached, but the login did not complete: no answer, or the socket closed under it (a
+      // bridge that hangs, another service on that port). A refusal is the account's own (logged
+      // as its phase); this is the bridge's, said as an unreachable one is.
+      if (err instanceof BrokerTimeoutError || err instanceof BrokerDisconnectedError) {
+        this.options.onConnectError?.(new BrokerDisconnectedError(`bridge ${this.options.host}:${this.options.port} took the connection but the login did not complete (${err.message})`, { cause: err }));
+      }
       throw err;
     }
   }

@@ -5,6 +5,7 @@ import { X509Certificate } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
+import { createServer as createNetServer } from 'node:net';
 import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -357,6 +358,24 @@ describe('bridge over TLS', () => {
     } finally {
       q.child.kill('SIGTERM');
       await q.exited;
+    }
+    // One that takes the connection and closes it without a word (another service on the port):
+    // the login never completes, and the line says so.
+    const mute = createNetServer((sock) => sock.once('data', () => sock.destroy()));
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', () => r()));
+    const mutePort = (mute.address() as { port: number }).port;
+    const m = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${mutePort}`, BIND_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
+    try {
+      const url = await m.listening;
+      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
+      await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'mute', password: 'pw-of-mute', server: 'Sim-P5-Demo' }) });
+      await until(() => m.output().includes('"msg":"cannot connect to the bridge'), 'a line saying why');
+      expect(m.output()).toMatch(new RegExp(`"error":"bridge 127\\.0\\.0\\.1:${mutePort} took the connection but the login did not complete \\(connection lost during hello\\)`));
+      expect(m.output()).not.toContain('pw-of-mute');
+    } finally {
+      m.child.kill('SIGTERM');
+      await m.exited;
+      mute.close();
     }
   });
 
