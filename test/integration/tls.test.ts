@@ -321,6 +321,12 @@ describe('bridge over TLS', () => {
     }
   });
 
+  /** A key, then a login bound through /ConnectEx of a gateway process: the bind's status. */
+  const bindOver = async (url: string, user: string, password: string): Promise<number> => {
+    const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
+    return (await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user, password, server: 'Sim-P5-Demo' }) })).status;
+  };
+
   it('the log says why a bridge is not reached (its certificate), once however often its accounts retry, never the password', async () => {
     // docs/operations.md#tls: "its accounts stay NOT_CONNECTED and the log says why". Nothing said
     // it: the account stayed `connecting` with no last error, and no line named the certificate.
@@ -328,9 +334,7 @@ describe('bridge over TLS', () => {
     const p = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tls://127.0.0.1:${rogue.port}`, BIND_WAIT_MS: '200', BROKER_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
     try {
       const url = await p.listening;
-      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
-      const bound = await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'refused', password: 'bridge-secret-pw', server: 'Sim-P5-Demo' }) });
-      expect(bound.status).toBe(200);
+      expect(await bindOver(url, 'refused', 'bridge-secret-pw')).toBe(200);
       const said = () => p.output().split('\n').filter((l) => l.includes('"msg":"cannot connect to the bridge'));
       await until(() => said().length > 0, 'a line saying why');
       await until(() => rogue.seen.connections >= 3, 'two more attempts of the backoff');
@@ -351,8 +355,7 @@ describe('bridge over TLS', () => {
     const q = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${port}`, BIND_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
     try {
       const url = await q.listening;
-      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
-      await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'nobody-home', password: 'pw-of-nobody', server: 'Sim-P5-Demo' }) });
+      await bindOver(url, 'nobody-home', 'pw-of-nobody');
       await until(() => q.output().includes('"msg":"cannot connect to the bridge'), 'a line saying why');
       expect(q.output()).toMatch(new RegExp(`"error":"cannot reach bridge 127\\.0\\.0\\.1:${port}: connect ECONNREFUSED`));
     } finally {
@@ -367,8 +370,7 @@ describe('bridge over TLS', () => {
     const m = startProcess({ BROKER_MODE: 'bridge', BRIDGE_URL: `tcp://127.0.0.1:${mutePort}`, BIND_WAIT_MS: '200', SHARDS: '1', GATEWAY_MANAGEMENT_KEY: TEST_MANAGEMENT_KEY });
     try {
       const url = await m.listening;
-      const key = await fetch(`${url}/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${TEST_MANAGEMENT_KEY}` }, body: JSON.stringify({ label: 'b' }) }).then((r) => r.json() as Promise<{ key: string }>);
-      await fetch(`${url}/ConnectEx`, { method: 'POST', headers: { 'x-api-key': key.key }, body: JSON.stringify({ user: 'mute', password: 'pw-of-mute', server: 'Sim-P5-Demo' }) });
+      await bindOver(url, 'mute', 'pw-of-mute');
       await until(() => m.output().includes('"msg":"cannot connect to the bridge'), 'a line saying why');
       expect(m.output()).toMatch(new RegExp(`"error":"bridge 127\\.0\\.0\\.1:${mutePort} took the connection but the login did not complete \\(connection lost during hello\\)`));
       expect(m.output()).not.toContain('pw-of-mute');
