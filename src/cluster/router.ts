@@ -22,6 +22,9 @@ import { OwnerStreams, releasedBy } from './ownerStreams.js';
 import { StreamInterest } from './streamInterest.js';
 import { SUBJECTS } from './subjects.js';
 
+/** Sends of a stream.close that reached no owner (closeAgain): about two minutes of them. */
+const CLOSE_AGAIN_ATTEMPTS = 30;
+
 /** What a node's own shards offer the router (ShardSet has it). */
 export interface LocalShards {
   call<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts?: CallOptions): Promise<ResultOf<C>>;
@@ -158,11 +161,15 @@ export class AccountRouter {
   private async callStream<C extends CommandName>(key: string, op: C, args: ArgsOf<C>, opts: CallOptions): Promise<ResultOf<C>> {
     // A close counts even when it fails: the next owner must not reopen what nobody holds.
     if (op === 'stream.close') this.hold(key, op, args, this.heldAt.get(key) ?? { owner: '', epoch: 0 });
+    const after = this.heldAt.get(key);
     const at: Routed = { owner: '' };
     let value: unknown;
     try {
       value = await this.route(key, op, args, opts, at);
     } catch (err) {
+      // Never sent (no owner found: the lease store failing, PostgreSQL away): the owner still counts
+      // the open; sent again until it has it (closeAgain). One sent and not answered may have run.
+      if (op === 'stream.close' && at.owner === '') this.closeAgain(key, args as ArgsOf<'stream.close'>, after);
       value = await this.afterLost(key, op, args, opts, at, err);
     }
     // An owner's epoch this node had not heard of yet (it restarted, its announcement still on the
@@ -195,6 +202,31 @@ export class AccountRouter {
     }
     if (op === 'stream.close') return { ok: true };
     return this.route(key, op, args, opts, at);
+  }
+
+  /**
+   * A stream.close that reached no owner, sent again (backing off to the owner wait) until one takes
+   * it, for about two minutes. Given up once this node's hold of the account changed (`after`: a
+   * socket opened it again, or an owner change reopened it there): the owner's count then came from
+   * that open or replay, which a late close would cut below what this node's sockets hold. A close
+   * reaching an owner that has none of this node's opens of it does nothing (OwnerStreams.run).
+   * Before, the owner kept the open until the account moved: its stream and relay for no socket.
+   */
+  private closeAgain(key: string, args: ArgsOf<'stream.close'>, after: At | undefined): void {
+    void (async () => {
+      for (let attempt = 0; attempt < CLOSE_AGAIN_ATTEMPTS; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(this.opts.ownerWaitMs, 250 * 2 ** attempt)).unref?.());
+        if (this.closed || this.heldAt.get(key) !== after) return;
+        const at: Routed = { owner: '' };
+        try {
+          await this.route(key, 'stream.close', args, {}, at);
+          return;
+        } catch (err) {
+          if (at.owner !== '') return; // sent this time: it may have run
+          if (attempt % 10 === 0) this.opts.log.warn('a stream close reached no owner; sending it again', { accountId: key, attempt, err: errorMessage(err) });
+        }
+      }
+    })();
   }
 
   /** Runs the call where the key's owner is; its answer. `at`, if given, is told which owner gave
