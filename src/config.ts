@@ -46,6 +46,12 @@ export const configSchema = z.object({
   // One core stays with the main thread (HTTP, WebSocket fan-out): with a shard per core, a 2-core
   // machine ran three busy threads on two cores and orders took 20% longer (bench http).
   shards: int(1, 256).default(Math.max(1, availableParallelism() - 1)),
+  /** Broker logins of new and re-bound accounts (/ConnectEx, POST /v1/broker-accounts, POST
+   *  /v1/seats) running at once on this node; more wait in a FIFO queue of at most
+   *  accountCreationQueue, and one more is answered 429 ACCOUNT_CREATION_BUSY with retry-after.
+   *  0: no bound (docs/scale.md, "The main thread during a creation ramp"). */
+  accountCreationConcurrency: int(0, 10_000).default(4),
+  accountCreationQueue: int(0, 1_000_000).default(1_000),
   /** How long a private seat takes to build (ms). */
   seatBuildMs: int(0, 86_400_000).default(3_000),
   maxBodyBytes: int(1_024, 16 * 1024 * 1024).default(64 * 1024),
@@ -224,7 +230,7 @@ export type ConfigInput = z.input<typeof configSchema>;
 export const CONFIG_ENV: Readonly<Record<string, keyof Config>> = {
   HOST: 'host', PORT: 'port', HTTP_PIPELINING_PORT: 'pipeliningPort', HTTP_PIPELINING_HOST: 'pipeliningHost', DATA_DIR: 'dataDir', GATEWAY_MANAGEMENT_KEY: 'managementKey',
   ALLOW_UWS_FALLBACK: 'allowUwsFallback', TRUST_PROXY: 'trustProxy', LOG_LEVEL: 'logLevel', SHARDS: 'shards',
-  SEAT_BUILD_MS: 'seatBuildMs', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
+  SEAT_BUILD_MS: 'seatBuildMs', ACCOUNT_CREATION_CONCURRENCY: 'accountCreationConcurrency', ACCOUNT_CREATION_QUEUE: 'accountCreationQueue', MAX_BODY_BYTES: 'maxBodyBytes', BODY_TIMEOUT_MS: 'bodyTimeoutMs', TAGW_SECRET_KEY: 'secretKey', SECRET_KEY_RESET: 'secretKeyReset',
   BROKER_MODE: 'brokerMode', BRIDGE_URL: 'bridgeUrl', SIM_SERVERS_FILE: 'simServersFile', SIM_MARKET_HOURS: 'simMarketHours', SIM_START: 'simStart',
   DRAIN_TIMEOUT_MS: 'drainTimeoutMs', RECONNECT_BASE_MS: 'reconnectBaseMs', RECONNECT_CAP_MS: 'reconnectCapMs',
   BROKER_WAIT_MS: 'brokerWaitMs', BIND_WAIT_MS: 'bindWaitMs', CHECK_WAIT_MS: 'checkWaitMs', RESUME_WAIT_MS: 'resumeWaitMs', SUBSCRIPTION_WAIT_MS: 'subscriptionWaitMs', KEY_USAGE_FLUSH_MS: 'keyUsageFlushMs',

@@ -37,6 +37,10 @@ export const ERROR_STATUS = {
   IDEMPOTENCY_KEY_REUSED: 422,
   RATE_LIMITED: 429,
   AUTH_THROTTLED: 429,
+  /** This node's queue of broker logins waiting to run (ACCOUNT_CREATION_CONCURRENCY) is full:
+   *  nothing was done; retry after retry-after (429, which a client retries even for a call that is
+   *  not safe to repeat, since the gateway says it did nothing). */
+  ACCOUNT_CREATION_BUSY: 429,
   TERMINAL_ERROR: 500,
   INTERNAL_ERROR: 500,
   NOT_ON_THIS_TERMINAL: 501,

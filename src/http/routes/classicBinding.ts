@@ -15,6 +15,7 @@ import type { NewAuditRow } from '../../store/audit.js';
 import { clearHeldCopy, noteHeldCopy } from './heldCopies.js';
 import { holderInCluster, inUse, isLoginInUse, loginInUse, openedOrUndefined, samePassword, takenInCluster } from './loginInUse.js';
 import { onePer } from '../../util/onePer.js';
+import { AdmissionQueue } from '../../util/admissionQueue.js';
 
 export const BrokerFields = {
   user: z.string().min(1).max(64).describe('Broker login. Never returned.'),
@@ -140,7 +141,7 @@ export async function bindSeatBroker<R>(
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
   const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build };
-  return withLoginLock(s, input.server, input.user, async () => {
+  return withLoginLock(s, input.server, input.user, () => admitted(s, async () => {
     if (s.tenancyWrites.clustered) {
       await assertNotBoundElsewhere(s, input);
       // PostgreSQL refused the login (createSeat): the check its copy in this node's mirror gets.
@@ -148,8 +149,23 @@ export async function bindSeatBroker<R>(
     }
     await bindUnlocked(s, input);
     return createSeat();
-  });
+  }));
 }
+
+/** Seconds a creation refused by a full queue is told to wait (retry-after). */
+export const CREATION_RETRY_AFTER_S = 1;
+/**
+ * A broker login (a new account, a re-bind, a seat made with a login) runs through the node's
+ * admission queue: at most accountCreationConcurrency at once, the rest in arrival order, so a
+ * customer creating accounts in bulk is paced instead of taking the CPU from every other
+ * customer's requests (docs/scale.md, "The main thread during a creation ramp"). Taken under the
+ * login's lock, before anything is written: a refusal (429 ACCOUNT_CREATION_BUSY) changed nothing.
+ */
+export const accountCreations = onePer((s: Services) => new AdmissionQueue(s.config.accountCreationConcurrency, s.config.accountCreationQueue, () =>
+  apiError('ACCOUNT_CREATION_BUSY', `too many accounts are being created or bound on this node at the moment; nothing was done: retry after ${CREATION_RETRY_AFTER_S} s`, {
+    headers: { 'retry-after': String(CREATION_RETRY_AFTER_S) }, details: { retryAfterMs: CREATION_RETRY_AFTER_S * 1000 },
+  })));
+const admitted = <T>(s: Services, f: () => Promise<T>): Promise<T> => accountCreations(s).run(f);
 
 // One account per broker login. Each shard thread runs its own simulator copy, and an account's
 // broker connection lives in the account's shard: two accounts of one login could sit in two
@@ -218,33 +234,40 @@ export function accountForLogin(
   return withLoginLock(s, b.server, b.user, async () => {
     const bound = AccountStore.of(s.db).boundTo(b.server, b.user);
     if (bound) return boundAccount(s, b, bound, auditOf);
-    const id = randomUUID();
-    const createSeat: CreateSeat<void> = async (binding) => {
-      const now = s.clock.now();
-      const made = await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now },
-        { seat_id: id, status: seatStatusAt(now, now), ready_at: now, updated_at: now }, binding);
-      if (!made) throw loginInUse();
-      await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
-    };
-    if (s.tenancyWrites.clustered) {
-      let status: AccountStatus;
-      try {
-        ({ status } = await seatFirst(s, { ...b, accountId: id, audit: auditOf?.(id, true) }, createSeat));
-      } catch (err) {
-        if (!isLoginInUse(err)) throw err;
-        // PostgreSQL refused the login: another account has it, which this node's mirror may not
-        // have yet (another node bound it a moment ago): the answer one node gives for a login
-        // found bound, from PostgreSQL's binding (a hold, a re-bind in flight: in use).
-        const h = await holderInCluster(s, b, id);
-        if (h.password_enc === undefined || h.platform === undefined) return inUse(s, b, h);
-        return boundAccount(s, b, { ...h, password_enc: h.password_enc, platform: h.platform }, auditOf);
-      }
-      return { id, status, created: true };
-    }
-    const status = await bindBroker(s, { ...b, accountId: id, audit: auditOf?.(id, true) });
-    await createSeat();
-    return { id, status, created: true };
+    return admitted(s, () => newAccount(s, b, auditOf));
   });
+}
+
+/** A new shared seat bound to the login (verified first: a refused login creates nothing). */
+async function newAccount(
+  s: Services, b: Omit<BindInput, 'accountId' | 'audit'>, auditOf?: (accountId: string, newSeat: boolean) => NewAuditRow | undefined,
+): Promise<LoginAccount> {
+  const id = randomUUID();
+  const createSeat: CreateSeat<void> = async (binding) => {
+    const now = s.clock.now();
+    const made = await s.tenancyWrites.insertSeat({ id, customer_id: b.customerId, private_hosting: 0, region: null, created_at: now },
+      { seat_id: id, status: seatStatusAt(now, now), ready_at: now, updated_at: now }, binding);
+    if (!made) throw loginInUse();
+    await s.shards.call(id, 'seat.create', { seatId: id, readyAt: now });
+  };
+  if (s.tenancyWrites.clustered) {
+    let status: AccountStatus;
+    try {
+      ({ status } = await seatFirst(s, { ...b, accountId: id, audit: auditOf?.(id, true) }, createSeat));
+    } catch (err) {
+      if (!isLoginInUse(err)) throw err;
+      // PostgreSQL refused the login: another account has it, which this node's mirror may not
+      // have yet (another node bound it a moment ago): the answer one node gives for a login
+      // found bound, from PostgreSQL's binding (a hold, a re-bind in flight: in use).
+      const h = await holderInCluster(s, b, id);
+      if (h.password_enc === undefined || h.platform === undefined) return inUse(s, b, h);
+      return boundAccount(s, b, { ...h, password_enc: h.password_enc, platform: h.platform }, auditOf);
+    }
+    return { id, status, created: true };
+  }
+  const status = await bindBroker(s, { ...b, accountId: id, audit: auditOf?.(id, true) });
+  await createSeat();
+  return { id, status, created: true };
 }
 
 /** A login already bound: its account (the password must match the stored one; nothing is reconnected). */
@@ -271,7 +294,7 @@ async function boundAccount(
 /** Re-binding a given account: the login must not be bound to a different account; the one it
  *  leaves is locked too, until the account's shard has let it go (withAccountLogins). */
 export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
-  return withAccountLogins(s, b.accountId, { server: b.server, login: b.user }, () => bindUnlocked(s, b));
+  return withAccountLogins(s, b.accountId, { server: b.server, login: b.user }, () => admitted(s, () => bindUnlocked(s, b)));
 }
 
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when

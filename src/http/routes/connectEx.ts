@@ -82,7 +82,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
   };
   const common = {
     path: '/ConnectEx', family: 'classic' as const, auth: 'connection' as const, tags: ['classic', 'accounts'], audit: 'account.bind',
-    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'NOT_FOUND', 'TERMINAL_ERROR'] as const,
+    response: Reply, errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'NOT_FOUND', 'TERMINAL_ERROR', 'ACCOUNT_CREATION_BUSY'] as const,
   };
   return [
     defineRoute({

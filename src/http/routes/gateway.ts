@@ -95,7 +95,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
       summary: 'Create a broker account (an account of your customer bound to a broker login)',
       description: 'Verifies the login with the broker and returns the account id (201). A login already bound to an account of yours answers 200 with that account (one account per broker login). A refused login answers 400 BROKER_AUTH_FAILED and creates nothing.',
       body: BrokerAccountBody, response: BrokerAccount, successStatus: 201, otherSuccess: [200],
-      errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'TERMINAL_ERROR'],
+      errors: ['BAD_REQUEST', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'API_KEY_REQUIRED', 'INVALID_API_KEY', 'ACCOUNT_SCOPE', 'READ_ONLY_KEY', 'TERMINAL_ERROR', 'ACCOUNT_CREATION_BUSY'],
       handler: async ({ body, principal }) => {
         const p = principal!;
         assertCanBind(p);

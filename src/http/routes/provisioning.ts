@@ -80,7 +80,7 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       method: 'post', path: '/v1/seats', family: 'provisioning', auth: 'management', tags: ['provisioning'], audit: 'seat.create',
       summary: 'Create a seat (account)',
       description: 'A shared seat is ACTIVE at once; a privately hosted seat starts BUILDING_SERVER with serverBuilding=true. Poll GET /v1/seats/{id}.',
-      body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR'],
+      body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR', 'ACCOUNT_CREATION_BUSY'],
       handler: async ({ body, principal, audit }) => {
         const id = randomUUID();
         return bindSeatBroker(s, id, principal!.customerId, body, async (binding) => {
