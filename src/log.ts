@@ -1,6 +1,7 @@
 // Structured JSON logs, one object per line. Fields whose names suggest a secret are redacted
 // wherever they appear, so a careless call site cannot leak a key or a broker password; and a key's
 // value anywhere in a line (a request's path, an error's message) loses its secret (redactKeys).
+import { writeSync } from 'node:fs';
 import { redactKeys } from './util/redactKeys.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -28,10 +29,51 @@ export function redact(value: unknown, depth = 0): unknown {
   return out;
 }
 
+let stdoutGuarded = false;
+let droppedLines = 0;
+
+/** Log lines stdout refused (see guardStdout). */
+export function droppedLogLines(): number {
+  return droppedLines;
+}
+
+/**
+ * Stdout that cannot take the process down. A file on a full disk (`npm start >> data/gateway.log`, the
+ * log on DATA_DIR's volume): Node writes it synchronously, a write failing ENOSPC destroyed the stream
+ * and was emitted as an 'error' event nobody handled, and the gateway died on its line saying "DATA_DIR
+ * is full: trading calls answer 503" (a bot saw it vanish, NETWORK_ERROR, instead of 503
+ * STORAGE_UNAVAILABLE). Now such a write is dropped and counted, and the stream lives on: the lines
+ * that come once space is freed are written (the shards' too: their stdout goes through this one).
+ * A pipe whose reader went away (EPIPE) is an error event handled the same way.
+ */
+function guardStdout(): void {
+  if (stdoutGuarded) return;
+  stdoutGuarded = true;
+  const out = process.stdout as NodeJS.WriteStream & { fd?: unknown; _write?: unknown };
+  if (typeof out.fd === 'number' && out.constructor.name === 'SyncWriteStream') {
+    const fd = out.fd;
+    out._write = (chunk: Uint8Array, _encoding: string, done: () => void): void => {
+      try {
+        writeSync(fd, chunk);
+      } catch {
+        droppedLines++;
+      }
+      done();
+    };
+  }
+  out.on('error', () => void droppedLines++);
+}
+
+function writeStdout(line: string): void {
+  guardStdout();
+  if (process.stdout.destroyed) droppedLines++;
+  else process.stdout.write(line);
+}
+
 export function createLogger(
   level: LogLevel,
   base: Record<string, unknown> = {},
-  write: (line: string) => void = (l) => process.stdout.write(l + '\n'),
+  write: (line: string) => void = (l) => writeStdout(l + '\n'),
 ): Logger {
   const min = RANK[level];
   const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
