@@ -9,7 +9,7 @@
 // once was refused) and for an unrelated process that reused the pid. The pid is kept beside the
 // lock only to name the owner in the error message.
 import Database from 'better-sqlite3';
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { asSystemError, assertWritable, openSqliteFile } from './db.js';
 import { join, resolve } from 'node:path';
 
@@ -19,6 +19,19 @@ export class DataDirInUseError extends Error {}
 const held = new Set<string>();
 
 const isBusy = (err: unknown) => /^SQLITE_(BUSY|LOCKED)/.test((err as { code?: string }).code ?? '');
+
+/**
+ * Root locking a DATA_DIR another user owns (`tagw restore` as root on the service's own, as
+ * docs/operations.md does) made the lock file root's when there was none: the service's next start
+ * could not open it for writing (EACCES, exit 1, restarted by systemd every 2 s). It goes to the
+ * directory's owner, as the restored database does.
+ */
+function givenToDirOwner(dir: string, file: string): void {
+  if (process.getuid?.() !== 0) return;
+  const d = statSync(dir);
+  const f = statSync(file);
+  if (f.uid !== d.uid || f.gid !== d.gid) chownSync(file, d.uid, d.gid);
+}
 
 export function lockDataDir(dataDir: string): { release(): void } {
   const dir = resolve(dataDir);
@@ -50,6 +63,7 @@ export function lockDataDir(dataDir: string): { release(): void } {
       throw new DataDirInUseError(`DATA_DIR ${dir} is in use by another gateway${owner}; stop it first, or use another DATA_DIR`);
     }
   }
+  givenToDirOwner(dir, lockFile);
   writeFileSync(pidFile, String(process.pid), { mode: 0o600 });
   held.add(dir);
   let released = false;

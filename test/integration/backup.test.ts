@@ -177,6 +177,11 @@ describe('backupDatabase / restoreDatabase', () => {
     await restoreDatabase({ dataDir: fresh }, out);
     const st2 = statSync(dbPath(fresh));
     expect({ uid: st2.uid, gid: st2.gid, mode: (st2.mode & 0o777).toString(8) }).toEqual({ uid: service, gid: service, mode: '600' });
+    // And the lock file the restore made there (gateway.lock, none before): left root's, the
+    // service's start failed on it, `cannot write .../gateway.lock: EACCES (owned by uid 0, this
+    // process runs as uid 65534)`, exit 1, restarted by systemd every 2 s (seen by hand).
+    const lock = statSync(join(fresh, 'gateway.lock'));
+    expect({ uid: lock.uid, gid: lock.gid }).toEqual({ uid: service, gid: service });
   });
 
   it('restore onto a machine with another key says the key does not match', async () => {
