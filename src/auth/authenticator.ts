@@ -135,7 +135,7 @@ export class Authenticator {
       }
       case 'api': {
         const value = headers['x-api-key'];
-        if (!value) throw this.keyRequired(v1);
+        if (!value) throw this.keyRequired(v1, headers);
         const p = this.resolve(value);
         // A management key is deliberately not valid here (SPEC §5.8); its holder is told so.
         if (p?.kind === 'management') throw apiError('INVALID_API_KEY', 'this is the management key: trading and market-data routes take an API key (tagw_k_...) in x-api-key');
@@ -154,8 +154,12 @@ export class Authenticator {
     }
   }
 
-  private keyRequired(v1: boolean) {
-    return apiError('API_KEY_REQUIRED', v1 ? 'API key required' : 'missing x-api-key header');
+  /** With `headers` (a route that takes x-api-key only): a key sent in another header is named, so
+   *  its sender is not told "API key required" of the key it did send. Never its value. */
+  private keyRequired(v1: boolean, headers?: Record<string, string>) {
+    const said = v1 ? 'API key required' : 'missing x-api-key header';
+    const elsewhere = headers?.authorization !== undefined ? 'Authorization' : headers?.['x-management-key'] !== undefined ? 'x-management-key' : undefined;
+    return apiError('API_KEY_REQUIRED', elsewhere ? `${said}: this route takes the API key in x-api-key only, not in ${elsewhere}` : said);
   }
 }
 

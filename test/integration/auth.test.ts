@@ -50,7 +50,11 @@ describe('where each key kind is accepted (SPEC §5)', () => {
     expect((await t.req('GET', '/v1/whoami', h({ 'x-api-key': 'garbage' }))).status).toBe(401);
     expect((await t.req('GET', '/v1/whoami', h({ 'x-api-key': t.managementKey }))).status).toBe(401);
     const { key } = await apiKey();
-    expect((await t.req('GET', '/v1/whoami', h({ authorization: `Bearer ${key}` }))).status).toBe(401);
+    const bearer = await t.req('GET', '/v1/whoami', h({ authorization: `Bearer ${key}` }));
+    expect(bearer.status).toBe(401);
+    // It said "API key required" to a client that had sent its API key (as Bearer): now where it goes.
+    expect(bearer.body).toMatchObject({ error: 'API_KEY_REQUIRED', message: expect.stringContaining('x-api-key only, not in Authorization') });
+    expect((await t.req('GET', '/v1/whoami', h({ 'x-management-key': t.managementKey }))).body.message).toContain('not in x-management-key');
     const ok = await t.req('GET', '/v1/whoami', h({ 'x-api-key': key }));
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ readOnly: false, accountScoped: false });
