@@ -5,6 +5,7 @@
 // wall clock, a restart goes on from where the market was (never back to SIM_START), another
 // SIM_START on that DATA_DIR is refused and none keeps its clock; then `npm run sim -- --start`.
 import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BridgeBrokerConnection } from '../../src/broker/bridge.js';
 import { ConfigError } from '../../src/config.js';
+import { dbPath } from '../../src/store/db.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { builtEntry } from '../helpers/build.js';
 import { closedSinceConnect, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
@@ -125,6 +127,23 @@ describe('a gateway with SIM_START', () => {
     expect(st.body.config.simStart).toBeNull();
     expect(st.body.simClock.start).toBe(START);
     expect(Date.parse(st.body.simClock.now)).toBeLessThanOrEqual(simNowAtMost());
+  });
+
+  it('the gateway\'s own records keep the wall clock: an idempotency record is made now and kept 24 hours', async () => {
+    const before = Date.now();
+    const o = await api(`/OrderSend?id=${id}&symbol=BTCUSD&operation=Buy&volume=0.01&clientOrderId=simstart-wall`);
+    expect(o.status, o.text).toBe(200);
+    const after = Date.now();
+    const db = new Database(dbPath(dataDir), { readonly: true });
+    try {
+      const row = db.prepare('SELECT created_at, expires_at FROM idempotency WHERE client_order_id = ?').get('simstart-wall') as { created_at: number; expires_at: number };
+      expect(row.created_at).toBeGreaterThanOrEqual(before);
+      expect(row.created_at).toBeLessThanOrEqual(after);
+      expect(row.expires_at).toBeGreaterThanOrEqual(before + 24 * 3_600_000);
+      expect(row.expires_at).toBeLessThanOrEqual(after + 24 * 3_600_000);
+    } finally {
+      db.close();
+    }
   });
 });
 
