@@ -5,9 +5,17 @@ import { apiError, type ApiError } from '../errors.js';
 import type { QueryMemo } from './queryMemo.js';
 import type { RequestInfo } from './request.js';
 
+/** zod's words for a value left out ("Invalid input: expected number, received undefined") as what
+ *  they mean to a client: `required (a number)`. */
+function messageOf(i: z.core.$ZodIssue): string {
+  if (i.code === 'invalid_type' && / received undefined$/.test(i.message)) return `required (${/^[aeiou]/.test(i.expected) ? 'an' : 'a'} ${i.expected})`;
+  return i.message;
+}
+
 export function formatZodError(where: string, err: z.ZodError): string {
   return err.issues
-    .map((i) => {
+    .map((issue) => {
+      const i = { ...issue, message: messageOf(issue) };
       if (where === 'body') return `body field '${i.path.length ? i.path.join('.') : where}': ${i.message}`;
       // A query parameter as the client wrote it; a list's (`impact=High,Extreme`) bad item by its
       // place, not as the schema's path ('impact.1').

@@ -103,3 +103,15 @@ describe('/v1/proxy operations use the same rule', () => {
     expect((await op(t, gw5, 'OpenedOrdersTickets')).body).toEqual([]);
   });
 });
+
+describe('a required parameter or body field left out is said to be required', () => {
+  it("names it as required with its type, not zod's 'Invalid input: expected number, received undefined'", async () => {
+    const q = await op(t, gw5, 'OpenedOrder');
+    expect(q.status).toBe(400);
+    expect(q.body.message).toBe("parameter 'ticket': required (a number)");
+    const classic = await api(`/OrderSend?id=${id}&symbol=BTCUSD&volume=0.01`);
+    expect(classic.body.message).toBe("parameter 'operation': required (a string)");
+    const body = await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: {} });
+    expect(body.body).toMatchObject({ error: 'BAD_REQUEST', message: "body field 'label': required (a string)" });
+  });
+});
