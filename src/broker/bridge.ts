@@ -141,7 +141,11 @@ export class BridgeBrokerConnection implements BrokerConnection {
 
   // ---- connection lifecycle ------------------------------------------------------------
 
+  /** disconnect() was called since the last connect(): a login it cut short is not the bridge's failure. */
+  private closedByClient = false;
+
   connect(): Promise<void> {
+    this.closedByClient = false;
     if (this._state === 'connected') return Promise.resolve();
     this.connecting ??= this.doConnect().finally(() => {
       this.connecting = null;
@@ -182,7 +186,8 @@ export class BridgeBrokerConnection implements BrokerConnection {
       // Reached, but the login did not complete: no answer, or the socket closed under it (a
       // bridge that hangs, another service on that port). A refusal is the account's own (logged
       // as its phase); this is the bridge's, said as an unreachable one is.
-      if (err instanceof BrokerTimeoutError || err instanceof BrokerDisconnectedError) {
+      // Closed by this side (an account removed or re-bound, a probe done with) says nothing of it.
+      if (!this.closedByClient && (err instanceof BrokerTimeoutError || err instanceof BrokerDisconnectedError)) {
         this.options.onConnectError?.(new BrokerDisconnectedError(`bridge ${this.options.host}:${this.options.port} took the connection but the login did not complete (${err.message})`, { cause: err }));
       }
       throw err;
@@ -276,6 +281,7 @@ export class BridgeBrokerConnection implements BrokerConnection {
   }
 
   async disconnect(): Promise<void> {
+    this.closedByClient = true;
     this.closeSocket('closed by client');
   }
 
