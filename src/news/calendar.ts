@@ -48,6 +48,8 @@ export interface NewsFilter {
 export class Calendar {
   private loaded: Loaded | null = null;
   private failedMtime = -1;
+  /** The file's absence was logged (once, until it appears). */
+  private missingSaid = false;
 
   constructor(
     private readonly file: string | undefined,
@@ -62,9 +64,14 @@ export class Calendar {
       mtimeMs = statSync(this.file).mtimeMs;
     } catch {
       if (this.loaded) this.log.warn('calendar file disappeared; using the built-in schedule', { file: this.file });
+      // Never there (a misspelt CALENDAR_FILE, a start from another directory than the default's
+      // ./config): said once, where it was served in silence.
+      else if (!this.missingSaid) this.log.warn('calendar file not found; /news serves the built-in schedule (CALENDAR_FILE)', { file: this.file });
+      this.missingSaid = true;
       this.loaded = null;
       return null;
     }
+    this.missingSaid = false;
     if (this.loaded?.mtimeMs === mtimeMs) return this.loaded;
     if (this.failedMtime === mtimeMs) return this.loaded;
     try {

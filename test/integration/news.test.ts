@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
 import { DEFAULT_RULES } from '../../src/news/defaultRules.js';
 import { importCsv, importIcs, importJsonEvents } from '../../src/news/importers.js';
 import { expandRules } from '../../src/news/schedule.js';
@@ -239,9 +240,10 @@ describe('GET /news over HTTP', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tagw-news-'));
 
   beforeAll(async () => {
-    t = await startTestGateway({ calendarFile: join(dir, 'missing.json') }, { clock: new ManualClock(NOW) });
+    t = await startTestGateway({ calendarFile: join(dir, 'missing.json') }, { clock: new ManualClock(NOW), log: createLogger('warn', {}, (l) => logLines.push(l)) });
     key = await apiKey(t);
   });
+  const logLines: string[] = [];
   afterAll(async () => {
     await t.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -259,6 +261,12 @@ describe('GET /news over HTTP', () => {
   it("serves this week's events from the built-in schedule when there is no file", async () => {
     const r = await t.req('GET', '/news', { headers: { 'x-api-key': key } });
     expect(r.headers.get('x-calendar-source')).toBe('default-rules');
+    // And says so once in the log: a misspelt CALENDAR_FILE (or a start from another directory than
+    // the repository's, the default being ./config/calendar.json) served the built-in schedule in silence.
+    await t.req('GET', '/news', { headers: { 'x-api-key': key } });
+    const said = logLines.filter((l) => l.includes('calendar file not found'));
+    expect(said.length, logLines.join('\n')).toBe(1);
+    expect(JSON.parse(said[0]!)).toMatchObject({ level: 'warn', file: join(dir, 'missing.json') });
     const events = r.body as Array<Record<string, string>>;
     expect(events.length).toBeGreaterThan(5);
     for (const e of events) {
