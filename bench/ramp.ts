@@ -89,7 +89,10 @@ async function runOnce(label: 'A' | 'B', round: number, accounts = accountsPerRu
   const gw = await spawnGateway(at, {
     PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, GATEWAY_MANAGEMENT_KEY: MK,
     KEY_REQUESTS_PER_SEC: '10000000', KEY_ORDERS_PER_SEC: '10000000', ...(shards ? { SHARDS: shards } : {}), ...configs[label],
-  }, cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(cpuProfDir, `${label}-${round}`)}`] : []);
+  }, cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(cpuProfDir, `${label}-${round}`)}`] : []).catch((err: unknown) => {
+    rmSync(dataDir, { recursive: true, force: true }); // a gateway that never listened leaves no directory behind
+    throw err;
+  });
   try {
     const mk = { authorization: `Bearer ${MK}` };
     const keyOf = async (label: string) => (await call(gw.url, 'POST', '/v1/keys', mk, { label })).json.key as string;
