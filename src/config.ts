@@ -47,8 +47,9 @@ export const configSchema = z.object({
   // machine ran three busy threads on two cores and orders took 20% longer (bench http).
   shards: int(1, 256).default(Math.max(1, availableParallelism() - 1)),
   /** Broker logins of new and re-bound accounts (/ConnectEx, POST /v1/broker-accounts, POST
-   *  /v1/seats) running at once on this node; more wait in a FIFO queue of at most
-   *  accountCreationQueue, and one more is answered 429 ACCOUNT_CREATION_BUSY with retry-after.
+   *  /v1/seats) running at once on this node; more wait, each key's in arrival order (at most
+   *  accountCreationQueue of a key, one more answered 429 ACCOUNT_CREATION_BUSY with retry-after),
+   *  the keys served in turn.
    *  0: no bound (docs/scale.md, "The main thread during a creation ramp"). */
   accountCreationConcurrency: int(0, 10_000).default(4),
   accountCreationQueue: int(0, 1_000_000).default(1_000),

@@ -37,7 +37,7 @@ export const ERROR_STATUS = {
   IDEMPOTENCY_KEY_REUSED: 422,
   RATE_LIMITED: 429,
   AUTH_THROTTLED: 429,
-  /** This node's queue of broker logins waiting to run (ACCOUNT_CREATION_CONCURRENCY) is full:
+  /** This key's place in the node's queue of broker logins waiting to run (ACCOUNT_CREATION_CONCURRENCY) is full:
    *  nothing was done; retry after retry-after (429, which a client retries even for a call that is
    *  not safe to repeat, since the gateway says it did nothing). */
   ACCOUNT_CREATION_BUSY: 429,

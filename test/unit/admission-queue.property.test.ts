@@ -1,42 +1,53 @@
 // AdmissionQueue (src/util/admissionQueue.ts), the pacing of broker logins on a node
-// (ACCOUNT_CREATION_CONCURRENCY): whatever tasks arrive and end in whatever order, at most `limit`
-// run at once, at most `maxQueued` wait, tasks start in the order they arrived, one more than that
-// is refused at once (and never runs), a task that fails gives its place on, and 0 bounds nothing.
+// (ACCOUNT_CREATION_CONCURRENCY), per customer: whatever tasks of whichever tenants arrive and end
+// in whatever order, at most `limit` run at once; each tenant's tasks start in the order they
+// arrived; at most `maxQueued` of a tenant wait and one more of it is refused at once (and never
+// runs), whatever the others have waiting; the tenants waiting are served in turn (no tenant starts
+// two waiting tasks while another tenant waited through both); a task that fails gives its place
+// on; and 0 bounds nothing.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AdmissionQueue } from '../../src/util/admissionQueue.js';
 
 const flush = () => new Promise<void>((r) => setImmediate(r));
 const refusal = new Error('queue full');
+const TENANTS = ['a', 'b', 'c'] as const;
 
-type Op = { t: 'arrive' } | { t: 'end'; which: number; fail: boolean };
+type Op = { t: 'arrive'; tenant: number } | { t: 'end'; which: number; fail: boolean };
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.constant({ t: 'arrive' as const }),
+  fc.record({ t: fc.constant('arrive' as const), tenant: fc.nat(TENANTS.length - 1) }),
   fc.record({ t: fc.constant('end' as const), which: fc.nat(20), fail: fc.boolean() }),
 );
 
+interface Task { id: number; tenant: string; queuedAt?: number; startedAt?: number }
+
 describe('AdmissionQueue', () => {
-  it('runs at most limit tasks, keeps at most maxQueued waiting, starts them in arrival order, refuses the rest at once', async () => {
-    await fc.assert(fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 4 }), fc.array(op, { maxLength: 60 }), async (limit, maxQueued, ops) => {
+  it('bounds running and waiting tasks per tenant, keeps each tenant in arrival order, serves the tenants in turn', async () => {
+    await fc.assert(fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 3 }), fc.array(op, { maxLength: 80 }), async (limit, maxQueued, ops) => {
       const q = new AdmissionQueue(limit, maxQueued, () => refusal);
-      const started: number[] = [];
+      const tasks: Task[] = [];
       const running = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
-      const refused: number[] = [];
-      const settled: number[] = [];
-      /** What a model of the queue expects: the ids admitted (running or waiting), in arrival order. */
-      let admitted: number[] = [];
-      let n = 0;
+      const refused = new Set<number>();
+      /** Starts so far, in order: the index of a start is its time below. */
+      const starts: Task[] = [];
       for (const o of ops) {
         if (o.t === 'arrive') {
-          const id = n++;
-          const full = admitted.length >= limit + maxQueued;
-          void q.run(() => new Promise<void>((resolve, reject) => {
-            started.push(id);
-            running.set(id, { resolve, reject });
-          })).then(() => settled.push(id), (e: Error) => (e === refusal ? refused.push(id) : settled.push(id)));
-          if (!full) admitted.push(id);
+          const task: Task = { id: tasks.length, tenant: TENANTS[o.tenant]! };
+          tasks.push(task);
+          const waitingOfTenant = tasks.filter((x) => x.tenant === task.tenant && x.queuedAt !== undefined && x.startedAt === undefined && !refused.has(x.id)).length;
+          const mustWait = running.size >= limit;
+          const full = mustWait && waitingOfTenant >= maxQueued;
+          if (mustWait && !full) task.queuedAt = starts.length;
+          void q.run(task.tenant, () => new Promise<void>((resolve, reject) => {
+            task.startedAt = starts.length;
+            starts.push(task);
+            running.set(task.id, { resolve, reject });
+          })).catch((e: Error) => {
+            if (e === refusal) refused.add(task.id);
+          });
           await flush();
-          if (full) expect(refused).toContain(id);
+          expect(refused.has(task.id)).toBe(full);
+          if (!mustWait) expect(running.has(task.id)).toBe(true);
         } else {
           const ids = [...running.keys()];
           if (ids.length === 0) continue;
@@ -45,23 +56,75 @@ describe('AdmissionQueue', () => {
           running.delete(id);
           if (o.fail) r.reject(new Error('task failed'));
           else r.resolve();
-          admitted = admitted.filter((x) => x !== id);
           await flush();
         }
-        // The first `limit` admitted run; the rest wait, in the order they came.
-        expect([...running.keys()].sort((a, b) => a - b)).toEqual(admitted.slice(0, limit).sort((a, b) => a - b));
-        expect(q.state).toEqual({ active: Math.min(limit, admitted.length), queued: Math.max(0, admitted.length - limit) });
-        expect(started).toEqual([...started].sort((a, b) => a - b));
-        expect(started.some((id) => refused.includes(id))).toBe(false);
+        const waiting = tasks.filter((x) => x.queuedAt !== undefined && x.startedAt === undefined);
+        // Places are never left empty while tasks wait, never more than limit taken.
+        expect(running.size).toBeLessThanOrEqual(limit);
+        if (waiting.length > 0) expect(running.size).toBe(limit);
+        expect(q.state).toEqual({ active: running.size, queued: waiting.length });
+        for (const t of TENANTS) expect(waiting.filter((x) => x.tenant === t).length).toBeLessThanOrEqual(maxQueued);
       }
-    }), { numRuns: 200 });
+      // Each tenant's tasks started in the order they arrived; a refused one never started.
+      for (const t of TENANTS) {
+        const mine = starts.filter((x) => x.tenant === t).map((x) => x.id);
+        expect(mine).toEqual([...mine].sort((a, b) => a - b));
+      }
+      for (const id of refused) expect(tasks[id]!.startedAt).toBeUndefined();
+      // In turn: between two starts from the queue of one tenant, every other tenant's task that was
+      // waiting before the first of them has started.
+      for (const t of TENANTS) {
+        const mine = starts.filter((x) => x.tenant === t && x.queuedAt !== undefined);
+        for (let k = 1; k < mine.length; k++) {
+          const [i, j] = [mine[k - 1]!.startedAt!, mine[k]!.startedAt!];
+          const passedOver = tasks.filter((x) => x.tenant !== t && x.queuedAt !== undefined && x.queuedAt <= i && (x.startedAt === undefined || x.startedAt > j));
+          expect(passedOver.map((x) => `${x.tenant}#${x.id}`), `tenant ${t} started #${mine[k - 1]!.id} then #${mine[k]!.id}`).toEqual([]);
+        }
+      }
+    }), { numRuns: 300 });
+  });
+
+  it('one tenant with a long queue holds another up by one task, not by its queue', async () => {
+    const q = new AdmissionQueue(1, 1000, () => refusal);
+    const order: string[] = [];
+    const ends: (() => void)[] = [];
+    const task = (name: string) => () => new Promise<void>((r) => {
+      order.push(name);
+      ends.push(r);
+    });
+    const all = [q.run('bulk', task('bulk-0'))];
+    for (let i = 1; i <= 50; i++) all.push(q.run('bulk', task(`bulk-${i}`)));
+    all.push(q.run('other', task('other')));
+    await flush();
+    for (let i = 0; i < 3; i++) {
+      ends.shift()!();
+      await flush();
+    }
+    expect(order.slice(0, 4)).toEqual(['bulk-0', 'bulk-1', 'other', 'bulk-2']);
+    while (ends.length > 0) {
+      ends.shift()!();
+      await flush();
+    }
+    await Promise.all(all);
+  });
+
+  it('a tenant refused for its full queue does not refuse another', async () => {
+    const q = new AdmissionQueue(1, 2, () => refusal);
+    const hold = new Promise<void>(() => undefined);
+    void q.run('bulk', () => hold);
+    void q.run('bulk', () => hold);
+    void q.run('bulk', () => hold);
+    await expect(q.run('bulk', () => hold)).rejects.toBe(refusal);
+    void q.run('other', () => hold);
+    await flush();
+    expect(q.state).toEqual({ active: 1, queued: 3 });
   });
 
   it('limit 0 bounds nothing: every task runs at once', async () => {
     const q = new AdmissionQueue(0, 0, () => refusal);
     let running = 0;
     const ends: (() => void)[] = [];
-    const all = Array.from({ length: 50 }, () => q.run(() => new Promise<void>((r) => {
+    const all = Array.from({ length: 50 }, () => q.run('a', () => new Promise<void>((r) => {
       running++;
       ends.push(r);
     })));

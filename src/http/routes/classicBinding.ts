@@ -35,6 +35,8 @@ export interface BindInput {
   build?: number | undefined;
   /** The bind's audit row (account.bind, a management key's /ConnectEx): written with the binding. */
   audit?: NewAuditRow | undefined;
+  /** The key asking (its id): the node's admission queue of logins serves the keys in turn. Absent: the customer. */
+  requester?: string | undefined;
 }
 
 /** The account's binding with the password sealed, and the call that has its shard verify and bind the login. */
@@ -129,7 +131,7 @@ export const SeatBrokerFields = {
  */
 export async function bindSeatBroker<R>(
   s: Services, accountId: string, customerId: string,
-  b: { user?: string | undefined; password?: string | undefined; server?: string | undefined; platform?: Platform | undefined; build?: number | undefined },
+  b: { user?: string | undefined; password?: string | undefined; server?: string | undefined; platform?: Platform | undefined; build?: number | undefined; requester?: string | undefined },
   createSeat: CreateSeat<R>,
   /** The route's audit (POST /v1/seats): a seat removed again because its login was refused is recorded too. */
   audit?: ActionAudit,
@@ -140,8 +142,8 @@ export async function bindSeatBroker<R>(
     return createSeat();
   }
   if (given !== 3) throw apiError('BAD_REQUEST', 'broker binding needs all of user, password and server');
-  const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build };
-  return withLoginLock(s, input.server, input.user, () => admitted(s, async () => {
+  const input: BindInput = { accountId, customerId, user: b.user!, password: b.password!, server: b.server!, platform: b.platform, build: b.build, requester: b.requester };
+  return withLoginLock(s, input.server, input.user, () => admitted(s, input, async () => {
     if (s.tenancyWrites.clustered) {
       await assertNotBoundElsewhere(s, input);
       // PostgreSQL refused the login (createSeat): the check its copy in this node's mirror gets.
@@ -156,16 +158,17 @@ export async function bindSeatBroker<R>(
 export const CREATION_RETRY_AFTER_S = 1;
 /**
  * A broker login (a new account, a re-bind, a seat made with a login) runs through the node's
- * admission queue: at most accountCreationConcurrency at once, the rest in arrival order, so a
+ * admission queue: at most accountCreationConcurrency at once, the rest waiting, each key's in
+ * arrival order and the keys in turn (one bot's bulk creation does not hold another's up), so a
  * customer creating accounts in bulk is paced instead of taking the CPU from every other
  * customer's requests (docs/scale.md, "The main thread during a creation ramp"). Taken under the
  * login's lock, before anything is written: a refusal (429 ACCOUNT_CREATION_BUSY) changed nothing.
  */
 export const accountCreations = onePer((s: Services) => new AdmissionQueue(s.config.accountCreationConcurrency, s.config.accountCreationQueue, () =>
-  apiError('ACCOUNT_CREATION_BUSY', `too many accounts are being created or bound on this node at the moment; nothing was done: retry after ${CREATION_RETRY_AFTER_S} s`, {
+  apiError('ACCOUNT_CREATION_BUSY', `this key has too many accounts waiting to be created or bound on this node; nothing was done: retry after ${CREATION_RETRY_AFTER_S} s`, {
     headers: { 'retry-after': String(CREATION_RETRY_AFTER_S) }, details: { retryAfterMs: CREATION_RETRY_AFTER_S * 1000 },
   })));
-const admitted = <T>(s: Services, f: () => Promise<T>): Promise<T> => accountCreations(s).run(f);
+const admitted = <T>(s: Services, b: Pick<BindInput, 'customerId' | 'requester'>, f: () => Promise<T>): Promise<T> => accountCreations(s).run(b.requester ?? b.customerId, f);
 
 // One account per broker login. Each shard thread runs its own simulator copy, and an account's
 // broker connection lives in the account's shard: two accounts of one login could sit in two
@@ -234,7 +237,7 @@ export function accountForLogin(
   return withLoginLock(s, b.server, b.user, async () => {
     const bound = AccountStore.of(s.db).boundTo(b.server, b.user);
     if (bound) return boundAccount(s, b, bound, auditOf);
-    return admitted(s, () => newAccount(s, b, auditOf));
+    return admitted(s, b, () => newAccount(s, b, auditOf));
   });
 }
 
@@ -294,7 +297,7 @@ async function boundAccount(
 /** Re-binding a given account: the login must not be bound to a different account; the one it
  *  leaves is locked too, until the account's shard has let it go (withAccountLogins). */
 export function rebindAccount(s: Services, b: BindInput): Promise<AccountStatus> {
-  return withAccountLogins(s, b.accountId, { server: b.server, login: b.user }, () => admitted(s, () => bindUnlocked(s, b)));
+  return withAccountLogins(s, b.accountId, { server: b.server, login: b.user }, () => admitted(s, b, () => bindUnlocked(s, b)));
 }
 
 /** Refuses a login bound to another account than `b.accountId` in this node's SQLite (nothing when

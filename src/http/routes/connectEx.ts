@@ -62,7 +62,7 @@ export function connectExRoutes(s: Services): AnyRoute[] {
     // Overruling either would re-bind the wrong account to another login.
     assertAliasAgrees('id', 'accountId', given, alias);
     const existing = given ?? alias;
-    const bind = { customerId: principal.customerId, user: input.user, password: input.password, server: input.server, platform: input.platform, build: input.build };
+    const bind = { customerId: principal.customerId, requester: principal.keyId, user: input.user, password: input.password, server: input.server, platform: input.platform, build: input.build };
     if (existing) {
       if (principal.kind === 'api') assertAccountScope(principal, existing);
       ownedSeat(s, principal.customerId, existing);

@@ -101,7 +101,7 @@ export function gatewayRoutes(s: Services): AnyRoute[] {
         assertCanBind(p);
         if (p.kind === 'api' && p.accountScoped) throw apiError('ACCOUNT_SCOPE', 'an account-scoped key cannot create accounts');
         // One account per broker login: a login already bound answers with its account (200), a new one 201.
-        const acct = await accountForLogin(s, { customerId: p.customerId, user: body.user, password: body.password, server: body.server, platform: body.platform });
+        const acct = await accountForLogin(s, { customerId: p.customerId, requester: p.keyId, user: body.user, password: body.password, server: body.server, platform: body.platform });
         const st = acct.status ?? await s.shards.call(acct.id, 'account.status', { accountId: acct.id });
         return { status: acct.created ? 201 : 200, body: { id: acct.id, platform: st.platform, server: st.server, connection: st.phase } };
       },

@@ -83,7 +83,7 @@ export function provisioningRoutes(s: Services): AnyRoute[] {
       body: SeatBody, response: Seat, successStatus: 201, errors: ['BAD_REQUEST', 'MANAGEMENT_KEY_REQUIRED', 'INVALID_API_KEY', 'BROKER_AUTH_FAILED', 'BROKER_LOGIN_IN_USE', 'TERMINAL_ERROR', 'ACCOUNT_CREATION_BUSY'],
       handler: async ({ body, principal, audit }) => {
         const id = randomUUID();
-        return bindSeatBroker(s, id, principal!.customerId, body, async (binding) => {
+        return bindSeatBroker(s, id, principal!.customerId, { ...body, requester: principal!.keyId }, async (binding) => {
           const now = s.clock.now();
           const row: SeatRow = {
             id, customer_id: principal!.customerId, private_hosting: body.privateHosting ? 1 : 0,
