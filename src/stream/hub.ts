@@ -280,12 +280,15 @@ export class StreamHub {
       if (s.stream === 'waiting' && s.since !== null && s.since !== 'message') continue;
       // Unknown only before the account's connection first logged in: no tick has come then.
       const clock = this.topics.servers.get(s.acc.server)?.clock;
+      // Quote ages on the market's clock, as a QUOTE's ageMs (SIM_START, a bridged --start): the
+      // heartbeat's own time is the gateway's.
+      const marketNow = this.topics.marketNow(s.acc.server);
       const symbols: HeartbeatSymbol[] = [];
       for (const t of s.quotes.values()) {
         if (s.pending.has(t.symbol)) continue;
         const last = t.lastTick;
         symbols.push(last && clock
-          ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, now - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
+          ? { symbol: t.symbol, lastTickTimeMsc: clock.toServer(last.timeMsc), lastQuoteAgeMs: Math.max(0, marketNow - last.timeMsc), lastTickTimeMscUtc: last.timeMsc }
           : { symbol: t.symbol, lastTickTimeMsc: null, lastQuoteAgeMs: null, lastTickTimeMscUtc: null });
       }
       this.out.sendControl(s, 'HEARTBEAT', heartbeatData(s.acc.phase, symbols, now));
