@@ -6,7 +6,7 @@
 import type { Logger } from '../log.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errorMessage.js';
-import { acquireLeases, heartbeat, leaseRows, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Lease } from './leases.js';
+import { acquireLeasesTelling, heartbeat, leaseRows, othersHoldLeases, releaseLeases, removeNode, renewLeases, type Acquired, type Lease } from './leases.js';
 import type { NodeCounters } from './nodeCounters.js';
 import type { Queryable } from './pgPool.js';
 import { planLeases } from './rendezvous.js';
@@ -86,6 +86,11 @@ export interface LeaseStats {
   acquired: number;
   /** Acquisitions of an account another node (or an earlier lease of this one) had held: epoch > 1. */
   takeovers: number;
+  /** Of them, of a lease that ran out unreleased (its holder died or could not renew; also one taken
+   *  back from an earlier process of this node, which did not hand it over): after a crash. */
+  takeoversExpired: number;
+  /** Of them, of a lease its holder released (a handover: SIGTERM, a rebalance, stepping down). */
+  takeoversHandover: number;
   released: number;
   lost: number;
   /** Rounds that failed (PostgreSQL unreachable or slow). */
@@ -93,7 +98,7 @@ export interface LeaseStats {
 }
 
 export class LeaseKeeper {
-  readonly stats: LeaseStats = { acquired: 0, takeovers: 0, released: 0, lost: 0, failedRounds: 0 };
+  readonly stats: LeaseStats = { acquired: 0, takeovers: 0, takeoversExpired: 0, takeoversHandover: 0, released: 0, lost: 0, failedRounds: 0 };
   private readonly leases = new Map<string, Held>();
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
@@ -323,7 +328,7 @@ export class LeaseKeeper {
     }
     if (plan.acquire.length > 0 && !this.stopped) {
       const sentAt = clock.now();
-      this.took(await acquireLeases(db, nodeId, plan.acquire, leaseMs, this.o.incarnation), sentAt);
+      this.took(await acquireLeasesTelling(db, nodeId, plan.acquire, leaseMs, this.o.incarnation), sentAt);
     }
   }
 
@@ -361,14 +366,19 @@ export class LeaseKeeper {
     this.o.log?.info('cluster leases taken back from an earlier process of this node', { accounts: got.length });
     // Not a cold start for this node: its accounts are served again at once.
     this.endSettling();
-    this.took(got, sentAt);
+    // Its earlier process did not hand them over (it died, or was killed): takeovers after a crash.
+    this.took(got.map((l) => ({ ...l, expired: true })), sentAt);
   }
 
-  private took(got: Lease[], sentAt: number): void {
+  private took(got: Acquired[], sentAt: number): void {
     for (const l of got) this.leases.set(l.accountId, { epoch: l.epoch, validUntil: sentAt + this.o.leaseMs });
     this.stats.acquired += got.length;
-    this.stats.takeovers += got.filter((l) => l.epoch > 1).length;
-    if (got.length > 0) this.o.events?.acquired?.(got);
+    const taken = got.filter((l) => l.epoch > 1);
+    const expired = taken.filter((l) => l.expired).length;
+    this.stats.takeovers += taken.length;
+    this.stats.takeoversExpired += expired;
+    this.stats.takeoversHandover += taken.length - expired;
+    if (got.length > 0) this.o.events?.acquired?.(got.map(({ accountId, epoch }) => ({ accountId, epoch })));
   }
 
   /** A newer process took this NODE_ID over: drop everything (its leases are at other epochs now). */

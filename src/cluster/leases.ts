@@ -42,17 +42,33 @@ function unique(ids: readonly string[]): string[] {
  *  With `incarnation`, only while the node's row names that process (FOR SHARE: a newer process of
  *  the same NODE_ID taking the row over waits for this statement, or this one finds it taken). */
 export async function acquireLeases(q: Queryable, nodeId: string, accountIds: readonly string[], leaseMs: number, incarnation?: number): Promise<Lease[]> {
+  return (await acquireLeasesTelling(q, nodeId, accountIds, leaseMs, incarnation)).map(({ accountId, epoch }) => ({ accountId, epoch }));
+}
+
+/** A lease acquired, and how the one before it ended. */
+export interface Acquired extends Lease {
+  /** Its holder stopped renewing it and it ran out (a node that died or could not reach PostgreSQL):
+   *  a takeover after a crash. false: released by its holder (a handover: SIGTERM, a rebalance, a
+   *  node stepping down) or never held. */
+  expired: boolean;
+}
+
+/** acquireLeases, each telling how the lease before it ended. Read from the statement's snapshot,
+ *  taken before its row locks: a lease live there that the statement still acquired was released
+ *  meanwhile (its expiry is judged at the same now(), which does not move within the statement). */
+export async function acquireLeasesTelling(q: Queryable, nodeId: string, accountIds: readonly string[], leaseMs: number, incarnation?: number): Promise<Acquired[]> {
   if (accountIds.length === 0) return [];
-  const r = await q.query<{ account_id: string; epoch: number }>(
-    `INSERT INTO account_leases (account_id, owner, epoch, expires_at)
+  const r = await q.query<{ account_id: string; epoch: number; expired: boolean }>(
+    `WITH before AS (SELECT account_id, (owner IS NOT NULL AND expires_at <= now()) AS expired FROM account_leases WHERE account_id = ANY($2::text[]))
+     INSERT INTO account_leases (account_id, owner, epoch, expires_at)
        SELECT id, $1::text, 1, now() + $3::int ${MS} FROM unnest($2::text[]) AS id
        WHERE $4::bigint IS NULL OR EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND incarnation = $4 FOR SHARE)
      ON CONFLICT (account_id) DO UPDATE SET owner = excluded.owner, epoch = account_leases.epoch + 1, expires_at = excluded.expires_at
        WHERE account_leases.owner IS NULL OR account_leases.expires_at <= now()
-     RETURNING account_id, epoch`,
+     RETURNING account_id, epoch, COALESCE((SELECT b.expired FROM before b WHERE b.account_id = account_leases.account_id), false) AS expired`,
     [nodeId, unique(accountIds), leaseMs, incarnation ?? null],
   );
-  return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch }));
+  return r.rows.map((row) => ({ accountId: row.account_id, epoch: row.epoch, expired: row.expired }));
 }
 
 /** Does another node hold a live lease? (No: the cluster is starting cold, nobody serves yet.) */

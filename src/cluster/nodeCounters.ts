@@ -10,7 +10,9 @@ export const LeaseCounts = z.object({
   acquired: count('Leases the node acquired since it started'),
   handedOver: count('Leases the node released to another node (a handover)'),
   lost: count('Leases the node lost (not renewed in time)'),
-  takeovers: count('Accounts the node acquired that another node (or an earlier lease) had held'),
+  takeovers: count('Accounts the node acquired that another node (or an earlier lease) had held: takeoversExpired + takeoversHandover'),
+  takeoversExpired: count('Of the takeovers, those of a lease that ran out unreleased: its holder died (SIGKILL, a crash) or could not renew it; also one taken back from an earlier process of the same NODE_ID. Absent from an older build\'s heartbeat').optional(),
+  takeoversHandover: count('Of the takeovers, those of a lease its holder released: an orderly handover (SIGTERM in a rolling restart, a rebalance, a node stepping down). Absent from an older build\'s heartbeat').optional(),
 });
 /** Account calls between nodes, counted on a node since its process started (also /v1/status's). */
 export const CallCounts = z.object({
@@ -41,12 +43,15 @@ export type NodeCounters = z.infer<typeof NodeCounters>;
 /** The counters from the lease keeper's and the router's figures (their own names: `released` is a
  *  handover). */
 export function nodeCounters(
-  leases: { acquired: number; released: number; lost: number; takeovers: number },
+  leases: { acquired: number; released: number; lost: number; takeovers: number; takeoversExpired: number; takeoversHandover: number },
   calls: { forwarded: number; served: number; unavailable: number; ownerWaits: number },
   quoteSessions?: QuoteSessionStatus[],
 ): NodeCounters {
   return {
-    leases: { acquired: leases.acquired, handedOver: leases.released, lost: leases.lost, takeovers: leases.takeovers },
+    leases: {
+      acquired: leases.acquired, handedOver: leases.released, lost: leases.lost,
+      takeovers: leases.takeovers, takeoversExpired: leases.takeoversExpired, takeoversHandover: leases.takeoversHandover,
+    },
     calls: { forwarded: calls.forwarded, served: calls.served, unavailable: calls.unavailable, ownerWaits: calls.ownerWaits },
     ...(quoteSessions ? { quoteSessions } : {}),
   };

@@ -19,7 +19,10 @@ export function registerClusterMetrics(metrics: Metrics, node: ClusterNode): voi
     return [[['acquired'], l.acquired], [['handed_over'], l.released], [['lost'], l.lost]];
   }, 'Lease changes on this node: acquired, handed over (released to another node), lost (not renewed in time).');
   metrics.gauge('tagw_cluster_audit_outbox_rows', () => node.auditPending(), 'Audit rows not in PostgreSQL yet: kept in this node\'s SQLite while it was unreachable, written when it is back (or at the node\'s next start).');
-  metrics.counter('tagw_cluster_takeovers_total', () => st().leases.takeovers, 'Accounts this node acquired that another node (or an earlier lease) had held.');
+  metrics.labeledCounter('tagw_cluster_takeovers_total', ['reason'], () => {
+    const l = st().leases;
+    return [[['expired'], l.takeoversExpired], [['handover'], l.takeoversHandover]];
+  }, 'Accounts this node acquired that another node (or an earlier lease) had held, by how that lease ended: expired (ran out unreleased: its holder died or could not renew) or handover (released by its holder: SIGTERM, a rebalance, stepping down). Summed: every takeover.');
   metrics.labeledGauge('tagw_cluster_followed_symbols', 'source', () => {
     const { wanted, served, quoted } = node.nearCounts();
     return { near: served - quoted, quote: quoted, relay_only: wanted - served };

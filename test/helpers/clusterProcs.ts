@@ -320,6 +320,18 @@ export class ClusterProcs {
     return row as LeaseRow & { owner: string };
   }
 
+  /** Node `id`'s takeovers now, as its /v1/status (`cluster.leases`) and its /metrics
+   *  (`tagw_cluster_takeovers_total{reason}`) say them. */
+  async takeovers(id: string): Promise<{ status: { takeovers: number; takeoversExpired: number; takeoversHandover: number }; metrics: Record<string, number> }> {
+    const headers = { authorization: `Bearer ${CLUSTER_MANAGEMENT_KEY}` };
+    const { url } = this.node(id);
+    const status = (await (await fetch(`${url}/v1/status`, { headers })).json()) as { cluster: { leases: { takeovers: number; takeoversExpired: number; takeoversHandover: number } } };
+    const text = await (await fetch(`${url}/metrics`, { headers })).text();
+    const metrics = Object.fromEntries([...text.matchAll(/^tagw_cluster_takeovers_total\{reason="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+    const { takeovers, takeoversExpired, takeoversHandover } = status.cluster.leases;
+    return { status: { takeovers, takeoversExpired, takeoversHandover }, metrics };
+  }
+
   /** The account's live owner and the other running nodes. */
   async roles(accountId: string): Promise<{ owner: string; others: string[] }> {
     const { owner } = await this.owner(accountId);

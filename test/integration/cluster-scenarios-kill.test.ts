@@ -33,6 +33,12 @@ describe('three nodes: the owner dies', () => {
     const after = await env.cluster.owner(acct.id, { not: before.owner });
     const leaseMovedMs = Date.now() - killedAt;
     expect(after.epoch).toBeGreaterThan(before.epoch);
+    // The survivor counts it as a takeover of a lease that ran out (a node died), not a handover:
+    // on /v1/status and on /metrics alike.
+    const seen = await env.cluster.takeovers(after.owner);
+    expect(seen.status.takeoversExpired).toBeGreaterThanOrEqual(1);
+    expect(seen.status.takeovers).toBe(seen.status.takeoversExpired + seen.status.takeoversHandover);
+    expect(seen.metrics).toStrictEqual({ expired: seen.status.takeoversExpired, handover: seen.status.takeoversHandover });
     // Orders keep being accepted through the survivors.
     await until(() => traffic.finals.slice(acceptedBefore).filter((a) => a.status === 200).length >= 8, 'eight orders accepted after the kill', 45_000);
     await traffic.stop();

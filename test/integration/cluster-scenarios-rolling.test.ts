@@ -33,6 +33,13 @@ describe('three nodes: rolling restart', () => {
     const log = traffic.flatMap((t) => t.log);
     const finals = traffic.flatMap((t) => t.finals);
     expect(moves.map((m) => m.exit)).toStrictEqual([0, 0, 0]);
+    // Every account moved by handover: the nodes count takeovers, none of a lease that ran out (which
+    // an operator reads as a node that died), on /v1/status and /metrics alike.
+    const seen = await Promise.all(env.cluster.nodes.map((n) => env.cluster.takeovers(n.id)));
+    expect(seen.map((t) => t.status.takeoversExpired)).toStrictEqual([0, 0, 0]);
+    for (const t of seen) expect(t.status.takeoversHandover).toBe(t.status.takeovers);
+    expect(seen.reduce((n, t) => n + t.status.takeoversHandover, 0)).toBeGreaterThan(0);
+    expect(seen.map((t) => t.metrics)).toStrictEqual(seen.map((t) => ({ expired: 0, handover: t.status.takeoversHandover })));
     expect(log.map(unclean503).filter(Boolean)).toStrictEqual([]);
     // A handover stops the account on the old node before the new one takes it: no order is left
     // with an unknown outcome, so every order is accepted in the end.

@@ -53,7 +53,7 @@ describe('a cluster node\'s status', () => {
     };
     const [ownerBefore, otherBefore] = [await cluster(owner), await cluster(other)];
     for (const c of [ownerBefore, otherBefore]) {
-      expect(Object.keys(c.leases).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers']);
+      expect(Object.keys(c.leases).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers', 'takeoversExpired', 'takeoversHandover']);
       expect(Object.keys(c.calls).sort()).toEqual(['forwarded', 'ownerWaits', 'served', 'unavailable']);
     }
     expect(ownerBefore.leases.acquired).toBeGreaterThanOrEqual(1);
@@ -76,7 +76,7 @@ describe('a cluster node\'s status', () => {
     await until(async () => ((await rowOf(other, owner)).calls?.served ?? 0) >= ownerAfter.calls.served!, "the owner's heartbeat with the call it served", 10_000);
     const ownerRow = await rowOf(other, owner);
     expect(ownerRow.leases!.acquired).toBeGreaterThanOrEqual(1);
-    expect(Object.keys(ownerRow.leases!).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers']);
+    expect(Object.keys(ownerRow.leases!).sort()).toEqual(['acquired', 'handedOver', 'lost', 'takeovers', 'takeoversExpired', 'takeoversHandover']);
   }, 60_000);
 
   it('`tagw status` against a node prints its leases and calls and a table of the nodes with their NATS link, this one marked', async () => {
@@ -88,13 +88,13 @@ describe('a cluster node\'s status', () => {
     expect(run.stdout).toMatch(/^node: +status-b \(owns \d+ accounts?\)$/m);
     // The seats are the cluster's, the accounts by state this node's: the line says so.
     expect(run.stdout).toMatch(/^accounts: +\d+ connecting, \d+ connected, \d+ reconnecting, \d+ refused \(on this node; the others on theirs\)$/m);
-    expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; \d+ takeovers?$/m);
+    expect(run.stdout).toMatch(/^leases: +\d+ acquired, \d+ handed over, \d+ lost; (0 takeovers|\d+ takeovers? \(\d+ expired, \d+ handed over\))$/m);
     expect(run.stdout).toMatch(/^calls: +\d+ forwarded, \d+ served for other nodes, \d+ unavailable, \d+ owner waits?$/m);
     const table = run.stdout.slice(run.stdout.indexOf('Nodes:\n'));
-    expect(table).toMatch(/^NODE +STATE +NATS +ACCOUNTS +HEARTBEAT +TAKEOVERS +LOST +FORWARDED +SERVED +UNAVAILABLE$/m);
+    expect(table).toMatch(/^NODE +STATE +NATS +ACCOUNTS +HEARTBEAT +TAKEOVERS +EXPIRED +LOST +FORWARDED +SERVED +UNAVAILABLE$/m);
     // Each node's counters as its last heartbeat wrote them (the test above forwarded and served calls).
-    expect(table).toMatch(/^status-a +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+$/m);
-    expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+$/m);
+    expect(table).toMatch(/^status-a +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+ +\d+$/m);
+    expect(table).toMatch(/^status-b \(this node\) +live +up +\d+ +\d+\.\ds ago +\d+ +\d+ +\d+ +\d+ +\d+ +\d+$/m);
     expect(run.stdout).not.toMatch(/^stepped down:/m);
   }, 60_000);
 

@@ -39,27 +39,34 @@ describe('tagw status, cluster lines', () => {
     ]);
   });
 
+  it("splits this node's takeovers by how the lease before ended (ran out: a node died; handed over: a rolling restart), when the gateway says", () => {
+    const fields = (leases: Parameters<typeof clusterFields>[0]['leases']) => clusterFields({ nodeId: 'node-a', ownedHere: 3, unowned: 0, nodes: [{ nodeId: 'node-a', live: true, accounts: 3 }], leases })[2];
+    expect(fields({ acquired: 6, handedOver: 2, lost: 0, takeovers: 5, takeoversExpired: 1, takeoversHandover: 4 }))
+      .toEqual(['leases', '6 acquired, 2 handed over, 0 lost; 5 takeovers (1 expired, 4 handed over)']);
+    expect(fields({ acquired: 6, handedOver: 2, lost: 0, takeovers: 0, takeoversExpired: 0, takeoversHandover: 0 })).toEqual(['leases', '6 acquired, 2 handed over, 0 lost; 0 takeovers']);
+  });
+
   it('tables every node, down ones too, with its heartbeat age, the NATS link a live one reported and the counters each wrote, and marks this node', () => {
     expect(clusterNodesTable({
       nodeId: 'node-b', ownedHere: 0, unowned: 0,
       nodes: [
         // A down node's last word on NATS is stale; one that did not say (null) or an older gateway (absent): '-'.
         // A down node's counters are what it did up to its last heartbeat: shown. One that did not
-        // say (null, or an older gateway: absent): '-'.
+        // say (null, or an older gateway: absent): '-'; node-a's build did not split its takeovers (EXPIRED '-').
         { nodeId: 'node-a', live: false, accounts: 0, heartbeatAgeMs: 125_000, natsUp: true, leases: { lost: 4, takeovers: 0 }, calls: { forwarded: 3, served: 0, unavailable: 1 } },
-        { nodeId: 'node-b', live: true, accounts: 0, heartbeatAgeMs: 420, natsUp: false, leases: { lost: 0, takeovers: 2 }, calls: { forwarded: 1_250, served: 7, unavailable: 0 } },
-        { nodeId: 'node-c', live: true, accounts: 4, heartbeatAgeMs: 1_300, natsUp: true, leases: { lost: 0, takeovers: 4 }, calls: { forwarded: 0, served: 1_243, unavailable: 0 } },
+        { nodeId: 'node-b', live: true, accounts: 0, heartbeatAgeMs: 420, natsUp: false, leases: { lost: 0, takeovers: 2, takeoversExpired: 0 }, calls: { forwarded: 1_250, served: 7, unavailable: 0 } },
+        { nodeId: 'node-c', live: true, accounts: 4, heartbeatAgeMs: 1_300, natsUp: true, leases: { lost: 0, takeovers: 4, takeoversExpired: 3 }, calls: { forwarded: 0, served: 1_243, unavailable: 0 } },
         { nodeId: 'node-d', live: true, accounts: 2, heartbeatAgeMs: 900, natsUp: null, leases: null, calls: null },
         { nodeId: 'node-e', live: true, accounts: 1, heartbeatAgeMs: 100 },
       ],
     })).toBe([
       'Nodes:',
-      'NODE                STATE  NATS  ACCOUNTS  HEARTBEAT  TAKEOVERS  LOST  FORWARDED  SERVED  UNAVAILABLE',
-      'node-a              down   -     0         2m 5s ago  0          4     3          0       1',
-      'node-b (this node)  live   down  0         0.4s ago   2          0     1250       7       0',
-      'node-c              live   up    4         1.3s ago   4          0     0          1243    0',
-      'node-d              live   -     2         0.9s ago   -          -     -          -       -',
-      'node-e              live   -     1         0.1s ago   -          -     -          -       -',
+      'NODE                STATE  NATS  ACCOUNTS  HEARTBEAT  TAKEOVERS  EXPIRED  LOST  FORWARDED  SERVED  UNAVAILABLE',
+      'node-a              down   -     0         2m 5s ago  0          -        4     3          0       1',
+      'node-b (this node)  live   down  0         0.4s ago   2          0        0     1250       7       0',
+      'node-c              live   up    4         1.3s ago   4          3        0     0          1243    0',
+      'node-d              live   -     2         0.9s ago   -          -        -     -          -       -',
+      'node-e              live   -     1         0.1s ago   -          -        -     -          -       -',
       '',
     ].join('\n'));
   });

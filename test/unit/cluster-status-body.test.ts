@@ -11,7 +11,7 @@ const LEASE_MS = 6_000;
 function status(over: Partial<ClusterStatus> = {}): ClusterStatus {
   return {
     nodeId: 'node-b', natsUp: true, ownedHere: 3, steppedDown: false,
-    leases: { acquired: 5, takeovers: 1, released: 2, lost: 0, failedRounds: 0 },
+    leases: { acquired: 5, takeovers: 1, takeoversExpired: 1, takeoversHandover: 0, released: 2, lost: 0, failedRounds: 0 },
     routing: { forwarded: 7, served: 4, ownerWaits: 1, unavailable: 2, streamReplays: 0 },
     relay: { published: 0, duplicates: 0, unwanted: 0, dropped: 0, received: 0, stale: 0, withheld: 0, pulses: 0, pulsesIn: 0 },
     ...over,
@@ -35,7 +35,7 @@ describe("/v1/status's cluster part", () => {
         { nodeId: 'node-b', url: 'http://b', live: true, heartbeatAgeMs: 300, accounts: 0, natsUp: false, leases: null, calls: null, quoteSessions: null },
         { nodeId: 'node-c', url: 'http://c', live: false, heartbeatAgeMs: 60_000, accounts: 0, natsUp: null, leases: null, calls: null, quoteSessions: null },
       ],
-      leases: { acquired: 5, handedOver: 2, lost: 0, takeovers: 1 },
+      leases: { acquired: 5, handedOver: 2, lost: 0, takeovers: 1, takeoversExpired: 1, takeoversHandover: 0 },
       calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 },
       quoteSessions: [],
     });
@@ -84,9 +84,11 @@ describe("/v1/status's cluster part", () => {
 
 describe("a node's counters in its heartbeat row (cluster_nodes.counters)", () => {
   it('are the lease keeper\'s and the router\'s figures under the status\'s names', () => {
-    const c = nodeCounters({ acquired: 5, released: 2, lost: 1, takeovers: 3 }, { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 });
-    expect(c).toEqual({ leases: { acquired: 5, handedOver: 2, lost: 1, takeovers: 3 }, calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 } });
+    const c = nodeCounters({ acquired: 5, released: 2, lost: 1, takeovers: 3, takeoversExpired: 1, takeoversHandover: 2 }, { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 });
+    expect(c).toEqual({ leases: { acquired: 5, handedOver: 2, lost: 1, takeovers: 3, takeoversExpired: 1, takeoversHandover: 2 }, calls: { forwarded: 7, served: 4, unavailable: 2, ownerWaits: 1 } });
     expect(countersOf(JSON.parse(JSON.stringify(c)))).toEqual(c);
+    // An older build's, without the takeovers split by reason, is still read (the split unknown).
+    expect(countersOf(A_COUNTERS)).toEqual(A_COUNTERS);
   });
 
   it('read back as null when a node did not write them or wrote another shape (another build): never an error', () => {
@@ -97,7 +99,7 @@ describe("a node's counters in its heartbeat row (cluster_nodes.counters)", () =
     expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, served: '12' } })).toBeNull();
     // Quote sessions round trip; another shape of them (a newer build's state) is read as absent, the rest kept.
     const q = { server: 'Sim-P5-Demo', login: '7001', state: 'down', since: '2026-11-28T06:01:02.345Z', symbols: ['BTCUSD'], quotes: 3, quotesFrom: 'relay' };
-    expect(countersOf(JSON.parse(JSON.stringify(nodeCounters({ acquired: 0, released: 0, lost: 0, takeovers: 0 }, A_COUNTERS.calls, [q as never]))))?.quoteSessions).toEqual([q]);
+    expect(countersOf(JSON.parse(JSON.stringify(nodeCounters({ acquired: 0, released: 0, lost: 0, takeovers: 0, takeoversExpired: 0, takeoversHandover: 0 }, A_COUNTERS.calls, [q as never]))))?.quoteSessions).toEqual([q]);
     expect(countersOf({ ...A_COUNTERS, quoteSessions: [{ ...q, state: 'sleeping' }] })).toEqual(A_COUNTERS);
     // A newer build's extra figures are dropped, the known ones kept.
     expect(countersOf({ ...A_COUNTERS, calls: { ...A_COUNTERS.calls, retried: 3 }, shards: 2 })).toEqual(A_COUNTERS);

@@ -21,12 +21,12 @@ interface ClusterStatus {
   nodes: Array<{
     nodeId: string; live: boolean; accounts: number; heartbeatAgeMs?: number; natsUp?: boolean | null;
     /** The node's counters as of its last heartbeat (null: it did not say; absent from older gateways). */
-    leases?: { lost: number; takeovers: number } | null; calls?: { forwarded: number; served: number; unavailable: number } | null;
+    leases?: { lost: number; takeovers: number; takeoversExpired?: number } | null; calls?: { forwarded: number; served: number; unavailable: number } | null;
     /** The node's quote sessions as of its last heartbeat (null: it did not say; absent from older gateways). */
     quoteSessions?: QuoteSession[] | null;
   }>;
   /** This node's lease changes and calls between nodes (absent from older gateways). */
-  leases?: { acquired: number; handedOver: number; lost: number; takeovers: number };
+  leases?: { acquired: number; handedOver: number; lost: number; takeovers: number; takeoversExpired?: number; takeoversHandover?: number };
   calls?: { forwarded: number; served: number; unavailable: number; ownerWaits: number };
   /** This node's quote sessions now (QUOTE_LOGINS_FILE; absent from older gateways). */
   quoteSessions?: QuoteSession[];
@@ -37,6 +37,10 @@ interface QuoteSession { server: string; login: string; state: string; since: st
 const duration = (s: number) => (s >= 86_400 ? `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h` : s >= 3_600 ? `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
+/** How the takeovers' leases had ended (absent from older gateways): ran out (a node died) or handed over. */
+const takeoverReasons = (l: NonNullable<ClusterStatus['leases']>) =>
+  (l.takeovers > 0 && l.takeoversExpired !== undefined && l.takeoversHandover !== undefined ? ` (${l.takeoversExpired} expired, ${l.takeoversHandover} handed over)` : '');
+
 /** The node and its live peers (cluster mode): the live list is read once. */
 export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
   const live = c.nodes.filter((n) => n.live);
@@ -45,7 +49,7 @@ export function clusterFields(c: ClusterStatus): Array<[string, unknown]> {
     ['node', `${c.nodeId} (owns ${count(c.ownedHere, 'account')})`],
     ...(c.steppedDown ? [['stepped down', 'cut off from NATS, its accounts handed over until its link is back'] as [string, unknown]] : []),
     ['cluster', `${count(live.length, 'live node')}${live.length ? `: ${live.map((n) => `${n.nodeId} ${n.accounts}`).join(', ')}` : ''}; ${count(c.unowned, 'account')} without owner`],
-    ...(l ? [['leases', `${l.acquired} acquired, ${l.handedOver} handed over, ${l.lost} lost; ${count(l.takeovers, 'takeover')}`] as [string, unknown]] : []),
+    ...(l ? [['leases', `${l.acquired} acquired, ${l.handedOver} handed over, ${l.lost} lost; ${count(l.takeovers, 'takeover')}${takeoverReasons(l)}`] as [string, unknown]] : []),
     ...(k ? [['calls', `${k.forwarded} forwarded, ${k.served} served for other nodes, ${k.unavailable} unavailable, ${count(k.ownerWaits, 'owner wait')}`] as [string, unknown]] : []),
   ];
 }
@@ -108,7 +112,8 @@ export function clusterNodesTable(c: ClusterStatus): string {
   return `Nodes:\n${table(c.nodes, [
     { header: 'NODE', value: (n) => (n.nodeId === c.nodeId ? `${n.nodeId} (this node)` : n.nodeId) }, { header: 'STATE', value: (n) => (n.live ? 'live' : 'down') },
     { header: 'NATS', value: natsCell }, { header: 'ACCOUNTS', value: (n) => n.accounts }, { header: 'HEARTBEAT', value: (n) => heartbeatAge(n.heartbeatAgeMs) },
-    { header: 'TAKEOVERS', value: (n) => n.leases?.takeovers ?? null }, { header: 'LOST', value: (n) => n.leases?.lost ?? null },
+    { header: 'TAKEOVERS', value: (n) => n.leases?.takeovers ?? null }, { header: 'EXPIRED', value: (n) => n.leases?.takeoversExpired ?? null },
+    { header: 'LOST', value: (n) => n.leases?.lost ?? null },
     { header: 'FORWARDED', value: (n) => n.calls?.forwarded ?? null }, { header: 'SERVED', value: (n) => n.calls?.served ?? null },
     { header: 'UNAVAILABLE', value: (n) => n.calls?.unavailable ?? null },
   ])}`;
