@@ -172,7 +172,7 @@ interface Stores {
   cluster: ClusterNode | undefined;
   checkpointer: Checkpointer;
   tenancy: TenancyStore;
-  boot: BootstrapResult; simOffsetMs: number; // the embedded simulator's clock: the wall clock plus this (SIM_START)
+  boot: BootstrapResult; simOffsetMs: number; simStartMs: number | undefined; // the embedded simulator's clock: the wall clock plus this (SIM_START)
 }
 
 /** The SQLite store, its checkpointer and the operator's bootstrap; in cluster mode the cluster's
@@ -187,7 +187,7 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
   });
   if (cluster) opened.cluster = cluster;
   await (cluster ? checkClusterKey(cluster.pg.pool, db, secretKey, config, log, cluster.nodeId) : checkSealedPasswords(db, secretKey, config, log));
-  const simOffsetMs = simClockOffset(db, config, systemClock.now(), log); // the shards' clock is the system's
+  const { offsetMs: simOffsetMs, startMs: simStartMs } = simClockOffset(db, config, systemClock.now(), log); // the shards' clock is the system's
   persistSecretKey(config, secretKey);
   // WAL checkpoints off the request and trade paths (src/store/checkpointer.ts).
   const checkpointer = startCheckpointer(dbPath(config.dataDir), {
@@ -201,7 +201,7 @@ async function openStores({ config, log, clock, clusterCfg, files }: Start, open
     if (op.createdKey !== undefined) keepCreatedKey(config.dataDir, op.customerId, op.createdKey);
   }
   const boot = bootstrap(tenancy, config.dataDir, config.managementKey, clock.now());
-  return { secretKey, db, cluster, checkpointer, tenancy, boot, simOffsetMs };
+  return { secretKey, db, cluster, checkpointer, tenancy, boot, simOffsetMs, simStartMs };
 }
 
 interface Access { keyUsage: KeyUsage; auth: Authenticator; rateLimits: KeyRateLimiter; throttle: AuthThrottle }
@@ -290,7 +290,7 @@ export function ownerOrder(ev: ShardEvent, p: OwnerPaths): void {
 
 /** The shard workers; in cluster mode they run the accounts this node holds leases for, behind the router. */
 async function startShards(
-  { config, log, clusterCfg, files }: Start, { cluster, secretKey, simOffsetMs }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
+  { config, log, clusterCfg, files }: Start, { cluster, secretKey, simOffsetMs, simStartMs }: Stores, dispatch: (ev: ShardEvent) => void, metrics: Metrics,
   localSockets: (ev: ShardEvent) => number,
 ): Promise<{ shardSet: ShardSet; shards: Shards }> {
   const shardSet = new ShardSet({
@@ -316,7 +316,7 @@ async function startShards(
         // An account a node has just taken over is waited for as long as its owner was.
         connectingWaitMs: Math.max(config.brokerWaitMs, clusterCfg?.ownerWaitMs ?? 0),
       },
-      clockOffsetMs: config.shardClockOffsetMs, simClockOffsetMs: simOffsetMs,
+      clockOffsetMs: config.shardClockOffsetMs, simClockOffsetMs: simOffsetMs, simStartMs,
     },
   });
   await shardSet.start();

@@ -296,7 +296,7 @@ async function main(): Promise<void> {
   } else {
     store = new MemorySimStore();
   }
-  const sim = new Simulator({ config, store, replay, clock: offsetClock(offsetMs) });
+  const sim = new Simulator({ config, store, replay, clock: offsetClock(offsetMs), ...(simStartMs !== undefined ? { replayStartMs: simStartMs } : {}) });
   const closed = simStartMs === undefined ? [] : closedAt(config, Date.now() + offsetMs);
   if (closed.length) console.error(`simulator: the simulated clock is where ${closed.join(', ')} do not quote or trade (a --start on a weekend opens into a closed forex market): they start at their next session, or use --market-hours always`);
   sim.start(20);

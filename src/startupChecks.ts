@@ -57,15 +57,16 @@ export function checkBrokerConfig(config: Config): void {
  * DATA_DIR the first time it holds simulator state (src/store/simClock.ts). A SIM_START the directory
  * cannot take (another instant than its own, or state made on the wall clock) is exit 2; SIM_START
  * unset on a directory with a simulated clock keeps that clock, with a warning. Bridge mode: 0.
+ * `startMs`: the instant it started at (replayed recordings play from it), absent on the wall clock.
  */
-export function simClockOffset(db: Db, config: Config, nowMs: number, log: Logger): number {
-  if (config.brokerMode !== 'embedded') return 0;
+export function simClockOffset(db: Db, config: Config, nowMs: number, log: Logger): { offsetMs: number; startMs?: number } {
+  if (config.brokerMode !== 'embedded') return { offsetMs: 0 };
   try {
     const c = simClockOf(db, config.simStart === undefined ? undefined : Date.parse(config.simStart), nowMs, `DATA_DIR ${config.dataDir}`);
     if (c.kept) log.warn('SIM_START unset: the simulated clock DATA_DIR keeps goes on (only an empty DATA_DIR runs on the wall clock)', { simStart: new Date(c.startMs!).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
     else if (c.startMs !== undefined) log.info('simulated clock', { simStart: new Date(c.startMs).toISOString(), simNow: new Date(nowMs + c.offsetMs).toISOString() });
     if (c.startMs !== undefined) warnClosed(config, nowMs + c.offsetMs, log);
-    return c.offsetMs;
+    return c.startMs === undefined ? { offsetMs: c.offsetMs } : { offsetMs: c.offsetMs, startMs: c.startMs };
   } catch (err) {
     if (err instanceof SimClockError) throw new ConfigError(`SIM_START: ${err.message}`);
     throw err;

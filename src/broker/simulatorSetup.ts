@@ -17,6 +17,8 @@ export interface CreateSimulatorOptions {
   /** `always`: every symbol quotes and trades around the clock; default each symbol's own sessions. */
   readonly marketHours?: MarketHours;
   readonly clock?: Clock;
+  /** SIM_START: replayed recordings start at this instant (SimulatorOptions.replayStartMs). */
+  readonly replayStartMs?: number;
   /** Drive the market from a timer every N ms (default 20); false for manual advance(). */
   readonly driveMs?: number | false;
   /** Bookings made while it is open share one commit (SqliteSimStore). */
@@ -39,7 +41,8 @@ export function createSimulator(options: CreateSimulatorOptions = {}): Simulator
       ...(options.commitGroup ? { commitGroup: options.commitGroup } : {}), ...(options.onStoreFailure ? { onError: options.onStoreFailure } : {}), ...(options.fullDisk ? { fullDisk: options.fullDisk } : {}),
     })
     : new MemorySimStore();
-  const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}) });
+  const sim = new Simulator({ config, store, replay: loadReplayData(config, dirname(path)), ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.replayStartMs !== undefined ? { replayStartMs: options.replayStartMs } : {}) });
   if (options.driveMs !== false) sim.start(options.driveMs ?? 20);
   return sim;
 }

@@ -51,6 +51,8 @@ export interface ShardSettings {
    *  (quote ages, default history ranges, sessions open now), run this far further (ms). Its own
    *  timing (idempotency records, waits, leases) stays on the clock above. */
   simClockOffsetMs?: number | undefined;
+  /** SIM_START: the instant the simulated clock started at; replayed recordings play from it. */
+  simStartMs?: number | undefined;
 }
 
 export const DEFAULT_SHARD_TIMING: ShardTiming = {

@@ -81,7 +81,8 @@ export interface TickSource {
   askPts: number;
   /** UTC ms of the last tick, -1 if none yet. */
   timeMsc: number;
-  start(utcMs: number): void;
+  /** `originMs`: a replayed recording's first tick plays then (generated feeds ignore it). */
+  start(utcMs: number, originMs?: number): void;
   advanceTo(utcMs: number, onTick: () => void): void;
   aggregate(fromMs: number, toMs: number, out?: Ohlc): Ohlc;
 }

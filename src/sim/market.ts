@@ -29,6 +29,9 @@ export interface MarketOptions {
   readonly historyDays: number;
   /** CSV text of replayed symbols, by symbol name (see SimSymbolConfig.replay). */
   readonly replay?: ReadonlyMap<string, string>;
+  /** When replayed symbols' first recorded tick plays (SIM_START: the simulated clock's start, the
+   *  same for every shard and run); default the market's start. */
+  readonly replayStartMs?: number;
 }
 
 export function buildSymbolInfo(c: SimSymbolConfig): SymbolInfo {
@@ -105,7 +108,7 @@ export class Market {
         this.clock,
         sessionBitmap(info.quoteSessions),
       );
-      feed.start(startUtcMs);
+      feed.start(startUtcMs, options.replayStartMs ?? startUtcMs);
       const s: MarketSymbol = {
         index: this.symbols.length,
         config: c,

@@ -64,12 +64,16 @@ export class ReplayFeed implements TickSource {
     return this.startUtc + Math.floor((this.ticks.time[i]! - this.ticks.time[0]!) / this.speed);
   }
 
-  start(utcMs: number): void {
-    this.startUtc = utcMs;
-    this.next = 0;
-    // The first tick plays at the start instant: it is the initial quote.
-    if (this.ticks.time.length > 0) this.emitAt(0);
-    this.next = this.ticks.time.length > 0 ? 1 : 0;
+  /** The recording's first tick plays at `originMs` (default `utcMs`: the market's start); the
+   *  cursor is put at `utcMs`: the last tick at or before it is the initial quote (the first one if
+   *  none has played yet), the ones before it are not emitted again. */
+  start(utcMs: number, originMs = utcMs): void {
+    this.startUtc = originMs;
+    const n = this.ticks.time.length;
+    let i = 0;
+    while (i + 1 < n && this.mapped(i + 1) <= utcMs) i++;
+    if (n > 0) this.emitAt(i);
+    this.next = n > 0 ? i + 1 : 0;
   }
 
   private emitAt(i: number): void {

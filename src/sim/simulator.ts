@@ -71,7 +71,7 @@ export class SimServer implements AccountHost {
   constructor(
     readonly config: SimServerConfig,
     readonly store: SimPersistence,
-    options: SimConfig & { replay?: ReadonlyMap<string, string> },
+    options: SimConfig & { replay?: ReadonlyMap<string, string>; replayStartMs?: number },
     startMs: number,
   ) {
     this.market = new Market(config, options, startMs);
@@ -378,6 +378,9 @@ export interface SimulatorOptions {
   readonly clock?: Clock;
   /** CSV text of replayed symbols per server (loadReplayData). */
   readonly replay?: ReadonlyMap<string, ReadonlyMap<string, string>>;
+  /** SIM_START (`--start`): replayed recordings start there, not at this simulator's start, so every
+   *  shard, run and restart plays them at the same market instants (docs/simulator.md). */
+  readonly replayStartMs?: number;
 }
 
 export class Simulator {
@@ -391,7 +394,8 @@ export class Simulator {
     const start = this.clock.now();
     for (const sc of options.config.servers) {
       const replay = options.replay?.get(sc.name);
-      this.servers.set(sc.name, new SimServer(sc, options.store, { ...options.config, ...(replay ? { replay } : {}) }, start));
+      const replayStartMs = options.replayStartMs;
+      this.servers.set(sc.name, new SimServer(sc, options.store, { ...options.config, ...(replay ? { replay } : {}), ...(replayStartMs !== undefined ? { replayStartMs } : {}) }, start));
     }
     this.faults = new FaultController(options.config.seed, () => this.clock.now());
     this.faults.onSet((f) => {

@@ -73,7 +73,9 @@ export function createBrokerSource(ctx: ShardContext): BrokerSource {
   // SIM_SERVERS_FILE, or config/sim-servers.json; replay files are read relative to it; SIM_MARKET_HOURS.
   const path = ctx.settings.simConfigPath;
   const hours = ctx.settings.simMarketHours;
+  const simStartMs = ctx.settings.simStartMs;
   const sim = createSimulator({ db: ctx.db, clock: marketClockOf(ctx), ...(path ? { configPath: path } : {}), ...(hours ? { marketHours: hours } : {}),
+    ...(simStartMs !== undefined ? { replayStartMs: simStartMs } : {}),
     ...(ctx.commitGroup ? { commitGroup: ctx.commitGroup } : {}),
     ...(ctx.fatal ? { onStoreFailure: ctx.fatal } : {}),
     fullDisk: fullDiskOf(ctx),
