@@ -1,9 +1,15 @@
 // Each account's connection phase and its recent history, as its shard reported them (main
 // thread). Feeds the tagw_broker_connections gauge and the dashboard's connection view; nothing
 // here is persisted: a restart begins a new history from the phases the shards report again.
-import { OPERATOR_PHASES, type OperatorPhase } from './hosts/accountCommands.js';
+import { OPERATOR_PHASES, type LoginFailed, type OperatorPhase } from './hosts/accountCommands.js';
 
 export interface PhaseChange { at: number; phase: OperatorPhase }
+/** The account's last error: a drop or refusal (a phase change), or a failed login attempt (which
+ *  changes no phase: an account that never connected stays `connecting`), with why when known. */
+export interface LastError extends PhaseChange { reason?: string }
+
+/** Distinct reasons kept as one string each (a bridge down fails every account with one message). */
+const REASONS_INTERNED = 256;
 
 /** Changes kept per account: enough to see a flapping connection, bounded whatever the flapping. */
 export const HISTORY_LENGTH = 20;
@@ -21,11 +27,20 @@ export class ConnectionLog {
   private readonly inPhase = new Map<OperatorPhase, number>();
   /** Changes into 'reconnecting' since start (tagw_broker_reconnects_total). */
   reconnects = 0;
+  /** Each account's last failed login attempt: when, and why. Only accounts that had one. */
+  private readonly failures = new Map<string, LastError & { reason: string }>();
+  private readonly reasons = new Map<string, string>();
 
   constructor(private readonly now: () => number) {}
 
-  /** Records a phase report; a report of the phase the account is already in is not a change. */
-  note(accountId: string, phase: OperatorPhase): void {
+  /** Records a phase report (a report of the phase the account is already in is not a change), or
+   *  a failed login attempt. */
+  note(accountId: string, report: OperatorPhase | LoginFailed): void {
+    if (typeof report !== 'string') {
+      this.failures.set(accountId, { at: this.now(), phase: this.phase(accountId) ?? 'connecting', reason: this.intern(report.failed) });
+      return;
+    }
+    const phase = report;
     const h = this.entries.get(accountId) ?? [];
     if (h.length > 0 && h[h.length - 1]!.phase === phase) return;
     if (phase === 'reconnecting') this.reconnects++;
@@ -40,6 +55,14 @@ export class ConnectionLog {
     const h = this.entries.get(accountId);
     if (h && h.length > 0) this.count(h[h.length - 1]!.phase, -1);
     this.entries.delete(accountId);
+    this.failures.delete(accountId);
+  }
+
+  private intern(reason: string): string {
+    const known = this.reasons.get(reason);
+    if (known !== undefined) return known;
+    if (this.reasons.size < REASONS_INTERNED) this.reasons.set(reason, reason);
+    return reason;
   }
 
   private count(phase: OperatorPhase, by: number): void {
@@ -63,10 +86,21 @@ export class ConnectionLog {
     return n;
   }
 
-  /** The latest change away from `connected` (a drop or a refusal): the account's last error. */
-  lastError(accountId: string): PhaseChange | undefined {
+  /** The account's last error: its latest failed login attempt (when, the phase it was in then, why)
+   *  when that is later than its latest change away from `connected` (a drop or a refusal), else that
+   *  change, with the reason of a failed attempt since it was last connected (a refused login's). */
+  lastError(accountId: string): LastError | undefined {
     const h = this.entries.get(accountId) ?? [];
-    for (let i = h.length - 1; i >= 0; i--) if (h[i]!.phase === 'reconnecting' || h[i]!.phase === 'refused') return h[i];
-    return undefined;
+    const f = this.failures.get(accountId);
+    let change: PhaseChange | undefined;
+    let connectedAt = -Infinity;
+    for (let i = h.length - 1; i >= 0 && (!change || connectedAt === -Infinity); i--) {
+      const p = h[i]!.phase;
+      if (!change && (p === 'reconnecting' || p === 'refused')) change = h[i];
+      else if (p === 'connected' && connectedAt === -Infinity) connectedAt = h[i]!.at;
+    }
+    if (f && (!change || f.at > change.at)) return f;
+    if (!change) return undefined;
+    return f && f.at >= connectedAt ? { ...change, reason: f.reason } : change;
   }
 }

@@ -29,4 +29,27 @@ describe('connection log', () => {
     expect(log.history('a')).toEqual([]);
     expect(log.phase('b')).toBe('connecting');
   });
+
+  it("keeps a failed login attempt's reason as the last error: one that never connected (no phase change), a refusal's, none for a drop after a reconnect", () => {
+    let t = 0;
+    const log = new ConnectionLog(() => ++t);
+    log.note('a', 'connecting');
+    expect(log.lastError('a')).toBeUndefined();
+    log.note('a', { failed: 'bridge unreachable (ECONNREFUSED)' });
+    log.note('a', { failed: 'bridge unreachable (ECONNREFUSED)' });
+    expect(log.history('a').map((c) => c.phase)).toEqual(['connecting']); // no phase change
+    expect(log.lastError('a')).toEqual({ at: 3, phase: 'connecting', reason: 'bridge unreachable (ECONNREFUSED)' });
+    // Connected since: the attempt stays the last error, in the phase it was in.
+    log.note('a', 'connected');
+    expect(log.lastError('a')).toEqual({ at: 3, phase: 'connecting', reason: 'bridge unreachable (ECONNREFUSED)' });
+    // A drop after it: the drop, with no reason (the attempt before the connection is not why).
+    log.note('a', 'reconnecting');
+    expect(log.lastError('a')).toEqual({ at: 5, phase: 'reconnecting' });
+    // Then a refused login: the refusal, with the attempt's reason (reported just before the phase).
+    log.note('a', { failed: 'invalid password for login 7 on Sim-P5-Demo' });
+    log.note('a', 'refused');
+    expect(log.lastError('a')).toEqual({ at: 7, phase: 'refused', reason: 'invalid password for login 7 on Sim-P5-Demo' });
+    log.forget('a');
+    expect(log.lastError('a')).toBeUndefined();
+  });
 });

@@ -10,7 +10,7 @@ interface Seat {
 }
 interface Connection {
   id: string; platform: string | null; server: string | null; phase: string | null; synced: boolean; since: string | null;
-  lastError: { at: string; phase: string } | null; history: Array<{ at: string; phase: string }>;
+  lastError: { at: string; phase: string; reason?: string } | null; history: Array<{ at: string; phase: string }>;
   /** Cluster mode: the node running it (null: none now, a takeover under way); absent on a single node. */
   owner?: string | null;
 }
@@ -69,6 +69,9 @@ export function seatsCommand(program: Command, ctx: () => Promise<Ctx>): void {
     });
 }
 
+/** The last drop, refusal or failed login: its phase, when, and why when the gateway says. */
+const lastErrorText = (e: Connection['lastError']) => (e ? `${e.phase} at ${when(e.at)}${e.reason ? `: ${e.reason}` : ''}` : null);
+
 export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void {
   const accounts = program.command('accounts').description("accounts' broker connections: list, show, reconnect");
   const connections = async (c: Ctx) => (await c.client().call<{ accounts: Connection[] }>('GET', '/v1/accounts/connections')).accounts;
@@ -79,7 +82,7 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
     c.out.print({ accounts: rows }, (d) => table(d.accounts, [
       { header: 'ID', value: (a) => a.id }, { header: 'PLATFORM', value: (a) => a.platform }, { header: 'SERVER', value: (a) => a.server },
       { header: 'PHASE', value: phaseOf }, { header: 'SINCE', value: (a) => when(a.since) },
-      { header: 'LAST ERROR', value: (a) => (a.lastError ? `${a.lastError.phase} at ${when(a.lastError.at)}` : null) },
+      { header: 'LAST ERROR', value: (a) => lastErrorText(a.lastError) },
     ]));
   });
 
@@ -91,7 +94,7 @@ export function accountsCommand(program: Command, ctx: () => Promise<Ctx>): void
       ['id', d.id], ['platform', d.platform], ['server', d.server], ['phase', phaseOf(d)], ...(d.owner !== undefined ? [['node', d.owner ?? 'none (takeover under way)'] as [string, unknown]] : []),
       // Another node runs it: this node knows no phase of it, so no 'no' that reads as a broken account.
       ['synced', d.phase === null && d.owner ? `ask ${d.owner}` : d.synced ? 'yes' : 'no'],
-      ['since', when(d.since)], ['last error', d.lastError ? `${d.lastError.phase} at ${when(d.lastError.at)}` : null],
+      ['since', when(d.since)], ['last error', lastErrorText(d.lastError)],
     ]) + `\nHistory:\n${table(d.history, [{ header: 'AT', value: (h) => when(h.at) }, { header: 'PHASE', value: (h) => h.phase }])}`);
   });
 

@@ -40,6 +40,9 @@ export function redactedConfig(config: Record<string, unknown>): Record<string, 
 
 const Phase = z.enum(OPERATOR_PHASES as [string, ...string[]]);
 const PhaseChange = z.object({ at: z.string().describe('ISO 8601, UTC'), phase: Phase });
+const LastError = PhaseChange.extend({
+  reason: z.string().optional().describe("Why the account's last login attempt failed (the broker's or the bridge's message, at most 200 characters; never a password or key): for a failed attempt, which changes no phase (an account that never connected stays connecting), and for a refusal. Absent for a drop"),
+}).describe('The latest drop, refusal or failed login attempt: when, the phase (for a failed attempt, the phase the account is in now) and why');
 
 export function statusRoutes(s: Services, connections: ConnectionLog, startedAt: number): AnyRoute[] {
   const countPerShard = (ids: Iterable<string>): number[] => {
@@ -100,13 +103,13 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
     }),
     defineRoute({
       method: 'get', path: '/v1/accounts/connections', family: 'provisioning', auth: 'management', tags: ['provisioning', 'accounts'],
-      summary: "Each account's broker connection: phase, synced, recent phase changes and the last drop or refusal",
+      summary: "Each account's broker connection: phase, synced, recent phase changes and the last drop, refusal or failed login (why)",
       description: 'Phases as the shards reported them since this gateway started (connecting, connected, reconnecting, refused); a seat without a broker login has phase null. The broker login itself is never returned.',
       response: z.object({
         accounts: z.array(z.object({
           id: z.string(), platform: z.enum(['P4', 'P5']).nullable(), server: z.string().nullable(),
           phase: Phase.nullable(), synced: z.boolean(), since: z.string().nullable(),
-          lastError: PhaseChange.nullable(), history: z.array(PhaseChange),
+          lastError: LastError.nullable(), history: z.array(PhaseChange),
           owner: z.string().nullable().optional().describe('Cluster mode: the node running the account now, whose phases these are (this node shows phase null for an account another node runs); null while none holds it (a takeover under way). Absent on a single node, for a seat without a broker login, or when PostgreSQL did not answer'),
         })),
       }),
@@ -124,7 +127,7 @@ export function statusRoutes(s: Services, connections: ConnectionLog, startedAt:
           return {
             id: seat.id, platform: b?.platform ?? null, server: b?.server ?? null,
             phase: b ? (last?.phase ?? null) : null, synced: b !== undefined && last?.phase === 'connected',
-            since: last ? iso(last.at) : null, lastError: err ? { at: iso(err.at), phase: err.phase } : null,
+            since: last ? iso(last.at) : null, lastError: err ? { at: iso(err.at), phase: err.phase, ...(err.reason !== undefined ? { reason: err.reason } : {}) } : null,
             history: history.map((h) => ({ at: iso(h.at), phase: h.phase })),
             ...(owners?.has(seat.id) ? { owner: owners.get(seat.id)! } : {}),
           };

@@ -47,10 +47,13 @@ export interface HeldCopy {
 }
 
 /** Shard event (key: account id, data: OperatorPhase) on every change of an account's
- *  connection phase; the main thread counts accounts per phase for /metrics. */
+ *  connection phase; the main thread counts accounts per phase for /metrics. Also (data:
+ *  LoginFailed) at each failed login attempt, which changes no phase: the operator's last error. */
 export const ACCOUNT_PHASE_EVENT = 'acct.phase';
 /** A connection phase as operators see it: `refused` is a login the broker refused (no retry). */
 export type OperatorPhase = ConnectionPhase | 'refused';
+/** A login attempt of the account failed: why (loginFailure.ts: never the password). */
+export interface LoginFailed { failed: string }
 export const OPERATOR_PHASES: readonly OperatorPhase[] = ['connecting', 'connected', 'reconnecting', 'refused'];
 /** Shard event (key: account id) when the shard changed an account's binding in its SQLite outside
  *  a command: its broker server corrected the platform at a login after the bind. One node has
@@ -116,8 +119,8 @@ declare module '../protocol.js' {
     'sim.faults.list': { args: Record<string, never>; result: Fault[] };
   }
   interface ShardEventMap {
-    /** key: the account id. */
-    'acct.phase': OperatorPhase;
+    /** key: the account id. A phase change, or a login attempt that failed and why (LoginFailed). */
+    'acct.phase': OperatorPhase | LoginFailed;
     /** key: the account id. */
     'acct.binding': null;
   }

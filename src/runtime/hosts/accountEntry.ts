@@ -16,6 +16,7 @@ import type { AccountEvent, AccountRuntime, ConnectionPhase } from './accountReg
 import { Slot, type SlotOwner } from './slot.js';
 import { SlotLease, type Lease } from './lease.js';
 import { ConnectionWaiters } from './connectionWaiters.js';
+import { loginFailureReason } from './loginFailure.js';
 
 export interface SlotSpec {
   credentials: BrokerCredentials;
@@ -31,6 +32,8 @@ export interface EntryDeps {
   /** The account's connection phase as operators see it: `refused` is a login the broker refused
    *  (no automatic retry). Called on every change, with the phase before (none at the first). */
   onPhase?: (accountId: string, phase: OperatorPhase, was: OperatorPhase | undefined, server: string) => void;
+  /** A login attempt failed: why (loginFailure.ts: never the password). */
+  onLoginFailed?: (accountId: string, reason: string) => void;
   backoffBaseMs: number;
   backoffCapMs: number;
   /** How long a request waits for a usable connection by default (ms; ShardTiming.brokerWaitMs). */
@@ -219,9 +222,10 @@ export class AccountEntry implements AccountRuntime, SlotOwner {
   }
 
   /** A login attempt of the current slot failed: waits past their ordinary bound end now. */
-  loginFailed(slot: Slot): void {
+  loginFailed(slot: Slot, err?: unknown): void {
     if (slot !== this.slot) return;
     this.failedLogin = true;
+    if (err !== undefined) this.deps.onLoginFailed?.(this.accountId, loginFailureReason(err, this.spec.credentials.password));
     this.waiting?.loginFailed();
     this.dropWaitersIfNone();
   }

@@ -61,6 +61,7 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
       else if (phase === 'refused') ctx.log.warn('broker refused the stored login; no automatic retry (bind again or /CheckConnect)', { accountId, server });
       else if (phase === 'connected' && (was === 'reconnecting' || was === 'refused')) ctx.log.info('broker connection restored', { accountId, server });
     },
+    onLoginFailed: (accountId, reason) => ctx.emit({ kind: ACCOUNT_PHASE_EVENT, key: accountId, data: { failed: reason } }),
     onServer: (accountId, server) => {
       // Bound while the broker could not be asked (bridge unreachable): the server says which it is.
       const row = store.get(accountId);

@@ -11,7 +11,7 @@ import { ParkedActor, type ParkedOwner } from './parkedActor.js';
 export interface SlotOwner {
   readonly accountId: string;
   /** A login attempt of this slot failed. */
-  loginFailed(slot: Slot): void;
+  loginFailed(slot: Slot, err?: unknown): void;
   /** This slot's connection logged in: what it says about the server is now the account's. */
   learnServer(slot: Slot): void;
   /** After each successful connect: the account's broker subscriptions on this connection. */
@@ -127,7 +127,7 @@ export class Slot implements ParkedOwner<typeof connectionMachine> {
   async connect(signal: AbortSignal): Promise<void> {
     const { conn, entry } = this;
     await conn.connect().catch((err: unknown) => {
-      entry.loginFailed(this);
+      entry.loginFailed(this, err);
       throw err;
     });
     // The attempt was abandoned meanwhile (drain): never leave an unowned live connection.
