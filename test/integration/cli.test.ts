@@ -88,6 +88,10 @@ describe('tagw', () => {
 
     const limited = await json(['keys', 'limits', id, '--requests', '7']);
     expect(limited).toMatchObject({ id, requestsPerSec: 7, ordersPerSec: null });
+    // An id that is no API key of the customer: the gateway's 404 with its code, as other errors.
+    const unknown = await tagw(['keys', 'limits', '0123456789abcdef', '--orders', '3']);
+    expect(unknown.code).toBe(EXIT.FAILED);
+    expect(unknown.stderr).toBe('tagw: PUT /v1/keys/0123456789abcdef/limits: 404 NOT_FOUND: key not found\n');
 
     const replaced = await json(['keys', 'replace', id]);
     expect(replaced).toMatchObject({ replaced: id, label: 'cli-bot' });

@@ -78,12 +78,13 @@ export function keysCommand(program: Command, ctx: () => Promise<Ctx>): void {
       if (o.requests === undefined && o.orders === undefined) throw new CliError(EXIT.USAGE, 'give --requests and/or --orders');
       const c = await ctx();
       const client = c.client();
-      // The route sets both: an option not given keeps the key's current value.
+      // The route sets both: an option not given keeps the key's current value. A key not among the
+      // customer's API keys is sent as asked all the same: the gateway's answer (404 NOT_FOUND) is the
+      // error, with its status and code as every other (ids are random, never reused: none appears meanwhile).
       const current = (await client.call<{ keys: KeyInfo[] }>('GET', '/v1/keys?kind=api')).keys.find((k) => k.id === id);
-      if (!current) throw new CliError(EXIT.FAILED, `no API key ${id}`);
       const body = {
-        requestsPerSec: o.requests !== undefined ? limitArg(o.requests) : current.requestsPerSec,
-        ordersPerSec: o.orders !== undefined ? limitArg(o.orders) : current.ordersPerSec,
+        requestsPerSec: o.requests !== undefined ? limitArg(o.requests) : current?.requestsPerSec ?? null,
+        ordersPerSec: o.orders !== undefined ? limitArg(o.orders) : current?.ordersPerSec ?? null,
       };
       const r = await client.call<KeyInfo>('PUT', `/v1/keys/${encodeURIComponent(id)}/limits`, body);
       c.out.print(r, (k) => `${k.id}: ${limitsOf(k)}\n`);
