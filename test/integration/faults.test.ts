@@ -235,6 +235,8 @@ describe('simulator fault routes in bridge mode', () => {
       const list = await g.req('GET', '/v1/sim/faults', h);
       expect(list.status).toBe(400);
       expect(list.body.message).toContain('embedded simulator');
+      // Where they are set instead (before: only 'fault injection needs the embedded simulator').
+      expect(post.body.message).toMatch(/BROKER_MODE=bridge.*servers file.*"faults".*npm run sim -- --config/);
       expect((await g.req('DELETE', '/v1/sim/faults', h)).status).toBe(400);
     } finally {
       await g.stop();

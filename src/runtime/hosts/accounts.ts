@@ -43,7 +43,8 @@ export function createAccountHost(ctx: ShardContext, opts: AccountHostOptions = 
    *  operator that none are active. */
   const simFaults = (): Required<Pick<BrokerSource, 'injectFault' | 'clearFaults' | 'listFaults'>> => {
     const b = broker();
-    if (!b.injectFault || !b.clearFaults || !b.listFaults) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator');
+    if (!b.injectFault || !b.clearFaults || !b.listFaults) throw apiError('BAD_REQUEST', 'fault injection needs the embedded simulator: this gateway runs BROKER_MODE=bridge, ' +
+      'where a simulator process takes its faults from its servers file ("faults": [...] per server, npm run sim -- --config FILE; docs/simulator.md)');
     return b as Required<Pick<BrokerSource, 'injectFault' | 'clearFaults' | 'listFaults'>>;
   };
   // One for every account of the shard: nothing in it is an account's own (issue 19, memory per idle account).
