@@ -6,6 +6,8 @@ import { registerClusterMetrics } from './http/clusterStatus.js';
 import { unanchoredUpgrades } from './http/corkAnchor.js';
 import { Metrics } from './http/metrics.js';
 import { TradeOutcomes } from './http/tradeOutcomes.js';
+import { accountCreations } from './http/routes/classicBinding.js';
+import type { Services } from './http/services.js';
 import type { Clock } from './util/clock.js';
 import { ConnectionLog } from './runtime/connectionLog.js';
 import { OPERATOR_PHASES } from './runtime/hosts/accountCommands.js';
@@ -45,7 +47,7 @@ export function watchMainThread(clock: Clock): Watch {
 
 /** The gateway's series in /metrics, in the order they are listed. */
 export function registerMetrics(
-  { metrics, threadStats, connections, tradeOutcomes }: Watch, { inflight, streamHub, storage }: { inflight: { count: number }; streamHub: StreamHub; storage: StorageHealth },
+  { metrics, threadStats, connections, tradeOutcomes }: Watch, { inflight, streamHub, storage, services }: { inflight: { count: number }; streamHub: StreamHub; storage: StorageHealth; services: Services },
   cluster: ClusterNode | undefined, shards: Shards,
 ): void {
   const pick = (f: (s: ThreadStats) => number) => Object.fromEntries([...threadStats].map(([t, s]) => [t, f(s)]));
@@ -60,6 +62,10 @@ export function registerMetrics(
   metrics.gauge('tagw_storage_shards_waiting', () => storage.shardsWaiting);
   metrics.counter('tagw_storage_shard_waiting_episodes_total', () => storage.shardEpisodes);
   metrics.labeledGauge('tagw_broker_connections', 'phase', () => connections.counts(OPERATOR_PHASES));
+  const creations = accountCreations(services);
+  metrics.gauge('tagw_account_creations_running', () => creations.state.active, 'Broker logins of new or re-bound accounts running now on this node (at most ACCOUNT_CREATION_CONCURRENCY).');
+  metrics.gauge('tagw_account_creations_queued', () => creations.state.queued, 'Broker logins of new or re-bound accounts waiting for a place on this node (each key at most ACCOUNT_CREATION_QUEUE).');
+  metrics.counter('tagw_account_creations_refused_total', () => creations.refused, 'Account creations answered 429 ACCOUNT_CREATION_BUSY (their key had ACCOUNT_CREATION_QUEUE waiting already).');
   metrics.labeledCounter('tagw_broker_reconnects_total', [], () => [[[], connections.reconnects]], 'Broker connections lost and being re-established (entries into the reconnecting phase).');
   metrics.labeledGauge('tagw_shard_queue_depth', 'shard', () => Object.fromEntries(shards.queueDepths().map((n, i) => [String(i), n])), 'Commands sent to a shard and not answered yet.');
   metrics.labeledCounter('tagw_orders_total', ['op', 'outcome'], () => tradeOutcomes.series(), 'Trade requests by operation and outcome: sent (answered by the broker), rejected (broker refusal), replayed (same clientOrderId), conflicted (409/422: uncertain or reused id).');

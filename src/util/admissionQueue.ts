@@ -6,6 +6,8 @@
 export class AdmissionQueue {
   private active = 0;
   private queued = 0;
+  /** Tasks refused so far (a tenant's queue full). */
+  refused = 0;
   /** Each tenant's waiting tasks, in arrival order. The Map's order is the turn: a tenant served goes
    *  to the back when it has more waiting; a tenant that starts waiting joins at the back. */
   private readonly waiting = new Map<string, (() => void)[]>();
@@ -21,7 +23,10 @@ export class AdmissionQueue {
     if (this.limit === 0) return task();
     if (this.active >= this.limit) {
       const mine = this.waiting.get(tenant) ?? [];
-      if (mine.length >= this.maxQueued) throw this.refuse();
+      if (mine.length >= this.maxQueued) {
+        this.refused++;
+        throw this.refuse();
+      }
       // The place is handed over by the task that ends (active is not lowered then), so a task
       // arriving meanwhile cannot take it ahead of those waiting.
       await new Promise<void>((resolve) => {

@@ -65,6 +65,9 @@ describe('the admission queue of account creations', () => {
     await until(() => queue.state.queued === 3, "the other key's login waiting");
     const seat = track('seat', t.req('POST', '/v1/seats', { headers: mgmt(t.managementKey), body: { privateHosting: false, user: 'seat-login', password: 'pw', server: 'Sim-P5-Demo' } }));
     await until(() => queue.state.queued === 4, "the operator's login waiting");
+    // The operator sees it in /metrics: running, waiting, refused.
+    const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await t.req('GET', '/metrics')).text)?.[1]);
+    expect([await metric('tagw_account_creations_running'), await metric('tagw_account_creations_queued'), await metric('tagw_account_creations_refused_total')]).toEqual([1, 4, 2]);
     // A login bound already is not a creation: answered at once, the queue full or not.
     const again = await connectEx('early');
     expect(again.status).toBe(200);
@@ -76,6 +79,7 @@ describe('the admission queue of account creations', () => {
     // In turn: the bulk key's second, then each other key's, then its third (in arrival order: second, third, other, seat).
     expect(done).toEqual(['first', 'second', 'other', 'seat', 'third']);
     expect(queue.state).toEqual({ active: 0, queued: 0 });
+    expect([await metric('tagw_account_creations_running'), await metric('tagw_account_creations_queued')]).toEqual([0, 0]);
     const fourth = await connectEx('fourth');
     expect(fourth.status).toBe(200);
     expect(new Set([early.body.id, ...made.slice(0, 4).map((r) => r.body.id), made[4]!.body.id, fourth.body.id]).size).toBe(7);
