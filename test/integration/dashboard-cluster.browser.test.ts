@@ -83,9 +83,39 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
     const cell = (id: string, what: string) => row(id).locator(`[data-testid=node-${what}]`);
     await expect.poll(async () => Number(await cell('dash-node-b', 'forwarded').textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(0);
     await expect.poll(async () => Number(await cell('dash-node-a', 'served').textContent()), { timeout: 10_000, interval: 200 }).toBeGreaterThan(0);
-    expect(await cell('dash-node-a', 'takeovers').textContent()).toMatch(/^\d+$/);
+    // Takeovers by how the lease ended: none yet, every account was new.
+    expect(await cell('dash-node-a', 'takeovers-expired').textContent()).toBe('0');
+    expect(await cell('dash-node-a', 'takeovers-handover').textContent()).toBe('0');
+    expect(await page.locator('[data-testid=takeovers-expired]').textContent()).toBe('0');
+    expect(await page.locator('[data-testid=takeovers-handover]').textContent()).toBe('0');
     expect(Number(await page.locator('[data-testid=leases-acquired]').textContent())).toBe((await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster.leases.acquired);
     await fitsBothWidths(browser, page, '20-overview-cluster', 'cluster-nodes');
+    // The takeovers' two columns fit a small laptop's window too: nothing sideways, not even the table's box.
+    const sideways = () => page.evaluate(`[document.documentElement.scrollWidth - innerWidth, document.querySelector('[data-testid=cluster-nodes]').parentElement]
+      .map((e) => (typeof e === 'number' ? e : e.scrollWidth - e.clientWidth))`);
+    await page.setViewportSize({ width: 1000, height: 900 });
+    expect(await sideways()).toEqual([0, 0]);
+    await browser.shot(page, '20-overview-cluster-1000px');
+    // Node a's heartbeat as an older build writes it (its takeovers not told apart): the total across
+    // both columns; and node b having taken over 3 accounts of a crashed node and 1 handed over: the
+    // expired ones in the warning tone, what an operator must notice.
+    await page.route('**/v1/status', async (r) => {
+      const res = await r.fetch();
+      const body = await res.json();
+      for (const n of body.cluster.nodes) {
+        if (n.nodeId === 'dash-node-a') n.leases = { ...n.leases, takeovers: 2, takeoversExpired: undefined, takeoversHandover: undefined };
+        else n.leases = { ...n.leases, takeovers: 4, takeoversExpired: 3, takeoversHandover: 1 };
+      }
+      await r.fulfill({ response: res, json: body });
+    });
+    await expect.poll(async () => await cell('dash-node-a', 'takeovers').textContent(), { timeout: 10_000, interval: 200 }).toBe('2 in all');
+    expect(await row('dash-node-a').locator('[data-testid=node-takeovers-expired]').count()).toBe(0);
+    expect(await cell('dash-node-b', 'takeovers-expired').locator('.badge.b-warn').textContent()).toBe('3');
+    expect(await cell('dash-node-b', 'takeovers-handover').textContent()).toBe('1');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    expect(await sideways()).toEqual([0, 0]);
+    await browser.shot(page, '20-overview-cluster-older-node-1280px');
+    await page.unroute('**/v1/status');
     expect(browser.problems).toEqual([]);
     await page.close();
   });
@@ -113,6 +143,11 @@ describe('the console of a cluster node', { timeout: 60_000 }, () => {
       expect(await panel.locator('.cluster-sum').textContent()).toMatch(/NATS\s*down/);
       const status = (await b.req('GET', '/v1/status', { headers: mgmt(TEST_MANAGEMENT_KEY) })).body.cluster;
       expect(status.steppedDown).toBe(true);
+      // Node a took b's accounts over by handover (b released them stepping down), none expired:
+      // its row says so once its heartbeat carried them.
+      await expect.poll(async () => Number(await row('dash-node-a').locator('[data-testid=node-takeovers-handover]').textContent()), { timeout: 10_000, interval: 200 })
+        .toBeGreaterThan(0);
+      expect(await row('dash-node-a').locator('[data-testid=node-takeovers-expired]').textContent()).toBe('0');
       await fitsBothWidths(browser, page, '22-overview-cluster-stepped-down', 'cluster-nodes');
     } finally {
       natsOfB.target(engines.nats.port);

@@ -477,6 +477,52 @@ describe('the operator console in Chromium', { timeout: 60_000 }, () => {
     await page.close();
   });
 
+  it('shows the simulated market clock (SIM_START) and the account creations running, queued and refused on the overview, and neither when there is none', async () => {
+    const page = await browser.page();
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await signIn(page);
+    await page.waitForSelector('[data-testid=version]');
+    // The wall clock and an idle queue: no line of either (this gateway runs no SIM_START).
+    expect((await t.req('GET', '/v1/status', { headers: mgmt(mk) })).body.simClock).toBeNull();
+    expect(await page.locator('[data-testid=sim-clock]').count()).toBe(0);
+    expect(await page.locator('[data-testid=creations]').count()).toBe(0);
+    // The gateway's own answers as a gateway on SIM_START with a busy queue gives them
+    // (sim-start.test.ts and account-creation-queue.test.ts show these fields so).
+    await page.route('**/v1/status', async (r) => {
+      const res = await r.fetch();
+      const body = { ...(await res.json()), simClock: { start: '2026-01-05T09:00:00.000Z', now: '2026-01-05T09:30:12.345Z' } };
+      await r.fulfill({ response: res, json: body });
+    });
+    await page.route('**/metrics', async (r) => {
+      const res = await r.fetch();
+      const text = (await res.text()).replace(/^tagw_account_creations_running 0$/m, 'tagw_account_creations_running 1')
+        .replace(/^tagw_account_creations_queued 0$/m, 'tagw_account_creations_queued 4').replace(/^tagw_account_creations_refused_total 0$/m, 'tagw_account_creations_refused_total 2');
+      await r.fulfill({ response: res, body: text });
+    });
+    await nextPoll(page, 2_000);
+    const clock = page.locator('[data-testid=sim-clock]');
+    await clock.waitFor();
+    expect(await clock.locator('[data-testid=sim-now]').textContent()).toBe('2026-01-05 09:30:12 UTC');
+    expect(await clock.textContent()).toContain('started at 2026-01-05 09:00:00 UTC (SIM_START)');
+    expect(await clock.textContent()).toContain('not the wall clock');
+    const creations = page.locator('[data-testid=creations]');
+    await creations.waitFor();
+    expect(await creations.textContent()).toBe('account creations: 1 running · 4 queued · 2 refused');
+    // Nothing sideways, at 1280 px and at 1000 px.
+    const sideways = () => page.evaluate('document.documentElement.scrollWidth - innerWidth');
+    expect(await sideways()).toBe(0);
+    await browser.shot(page, '44-overview-sim-clock-creations-1280px');
+    await page.setViewportSize({ width: 1000, height: 900 });
+    expect(await sideways()).toBe(0);
+    await browser.shot(page, '44-overview-sim-clock-creations-1000px');
+    await page.unroute('**/v1/status');
+    await page.unroute('**/metrics');
+    await nextPoll(page, 2_000);
+    await clock.waitFor({ state: 'detached' });
+    await creations.waitFor({ state: 'detached' });
+    await page.close();
+  });
+
   it('shows a P4 account live: its chart from QuoteHistory and the position it holds, not "No such account"', async () => {
     // P4 has no PriceHistoryV2 (404 OPERATION_NOT_ON_PLATFORM), which the page took for "no such
     // account"; and P4 streams no POSITIONS snapshot, so a position held before the page opened was

@@ -1,6 +1,6 @@
 // The overview's Cluster panel (cluster mode only: /v1/status `cluster` is null on a single node):
-// every node PostgreSQL knows of with the NATS link, takeovers and calls between nodes its last
-// heartbeat reported, the accounts without owner, whether this node stepped down (cut off from NATS
+// every node PostgreSQL knows of with the NATS link, takeovers (by how the lease ended: expired, a
+// holder that died; handed over, an orderly move) and calls between nodes its last heartbeat reported, the accounts without owner, whether this node stepped down (cut off from NATS
 // while others reach it), and this node's lease changes and calls since it started, now (as
 // /metrics, tagw_cluster_*); and the live nodes' quote sessions (QUOTE_LOGINS_FILE), shown when any
 // node has one.
@@ -19,6 +19,31 @@ const nats = (n) => (n.live && typeof n.natsUp === 'boolean' ? html`<${Badge} va
 const Count = ({ value, testid }) => html`<td class="num wide-only" data-testid=${testid}>${value ?? '—'}</td>`;
 
 const Row = ({ label, value, testid }) => html`<tr><td>${label}</td><td class="num" data-testid=${testid}>${value ?? '—'}</td></tr>`;
+
+/** Takeovers of leases that ran out unreleased (their holder died or could not renew): what an
+ *  operator must notice, in the warning tone once there is one; handovers are the normal moves. */
+const expiredText = (n) => (n > 0 ? html`<span class="badge b-warn">${n}</span>` : n);
+
+/** A node's takeovers as its last heartbeat said, by reason; from an older build that does not say
+ *  them apart, the total across both columns ('—': it said none). */
+function TakeoverCells({ leases: l }) {
+  if (l && typeof l.takeoversExpired === 'number' && typeof l.takeoversHandover === 'number') {
+    return html`<td class="num wide-only" data-testid="node-takeovers-expired" data-takeovers=${l.takeovers}>${expiredText(l.takeoversExpired)}</td>
+      <td class="num wide-only" data-testid="node-takeovers-handover">${l.takeoversHandover}</td>`;
+  }
+  if (!l) return html`<td class="num wide-only" colspan="2" data-testid="node-takeovers">—</td>`;
+  return html`<td class="num wide-only" colspan="2" data-testid="node-takeovers" title="a node of an older build: its takeovers, not told apart">${l.takeovers} <span class="muted small">in all</span></td>`;
+}
+
+/** This node's takeovers: the total, then by reason (absent from an older build: the total alone). */
+function TakeoverRows({ l }) {
+  const split = typeof l.takeoversExpired === 'number' && typeof l.takeoversHandover === 'number';
+  return html`<${Row} label="takeovers" value=${l.takeovers} testid="takeovers" />
+    ${split ? html`<tr class="sub"><td title="their lease ran out unreleased: its holder died (a crash, SIGKILL) or could not renew it">of which expired</td>
+        <td class="num" data-testid="takeovers-expired">${expiredText(l.takeoversExpired)}</td></tr>
+      <tr class="sub"><td title="their holder released the lease: a rolling restart (SIGTERM), a rebalance, a node stepping down">of which handed over</td>
+        <td class="num" data-testid="takeovers-handover">${l.takeoversHandover}</td></tr>` : null}`;
+}
 
 /** Every live node's quote sessions: this node's as read now, the others' as their last heartbeat
  *  said (a down node's are stale: not shown; an older build's: none). */
@@ -64,15 +89,17 @@ export function ClusterPanel({ cluster: c }) {
       ${c.steppedDown ? html`<p class="stepped-down" data-testid="stepped-down"><${Badge} value="stepped down" tone="bad" /> cut off from NATS, its accounts handed over until its link is back</p>` : null}
       <div class="grid g3">
         <div class="span2 scroll-x">
-          <table class="narrow-dense" data-testid="cluster-nodes"><thead><tr><th>node</th><th>state</th><th>NATS</th><th class="num">accounts</th><th class="num">heartbeat</th>
-            <th class="num wide-only" title="accounts it took over since it started">takeovers</th><th class="num wide-only" title="calls it forwarded to their owner">forwarded</th>
-            <th class="num wide-only" title="calls it served for other nodes">served</th></tr></thead><tbody>
+          <table class="narrow-dense" data-testid="cluster-nodes"><thead><tr><th rowspan="2">node</th><th rowspan="2">state</th><th rowspan="2">NATS</th><th class="num" rowspan="2">accounts</th><th class="num" rowspan="2">heartbeat</th>
+            <th class="num wide-only takeovers-head" colspan="2" title="accounts it took over since it started, by how their lease ended">takeovers</th>
+            <th class="num wide-only" rowspan="2" title="calls it forwarded to their owner">forwarded</th><th class="num wide-only" rowspan="2" title="calls it served for other nodes">served</th></tr>
+            <tr><th class="num wide-only" title="the lease ran out unreleased: its holder died (a crash, SIGKILL) or could not renew it">expired</th>
+            <th class="num wide-only" title="its holder released the lease: a rolling restart (SIGTERM), a rebalance, a node stepping down">handover</th></tr></thead><tbody>
             ${c.nodes.map((n) => html`<tr data-testid="cluster-node" data-node=${n.nodeId}>
               <td class="node-id">${n.nodeId}${n.nodeId === c.nodeId ? html` <span class="badge b-info" data-testid="this-node">this node</span>` : null}</td>
               <td><${Badge} value=${n.live ? 'live' : 'down'} tone=${n.live ? 'ok' : 'bad'} /></td>
               <td data-testid="node-nats">${nats(n)}</td>
               <td class="num">${n.accounts}</td><td class="num nowrap">${heartbeat(n.heartbeatAgeMs)}</td>
-              <${Count} value=${n.leases?.takeovers} testid="node-takeovers" /><${Count} value=${n.calls?.forwarded} testid="node-forwarded" />
+              <${TakeoverCells} leases=${n.leases} /><${Count} value=${n.calls?.forwarded} testid="node-forwarded" />
               <${Count} value=${n.calls?.served} testid="node-served" /></tr>`)}
           </tbody></table>
           <p class="small muted">
@@ -85,7 +112,7 @@ export function ClusterPanel({ cluster: c }) {
           <${Row} label="leases acquired" value=${l.acquired} testid="leases-acquired" />
           <${Row} label="handed over" value=${l.handedOver} testid="leases-handed-over" />
           <${Row} label="lost" value=${l.lost} testid="leases-lost" />
-          <${Row} label="takeovers" value=${l.takeovers} testid="takeovers" />
+          <${TakeoverRows} l=${l} />
           <${Row} label="calls forwarded" value=${k.forwarded} testid="calls-forwarded" />
           <${Row} label="served for other nodes" value=${k.served} testid="calls-served" />
           <${Row} label="unavailable (503)" value=${k.unavailable} testid="calls-unavailable" />

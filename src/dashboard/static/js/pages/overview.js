@@ -1,6 +1,7 @@
 // Overview: the gateway's own figures, refreshed every 2 s: /v1/status (version, uptime, shards,
 // accounts per connection phase; in cluster mode the nodes, leases and calls between nodes) and
-// /metrics (request rates and p99 per route family, stream; a full DATA_DIR, docs/storage.md).
+// /metrics (request rates and p99 per route family, stream; a full DATA_DIR, docs/storage.md; the
+// node's queue of account creations, docs/rate-limits.md), and the simulated market clock (SIM_START).
 import { api, metricsText } from '../api.js';
 import { TimeChart } from '../chart.js';
 import { ClusterPanel } from '../cluster.js';
@@ -12,6 +13,17 @@ const PHASES = ['connected', 'connecting', 'reconnecting', 'refused'];
 /** Points kept for the throughput chart: 5 minutes at one scrape every 2 s. */
 const POINTS = 150;
 const COLORS = { classic: '#38bdf8', gateway: '#a78bfa', provisioning: '#f59e0b', news: '#22c55e', ops: '#64748b', stream: '#f472b6' };
+
+const utc = (iso) => `${iso.replace('T', ' ').slice(0, 19)} UTC`;
+
+/** The embedded simulator's market clock when it is not the wall clock (SIM_START, or the clock
+ *  DATA_DIR keeps): quotes, candles and market hours follow it, not the time at the top. */
+function SimClock({ clock }) {
+  if (!clock) return null;
+  return html`<div class="sim-clock" data-testid="sim-clock"><span class="badge b-info">simulated clock</span>
+    <span>market time <b data-testid="sim-now">${utc(clock.now)}</b></span>
+    <span class="muted small">the embedded simulator started at ${utc(clock.start)} (SIM_START): quotes, candles and market hours follow this clock, not the wall clock</span></div>`;
+}
 
 export function Overview({ title }) {
   const prev = useRef(null);
@@ -58,15 +70,20 @@ export function Overview({ title }) {
   const diskFull = value(samples, 'tagw_storage_available') === 0;
   const shardsWaiting = value(samples, 'tagw_storage_shards_waiting') ?? 0;
   const totalRate = stats.reduce((n, r) => n + (r.rate ?? 0), 0);
+  // The node's admission queue of account creations (broker logins of new or re-bound accounts): said
+  // only once one ran, waits or was refused since the start, not a line of zeros.
+  const creations = ['running', 'queued', 'refused_total'].map((k) => value(samples, `tagw_account_creations_${k}`) ?? 0);
   return html`
     <${Top} title=${title} at=${at} error=${error} />
     <${Err} error=${error} />
     ${diskFull ? html`<div class="err" role="alert" data-testid="disk-full">The disk holding DATA_DIR is full: trading calls answer 503 STORAGE_UNAVAILABLE until space is freed${shardsWaiting > 0 ? html`; ${shardsWaiting === 1 ? '1 shard\'s' : `${shardsWaiting} shards'`} background writes wait in memory` : null}. See /readyz.</div>` : null}
+    <${SimClock} clock=${status.simClock} />
     <div class="grid g4">
       <div class="panel stat" data-testid="version"><div class="l">Version</div><div class="v">${status.version}</div><div class="s">API ${status.apiVersion} · Node ${status.node}</div></div>
       <div class="panel stat"><div class="l">Uptime</div><div class="v" data-testid="uptime">${duration(status.uptimeSec)}</div><div class="s">since ${status.startedAt.replace('T', ' ').slice(0, 19)} UTC</div></div>
       <div class="panel stat"><div class="l">Shards</div><div class="v">${shardsUp} / ${status.shards.length} up</div><div class="s">${status.shards.reduce((n, s) => n + s.restarts, 0)} restarts · ${status.seats} seats</div></div>
-      <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s" data-testid="inflight">${inflight} other in flight</div></div>
+      <div class="panel stat"><div class="l">HTTP</div><div class="v">${totalRate.toFixed(1)} req/s</div><div class="s" data-testid="inflight">${inflight} other in flight</div>
+        ${creations.some((n) => n > 0) ? html`<div class="s" data-testid="creations" title="account creations on this node (broker logins of new or re-bound accounts): running now, waiting for a place, refused 429 ACCOUNT_CREATION_BUSY since the start"><span class="nowrap">account creations:</span> <span class="nowrap">${creations[0]} running ·</span> <span class="nowrap">${creations[1]} queued ·</span> <span class="nowrap">${creations[2]} refused</span></div>` : null}</div>
     </div>
     <${ClusterPanel} cluster=${status.cluster} />
     <div class="grid g3">
