@@ -142,6 +142,10 @@ describe('over real sockets', () => {
     await t.req('PUT', `/v1/keys/${k.id}/limits`, { headers: mgmt(t.managementKey), body: { requestsPerSec: 0, ordersPerSec: null } });
     for (let i = 0; i < 20; i++) expect((await whoami(k.key)).status).toBe(200);
     expect((await t.req('PUT', `/v1/keys/${k.id}/limits`, { headers: mgmt(t.managementKey), body: { requestsPerSec: -1, ordersPerSec: null } })).status).toBe(400);
+    // PUT sets both: one left out is refused, saying null is the way to the default.
+    const half = await t.req('PUT', `/v1/keys/${k.id}/limits`, { headers: mgmt(t.managementKey), body: { ordersPerSec: 20 } });
+    expect([half.status, half.body.error]).toEqual([400, 'BAD_REQUEST']);
+    expect(half.body.message).toBe("body field 'requestsPerSec': required (a number per second; null: the configured default, 0: unlimited)");
     const audit = (await t.req('GET', '/v1/audit?limit=5', { headers: mgmt(t.managementKey) })).body.entries;
     expect(audit[0]).toMatchObject({ action: 'key.limits', target: k.id, detail: { requestsPerSec: 0, ordersPerSec: null } });
   });

@@ -77,6 +77,12 @@ function ownedApiKey(s: Services, customerId: string, id: string): KeyRow {
   return row;
 }
 
+/** One of a key's limits in PUT /v1/keys/{id}/limits: both are required (PUT sets the two), and one
+ *  left out is told what it may be, null included ("required (a number)" sent clients looking for a
+ *  number to put where they wanted the default). */
+const keyLimit = z.number({ error: (iss) => (iss.input === undefined ? 'required (a number per second; null: the configured default, 0: unlimited)' : undefined) })
+  .min(0).max(10_000_000).nullable();
+
 export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: string): void; ofAccount(accountId: string): void }): AnyRoute[] {
   /** After a revocation committed: the next request with the key is refused, its sockets close, its
    *  rate-limit buckets go (other nodes do the same on the cluster's notice: clusterNotices.ts). */
@@ -146,10 +152,7 @@ export function managementRoutes(s: Services, closeSockets: { ofKey(keyId: strin
       method: 'put', path: '/v1/keys/:keyId/limits', family: 'provisioning', auth: 'management', tags: ['management'], audit: 'key.limits',
       summary: "Set an API key's own rate limits (requests/s, orders/s); null: the configured default, 0: unlimited",
       description: 'Defaults: KEY_REQUESTS_PER_SEC and KEY_ORDERS_PER_SEC. Over a limit the key gets 429 RATE_LIMITED with retry-after and RateLimit-* headers. Takes effect at the next request.',
-      body: z.object({
-        requestsPerSec: z.number().min(0).max(10_000_000).nullable(),
-        ordersPerSec: z.number().min(0).max(10_000_000).nullable(),
-      }).strict(),
+      body: z.object({ requestsPerSec: keyLimit, ordersPerSec: keyLimit }).strict(),
       response: KeyInfo, errors: ['BAD_REQUEST', 'NOT_FOUND'],
       handler: async ({ params, body, principal, audit }) => {
         const row = ownedApiKey(s, principal!.customerId, params[0]!);
