@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { runMigrations, SCHEMA_VERSION } from './migrations.js';
 
@@ -86,6 +86,7 @@ export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = dbPath(dataDir);
   assertWritable([dataDir, file, `${file}-wal`, `${file}-shm`]);
+  createPrivate(file);
   const db = openSqliteFile(file, undefined, configureWal);
   try {
     db.pragma('busy_timeout = 5000');
@@ -96,6 +97,21 @@ export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
     throw err;
   }
   return db;
+}
+
+/**
+ * Makes `file` empty and 0600 when it does not exist yet (SQLite takes an empty file as a new
+ * database). SQLite would make it with the umask's mode, 0644 as a rule, and gives its -wal and
+ * -shm files the database file's mode: in a DATA_DIR made beforehand with looser permissions than
+ * the 0700 the gateway gives one it makes, key hashes, sealed broker passwords, logins and orders
+ * were readable by every local user. An existing file keeps the mode its operator gave it.
+ */
+function createPrivate(file: string): void {
+  try {
+    closeSync(openSync(file, 'wx', 0o600)); // the umask can only narrow 0600
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
 }
 
 /** Brings the schema up to date (src/store/migrations.ts); throws SchemaTooNewError on a newer one. */
