@@ -179,7 +179,7 @@ interface Stores {
  *  side first, its tenancy mirrored from PostgreSQL into the SQLite before anything reads it. */
 async function openStores({ config, log, clock, clusterCfg, files }: Start, opened: Opened, onEvent: (ev: ShardEvent) => void): Promise<Stores> {
   const secretKey = secretKeyOf(config);
-  const db = openDb(config.dataDir);
+  const db = openDb(config.dataDir, { onMigrated: (m) => log.info('database schema migrated', { ...m }) });
   // NATS is connected once the shards run (attach), before the node listens. Cluster modules (pg,
   // NATS: ~60 ms of CPU to load) only in cluster mode.
   const cluster = clusterCfg && await (await import('./cluster/clusterNode.js')).ClusterNode.open({

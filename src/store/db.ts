@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { accessSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { runMigrations, SCHEMA_VERSION } from './migrations.js';
+import { MIGRATIONS, runMigrations, SCHEMA_VERSION, schemaVersionOf } from './migrations.js';
 
 export type Db = Database.Database;
 
@@ -82,7 +82,7 @@ export function dbPath(dataDir: string): string {
  * write-lock waits between threads. synchronous=NORMAL: a commit survives a process crash
  * (the WAL is in the OS), only an OS crash/power loss can drop the last commits.
  */
-export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
+export function openDb(dataDir: string, opts: { migrate?: boolean; onMigrated?: (m: Migrated) => void } = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = dbPath(dataDir);
   assertWritable([dataDir, file, `${file}-wal`, `${file}-shm`]);
@@ -91,7 +91,11 @@ export function openDb(dataDir: string, opts: { migrate?: boolean } = {}): Db {
   try {
     db.pragma('busy_timeout = 5000');
     db.pragma('foreign_keys = ON');
-    if (opts.migrate !== false) migrate(db);
+    if (opts.migrate !== false) {
+      const from = schemaVersionOf(db);
+      const applied = runMigrations(db, file);
+      if (from > 0 && applied.length > 0) opts.onMigrated?.({ file, from, to: SCHEMA_VERSION, migrations: applied.map((v) => `${v} ${MIGRATIONS[v - 1]!.name}`) });
+    }
   } catch (err) {
     db.close();
     throw err;
@@ -113,6 +117,10 @@ function createPrivate(file: string): void {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
 }
+
+/** What a start's migration of an existing database did (an upgrade), for its log line ("database
+ *  schema migrated"); a new database (version 0) is not reported. */
+export interface Migrated { file: string; from: number; to: number; migrations: string[] }
 
 /** Brings the schema up to date (src/store/migrations.ts); throws SchemaTooNewError on a newer one. */
 export function migrate(db: Db): number {

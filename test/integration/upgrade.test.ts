@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SCHEMA_VERSION } from '../../src/store/migrations.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 import { bindAccount, openedTickets, orderSend, type Sent } from '../helpers/trading.js';
 
@@ -30,6 +30,35 @@ describe('schema version', () => {
     expect(after.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").get()).toEqual({ n: 0 });
     after.close();
   }, 30_000);
+
+  it('an older database is migrated at start, and the log says from which version to which, naming each migration', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'tagw.sqlite');
+    const from = SCHEMA_VERSION - 2;
+    const db = new Database(file);
+    for (let v = 0; v < from; v++) db.exec(MIGRATIONS[v]!.sql);
+    db.pragma(`user_version = ${from}`);
+    db.close();
+    const p = startProcess({ GATEWAY_MANAGEMENT_KEY: MK }, dir);
+    await p.listening;
+    const lines = p.output().trim().split('\n').filter((l) => l.includes('database schema migrated'));
+    expect(lines).toHaveLength(1);
+    const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+    expect(line).toMatchObject({ level: 'info', file, from, to: SCHEMA_VERSION });
+    expect(line.migrations).toEqual([from + 1, from + 2].map((v) => `${v} ${MIGRATIONS[v - 1]!.name}`));
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+    const after = new Database(file, { readonly: true });
+    expect(after.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    after.close();
+    // Started again (nothing to migrate), and on a new DATA_DIR: no such line.
+    const again = startProcess({ GATEWAY_MANAGEMENT_KEY: MK }, dir);
+    await again.listening;
+    const fresh = startProcess({ GATEWAY_MANAGEMENT_KEY: MK });
+    await fresh.listening;
+    expect(again.output()).not.toContain('database schema migrated');
+    expect(fresh.output()).not.toContain('database schema migrated');
+  }, 60_000);
 });
 
 describe('rolling restart', () => {
