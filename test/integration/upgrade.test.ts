@@ -2,9 +2,12 @@
 // restart (SIGTERM with orders in flight, then a new process on the same DATA_DIR) loses no
 // accepted order and places none twice.
 import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/migrations.js';
+import { builtCli } from '../helpers/build.js';
 import { cleanupProcesses, startProcess, tempDir } from '../helpers/process.js';
 import { bindAccount, openedTickets, orderSend, type Sent } from '../helpers/trading.js';
 
@@ -59,6 +62,20 @@ describe('schema version', () => {
     expect(again.output()).not.toContain('database schema migrated');
     expect(fresh.output()).not.toContain('database schema migrated');
   }, 60_000);
+});
+
+describe('tagw migrate --check', () => {
+  it('on a DATA_DIR with no database (a mistyped path) says there is none, not "schema version 0, N migrations would run"', () => {
+    const dir = join(tempDir(), 'not-there');
+    const run = (args: string[]) => spawnSync(process.execPath, [...builtCli(), ...args], { env: { PATH: process.env.PATH, DATA_DIR: dir }, encoding: 'utf8', timeout: 30_000 });
+    const human = run(['migrate', '--check']);
+    expect(human.status, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^state: +no database in DATA_DIR: a start creates a new one/m);
+    expect(human.stdout).not.toMatch(/schema version: +0\b/);
+    const asJson = JSON.parse(run(['--json', 'migrate', '--check']).stdout) as Record<string, unknown>;
+    expect(asJson).toMatchObject({ exists: false, current: 0, target: SCHEMA_VERSION });
+    expect(existsSync(dir)).toBe(false);
+  }, 30_000);
 });
 
 describe('rolling restart', () => {

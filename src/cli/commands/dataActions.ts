@@ -17,10 +17,12 @@ function asCliError(e: unknown): unknown {
   return e;
 }
 
-function planText(database: string, p: MigrationPlan): string {
+/** `exists: false`: no SQLite file there (a new DATA_DIR, or a mistyped one): said so, not "schema version 0". */
+function planText(database: string, p: MigrationPlan & { exists?: boolean }): string {
   return fields([
-    ['database', database], ['schema version', p.current], ['this build', p.target],
-    ['state', p.tooNew ? 'NEWER than this build: it refuses to start on it' : p.pending.length ? `${p.pending.length} migration(s) would run` : 'up to date'],
+    ['database', database], ['schema version', p.exists === false ? '(no database)' : p.current], ['this build', p.target],
+    ['state', p.exists === false ? `no database in DATA_DIR: a start creates a new one (${p.pending.length} migrations); check DATA_DIR if you expected one`
+      : p.tooNew ? 'NEWER than this build: it refuses to start on it' : p.pending.length ? `${p.pending.length} migration(s) would run` : 'up to date'],
   ]) + (p.pending.length ? `\n${table(p.pending, [{ header: 'VERSION', value: (m) => m.version }, { header: 'MIGRATION', value: (m) => m.name }])}` : '');
 }
 
@@ -61,10 +63,10 @@ export async function restore(c: Ctx, file: string): Promise<void> {
 export async function migrateCheck(c: Ctx): Promise<void> {
   const { dataDir, databaseUrl } = c.config();
   const file = dbPath(dataDir);
-  let plan: MigrationPlan;
+  let plan: MigrationPlan & { exists: boolean };
   try {
-    databasePresent(file);
-    plan = checkMigrations(file);
+    const exists = databasePresent(file);
+    plan = { ...checkMigrations(file), exists };
   } catch (e) {
     throw asCliError(e);
   }
