@@ -128,7 +128,8 @@ export class Authenticator {
         if (!value) throw this.keyRequired(v1);
         const p = this.resolve(value);
         if (!p) throw apiError('INVALID_API_KEY', 'invalid or revoked API key');
-        if (p.kind === 'api' && p.accountScoped && viaHeader === undefined) {
+        // x-api-key only: not as Bearer, nor in x-management-key (the management key's header, §5.8).
+        if (p.kind === 'api' && p.accountScoped && headers['x-api-key'] !== value) {
           throw apiError('ACCOUNT_SCOPE', 'an account-scoped key must be sent as x-api-key on connection routes');
         }
         return p;

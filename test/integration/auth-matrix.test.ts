@@ -383,6 +383,14 @@ describe('auth matrix: every route against every credential (SPEC §5, §7)', ()
     expect((await t.req('GET', `/AccountSummary?id=${acct.A3}`, h(unscoped))).status).toBe(200);
   });
 
+  it('an account-scoped key is refused on connection routes in x-management-key as in Authorization: only x-api-key carries it (SPEC §5.2, §5.8)', async () => {
+    const body = { brokerAccountId: acct.A1 };
+    const as = (h: Record<string, string>) => t.req('POST', '/v1/connect', { headers: { ...h, 'x-forwarded-for': nextIp() }, body });
+    expect((await as({ 'x-api-key': key.scoped! })).status).toBe(200);
+    const wrong = [await as({ authorization: `Bearer ${key.scoped!}` }), await as({ 'x-management-key': key.scoped! })];
+    expect(wrong.map((r) => [r.status, r.body.error])).toEqual([[403, 'ACCOUNT_SCOPE'], [403, 'ACCOUNT_SCOPE']]);
+  });
+
   it("key listings show no secret and no hash of one", async () => {
     for (const p of ['/v1/keys?kind=all', `/v1/seats/${acct.A1}/keys`]) {
       const r = await t.req('GET', p, { headers: mgmt(t.managementKey) });
