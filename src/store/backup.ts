@@ -181,7 +181,7 @@ export function inspectBackup(file: string): Inspected {
     const schemaVersion = schemaVersionOf(db);
     const hasKeys = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'keys'").get();
     if (schemaVersion < 1 || !hasKeys) throw new BackupError('NOT_A_BACKUP', `${path}: not a tagw database (no schema version or tables)`);
-    if (schemaVersion > SCHEMA_VERSION) throw new SchemaTooNewError(path, schemaVersion, SCHEMA_VERSION);
+    if (schemaVersion > SCHEMA_VERSION) throw new SchemaTooNewError(path, schemaVersion, SCHEMA_VERSION, true);
     const meta = new Map<string, string | null>();
     if (db.prepare(`SELECT 1 FROM sqlite_master WHERE name = '${META_TABLE}'`).get()) {
       for (const r of db.prepare(`SELECT key, value FROM ${META_TABLE}`).all() as { key: string; value: string | null }[]) meta.set(r.key, r.value);

@@ -262,8 +262,11 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** A database written by a newer build: this code would misread it (main exits 5). */
 export class SchemaTooNewError extends Error {
-  constructor(readonly file: string, readonly found: number, readonly known: number) {
-    super(`${file}: database schema version ${found} is newer than this build's ${known} (a newer tagw ran on this DATA_DIR): run that build, or restore a backup taken before the upgrade`);
+  constructor(readonly file: string, readonly found: number, readonly known: number, backup = false) {
+    super(backup
+      // A backup to restore, not a DATA_DIR: "a newer tagw ran on this DATA_DIR ... restore a backup" misled here.
+      ? `${file}: this backup's schema version ${found} is newer than this build's ${known} (taken by a newer tagw): restore it with that build, or choose a backup taken by this one; DATA_DIR is unchanged`
+      : `${file}: database schema version ${found} is newer than this build's ${known} (a newer tagw ran on this DATA_DIR): run that build, or restore a backup taken before the upgrade`);
   }
 }
 

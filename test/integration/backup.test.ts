@@ -132,7 +132,10 @@ describe('backupDatabase / restoreDatabase', () => {
     writeFileSync(text, 'hello '.repeat(1000));
 
     expect(await errorOf(restoreDatabase({ dataDir: dir }, damaged))).toMatchObject({ code: 'INTEGRITY_FAILED' });
-    expect(await errorOf(restoreDatabase({ dataDir: dir }, newer))).toBeInstanceOf(SchemaTooNewError);
+    const tooNew = await errorOf(restoreDatabase({ dataDir: dir }, newer));
+    expect(tooNew).toBeInstanceOf(SchemaTooNewError);
+    // It names the backup as the newer one, not the DATA_DIR (which it did not touch).
+    expect((tooNew as Error).message).toBe(`${newer}: this backup's schema version 99 is newer than this build's ${SCHEMA_VERSION} (taken by a newer tagw): restore it with that build, or choose a backup taken by this one; DATA_DIR is unchanged`);
     expect(await errorOf(restoreDatabase({ dataDir: dir }, notTagw))).toMatchObject({ code: 'NOT_A_BACKUP' });
     expect(await errorOf(restoreDatabase({ dataDir: dir }, text))).toMatchObject({ code: 'NOT_A_BACKUP' });
     expect(await errorOf(restoreDatabase({ dataDir: dir }, join(dir, 'missing.sqlite')))).toBeInstanceOf(BackupError);
