@@ -72,7 +72,7 @@ export function Overview({ title }) {
   const totalRate = stats.reduce((n, r) => n + (r.rate ?? 0), 0);
   // The node's admission queue of account creations (broker logins of new or re-bound accounts): said
   // only once one ran, waits or was refused since the start, not a line of zeros.
-  const creations = ['running', 'queued', 'refused_total'].map((k) => value(samples, `tagw_account_creations_${k}`) ?? 0);
+  const creations = ['tagw_account_creations_running', 'tagw_account_creations_queued', 'tagw_account_creations_refused_total'].map((n) => value(samples, n) ?? 0);
   return html`
     <${Top} title=${title} at=${at} error=${error} />
     <${Err} error=${error} />
