@@ -140,9 +140,31 @@ export class ResponseSink {
       // response unfinished. (No HEAD reaches a route that closes the connection.)
       this.res.writeHeader('content-length', String(Buffer.byteLength(body)));
       this.res.endWithoutBody();
+    } else if (!close && body.length > STREAM_ABOVE_CHARS) {
+      this.endStreamed(Buffer.from(body));
     } else {
       this.res.end(body, close);
     }
+  }
+
+  /**
+   * A large answer (/openapi.json, ~420 KB; /metrics, ~17 KB) written only as fast as the client reads: what the
+   * socket does not take at once is kept here, not in uWS's buffer, and sent from onWritable. While
+   * it is pending, a request pipelined behind it in the same read makes uWS close the connection
+   * (as for any reply that comes later), so a client that pipelines such requests and reads none
+   * holds one answer, not one per request (2000 of them held ~830 MB: test/integration/http-pipelining-unread).
+   */
+  private endStreamed(body: Buffer): void {
+    const res = this.res;
+    const start = res.getWriteOffset();
+    const [ok, done] = res.tryEnd(body, body.length);
+    if (ok || done) return;
+    this.watchAbort();
+    res.onWritable((offset) => {
+      if (this.aborted) return true;
+      const [sent] = res.tryEnd(body.subarray(offset - start), body.length);
+      return sent;
+    });
   }
 
   /**
@@ -184,6 +206,9 @@ export class ResponseSink {
     this.send(status, JSON.stringify(body), headers, 'application/json', close);
   }
 }
+
+/** Answers longer than this (in UTF-16 units, so at least as many bytes) are streamed (endStreamed). */
+const STREAM_ABOVE_CHARS = 16 * 1024;
 
 export function sendError(sink: ResponseSink, e: ApiError, close = false): void {
   sink.json(e.status, e.toBody(), e.headers, close);
