@@ -9,6 +9,10 @@ import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Metrics } from '../http/metrics.js';
+import { endStreamed } from '../http/respond.js';
+
+/** Files longer than this are written as the client reads them (endStreamed). */
+const STREAM_ABOVE_BYTES = 16 * 1024;
 
 export const DASHBOARD_PATH = '/dashboard';
 
@@ -95,6 +99,10 @@ function send(res: HttpResponse, status: string, headers: Record<string, string>
       // As ResponseSink does for HEAD: the length by hand, then no body (see src/http/respond.ts).
       res.writeHeader('content-length', String(body?.length ?? 0));
       res.endWithoutBody();
+    } else if (body !== undefined && body.length > STREAM_ABOVE_BYTES) {
+      // uplot.js is ~145 KB: pipelined and unread, each answer would be held (see endStreamed).
+      let aborted = false;
+      endStreamed(res, body, () => aborted, () => res.onAborted(() => { aborted = true; }));
     } else {
       res.end(body ?? '');
     }

@@ -155,16 +155,7 @@ export class ResponseSink {
    * holds one answer, not one per request (2000 of them held ~830 MB: test/integration/http-pipelining-unread).
    */
   private endStreamed(body: Buffer): void {
-    const res = this.res;
-    const start = res.getWriteOffset();
-    const [ok, done] = res.tryEnd(body, body.length);
-    if (ok || done) return;
-    this.watchAbort();
-    res.onWritable((offset) => {
-      if (this.aborted) return true;
-      const [sent] = res.tryEnd(body.subarray(offset - start), body.length);
-      return sent;
-    });
+    endStreamed(this.res, body, () => this.aborted, () => this.watchAbort());
   }
 
   /**
@@ -205,6 +196,19 @@ export class ResponseSink {
   json(status: number, body: unknown, headers?: Record<string, string>, close = false): void {
     this.send(status, JSON.stringify(body), headers, 'application/json', close);
   }
+}
+
+/**
+ * Ends `res` with `body` at the pace the client reads (ResponseSink.endStreamed says why): what the
+ * socket does not take now is sent from onWritable. `watch` registers an onAborted (uWS requires one
+ * for a reply still pending when the handler returns); `aborted` says whether it fired.
+ */
+export function endStreamed(res: HttpResponse, body: Buffer, aborted: () => boolean, watch: () => void): void {
+  const start = res.getWriteOffset();
+  const [ok, done] = res.tryEnd(body, body.length);
+  if (ok || done) return;
+  watch();
+  res.onWritable((offset) => (aborted() ? true : res.tryEnd(body.subarray(offset - start), body.length)[0]));
 }
 
 /** Answers longer than this (in UTF-16 units, so at least as many bytes) are streamed (endStreamed). */

@@ -78,3 +78,21 @@ it('a client that reads slowly gets the whole large answer, and the connection s
   expect(text()).toMatch(/^HTTP\/1\.1 200/);
   s.destroy();
 }, 20_000);
+
+it('500 pipelined GET /dashboard/vendor/uplot.js (~145 KB) never read: not all answered', async () => {
+  const ops200 = async () => {
+    const text = await (await fetch(`${t.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('tagw_http_requests_total{family="ops",status="200"}'));
+    return line ? Number(line.split(' ').pop()) : 0;
+  };
+  const before = await ops200();
+  const s = net.connect(port(), '127.0.0.1');
+  s.pause();
+  s.on('error', () => {});
+  await new Promise<void>((r) => s.once('connect', () => r()));
+  s.write('GET /dashboard/vendor/uplot.js HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(500));
+  await new Promise((r) => setTimeout(r, 1000));
+  const answered = (await ops200()) - before;
+  s.destroy();
+  expect(answered).toBeLessThan(50); // before: all 500 (and the /metrics read of `before`)
+}, 20_000);
