@@ -25,9 +25,8 @@ export interface ClusterStreamHistoryOptions {
   onHandingOver: (settled: (boundMs: number) => Promise<void>) => void;
   /** Registers what runs when this node acquired accounts (their shards started them). */
   onAcquired: (listener: (accountIds: string[]) => void) => void;
-  /** Registers what runs when an account's shard stream opens again after all closed, or opens for
-   *  another node (router.ts, OwnerStreams.onReopened). */
-  onReopened: (listener: (accountId: string, again: boolean) => void) => void;
+  /** Registers what runs when an account's shard stream opens again after all closed (router.ts). */
+  onReopened: (listener: (accountId: string) => void) => void;
   log: Logger;
 }
 
@@ -67,7 +66,7 @@ export class ClusterStreamHistory {
     this.o.onAcquired(listener);
   }
 
-  onReopened(listener: (accountId: string, again: boolean) => void): void {
+  onReopened(listener: (accountId: string) => void): void {
     this.o.onReopened(listener);
   }
 

@@ -44,11 +44,8 @@ export class OwnerStreams {
    *  until the node asks (AccountRouter.resyncAt: forgetAsked), then opens again what it holds. */
   private readonly lapsed = new Set<string>();
   /** An account's stream was opened again at this owner's shard after every node had closed it (or
-   *  been forgotten; `again`): what happened at the broker meanwhile was not emitted. The stream edge
-   *  resyncs. Also (`again` false) opened for another node's socket: the owner numbers the account's
-   *  events from now, so the edge takes its role at once, not at its first event, when the epoch a
-   *  follower began may have aged out of the history (a new epoch then: 4014 on the follower). */
-  onReopened: (accountId: string, again: boolean) => void = () => {};
+   *  been forgotten): what happened at the broker meanwhile was not emitted. The stream edge resyncs. */
+  onReopened: (accountId: string) => void = () => {};
   /** A node judged departed had holds here, released now: it is told (it may live on, frozen past
    *  its lease; then its own rejoin asks too, and this notice may be lost). */
   onReleased: (nodeId: string) => void = () => {};
@@ -69,8 +66,7 @@ export class OwnerStreams {
       case 'stream.open': {
         const r = await shards.call(key, op, args as ArgsOf<'stream.open'>, opts);
         // In the reply's turn: before any event the reopened shard stream sends.
-        const again = this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId);
-        if (again || origin !== this.nodeId) this.onReopened(key, again);
+        if (this.interest.open(origin, (args as ArgsOf<'stream.open'>).accountId)) this.onReopened(key);
         return r;
       }
       case 'stream.sub': {

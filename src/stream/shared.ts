@@ -30,9 +30,8 @@ export interface SharedHistory {
   /** Runs `listener` with the accounts this node acquires (once its shards run them). */
   onAcquired(listener: (accountIds: string[]) => void): void;
   /** Runs `listener` with an account owned here whose shard stream was closed by every node's
-   *  sockets (or their nodes' departures) and is open again (`again`: events meanwhile were not
-   *  emitted), or was opened for another node's socket (`again` false: its numbering begins here). */
-  onReopened(listener: (accountId: string, again: boolean) => void): void;
+   *  sockets (or their nodes' departures) and is open again: events meanwhile were not emitted. */
+  onReopened(listener: (accountId: string) => void): void;
   /** The account's stream is kept: a client may still resume in it (its history did not age out). */
   kept(accountId: string): Promise<boolean>;
   /** Where a new owner numbers from: the stored epoch continued (`storedAt`: when its head was

@@ -64,7 +64,7 @@ export class SharedAccounts {
     deps.shared.onAcquired((ids) => {
       for (const id of ids) void this.acquired(id);
     });
-    deps.shared.onReopened((id, again) => (again ? this.reopened(id) : this.openedElsewhere(id)));
+    deps.shared.onReopened((id) => this.reopened(id));
     deps.shared.onHandingOver((boundMs) => this.storesSettled(boundMs));
   }
 
@@ -267,17 +267,6 @@ export class SharedAccounts {
     if (acc.shared?.role !== 'owner' || !this.deps.shared.owns(acc.id)) return;
     this.deps.shared.startEpoch(acc.id, acc.history.epoch, acc.deals.mark, rebound, acc.shared.lease).catch((err: unknown) =>
       this.deps.log.error('shared stream epoch not stored', { accountId: acc.id, err: errorMessage(err) }));
-  }
-
-  /** Another node's socket opened the stream of an account owned here: numbered here from now, so
-   *  its role is taken now, while what that node's role stored (the epoch it began) is in JetStream.
-   *  Taken at its first event instead, after the history's age (2 minutes) it found nothing stored
-   *  and began another epoch: the follower's sockets closed 4014 at that first event, a fresh
-   *  account's first order (cluster-idle-follower.test.ts). */
-  private openedElsewhere(id: string): void {
-    if (this.accounts.accounts.has(id) || !this.deps.shared.owns(id)) return;
-    const acc = this.accounts.headless(id);
-    if (acc) this.takeRole(acc);
   }
 
   /** An account event for an account with no state here: kept (to be numbered) when this node owns
