@@ -2,7 +2,7 @@
 // what a gateway answers follows a simulated clock started at `startMs`, whose now is at most
 // `atMost()` (the start plus the wall time since before the simulator started).
 import { expect } from 'vitest';
-import type { TestGateway } from './gateway.js';
+import { mgmt, type TestGateway } from './gateway.js';
 import { mustOpen } from './stream-helpers.js';
 
 export interface MarketClockCase {
@@ -11,6 +11,14 @@ export interface MarketClockCase {
   id: string;
   startMs: number;
   atMost: () => number;
+}
+
+/** A full-access key labelled `label` and the account of broker login `<label>-1` on Sim-P5-Demo, made through /ConnectEx with it. */
+export async function keyAndAccount(t: TestGateway, label: string): Promise<{ key: string; id: string }> {
+  const key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label } })).body.key as string;
+  const c = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: `${label}-1`, password: 'pw', server: 'Sim-P5-Demo' } });
+  expect(c.status, c.text).toBe(200);
+  return { key, id: c.body.id as string };
 }
 
 const within = (c: MarketClockCase, ms: number) => {

@@ -6,10 +6,10 @@
 // whatever day it runs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { afterAll, beforeAll, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { builtEntry } from '../helpers/build.js';
-import { closedSinceConnect, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
+import { closedSinceConnect, keyAndAccount, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
 
 const START = '2026-09-16T12:00:00.000Z'; // a Wednesday: forex open
 const START_MS = Date.parse(START);
@@ -27,10 +27,7 @@ beforeAll(async () => {
   const first = await new Promise<string>((resolve) => createInterface({ input: sim.stdout! }).once('line', resolve));
   const { listening } = JSON.parse(first) as { listening: number };
   t = await startTestGateway({ brokerMode: 'bridge', bridgeUrl: `tcp://127.0.0.1:${listening}` });
-  key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'bridge-start' } })).body.key;
-  const c = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'bridge-start-1', password: 'pw', server: 'Sim-P5-Demo' } });
-  expect(c.status, c.text).toBe(200);
-  id = c.body.id;
+  ({ key, id } = await keyAndAccount(t, 'bridge-start'));
 }, 60_000);
 afterAll(async () => {
   await t?.stop();

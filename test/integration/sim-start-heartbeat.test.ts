@@ -4,8 +4,9 @@
 // 73 days old (found benchmarking a bot: 853,900,433 ms with SIM_START=2026-11-18T12:00:00Z on the 28th),
 // and a bot watching it for a stale feed (a `mute`) could not tell a live feed from a dead one.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mustOpen, type StreamClient } from '../helpers/stream-helpers.js';
+import { keyAndAccount } from '../helpers/simStart.js';
 
 const START = '2026-09-16T12:00:00.000Z'; // a Wednesday: forex open, 73 days before this file was written
 
@@ -22,11 +23,8 @@ afterAll(async () => {
 
 describe('HEARTBEAT under SIM_START', () => {
   it("lastQuoteAgeMs is the quote's age on the market clock, not the offset to the wall clock", async () => {
-    const h = mgmt(t.managementKey);
-    const key = (await t.req('POST', '/v1/keys', { headers: h, body: { label: 'hb' } })).body.key as string;
-    const a = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'hb-1', password: 'pw', server: 'Sim-P5-Demo' } });
-    expect(a.status, a.text).toBe(200);
-    c = await mustOpen(t.url, { apiKey: key, id: a.body.id });
+    const { key, id } = await keyAndAccount(t, 'hb');
+    c = await mustOpen(t.url, { apiKey: key, id });
     c.send({ action: 'subscribe', symbol: 'BTCUSD' });
     const hb = await c.until((x) => x.frames.find((f) => f.type === 'HEARTBEAT' && f.data.symbols[0]?.lastTickTimeMscUtc != null), 10_000, 'a heartbeat with a tick');
     const sym = hb.data.symbols[0];

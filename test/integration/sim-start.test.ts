@@ -16,7 +16,7 @@ import { ConfigError } from '../../src/config.js';
 import { dbPath } from '../../src/store/db.js';
 import { mgmt, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { builtEntry } from '../helpers/build.js';
-import { closedSinceConnect, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
+import { closedSinceConnect, keyAndAccount, orderInDefaultHistory, quoteAndServerTime, streamOnMarketClock, type MarketClockCase } from '../helpers/simStart.js';
 
 const START = '2026-09-16T12:00:00.000Z'; // a Wednesday: forex open
 const START_MS = Date.parse(START);
@@ -40,10 +40,7 @@ describe('a gateway with SIM_START', () => {
     dataDir = mkdtempSync(join(tmpdir(), 'tagw-simstart-'));
     wall0 = Date.now();
     t = await start(START);
-    key = (await t.req('POST', '/v1/keys', { headers: mgmt(t.managementKey), body: { label: 'simstart' } })).body.key;
-    const c = await t.req('POST', '/ConnectEx', { headers: { 'x-api-key': key }, body: { user: 'simstart-1', password: 'pw', server: 'Sim-P5-Demo' } });
-    expect(c.status, c.text).toBe(200);
-    id = c.body.id;
+    ({ key, id } = await keyAndAccount(t, 'simstart'));
   }, 60_000);
   afterAll(async () => {
     await t?.stop();
