@@ -96,7 +96,9 @@ describe('an order in flight when its account moves', () => {
     // The handover waits for the order up to the owner wait, then stops the account here.
     env.cluster.cont(left);
     expectStopped(await first);
-    expect((await env.cluster.owner(acct.id)).owner).toBe(left);
+    // The account stopped here before its lease moved: the row names the node it stays with until the
+    // joiner's lease round takes it (ci75, load 7: read in between, 'c3-b'). Its next owner is the joiner.
+    expect((await env.cluster.owner(acct.id, { not: stays })).owner).toBe(left);
     await retryReplays(acct, 'rebalance-1', broker);
   }, 120_000);
 
